@@ -1,0 +1,307 @@
+/*
+ * rckpt_cli.c — the `rckpt` command: a thin layer over librckpt for
+ * operators. Exit status: 0 success, 1 the operation failed, 2 bad usage.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rckpt.h"
+
+#define EXIT_USAGE 2
+
+static const char *prog = "rckpt";
+
+typedef struct global_opts {
+	rckpt_connect_opts_t conn;
+} global_opts_t;
+
+static void usage_main(FILE *f)
+{
+	fprintf(f,
+		"usage: rckpt [options] COMMAND [ARGS]\n"
+		"\n"
+		"Compressed deep-learning checkpoints and training data on Ceph.\n"
+		"\n"
+		"commands:\n"
+		"  status    connect; print the cluster, the pool and each plugin's version\n"
+		"            as answered by the OSD\n"
+		"  call      call a method of an object class on an object (diagnostics)\n"
+		"  version   print this client's version and build features\n"
+		"\n"
+		"options:\n"
+		"  -c, --conf PATH    ceph.conf (default: $CEPH_CONF, then Ceph's search path)\n"
+		"  -u, --user NAME    cephx user (default: admin)\n"
+		"  -p, --pool NAME    pool (default: rckpt)\n"
+		"  -t, --timeout S    seconds to wait for the cluster (default: 30)\n"
+		"  -h, --help         this text; 'rckpt COMMAND --help' for a command's\n");
+}
+
+static int usage_error(const char *fmt, const char *arg)
+{
+	fprintf(stderr, "%s: ", prog);
+	fprintf(stderr, fmt, arg);
+	fprintf(stderr, "; try '%s --help'\n", prog);
+	return EXIT_USAGE;
+}
+
+/* True when argv[1..] asks for help; commands check this before anything. */
+static int wants_help(int argc, char **argv)
+{
+	int i;
+	for (i = 1; i < argc; i++)
+		if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)
+			return 1;
+	return 0;
+}
+
+static int connect_or_report(rckpt_t **out, const global_opts_t *g)
+{
+	rckpt_t *h;
+	int rc = rckpt_create(&h);
+
+	*out = NULL;
+	if (rc) {
+		fprintf(stderr, "%s: %s\n", prog, rckpt_strerror(rc));
+		return rc;
+	}
+	rc = rckpt_connect(h, &g->conn);
+	if (rc) {
+		fprintf(stderr, "%s: %s\n", prog, rckpt_errmsg(h));
+		rckpt_destroy(h);
+		return rc;
+	}
+	*out = h;
+	return 0;
+}
+
+/* ---- rckpt version ---- */
+
+static int cmd_version(int argc, char **argv, const global_opts_t *g)
+{
+	rckpt_gpu_info_t gi;
+
+	(void)g;
+	if (wants_help(argc, argv)) {
+		printf("usage: rckpt version\n\nPrint the client library's version and build features.\n");
+		return 0;
+	}
+	if (argc > 1)
+		return usage_error("version: unexpected argument '%s'", argv[1]);
+	rckpt_gpu_info(&gi);
+	printf("librckpt %s\n", rckpt_version_string());
+	if (!gi.built_with_cuda)
+		printf("gpu       not built (no CUDA toolkit at build time)\n");
+	else if (gi.device_count == 0)
+		printf("gpu       CUDA runtime %d.%d; %s\n", gi.runtime_version / 1000,
+		       gi.runtime_version % 1000 / 10,
+		       gi.driver_version ? "no device" : "no CUDA driver on this machine");
+	else
+		printf("gpu       CUDA runtime %d.%d, %d device(s): %s\n", gi.runtime_version / 1000,
+		       gi.runtime_version % 1000 / 10, gi.device_count, gi.device_name);
+	return 0;
+}
+
+/* ---- rckpt status ---- */
+
+static const char *const plugins[] = { "rckpt", "pcr" };
+
+static int cmd_status(int argc, char **argv, const global_opts_t *g)
+{
+	rckpt_t *h;
+	char fsid[37];
+	unsigned i, j;
+	int failed = 0;
+
+	if (wants_help(argc, argv)) {
+		printf("usage: rckpt [options] status\n\n"
+		       "Connect to the cluster; print its fsid, the pool, and the `version` that\n"
+		       "each rckpt plugin (object class) answers from the OSD. Exits 1 when a\n"
+		       "plugin is missing or does not answer.\n");
+		return 0;
+	}
+	if (argc > 1)
+		return usage_error("status: unexpected argument '%s'", argv[1]);
+	if (connect_or_report(&h, g))
+		return 1;
+	if (rckpt_cluster_fsid(h, fsid, sizeof(fsid)) == 0)
+		printf("cluster   %s\n", fsid);
+	printf("pool      %s\n", rckpt_pool_name(h));
+	for (i = 0; i < sizeof(plugins) / sizeof(plugins[0]); i++) {
+		rckpt_plugin_info_t pi;
+		int rc = rckpt_plugin_version(h, &pi, plugins[i]);
+		if (rc) {
+			printf("plugin    %-6s MISSING: %s\n", plugins[i], rckpt_errmsg(h));
+			failed = 1;
+			continue;
+		}
+		printf("plugin    %-6s %u.%u.%u  built for Ceph %s  formats", pi.name, pi.major,
+		       pi.minor, pi.patch, pi.built_for[0] ? pi.built_for : "(unknown)");
+		for (j = 0; j < pi.nformats; j++)
+			printf(" %s %u..%u", pi.formats[j].name, pi.formats[j].min_version,
+			       pi.formats[j].max_version);
+		if (pi.major * 10000 + pi.minor * 100 + pi.patch != rckpt_version_number())
+			printf("  (STALE: this client is %s)", rckpt_version_string());
+		printf("\n");
+	}
+	rckpt_destroy(h);
+	return failed;
+}
+
+/* ---- rckpt call ---- */
+
+static void hexdump(const unsigned char *p, size_t n)
+{
+	size_t i, j;
+	for (i = 0; i < n; i += 16) {
+		printf("%08zx ", i);
+		for (j = i; j < i + 16; j++)
+			j < n ? printf(" %02x", p[j]) : printf("   ");
+		printf("  |");
+		for (j = i; j < i + 16 && j < n; j++)
+			putchar(p[j] >= 0x20 && p[j] < 0x7f ? p[j] : '.');
+		printf("|\n");
+	}
+}
+
+static int cmd_call(int argc, char **argv, const global_opts_t *g)
+{
+	static const struct option longopts[] = {
+		{ "object", required_argument, NULL, 'o' },
+		{ "input", required_argument, NULL, 'i' },
+		{ "raw", no_argument, NULL, 'r' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *oid = "rckpt.probe", *input = "";
+	size_t cap = 1u << 20;
+	unsigned char *out;
+	rckpt_t *h;
+	int raw = 0, c, n;
+
+	if (wants_help(argc, argv)) {
+		printf("usage: rckpt [options] call [--object OID] [--input TEXT] [--raw] CLASS METHOD\n\n"
+		       "Call METHOD of object class CLASS on object OID (default rckpt.probe) of the\n"
+		       "pool and print the reply as a hex dump (--raw: the bytes as they are).\n"
+		       "A diagnostic: a missing class or method, or one the OSD may not load, is\n"
+		       "reported as such.\n");
+		return 0;
+	}
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+:o:i:r", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'o':
+			oid = optarg;
+			break;
+		case 'i':
+			input = optarg;
+			break;
+		case 'r':
+			raw = 1;
+			break;
+		case ':':
+			return usage_error("call: option '%s' needs a value", argv[optind - 1]);
+		default:
+			return usage_error("call: bad option '%s'", argv[optind - 1]);
+		}
+	}
+	if (argc - optind != 2)
+		return usage_error("call: %s", argc - optind < 2 ? "needs CLASS and METHOD"
+								 : "too many arguments");
+	if (*oid == '\0')
+		return usage_error("call: %s", "--object must not be empty");
+	if (connect_or_report(&h, g))
+		return 1;
+	out = malloc(cap);
+	if (out == NULL) {
+		fprintf(stderr, "%s: out of memory\n", prog);
+		rckpt_destroy(h);
+		return 1;
+	}
+	n = rckpt_plugin_call(h, out, cap, oid, argv[optind], argv[optind + 1], input, strlen(input));
+	if (n < 0)
+		fprintf(stderr, "%s: %s\n", prog, rckpt_errmsg(h));
+	else if (raw)
+		fwrite(out, 1, (size_t)n, stdout);
+	else {
+		printf("%d bytes\n", n);
+		hexdump(out, (size_t)n);
+	}
+	free(out);
+	rckpt_destroy(h);
+	return n < 0 ? 1 : 0;
+}
+
+/* ---- main ---- */
+
+static int parse_timeout(const char *s, unsigned *out)
+{
+	char *end;
+	unsigned long v;
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || end == s || *end || v == 0 || v > 3600 || s[0] == '-')
+		return -1;
+	*out = (unsigned)v;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "conf", required_argument, NULL, 'c' },
+		{ "user", required_argument, NULL, 'u' },
+		{ "pool", required_argument, NULL, 'p' },
+		{ "timeout", required_argument, NULL, 't' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	global_opts_t g = { RCKPT_CONNECT_OPTS_INIT };
+	const char *cmd;
+	int c;
+
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+:c:u:p:t:h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'c':
+			g.conn.conf_path = optarg;
+			break;
+		case 'u':
+			g.conn.user = optarg;
+			break;
+		case 'p':
+			g.conn.pool = optarg;
+			break;
+		case 't':
+			if (parse_timeout(optarg, &g.conn.timeout_s))
+				return usage_error("--timeout must be 1..3600 seconds, not '%s'", optarg);
+			break;
+		case 'h':
+			usage_main(stdout);
+			return 0;
+		case ':':
+			return usage_error("option '%s' needs a value", argv[optind - 1]);
+		default:
+			return usage_error("unknown option '%s'", argv[optind - 1]);
+		}
+	}
+	if (optind >= argc)
+		return usage_error("%s", "missing command");
+	cmd = argv[optind];
+	argc -= optind;
+	argv += optind;
+	if (strcmp(cmd, "status") == 0)
+		return cmd_status(argc, argv, &g);
+	if (strcmp(cmd, "call") == 0)
+		return cmd_call(argc, argv, &g);
+	if (strcmp(cmd, "version") == 0)
+		return cmd_version(argc, argv, &g);
+	if (strcmp(cmd, "help") == 0) {
+		usage_main(stdout);
+		return 0;
+	}
+	return usage_error("unknown command '%s'", cmd);
+}

@@ -1,0 +1,196 @@
+/*
+ * rckpt_handle.c — the handle: create, connect, destroy, errors, versions.
+ */
+#define _GNU_SOURCE /* strerrordesc_np: strerror without the thread hazard */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rckpt_build_info.h"
+#include "rckpt_bytes.h"
+#include "rckpt_gpu.h"
+#include "rckpt_internal.h"
+
+_Static_assert(RCKPT_EVERSION == RCKPT_FMT_EVERSION, "error band out of step with formats/");
+_Static_assert(RCKPT_ECHECKSUM == RCKPT_FMT_ECHECKSUM, "error band out of step with formats/");
+
+#define DEFAULT_POOL "rckpt"
+#define DEFAULT_USER "admin"
+#define DEFAULT_TIMEOUT_S 30u
+
+unsigned rckpt_version_number(void)
+{
+	return RCKPT_VERSION_NUMBER;
+}
+
+const char *rckpt_version_string(void)
+{
+	return RCKPT_BUILD_VERSION_STRING RCKPT_BUILD_FEATURES;
+}
+
+const char *rckpt_strerror(int err)
+{
+	const char *s;
+
+	switch (err) {
+	case 0:
+		return "success";
+	case RCKPT_EVERSION:
+		return "format or protocol version not supported";
+	case RCKPT_ECHECKSUM:
+		return "checksum mismatch: stored data is damaged";
+	}
+	s = err < 0 ? strerrordesc_np(-err) : NULL;
+	return s ? s : "unknown error";
+}
+
+int rckpt_fail(rckpt_t *h, int err, const char *func, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	n = snprintf(h->errmsg, sizeof(h->errmsg), "%s: ", func);
+	if (n < 0 || (size_t)n >= sizeof(h->errmsg))
+		return err;
+	va_start(ap, fmt);
+	vsnprintf(h->errmsg + n, sizeof(h->errmsg) - (size_t)n, fmt, ap);
+	va_end(ap);
+	n = (int)strlen(h->errmsg);
+	snprintf(h->errmsg + n, sizeof(h->errmsg) - (size_t)n, " (%s)", rckpt_strerror(err));
+	return err;
+}
+
+int rckpt_create(rckpt_t **out)
+{
+	rckpt_t *h = calloc(1, sizeof(*h));
+	*out = h;
+	return h ? 0 : -ENOMEM;
+}
+
+void rckpt_destroy(rckpt_t *h)
+{
+	if (h == NULL)
+		return;
+	if (h->ioctx)
+		rados_ioctx_destroy(h->ioctx);
+	if (h->cluster)
+		rados_shutdown(h->cluster);
+	free(h->pool);
+	free(h);
+}
+
+const char *rckpt_errmsg(const rckpt_t *h)
+{
+	return h ? h->errmsg : "";
+}
+
+static int set_conf(rckpt_t *h, rados_t c, const char *key, const char *val)
+{
+	int rc = rados_conf_set(c, key, val);
+	if (rc < 0)
+		return rckpt_fail(h, rc, "rckpt_connect", "cannot set %s=%s", key, val);
+	return 0;
+}
+
+int rckpt_connect(rckpt_t *h, const rckpt_connect_opts_t *opts)
+{
+	rados_t c = NULL;
+	rados_ioctx_t io = NULL;
+	char name[128], timeout[16];
+	const char *conf, *user, *pool;
+	unsigned tmo;
+	int rc;
+
+	rckpt_clear_error(h);
+	if (opts == NULL || opts->version != RCKPT_CONNECT_OPTS_VERSION)
+		return rckpt_fail(h, -EINVAL, "rckpt_connect",
+				  "options missing or of an unknown version (use RCKPT_CONNECT_OPTS_INIT)");
+	if (h->cluster)
+		return rckpt_fail(h, -EINVAL, "rckpt_connect", "handle already connected");
+	conf = opts->conf_path ? opts->conf_path : getenv("CEPH_CONF");
+	if (conf && *conf == '\0')
+		conf = NULL;
+	user = opts->user && *opts->user ? opts->user : DEFAULT_USER;
+	pool = opts->pool && *opts->pool ? opts->pool : DEFAULT_POOL;
+	tmo = opts->timeout_s ? opts->timeout_s : DEFAULT_TIMEOUT_S;
+	if (strncmp(user, "client.", 7) == 0)
+		user += 7;
+	if (snprintf(name, sizeof(name), "client.%s", user) >= (int)sizeof(name))
+		return rckpt_fail(h, -EINVAL, "rckpt_connect", "user name too long");
+
+	rc = rados_create2(&c, "ceph", name, 0);
+	if (rc < 0)
+		return rckpt_fail(h, rc, "rckpt_connect", "rados_create2(%s) failed", name);
+	rc = rados_conf_read_file(c, conf);
+	if (rc < 0) {
+		rckpt_fail(h, rc, "rckpt_connect", "cannot read Ceph config %s",
+			   conf ? conf : "(default search path; set CEPH_CONF)");
+		goto out;
+	}
+	snprintf(timeout, sizeof(timeout), "%u", tmo);
+	/* Without these a call against a dead cluster waits for ever. */
+	if ((rc = set_conf(h, c, "client_mount_timeout", timeout)) ||
+	    (rc = set_conf(h, c, "rados_mon_op_timeout", timeout)) ||
+	    (rc = set_conf(h, c, "rados_osd_op_timeout", timeout)))
+		goto out;
+	rc = rados_connect(c);
+	if (rc < 0) {
+		rckpt_fail(h, rc, "rckpt_connect", "cannot connect to the cluster of %s as %s",
+			   conf ? conf : "the default config", name);
+		goto out;
+	}
+	rc = rados_ioctx_create(c, pool, &io);
+	if (rc < 0) {
+		rckpt_fail(h, rc, "rckpt_connect", rc == -ENOENT ? "pool '%s' does not exist"
+								   : "cannot open pool '%s'",
+			   pool);
+		goto out;
+	}
+	h->pool = strdup(pool);
+	if (h->pool == NULL) {
+		rc = rckpt_fail(h, -ENOMEM, "rckpt_connect", "out of memory");
+		goto out;
+	}
+	h->cluster = c;
+	h->ioctx = io;
+	return 0;
+out:
+	if (io)
+		rados_ioctx_destroy(io);
+	rados_shutdown(c);
+	return rc;
+}
+
+int rckpt_cluster_fsid(rckpt_t *h, char *out, size_t cap)
+{
+	int rc;
+
+	rckpt_clear_error(h);
+	if (h->cluster == NULL)
+		return rckpt_fail(h, -ENOTCONN, "rckpt_cluster_fsid", "handle not connected");
+	if (cap < 37)
+		return rckpt_fail(h, -ERANGE, "rckpt_cluster_fsid", "buffer of %zu bytes, need 37", cap);
+	rc = rados_cluster_fsid(h->cluster, out, cap);
+	return rc < 0 ? rckpt_fail(h, rc, "rckpt_cluster_fsid", "rados_cluster_fsid failed") : 0;
+}
+
+const char *rckpt_pool_name(const rckpt_t *h)
+{
+	return h ? h->pool : NULL;
+}
+
+int rckpt_gpu_info(rckpt_gpu_info_t *out)
+{
+	rckpt_gpu_probe_t p;
+
+	memset(out, 0, sizeof(*out));
+	rckpt_gpu_probe(&p);
+	out->built_with_cuda = p.built_with_cuda;
+	out->runtime_version = p.runtime_version;
+	out->driver_version = p.driver_version;
+	out->device_count = p.device_count;
+	memcpy(out->device_name, p.device_name, sizeof(out->device_name));
+	return 0;
+}

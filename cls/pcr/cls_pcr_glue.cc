@@ -1,0 +1,20 @@
+// cls_pcr_glue.cc — registers the `pcr` object class with the OSD.
+// Method bodies are C (cls_pcr_methods.c); this file only wires them up.
+#include "cls_glue.hpp"
+
+extern "C" {
+#include "cls_pcr_methods.h"
+}
+
+CLS_VER(0, 1)
+CLS_NAME(pcr)
+
+CLS_INIT(pcr)
+{
+	cls_handle_t cls;
+	if (!cls_register("pcr", &cls)) { // 1 on success in Pacific
+		CLS_ERR("pcr: cls_register failed");
+		return;
+	}
+	rckpt_cls_register_rd<cls_pcr_version>(cls, "version");
+}

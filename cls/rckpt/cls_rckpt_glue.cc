@@ -1,0 +1,20 @@
+// cls_rckpt_glue.cc — registers the `rckpt` object class with the OSD.
+// Method bodies are C (cls_rckpt_methods.c); this file only wires them up.
+#include "cls_glue.hpp"
+
+extern "C" {
+#include "cls_rckpt_methods.h"
+}
+
+CLS_VER(0, 1)
+CLS_NAME(rckpt)
+
+CLS_INIT(rckpt)
+{
+	cls_handle_t cls;
+	if (!cls_register("rckpt", &cls)) { // 1 on success in Pacific
+		CLS_ERR("rckpt: cls_register failed");
+		return;
+	}
+	rckpt_cls_register_rd<cls_rckpt_version>(cls, "version");
+}
