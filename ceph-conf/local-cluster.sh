@@ -213,6 +213,7 @@ mon data avail crit = 1
 
 [mon]
 mon data = $dir/data/\$name
+mon cluster log file = default=$dir/log/\$cluster.\$channel.log cluster=$dir/log/\$cluster.log
 mon allow pool delete = true
 
 [mgr]

@@ -2,6 +2,7 @@
  * rckpt_cli.c — the `rckpt` command: a thin layer over librckpt for
  * operators. Exit status: 0 success, 1 the operation failed, 2 bad usage.
  */
+#define _GNU_SOURCE /* getopt_long */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>

@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# dev.sh — set up, build, and run rckpt on a local Ceph cluster.
+#
+#   ./dev.sh demo    install what is missing, build, start the local cluster,
+#                    run the main job (today: rckpt status); the cluster stays up
+#   ./dev.sh test    the same set-up, then every test against a fresh local
+#                    cluster of its own, which it stops at the end
+set -euo pipefail
+
+repo=$(cd "$(dirname "$0")" && pwd)
+prog=./dev.sh
+sanitize=0
+jobs=$(nproc 2>/dev/null || echo 2)
+
+# What the project builds and runs with, all from Debian's packages.
+packages=(
+	build-essential cmake pkg-config jq
+	ceph-mon ceph-mgr ceph-osd ceph-common
+	librados-dev libradospp-dev rados-objclass-dev
+	libzstd-dev libturbojpeg0-dev libssl-dev libcmocka-dev
+)
+
+usage() {
+	cat <<EOF
+usage: $prog [--sanitize] COMMAND
+
+commands:
+  demo        install missing packages, build, start the local cluster and run
+              the main job (rckpt status); the cluster keeps running
+  test        install, build, start a fresh test cluster, run the whole test
+              suite (ctest) against it, stop it
+  deps        only install missing system packages (apt-get; sudo when not root)
+  build       only configure and build
+  cluster ... pass the rest to ceph-conf/local-cluster.sh for the demo cluster
+              (e.g. '$prog cluster stop', '$prog cluster status')
+
+options:
+  --sanitize  build the library, CLI and tests with ASan+UBSan (in build-asan/)
+  -h, --help  this text
+EOF
+}
+
+say() { printf '==> %s\n' "$*"; }
+die() { echo "$prog: error: $*" >&2; exit 1; }
+
+cmd=""
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--sanitize) sanitize=1; shift ;;
+	-h | --help | help) usage; exit 0 ;;
+	demo | test | deps | build) [ -z "$cmd" ] || { echo "$prog: one command at a time" >&2; exit 2; }; cmd=$1; shift ;;
+	cluster) cmd=cluster; shift; break ;;
+	*) echo "$prog: unknown argument '$1'; try '$prog --help'" >&2; exit 2 ;;
+	esac
+done
+[ -n "$cmd" ] || { echo "$prog: missing command; try '$prog --help'" >&2; exit 2; }
+
+if [ "$sanitize" = 1 ]; then build=$repo/build-asan; else build=$repo/build; fi
+cluster_script=$repo/ceph-conf/local-cluster.sh
+
+deps() {
+	local missing=() p sudo=""
+	for p in "${packages[@]}"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+	done
+	if [ ${#missing[@]} -eq 0 ]; then
+		say "system packages: all present"
+		return 0
+	fi
+	if [ "$(id -u)" != 0 ]; then
+		command -v sudo >/dev/null || die "need root or sudo to install: ${missing[*]}"
+		sudo="sudo"
+	fi
+	say "installing with apt-get: ${missing[*]}"
+	$sudo apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" \
+		>"$repo/.apt-install.log" 2>&1 ||
+		{ tail -n 30 "$repo/.apt-install.log" >&2; die "apt-get install failed (log: .apt-install.log)"; }
+	rm -f "$repo/.apt-install.log"
+}
+
+build() {
+	local t0=$SECONDS san=OFF
+	[ "$sanitize" = 1 ] && san=ON
+	say "building in ${build#$repo/} (sanitizers $san)"
+	cmake -S "$repo" -B "$build" -DRCKPT_SANITIZE=$san >"$build.configure.log" 2>&1 ||
+		{ cat "$build.configure.log" >&2; die "cmake configure failed"; }
+	grep -- '-- rckpt ' "$build.configure.log" | sed 's/^-- /    /'
+	rm -f "$build.configure.log"
+	cmake --build "$build" -j "$jobs" -- --no-print-directory >"$build/build.log" 2>&1 ||
+		{ grep -E -B2 -A8 'error|Error' "$build/build.log" | head -n 60 >&2; die "build failed (log: $build/build.log)"; }
+	say "built in $((SECONDS - t0))s"
+}
+
+case "$cmd" in
+deps)
+	deps
+	;;
+build)
+	deps
+	build
+	;;
+cluster)
+	exec "$cluster_script" --dir "$build/cluster" --plugins "$build/rados-classes" "$@"
+	;;
+demo)
+	deps
+	build
+	say "starting the local cluster (state in ${build#$repo/}/cluster)"
+	"$cluster_script" --dir "$build/cluster" --plugins "$build/rados-classes" start
+	export CEPH_CONF=$build/cluster/ceph.conf
+	say "main job: rckpt status"
+	"$build/client/rckpt" status
+	echo
+	say "the cluster keeps running: 'export CEPH_CONF=$CEPH_CONF' to use it,"
+	say "'$prog cluster stop' to stop it"
+	;;
+test)
+	deps
+	build
+	tdir=$build/test-cluster
+	"$cluster_script" --dir "$tdir" wipe >/dev/null
+	trap '"$cluster_script" --dir "$tdir" stop' EXIT
+	say "starting a fresh test cluster (state in ${tdir#$repo/})"
+	"$cluster_script" --dir "$tdir" --plugins "$build/rados-classes" start
+	export CEPH_CONF=$tdir/ceph.conf RCKPT_REQUIRE_CLUSTER=1
+	if [ "$sanitize" = 1 ]; then
+		export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=0:detect_leaks=1}
+		export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+	fi
+	say "running the tests"
+	ctest --test-dir "$build" --output-on-failure
+	;;
+esac

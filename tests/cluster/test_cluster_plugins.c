@@ -1,0 +1,201 @@
+/*
+ * test_cluster_plugins.c — the plugins as loaded by a real OSD, called
+ * through librados. Needs a cluster: CEPH_CONF names its config (./dev.sh
+ * test starts one). Without one each test skips, saying so, unless
+ * RCKPT_REQUIRE_CLUSTER=1, when the missing cluster is a failure.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "rckpt.h"
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int group_setup(void **state)
+{
+	rckpt_connect_opts_t o = RCKPT_CONNECT_OPTS_INIT;
+	const char *conf = getenv("CEPH_CONF");
+	const char *require = getenv("RCKPT_REQUIRE_CLUSTER");
+	rckpt_t *h;
+
+	*state = NULL;
+	if (conf == NULL || *conf == '\0') {
+		print_message("no cluster: CEPH_CONF is not set (./dev.sh test starts one)\n");
+		return require && strcmp(require, "1") == 0 ? -1 : 0;
+	}
+	o.timeout_s = 20;
+	if (rckpt_create(&h))
+		return -1;
+	if (rckpt_connect(h, &o)) {
+		print_message("cannot connect: %s\n", rckpt_errmsg(h));
+		rckpt_destroy(h);
+		return -1;
+	}
+	*state = h;
+	return 0;
+}
+
+static int group_teardown(void **state)
+{
+	rckpt_destroy(*state);
+	return 0;
+}
+
+#define NEED_CLUSTER(h)                                                 \
+	do {                                                            \
+		if ((h) == NULL) {                                      \
+			print_message("skipped: no cluster\n");          \
+			skip();                                         \
+		}                                                       \
+	} while (0)
+
+static void check_plugin(rckpt_t *h, const char *name)
+{
+	rckpt_plugin_info_t pi;
+
+	assert_int_equal(rckpt_plugin_version(h, &pi, name), 0);
+	assert_string_equal(pi.name, name);
+	assert_int_equal(pi.major * 10000 + pi.minor * 100 + pi.patch, rckpt_version_number());
+	assert_true(strlen(pi.built_for) > 0);
+	assert_true(pi.nformats >= 1);
+	assert_string_equal(pi.formats[0].name, "cls-wire");
+	assert_int_equal(pi.formats[0].min_version, 1);
+}
+
+static void test_rckpt_plugin_answers(void **state)
+{
+	NEED_CLUSTER(*state);
+	check_plugin(*state, "rckpt");
+}
+
+static void test_pcr_plugin_answers(void **state)
+{
+	NEED_CLUSTER(*state);
+	check_plugin(*state, "pcr");
+}
+
+static void test_fsid(void **state)
+{
+	char fsid[37];
+	NEED_CLUSTER(*state);
+	assert_int_equal(rckpt_cluster_fsid(*state, fsid, sizeof(fsid)), 0);
+	assert_int_equal(strlen(fsid), 36);
+	assert_int_equal(fsid[8], '-');
+	assert_int_equal(rckpt_cluster_fsid(*state, fsid, 36), -ERANGE);
+}
+
+/* A method the class does not have: -EOPNOTSUPP, at once, explained. */
+static void test_missing_method(void **state)
+{
+	rckpt_t *h = *state;
+	char out[64];
+	double t0;
+
+	NEED_CLUSTER(h);
+	t0 = now_s();
+	assert_int_equal(rckpt_plugin_call(h, out, sizeof(out), "rckpt.probe", "rckpt", "no_such_method",
+					   NULL, 0),
+			 -EOPNOTSUPP);
+	assert_true(now_s() - t0 < 5.0);
+	assert_non_null(strstr(rckpt_errmsg(h), "rckpt.no_such_method"));
+	assert_non_null(strstr(rckpt_errmsg(h), "no such class or method"));
+}
+
+/* A class the OSD has not loaded: refused at once, not a hang. */
+static void test_missing_class(void **state)
+{
+	rckpt_t *h = *state;
+	rckpt_plugin_info_t pi;
+	double t0;
+
+	NEED_CLUSTER(h);
+	t0 = now_s();
+	assert_int_equal(rckpt_plugin_version(h, &pi, "no_such_class"), -EPERM);
+	assert_true(now_s() - t0 < 5.0);
+	assert_non_null(strstr(rckpt_errmsg(h), "osd class load list"));
+	assert_string_equal(pi.name, "");
+}
+
+/* The OSD passes the plugin's own error code through. */
+static void test_version_with_input_is_einval(void **state)
+{
+	rckpt_t *h = *state;
+	char out[64];
+
+	NEED_CLUSTER(h);
+	assert_int_equal(rckpt_plugin_call(h, out, sizeof(out), "rckpt.probe", "pcr", "version", "x", 1),
+			 -EINVAL);
+}
+
+static void test_reply_too_big_for_buffer(void **state)
+{
+	rckpt_t *h = *state;
+	char out[8];
+
+	NEED_CLUSTER(h);
+	assert_int_equal(rckpt_plugin_call(h, out, sizeof(out), "rckpt.probe", "rckpt", "version",
+					   NULL, 0),
+			 -ERANGE);
+}
+
+static void test_missing_pool(void **state)
+{
+	rckpt_connect_opts_t o = RCKPT_CONNECT_OPTS_INIT;
+	rckpt_t *h;
+
+	NEED_CLUSTER(*state);
+	o.pool = "rckpt-no-such-pool";
+	assert_int_equal(rckpt_create(&h), 0);
+	assert_int_equal(rckpt_connect(h, &o), -ENOENT);
+	assert_non_null(strstr(rckpt_errmsg(h), "pool 'rckpt-no-such-pool' does not exist"));
+	rckpt_destroy(h);
+}
+
+/* A user the cluster does not know is refused, promptly. */
+static void test_unknown_user(void **state)
+{
+	rckpt_connect_opts_t o = RCKPT_CONNECT_OPTS_INIT;
+	rckpt_t *h;
+	double t0;
+
+	NEED_CLUSTER(*state);
+	o.user = "client.rckpt-nobody";
+	o.timeout_s = 10;
+	assert_int_equal(rckpt_create(&h), 0);
+	t0 = now_s();
+	assert_true(rckpt_connect(h, &o) < 0);
+	assert_true(now_s() - t0 < 12.0);
+	assert_non_null(strstr(rckpt_errmsg(h), "client.rckpt-nobody"));
+	rckpt_destroy(h);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_rckpt_plugin_answers),
+		cmocka_unit_test(test_pcr_plugin_answers),
+		cmocka_unit_test(test_fsid),
+		cmocka_unit_test(test_missing_method),
+		cmocka_unit_test(test_missing_class),
+		cmocka_unit_test(test_version_with_input_is_einval),
+		cmocka_unit_test(test_reply_too_big_for_buffer),
+		cmocka_unit_test(test_missing_pool),
+		cmocka_unit_test(test_unknown_user),
+	};
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}

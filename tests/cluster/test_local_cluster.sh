@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# test_local_cluster.sh SCRIPT PLUGIN_DIR RCKPT — the local-cluster script on
+# a cluster of its own: start twice, stop twice, status when stopped, a
+# plugin that fails to load, and nothing touched outside its folder.
+set -u
+. "$(dirname "$0")/../testlib.sh"
+script=$1 plugins=$2 rckpt=$3
+if ! command -v ceph-mon >/dev/null; then
+	echo "skipped: Ceph is not installed (./dev.sh test installs it)"
+	[ "${RCKPT_REQUIRE_CLUSTER:-0}" = 1 ] && exit 1
+	exit 77
+fi
+t=$(mktemp -d)
+dir=$t/cluster
+export HOME=$t/home
+mkdir -p "$HOME" "$t/broken"
+: >"$t/broken/libcls_rckpt.so"
+: >"$t/broken/libcls_pcr.so"
+unset CEPH_CONF
+cleanup() { "$script" --dir "$dir" stop >/dev/null 2>&1; rm -rf "$t"; }
+trap cleanup EXIT
+outside() { ls -la --time-style=+%s /etc/ceph /var/lib/ceph /var/log/ceph /run/ceph 2>/dev/null; }
+outside >"$t/before"
+# No process of ours left (a function: 'bash -c' would match its own pattern).
+none_left() { ! pgrep -f -- "-c $dir/ceph.conf"; }
+
+check "status before any start: exit 3" expect_run 3 "$t/o" "$script" --dir "$dir" status
+check "stop before any start: exit 0" expect_run 0 "$t/o" "$script" --dir "$dir" stop
+check "bad option: exit 2" expect_run 2 "$t/o" "$script" --dir "$dir" --osds 9 start
+check "unknown command: exit 2" expect_run 2 "$t/o" "$script" --dir "$dir" restart
+check "--help: exit 0" expect_run 0 "$t/o" "$script" --help
+
+check "start: exit 0" expect_run 0 "$t/o" "$script" --dir "$dir" --plugins "$plugins" start
+check "  says it is up" contains "$t/o" "cluster up in"
+sed -n 's/.*cluster up in \([0-9.]*\)s.*/first start: \1 s/p' "$t/o"
+check "start again: exit 0" expect_run 0 "$t/o" "$script" --dir "$dir" --plugins "$plugins" start
+check "status: exit 0" expect_run 0 "$t/o" "$script" --dir "$dir" status
+check "  three daemons run" bash -c "[ \$(grep -c ' running (pid' '$t/o') -eq 3 ]"
+check "env prints CEPH_CONF" expect_run 0 "$t/o" "$script" --dir "$dir" env
+check "  for this folder" contains "$t/o" "export CEPH_CONF=$dir/ceph.conf"
+check "plugins answer" expect_run 0 "$t/o" "$rckpt" --conf "$dir/ceph.conf" status
+check "different OSD count refused" expect_run 1 "$t/o" "$script" --dir "$dir" --osds 2 start
+check "  explains" contains "$t/o" "wipe"
+
+check "stop: exit 0" expect_run 0 "$t/o" "$script" --dir "$dir" stop
+check "  no daemon left" none_left
+check "stop again: exit 0" expect_run 0 "$t/o" "$script" --dir "$dir" stop
+check "  says nothing runs" contains "$t/o" "no daemon running"
+check "status when stopped: exit 3" expect_run 3 "$t/o" "$script" --dir "$dir" status
+check "  three daemons stopped" bash -c "[ \$(grep -c ' stopped$' '$t/o') -eq 3 ]"
+
+# A plugin file the OSD cannot load: the client says so, at once.
+check "start with broken plugins: exit 0" expect_run 0 "$t/o" "$script" --dir "$dir" --plugins "$t/broken" start
+s0=$(date +%s)
+check "status reports both plugins missing: exit 1" expect_run 1 "$t/o" "$rckpt" --conf "$dir/ceph.conf" --timeout 20 status
+check "  rckpt MISSING" grep -q '^plugin *rckpt *MISSING' "$t/o"
+check "  pcr MISSING" grep -q '^plugin *pcr *MISSING' "$t/o"
+check "  within 10 s" test $(($(date +%s) - s0)) -lt 10
+check "stop: exit 0" expect_run 0 "$t/o" "$script" --dir "$dir" stop
+
+outside >"$t/after"
+check "nothing outside its folder changed" diff "$t/before" "$t/after"
+check "HOME untouched" test -z "$(ls -A "$HOME")"
+check "wipe: exit 0" expect_run 0 "$t/o" "$script" --dir "$dir" wipe
+check "  folder gone" test ! -e "$dir"
+finish

@@ -1,0 +1,32 @@
+# testlib.sh — a few helpers for the shell tests: `check DESC CMD...` runs a
+# check, `finish` prints the totals and sets the exit status.
+passed=0 failed=0
+
+check() {
+	local desc=$1
+	shift
+	if "$@"; then
+		passed=$((passed + 1))
+		echo "ok - $desc"
+	else
+		failed=$((failed + 1))
+		echo "not ok - $desc"
+	fi
+}
+
+# expect_run STATUS OUTFILE CMD...: run CMD, stdout+stderr to OUTFILE, and
+# succeed when it exits with STATUS.
+expect_run() {
+	local want=$1 out=$2 rc=0
+	shift 2
+	"$@" >"$out" 2>&1 || rc=$?
+	[ "$rc" = "$want" ] || { echo "  expected exit $want, got $rc from: $*" >&2; sed 's/^/  | /' "$out" >&2; return 1; }
+}
+
+contains() { grep -qF -- "$2" "$1" || { echo "  '$2' not in output:" >&2; sed 's/^/  | /' "$1" >&2; return 1; }; }
+lines() { [ "$(wc -l <"$1")" -eq "$2" ] || { echo "  expected $2 line(s) in:" >&2; sed 's/^/  | /' "$1" >&2; return 1; }; }
+
+finish() {
+	echo "$passed passed, $failed failed"
+	[ "$failed" -eq 0 ]
+}

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# test_cli_args.sh RCKPT — the command line without a cluster: --help on
+# every command, one-line errors and exit status 2 for bad usage.
+set -u
+. "$(dirname "$0")/../testlib.sh"
+rckpt=$1
+t=$(mktemp -d)
+trap 'rm -rf "$t"' EXIT
+
+check "rckpt --help exits 0 with usage" expect_run 0 "$t/o" "$rckpt" --help
+check "  and lists the commands" contains "$t/o" "status"
+for c in status call version; do
+	check "rckpt $c --help exits 0" expect_run 0 "$t/o" "$rckpt" "$c" --help
+	check "  and starts with usage" contains "$t/o" "usage: rckpt"
+done
+check "rckpt help exits 0" expect_run 0 "$t/o" "$rckpt" help
+
+check "no command: exit 2" expect_run 2 "$t/o" "$rckpt"
+check "  one line" lines "$t/o" 1
+check "unknown command: exit 2" expect_run 2 "$t/o" "$rckpt" frobnicate
+check "  names it in one line" contains "$t/o" "unknown command 'frobnicate'"
+check "  one line" lines "$t/o" 1
+check "unknown option: exit 2" expect_run 2 "$t/o" "$rckpt" --bogus status
+check "  one line" lines "$t/o" 1
+check "option without value: exit 2" expect_run 2 "$t/o" "$rckpt" status --pool
+check "  (status takes no argument)" contains "$t/o" "unexpected argument"
+check "global option without value: exit 2" expect_run 2 "$t/o" "$rckpt" --conf
+check "  says it needs a value" contains "$t/o" "needs a value"
+check "bad timeout: exit 2" expect_run 2 "$t/o" "$rckpt" --timeout 0 status
+check "  explains" contains "$t/o" "--timeout must be"
+check "call without method: exit 2" expect_run 2 "$t/o" "$rckpt" call rckpt
+check "  explains" contains "$t/o" "needs CLASS and METHOD"
+check "call with bad option: exit 2" expect_run 2 "$t/o" "$rckpt" call --nope rckpt version
+check "version with argument: exit 2" expect_run 2 "$t/o" "$rckpt" version extra
+
+check "version needs no cluster" expect_run 0 "$t/o" "$rckpt" version
+check "  prints the library version" contains "$t/o" "librckpt 0."
+check "missing config: exit 1" expect_run 1 "$t/o" "$rckpt" --conf /nonexistent/ceph.conf status
+check "  names the file" contains "$t/o" "/nonexistent/ceph.conf"
+finish

@@ -1,0 +1,332 @@
+/*
+ * test_wire.c — the cls wire framing and the version reply (formats/cls-wire.md).
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "rckpt_wire.h"
+
+static rckpt_wire_version_t sample(void)
+{
+	rckpt_wire_version_t v;
+	memset(&v, 0, sizeof(v));
+	strcpy(v.plugin, "rckpt");
+	v.major = 1;
+	v.minor = 2;
+	v.patch = 3;
+	strcpy(v.built_for, "16.2.15+ds-0+deb12u2");
+	v.nformats = 2;
+	strcpy(v.formats[0].name, "cls-wire");
+	v.formats[0].min_version = 1;
+	v.formats[0].max_version = 1;
+	strcpy(v.formats[1].name, "ckpt-record");
+	v.formats[1].min_version = 1;
+	v.formats[1].max_version = 3;
+	return v;
+}
+
+/* Reads a hex file (whitespace and '#' comments ignored) into buf. */
+static size_t read_hex(const char *path, uint8_t *buf, size_t cap)
+{
+	FILE *f = fopen(path, "r");
+	size_t n = 0;
+	int c, hi = -1;
+
+	assert_non_null(f);
+	while ((c = fgetc(f)) != EOF) {
+		int d;
+		if (c == '#') {
+			while ((c = fgetc(f)) != EOF && c != '\n')
+				;
+			continue;
+		}
+		if (c >= '0' && c <= '9')
+			d = c - '0';
+		else if (c >= 'a' && c <= 'f')
+			d = c - 'a' + 10;
+		else
+			continue;
+		if (hi < 0) {
+			hi = d;
+		} else {
+			assert_true(n < cap);
+			buf[n++] = (uint8_t)(hi << 4 | d);
+			hi = -1;
+		}
+	}
+	fclose(f);
+	assert_int_equal(hi, -1);
+	return n;
+}
+
+static void test_round_trip(void **state)
+{
+	uint8_t buf[RCKPT_WIRE_VERSION_BOUND];
+	rckpt_wire_version_t v = sample(), d;
+	size_t n;
+
+	(void)state;
+	assert_int_equal(rckpt_wire_version_encode(buf, sizeof(buf), &n, &v), 0);
+	assert_int_equal(rckpt_wire_version_decode(&d, buf, n), 0);
+	assert_string_equal(d.plugin, "rckpt");
+	assert_int_equal(d.major, 1);
+	assert_int_equal(d.minor, 2);
+	assert_int_equal(d.patch, 3);
+	assert_string_equal(d.built_for, v.built_for);
+	assert_int_equal(d.nformats, 2);
+	assert_string_equal(d.formats[1].name, "ckpt-record");
+	assert_int_equal(d.formats[1].min_version, 1);
+	assert_int_equal(d.formats[1].max_version, 3);
+}
+
+/* The bytes of version 1 never change: old clients must read new plugins. */
+static void test_golden_vector(void **state)
+{
+	uint8_t want[1024], got[RCKPT_WIRE_VERSION_BOUND];
+	rckpt_wire_version_t v = sample(), d;
+	size_t n, wn;
+
+	(void)state;
+	wn = read_hex(RCKPT_GOLDEN_DIR "/cls-wire-version-v1.hex", want, sizeof(want));
+	assert_int_equal(rckpt_wire_version_encode(got, sizeof(got), &n, &v), 0);
+	assert_int_equal(n, wn);
+	assert_memory_equal(got, want, n);
+	assert_int_equal(rckpt_wire_version_decode(&d, want, wn), 0);
+	assert_memory_equal(&d, &v, sizeof(d));
+}
+
+static void test_deterministic(void **state)
+{
+	uint8_t a[RCKPT_WIRE_VERSION_BOUND], b[RCKPT_WIRE_VERSION_BOUND];
+	rckpt_wire_version_t v = sample();
+	size_t na, nb;
+
+	(void)state;
+	memset(a, 0xaa, sizeof(a));
+	memset(b, 0x55, sizeof(b));
+	assert_int_equal(rckpt_wire_version_encode(a, sizeof(a), &na, &v), 0);
+	assert_int_equal(rckpt_wire_version_encode(b, sizeof(b), &nb, &v), 0);
+	assert_int_equal(na, nb);
+	assert_memory_equal(a, b, na);
+}
+
+/* Every strict prefix of a valid reply is rejected, and so is any extension
+ * past the frame (the frame must fill its input exactly). */
+static void test_truncation_and_trailing(void **state)
+{
+	uint8_t buf[RCKPT_WIRE_VERSION_BOUND + 1];
+	rckpt_wire_version_t v = sample(), d;
+	size_t n, k;
+
+	(void)state;
+	assert_int_equal(rckpt_wire_version_encode(buf, sizeof(buf), &n, &v), 0);
+	for (k = 0; k < n; k++) {
+		uint8_t *copy = malloc(k ? k : 1); /* exact size: ASan catches overreads */
+		memcpy(copy, buf, k);
+		assert_int_equal(rckpt_wire_version_decode(&d, copy, k), -EBADMSG);
+		assert_int_equal(d.nformats, 0);
+		free(copy);
+	}
+	buf[n] = 0;
+	assert_int_equal(rckpt_wire_version_decode(&d, buf, n + 1), -EBADMSG);
+	assert_int_equal(rckpt_wire_version_decode(&d, NULL, 0), -EBADMSG);
+}
+
+/* Fields appended inside the payload by a newer encoder are skipped. */
+static void test_unknown_trailing_fields_skipped(void **state)
+{
+	uint8_t buf[RCKPT_WIRE_VERSION_BOUND + 8];
+	rckpt_wire_version_t v = sample(), d;
+	size_t n;
+
+	(void)state;
+	assert_int_equal(rckpt_wire_version_encode(buf, sizeof(buf), &n, &v), 0);
+	memcpy(buf + n, "\x07\x00\x00\x00", 4);
+	buf[2] = 2; /* version 2, still compat 1 */
+	buf[8] = (uint8_t)(buf[8] + 4);
+	assert_int_equal(rckpt_wire_version_decode(&d, buf, n + 4), 0);
+	assert_string_equal(d.plugin, "rckpt");
+}
+
+static void test_header_checks(void **state)
+{
+	uint8_t buf[RCKPT_WIRE_VERSION_BOUND], bad[RCKPT_WIRE_VERSION_BOUND];
+	rckpt_wire_version_t v = sample(), d;
+	size_t n;
+
+	(void)state;
+	assert_int_equal(rckpt_wire_version_encode(buf, sizeof(buf), &n, &v), 0);
+
+	memcpy(bad, buf, n);
+	bad[0] ^= 1; /* magic */
+	assert_int_equal(rckpt_wire_version_decode(&d, bad, n), -EBADMSG);
+
+	memcpy(bad, buf, n);
+	bad[3] = 2; /* compat 2 > version 1: not from a sane encoder */
+	assert_int_equal(rckpt_wire_version_decode(&d, bad, n), -EBADMSG);
+
+	memcpy(bad, buf, n);
+	bad[2] = 3;
+	bad[3] = 2; /* needs a version-2 decoder */
+	assert_int_equal(rckpt_wire_version_decode(&d, bad, n), RCKPT_FMT_EVERSION);
+
+	memcpy(bad, buf, n);
+	bad[3] = 0; /* compat 0 */
+	assert_int_equal(rckpt_wire_version_decode(&d, bad, n), -EBADMSG);
+
+	memcpy(bad, buf, n);
+	bad[4] = 2; /* another message type */
+	assert_int_equal(rckpt_wire_version_decode(&d, bad, n), -EBADMSG);
+
+	memcpy(bad, buf, n);
+	bad[6] = 1; /* reserved flags */
+	assert_int_equal(rckpt_wire_version_decode(&d, bad, n), -EBADMSG);
+
+	memcpy(bad, buf, n);
+	bad[11] = 0x80; /* length far past the end */
+	assert_int_equal(rckpt_wire_version_decode(&d, bad, n), -EBADMSG);
+}
+
+static void test_field_checks(void **state)
+{
+	uint8_t buf[RCKPT_WIRE_VERSION_BOUND], bad[RCKPT_WIRE_VERSION_BOUND];
+	rckpt_wire_version_t v = sample(), d;
+	size_t n, name_at = RCKPT_WIRE_HEADER_BYTES + 1;
+
+	(void)state;
+	assert_int_equal(rckpt_wire_version_encode(buf, sizeof(buf), &n, &v), 0);
+
+	memcpy(bad, buf, n);
+	bad[name_at] = 'R'; /* upper case is outside the name alphabet */
+	assert_int_equal(rckpt_wire_version_decode(&d, bad, n), -EBADMSG);
+
+	memcpy(bad, buf, n);
+	bad[name_at + 1] = '\0'; /* NUL inside a string */
+	assert_int_equal(rckpt_wire_version_decode(&d, bad, n), -EBADMSG);
+
+	memcpy(bad, buf, n);
+	bad[name_at - 1] = 0; /* empty plugin name */
+	assert_int_equal(rckpt_wire_version_decode(&d, bad, n), -EBADMSG);
+
+	/* min > max in the last format range */
+	memcpy(bad, buf, n);
+	bad[n - 4] = 9;
+	assert_int_equal(rckpt_wire_version_decode(&d, bad, n), -EBADMSG);
+}
+
+static void test_encoder_rejects(void **state)
+{
+	uint8_t buf[RCKPT_WIRE_VERSION_BOUND];
+	rckpt_wire_version_t v;
+	size_t n = 99;
+
+	(void)state;
+	v = sample();
+	v.nformats = RCKPT_WIRE_FORMATS_MAX + 1;
+	assert_int_equal(rckpt_wire_version_encode(buf, sizeof(buf), &n, &v), -EINVAL);
+	assert_int_equal(n, 0);
+
+	v = sample();
+	strcpy(v.plugin, "Bad Name");
+	assert_int_equal(rckpt_wire_version_encode(buf, sizeof(buf), &n, &v), -EINVAL);
+
+	v = sample();
+	memset(v.plugin, 'a', sizeof(v.plugin)); /* no NUL at all: bounded scan */
+	assert_int_equal(rckpt_wire_version_encode(buf, sizeof(buf), &n, &v), -EINVAL);
+
+	v = sample();
+	v.built_for[3] = '\n';
+	assert_int_equal(rckpt_wire_version_encode(buf, sizeof(buf), &n, &v), -EINVAL);
+
+	v = sample();
+	v.formats[0].min_version = 2;
+	v.formats[0].max_version = 1;
+	assert_int_equal(rckpt_wire_version_encode(buf, sizeof(buf), &n, &v), -EINVAL);
+
+	v = sample();
+	assert_int_equal(rckpt_wire_version_encode(buf, 20, &n, &v), -ERANGE);
+}
+
+/* The bound holds for the largest reply the format allows. */
+static void test_bound_is_enough(void **state)
+{
+	uint8_t buf[RCKPT_WIRE_VERSION_BOUND];
+	rckpt_wire_version_t v, d;
+	size_t n;
+	unsigned i;
+
+	(void)state;
+	memset(&v, 0, sizeof(v));
+	memset(v.plugin, 'p', RCKPT_WIRE_NAME_MAX);
+	memset(v.built_for, '~', RCKPT_WIRE_RELEASE_MAX);
+	v.nformats = RCKPT_WIRE_FORMATS_MAX;
+	for (i = 0; i < v.nformats; i++) {
+		memset(v.formats[i].name, 'f', RCKPT_WIRE_NAME_MAX);
+		v.formats[i].max_version = 0xffff;
+	}
+	assert_int_equal(rckpt_wire_version_encode(buf, sizeof(buf), &n, &v), 0);
+	assert_int_equal(n, RCKPT_WIRE_VERSION_BOUND);
+	assert_int_equal(rckpt_wire_version_decode(&d, buf, n), 0);
+	assert_memory_equal(&d, &v, sizeof(v));
+}
+
+/* Random single-bit mutations never crash the decoder, and whatever it
+ * accepts re-encodes to the same fields. */
+static void test_random_inputs(void **state)
+{
+	uint8_t buf[RCKPT_WIRE_VERSION_BOUND], out[RCKPT_WIRE_VERSION_BOUND];
+	rckpt_wire_version_t v = sample(), d;
+	uint32_t seed = 12345;
+	size_t n, m;
+	int i, accepted = 0;
+
+	(void)state;
+	assert_int_equal(rckpt_wire_version_encode(buf, sizeof(buf), &n, &v), 0);
+	for (i = 0; i < 20000; i++) {
+		uint8_t *copy = malloc(n);
+		seed = seed * 1103515245u + 12345u;
+		memcpy(copy, buf, n);
+		copy[(seed >> 8) % n] ^= (uint8_t)(1u << ((seed >> 4) & 7));
+		if (rckpt_wire_version_decode(&d, copy, n) == 0) {
+			accepted++;
+			/* The re-encoding matches the input field for field; only the
+			 * version byte, the length and any skipped trailing bytes
+			 * (a flipped count leaves some) may differ. */
+			assert_int_equal(rckpt_wire_version_encode(out, sizeof(out), &m, &d), 0);
+			assert_true(m <= n);
+			assert_memory_equal(out, copy, 2);
+			assert_memory_equal(out + 3, copy + 3, 5);
+			assert_memory_equal(out + RCKPT_WIRE_HEADER_BYTES, copy + RCKPT_WIRE_HEADER_BYTES,
+					    m - RCKPT_WIRE_HEADER_BYTES);
+		}
+		free(copy);
+	}
+	/* Flips in version numbers and release text decode fine: the check
+	 * above really ran. */
+	assert_true(accepted > 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_round_trip),
+		cmocka_unit_test(test_golden_vector),
+		cmocka_unit_test(test_deterministic),
+		cmocka_unit_test(test_truncation_and_trailing),
+		cmocka_unit_test(test_unknown_trailing_fields_skipped),
+		cmocka_unit_test(test_header_checks),
+		cmocka_unit_test(test_field_checks),
+		cmocka_unit_test(test_encoder_rejects),
+		cmocka_unit_test(test_bound_is_enough),
+		cmocka_unit_test(test_random_inputs),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
