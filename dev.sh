@@ -87,7 +87,7 @@ build() {
 		{ cat "$build.configure.log" >&2; die "cmake configure failed"; }
 	grep -- '-- rckpt ' "$build.configure.log" | sed 's/^-- /    /'
 	rm -f "$build.configure.log"
-	cmake --build "$build" -j "$jobs" -- --no-print-directory >"$build/build.log" 2>&1 ||
+	cmake --build "$build" -j "$jobs" >"$build/build.log" 2>&1 ||
 		{ grep -E -B2 -A8 'error|Error' "$build/build.log" | head -n 60 >&2; die "build failed (log: $build/build.log)"; }
 	say "built in $((SECONDS - t0))s"
 }

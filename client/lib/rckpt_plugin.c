@@ -34,20 +34,18 @@ static const char *call_hint(int rc)
 	}
 }
 
-/* rados_exec with the failure recorded on h as func's. */
-static int exec_method(rckpt_t *h, const char *func, void *out, size_t out_cap, const char *oid,
-		       const char *cls, const char *method, const void *in, size_t in_len)
+static int call_failed(rckpt_t *h, int rc, const char *func, const char *oid, const char *cls,
+		       const char *method)
 {
-	int rc = rados_exec(h->ioctx, oid, cls, method, in, in_len, out, out_cap);
-	if (rc < 0)
-		return rckpt_fail(h, rc, func, "%s.%s on object '%s' in pool '%s': %s", cls, method,
-				  oid, h->pool, call_hint(rc));
-	return rc;
+	return rckpt_fail(h, rc, func, "%s.%s on object '%s' in pool '%s': %s", cls, method, oid,
+			  h->pool, call_hint(rc));
 }
 
 int rckpt_plugin_call(rckpt_t *h, void *out, size_t out_cap, const char *oid, const char *cls,
 		      const char *method, const void *in, size_t in_len)
 {
+	int rc;
+
 	rckpt_clear_error(h);
 	if (h->ioctx == NULL)
 		return rckpt_fail(h, -ENOTCONN, "rckpt_plugin_call", "handle not connected");
@@ -55,7 +53,22 @@ int rckpt_plugin_call(rckpt_t *h, void *out, size_t out_cap, const char *oid, co
 	    *method == '\0' || (in == NULL && in_len) || (out == NULL && out_cap) ||
 	    out_cap > INT32_MAX)
 		return rckpt_fail(h, -EINVAL, "rckpt_plugin_call", "bad arguments");
-	return exec_method(h, "rckpt_plugin_call", out, out_cap, oid, cls, method, in, in_len);
+	rc = rados_exec(h->ioctx, oid, cls, method, in, in_len, out, out_cap);
+	return rc < 0 ? call_failed(h, rc, "rckpt_plugin_call", oid, cls, method) : rc;
+}
+
+/* Creates the empty probe object; idempotent. */
+static int create_probe(rckpt_t *h)
+{
+	rados_write_op_t op = rados_create_write_op();
+	int rc;
+
+	if (op == NULL)
+		return -ENOMEM;
+	rados_write_op_create(op, LIBRADOS_CREATE_IDEMPOTENT, NULL);
+	rc = rados_write_op_operate(op, h->ioctx, PROBE_OID, NULL, 0);
+	rados_release_write_op(op);
+	return rc;
 }
 
 int rckpt_plugin_version(rckpt_t *h, rckpt_plugin_info_t *out, const char *plugin)
@@ -73,26 +86,17 @@ int rckpt_plugin_version(rckpt_t *h, rckpt_plugin_info_t *out, const char *plugi
 		return rckpt_fail(h, -EINVAL, "rckpt_plugin_version", "no plugin named");
 	n = rados_exec(h->ioctx, PROBE_OID, plugin, "version", NULL, 0, (char *)buf, sizeof(buf));
 	if (n == -ENOENT) {
-		rados_write_op_t op = rados_create_write_op();
-		if (op == NULL)
-			return rckpt_fail(h, -ENOMEM, "rckpt_plugin_version", "out of memory");
-		rados_write_op_create(op, LIBRADOS_CREATE_IDEMPOTENT, NULL);
-		rc = rados_write_op_operate(op, h->ioctx, PROBE_OID, NULL, 0);
-		rados_release_write_op(op);
+		rc = create_probe(h);
 		if (rc < 0)
 			return rckpt_fail(h, rc, "rckpt_plugin_version",
 					  "probe object '%s' is missing from pool '%s' and this user "
 					  "cannot create it",
 					  PROBE_OID, h->pool);
+		n = rados_exec(h->ioctx, PROBE_OID, plugin, "version", NULL, 0, (char *)buf,
+			       sizeof(buf));
 	}
-	if (n == -ENOENT || n >= 0)
-		n = exec_method(h, "rckpt_plugin_version", buf, sizeof(buf), PROBE_OID, plugin,
-				"version", NULL, 0);
-	else
-		n = rckpt_fail(h, n, "rckpt_plugin_version", "%s.version on object '%s' in pool '%s': %s",
-			       plugin, PROBE_OID, h->pool, call_hint(n));
 	if (n < 0)
-		return n;
+		return call_failed(h, n, "rckpt_plugin_version", PROBE_OID, plugin, "version");
 	rc = rckpt_wire_version_decode(&v, buf, (size_t)n);
 	if (rc)
 		return rckpt_fail(h, rc, "rckpt_plugin_version",

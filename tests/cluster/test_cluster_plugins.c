@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include <cmocka.h>
+#include <rados/librados.h>
 
 #include "rckpt.h"
 
@@ -87,6 +88,29 @@ static void test_pcr_plugin_answers(void **state)
 {
 	NEED_CLUSTER(*state);
 	check_plugin(*state, "pcr");
+}
+
+/* The probe object the version query runs on is created when missing. */
+static void test_probe_object_recreated(void **state)
+{
+	rckpt_plugin_info_t pi;
+	rados_t c;
+	rados_ioctx_t io;
+	uint64_t size = 99;
+
+	NEED_CLUSTER(*state);
+	assert_int_equal(rados_create(&c, NULL), 0);
+	assert_int_equal(rados_conf_read_file(c, getenv("CEPH_CONF")), 0);
+	assert_int_equal(rados_connect(c), 0);
+	assert_int_equal(rados_ioctx_create(c, rckpt_pool_name(*state), &io), 0);
+	rados_remove(io, "rckpt.probe");
+	assert_int_equal(rados_stat(io, "rckpt.probe", &size, NULL), -ENOENT);
+	assert_int_equal(rckpt_plugin_version(*state, &pi, "rckpt"), 0);
+	assert_string_equal(pi.name, "rckpt");
+	assert_int_equal(rados_stat(io, "rckpt.probe", &size, NULL), 0);
+	assert_int_equal(size, 0);
+	rados_ioctx_destroy(io);
+	rados_shutdown(c);
 }
 
 static void test_fsid(void **state)
@@ -189,6 +213,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_rckpt_plugin_answers),
 		cmocka_unit_test(test_pcr_plugin_answers),
+		cmocka_unit_test(test_probe_object_recreated),
 		cmocka_unit_test(test_fsid),
 		cmocka_unit_test(test_missing_method),
 		cmocka_unit_test(test_missing_class),
