@@ -223,7 +223,8 @@ mgr data = $dir/data/\$name
 osd data = $dir/data/\$name
 osd objectstore = $store
 memstore device bytes = $osd_bytes
-bluestore block path = $dir/data/\$name/block
+# BlueStore links <osd data>/block to this file, so it lives beside the folder.
+bluestore block path = $dir/data/\$name.block
 bluestore block create = true
 bluestore block size = $osd_bytes
 bluestore fsck on mount = false
@@ -280,9 +281,14 @@ create_osd() {
 	[[ "$id" =~ ^[0-9]+$ ]] || die "'ceph osd new' returned '$id'"
 	mkdir -p "$dir/data/osd.$id"
 	printf '[osd.%s]\n\tkey = %s\n' "$id" "$key" >"$dir/keyring/osd.$id.keyring"
-	ceph-osd -c "$conf" -i "$id" --mkfs --osd-uuid "$uuid" --no-mon-config \
-		>"$dir/log/mkfs.osd.$id.log" 2>&1 ||
-		{ tail -n 25 "$dir/log/mkfs.osd.$id.log" >&2; die "ceph-osd --mkfs for osd.$id failed"; }
+	if ! ceph-osd -c "$conf" -i "$id" --mkfs --osd-uuid "$uuid" --no-mon-config \
+		>"$dir/log/mkfs.osd.$id.log" 2>&1; then
+		tail -n 25 "$dir/log/mkfs.osd.$id.log" >&2
+		# Undo it all, so that the next start tries afresh.
+		ceph_cli osd purge "$id" --yes-i-really-mean-it >/dev/null 2>&1 || true
+		rm -rf "$dir/data/osd.$id" "$dir/data/osd.$id.block" "$dir/keyring/osd.$id.keyring"
+		die "ceph-osd --mkfs for osd.$id failed"
+	fi
 }
 
 osds_up() {
