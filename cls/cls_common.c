@@ -4,38 +4,10 @@
 #include "cls_common.h"
 
 #include <errno.h>
-#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "rckpt_build_info.h"
-
-int rckpt_cls_out_reserve(rckpt_cls_out_t *out, size_t n)
-{
-	size_t want, cap;
-	uint8_t *p;
-
-	if (n > RCKPT_CLS_OUT_MAX || out->len > RCKPT_CLS_OUT_MAX - n)
-		return -EFBIG;
-	want = out->len + n;
-	if (want <= out->cap)
-		return 0;
-	cap = out->cap ? out->cap : 256;
-	while (cap < want)
-		cap = cap > RCKPT_CLS_OUT_MAX / 2 ? RCKPT_CLS_OUT_MAX : cap * 2;
-	p = realloc(out->p, cap);
-	if (p == NULL)
-		return -ENOMEM;
-	out->p = p;
-	out->cap = cap;
-	return 0;
-}
-
-void rckpt_cls_out_free(rckpt_cls_out_t *out)
-{
-	free(out->p);
-	memset(out, 0, sizeof(*out));
-}
 
 int rckpt_cls_version_reply(rckpt_cls_out_t *out, const char *plugin,
 			    const rckpt_wire_format_range_t *formats, unsigned nformats,
@@ -59,7 +31,7 @@ int rckpt_cls_version_reply(rckpt_cls_out_t *out, const char *plugin,
 	v.nformats = nformats;
 	memcpy(v.formats, formats, nformats * sizeof(*formats));
 
-	rc = rckpt_cls_out_reserve(out, RCKPT_WIRE_VERSION_BOUND);
+	rc = rckpt_buf_reserve(out, RCKPT_WIRE_VERSION_BOUND);
 	if (rc)
 		return rc;
 	rc = rckpt_wire_version_encode(out->p + out->len, out->cap - out->len, &n, &v);

@@ -12,23 +12,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rckpt_buf.h"
 #include "rckpt_wire.h"
 
 /* The most a method may return in one call; larger results use a cursor. */
-#define RCKPT_CLS_OUT_MAX (64u << 20)
+#define RCKPT_CLS_OUT_MAX ((size_t)64 << 20)
 
-typedef struct rckpt_cls_out {
-	uint8_t *p;  /* malloc'd by rckpt_cls_out_reserve; freed by the glue */
-	size_t len;  /* bytes of reply */
-	size_t cap;
-} rckpt_cls_out_t;
+/* A method's reply: the glue hands each body an empty buffer whose max is
+ * RCKPT_CLS_OUT_MAX, and frees it after copying the reply out. */
+typedef rckpt_buf_t rckpt_cls_out_t;
+#define RCKPT_CLS_OUT_INIT { NULL, 0, 0, RCKPT_CLS_OUT_MAX }
 
 typedef int (*rckpt_cls_method_fn)(const uint8_t *in, size_t in_len, rckpt_cls_out_t *out);
-
-/* Makes room for n more bytes past out->len. 0, -ENOMEM, or -EFBIG past
- * RCKPT_CLS_OUT_MAX. */
-int rckpt_cls_out_reserve(rckpt_cls_out_t *out, size_t n);
-void rckpt_cls_out_free(rckpt_cls_out_t *out);
 
 /* The body of every plugin's `version` method: the input must be empty
  * (-EINVAL otherwise); the reply is a version frame (formats/cls-wire.md)

@@ -15,13 +15,13 @@ extern "C" {
 template <rckpt_cls_method_fn Body>
 static int rckpt_cls_call(cls_method_context_t, ceph::bufferlist *in, ceph::bufferlist *out)
 {
-	rckpt_cls_out_t reply = {nullptr, 0, 0};
+	rckpt_cls_out_t reply = RCKPT_CLS_OUT_INIT;
 	const size_t in_len = in->length();
 	const uint8_t *in_p = in_len ? reinterpret_cast<const uint8_t *>(in->c_str()) : nullptr;
 	int rc = Body(in_p, in_len, &reply);
 	if (rc == 0 && reply.len)
 		out->append(reinterpret_cast<const char *>(reply.p), reply.len);
-	rckpt_cls_out_free(&reply);
+	rckpt_buf_free(&reply);
 	return rc;
 }
 

@@ -17,7 +17,7 @@
 
 static void check_version(rckpt_cls_method_fn fn, const char *name)
 {
-	rckpt_cls_out_t out = { NULL, 0, 0 };
+	rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
 	rckpt_wire_version_t v;
 
 	assert_int_equal(fn(NULL, 0, &out), 0);
@@ -30,7 +30,7 @@ static void check_version(rckpt_cls_method_fn fn, const char *name)
 	assert_true(v.nformats >= 1);
 	assert_string_equal(v.formats[0].name, "cls-wire");
 	assert_int_equal(v.formats[0].max_version, RCKPT_WIRE_VERSION);
-	rckpt_cls_out_free(&out);
+	rckpt_buf_free(&out);
 	assert_null(out.p);
 }
 
@@ -49,30 +49,30 @@ static void test_pcr_version(void **state)
 /* `version` takes no input: anything else is a malformed request. */
 static void test_version_rejects_input(void **state)
 {
-	rckpt_cls_out_t out = { NULL, 0, 0 };
+	rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
 	const uint8_t junk[3] = { 1, 2, 3 };
 
 	(void)state;
 	assert_int_equal(cls_rckpt_version(junk, sizeof(junk), &out), -EINVAL);
 	assert_int_equal(cls_pcr_version(junk, 1, &out), -EINVAL);
 	assert_int_equal(out.len, 0);
-	rckpt_cls_out_free(&out);
+	rckpt_buf_free(&out);
 }
 
 static void test_out_bounds(void **state)
 {
-	rckpt_cls_out_t out = { NULL, 0, 0 };
+	rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
 
 	(void)state;
-	assert_int_equal(rckpt_cls_out_reserve(&out, RCKPT_CLS_OUT_MAX + 1), -EFBIG);
-	assert_int_equal(rckpt_cls_out_reserve(&out, SIZE_MAX), -EFBIG);
-	assert_int_equal(rckpt_cls_out_reserve(&out, 1000), 0);
+	assert_int_equal(rckpt_buf_reserve(&out, RCKPT_CLS_OUT_MAX + 1), -EFBIG);
+	assert_int_equal(rckpt_buf_reserve(&out, SIZE_MAX), -EFBIG);
+	assert_int_equal(rckpt_buf_reserve(&out, 1000), 0);
 	assert_true(out.cap >= 1000);
 	out.len = 1000;
-	assert_int_equal(rckpt_cls_out_reserve(&out, RCKPT_CLS_OUT_MAX - 999), -EFBIG);
-	assert_int_equal(rckpt_cls_out_reserve(&out, 5000), 0);
+	assert_int_equal(rckpt_buf_reserve(&out, RCKPT_CLS_OUT_MAX - 999), -EFBIG);
+	assert_int_equal(rckpt_buf_reserve(&out, 5000), 0);
 	assert_true(out.cap >= 6000);
-	rckpt_cls_out_free(&out);
+	rckpt_buf_free(&out);
 	assert_int_equal(out.cap, 0);
 }
 

@@ -1,0 +1,44 @@
+/*
+ * rckpt_estream.h — an entropy-coded stream of symbols: the encoder tries the
+ * methods its policy allows and keeps the smallest (formats/checkpoint.md,
+ * "Entropy stream"). Decoding takes untrusted bytes.
+ */
+#ifndef RCKPT_ESTREAM_H
+#define RCKPT_ESTREAM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rckpt_buf.h"
+#include "rckpt_bytes.h"
+
+/* Methods, as stored. Values are pinned. */
+enum rckpt_est_method {
+	RCKPT_EST_RAW = 0,   /* symbols as u8 (alphabet <= 256) or u16 */
+	RCKPT_EST_CONST = 1, /* one symbol, repeated */
+	RCKPT_EST_HUFF = 2,  /* canonical Huffman block */
+	RCKPT_EST_ZSTD = 3,  /* a zstd frame of the raw form */
+};
+
+/* Policy: which coders the encoder may try (raw and constant always). */
+#define RCKPT_EST_TRY_HUFF 1u
+#define RCKPT_EST_TRY_ZSTD 2u
+#define RCKPT_EST_TRY_ALL (RCKPT_EST_TRY_HUFF | RCKPT_EST_TRY_ZSTD)
+
+#define RCKPT_EST_MAX_SYMBOLS 4096 /* alphabet limit */
+#define RCKPT_EST_MAX_COUNT 0x7fffffffu /* symbols per stream */
+
+/* Appends the stream of syms[0..n), each < nsym, to out. zstd_level applies
+ * when zstd is tried. 0, -EINVAL (bad symbol, n or nsym), -ENOMEM, -EFBIG. */
+int rckpt_estream_encode(rckpt_buf_t *out, const uint16_t *syms, size_t n, unsigned nsym,
+			 unsigned policy, int zstd_level);
+
+/* Reads one stream from r into syms[0..n): it must hold exactly n symbols,
+ * each < nsym. 0 or -EBADMSG (r->err is set too); -ENOMEM. */
+int rckpt_estream_decode(uint16_t *syms, size_t n, unsigned nsym, rckpt_reader_t *r);
+
+/* The method of the stream that starts at r, without consuming it; -1 if
+ * none can be read. For statistics. */
+int rckpt_estream_peek_method(const rckpt_reader_t *r);
+
+#endif /* RCKPT_ESTREAM_H */

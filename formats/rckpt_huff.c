@@ -1,0 +1,275 @@
+/*
+ * rckpt_huff.c — canonical, length-limited Huffman coding.
+ *
+ * Code lengths come from an ordinary Huffman tree (two-queue construction),
+ * then lengths past RCKPT_HUFF_MAX_BITS are folded back in the way of JPEG's
+ * Annex K.3, which keeps the code complete. Codes are canonical by (length,
+ * symbol) and written least-significant bit first, bit-reversed, so the
+ * decoder indexes its table with the next 12 bits of the stream.
+ */
+#include "rckpt_huff.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_BITS RCKPT_HUFF_MAX_BITS
+#define TABLE_SIZE (1u << MAX_BITS)
+#define DEPTH_MAX 64 /* a tree over < 2^64 weights is shallower than this */
+
+typedef struct leaf {
+	uint64_t freq;
+	uint16_t sym;
+} leaf_t;
+
+static int leaf_by_freq(const void *a, const void *b)
+{
+	const leaf_t *x = a, *y = b;
+	if (x->freq != y->freq)
+		return x->freq < y->freq ? -1 : 1;
+	return (int)x->sym - (int)y->sym;
+}
+
+static unsigned reverse_bits(unsigned code, unsigned len)
+{
+	unsigned r = 0;
+	while (len--) {
+		r = r << 1 | (code & 1);
+		code >>= 1;
+	}
+	return r;
+}
+
+/* Code lengths for the m >= 2 leaves (sorted by ascending frequency) into
+ * len[sym]. Deterministic: ties break by symbol. */
+static int build_lengths(const leaf_t *lv, unsigned m, uint8_t *len)
+{
+	uint64_t *w = malloc(sizeof(uint64_t) * 2 * m);
+	uint32_t *parent = malloc(sizeof(uint32_t) * 2 * m);
+	uint8_t *depth = malloc(2 * m);
+	unsigned count[DEPTH_MAX + 1] = { 0 };
+	unsigned i, li = 0, qi = m, qn = m, nodes, l, k;
+	int rc = -ENOMEM;
+
+	if (w == NULL || parent == NULL || depth == NULL)
+		goto out;
+	for (i = 0; i < m; i++)
+		w[i] = lv[i].freq;
+	/* Leaves are 0..m-1 in ascending order; internal nodes m.. are made in
+	 * ascending weight order, so the smaller of the two queue heads is the
+	 * next smallest node. */
+	for (nodes = m; nodes < 2 * m - 1; nodes++) {
+		unsigned pick[2];
+		for (k = 0; k < 2; k++) {
+			if (li < m && (qi >= qn || w[li] <= w[qi]))
+				pick[k] = li++;
+			else
+				pick[k] = qi++;
+		}
+		w[nodes] = w[pick[0]] + w[pick[1]];
+		parent[pick[0]] = parent[pick[1]] = nodes;
+		qn++;
+	}
+	depth[2 * m - 2] = 0;
+	for (i = 2 * m - 2; i-- > 0;) {
+		unsigned d = depth[parent[i]] + 1u;
+		depth[i] = (uint8_t)(d > DEPTH_MAX ? DEPTH_MAX : d);
+	}
+	for (i = 0; i < m; i++)
+		count[depth[i]]++;
+	/* Fold lengths > MAX_BITS: two leaves at depth l become one at l-1,
+	 * and a leaf at a shallower depth j splits into two at j+1. */
+	for (l = DEPTH_MAX; l > MAX_BITS; l--) {
+		while (count[l] > 0) {
+			unsigned j = l - 2;
+			while (count[j] == 0)
+				j--;
+			count[l] -= 2;
+			count[l - 1] += 1;
+			count[j + 1] += 2;
+			count[j] -= 1;
+		}
+	}
+	/* The most frequent symbols take the shortest lengths. */
+	k = m;
+	for (l = 1; l <= MAX_BITS; l++)
+		for (i = 0; i < count[l]; i++)
+			len[lv[--k].sym] = (uint8_t)l;
+	rc = 0;
+out:
+	free(w);
+	free(parent);
+	free(depth);
+	return rc;
+}
+
+/* Canonical codes from lengths: codes[sym] holds the bit-reversed code. */
+static void canonical_codes(const uint8_t *len, unsigned nsym, uint16_t *codes)
+{
+	unsigned count[MAX_BITS + 1] = { 0 }, next[MAX_BITS + 1], l, s, c = 0;
+
+	for (s = 0; s < nsym; s++)
+		count[len[s]]++;
+	count[0] = 0;
+	for (l = 1; l <= MAX_BITS; l++) {
+		c = (c + count[l - 1]) << 1;
+		next[l] = c;
+	}
+	for (s = 0; s < nsym; s++)
+		if (len[s])
+			codes[s] = (uint16_t)reverse_bits(next[len[s]]++, len[s]);
+}
+
+int rckpt_huff_encode(rckpt_buf_t *out, const uint16_t *syms, size_t n, unsigned nsym)
+{
+	uint64_t *freq = NULL, acc = 0;
+	leaf_t *lv = NULL;
+	uint8_t *len = NULL, *p;
+	uint16_t *codes = NULL;
+	unsigned a = 0, m = 0, s, accbits = 0;
+	size_t i, start;
+	int rc = -EINVAL;
+
+	if (nsym < 2 || nsym > RCKPT_HUFF_MAX_SYMBOLS)
+		return -EINVAL;
+	freq = calloc(nsym, sizeof(*freq));
+	len = calloc(nsym, 1);
+	codes = calloc(nsym, sizeof(*codes));
+	lv = malloc(sizeof(*lv) * nsym);
+	if (!freq || !len || !codes || !lv) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		if (syms[i] >= nsym)
+			goto out;
+		freq[syms[i]]++;
+	}
+	for (s = 0; s < nsym; s++) {
+		if (freq[s]) {
+			lv[m].freq = freq[s];
+			lv[m].sym = (uint16_t)s;
+			m++;
+			a = s + 1;
+		}
+	}
+	if (m < 2)
+		goto out;
+	qsort(lv, m, sizeof(*lv), leaf_by_freq);
+	if ((rc = build_lengths(lv, m, len)))
+		goto out;
+	canonical_codes(len, a, codes);
+
+	/* Header: alphabet size, then the lengths as nibbles, low first. */
+	start = out->len;
+	rc = rckpt_buf_reserve(out, 2 + (a + 1) / 2 + n * MAX_BITS / 8 + 16);
+	if (rc)
+		goto out;
+	p = out->p + start;
+	p[0] = (uint8_t)a;
+	p[1] = (uint8_t)(a >> 8);
+	p += 2;
+	for (s = 0; s < a; s += 2)
+		*p++ = (uint8_t)(len[s] | (s + 1 < a ? len[s + 1] << 4 : 0));
+	for (i = 0; i < n; i++) {
+		acc |= (uint64_t)codes[syms[i]] << accbits;
+		accbits += len[syms[i]];
+		if (accbits >= 32) {
+			p[0] = (uint8_t)acc;
+			p[1] = (uint8_t)(acc >> 8);
+			p[2] = (uint8_t)(acc >> 16);
+			p[3] = (uint8_t)(acc >> 24);
+			p += 4;
+			acc >>= 32;
+			accbits -= 32;
+		}
+	}
+	while (accbits > 0) {
+		*p++ = (uint8_t)acc;
+		acc >>= 8;
+		accbits = accbits > 8 ? accbits - 8 : 0;
+	}
+	out->len = (size_t)(p - out->p);
+	rc = 0;
+out:
+	free(freq);
+	free(len);
+	free(codes);
+	free(lv);
+	return rc;
+}
+
+int rckpt_huff_decode(uint16_t *syms, size_t n, unsigned nsym, const uint8_t *src, size_t len)
+{
+	uint8_t lens[RCKPT_HUFF_MAX_SYMBOLS];
+	uint16_t codes[RCKPT_HUFF_MAX_SYMBOLS];
+	uint16_t *table = NULL;
+	uint64_t buf = 0, kraft = 0;
+	unsigned a, s, bits = 0;
+	size_t i, pos, hdr;
+	int rc = -EBADMSG;
+
+	if (len < 2 || nsym > RCKPT_HUFF_MAX_SYMBOLS)
+		return -EBADMSG;
+	a = (unsigned)src[0] | (unsigned)src[1] << 8;
+	hdr = 2 + ((size_t)a + 1) / 2;
+	if (a < 2 || a > nsym || len < hdr)
+		return -EBADMSG;
+	for (s = 0; s < a; s++) {
+		lens[s] = (uint8_t)((src[2 + s / 2] >> (s & 1 ? 4 : 0)) & 15);
+		if (lens[s] > MAX_BITS)
+			return -EBADMSG;
+		if (lens[s])
+			kraft += 1u << (MAX_BITS - lens[s]);
+	}
+	if (a & 1 && src[hdr - 1] >> 4) /* the unused nibble must be zero */
+		return -EBADMSG;
+	if (kraft != TABLE_SIZE) /* incomplete or over-full code */
+		return -EBADMSG;
+	table = malloc(sizeof(*table) * TABLE_SIZE);
+	if (table == NULL)
+		return -ENOMEM;
+	canonical_codes(lens, a, codes);
+	for (s = 0; s < a; s++) {
+		unsigned k, step = 1u << lens[s];
+		if (lens[s] == 0)
+			continue;
+		for (k = codes[s]; k < TABLE_SIZE; k += step)
+			table[k] = (uint16_t)(lens[s] << MAX_BITS | s);
+	}
+
+	pos = hdr;
+	for (i = 0; i < n; i++) {
+		unsigned e, l;
+		if (bits < MAX_BITS) {
+			if (len - pos >= 8) {
+				uint64_t v = 0;
+				unsigned k;
+				for (k = 0; k < 8; k++)
+					v |= (uint64_t)src[pos + k] << (8 * k);
+				buf |= v << bits;
+				pos += (63 - bits) >> 3;
+				bits |= 56;
+			} else {
+				while (bits <= 56 && pos < len) {
+					buf |= (uint64_t)src[pos++] << bits;
+					bits += 8;
+				}
+			}
+		}
+		e = table[buf & (TABLE_SIZE - 1)];
+		l = e >> MAX_BITS;
+		if (l > bits) /* the code runs past the end of the block */
+			goto out;
+		syms[i] = (uint16_t)(e & (TABLE_SIZE - 1));
+		buf >>= l;
+		bits -= l;
+	}
+	/* What is left must be the zero padding of the last byte. */
+	if (pos != len || bits >= 8 || (buf & ((1u << bits) - 1)) != 0)
+		goto out;
+	rc = 0;
+out:
+	free(table);
+	return rc;
+}

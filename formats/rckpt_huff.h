@@ -1,0 +1,30 @@
+/*
+ * rckpt_huff.h — canonical Huffman coding of 16-bit symbols, code lengths
+ * limited to RCKPT_HUFF_MAX_BITS so one table lookup decodes a symbol.
+ * Block layout: formats/checkpoint.md, "Huffman block".
+ *
+ * Decoding takes untrusted bytes (it runs in OSDs): every length is checked,
+ * the code must be complete, reads never pass the end. Returns 0 or -EBADMSG.
+ */
+#ifndef RCKPT_HUFF_H
+#define RCKPT_HUFF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rckpt_buf.h"
+
+#define RCKPT_HUFF_MAX_BITS 12
+#define RCKPT_HUFF_MAX_SYMBOLS 4096
+
+/* Appends the Huffman block of syms[0..n), every symbol < nsym, to out.
+ * Needs at least two distinct symbols (a stream of one is stored as a
+ * constant by the caller): -EINVAL otherwise, and for nsym out of range or a
+ * symbol >= nsym. -ENOMEM, -EFBIG from the buffer. */
+int rckpt_huff_encode(rckpt_buf_t *out, const uint16_t *syms, size_t n, unsigned nsym);
+
+/* Decodes exactly n symbols, each < nsym, from the block src[0..len) (the
+ * block must fill it, allowing only the zero padding of its last byte). */
+int rckpt_huff_decode(uint16_t *syms, size_t n, unsigned nsym, const uint8_t *src, size_t len);
+
+#endif /* RCKPT_HUFF_H */

@@ -1,0 +1,291 @@
+/*
+ * rckpt_istream.c — index stream: delta, rearrangement, run length, entropy.
+ *
+ *   u8  stages          RCKPT_IS_* flags; other bits must be zero
+ *   if RLE: u32 ntokens, u32 nlenbytes
+ *   estream tokens      alphabet M (no RLE) or 2M (RLE)
+ *   if RLE: estream run lengths, alphabet 256 (LEB128 bytes)
+ *
+ * M is max(lcur, lprev) for a delta, lcur for a base. A delta symbol is
+ * (cur - prev) mod M. Rearranged: symbols are ordered by the parent's index
+ * (stable), which the decoder knows, so no permutation is stored. RLE token
+ * t < M is the symbol t once; t = M + v is v repeated r >= 2 times, r - 2
+ * being the next LEB128 number of the run-length stream.
+ */
+#include "rckpt_istream.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rckpt_estream.h"
+
+#define LEB_MAX_BYTES 5 /* run lengths < 2^35 */
+
+static unsigned modulus(const uint8_t *prev, unsigned lcur, unsigned lprev)
+{
+	return prev && lprev > lcur ? lprev : lcur;
+}
+
+/* Stable counting sort of d by key into e; keys < nkeys. */
+static void group_by(uint8_t *e, const uint8_t *d, const uint8_t *key, size_t n, unsigned nkeys)
+{
+	size_t off[RCKPT_ISTREAM_MAX_LEVELS + 1] = { 0 }, i, sum = 0;
+	unsigned k;
+
+	for (i = 0; i < n; i++)
+		off[key[i]]++;
+	for (k = 0; k < nkeys; k++) {
+		size_t c = off[k];
+		off[k] = sum;
+		sum += c;
+	}
+	for (i = 0; i < n; i++)
+		e[off[key[i]]++] = d[i];
+}
+
+/* The inverse: d[i] is the next symbol of key[i]'s group in e. */
+static void ungroup_by(uint8_t *d, const uint8_t *e, const uint8_t *key, size_t n, unsigned nkeys)
+{
+	size_t off[RCKPT_ISTREAM_MAX_LEVELS + 1] = { 0 }, i, sum = 0;
+	unsigned k;
+
+	for (i = 0; i < n; i++)
+		off[key[i]]++;
+	for (k = 0; k < nkeys; k++) {
+		size_t c = off[k];
+		off[k] = sum;
+		sum += c;
+	}
+	for (i = 0; i < n; i++)
+		d[i] = e[off[key[i]]++];
+}
+
+/* Length of the run of d[i] starting at i (at least 1). */
+static size_t run_at(const uint8_t *d, size_t i, size_t n)
+{
+	const uint8_t v = d[i];
+	size_t j = i + 1;
+	uint64_t pat = 0x0101010101010101ull * v;
+
+	while (j + 8 <= n) {
+		uint64_t w;
+		memcpy(&w, d + j, 8);
+		if (w != pat)
+			break;
+		j += 8;
+	}
+	while (j < n && d[j] == v)
+		j++;
+	return j - i;
+}
+
+int rckpt_istream_encode(rckpt_buf_t *out, const uint8_t *cur, size_t n, unsigned lcur,
+			 const uint8_t *prev, unsigned lprev, const rckpt_istream_opts_t *o)
+{
+	unsigned stages = (o->stages & (RCKPT_IS_REARRANGED | RCKPT_IS_RLE)) |
+			  (prev ? RCKPT_IS_DELTA : 0);
+	unsigned m = modulus(prev, lcur, lprev);
+	uint8_t *d = NULL, *e = NULL;
+	uint16_t *tok = NULL, *lens = NULL;
+	size_t i, ntok = 0, nlen = 0;
+	int rc = -EINVAL;
+
+	if (!prev)
+		stages &= ~RCKPT_IS_REARRANGED;
+	if (lcur == 0 || lcur > RCKPT_ISTREAM_MAX_LEVELS || n > RCKPT_EST_MAX_COUNT ||
+	    (prev && (lprev == 0 || lprev > RCKPT_ISTREAM_MAX_LEVELS)))
+		return -EINVAL;
+	d = malloc(n ? n : 1);
+	tok = malloc(sizeof(*tok) * (n ? n : 1));
+	if (d == NULL || tok == NULL) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		if (cur[i] >= lcur || (prev && prev[i] >= lprev))
+			goto out;
+		if (prev) {
+			int t = (int)cur[i] - (int)prev[i];
+			d[i] = (uint8_t)(t < 0 ? t + (int)m : t);
+		} else {
+			d[i] = cur[i];
+		}
+	}
+	if (stages & RCKPT_IS_REARRANGED) {
+		e = malloc(n ? n : 1);
+		if (e == NULL) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		group_by(e, d, prev, n, lprev);
+		free(d);
+		d = e;
+		e = NULL;
+	}
+	if (stages & RCKPT_IS_RLE) {
+		lens = malloc(sizeof(*lens) * (n ? n : 1));
+		if (lens == NULL) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		for (i = 0; i < n;) {
+			size_t r = run_at(d, i, n);
+			if (r == 1) {
+				tok[ntok++] = d[i];
+			} else {
+				size_t x = r - 2;
+				tok[ntok++] = (uint16_t)(m + d[i]);
+				do {
+					lens[nlen++] = (uint16_t)((x & 0x7f) | (x > 0x7f ? 0x80 : 0));
+					x >>= 7;
+				} while (x);
+			}
+			i += r;
+		}
+	} else {
+		for (i = 0; i < n; i++)
+			tok[i] = d[i];
+		ntok = n;
+	}
+
+	rc = rckpt_buf_reserve(out, 9);
+	if (rc)
+		goto out;
+	out->p[out->len++] = (uint8_t)stages;
+	if (stages & RCKPT_IS_RLE) {
+		rckpt_writer_t w = rckpt_writer(out->p + out->len, 8);
+		rckpt_wr_u32(&w, (uint32_t)ntok);
+		rckpt_wr_u32(&w, (uint32_t)nlen);
+		out->len += 8;
+	}
+	rc = rckpt_estream_encode(out, tok, ntok, stages & RCKPT_IS_RLE ? 2 * m : m, o->est_policy,
+				  o->zstd_level);
+	if (rc == 0 && (stages & RCKPT_IS_RLE))
+		rc = rckpt_estream_encode(out, lens, nlen, 256, o->est_policy, o->zstd_level);
+out:
+	free(d);
+	free(e);
+	free(tok);
+	free(lens);
+	return rc;
+}
+
+int rckpt_istream_peek_stages(const rckpt_reader_t *r)
+{
+	return rckpt_rd_left(r) >= 1 ? r->p[r->pos] : -1;
+}
+
+/* Expands RLE tokens into d[0..n). */
+static int unrun(uint8_t *d, size_t n, const uint16_t *tok, size_t ntok, const uint16_t *lens,
+		 size_t nlen, unsigned m)
+{
+	size_t i, pos = 0, li = 0;
+
+	for (i = 0; i < ntok; i++) {
+		unsigned t = tok[i];
+		if (t < m) {
+			if (pos >= n)
+				return -EBADMSG;
+			d[pos++] = (uint8_t)t;
+		} else {
+			uint64_t x = 0;
+			unsigned shift = 0, k;
+			for (k = 0;; k++) {
+				unsigned b;
+				if (k == LEB_MAX_BYTES || li >= nlen)
+					return -EBADMSG;
+				b = lens[li++];
+				x |= (uint64_t)(b & 0x7f) << shift;
+				shift += 7;
+				if (!(b & 0x80))
+					break;
+			}
+			if (x > n || n - pos < x + 2)
+				return -EBADMSG;
+			memset(d + pos, (int)(t - m), (size_t)x + 2);
+			pos += (size_t)x + 2;
+		}
+	}
+	return pos == n && li == nlen ? 0 : -EBADMSG;
+}
+
+int rckpt_istream_decode(uint8_t *cur, size_t n, unsigned lcur, const uint8_t *prev,
+			 unsigned lprev, rckpt_reader_t *r)
+{
+	unsigned stages = rckpt_rd_u8(r), m = modulus(prev, lcur, lprev);
+	uint8_t *d = NULL, *e = NULL;
+	uint16_t *tok = NULL, *lens = NULL;
+	size_t i, ntok = n, nlen = 0;
+	int rc = -EBADMSG;
+
+	if (r->err || (stages & ~RCKPT_IS_KNOWN) || !(stages & RCKPT_IS_DELTA) != !prev ||
+	    ((stages & RCKPT_IS_REARRANGED) && !prev))
+		goto bad;
+	if (lcur == 0 || lcur > RCKPT_ISTREAM_MAX_LEVELS || n > RCKPT_EST_MAX_COUNT ||
+	    (prev && (lprev == 0 || lprev > RCKPT_ISTREAM_MAX_LEVELS)))
+		goto bad;
+	if (stages & RCKPT_IS_RLE) {
+		ntok = rckpt_rd_u32(r);
+		nlen = rckpt_rd_u32(r);
+		/* Every token covers at least one index; a run length takes at
+		 * most LEB_MAX_BYTES bytes and each run covers two indices. */
+		if (r->err || ntok > n || nlen > (n / 2) * LEB_MAX_BYTES)
+			goto bad;
+	}
+	d = malloc(n ? n : 1);
+	tok = malloc(sizeof(*tok) * (ntok ? ntok : 1));
+	lens = malloc(sizeof(*lens) * (nlen ? nlen : 1));
+	if (d == NULL || tok == NULL || lens == NULL) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	if (rckpt_estream_decode(tok, ntok, stages & RCKPT_IS_RLE ? 2 * m : m, r))
+		goto bad;
+	if (stages & RCKPT_IS_RLE) {
+		if (rckpt_estream_decode(lens, nlen, 256, r) || unrun(d, n, tok, ntok, lens, nlen, m))
+			goto bad;
+	} else {
+		for (i = 0; i < n; i++)
+			d[i] = (uint8_t)tok[i]; /* < m <= 255, checked by the decoder */
+	}
+	if (prev) {
+		for (i = 0; i < n; i++)
+			if (prev[i] >= lprev) {
+				rc = -EINVAL;
+				goto out;
+			}
+	}
+	if (stages & RCKPT_IS_REARRANGED) {
+		e = malloc(n ? n : 1);
+		if (e == NULL) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		ungroup_by(e, d, prev, n, lprev);
+		free(d);
+		d = e;
+		e = NULL;
+	}
+	for (i = 0; i < n; i++) {
+		unsigned v = d[i]; /* < m, checked by the entropy decoder */
+		if (prev) {
+			v += prev[i];
+			v = v >= m ? v - m : v;
+		}
+		if (v >= lcur)
+			goto bad;
+		cur[i] = (uint8_t)v;
+	}
+	rc = 0;
+	goto out;
+bad:
+	r->err = -EBADMSG;
+	rc = -EBADMSG;
+out:
+	free(d);
+	free(e);
+	free(tok);
+	free(lens);
+	return rc;
+}

@@ -1,0 +1,50 @@
+/*
+ * rckpt_istream.h — the stream of bin indices of one tensor segment: either
+ * the indices themselves (base) or their cyclic delta against the parent
+ * step's indices, optionally rearranged by the parent's bin, optionally
+ * run-length coded, then entropy coded (formats/checkpoint.md, "Index
+ * stream").
+ *
+ * Indices are u8: a segment has at most RCKPT_ISTREAM_MAX_LEVELS levels.
+ * Decoding takes untrusted bytes: 0, -EBADMSG, -ENOMEM.
+ */
+#ifndef RCKPT_ISTREAM_H
+#define RCKPT_ISTREAM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rckpt_buf.h"
+#include "rckpt_bytes.h"
+
+#define RCKPT_ISTREAM_MAX_LEVELS 255
+
+/* Stage flags, as stored in the stream's first byte. */
+#define RCKPT_IS_DELTA 0x01u      /* cyclic delta against the parent */
+#define RCKPT_IS_REARRANGED 0x02u /* grouped by the parent's index */
+#define RCKPT_IS_RLE 0x04u        /* run-length tokens */
+#define RCKPT_IS_KNOWN 0x07u
+
+typedef struct rckpt_istream_opts {
+	unsigned stages;     /* RCKPT_IS_REARRANGED | RCKPT_IS_RLE for the full
+				pipeline; DELTA is implied by a parent */
+	unsigned est_policy; /* RCKPT_EST_TRY_* */
+	int zstd_level;
+} rckpt_istream_opts_t;
+
+/* Appends the stream for cur[0..n) (each < lcur) to out. prev (each <
+ * lprev) is the parent's indices, or NULL for a base stream; REARRANGED
+ * needs a parent and is ignored without one. -EINVAL for bad arguments. */
+int rckpt_istream_encode(rckpt_buf_t *out, const uint8_t *cur, size_t n, unsigned lcur,
+			 const uint8_t *prev, unsigned lprev, const rckpt_istream_opts_t *o);
+
+/* Reads one stream from r and writes the n indices (each < lcur) to cur.
+ * prev/lprev as for encoding: a delta stream without a parent, or a base
+ * stream given one, is -EBADMSG. */
+int rckpt_istream_decode(uint8_t *cur, size_t n, unsigned lcur, const uint8_t *prev,
+			 unsigned lprev, rckpt_reader_t *r);
+
+/* The stage flags of the stream starting at r, or -1. */
+int rckpt_istream_peek_stages(const rckpt_reader_t *r);
+
+#endif /* RCKPT_ISTREAM_H */

@@ -1,0 +1,378 @@
+/*
+ * test_streams.c — CRC-32C, Huffman, entropy streams and index streams: the
+ * codecs that run on both sides (client and OSD).
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "rckpt_crc32c.h"
+#include "rckpt_estream.h"
+#include "rckpt_huff.h"
+#include "rckpt_istream.h"
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+static uint32_t rnd(void)
+{
+	rng_state ^= rng_state << 13;
+	rng_state ^= rng_state >> 7;
+	rng_state ^= rng_state << 17;
+	return (uint32_t)(rng_state >> 16);
+}
+
+/* ---- CRC-32C ---- */
+
+static void test_crc32c_vectors(void **state)
+{
+	static const uint8_t zeros[32], ones[32] = { [0 ... 31] = 0xff };
+	uint8_t inc[32];
+	int i;
+
+	(void)state;
+	for (i = 0; i < 32; i++)
+		inc[i] = (uint8_t)i;
+	/* RFC 3720, appendix B.4 */
+	assert_int_equal(rckpt_crc32c(0, "123456789", 9), 0xe3069283u);
+	assert_int_equal(rckpt_crc32c(0, zeros, 32), 0x8a9136aau);
+	assert_int_equal(rckpt_crc32c(0, ones, 32), 0x62a8ab43u);
+	assert_int_equal(rckpt_crc32c(0, inc, 32), 0x46dd794eu);
+	assert_int_equal(rckpt_crc32c_sw(0, "123456789", 9), 0xe3069283u);
+	assert_int_equal(rckpt_crc32c(0, NULL, 0), 0);
+}
+
+/* Hardware and portable paths agree at every length and alignment, and a
+ * CRC continued over pieces equals the CRC of the whole. */
+static void test_crc32c_paths_agree(void **state)
+{
+	uint8_t buf[300];
+	size_t off, len;
+
+	(void)state;
+	for (off = 0; off < sizeof(buf); off++)
+		buf[off] = (uint8_t)rnd();
+	for (off = 0; off < 9; off++)
+		for (len = 0; len + off <= sizeof(buf); len += 7) {
+			uint32_t whole = rckpt_crc32c(0, buf + off, len);
+			assert_int_equal(whole, rckpt_crc32c_sw(0, buf + off, len));
+			assert_int_equal(whole, rckpt_crc32c(rckpt_crc32c(0, buf + off, len / 3),
+							    buf + off + len / 3, len - len / 3));
+		}
+}
+
+/* ---- Huffman ---- */
+
+static void huff_round_trip(const uint16_t *syms, size_t n, unsigned nsym)
+{
+	rckpt_buf_t b = RCKPT_BUF_INIT, b2 = RCKPT_BUF_INIT;
+	uint16_t *out = malloc(sizeof(*out) * (n + 16));
+
+	assert_int_equal(rckpt_huff_encode(&b, syms, n, nsym), 0);
+	assert_int_equal(rckpt_huff_decode(out, n, nsym, b.p, b.len), 0);
+	assert_memory_equal(out, syms, n * sizeof(*out));
+	assert_int_equal(rckpt_huff_encode(&b2, syms, n, nsym), 0); /* deterministic */
+	assert_int_equal(b.len, b2.len);
+	assert_memory_equal(b.p, b2.p, b.len);
+	/* The block does not store its symbol count (the entropy stream does):
+	 * a count off by one may land in the last byte's padding, but 16 more
+	 * symbols need at least 16 more bits than there are. */
+	assert_int_equal(rckpt_huff_decode(out, n + 16, nsym, b.p, b.len), -EBADMSG);
+	free(out);
+	rckpt_buf_free(&b);
+	rckpt_buf_free(&b2);
+}
+
+static void test_huff_distributions(void **state)
+{
+	enum { N = 20011 };
+	uint16_t *s = malloc(sizeof(*s) * N);
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < N; i++) /* uniform over 510 */
+		s[i] = (uint16_t)(rnd() % 510);
+	huff_round_trip(s, N, 510);
+	for (i = 0; i < N; i++) /* geometric: short codes dominate */
+		s[i] = (uint16_t)__builtin_ctz(rnd() | 0x8000);
+	huff_round_trip(s, N, 16);
+	for (i = 0; i < N; i++) /* two symbols */
+		s[i] = (uint16_t)(rnd() & 1 ? 7 : 300);
+	huff_round_trip(s, N, 301);
+	huff_round_trip(s, 2, 301);
+	free(s);
+}
+
+/* Fibonacci frequencies make the unlimited code 40 bits deep: the length
+ * limit must fold it to 12 and stay decodable. */
+static void test_huff_length_limit(void **state)
+{
+	uint64_t f[40], total = 0;
+	uint16_t *s;
+	size_t i, k, n = 0;
+	rckpt_buf_t b = RCKPT_BUF_INIT;
+
+	(void)state;
+	f[0] = f[1] = 1;
+	for (i = 2; i < 26; i++)
+		f[i] = f[i - 1] + f[i - 2];
+	for (i = 0; i < 26; i++)
+		total += f[i];
+	s = malloc(sizeof(*s) * total);
+	for (i = 0; i < 26; i++)
+		for (k = 0; k < f[i]; k++)
+			s[n++] = (uint16_t)i;
+	huff_round_trip(s, n, 26);
+	assert_int_equal(rckpt_huff_encode(&b, s, n, 26), 0);
+	for (i = 0; i < 26; i++) { /* every length nibble within the limit */
+		unsigned l = (b.p[2 + i / 2] >> (i & 1 ? 4 : 0)) & 15;
+		assert_true(l >= 1 && l <= RCKPT_HUFF_MAX_BITS);
+	}
+	rckpt_buf_free(&b);
+	free(s);
+}
+
+static void test_huff_rejects(void **state)
+{
+	rckpt_buf_t b = RCKPT_BUF_INIT;
+	uint16_t s[64], out[64];
+	size_t i, k;
+
+	(void)state;
+	for (i = 0; i < 64; i++)
+		s[i] = (uint16_t)(rnd() % 9);
+	assert_int_equal(rckpt_huff_encode(&b, s, 64, 1), -EINVAL);
+	s[5] = 9;
+	assert_int_equal(rckpt_huff_encode(&b, s, 64, 9), -EINVAL); /* symbol >= nsym */
+	s[5] = 1;
+	memset(out, 0, sizeof(out));
+	assert_int_equal(rckpt_huff_encode(&b, (uint16_t[]){ 3, 3, 3 }, 3, 9), -EINVAL);
+	assert_int_equal(rckpt_huff_encode(&b, s, 64, 9), 0);
+	for (k = 0; k < b.len; k++) /* every truncation */
+		assert_int_equal(rckpt_huff_decode(out, 64, 9, b.p, k), -EBADMSG);
+	assert_int_equal(rckpt_huff_decode(out, 64, 5, b.p, b.len), -EBADMSG); /* alphabet too big */
+	for (k = 0; k < 3000; k++) { /* flips: error, or a valid decode; never a crash */
+		uint8_t *c = malloc(b.len);
+		memcpy(c, b.p, b.len);
+		c[rnd() % b.len] ^= (uint8_t)(1u << (rnd() & 7));
+		(void)rckpt_huff_decode(out, 64, 9, c, b.len);
+		free(c);
+	}
+	rckpt_buf_free(&b);
+}
+
+/* ---- entropy streams ---- */
+
+static int est_method(const uint16_t *s, size_t n, unsigned nsym, unsigned policy)
+{
+	rckpt_buf_t b = RCKPT_BUF_INIT;
+	uint16_t *out = malloc(sizeof(*out) * (n ? n : 1));
+	rckpt_reader_t r;
+	int m;
+
+	assert_int_equal(rckpt_estream_encode(&b, s, n, nsym, policy, 3), 0);
+	r = rckpt_reader(b.p, b.len);
+	m = rckpt_estream_peek_method(&r);
+	assert_int_equal(rckpt_estream_decode(out, n, nsym, &r), 0);
+	assert_int_equal(rckpt_rd_left(&r), 0);
+	assert_memory_equal(out, s, n * sizeof(*out));
+	r = rckpt_reader(b.p, b.len);
+	if (n)
+		assert_int_equal(rckpt_estream_decode(out, n + 1, nsym, &r), -EBADMSG);
+	free(out);
+	rckpt_buf_free(&b);
+	return m;
+}
+
+static void test_estream_choices(void **state)
+{
+	enum { N = 5000 };
+	uint16_t s[N];
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < N; i++)
+		s[i] = 4;
+	assert_int_equal(est_method(s, N, 8, RCKPT_EST_TRY_ALL), RCKPT_EST_CONST);
+	assert_int_equal(est_method(s, 0, 8, RCKPT_EST_TRY_ALL), RCKPT_EST_RAW);
+	for (i = 0; i < N; i++) /* skewed, no structure: Huffman beats raw */
+		s[i] = (uint16_t)(rnd() % 16 == 0 ? rnd() % 300 : rnd() % 3);
+	assert_int_equal(est_method(s, N, 300, RCKPT_EST_TRY_HUFF), RCKPT_EST_HUFF);
+	for (i = 0; i < N; i++) /* a repeating pattern: zstd wins */
+		s[i] = (uint16_t)(i % 37);
+	assert_int_equal(est_method(s, N, 37, RCKPT_EST_TRY_ALL), RCKPT_EST_ZSTD);
+	for (i = 0; i < N; i++) /* uniform noise: raw is as good as it gets */
+		s[i] = (uint16_t)(rnd() & 0xff);
+	assert_int_equal(est_method(s, N, 256, RCKPT_EST_TRY_ALL), RCKPT_EST_RAW);
+	assert_int_equal(est_method(s, N, 4096, 0), RCKPT_EST_RAW); /* u16 raw form */
+}
+
+/* ---- index streams ---- */
+
+static const rckpt_istream_opts_t full = { RCKPT_IS_REARRANGED | RCKPT_IS_RLE, RCKPT_EST_TRY_ALL, 1 };
+
+static size_t is_round_trip(const uint8_t *cur, size_t n, unsigned lc, const uint8_t *prev, unsigned lp,
+			    const rckpt_istream_opts_t *o)
+{
+	rckpt_buf_t b = RCKPT_BUF_INIT, b2 = RCKPT_BUF_INIT;
+	uint8_t *out = malloc(n ? n : 1);
+	rckpt_reader_t r;
+	size_t len;
+
+	assert_int_equal(rckpt_istream_encode(&b, cur, n, lc, prev, lp, o), 0);
+	r = rckpt_reader(b.p, b.len);
+	assert_int_equal(rckpt_istream_decode(out, n, lc, prev, lp, &r), 0);
+	assert_int_equal(rckpt_rd_left(&r), 0);
+	if (n)
+		assert_memory_equal(out, cur, n);
+	assert_int_equal(rckpt_istream_encode(&b2, cur, n, lc, prev, lp, o), 0);
+	assert_int_equal(b.len, b2.len); /* deterministic */
+	assert_memory_equal(b.p, b2.p, b.len);
+	len = b.len;
+	free(out);
+	rckpt_buf_free(&b);
+	rckpt_buf_free(&b2);
+	return len;
+}
+
+static void test_istream_sizes_and_stages(void **state)
+{
+	static const size_t sizes[] = { 0, 1, 2, 3, 7, 8, 9, 63, 64, 65, 1000, 4099, 65537 };
+	static const unsigned stage_sets[] = { 0, RCKPT_IS_RLE, RCKPT_IS_REARRANGED,
+					       RCKPT_IS_REARRANGED | RCKPT_IS_RLE };
+	static const unsigned levels[][2] = { { 6, 6 }, { 10, 34 }, { 34, 10 }, { 1, 1 }, { 255, 255 } };
+	size_t si, k, i;
+
+	(void)state;
+	for (si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
+		size_t n = sizes[si];
+		uint8_t *cur = malloc(n + 1), *prev = malloc(n + 1);
+		for (k = 0; k < sizeof(levels) / sizeof(levels[0]); k++) {
+			unsigned lc = levels[k][0], lp = levels[k][1], st;
+			for (i = 0; i < n; i++) { /* mostly unchanged, some moves */
+				prev[i] = (uint8_t)(rnd() % lp);
+				cur[i] = (uint8_t)(rnd() % 8 ? prev[i] % lc : rnd() % lc);
+			}
+			for (st = 0; st < 4; st++) {
+				rckpt_istream_opts_t o = { stage_sets[st], RCKPT_EST_TRY_ALL, 1 };
+				is_round_trip(cur, n, lc, prev, lp, &o);
+				is_round_trip(cur, n, lc, NULL, 0, &o);
+				o.est_policy = 0;
+				is_round_trip(cur, n, lc, prev, lp, &o);
+			}
+		}
+		free(cur);
+		free(prev);
+	}
+}
+
+/* Long runs and all-equal input: RLE makes them tiny. */
+static void test_istream_runs(void **state)
+{
+	enum { N = 1 << 20 };
+	uint8_t *cur = malloc(N), *prev = malloc(N);
+	size_t len, i;
+
+	(void)state;
+	memset(cur, 3, N);
+	memset(prev, 3, N);
+	len = is_round_trip(cur, N, 8, prev, 8, &full);
+	assert_true(len < 64);
+	len = is_round_trip(cur, N, 8, NULL, 0, &full);
+	assert_true(len < 64);
+	for (i = 0; i < N; i++) /* runs of every length 1..300 */
+		cur[i] = (uint8_t)((i / (1 + i % 300)) % 5);
+	is_round_trip(cur, N, 5, NULL, 0, &full);
+	free(cur);
+	free(prev);
+}
+
+/* The property the rearrangement exists for: when values in the same parent
+ * bin move together, grouping by that bin turns scattered deltas into runs. */
+static void test_istream_rearrangement_helps(void **state)
+{
+	enum { N = 200000 };
+	uint8_t *cur = malloc(N), *prev = malloc(N);
+	rckpt_istream_opts_t rle_only = { RCKPT_IS_RLE, RCKPT_EST_TRY_HUFF, 1 };
+	size_t a, b, i;
+
+	(void)state;
+	for (i = 0; i < N; i++) {
+		prev[i] = (uint8_t)(rnd() % 12);
+		cur[i] = (uint8_t)(prev[i] % 3 == 0 ? (prev[i] + 1) % 12 : prev[i]);
+	}
+	a = is_round_trip(cur, N, 12, prev, 12, &rle_only);
+	b = is_round_trip(cur, N, 12, prev, 12, &full);
+	assert_true(b * 20 < a);
+	free(cur);
+	free(prev);
+}
+
+static void test_istream_rejects(void **state)
+{
+	enum { N = 3000 };
+	uint8_t cur[N], prev[N], out[N];
+	rckpt_buf_t b = RCKPT_BUF_INIT;
+	rckpt_reader_t r;
+	size_t i, k;
+
+	(void)state;
+	for (i = 0; i < N; i++) {
+		prev[i] = (uint8_t)(rnd() % 6);
+		cur[i] = (uint8_t)(rnd() % 4 ? prev[i] : rnd() % 6);
+	}
+	cur[7] = 6;
+	assert_int_equal(rckpt_istream_encode(&b, cur, N, 6, prev, 6, &full), -EINVAL);
+	cur[7] = 5;
+	assert_int_equal(rckpt_istream_encode(&b, cur, N, 0, prev, 6, &full), -EINVAL);
+	assert_int_equal(rckpt_istream_encode(&b, cur, N, 256, prev, 6, &full), -EINVAL);
+	assert_int_equal(rckpt_istream_encode(&b, cur, N, 6, prev, 6, &full), 0);
+
+	r = rckpt_reader(b.p, b.len); /* a delta stream read as a base stream */
+	assert_int_equal(rckpt_istream_decode(out, N, 6, NULL, 0, &r), -EBADMSG);
+	r = rckpt_reader(b.p, b.len); /* wrong count */
+	assert_int_equal(rckpt_istream_decode(out, N - 1, 6, prev, 6, &r), -EBADMSG);
+	r = rckpt_reader(b.p, b.len); /* fewer levels than the values need */
+	assert_int_equal(rckpt_istream_decode(out, N, 3, prev, 6, &r), -EBADMSG);
+	for (k = 0; k < b.len; k++) { /* every truncation */
+		r = rckpt_reader(b.p, k);
+		assert_int_equal(rckpt_istream_decode(out, N, 6, prev, 6, &r), -EBADMSG);
+	}
+	for (k = 0; k < 5000; k++) { /* random flips: no crash, bounded output */
+		uint8_t *c = malloc(b.len);
+		int rc;
+		memcpy(c, b.p, b.len);
+		c[rnd() % b.len] ^= (uint8_t)(1u << (rnd() & 7));
+		r = rckpt_reader(c, b.len);
+		rc = rckpt_istream_decode(out, N, 6, prev, 6, &r);
+		if (rc == 0)
+			for (i = 0; i < N; i++)
+				assert_true(out[i] < 6);
+		else
+			assert_int_equal(rc, -EBADMSG);
+		free(c);
+	}
+	rckpt_buf_free(&b);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_crc32c_vectors),
+		cmocka_unit_test(test_crc32c_paths_agree),
+		cmocka_unit_test(test_huff_distributions),
+		cmocka_unit_test(test_huff_length_limit),
+		cmocka_unit_test(test_huff_rejects),
+		cmocka_unit_test(test_estream_choices),
+		cmocka_unit_test(test_istream_sizes_and_stages),
+		cmocka_unit_test(test_istream_runs),
+		cmocka_unit_test(test_istream_rearrangement_helps),
+		cmocka_unit_test(test_istream_rejects),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
