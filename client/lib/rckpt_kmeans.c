@@ -1,0 +1,130 @@
+/*
+ * rckpt_kmeans.c — weighted 1-D k-means. With points and centroids sorted,
+ * each centroid owns a contiguous range of points, so an assignment step is
+ * one sweep.
+ */
+#include "rckpt_kmeans.h"
+
+#include <errno.h>
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* xorshift64*, seeded identically every call: determinism, not quality. */
+static double uniform(uint64_t *s)
+{
+	*s ^= *s >> 12;
+	*s ^= *s << 25;
+	*s ^= *s >> 27;
+	return (double)((*s * 0x2545f4914f6cdd1dull) >> 11) * 0x1.0p-53;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/* Picks index i with probability p[i] / sum(p); -1 when sum is 0. */
+static long sample(const double *p, size_t n, uint64_t *rng)
+{
+	double sum = 0, t, acc = 0;
+	size_t i;
+	for (i = 0; i < n; i++)
+		sum += p[i];
+	if (!(sum > 0))
+		return -1;
+	t = uniform(rng) * sum;
+	for (i = 0; i < n; i++) {
+		acc += p[i];
+		if (p[i] > 0 && acc > t)
+			return (long)i;
+	}
+	for (i = n; i-- > 0;)
+		if (p[i] > 0)
+			return (long)i;
+	return -1;
+}
+
+int rckpt_kmeans_1d(float *out, unsigned k, const double *x, const double *w, size_t n,
+		    unsigned max_iter)
+{
+	double *c = NULL, *d2 = NULL, *near = NULL, *sw = NULL, *swx = NULL;
+	size_t i, distinct = 0;
+	unsigned j, kk, it;
+	uint64_t rng = 0x9e3779b97f4a7c15ull;
+	int rc = -ENOMEM;
+
+	if (k == 0)
+		return -EINVAL;
+	for (i = 0; i < n; i++)
+		if (w[i] > 0 && (distinct == 0 || i == 0 || x[i] != x[i - 1]))
+			distinct++;
+	if (distinct == 0)
+		return 0;
+	kk = distinct < k ? (unsigned)distinct : k;
+	c = malloc(sizeof(*c) * kk);
+	d2 = malloc(sizeof(*d2) * n);
+	near = malloc(sizeof(*near) * n);
+	sw = malloc(sizeof(*sw) * kk);
+	swx = malloc(sizeof(*swx) * kk);
+	if (!c || !d2 || !near || !sw || !swx)
+		goto out;
+
+	/* k-means++: the first centroid by weight, each next by w * D^2. */
+	c[0] = x[sample(w, n, &rng)];
+	for (i = 0; i < n; i++)
+		near[i] = DBL_MAX;
+	for (j = 1; j < kk; j++) {
+		long pick;
+		for (i = 0; i < n; i++) { /* distance to the nearest centroid so far */
+			double dd = (x[i] - c[j - 1]) * (x[i] - c[j - 1]);
+			near[i] = dd < near[i] ? dd : near[i];
+			d2[i] = w[i] * near[i];
+		}
+		pick = sample(d2, n, &rng);
+		if (pick < 0) /* every weighted point sits on a centroid */
+			break;
+		c[j] = x[pick];
+	}
+	kk = j;
+	qsort(c, kk, sizeof(*c), cmp_double);
+
+	/* Lloyd: points ascending and centroids ascending, so the owner of
+	 * point i only moves right as i grows. */
+	for (it = 0; it < max_iter; it++) {
+		unsigned owner = 0, moved = 0;
+		memset(sw, 0, sizeof(*sw) * kk);
+		memset(swx, 0, sizeof(*swx) * kk);
+		for (i = 0; i < n; i++) {
+			while (owner + 1 < kk && fabs(x[i] - c[owner + 1]) <= fabs(x[i] - c[owner]))
+				owner++;
+			sw[owner] += w[i];
+			swx[owner] += w[i] * x[i];
+		}
+		for (j = 0; j < kk; j++) {
+			double nc = sw[j] > 0 ? swx[j] / sw[j] : c[j];
+			if (nc != c[j])
+				moved = 1;
+			c[j] = nc;
+		}
+		qsort(c, kk, sizeof(*c), cmp_double);
+		if (!moved)
+			break;
+	}
+	/* As floats, ascending and distinct. */
+	for (j = 0, rc = 0; j < kk; j++) {
+		float f = (float)c[j];
+		if (rc == 0 || f > out[rc - 1])
+			out[rc++] = f;
+	}
+out:
+	free(c);
+	free(d2);
+	free(near);
+	free(sw);
+	free(swx);
+	return rc;
+}

@@ -1,0 +1,119 @@
+/*
+ * rckpt_quant.c — classification, bin assignment, dequantization.
+ *
+ * Bin assignment counts the midpoints a value reaches: bin = #{j : x >=
+ * mid[j]}, with mid[j] = c[j] + (c[j+1] - c[j]) * 0.5f in float. Written as
+ * a loop over midpoints inside a loop over a block of values, so the
+ * compiler vectorizes it, and the GPU can do the very same float operations.
+ */
+#include "rckpt_quant.h"
+
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+#define BLOCK 512
+
+static inline uint32_t f2u(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, 4);
+	return u;
+}
+
+uint16_t rckpt_f32_to_bf16(float f)
+{
+	uint32_t u = f2u(f);
+	u += 0x7fffu + ((u >> 16) & 1u);
+	return (uint16_t)(u >> 16);
+}
+
+float rckpt_bf16_to_f32(uint16_t h)
+{
+	uint32_t u = (uint32_t)h << 16;
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+unsigned rckpt_q_pruned_level(const rckpt_qparams_t *q)
+{
+	unsigned p = 0;
+	while (p < q->nbins && q->centroids[p] < 0.0f)
+		p++;
+	return p;
+}
+
+int rckpt_qparams_check(const rckpt_qparams_t *q)
+{
+	unsigned j;
+	if (q->nbins < 1 || q->nbins > RCKPT_MAX_BINS || isnan(q->prune_below) ||
+	    isnan(q->protect_mag) || isnan(q->protect_sens))
+		return -EINVAL;
+	for (j = 0; j < q->nbins; j++)
+		if (!isfinite(q->centroids[j]) || (j && !(q->centroids[j] > q->centroids[j - 1])))
+			return -EINVAL;
+	return 0;
+}
+
+void rckpt_quantize(uint8_t *idx, uint16_t *prot, size_t *nprot, const float *w, const float *g,
+		    size_t n, const rckpt_qparams_t *q)
+{
+	float mid[RCKPT_MAX_BINS];
+	const unsigned nb = q->nbins, pl = rckpt_q_pruned_level(q), protl = nb + 1;
+	size_t base, np = 0;
+	unsigned j;
+
+	for (j = 0; j + 1 < nb; j++)
+		mid[j] = q->centroids[j] + (q->centroids[j + 1] - q->centroids[j]) * 0.5f;
+	for (base = 0; base < n; base += BLOCK) {
+		uint8_t bin[BLOCK];
+		size_t i, m = n - base < BLOCK ? n - base : BLOCK;
+		const float *x = w + base;
+
+		memset(bin, 0, m);
+		for (j = 0; j + 1 < nb; j++) {
+			const float t = mid[j];
+			for (i = 0; i < m; i++)
+				bin[i] = (uint8_t)(bin[i] + (x[i] >= t));
+		}
+		for (i = 0; i < m; i++) {
+			float a = fabsf(x[i]);
+			float s = g ? fabsf(x[i] * g[base + i]) : 0.0f;
+			float metric = q->prune_by_sensitivity && g ? s : a;
+			uint8_t v = (uint8_t)(bin[i] + (bin[i] >= pl));
+			if (a >= q->protect_mag || (g && s >= q->protect_sens)) {
+				v = (uint8_t)protl;
+				prot[np++] = rckpt_f32_to_bf16(x[i]);
+			} else if (metric < q->prune_below) {
+				v = (uint8_t)pl;
+			}
+			idx[base + i] = v;
+		}
+	}
+	*nprot = np;
+}
+
+int rckpt_dequantize(float *out, const uint8_t *idx, size_t n, const rckpt_qparams_t *q,
+		     const uint16_t *prot, size_t nprot)
+{
+	float lv[RCKPT_MAX_BINS + 2];
+	const unsigned nb = q->nbins, pl = rckpt_q_pruned_level(q), protl = nb + 1;
+	size_t i, k = 0;
+	unsigned j;
+
+	for (j = 0; j < nb; j++)
+		lv[j + (j >= pl)] = q->centroids[j];
+	lv[pl] = 0.0f;
+	for (i = 0; i < n; i++) {
+		unsigned v = idx[i];
+		if (v < protl) {
+			out[i] = lv[v];
+		} else if (v == protl && k < nprot) {
+			out[i] = rckpt_bf16_to_f32(prot[k++]);
+		} else {
+			return -EBADMSG;
+		}
+	}
+	return k == nprot ? 0 : -EBADMSG;
+}

@@ -1,0 +1,171 @@
+/*
+ * rckpt_sketch.c — log-bucket histogram over float bit patterns.
+ */
+#include "rckpt_sketch.h"
+
+#include <errno.h>
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static inline uint32_t f2u(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, 4);
+	return u;
+}
+
+static inline float u2f(uint32_t u)
+{
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+/* The first normal exponent has key (1 << mbits); keys start there. */
+static inline uint32_t first_key(unsigned mbits)
+{
+	return 1u << mbits;
+}
+
+int rckpt_sketch_init(rckpt_sketch_t *s, unsigned mbits)
+{
+	memset(s, 0, sizeof(*s));
+	if (mbits < RCKPT_SKETCH_MBITS_MIN || mbits > RCKPT_SKETCH_MBITS_MAX)
+		return -EINVAL;
+	s->mbits = mbits;
+	s->nkeys = (size_t)254 << mbits; /* exponents 1..254 */
+	s->pos = calloc(s->nkeys, sizeof(uint64_t));
+	s->neg = calloc(s->nkeys, sizeof(uint64_t));
+	if (s->pos == NULL || s->neg == NULL) {
+		rckpt_sketch_free(s);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+void rckpt_sketch_free(rckpt_sketch_t *s)
+{
+	free(s->pos);
+	free(s->neg);
+	memset(s, 0, sizeof(*s));
+}
+
+void rckpt_sketch_clear(rckpt_sketch_t *s)
+{
+	memset(s->pos, 0, s->nkeys * sizeof(uint64_t));
+	memset(s->neg, 0, s->nkeys * sizeof(uint64_t));
+	s->zero = s->total = 0;
+}
+
+double rckpt_sketch_alpha(const rckpt_sketch_t *s)
+{
+	return ldexp(1.0, -(int)s->mbits - 1);
+}
+
+uint32_t rckpt_sketch_key(const rckpt_sketch_t *s, float magnitude)
+{
+	return (f2u(magnitude) & 0x7fffffffu) >> (23 - s->mbits);
+}
+
+float rckpt_sketch_value(const rckpt_sketch_t *s, uint32_t key)
+{
+	/* lo + half the bucket's width, which is the octave's power of two
+	 * times 2^-mbits: exact, and finite even for the topmost bucket. */
+	float lo = u2f(key << (23 - s->mbits));
+	float octave = u2f((key >> s->mbits) << 23);
+	return lo + octave * ldexpf(1.0f, -(int)s->mbits - 1);
+}
+
+/* Counts one value given its bits. Subnormals and zeros have exponent 0. */
+static inline void add_bits(rckpt_sketch_t *s, uint32_t u)
+{
+	uint32_t mag = u & 0x7fffffffu, key = mag >> (23 - s->mbits);
+	if (mag < 0x00800000u) /* exponent 0 */
+		s->zero++;
+	else if (u >> 31)
+		s->neg[key - first_key(s->mbits)]++;
+	else
+		s->pos[key - first_key(s->mbits)]++;
+}
+
+void rckpt_sketch_add(rckpt_sketch_t *s, const float *x, size_t n)
+{
+	size_t i;
+	for (i = 0; i < n; i++)
+		add_bits(s, f2u(x[i]));
+	s->total += n;
+}
+
+void rckpt_sketch_add_abs(rckpt_sketch_t *s, const float *x, size_t n)
+{
+	size_t i;
+	for (i = 0; i < n; i++)
+		add_bits(s, f2u(x[i]) & 0x7fffffffu);
+	s->total += n;
+}
+
+void rckpt_sketch_add_abs_prod(rckpt_sketch_t *s, const float *x, const float *g, size_t n)
+{
+	size_t i;
+	for (i = 0; i < n; i++)
+		add_bits(s, f2u(x[i] * g[i]) & 0x7fffffffu);
+	s->total += n;
+}
+
+int rckpt_sketch_merge(rckpt_sketch_t *dst, const rckpt_sketch_t *src)
+{
+	size_t k;
+	if (dst->mbits != src->mbits)
+		return -EINVAL;
+	for (k = 0; k < dst->nkeys; k++) {
+		dst->pos[k] += src->pos[k];
+		dst->neg[k] += src->neg[k];
+	}
+	dst->zero += src->zero;
+	dst->total += src->total;
+	return 0;
+}
+
+void rckpt_sketch_foreach(const rckpt_sketch_t *s, void (*fn)(float value, uint64_t count, void *arg),
+			  void *arg)
+{
+	uint32_t k0 = first_key(s->mbits);
+	size_t k;
+
+	for (k = s->nkeys; k-- > 0;)
+		if (s->neg[k])
+			fn(-rckpt_sketch_value(s, (uint32_t)k + k0), s->neg[k], arg);
+	if (s->zero)
+		fn(0.0f, s->zero, arg);
+	for (k = 0; k < s->nkeys; k++)
+		if (s->pos[k])
+			fn(rckpt_sketch_value(s, (uint32_t)k + k0), s->pos[k], arg);
+}
+
+float rckpt_sketch_quantile(const rckpt_sketch_t *s, double q)
+{
+	uint32_t k0 = first_key(s->mbits);
+	uint64_t rank, seen = 0;
+	size_t k;
+
+	if (s->total == 0)
+		return 0.0f;
+	q = q < 0 ? 0 : q > 1 ? 1 : q;
+	rank = (uint64_t)(q * (double)(s->total - 1));
+	for (k = s->nkeys; k-- > 0;) {
+		seen += s->neg[k];
+		if (seen > rank)
+			return -rckpt_sketch_value(s, (uint32_t)k + k0);
+	}
+	seen += s->zero;
+	if (seen > rank)
+		return 0.0f;
+	for (k = 0; k < s->nkeys; k++) {
+		seen += s->pos[k];
+		if (seen > rank)
+			return rckpt_sketch_value(s, (uint32_t)k + k0);
+	}
+	return rckpt_sketch_value(s, (uint32_t)(s->nkeys - 1) + k0);
+}
