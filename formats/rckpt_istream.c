@@ -27,55 +27,77 @@ static unsigned modulus(const uint8_t *prev, unsigned lcur, unsigned lprev)
 	return prev && lprev > lcur ? lprev : lcur;
 }
 
-/* Stable counting sort of d by key into e; keys < nkeys. */
-static void group_by(uint8_t *e, const uint8_t *d, const uint8_t *key, size_t n, unsigned nkeys)
-{
-	size_t off[RCKPT_ISTREAM_MAX_LEVELS + 1] = { 0 }, i, sum = 0;
-	unsigned k;
+/*
+ * Stable counting sort by key, in four lanes: the array is cut into four
+ * quarters, each with its own histogram and offsets (a lane's offset for key
+ * k starts after the earlier lanes' k), and the lanes advance together. A
+ * run of one key then does not serialize every store through one counter,
+ * and the result is exactly that of the one-lane sort.
+ */
+#define LANES 4
 
-	for (i = 0; i < n; i++)
-		off[key[i]]++;
-	for (k = 0; k < nkeys; k++) {
-		size_t c = off[k];
-		off[k] = sum;
-		sum += c;
+static void lane_offsets(size_t off[LANES][RCKPT_ISTREAM_MAX_LEVELS + 1], const uint8_t *key,
+			 size_t n, unsigned nkeys, size_t q)
+{
+	size_t i, sum = 0;
+	unsigned k, l;
+
+	memset(off, 0, sizeof(size_t) * LANES * (RCKPT_ISTREAM_MAX_LEVELS + 1));
+	for (l = 0; l < LANES; l++) {
+		size_t end = l + 1 < LANES ? (l + 1) * q : n;
+		for (i = l * q; i < end; i++)
+			off[l][key[i]]++;
 	}
-	for (i = 0; i < n; i++)
-		e[off[key[i]]++] = d[i];
+	for (k = 0; k < nkeys; k++)
+		for (l = 0; l < LANES; l++) {
+			size_t c = off[l][k];
+			off[l][k] = sum;
+			sum += c;
+		}
 }
 
-/* The inverse: d[i] is the next symbol of key[i]'s group in e. */
+/* e = d grouped by key (group_by) or its inverse (ungroup_by). */
+static void group_by(uint8_t *e, const uint8_t *d, const uint8_t *key, size_t n, unsigned nkeys)
+{
+	size_t off[LANES][RCKPT_ISTREAM_MAX_LEVELS + 1], q = n / LANES, i;
+	unsigned l;
+
+	lane_offsets(off, key, n, nkeys, q);
+	for (i = 0; i < q; i++)
+		for (l = 0; l < LANES; l++)
+			e[off[l][key[l * q + i]]++] = d[l * q + i];
+	for (i = LANES * q; i < n; i++)
+		e[off[LANES - 1][key[i]]++] = d[i];
+}
+
 static void ungroup_by(uint8_t *d, const uint8_t *e, const uint8_t *key, size_t n, unsigned nkeys)
 {
-	size_t off[RCKPT_ISTREAM_MAX_LEVELS + 1] = { 0 }, i, sum = 0;
-	unsigned k;
+	size_t off[LANES][RCKPT_ISTREAM_MAX_LEVELS + 1], q = n / LANES, i;
+	unsigned l;
 
-	for (i = 0; i < n; i++)
-		off[key[i]]++;
-	for (k = 0; k < nkeys; k++) {
-		size_t c = off[k];
-		off[k] = sum;
-		sum += c;
-	}
-	for (i = 0; i < n; i++)
-		d[i] = e[off[key[i]]++];
+	lane_offsets(off, key, n, nkeys, q);
+	for (i = 0; i < q; i++)
+		for (l = 0; l < LANES; l++)
+			d[l * q + i] = e[off[l][key[l * q + i]]++];
+	for (i = LANES * q; i < n; i++)
+		d[i] = e[off[LANES - 1][key[i]]++];
 }
 
 /* Length of the run of d[i] starting at i (at least 1). */
 static size_t run_at(const uint8_t *d, size_t i, size_t n)
 {
-	const uint8_t v = d[i];
+	const uint64_t pat = 0x0101010101010101ull * d[i];
 	size_t j = i + 1;
-	uint64_t pat = 0x0101010101010101ull * v;
 
 	while (j + 8 <= n) {
 		uint64_t w;
 		memcpy(&w, d + j, 8);
-		if (w != pat)
-			break;
+		w ^= pat;
+		if (w) /* little-endian: the lowest nonzero byte ends the run */
+			return j - i + (size_t)(__builtin_ctzll(w) >> 3);
 		j += 8;
 	}
-	while (j < n && d[j] == v)
+	while (j < n && d[j] == d[i])
 		j++;
 	return j - i;
 }
@@ -102,15 +124,24 @@ int rckpt_istream_encode(rckpt_buf_t *out, const uint8_t *cur, size_t n, unsigne
 		rc = -ENOMEM;
 		goto out;
 	}
-	for (i = 0; i < n; i++) {
-		if (cur[i] >= lcur || (prev && prev[i] >= lprev))
+	if (prev) {
+		/* Branch-free so that it vectorizes; validity checked after. */
+		unsigned bad = 0;
+		for (i = 0; i < n; i++) {
+			uint8_t c = cur[i], p = prev[i];
+			bad |= (unsigned)(c >= lcur) | (unsigned)(p >= lprev);
+			d[i] = (uint8_t)(c - p + (c < p ? m : 0));
+		}
+		if (bad)
 			goto out;
-		if (prev) {
-			int t = (int)cur[i] - (int)prev[i];
-			d[i] = (uint8_t)(t < 0 ? t + (int)m : t);
-		} else {
+	} else {
+		unsigned bad = 0;
+		for (i = 0; i < n; i++) {
+			bad |= (unsigned)(cur[i] >= lcur);
 			d[i] = cur[i];
 		}
+		if (bad)
+			goto out;
 	}
 	if (stages & RCKPT_IS_REARRANGED) {
 		e = malloc(n ? n : 1);
@@ -250,11 +281,13 @@ int rckpt_istream_decode(uint8_t *cur, size_t n, unsigned lcur, const uint8_t *p
 			d[i] = (uint8_t)tok[i]; /* < m <= 255, checked by the decoder */
 	}
 	if (prev) {
+		unsigned bad = 0;
 		for (i = 0; i < n; i++)
-			if (prev[i] >= lprev) {
-				rc = -EINVAL;
-				goto out;
-			}
+			bad |= (unsigned)(prev[i] >= lprev);
+		if (bad) {
+			rc = -EINVAL;
+			goto out;
+		}
 	}
 	if (stages & RCKPT_IS_REARRANGED) {
 		e = malloc(n ? n : 1);
@@ -267,15 +300,24 @@ int rckpt_istream_decode(uint8_t *cur, size_t n, unsigned lcur, const uint8_t *p
 		d = e;
 		e = NULL;
 	}
-	for (i = 0; i < n; i++) {
-		unsigned v = d[i]; /* < m, checked by the entropy decoder */
+	{
+		/* d < m (checked by the entropy decoder), prev < m: one subtract. */
+		unsigned bad = 0;
 		if (prev) {
-			v += prev[i];
-			v = v >= m ? v - m : v;
+			for (i = 0; i < n; i++) {
+				unsigned v = (unsigned)d[i] + prev[i];
+				v = v >= m ? v - m : v;
+				bad |= (unsigned)(v >= lcur);
+				cur[i] = (uint8_t)v;
+			}
+		} else {
+			for (i = 0; i < n; i++) {
+				bad |= (unsigned)(d[i] >= lcur);
+				cur[i] = d[i];
+			}
 		}
-		if (v >= lcur)
+		if (bad)
 			goto bad;
-		cur[i] = (uint8_t)v;
 	}
 	rc = 0;
 	goto out;
