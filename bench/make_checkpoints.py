@@ -1,0 +1,131 @@
+#!/usr/bin/python3
+"""make_checkpoints.py — train a small real model and write its checkpoints.
+
+The data is scikit-learn's bundled handwritten digits (shipped in the Debian
+package python3-sklearn; nothing is downloaded). The model has every layer
+kind the codec treats differently: an embedding (each pixel's intensity 0..16
+is a token), two convolutions, two linear layers, a LayerNorm and biases.
+
+Every --every steps it writes OUT/step-NNNNNN.safetensors (the parameters)
+and OUT/step-NNNNNN.grads.safetensors (an exponential moving average of the
+gradients over the last batches, which the codec uses for sensitivity), and
+prints the held-out accuracy. Deterministic for a given --seed.
+
+usage: make_checkpoints.py OUT [--steps N] [--every K] [--width W] [--seed S]
+
+Run it with Debian's own interpreter (/usr/bin/python3): python3-torch and
+python3-sklearn are installed for it.
+"""
+import argparse
+import json
+import os
+import struct
+import sys
+
+
+def write_safetensors(path, tensors):
+    """Write {name: tensor} in the safetensors layout: an 8-byte little-endian
+    header length, a JSON header of dtype/shape/offsets, then the raw bytes."""
+    import torch
+
+    dtypes = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16"}
+    header, blobs, offset = {}, [], 0
+    for name in sorted(tensors):
+        t = tensors[name].detach().contiguous().cpu()
+        if t.dtype == torch.bfloat16:
+            raw = t.view(torch.int16).numpy().tobytes()
+        else:
+            raw = t.numpy().tobytes()
+        header[name] = {
+            "dtype": dtypes[t.dtype],
+            "shape": list(t.shape),
+            "data_offsets": [offset, offset + len(raw)],
+        }
+        blobs.append(raw)
+        offset += len(raw)
+    head = json.dumps(header, separators=(",", ":")).encode()
+    head += b" " * (-len(head) % 8)  # align the data to 8 bytes
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(struct.pack("<Q", len(head)))
+        f.write(head)
+        for b in blobs:
+            f.write(b)
+    os.replace(tmp, path)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("out", help="directory to write checkpoints into")
+    ap.add_argument("--steps", type=int, default=600, help="training steps (default 600)")
+    ap.add_argument("--every", type=int, default=25, help="checkpoint interval (default 25)")
+    ap.add_argument("--width", type=int, default=512, help="hidden width (default 512)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--ema", type=float, default=0.9, help="gradient EMA decay (default 0.9)")
+    a = ap.parse_args()
+    if a.steps < 1 or a.every < 1 or a.width < 8:
+        ap.error("--steps and --every must be >= 1, --width >= 8")
+
+    try:
+        import torch
+        import torch.nn as nn
+        from sklearn.datasets import load_digits
+    except ImportError as e:
+        sys.exit(f"make_checkpoints.py: {e}: install python3-torch and python3-sklearn "
+                 "and run with /usr/bin/python3")
+
+    torch.manual_seed(a.seed)
+    torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+    d = load_digits()
+    x = torch.tensor(d.images, dtype=torch.long)  # 8x8 intensities 0..16
+    y = torch.tensor(d.target, dtype=torch.long)
+    perm = torch.randperm(len(y), generator=torch.Generator().manual_seed(a.seed))
+    x, y = x[perm], y[perm]
+    n_test = 300
+    xt, yt, xtr, ytr = x[:n_test], y[:n_test], x[n_test:], y[n_test:]
+
+    class Net(nn.Module):
+        def __init__(self, w):
+            super().__init__()
+            self.embed = nn.Embedding(17, 8)
+            self.conv1 = nn.Conv2d(8, 16, 3, padding=1)
+            self.conv2 = nn.Conv2d(16, 32, 3, padding=1)
+            self.fc1 = nn.Linear(32 * 4 * 4, w)
+            self.norm = nn.LayerNorm(w)
+            self.fc2 = nn.Linear(w, 10)
+
+        def forward(self, img):
+            h = self.embed(img).permute(0, 3, 1, 2)  # B, 8, 8, 8
+            h = torch.relu(self.conv1(h))
+            h = torch.max_pool2d(torch.relu(self.conv2(h)), 2)
+            h = torch.relu(self.norm(self.fc1(h.flatten(1))))
+            return self.fc2(h)
+
+    net = Net(a.width)
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+    lossf = nn.CrossEntropyLoss()
+    ema = {n: torch.zeros_like(p) for n, p in net.named_parameters()}
+    os.makedirs(a.out, exist_ok=True)
+    g = torch.Generator().manual_seed(a.seed + 1)
+    nparams = sum(p.numel() for p in net.parameters())
+    print(f"model: {nparams} parameters; {len(ytr)} training and {n_test} held-out digits")
+    for step in range(1, a.steps + 1):
+        idx = torch.randint(0, len(ytr), (64,), generator=g)
+        opt.zero_grad()
+        loss = lossf(net(xtr[idx]), ytr[idx])
+        loss.backward()
+        with torch.no_grad():
+            for n, p in net.named_parameters():
+                ema[n].mul_(a.ema).add_(p.grad, alpha=1 - a.ema)
+        opt.step()
+        if step % a.every == 0:
+            with torch.no_grad():
+                acc = (net(xt).argmax(1) == yt).float().mean().item()
+            base = os.path.join(a.out, f"step-{step:06d}")
+            write_safetensors(base + ".safetensors", dict(net.named_parameters()))
+            write_safetensors(base + ".grads.safetensors", ema)
+            print(f"step {step:6d}  loss {loss.item():.4f}  held-out accuracy {acc:.3f}  -> {base}.safetensors")
+
+
+if __name__ == "__main__":
+    main()

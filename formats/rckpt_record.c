@@ -1,0 +1,423 @@
+/*
+ * rckpt_record.c — chunk record encoder and materializing decoder.
+ */
+#include "rckpt_record.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <zstd.h>
+
+#include "rckpt_bytes.h"
+#include "rckpt_crc32c.h"
+#include "rckpt_estream.h"
+
+#define BLOB_RAW 0u
+#define BLOB_ZSTD 3u
+#define BLOB_ZSTD_LEVEL 3
+
+size_t rckpt_dtype_size(unsigned dtype)
+{
+	switch (dtype) {
+	case RCKPT_DT_F32:
+		return 4;
+	case RCKPT_DT_F16:
+	case RCKPT_DT_BF16:
+		return 2;
+	}
+	return 0;
+}
+
+static uint32_t f2u(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, 4);
+	return u;
+}
+
+static float u2f(uint32_t u)
+{
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+static int centroids_ok(const float *c, unsigned nb)
+{
+	unsigned j;
+	if (nb < 1 || nb > RCKPT_SEG_MAX_BINS)
+		return 0;
+	for (j = 0; j < nb; j++)
+		if (!isfinite(c[j]) || (j && !(c[j] > c[j - 1])))
+			return 0;
+	return 1;
+}
+
+/* ---- blobs: u8 method (raw or zstd), u32 length, payload ---- */
+
+static int blob_put(rckpt_buf_t *out, const void *src, size_t n)
+{
+	size_t bound = ZSTD_compressBound(n), z = 0;
+	uint8_t *zb = NULL;
+	int rc, use_zstd = 0;
+
+	if (n > UINT32_MAX)
+		return -EINVAL;
+	if (n >= 64) {
+		zb = malloc(bound);
+		if (zb == NULL)
+			return -ENOMEM;
+		z = ZSTD_compress(zb, bound, src, n, BLOB_ZSTD_LEVEL);
+		use_zstd = !ZSTD_isError(z) && z < n;
+	}
+	rc = rckpt_buf_reserve(out, 5 + (use_zstd ? z : n));
+	if (rc == 0) {
+		rckpt_writer_t w = rckpt_writer(out->p + out->len, 5 + (use_zstd ? z : n));
+		rckpt_wr_u8(&w, (uint8_t)(use_zstd ? BLOB_ZSTD : BLOB_RAW));
+		rckpt_wr_u32(&w, (uint32_t)(use_zstd ? z : n));
+		rckpt_wr_bytes(&w, use_zstd ? (const void *)zb : src, use_zstd ? z : n);
+		out->len += w.pos;
+	}
+	free(zb);
+	return rc;
+}
+
+/* Reads a blob that must hold exactly n bytes into dst. */
+static int blob_get(void *dst, size_t n, rckpt_reader_t *r)
+{
+	unsigned method = rckpt_rd_u8(r);
+	size_t len = rckpt_rd_u32(r);
+	const uint8_t *p = rckpt_rd_bytes(r, len);
+
+	if (p == NULL)
+		return -EBADMSG;
+	if (method == BLOB_RAW) {
+		if (len != n)
+			return -EBADMSG;
+		if (n)
+			memcpy(dst, p, n);
+		return 0;
+	}
+	if (method == BLOB_ZSTD) {
+		size_t got;
+		if (n == 0 || ZSTD_getFrameContentSize(p, len) != (unsigned long long)n)
+			return -EBADMSG;
+		got = ZSTD_decompress(dst, n, p, len);
+		return ZSTD_isError(got) || got != n ? -EBADMSG : 0;
+	}
+	return -EBADMSG;
+}
+
+/* ---- encoding ---- */
+
+static int same_layout(const rckpt_seg_t *a, const rckpt_seg_t *b)
+{
+	return a->tensor == b->tensor && a->first == b->first && a->n == b->n &&
+	       a->encoding == b->encoding && a->dtype == b->dtype;
+}
+
+static int seg_check(const rckpt_seg_t *s)
+{
+	uint64_t i, np = 0;
+
+	if (rckpt_dtype_size(s->dtype) == 0 || s->n > RCKPT_EST_MAX_COUNT)
+		return -EINVAL;
+	if (s->encoding == RCKPT_SEG_LOSSLESS)
+		return s->n == 0 || s->raw ? 0 : -EINVAL;
+	if (s->encoding != RCKPT_SEG_QUANTIZED || !centroids_ok(s->centroids, s->nbins) ||
+	    s->nprot > s->n || (s->n && !s->idx) || (s->nprot && !s->prot))
+		return -EINVAL;
+	for (i = 0; i < s->n; i++) {
+		if (s->idx[i] > s->nbins + 1)
+			return -EINVAL;
+		np += s->idx[i] == s->nbins + 1;
+	}
+	return np == s->nprot ? 0 : -EINVAL;
+}
+
+static int seg_encode(rckpt_buf_t *out, const rckpt_seg_t *s, const rckpt_seg_t *ps,
+		      const rckpt_istream_opts_t *o)
+{
+	uint8_t hdr[24 + 1 + 4 * RCKPT_SEG_MAX_BINS + 8];
+	rckpt_writer_t w = rckpt_writer(hdr, sizeof(hdr));
+	unsigned j;
+	int rc;
+
+	rckpt_wr_u32(&w, s->tensor);
+	rckpt_wr_u64(&w, s->first);
+	rckpt_wr_u64(&w, s->n);
+	rckpt_wr_u8(&w, s->encoding);
+	rckpt_wr_u8(&w, s->dtype);
+	rckpt_wr_u16(&w, 0);
+	if (s->encoding == RCKPT_SEG_LOSSLESS) {
+		if ((rc = rckpt_buf_append(out, hdr, w.pos)))
+			return rc;
+		return blob_put(out, s->raw, (size_t)s->n * rckpt_dtype_size(s->dtype));
+	}
+	rckpt_wr_u8(&w, (uint8_t)s->nbins);
+	for (j = 0; j < s->nbins; j++)
+		rckpt_wr_u32(&w, f2u(s->centroids[j]));
+	rckpt_wr_u64(&w, s->nprot);
+	if ((rc = rckpt_buf_append(out, hdr, w.pos)))
+		return rc;
+	{
+		/* bf16 values as little-endian bytes */
+		uint8_t *pb = malloc(s->nprot ? 2 * s->nprot : 1);
+		uint64_t i;
+		if (pb == NULL)
+			return -ENOMEM;
+		for (i = 0; i < s->nprot; i++) {
+			pb[2 * i] = (uint8_t)s->prot[i];
+			pb[2 * i + 1] = (uint8_t)(s->prot[i] >> 8);
+		}
+		rc = blob_put(out, pb, 2 * s->nprot);
+		free(pb);
+		if (rc)
+			return rc;
+	}
+	/* ps has the same layout (checked): a delta of the parent's levels. */
+	return rckpt_istream_encode(out, s->idx, s->n, s->nbins + 2, ps ? ps->idx : NULL,
+				    ps ? ps->nbins + 2 : 0, o);
+}
+
+int rckpt_record_encode(rckpt_buf_t *out, const rckpt_record_t *rec, const rckpt_record_t *parent,
+			const rckpt_istream_opts_t *o)
+{
+	size_t start = out->len, body;
+	uint32_t i, crc;
+	int rc;
+
+	if ((rec->kind == RCKPT_REC_BASE) != (parent == NULL) ||
+	    (rec->kind != RCKPT_REC_BASE && rec->kind != RCKPT_REC_DELTA))
+		return -EINVAL;
+	if (parent && (parent->step != rec->parent || parent->nseg != rec->nseg))
+		return -EINVAL;
+	if (!parent && rec->parent != RCKPT_NO_PARENT)
+		return -EINVAL;
+	for (i = 0; i < rec->nseg; i++) {
+		if ((rc = seg_check(&rec->seg[i])))
+			return rc;
+		if (parent && (!same_layout(&rec->seg[i], &parent->seg[i]) ||
+			       seg_check(&parent->seg[i])))
+			return -EINVAL;
+	}
+	if ((rc = rckpt_buf_reserve(out, RCKPT_RECORD_HEADER_BYTES)))
+		return rc;
+	out->len += RCKPT_RECORD_HEADER_BYTES;
+	for (i = 0; i < rec->nseg; i++) {
+		const rckpt_seg_t *ps = parent ? &parent->seg[i] : NULL;
+		if ((rc = seg_encode(out, &rec->seg[i], ps, o)))
+			goto fail;
+	}
+	body = out->len - start - RCKPT_RECORD_HEADER_BYTES;
+	{
+		uint8_t hdr[RCKPT_RECORD_HEADER_BYTES];
+		rckpt_writer_t w = rckpt_writer(hdr, sizeof(hdr));
+		rckpt_wr_u32(&w, RCKPT_RECORD_MAGIC);
+		rckpt_wr_u8(&w, RCKPT_RECORD_VERSION);
+		rckpt_wr_u8(&w, 1);
+		rckpt_wr_u8(&w, (uint8_t)rec->kind);
+		rckpt_wr_u8(&w, 0);
+		rckpt_wr_u64(&w, rec->step);
+		rckpt_wr_u64(&w, rec->parent);
+		rckpt_wr_u32(&w, rec->nseg);
+		rckpt_wr_u32(&w, 0);
+		rckpt_wr_u64(&w, body);
+		memcpy(out->p + start, hdr, sizeof(hdr));
+	}
+	crc = rckpt_crc32c(0, out->p + start, out->len - start);
+	{
+		uint8_t tail[4];
+		rckpt_writer_t w = rckpt_writer(tail, sizeof(tail));
+		rckpt_wr_u32(&w, crc);
+		if ((rc = rckpt_buf_append(out, tail, sizeof(tail))))
+			goto fail;
+	}
+	return 0;
+fail:
+	out->len = start;
+	return rc;
+}
+
+/* ---- decoding ---- */
+
+void rckpt_record_free(rckpt_record_t *rec)
+{
+	uint32_t i;
+	if (rec->seg) {
+		for (i = 0; i < rec->nseg; i++) {
+			free(rec->seg[i].prot);
+			free(rec->seg[i].idx);
+			free(rec->seg[i].raw);
+		}
+	}
+	free(rec->seg);
+	memset(rec, 0, sizeof(*rec));
+}
+
+int rckpt_record_peek(unsigned *kind, uint64_t *step, uint64_t *parent, const uint8_t *src,
+		      size_t len)
+{
+	rckpt_reader_t r = rckpt_reader(src, len);
+	if (len < RCKPT_RECORD_HEADER_BYTES || rckpt_rd_u32(&r) != RCKPT_RECORD_MAGIC)
+		return -EBADMSG;
+	rckpt_rd_u16(&r);
+	*kind = rckpt_rd_u8(&r);
+	rckpt_rd_u8(&r);
+	*step = rckpt_rd_u64(&r);
+	*parent = rckpt_rd_u64(&r);
+	return 0;
+}
+
+static int seg_decode(rckpt_seg_t *s, rckpt_reader_t *r, const rckpt_seg_t *ps)
+{
+	unsigned j;
+	size_t dsz;
+
+	s->tensor = rckpt_rd_u32(r);
+	s->first = rckpt_rd_u64(r);
+	s->n = rckpt_rd_u64(r);
+	s->encoding = rckpt_rd_u8(r);
+	s->dtype = rckpt_rd_u8(r);
+	if (rckpt_rd_u16(r) != 0 || r->err)
+		return -EBADMSG;
+	dsz = rckpt_dtype_size(s->dtype);
+	if (dsz == 0 || s->n > RCKPT_EST_MAX_COUNT ||
+	    (s->encoding != RCKPT_SEG_QUANTIZED && s->encoding != RCKPT_SEG_LOSSLESS))
+		return -EBADMSG;
+	if (ps && !same_layout(s, ps))
+		return -EBADMSG;
+	if (s->encoding == RCKPT_SEG_LOSSLESS) {
+		s->raw = malloc(s->n ? (size_t)s->n * dsz : 1);
+		if (s->raw == NULL)
+			return -ENOMEM;
+		return blob_get(s->raw, (size_t)s->n * dsz, r);
+	}
+	s->nbins = rckpt_rd_u8(r);
+	if (r->err || s->nbins < 1 || s->nbins > RCKPT_SEG_MAX_BINS)
+		return -EBADMSG;
+	for (j = 0; j < s->nbins; j++)
+		s->centroids[j] = u2f(rckpt_rd_u32(r));
+	s->nprot = rckpt_rd_u64(r);
+	if (r->err || !centroids_ok(s->centroids, s->nbins) || s->nprot > s->n)
+		return -EBADMSG;
+	{
+		uint8_t *pb = malloc(s->nprot ? 2 * (size_t)s->nprot : 1);
+		uint64_t i;
+		int rc;
+		s->prot = malloc(s->nprot ? 2 * (size_t)s->nprot : 1);
+		if (pb == NULL || s->prot == NULL) {
+			free(pb);
+			return -ENOMEM;
+		}
+		rc = blob_get(pb, 2 * (size_t)s->nprot, r);
+		for (i = 0; rc == 0 && i < s->nprot; i++)
+			s->prot[i] = (uint16_t)(pb[2 * i] | pb[2 * i + 1] << 8);
+		free(pb);
+		if (rc)
+			return rc;
+	}
+	s->idx = malloc(s->n ? (size_t)s->n : 1);
+	if (s->idx == NULL)
+		return -ENOMEM;
+	{
+		int rc = rckpt_istream_decode(s->idx, (size_t)s->n, s->nbins + 2, ps ? ps->idx : NULL,
+					      ps ? ps->nbins + 2 : 0, r);
+		uint64_t i, np = 0;
+		if (rc)
+			return rc;
+		for (i = 0; i < s->n; i++)
+			np += s->idx[i] == s->nbins + 1;
+		return np == s->nprot ? 0 : -EBADMSG;
+	}
+}
+
+int rckpt_record_decode(rckpt_record_t *out, const uint8_t *src, size_t len,
+			const rckpt_record_t *parent, const rckpt_record_limits_t *lim)
+{
+	rckpt_record_limits_t deflim = RCKPT_RECORD_LIMITS_DEFAULT;
+	rckpt_reader_t r = rckpt_reader(src, len);
+	unsigned version, compat, kind, flags;
+	uint64_t step, pstep, body, elements = 0;
+	uint32_t nseg, i, crc;
+	int rc = -EBADMSG;
+
+	memset(out, 0, sizeof(*out));
+	if (lim == NULL)
+		lim = &deflim;
+	if (src == NULL || len < RCKPT_RECORD_HEADER_BYTES + 4 || rckpt_rd_u32(&r) != RCKPT_RECORD_MAGIC)
+		return -EBADMSG;
+	version = rckpt_rd_u8(&r);
+	compat = rckpt_rd_u8(&r);
+	kind = rckpt_rd_u8(&r);
+	flags = rckpt_rd_u8(&r);
+	step = rckpt_rd_u64(&r);
+	pstep = rckpt_rd_u64(&r);
+	nseg = rckpt_rd_u32(&r);
+	if (rckpt_rd_u32(&r) != 0 || flags != 0 || compat == 0 || compat > version)
+		return -EBADMSG;
+	if (compat > RCKPT_RECORD_VERSION)
+		return RCKPT_FMT_EVERSION;
+	body = rckpt_rd_u64(&r);
+	if (body != len - RCKPT_RECORD_HEADER_BYTES - 4)
+		return -EBADMSG;
+	crc = (uint32_t)src[len - 4] | (uint32_t)src[len - 3] << 8 | (uint32_t)src[len - 2] << 16 |
+	      (uint32_t)src[len - 1] << 24;
+	if (rckpt_crc32c(0, src, len - 4) != crc)
+		return RCKPT_FMT_ECHECKSUM;
+	if (kind == RCKPT_REC_SPARSE)
+		return RCKPT_FMT_EVERSION; /* specified, not yet implemented */
+	if (kind != RCKPT_REC_BASE && kind != RCKPT_REC_DELTA)
+		return -EBADMSG;
+	if ((kind == RCKPT_REC_BASE) != (pstep == RCKPT_NO_PARENT))
+		return -EBADMSG;
+	if (kind == RCKPT_REC_DELTA) {
+		if (parent == NULL)
+			return -EINVAL;
+		if (parent->step != pstep)
+			return -ESTALE;
+		if (parent->nseg != nseg)
+			return -EBADMSG;
+	}
+	if (nseg > lim->max_segments)
+		return -E2BIG;
+	out->kind = kind;
+	out->step = step;
+	out->parent = pstep;
+	out->seg = calloc(nseg ? nseg : 1, sizeof(*out->seg));
+	if (out->seg == NULL)
+		return -ENOMEM;
+	out->nseg = nseg;
+	r = rckpt_reader(src + RCKPT_RECORD_HEADER_BYTES, (size_t)body);
+	for (i = 0; i < nseg; i++) {
+		const rckpt_seg_t *ps = kind == RCKPT_REC_DELTA ? &parent->seg[i] : NULL;
+		/* Peek n to bound the allocation before seg_decode makes it. */
+		if (rckpt_rd_left(&r) >= 20) {
+			rckpt_reader_t pk = r;
+			uint64_t n;
+			rckpt_rd_u32(&pk);
+			rckpt_rd_u64(&pk);
+			n = rckpt_rd_u64(&pk);
+			if (n > lim->max_elements - elements) {
+				rc = -E2BIG;
+				goto fail;
+			}
+			elements += n;
+		}
+		/* Same layout as the parent's segment, encoding included; a
+		 * lossless segment is whole in every record. */
+		rc = seg_decode(&out->seg[i], &r, ps);
+		if (rc)
+			goto fail;
+	}
+	if (rckpt_rd_left(&r) != 0 || r.err) {
+		rc = -EBADMSG;
+		goto fail;
+	}
+	return 0;
+fail:
+	rckpt_record_free(out);
+	return rc == -EINVAL ? -EBADMSG : rc;
+}

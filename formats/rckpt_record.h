@@ -1,0 +1,86 @@
+/*
+ * rckpt_record.h — chunk records: a header, segments, a CRC-32C
+ * (formats/checkpoint.md, "Segment" and "Chunk record").
+ *
+ * A decoded record is always materialized: decoding a delta takes the
+ * parent's decoded record and yields absolute levels, so a chain is decoded
+ * by folding it from its base. Decoders take untrusted bytes and are bounded
+ * by rckpt_record_limits_t.
+ */
+#ifndef RCKPT_RECORD_H
+#define RCKPT_RECORD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rckpt_buf.h"
+#include "rckpt_istream.h"
+
+#define RCKPT_RECORD_MAGIC 0x524b4352u /* "RCKR" as little-endian bytes */
+#define RCKPT_RECORD_VERSION 1u
+#define RCKPT_RECORD_HEADER_BYTES 40u
+#define RCKPT_NO_PARENT UINT64_MAX
+#define RCKPT_SEG_MAX_BINS 64
+
+enum rckpt_record_kind { RCKPT_REC_BASE = 1, RCKPT_REC_DELTA = 2, RCKPT_REC_SPARSE = 3 };
+enum rckpt_seg_encoding { RCKPT_SEG_QUANTIZED = 1, RCKPT_SEG_LOSSLESS = 2 };
+enum rckpt_dtype { RCKPT_DT_F32 = 1, RCKPT_DT_F16 = 2, RCKPT_DT_BF16 = 3 };
+
+/* Bytes per element of a dtype; 0 for an unknown one. */
+size_t rckpt_dtype_size(unsigned dtype);
+
+typedef struct rckpt_seg {
+	uint32_t tensor;
+	uint64_t first;
+	uint64_t n;
+	uint8_t encoding; /* enum rckpt_seg_encoding */
+	uint8_t dtype;    /* enum rckpt_dtype */
+	/* quantized */
+	unsigned nbins;
+	float centroids[RCKPT_SEG_MAX_BINS];
+	uint64_t nprot;
+	uint16_t *prot; /* nprot bf16, position order */
+	uint8_t *idx;   /* n levels, each < nbins + 2 */
+	/* lossless */
+	uint8_t *raw;   /* n * rckpt_dtype_size(dtype) bytes */
+} rckpt_seg_t;
+
+typedef struct rckpt_record {
+	unsigned kind;   /* as stored; a decoded delta's levels are absolute */
+	uint64_t step;
+	uint64_t parent; /* RCKPT_NO_PARENT for a base */
+	uint32_t nseg;
+	rckpt_seg_t *seg;
+} rckpt_record_t;
+
+/* What a decoder accepts before allocating anything. */
+typedef struct rckpt_record_limits {
+	uint32_t max_segments;
+	uint64_t max_elements; /* over all segments */
+} rckpt_record_limits_t;
+
+#define RCKPT_RECORD_LIMITS_DEFAULT { 1u << 16, (uint64_t)1 << 31 }
+
+/* Encodes rec's segments as a base (parent == NULL) or as a delta against
+ * parent (a decoded record of the same layout), appending to out. Every
+ * segment is checked first: -EINVAL for one that the format cannot hold
+ * or that does not match its parent's. */
+int rckpt_record_encode(rckpt_buf_t *out, const rckpt_record_t *rec, const rckpt_record_t *parent,
+			const rckpt_istream_opts_t *o);
+
+/* Decodes src[0..len) into out, materialized. A delta needs its parent's
+ * decoded record (-EINVAL without it, -ESTALE if it is another step, -EBADMSG
+ * if its layout differs); a base takes no parent. Returns 0, -EBADMSG,
+ * RCKPT_FMT_EVERSION, RCKPT_FMT_ECHECKSUM, -E2BIG (over a limit), -ENOMEM.
+ * On failure *out is empty. */
+int rckpt_record_decode(rckpt_record_t *out, const uint8_t *src, size_t len,
+			const rckpt_record_t *parent, const rckpt_record_limits_t *lim);
+
+/* Reads only the fixed header (no CRC check). */
+int rckpt_record_peek(unsigned *kind, uint64_t *step, uint64_t *parent, const uint8_t *src,
+		      size_t len);
+
+/* Frees what a decoded (or caller-built) record owns and empties it. */
+void rckpt_record_free(rckpt_record_t *rec);
+
+#endif /* RCKPT_RECORD_H */

@@ -1,0 +1,374 @@
+/*
+ * test_record.c — chunk records: round trips of bases and delta chains,
+ * determinism, corruption, limits, and the golden vector of version 1.
+ */
+#include <errno.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "rckpt_estream.h"
+#include "rckpt_record.h"
+
+static uint64_t rng_state = 0x1234567887654321ull;
+
+static uint32_t rnd(void)
+{
+	rng_state ^= rng_state << 13;
+	rng_state ^= rng_state >> 7;
+	rng_state ^= rng_state << 17;
+	return (uint32_t)(rng_state >> 16);
+}
+
+static const rckpt_istream_opts_t opts = { RCKPT_IS_REARRANGED | RCKPT_IS_RLE, RCKPT_EST_TRY_ALL, 1 };
+
+/* A quantized segment with nb bins: levels from a bell, some protected. */
+static void make_quant(rckpt_seg_t *s, uint32_t tensor, uint64_t first, uint64_t n, unsigned nb,
+		       const rckpt_seg_t *like)
+{
+	uint64_t i;
+	unsigned j;
+
+	memset(s, 0, sizeof(*s));
+	s->tensor = tensor;
+	s->first = first;
+	s->n = n;
+	s->encoding = RCKPT_SEG_QUANTIZED;
+	s->dtype = RCKPT_DT_F32;
+	s->nbins = nb;
+	for (j = 0; j < nb; j++)
+		s->centroids[j] = -1.0f + 2.0f * (float)j / (float)nb;
+	s->idx = malloc(n ? n : 1);
+	s->prot = malloc(sizeof(uint16_t) * (n ? n : 1));
+	for (i = 0; i < n; i++) {
+		unsigned v;
+		if (like && rnd() % 10) /* mostly where it was, clamped into range */
+			v = like->idx[i] == like->nbins + 1 ? nb + 1 : like->idx[i] % (nb + 1);
+		else
+			v = rnd() % 50 == 0 ? nb + 1 : (rnd() % (nb + 1) + rnd() % (nb + 1)) / 2;
+		s->idx[i] = (uint8_t)v;
+		if (v == nb + 1)
+			s->prot[s->nprot++] = (uint16_t)rnd();
+	}
+}
+
+static void make_lossless(rckpt_seg_t *s, uint32_t tensor, uint64_t n, unsigned dtype)
+{
+	uint64_t i;
+	memset(s, 0, sizeof(*s));
+	s->tensor = tensor;
+	s->n = n;
+	s->encoding = RCKPT_SEG_LOSSLESS;
+	s->dtype = (uint8_t)dtype;
+	s->raw = malloc(n * rckpt_dtype_size(dtype) + 1);
+	for (i = 0; i < n * rckpt_dtype_size(dtype); i++)
+		s->raw[i] = (uint8_t)(i % 7 == 0 ? rnd() : i);
+}
+
+static void assert_same(const rckpt_record_t *a, const rckpt_record_t *b)
+{
+	uint32_t i;
+	assert_int_equal(a->step, b->step);
+	assert_int_equal(a->nseg, b->nseg);
+	for (i = 0; i < a->nseg; i++) {
+		const rckpt_seg_t *x = &a->seg[i], *y = &b->seg[i];
+		assert_int_equal(x->tensor, y->tensor);
+		assert_int_equal(x->first, y->first);
+		assert_int_equal(x->n, y->n);
+		assert_int_equal(x->encoding, y->encoding);
+		assert_int_equal(x->dtype, y->dtype);
+		if (x->encoding == RCKPT_SEG_LOSSLESS) {
+			if (x->n)
+				assert_memory_equal(x->raw, y->raw, x->n * rckpt_dtype_size(x->dtype));
+			continue;
+		}
+		assert_int_equal(x->nbins, y->nbins);
+		assert_memory_equal(x->centroids, y->centroids, sizeof(float) * x->nbins);
+		assert_int_equal(x->nprot, y->nprot);
+		if (x->nprot)
+			assert_memory_equal(x->prot, y->prot, 2 * x->nprot);
+		if (x->n)
+			assert_memory_equal(x->idx, y->idx, x->n);
+	}
+}
+
+static void build_base(rckpt_record_t *rec, uint64_t step)
+{
+	rec->kind = RCKPT_REC_BASE;
+	rec->step = step;
+	rec->parent = RCKPT_NO_PARENT;
+	rec->nseg = 6;
+	rec->seg = calloc(6, sizeof(rckpt_seg_t));
+	make_quant(&rec->seg[0], 0, 0, 100003, 12, NULL);
+	make_quant(&rec->seg[1], 0, 100003, 1, 4, NULL);
+	make_quant(&rec->seg[2], 1, 0, 0, 6, NULL);
+	make_lossless(&rec->seg[3], 2, 769, RCKPT_DT_F32);
+	make_lossless(&rec->seg[4], 3, 33, RCKPT_DT_BF16);
+	make_quant(&rec->seg[5], 4, 0, 4099, 32, NULL);
+	rec->seg[5].dtype = RCKPT_DT_F16;
+}
+
+/* The next step: same layout, levels mostly unchanged, bins changed. */
+static void build_next(rckpt_record_t *rec, const rckpt_record_t *prev, uint64_t step, unsigned nb0)
+{
+	uint32_t i;
+	rec->kind = RCKPT_REC_DELTA;
+	rec->step = step;
+	rec->parent = prev->step;
+	rec->nseg = prev->nseg;
+	rec->seg = calloc(prev->nseg, sizeof(rckpt_seg_t));
+	for (i = 0; i < prev->nseg; i++) {
+		const rckpt_seg_t *p = &prev->seg[i];
+		if (p->encoding == RCKPT_SEG_LOSSLESS) {
+			make_lossless(&rec->seg[i], p->tensor, p->n, p->dtype);
+		} else {
+			make_quant(&rec->seg[i], p->tensor, p->first, p->n, i == 0 ? nb0 : p->nbins, p);
+			rec->seg[i].dtype = p->dtype;
+		}
+	}
+}
+
+static void encode(rckpt_buf_t *b, const rckpt_record_t *rec, const rckpt_record_t *parent)
+{
+	b->len = 0;
+	assert_int_equal(rckpt_record_encode(b, rec, parent, &opts), 0);
+}
+
+static void test_base_round_trip(void **state)
+{
+	rckpt_record_t rec, dec;
+	rckpt_buf_t b = RCKPT_BUF_INIT, b2 = RCKPT_BUF_INIT;
+	unsigned kind;
+	uint64_t step, parent;
+
+	(void)state;
+	build_base(&rec, 7);
+	encode(&b, &rec, NULL);
+	encode(&b2, &rec, NULL);
+	assert_int_equal(b.len, b2.len); /* deterministic */
+	assert_memory_equal(b.p, b2.p, b.len);
+	assert_int_equal(rckpt_record_decode(&dec, b.p, b.len, NULL, NULL), 0);
+	assert_same(&rec, &dec);
+	assert_int_equal(dec.kind, RCKPT_REC_BASE);
+	assert_int_equal(dec.parent, RCKPT_NO_PARENT);
+	assert_int_equal(rckpt_record_peek(&kind, &step, &parent, b.p, b.len), 0);
+	assert_int_equal(kind, RCKPT_REC_BASE);
+	assert_int_equal(step, 7);
+	rckpt_record_free(&dec);
+	rckpt_record_free(&rec);
+	rckpt_buf_free(&b);
+	rckpt_buf_free(&b2);
+}
+
+/* Ten steps, the bin count of one segment changing along the way: folding
+ * the chain from its base gives every step's levels bit for bit. */
+static void test_delta_chain(void **state)
+{
+	static const unsigned bins[] = { 12, 12, 16, 16, 8, 8, 8, 32, 4, 12 };
+	rckpt_record_t orig[10], dec[10], scratch;
+	rckpt_buf_t enc[10];
+	size_t total_delta = 0;
+	int s;
+
+	(void)state;
+	build_base(&orig[0], 100);
+	for (s = 1; s < 10; s++)
+		build_next(&orig[s], &orig[s - 1], 100 + (uint64_t)s * 10, bins[s]);
+	for (s = 0; s < 10; s++) {
+		enc[s] = (rckpt_buf_t)RCKPT_BUF_INIT;
+		/* each delta is taken against the decoded parent, as a writer does */
+		encode(&enc[s], &orig[s], s ? &orig[s - 1] : NULL);
+		if (s)
+			total_delta += enc[s].len;
+	}
+	assert_int_equal(rckpt_record_decode(&dec[0], enc[0].p, enc[0].len, NULL, NULL), 0);
+	for (s = 1; s < 10; s++) {
+		assert_int_equal(rckpt_record_decode(&dec[s], enc[s].p, enc[s].len, &dec[s - 1], NULL), 0);
+		assert_int_equal(dec[s].kind, RCKPT_REC_DELTA);
+		assert_same(&orig[s], &dec[s]);
+	}
+	/* mostly-unchanged levels: a delta is much smaller than the base */
+	assert_true(total_delta / 9 < enc[0].len);
+	/* wrong parent: another step, or none */
+	assert_int_equal(rckpt_record_decode(&scratch, enc[3].p, enc[3].len, &dec[1], NULL), -ESTALE);
+	assert_int_equal(rckpt_record_decode(&scratch, enc[3].p, enc[3].len, NULL, NULL), -EINVAL);
+	assert_null(scratch.seg);
+	for (s = 0; s < 10; s++) {
+		rckpt_record_free(&orig[s]);
+		rckpt_record_free(&dec[s]);
+		rckpt_buf_free(&enc[s]);
+	}
+}
+
+/* Any flipped byte is caught (by the checksum, or a header check before
+ * it), and so is every truncation. */
+static void test_corruption(void **state)
+{
+	rckpt_record_t rec, dec;
+	rckpt_buf_t b = RCKPT_BUF_INIT;
+	size_t k;
+
+	(void)state;
+	build_base(&rec, 1);
+	rckpt_record_free(&rec);
+	rec.kind = RCKPT_REC_BASE;
+	rec.step = 1;
+	rec.parent = RCKPT_NO_PARENT;
+	rec.nseg = 2;
+	rec.seg = calloc(2, sizeof(rckpt_seg_t));
+	make_quant(&rec.seg[0], 0, 0, 2000, 8, NULL);
+	make_lossless(&rec.seg[1], 1, 100, RCKPT_DT_F16);
+	encode(&b, &rec, NULL);
+	for (k = 0; k < b.len; k++) {
+		uint8_t *c = malloc(b.len);
+		int rc;
+		memcpy(c, b.p, b.len);
+		c[k] ^= (uint8_t)(1u << (rnd() & 7));
+		rc = rckpt_record_decode(&dec, c, b.len, NULL, NULL);
+		if (k >= RCKPT_RECORD_HEADER_BYTES)
+			assert_int_equal(rc, RCKPT_FMT_ECHECKSUM);
+		else
+			assert_true(rc < 0);
+		assert_null(dec.seg);
+		free(c);
+	}
+	for (k = 0; k < b.len; k++) {
+		uint8_t *c = malloc(k ? k : 1);
+		memcpy(c, b.p, k);
+		assert_true(rckpt_record_decode(&dec, c, k, NULL, NULL) < 0);
+		free(c);
+	}
+	rckpt_record_free(&rec);
+	rckpt_buf_free(&b);
+}
+
+static void test_limits_and_versions(void **state)
+{
+	rckpt_record_limits_t few_segs = { 1, 1u << 30 }, few_elems = { 100, 1000 };
+	rckpt_record_t rec, dec;
+	rckpt_buf_t b = RCKPT_BUF_INIT;
+
+	(void)state;
+	build_base(&rec, 5);
+	encode(&b, &rec, NULL);
+	assert_int_equal(rckpt_record_decode(&dec, b.p, b.len, NULL, &few_segs), -E2BIG);
+	assert_int_equal(rckpt_record_decode(&dec, b.p, b.len, NULL, &few_elems), -E2BIG);
+	b.p[5] = 2; /* compat 2: a newer format */
+	b.p[4] = 2;
+	assert_int_equal(rckpt_record_decode(&dec, b.p, b.len, NULL, NULL), RCKPT_FMT_EVERSION);
+	rckpt_record_free(&rec);
+	rckpt_buf_free(&b);
+}
+
+static void test_encoder_rejects(void **state)
+{
+	rckpt_record_t rec, next;
+	rckpt_buf_t b = RCKPT_BUF_INIT;
+
+	(void)state;
+	build_base(&rec, 5);
+	rec.seg[0].nprot++; /* disagrees with the levels */
+	assert_int_equal(rckpt_record_encode(&b, &rec, NULL, &opts), -EINVAL);
+	rec.seg[0].nprot--;
+	rec.seg[0].centroids[3] = rec.seg[0].centroids[2];
+	assert_int_equal(rckpt_record_encode(&b, &rec, NULL, &opts), -EINVAL);
+	rec.seg[0].centroids[3] = 100.0f;
+	rec.seg[0].centroids[3] = rec.seg[0].centroids[2] + 1e-3f;
+	rec.seg[1].idx[0] = 6; /* level >= nbins + 2 */
+	assert_int_equal(rckpt_record_encode(&b, &rec, NULL, &opts), -EINVAL);
+	rec.seg[1].idx[0] = 0;
+	rec.seg[0].centroids[3] = -1.0f + 2.0f * 3 / 12;
+	assert_int_equal(rckpt_record_encode(&b, &rec, NULL, &opts), 0);
+	build_next(&next, &rec, 6, 12);
+	next.seg[0].first = 1; /* layout differs from the parent's */
+	assert_int_equal(rckpt_record_encode(&b, &next, &rec, &opts), -EINVAL);
+	next.seg[0].first = 0;
+	next.parent = 99;
+	assert_int_equal(rckpt_record_encode(&b, &next, &rec, &opts), -EINVAL);
+	next.parent = 5;
+	assert_int_equal(rckpt_record_encode(&b, &next, NULL, &opts), -EINVAL);
+	assert_int_equal(rckpt_record_encode(&b, &next, &rec, &opts), 0);
+	rckpt_record_free(&rec);
+	rckpt_record_free(&next);
+	rckpt_buf_free(&b);
+}
+
+/* A small record whose bytes are kept forever (tests/golden). The test
+ * decodes them and re-encodes the result to the same bytes. */
+static void test_golden_vector(void **state)
+{
+	uint8_t want[4096];
+	size_t n = 0;
+	rckpt_record_t rec, dec;
+	rckpt_buf_t b = RCKPT_BUF_INIT;
+	FILE *f;
+	int c, hi = -1;
+
+	(void)state;
+	memset(&rec, 0, sizeof(rec));
+	rec.kind = RCKPT_REC_BASE;
+	rec.step = 42;
+	rec.parent = RCKPT_NO_PARENT;
+	rec.nseg = 1;
+	rec.seg = calloc(1, sizeof(rckpt_seg_t));
+	rec.seg[0].n = 8;
+	rec.seg[0].encoding = RCKPT_SEG_QUANTIZED;
+	rec.seg[0].dtype = RCKPT_DT_F32;
+	rec.seg[0].nbins = 2;
+	rec.seg[0].centroids[0] = -0.5f;
+	rec.seg[0].centroids[1] = 0.25f;
+	rec.seg[0].idx = malloc(8);
+	memcpy(rec.seg[0].idx, (uint8_t[]){ 0, 1, 2, 2, 2, 2, 3, 0 }, 8);
+	rec.seg[0].nprot = 1;
+	rec.seg[0].prot = malloc(2);
+	rec.seg[0].prot[0] = 0x4120; /* bf16 10.0 */
+	encode(&b, &rec, NULL);
+
+	f = fopen(RCKPT_GOLDEN_DIR "/ckpt-record-v1.hex", "r");
+	assert_non_null(f);
+	while ((c = fgetc(f)) != EOF) {
+		int d;
+		if (c == '#') {
+			while ((c = fgetc(f)) != EOF && c != '\n')
+				;
+			continue;
+		}
+		d = (c >= '0' && c <= '9') ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10 : -1;
+		if (d < 0)
+			continue;
+		if (hi < 0) {
+			hi = d;
+		} else {
+			want[n++] = (uint8_t)(hi << 4 | d);
+			hi = -1;
+		}
+	}
+	fclose(f);
+	assert_int_equal(b.len, n);
+	assert_memory_equal(b.p, want, n);
+	assert_int_equal(rckpt_record_decode(&dec, want, n, NULL, NULL), 0);
+	assert_same(&rec, &dec);
+	rckpt_record_free(&dec);
+	rckpt_record_free(&rec);
+	rckpt_buf_free(&b);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_base_round_trip),
+		cmocka_unit_test(test_delta_chain),
+		cmocka_unit_test(test_corruption),
+		cmocka_unit_test(test_limits_and_versions),
+		cmocka_unit_test(test_encoder_rejects),
+		cmocka_unit_test(test_golden_vector),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
