@@ -13,11 +13,14 @@ sanitize=0
 jobs=$(nproc 2>/dev/null || echo 2)
 
 # What the project builds and runs with, all from Debian's packages.
+# python3-torch and python3-sklearn train the small real model whose
+# checkpoints the codec's tests and benchmarks use (bench/make_checkpoints.py).
 packages=(
 	build-essential cmake pkg-config jq
 	ceph-mon ceph-mgr ceph-osd ceph-common
 	librados-dev libradospp-dev rados-objclass-dev
-	libzstd-dev libturbojpeg0-dev libssl-dev libcmocka-dev
+	libzstd-dev libturbojpeg0-dev libssl-dev libcmocka-dev libjansson-dev
+	python3-torch python3-sklearn
 )
 
 usage() {

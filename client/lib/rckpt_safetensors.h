@@ -1,0 +1,53 @@
+/*
+ * rckpt_safetensors.h — read and write safetensors files, the plain tensor
+ * container of the PyTorch ecosystem: an 8-byte little-endian header length,
+ * a JSON header {name: {dtype, shape, data_offsets}}, then the bytes.
+ *
+ * The JSON is parsed by jansson. Files are untrusted: every offset, shape and
+ * size is checked before use. Only F32, F16 and BF16 tensors are accepted
+ * (-ENOTSUP names the tensor otherwise).
+ */
+#ifndef RCKPT_SAFETENSORS_H
+#define RCKPT_SAFETENSORS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define RCKPT_ST_MAX_DIMS 8
+#define RCKPT_ST_MAX_HEADER (100u << 20)
+
+typedef struct rckpt_st_tensor {
+	char *name;
+	unsigned dtype; /* enum rckpt_dtype (formats/rckpt_record.h) */
+	unsigned ndim;
+	uint64_t shape[RCKPT_ST_MAX_DIMS];
+	uint64_t n;          /* elements */
+	const uint8_t *data; /* n * dtype size bytes, little-endian */
+} rckpt_st_tensor_t;
+
+typedef struct rckpt_st {
+	uint8_t *buf; /* the whole file; tensors point into it */
+	size_t size;
+	unsigned ntensors;
+	rckpt_st_tensor_t *t; /* sorted by name */
+} rckpt_st_t;
+
+/* Reads and checks the file at path. On failure err (if not NULL) gets a
+ * one-line reason. 0, -errno of the I/O, -EBADMSG (malformed), -ENOTSUP (a
+ * dtype other than F32/F16/BF16), -EFBIG (header over RCKPT_ST_MAX_HEADER),
+ * -ENOMEM. */
+int rckpt_st_read(rckpt_st_t *out, const char *path, char *err, size_t errlen);
+
+/* The same over bytes in memory; takes ownership of buf (malloc'd). */
+int rckpt_st_parse(rckpt_st_t *out, uint8_t *buf, size_t size, char *err, size_t errlen);
+
+/* The tensor called name, or NULL. */
+const rckpt_st_tensor_t *rckpt_st_find(const rckpt_st_t *st, const char *name);
+
+void rckpt_st_free(rckpt_st_t *st);
+
+/* Writes tensors t[0..n) to path (through a temporary file renamed into
+ * place). 0, -EINVAL, -errno, -ENOMEM. */
+int rckpt_st_write(const char *path, const rckpt_st_tensor_t *t, unsigned n);
+
+#endif /* RCKPT_SAFETENSORS_H */
