@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "rckpt_buf.h"
+#include "rckpt_estream.h"
 #include "rckpt_istream.h"
 
 #define RCKPT_RECORD_MAGIC 0x524b4352u /* "RCKR" as little-endian bytes */

@@ -144,28 +144,76 @@ void rckpt_sketch_foreach(const rckpt_sketch_t *s, void (*fn)(float value, uint6
 			fn(rckpt_sketch_value(s, (uint32_t)k + k0), s->pos[k], arg);
 }
 
-float rckpt_sketch_quantile(const rckpt_sketch_t *s, double q)
+/* Finds the bucket holding rank floor(q (total - 1)): side -1, 0 (zero) or
+ * +1, and its key. Returns 0 for an empty sketch. */
+static int find_rank(const rckpt_sketch_t *s, double q, int *side, uint32_t *key)
 {
 	uint32_t k0 = first_key(s->mbits);
 	uint64_t rank, seen = 0;
 	size_t k;
 
 	if (s->total == 0)
-		return 0.0f;
+		return 0;
 	q = q < 0 ? 0 : q > 1 ? 1 : q;
 	rank = (uint64_t)(q * (double)(s->total - 1));
 	for (k = s->nkeys; k-- > 0;) {
 		seen += s->neg[k];
-		if (seen > rank)
-			return -rckpt_sketch_value(s, (uint32_t)k + k0);
+		if (seen > rank) {
+			*side = -1;
+			*key = (uint32_t)k + k0;
+			return 1;
+		}
 	}
 	seen += s->zero;
-	if (seen > rank)
-		return 0.0f;
+	if (seen > rank) {
+		*side = 0;
+		*key = 0;
+		return 1;
+	}
 	for (k = 0; k < s->nkeys; k++) {
 		seen += s->pos[k];
 		if (seen > rank)
-			return rckpt_sketch_value(s, (uint32_t)k + k0);
+			break;
 	}
-	return rckpt_sketch_value(s, (uint32_t)(s->nkeys - 1) + k0);
+	*side = 1;
+	*key = (uint32_t)(k < s->nkeys ? k : s->nkeys - 1) + k0;
+	return 1;
+}
+
+void rckpt_sketch_quantile_bounds(const rckpt_sketch_t *s, double q, float *lo, float *hi)
+{
+	int side;
+	uint32_t key;
+	float a, b;
+
+	if (!find_rank(s, q, &side, &key)) {
+		*lo = *hi = 0.0f;
+		return;
+	}
+	if (side == 0) {
+		*lo = -FLT_MIN;
+		*hi = FLT_MIN;
+		return;
+	}
+	a = u2f(key << (23 - s->mbits));
+	b = u2f((key + 1) << (23 - s->mbits)); /* +inf past the largest float */
+	if (side > 0) {
+		*lo = a;
+		*hi = b;
+	} else {
+		*lo = -b;
+		*hi = -a;
+	}
+}
+
+float rckpt_sketch_quantile(const rckpt_sketch_t *s, double q)
+{
+	int side;
+	uint32_t key;
+
+	if (!find_rank(s, q, &side, &key))
+		return 0.0f;
+	if (side == 0)
+		return 0.0f;
+	return side > 0 ? rckpt_sketch_value(s, key) : -rckpt_sketch_value(s, key);
 }

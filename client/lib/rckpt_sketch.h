@@ -52,6 +52,12 @@ int rckpt_sketch_merge(rckpt_sketch_t *dst, const rckpt_sketch_t *src);
  * order), as its bucket's representative; 0 for an empty sketch. */
 float rckpt_sketch_quantile(const rckpt_sketch_t *s, double q);
 
+/* The bounds [*lo, *hi) of the bucket holding quantile q: thresholds set on
+ * bucket edges never split a bucket, so "below lo" holds at most a fraction
+ * q and "at or above hi" at most 1 - q, even when many values are equal. *hi
+ * is +inf for the topmost bucket. An empty sketch gives [0, 0). */
+void rckpt_sketch_quantile_bounds(const rckpt_sketch_t *s, double q, float *lo, float *hi);
+
 /* Bucket key of a magnitude and the representative (midpoint) of a key. */
 uint32_t rckpt_sketch_key(const rckpt_sketch_t *s, float magnitude);
 float rckpt_sketch_value(const rckpt_sketch_t *s, uint32_t key);
