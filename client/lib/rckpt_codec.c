@@ -134,45 +134,50 @@ void rckpt_narrow_from_f32(void *dst, const float *src, unsigned dtype, uint64_t
 	}
 }
 
-/* ---- scratch ---- */
+/* ---- preparing a tensor ---- */
 
-int rckpt_codec_scratch_init(rckpt_codec_scratch_t *s)
+void rckpt_codec_prep_free(rckpt_tensor_prep_t *p)
 {
+	free(p->w);
+	rckpt_sketch_free(&p->value);
+	rckpt_sketch_free(&p->mag);
+	rckpt_sketch_free(&p->sens);
+	memset(p, 0, sizeof(*p));
+}
+
+int rckpt_codec_prepare(rckpt_tensor_prep_t *p, uint64_t *bad_index, const void *data,
+			unsigned dtype, uint64_t n, const float *grads, unsigned kind)
+{
+	uint64_t i;
 	int rc;
-	memset(s, 0, sizeof(*s));
-	if ((rc = rckpt_sketch_init(&s->value, SKETCH_MBITS)) ||
-	    (rc = rckpt_sketch_init(&s->mag, SKETCH_MBITS)) ||
-	    (rc = rckpt_sketch_init(&s->sens, SKETCH_MBITS))) {
-		rckpt_codec_scratch_free(s);
+
+	memset(p, 0, sizeof(*p));
+	if (rckpt_dtype_size(dtype) == 0 || kind >= RCKPT_LK_COUNT || n > RCKPT_EST_MAX_COUNT)
+		return -EINVAL;
+	p->n = n;
+	p->kind = kind;
+	p->dtype = dtype;
+	p->g = grads;
+	p->w = malloc(n ? (size_t)n * 4 : 1);
+	if (p->w == NULL)
+		return -ENOMEM;
+	rckpt_widen_to_f32(p->w, data, dtype, n);
+	for (i = 0; i < n; i++)
+		if (!isfinite(p->w[i]) || (grads && !isfinite(grads[i]))) {
+			*bad_index = i;
+			rckpt_codec_prep_free(p);
+			return -EDOM;
+		}
+	if ((rc = rckpt_sketch_init(&p->value, SKETCH_MBITS)) ||
+	    (rc = rckpt_sketch_init(&p->mag, SKETCH_MBITS)) ||
+	    (grads && (rc = rckpt_sketch_init(&p->sens, SKETCH_MBITS)))) {
+		rckpt_codec_prep_free(p);
 		return rc;
 	}
-	return 0;
-}
-
-void rckpt_codec_scratch_free(rckpt_codec_scratch_t *s)
-{
-	rckpt_sketch_free(&s->value);
-	rckpt_sketch_free(&s->mag);
-	rckpt_sketch_free(&s->sens);
-	free(s->f32);
-	free(s->g32);
-	memset(s, 0, sizeof(*s));
-}
-
-static int grow(rckpt_codec_scratch_t *s, uint64_t n)
-{
-	float *a, *b;
-	if (n <= s->cap)
-		return 0;
-	a = realloc(s->f32, (size_t)n * 4);
-	if (a == NULL)
-		return -ENOMEM;
-	s->f32 = a;
-	b = realloc(s->g32, (size_t)n * 4);
-	if (b == NULL)
-		return -ENOMEM;
-	s->g32 = b;
-	s->cap = n;
+	rckpt_sketch_add(&p->value, p->w, (size_t)n);
+	rckpt_sketch_add_abs(&p->mag, p->w, (size_t)n);
+	if (grads)
+		rckpt_sketch_add_abs_prod(&p->sens, p->w, grads, (size_t)n);
 	return 0;
 }
 
@@ -195,131 +200,143 @@ static void collect(float v, uint64_t count, void *arg)
 	}
 }
 
-int rckpt_codec_encode_tensor(rckpt_seg_t *seg, uint64_t *bad_index, const void *data,
-			      unsigned dtype, uint64_t n, const float *grads, unsigned kind,
-			      const rckpt_qconfig_t *c, rckpt_codec_scratch_t *scr)
+int rckpt_codec_qparams(rckpt_qparams_t *q, const rckpt_tensor_prep_t *p, const rckpt_qconfig_t *c,
+			unsigned quantizer)
 {
-	rckpt_qparams_t q;
 	points_t pts = { NULL, NULL, 0, 0.0f, INFINITY };
 	double *wts = NULL, sum_c = 0, sum_m = 0;
-	const float *w, *g = grads;
-	float prune_frac;
-	size_t dsz = rckpt_dtype_size(dtype), i;
-	unsigned bins;
-	int rc = -ENOMEM, k;
+	size_t i, cap = 2 * p->value.nkeys + 1;
+	unsigned bins = p->kind == RCKPT_LK_EMBEDDING ? c->emb_bins : c->bins;
+	float prune_frac = c->prune_frac[p->kind];
+	int rc = -ENOMEM, k = 0;
 
-	memset(seg, 0, sizeof(*seg));
-	seg->n = n;
-	seg->dtype = (uint8_t)dtype;
-	if (dsz == 0 || kind >= RCKPT_LK_COUNT || n > RCKPT_EST_MAX_COUNT)
+	memset(q, 0, sizeof(*q));
+	if (bins < 1 || bins > RCKPT_MAX_BINS)
 		return -EINVAL;
-	if (c->lossless_kinds & (1u << kind)) {
-		seg->encoding = RCKPT_SEG_LOSSLESS;
-		seg->raw = malloc(n ? (size_t)n * dsz : 1);
-		if (seg->raw == NULL)
-			return -ENOMEM;
-		memcpy(seg->raw, data, (size_t)n * dsz);
-		return 0;
-	}
-	seg->encoding = RCKPT_SEG_QUANTIZED;
-	if ((rc = grow(scr, n)))
-		return rc;
-	rckpt_widen_to_f32(scr->f32, data, dtype, n);
-	w = scr->f32;
-	for (i = 0; i < n; i++)
-		if (!isfinite(w[i]) || (g && !isfinite(g[i]))) {
-			*bad_index = i;
-			return -EDOM;
-		}
-
-	rckpt_sketch_clear(&scr->value);
-	rckpt_sketch_clear(&scr->mag);
-	rckpt_sketch_add(&scr->value, w, n);
-	rckpt_sketch_add_abs(&scr->mag, w, n);
-	if (g) {
-		rckpt_sketch_clear(&scr->sens);
-		rckpt_sketch_add_abs_prod(&scr->sens, w, g, n);
-	}
-
-	memset(&q, 0, sizeof(q));
-	q.protect_mag = q.protect_sens = INFINITY;
 	/* Thresholds on bucket edges (rckpt_sketch_quantile_bounds): at most
 	 * the asked fraction is protected or pruned, and a tensor of equal
 	 * values is neither. */
+	q->protect_mag = q->protect_sens = INFINITY;
 	if (c->protect_frac > 0) {
 		float lo;
-		rckpt_sketch_quantile_bounds(&scr->mag, 1.0 - c->protect_frac, &lo, &q.protect_mag);
-		if (g)
-			rckpt_sketch_quantile_bounds(&scr->sens, 1.0 - c->protect_frac, &lo, &q.protect_sens);
+		rckpt_sketch_quantile_bounds(&p->mag, 1.0 - c->protect_frac, &lo, &q->protect_mag);
+		if (p->g)
+			rckpt_sketch_quantile_bounds(&p->sens, 1.0 - c->protect_frac, &lo, &q->protect_sens);
 	}
-	prune_frac = c->prune_frac[kind];
-	q.prune_by_sensitivity = g && c->prune_metric == RCKPT_PRUNE_SENSITIVITY;
+	q->prune_by_sensitivity = p->g && c->prune_metric == RCKPT_PRUNE_SENSITIVITY;
 	if (prune_frac > 0) {
 		float hi;
-		rckpt_sketch_quantile_bounds(q.prune_by_sensitivity ? &scr->sens : &scr->mag, prune_frac,
-					     &q.prune_below, &hi);
-		if (q.prune_below < 0.0f)
-			q.prune_below = 0.0f;
+		rckpt_sketch_quantile_bounds(q->prune_by_sensitivity ? &p->sens : &p->mag, prune_frac,
+					     &q->prune_below, &hi);
+		if (q->prune_below < 0.0f)
+			q->prune_below = 0.0f;
 	}
 
-	/* Cluster the buckets that will be quantized: not protected by
-	 * magnitude, not pruned by it. */
-	pts.x = malloc(sizeof(double) * (2 * scr->value.nkeys + 1));
-	pts.cnt = malloc(sizeof(double) * (2 * scr->value.nkeys + 1));
-	wts = malloc(sizeof(double) * (2 * scr->value.nkeys + 1));
+	/* The codebook covers the buckets that will be quantized: not
+	 * protected by magnitude, not pruned by it. */
+	pts.x = malloc(sizeof(double) * cap);
+	pts.cnt = malloc(sizeof(double) * cap);
+	wts = malloc(sizeof(double) * cap);
 	if (!pts.x || !pts.cnt || !wts)
 		goto out;
-	pts.hi = q.protect_mag;
-	pts.lo = q.prune_by_sensitivity ? 0.0f : q.prune_below;
-	rckpt_sketch_foreach(&scr->value, collect, &pts);
-	for (i = 0; i < pts.n; i++) {
-		sum_c += pts.cnt[i];
-		sum_m += fabs(pts.x[i]) * pts.cnt[i];
-	}
-	for (i = 0; i < pts.n; i++)
-		wts[i] = c->lambda * pts.cnt[i] / sum_c +
-			 (sum_m > 0 ? (1.0 - c->lambda) * fabs(pts.x[i]) * pts.cnt[i] / sum_m : 0.0);
-	bins = kind == RCKPT_LK_EMBEDDING ? c->emb_bins : c->bins;
-	if (bins < 1 || bins > RCKPT_MAX_BINS) {
-		rc = -EINVAL;
-		goto out;
-	}
-	k = pts.n ? rckpt_kmeans_1d(q.centroids, bins, pts.x, wts, pts.n, KMEANS_ITERS) : 0;
-	if (k < 0) {
-		rc = k;
-		goto out;
+	pts.hi = q->protect_mag;
+	pts.lo = q->prune_by_sensitivity ? 0.0f : q->prune_below;
+	rckpt_sketch_foreach(&p->value, collect, &pts);
+	if (pts.n && quantizer == RCKPT_QUANTIZER_UNIFORM) {
+		/* bins evenly spaced over the kept range, at the centres of its
+		 * B equal parts */
+		double lo = pts.x[0], hi = pts.x[pts.n - 1];
+		unsigned j;
+		for (j = 0; j < bins; j++) {
+			float v = (float)(lo + (hi - lo) * ((double)j + 0.5) / bins);
+			if (k == 0 || v > q->centroids[k - 1])
+				q->centroids[k++] = v;
+		}
+	} else if (pts.n) {
+		for (i = 0; i < pts.n; i++) {
+			sum_c += pts.cnt[i];
+			sum_m += fabs(pts.x[i]) * pts.cnt[i];
+		}
+		for (i = 0; i < pts.n; i++)
+			wts[i] = c->lambda * pts.cnt[i] / sum_c +
+				 (sum_m > 0 ? (1.0 - c->lambda) * fabs(pts.x[i]) * pts.cnt[i] / sum_m : 0.0);
+		k = rckpt_kmeans_1d(q->centroids, bins, pts.x, wts, pts.n, KMEANS_ITERS);
+		if (k < 0) {
+			rc = k;
+			goto out;
+		}
 	}
 	if (k == 0) { /* nothing left to cluster: one unused level */
-		q.centroids[0] = 0.0f;
+		q->centroids[0] = 0.0f;
 		k = 1;
 	}
-	q.nbins = (unsigned)k;
-	if ((rc = rckpt_qparams_check(&q)))
-		goto out;
-	seg->nbins = q.nbins;
-	memcpy(seg->centroids, q.centroids, sizeof(float) * q.nbins);
-	seg->idx = malloc(n ? (size_t)n : 1);
-	seg->prot = malloc(n ? (size_t)n * 2 : 1);
-	if (!seg->idx || !seg->prot) {
-		rc = -ENOMEM;
-		goto out;
-	}
-	{
-		size_t np;
-		rckpt_quantize(seg->idx, seg->prot, &np, w, g, (size_t)n, &q);
-		seg->nprot = np;
-	}
-	rc = 0;
+	q->nbins = (unsigned)k;
+	rc = rckpt_qparams_check(q);
 out:
 	free(pts.x);
 	free(pts.cnt);
 	free(wts);
-	if (rc) {
+	return rc;
+}
+
+int rckpt_codec_make_segment(rckpt_seg_t *seg, const rckpt_tensor_prep_t *p, const rckpt_qparams_t *q)
+{
+	size_t np;
+
+	memset(seg, 0, sizeof(*seg));
+	seg->n = p->n;
+	seg->dtype = (uint8_t)p->dtype;
+	seg->encoding = RCKPT_SEG_QUANTIZED;
+	seg->nbins = q->nbins;
+	memcpy(seg->centroids, q->centroids, sizeof(float) * q->nbins);
+	seg->idx = malloc(p->n ? (size_t)p->n : 1);
+	seg->prot = malloc(p->n ? (size_t)p->n * 2 : 1);
+	if (!seg->idx || !seg->prot) {
 		free(seg->idx);
 		free(seg->prot);
-		seg->idx = NULL;
-		seg->prot = NULL;
+		memset(seg, 0, sizeof(*seg));
+		return -ENOMEM;
 	}
+	rckpt_quantize(seg->idx, seg->prot, &np, p->w, p->g, (size_t)p->n, q);
+	seg->nprot = np;
+	return 0;
+}
+
+int rckpt_codec_lossless_segment(rckpt_seg_t *seg, const void *data, unsigned dtype, uint64_t n)
+{
+	size_t dsz = rckpt_dtype_size(dtype);
+	memset(seg, 0, sizeof(*seg));
+	if (dsz == 0 || n > RCKPT_EST_MAX_COUNT)
+		return -EINVAL;
+	seg->n = n;
+	seg->dtype = (uint8_t)dtype;
+	seg->encoding = RCKPT_SEG_LOSSLESS;
+	seg->raw = malloc(n ? (size_t)n * dsz : 1);
+	if (seg->raw == NULL)
+		return -ENOMEM;
+	memcpy(seg->raw, data, (size_t)n * dsz);
+	return 0;
+}
+
+int rckpt_codec_encode_tensor(rckpt_seg_t *seg, uint64_t *bad_index, const void *data,
+			      unsigned dtype, uint64_t n, const float *grads, unsigned kind,
+			      const rckpt_qconfig_t *c)
+{
+	rckpt_tensor_prep_t p;
+	rckpt_qparams_t q;
+	int rc;
+
+	memset(seg, 0, sizeof(*seg));
+	if (kind >= RCKPT_LK_COUNT)
+		return -EINVAL;
+	if (c->lossless_kinds & (1u << kind))
+		return rckpt_codec_lossless_segment(seg, data, dtype, n);
+	if ((rc = rckpt_codec_prepare(&p, bad_index, data, dtype, n, grads, kind)))
+		return rc;
+	rc = rckpt_codec_qparams(&q, &p, c, RCKPT_QUANTIZER_KMEANS);
+	if (rc == 0)
+		rc = rckpt_codec_make_segment(seg, &p, &q);
+	rckpt_codec_prep_free(&p);
 	return rc;
 }
 

@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rckpt_quant.h"
 #include "rckpt_record.h"
 #include "rckpt_sketch.h"
 
@@ -54,25 +55,46 @@ typedef struct rckpt_qconfig {
  * protected, lambda 0.5, norms and biases lossless. */
 void rckpt_qconfig_default(rckpt_qconfig_t *c);
 
-/* Scratch reused across tensors: three sketches. One per thread. */
-typedef struct rckpt_codec_scratch {
+enum rckpt_quantizer {
+	RCKPT_QUANTIZER_KMEANS = 0,  /* weighted k-means on the histogram */
+	RCKPT_QUANTIZER_UNIFORM = 1, /* evenly spaced bins (an ablation) */
+};
+
+/* A tensor made ready for any number of configurations: fp32 values, the
+ * gradient EMA, and the three sketches every configuration reads. */
+typedef struct rckpt_tensor_prep {
+	float *w;          /* n values, fp32 (owned) */
+	const float *g;    /* n gradient-EMA values, or NULL (borrowed) */
+	uint64_t n;
+	unsigned kind;     /* enum rckpt_layer_kind */
+	unsigned dtype;    /* the tensor's own dtype */
 	rckpt_sketch_t value, mag, sens;
-	float *f32;  /* widened input, grown as needed */
-	float *g32;
-	size_t cap;
-} rckpt_codec_scratch_t;
+} rckpt_tensor_prep_t;
 
-int rckpt_codec_scratch_init(rckpt_codec_scratch_t *s);
-void rckpt_codec_scratch_free(rckpt_codec_scratch_t *s);
+/* Widens data (dtype, n elements) to fp32 and sketches it. grads (fp32,
+ * may be NULL) is borrowed for the prep's lifetime. 0, -EDOM (NaN or Inf
+ * in values or grads; *bad_index set), -EINVAL, -ENOMEM. */
+int rckpt_codec_prepare(rckpt_tensor_prep_t *p, uint64_t *bad_index, const void *data,
+			unsigned dtype, uint64_t n, const float *grads, unsigned kind);
+void rckpt_codec_prep_free(rckpt_tensor_prep_t *p);
 
-/* Encodes a tensor (data in dtype, n elements, little-endian; grads fp32
- * or NULL) as one segment covering it. seg->tensor, ->first are left 0 for
- * the caller. The segment owns its arrays (rckpt_record_free frees them).
- * 0, -EDOM (NaN/Inf in a quantized tensor; *bad_index set), -EINVAL,
- * -ENOMEM. */
+/* The quantization parameters of configuration c for p: bucket-edge
+ * thresholds, then the codebook. 0, -EINVAL, -ENOMEM. */
+int rckpt_codec_qparams(rckpt_qparams_t *q, const rckpt_tensor_prep_t *p, const rckpt_qconfig_t *c,
+			unsigned quantizer);
+
+/* Quantizes p with q into a segment covering the whole tensor. */
+int rckpt_codec_make_segment(rckpt_seg_t *seg, const rckpt_tensor_prep_t *p, const rckpt_qparams_t *q);
+
+/* A lossless segment of the tensor's bytes. */
+int rckpt_codec_lossless_segment(rckpt_seg_t *seg, const void *data, unsigned dtype, uint64_t n);
+
+/* All of it for one tensor and one configuration: lossless when c says so
+ * for its kind, else prepare, qparams, make_segment. seg->tensor and
+ * ->first are left 0 for the caller; the segment owns its arrays. */
 int rckpt_codec_encode_tensor(rckpt_seg_t *seg, uint64_t *bad_index, const void *data,
 			      unsigned dtype, uint64_t n, const float *grads, unsigned kind,
-			      const rckpt_qconfig_t *c, rckpt_codec_scratch_t *scr);
+			      const rckpt_qconfig_t *c);
 
 /* Writes the segment's values, dequantized, as fp32 into out[0..seg->n).
  * 0 or -EBADMSG. */

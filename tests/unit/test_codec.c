@@ -37,21 +37,6 @@ static double nrand(void)
 	return sqrt(-2 * log(urand() + 1e-300)) * cos(6.283185307179586 * urand());
 }
 
-static rckpt_codec_scratch_t scr;
-
-static int setup(void **state)
-{
-	(void)state;
-	return rckpt_codec_scratch_init(&scr);
-}
-
-static int teardown(void **state)
-{
-	(void)state;
-	rckpt_codec_scratch_free(&scr);
-	return 0;
-}
-
 static void free_seg(rckpt_seg_t *s)
 {
 	free(s->idx);
@@ -68,7 +53,7 @@ static double encode_error(const float *w, const float *g, size_t n, const rckpt
 	float *r = malloc(sizeof(float) * (n + 1));
 	double e;
 
-	assert_int_equal(rckpt_codec_encode_tensor(&s, &bad, w, RCKPT_DT_F32, n, g, RCKPT_LK_LINEAR, c, &scr), 0);
+	assert_int_equal(rckpt_codec_encode_tensor(&s, &bad, w, RCKPT_DT_F32, n, g, RCKPT_LK_LINEAR, c), 0);
 	assert_int_equal(rckpt_codec_decode_f32(r, &s), 0);
 	e = rckpt_codec_rel_error(w, r, g, n);
 	free(r);
@@ -205,7 +190,7 @@ static void test_edge_cases(void **state)
 	free_seg(&s);
 	/* one element, and none */
 	assert_true(encode_error(w, NULL, 1, &c, NULL) <= 0x1p-14);
-	assert_int_equal(rckpt_codec_encode_tensor(&s, &bad, w, RCKPT_DT_F32, 0, NULL, RCKPT_LK_CONV, &c, &scr), 0);
+	assert_int_equal(rckpt_codec_encode_tensor(&s, &bad, w, RCKPT_DT_F32, 0, NULL, RCKPT_LK_CONV, &c), 0);
 	assert_int_equal(s.n, 0);
 	free_seg(&s);
 	/* all zero */
@@ -213,28 +198,28 @@ static void test_edge_cases(void **state)
 	assert_true(encode_error(w, NULL, 7, &c, NULL) == 0.0);
 	/* NaN and Inf are refused, naming the index */
 	w[4] = NAN;
-	assert_int_equal(rckpt_codec_encode_tensor(&s, &bad, w, RCKPT_DT_F32, 7, NULL, RCKPT_LK_LINEAR, &c, &scr),
+	assert_int_equal(rckpt_codec_encode_tensor(&s, &bad, w, RCKPT_DT_F32, 7, NULL, RCKPT_LK_LINEAR, &c),
 			 -EDOM);
 	assert_int_equal(bad, 4);
 	w[4] = 0;
 	w[6] = -INFINITY;
-	assert_int_equal(rckpt_codec_encode_tensor(&s, &bad, w, RCKPT_DT_F32, 7, NULL, RCKPT_LK_LINEAR, &c, &scr),
+	assert_int_equal(rckpt_codec_encode_tensor(&s, &bad, w, RCKPT_DT_F32, 7, NULL, RCKPT_LK_LINEAR, &c),
 			 -EDOM);
 	assert_int_equal(bad, 6);
 	/* ... unless the tensor is lossless: stored as it is */
-	assert_int_equal(rckpt_codec_encode_tensor(&s, &bad, w, RCKPT_DT_F32, 7, NULL, RCKPT_LK_NORM_BIAS, &c, &scr),
+	assert_int_equal(rckpt_codec_encode_tensor(&s, &bad, w, RCKPT_DT_F32, 7, NULL, RCKPT_LK_NORM_BIAS, &c),
 			 0);
 	assert_int_equal(s.encoding, RCKPT_SEG_LOSSLESS);
 	assert_int_equal(rckpt_codec_decode_f32(r, &s), 0);
 	assert_true(isinf(r[6]) && r[6] < 0);
 	free_seg(&s);
 	/* fp16 and bf16 tensors (centroids within alpha of the values) */
-	assert_int_equal(rckpt_codec_encode_tensor(&s, &bad, h, RCKPT_DT_F16, 3, NULL, RCKPT_LK_LINEAR, &c, &scr), 0);
+	assert_int_equal(rckpt_codec_encode_tensor(&s, &bad, h, RCKPT_DT_F16, 3, NULL, RCKPT_LK_LINEAR, &c), 0);
 	assert_int_equal(s.dtype, RCKPT_DT_F16);
 	assert_int_equal(rckpt_codec_decode_f32(r, &s), 0);
 	assert_true(fabsf(r[0] - 1.0f) <= 0x1p-7f && fabsf(r[1] + 1.0f) <= 0x1p-7f && r[2] == 0.0f);
 	free_seg(&s);
-	assert_int_equal(rckpt_codec_encode_tensor(&s, &bad, hb, RCKPT_DT_BF16, 3, NULL, RCKPT_LK_LINEAR, &c, &scr), 0);
+	assert_int_equal(rckpt_codec_encode_tensor(&s, &bad, hb, RCKPT_DT_BF16, 3, NULL, RCKPT_LK_LINEAR, &c), 0);
 	assert_int_equal(rckpt_codec_decode_f32(r, &s), 0);
 	assert_true(fabsf(r[0] - 1.0f) <= 0x1p-7f && fabsf(r[1] - 2.0f) <= 0x1p-6f &&
 		    fabsf(r[2] + 2.0f) <= 0x1p-6f);
@@ -309,7 +294,7 @@ static void test_real_chain(void **state)
 			float *r = malloc(sizeof(float) * (t->n + 1)), *w = malloc(sizeof(float) * (t->n + 1));
 			assert_non_null(g);
 			assert_int_equal(rckpt_codec_encode_tensor(&rec.seg[i], &bad, t->data, t->dtype, t->n,
-								   (const float *)g->data, kind, &c, &scr),
+								   (const float *)g->data, kind, &c),
 					 0);
 			rec.seg[i].tensor = i;
 			rckpt_widen_to_f32(w, t->data, t->dtype, t->n);
@@ -356,5 +341,5 @@ int main(void)
 		cmocka_unit_test(test_deterministic),
 		cmocka_unit_test(test_real_chain),
 	};
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return cmocka_run_group_tests(tests, NULL, NULL);
 }
