@@ -50,6 +50,7 @@ void rckpt_qconfig_default(rckpt_qconfig_t *c)
 	c->prune_frac[RCKPT_LK_EMBEDDING] = 0.0f;
 	c->prune_metric = RCKPT_PRUNE_MAGNITUDE;
 	c->protect_frac = 0.005f;
+	c->protect_by_sensitivity = 1;
 	c->lambda = 0.5f;
 	c->lossless_kinds = 1u << RCKPT_LK_NORM_BIAS;
 }
@@ -201,7 +202,7 @@ static void collect(float v, uint64_t count, void *arg)
 }
 
 int rckpt_codec_qparams(rckpt_qparams_t *q, const rckpt_tensor_prep_t *p, const rckpt_qconfig_t *c,
-			unsigned quantizer)
+			unsigned quantizer, const rckpt_seg_t *warm)
 {
 	points_t pts = { NULL, NULL, 0, 0.0f, INFINITY };
 	double *wts = NULL, sum_c = 0, sum_m = 0;
@@ -220,7 +221,7 @@ int rckpt_codec_qparams(rckpt_qparams_t *q, const rckpt_tensor_prep_t *p, const 
 	if (c->protect_frac > 0) {
 		float lo;
 		rckpt_sketch_quantile_bounds(&p->mag, 1.0 - c->protect_frac, &lo, &q->protect_mag);
-		if (p->g)
+		if (p->g && c->protect_by_sensitivity)
 			rckpt_sketch_quantile_bounds(&p->sens, 1.0 - c->protect_frac, &lo, &q->protect_sens);
 	}
 	q->prune_by_sensitivity = p->g && c->prune_metric == RCKPT_PRUNE_SENSITIVITY;
@@ -260,7 +261,11 @@ int rckpt_codec_qparams(rckpt_qparams_t *q, const rckpt_tensor_prep_t *p, const 
 		for (i = 0; i < pts.n; i++)
 			wts[i] = c->lambda * pts.cnt[i] / sum_c +
 				 (sum_m > 0 ? (1.0 - c->lambda) * fabs(pts.x[i]) * pts.cnt[i] / sum_m : 0.0);
-		k = rckpt_kmeans_1d(q->centroids, bins, pts.x, wts, pts.n, KMEANS_ITERS);
+		if (warm && warm->encoding == RCKPT_SEG_QUANTIZED && warm->nbins == bins)
+			k = rckpt_kmeans_1d_from(q->centroids, bins, pts.x, wts, pts.n, KMEANS_ITERS,
+						 warm->centroids);
+		else
+			k = rckpt_kmeans_1d(q->centroids, bins, pts.x, wts, pts.n, KMEANS_ITERS);
 		if (k < 0) {
 			rc = k;
 			goto out;
@@ -333,7 +338,7 @@ int rckpt_codec_encode_tensor(rckpt_seg_t *seg, uint64_t *bad_index, const void 
 		return rckpt_codec_lossless_segment(seg, data, dtype, n);
 	if ((rc = rckpt_codec_prepare(&p, bad_index, data, dtype, n, grads, kind)))
 		return rc;
-	rc = rckpt_codec_qparams(&q, &p, c, RCKPT_QUANTIZER_KMEANS);
+	rc = rckpt_codec_qparams(&q, &p, c, RCKPT_QUANTIZER_KMEANS, NULL);
 	if (rc == 0)
 		rc = rckpt_codec_make_segment(seg, &p, &q);
 	rckpt_codec_prep_free(&p);

@@ -46,7 +46,8 @@ typedef struct rckpt_qconfig {
 	unsigned emb_bins;                 /* embeddings */
 	float prune_frac[RCKPT_LK_COUNT];  /* fraction pruned, per layer kind */
 	unsigned prune_metric;             /* enum rckpt_prune_metric */
-	float protect_frac;                /* top fraction by |w| and by |w g| kept */
+	float protect_frac;                /* top fraction by |w| (and |w g|) kept */
+	int protect_by_sensitivity;        /* also protect the top |w g| */
 	float lambda;                      /* k-means bucket weight: frequency share */
 	unsigned lossless_kinds;           /* bit per layer kind stored losslessly */
 } rckpt_qconfig_t;
@@ -79,9 +80,11 @@ int rckpt_codec_prepare(rckpt_tensor_prep_t *p, uint64_t *bad_index, const void 
 void rckpt_codec_prep_free(rckpt_tensor_prep_t *p);
 
 /* The quantization parameters of configuration c for p: bucket-edge
- * thresholds, then the codebook. 0, -EINVAL, -ENOMEM. */
+ * thresholds, then the codebook. warm (may be NULL) is the last step's
+ * codebook of this tensor: used as k-means seeds when it has as many bins.
+ * 0, -EINVAL, -ENOMEM. */
 int rckpt_codec_qparams(rckpt_qparams_t *q, const rckpt_tensor_prep_t *p, const rckpt_qconfig_t *c,
-			unsigned quantizer);
+			unsigned quantizer, const rckpt_seg_t *warm);
 
 /* Quantizes p with q into a segment covering the whole tensor. */
 int rckpt_codec_make_segment(rckpt_seg_t *seg, const rckpt_tensor_prep_t *p, const rckpt_qparams_t *q);

@@ -48,8 +48,23 @@ static long sample(const double *p, size_t n, uint64_t *rng)
 	return -1;
 }
 
+static int kmeans(float *out, unsigned k, const double *x, const double *w, size_t n,
+		  unsigned max_iter, const float *init);
+
 int rckpt_kmeans_1d(float *out, unsigned k, const double *x, const double *w, size_t n,
 		    unsigned max_iter)
+{
+	return kmeans(out, k, x, w, n, max_iter, NULL);
+}
+
+int rckpt_kmeans_1d_from(float *out, unsigned k, const double *x, const double *w, size_t n,
+			 unsigned max_iter, const float *init)
+{
+	return kmeans(out, k, x, w, n, max_iter, init);
+}
+
+static int kmeans(float *out, unsigned k, const double *x, const double *w, size_t n,
+		  unsigned max_iter, const float *init)
 {
 	double *c = NULL, *d2 = NULL, *near = NULL, *sw = NULL, *swx = NULL;
 	size_t i, distinct = 0;
@@ -73,6 +88,11 @@ int rckpt_kmeans_1d(float *out, unsigned k, const double *x, const double *w, si
 	if (!c || !d2 || !near || !sw || !swx)
 		goto out;
 
+	if (init && kk == k) {
+		for (j = 0; j < kk; j++)
+			c[j] = init[j];
+		goto lloyd;
+	}
 	/* k-means++: the first centroid by weight, each next by w * D^2. */
 	c[0] = x[sample(w, n, &rng)];
 	for (i = 0; i < n; i++)
@@ -90,6 +110,7 @@ int rckpt_kmeans_1d(float *out, unsigned k, const double *x, const double *w, si
 		c[j] = x[pick];
 	}
 	kk = j;
+lloyd:
 	qsort(c, kk, sizeof(*c), cmp_double);
 
 	/* Lloyd: points ascending and centroids ascending, so the owner of

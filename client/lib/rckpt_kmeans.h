@@ -16,4 +16,10 @@
 int rckpt_kmeans_1d(float *out, unsigned k, const double *x, const double *w, size_t n,
 		    unsigned max_iter);
 
+/* The same, seeded with init[0..k) (ascending) instead of k-means++: a
+ * warm start from the last step's codebook keeps the centroids, and so the
+ * levels of unchanged weights, where they were. */
+int rckpt_kmeans_1d_from(float *out, unsigned k, const double *x, const double *w, size_t n,
+			 unsigned max_iter, const float *init);
+
 #endif /* RCKPT_KMEANS_H */

@@ -1,0 +1,342 @@
+/*
+ * bench_codec.c — compression of a sequence of real checkpoints by every
+ * method, side by side in one run, at one quality threshold.
+ *
+ * usage: bench_codec [--eps E] [--methods a,b,...] [--limit N] DIR
+ *
+ * DIR holds checkpoints X.safetensors, in file-name order; a sibling
+ * X.grads.safetensors, if present, holds the gradient EMA of the same
+ * tensors (sensitivity). Every method encodes the whole sequence; decoding
+ * rebuilds each step from its chain and dequantizes it to fp32. Reported:
+ * the compression ratio against the fp32 bytes per checkpoint and overall,
+ * the chosen configuration, the quality loss (sensitivity-weighted relative
+ * error), and encode and decode throughput in MB/s of fp32 on one core.
+ * One "csv:" line per checkpoint and method, then a table and the command.
+ */
+#define _GNU_SOURCE /* getopt_long */
+#include <dirent.h>
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <zstd.h>
+
+#include "rckpt_ckenc.h"
+#include "rckpt_codec.h"
+#include "rckpt_safetensors.h"
+
+typedef struct method {
+	const char *name;
+	const char *what;
+	int kind; /* 0: ckenc, 1: zstd on raw bytes */
+	int zstd_level;
+	unsigned mode, quantizer, stages, policy, base_every;
+	int use_grads;
+} method_t;
+
+static const method_t methods[] = {
+	{ "rckpt", "k-means + prune/protect + search, rearranged delta, RLE, entropy", 0, 0,
+	  RCKPT_CKENC_SEARCH, RCKPT_QUANTIZER_KMEANS, RCKPT_IS_REARRANGED | RCKPT_IS_RLE, RCKPT_EST_TRY_ALL, 0,
+	  1 },
+	{ "abl-huffman-delta", "ablation: delta + Huffman only", 0, 0, RCKPT_CKENC_SEARCH,
+	  RCKPT_QUANTIZER_KMEANS, 0, RCKPT_EST_TRY_HUFF, 0, 1 },
+	{ "abl-rle-huffman", "ablation: delta + RLE + Huffman", 0, 0, RCKPT_CKENC_SEARCH,
+	  RCKPT_QUANTIZER_KMEANS, RCKPT_IS_RLE, RCKPT_EST_TRY_HUFF, 0, 1 },
+	{ "abl-no-rearrange", "ablation: no rearrangement", 0, 0, RCKPT_CKENC_SEARCH,
+	  RCKPT_QUANTIZER_KMEANS, RCKPT_IS_RLE, RCKPT_EST_TRY_ALL, 0, 1 },
+	{ "abl-uniform-bins", "ablation: uniform bins, same prune/protect and search", 0, 0,
+	  RCKPT_CKENC_SEARCH, RCKPT_QUANTIZER_UNIFORM, RCKPT_IS_REARRANGED | RCKPT_IS_RLE,
+	  RCKPT_EST_TRY_ALL, 0, 1 },
+	{ "abl-magnitude-only", "ablation: no gradients (magnitude ranking only)", 0, 0,
+	  RCKPT_CKENC_SEARCH, RCKPT_QUANTIZER_KMEANS, RCKPT_IS_REARRANGED | RCKPT_IS_RLE,
+	  RCKPT_EST_TRY_ALL, 0, 0 },
+	{ "qd", "baseline: uniform quantization, bit-width search, delta + Huffman", 0, 0,
+	  RCKPT_CKENC_BITWIDTH, RCKPT_QUANTIZER_UNIFORM, 0, RCKPT_EST_TRY_HUFF, 0, 0 },
+	{ "checknrun", "baseline: adaptive uniform quantization per checkpoint, no delta", 0, 0,
+	  RCKPT_CKENC_BITWIDTH, RCKPT_QUANTIZER_UNIFORM, 0, RCKPT_EST_TRY_ALL, 1, 0 },
+	{ "zstd-1", "lossless: zstd -1 on the raw tensors", 1, 1, 0, 0, 0, 0, 0, 0 },
+	{ "zstd-3", "lossless: zstd -3 on the raw tensors", 1, 3, 0, 0, 0, 0, 0, 0 },
+};
+#define NMETHODS (sizeof(methods) / sizeof(methods[0]))
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int by_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int ends_with(const char *s, const char *suf)
+{
+	size_t a = strlen(s), b = strlen(suf);
+	return a >= b && strcmp(s + a - b, suf) == 0;
+}
+
+typedef struct ckpt {
+	char *path;
+	rckpt_st_t params, grads;
+	int have_grads;
+	size_t raw; /* fp32 bytes */
+} ckpt_t;
+
+static int load_dir(const char *dir, ckpt_t **out, unsigned *n, unsigned limit)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	char **names = NULL, err[512];
+	unsigned cnt = 0, cap = 0, i;
+	ckpt_t *c;
+
+	if (d == NULL) {
+		fprintf(stderr, "bench_codec: %s: %s\n", dir, strerror(errno));
+		return -1;
+	}
+	while ((de = readdir(d)) != NULL) {
+		if (!ends_with(de->d_name, ".safetensors") || ends_with(de->d_name, ".grads.safetensors"))
+			continue;
+		if (cnt == cap) {
+			cap = cap ? 2 * cap : 16;
+			names = realloc(names, sizeof(char *) * cap);
+		}
+		names[cnt++] = strdup(de->d_name);
+	}
+	closedir(d);
+	if (cnt == 0) {
+		fprintf(stderr, "bench_codec: no *.safetensors in %s\n", dir);
+		return -1;
+	}
+	qsort(names, cnt, sizeof(char *), by_str);
+	if (limit && cnt > limit)
+		cnt = limit;
+	c = calloc(cnt, sizeof(*c));
+	for (i = 0; i < cnt; i++) {
+		char path[4096], gpath[4096];
+		unsigned k;
+		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+		snprintf(gpath, sizeof(gpath), "%.*s.grads.safetensors", (int)(strlen(path) - 12), path);
+		if (rckpt_st_read(&c[i].params, path, err, sizeof(err))) {
+			fprintf(stderr, "bench_codec: %s\n", err);
+			return -1;
+		}
+		c[i].have_grads = rckpt_st_read(&c[i].grads, gpath, err, sizeof(err)) == 0;
+		c[i].path = strdup(names[i]);
+		for (k = 0; k < c[i].params.ntensors; k++)
+			c[i].raw += (size_t)c[i].params.t[k].n * 4;
+	}
+	for (i = 0; i < cap && names && i < cnt; i++)
+		free(names[i]);
+	free(names);
+	*out = c;
+	*n = cnt;
+	return 0;
+}
+
+/* Raw tensor bytes in fp32 (what "ratio" is measured against). */
+static size_t raw_f32(const ckpt_t *c, float *buf)
+{
+	size_t off = 0;
+	unsigned k;
+	for (k = 0; k < c->params.ntensors; k++) {
+		const rckpt_st_tensor_t *t = &c->params.t[k];
+		rckpt_widen_to_f32(buf + off, t->data, t->dtype, t->n);
+		off += t->n;
+	}
+	return off * 4;
+}
+
+typedef struct result {
+	size_t raw, enc;
+	double t_enc, t_dec, q_sum, q_max;
+	unsigned n, accepted;
+	double first_ratio, last_ratio;
+} result_t;
+
+static int run_zstd(const method_t *m, ckpt_t *c, unsigned n, result_t *r, float *buf)
+{
+	unsigned i;
+	for (i = 0; i < n; i++) {
+		size_t raw = raw_f32(&c[i], buf), cap = ZSTD_compressBound(raw), z, got;
+		void *dst = malloc(cap), *back = malloc(raw ? raw : 1);
+		double t0 = now_s();
+		z = ZSTD_compress(dst, cap, buf, raw, m->zstd_level);
+		r->t_enc += now_s() - t0;
+		t0 = now_s();
+		got = ZSTD_decompress(back, raw, dst, z);
+		r->t_dec += now_s() - t0;
+		if (ZSTD_isError(z) || got != raw || memcmp(back, buf, raw)) {
+			fprintf(stderr, "bench_codec: zstd round trip failed\n");
+			return -1;
+		}
+		r->raw += raw;
+		r->enc += z;
+		if (i == 0)
+			r->first_ratio = (double)raw / (double)z;
+		r->last_ratio = (double)raw / (double)z;
+		r->n++;
+		r->accepted++;
+		printf("csv:%s,%s,%zu,%zu,%.3f,0,1,lossless,%.1f\n", m->name, c[i].path, raw, z,
+		       (double)raw / (double)z, raw / 1e6 / (r->t_enc / (i + 1)));
+		free(dst);
+		free(back);
+	}
+	return 0;
+}
+
+static int run_ckenc(const method_t *m, ckpt_t *c, unsigned n, double eps, result_t *r)
+{
+	rckpt_ckenc_opts_t o;
+	rckpt_ckenc_t *e;
+	rckpt_buf_t *rec = calloc(n, sizeof(rckpt_buf_t));
+	rckpt_record_t prev;
+	char msg[256], cfg[160];
+	unsigned i;
+	int rc;
+
+	rckpt_ckenc_opts_default(&o);
+	o.mode = m->mode;
+	o.eps = eps;
+	o.quantizer = m->quantizer;
+	o.use_grads = m->use_grads;
+	o.is.stages = m->stages;
+	o.is.est_policy = m->policy;
+	o.base_every = m->base_every;
+	if ((rc = rckpt_ckenc_create(&e, &o)))
+		return rc;
+	for (i = 0; i < n; i++) {
+		rckpt_ckenc_stats_t st;
+		double t0 = now_s();
+		rc = rckpt_ckenc_step(e, &rec[i], &st, &c[i].params, c[i].have_grads ? &c[i].grads : NULL,
+				      (uint64_t)i + 1, msg, sizeof(msg));
+		r->t_enc += now_s() - t0;
+		if (rc) {
+			fprintf(stderr, "bench_codec: %s on %s: %s (%s)\n", m->name, c[i].path, strerror(-rc), msg);
+			return rc;
+		}
+		r->raw += st.raw_bytes;
+		r->enc += st.enc_bytes;
+		r->q_sum += st.quality;
+		if (st.quality > r->q_max)
+			r->q_max = st.quality;
+		r->accepted += (unsigned)st.accepted;
+		r->n++;
+		if (i == 0)
+			r->first_ratio = (double)st.raw_bytes / (double)st.enc_bytes;
+		r->last_ratio = (double)st.raw_bytes / (double)st.enc_bytes;
+		rckpt_qconfig_format(cfg, sizeof(cfg), &st.config);
+		printf("csv:%s,%s,%zu,%zu,%.3f,%.6f,%d,%s%s,%.1f\n", m->name, c[i].path, st.raw_bytes,
+		       st.enc_bytes, (double)st.raw_bytes / (double)st.enc_bytes, st.quality, st.accepted,
+		       st.is_base ? "base " : "", cfg,
+		       st.raw_bytes / 1e6 / (st.t_prepare + st.t_search + st.t_quantize + st.t_encode));
+	}
+	rckpt_ckenc_destroy(e);
+
+	/* Decode: fold each chain, dequantize every tensor to fp32. */
+	memset(&prev, 0, sizeof(prev));
+	for (i = 0; i < n; i++) {
+		rckpt_record_t dec;
+		unsigned kind;
+		uint64_t step, parent;
+		double t0 = now_s();
+		uint32_t s;
+		rckpt_record_peek(&kind, &step, &parent, rec[i].p, rec[i].len);
+		rc = rckpt_record_decode(&dec, rec[i].p, rec[i].len, kind == RCKPT_REC_DELTA ? &prev : NULL, NULL);
+		for (s = 0; rc == 0 && s < dec.nseg; s++) {
+			float *out = malloc(4 * (size_t)(dec.seg[s].n ? dec.seg[s].n : 1));
+			rc = out ? rckpt_codec_decode_f32(out, &dec.seg[s]) : -ENOMEM;
+			free(out);
+		}
+		r->t_dec += now_s() - t0;
+		if (rc) {
+			fprintf(stderr, "bench_codec: %s: decoding %s failed: %s\n", m->name, c[i].path,
+				strerror(-rc));
+			return rc;
+		}
+		rckpt_record_free(&prev);
+		prev = dec;
+		rckpt_buf_free(&rec[i]);
+	}
+	rckpt_record_free(&prev);
+	free(rec);
+	return 0;
+}
+
+static void usage(FILE *f)
+{
+	unsigned i;
+	fprintf(f, "usage: bench_codec [--eps E] [--methods a,b,...] [--limit N] DIR\n\n"
+		   "Compress the checkpoints DIR/*.safetensors (file-name order; gradient EMA in\n"
+		   "X.grads.safetensors beside X.safetensors) with every method, side by side.\n\n"
+		   "methods:\n");
+	for (i = 0; i < NMETHODS; i++)
+		fprintf(f, "  %-20s %s\n", methods[i].name, methods[i].what);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option lo[] = { { "eps", 1, 0, 'e' }, { "methods", 1, 0, 'm' },
+					    { "limit", 1, 0, 'l' }, { "help", 0, 0, 'h' }, { 0, 0, 0, 0 } };
+	const char *only = NULL;
+	double eps = 0.01;
+	unsigned limit = 0, n, i, j;
+	result_t res[NMETHODS];
+	ckpt_t *c;
+	float *buf;
+	size_t maxraw = 0;
+	int opt;
+
+	while ((opt = getopt_long(argc, argv, "e:m:l:h", lo, NULL)) != -1) {
+		switch (opt) {
+		case 'e': eps = atof(optarg); break;
+		case 'm': only = optarg; break;
+		case 'l': limit = (unsigned)atoi(optarg); break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (optind != argc - 1 || !(eps > 0)) {
+		usage(stderr);
+		return 2;
+	}
+	if (load_dir(argv[optind], &c, &n, limit))
+		return 1;
+	for (i = 0; i < n; i++)
+		maxraw = c[i].raw > maxraw ? c[i].raw : maxraw;
+	buf = malloc(maxraw + 4);
+	printf("checkpoints: %u from %s (%.2f MB of fp32 each), gradients: %s, eps %g\n\n", n, argv[optind],
+	       c[0].raw / 1e6, c[0].have_grads ? "yes" : "no", eps);
+	printf("csv:method,checkpoint,raw_bytes,enc_bytes,ratio,quality_loss,accepted,config,encode_MBps\n");
+	memset(res, 0, sizeof(res));
+	for (j = 0; j < NMETHODS; j++) {
+		const method_t *m = &methods[j];
+		if (only && !strstr(only, m->name))
+			continue;
+		if ((m->kind ? run_zstd(m, c, n, &res[j], buf) : run_ckenc(m, c, n, eps, &res[j])))
+			return 1;
+	}
+	printf("\n%-20s %8s %8s %8s %11s %11s %9s %9s\n", "method", "overall", "first", "last",
+	       "mean loss", "max loss", "enc MB/s", "dec MB/s");
+	for (j = 0; j < NMETHODS; j++) {
+		const result_t *r = &res[j];
+		if (r->n == 0)
+			continue;
+		printf("%-20s %7.1fx %7.1fx %7.1fx %11.2e %11.2e %9.0f %9.0f%s\n", methods[j].name,
+		       (double)r->raw / (double)r->enc, r->first_ratio, r->last_ratio, r->q_sum / r->n,
+		       r->q_max, r->raw / 1e6 / r->t_enc, r->raw / 1e6 / r->t_dec,
+		       r->accepted == r->n ? "" : "  (some steps over eps)");
+	}
+	if (res[0].n && res[NMETHODS - 2].n)
+		printf("\nrckpt encodes at %.2fx the speed of zstd -1 on the same bytes\n",
+		       (res[NMETHODS - 2].t_enc) / res[0].t_enc);
+	printf("\nreproduce: %s --eps %g%s%s%s DIR=%s\n", argv[0], eps, only ? " --methods " : "",
+	       only ? only : "", limit ? " --limit N" : "", argv[optind]);
+	free(buf);
+	return 0;
+}

@@ -1,0 +1,580 @@
+/*
+ * rckpt_ckenc.c — checkpoint encoder with configuration search.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "rckpt_ckenc.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* The search space, each axis from most to least aggressive. */
+static const unsigned BINS[] = { 4, 6, 8, 12, 16, 32 };
+static const unsigned EMB_BINS[] = { 16, 32 };
+static const float PRUNE[] = { 0.5f, 0.4f, 0.3f, 0.2f, 0.1f, 0.0f };
+static const float PROTECT[] = { 0.0005f, 0.005f, 0.01f };
+#define NB (sizeof(BINS) / sizeof(BINS[0]))
+#define NE (sizeof(EMB_BINS) / sizeof(EMB_BINS[0]))
+#define NP (sizeof(PRUNE) / sizeof(PRUNE[0]))
+#define NQ (sizeof(PROTECT) / sizeof(PROTECT[0]))
+
+/* A point of the space: an index per axis; higher is less aggressive. */
+typedef struct cpoint {
+	unsigned b, e, p, m, q;
+} cpoint_t;
+
+struct rckpt_ckenc {
+	rckpt_ckenc_opts_t o;
+	rckpt_record_t prev; /* the last step's record: the next delta's parent */
+	char **names;        /* the tensors of every step, sorted */
+	unsigned ntensors;
+	unsigned steps;
+	int have_last;
+	cpoint_t last; /* the last accepted configuration */
+	struct prev_sample {
+		float *w, *g;
+		size_t n;
+	} *psmp; /* the last step's samples, per prepared tensor */
+	unsigned npsmp;
+};
+
+void rckpt_ckenc_opts_default(rckpt_ckenc_opts_t *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->mode = RCKPT_CKENC_SEARCH;
+	o->eps = 0.01;
+	rckpt_qconfig_default(&o->fixed);
+	o->quantizer = RCKPT_QUANTIZER_KMEANS;
+	o->use_grads = 1;
+	o->is.stages = RCKPT_IS_REARRANGED | RCKPT_IS_RLE;
+	o->is.est_policy = RCKPT_EST_TRY_ALL;
+	o->is.zstd_level = 1;
+	o->base_every = 0;
+	o->sample_max = 1u << 14;
+}
+
+void rckpt_qconfig_format(char *out, size_t cap, const rckpt_qconfig_t *c)
+{
+	snprintf(out, cap, "bins=%u emb=%u prune=%g metric=%s protect=%g", c->bins, c->emb_bins,
+		 (double)c->prune_frac[RCKPT_LK_LINEAR],
+		 c->prune_metric == RCKPT_PRUNE_SENSITIVITY ? "sens" : "mag", (double)c->protect_frac);
+}
+
+int rckpt_ckenc_create(rckpt_ckenc_t **out, const rckpt_ckenc_opts_t *o)
+{
+	rckpt_ckenc_t *e;
+
+	*out = NULL;
+	if (o->eps < 0 || o->quantizer > RCKPT_QUANTIZER_UNIFORM || o->mode > RCKPT_CKENC_BITWIDTH ||
+	    o->sample_max == 0)
+		return -EINVAL;
+	e = calloc(1, sizeof(*e));
+	if (e == NULL)
+		return -ENOMEM;
+	e->o = *o;
+	*out = e;
+	return 0;
+}
+
+static void free_names(rckpt_ckenc_t *e)
+{
+	unsigned i;
+	for (i = 0; e->names && i < e->ntensors; i++)
+		free(e->names[i]);
+	free(e->names);
+	e->names = NULL;
+	e->ntensors = 0;
+}
+
+static void free_prev_samples(rckpt_ckenc_t *e)
+{
+	unsigned i;
+	for (i = 0; i < e->npsmp; i++) {
+		free(e->psmp[i].w);
+		free(e->psmp[i].g);
+	}
+	free(e->psmp);
+	e->psmp = NULL;
+	e->npsmp = 0;
+}
+
+void rckpt_ckenc_destroy(rckpt_ckenc_t *e)
+{
+	if (e == NULL)
+		return;
+	free_prev_samples(e);
+	rckpt_record_free(&e->prev);
+	free_names(e);
+	free(e);
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static rckpt_qconfig_t config_of(const rckpt_ckenc_opts_t *o, cpoint_t c)
+{
+	rckpt_qconfig_t q = o->fixed; /* lambda, lossless kinds */
+	unsigned k;
+	q.bins = BINS[c.b];
+	q.emb_bins = EMB_BINS[c.e];
+	for (k = 0; k < RCKPT_LK_COUNT; k++)
+		q.prune_frac[k] = PRUNE[c.p];
+	q.prune_frac[RCKPT_LK_EMBEDDING] = 0.0f; /* embeddings: their bins only */
+	q.prune_metric = c.m;
+	q.protect_frac = PROTECT[c.q];
+	/* The metric axis decides the ranking: magnitude ranks pruning and
+	 * protection by |w|; sensitivity ranks pruning by |w g| and protects
+	 * the top |w| and the top |w g|. */
+	q.protect_by_sensitivity = o->use_grads && c.m == RCKPT_PRUNE_SENSITIVITY;
+	return q;
+}
+
+/* ---- evaluating a configuration on samples ---- */
+
+typedef struct sample {
+	float *w, *g; /* every stride-th element */
+	size_t n;
+	uint64_t full, stride;
+} sample_t;
+
+typedef struct evalctx {
+	const rckpt_ckenc_opts_t *o;
+	rckpt_tensor_prep_t *prep; /* quantized tensors only */
+	sample_t *smp;
+	unsigned nprep;
+	unsigned tried;
+	const rckpt_qconfig_t *fixed_cfg; /* evaluate this instead of a point */
+	const rckpt_record_t *prev;       /* the last step's record, or NULL */
+	const unsigned *which;            /* prep t is tensor which[t] */
+	const struct prev_sample *psmp;   /* the last step's samples, or NULL */
+} evalctx_t;
+
+/* The last step's segment of prep t, if it can seed and be a delta parent. */
+static const rckpt_seg_t *parent_seg(const evalctx_t *x, unsigned t)
+{
+	const rckpt_seg_t *s;
+	if (x->prev == NULL)
+		return NULL;
+	s = &x->prev->seg[x->which[t]];
+	return s->encoding == RCKPT_SEG_QUANTIZED ? s : NULL;
+}
+
+/* Quality loss and estimated bytes of configuration c, from the samples.
+ * Each tensor's sums are scaled by its sampling stride, so a sampled large
+ * tensor weighs what it weighs in the whole model. The size estimate is the
+ * entropy of the symbols records will hold: at the first step the levels;
+ * after it, the change of levels that this configuration makes between the
+ * last step's sample and this one (both quantized with its parameters), so
+ * a configuration is judged by how stable its levels are, not by what the
+ * last step's configuration happened to be. */
+static int evaluate(evalctx_t *x, cpoint_t cp, double *loss, double *bytes)
+{
+	rckpt_qconfig_t c = x->fixed_cfg ? *x->fixed_cfg : config_of(x->o, cp);
+	double num = 0, den = 0, est = 0;
+	unsigned t;
+
+	x->tried++;
+	for (t = 0; t < x->nprep; t++) {
+		const sample_t *s = &x->smp[t];
+		const rckpt_seg_t *ps = parent_seg(x, t);
+		rckpt_qparams_t q;
+		uint64_t hist[256] = { 0 };
+		const struct prev_sample *pv = x->psmp && x->psmp[t].n == s->n ? &x->psmp[t] : NULL;
+		uint8_t *idx = malloc(s->n ? s->n : 1), *pidx = pv ? malloc(s->n ? s->n : 1) : NULL;
+		uint16_t *prot = malloc(2 * (s->n ? s->n : 1));
+		float *r = malloc(4 * (s->n ? s->n : 1));
+		size_t np, i;
+		int rc = idx && prot && r ? rckpt_codec_qparams(&q, &x->prep[t], &c, x->o->quantizer, ps)
+					  : -ENOMEM;
+		if (pv && pidx == NULL)
+			rc = -ENOMEM;
+		if (rc == 0) {
+			if (pv) {
+				size_t pnp;
+				rckpt_quantize(pidx, prot, &pnp, pv->w, pv->g, s->n, &q);
+			}
+			rckpt_quantize(idx, prot, &np, s->w, s->g, s->n, &q);
+			rc = rckpt_dequantize(r, idx, s->n, &q, prot, np);
+		}
+		if (rc == 0) {
+			double h = 0, tn = 0, td = 0;
+			unsigned l, m = q.nbins + 2;
+			for (i = 0; i < s->n; i++) {
+				double gg = s->g ? (double)s->g[i] * s->g[i] : 1.0, d = (double)s->w[i] - r[i];
+				unsigned sym = idx[i];
+				tn += gg * d * d;
+				td += gg * (double)s->w[i] * s->w[i];
+				if (pv)
+					sym = (idx[i] + m - pidx[i]) % m;
+				hist[sym]++;
+			}
+			num += tn * (double)s->stride;
+			den += td * (double)s->stride;
+			for (l = 0; l < 256; l++)
+				if (hist[l]) {
+					double pr = (double)hist[l] / (double)s->n;
+					h -= pr * log2(pr);
+				}
+			est += h * (double)s->full / 8 + 2.0 * (double)np * (double)s->stride;
+		}
+		free(idx);
+		free(pidx);
+		free(prot);
+		free(r);
+		if (rc)
+			return rc;
+	}
+	*loss = den > 0 ? num / den : 0;
+	*bytes = est;
+	return 0;
+}
+
+static int allowed(cpoint_t c, const cpoint_t *last)
+{
+	return !last || (c.b >= last->b && c.e >= last->e && c.p >= last->p && c.q >= last->q);
+}
+
+/* Keeps the best acceptable point in *best. */
+static int consider(evalctx_t *x, cpoint_t c, int *found, cpoint_t *best, double *best_bytes,
+		    int *pass)
+{
+	double loss, bytes;
+	int rc = evaluate(x, c, &loss, &bytes);
+	*pass = rc == 0 && loss <= x->o->eps;
+	if (*pass && (!*found || bytes < *best_bytes)) {
+		*found = 1;
+		*best = c;
+		*best_bytes = bytes;
+	}
+	return rc;
+}
+
+static int search(evalctx_t *x, const cpoint_t *last, int have_emb, int have_g, cpoint_t *best,
+		  int *found)
+{
+	unsigned e, p, m, q, b, mmax = have_g && x->o->use_grads ? 2 : 1, e0 = have_emb ? 0 : NE - 1;
+	double best_bytes = 0;
+	int rc, pass;
+
+	*found = 0;
+	if (last) { /* the neighbourhood: last, and one step less aggressive */
+		cpoint_t n[5];
+		unsigned k;
+		n[0] = *last;
+		for (k = 1; k < 5; k++)
+			n[k] = *last;
+		n[1].b = last->b + 1 < NB ? last->b + 1 : last->b;
+		n[2].e = last->e + 1 < NE ? last->e + 1 : last->e;
+		n[3].p = last->p + 1 < NP ? last->p + 1 : last->p;
+		n[4].q = last->q + 1 < NQ ? last->q + 1 : last->q;
+		for (k = 0; k < 5; k++)
+			for (m = 0; m < mmax; m++) { /* the metric axis is free */
+				cpoint_t c = n[k];
+				c.m = m;
+				if (k > 0 && memcmp(&n[k], last, sizeof(c)) == 0)
+					continue; /* an axis at its end */
+				if ((rc = consider(x, c, found, best, &best_bytes, &pass)))
+					return rc;
+			}
+		if (*found)
+			return 0;
+	}
+	/* guided exhaustive: per line, bins from fewest up to the first pass */
+	for (e = e0; e < NE; e++)
+		for (p = 0; p < NP; p++)
+			for (m = 0; m < mmax; m++)
+				for (q = 0; q < NQ; q++)
+					for (b = 0; b < NB; b++) {
+						cpoint_t c = { b, e, p, m, q };
+						if (!allowed(c, last))
+							continue;
+						if ((rc = consider(x, c, found, best, &best_bytes, &pass)))
+							return rc;
+						if (pass)
+							break;
+					}
+	return 0;
+}
+
+/* ---- one step ---- */
+
+static int check_layout(rckpt_ckenc_t *e, const rckpt_st_t *params, char *msg, size_t msglen)
+{
+	unsigned i;
+	if (e->steps == 0) { /* the first successful step fixes the layout */
+		free_names(e);
+		e->names = calloc(params->ntensors ? params->ntensors : 1, sizeof(char *));
+		if (e->names == NULL)
+			return -ENOMEM;
+		for (i = 0; i < params->ntensors; i++) {
+			e->names[i] = strdup(params->t[i].name);
+			if (e->names[i] == NULL)
+				return -ENOMEM;
+			e->ntensors++;
+		}
+		return 0;
+	}
+	if (params->ntensors != e->ntensors) {
+		snprintf(msg, msglen, "%u tensors, the first step had %u", params->ntensors, e->ntensors);
+		return -EINVAL;
+	}
+	for (i = 0; i < params->ntensors; i++)
+		if (strcmp(params->t[i].name, e->names[i]) != 0 || params->t[i].n != e->prev.seg[i].n ||
+		    params->t[i].dtype != e->prev.seg[i].dtype) {
+			snprintf(msg, msglen, "tensor '%s' differs from the last step's", params->t[i].name);
+			return -EINVAL;
+		}
+	return 0;
+}
+
+/* One step less aggressive: more bins, else more protection, else less
+ * pruning. 0 when there is none. */
+static int relax(cpoint_t *c)
+{
+	if (c->b + 1 < NB)
+		c->b++;
+	else if (c->q + 1 < NQ)
+		c->q++;
+	else if (c->p + 1 < NP)
+		c->p++;
+	else
+		return 0;
+	return 1;
+}
+
+/* Every tensor into rec->seg with configuration c (k-means seeded from the
+ * last step's codebooks); *quality gets the loss over all the data. */
+static int quantize_all(rckpt_ckenc_t *e, const rckpt_st_t *params, rckpt_tensor_prep_t *prep,
+			const unsigned *which, unsigned nprep, const rckpt_qconfig_t *c,
+			rckpt_record_t *rec, double *quality)
+{
+	double num = 0, den = 0;
+	unsigned i, pi = 0;
+	int rc = 0;
+
+	for (i = 0; i < params->ntensors && rc == 0; i++) {
+		const rckpt_st_tensor_t *t = &params->t[i];
+		if (pi < nprep && which[pi] == i) {
+			const rckpt_tensor_prep_t *p = &prep[pi];
+			const rckpt_seg_t *warm = e->steps && e->prev.seg[i].encoding == RCKPT_SEG_QUANTIZED
+							  ? &e->prev.seg[i]
+							  : NULL;
+			float *r = malloc(4 * (size_t)(t->n ? t->n : 1));
+			rckpt_qparams_t q;
+			uint64_t k;
+			rc = r ? rckpt_codec_qparams(&q, p, c, e->o.quantizer, warm) : -ENOMEM;
+			if (rc == 0)
+				rc = rckpt_codec_make_segment(&rec->seg[i], p, &q);
+			if (rc == 0)
+				rc = rckpt_codec_decode_f32(r, &rec->seg[i]);
+			for (k = 0; rc == 0 && k < p->n; k++) {
+				double gg = p->g ? (double)p->g[k] * p->g[k] : 1.0, d = (double)p->w[k] - r[k];
+				num += gg * d * d;
+				den += gg * (double)p->w[k] * p->w[k];
+			}
+			free(r);
+			pi++;
+		} else {
+			rc = rckpt_codec_lossless_segment(&rec->seg[i], t->data, t->dtype, t->n);
+		}
+		rec->seg[i].tensor = i;
+	}
+	*quality = den > 0 ? num / den : 0;
+	return rc;
+}
+
+int rckpt_ckenc_step(rckpt_ckenc_t *e, rckpt_buf_t *out, rckpt_ckenc_stats_t *st,
+		     const rckpt_st_t *params, const rckpt_st_t *grads, uint64_t step, char *msg,
+		     size_t msglen)
+{
+	const rckpt_ckenc_opts_t *o = &e->o;
+	rckpt_tensor_prep_t *prep = NULL;
+	sample_t *smp = NULL;
+	unsigned *which = NULL, nprep = 0, i;
+	rckpt_record_t rec;
+	cpoint_t best = { NB - 1, NE - 1, NP - 1, 0, NQ - 1 };
+	int rc, found = 0, have_emb = 0, have_g = 0;
+	double t0;
+	size_t start = out->len;
+
+	memset(st, 0, sizeof(*st));
+	memset(&rec, 0, sizeof(rec));
+	st->step = step;
+	if ((rc = check_layout(e, params, msg, msglen)))
+		return rc;
+
+	/* Prepare the quantized tensors: widen, check, sketch, sample. */
+	t0 = now_s();
+	prep = calloc(params->ntensors ? params->ntensors : 1, sizeof(*prep));
+	smp = calloc(params->ntensors ? params->ntensors : 1, sizeof(*smp));
+	which = calloc(params->ntensors ? params->ntensors : 1, sizeof(*which));
+	if (!prep || !smp || !which) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (i = 0; i < params->ntensors; i++) {
+		const rckpt_st_tensor_t *t = &params->t[i], *g = NULL;
+		unsigned kind = rckpt_layer_kind(t->name, t->ndim, t->shape);
+		uint64_t bad = 0, stride, k;
+		st->raw_bytes += (size_t)t->n * 4;
+		if (o->fixed.lossless_kinds & (1u << kind))
+			continue;
+		if (grads && (g = rckpt_st_find(grads, t->name)) != NULL &&
+		    (g->dtype != RCKPT_DT_F32 || g->n != t->n)) {
+			snprintf(msg, msglen, "gradients of '%s' are not fp32 of its shape", t->name);
+			rc = -EINVAL;
+			goto out;
+		}
+		rc = rckpt_codec_prepare(&prep[nprep], &bad, t->data, t->dtype, t->n,
+					 g ? (const float *)g->data : NULL, kind);
+		if (rc == -EDOM)
+			snprintf(msg, msglen, "tensor '%s' holds NaN or Inf at element %llu", t->name,
+				 (unsigned long long)bad);
+		if (rc)
+			goto out;
+		have_emb |= kind == RCKPT_LK_EMBEDDING;
+		have_g |= g != NULL;
+		stride = t->n > o->sample_max ? (t->n + o->sample_max - 1) / o->sample_max : 1;
+		smp[nprep].full = t->n;
+		smp[nprep].stride = stride;
+		smp[nprep].w = malloc(4 * (size_t)(t->n / stride + 1));
+		smp[nprep].g = g ? malloc(4 * (size_t)(t->n / stride + 1)) : NULL;
+		if (smp[nprep].w == NULL || (g && smp[nprep].g == NULL)) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		for (k = 0; k < t->n; k += stride) {
+			smp[nprep].w[smp[nprep].n] = prep[nprep].w[k];
+			if (g)
+				smp[nprep].g[smp[nprep].n] = ((const float *)g->data)[k];
+			smp[nprep].n++;
+		}
+		which[nprep++] = i;
+	}
+	st->t_prepare = now_s() - t0;
+
+	/* Choose the configuration. */
+	t0 = now_s();
+	if (o->mode == RCKPT_CKENC_FIXED) {
+		st->config = o->fixed;
+	} else if (o->mode == RCKPT_CKENC_BITWIDTH) {
+		evalctx_t x = { o, prep, smp, nprep, 0, NULL, e->steps ? &e->prev : NULL, which,
+				e->npsmp == nprep ? e->psmp : NULL };
+		rckpt_qconfig_t c = o->fixed;
+		unsigned bits, k;
+		for (bits = 2; bits <= 6; bits++) {
+			double loss, bytes;
+			cpoint_t dummy = { 0, 0, 0, 0, 0 };
+			c.bins = c.emb_bins = 1u << bits;
+			for (k = 0; k < RCKPT_LK_COUNT; k++)
+				c.prune_frac[k] = 0.0f;
+			c.protect_frac = 0.0f;
+			st->config = c;
+			x.fixed_cfg = &c;
+			if ((rc = evaluate(&x, dummy, &loss, &bytes)))
+				goto out;
+			if (loss <= o->eps)
+				break;
+		}
+		st->configs_tried = x.tried;
+	} else {
+		evalctx_t x = { o, prep, smp, nprep, 0, NULL, e->steps ? &e->prev : NULL, which,
+				e->npsmp == nprep ? e->psmp : NULL };
+		rc = search(&x, e->have_last ? &e->last : NULL, have_emb, have_g, &best, &found);
+		st->configs_tried = x.tried;
+		if (rc)
+			goto out;
+		if (!found && e->have_last)
+			best = (cpoint_t){ NB - 1, NE - 1, NP - 1, 0, NQ - 1 };
+		e->last = best;
+		e->have_last = 1;
+		st->config = config_of(o, best);
+	}
+	st->t_search = now_s() - t0;
+
+	/* Quantize every tensor with it; the search judged samples, so check
+	 * all the data and, while over eps, step one axis less aggressive. */
+	t0 = now_s();
+	rec.nseg = params->ntensors;
+	rec.seg = calloc(params->ntensors ? params->ntensors : 1, sizeof(rckpt_seg_t));
+	if (rec.seg == NULL) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (;;) {
+		rc = quantize_all(e, params, prep, which, nprep, &st->config, &rec, &st->quality);
+		if (rc || o->mode == RCKPT_CKENC_FIXED || st->quality <= o->eps)
+			break;
+		if (o->mode == RCKPT_CKENC_BITWIDTH) { /* one bit more */
+			if (st->config.bins >= 64)
+				break;
+			st->config.bins *= 2;
+			st->config.emb_bins = st->config.bins;
+		} else {
+			if (!relax(&best))
+				break;
+			st->config = config_of(o, best);
+			e->last = best;
+		}
+		st->configs_tried++;
+		rckpt_record_free(&rec);
+		rec.nseg = params->ntensors;
+		rec.seg = calloc(params->ntensors ? params->ntensors : 1, sizeof(rckpt_seg_t));
+		if (rec.seg == NULL) {
+			rc = -ENOMEM;
+			break;
+		}
+	}
+	if (rc)
+		goto out;
+	st->accepted = st->quality <= o->eps;
+	st->t_quantize = now_s() - t0;
+
+	/* Encode: a base, or a delta against the last step. */
+	t0 = now_s();
+	st->is_base = e->steps == 0 || (o->base_every && e->steps % o->base_every == 0);
+	rec.kind = st->is_base ? RCKPT_REC_BASE : RCKPT_REC_DELTA;
+	rec.step = step;
+	rec.parent = st->is_base ? RCKPT_NO_PARENT : e->prev.step;
+	rc = rckpt_record_encode(out, &rec, st->is_base ? NULL : &e->prev, &o->is);
+	if (rc)
+		goto out;
+	st->enc_bytes = out->len - start;
+	st->t_encode = now_s() - t0;
+	rckpt_record_free(&e->prev);
+	e->prev = rec;
+	memset(&rec, 0, sizeof(rec));
+	e->steps++;
+	/* this step's samples become the next step's "last" */
+	free_prev_samples(e);
+	e->psmp = calloc(nprep ? nprep : 1, sizeof(*e->psmp));
+	if (e->psmp) {
+		for (i = 0; i < nprep; i++) {
+			e->psmp[i].w = smp[i].w;
+			e->psmp[i].g = smp[i].g;
+			e->psmp[i].n = smp[i].n;
+			smp[i].w = smp[i].g = NULL;
+		}
+		e->npsmp = nprep;
+	}
+out:
+	rckpt_record_free(&rec);
+	for (i = 0; i < nprep; i++) {
+		rckpt_codec_prep_free(&prep[i]);
+		free(smp[i].w);
+		free(smp[i].g);
+	}
+	free(prep);
+	free(smp);
+	free(which);
+	if (rc)
+		out->len = start;
+	return rc;
+}

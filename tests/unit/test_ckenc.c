@@ -1,0 +1,218 @@
+/*
+ * test_ckenc.c — the checkpoint encoder and its configuration search, on
+ * the real checkpoints the test fixture trains.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "rckpt_ckenc.h"
+
+#define NSTEPS 6
+
+static rckpt_st_t params[NSTEPS], grads[NSTEPS];
+static int have_data;
+
+static int setup(void **state)
+{
+	const char *d = getenv("RCKPT_TEST_CKPT_DIR");
+	char path[512], err[256];
+	int i;
+
+	(void)state;
+	for (i = 0; d && i < NSTEPS; i++) {
+		snprintf(path, sizeof(path), "%s/step-%06d.safetensors", d, 25 * (i + 1));
+		if (access(path, R_OK) != 0 || rckpt_st_read(&params[i], path, err, sizeof(err)))
+			return 0;
+		snprintf(path, sizeof(path), "%s/step-%06d.grads.safetensors", d, 25 * (i + 1));
+		if (rckpt_st_read(&grads[i], path, err, sizeof(err)))
+			return 0;
+	}
+	have_data = d != NULL;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	int i;
+	(void)state;
+	for (i = 0; i < NSTEPS; i++) {
+		rckpt_st_free(&params[i]);
+		rckpt_st_free(&grads[i]);
+	}
+	return 0;
+}
+
+#define NEED_DATA()                                                                        \
+	do {                                                                               \
+		if (!have_data) {                                                          \
+			print_message("skipped: no real checkpoints (RCKPT_TEST_CKPT_DIR)\n"); \
+			skip();                                                            \
+		}                                                                          \
+	} while (0)
+
+/* b is no more aggressive than a: as many bins or more, as much protection
+ * or more, as much pruning or less. */
+static int not_more_aggressive(const rckpt_qconfig_t *a, const rckpt_qconfig_t *b)
+{
+	return b->bins >= a->bins && b->emb_bins >= a->emb_bins && b->protect_frac >= a->protect_frac &&
+	       b->prune_frac[RCKPT_LK_LINEAR] <= a->prune_frac[RCKPT_LK_LINEAR];
+}
+
+/* Loss of the decoded record against the checkpoint, as the encoder
+ * defines it (gradient-weighted over the quantized tensors). */
+static double decoded_loss(const rckpt_record_t *dec, const rckpt_st_t *p, const rckpt_st_t *g)
+{
+	double num = 0, den = 0;
+	unsigned i;
+	for (i = 0; i < dec->nseg; i++) {
+		const rckpt_st_tensor_t *t = &p->t[i], *gt = rckpt_st_find(g, t->name);
+		float *w = malloc(4 * (t->n + 1)), *r = malloc(4 * (t->n + 1));
+		uint64_t k;
+		if (dec->seg[i].encoding == RCKPT_SEG_QUANTIZED) {
+			rckpt_widen_to_f32(w, t->data, t->dtype, t->n);
+			assert_int_equal(rckpt_codec_decode_f32(r, &dec->seg[i]), 0);
+			for (k = 0; k < t->n; k++) {
+				double gg = (double)((const float *)gt->data)[k];
+				gg *= gg;
+				num += gg * ((double)w[k] - r[k]) * ((double)w[k] - r[k]);
+				den += gg * (double)w[k] * w[k];
+			}
+		}
+		free(w);
+		free(r);
+	}
+	return num / den;
+}
+
+static void test_search_chain(void **state)
+{
+	rckpt_ckenc_opts_t o;
+	rckpt_ckenc_t *e;
+	rckpt_qconfig_t lastc;
+	rckpt_record_t prev;
+	char msg[256];
+	int i;
+
+	(void)state;
+	NEED_DATA();
+	rckpt_ckenc_opts_default(&o);
+	o.eps = 0.01;
+	assert_int_equal(rckpt_ckenc_create(&e, &o), 0);
+	memset(&prev, 0, sizeof(prev));
+	for (i = 0; i < NSTEPS; i++) {
+		rckpt_buf_t b = RCKPT_BUF_INIT;
+		rckpt_ckenc_stats_t st;
+		rckpt_record_t dec;
+		assert_int_equal(rckpt_ckenc_step(e, &b, &st, &params[i], &grads[i], (uint64_t)(25 * (i + 1)),
+						  msg, sizeof(msg)),
+				 0);
+		assert_true(st.accepted);
+		assert_true(st.quality <= o.eps);
+		assert_int_equal(st.enc_bytes, b.len);
+		assert_int_equal(st.is_base, i == 0);
+		assert_true(st.configs_tried >= 1);
+		if (i)
+			assert_true(not_more_aggressive(&lastc, &st.config));
+		lastc = st.config;
+		assert_int_equal(rckpt_record_decode(&dec, b.p, b.len, i ? &prev : NULL, NULL), 0);
+		assert_float_equal(decoded_loss(&dec, &params[i], &grads[i]), st.quality, 1e-9);
+		rckpt_record_free(&prev);
+		prev = dec;
+		rckpt_buf_free(&b);
+	}
+	rckpt_record_free(&prev);
+	rckpt_ckenc_destroy(e);
+}
+
+/* The same steps encode to the same bytes: the search is deterministic. */
+static void test_deterministic(void **state)
+{
+	rckpt_ckenc_opts_t o;
+	rckpt_buf_t b[2] = { RCKPT_BUF_INIT, RCKPT_BUF_INIT };
+	char msg[256];
+	int r, i;
+
+	(void)state;
+	NEED_DATA();
+	rckpt_ckenc_opts_default(&o);
+	for (r = 0; r < 2; r++) {
+		rckpt_ckenc_t *e;
+		assert_int_equal(rckpt_ckenc_create(&e, &o), 0);
+		for (i = 0; i < 3; i++) {
+			rckpt_ckenc_stats_t st;
+			assert_int_equal(rckpt_ckenc_step(e, &b[r], &st, &params[i], &grads[i], (uint64_t)i, msg,
+							  sizeof(msg)),
+					 0);
+		}
+		rckpt_ckenc_destroy(e);
+	}
+	assert_int_equal(b[0].len, b[1].len);
+	assert_memory_equal(b[0].p, b[1].p, b[0].len);
+	rckpt_buf_free(&b[0]);
+	rckpt_buf_free(&b[1]);
+}
+
+static void test_fixed_and_errors(void **state)
+{
+	rckpt_ckenc_opts_t o;
+	rckpt_ckenc_t *e;
+	rckpt_buf_t b = RCKPT_BUF_INIT;
+	rckpt_ckenc_stats_t st;
+	rckpt_st_t bad;
+	char msg[256];
+	float *w;
+
+	(void)state;
+	NEED_DATA();
+	rckpt_ckenc_opts_default(&o);
+	o.mode = RCKPT_CKENC_FIXED;
+	o.fixed.bins = 12;
+	assert_int_equal(rckpt_ckenc_create(&e, &o), 0);
+	assert_int_equal(rckpt_ckenc_step(e, &b, &st, &params[0], NULL, 1, msg, sizeof(msg)), 0);
+	assert_int_equal(st.config.bins, 12);
+	assert_int_equal(st.configs_tried, 0);
+	/* the next step must have the same tensors */
+	bad = params[1];
+	bad.ntensors--;
+	assert_int_equal(rckpt_ckenc_step(e, &b, &st, &bad, NULL, 2, msg, sizeof(msg)), -EINVAL);
+	assert_non_null(strstr(msg, "tensors"));
+	/* NaN in a quantized tensor: refused, naming it; nothing appended */
+	bad = params[1];
+	{
+		size_t len = b.len;
+		const rckpt_st_tensor_t *t = rckpt_st_find(&params[1], "fc1.weight");
+		w = (float *)(uintptr_t)t->data;
+		w[3] = NAN;
+		assert_int_equal(rckpt_ckenc_step(e, &b, &st, &bad, NULL, 2, msg, sizeof(msg)), -EDOM);
+		assert_non_null(strstr(msg, "fc1.weight"));
+		assert_int_equal(b.len, len);
+		w[3] = 0.0f;
+	}
+	assert_int_equal(rckpt_ckenc_step(e, &b, &st, &params[1], NULL, 2, msg, sizeof(msg)), 0);
+	assert_int_equal(st.is_base, 0);
+	rckpt_ckenc_destroy(e);
+	rckpt_buf_free(&b);
+	o.eps = -1;
+	assert_int_equal(rckpt_ckenc_create(&e, &o), -EINVAL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_search_chain),
+		cmocka_unit_test(test_deterministic),
+		cmocka_unit_test(test_fixed_and_errors),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
