@@ -155,6 +155,7 @@ static size_t raw_f32(const ckpt_t *c, float *buf)
 typedef struct result {
 	size_t raw, enc;
 	double t_enc, t_dec, q_sum, q_max;
+	double t_prep, t_search, t_quant, t_code; /* encode, split by stage */
 	unsigned n, accepted;
 	double first_ratio, last_ratio;
 } result_t;
@@ -222,6 +223,10 @@ static int run_ckenc(const method_t *m, ckpt_t *c, unsigned n, double eps, resul
 		}
 		r->raw += st.raw_bytes;
 		r->enc += st.enc_bytes;
+		r->t_prep += st.t_prepare;
+		r->t_search += st.t_search;
+		r->t_quant += st.t_quantize;
+		r->t_code += st.t_encode;
 		r->q_sum += st.quality;
 		if (st.quality > r->q_max)
 			r->q_max = st.quality;
@@ -331,6 +336,18 @@ int main(int argc, char **argv)
 		       (double)r->raw / (double)r->enc, r->first_ratio, r->last_ratio, r->q_sum / r->n,
 		       r->q_max, r->raw / 1e6 / r->t_enc, r->raw / 1e6 / r->t_dec,
 		       r->accepted == r->n ? "" : "  (some steps over eps)");
+	}
+	printf("\nencode time by stage (prepare: widen, check, sketch; search; quantize with\n"
+	       "verification; record: delta, rearrangement, RLE, entropy):\n");
+	for (j = 0; j < NMETHODS; j++) {
+		const result_t *r = &res[j];
+		double t = r->t_prep + r->t_search + r->t_quant + r->t_code;
+		if (r->n == 0 || methods[j].kind)
+			continue;
+		printf("  %-20s prepare %4.0f%%  search %4.0f%%  quantize %4.0f%%  record %4.0f%%  (record "
+		       "stage alone %.0f MB/s)\n",
+		       methods[j].name, 100 * r->t_prep / t, 100 * r->t_search / t, 100 * r->t_quant / t,
+		       100 * r->t_code / t, r->raw / 1e6 / r->t_code);
 	}
 	if (res[0].n && res[NMETHODS - 2].n)
 		printf("\nrckpt encodes at %.2fx the speed of zstd -1 on the same bytes\n",

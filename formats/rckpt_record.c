@@ -129,12 +129,16 @@ static int seg_check(const rckpt_seg_t *s)
 	if (s->encoding != RCKPT_SEG_QUANTIZED || !centroids_ok(s->centroids, s->nbins) ||
 	    s->nprot > s->n || (s->n && !s->idx) || (s->nprot && !s->prot))
 		return -EINVAL;
-	for (i = 0; i < s->n; i++) {
-		if (s->idx[i] > s->nbins + 1)
-			return -EINVAL;
-		np += s->idx[i] == s->nbins + 1;
+	{
+		/* branch-free, so that it vectorizes */
+		const uint8_t prot = (uint8_t)(s->nbins + 1);
+		unsigned bad = 0;
+		for (i = 0; i < s->n; i++) {
+			bad |= (unsigned)(s->idx[i] > prot);
+			np += s->idx[i] == prot;
+		}
+		return !bad && np == s->nprot ? 0 : -EINVAL;
 	}
-	return np == s->nprot ? 0 : -EINVAL;
 }
 
 static int seg_encode(rckpt_buf_t *out, const rckpt_seg_t *s, const rckpt_seg_t *ps,

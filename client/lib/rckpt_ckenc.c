@@ -366,20 +366,12 @@ static int quantize_all(rckpt_ckenc_t *e, const rckpt_st_t *params, rckpt_tensor
 			const rckpt_seg_t *warm = e->steps && e->prev.seg[i].encoding == RCKPT_SEG_QUANTIZED
 							  ? &e->prev.seg[i]
 							  : NULL;
-			float *r = malloc(4 * (size_t)(t->n ? t->n : 1));
 			rckpt_qparams_t q;
-			uint64_t k;
-			rc = r ? rckpt_codec_qparams(&q, p, c, e->o.quantizer, warm) : -ENOMEM;
+			rc = rckpt_codec_qparams(&q, p, c, e->o.quantizer, warm);
 			if (rc == 0)
 				rc = rckpt_codec_make_segment(&rec->seg[i], p, &q);
 			if (rc == 0)
-				rc = rckpt_codec_decode_f32(r, &rec->seg[i]);
-			for (k = 0; rc == 0 && k < p->n; k++) {
-				double gg = p->g ? (double)p->g[k] * p->g[k] : 1.0, d = (double)p->w[k] - r[k];
-				num += gg * d * d;
-				den += gg * (double)p->w[k] * p->w[k];
-			}
-			free(r);
+				rc = rckpt_codec_seg_error(&rec->seg[i], p->w, p->g, &num, &den);
 			pi++;
 		} else {
 			rc = rckpt_codec_lossless_segment(&rec->seg[i], t->data, t->dtype, t->n);

@@ -139,9 +139,8 @@ void rckpt_narrow_from_f32(void *dst, const float *src, unsigned dtype, uint64_t
 
 void rckpt_codec_prep_free(rckpt_tensor_prep_t *p)
 {
-	free(p->w);
+	free(p->wide);
 	rckpt_sketch_free(&p->value);
-	rckpt_sketch_free(&p->mag);
 	rckpt_sketch_free(&p->sens);
 	memset(p, 0, sizeof(*p));
 }
@@ -159,24 +158,41 @@ int rckpt_codec_prepare(rckpt_tensor_prep_t *p, uint64_t *bad_index, const void 
 	p->kind = kind;
 	p->dtype = dtype;
 	p->g = grads;
-	p->w = malloc(n ? (size_t)n * 4 : 1);
-	if (p->w == NULL)
-		return -ENOMEM;
-	rckpt_widen_to_f32(p->w, data, dtype, n);
-	for (i = 0; i < n; i++)
-		if (!isfinite(p->w[i]) || (grads && !isfinite(grads[i]))) {
+	if (dtype == RCKPT_DT_F32 && ((uintptr_t)data & 3) == 0) {
+		p->w = data;
+	} else {
+		p->wide = malloc(n ? (size_t)n * 4 : 1);
+		if (p->wide == NULL)
+			return -ENOMEM;
+		rckpt_widen_to_f32(p->wide, data, dtype, n);
+		p->w = p->wide;
+	}
+	{
+		/* Branch-free (it vectorizes); find the index only when needed.
+		 * Non-finite floats are those whose exponent bits are all ones. */
+		uint32_t bad = 0;
+		for (i = 0; i < n; i++) {
+			uint32_t u, v = 0;
+			memcpy(&u, &p->w[i], 4);
+			if (grads)
+				memcpy(&v, &grads[i], 4);
+			bad |= ((u & 0x7f800000u) == 0x7f800000u) | ((v & 0x7f800000u) == 0x7f800000u);
+		}
+		if (bad) {
+			for (i = 0; i < n; i++)
+				if (!isfinite(p->w[i]) || (grads && !isfinite(grads[i])))
+					break;
 			*bad_index = i;
 			rckpt_codec_prep_free(p);
 			return -EDOM;
 		}
+	}
 	if ((rc = rckpt_sketch_init(&p->value, SKETCH_MBITS)) ||
-	    (rc = rckpt_sketch_init(&p->mag, SKETCH_MBITS)) ||
 	    (grads && (rc = rckpt_sketch_init(&p->sens, SKETCH_MBITS)))) {
 		rckpt_codec_prep_free(p);
 		return rc;
 	}
 	rckpt_sketch_add(&p->value, p->w, (size_t)n);
-	rckpt_sketch_add_abs(&p->mag, p->w, (size_t)n);
 	if (grads)
 		rckpt_sketch_add_abs_prod(&p->sens, p->w, grads, (size_t)n);
 	return 0;
@@ -220,15 +236,17 @@ int rckpt_codec_qparams(rckpt_qparams_t *q, const rckpt_tensor_prep_t *p, const 
 	q->protect_mag = q->protect_sens = INFINITY;
 	if (c->protect_frac > 0) {
 		float lo;
-		rckpt_sketch_quantile_bounds(&p->mag, 1.0 - c->protect_frac, &lo, &q->protect_mag);
+		rckpt_sketch_abs_quantile_bounds(&p->value, 1.0 - c->protect_frac, &lo, &q->protect_mag);
 		if (p->g && c->protect_by_sensitivity)
 			rckpt_sketch_quantile_bounds(&p->sens, 1.0 - c->protect_frac, &lo, &q->protect_sens);
 	}
 	q->prune_by_sensitivity = p->g && c->prune_metric == RCKPT_PRUNE_SENSITIVITY;
 	if (prune_frac > 0) {
 		float hi;
-		rckpt_sketch_quantile_bounds(q->prune_by_sensitivity ? &p->sens : &p->mag, prune_frac,
-					     &q->prune_below, &hi);
+		if (q->prune_by_sensitivity)
+			rckpt_sketch_quantile_bounds(&p->sens, prune_frac, &q->prune_below, &hi);
+		else
+			rckpt_sketch_abs_quantile_bounds(&p->value, prune_frac, &q->prune_below, &hi);
 		if (q->prune_below < 0.0f)
 			q->prune_below = 0.0f;
 	}
@@ -356,6 +374,47 @@ int rckpt_codec_decode_f32(float *out, const rckpt_seg_t *seg)
 	q.nbins = seg->nbins;
 	memcpy(q.centroids, seg->centroids, sizeof(float) * seg->nbins);
 	return rckpt_dequantize(out, seg->idx, (size_t)seg->n, &q, seg->prot, (size_t)seg->nprot);
+}
+
+int rckpt_codec_seg_error(const rckpt_seg_t *seg, const float *w, const float *g, double *num,
+			  double *den)
+{
+	float lv[RCKPT_MAX_BINS + 2];
+	rckpt_qparams_t q;
+	unsigned j, pl, protl;
+	uint64_t i, k = 0;
+	double a = 0, b = 0;
+
+	if (seg->encoding != RCKPT_SEG_QUANTIZED)
+		return 0; /* lossless: no error */
+	memset(&q, 0, sizeof(q));
+	q.nbins = seg->nbins;
+	memcpy(q.centroids, seg->centroids, sizeof(float) * seg->nbins);
+	pl = rckpt_q_pruned_level(&q);
+	protl = seg->nbins + 1;
+	for (j = 0; j < seg->nbins; j++)
+		lv[j + (j >= pl)] = seg->centroids[j];
+	lv[pl] = 0.0f;
+	lv[protl] = 0.0f;
+	for (i = 0; i < seg->n; i++) {
+		unsigned v = seg->idx[i];
+		double gg = g ? (double)g[i] * g[i] : 1.0, r, d;
+		if (v > protl)
+			return -EBADMSG;
+		if (v == protl) {
+			if (k >= seg->nprot)
+				return -EBADMSG;
+			r = rckpt_bf16_to_f32(seg->prot[k++]);
+		} else {
+			r = lv[v];
+		}
+		d = (double)w[i] - r;
+		a += gg * d * d;
+		b += gg * (double)w[i] * w[i];
+	}
+	*num += a;
+	*den += b;
+	return 0;
 }
 
 double rckpt_codec_rel_error(const float *w, const float *r, const float *g, uint64_t n)

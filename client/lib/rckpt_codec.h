@@ -64,17 +64,20 @@ enum rckpt_quantizer {
 /* A tensor made ready for any number of configurations: fp32 values, the
  * gradient EMA, and the three sketches every configuration reads. */
 typedef struct rckpt_tensor_prep {
-	float *w;          /* n values, fp32 (owned) */
+	const float *w;    /* n values, fp32: the caller's (fp32, aligned) or wide */
+	float *wide;       /* owned fp32 copy for fp16/bf16 input, else NULL */
 	const float *g;    /* n gradient-EMA values, or NULL (borrowed) */
 	uint64_t n;
 	unsigned kind;     /* enum rckpt_layer_kind */
 	unsigned dtype;    /* the tensor's own dtype */
-	rckpt_sketch_t value, mag, sens;
+	rckpt_sketch_t value; /* signed values; magnitudes come from it too */
+	rckpt_sketch_t sens;  /* |w g|, when g */
 } rckpt_tensor_prep_t;
 
-/* Widens data (dtype, n elements) to fp32 and sketches it. grads (fp32,
- * may be NULL) is borrowed for the prep's lifetime. 0, -EDOM (NaN or Inf
- * in values or grads; *bad_index set), -EINVAL, -ENOMEM. */
+/* Widens data (dtype, n elements) to fp32 (fp32 data, 4-byte aligned, is
+ * used in place) and sketches it. data and grads (fp32, may be NULL) are
+ * borrowed for the prep's lifetime. 0, -EDOM (NaN or Inf in values or
+ * grads; *bad_index set), -EINVAL, -ENOMEM. */
 int rckpt_codec_prepare(rckpt_tensor_prep_t *p, uint64_t *bad_index, const void *data,
 			unsigned dtype, uint64_t n, const float *grads, unsigned kind);
 void rckpt_codec_prep_free(rckpt_tensor_prep_t *p);
@@ -102,6 +105,12 @@ int rckpt_codec_encode_tensor(rckpt_seg_t *seg, uint64_t *bad_index, const void 
 /* Writes the segment's values, dequantized, as fp32 into out[0..seg->n).
  * 0 or -EBADMSG. */
 int rckpt_codec_decode_f32(float *out, const rckpt_seg_t *seg);
+
+/* The loss terms of a segment against the values it encodes, without
+ * materializing the reconstruction: *num += sum g^2 (w - r)^2, *den +=
+ * sum g^2 w^2 (g NULL: weights 1). 0 or -EBADMSG. */
+int rckpt_codec_seg_error(const rckpt_seg_t *seg, const float *w, const float *g, double *num,
+			  double *den);
 
 /* The default quality loss of a reconstruction: sum g^2 (w - r)^2 /
  * sum g^2 w^2, or with g NULL, sum (w - r)^2 / sum w^2; 0 for an all-zero

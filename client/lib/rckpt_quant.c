@@ -77,18 +77,20 @@ void rckpt_quantize(uint8_t *idx, uint16_t *prot, size_t *nprot, const float *w,
 			for (i = 0; i < m; i++)
 				bin[i] = (uint8_t)(bin[i] + (x[i] >= t));
 		}
+		/* Branch-free: masks select the level; a protected value is
+		 * always written at prot[np] and np advances only when it is
+		 * protected (prot has room for n). */
 		for (i = 0; i < m; i++) {
-			float a = fabsf(x[i]);
-			float s = g ? fabsf(x[i] * g[base + i]) : 0.0f;
-			float metric = q->prune_by_sensitivity && g ? s : a;
-			uint8_t v = (uint8_t)(bin[i] + (bin[i] >= pl));
-			if (a >= q->protect_mag || (g && s >= q->protect_sens)) {
-				v = (uint8_t)protl;
-				prot[np++] = rckpt_f32_to_bf16(x[i]);
-			} else if (metric < q->prune_below) {
-				v = (uint8_t)pl;
-			}
-			idx[base + i] = v;
+			const float a = fabsf(x[i]);
+			const float s = g ? fabsf(x[i] * g[base + i]) : 0.0f;
+			const float metric = q->prune_by_sensitivity && g ? s : a;
+			const unsigned is_prot = (a >= q->protect_mag) | (g != NULL && s >= q->protect_sens);
+			const unsigned is_pruned = !is_prot & (metric < q->prune_below);
+			unsigned v = bin[i] + (bin[i] >= pl);
+			v = is_prot ? protl : is_pruned ? pl : v;
+			idx[base + i] = (uint8_t)v;
+			prot[np] = rckpt_f32_to_bf16(x[i]);
+			np += is_prot;
 		}
 	}
 	*nprot = np;

@@ -206,6 +206,34 @@ void rckpt_sketch_quantile_bounds(const rckpt_sketch_t *s, double q, float *lo, 
 	}
 }
 
+void rckpt_sketch_abs_quantile_bounds(const rckpt_sketch_t *s, double q, float *lo, float *hi)
+{
+	uint32_t k0 = first_key(s->mbits);
+	uint64_t rank, seen = s->zero;
+	size_t k;
+
+	if (s->total == 0) {
+		*lo = *hi = 0.0f;
+		return;
+	}
+	q = q < 0 ? 0 : q > 1 ? 1 : q;
+	rank = (uint64_t)(q * (double)(s->total - 1));
+	if (seen > rank) {
+		*lo = -FLT_MIN;
+		*hi = FLT_MIN;
+		return;
+	}
+	for (k = 0; k < s->nkeys; k++) {
+		seen += s->pos[k] + s->neg[k];
+		if (seen > rank)
+			break;
+	}
+	if (k == s->nkeys)
+		k = s->nkeys - 1;
+	*lo = u2f(((uint32_t)k + k0) << (23 - s->mbits));
+	*hi = u2f(((uint32_t)k + k0 + 1) << (23 - s->mbits));
+}
+
 float rckpt_sketch_quantile(const rckpt_sketch_t *s, double q)
 {
 	int side;

@@ -58,6 +58,11 @@ float rckpt_sketch_quantile(const rckpt_sketch_t *s, double q);
  * is +inf for the topmost bucket. An empty sketch gives [0, 0). */
 void rckpt_sketch_quantile_bounds(const rckpt_sketch_t *s, double q, float *lo, float *hi);
 
+/* The same for the magnitudes |x| of a sketch of signed values: its
+ * positive and negative buckets together, which are the buckets |x| would
+ * have had (a bucket is keyed by magnitude). Saves sketching |x| apart. */
+void rckpt_sketch_abs_quantile_bounds(const rckpt_sketch_t *s, double q, float *lo, float *hi);
+
 /* Bucket key of a magnitude and the representative (midpoint) of a key. */
 uint32_t rckpt_sketch_key(const rckpt_sketch_t *s, float magnitude);
 float rckpt_sketch_value(const rckpt_sketch_t *s, uint32_t key);
