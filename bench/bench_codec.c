@@ -195,8 +195,8 @@ static int run_ckenc(const method_t *m, ckpt_t *c, unsigned n, double eps, resul
 {
 	rckpt_ckenc_opts_t o;
 	rckpt_ckenc_t *e;
-	rckpt_buf_t *rec = calloc(n, sizeof(rckpt_buf_t));
-	rckpt_record_t prev;
+	rckpt_ckenc_out_t *rec = calloc(n, sizeof(rckpt_ckenc_out_t));
+	rckpt_ckdec_t dec;
 	char msg[256], cfg[160];
 	unsigned i;
 	int rc;
@@ -243,32 +243,41 @@ static int run_ckenc(const method_t *m, ckpt_t *c, unsigned n, double eps, resul
 	}
 	rckpt_ckenc_destroy(e);
 
-	/* Decode: fold each chain, dequantize every tensor to fp32. */
-	memset(&prev, 0, sizeof(prev));
+	/* Decode: fold each chunk's chain (digests checked), dequantize every
+	 * tensor to fp32. */
+	memset(&dec, 0, sizeof(dec));
 	for (i = 0; i < n; i++) {
-		rckpt_record_t dec;
-		unsigned kind;
-		uint64_t step, parent;
+		const uint8_t **recs = malloc(sizeof(*recs) * (rec[i].nchunks + 1));
+		size_t *lens = malloc(sizeof(*lens) * (rec[i].nchunks + 1));
 		double t0 = now_s();
-		uint32_t s;
-		rckpt_record_peek(&kind, &step, &parent, rec[i].p, rec[i].len);
-		rc = rckpt_record_decode(&dec, rec[i].p, rec[i].len, kind == RCKPT_REC_DELTA ? &prev : NULL, NULL);
-		for (s = 0; rc == 0 && s < dec.nseg; s++) {
-			float *out = malloc(4 * (size_t)(dec.seg[s].n ? dec.seg[s].n : 1));
-			rc = out ? rckpt_codec_decode_f32(out, &dec.seg[s]) : -ENOMEM;
+		uint32_t k;
+		for (k = 0; k < rec[i].nchunks; k++) {
+			recs[k] = rec[i].records[k].p;
+			lens[k] = rec[i].records[k].len;
+		}
+		rc = rckpt_ckdec_step(&dec, rec[i].manifest.p, rec[i].manifest.len, recs, lens);
+		for (k = 0; rc == 0 && k < dec.mf.ntensors; k++) {
+			const rckpt_mf_tensor_t *t = &dec.mf.t[k];
+			uint64_t elems = 1;
+			unsigned dd;
+			float *out;
+			for (dd = 0; dd < t->ndim; dd++)
+				elems *= t->shape[dd];
+			out = malloc(4 * (size_t)(elems ? elems : 1));
+			rc = out ? rckpt_ckdec_tensor_f32(&dec, k, out) : -ENOMEM;
 			free(out);
 		}
 		r->t_dec += now_s() - t0;
+		free(recs);
+		free(lens);
 		if (rc) {
 			fprintf(stderr, "bench_codec: %s: decoding %s failed: %s\n", m->name, c[i].path,
 				strerror(-rc));
 			return rc;
 		}
-		rckpt_record_free(&prev);
-		prev = dec;
-		rckpt_buf_free(&rec[i]);
+		rckpt_ckenc_out_free(&rec[i]);
 	}
-	rckpt_record_free(&prev);
+	rckpt_ckdec_free(&dec);
 	free(rec);
 	return 0;
 }

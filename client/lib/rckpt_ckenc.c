@@ -39,6 +39,14 @@ struct rckpt_ckenc {
 		size_t n;
 	} *psmp; /* the last step's samples, per prepared tensor */
 	unsigned npsmp;
+	/* the chunk layout, fixed at the first step */
+	uint32_t nchunks;
+	struct piece {
+		uint32_t tensor;
+		uint64_t first, n;
+	} **pieces;          /* pieces[c][0..npieces[c]) */
+	uint32_t *npieces;
+	rckpt_record_t *prev_chunks; /* the last step's chunk records */
 };
 
 void rckpt_ckenc_opts_default(rckpt_ckenc_opts_t *o)
@@ -54,6 +62,17 @@ void rckpt_ckenc_opts_default(rckpt_ckenc_opts_t *o)
 	o->is.zstd_level = 1;
 	o->base_every = 0;
 	o->sample_max = 1u << 14;
+	o->chunk_params = (uint64_t)1 << 22;
+}
+
+void rckpt_ckenc_out_free(rckpt_ckenc_out_t *o)
+{
+	uint32_t i;
+	rckpt_buf_free(&o->manifest);
+	for (i = 0; o->records && i < o->nchunks; i++)
+		rckpt_buf_free(&o->records[i]);
+	free(o->records);
+	memset(o, 0, sizeof(*o));
 }
 
 void rckpt_qconfig_format(char *out, size_t cap, const rckpt_qconfig_t *c)
@@ -69,7 +88,7 @@ int rckpt_ckenc_create(rckpt_ckenc_t **out, const rckpt_ckenc_opts_t *o)
 
 	*out = NULL;
 	if (o->eps < 0 || o->quantizer > RCKPT_QUANTIZER_UNIFORM || o->mode > RCKPT_CKENC_BITWIDTH ||
-	    o->sample_max == 0)
+	    o->sample_max == 0 || o->chunk_params == 0 || o->chunk_params > ((uint64_t)1 << 31))
 		return -EINVAL;
 	e = calloc(1, sizeof(*e));
 	if (e == NULL)
@@ -101,10 +120,28 @@ static void free_prev_samples(rckpt_ckenc_t *e)
 	e->npsmp = 0;
 }
 
+static void free_layout(rckpt_ckenc_t *e)
+{
+	uint32_t c;
+	for (c = 0; c < e->nchunks; c++) {
+		free(e->pieces ? e->pieces[c] : NULL);
+		if (e->prev_chunks)
+			rckpt_record_free(&e->prev_chunks[c]);
+	}
+	free(e->pieces);
+	free(e->npieces);
+	free(e->prev_chunks);
+	e->pieces = NULL;
+	e->npieces = NULL;
+	e->prev_chunks = NULL;
+	e->nchunks = 0;
+}
+
 void rckpt_ckenc_destroy(rckpt_ckenc_t *e)
 {
 	if (e == NULL)
 		return;
+	free_layout(e);
 	free_prev_samples(e);
 	rckpt_record_free(&e->prev);
 	free_names(e);
@@ -382,7 +419,201 @@ static int quantize_all(rckpt_ckenc_t *e, const rckpt_st_t *params, rckpt_tensor
 	return rc;
 }
 
-int rckpt_ckenc_step(rckpt_ckenc_t *e, rckpt_buf_t *out, rckpt_ckenc_stats_t *st,
+/* Lays the tensors out per kind (embedding, conv, linear, other,
+ * norm/bias), in name order, and cuts each kind's space into chunks. */
+static int build_layout(rckpt_ckenc_t *e, const rckpt_st_t *params)
+{
+	static const unsigned order[RCKPT_LK_COUNT] = { RCKPT_LK_EMBEDDING, RCKPT_LK_CONV, RCKPT_LK_LINEAR,
+							 RCKPT_LK_OTHER, RCKPT_LK_NORM_BIAS };
+	const uint64_t cap = e->o.chunk_params;
+	uint32_t c;
+	unsigned k, i;
+
+	free_layout(e);
+	for (k = 0; k < RCKPT_LK_COUNT; k++) {
+		int open = 0; /* a chunk of this kind with room */
+		uint64_t fill = 0;
+		for (i = 0; i < params->ntensors; i++) {
+			const rckpt_st_tensor_t *t = &params->t[i];
+			uint64_t first = 0;
+			if (rckpt_layer_kind(t->name, t->ndim, t->shape) != order[k])
+				continue;
+			do {
+				uint64_t take;
+				struct piece *pc;
+				if (!open || (fill == cap && t->n > first)) {
+					void *a = realloc(e->pieces, sizeof(*e->pieces) * (e->nchunks + 1));
+					void *b = a ? realloc(e->npieces, sizeof(*e->npieces) * (e->nchunks + 1)) : NULL;
+					if (a)
+						e->pieces = a;
+					if (b)
+						e->npieces = b;
+					if (!a || !b)
+						return -ENOMEM;
+					e->pieces[e->nchunks] = NULL;
+					e->npieces[e->nchunks] = 0;
+					e->nchunks++;
+					open = 1;
+					fill = 0;
+				}
+				c = e->nchunks - 1;
+				take = t->n - first < cap - fill ? t->n - first : cap - fill;
+				pc = realloc(e->pieces[c], sizeof(*pc) * (e->npieces[c] + 1));
+				if (pc == NULL)
+					return -ENOMEM;
+				e->pieces[c] = pc;
+				pc[e->npieces[c]++] = (struct piece){ i, first, take };
+				first += take;
+				fill += take;
+			} while (first < t->n);
+		}
+	}
+	e->prev_chunks = calloc(e->nchunks ? e->nchunks : 1, sizeof(*e->prev_chunks));
+	return e->prev_chunks ? 0 : -ENOMEM;
+}
+
+/* A slice [first, first + n) of a whole-tensor segment. */
+static int seg_slice(rckpt_seg_t *out, const rckpt_seg_t *in, uint64_t first, uint64_t n)
+{
+	size_t dsz = rckpt_dtype_size(in->dtype);
+	*out = *in;
+	out->first = first;
+	out->n = n;
+	out->idx = NULL;
+	out->prot = NULL;
+	out->raw = NULL;
+	if (in->encoding == RCKPT_SEG_LOSSLESS) {
+		out->raw = malloc(n ? (size_t)n * dsz : 1);
+		if (out->raw == NULL)
+			return -ENOMEM;
+		memcpy(out->raw, in->raw + first * dsz, (size_t)n * dsz);
+		return 0;
+	}
+	{
+		const uint8_t protl = (uint8_t)(in->nbins + 1);
+		uint64_t before = 0, k;
+		for (k = 0; k < first; k++)
+			before += in->idx[k] == protl;
+		out->nprot = 0;
+		for (k = first; k < first + n; k++)
+			out->nprot += in->idx[k] == protl;
+		out->idx = malloc(n ? (size_t)n : 1);
+		out->prot = malloc(out->nprot ? 2 * (size_t)out->nprot : 1);
+		if (!out->idx || !out->prot) {
+			free(out->idx);
+			free(out->prot);
+			out->idx = NULL;
+			out->prot = NULL;
+			return -ENOMEM;
+		}
+		memcpy(out->idx, in->idx + first, (size_t)n);
+		memcpy(out->prot, in->prot + before, 2 * (size_t)out->nprot);
+	}
+	return 0;
+}
+
+/* The step's chunk records and manifest, from its whole-tensor segments. */
+static int emit(rckpt_ckenc_t *e, rckpt_ckenc_out_t *out, rckpt_ckenc_stats_t *st,
+		const rckpt_st_t *params, const rckpt_record_t *whole, uint64_t step)
+{
+	rckpt_manifest_t mf;
+	rckpt_record_t *chunks;
+	uint32_t c, i, k;
+	int rc = 0;
+
+	memset(&mf, 0, sizeof(mf));
+	chunks = calloc(e->nchunks ? e->nchunks : 1, sizeof(*chunks));
+	out->records = calloc(e->nchunks ? e->nchunks : 1, sizeof(*out->records));
+	mf.t = calloc(params->ntensors ? params->ntensors : 1, sizeof(*mf.t));
+	mf.chunk = calloc(e->nchunks ? e->nchunks : 1, sizeof(*mf.chunk));
+	if (!chunks || !out->records || !mf.t || !mf.chunk) {
+		rc = -ENOMEM;
+		goto done;
+	}
+	out->nchunks = e->nchunks;
+	mf.step = step;
+	mf.parent = st->is_base ? RCKPT_NO_PARENT : e->prev.step;
+	mf.chunk_params = e->o.chunk_params;
+	mf.ntensors = params->ntensors;
+	mf.nchunks = e->nchunks;
+	for (i = 0; i < params->ntensors; i++) {
+		const rckpt_st_tensor_t *t = &params->t[i];
+		mf.t[i].name = (char *)t->name; /* borrowed; not freed below */
+		mf.t[i].dtype = (uint8_t)t->dtype;
+		mf.t[i].kind = (uint8_t)rckpt_layer_kind(t->name, t->ndim, t->shape);
+		mf.t[i].encoding = whole->seg[i].encoding;
+		mf.t[i].ndim = t->ndim;
+		memcpy(mf.t[i].shape, t->shape, sizeof(t->shape));
+	}
+	for (c = 0; c < e->nchunks && rc == 0; c++) {
+		rckpt_record_t *r = &chunks[c];
+		r->kind = st->is_base ? RCKPT_REC_BASE : RCKPT_REC_DELTA;
+		r->step = step;
+		r->parent = mf.parent;
+		r->nseg = e->npieces[c];
+		r->seg = calloc(r->nseg ? r->nseg : 1, sizeof(rckpt_seg_t));
+		if (r->seg == NULL) {
+			rc = -ENOMEM;
+			break;
+		}
+		for (k = 0; k < r->nseg && rc == 0; k++) {
+			const struct piece *pc = &e->pieces[c][k];
+			rckpt_mf_tensor_t *mt = &mf.t[pc->tensor];
+			rckpt_mf_seg_t *ms = realloc(mt->seg, sizeof(*ms) * (mt->nseg + 1));
+			if (ms == NULL) {
+				rc = -ENOMEM;
+				break;
+			}
+			mt->seg = ms;
+			ms[mt->nseg++] = (rckpt_mf_seg_t){ c, k, pc->n };
+			rc = seg_slice(&r->seg[k], &whole->seg[pc->tensor], pc->first, pc->n);
+			mf.chunk[c].elements += (uint32_t)pc->n;
+		}
+		mf.chunk[c].nseg = r->nseg;
+		if (rc == 0)
+			rc = rckpt_record_encode(&out->records[c], r, st->is_base ? NULL : &e->prev_chunks[c],
+						 &e->o.is);
+		if (rc == 0)
+			rc = rckpt_record_digest(mf.chunk[c].sha256, r);
+		mf.chunk[c].record_bytes = out->records[c].len;
+		mf.enc_bytes += out->records[c].len;
+	}
+	if (rc)
+		goto done;
+	mf.raw_bytes = st->raw_bytes;
+	mf.quality = st->quality;
+	mf.cfg.bins = (uint8_t)st->config.bins;
+	mf.cfg.emb_bins = (uint8_t)st->config.emb_bins;
+	mf.cfg.metric = (uint8_t)st->config.prune_metric;
+	mf.cfg.flags = (uint8_t)(st->config.protect_by_sensitivity ? 1 : 0);
+	for (k = 0; k < RCKPT_MF_KINDS; k++)
+		mf.cfg.prune[k] = st->config.prune_frac[k];
+	mf.cfg.protect = st->config.protect_frac;
+	mf.cfg.lambda = st->config.lambda;
+	rc = rckpt_manifest_encode(&out->manifest, &mf);
+	if (rc)
+		goto done;
+	st->enc_bytes = mf.enc_bytes + out->manifest.len;
+	/* these chunk records are the next step's parents */
+	for (c = 0; c < e->nchunks; c++) {
+		rckpt_record_free(&e->prev_chunks[c]);
+		e->prev_chunks[c] = chunks[c];
+		memset(&chunks[c], 0, sizeof(chunks[c]));
+	}
+done:
+	for (c = 0; chunks && c < e->nchunks; c++)
+		rckpt_record_free(&chunks[c]);
+	free(chunks);
+	for (i = 0; mf.t && i < params->ntensors; i++)
+		free(mf.t[i].seg);
+	free(mf.t);
+	free(mf.chunk);
+	if (rc)
+		rckpt_ckenc_out_free(out);
+	return rc;
+}
+
+int rckpt_ckenc_step(rckpt_ckenc_t *e, rckpt_ckenc_out_t *out, rckpt_ckenc_stats_t *st,
 		     const rckpt_st_t *params, const rckpt_st_t *grads, uint64_t step, char *msg,
 		     size_t msglen)
 {
@@ -394,7 +625,6 @@ int rckpt_ckenc_step(rckpt_ckenc_t *e, rckpt_buf_t *out, rckpt_ckenc_stats_t *st
 	cpoint_t best = { NB - 1, NE - 1, NP - 1, 0, NQ - 1 };
 	int rc, found = 0, have_emb = 0, have_g = 0;
 	double t0;
-	size_t start = out->len;
 
 	memset(st, 0, sizeof(*st));
 	memset(&rec, 0, sizeof(rec));
@@ -529,16 +759,15 @@ int rckpt_ckenc_step(rckpt_ckenc_t *e, rckpt_buf_t *out, rckpt_ckenc_stats_t *st
 	st->accepted = st->quality <= o->eps;
 	st->t_quantize = now_s() - t0;
 
-	/* Encode: a base, or a delta against the last step. */
+	/* Cut into chunks: a record each (base, or delta against the chunk's
+	 * last record) and the manifest. */
 	t0 = now_s();
-	st->is_base = e->steps == 0 || (o->base_every && e->steps % o->base_every == 0);
-	rec.kind = st->is_base ? RCKPT_REC_BASE : RCKPT_REC_DELTA;
-	rec.step = step;
-	rec.parent = st->is_base ? RCKPT_NO_PARENT : e->prev.step;
-	rc = rckpt_record_encode(out, &rec, st->is_base ? NULL : &e->prev, &o->is);
-	if (rc)
+	if (e->steps == 0 && (rc = build_layout(e, params)))
 		goto out;
-	st->enc_bytes = out->len - start;
+	st->is_base = e->steps == 0 || (o->base_every && e->steps % o->base_every == 0);
+	rec.step = step;
+	if ((rc = emit(e, out, st, params, &rec, step)))
+		goto out;
 	st->t_encode = now_s() - t0;
 	rckpt_record_free(&e->prev);
 	e->prev = rec;
@@ -566,7 +795,86 @@ out:
 	free(prep);
 	free(smp);
 	free(which);
-	if (rc)
-		out->len = start;
 	return rc;
+}
+
+/* ---- decoding steps ---- */
+
+void rckpt_ckdec_free(rckpt_ckdec_t *d)
+{
+	uint32_t c;
+	for (c = 0; d->chunk && c < d->mf.nchunks; c++)
+		rckpt_record_free(&d->chunk[c]);
+	free(d->chunk);
+	rckpt_manifest_free(&d->mf);
+	memset(d, 0, sizeof(*d));
+}
+
+int rckpt_ckdec_step(rckpt_ckdec_t *d, const uint8_t *manifest, size_t mlen,
+		     const uint8_t *const *records, const size_t *lens)
+{
+	rckpt_manifest_t mf;
+	rckpt_record_t *chunk;
+	uint32_t c;
+	int rc = rckpt_manifest_decode(&mf, manifest, mlen);
+
+	if (rc)
+		return rc;
+	if (mf.parent != RCKPT_NO_PARENT &&
+	    (d->chunk == NULL || d->mf.step != mf.parent || d->mf.nchunks != mf.nchunks)) {
+		rckpt_manifest_free(&mf);
+		return -ESTALE;
+	}
+	chunk = calloc(mf.nchunks ? mf.nchunks : 1, sizeof(*chunk));
+	if (chunk == NULL) {
+		rckpt_manifest_free(&mf);
+		return -ENOMEM;
+	}
+	for (c = 0; c < mf.nchunks && rc == 0; c++) {
+		uint8_t h[32];
+		rc = rckpt_record_decode(&chunk[c], records[c], lens[c],
+					 mf.parent == RCKPT_NO_PARENT ? NULL : &d->chunk[c], NULL);
+		if (rc == 0 && (chunk[c].step != mf.step || chunk[c].nseg != mf.chunk[c].nseg))
+			rc = -EBADMSG;
+		if (rc == 0)
+			rc = rckpt_record_digest(h, &chunk[c]);
+		if (rc == 0 && memcmp(h, mf.chunk[c].sha256, 32) != 0)
+			rc = RCKPT_FMT_ECHECKSUM;
+	}
+	if (rc) {
+		for (c = 0; c < mf.nchunks; c++)
+			rckpt_record_free(&chunk[c]);
+		free(chunk);
+		rckpt_manifest_free(&mf);
+		return rc;
+	}
+	rckpt_ckdec_free(d);
+	d->mf = mf;
+	d->chunk = chunk;
+	return 0;
+}
+
+int rckpt_ckdec_tensor_f32(const rckpt_ckdec_t *d, uint32_t t, float *out)
+{
+	const rckpt_mf_tensor_t *mt;
+	uint64_t off = 0;
+	uint32_t k;
+	int rc;
+
+	if (t >= d->mf.ntensors)
+		return -EINVAL;
+	mt = &d->mf.t[t];
+	for (k = 0; k < mt->nseg; k++) {
+		const rckpt_mf_seg_t *ms = &mt->seg[k];
+		const rckpt_seg_t *s;
+		if (ms->index >= d->chunk[ms->chunk].nseg)
+			return -EBADMSG;
+		s = &d->chunk[ms->chunk].seg[ms->index];
+		if (s->tensor != t || s->first != off || s->n != ms->n)
+			return -EBADMSG;
+		if ((rc = rckpt_codec_decode_f32(out + off, s)))
+			return rc;
+		off += s->n;
+	}
+	return 0;
 }

@@ -33,6 +33,7 @@
 #include <stdint.h>
 
 #include "rckpt_codec.h"
+#include "rckpt_manifest.h"
 #include "rckpt_record.h"
 #include "rckpt_safetensors.h"
 
@@ -59,14 +60,24 @@ typedef struct rckpt_ckenc_opts {
 	rckpt_istream_opts_t is;   /* index-stream stages and entropy coders */
 	unsigned base_every;       /* a base record every N steps; 0: first only */
 	unsigned sample_max;       /* elements sampled per tensor by the search */
+	uint64_t chunk_params;     /* elements per chunk, 1..2^31 (default 2^22) */
 } rckpt_ckenc_opts_t;
+
+/* One step's output: the manifest and a record per chunk. */
+typedef struct rckpt_ckenc_out {
+	rckpt_buf_t manifest;
+	uint32_t nchunks;
+	rckpt_buf_t *records;
+} rckpt_ckenc_out_t;
+
+void rckpt_ckenc_out_free(rckpt_ckenc_out_t *o);
 
 void rckpt_ckenc_opts_default(rckpt_ckenc_opts_t *o);
 
 typedef struct rckpt_ckenc_stats {
 	uint64_t step;
 	size_t raw_bytes;      /* the checkpoint's tensors as fp32 */
-	size_t enc_bytes;      /* the record */
+	size_t enc_bytes;      /* the records and the manifest */
 	double quality;        /* the chosen configuration's loss, on all data */
 	int accepted;          /* quality <= eps */
 	int is_base;
@@ -79,12 +90,32 @@ int rckpt_ckenc_create(rckpt_ckenc_t **out, const rckpt_ckenc_opts_t *o);
 void rckpt_ckenc_destroy(rckpt_ckenc_t *e);
 
 /* Encodes one step: params (and grads, tensors of the same names in fp32,
- * or NULL) into a record appended to out. Every step must have the same
- * tensors. 0, -EINVAL (tensors differ from the previous step's, grads of
- * another shape or dtype), -EDOM (NaN/Inf; msg names the tensor), -ENOMEM. */
-int rckpt_ckenc_step(rckpt_ckenc_t *e, rckpt_buf_t *out, rckpt_ckenc_stats_t *st,
+ * or NULL) into out (which must be empty; the caller frees it with
+ * rckpt_ckenc_out_free). Every step must have the same tensors. 0, -EINVAL
+ * (tensors differ from the previous step's, grads of another shape or
+ * dtype), -EDOM (NaN/Inf; msg names the tensor), -ENOMEM. */
+int rckpt_ckenc_step(rckpt_ckenc_t *e, rckpt_ckenc_out_t *out, rckpt_ckenc_stats_t *st,
 		     const rckpt_st_t *params, const rckpt_st_t *grads, uint64_t step, char *msg,
 		     size_t msglen);
+
+/* The decoding side: folds each chunk's chain step after step. */
+typedef struct rckpt_ckdec {
+	rckpt_manifest_t mf;   /* the last decoded step */
+	rckpt_record_t *chunk; /* its chunks, decoded (mf.nchunks) */
+} rckpt_ckdec_t;
+
+/* Decodes a step from its manifest and chunk records (records[i] for chunk
+ * i), on top of the last step this decoder decoded when it is a delta.
+ * Each chunk's SHA-256 is checked against the manifest. 0, -EBADMSG,
+ * -ESTALE (a delta of another step than the last), RCKPT_FMT_ECHECKSUM,
+ * RCKPT_FMT_EVERSION, -ENOMEM. On failure the decoder keeps its last step. */
+int rckpt_ckdec_step(rckpt_ckdec_t *d, const uint8_t *manifest, size_t mlen,
+		     const uint8_t *const *records, const size_t *lens);
+
+/* Tensor t of the decoded step as fp32, into out[0..its elements). */
+int rckpt_ckdec_tensor_f32(const rckpt_ckdec_t *d, uint32_t t, float *out);
+
+void rckpt_ckdec_free(rckpt_ckdec_t *d);
 
 /* Format a configuration as "bins=16 emb=32 prune=0.1 metric=mag protect=0.005". */
 void rckpt_qconfig_format(char *out, size_t cap, const rckpt_qconfig_t *c);

@@ -69,26 +69,40 @@ static int not_more_aggressive(const rckpt_qconfig_t *a, const rckpt_qconfig_t *
 	       b->prune_frac[RCKPT_LK_LINEAR] <= a->prune_frac[RCKPT_LK_LINEAR];
 }
 
-/* Loss of the decoded record against the checkpoint, as the encoder
- * defines it (gradient-weighted over the quantized tensors). */
-static double decoded_loss(const rckpt_record_t *dec, const rckpt_st_t *p, const rckpt_st_t *g)
+/* Decodes out into d and returns the step's loss, recomputed. */
+static double decode_step(rckpt_ckdec_t *d, const rckpt_ckenc_out_t *out, const rckpt_st_t *p,
+			  const rckpt_st_t *g)
 {
+	const uint8_t *recs[64];
+	size_t lens[64], total = out->manifest.len;
+	uint32_t c;
 	double num = 0, den = 0;
 	unsigned i;
-	for (i = 0; i < dec->nseg; i++) {
+
+	assert_true(out->nchunks <= 64);
+	for (c = 0; c < out->nchunks; c++) {
+		recs[c] = out->records[c].p;
+		lens[c] = out->records[c].len;
+		total += lens[c];
+	}
+	assert_int_equal(rckpt_ckdec_step(d, out->manifest.p, out->manifest.len, recs, lens), 0);
+	assert_int_equal(d->mf.ntensors, p->ntensors);
+	for (i = 0; i < p->ntensors; i++) {
 		const rckpt_st_tensor_t *t = &p->t[i], *gt = rckpt_st_find(g, t->name);
 		float *w = malloc(4 * (t->n + 1)), *r = malloc(4 * (t->n + 1));
 		uint64_t k;
-		if (dec->seg[i].encoding == RCKPT_SEG_QUANTIZED) {
-			rckpt_widen_to_f32(w, t->data, t->dtype, t->n);
-			assert_int_equal(rckpt_codec_decode_f32(r, &dec->seg[i]), 0);
+		assert_string_equal(d->mf.t[i].name, t->name);
+		rckpt_widen_to_f32(w, t->data, t->dtype, t->n);
+		assert_int_equal(rckpt_ckdec_tensor_f32(d, i, r), 0);
+		if (d->mf.t[i].encoding == RCKPT_SEG_LOSSLESS)
+			assert_memory_equal(w, r, 4 * t->n);
+		else
 			for (k = 0; k < t->n; k++) {
 				double gg = (double)((const float *)gt->data)[k];
 				gg *= gg;
 				num += gg * ((double)w[k] - r[k]) * ((double)w[k] - r[k]);
 				den += gg * (double)w[k] * w[k];
 			}
-		}
 		free(w);
 		free(r);
 	}
@@ -100,7 +114,7 @@ static void test_search_chain(void **state)
 	rckpt_ckenc_opts_t o;
 	rckpt_ckenc_t *e;
 	rckpt_qconfig_t lastc;
-	rckpt_record_t prev;
+	rckpt_ckdec_t d;
 	char msg[256];
 	int i;
 
@@ -108,30 +122,65 @@ static void test_search_chain(void **state)
 	NEED_DATA();
 	rckpt_ckenc_opts_default(&o);
 	o.eps = 0.01;
+	o.chunk_params = 50000; /* several chunks, tensors split across them */
 	assert_int_equal(rckpt_ckenc_create(&e, &o), 0);
-	memset(&prev, 0, sizeof(prev));
+	memset(&d, 0, sizeof(d));
 	for (i = 0; i < NSTEPS; i++) {
-		rckpt_buf_t b = RCKPT_BUF_INIT;
+		rckpt_ckenc_out_t out;
 		rckpt_ckenc_stats_t st;
-		rckpt_record_t dec;
-		assert_int_equal(rckpt_ckenc_step(e, &b, &st, &params[i], &grads[i], (uint64_t)(25 * (i + 1)),
+		size_t total;
+		uint32_t c;
+		memset(&out, 0, sizeof(out));
+		assert_int_equal(rckpt_ckenc_step(e, &out, &st, &params[i], &grads[i], (uint64_t)(25 * (i + 1)),
 						  msg, sizeof(msg)),
 				 0);
+		assert_true(out.nchunks >= 2);
+		total = out.manifest.len;
+		for (c = 0; c < out.nchunks; c++)
+			total += out.records[c].len;
+		assert_int_equal(st.enc_bytes, total);
 		assert_true(st.accepted);
 		assert_true(st.quality <= o.eps);
-		assert_int_equal(st.enc_bytes, b.len);
 		assert_int_equal(st.is_base, i == 0);
 		assert_true(st.configs_tried >= 1);
 		if (i)
 			assert_true(not_more_aggressive(&lastc, &st.config));
 		lastc = st.config;
-		assert_int_equal(rckpt_record_decode(&dec, b.p, b.len, i ? &prev : NULL, NULL), 0);
-		assert_float_equal(decoded_loss(&dec, &params[i], &grads[i]), st.quality, 1e-9);
-		rckpt_record_free(&prev);
-		prev = dec;
-		rckpt_buf_free(&b);
+		if (i == 0) { /* a flipped byte in a chunk or the manifest fails closed */
+			const uint8_t *recs[64];
+			size_t lens[64];
+			rckpt_ckdec_t d2;
+			memset(&d2, 0, sizeof(d2));
+			for (c = 0; c < out.nchunks; c++) {
+				recs[c] = out.records[c].p;
+				lens[c] = out.records[c].len;
+			}
+			out.records[1].p[out.records[1].len / 2] ^= 0x10;
+			assert_int_equal(rckpt_ckdec_step(&d2, out.manifest.p, out.manifest.len, recs, lens),
+					 RCKPT_FMT_ECHECKSUM);
+			out.records[1].p[out.records[1].len / 2] ^= 0x10;
+			out.manifest.p[out.manifest.len / 2] ^= 0x01;
+			assert_int_equal(rckpt_ckdec_step(&d2, out.manifest.p, out.manifest.len, recs, lens),
+					 RCKPT_FMT_ECHECKSUM);
+			out.manifest.p[out.manifest.len / 2] ^= 0x01;
+			assert_null(d2.chunk); /* nothing was kept */
+		}
+		if (i == NSTEPS - 1) { /* a delta needs the step it applies to */
+			const uint8_t *recs[64];
+			size_t lens[64];
+			rckpt_ckdec_t d2;
+			memset(&d2, 0, sizeof(d2));
+			for (c = 0; c < out.nchunks; c++) {
+				recs[c] = out.records[c].p;
+				lens[c] = out.records[c].len;
+			}
+			assert_int_equal(rckpt_ckdec_step(&d2, out.manifest.p, out.manifest.len, recs, lens),
+					 -ESTALE);
+		}
+		assert_float_equal(decode_step(&d, &out, &params[i], &grads[i]), st.quality, 1e-9);
+		rckpt_ckenc_out_free(&out);
 	}
-	rckpt_record_free(&prev);
+	rckpt_ckdec_free(&d);
 	rckpt_ckenc_destroy(e);
 }
 
@@ -151,9 +200,16 @@ static void test_deterministic(void **state)
 		assert_int_equal(rckpt_ckenc_create(&e, &o), 0);
 		for (i = 0; i < 3; i++) {
 			rckpt_ckenc_stats_t st;
-			assert_int_equal(rckpt_ckenc_step(e, &b[r], &st, &params[i], &grads[i], (uint64_t)i, msg,
+			rckpt_ckenc_out_t out;
+			uint32_t c;
+			memset(&out, 0, sizeof(out));
+			assert_int_equal(rckpt_ckenc_step(e, &out, &st, &params[i], &grads[i], (uint64_t)i, msg,
 							  sizeof(msg)),
 					 0);
+			rckpt_buf_append(&b[r], out.manifest.p, out.manifest.len);
+			for (c = 0; c < out.nchunks; c++)
+				rckpt_buf_append(&b[r], out.records[c].p, out.records[c].len);
+			rckpt_ckenc_out_free(&out);
 		}
 		rckpt_ckenc_destroy(e);
 	}
@@ -167,7 +223,7 @@ static void test_fixed_and_errors(void **state)
 {
 	rckpt_ckenc_opts_t o;
 	rckpt_ckenc_t *e;
-	rckpt_buf_t b = RCKPT_BUF_INIT;
+	rckpt_ckenc_out_t b;
 	rckpt_ckenc_stats_t st;
 	rckpt_st_t bad;
 	char msg[256];
@@ -179,7 +235,9 @@ static void test_fixed_and_errors(void **state)
 	o.mode = RCKPT_CKENC_FIXED;
 	o.fixed.bins = 12;
 	assert_int_equal(rckpt_ckenc_create(&e, &o), 0);
+	memset(&b, 0, sizeof(b));
 	assert_int_equal(rckpt_ckenc_step(e, &b, &st, &params[0], NULL, 1, msg, sizeof(msg)), 0);
+	rckpt_ckenc_out_free(&b);
 	assert_int_equal(st.config.bins, 12);
 	assert_int_equal(st.configs_tried, 0);
 	/* the next step must have the same tensors */
@@ -190,19 +248,18 @@ static void test_fixed_and_errors(void **state)
 	/* NaN in a quantized tensor: refused, naming it; nothing appended */
 	bad = params[1];
 	{
-		size_t len = b.len;
 		const rckpt_st_tensor_t *t = rckpt_st_find(&params[1], "fc1.weight");
 		w = (float *)(uintptr_t)t->data;
 		w[3] = NAN;
 		assert_int_equal(rckpt_ckenc_step(e, &b, &st, &bad, NULL, 2, msg, sizeof(msg)), -EDOM);
 		assert_non_null(strstr(msg, "fc1.weight"));
-		assert_int_equal(b.len, len);
+		assert_int_equal(b.nchunks, 0); /* nothing produced */
 		w[3] = 0.0f;
 	}
 	assert_int_equal(rckpt_ckenc_step(e, &b, &st, &params[1], NULL, 2, msg, sizeof(msg)), 0);
 	assert_int_equal(st.is_base, 0);
+	rckpt_ckenc_out_free(&b);
 	rckpt_ckenc_destroy(e);
-	rckpt_buf_free(&b);
 	o.eps = -1;
 	assert_int_equal(rckpt_ckenc_create(&e, &o), -EINVAL);
 }

@@ -1,0 +1,286 @@
+/*
+ * rckpt_manifest.c — manifest codec and chunk digest.
+ */
+#include "rckpt_manifest.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/evp.h>
+
+#include "rckpt_bytes.h"
+#include "rckpt_crc32c.h"
+
+static uint32_t f2u(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, 4);
+	return u;
+}
+
+static float u2f(uint32_t u)
+{
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+static uint64_t d2u(double d)
+{
+	uint64_t u;
+	memcpy(&u, &d, 8);
+	return u;
+}
+
+static double u2d(uint64_t u)
+{
+	double d;
+	memcpy(&d, &u, 8);
+	return d;
+}
+
+void rckpt_manifest_free(rckpt_manifest_t *m)
+{
+	uint32_t i;
+	for (i = 0; m->t && i < m->ntensors; i++) {
+		free(m->t[i].name);
+		free(m->t[i].seg);
+	}
+	free(m->t);
+	free(m->chunk);
+	memset(m, 0, sizeof(*m));
+}
+
+static void wr_config(rckpt_writer_t *w, const rckpt_mf_config_t *c)
+{
+	unsigned k;
+	rckpt_wr_u8(w, c->bins);
+	rckpt_wr_u8(w, c->emb_bins);
+	rckpt_wr_u8(w, c->metric);
+	rckpt_wr_u8(w, c->flags);
+	for (k = 0; k < RCKPT_MF_KINDS; k++)
+		rckpt_wr_u32(w, f2u(c->prune[k]));
+	rckpt_wr_u32(w, f2u(c->protect));
+	rckpt_wr_u32(w, f2u(c->lambda));
+}
+
+int rckpt_manifest_encode(rckpt_buf_t *out, const rckpt_manifest_t *m)
+{
+	size_t need = 40 + 32 + 24 + 4 + (size_t)m->nchunks * 48, start = out->len;
+	rckpt_writer_t w;
+	uint32_t i, k;
+	int rc;
+
+	if (m->ntensors > RCKPT_MF_MAX_TENSORS || m->nchunks > RCKPT_MF_MAX_CHUNKS)
+		return -EINVAL;
+	for (i = 0; i < m->ntensors; i++) {
+		size_t nl = strlen(m->t[i].name);
+		if (nl == 0 || nl > RCKPT_MF_MAX_NAME || m->t[i].ndim > RCKPT_MF_MAX_DIMS)
+			return -EINVAL;
+		need += 2 + nl + 4 + 8 * m->t[i].ndim + 4 + 16 * (size_t)m->t[i].nseg;
+	}
+	if ((rc = rckpt_buf_reserve(out, need)))
+		return rc;
+	w = rckpt_writer(out->p + start, need);
+	rckpt_wr_u32(&w, RCKPT_MANIFEST_MAGIC);
+	rckpt_wr_u8(&w, 1);
+	rckpt_wr_u8(&w, 1);
+	rckpt_wr_u16(&w, 0);
+	rckpt_wr_u64(&w, m->step);
+	rckpt_wr_u64(&w, m->parent);
+	rckpt_wr_u32(&w, m->ntensors);
+	rckpt_wr_u32(&w, m->nchunks);
+	rckpt_wr_u64(&w, m->chunk_params);
+	for (i = 0; i < m->ntensors; i++) {
+		const rckpt_mf_tensor_t *t = &m->t[i];
+		size_t nl = strlen(t->name);
+		rckpt_wr_u16(&w, (uint16_t)nl);
+		rckpt_wr_bytes(&w, t->name, nl);
+		rckpt_wr_u8(&w, t->dtype);
+		rckpt_wr_u8(&w, t->kind);
+		rckpt_wr_u8(&w, t->encoding);
+		rckpt_wr_u8(&w, (uint8_t)t->ndim);
+		for (k = 0; k < t->ndim; k++)
+			rckpt_wr_u64(&w, t->shape[k]);
+		rckpt_wr_u32(&w, t->nseg);
+		for (k = 0; k < t->nseg; k++) {
+			rckpt_wr_u32(&w, t->seg[k].chunk);
+			rckpt_wr_u32(&w, t->seg[k].index);
+			rckpt_wr_u64(&w, t->seg[k].n);
+		}
+	}
+	wr_config(&w, &m->cfg);
+	rckpt_wr_u64(&w, d2u(m->quality));
+	rckpt_wr_u64(&w, m->raw_bytes);
+	rckpt_wr_u64(&w, m->enc_bytes);
+	for (i = 0; i < m->nchunks; i++) {
+		rckpt_wr_u32(&w, m->chunk[i].elements);
+		rckpt_wr_u32(&w, m->chunk[i].nseg);
+		rckpt_wr_u64(&w, m->chunk[i].record_bytes);
+		rckpt_wr_bytes(&w, m->chunk[i].sha256, 32);
+	}
+	rckpt_wr_u32(&w, rckpt_crc32c(0, out->p + start, w.pos));
+	if (w.err)
+		return w.err;
+	out->len += w.pos;
+	return 0;
+}
+
+int rckpt_manifest_decode(rckpt_manifest_t *out, const uint8_t *src, size_t len)
+{
+	rckpt_reader_t r = rckpt_reader(src, len);
+	unsigned version, compat;
+	uint32_t i, k, crc;
+	int rc = -EBADMSG;
+
+	memset(out, 0, sizeof(*out));
+	if (src == NULL || len < 44 || rckpt_rd_u32(&r) != RCKPT_MANIFEST_MAGIC)
+		return -EBADMSG;
+	version = rckpt_rd_u8(&r);
+	compat = rckpt_rd_u8(&r);
+	if (rckpt_rd_u16(&r) != 0 || compat == 0 || compat > version)
+		return -EBADMSG;
+	if (compat > 1)
+		return RCKPT_FMT_EVERSION;
+	crc = (uint32_t)src[len - 4] | (uint32_t)src[len - 3] << 8 | (uint32_t)src[len - 2] << 16 |
+	      (uint32_t)src[len - 1] << 24;
+	if (rckpt_crc32c(0, src, len - 4) != crc)
+		return RCKPT_FMT_ECHECKSUM;
+	r.len = len - 4;
+	out->step = rckpt_rd_u64(&r);
+	out->parent = rckpt_rd_u64(&r);
+	out->ntensors = rckpt_rd_u32(&r);
+	out->nchunks = rckpt_rd_u32(&r);
+	out->chunk_params = rckpt_rd_u64(&r);
+	if (r.err || out->ntensors > RCKPT_MF_MAX_TENSORS || out->nchunks > RCKPT_MF_MAX_CHUNKS ||
+	    /* every tensor takes >= 12 bytes, every chunk 48: bound before allocating */
+	    (uint64_t)out->ntensors * 12 + (uint64_t)out->nchunks * 48 > rckpt_rd_left(&r))
+		goto bad;
+	out->t = calloc(out->ntensors ? out->ntensors : 1, sizeof(*out->t));
+	out->chunk = calloc(out->nchunks ? out->nchunks : 1, sizeof(*out->chunk));
+	if (!out->t || !out->chunk) {
+		rc = -ENOMEM;
+		goto bad;
+	}
+	for (i = 0; i < out->ntensors; i++) {
+		rckpt_mf_tensor_t *t = &out->t[i];
+		size_t nl = rckpt_rd_u16(&r);
+		const uint8_t *name = rckpt_rd_bytes(&r, nl);
+		uint64_t elems = 1, covered = 0;
+		if (name == NULL || nl == 0 || nl > RCKPT_MF_MAX_NAME || memchr(name, 0, nl))
+			goto bad;
+		t->name = malloc(nl + 1);
+		if (t->name == NULL) {
+			rc = -ENOMEM;
+			goto bad;
+		}
+		memcpy(t->name, name, nl);
+		t->name[nl] = '\0';
+		if (i && strcmp(out->t[i - 1].name, t->name) >= 0) /* sorted, distinct */
+			goto bad;
+		t->dtype = rckpt_rd_u8(&r);
+		t->kind = rckpt_rd_u8(&r);
+		t->encoding = rckpt_rd_u8(&r);
+		t->ndim = rckpt_rd_u8(&r);
+		if (r.err || rckpt_dtype_size(t->dtype) == 0 || t->kind >= RCKPT_MF_KINDS ||
+		    (t->encoding != RCKPT_SEG_QUANTIZED && t->encoding != RCKPT_SEG_LOSSLESS) ||
+		    t->ndim > RCKPT_MF_MAX_DIMS)
+			goto bad;
+		for (k = 0; k < t->ndim; k++) {
+			t->shape[k] = rckpt_rd_u64(&r);
+			if (t->shape[k] && elems > UINT64_MAX / t->shape[k])
+				goto bad;
+			elems *= t->shape[k];
+		}
+		t->nseg = rckpt_rd_u32(&r);
+		if (r.err || (uint64_t)t->nseg * 16 > rckpt_rd_left(&r))
+			goto bad;
+		t->seg = calloc(t->nseg ? t->nseg : 1, sizeof(*t->seg));
+		if (t->seg == NULL) {
+			rc = -ENOMEM;
+			goto bad;
+		}
+		for (k = 0; k < t->nseg; k++) {
+			t->seg[k].chunk = rckpt_rd_u32(&r);
+			t->seg[k].index = rckpt_rd_u32(&r);
+			t->seg[k].n = rckpt_rd_u64(&r);
+			if (t->seg[k].chunk >= out->nchunks || t->seg[k].n > elems - covered)
+				goto bad;
+			covered += t->seg[k].n;
+		}
+		if (r.err || covered != elems)
+			goto bad;
+	}
+	out->cfg.bins = rckpt_rd_u8(&r);
+	out->cfg.emb_bins = rckpt_rd_u8(&r);
+	out->cfg.metric = rckpt_rd_u8(&r);
+	out->cfg.flags = rckpt_rd_u8(&r);
+	for (k = 0; k < RCKPT_MF_KINDS; k++)
+		out->cfg.prune[k] = u2f(rckpt_rd_u32(&r));
+	out->cfg.protect = u2f(rckpt_rd_u32(&r));
+	out->cfg.lambda = u2f(rckpt_rd_u32(&r));
+	out->quality = u2d(rckpt_rd_u64(&r));
+	out->raw_bytes = rckpt_rd_u64(&r);
+	out->enc_bytes = rckpt_rd_u64(&r);
+	for (i = 0; i < out->nchunks; i++) {
+		const uint8_t *h;
+		out->chunk[i].elements = rckpt_rd_u32(&r);
+		out->chunk[i].nseg = rckpt_rd_u32(&r);
+		out->chunk[i].record_bytes = rckpt_rd_u64(&r);
+		h = rckpt_rd_bytes(&r, 32);
+		if (h == NULL)
+			goto bad;
+		memcpy(out->chunk[i].sha256, h, 32);
+	}
+	if (r.err || rckpt_rd_left(&r) != 0)
+		goto bad;
+	return 0;
+bad:
+	rckpt_manifest_free(out);
+	return rc;
+}
+
+int rckpt_record_digest(uint8_t out[32], const rckpt_record_t *rec)
+{
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	uint32_t i;
+	int ok;
+
+	if (ctx == NULL)
+		return -ENOMEM;
+	ok = EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
+	for (i = 0; ok && i < rec->nseg; i++) {
+		const rckpt_seg_t *s = &rec->seg[i];
+		uint8_t h[24 + 1 + 4 * RCKPT_SEG_MAX_BINS + 8];
+		rckpt_writer_t w = rckpt_writer(h, sizeof(h));
+		unsigned j;
+		rckpt_wr_u32(&w, s->tensor);
+		rckpt_wr_u64(&w, s->first);
+		rckpt_wr_u64(&w, s->n);
+		rckpt_wr_u8(&w, s->encoding);
+		rckpt_wr_u8(&w, s->dtype);
+		if (s->encoding == RCKPT_SEG_QUANTIZED) {
+			rckpt_wr_u8(&w, (uint8_t)s->nbins);
+			for (j = 0; j < s->nbins; j++)
+				rckpt_wr_u32(&w, f2u(s->centroids[j]));
+			rckpt_wr_u64(&w, s->nprot);
+		}
+		ok = EVP_DigestUpdate(ctx, h, w.pos);
+		if (s->encoding == RCKPT_SEG_QUANTIZED) {
+			uint64_t k;
+			for (k = 0; ok && k < s->nprot; k++) {
+				uint8_t b[2] = { (uint8_t)s->prot[k], (uint8_t)(s->prot[k] >> 8) };
+				ok = EVP_DigestUpdate(ctx, b, 2);
+			}
+			if (ok && s->n)
+				ok = EVP_DigestUpdate(ctx, s->idx, (size_t)s->n);
+		} else if (ok && s->n) {
+			ok = EVP_DigestUpdate(ctx, s->raw, (size_t)s->n * rckpt_dtype_size(s->dtype));
+		}
+	}
+	if (ok)
+		ok = EVP_DigestFinal_ex(ctx, out, NULL);
+	EVP_MD_CTX_free(ctx);
+	return ok ? 0 : -ENOMEM;
+}

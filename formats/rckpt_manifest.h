@@ -1,0 +1,67 @@
+/*
+ * rckpt_manifest.h — the manifest of a checkpoint step, and the digest of a
+ * chunk's decoded content (formats/checkpoint.md, "Manifest", "Chunk
+ * digest"). Decoding takes untrusted bytes: 0, -EBADMSG, RCKPT_FMT_EVERSION,
+ * RCKPT_FMT_ECHECKSUM, -ENOMEM.
+ */
+#ifndef RCKPT_MANIFEST_H
+#define RCKPT_MANIFEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rckpt_buf.h"
+#include "rckpt_record.h"
+
+#define RCKPT_MANIFEST_MAGIC 0x4d4b4352u /* "RCKM" as little-endian bytes */
+#define RCKPT_MF_MAX_TENSORS (1u << 20)
+#define RCKPT_MF_MAX_CHUNKS (1u << 20)
+#define RCKPT_MF_MAX_NAME 1024
+#define RCKPT_MF_MAX_DIMS 8
+#define RCKPT_MF_KINDS 5
+
+typedef struct rckpt_mf_seg {
+	uint32_t chunk; /* chunk number */
+	uint32_t index; /* the segment's position in that chunk's record */
+	uint64_t n;     /* elements */
+} rckpt_mf_seg_t;
+
+typedef struct rckpt_mf_tensor {
+	char *name;
+	uint8_t dtype, kind, encoding;
+	unsigned ndim;
+	uint64_t shape[RCKPT_MF_MAX_DIMS];
+	uint32_t nseg;
+	rckpt_mf_seg_t *seg;
+} rckpt_mf_tensor_t;
+
+typedef struct rckpt_mf_chunk {
+	uint32_t elements, nseg;
+	uint64_t record_bytes;
+	uint8_t sha256[32];
+} rckpt_mf_chunk_t;
+
+typedef struct rckpt_mf_config {
+	uint8_t bins, emb_bins, metric, flags;
+	float prune[RCKPT_MF_KINDS], protect, lambda;
+} rckpt_mf_config_t;
+
+typedef struct rckpt_manifest {
+	uint64_t step, parent, chunk_params;
+	uint32_t ntensors, nchunks;
+	rckpt_mf_tensor_t *t; /* sorted by name */
+	rckpt_mf_config_t cfg;
+	double quality;
+	uint64_t raw_bytes, enc_bytes;
+	rckpt_mf_chunk_t *chunk;
+} rckpt_manifest_t;
+
+int rckpt_manifest_encode(rckpt_buf_t *out, const rckpt_manifest_t *m);
+int rckpt_manifest_decode(rckpt_manifest_t *out, const uint8_t *src, size_t len);
+void rckpt_manifest_free(rckpt_manifest_t *m);
+
+/* SHA-256 of a chunk's decoded content (formats/checkpoint.md). 0 or
+ * -ENOMEM. */
+int rckpt_record_digest(uint8_t out[32], const rckpt_record_t *rec);
+
+#endif /* RCKPT_MANIFEST_H */
