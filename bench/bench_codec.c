@@ -298,7 +298,7 @@ int main(int argc, char **argv)
 	static const struct option lo[] = { { "eps", 1, 0, 'e' }, { "methods", 1, 0, 'm' },
 					    { "limit", 1, 0, 'l' }, { "help", 0, 0, 'h' }, { 0, 0, 0, 0 } };
 	const char *only = NULL;
-	double eps = 0.01;
+	double eps = 0.003;
 	unsigned limit = 0, n, i, j;
 	result_t res[NMETHODS];
 	ckpt_t *c;

@@ -54,35 +54,10 @@ def write_safetensors(path, tensors):
     os.replace(tmp, path)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("out", help="directory to write checkpoints into")
-    ap.add_argument("--steps", type=int, default=600, help="training steps (default 600)")
-    ap.add_argument("--every", type=int, default=25, help="checkpoint interval (default 25)")
-    ap.add_argument("--width", type=int, default=512, help="hidden width (default 512)")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--ema", type=float, default=0.9, help="gradient EMA decay (default 0.9)")
-    a = ap.parse_args()
-    if a.steps < 1 or a.every < 1 or a.width < 8:
-        ap.error("--steps and --every must be >= 1, --width >= 8")
-
-    try:
-        import torch
-        import torch.nn as nn
-        from sklearn.datasets import load_digits
-    except ImportError as e:
-        sys.exit(f"make_checkpoints.py: {e}: install python3-torch and python3-sklearn "
-                 "and run with /usr/bin/python3")
-
-    torch.manual_seed(a.seed)
-    torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
-    d = load_digits()
-    x = torch.tensor(d.images, dtype=torch.long)  # 8x8 intensities 0..16
-    y = torch.tensor(d.target, dtype=torch.long)
-    perm = torch.randperm(len(y), generator=torch.Generator().manual_seed(a.seed))
-    x, y = x[perm], y[perm]
-    n_test = 300
-    xt, yt, xtr, ytr = x[:n_test], y[:n_test], x[n_test:], y[n_test:]
+def build(width):
+    """The model and the held-out split, shared with eval_checkpoint.py."""
+    import torch
+    import torch.nn as nn
 
     class Net(nn.Module):
         def __init__(self, w):
@@ -101,7 +76,46 @@ def main():
             h = torch.relu(self.norm(self.fc1(h.flatten(1))))
             return self.fc2(h)
 
-    net = Net(a.width)
+    return Net(width)
+
+
+def digits(seed, n_test=300):
+    import torch
+    from sklearn.datasets import load_digits
+
+    d = load_digits()
+    x = torch.tensor(d.images, dtype=torch.long)  # 8x8 intensities 0..16
+    y = torch.tensor(d.target, dtype=torch.long)
+    perm = torch.randperm(len(y), generator=torch.Generator().manual_seed(seed))
+    x, y = x[perm], y[perm]
+    return x[n_test:], y[n_test:], x[:n_test], y[:n_test]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("out", help="directory to write checkpoints into")
+    ap.add_argument("--steps", type=int, default=600, help="training steps (default 600)")
+    ap.add_argument("--every", type=int, default=25, help="checkpoint interval (default 25)")
+    ap.add_argument("--width", type=int, default=512, help="hidden width (default 512)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--ema", type=float, default=0.9, help="gradient EMA decay (default 0.9)")
+    a = ap.parse_args()
+    if a.steps < 1 or a.every < 1 or a.width < 8:
+        ap.error("--steps and --every must be >= 1, --width >= 8")
+
+    try:
+        import torch
+        import torch.nn as nn
+        import sklearn  # noqa: F401 (the data)
+    except ImportError as e:
+        sys.exit(f"make_checkpoints.py: {e}: install python3-torch and python3-sklearn "
+                 "and run with /usr/bin/python3")
+
+    torch.manual_seed(a.seed)
+    torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+    xtr, ytr, xt, yt = digits(a.seed)
+    n_test = len(yt)
+    net = build(a.width)
     opt = torch.optim.Adam(net.parameters(), lr=1e-3)
     lossf = nn.CrossEntropyLoss()
     ema = {n: torch.zeros_like(p) for n, p in net.named_parameters()}

@@ -13,6 +13,8 @@
 
 #define EXIT_USAGE 2
 
+int rckpt_cli_codec(int argc, char **argv); /* rckpt_cli_codec.c */
+
 static const char *prog = "rckpt";
 
 typedef struct global_opts {
@@ -31,6 +33,7 @@ static void usage_main(FILE *f)
 		"            as answered by the OSD\n"
 		"  call      call a method of an object class on an object (diagnostics)\n"
 		"  version   print this client's version and build features\n"
+		"  codec     compress checkpoints in local safetensors files, and back\n"
 		"\n"
 		"options:\n"
 		"  -c, --conf PATH    ceph.conf (default: $CEPH_CONF, then Ceph's search path)\n"
@@ -300,6 +303,8 @@ int main(int argc, char **argv)
 		return cmd_call(argc, argv, &g);
 	if (strcmp(cmd, "version") == 0)
 		return cmd_version(argc, argv, &g);
+	if (strcmp(cmd, "codec") == 0)
+		return rckpt_cli_codec(argc, argv);
 	if (strcmp(cmd, "help") == 0) {
 		usage_main(stdout);
 		return 0;

@@ -53,7 +53,7 @@ void rckpt_ckenc_opts_default(rckpt_ckenc_opts_t *o)
 {
 	memset(o, 0, sizeof(*o));
 	o->mode = RCKPT_CKENC_SEARCH;
-	o->eps = 0.01;
+	o->eps = 0.003;
 	rckpt_qconfig_default(&o->fixed);
 	o->quantizer = RCKPT_QUANTIZER_KMEANS;
 	o->use_grads = 1;

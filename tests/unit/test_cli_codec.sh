@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# test_cli_codec.sh RCKPT — `rckpt codec` on the real checkpoints the test
+# fixture trains: encode a chain, inspect it, decode it, and the errors.
+set -u
+. "$(dirname "$0")/../testlib.sh"
+rckpt=$1
+d=${RCKPT_TEST_CKPT_DIR:-}
+if [ -z "$d" ] || [ ! -f "$d/step-000025.safetensors" ]; then
+	echo "skipped: no real checkpoints (RCKPT_TEST_CKPT_DIR)"
+	exit 77
+fi
+t=$(mktemp -d)
+trap 'rm -rf "$t"' EXIT
+ckpts=$(ls "$d"/step-*.safetensors | grep -v grads)
+
+check "codec --help exits 0" expect_run 0 "$t/o" "$rckpt" codec --help
+check "  shows encode" contains "$t/o" "rckpt codec encode"
+check "encode without -o: exit 2" expect_run 2 "$t/o" "$rckpt" codec encode $ckpts
+check "bad --eps: exit 2" expect_run 2 "$t/o" "$rckpt" codec encode --eps x -o "$t/enc" $ckpts
+check "unknown subcommand: exit 2" expect_run 2 "$t/o" "$rckpt" codec frobnicate
+check "encode the chain" expect_run 0 "$t/o" "$rckpt" codec encode -o "$t/enc" $ckpts
+check "  one line a step and a total" bash -c "[ \$(grep -c '\.rckpt$' '$t/o') -eq $(echo $ckpts | wc -w) ] && grep -q '^total:' '$t/o'"
+check "  the first is a base" bash -c "head -1 '$t/o' | grep -q 'base, '"
+check "inspect the last" expect_run 0 "$t/o" "$rckpt" codec inspect "$t/enc/step-000150.rckpt"
+check "  a delta of the step before" contains "$t/o" "delta of step 125"
+check "  lists the layer norm as lossless" grep -q 'norm.weight .*lossless' "$t/o"
+check "decode the chain" expect_run 0 "$t/o" "$rckpt" codec decode -o "$t/out.safetensors" $(ls "$t"/enc/*.rckpt)
+check "  step 150" contains "$t/o" "step 150:"
+check "decode a delta alone: exit 1" expect_run 1 "$t/o" "$rckpt" codec decode -o "$t/x.safetensors" "$t/enc/step-000150.rckpt"
+check "  says why" contains "$t/o" "base first"
+cp "$t/enc/step-000025.rckpt" "$t/bad.rckpt"
+printf '\x5a' | dd of="$t/bad.rckpt" bs=1 seek=200 conv=notrunc status=none
+check "a damaged step file: exit 1" expect_run 1 "$t/o" "$rckpt" codec decode -o "$t/x.safetensors" "$t/bad.rckpt"
+check "  checksum named" grep -qi 'checksum' "$t/o"
+check "inspect a non-step file: exit 1" expect_run 1 "$t/o" "$rckpt" codec inspect "$d/step-000025.safetensors"
+finish
