@@ -396,22 +396,21 @@ int rckpt_codec_seg_error(const rckpt_seg_t *seg, const float *w, const float *g
 		lv[j + (j >= pl)] = seg->centroids[j];
 	lv[pl] = 0.0f;
 	lv[protl] = 0.0f;
+	/* A protected value's reconstruction is its own bf16 rounding: no
+	 * need to walk the stored list, and the loop has no branch. */
+	unsigned bad = 0;
 	for (i = 0; i < seg->n; i++) {
-		unsigned v = seg->idx[i];
-		double gg = g ? (double)g[i] * g[i] : 1.0, r, d;
-		if (v > protl)
-			return -EBADMSG;
-		if (v == protl) {
-			if (k >= seg->nprot)
-				return -EBADMSG;
-			r = rckpt_bf16_to_f32(seg->prot[k++]);
-		} else {
-			r = lv[v];
-		}
-		d = (double)w[i] - r;
+		const unsigned v = seg->idx[i] <= protl ? seg->idx[i] : pl;
+		bad |= seg->idx[i] > protl;
+		k += v == protl;
+		const float wi = w[i];
+		const float r = v == protl ? rckpt_bf16_to_f32(rckpt_f32_to_bf16(wi)) : lv[v];
+		const double gg = g ? (double)g[i] * g[i] : 1.0, d = (double)wi - r;
 		a += gg * d * d;
-		b += gg * (double)w[i] * w[i];
+		b += gg * (double)wi * wi;
 	}
+	if (bad || k != seg->nprot)
+		return -EBADMSG;
 	*num += a;
 	*den += b;
 	return 0;

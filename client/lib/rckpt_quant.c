@@ -56,6 +56,11 @@ int rckpt_qparams_check(const rckpt_qparams_t *q)
 	return 0;
 }
 
+/* AVX2 where the CPU has it, SSE2 otherwise; the same float operations,
+ * so the same levels, on either. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target_clones("avx2", "default")))
+#endif
 void rckpt_quantize(uint8_t *idx, uint16_t *prot, size_t *nprot, const float *w, const float *g,
 		    size_t n, const rckpt_qparams_t *q)
 {
@@ -67,31 +72,44 @@ void rckpt_quantize(uint8_t *idx, uint16_t *prot, size_t *nprot, const float *w,
 	for (j = 0; j + 1 < nb; j++)
 		mid[j] = q->centroids[j] + (q->centroids[j + 1] - q->centroids[j]) * 0.5f;
 	for (base = 0; base < n; base += BLOCK) {
-		uint8_t bin[BLOCK];
+		/* 32-bit counters, the width of the floats, so the compare and
+		 * add vectorize lane for lane. */
+		uint32_t bin[BLOCK];
 		size_t i, m = n - base < BLOCK ? n - base : BLOCK;
 		const float *x = w + base;
 
-		memset(bin, 0, m);
+		memset(bin, 0, sizeof(bin[0]) * m);
 		for (j = 0; j + 1 < nb; j++) {
 			const float t = mid[j];
 			for (i = 0; i < m; i++)
-				bin[i] = (uint8_t)(bin[i] + (x[i] >= t));
+				bin[i] += (uint32_t)(x[i] >= t);
 		}
-		/* Branch-free: masks select the level; a protected value is
-		 * always written at prot[np] and np advances only when it is
-		 * protected (prot has room for n). */
-		for (i = 0; i < m; i++) {
-			const float a = fabsf(x[i]);
-			const float s = g ? fabsf(x[i] * g[base + i]) : 0.0f;
-			const float metric = q->prune_by_sensitivity && g ? s : a;
-			const unsigned is_prot = (a >= q->protect_mag) | (g != NULL && s >= q->protect_sens);
-			const unsigned is_pruned = !is_prot & (metric < q->prune_below);
-			unsigned v = bin[i] + (bin[i] >= pl);
-			v = is_prot ? protl : is_pruned ? pl : v;
-			idx[base + i] = (uint8_t)v;
-			prot[np] = rckpt_f32_to_bf16(x[i]);
-			np += is_prot;
+		/* Levels, branch-free and without the gradients' test inside
+		 * the loop, so it vectorizes; then the protected values, rare,
+		 * are gathered in order by a second scan. */
+		if (g) {
+			const float *gg = g + base;
+			for (i = 0; i < m; i++) {
+				const float a = fabsf(x[i]), s = fabsf(x[i] * gg[i]);
+				const float metric = q->prune_by_sensitivity ? s : a;
+				const uint32_t is_prot = (a >= q->protect_mag) | (s >= q->protect_sens);
+				const uint32_t lvl = bin[i] + (bin[i] >= pl);
+				const uint32_t v = metric < q->prune_below ? pl : lvl;
+				bin[i] = is_prot ? protl : v;
+			}
+		} else {
+			for (i = 0; i < m; i++) {
+				const float a = fabsf(x[i]);
+				const uint32_t lvl = bin[i] + (bin[i] >= pl);
+				const uint32_t v = a < q->prune_below ? pl : lvl;
+				bin[i] = a >= q->protect_mag ? protl : v;
+			}
 		}
+		for (i = 0; i < m; i++)
+			idx[base + i] = (uint8_t)bin[i];
+		for (i = 0; i < m; i++)
+			if (bin[i] == protl)
+				prot[np++] = rckpt_f32_to_bf16(x[i]);
 	}
 	*nprot = np;
 }

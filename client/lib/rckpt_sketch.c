@@ -36,9 +36,9 @@ int rckpt_sketch_init(rckpt_sketch_t *s, unsigned mbits)
 		return -EINVAL;
 	s->mbits = mbits;
 	s->nkeys = (size_t)254 << mbits; /* exponents 1..254 */
-	s->pos = calloc(s->nkeys, sizeof(uint64_t));
-	s->neg = calloc(s->nkeys, sizeof(uint64_t));
-	if (s->pos == NULL || s->neg == NULL) {
+	s->neg = calloc(2 * s->nkeys, sizeof(uint64_t)); /* [neg | pos], see slot_of */
+	s->pos = s->neg ? s->neg + s->nkeys : NULL;
+	if (s->neg == NULL) {
 		rckpt_sketch_free(s);
 		return -ENOMEM;
 	}
@@ -47,15 +47,13 @@ int rckpt_sketch_init(rckpt_sketch_t *s, unsigned mbits)
 
 void rckpt_sketch_free(rckpt_sketch_t *s)
 {
-	free(s->pos);
-	free(s->neg);
+	free(s->neg); /* pos is its second half */
 	memset(s, 0, sizeof(*s));
 }
 
 void rckpt_sketch_clear(rckpt_sketch_t *s)
 {
-	memset(s->pos, 0, s->nkeys * sizeof(uint64_t));
-	memset(s->neg, 0, s->nkeys * sizeof(uint64_t));
+	memset(s->neg, 0, 2 * s->nkeys * sizeof(uint64_t));
 	s->zero = s->total = 0;
 }
 
@@ -78,40 +76,45 @@ float rckpt_sketch_value(const rckpt_sketch_t *s, uint32_t key)
 	return lo + octave * ldexpf(1.0f, -(int)s->mbits - 1);
 }
 
-/* Counts one value given its bits. Subnormals and zeros have exponent 0. */
-static inline void add_bits(rckpt_sketch_t *s, uint32_t u)
+/*
+ * Counting. pos and neg are the two halves of one array, allocated as
+ * [neg | pos], so a value's counter is found with arithmetic instead of a
+ * three-way branch: zeros and subnormals (exponent 0) go to s->zero through
+ * a scratch slot kept past the end of pos.
+ */
+static inline uint64_t *slot_of(rckpt_sketch_t *s, uint32_t u, uint64_t *zero_slot)
 {
-	uint32_t mag = u & 0x7fffffffu, key = mag >> (23 - s->mbits);
-	if (mag < 0x00800000u) /* exponent 0 */
-		s->zero++;
-	else if (u >> 31)
-		s->neg[key - first_key(s->mbits)]++;
-	else
-		s->pos[key - first_key(s->mbits)]++;
+	const uint32_t mag = u & 0x7fffffffu, k0 = first_key(s->mbits);
+	const uint32_t key = mag >> (23 - s->mbits);
+	const size_t off = (size_t)(key - k0) + (u >> 31 ? 0 : s->nkeys);
+	return mag < 0x00800000u ? zero_slot : s->neg + off;
+}
+
+static void add_words(rckpt_sketch_t *s, const float *x, const float *g, size_t n, uint32_t mask)
+{
+	uint64_t zero = 0;
+	size_t i;
+	for (i = 0; i < n; i++) {
+		uint32_t u = f2u(g ? x[i] * g[i] : x[i]) & mask;
+		(*slot_of(s, u, &zero))++;
+	}
+	s->zero += zero;
+	s->total += n;
 }
 
 void rckpt_sketch_add(rckpt_sketch_t *s, const float *x, size_t n)
 {
-	size_t i;
-	for (i = 0; i < n; i++)
-		add_bits(s, f2u(x[i]));
-	s->total += n;
+	add_words(s, x, NULL, n, 0xffffffffu);
 }
 
 void rckpt_sketch_add_abs(rckpt_sketch_t *s, const float *x, size_t n)
 {
-	size_t i;
-	for (i = 0; i < n; i++)
-		add_bits(s, f2u(x[i]) & 0x7fffffffu);
-	s->total += n;
+	add_words(s, x, NULL, n, 0x7fffffffu);
 }
 
 void rckpt_sketch_add_abs_prod(rckpt_sketch_t *s, const float *x, const float *g, size_t n)
 {
-	size_t i;
-	for (i = 0; i < n; i++)
-		add_bits(s, f2u(x[i] * g[i]) & 0x7fffffffu);
-	s->total += n;
+	add_words(s, x, g, n, 0x7fffffffu);
 }
 
 int rckpt_sketch_merge(rckpt_sketch_t *dst, const rckpt_sketch_t *src)

@@ -24,8 +24,8 @@
 typedef struct rckpt_sketch {
 	unsigned mbits;
 	size_t nkeys;   /* buckets per sign: 254 << mbits */
-	uint64_t *pos;  /* counts of positive buckets, by key */
-	uint64_t *neg;  /* counts of negative buckets, by key of |x| */
+	uint64_t *pos;  /* counts of positive buckets, by key (second half of neg's array) */
+	uint64_t *neg;  /* counts of negative buckets, by key of |x| (owns the array) */
 	uint64_t zero;  /* zeros and subnormals */
 	uint64_t total; /* every value added */
 } rckpt_sketch_t;
