@@ -193,6 +193,10 @@ typedef struct evalctx {
 	const struct prev_sample *psmp;   /* the last step's samples, or NULL */
 } evalctx_t;
 
+/* Steps over which a configuration's recurring cost is weighed against the
+ * one-time cost of switching to it. */
+#define HORIZON 3.0
+
 /* The last step's segment of prep t, if it can seed and be a delta parent. */
 static const rckpt_seg_t *parent_seg(const evalctx_t *x, unsigned t)
 {
@@ -207,10 +211,10 @@ static const rckpt_seg_t *parent_seg(const evalctx_t *x, unsigned t)
  * Each tensor's sums are scaled by its sampling stride, so a sampled large
  * tensor weighs what it weighs in the whole model. The size estimate is the
  * entropy of the symbols records will hold: at the first step the levels;
- * after it, the change of levels that this configuration makes between the
- * last step's sample and this one (both quantized with its parameters), so
- * a configuration is judged by how stable its levels are, not by what the
- * last step's configuration happened to be. */
+ * after it, a blend of this step's delta against the last record's actual
+ * levels (the one-time cost of switching configuration) and of the change
+ * this configuration makes between the last step's sample and this one
+ * (its recurring cost), the latter weighed over HORIZON steps. */
 static int evaluate(evalctx_t *x, cpoint_t cp, double *loss, double *bytes)
 {
 	rckpt_qconfig_t c = x->fixed_cfg ? *x->fixed_cfg : config_of(x->o, cp);
@@ -241,24 +245,37 @@ static int evaluate(evalctx_t *x, cpoint_t cp, double *loss, double *bytes)
 			rc = rckpt_dequantize(r, idx, s->n, &q, prot, np);
 		}
 		if (rc == 0) {
-			double h = 0, tn = 0, td = 0;
-			unsigned l, m = q.nbins + 2;
+			/* hist: the symbols of this step's record (levels, or their
+			 * delta against the last record's levels: the switch cost);
+			 * hstab: the change this configuration makes between the last
+			 * step's sample and this one (what it will cost from now on) */
+			uint64_t hstab[256] = { 0 };
+			double h = 0, hs = 0, tn = 0, td = 0;
+			unsigned l, m = q.nbins + 2, mp = m;
+			if (ps && ps->nbins + 2 > mp)
+				mp = ps->nbins + 2;
 			for (i = 0; i < s->n; i++) {
 				double gg = s->g ? (double)s->g[i] * s->g[i] : 1.0, d = (double)s->w[i] - r[i];
-				unsigned sym = idx[i];
 				tn += gg * d * d;
 				td += gg * (double)s->w[i] * s->w[i];
+				hist[ps ? (idx[i] + mp - ps->idx[i * s->stride]) % mp : idx[i]]++;
 				if (pv)
-					sym = (idx[i] + m - pidx[i]) % m;
-				hist[sym]++;
+					hstab[(idx[i] + m - pidx[i]) % m]++;
 			}
 			num += tn * (double)s->stride;
 			den += td * (double)s->stride;
-			for (l = 0; l < 256; l++)
+			for (l = 0; l < 256; l++) {
 				if (hist[l]) {
 					double pr = (double)hist[l] / (double)s->n;
 					h -= pr * log2(pr);
 				}
+				if (hstab[l]) {
+					double pr = (double)hstab[l] / (double)s->n;
+					hs -= pr * log2(pr);
+				}
+			}
+			if (pv) /* this step once, then HORIZON more steps like it */
+				h = (h + HORIZON * hs) / (1 + HORIZON);
 			est += h * (double)s->full / 8 + 2.0 * (double)np * (double)s->stride;
 		}
 		free(idx);
@@ -709,7 +726,12 @@ int rckpt_ckenc_step(rckpt_ckenc_t *e, rckpt_ckenc_out_t *out, rckpt_ckenc_stats
 	} else {
 		evalctx_t x = { o, prep, smp, nprep, 0, NULL, e->steps ? &e->prev : NULL, which,
 				e->npsmp == nprep ? e->psmp : NULL };
-		rc = search(&x, e->have_last ? &e->last : NULL, have_emb, have_g, &best, &found);
+		/* The first step's choice is provisional: it is made without
+		 * knowing how stable each configuration's levels are. The second
+		 * step, the first that can measure it, searches the whole space
+		 * again; "never more aggressive" holds from there on. */
+		rc = search(&x, e->have_last && e->steps != 1 ? &e->last : NULL, have_emb, have_g, &best,
+			    &found);
 		st->configs_tried = x.tried;
 		if (rc)
 			goto out;

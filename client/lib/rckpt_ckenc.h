@@ -22,7 +22,10 @@
  *  - Later steps: the last accepted configuration and its neighbours one
  *    step less aggressive in each dimension (more bins, less pruning, more
  *    protection, either metric).
- *  - Never more aggressive than the last accepted configuration.
+ *  - Never more aggressive than the last accepted configuration, from the
+ *    second step on: the second step searches exhaustively again, because
+ *    it is the first that can judge how stable each configuration's levels
+ *    are between steps, which the first step's choice could not know.
  * When nothing is acceptable the least aggressive configuration is used and
  * the step's statistics say so (accepted = 0).
  */
