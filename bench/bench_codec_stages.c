@@ -60,6 +60,7 @@ int main(int argc, char **argv)
 		{ "delta+rle+entropy", RCKPT_IS_RLE, RCKPT_EST_TRY_ALL },
 		{ "delta+entropy (huffman only)", 0, RCKPT_EST_TRY_HUFF },
 	};
+	rckpt_istream_scratch_t scratch = { NULL, NULL, NULL, 0 };
 	uint8_t *prev, *cur, *back;
 	float *f32;
 	int opt;
@@ -103,7 +104,8 @@ int main(int argc, char **argv)
 		for (r = 0; r < runs && r < 64; r++) {
 			double t0;
 			if (c < 4) {
-				rckpt_istream_opts_t o = { cases[c].stages, cases[c].policy, 1 };
+				/* an encoder reuses its working memory across calls */
+				rckpt_istream_opts_t o = { cases[c].stages, cases[c].policy, 1, &scratch };
 				rckpt_buf_t b = RCKPT_BUF_INIT;
 				rckpt_reader_t rd;
 				t0 = now_s();

@@ -43,11 +43,12 @@ static void lane_offsets(size_t off[LANES][RCKPT_ISTREAM_MAX_LEVELS + 1], const 
 	unsigned k, l;
 
 	memset(off, 0, sizeof(size_t) * LANES * (RCKPT_ISTREAM_MAX_LEVELS + 1));
-	for (l = 0; l < LANES; l++) {
-		size_t end = l + 1 < LANES ? (l + 1) * q : n;
-		for (i = l * q; i < end; i++)
-			off[l][key[i]]++;
-	}
+	/* the lanes advance together, so a run of one key is four chains */
+	for (i = 0; i < q; i++)
+		for (l = 0; l < LANES; l++)
+			off[l][key[l * q + i]]++;
+	for (i = LANES * q; i < n; i++)
+		off[LANES - 1][key[i]]++;
 	for (k = 0; k < nkeys; k++)
 		for (l = 0; l < LANES; l++) {
 			size_t c = off[l][k];
@@ -56,20 +57,39 @@ static void lane_offsets(size_t off[LANES][RCKPT_ISTREAM_MAX_LEVELS + 1], const 
 		}
 }
 
-/* e = d grouped by key (group_by) or its inverse (ungroup_by). */
-static void group_by(uint8_t *e, const uint8_t *d, const uint8_t *key, size_t n, unsigned nkeys)
+/* The cyclic delta (cur - key) mod m, grouped by key in the same pass. */
+static inline uint8_t cdelta(uint8_t c, uint8_t p, unsigned m)
 {
-	size_t off[LANES][RCKPT_ISTREAM_MAX_LEVELS + 1], q = n / LANES, i;
-	unsigned l;
-
-	lane_offsets(off, key, n, nkeys, q);
-	for (i = 0; i < q; i++)
-		for (l = 0; l < LANES; l++)
-			e[off[l][key[l * q + i]]++] = d[l * q + i];
-	for (i = LANES * q; i < n; i++)
-		e[off[LANES - 1][key[i]]++] = d[i];
+	return (uint8_t)(c - p + (c < p ? m : 0));
 }
 
+/* Also checks the input on the way: returns nonzero when a key is >= nkeys
+ * (seen in the histogram) or a cur value is >= lcur. */
+static unsigned group_delta(uint8_t *e, const uint8_t *cur, const uint8_t *key, size_t n,
+			    unsigned nkeys, unsigned m, unsigned lcur)
+{
+	size_t off[LANES][RCKPT_ISTREAM_MAX_LEVELS + 1], q = n / LANES, i;
+	unsigned l, bad = 0;
+
+	/* Offsets over every possible key: lane 0's offset of key nkeys counts
+	 * the elements whose key is below nkeys, which must be all of them. */
+	lane_offsets(off, key, n, RCKPT_ISTREAM_MAX_LEVELS + 1, q);
+	if (nkeys <= RCKPT_ISTREAM_MAX_LEVELS && off[0][nkeys] != n)
+		return 1;
+	for (i = 0; i < q; i++)
+		for (l = 0; l < LANES; l++) {
+			const size_t j = l * q + i;
+			bad |= (unsigned)(cur[j] >= lcur);
+			e[off[l][key[j]]++] = cdelta(cur[j], key[j], m);
+		}
+	for (i = LANES * q; i < n; i++) {
+		bad |= (unsigned)(cur[i] >= lcur);
+		e[off[LANES - 1][key[i]]++] = cdelta(cur[i], key[i], m);
+	}
+	return bad;
+}
+
+/* The inverse of the grouping (ungroup_by). */
 static void ungroup_by(uint8_t *d, const uint8_t *e, const uint8_t *key, size_t n, unsigned nkeys)
 {
 	size_t off[LANES][RCKPT_ISTREAM_MAX_LEVELS + 1], q = n / LANES, i;
@@ -102,13 +122,42 @@ static size_t run_at(const uint8_t *d, size_t i, size_t n)
 	return j - i;
 }
 
+void rckpt_istream_scratch_free(rckpt_istream_scratch_t *s)
+{
+	free(s->d);
+	free(s->tok);
+	free(s->lens);
+	memset(s, 0, sizeof(*s));
+}
+
+static int scratch_grow(rckpt_istream_scratch_t *s, size_t n)
+{
+	uint8_t *d;
+	uint16_t *t, *l;
+	if (n <= s->cap)
+		return 0;
+	d = realloc(s->d, n);
+	if (d)
+		s->d = d;
+	t = d ? realloc(s->tok, sizeof(*t) * n) : NULL;
+	if (t)
+		s->tok = t;
+	l = t ? realloc(s->lens, sizeof(*l) * n) : NULL;
+	if (l)
+		s->lens = l;
+	if (!l)
+		return -ENOMEM;
+	s->cap = n;
+	return 0;
+}
+
 int rckpt_istream_encode(rckpt_buf_t *out, const uint8_t *cur, size_t n, unsigned lcur,
 			 const uint8_t *prev, unsigned lprev, const rckpt_istream_opts_t *o)
 {
 	unsigned stages = (o->stages & (RCKPT_IS_REARRANGED | RCKPT_IS_RLE)) |
 			  (prev ? RCKPT_IS_DELTA : 0);
 	unsigned m = modulus(prev, lcur, lprev);
-	uint8_t *d = NULL, *e = NULL;
+	uint8_t *d = NULL;
 	uint16_t *tok = NULL, *lens = NULL;
 	size_t i, ntok = 0, nlen = 0;
 	int rc = -EINVAL;
@@ -118,48 +167,44 @@ int rckpt_istream_encode(rckpt_buf_t *out, const uint8_t *cur, size_t n, unsigne
 	if (lcur == 0 || lcur > RCKPT_ISTREAM_MAX_LEVELS || n > RCKPT_EST_MAX_COUNT ||
 	    (prev && (lprev == 0 || lprev > RCKPT_ISTREAM_MAX_LEVELS)))
 		return -EINVAL;
-	d = malloc(n ? n : 1);
-	tok = malloc(sizeof(*tok) * (n ? n : 1));
-	if (d == NULL || tok == NULL) {
-		rc = -ENOMEM;
-		goto out;
-	}
-	if (prev) {
-		/* Branch-free so that it vectorizes; validity checked after. */
-		unsigned bad = 0;
-		for (i = 0; i < n; i++) {
-			uint8_t c = cur[i], p = prev[i];
-			bad |= (unsigned)(c >= lcur) | (unsigned)(p >= lprev);
-			d[i] = (uint8_t)(c - p + (c < p ? m : 0));
-		}
-		if (bad)
+	if (o->scratch) {
+		if ((rc = scratch_grow(o->scratch, n ? n : 1)))
 			goto out;
+		d = o->scratch->d;
+		tok = o->scratch->tok;
+		lens = o->scratch->lens;
 	} else {
-		unsigned bad = 0;
-		for (i = 0; i < n; i++) {
-			bad |= (unsigned)(cur[i] >= lcur);
-			d[i] = cur[i];
-		}
-		if (bad)
-			goto out;
-	}
-	if (stages & RCKPT_IS_REARRANGED) {
-		e = malloc(n ? n : 1);
-		if (e == NULL) {
+		d = malloc(n ? n : 1);
+		tok = malloc(sizeof(*tok) * (n ? n : 1));
+		lens = malloc(sizeof(*lens) * (n ? n : 1));
+		if (d == NULL || tok == NULL || lens == NULL) {
 			rc = -ENOMEM;
 			goto out;
 		}
-		group_by(e, d, prev, n, lprev);
-		free(d);
-		d = e;
-		e = NULL;
+	}
+	{
+		/* The input is checked on the way (branch-free, so it vectorizes):
+		 * every cur < lcur, every prev < lprev. */
+		unsigned bad = 0;
+		if (stages & RCKPT_IS_REARRANGED) {
+			bad = group_delta(d, cur, prev, n, lprev, m, lcur); /* one pass */
+		} else if (prev) {
+			for (i = 0; i < n; i++) {
+				bad |= (unsigned)(cur[i] >= lcur) | (unsigned)(prev[i] >= lprev);
+				d[i] = cdelta(cur[i], prev[i], m);
+			}
+		} else {
+			for (i = 0; i < n; i++) {
+				bad |= (unsigned)(cur[i] >= lcur);
+				d[i] = cur[i];
+			}
+		}
+		if (bad) {
+			rc = -EINVAL;
+			goto out;
+		}
 	}
 	if (stages & RCKPT_IS_RLE) {
-		lens = malloc(sizeof(*lens) * (n ? n : 1));
-		if (lens == NULL) {
-			rc = -ENOMEM;
-			goto out;
-		}
 		for (i = 0; i < n;) {
 			size_t r = run_at(d, i, n);
 			if (r == 1) {
@@ -195,10 +240,11 @@ int rckpt_istream_encode(rckpt_buf_t *out, const uint8_t *cur, size_t n, unsigne
 	if (rc == 0 && (stages & RCKPT_IS_RLE))
 		rc = rckpt_estream_encode(out, lens, nlen, 256, o->est_policy, o->zstd_level);
 out:
-	free(d);
-	free(e);
-	free(tok);
-	free(lens);
+	if (!o->scratch) {
+		free(d);
+		free(tok);
+		free(lens);
+	}
 	return rc;
 }
 

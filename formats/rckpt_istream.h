@@ -25,11 +25,23 @@
 #define RCKPT_IS_RLE 0x04u        /* run-length tokens */
 #define RCKPT_IS_KNOWN 0x07u
 
+/* Working memory an encoder may keep across calls, so that large buffers
+ * are not mapped and faulted in again each time. Zero-initialize; free with
+ * rckpt_istream_scratch_free. One per thread. */
+typedef struct rckpt_istream_scratch {
+	uint8_t *d;
+	uint16_t *tok, *lens;
+	size_t cap;
+} rckpt_istream_scratch_t;
+
+void rckpt_istream_scratch_free(rckpt_istream_scratch_t *s);
+
 typedef struct rckpt_istream_opts {
 	unsigned stages;     /* RCKPT_IS_REARRANGED | RCKPT_IS_RLE for the full
 				pipeline; DELTA is implied by a parent */
 	unsigned est_policy; /* RCKPT_EST_TRY_* */
 	int zstd_level;
+	rckpt_istream_scratch_t *scratch; /* NULL: allocate per call */
 } rckpt_istream_opts_t;
 
 /* Appends the stream for cur[0..n) (each < lcur) to out. prev (each <

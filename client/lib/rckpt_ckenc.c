@@ -47,6 +47,7 @@ struct rckpt_ckenc {
 	} **pieces;          /* pieces[c][0..npieces[c]) */
 	uint32_t *npieces;
 	rckpt_record_t *prev_chunks; /* the last step's chunk records */
+	rckpt_istream_scratch_t is_scratch; /* reused by every record */
 };
 
 void rckpt_ckenc_opts_default(rckpt_ckenc_opts_t *o)
@@ -94,6 +95,7 @@ int rckpt_ckenc_create(rckpt_ckenc_t **out, const rckpt_ckenc_opts_t *o)
 	if (e == NULL)
 		return -ENOMEM;
 	e->o = *o;
+	e->o.is.scratch = &e->is_scratch;
 	*out = e;
 	return 0;
 }
@@ -143,6 +145,7 @@ void rckpt_ckenc_destroy(rckpt_ckenc_t *e)
 		return;
 	free_layout(e);
 	free_prev_samples(e);
+	rckpt_istream_scratch_free(&e->is_scratch);
 	rckpt_record_free(&e->prev);
 	free_names(e);
 	free(e);

@@ -29,7 +29,7 @@ static uint32_t rnd(void)
 	return (uint32_t)(rng_state >> 16);
 }
 
-static const rckpt_istream_opts_t opts = { RCKPT_IS_REARRANGED | RCKPT_IS_RLE, RCKPT_EST_TRY_ALL, 1 };
+static const rckpt_istream_opts_t opts = { RCKPT_IS_REARRANGED | RCKPT_IS_RLE, RCKPT_EST_TRY_ALL, 1, NULL };
 
 /* A quantized segment with nb bins: levels from a bell, some protected. */
 static void make_quant(rckpt_seg_t *s, uint32_t tensor, uint64_t first, uint64_t n, unsigned nb,
@@ -475,7 +475,7 @@ static void test_digest(void **state)
 {
 	rckpt_record_t rec, dec;
 	rckpt_buf_t b1 = RCKPT_BUF_INIT, b2 = RCKPT_BUF_INIT;
-	rckpt_istream_opts_t plain = { 0, 0, 1 };
+	rckpt_istream_opts_t plain = { 0, 0, 1, NULL };
 	uint8_t h1[32], h2[32], h3[32];
 
 	(void)state;

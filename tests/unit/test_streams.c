@@ -214,7 +214,7 @@ static void test_estream_choices(void **state)
 
 /* ---- index streams ---- */
 
-static const rckpt_istream_opts_t full = { RCKPT_IS_REARRANGED | RCKPT_IS_RLE, RCKPT_EST_TRY_ALL, 1 };
+static const rckpt_istream_opts_t full = { RCKPT_IS_REARRANGED | RCKPT_IS_RLE, RCKPT_EST_TRY_ALL, 1, NULL };
 
 static size_t is_round_trip(const uint8_t *cur, size_t n, unsigned lc, const uint8_t *prev, unsigned lp,
 			    const rckpt_istream_opts_t *o)
@@ -246,6 +246,7 @@ static void test_istream_sizes_and_stages(void **state)
 	static const unsigned stage_sets[] = { 0, RCKPT_IS_RLE, RCKPT_IS_REARRANGED,
 					       RCKPT_IS_REARRANGED | RCKPT_IS_RLE };
 	static const unsigned levels[][2] = { { 6, 6 }, { 10, 34 }, { 34, 10 }, { 1, 1 }, { 255, 255 } };
+	rckpt_istream_scratch_t scratch = { NULL, NULL, NULL, 0 };
 	size_t si, k, i;
 
 	(void)state;
@@ -259,7 +260,9 @@ static void test_istream_sizes_and_stages(void **state)
 				cur[i] = (uint8_t)(rnd() % 8 ? prev[i] % lc : rnd() % lc);
 			}
 			for (st = 0; st < 4; st++) {
-				rckpt_istream_opts_t o = { stage_sets[st], RCKPT_EST_TRY_ALL, 1 };
+				/* every other call through one scratch, grown and reused */
+				rckpt_istream_opts_t o = { stage_sets[st], RCKPT_EST_TRY_ALL, 1,
+							   st & 1 ? &scratch : NULL };
 				is_round_trip(cur, n, lc, prev, lp, &o);
 				is_round_trip(cur, n, lc, NULL, 0, &o);
 				o.est_policy = 0;
@@ -269,6 +272,7 @@ static void test_istream_sizes_and_stages(void **state)
 		free(cur);
 		free(prev);
 	}
+	rckpt_istream_scratch_free(&scratch);
 }
 
 /* Long runs and all-equal input: RLE makes them tiny. */
@@ -298,7 +302,7 @@ static void test_istream_rearrangement_helps(void **state)
 {
 	enum { N = 200000 };
 	uint8_t *cur = malloc(N), *prev = malloc(N);
-	rckpt_istream_opts_t rle_only = { RCKPT_IS_RLE, RCKPT_EST_TRY_HUFF, 1 };
+	rckpt_istream_opts_t rle_only = { RCKPT_IS_RLE, RCKPT_EST_TRY_HUFF, 1, NULL };
 	size_t a, b, i;
 
 	(void)state;
