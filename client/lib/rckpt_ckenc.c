@@ -633,6 +633,26 @@ done:
 	return rc;
 }
 
+/* Dequantizes every tensor of rec and asks the trainer's callback. */
+static int ask_callback(const rckpt_ckenc_opts_t *o, const rckpt_st_t *params,
+			const rckpt_record_t *rec, double *loss)
+{
+	float **v = calloc(params->ntensors ? params->ntensors : 1, sizeof(*v));
+	unsigned i;
+	int rc = v ? 0 : -ENOMEM;
+
+	for (i = 0; rc == 0 && i < params->ntensors; i++) {
+		v[i] = malloc(4 * (size_t)(params->t[i].n ? params->t[i].n : 1));
+		rc = v[i] ? rckpt_codec_decode_f32(v[i], &rec->seg[i]) : -ENOMEM;
+	}
+	if (rc == 0)
+		rc = o->quality(o->quality_arg, params, (const float *const *)v, loss);
+	for (i = 0; v && i < params->ntensors; i++)
+		free(v[i]);
+	free(v);
+	return rc;
+}
+
 int rckpt_ckenc_step(rckpt_ckenc_t *e, rckpt_ckenc_out_t *out, rckpt_ckenc_stats_t *st,
 		     const rckpt_st_t *params, const rckpt_st_t *grads, uint64_t step, char *msg,
 		     size_t msglen)
@@ -756,8 +776,15 @@ int rckpt_ckenc_step(rckpt_ckenc_t *e, rckpt_ckenc_out_t *out, rckpt_ckenc_stats
 		goto out;
 	}
 	for (;;) {
+		int ok;
 		rc = quantize_all(e, params, prep, which, nprep, &st->config, &rec, &st->quality);
-		if (rc || o->mode == RCKPT_CKENC_FIXED || st->quality <= o->eps)
+		if (rc == 0 && o->quality) {
+			rc = ask_callback(o, params, &rec, &st->cb_quality);
+			if (rc)
+				snprintf(msg, msglen, "the quality callback failed");
+		}
+		ok = st->quality <= o->eps && (!o->quality || st->cb_quality <= o->quality_eps);
+		if (rc || o->mode == RCKPT_CKENC_FIXED || ok)
 			break;
 		if (o->mode == RCKPT_CKENC_BITWIDTH) { /* one bit more */
 			if (st->config.bins >= 64)
@@ -781,7 +808,7 @@ int rckpt_ckenc_step(rckpt_ckenc_t *e, rckpt_ckenc_out_t *out, rckpt_ckenc_stats
 	}
 	if (rc)
 		goto out;
-	st->accepted = st->quality <= o->eps;
+	st->accepted = st->quality <= o->eps && (!o->quality || st->cb_quality <= o->quality_eps);
 	st->t_quantize = now_s() - t0;
 
 	/* Cut into chunks: a record each (base, or delta against the chunk's

@@ -51,6 +51,13 @@ enum rckpt_ckenc_mode {
 				     uniform quantization with bit-width search) */
 };
 
+/* The trainer's judgement of a candidate: given every tensor dequantized
+ * (values[i] holds tensor i of the step, in params' order, n elements of
+ * fp32), write the quality loss (e.g. the accuracy drop on a few held-out
+ * batches) to *loss. Return 0, or a negative errno to abort the step. */
+typedef int (*rckpt_quality_fn)(void *arg, const rckpt_st_t *params, const float *const *values,
+				double *loss);
+
 typedef struct rckpt_ckenc_opts {
 	unsigned mode;             /* enum rckpt_ckenc_mode */
 	double eps;                /* quality threshold (relative error) */
@@ -64,6 +71,11 @@ typedef struct rckpt_ckenc_opts {
 	unsigned base_every;       /* a base record every N steps; 0: first only */
 	unsigned sample_max;       /* elements sampled per tensor by the search */
 	uint64_t chunk_params;     /* elements per chunk, 1..2^31 (default 2^22) */
+	rckpt_quality_fn quality;  /* optional: the trainer judges the chosen
+				      configuration; while its loss exceeds
+				      quality_eps the encoder relaxes one axis */
+	void *quality_arg;
+	double quality_eps;
 } rckpt_ckenc_opts_t;
 
 /* One step's output: the manifest and a record per chunk. */
@@ -82,7 +94,8 @@ typedef struct rckpt_ckenc_stats {
 	size_t raw_bytes;      /* the checkpoint's tensors as fp32 */
 	size_t enc_bytes;      /* the records and the manifest */
 	double quality;        /* the chosen configuration's loss, on all data */
-	int accepted;          /* quality <= eps */
+	double cb_quality;     /* the callback's loss, when there is a callback */
+	int accepted;          /* quality <= eps (and cb_quality <= quality_eps) */
 	int is_base;
 	rckpt_qconfig_t config;
 	unsigned configs_tried;

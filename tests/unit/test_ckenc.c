@@ -264,12 +264,87 @@ static void test_fixed_and_errors(void **state)
 	assert_int_equal(rckpt_ckenc_create(&e, &o), -EINVAL);
 }
 
+/* A "trainer" that judges only fc1.weight, by its relative error. */
+static int fc1_judge(void *arg, const rckpt_st_t *p, const float *const *values, double *loss)
+{
+	unsigned i;
+	(void)arg;
+	for (i = 0; i < p->ntensors; i++)
+		if (strcmp(p->t[i].name, "fc1.weight") == 0) {
+			*loss = rckpt_codec_rel_error((const float *)p->t[i].data, values[i], NULL, p->t[i].n);
+			return 0;
+		}
+	return -ENOENT;
+}
+
+static int failing_judge(void *arg, const rckpt_st_t *p, const float *const *values, double *loss)
+{
+	(void)arg;
+	(void)p;
+	(void)values;
+	(void)loss;
+	return -EIO;
+}
+
+/* The callback's verdict binds: a stricter judge gets a less aggressive
+ * configuration, and a failing judge fails the step. */
+static void test_quality_callback(void **state)
+{
+	rckpt_ckenc_opts_t o;
+	rckpt_ckenc_t *e;
+	rckpt_ckenc_out_t out;
+	rckpt_ckenc_stats_t plain, judged;
+	char msg[256];
+
+	(void)state;
+	NEED_DATA();
+	rckpt_ckenc_opts_default(&o);
+	assert_int_equal(rckpt_ckenc_create(&e, &o), 0);
+	memset(&out, 0, sizeof(out));
+	assert_int_equal(rckpt_ckenc_step(e, &out, &plain, &params[0], &grads[0], 1, msg, sizeof(msg)), 0);
+	rckpt_ckenc_out_free(&out);
+	rckpt_ckenc_destroy(e);
+
+	o.quality = fc1_judge;
+	o.quality_eps = 2e-3; /* stricter on fc1 than eps is on the model */
+	assert_int_equal(rckpt_ckenc_create(&e, &o), 0);
+	assert_int_equal(rckpt_ckenc_step(e, &out, &judged, &params[0], &grads[0], 1, msg, sizeof(msg)), 0);
+	assert_true(judged.accepted);
+	assert_true(judged.cb_quality <= 2e-3);
+	assert_true(judged.config.bins > plain.config.bins ||
+		    judged.config.protect_frac > plain.config.protect_frac ||
+		    judged.config.prune_frac[RCKPT_LK_LINEAR] < plain.config.prune_frac[RCKPT_LK_LINEAR]);
+	assert_true(judged.enc_bytes > plain.enc_bytes);
+	rckpt_ckenc_out_free(&out);
+	rckpt_ckenc_destroy(e);
+
+	/* a threshold no configuration meets: the least aggressive one, and
+	 * the step says it is not accepted */
+	o.quality_eps = 1e-5;
+	assert_int_equal(rckpt_ckenc_create(&e, &o), 0);
+	assert_int_equal(rckpt_ckenc_step(e, &out, &judged, &params[0], &grads[0], 1, msg, sizeof(msg)), 0);
+	assert_false(judged.accepted);
+	assert_int_equal(judged.config.bins, 32);
+	assert_true(judged.config.protect_frac == 0.01f);
+	assert_true(judged.config.prune_frac[RCKPT_LK_LINEAR] == 0.0f);
+	rckpt_ckenc_out_free(&out);
+	rckpt_ckenc_destroy(e);
+
+	o.quality = failing_judge;
+	assert_int_equal(rckpt_ckenc_create(&e, &o), 0);
+	assert_int_equal(rckpt_ckenc_step(e, &out, &judged, &params[0], &grads[0], 1, msg, sizeof(msg)), -EIO);
+	assert_non_null(strstr(msg, "callback"));
+	assert_int_equal(out.nchunks, 0);
+	rckpt_ckenc_destroy(e);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_search_chain),
 		cmocka_unit_test(test_deterministic),
 		cmocka_unit_test(test_fixed_and_errors),
+		cmocka_unit_test(test_quality_callback),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
