@@ -148,4 +148,39 @@ static inline void rckpt_wr_u64(rckpt_writer_t *w, uint64_t v)
 	rckpt_wr_u32(w, (uint32_t)(v >> 32));
 }
 
+/* The bits of a float or double and back (memcpy: no aliasing games). */
+static inline uint32_t rckpt_f2u(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, 4);
+	return u;
+}
+
+static inline float rckpt_u2f(uint32_t u)
+{
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+static inline uint64_t rckpt_d2u(double d)
+{
+	uint64_t u;
+	memcpy(&u, &d, 8);
+	return u;
+}
+
+static inline double rckpt_u2d(uint64_t u)
+{
+	double d;
+	memcpy(&d, &u, 8);
+	return d;
+}
+
+/* A little-endian u32 at p (which has 4 bytes): trailing checksums. */
+static inline uint32_t rckpt_le32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
 #endif /* RCKPT_BYTES_H */

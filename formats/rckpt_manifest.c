@@ -12,34 +12,6 @@
 #include "rckpt_bytes.h"
 #include "rckpt_crc32c.h"
 
-static uint32_t f2u(float f)
-{
-	uint32_t u;
-	memcpy(&u, &f, 4);
-	return u;
-}
-
-static float u2f(uint32_t u)
-{
-	float f;
-	memcpy(&f, &u, 4);
-	return f;
-}
-
-static uint64_t d2u(double d)
-{
-	uint64_t u;
-	memcpy(&u, &d, 8);
-	return u;
-}
-
-static double u2d(uint64_t u)
-{
-	double d;
-	memcpy(&d, &u, 8);
-	return d;
-}
-
 void rckpt_manifest_free(rckpt_manifest_t *m)
 {
 	uint32_t i;
@@ -60,9 +32,9 @@ static void wr_config(rckpt_writer_t *w, const rckpt_mf_config_t *c)
 	rckpt_wr_u8(w, c->metric);
 	rckpt_wr_u8(w, c->flags);
 	for (k = 0; k < RCKPT_MF_KINDS; k++)
-		rckpt_wr_u32(w, f2u(c->prune[k]));
-	rckpt_wr_u32(w, f2u(c->protect));
-	rckpt_wr_u32(w, f2u(c->lambda));
+		rckpt_wr_u32(w, rckpt_f2u(c->prune[k]));
+	rckpt_wr_u32(w, rckpt_f2u(c->protect));
+	rckpt_wr_u32(w, rckpt_f2u(c->lambda));
 }
 
 int rckpt_manifest_encode(rckpt_buf_t *out, const rckpt_manifest_t *m)
@@ -111,7 +83,7 @@ int rckpt_manifest_encode(rckpt_buf_t *out, const rckpt_manifest_t *m)
 		}
 	}
 	wr_config(&w, &m->cfg);
-	rckpt_wr_u64(&w, d2u(m->quality));
+	rckpt_wr_u64(&w, rckpt_d2u(m->quality));
 	rckpt_wr_u64(&w, m->raw_bytes);
 	rckpt_wr_u64(&w, m->enc_bytes);
 	for (i = 0; i < m->nchunks; i++) {
@@ -143,8 +115,7 @@ int rckpt_manifest_decode(rckpt_manifest_t *out, const uint8_t *src, size_t len)
 		return -EBADMSG;
 	if (compat > 1)
 		return RCKPT_FMT_EVERSION;
-	crc = (uint32_t)src[len - 4] | (uint32_t)src[len - 3] << 8 | (uint32_t)src[len - 2] << 16 |
-	      (uint32_t)src[len - 1] << 24;
+	crc = rckpt_le32(src + len - 4);
 	if (rckpt_crc32c(0, src, len - 4) != crc)
 		return RCKPT_FMT_ECHECKSUM;
 	r.len = len - 4;
@@ -217,10 +188,10 @@ int rckpt_manifest_decode(rckpt_manifest_t *out, const uint8_t *src, size_t len)
 	out->cfg.metric = rckpt_rd_u8(&r);
 	out->cfg.flags = rckpt_rd_u8(&r);
 	for (k = 0; k < RCKPT_MF_KINDS; k++)
-		out->cfg.prune[k] = u2f(rckpt_rd_u32(&r));
-	out->cfg.protect = u2f(rckpt_rd_u32(&r));
-	out->cfg.lambda = u2f(rckpt_rd_u32(&r));
-	out->quality = u2d(rckpt_rd_u64(&r));
+		out->cfg.prune[k] = rckpt_u2f(rckpt_rd_u32(&r));
+	out->cfg.protect = rckpt_u2f(rckpt_rd_u32(&r));
+	out->cfg.lambda = rckpt_u2f(rckpt_rd_u32(&r));
+	out->quality = rckpt_u2d(rckpt_rd_u64(&r));
 	out->raw_bytes = rckpt_rd_u64(&r);
 	out->enc_bytes = rckpt_rd_u64(&r);
 	for (i = 0; i < out->nchunks; i++) {
@@ -263,7 +234,7 @@ int rckpt_record_digest(uint8_t out[32], const rckpt_record_t *rec)
 		if (s->encoding == RCKPT_SEG_QUANTIZED) {
 			rckpt_wr_u8(&w, (uint8_t)s->nbins);
 			for (j = 0; j < s->nbins; j++)
-				rckpt_wr_u32(&w, f2u(s->centroids[j]));
+				rckpt_wr_u32(&w, rckpt_f2u(s->centroids[j]));
 			rckpt_wr_u64(&w, s->nprot);
 		}
 		ok = EVP_DigestUpdate(ctx, h, w.pos);

@@ -30,20 +30,6 @@ size_t rckpt_dtype_size(unsigned dtype)
 	return 0;
 }
 
-static uint32_t f2u(float f)
-{
-	uint32_t u;
-	memcpy(&u, &f, 4);
-	return u;
-}
-
-static float u2f(uint32_t u)
-{
-	float f;
-	memcpy(&f, &u, 4);
-	return f;
-}
-
 static int centroids_ok(const float *c, unsigned nb)
 {
 	unsigned j;
@@ -162,7 +148,7 @@ static int seg_encode(rckpt_buf_t *out, const rckpt_seg_t *s, const rckpt_seg_t 
 	}
 	rckpt_wr_u8(&w, (uint8_t)s->nbins);
 	for (j = 0; j < s->nbins; j++)
-		rckpt_wr_u32(&w, f2u(s->centroids[j]));
+		rckpt_wr_u32(&w, rckpt_f2u(s->centroids[j]));
 	rckpt_wr_u64(&w, s->nprot);
 	if ((rc = rckpt_buf_append(out, hdr, w.pos)))
 		return rc;
@@ -303,7 +289,7 @@ static int seg_decode(rckpt_seg_t *s, rckpt_reader_t *r, const rckpt_seg_t *ps)
 	if (r->err || s->nbins < 1 || s->nbins > RCKPT_SEG_MAX_BINS)
 		return -EBADMSG;
 	for (j = 0; j < s->nbins; j++)
-		s->centroids[j] = u2f(rckpt_rd_u32(r));
+		s->centroids[j] = rckpt_u2f(rckpt_rd_u32(r));
 	s->nprot = rckpt_rd_u64(r);
 	if (r->err || !centroids_ok(s->centroids, s->nbins) || s->nprot > s->n)
 		return -EBADMSG;
@@ -367,8 +353,7 @@ int rckpt_record_decode(rckpt_record_t *out, const uint8_t *src, size_t len,
 	body = rckpt_rd_u64(&r);
 	if (body != len - RCKPT_RECORD_HEADER_BYTES - 4)
 		return -EBADMSG;
-	crc = (uint32_t)src[len - 4] | (uint32_t)src[len - 3] << 8 | (uint32_t)src[len - 2] << 16 |
-	      (uint32_t)src[len - 1] << 24;
+	crc = rckpt_le32(src + len - 4);
 	if (rckpt_crc32c(0, src, len - 4) != crc)
 		return RCKPT_FMT_ECHECKSUM;
 	if (kind == RCKPT_REC_SPARSE)

@@ -8,22 +8,17 @@
  */
 #include "rckpt_quant.h"
 
+#include "rckpt_bytes.h"
+
 #include <errno.h>
 #include <math.h>
 #include <string.h>
 
 #define BLOCK 512
 
-static inline uint32_t f2u(float f)
-{
-	uint32_t u;
-	memcpy(&u, &f, 4);
-	return u;
-}
-
 uint16_t rckpt_f32_to_bf16(float f)
 {
-	uint32_t u = f2u(f);
+	uint32_t u = rckpt_f2u(f);
 	u += 0x7fffu + ((u >> 16) & 1u);
 	return (uint16_t)(u >> 16);
 }

@@ -3,25 +3,13 @@
  */
 #include "rckpt_sketch.h"
 
+#include "rckpt_bytes.h"
+
 #include <errno.h>
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-static inline uint32_t f2u(float f)
-{
-	uint32_t u;
-	memcpy(&u, &f, 4);
-	return u;
-}
-
-static inline float u2f(uint32_t u)
-{
-	float f;
-	memcpy(&f, &u, 4);
-	return f;
-}
 
 /* The first normal exponent has key (1 << mbits); keys start there. */
 static inline uint32_t first_key(unsigned mbits)
@@ -64,15 +52,15 @@ double rckpt_sketch_alpha(const rckpt_sketch_t *s)
 
 uint32_t rckpt_sketch_key(const rckpt_sketch_t *s, float magnitude)
 {
-	return (f2u(magnitude) & 0x7fffffffu) >> (23 - s->mbits);
+	return (rckpt_f2u(magnitude) & 0x7fffffffu) >> (23 - s->mbits);
 }
 
 float rckpt_sketch_value(const rckpt_sketch_t *s, uint32_t key)
 {
 	/* lo + half the bucket's width, which is the octave's power of two
 	 * times 2^-mbits: exact, and finite even for the topmost bucket. */
-	float lo = u2f(key << (23 - s->mbits));
-	float octave = u2f((key >> s->mbits) << 23);
+	float lo = rckpt_u2f(key << (23 - s->mbits));
+	float octave = rckpt_u2f((key >> s->mbits) << 23);
 	return lo + octave * ldexpf(1.0f, -(int)s->mbits - 1);
 }
 
@@ -95,7 +83,7 @@ static void add_words(rckpt_sketch_t *s, const float *x, const float *g, size_t 
 	uint64_t zero = 0;
 	size_t i;
 	for (i = 0; i < n; i++) {
-		uint32_t u = f2u(g ? x[i] * g[i] : x[i]) & mask;
+		uint32_t u = rckpt_f2u(g ? x[i] * g[i] : x[i]) & mask;
 		(*slot_of(s, u, &zero))++;
 	}
 	s->zero += zero;
@@ -198,8 +186,8 @@ void rckpt_sketch_quantile_bounds(const rckpt_sketch_t *s, double q, float *lo, 
 		*hi = FLT_MIN;
 		return;
 	}
-	a = u2f(key << (23 - s->mbits));
-	b = u2f((key + 1) << (23 - s->mbits)); /* +inf past the largest float */
+	a = rckpt_u2f(key << (23 - s->mbits));
+	b = rckpt_u2f((key + 1) << (23 - s->mbits)); /* +inf past the largest float */
 	if (side > 0) {
 		*lo = a;
 		*hi = b;
@@ -233,8 +221,8 @@ void rckpt_sketch_abs_quantile_bounds(const rckpt_sketch_t *s, double q, float *
 	}
 	if (k == s->nkeys)
 		k = s->nkeys - 1;
-	*lo = u2f(((uint32_t)k + k0) << (23 - s->mbits));
-	*hi = u2f(((uint32_t)k + k0 + 1) << (23 - s->mbits));
+	*lo = rckpt_u2f(((uint32_t)k + k0) << (23 - s->mbits));
+	*hi = rckpt_u2f(((uint32_t)k + k0 + 1) << (23 - s->mbits));
 }
 
 float rckpt_sketch_quantile(const rckpt_sketch_t *s, double q)

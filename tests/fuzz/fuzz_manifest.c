@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rckpt_crc32c.h"
+#include "fuzz_crc_fixup.h"
 #include "rckpt_manifest.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -32,20 +32,11 @@ static void check(const uint8_t *data, size_t size)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	uint8_t *fixed;
-	uint32_t crc;
+	uint8_t *fixed = fuzz_crc_fixed_copy(data, size);
 
 	check(data, size);
-	if (size < 4)
-		return 0;
-	fixed = malloc(size);
-	memcpy(fixed, data, size);
-	crc = rckpt_crc32c(0, fixed, size - 4);
-	fixed[size - 4] = (uint8_t)crc;
-	fixed[size - 3] = (uint8_t)(crc >> 8);
-	fixed[size - 2] = (uint8_t)(crc >> 16);
-	fixed[size - 1] = (uint8_t)(crc >> 24);
-	check(fixed, size);
+	if (fixed)
+		check(fixed, size);
 	free(fixed);
 	return 0;
 }
