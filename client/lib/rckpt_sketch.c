@@ -95,11 +95,6 @@ void rckpt_sketch_add(rckpt_sketch_t *s, const float *x, size_t n)
 	add_words(s, x, NULL, n, 0xffffffffu);
 }
 
-void rckpt_sketch_add_abs(rckpt_sketch_t *s, const float *x, size_t n)
-{
-	add_words(s, x, NULL, n, 0x7fffffffu);
-}
-
 void rckpt_sketch_add_abs_prod(rckpt_sketch_t *s, const float *x, const float *g, size_t n)
 {
 	add_words(s, x, g, n, 0x7fffffffu);

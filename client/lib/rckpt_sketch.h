@@ -40,8 +40,6 @@ double rckpt_sketch_alpha(const rckpt_sketch_t *s);
 
 /* Add values. Every value must be finite (the caller checks). */
 void rckpt_sketch_add(rckpt_sketch_t *s, const float *x, size_t n);
-/* Add |x[i]|. */
-void rckpt_sketch_add_abs(rckpt_sketch_t *s, const float *x, size_t n);
 /* Add |x[i] * g[i]| (sensitivity), computed in float. */
 void rckpt_sketch_add_abs_prod(rckpt_sketch_t *s, const float *x, const float *g, size_t n);
 
