@@ -140,6 +140,8 @@ void rckpt_narrow_from_f32(void *dst, const float *src, unsigned dtype, uint64_t
 void rckpt_codec_prep_free(rckpt_tensor_prep_t *p)
 {
 	free(p->wide);
+	rckpt_sketch_view_free(&p->vvalue);
+	rckpt_sketch_view_free(&p->vsens);
 	rckpt_sketch_free(&p->value);
 	rckpt_sketch_free(&p->sens);
 	memset(p, 0, sizeof(*p));
@@ -195,6 +197,11 @@ int rckpt_codec_prepare(rckpt_tensor_prep_t *p, uint64_t *bad_index, const void 
 	rckpt_sketch_add(&p->value, p->w, (size_t)n);
 	if (grads)
 		rckpt_sketch_add_abs_prod(&p->sens, p->w, grads, (size_t)n);
+	if ((rc = rckpt_sketch_view_init(&p->vvalue, &p->value)) ||
+	    (grads && (rc = rckpt_sketch_view_init(&p->vsens, &p->sens)))) {
+		rckpt_codec_prep_free(p);
+		return rc;
+	}
 	return 0;
 }
 
@@ -222,7 +229,7 @@ int rckpt_codec_qparams(rckpt_qparams_t *q, const rckpt_tensor_prep_t *p, const 
 {
 	points_t pts = { NULL, NULL, 0, 0.0f, INFINITY };
 	double *wts = NULL, sum_c = 0, sum_m = 0;
-	size_t i, cap = 2 * p->value.nkeys + 1;
+	size_t i, cap = p->vvalue.n + 1;
 	unsigned bins = p->kind == RCKPT_LK_EMBEDDING ? c->emb_bins : c->bins;
 	float prune_frac = c->prune_frac[p->kind];
 	int rc = -ENOMEM, k = 0;
@@ -236,17 +243,15 @@ int rckpt_codec_qparams(rckpt_qparams_t *q, const rckpt_tensor_prep_t *p, const 
 	q->protect_mag = q->protect_sens = INFINITY;
 	if (c->protect_frac > 0) {
 		float lo;
-		rckpt_sketch_abs_quantile_bounds(&p->value, 1.0 - c->protect_frac, &lo, &q->protect_mag);
+		rckpt_sketch_view_abs_bounds(&p->vvalue, 1.0 - c->protect_frac, &lo, &q->protect_mag);
 		if (p->g && c->protect_by_sensitivity)
-			rckpt_sketch_quantile_bounds(&p->sens, 1.0 - c->protect_frac, &lo, &q->protect_sens);
+			rckpt_sketch_view_abs_bounds(&p->vsens, 1.0 - c->protect_frac, &lo, &q->protect_sens);
 	}
 	q->prune_by_sensitivity = p->g && c->prune_metric == RCKPT_PRUNE_SENSITIVITY;
 	if (prune_frac > 0) {
 		float hi;
-		if (q->prune_by_sensitivity)
-			rckpt_sketch_quantile_bounds(&p->sens, prune_frac, &q->prune_below, &hi);
-		else
-			rckpt_sketch_abs_quantile_bounds(&p->value, prune_frac, &q->prune_below, &hi);
+		rckpt_sketch_view_abs_bounds(q->prune_by_sensitivity ? &p->vsens : &p->vvalue, prune_frac,
+					     &q->prune_below, &hi);
 		if (q->prune_below < 0.0f)
 			q->prune_below = 0.0f;
 	}
@@ -260,7 +265,8 @@ int rckpt_codec_qparams(rckpt_qparams_t *q, const rckpt_tensor_prep_t *p, const 
 		goto out;
 	pts.hi = q->protect_mag;
 	pts.lo = q->prune_by_sensitivity ? 0.0f : q->prune_below;
-	rckpt_sketch_foreach(&p->value, collect, &pts);
+	for (i = 0; i < p->vvalue.n; i++)
+		collect(p->vvalue.value[i], p->vvalue.count[i], &pts);
 	if (pts.n && quantizer == RCKPT_QUANTIZER_UNIFORM) {
 		/* bins evenly spaced over the kept range, at the centres of its
 		 * B equal parts */

@@ -72,6 +72,7 @@ typedef struct rckpt_tensor_prep {
 	unsigned dtype;    /* the tensor's own dtype */
 	rckpt_sketch_t value; /* signed values; magnitudes come from it too */
 	rckpt_sketch_t sens;  /* |w g|, when g */
+	rckpt_sketch_view_t vvalue, vsens; /* their compact views, for the search */
 } rckpt_tensor_prep_t;
 
 /* Widens data (dtype, n elements) to fp32 (fp32 data, 4-byte aligned, is

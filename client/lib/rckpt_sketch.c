@@ -231,3 +231,92 @@ float rckpt_sketch_quantile(const rckpt_sketch_t *s, double q)
 		return 0.0f;
 	return side > 0 ? rckpt_sketch_value(s, key) : -rckpt_sketch_value(s, key);
 }
+
+/* ---- compact views ---- */
+
+void rckpt_sketch_view_free(rckpt_sketch_view_t *v)
+{
+	free(v->value);
+	free(v->count);
+	free(v->mkey);
+	free(v->mcum);
+	memset(v, 0, sizeof(*v));
+}
+
+typedef struct view_fill {
+	rckpt_sketch_view_t *v;
+} view_fill_t;
+
+static void view_add(float value, uint64_t count, void *arg)
+{
+	rckpt_sketch_view_t *v = ((view_fill_t *)arg)->v;
+	v->value[v->n] = value;
+	v->count[v->n] = count;
+	v->n++;
+}
+
+int rckpt_sketch_view_init(rckpt_sketch_view_t *v, const rckpt_sketch_t *s)
+{
+	const uint32_t k0 = first_key(s->mbits);
+	size_t cap = 2 * s->nkeys + 1, k;
+	uint64_t cum = 0;
+	view_fill_t f = { v };
+
+	memset(v, 0, sizeof(*v));
+	v->mbits = s->mbits;
+	v->total = s->total;
+	v->value = malloc(sizeof(float) * cap);
+	v->count = malloc(sizeof(uint64_t) * cap);
+	v->mkey = malloc(sizeof(uint32_t) * (s->nkeys + 1));
+	v->mcum = malloc(sizeof(uint64_t) * (s->nkeys + 1));
+	if (!v->value || !v->count || !v->mkey || !v->mcum) {
+		rckpt_sketch_view_free(v);
+		return -ENOMEM;
+	}
+	rckpt_sketch_foreach(s, view_add, &f);
+	if (s->zero) {
+		cum = s->zero;
+		v->mkey[v->nmag] = 0;
+		v->mcum[v->nmag++] = cum;
+	}
+	for (k = 0; k < s->nkeys; k++) {
+		uint64_t c = s->pos[k] + s->neg[k];
+		if (c) {
+			cum += c;
+			v->mkey[v->nmag] = (uint32_t)k + k0;
+			v->mcum[v->nmag++] = cum;
+		}
+	}
+	return 0;
+}
+
+void rckpt_sketch_view_abs_bounds(const rckpt_sketch_view_t *v, double q, float *lo, float *hi)
+{
+	uint64_t rank;
+	size_t a = 0, b = v->nmag;
+	uint32_t key;
+
+	if (v->total == 0 || v->nmag == 0) {
+		*lo = *hi = 0.0f;
+		return;
+	}
+	q = q < 0 ? 0 : q > 1 ? 1 : q;
+	rank = (uint64_t)(q * (double)(v->total - 1));
+	while (a < b) { /* the first bucket whose cumulative count exceeds rank */
+		size_t m = a + (b - a) / 2;
+		if (v->mcum[m] > rank)
+			b = m;
+		else
+			a = m + 1;
+	}
+	if (a == v->nmag)
+		a = v->nmag - 1;
+	key = v->mkey[a];
+	if (key == 0) {
+		*lo = -FLT_MIN;
+		*hi = FLT_MIN;
+		return;
+	}
+	*lo = rckpt_u2f(key << (23 - v->mbits));
+	*hi = rckpt_u2f((key + 1) << (23 - v->mbits));
+}

@@ -70,4 +70,28 @@ float rckpt_sketch_value(const rckpt_sketch_t *s, uint32_t key);
 void rckpt_sketch_foreach(const rckpt_sketch_t *s, void (*fn)(float value, uint64_t count, void *arg),
 			  void *arg);
 
+/*
+ * A compact, read-only view of a sketch for many queries: its nonempty
+ * buckets in value order, and cumulative counts in magnitude order, so
+ * quantiles are a binary search and the buckets a short array. Built once
+ * per sketch; answers exactly what the sketch's own functions answer.
+ */
+typedef struct rckpt_sketch_view {
+	unsigned mbits;
+	size_t n;        /* nonempty buckets, zero included */
+	float *value;    /* representative, ascending */
+	uint64_t *count;
+	size_t nmag;     /* nonempty magnitude buckets (|x| merges both signs) */
+	uint32_t *mkey;  /* their keys, ascending; zero is key 0 */
+	uint64_t *mcum;  /* counts up to and including each */
+	uint64_t total;
+} rckpt_sketch_view_t;
+
+int rckpt_sketch_view_init(rckpt_sketch_view_t *v, const rckpt_sketch_t *s);
+void rckpt_sketch_view_free(rckpt_sketch_view_t *v);
+
+/* As rckpt_sketch_abs_quantile_bounds (of a signed sketch), or as
+ * rckpt_sketch_quantile_bounds for a sketch of magnitudes. */
+void rckpt_sketch_view_abs_bounds(const rckpt_sketch_view_t *v, double q, float *lo, float *hi);
+
 #endif /* RCKPT_SKETCH_H */

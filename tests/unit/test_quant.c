@@ -141,6 +141,37 @@ static void test_sketch_merge(void **state)
 	free(g);
 }
 
+/* The compact view answers what the sketch answers. */
+static void test_sketch_view(void **state)
+{
+	enum { N = 40000 };
+	float *x = malloc(sizeof(float) * N), a, b, c, d;
+	rckpt_sketch_t s;
+	rckpt_sketch_view_t v;
+	size_t i, k;
+	double q;
+
+	(void)state;
+	for (i = 0; i < N; i++)
+		x[i] = i % 97 == 0 ? 0.0f : (float)(exp(nrand() * 3) * (urand() < 0.4 ? -1 : 1));
+	assert_int_equal(rckpt_sketch_init(&s, 6), 0);
+	rckpt_sketch_add(&s, x, N);
+	assert_int_equal(rckpt_sketch_view_init(&v, &s), 0);
+	for (q = 0; q <= 1.0; q += 0.0137) {
+		rckpt_sketch_abs_quantile_bounds(&s, q, &a, &b);
+		rckpt_sketch_view_abs_bounds(&v, q, &c, &d);
+		assert_true(a == c && b == d);
+	}
+	for (i = 1, k = 0; i < v.n; i++) /* ascending, counts add up */
+		assert_true(v.value[i] > v.value[i - 1]);
+	for (i = 0; i < v.n; i++)
+		k += v.count[i];
+	assert_int_equal(k, N);
+	rckpt_sketch_view_free(&v);
+	rckpt_sketch_free(&s);
+	free(x);
+}
+
 /* ---- k-means ---- */
 
 static void test_kmeans_separated(void **state)
@@ -353,6 +384,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sketch_error_bound),
 		cmocka_unit_test(test_sketch_merge),
+		cmocka_unit_test(test_sketch_view),
 		cmocka_unit_test(test_kmeans_separated),
 		cmocka_unit_test(test_kmeans_few_points),
 		cmocka_unit_test(test_kmeans_weights_matter),
