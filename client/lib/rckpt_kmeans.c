@@ -66,7 +66,7 @@ int rckpt_kmeans_1d_from(float *out, unsigned k, const double *x, const double *
 static int kmeans(float *out, unsigned k, const double *x, const double *w, size_t n,
 		  unsigned max_iter, const float *init)
 {
-	double *c = NULL, *d2 = NULL, *near = NULL, *sw = NULL, *swx = NULL;
+	double *c = NULL, *d2 = NULL, *near = NULL, *sw = NULL, *swx = NULL, tol;
 	size_t i, distinct = 0;
 	unsigned j, kk, it;
 	uint64_t rng = 0x9e3779b97f4a7c15ull;
@@ -114,20 +114,38 @@ lloyd:
 	qsort(c, kk, sizeof(*c), cmp_double);
 
 	/* Lloyd: points ascending and centroids ascending, so the owner of
-	 * point i only moves right as i grows. */
+	 * point i only moves right as i grows. Done when no centroid moves by
+	 * more than 1e-7 of the points' range (float noise, by then);
+	 * deterministic all the same. */
+	tol = 1e-7 * (x[n - 1] - x[0]);
 	for (it = 0; it < max_iter; it++) {
 		unsigned owner = 0, moved = 0;
 		memset(sw, 0, sizeof(*sw) * kk);
 		memset(swx, 0, sizeof(*swx) * kk);
-		for (i = 0; i < n; i++) {
-			while (owner + 1 < kk && fabs(x[i] - c[owner + 1]) <= fabs(x[i] - c[owner]))
-				owner++;
-			sw[owner] += w[i];
-			swx[owner] += w[i] * x[i];
+		{
+			/* A cluster's points are contiguous (both sides sorted):
+			 * sum in registers, store once per cluster, rather than
+			 * through memory for every point. */
+			double aw = 0, awx = 0;
+			for (i = 0; i < n; i++) {
+				unsigned o = owner;
+				while (o + 1 < kk && fabs(x[i] - c[o + 1]) <= fabs(x[i] - c[o]))
+					o++;
+				if (o != owner) {
+					sw[owner] = aw;
+					swx[owner] = awx;
+					aw = awx = 0;
+					owner = o;
+				}
+				aw += w[i];
+				awx += w[i] * x[i];
+			}
+			sw[owner] = aw;
+			swx[owner] = awx;
 		}
 		for (j = 0; j < kk; j++) {
 			double nc = sw[j] > 0 ? swx[j] / sw[j] : c[j];
-			if (nc != c[j])
+			if (fabs(nc - c[j]) > tol)
 				moved = 1;
 			c[j] = nc;
 		}
