@@ -261,9 +261,18 @@ static int evaluate(evalctx_t *x, cpoint_t cp, double *loss, double *bytes)
 				double gg = s->g ? (double)s->g[i] * s->g[i] : 1.0, d = (double)s->w[i] - r[i];
 				tn += gg * d * d;
 				td += gg * (double)s->w[i] * s->w[i];
-				hist[ps ? (idx[i] + mp - ps->idx[i * s->stride]) % mp : idx[i]]++;
-				if (pv)
-					hstab[(idx[i] + m - pidx[i]) % m]++;
+				/* cyclic differences; both operands < the modulus, so
+				 * one conditional subtraction, not a division */
+				if (ps) {
+					unsigned dlt = idx[i] + mp - ps->idx[i * s->stride];
+					hist[dlt >= mp ? dlt - mp : dlt]++;
+				} else {
+					hist[idx[i]]++;
+				}
+				if (pv) {
+					unsigned dlt = idx[i] + m - pidx[i];
+					hstab[dlt >= m ? dlt - m : dlt]++;
+				}
 			}
 			num += tn * (double)s->stride;
 			den += td * (double)s->stride;
