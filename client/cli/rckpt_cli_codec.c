@@ -36,7 +36,8 @@ static void usage(void)
 	       "encode   compress a sequence of checkpoints, in the order given, into DIR/NAME.rckpt:\n"
 	       "         the first as a base, each next as a delta against the one before. A\n"
 	       "         sibling NAME.grads.safetensors with the gradient EMA of the same tensors\n"
-	       "         is used for sensitivity. --eps is the quality threshold (relative error,\n"
+	       "         is used for sensitivity (and skipped when a glob names it among the\n"
+	       "         checkpoints). --eps is the quality threshold (relative error,\n"
 	       "         default 0.003); --bins B skips the search and uses B bins; --chunk-params\n"
 	       "         sets the elements per chunk (default 4194304); --base-every N writes a\n"
 	       "         base every N steps (default: the first only).\n"
@@ -139,6 +140,11 @@ static int cmd_encode(int argc, char **argv)
 	}
 	for (i = optind; i < argc && rc == 0; i++) {
 		rckpt_st_t p, g;
+		size_t al = strlen(argv[i]);
+		/* X.grads.safetensors is read as X's gradients; a glob that
+		 * names it among the checkpoints means no harm */
+		if (al >= 18 && strcmp(argv[i] + al - 18, ".grads.safetensors") == 0)
+			continue;
 		rckpt_ckenc_out_t out;
 		rckpt_ckenc_stats_t st;
 		char err[512], msg[256], cfg[160], *gpath, *opath, *name = stem(argv[i]);

@@ -24,6 +24,8 @@ check "  the first is a base" bash -c "head -1 '$t/o' | grep -q 'base, '"
 check "inspect the last" expect_run 0 "$t/o" "$rckpt" codec inspect "$t/enc/step-000150.rckpt"
 check "  a delta of the step before" contains "$t/o" "delta of step 125"
 check "  lists the layer norm as lossless" grep -q 'norm.weight .*lossless' "$t/o"
+check "a glob with the gradient files encodes the same chain" expect_run 0 "$t/o2" "$rckpt" codec encode -o "$t/enc2" "$d"/step-*.safetensors
+check "  same bytes" bash -c "cmp -s '$t/enc/step-000150.rckpt' '$t/enc2/step-000150.rckpt'"
 check "decode the chain" expect_run 0 "$t/o" "$rckpt" codec decode -o "$t/out.safetensors" $(ls "$t"/enc/*.rckpt)
 check "  step 150" contains "$t/o" "step 150:"
 check "decode a delta alone: exit 1" expect_run 1 "$t/o" "$rckpt" codec decode -o "$t/x.safetensors" "$t/enc/step-000150.rckpt"
