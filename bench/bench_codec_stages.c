@@ -60,7 +60,7 @@ int main(int argc, char **argv)
 		{ "delta+rle+entropy", RCKPT_IS_RLE, RCKPT_EST_TRY_ALL },
 		{ "delta+entropy (huffman only)", 0, RCKPT_EST_TRY_HUFF },
 	};
-	rckpt_istream_scratch_t scratch = { NULL, NULL, NULL, 0 };
+	rckpt_istream_scratch_t scratch = RCKPT_ISTREAM_SCRATCH_INIT;
 	uint8_t *prev, *cur, *back;
 	float *f32;
 	int opt;

@@ -103,6 +103,133 @@ static void ungroup_by(uint8_t *d, const uint8_t *e, const uint8_t *key, size_t 
 		d[i] = e[off[LANES - 1][key[i]]++];
 }
 
+/*
+ * The sparse path of a rearranged delta with RLE. Most levels do not change
+ * between steps, so most of the rearranged symbols are 0. One pass counts
+ * the keys per lane (which gives each element its rank within its group)
+ * and keeps only the nonzero deltas, with key, lane and rank; sorting those
+ * few by (key, lane) puts them in stream order, and the runs follow from the
+ * gaps between them. RLE of a given sequence is canonical, so the tokens are
+ * those of the scatter path. When more than 1/8 of the deltas are nonzero
+ * the caller falls back to the scatter path.
+ */
+typedef struct nzent {
+	uint32_t rank; /* within its (lane, key) group */
+	uint8_t key, lane, val, pad;
+} nzent_t;
+
+typedef struct rle_out {
+	uint16_t *tok, *lens;
+	size_t ntok, nlen;
+	unsigned m, val;
+	size_t len; /* the pending run */
+} rle_out_t;
+
+static void rle_emit(rle_out_t *o)
+{
+	if (o->len == 1) {
+		o->tok[o->ntok++] = (uint16_t)o->val;
+	} else if (o->len >= 2) {
+		size_t x = o->len - 2;
+		o->tok[o->ntok++] = (uint16_t)(o->m + o->val);
+		do {
+			o->lens[o->nlen++] = (uint16_t)((x & 0x7f) | (x > 0x7f ? 0x80 : 0));
+			x >>= 7;
+		} while (x);
+	}
+}
+
+static void rle_push(rle_out_t *o, unsigned val, size_t count)
+{
+	if (count == 0)
+		return;
+	if (val == o->val) {
+		o->len += count;
+		return;
+	}
+	rle_emit(o);
+	o->val = val;
+	o->len = count;
+}
+
+/* Returns 1 when it took the input (tokens in o), 0 to fall back, and sets
+ * *bad for an out-of-range level. */
+static int sparse_rearranged(rle_out_t *o, rckpt_istream_scratch_t *sc, const uint8_t *cur,
+			     const uint8_t *prev, size_t n, unsigned lprev, unsigned lcur, unsigned m,
+			     unsigned *bad)
+{
+	size_t cnt[LANES][RCKPT_ISTREAM_MAX_LEVELS + 1], base[LANES][RCKPT_ISTREAM_MAX_LEVELS + 1];
+	size_t q = n / LANES, i, nnz = 0, cap = n / 8 + 64, pos = 0, sum = 0;
+	size_t start[LANES * (RCKPT_ISTREAM_MAX_LEVELS + 1) + 1];
+	nzent_t *e, *sorted;
+	unsigned l, k, bd = 0;
+
+	if (n < 4096 || n > UINT32_MAX)
+		return 0;
+	if (sc->nzcap < 2 * cap) {
+		void *p = realloc(sc->nz, sizeof(nzent_t) * 2 * cap);
+		if (p == NULL)
+			return 0;
+		sc->nz = p;
+		sc->nzcap = 2 * cap;
+	}
+	e = sc->nz;
+	sorted = e + cap;
+	memset(cnt, 0, sizeof(cnt));
+	for (i = 0; i < q; i++)
+		for (l = 0; l < LANES; l++) {
+			const size_t j = l * q + i;
+			const uint8_t c = cur[j], p = prev[j], d = cdelta(c, p, m);
+			const size_t r = cnt[l][p]++;
+			bd |= (unsigned)(c >= lcur);
+			if (d) {
+				if (nnz == cap)
+					return 0;
+				e[nnz++] = (nzent_t){ (uint32_t)r, p, (uint8_t)l, d, 0 };
+			}
+		}
+	for (i = LANES * q; i < n; i++) {
+		const uint8_t c = cur[i], p = prev[i], d = cdelta(c, p, m);
+		const size_t r = cnt[LANES - 1][p]++;
+		bd |= (unsigned)(c >= lcur);
+		if (d) {
+			if (nnz == cap)
+				return 0;
+			e[nnz++] = (nzent_t){ (uint32_t)r, p, LANES - 1, d, 0 };
+		}
+	}
+	for (k = lprev; k <= RCKPT_ISTREAM_MAX_LEVELS; k++)
+		for (l = 0; l < LANES; l++)
+			bd |= (unsigned)(cnt[l][k] != 0); /* a key >= lprev */
+	*bad = bd;
+	if (bd)
+		return 1;
+	/* stream order: key, then lane, then rank */
+	for (k = 0; k <= RCKPT_ISTREAM_MAX_LEVELS; k++)
+		for (l = 0; l < LANES; l++) {
+			base[l][k] = sum;
+			sum += cnt[l][k];
+		}
+	memset(start, 0, sizeof(start));
+	for (i = 0; i < nnz; i++)
+		start[(size_t)e[i].key * LANES + e[i].lane + 1]++;
+	for (k = 1; k <= LANES * (RCKPT_ISTREAM_MAX_LEVELS + 1); k++)
+		start[k] += start[k - 1];
+	for (i = 0; i < nnz; i++)
+		sorted[start[(size_t)e[i].key * LANES + e[i].lane]++] = e[i];
+	o->val = 0;
+	o->len = 0;
+	for (i = 0; i < nnz; i++) {
+		const size_t at = base[sorted[i].lane][sorted[i].key] + sorted[i].rank;
+		rle_push(o, 0, at - pos);
+		rle_push(o, sorted[i].val, 1);
+		pos = at + 1;
+	}
+	rle_push(o, 0, n - pos);
+	rle_emit(o);
+	return 1;
+}
+
 /* Length of the run of d[i] starting at i (at least 1). */
 static size_t run_at(const uint8_t *d, size_t i, size_t n)
 {
@@ -124,6 +251,7 @@ static size_t run_at(const uint8_t *d, size_t i, size_t n)
 
 void rckpt_istream_scratch_free(rckpt_istream_scratch_t *s)
 {
+	free(s->nz);
 	free(s->d);
 	free(s->tok);
 	free(s->lens);
@@ -182,6 +310,20 @@ int rckpt_istream_encode(rckpt_buf_t *out, const uint8_t *cur, size_t n, unsigne
 			goto out;
 		}
 	}
+	if (o->scratch && (stages & (RCKPT_IS_REARRANGED | RCKPT_IS_RLE)) ==
+				  (RCKPT_IS_REARRANGED | RCKPT_IS_RLE)) {
+		rle_out_t ro = { tok, lens, 0, 0, m, 0, 0 };
+		unsigned bad = 0;
+		if (sparse_rearranged(&ro, o->scratch, cur, prev, n, lprev, lcur, m, &bad)) {
+			if (bad) {
+				rc = -EINVAL;
+				goto out;
+			}
+			ntok = ro.ntok;
+			nlen = ro.nlen;
+			goto tokens_ready;
+		}
+	}
 	{
 		/* The input is checked on the way (branch-free, so it vectorizes):
 		 * every cur < lcur, every prev < lprev. */
@@ -225,6 +367,7 @@ int rckpt_istream_encode(rckpt_buf_t *out, const uint8_t *cur, size_t n, unsigne
 		ntok = n;
 	}
 
+tokens_ready:
 	rc = rckpt_buf_reserve(out, 9);
 	if (rc)
 		goto out;

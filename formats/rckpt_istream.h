@@ -32,7 +32,11 @@ typedef struct rckpt_istream_scratch {
 	uint8_t *d;
 	uint16_t *tok, *lens;
 	size_t cap;
+	void *nz; /* the sparse path's entries (rckpt_istream.c) */
+	size_t nzcap;
 } rckpt_istream_scratch_t;
+
+#define RCKPT_ISTREAM_SCRATCH_INIT { NULL, NULL, NULL, 0, NULL, 0 }
 
 void rckpt_istream_scratch_free(rckpt_istream_scratch_t *s);
 

@@ -246,7 +246,7 @@ static void test_istream_sizes_and_stages(void **state)
 	static const unsigned stage_sets[] = { 0, RCKPT_IS_RLE, RCKPT_IS_REARRANGED,
 					       RCKPT_IS_REARRANGED | RCKPT_IS_RLE };
 	static const unsigned levels[][2] = { { 6, 6 }, { 10, 34 }, { 34, 10 }, { 1, 1 }, { 255, 255 } };
-	rckpt_istream_scratch_t scratch = { NULL, NULL, NULL, 0 };
+	rckpt_istream_scratch_t scratch = RCKPT_ISTREAM_SCRATCH_INIT;
 	size_t si, k, i;
 
 	(void)state;
@@ -317,6 +317,55 @@ static void test_istream_rearrangement_helps(void **state)
 	free(prev);
 }
 
+/* The encoder's sparse path (taken with a scratch when few levels change)
+ * writes the same bytes as the scatter path (taken without one): changes at
+ * the first and last positions, runs that cross group boundaries, runs of
+ * equal nonzero deltas, and too many changes (the fallback). */
+static void test_istream_sparse_path(void **state)
+{
+	static const size_t sizes[] = { 4096, 4097, 10007, 65536, 300001 };
+	static const unsigned rates[] = { 0, 1, 37, 400, 3000 }; /* per 10,000 */
+	rckpt_istream_scratch_t scratch = RCKPT_ISTREAM_SCRATCH_INIT;
+	size_t si, ri, i;
+
+	(void)state;
+	for (si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++)
+		for (ri = 0; ri < sizeof(rates) / sizeof(rates[0]); ri++) {
+			size_t n = sizes[si];
+			uint8_t *cur = malloc(n), *prev = malloc(n), *back = malloc(n);
+			rckpt_istream_opts_t with = { RCKPT_IS_REARRANGED | RCKPT_IS_RLE, RCKPT_EST_TRY_ALL, 1,
+						      &scratch };
+			rckpt_istream_opts_t without = with;
+			rckpt_buf_t a = RCKPT_BUF_INIT, b = RCKPT_BUF_INIT;
+			rckpt_reader_t r;
+			without.scratch = NULL;
+			for (i = 0; i < n; i++) {
+				prev[i] = (uint8_t)((i / 7 + rnd() % 3) % 10);
+				cur[i] = rnd() % 10000 < rates[ri] ? (uint8_t)((prev[i] + 1 + i % 3) % 12) : prev[i];
+			}
+			cur[0] = (uint8_t)((prev[0] + 2) % 12);
+			cur[n - 1] = (uint8_t)((prev[n - 1] + 5) % 12);
+			for (i = 100; i < 140; i++) /* equal nonzero deltas, adjacent in one group */
+				if (prev[i] == prev[100])
+					cur[i] = (uint8_t)((prev[i] + 3) % 12);
+			assert_int_equal(rckpt_istream_encode(&a, cur, n, 12, prev, 10, &with), 0);
+			assert_int_equal(rckpt_istream_encode(&b, cur, n, 12, prev, 10, &without), 0);
+			assert_int_equal(a.len, b.len);
+			assert_memory_equal(a.p, b.p, a.len);
+			r = rckpt_reader(a.p, a.len);
+			assert_int_equal(rckpt_istream_decode(back, n, 12, prev, 10, &r), 0);
+			assert_memory_equal(back, cur, n);
+			cur[n / 2] = 12; /* out of range: refused on either path */
+			assert_int_equal(rckpt_istream_encode(&a, cur, n, 12, prev, 10, &with), -EINVAL);
+			rckpt_buf_free(&a);
+			rckpt_buf_free(&b);
+			free(cur);
+			free(prev);
+			free(back);
+		}
+	rckpt_istream_scratch_free(&scratch);
+}
+
 static void test_istream_rejects(void **state)
 {
 	enum { N = 3000 };
@@ -376,6 +425,7 @@ int main(void)
 		cmocka_unit_test(test_istream_sizes_and_stages),
 		cmocka_unit_test(test_istream_runs),
 		cmocka_unit_test(test_istream_rearrangement_helps),
+		cmocka_unit_test(test_istream_sparse_path),
 		cmocka_unit_test(test_istream_rejects),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
