@@ -194,6 +194,7 @@ typedef struct evalctx {
 	const rckpt_record_t *prev;       /* the last step's record, or NULL */
 	const unsigned *which;            /* prep t is tensor which[t] */
 	const struct prev_sample *psmp;   /* the last step's samples, or NULL */
+	rckpt_codebook_cache_t *cache;    /* per prepared tensor, this step */
 } evalctx_t;
 
 /* Steps over which a configuration's recurring cost is weighed against the
@@ -235,7 +236,8 @@ static int evaluate(evalctx_t *x, cpoint_t cp, double *loss, double *bytes)
 		uint16_t *prot = malloc(2 * (s->n ? s->n : 1));
 		float *r = malloc(4 * (s->n ? s->n : 1));
 		size_t np, i;
-		int rc = idx && prot && r ? rckpt_codec_qparams(&q, &x->prep[t], &c, x->o->quantizer, ps)
+		int rc = idx && prot && r ? rckpt_codec_qparams(&q, &x->prep[t], &c, x->o->quantizer, ps,
+							     x->cache ? &x->cache[t] : NULL)
 					  : -ENOMEM;
 		if (pv && pidx == NULL)
 			rc = -ENOMEM;
@@ -419,7 +421,7 @@ static int relax(cpoint_t *c)
  * last step's codebooks); *quality gets the loss over all the data. */
 static int quantize_all(rckpt_ckenc_t *e, const rckpt_st_t *params, rckpt_tensor_prep_t *prep,
 			const unsigned *which, unsigned nprep, const rckpt_qconfig_t *c,
-			rckpt_record_t *rec, double *quality)
+			rckpt_record_t *rec, double *quality, rckpt_codebook_cache_t *cache)
 {
 	double num = 0, den = 0;
 	unsigned i, pi = 0;
@@ -433,7 +435,7 @@ static int quantize_all(rckpt_ckenc_t *e, const rckpt_st_t *params, rckpt_tensor
 							  ? &e->prev.seg[i]
 							  : NULL;
 			rckpt_qparams_t q;
-			rc = rckpt_codec_qparams(&q, p, c, e->o.quantizer, warm);
+			rc = rckpt_codec_qparams(&q, p, c, e->o.quantizer, warm, &cache[pi]);
 			if (rc == 0)
 				rc = rckpt_codec_make_segment(&rec->seg[i], p, &q);
 			if (rc == 0)
@@ -668,6 +670,7 @@ int rckpt_ckenc_step(rckpt_ckenc_t *e, rckpt_ckenc_out_t *out, rckpt_ckenc_stats
 {
 	const rckpt_ckenc_opts_t *o = &e->o;
 	rckpt_tensor_prep_t *prep = NULL;
+	rckpt_codebook_cache_t *cache = NULL;
 	sample_t *smp = NULL;
 	unsigned *which = NULL, nprep = 0, i;
 	rckpt_record_t rec;
@@ -684,9 +687,10 @@ int rckpt_ckenc_step(rckpt_ckenc_t *e, rckpt_ckenc_out_t *out, rckpt_ckenc_stats
 	/* Prepare the quantized tensors: widen, check, sketch, sample. */
 	t0 = now_s();
 	prep = calloc(params->ntensors ? params->ntensors : 1, sizeof(*prep));
+	cache = calloc(params->ntensors ? params->ntensors : 1, sizeof(*cache));
 	smp = calloc(params->ntensors ? params->ntensors : 1, sizeof(*smp));
 	which = calloc(params->ntensors ? params->ntensors : 1, sizeof(*which));
-	if (!prep || !smp || !which) {
+	if (!prep || !smp || !which || !cache) {
 		rc = -ENOMEM;
 		goto out;
 	}
@@ -737,7 +741,7 @@ int rckpt_ckenc_step(rckpt_ckenc_t *e, rckpt_ckenc_out_t *out, rckpt_ckenc_stats
 		st->config = o->fixed;
 	} else if (o->mode == RCKPT_CKENC_BITWIDTH) {
 		evalctx_t x = { o, prep, smp, nprep, 0, NULL, e->steps ? &e->prev : NULL, which,
-				e->npsmp == nprep ? e->psmp : NULL };
+				e->npsmp == nprep ? e->psmp : NULL, cache };
 		rckpt_qconfig_t c = o->fixed;
 		unsigned bits, k;
 		for (bits = 2; bits <= 6; bits++) {
@@ -757,7 +761,7 @@ int rckpt_ckenc_step(rckpt_ckenc_t *e, rckpt_ckenc_out_t *out, rckpt_ckenc_stats
 		st->configs_tried = x.tried;
 	} else {
 		evalctx_t x = { o, prep, smp, nprep, 0, NULL, e->steps ? &e->prev : NULL, which,
-				e->npsmp == nprep ? e->psmp : NULL };
+				e->npsmp == nprep ? e->psmp : NULL, cache };
 		/* The first step's choice is provisional: it is made without
 		 * knowing how stable each configuration's levels are. The second
 		 * step, the first that can measure it, searches the whole space
@@ -786,7 +790,7 @@ int rckpt_ckenc_step(rckpt_ckenc_t *e, rckpt_ckenc_out_t *out, rckpt_ckenc_stats
 	}
 	for (;;) {
 		int ok;
-		rc = quantize_all(e, params, prep, which, nprep, &st->config, &rec, &st->quality);
+		rc = quantize_all(e, params, prep, which, nprep, &st->config, &rec, &st->quality, cache);
 		if (rc == 0 && o->quality) {
 			rc = ask_callback(o, params, &rec, &st->cb_quality);
 			if (rc)
@@ -854,6 +858,7 @@ out:
 		free(smp[i].g);
 	}
 	free(prep);
+	free(cache);
 	free(smp);
 	free(which);
 	return rc;

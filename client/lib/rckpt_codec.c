@@ -225,7 +225,7 @@ static void collect(float v, uint64_t count, void *arg)
 }
 
 int rckpt_codec_qparams(rckpt_qparams_t *q, const rckpt_tensor_prep_t *p, const rckpt_qconfig_t *c,
-			unsigned quantizer, const rckpt_seg_t *warm)
+			unsigned quantizer, const rckpt_seg_t *warm, rckpt_codebook_cache_t *cache)
 {
 	points_t pts = { NULL, NULL, 0, 0.0f, INFINITY };
 	double *wts = NULL, sum_c = 0, sum_m = 0;
@@ -265,6 +265,19 @@ int rckpt_codec_qparams(rckpt_qparams_t *q, const rckpt_tensor_prep_t *p, const 
 		goto out;
 	pts.hi = q->protect_mag;
 	pts.lo = q->prune_by_sensitivity ? 0.0f : q->prune_below;
+	if (cache) {
+		unsigned j;
+		for (j = 0; j < cache->n; j++)
+			if (cache->e[j].bins == bins && cache->e[j].quantizer == quantizer &&
+			    cache->e[j].lo == pts.lo && cache->e[j].hi == pts.hi &&
+			    cache->e[j].lambda == c->lambda) {
+				k = (int)cache->e[j].k;
+				memcpy(q->centroids, cache->e[j].centroids, sizeof(float) * (size_t)k);
+				q->nbins = (unsigned)k;
+				rc = 0;
+				goto out;
+			}
+	}
 	for (i = 0; i < p->vvalue.n; i++)
 		collect(p->vvalue.value[i], p->vvalue.count[i], &pts);
 	if (pts.n && quantizer == RCKPT_QUANTIZER_UNIFORM) {
@@ -301,6 +314,16 @@ int rckpt_codec_qparams(rckpt_qparams_t *q, const rckpt_tensor_prep_t *p, const 
 	}
 	q->nbins = (unsigned)k;
 	rc = rckpt_qparams_check(q);
+	if (rc == 0 && cache) { /* round-robin once full */
+		unsigned j = cache->n < RCKPT_CB_CACHE_SIZE ? cache->n++ : cache->next++ % RCKPT_CB_CACHE_SIZE;
+		cache->e[j].bins = bins;
+		cache->e[j].quantizer = quantizer;
+		cache->e[j].lo = pts.lo;
+		cache->e[j].hi = pts.hi;
+		cache->e[j].lambda = c->lambda;
+		cache->e[j].k = q->nbins;
+		memcpy(cache->e[j].centroids, q->centroids, sizeof(float) * q->nbins);
+	}
 out:
 	free(pts.x);
 	free(pts.cnt);
@@ -362,7 +385,7 @@ int rckpt_codec_encode_tensor(rckpt_seg_t *seg, uint64_t *bad_index, const void 
 		return rckpt_codec_lossless_segment(seg, data, dtype, n);
 	if ((rc = rckpt_codec_prepare(&p, bad_index, data, dtype, n, grads, kind)))
 		return rc;
-	rc = rckpt_codec_qparams(&q, &p, c, RCKPT_QUANTIZER_KMEANS, NULL);
+	rc = rckpt_codec_qparams(&q, &p, c, RCKPT_QUANTIZER_KMEANS, NULL, NULL);
 	if (rc == 0)
 		rc = rckpt_codec_make_segment(seg, &p, &q);
 	rckpt_codec_prep_free(&p);

@@ -83,12 +83,27 @@ int rckpt_codec_prepare(rckpt_tensor_prep_t *p, uint64_t *bad_index, const void 
 			unsigned dtype, uint64_t n, const float *grads, unsigned kind);
 void rckpt_codec_prep_free(rckpt_tensor_prep_t *p);
 
+/* Codebooks already computed for one tensor in one step, keyed by what
+ * they depend on (bins, the magnitude range clustered, quantizer, lambda):
+ * the search asks for the same one under many configurations. Zero it
+ * before a tensor's first use; it needs no freeing. */
+#define RCKPT_CB_CACHE_SIZE 32
+typedef struct rckpt_codebook_cache {
+	unsigned n, next;
+	struct {
+		unsigned bins, quantizer, k;
+		float lo, hi, lambda;
+		float centroids[RCKPT_MAX_BINS];
+	} e[RCKPT_CB_CACHE_SIZE];
+} rckpt_codebook_cache_t;
+
 /* The quantization parameters of configuration c for p: bucket-edge
  * thresholds, then the codebook. warm (may be NULL) is the last step's
  * codebook of this tensor: used as k-means seeds when it has as many bins.
- * 0, -EINVAL, -ENOMEM. */
+ * cache (may be NULL) holds codebooks of this tensor, this step, this warm
+ * start. 0, -EINVAL, -ENOMEM. */
 int rckpt_codec_qparams(rckpt_qparams_t *q, const rckpt_tensor_prep_t *p, const rckpt_qconfig_t *c,
-			unsigned quantizer, const rckpt_seg_t *warm);
+			unsigned quantizer, const rckpt_seg_t *warm, rckpt_codebook_cache_t *cache);
 
 /* Quantizes p with q into a segment covering the whole tensor. */
 int rckpt_codec_make_segment(rckpt_seg_t *seg, const rckpt_tensor_prep_t *p, const rckpt_qparams_t *q);
