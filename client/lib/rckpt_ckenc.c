@@ -309,12 +309,13 @@ static int allowed(cpoint_t c, const cpoint_t *last)
 	return !last || (c.b >= last->b && c.e >= last->e && c.p >= last->p && c.q >= last->q);
 }
 
-/* Keeps the best acceptable point in *best. */
+/* Keeps the best acceptable point in *best; *bytes gets c's estimate. */
 static int consider(evalctx_t *x, cpoint_t c, int *found, cpoint_t *best, double *best_bytes,
-		    int *pass)
+		    int *pass, double *bytes_out)
 {
-	double loss, bytes;
+	double loss, bytes = 0;
 	int rc = evaluate(x, c, &loss, &bytes);
+	*bytes_out = bytes;
 	*pass = rc == 0 && loss <= x->o->eps;
 	if (*pass && (!*found || bytes < *best_bytes)) {
 		*found = 1;
@@ -328,7 +329,7 @@ static int search(evalctx_t *x, const cpoint_t *last, int have_emb, int have_g, 
 		  int *found)
 {
 	unsigned e, p, m, q, b, mmax = have_g && x->o->use_grads ? 2 : 1, e0 = have_emb ? 0 : NE - 1;
-	double best_bytes = 0;
+	double best_bytes = 0, bytes;
 	int rc, pass;
 
 	*found = 0;
@@ -348,7 +349,7 @@ static int search(evalctx_t *x, const cpoint_t *last, int have_emb, int have_g, 
 				c.m = m;
 				if (k > 0 && memcmp(&n[k], last, sizeof(c)) == 0)
 					continue; /* an axis at its end */
-				if ((rc = consider(x, c, found, best, &best_bytes, &pass)))
+				if ((rc = consider(x, c, found, best, &best_bytes, &pass, &bytes)))
 					return rc;
 			}
 		if (*found)
@@ -363,9 +364,11 @@ static int search(evalctx_t *x, const cpoint_t *last, int have_emb, int have_g, 
 						cpoint_t c = { b, e, p, m, q };
 						if (!allowed(c, last))
 							continue;
-						if ((rc = consider(x, c, found, best, &best_bytes, &pass)))
+						if ((rc = consider(x, c, found, best, &best_bytes, &pass, &bytes)))
 							return rc;
-						if (pass)
+						/* more bins only grow a line's size: once this
+						 * one is no smaller than the best, stop the line */
+						if (pass || (*found && bytes >= best_bytes))
 							break;
 					}
 	return 0;
