@@ -333,7 +333,11 @@ static int search(evalctx_t *x, const cpoint_t *last, int have_emb, int have_g, 
 	int rc, pass;
 
 	*found = 0;
-	if (last) { /* the neighbourhood: last, and one step less aggressive */
+	if (last) {
+		/* The neighbourhood: last, then each axis one step less
+		 * aggressive. A less aggressive point keeps more information, so
+		 * its estimate is no smaller: when last passes (with either
+		 * metric: that axis is free), the others need no evaluation. */
 		cpoint_t n[5];
 		unsigned k;
 		n[0] = *last;
@@ -344,7 +348,7 @@ static int search(evalctx_t *x, const cpoint_t *last, int have_emb, int have_g, 
 		n[3].p = last->p + 1 < NP ? last->p + 1 : last->p;
 		n[4].q = last->q + 1 < NQ ? last->q + 1 : last->q;
 		for (k = 0; k < 5; k++)
-			for (m = 0; m < mmax; m++) { /* the metric axis is free */
+			for (m = 0; m < mmax; m++) {
 				cpoint_t c = n[k];
 				c.m = m;
 				if (k > 0 && memcmp(&n[k], last, sizeof(c)) == 0)
@@ -355,22 +359,36 @@ static int search(evalctx_t *x, const cpoint_t *last, int have_emb, int have_g, 
 		if (*found)
 			return 0;
 	}
-	/* guided exhaustive: per line, bins from fewest up to the first pass */
+	/* Guided exhaustive. For each embedding-bins, metric and protection
+	 * setting, walk pruning from none to most: more pruning never needs
+	 * fewer bins to pass, so each line starts at the bins the last line
+	 * first passed with, and once a line has no pass, none with more
+	 * pruning will. Within a line, bins rise to the first pass, or until
+	 * the estimate is no smaller than the best passing one (more bins only
+	 * grow it). */
 	for (e = e0; e < NE; e++)
-		for (p = 0; p < NP; p++)
-			for (m = 0; m < mmax; m++)
-				for (q = 0; q < NQ; q++)
-					for (b = 0; b < NB; b++) {
+		for (m = 0; m < mmax; m++)
+			for (q = 0; q < NQ; q++) {
+				unsigned b0 = last ? last->b : 0;
+				for (p = NP; p-- > 0;) {
+					int line_pass = 0;
+					for (b = b0; b < NB; b++) {
 						cpoint_t c = { b, e, p, m, q };
 						if (!allowed(c, last))
-							continue;
+							break;
 						if ((rc = consider(x, c, found, best, &best_bytes, &pass, &bytes)))
 							return rc;
-						/* more bins only grow a line's size: once this
-						 * one is no smaller than the best, stop the line */
+						if (pass) {
+							line_pass = 1;
+							b0 = b;
+						}
 						if (pass || (*found && bytes >= best_bytes))
 							break;
 					}
+					if (!line_pass && b == NB)
+						break; /* no bins pass: more pruning will not */
+				}
+			}
 	return 0;
 }
 

@@ -2,9 +2,9 @@
  * rckpt_quant.c — classification, bin assignment, dequantization.
  *
  * Bin assignment counts the midpoints a value reaches: bin = #{j : x >=
- * mid[j]}, with mid[j] = c[j] + (c[j+1] - c[j]) * 0.5f in float. Written as
- * a loop over midpoints inside a loop over a block of values, so the
- * compiler vectorizes it, and the GPU can do the very same float operations.
+ * mid[j]}, with mid[j] = c[j] + (c[j+1] - c[j]) * 0.5f in float: a count,
+ * so the order of the compares cannot change it, and the GPU can do the
+ * very same float operations.
  */
 #include "rckpt_quant.h"
 
@@ -15,6 +15,11 @@
 #include <string.h>
 
 #define BLOCK 512
+
+/* Eight lanes of GCC's vector extension: AVX2 in the avx2 clone, two SSE
+ * halves in the default one. */
+typedef float v8f __attribute__((vector_size(32)));
+typedef int32_t v8i __attribute__((vector_size(32)));
 
 uint16_t rckpt_f32_to_bf16(float f)
 {
@@ -60,24 +65,36 @@ void rckpt_quantize(uint8_t *idx, uint16_t *prot, size_t *nprot, const float *w,
 		    size_t n, const rckpt_qparams_t *q)
 {
 	float mid[RCKPT_MAX_BINS];
+	v8f midv[RCKPT_MAX_BINS];
 	const unsigned nb = q->nbins, pl = rckpt_q_pruned_level(q), protl = nb + 1;
 	size_t base, np = 0;
 	unsigned j;
 
-	for (j = 0; j + 1 < nb; j++)
+	for (j = 0; j + 1 < nb; j++) {
 		mid[j] = q->centroids[j] + (q->centroids[j + 1] - q->centroids[j]) * 0.5f;
+		midv[j] = (v8f){ mid[j], mid[j], mid[j], mid[j], mid[j], mid[j], mid[j], mid[j] };
+	}
 	for (base = 0; base < n; base += BLOCK) {
-		/* 32-bit counters, the width of the floats, so the compare and
-		 * add vectorize lane for lane. */
+		/* 32-bit counters, the width of the floats, lane for lane; the
+		 * count of eight values stays in a register across the
+		 * midpoints (a compare gives -1 per lane that reaches one). */
 		uint32_t bin[BLOCK];
 		size_t i, m = n - base < BLOCK ? n - base : BLOCK;
 		const float *x = w + base;
 
-		memset(bin, 0, sizeof(bin[0]) * m);
-		for (j = 0; j + 1 < nb; j++) {
-			const float t = mid[j];
-			for (i = 0; i < m; i++)
-				bin[i] += (uint32_t)(x[i] >= t);
+		for (i = 0; i + 8 <= m; i += 8) {
+			v8f xv;
+			v8i acc = { 0, 0, 0, 0, 0, 0, 0, 0 };
+			memcpy(&xv, x + i, sizeof(xv));
+			for (j = 0; j + 1 < nb; j++)
+				acc -= (v8i)(xv >= midv[j]);
+			memcpy(bin + i, &acc, sizeof(acc));
+		}
+		for (; i < m; i++) {
+			uint32_t c = 0;
+			for (j = 0; j + 1 < nb; j++)
+				c += (uint32_t)(x[i] >= mid[j]);
+			bin[i] = c;
 		}
 		/* Levels, branch-free and without the gradients' test inside
 		 * the loop, so it vectorizes; then the protected values, rare,
@@ -102,9 +119,23 @@ void rckpt_quantize(uint8_t *idx, uint16_t *prot, size_t *nprot, const float *w,
 		}
 		for (i = 0; i < m; i++)
 			idx[base + i] = (uint8_t)bin[i];
-		for (i = 0; i < m; i++)
-			if (bin[i] == protl)
-				prot[np++] = rckpt_f32_to_bf16(x[i]);
+		/* protected values are rare: test eight lanes at once */
+		for (i = 0; i < m; i += 8) {
+			size_t k, e = m - i < 8 ? m - i : 8;
+			if (e == 8) {
+				v8i b, eq;
+				uint64_t any[4];
+				memcpy(&b, bin + i, sizeof(b));
+				eq = b == (v8i){ (int32_t)protl, (int32_t)protl, (int32_t)protl, (int32_t)protl,
+						 (int32_t)protl, (int32_t)protl, (int32_t)protl, (int32_t)protl };
+				memcpy(any, &eq, sizeof(any));
+				if ((any[0] | any[1] | any[2] | any[3]) == 0)
+					continue;
+			}
+			for (k = i; k < i + e; k++)
+				if (bin[k] == protl)
+					prot[np++] = rckpt_f32_to_bf16(x[k]);
+		}
 	}
 	*nprot = np;
 }

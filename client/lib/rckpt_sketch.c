@@ -24,7 +24,7 @@ int rckpt_sketch_init(rckpt_sketch_t *s, unsigned mbits)
 		return -EINVAL;
 	s->mbits = mbits;
 	s->nkeys = (size_t)254 << mbits; /* exponents 1..254 */
-	s->neg = calloc(2 * s->nkeys, sizeof(uint64_t)); /* [neg | pos], see slot_of */
+	s->neg = calloc(2 * s->nkeys + 1, sizeof(uint64_t)); /* [neg | pos | scratch] */
 	s->pos = s->neg ? s->neg + s->nkeys : NULL;
 	if (s->neg == NULL) {
 		rckpt_sketch_free(s);
@@ -41,8 +41,12 @@ void rckpt_sketch_free(rckpt_sketch_t *s)
 
 void rckpt_sketch_clear(rckpt_sketch_t *s)
 {
-	memset(s->neg, 0, 2 * s->nkeys * sizeof(uint64_t));
+	if (s->hi > s->lo) {
+		memset(s->neg + s->lo, 0, (s->hi - s->lo) * sizeof(uint64_t));
+		memset(s->pos + s->lo, 0, (s->hi - s->lo) * sizeof(uint64_t));
+	}
 	s->zero = s->total = 0;
+	s->lo = s->hi = 0;
 }
 
 double rckpt_sketch_alpha(const rckpt_sketch_t *s)
@@ -66,28 +70,46 @@ float rckpt_sketch_value(const rckpt_sketch_t *s, uint32_t key)
 
 /*
  * Counting. pos and neg are the two halves of one array, allocated as
- * [neg | pos], so a value's counter is found with arithmetic instead of a
- * three-way branch: zeros and subnormals (exponent 0) go to s->zero through
- * a scratch slot kept past the end of pos.
+ * [neg | pos | scratch], so a value's counter is found with arithmetic
+ * instead of a three-way branch: zeros and subnormals (exponent 0) go to the
+ * scratch slot past the end of pos, moved to s->zero after the loop. The
+ * loop keeps everything in locals: a store through a pointer into the
+ * counts could otherwise alias *s and force reloads every iteration.
+ *
+ * It also keeps [lo, hi) around the keys counted, so scans skip the
+ * thousands of empty buckets a tensor's few octaves leave (the array covers
+ * every exponent). Zero and subnormal magnitudes widen nothing.
  */
-static inline uint64_t *slot_of(rckpt_sketch_t *s, uint32_t u, uint64_t *zero_slot)
-{
-	const uint32_t mag = u & 0x7fffffffu, k0 = first_key(s->mbits);
-	const uint32_t key = mag >> (23 - s->mbits);
-	const size_t off = (size_t)(key - k0) + (u >> 31 ? 0 : s->nkeys);
-	return mag < 0x00800000u ? zero_slot : s->neg + off;
-}
-
 static void add_words(rckpt_sketch_t *s, const float *x, const float *g, size_t n, uint32_t mask)
 {
-	uint64_t zero = 0;
+	uint64_t *const c = s->neg;
+	const size_t nkeys = s->nkeys, scratch = 2 * nkeys;
+	const unsigned shift = 23 - s->mbits;
+	const uint32_t k0 = first_key(s->mbits);
+	uint32_t mmin = 0x7fffffffu, mmax = 0;
 	size_t i;
+
 	for (i = 0; i < n; i++) {
-		uint32_t u = rckpt_f2u(g ? x[i] * g[i] : x[i]) & mask;
-		(*slot_of(s, u, &zero))++;
+		const uint32_t u = rckpt_f2u(g ? x[i] * g[i] : x[i]) & mask, mag = u & 0x7fffffffu;
+		const size_t off = (size_t)((mag >> shift) - k0) + (u >> 31 ? 0 : nkeys);
+		const uint32_t m = mag < 0x00800000u ? mmin : mag;
+		mmin = m < mmin ? m : mmin;
+		mmax = mag > mmax ? mag : mmax;
+		c[mag < 0x00800000u ? scratch : off]++;
 	}
-	s->zero += zero;
+	s->zero += c[scratch];
+	c[scratch] = 0;
 	s->total += n;
+	if (mmax >= 0x00800000u) {
+		size_t lo = (mmin >> shift) - k0, hi = (mmax >> shift) - k0 + 1;
+		if (s->hi == s->lo) {
+			s->lo = lo;
+			s->hi = hi;
+		} else {
+			s->lo = lo < s->lo ? lo : s->lo;
+			s->hi = hi > s->hi ? hi : s->hi;
+		}
+	}
 }
 
 void rckpt_sketch_add(rckpt_sketch_t *s, const float *x, size_t n)
@@ -105,9 +127,18 @@ int rckpt_sketch_merge(rckpt_sketch_t *dst, const rckpt_sketch_t *src)
 	size_t k;
 	if (dst->mbits != src->mbits)
 		return -EINVAL;
-	for (k = 0; k < dst->nkeys; k++) {
+	for (k = src->lo; k < src->hi; k++) {
 		dst->pos[k] += src->pos[k];
 		dst->neg[k] += src->neg[k];
+	}
+	if (src->hi > src->lo) {
+		if (dst->hi == dst->lo) {
+			dst->lo = src->lo;
+			dst->hi = src->hi;
+		} else {
+			dst->lo = src->lo < dst->lo ? src->lo : dst->lo;
+			dst->hi = src->hi > dst->hi ? src->hi : dst->hi;
+		}
 	}
 	dst->zero += src->zero;
 	dst->total += src->total;
@@ -120,12 +151,12 @@ void rckpt_sketch_foreach(const rckpt_sketch_t *s, void (*fn)(float value, uint6
 	uint32_t k0 = first_key(s->mbits);
 	size_t k;
 
-	for (k = s->nkeys; k-- > 0;)
+	for (k = s->hi; k-- > s->lo;)
 		if (s->neg[k])
 			fn(-rckpt_sketch_value(s, (uint32_t)k + k0), s->neg[k], arg);
 	if (s->zero)
 		fn(0.0f, s->zero, arg);
-	for (k = 0; k < s->nkeys; k++)
+	for (k = s->lo; k < s->hi; k++)
 		if (s->pos[k])
 			fn(rckpt_sketch_value(s, (uint32_t)k + k0), s->pos[k], arg);
 }
@@ -258,7 +289,7 @@ static void view_add(float value, uint64_t count, void *arg)
 int rckpt_sketch_view_init(rckpt_sketch_view_t *v, const rckpt_sketch_t *s)
 {
 	const uint32_t k0 = first_key(s->mbits);
-	size_t cap = 2 * s->nkeys + 1, k;
+	size_t cap = 2 * (s->hi - s->lo) + 1, k;
 	uint64_t cum = 0;
 	view_fill_t f = { v };
 
@@ -267,8 +298,8 @@ int rckpt_sketch_view_init(rckpt_sketch_view_t *v, const rckpt_sketch_t *s)
 	v->total = s->total;
 	v->value = malloc(sizeof(float) * cap);
 	v->count = malloc(sizeof(uint64_t) * cap);
-	v->mkey = malloc(sizeof(uint32_t) * (s->nkeys + 1));
-	v->mcum = malloc(sizeof(uint64_t) * (s->nkeys + 1));
+	v->mkey = malloc(sizeof(uint32_t) * cap);
+	v->mcum = malloc(sizeof(uint64_t) * cap);
 	if (!v->value || !v->count || !v->mkey || !v->mcum) {
 		rckpt_sketch_view_free(v);
 		return -ENOMEM;
@@ -279,7 +310,7 @@ int rckpt_sketch_view_init(rckpt_sketch_view_t *v, const rckpt_sketch_t *s)
 		v->mkey[v->nmag] = 0;
 		v->mcum[v->nmag++] = cum;
 	}
-	for (k = 0; k < s->nkeys; k++) {
+	for (k = s->lo; k < s->hi; k++) {
 		uint64_t c = s->pos[k] + s->neg[k];
 		if (c) {
 			cum += c;

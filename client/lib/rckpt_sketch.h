@@ -28,6 +28,7 @@ typedef struct rckpt_sketch {
 	uint64_t *neg;  /* counts of negative buckets, by key of |x| (owns the array) */
 	uint64_t zero;  /* zeros and subnormals */
 	uint64_t total; /* every value added */
+	size_t lo, hi;  /* every nonzero count of pos and neg lies in [lo, hi) */
 } rckpt_sketch_t;
 
 /* 0, -EINVAL (mbits out of range) or -ENOMEM. */

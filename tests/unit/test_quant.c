@@ -172,6 +172,49 @@ static void test_sketch_view(void **state)
 	free(x);
 }
 
+/* The sketch scans only the keys it has counted: merging disjoint ranges,
+ * clearing and adding again, and extremes and subnormals all still give
+ * what scanning every key gives. */
+static void test_sketch_ranges(void **state)
+{
+	static const float lo[] = { 1e-30f, -3e-29f, 2e-30f, 1e-44f /* subnormal */, 0.0f };
+	static const float hi[] = { 3e38f, -1e30f, 7.5f, -FLT_MAX };
+	rckpt_sketch_t a, b, all;
+	rckpt_sketch_view_t v;
+	float p, r, u, w;
+	double q;
+
+	(void)state;
+	assert_int_equal(rckpt_sketch_init(&a, 6), 0);
+	assert_int_equal(rckpt_sketch_init(&b, 6), 0);
+	assert_int_equal(rckpt_sketch_init(&all, 6), 0);
+	rckpt_sketch_add(&b, hi, 4);
+	rckpt_sketch_clear(&b); /* forgets hi entirely */
+	assert_int_equal(b.total, 0);
+	assert_true(b.lo == b.hi);
+	rckpt_sketch_add(&a, lo, 5);
+	rckpt_sketch_add(&b, hi, 4);
+	rckpt_sketch_add(&all, hi, 4);
+	rckpt_sketch_add(&all, lo, 5);
+	assert_int_equal(rckpt_sketch_merge(&a, &b), 0);
+	assert_memory_equal(a.neg, all.neg, 2 * a.nkeys * sizeof(uint64_t));
+	assert_int_equal(a.zero, 2);
+	assert_int_equal(a.lo, all.lo);
+	assert_int_equal(a.hi, all.hi);
+	assert_int_equal(rckpt_sketch_view_init(&v, &a), 0);
+	assert_int_equal(v.n, 8); /* seven buckets and zero */
+	for (q = 0; q <= 1.0; q += 0.05) {
+		rckpt_sketch_abs_quantile_bounds(&all, q, &p, &r);
+		rckpt_sketch_view_abs_bounds(&v, q, &u, &w);
+		assert_true(p == u && r == w);
+		assert_true(rckpt_sketch_quantile(&a, q) == rckpt_sketch_quantile(&all, q));
+	}
+	rckpt_sketch_view_free(&v);
+	rckpt_sketch_free(&a);
+	rckpt_sketch_free(&b);
+	rckpt_sketch_free(&all);
+}
+
 /* ---- k-means ---- */
 
 static void test_kmeans_separated(void **state)
@@ -385,6 +428,7 @@ int main(void)
 		cmocka_unit_test(test_sketch_error_bound),
 		cmocka_unit_test(test_sketch_merge),
 		cmocka_unit_test(test_sketch_view),
+		cmocka_unit_test(test_sketch_ranges),
 		cmocka_unit_test(test_kmeans_separated),
 		cmocka_unit_test(test_kmeans_few_points),
 		cmocka_unit_test(test_kmeans_weights_matter),
