@@ -426,8 +426,12 @@ int rckpt_codec_seg_error(const rckpt_seg_t *seg, const float *w, const float *g
 	lv[pl] = 0.0f;
 	lv[protl] = 0.0f;
 	/* A protected value's reconstruction is its own bf16 rounding: no
-	 * need to walk the stored list, and the loop has no branch. */
-	unsigned bad = 0;
+	 * need to walk the stored list, and the loop has no branch. Eight
+	 * partial sums (element i into sum i mod 8, added in lane order at
+	 * the end): independent chains instead of one serial one, and still
+	 * one fixed order, so the same inputs give the same loss anywhere. */
+	unsigned bad = 0, l;
+	double as[8] = { 0 }, bs[8] = { 0 };
 	for (i = 0; i < seg->n; i++) {
 		const unsigned v = seg->idx[i] <= protl ? seg->idx[i] : pl;
 		bad |= seg->idx[i] > protl;
@@ -435,8 +439,12 @@ int rckpt_codec_seg_error(const rckpt_seg_t *seg, const float *w, const float *g
 		const float wi = w[i];
 		const float r = v == protl ? rckpt_bf16_to_f32(rckpt_f32_to_bf16(wi)) : lv[v];
 		const double gg = g ? (double)g[i] * g[i] : 1.0, d = (double)wi - r;
-		a += gg * d * d;
-		b += gg * (double)wi * wi;
+		as[i & 7] += gg * d * d;
+		bs[i & 7] += gg * (double)wi * wi;
+	}
+	for (l = 0; l < 8; l++) {
+		a += as[l];
+		b += bs[l];
 	}
 	if (bad || k != seg->nprot)
 		return -EBADMSG;
