@@ -25,6 +25,40 @@ typedef rckpt_buf_t rckpt_cls_out_t;
 
 typedef int (*rckpt_cls_method_fn)(const uint8_t *in, size_t in_len, rckpt_cls_out_t *out);
 
+/*
+ * The object a method runs on. The glue implements these with the OSD's
+ * cls_cxx_* calls (changes are applied atomically when the method returns
+ * 0, and dropped when it fails); unit tests and fuzzers implement them
+ * over memory. Every function returns 0 or a negative errno; -ENOENT when
+ * the object or key does not exist.
+ */
+typedef struct rckpt_cls_obj rckpt_cls_obj_t;
+typedef struct rckpt_cls_obj_ops {
+	int (*stat)(rckpt_cls_obj_t *o, uint64_t *size);
+	/* appends len bytes at off (fewer at the end of the object) to out */
+	int (*read)(rckpt_cls_obj_t *o, uint64_t off, size_t len, rckpt_buf_t *out);
+	int (*write)(rckpt_cls_obj_t *o, uint64_t off, const uint8_t *p, size_t len);
+	int (*truncate)(rckpt_cls_obj_t *o, uint64_t size);
+	int (*omap_get)(rckpt_cls_obj_t *o, const char *key, rckpt_buf_t *out);
+	int (*omap_set)(rckpt_cls_obj_t *o, const char *key, const uint8_t *p, size_t len);
+	int (*omap_remove)(rckpt_cls_obj_t *o, const char *key);
+	/* calls fn on up to max keys after start_after ("" from the first),
+	 * in key order; *more says whether any are left. fn returning nonzero
+	 * stops the walk and is returned. */
+	int (*omap_list)(rckpt_cls_obj_t *o, const char *start_after, unsigned max,
+			 int (*fn)(void *arg, const char *key, const uint8_t *val, size_t len),
+			 void *arg, int *more);
+} rckpt_cls_obj_ops_t;
+
+struct rckpt_cls_obj {
+	const rckpt_cls_obj_ops_t *ops;
+	void *ctx; /* the implementation's */
+};
+
+/* A method that works on its object. */
+typedef int (*rckpt_cls_obj_method_fn)(rckpt_cls_obj_t *obj, const uint8_t *in, size_t in_len,
+				       rckpt_cls_out_t *out);
+
 /* The body of every plugin's `version` method: the input must be empty
  * (-EINVAL otherwise); the reply is a version frame (formats/cls-wire.md)
  * naming `plugin`, the project version, the Ceph release the plugin was

@@ -261,6 +261,42 @@ int rckpt_record_peek(unsigned *kind, uint64_t *step, uint64_t *parent, const ui
 	return 0;
 }
 
+int rckpt_record_check(unsigned *kind, uint64_t *step, uint64_t *parent, const uint8_t *src,
+		       size_t len)
+{
+	rckpt_reader_t r = rckpt_reader(src, len);
+	unsigned version, compat, k, flags;
+	uint64_t st, ps, body;
+
+	if (src == NULL || len < RCKPT_RECORD_HEADER_BYTES + 4 || rckpt_rd_u32(&r) != RCKPT_RECORD_MAGIC)
+		return -EBADMSG;
+	version = rckpt_rd_u8(&r);
+	compat = rckpt_rd_u8(&r);
+	k = rckpt_rd_u8(&r);
+	flags = rckpt_rd_u8(&r);
+	st = rckpt_rd_u64(&r);
+	ps = rckpt_rd_u64(&r);
+	(void)rckpt_rd_u32(&r); /* segments */
+	if (rckpt_rd_u32(&r) != 0 || flags != 0 || compat == 0 || compat > version)
+		return -EBADMSG;
+	if (compat > RCKPT_RECORD_VERSION)
+		return RCKPT_FMT_EVERSION;
+	body = rckpt_rd_u64(&r);
+	if (body != len - RCKPT_RECORD_HEADER_BYTES - 4)
+		return -EBADMSG;
+	if (rckpt_crc32c(0, src, len - 4) != rckpt_le32(src + len - 4))
+		return RCKPT_FMT_ECHECKSUM;
+	if (k != RCKPT_REC_BASE && k != RCKPT_REC_DELTA && k != RCKPT_REC_SPARSE)
+		return -EBADMSG;
+	if ((k == RCKPT_REC_BASE) != (ps == RCKPT_NO_PARENT) || st == RCKPT_NO_PARENT ||
+	    (k != RCKPT_REC_BASE && ps >= st))
+		return -EBADMSG;
+	*kind = k;
+	*step = st;
+	*parent = ps;
+	return 0;
+}
+
 static int seg_decode(rckpt_seg_t *s, rckpt_reader_t *r, const rckpt_seg_t *ps)
 {
 	unsigned j;

@@ -81,6 +81,13 @@ int rckpt_record_decode(rckpt_record_t *out, const uint8_t *src, size_t len,
 int rckpt_record_peek(unsigned *kind, uint64_t *step, uint64_t *parent, const uint8_t *src,
 		      size_t len);
 
+/* Checks the header and the CRC of the record in src[0..len) without
+ * decoding its segments, and reads its kind, step and parent. A delta's
+ * parent must be an earlier step. 0, -EBADMSG, RCKPT_FMT_EVERSION,
+ * RCKPT_FMT_ECHECKSUM. */
+int rckpt_record_check(unsigned *kind, uint64_t *step, uint64_t *parent, const uint8_t *src,
+		       size_t len);
+
 /* Frees what a decoded (or caller-built) record owns and empties it. */
 void rckpt_record_free(rckpt_record_t *rec);
 

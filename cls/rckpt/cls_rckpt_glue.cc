@@ -17,4 +17,12 @@ CLS_INIT(rckpt)
 		return;
 	}
 	rckpt_cls_register_rd<cls_rckpt_version>(cls, "version");
+	rckpt_cls_register_obj<cls_rckpt_append>(cls, "append", CLS_METHOD_RD | CLS_METHOD_WR);
+	rckpt_cls_register_obj<cls_rckpt_materialize>(cls, "materialize", CLS_METHOD_RD);
+	rckpt_cls_register_obj<cls_rckpt_index>(cls, "index", CLS_METHOD_RD);
+	rckpt_cls_register_obj<cls_rckpt_trim>(cls, "trim", CLS_METHOD_RD | CLS_METHOD_WR);
+	rckpt_cls_register_obj<cls_rckpt_tip>(cls, "tip", CLS_METHOD_RD);
+	rckpt_cls_register_obj<cls_rckpt_head>(cls, "head", CLS_METHOD_RD);
+	rckpt_cls_register_obj<cls_rckpt_commit>(cls, "commit", CLS_METHOD_RD | CLS_METHOD_WR);
+	rckpt_cls_register_obj<cls_rckpt_list>(cls, "list", CLS_METHOD_RD);
 }

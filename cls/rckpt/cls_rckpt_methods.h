@@ -10,4 +10,54 @@
  * Returns 0, or -EINVAL when the input is not empty. */
 int cls_rckpt_version(const uint8_t *in, size_t in_len, rckpt_cls_out_t *out);
 
+/* The store's methods (formats/store.md). Write methods (WR) reply with
+ * nothing: the OSD drops a write's output; clients read results back. A
+ * malformed request is -EINVAL; stored bytes that fail their checks are
+ * -EBADMSG (or RCKPT_FMT_ECHECKSUM for a record whose CRC fails). */
+
+/* append (RD|WR, chunk) — Input: an APPEND frame holding one chunk record.
+ * Checks the record's header and CRC; a delta's parent must be the tip.
+ * Appends it to the data and indexes it ("r.<step>", "tip").
+ * Returns 0, -EINVAL, -EEXIST (step not after the tip), -ESTALE (delta
+ * whose parent is not the tip), -EFBIG (object would pass 1 GiB),
+ * RCKPT_FMT_EVERSION (a record kind or version this plugin cannot store). */
+int cls_rckpt_append(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out);
+
+/* materialize (RD, chunk) — Input: a MATERIALIZE frame (step, budget of
+ * decoded elements, optional base record to resume from). Output: a
+ * MATERIALIZED frame: a base record of the step reached, done = reached is
+ * the step. Folds base + deltas; stops once the budget is spent (after at
+ * least one delta), so one call stays bounded; the caller resumes by
+ * sending the reply's record back. Returns 0, -EINVAL, -ENOENT (step not
+ * in this chunk), -EBADMSG, RCKPT_FMT_ECHECKSUM, -E2BIG, -ENOMEM. */
+int cls_rckpt_materialize(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len,
+			  rckpt_cls_out_t *out);
+
+/* index (RD, chunk) — Input: empty. Output: an INDEX frame, every entry in
+ * step order (for client-side reads and for tools). */
+int cls_rckpt_index(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out);
+
+/* trim (RD|WR, chunk) — Input: a TRIM frame (after). Drops every record of
+ * a later step, truncates the data after the last one kept, resets the
+ * tip. Idempotent. Returns 0, -EINVAL, -EBADMSG. */
+int cls_rckpt_trim(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out);
+
+/* tip (RD, chunk) — Input: empty. Output: a HEAD frame (tip, entries). */
+int cls_rckpt_tip(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out);
+
+/* head (RD, job) — Input: empty. Output: a HEAD frame (committed head,
+ * steps committed); RCKPT_STORE_NONE and 0 for a new job. */
+int cls_rckpt_head(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out);
+
+/* commit (RD|WR, job) — Input: a COMMIT frame (expected head, step,
+ * summary). Compare-and-set: moves the head to step and records the
+ * summary when the head is the expected one. Returns 0, -EINVAL (malformed,
+ * or step not after the head), -ESTALE (the head is not the expected). */
+int cls_rckpt_commit(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out);
+
+/* list (RD, job) — Input: a LIST frame (after, max <= 1024). Output: a
+ * STEPS frame: committed steps after `after` with their summaries, in
+ * order, and whether more follow. */
+int cls_rckpt_list(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out);
+
 #endif

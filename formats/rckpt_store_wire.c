@@ -1,0 +1,484 @@
+/*
+ * rckpt_store_wire.c — store messages and omap values (formats/store.md).
+ */
+#include "rckpt_store_wire.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rckpt_bytes.h"
+#include "rckpt_wire.h"
+
+/* ---- framing into a growable buffer ---- */
+
+static int put(rckpt_buf_t *b, const void *p, size_t n)
+{
+	return n ? rckpt_buf_append(b, p, n) : 0;
+}
+
+static int put_u8(rckpt_buf_t *b, uint8_t v)
+{
+	return put(b, &v, 1);
+}
+
+static int put_u32(rckpt_buf_t *b, uint32_t v)
+{
+	uint8_t t[4];
+	rckpt_writer_t w = rckpt_writer(t, sizeof(t));
+	rckpt_wr_u32(&w, v);
+	return put(b, t, 4);
+}
+
+static int put_u64(rckpt_buf_t *b, uint64_t v)
+{
+	uint8_t t[8];
+	rckpt_writer_t w = rckpt_writer(t, sizeof(t));
+	rckpt_wr_u64(&w, v);
+	return put(b, t, 8);
+}
+
+/* A frame header with a zero length; returns 0 and its offset in *at. */
+static int begin(rckpt_buf_t *b, uint16_t type, size_t *at)
+{
+	uint8_t h[RCKPT_WIRE_HEADER_BYTES];
+	rckpt_writer_t w = rckpt_writer(h, sizeof(h));
+	rckpt_frame_begin(&w, type, RCKPT_STORE_WIRE_VERSION, 1);
+	*at = b->len;
+	return w.err ? -EINVAL : put(b, h, w.pos);
+}
+
+static int end(rckpt_buf_t *b, size_t at, int rc)
+{
+	uint64_t len;
+	if (rc)
+		return rc;
+	len = b->len - at - RCKPT_WIRE_HEADER_BYTES;
+	if (len > UINT32_MAX)
+		return -EINVAL;
+	{
+		rckpt_writer_t w = rckpt_writer(b->p + at + 8, 4);
+		rckpt_wr_u32(&w, (uint32_t)len);
+	}
+	return 0;
+}
+
+static int open_frame(rckpt_reader_t *r, const uint8_t *src, size_t len, uint16_t type)
+{
+	rckpt_frame_t f;
+	int rc = rckpt_frame_open(&f, src, len, type, RCKPT_STORE_WIRE_VERSION);
+	if (rc)
+		return rc;
+	*r = rckpt_reader(f.payload, f.len);
+	return 0;
+}
+
+/* A u32-length-prefixed blob. */
+static void rd_blob(rckpt_reader_t *r, rckpt_blob_t *b)
+{
+	uint32_t n = rckpt_rd_u32(r);
+	b->p = rckpt_rd_bytes(r, n);
+	b->len = b->p ? n : 0;
+}
+
+static int put_blob(rckpt_buf_t *b, const rckpt_blob_t *x)
+{
+	int rc;
+	if (x->len > UINT32_MAX)
+		return -EINVAL;
+	rc = put_u32(b, (uint32_t)x->len);
+	return rc ? rc : put(b, x->p, x->len);
+}
+
+/* ---- append ---- */
+
+int rckpt_msg_append_encode(rckpt_buf_t *out, const uint8_t *record, size_t len)
+{
+	rckpt_blob_t x = { record, len };
+	size_t at;
+	int rc = begin(out, RCKPT_MSG_APPEND, &at);
+	return end(out, at, rc ? rc : put_blob(out, &x));
+}
+
+int rckpt_msg_append_decode(rckpt_blob_t *record, const uint8_t *src, size_t len)
+{
+	rckpt_reader_t r;
+	int rc = open_frame(&r, src, len, RCKPT_MSG_APPEND);
+	memset(record, 0, sizeof(*record));
+	if (rc)
+		return rc;
+	rd_blob(&r, record);
+	return r.err ? -EBADMSG : 0;
+}
+
+/* ---- materialize ---- */
+
+int rckpt_msg_materialize_encode(rckpt_buf_t *out, const rckpt_msg_materialize_t *m)
+{
+	size_t at;
+	int rc = begin(out, RCKPT_MSG_MATERIALIZE, &at);
+	if (!rc)
+		rc = put_u64(out, m->step);
+	if (!rc)
+		rc = put_u64(out, m->budget);
+	if (!rc)
+		rc = put_blob(out, &m->start);
+	return end(out, at, rc);
+}
+
+int rckpt_msg_materialize_decode(rckpt_msg_materialize_t *m, const uint8_t *src, size_t len)
+{
+	rckpt_reader_t r;
+	int rc = open_frame(&r, src, len, RCKPT_MSG_MATERIALIZE);
+	memset(m, 0, sizeof(*m));
+	if (rc)
+		return rc;
+	m->step = rckpt_rd_u64(&r);
+	m->budget = rckpt_rd_u64(&r);
+	rd_blob(&r, &m->start);
+	if (r.err || m->step == RCKPT_STORE_NONE) {
+		memset(m, 0, sizeof(*m));
+		return -EBADMSG;
+	}
+	return 0;
+}
+
+int rckpt_msg_materialized_encode(rckpt_buf_t *out, const rckpt_msg_materialized_t *m)
+{
+	size_t at;
+	int rc = begin(out, RCKPT_MSG_MATERIALIZED, &at);
+	if (!rc)
+		rc = put_u64(out, m->reached);
+	if (!rc)
+		rc = put_u8(out, m->done ? 1 : 0);
+	if (!rc)
+		rc = put_blob(out, &m->record);
+	return end(out, at, rc);
+}
+
+int rckpt_msg_materialized_decode(rckpt_msg_materialized_t *m, const uint8_t *src, size_t len)
+{
+	rckpt_reader_t r;
+	int rc = open_frame(&r, src, len, RCKPT_MSG_MATERIALIZED);
+	memset(m, 0, sizeof(*m));
+	if (rc)
+		return rc;
+	m->reached = rckpt_rd_u64(&r);
+	m->done = rckpt_rd_u8(&r);
+	rd_blob(&r, &m->record);
+	if (r.err || m->done > 1) {
+		memset(m, 0, sizeof(*m));
+		return -EBADMSG;
+	}
+	return 0;
+}
+
+/* ---- trim ---- */
+
+int rckpt_msg_trim_encode(rckpt_buf_t *out, uint64_t after)
+{
+	size_t at;
+	int rc = begin(out, RCKPT_MSG_TRIM, &at);
+	return end(out, at, rc ? rc : put_u64(out, after));
+}
+
+int rckpt_msg_trim_decode(uint64_t *after, const uint8_t *src, size_t len)
+{
+	rckpt_reader_t r;
+	int rc = open_frame(&r, src, len, RCKPT_MSG_TRIM);
+	*after = 0;
+	if (rc)
+		return rc;
+	*after = rckpt_rd_u64(&r);
+	return r.err ? -EBADMSG : 0;
+}
+
+/* ---- commit, head, list ---- */
+
+int rckpt_msg_commit_encode(rckpt_buf_t *out, const rckpt_msg_commit_t *m)
+{
+	size_t at;
+	int rc;
+	if (m->step == RCKPT_STORE_NONE || m->summary.len > RCKPT_STORE_SUMMARY_MAX)
+		return -EINVAL;
+	rc = begin(out, RCKPT_MSG_COMMIT, &at);
+	if (!rc)
+		rc = put_u64(out, m->expect);
+	if (!rc)
+		rc = put_u64(out, m->step);
+	if (!rc)
+		rc = put_blob(out, &m->summary);
+	return end(out, at, rc);
+}
+
+int rckpt_msg_commit_decode(rckpt_msg_commit_t *m, const uint8_t *src, size_t len)
+{
+	rckpt_reader_t r;
+	int rc = open_frame(&r, src, len, RCKPT_MSG_COMMIT);
+	memset(m, 0, sizeof(*m));
+	if (rc)
+		return rc;
+	m->expect = rckpt_rd_u64(&r);
+	m->step = rckpt_rd_u64(&r);
+	rd_blob(&r, &m->summary);
+	if (r.err || m->step == RCKPT_STORE_NONE || m->summary.len > RCKPT_STORE_SUMMARY_MAX) {
+		memset(m, 0, sizeof(*m));
+		return -EBADMSG;
+	}
+	return 0;
+}
+
+int rckpt_msg_head_encode(rckpt_buf_t *out, const rckpt_msg_head_t *m)
+{
+	size_t at;
+	int rc = begin(out, RCKPT_MSG_HEAD, &at);
+	if (!rc)
+		rc = put_u64(out, m->head);
+	if (!rc)
+		rc = put_u64(out, m->count);
+	return end(out, at, rc);
+}
+
+int rckpt_msg_head_decode(rckpt_msg_head_t *m, const uint8_t *src, size_t len)
+{
+	rckpt_reader_t r;
+	int rc = open_frame(&r, src, len, RCKPT_MSG_HEAD);
+	memset(m, 0, sizeof(*m));
+	if (rc)
+		return rc;
+	m->head = rckpt_rd_u64(&r);
+	m->count = rckpt_rd_u64(&r);
+	if (r.err) {
+		memset(m, 0, sizeof(*m));
+		return -EBADMSG;
+	}
+	return 0;
+}
+
+int rckpt_msg_list_encode(rckpt_buf_t *out, const rckpt_msg_list_t *m)
+{
+	size_t at;
+	int rc;
+	if (m->max == 0 || m->max > RCKPT_STORE_LIST_MAX)
+		return -EINVAL;
+	rc = begin(out, RCKPT_MSG_LIST, &at);
+	if (!rc)
+		rc = put_u64(out, m->after);
+	if (!rc)
+		rc = put_u32(out, m->max);
+	return end(out, at, rc);
+}
+
+int rckpt_msg_list_decode(rckpt_msg_list_t *m, const uint8_t *src, size_t len)
+{
+	rckpt_reader_t r;
+	int rc = open_frame(&r, src, len, RCKPT_MSG_LIST);
+	memset(m, 0, sizeof(*m));
+	if (rc)
+		return rc;
+	m->after = rckpt_rd_u64(&r);
+	m->max = rckpt_rd_u32(&r);
+	if (r.err || m->max == 0 || m->max > RCKPT_STORE_LIST_MAX) {
+		memset(m, 0, sizeof(*m));
+		return -EBADMSG;
+	}
+	return 0;
+}
+
+void rckpt_msg_stepsum_begin(rckpt_msg_steps_writer_t *w, rckpt_buf_t *out)
+{
+	memset(w, 0, sizeof(*w));
+	w->out = out;
+	w->err = begin(out, RCKPT_MSG_STEPS, &w->header_at);
+	w->count_at = out->len;
+	if (!w->err)
+		w->err = put_u32(out, 0);
+}
+
+void rckpt_msg_stepsum_add(rckpt_msg_steps_writer_t *w, uint64_t step, const uint8_t *summary,
+			   size_t len)
+{
+	rckpt_blob_t x = { summary, len };
+	if (w->err)
+		return;
+	if (len > RCKPT_STORE_SUMMARY_MAX || w->n >= RCKPT_STORE_LIST_MAX) {
+		w->err = -EINVAL;
+		return;
+	}
+	w->err = put_u64(w->out, step);
+	if (!w->err)
+		w->err = put_blob(w->out, &x);
+	w->n++;
+}
+
+int rckpt_msg_stepsum_end(rckpt_msg_steps_writer_t *w, int more)
+{
+	if (!w->err)
+		w->err = put_u8(w->out, more ? 1 : 0);
+	if (!w->err) {
+		rckpt_writer_t c = rckpt_writer(w->out->p + w->count_at, 4);
+		rckpt_wr_u32(&c, w->n);
+	}
+	return end(w->out, w->header_at, w->err);
+}
+
+int rckpt_msg_stepsum_open(rckpt_msg_stepsum_reader_t *r, const uint8_t *src, size_t len)
+{
+	rckpt_reader_t rd;
+	uint32_t i;
+	int rc = open_frame(&rd, src, len, RCKPT_MSG_STEPS);
+	memset(r, 0, sizeof(*r));
+	if (rc)
+		return rc;
+	r->n = rckpt_rd_u32(&rd);
+	if (rd.err || r->n > RCKPT_STORE_LIST_MAX)
+		return -EBADMSG;
+	/* walk once now, so that next() cannot fail half way */
+	for (i = 0; i < r->n; i++) {
+		rckpt_blob_t b;
+		(void)rckpt_rd_u64(&rd);
+		rd_blob(&rd, &b);
+		if (rd.err || b.len > RCKPT_STORE_SUMMARY_MAX)
+			return -EBADMSG;
+	}
+	r->more = rckpt_rd_u8(&rd);
+	if (rd.err || r->more > 1)
+		return -EBADMSG;
+	r->p = rd.p;
+	r->len = rd.len;
+	r->pos = 4;
+	return 0;
+}
+
+int rckpt_msg_stepsum_next(rckpt_msg_stepsum_reader_t *r, uint64_t *step, rckpt_blob_t *summary)
+{
+	rckpt_reader_t rd;
+	if (r->i >= r->n)
+		return 0;
+	rd = rckpt_reader(r->p, r->len);
+	rd.pos = r->pos;
+	*step = rckpt_rd_u64(&rd);
+	rd_blob(&rd, summary);
+	if (rd.err)
+		return -EBADMSG;
+	r->pos = rd.pos;
+	r->i++;
+	return 1;
+}
+
+/* ---- chunk index ---- */
+
+void rckpt_store_entry_put(uint8_t out[RCKPT_STORE_ENTRY_BYTES], const rckpt_store_entry_t *e)
+{
+	rckpt_writer_t w = rckpt_writer(out, RCKPT_STORE_ENTRY_BYTES);
+	rckpt_wr_u64(&w, e->step);
+	rckpt_wr_u64(&w, e->offset);
+	rckpt_wr_u32(&w, e->length);
+	rckpt_wr_u8(&w, e->kind);
+	rckpt_wr_u64(&w, e->parent);
+}
+
+int rckpt_store_entry_get(rckpt_store_entry_t *e, const uint8_t *src, size_t len)
+{
+	rckpt_reader_t r = rckpt_reader(src, len);
+	memset(e, 0, sizeof(*e));
+	if (len != RCKPT_STORE_ENTRY_BYTES)
+		return -EBADMSG;
+	e->step = rckpt_rd_u64(&r);
+	e->offset = rckpt_rd_u64(&r);
+	e->length = rckpt_rd_u32(&r);
+	e->kind = rckpt_rd_u8(&r);
+	e->parent = rckpt_rd_u64(&r);
+	if (r.err || e->step == RCKPT_STORE_NONE || e->kind < 1 || e->kind > 3 ||
+	    e->offset > RCKPT_STORE_OBJECT_MAX || e->length > RCKPT_STORE_OBJECT_MAX - e->offset ||
+	    (e->kind == 1) != (e->parent == RCKPT_STORE_NONE)) {
+		memset(e, 0, sizeof(*e));
+		return -EBADMSG;
+	}
+	return 0;
+}
+
+int rckpt_msg_index_encode(rckpt_buf_t *out, const rckpt_store_entry_t *e, uint32_t n)
+{
+	size_t at;
+	uint32_t i;
+	int rc = begin(out, RCKPT_MSG_INDEX, &at);
+	if (!rc)
+		rc = put_u32(out, n);
+	for (i = 0; i < n && rc == 0; i++) {
+		uint8_t b[RCKPT_STORE_ENTRY_BYTES];
+		rckpt_store_entry_put(b, &e[i]);
+		rc = put(out, b, sizeof(b));
+	}
+	return end(out, at, rc);
+}
+
+int rckpt_msg_index_decode(rckpt_store_entry_t **e, uint32_t *n, const uint8_t *src, size_t len)
+{
+	rckpt_reader_t r;
+	uint32_t i, cnt;
+	int rc = open_frame(&r, src, len, RCKPT_MSG_INDEX);
+	*e = NULL;
+	*n = 0;
+	if (rc)
+		return rc;
+	cnt = rckpt_rd_u32(&r);
+	if (r.err || (uint64_t)cnt * RCKPT_STORE_ENTRY_BYTES > rckpt_rd_left(&r))
+		return -EBADMSG;
+	*e = calloc(cnt ? cnt : 1, sizeof(**e));
+	if (*e == NULL)
+		return -ENOMEM;
+	for (i = 0; i < cnt; i++) {
+		const uint8_t *b = rckpt_rd_bytes(&r, RCKPT_STORE_ENTRY_BYTES);
+		if (b == NULL || rckpt_store_entry_get(&(*e)[i], b, RCKPT_STORE_ENTRY_BYTES) ||
+		    (i && (*e)[i].step <= (*e)[i - 1].step)) {
+			free(*e);
+			*e = NULL;
+			return -EBADMSG;
+		}
+	}
+	*n = cnt;
+	return 0;
+}
+
+/* ---- names ---- */
+
+static int fmt(size_t cap, int n)
+{
+	return n < 0 || (size_t)n >= cap ? -ERANGE : 0;
+}
+
+int rckpt_store_chunk_oid(char *out, size_t cap, uint32_t chunk)
+{
+	return fmt(cap, snprintf(out, cap, "rckpt.chunk.%05" PRIu32, chunk));
+}
+
+int rckpt_store_manifest_oid(char *out, size_t cap, uint64_t step)
+{
+	return fmt(cap, snprintf(out, cap, "rckpt.manifest.%020" PRIu64, step));
+}
+
+int rckpt_store_step_key(char *out, size_t cap, char prefix, uint64_t step)
+{
+	return fmt(cap, snprintf(out, cap, "%c.%020" PRIu64, prefix, step));
+}
+
+int rckpt_store_parse_step_key(uint64_t *step, const char *key, char prefix)
+{
+	uint64_t v = 0;
+	unsigned i;
+	if (key[0] != prefix || key[1] != '.')
+		return -EBADMSG;
+	for (i = 0; i < 20; i++) {
+		unsigned d = (unsigned char)key[2 + i] - '0';
+		if (d > 9 || v > (UINT64_MAX - d) / 10)
+			return -EBADMSG;
+		v = v * 10 + d;
+	}
+	if (key[22] != '\0')
+		return -EBADMSG;
+	*step = v;
+	return 0;
+}

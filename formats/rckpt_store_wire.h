@@ -1,0 +1,164 @@
+/*
+ * rckpt_store_wire.h — the messages of the checkpoint store's object-class
+ * methods and the values it keeps in omaps. Spec: formats/store.md.
+ *
+ * Every message is one cls-wire frame (formats/cls-wire.md). Decoders take
+ * untrusted bytes (they run in the OSD and in clients), point blobs into
+ * the caller's bytes instead of copying, and return 0, -EBADMSG or
+ * RCKPT_FMT_EVERSION. Encoders append to an rckpt_buf_t and return 0,
+ * -EINVAL (a field the format cannot hold), -ENOMEM or -EFBIG.
+ */
+#ifndef RCKPT_STORE_WIRE_H
+#define RCKPT_STORE_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rckpt_buf.h"
+
+#define RCKPT_STORE_WIRE_VERSION 1u
+#define RCKPT_STORE_NONE UINT64_MAX /* no step: an empty head, a base's parent */
+
+#define RCKPT_STORE_SUMMARY_MAX 4096u  /* bytes of a step's summary */
+#define RCKPT_STORE_LIST_MAX 1024u     /* steps per list reply */
+#define RCKPT_STORE_OBJECT_MAX ((uint64_t)1 << 30) /* bytes of a chunk object */
+
+/* Message types (cls-wire), pinned. */
+enum rckpt_store_msg {
+	RCKPT_MSG_APPEND = 0x0101,
+	RCKPT_MSG_MATERIALIZE = 0x0102,
+	RCKPT_MSG_MATERIALIZED = 0x0103,
+	RCKPT_MSG_TRIM = 0x0104,
+	RCKPT_MSG_COMMIT = 0x0105,
+	RCKPT_MSG_HEAD = 0x0106,
+	RCKPT_MSG_LIST = 0x0107,
+	RCKPT_MSG_STEPS = 0x0108,
+	RCKPT_MSG_INDEX = 0x0109,
+};
+
+/* A blob inside a message: points into the decoded bytes. */
+typedef struct rckpt_blob {
+	const uint8_t *p;
+	size_t len;
+} rckpt_blob_t;
+
+/* append (chunk, write): one record. */
+int rckpt_msg_append_encode(rckpt_buf_t *out, const uint8_t *record, size_t len);
+int rckpt_msg_append_decode(rckpt_blob_t *record, const uint8_t *src, size_t len);
+
+/* materialize (chunk, read): step, an element budget (0: the plugin's),
+ * and optionally a base record of an earlier step of the same chain to
+ * resume from (start.len 0: none). */
+typedef struct rckpt_msg_materialize {
+	uint64_t step;
+	uint64_t budget;
+	rckpt_blob_t start;
+} rckpt_msg_materialize_t;
+
+int rckpt_msg_materialize_encode(rckpt_buf_t *out, const rckpt_msg_materialize_t *m);
+int rckpt_msg_materialize_decode(rckpt_msg_materialize_t *m, const uint8_t *src, size_t len);
+
+/* its reply: the step reached (== the step asked for when done) and a base
+ * record of it. */
+typedef struct rckpt_msg_materialized {
+	uint64_t reached;
+	uint8_t done;
+	rckpt_blob_t record;
+} rckpt_msg_materialized_t;
+
+int rckpt_msg_materialized_encode(rckpt_buf_t *out, const rckpt_msg_materialized_t *m);
+int rckpt_msg_materialized_decode(rckpt_msg_materialized_t *m, const uint8_t *src, size_t len);
+
+/* trim (chunk, write): drop every record of a step after `after`
+ * (RCKPT_STORE_NONE: drop all). */
+int rckpt_msg_trim_encode(rckpt_buf_t *out, uint64_t after);
+int rckpt_msg_trim_decode(uint64_t *after, const uint8_t *src, size_t len);
+
+/* commit (job, write): move the head from `expect` to `step`, recording
+ * `summary` (opaque to the plugin, <= RCKPT_STORE_SUMMARY_MAX bytes) for it. */
+typedef struct rckpt_msg_commit {
+	uint64_t expect;
+	uint64_t step;
+	rckpt_blob_t summary;
+} rckpt_msg_commit_t;
+
+int rckpt_msg_commit_encode(rckpt_buf_t *out, const rckpt_msg_commit_t *m);
+int rckpt_msg_commit_decode(rckpt_msg_commit_t *m, const uint8_t *src, size_t len);
+
+/* head (job or chunk, read): the committed head (job) or the tip (chunk),
+ * and how many steps are indexed. */
+typedef struct rckpt_msg_head {
+	uint64_t head;
+	uint64_t count;
+} rckpt_msg_head_t;
+
+int rckpt_msg_head_encode(rckpt_buf_t *out, const rckpt_msg_head_t *m);
+int rckpt_msg_head_decode(rckpt_msg_head_t *m, const uint8_t *src, size_t len);
+
+/* list (job, read): steps after `after` (RCKPT_STORE_NONE: from the
+ * first), at most `max`. The reply: steps with their summaries, and
+ * whether more follow. */
+typedef struct rckpt_msg_list {
+	uint64_t after;
+	uint32_t max;
+} rckpt_msg_list_t;
+
+int rckpt_msg_list_encode(rckpt_buf_t *out, const rckpt_msg_list_t *m);
+int rckpt_msg_list_decode(rckpt_msg_list_t *m, const uint8_t *src, size_t len);
+
+/* The reply is written incrementally: begin, add each step, end. */
+typedef struct rckpt_msg_steps_writer {
+	rckpt_buf_t *out;
+	size_t header_at, count_at;
+	uint32_t n;
+	int err;
+} rckpt_msg_steps_writer_t;
+
+void rckpt_msg_stepsum_begin(rckpt_msg_steps_writer_t *w, rckpt_buf_t *out);
+void rckpt_msg_stepsum_add(rckpt_msg_steps_writer_t *w, uint64_t step, const uint8_t *summary,
+			   size_t len);
+int rckpt_msg_stepsum_end(rckpt_msg_steps_writer_t *w, int more);
+
+/* Reading it: iterate with rckpt_msg_stepsum_next until it returns 0. */
+typedef struct rckpt_msg_stepsum_reader {
+	const uint8_t *p;
+	size_t len, pos;
+	uint32_t n, i;
+	uint8_t more;
+} rckpt_msg_stepsum_reader_t;
+
+int rckpt_msg_stepsum_open(rckpt_msg_stepsum_reader_t *r, const uint8_t *src, size_t len);
+/* 1 with the next step, 0 at the end, -EBADMSG. */
+int rckpt_msg_stepsum_next(rckpt_msg_stepsum_reader_t *r, uint64_t *step, rckpt_blob_t *summary);
+
+/* A chunk's index entry for one step (omap value, and the `index` reply's
+ * elements). */
+typedef struct rckpt_store_entry {
+	uint64_t step;
+	uint64_t offset; /* of the record in the object's data */
+	uint32_t length;
+	uint8_t kind;    /* enum rckpt_record_kind */
+	uint64_t parent; /* RCKPT_STORE_NONE for a base */
+} rckpt_store_entry_t;
+
+#define RCKPT_STORE_ENTRY_BYTES 29u
+
+void rckpt_store_entry_put(uint8_t out[RCKPT_STORE_ENTRY_BYTES], const rckpt_store_entry_t *e);
+int rckpt_store_entry_get(rckpt_store_entry_t *e, const uint8_t *src, size_t len);
+
+/* index (chunk, read; empty input): every entry, in step order. */
+int rckpt_msg_index_encode(rckpt_buf_t *out, const rckpt_store_entry_t *e, uint32_t n);
+/* Allocates *e (free it); *n entries. */
+int rckpt_msg_index_decode(rckpt_store_entry_t **e, uint32_t *n, const uint8_t *src, size_t len);
+
+/* Object names (NUL-terminated into out[cap]): the job object, a chunk, a
+ * manifest. 0 or -ERANGE. */
+#define RCKPT_STORE_JOB_OID "rckpt.job"
+int rckpt_store_chunk_oid(char *out, size_t cap, uint32_t chunk);
+int rckpt_store_manifest_oid(char *out, size_t cap, uint64_t step);
+/* omap keys: "r.<step>" (chunk index) and "s.<step>" (job steps), the step
+ * as 20 decimal digits so that keys sort as steps do. */
+int rckpt_store_step_key(char *out, size_t cap, char prefix, uint64_t step);
+int rckpt_store_parse_step_key(uint64_t *step, const char *key, char prefix);
+
+#endif /* RCKPT_STORE_WIRE_H */
