@@ -1,0 +1,367 @@
+/*
+ * test_cls_store.c — the checkpoint store's object-class bodies
+ * (cls_rckpt_methods.c) on in-memory objects: append and its checks,
+ * materialize (whole chains, a budget and resuming), index, trim, the job
+ * object's compare-and-set commit, head and list, and malformed requests.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "cls_rckpt_methods.h"
+#include "mem_obj.h"
+#include "rckpt_record.h"
+#include "rckpt_store_wire.h"
+
+#define N 20011 /* elements of the test chunk: a prime, divisible by nothing */
+#define STEPS 12
+
+/* Levels of step s: a fixed start, then ~5% of positions change per step. */
+static void levels_at(uint8_t *lv, unsigned s)
+{
+	uint32_t x = 12345;
+	unsigned k, i;
+	for (i = 0; i < N; i++) {
+		x = x * 1664525u + 1013904223u;
+		lv[i] = (uint8_t)((x >> 24) % 8);
+	}
+	for (k = 1; k <= s; k++)
+		for (i = 0; i < N / 20; i++) {
+			x = x * 1664525u + 1013904223u;
+			lv[(x >> 8) % N] = (uint8_t)((x >> 4) % 8);
+		}
+}
+
+static void make_record(rckpt_record_t *r, rckpt_seg_t *seg, uint8_t *lv, uint64_t step, uint64_t parent)
+{
+	unsigned j;
+	memset(seg, 0, sizeof(*seg));
+	seg->n = N;
+	seg->encoding = RCKPT_SEG_QUANTIZED;
+	seg->dtype = RCKPT_DT_F32;
+	seg->nbins = 8;
+	for (j = 0; j < 8; j++)
+		seg->centroids[j] = -1.0f + 0.25f * (float)j;
+	seg->idx = lv;
+	memset(r, 0, sizeof(*r));
+	r->kind = parent == RCKPT_NO_PARENT ? RCKPT_REC_BASE : RCKPT_REC_DELTA;
+	r->step = step;
+	r->parent = parent;
+	r->nseg = 1;
+	r->seg = seg;
+}
+
+/* The record of step s: a base, or a delta on step s - 1. */
+static void encode_step(rckpt_buf_t *out, unsigned s, int base)
+{
+	static uint8_t lv[N], plv[N];
+	rckpt_record_t r, p;
+	rckpt_seg_t seg, pseg;
+	rckpt_istream_opts_t is = { RCKPT_IS_REARRANGED | RCKPT_IS_RLE, RCKPT_EST_TRY_ALL, 1, NULL };
+
+	levels_at(lv, s);
+	make_record(&r, &seg, lv, s, base ? RCKPT_NO_PARENT : s - 1);
+	if (!base) {
+		levels_at(plv, s - 1);
+		make_record(&p, &pseg, plv, s - 1, RCKPT_NO_PARENT);
+	}
+	assert_int_equal(rckpt_record_encode(out, &r, base ? NULL : &p, &is), 0);
+}
+
+static int append(mem_obj_t *m, unsigned s, int base)
+{
+	rckpt_buf_t rec = RCKPT_BUF_INIT, msg = RCKPT_BUF_INIT;
+	rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
+	int rc;
+	encode_step(&rec, s, base);
+	assert_int_equal(rckpt_msg_append_encode(&msg, rec.p, rec.len), 0);
+	rc = mem_obj_call(m, cls_rckpt_append, msg.p, msg.len, &out);
+	assert_int_equal(out.len, 0); /* write methods reply with nothing */
+	rckpt_buf_free(&rec);
+	rckpt_buf_free(&msg);
+	rckpt_buf_free(&out);
+	return rc;
+}
+
+/* Materializes step s (resuming as long as the plugin asks), checks the
+ * levels, and returns the calls it took. */
+static unsigned materialize(mem_obj_t *m, unsigned s, uint64_t budget)
+{
+	static uint8_t want[N];
+	rckpt_buf_t start = RCKPT_BUF_INIT;
+	unsigned calls = 0;
+
+	levels_at(want, s);
+	for (;;) {
+		rckpt_msg_materialize_t q = { s, budget, { start.p, start.len } };
+		rckpt_msg_materialized_t a;
+		rckpt_buf_t msg = RCKPT_BUF_INIT;
+		rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
+		rckpt_record_t r;
+
+		assert_int_equal(rckpt_msg_materialize_encode(&msg, &q), 0);
+		assert_int_equal(mem_obj_call(m, cls_rckpt_materialize, msg.p, msg.len, &out), 0);
+		calls++;
+		assert_int_equal(rckpt_msg_materialized_decode(&a, out.p, out.len), 0);
+		assert_int_equal(rckpt_record_decode(&r, a.record.p, a.record.len, NULL, NULL), 0);
+		assert_int_equal(r.step, a.reached);
+		assert_int_equal(r.kind, RCKPT_REC_BASE);
+		if (a.done) {
+			assert_int_equal(a.reached, s);
+			assert_memory_equal(r.seg[0].idx, want, N);
+			rckpt_record_free(&r);
+			rckpt_buf_free(&msg);
+			rckpt_buf_free(&out);
+			break;
+		}
+		assert_true(a.reached < s);
+		start.len = 0;
+		assert_int_equal(rckpt_buf_append(&start, a.record.p, a.record.len), 0);
+		rckpt_record_free(&r);
+		rckpt_buf_free(&msg);
+		rckpt_buf_free(&out);
+		assert_true(calls < 100);
+	}
+	rckpt_buf_free(&start);
+	return calls;
+}
+
+static int call_empty(mem_obj_t *m, rckpt_cls_obj_method_fn fn, rckpt_msg_head_t *h)
+{
+	rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
+	int rc = mem_obj_call(m, fn, NULL, 0, &out);
+	if (rc == 0)
+		assert_int_equal(rckpt_msg_head_decode(h, out.p, out.len), 0);
+	rckpt_buf_free(&out);
+	return rc;
+}
+
+static void test_append_and_materialize(void **state)
+{
+	mem_obj_t m = { 0 };
+	rckpt_msg_head_t h;
+	unsigned s;
+
+	(void)state;
+	assert_int_equal(append(&m, 2, 0), -ESTALE); /* a delta needs its parent as tip */
+	assert_false(m.exists);                         /* and changed nothing */
+	assert_int_equal(append(&m, 1, 1), 0);
+	for (s = 2; s <= STEPS; s++)
+		assert_int_equal(append(&m, s, s == 7), 0); /* step 7: a new base */
+	assert_int_equal(append(&m, STEPS, 0), -EEXIST);
+	assert_int_equal(append(&m, 5, 1), -EEXIST); /* steps only grow */
+	assert_int_equal(append(&m, STEPS + 2, 0), -ESTALE);
+	assert_int_equal(call_empty(&m, cls_rckpt_tip, &h), 0);
+	assert_int_equal(h.head, STEPS);
+	assert_int_equal(h.count, STEPS);
+	for (s = 1; s <= STEPS; s++)
+		assert_int_equal(materialize(&m, s, 0), 1);
+	/* A budget of one record: each call folds one delta past its start. */
+	assert_int_equal(materialize(&m, 6, N), 5);
+	assert_int_equal(materialize(&m, STEPS, 1), STEPS - 7);
+	mem_obj_free(&m);
+}
+
+static void test_materialize_errors(void **state)
+{
+	mem_obj_t m = { 0 };
+	rckpt_buf_t msg = RCKPT_BUF_INIT, rec = RCKPT_BUF_INIT;
+	rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
+	rckpt_msg_materialize_t q = { 3, 0, { NULL, 0 } };
+
+	(void)state;
+	assert_int_equal(append(&m, 1, 1), 0);
+	assert_int_equal(append(&m, 2, 0), 0);
+	assert_int_equal(rckpt_msg_materialize_encode(&msg, &q), 0);
+	assert_int_equal(mem_obj_call(&m, cls_rckpt_materialize, msg.p, msg.len, &out), -ENOENT);
+	/* resuming from a base that is not on the chain */
+	msg.len = 0;
+	encode_step(&rec, 5, 1);
+	q.step = 2;
+	q.start.p = rec.p;
+	q.start.len = rec.len;
+	assert_int_equal(rckpt_msg_materialize_encode(&msg, &q), 0);
+	assert_int_equal(mem_obj_call(&m, cls_rckpt_materialize, msg.p, msg.len, &out), -EINVAL);
+	/* a damaged record in the log fails closed */
+	m.data[m.size - 9] ^= 0x40;
+	msg.len = 0;
+	q.start.len = 0;
+	assert_int_equal(rckpt_msg_materialize_encode(&msg, &q), 0);
+	assert_int_equal(mem_obj_call(&m, cls_rckpt_materialize, msg.p, msg.len, &out),
+			 RCKPT_FMT_ECHECKSUM);
+	assert_int_equal(out.len, 0);
+	rckpt_buf_free(&msg);
+	rckpt_buf_free(&rec);
+	mem_obj_free(&m);
+}
+
+static void test_trim_and_index(void **state)
+{
+	mem_obj_t m = { 0 };
+	rckpt_buf_t msg = RCKPT_BUF_INIT;
+	rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
+	rckpt_store_entry_t *e;
+	rckpt_msg_head_t h;
+	uint32_t n;
+	size_t size3;
+	unsigned s;
+
+	(void)state;
+	for (s = 1; s <= 6; s++) {
+		assert_int_equal(append(&m, s, s == 1), 0);
+		if (s == 3)
+			size3 = m.size;
+	}
+	assert_int_equal(mem_obj_call(&m, cls_rckpt_index, NULL, 0, &out), 0);
+	assert_int_equal(rckpt_msg_index_decode(&e, &n, out.p, out.len), 0);
+	assert_int_equal(n, 6);
+	assert_int_equal(e[0].kind, RCKPT_REC_BASE);
+	assert_int_equal(e[5].parent, 5);
+	assert_int_equal(e[5].offset + e[5].length, m.size);
+	free(e);
+	rckpt_buf_free(&out);
+
+	assert_int_equal(rckpt_msg_trim_encode(&msg, 3), 0);
+	assert_int_equal(mem_obj_call(&m, cls_rckpt_trim, msg.p, msg.len, &out), 0);
+	assert_int_equal(m.size, size3);
+	assert_int_equal(mem_obj_call(&m, cls_rckpt_trim, msg.p, msg.len, &out), 0); /* twice: same */
+	assert_int_equal(m.size, size3);
+	assert_int_equal(call_empty(&m, cls_rckpt_tip, &h), 0);
+	assert_int_equal(h.head, 3);
+	assert_int_equal(h.count, 3);
+	assert_int_equal(append(&m, 4, 0), 0); /* the chain goes on from the tip */
+	assert_int_equal(materialize(&m, 4, 0), 1);
+	msg.len = 0;
+	assert_int_equal(rckpt_msg_trim_encode(&msg, RCKPT_STORE_NONE), 0);
+	assert_int_equal(mem_obj_call(&m, cls_rckpt_trim, msg.p, msg.len, &out), 0);
+	assert_int_equal(m.size, 0);
+	assert_int_equal(call_empty(&m, cls_rckpt_tip, &h), 0);
+	assert_true(h.head == RCKPT_STORE_NONE && h.count == 0);
+	rckpt_buf_free(&msg);
+	mem_obj_free(&m);
+}
+
+static int commit(mem_obj_t *m, uint64_t expect, uint64_t step)
+{
+	rckpt_buf_t msg = RCKPT_BUF_INIT;
+	rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
+	uint8_t sum[3] = { (uint8_t)step, 7, 9 };
+	rckpt_msg_commit_t c = { expect, step, { sum, sizeof(sum) } };
+	int rc;
+	assert_int_equal(rckpt_msg_commit_encode(&msg, &c), 0);
+	rc = mem_obj_call(m, cls_rckpt_commit, msg.p, msg.len, &out);
+	rckpt_buf_free(&msg);
+	rckpt_buf_free(&out);
+	return rc;
+}
+
+static void test_job_commit_list(void **state)
+{
+	mem_obj_t m = { 0 };
+	rckpt_msg_head_t h;
+	rckpt_buf_t msg = RCKPT_BUF_INIT;
+	rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
+	rckpt_msg_list_t l = { RCKPT_STORE_NONE, 3 };
+	rckpt_msg_stepsum_reader_t rd;
+	rckpt_blob_t sum;
+	uint64_t step, seen = 0, expect[] = { 10, 20, 30 };
+	unsigned k = 0;
+
+	(void)state;
+	assert_int_equal(call_empty(&m, cls_rckpt_head, &h), 0);
+	assert_true(h.head == RCKPT_STORE_NONE && h.count == 0);
+	assert_int_equal(commit(&m, 5, 10), -ESTALE); /* the head is empty, not 5 */
+	assert_int_equal(commit(&m, RCKPT_STORE_NONE, 10), 0);
+	assert_int_equal(commit(&m, RCKPT_STORE_NONE, 20), -ESTALE); /* a second writer */
+	assert_int_equal(commit(&m, 10, 10), -EINVAL);                 /* not after the head */
+	assert_int_equal(commit(&m, 10, 20), 0);
+	assert_int_equal(commit(&m, 20, 30), 0);
+	assert_int_equal(commit(&m, 30, 40), 0);
+	assert_int_equal(call_empty(&m, cls_rckpt_head, &h), 0);
+	assert_true(h.head == 40 && h.count == 4);
+
+	assert_int_equal(rckpt_msg_list_encode(&msg, &l), 0);
+	assert_int_equal(mem_obj_call(&m, cls_rckpt_list, msg.p, msg.len, &out), 0);
+	assert_int_equal(rckpt_msg_stepsum_open(&rd, out.p, out.len), 0);
+	assert_int_equal(rd.more, 1);
+	while (rckpt_msg_stepsum_next(&rd, &step, &sum) == 1) {
+		assert_int_equal(step, expect[k++]);
+		assert_int_equal(sum.len, 3);
+		assert_int_equal(sum.p[0], (uint8_t)step);
+		seen = step;
+	}
+	assert_int_equal(k, 3);
+	rckpt_buf_free(&out);
+	msg.len = 0;
+	l.after = seen;
+	assert_int_equal(rckpt_msg_list_encode(&msg, &l), 0);
+	assert_int_equal(mem_obj_call(&m, cls_rckpt_list, msg.p, msg.len, &out), 0);
+	assert_int_equal(rckpt_msg_stepsum_open(&rd, out.p, out.len), 0);
+	assert_int_equal(rd.n, 1);
+	assert_int_equal(rd.more, 0);
+	assert_int_equal(rckpt_msg_stepsum_next(&rd, &step, &sum), 1);
+	assert_int_equal(step, 40);
+	rckpt_buf_free(&out);
+	rckpt_buf_free(&msg);
+	mem_obj_free(&m);
+}
+
+/* Every method turns garbage and truncations into -EINVAL, changing
+ * nothing; the fuzz target goes further. */
+static void test_malformed(void **state)
+{
+	static const rckpt_cls_obj_method_fn fns[] = { cls_rckpt_append, cls_rckpt_materialize,
+						       cls_rckpt_trim,   cls_rckpt_commit,
+						       cls_rckpt_list,   cls_rckpt_index,
+						       cls_rckpt_tip,    cls_rckpt_head };
+	mem_obj_t m = { 0 };
+	rckpt_buf_t rec = RCKPT_BUF_INIT, msg = RCKPT_BUF_INIT;
+	uint8_t junk[64];
+	unsigned f, cut, i;
+
+	(void)state;
+	for (i = 0; i < sizeof(junk); i++)
+		junk[i] = (uint8_t)(i * 37 + 1);
+	assert_int_equal(append(&m, 1, 1), 0);
+	for (f = 0; f < sizeof(fns) / sizeof(fns[0]); f++) {
+		rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
+		size_t before = m.size, nkv = m.nkv;
+		assert_int_equal(mem_obj_call(&m, fns[f], junk, sizeof(junk), &out), -EINVAL);
+		assert_int_equal(m.size, before);
+		assert_int_equal(m.nkv, nkv);
+		rckpt_buf_free(&out);
+	}
+	/* an append frame cut anywhere, and a record with a bad CRC */
+	encode_step(&rec, 2, 0);
+	assert_int_equal(rckpt_msg_append_encode(&msg, rec.p, rec.len), 0);
+	for (cut = 0; cut < msg.len; cut += 97) {
+		rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
+		assert_int_equal(mem_obj_call(&m, cls_rckpt_append, msg.p, cut, &out), -EINVAL);
+	}
+	msg.p[msg.len / 2] ^= 1;
+	{
+		rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
+		assert_int_equal(mem_obj_call(&m, cls_rckpt_append, msg.p, msg.len, &out), -EINVAL);
+	}
+	rckpt_buf_free(&rec);
+	rckpt_buf_free(&msg);
+	mem_obj_free(&m);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_append_and_materialize),
+		cmocka_unit_test(test_materialize_errors),
+		cmocka_unit_test(test_trim_and_index),
+		cmocka_unit_test(test_job_commit_list),
+		cmocka_unit_test(test_malformed),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
