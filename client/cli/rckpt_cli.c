@@ -14,6 +14,7 @@
 #define EXIT_USAGE 2
 
 int rckpt_cli_codec(int argc, char **argv); /* rckpt_cli_codec.c */
+int rckpt_cli_ckpt(int argc, char **argv, const rckpt_connect_opts_t *conn); /* rckpt_cli_ckpt.c */
 
 static const char *prog = "rckpt";
 
@@ -34,6 +35,7 @@ static void usage_main(FILE *f)
 		"  call      call a method of an object class on an object (diagnostics)\n"
 		"  version   print this client's version and build features\n"
 		"  codec     compress checkpoints in local safetensors files, and back\n"
+		"  ckpt      save, restore and list a training job's checkpoints in the pool\n"
 		"\n"
 		"options:\n"
 		"  -c, --conf PATH    ceph.conf (default: $CEPH_CONF, then Ceph's search path)\n"
@@ -305,6 +307,8 @@ int main(int argc, char **argv)
 		return cmd_version(argc, argv, &g);
 	if (strcmp(cmd, "codec") == 0)
 		return rckpt_cli_codec(argc, argv);
+	if (strcmp(cmd, "ckpt") == 0)
+		return rckpt_cli_ckpt(argc, argv, &g.conn);
 	if (strcmp(cmd, "help") == 0) {
 		usage_main(stdout);
 		return 0;

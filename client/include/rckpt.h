@@ -123,6 +123,100 @@ RCKPT_API int rckpt_plugin_version(rckpt_t *h, rckpt_plugin_info_t *out, const c
 RCKPT_API int rckpt_plugin_call(rckpt_t *h, void *out, size_t out_cap, const char *oid,
 				const char *cls, const char *method, const void *in, size_t in_len);
 
+/* ---- checkpoints in RADOS (formats/store.md) ---- */
+
+/* A tensor handed to rckpt_job_save: fp32, fp16 or bf16, little-endian,
+ * contiguous. The library reads data during the call only. */
+enum rckpt_dtype_public { RCKPT_F32 = 1, RCKPT_F16 = 2, RCKPT_BF16 = 3 };
+
+#define RCKPT_MAX_DIMS 8
+
+typedef struct rckpt_tensor {
+	const char *name;
+	unsigned dtype; /* enum rckpt_dtype_public */
+	unsigned ndim;
+	uint64_t shape[RCKPT_MAX_DIMS];
+	const void *data;
+} rckpt_tensor_t;
+
+typedef struct rckpt_job rckpt_job_t;
+
+#define RCKPT_JOB_OPTS_VERSION 1
+#define RCKPT_LATEST UINT64_MAX
+
+typedef struct rckpt_job_opts {
+	unsigned version;      /* RCKPT_JOB_OPTS_VERSION */
+	int writer;            /* take the job's writer lock (save, trim); else read only */
+	double eps;            /* quality threshold of the compressor; 0: 0.003 */
+	uint64_t chunk_params; /* parameters per chunk object; 0: 4 Mi */
+	unsigned base_every;   /* a base record every N saves; 0: only the first */
+	unsigned lease_s;      /* the writer lock's lease, renewed by every save; 0: 30 s */
+	unsigned inflight;     /* chunk operations in flight at once; 0: 16 */
+} rckpt_job_opts_t;
+
+#define RCKPT_JOB_OPTS_INIT { RCKPT_JOB_OPTS_VERSION, 0, 0.0, 0, 0, 0, 0 }
+
+/* Opens job `job` (a RADOS namespace of the pool, 1..63 characters of
+ * [A-Za-z0-9._-]). A writer takes an exclusive lock on the job object:
+ * -EBUSY (with a message naming the holder) while another writer holds it;
+ * a lock whose holder died expires after its lease. Its first save trims
+ * records that a crashed writer appended past the committed head. */
+RCKPT_API int rckpt_job_open(rckpt_t *h, rckpt_job_t **out, const char *job,
+			     const rckpt_job_opts_t *opts);
+/* Releases the lock (a writer) and frees j. Accepts NULL. */
+RCKPT_API void rckpt_job_close(rckpt_job_t *j);
+
+typedef struct rckpt_save_stats {
+	uint64_t raw_bytes;  /* the tensors as fp32 */
+	uint64_t enc_bytes;  /* records and manifest written */
+	unsigned nchunks;
+	int is_base;
+	double quality;      /* the compressor's loss for this step */
+	double t_encode, t_write; /* seconds */
+} rckpt_save_stats_t;
+
+/* Compresses tensors t[0..n) (and the gradient EMA g[0..ng), fp32, same
+ * names, or none) as step `step`, appends a record to every chunk object,
+ * writes the manifest, and commits the step. Returns when the step is
+ * committed. Steps must grow and every save must have the same tensors.
+ * -EINVAL, -EDOM (NaN/Inf), -ESTALE (the head moved: another writer), a
+ * RADOS error. st may be NULL. */
+RCKPT_API int rckpt_job_save(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t, unsigned n,
+			     const rckpt_tensor_t *g, unsigned ng, rckpt_save_stats_t *st);
+
+/* A restored step: its tensors, decoded (every chunk's SHA-256 checked). */
+typedef struct rckpt_restored rckpt_restored_t;
+
+typedef struct rckpt_restore_stats {
+	uint64_t wire_bytes;   /* bytes the OSDs sent */
+	unsigned calls;        /* materialize calls, resumed ones included */
+	double seconds;
+} rckpt_restore_stats_t;
+
+/* Restores committed step `step` (RCKPT_LATEST: the head). -ENOENT when
+ * no such step is committed, RCKPT_ECHECKSUM when stored data is damaged. */
+RCKPT_API int rckpt_job_restore(rckpt_job_t *j, uint64_t step, rckpt_restored_t **out,
+				rckpt_restore_stats_t *st);
+RCKPT_API uint64_t rckpt_restored_step(const rckpt_restored_t *r);
+RCKPT_API unsigned rckpt_restored_count(const rckpt_restored_t *r);
+/* Tensor i's description (data is NULL): name, dtype, shape. */
+RCKPT_API int rckpt_restored_tensor(const rckpt_restored_t *r, unsigned i, rckpt_tensor_t *out);
+/* Writes tensor i, dequantized, in its own dtype into dst (elements x the
+ * dtype's size bytes). */
+RCKPT_API int rckpt_restored_read(const rckpt_restored_t *r, unsigned i, void *dst, size_t cap);
+RCKPT_API void rckpt_restored_free(rckpt_restored_t *r);
+
+typedef struct rckpt_step_info {
+	uint64_t step, parent; /* parent: RCKPT_LATEST for a base */
+	uint64_t raw_bytes, enc_bytes;
+	unsigned nchunks;
+} rckpt_step_info_t;
+
+/* The committed steps after `after` (RCKPT_LATEST: from the first), at
+ * most cap into out; *n gets how many; *more whether others follow. */
+RCKPT_API int rckpt_job_steps(rckpt_job_t *j, uint64_t after, rckpt_step_info_t *out, unsigned cap,
+			      unsigned *n, int *more);
+
 /* ---- build and machine ---- */
 
 typedef struct rckpt_gpu_info {

@@ -907,20 +907,28 @@ int rckpt_ckdec_step(rckpt_ckdec_t *d, const uint8_t *manifest, size_t mlen,
 
 	if (rc)
 		return rc;
-	if (mf.parent != RCKPT_NO_PARENT &&
-	    (d->chunk == NULL || d->mf.step != mf.parent || d->mf.nchunks != mf.nchunks)) {
-		rckpt_manifest_free(&mf);
-		return -ESTALE;
-	}
 	chunk = calloc(mf.nchunks ? mf.nchunks : 1, sizeof(*chunk));
 	if (chunk == NULL) {
 		rckpt_manifest_free(&mf);
 		return -ENOMEM;
 	}
+	/* Each record says what it needs: a base stands alone (as the store's
+	 * materialized records do, whatever the step's manifest parent); a
+	 * delta needs this decoder's last step to be its parent. */
 	for (c = 0; c < mf.nchunks && rc == 0; c++) {
 		uint8_t h[32];
-		rc = rckpt_record_decode(&chunk[c], records[c], lens[c],
-					 mf.parent == RCKPT_NO_PARENT ? NULL : &d->chunk[c], NULL);
+		unsigned kind;
+		uint64_t rstep, rparent;
+		const rckpt_record_t *parent = NULL;
+		rc = rckpt_record_peek(&kind, &rstep, &rparent, records[c], lens[c]);
+		if (rc == 0 && kind != RCKPT_REC_BASE) {
+			if (d->chunk == NULL || d->mf.step != rparent || d->mf.nchunks != mf.nchunks)
+				rc = -ESTALE;
+			else
+				parent = &d->chunk[c];
+		}
+		if (rc == 0)
+			rc = rckpt_record_decode(&chunk[c], records[c], lens[c], parent, NULL);
 		if (rc == 0 && (chunk[c].step != mf.step || chunk[c].nseg != mf.chunk[c].nseg))
 			rc = -EBADMSG;
 		if (rc == 0)

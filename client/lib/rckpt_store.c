@@ -1,0 +1,686 @@
+/*
+ * rckpt_store.c — checkpoints in RADOS: a job is a namespace of the pool;
+ * chunk objects hold append-only record logs, manifests are objects of
+ * their own, and the job object's head moves by compare-and-set after
+ * everything else of the step is durable (formats/store.md).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rckpt_ckenc.h"
+#include "rckpt_internal.h"
+#include "rckpt_store_wire.h"
+
+#define LOCK_NAME "rckpt.writer"
+#define LOCK_COOKIE_MAX 64
+#define SUMMARY_BYTES 36
+
+struct rckpt_job {
+	rckpt_t *h;
+	rados_ioctx_t io;
+	char name[64];
+	rckpt_job_opts_t o;
+	int locked;
+	char cookie[LOCK_COOKIE_MAX];
+	rckpt_ckenc_t *enc; /* writer: the encoder across saves */
+	uint64_t head;      /* writer: the head it last saw or moved */
+	int trimmed;        /* writer: uncommitted records dropped */
+};
+
+struct rckpt_restored {
+	uint64_t step;
+	rckpt_ckdec_t dec;
+};
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int valid_job_name(const char *s)
+{
+	size_t i, n = strlen(s);
+	if (n == 0 || n > 63)
+		return 0;
+	for (i = 0; i < n; i++) {
+		char c = s[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '.' || c == '_' || c == '-'))
+			return 0;
+	}
+	return 1;
+}
+
+/* ---- calls ---- */
+
+/* A read method's reply, allocated by librados, copied into out. */
+static int exec_read(rckpt_job_t *j, const char *oid, const char *method, const rckpt_buf_t *in,
+		     rckpt_buf_t *out)
+{
+	rados_read_op_t op = rados_create_read_op();
+	char *ob = NULL;
+	size_t olen = 0;
+	int prval = 0, rc;
+	if (op == NULL)
+		return -ENOMEM;
+	rados_read_op_exec(op, "rckpt", method, in ? (const char *)in->p : NULL, in ? in->len : 0, &ob,
+			   &olen, &prval);
+	rc = rados_read_op_operate(op, j->io, oid, 0);
+	if (rc == 0)
+		rc = prval;
+	if (rc == 0 && olen)
+		rc = rckpt_buf_append(out, ob, olen);
+	if (ob)
+		rados_buffer_free(ob);
+	rados_release_read_op(op);
+	return rc;
+}
+
+static int exec_write(rckpt_job_t *j, const char *oid, const char *method, const rckpt_buf_t *in)
+{
+	rados_write_op_t op = rados_create_write_op();
+	int prval = 0, rc;
+	if (op == NULL)
+		return -ENOMEM;
+	rados_write_op_exec(op, "rckpt", method, (const char *)in->p, in->len, &prval);
+	rc = rados_write_op_operate(op, j->io, oid, NULL, 0);
+	if (rc == 0)
+		rc = prval;
+	rados_release_write_op(op);
+	return rc;
+}
+
+static int read_head(rckpt_job_t *j, uint64_t *head, uint64_t *count)
+{
+	rckpt_buf_t out = RCKPT_BUF_INIT;
+	rckpt_msg_head_t m;
+	int rc = exec_read(j, RCKPT_STORE_JOB_OID, "head", NULL, &out);
+	if (rc == -ENOENT) { /* a job nobody has saved to */
+		*head = RCKPT_STORE_NONE;
+		*count = 0;
+		return 0;
+	}
+	if (rc == 0)
+		rc = rckpt_msg_head_decode(&m, out.p, out.len);
+	if (rc == 0) {
+		*head = m.head;
+		*count = m.count;
+	}
+	rckpt_buf_free(&out);
+	return rc;
+}
+
+/* ---- open, close ---- */
+
+static int take_lock(rckpt_job_t *j, int renew)
+{
+	struct timeval tv = { (time_t)j->o.lease_s, 0 };
+	return rados_lock_exclusive(j->io, RCKPT_STORE_JOB_OID, LOCK_NAME, j->cookie, "rckpt writer",
+				    &tv, renew ? LIBRADOS_LOCK_FLAG_RENEW : 0);
+}
+
+int rckpt_job_open(rckpt_t *h, rckpt_job_t **out, const char *job, const rckpt_job_opts_t *opts)
+{
+	rckpt_job_opts_t def = RCKPT_JOB_OPTS_INIT;
+	rckpt_job_t *j;
+	uint64_t count;
+	int rc;
+
+	*out = NULL;
+	rckpt_clear_error(h);
+	if (opts == NULL)
+		opts = &def;
+	if (h->cluster == NULL)
+		return rckpt_fail(h, -ENOTCONN, __func__, "not connected");
+	if (opts->version != RCKPT_JOB_OPTS_VERSION || job == NULL || !valid_job_name(job) ||
+	    opts->eps < 0)
+		return rckpt_fail(h, -EINVAL, __func__, "bad job name or options");
+	j = calloc(1, sizeof(*j));
+	if (j == NULL)
+		return rckpt_fail(h, -ENOMEM, __func__, "out of memory");
+	j->h = h;
+	j->o = *opts;
+	if (j->o.eps == 0)
+		j->o.eps = 0.003;
+	if (j->o.chunk_params == 0)
+		j->o.chunk_params = (uint64_t)1 << 22;
+	if (j->o.lease_s == 0)
+		j->o.lease_s = 30;
+	if (j->o.inflight == 0)
+		j->o.inflight = 16;
+	snprintf(j->name, sizeof(j->name), "%s", job);
+	rc = rados_ioctx_create(h->cluster, h->pool, &j->io);
+	if (rc) {
+		free(j);
+		return rckpt_fail(h, rc, __func__, "cannot open pool %s", h->pool);
+	}
+	rados_ioctx_set_namespace(j->io, job);
+	if (j->o.writer) {
+		rckpt_ckenc_opts_t eo;
+		snprintf(j->cookie, sizeof(j->cookie), "%" PRIu64 ".%ld", rados_get_instance_id(h->cluster),
+			 (long)getpid());
+		rc = take_lock(j, 0);
+		if (rc == -EBUSY || rc == -EEXIST) {
+			rckpt_job_close(j);
+			return rckpt_fail(h, -EBUSY, __func__,
+					  "job %s has another writer (its lock expires %u s after that "
+					  "writer's last save if it died)",
+					  job, opts->lease_s ? opts->lease_s : 30);
+		}
+		if (rc) {
+			rckpt_job_close(j);
+			return rckpt_fail(h, rc, __func__, "cannot lock job %s", job);
+		}
+		j->locked = 1;
+		rckpt_ckenc_opts_default(&eo);
+		eo.eps = j->o.eps;
+		eo.chunk_params = j->o.chunk_params;
+		eo.base_every = j->o.base_every;
+		if ((rc = rckpt_ckenc_create(&j->enc, &eo))) {
+			rckpt_job_close(j);
+			return rckpt_fail(h, rc, __func__, "cannot create the encoder");
+		}
+	}
+	if ((rc = read_head(j, &j->head, &count))) {
+		rckpt_job_close(j);
+		return rckpt_fail(h, rc, __func__, "cannot read the head of job %s", job);
+	}
+	*out = j;
+	return 0;
+}
+
+void rckpt_job_close(rckpt_job_t *j)
+{
+	if (j == NULL)
+		return;
+	if (j->locked)
+		rados_unlock(j->io, RCKPT_STORE_JOB_OID, LOCK_NAME, j->cookie);
+	rckpt_ckenc_destroy(j->enc);
+	if (j->io)
+		rados_ioctx_destroy(j->io);
+	free(j);
+}
+
+/* ---- save ---- */
+
+static int cmp_name(const void *a, const void *b)
+{
+	return strcmp(((const rckpt_st_tensor_t *)a)->name, ((const rckpt_st_tensor_t *)b)->name);
+}
+
+/* A borrowed view of the caller's tensors, sorted by name. */
+static int as_st(rckpt_st_t *st, const rckpt_tensor_t *t, unsigned n)
+{
+	unsigned i, d;
+	memset(st, 0, sizeof(*st));
+	st->t = calloc(n ? n : 1, sizeof(*st->t));
+	if (st->t == NULL)
+		return -ENOMEM;
+	for (i = 0; i < n; i++) {
+		rckpt_st_tensor_t *o = &st->t[i];
+		if (t[i].name == NULL || t[i].dtype < 1 || t[i].dtype > 3 || t[i].ndim > RCKPT_MAX_DIMS ||
+		    (t[i].data == NULL && t[i].ndim))
+			return -EINVAL;
+		o->name = (char *)t[i].name;
+		o->dtype = t[i].dtype;
+		o->ndim = t[i].ndim;
+		o->n = 1;
+		for (d = 0; d < t[i].ndim; d++) {
+			o->shape[d] = t[i].shape[d];
+			if (o->shape[d] && o->n > UINT64_MAX / o->shape[d])
+				return -EINVAL;
+			o->n *= o->shape[d];
+		}
+		o->data = t[i].data;
+	}
+	st->ntensors = n;
+	qsort(st->t, n, sizeof(*st->t), cmp_name);
+	for (i = 1; i < n; i++)
+		if (strcmp(st->t[i - 1].name, st->t[i].name) == 0)
+			return -EINVAL;
+	return 0;
+}
+
+/* Runs one write method on objects [0, n) of the chunks, `inflight` at a
+ * time; msgs[i] is object i's input. */
+static int chunk_writes(rckpt_job_t *j, const char *method, rckpt_buf_t *msgs, unsigned n)
+{
+	rados_completion_t *c = calloc(n ? n : 1, sizeof(*c));
+	rados_write_op_t *op = calloc(n ? n : 1, sizeof(*op));
+	int *prval = calloc(n ? n : 1, sizeof(int));
+	unsigned i, done = 0;
+	int rc = 0;
+
+	if (!c || !op || !prval) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		char oid[64];
+		if (i >= done + j->o.inflight) { /* bounded: wait for the oldest */
+			rados_aio_wait_for_complete(c[done]);
+			done++;
+		}
+		rckpt_store_chunk_oid(oid, sizeof(oid), i);
+		op[i] = rados_create_write_op();
+		if (op[i] == NULL || rados_aio_create_completion2(NULL, NULL, &c[i])) {
+			rc = -ENOMEM;
+			n = i + (op[i] != NULL);
+			break;
+		}
+		rados_write_op_exec(op[i], "rckpt", method, (const char *)msgs[i].p, msgs[i].len, &prval[i]);
+		rc = rados_aio_write_op_operate(op[i], j->io, c[i], oid, NULL, 0);
+		if (rc) {
+			n = i + 1;
+			break;
+		}
+	}
+	for (i = 0; i < n; i++) {
+		int r = 0;
+		if (c[i]) {
+			rados_aio_wait_for_complete(c[i]);
+			r = rados_aio_get_return_value(c[i]);
+			if (r == 0)
+				r = prval[i];
+			rados_aio_release(c[i]);
+		}
+		if (op[i])
+			rados_release_write_op(op[i]);
+		if (r && rc == 0)
+			rc = r;
+	}
+out:
+	free(c);
+	free(op);
+	free(prval);
+	return rc;
+}
+
+static void put_summary(uint8_t *b, const rckpt_ckenc_stats_t *st, uint64_t parent, unsigned nchunks)
+{
+	rckpt_writer_t w = rckpt_writer(b, SUMMARY_BYTES);
+	rckpt_wr_u64(&w, st->raw_bytes);
+	rckpt_wr_u64(&w, st->enc_bytes);
+	rckpt_wr_u64(&w, parent);
+	rckpt_wr_u32(&w, nchunks);
+	rckpt_wr_u64(&w, rckpt_d2u(st->quality));
+}
+
+int rckpt_job_save(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t, unsigned n,
+		   const rckpt_tensor_t *g, unsigned ng, rckpt_save_stats_t *sst)
+{
+	rckpt_t *h = j->h;
+	rckpt_st_t params, grads;
+	rckpt_ckenc_out_t out;
+	rckpt_ckenc_stats_t st;
+	rckpt_buf_t *msgs = NULL, commit = RCKPT_BUF_INIT;
+	uint8_t summary[SUMMARY_BYTES];
+	char msg[256] = "", oid[64];
+	unsigned i;
+	double t0 = now_s(), t1;
+	int rc;
+
+	rckpt_clear_error(h);
+	memset(&out, 0, sizeof(out));
+	memset(&params, 0, sizeof(params));
+	memset(&grads, 0, sizeof(grads));
+	if (!j->o.writer)
+		return rckpt_fail(h, -EPERM, __func__, "job %s was opened read-only", j->name);
+	if (step == RCKPT_STORE_NONE || (j->head != RCKPT_STORE_NONE && step <= j->head))
+		return rckpt_fail(h, -EINVAL, __func__, "step %" PRIu64 " is not after the head %" PRIu64,
+				  step, j->head);
+	if ((rc = as_st(&params, t, n)) || (g && ng && (rc = as_st(&grads, g, ng)))) {
+		rc = rckpt_fail(h, rc, __func__, "bad tensors (names, dtypes, shapes)");
+		goto done;
+	}
+	rc = rckpt_ckenc_step(j->enc, &out, &st, &params, g && ng ? &grads : NULL, step, msg, sizeof(msg));
+	if (rc) {
+		rc = rckpt_fail(h, rc, __func__, "%s", msg[0] ? msg : "cannot encode");
+		goto done;
+	}
+	t1 = now_s();
+	if ((rc = take_lock(j, 1))) {
+		rc = rckpt_fail(h, rc, __func__, "lost the writer lock of job %s", j->name);
+		goto done;
+	}
+	msgs = calloc(out.nchunks ? out.nchunks : 1, sizeof(*msgs));
+	if (msgs == NULL) {
+		rc = rckpt_fail(h, -ENOMEM, __func__, "out of memory");
+		goto done;
+	}
+	if (!j->trimmed) { /* drop what a crashed writer appended past the head */
+		for (i = 0; i < out.nchunks && rc == 0; i++)
+			rc = rckpt_msg_trim_encode(&msgs[i], j->head);
+		if (rc == 0)
+			rc = chunk_writes(j, "trim", msgs, out.nchunks);
+		if (rc) {
+			rc = rckpt_fail(h, rc, __func__, "cannot trim uncommitted records");
+			goto done;
+		}
+		j->trimmed = 1;
+		for (i = 0; i < out.nchunks; i++)
+			msgs[i].len = 0;
+	}
+	for (i = 0; i < out.nchunks && rc == 0; i++)
+		rc = rckpt_msg_append_encode(&msgs[i], out.records[i].p, out.records[i].len);
+	if (rc == 0)
+		rc = chunk_writes(j, "append", msgs, out.nchunks);
+	if (rc) {
+		rc = rckpt_fail(h, rc, __func__, "cannot append step %" PRIu64 " to its chunks", step);
+		goto done;
+	}
+	rckpt_store_manifest_oid(oid, sizeof(oid), step);
+	rc = rados_write_full(j->io, oid, (const char *)out.manifest.p, out.manifest.len);
+	if (rc) {
+		rc = rckpt_fail(h, rc, __func__, "cannot write the manifest of step %" PRIu64, step);
+		goto done;
+	}
+	{
+		rckpt_manifest_t mf;
+		uint64_t parent = RCKPT_STORE_NONE;
+		if (rckpt_manifest_decode(&mf, out.manifest.p, out.manifest.len) == 0) {
+			parent = mf.parent;
+			rckpt_manifest_free(&mf);
+		}
+		put_summary(summary, &st, parent, out.nchunks);
+	}
+	{
+		rckpt_msg_commit_t c = { j->head, step, { summary, sizeof(summary) } };
+		rc = rckpt_msg_commit_encode(&commit, &c);
+		if (rc == 0)
+			rc = exec_write(j, RCKPT_STORE_JOB_OID, "commit", &commit);
+	}
+	if (rc) {
+		rc = rckpt_fail(h, rc, __func__, "cannot commit step %" PRIu64 "%s", step,
+				rc == -ESTALE ? " (the head moved: another writer)" : "");
+		goto done;
+	}
+	j->head = step;
+	if (sst) {
+		sst->raw_bytes = st.raw_bytes;
+		sst->enc_bytes = st.enc_bytes;
+		sst->nchunks = out.nchunks;
+		sst->is_base = st.is_base;
+		sst->quality = st.quality;
+		sst->t_encode = t1 - t0;
+		sst->t_write = now_s() - t1;
+	}
+done:
+	for (i = 0; msgs && i < out.nchunks; i++)
+		rckpt_buf_free(&msgs[i]);
+	free(msgs);
+	rckpt_buf_free(&commit);
+	rckpt_ckenc_out_free(&out);
+	free(params.t);
+	free(grads.t);
+	return rc;
+}
+
+/* ---- restore ---- */
+
+typedef struct mat {
+	rckpt_buf_t start; /* the base to resume from, if any */
+	rckpt_buf_t rec;   /* the final base record */
+	int done;
+} mat_t;
+
+int rckpt_job_restore(rckpt_job_t *j, uint64_t step, rckpt_restored_t **outp, rckpt_restore_stats_t *rst)
+{
+	rckpt_t *h = j->h;
+	rckpt_restored_t *r = NULL;
+	rckpt_manifest_t mf;
+	rckpt_buf_t man = RCKPT_BUF_INIT;
+	mat_t *m = NULL;
+	const uint8_t **recs = NULL;
+	size_t *lens = NULL;
+	uint64_t head, count, size = 0, wire = 0;
+	unsigned i, calls = 0, left;
+	char oid[64];
+	double t0 = now_s();
+	int rc;
+
+	rckpt_clear_error(h);
+	*outp = NULL;
+	memset(&mf, 0, sizeof(mf));
+	if ((rc = read_head(j, &head, &count)))
+		return rckpt_fail(h, rc, __func__, "cannot read the head of job %s", j->name);
+	if (step == RCKPT_LATEST)
+		step = head;
+	if (head == RCKPT_STORE_NONE || step > head)
+		return rckpt_fail(h, -ENOENT, __func__, "job %s has no committed step %" PRIu64, j->name,
+				  step);
+	rckpt_store_manifest_oid(oid, sizeof(oid), step);
+	rc = rados_stat(j->io, oid, &size, NULL);
+	if (rc == 0 && size > ((uint64_t)1 << 30))
+		rc = -EFBIG;
+	if (rc == 0)
+		rc = rckpt_buf_reserve(&man, size ? (size_t)size : 1);
+	if (rc == 0) {
+		int got = rados_read(j->io, oid, (char *)man.p, (size_t)size, 0);
+		rc = got < 0 ? got : (uint64_t)got == size ? 0 : -EBADMSG;
+		man.len = (size_t)size;
+	}
+	if (rc == 0)
+		rc = rckpt_manifest_decode(&mf, man.p, man.len);
+	if (rc) {
+		rc = rckpt_fail(h, rc, __func__, "cannot read the manifest of step %" PRIu64, step);
+		goto done;
+	}
+	m = calloc(mf.nchunks ? mf.nchunks : 1, sizeof(*m));
+	recs = calloc(mf.nchunks ? mf.nchunks : 1, sizeof(*recs));
+	lens = calloc(mf.nchunks ? mf.nchunks : 1, sizeof(*lens));
+	if (!m || !recs || !lens) {
+		rc = rckpt_fail(h, -ENOMEM, __func__, "out of memory");
+		goto done;
+	}
+	/* Rounds of parallel materialize calls until every chunk is done. */
+	for (left = mf.nchunks; left > 0 && rc == 0;) {
+		rados_completion_t *c = calloc(mf.nchunks, sizeof(*c));
+		rados_read_op_t *op = calloc(mf.nchunks, sizeof(*op));
+		char **ob = calloc(mf.nchunks, sizeof(*ob));
+		size_t *olen = calloc(mf.nchunks, sizeof(*olen));
+		int *prval = calloc(mf.nchunks, sizeof(int));
+		rckpt_buf_t *in = calloc(mf.nchunks, sizeof(*in));
+		if (!c || !op || !ob || !olen || !prval || !in)
+			rc = -ENOMEM;
+		for (i = 0; i < mf.nchunks && rc == 0; i++) {
+			rckpt_msg_materialize_t q = { step, 0, { m[i].start.p, m[i].start.len } };
+			if (m[i].done)
+				continue;
+			rckpt_store_chunk_oid(oid, sizeof(oid), i);
+			rc = rckpt_msg_materialize_encode(&in[i], &q);
+			op[i] = rados_create_read_op();
+			if (rc == 0 && (op[i] == NULL || rados_aio_create_completion2(NULL, NULL, &c[i])))
+				rc = -ENOMEM;
+			if (rc)
+				break;
+			rados_read_op_exec(op[i], "rckpt", "materialize", (const char *)in[i].p, in[i].len,
+					   &ob[i], &olen[i], &prval[i]);
+			rc = rados_aio_read_op_operate(op[i], j->io, c[i], oid, 0);
+			calls++;
+		}
+		for (i = 0; i < mf.nchunks; i++) {
+			int e = 0;
+			if (c && c[i]) {
+				rados_aio_wait_for_complete(c[i]);
+				e = rados_aio_get_return_value(c[i]);
+				if (e == 0)
+					e = prval[i];
+				rados_aio_release(c[i]);
+			}
+			if (op && op[i])
+				rados_release_read_op(op[i]);
+			if (e == 0 && c && c[i]) {
+				rckpt_msg_materialized_t a;
+				wire += olen[i];
+				e = rckpt_msg_materialized_decode(&a, (const uint8_t *)ob[i], olen[i]);
+				if (e == 0) {
+					rckpt_buf_t *dst = a.done ? &m[i].rec : &m[i].start;
+					dst->len = 0;
+					e = rckpt_buf_append(dst, a.record.p, a.record.len);
+					if (a.done) {
+						m[i].done = 1;
+						left--;
+					}
+				}
+			}
+			if (ob && ob[i])
+				rados_buffer_free(ob[i]);
+			if (in)
+				rckpt_buf_free(&in[i]);
+			if (e && rc == 0)
+				rc = e;
+		}
+		free(c);
+		free(op);
+		free(ob);
+		free(olen);
+		free(prval);
+		free(in);
+	}
+	if (rc) {
+		rc = rckpt_fail(h, rc, __func__, "cannot materialize step %" PRIu64, step);
+		goto done;
+	}
+	r = calloc(1, sizeof(*r));
+	if (r == NULL) {
+		rc = rckpt_fail(h, -ENOMEM, __func__, "out of memory");
+		goto done;
+	}
+	for (i = 0; i < mf.nchunks; i++) {
+		recs[i] = m[i].rec.p;
+		lens[i] = m[i].rec.len;
+	}
+	r->step = step;
+	rc = rckpt_ckdec_step(&r->dec, man.p, man.len, recs, lens);
+	if (rc) {
+		rc = rckpt_fail(h, rc, __func__, "step %" PRIu64 " does not decode%s", step,
+				rc == RCKPT_ECHECKSUM ? ": a chunk's digest differs from its manifest" : "");
+		rckpt_restored_free(r);
+		r = NULL;
+		goto done;
+	}
+	if (rst) {
+		rst->wire_bytes = wire + man.len;
+		rst->calls = calls;
+		rst->seconds = now_s() - t0;
+	}
+	*outp = r;
+done:
+	for (i = 0; m && i < mf.nchunks; i++) {
+		rckpt_buf_free(&m[i].start);
+		rckpt_buf_free(&m[i].rec);
+	}
+	free(m);
+	free(recs);
+	free(lens);
+	rckpt_manifest_free(&mf);
+	rckpt_buf_free(&man);
+	return rc;
+}
+
+uint64_t rckpt_restored_step(const rckpt_restored_t *r)
+{
+	return r->step;
+}
+
+unsigned rckpt_restored_count(const rckpt_restored_t *r)
+{
+	return r->dec.mf.ntensors;
+}
+
+int rckpt_restored_tensor(const rckpt_restored_t *r, unsigned i, rckpt_tensor_t *out)
+{
+	const rckpt_mf_tensor_t *t;
+	unsigned d;
+	if (i >= r->dec.mf.ntensors)
+		return -EINVAL;
+	t = &r->dec.mf.t[i];
+	memset(out, 0, sizeof(*out));
+	out->name = t->name;
+	out->dtype = t->dtype;
+	out->ndim = t->ndim;
+	for (d = 0; d < t->ndim && d < RCKPT_MAX_DIMS; d++)
+		out->shape[d] = t->shape[d];
+	return 0;
+}
+
+int rckpt_restored_read(const rckpt_restored_t *r, unsigned i, void *dst, size_t cap)
+{
+	const rckpt_mf_tensor_t *t;
+	uint64_t n = 1;
+	unsigned d;
+	float *f;
+	int rc;
+	if (i >= r->dec.mf.ntensors)
+		return -EINVAL;
+	t = &r->dec.mf.t[i];
+	for (d = 0; d < t->ndim; d++)
+		n *= t->shape[d];
+	if (cap < n * rckpt_dtype_size(t->dtype))
+		return -ERANGE;
+	f = malloc(n ? (size_t)n * 4 : 4);
+	if (f == NULL)
+		return -ENOMEM;
+	rc = rckpt_ckdec_tensor_f32(&r->dec, i, f);
+	if (rc == 0)
+		rckpt_narrow_from_f32(dst, f, t->dtype, n);
+	free(f);
+	return rc;
+}
+
+void rckpt_restored_free(rckpt_restored_t *r)
+{
+	if (r == NULL)
+		return;
+	rckpt_ckdec_free(&r->dec);
+	free(r);
+}
+
+/* ---- steps ---- */
+
+int rckpt_job_steps(rckpt_job_t *j, uint64_t after, rckpt_step_info_t *out, unsigned cap,
+		    unsigned *n, int *more)
+{
+	rckpt_buf_t in = RCKPT_BUF_INIT, rep = RCKPT_BUF_INIT;
+	rckpt_msg_list_t l = { after, cap > RCKPT_STORE_LIST_MAX ? RCKPT_STORE_LIST_MAX : cap };
+	rckpt_msg_stepsum_reader_t rd;
+	uint64_t step;
+	rckpt_blob_t sum;
+	int rc;
+
+	rckpt_clear_error(j->h);
+	*n = 0;
+	*more = 0;
+	if (cap == 0)
+		return rckpt_fail(j->h, -EINVAL, __func__, "no room");
+	rc = rckpt_msg_list_encode(&in, &l);
+	if (rc == 0)
+		rc = exec_read(j, RCKPT_STORE_JOB_OID, "list", &in, &rep);
+	if (rc == -ENOENT)
+		rc = 0; /* a new job: nothing yet */
+	else if (rc == 0 && (rc = rckpt_msg_stepsum_open(&rd, rep.p, rep.len)) == 0) {
+		while ((rc = rckpt_msg_stepsum_next(&rd, &step, &sum)) == 1) {
+			rckpt_step_info_t *s = &out[(*n)++];
+			rckpt_reader_t r = rckpt_reader(sum.p, sum.len);
+			memset(s, 0, sizeof(*s));
+			s->step = step;
+			s->raw_bytes = rckpt_rd_u64(&r);
+			s->enc_bytes = rckpt_rd_u64(&r);
+			s->parent = rckpt_rd_u64(&r);
+			s->nchunks = rckpt_rd_u32(&r);
+		}
+		*more = rd.more;
+	}
+	rckpt_buf_free(&in);
+	rckpt_buf_free(&rep);
+	return rc ? rckpt_fail(j->h, rc, __func__, "cannot list the steps of job %s", j->name) : 0;
+}
