@@ -33,7 +33,7 @@ static void usage(void)
 	       "\n"
 	       "save     compress and commit checkpoints into job J (a namespace of the pool), in\n"
 	       "         the order given, each as the step its file name ends with (step-000025\n"
-	       "         is step 25), or --step N for a single file. Within one run each step after\n"
+	       "         is step 25), or from --step N on (N, N+1, ...). Within one run each step after\n"
 	       "         the first is a delta. A sibling MODEL.grads.safetensors (gradient EMA)\n"
 	       "         is used for sensitivity. Takes the job's writer lock: a second writer is\n"
 	       "         refused; a dead writer's lock expires --lease seconds (default 30) after\n"
@@ -151,22 +151,21 @@ static int cmd_save(int argc, char **argv, const rckpt_connect_opts_t *conn)
 		nfiles += !is_grads(argv[i]);
 	if (nfiles == 0)
 		return usage_error("save needs at least one MODEL.safetensors");
-	if (step != UINT64_MAX && nfiles > 1)
-		return usage_error("--step is for a single file");
 	jo.writer = 1;
 	if (open_job(&h, &j, conn, job, &jo))
 		return 1;
-	for (i = optind; i < argc && rc == 0; i++) {
+	for (i = optind, nfiles = 0; i < argc && rc == 0; i++) {
 		rckpt_st_t st, gs;
 		rckpt_tensor_t *t = NULL, *g = NULL;
 		rckpt_save_stats_t ss;
 		char err[256], gpath[4096];
-		uint64_t s = step != UINT64_MAX ? step : step_of(argv[i], 0);
+		uint64_t s = step != UINT64_MAX ? step + (uint64_t)nfiles : step_of(argv[i], 0);
 		size_t n = strlen(argv[i]);
 		int have_g = 0;
 
 		if (is_grads(argv[i]))
 			continue;
+		nfiles++;
 		if ((rc = rckpt_st_read(&st, argv[i], err, sizeof(err)))) {
 			fprintf(stderr, "rckpt ckpt: %s: %s\n", argv[i], err);
 			break;
