@@ -58,7 +58,8 @@ static int mem_obj_copy(mem_obj_t *dst, const mem_obj_t *src)
 	dst->kv = calloc(src->nkv ? src->nkv : 1, sizeof(mem_kv_t));
 	if (!dst->data || !dst->kv)
 		return -ENOMEM;
-	memcpy(dst->data, src->data, src->size);
+	if (src->size)
+		memcpy(dst->data, src->data, src->size);
 	for (i = 0; i < src->nkv; i++) {
 		dst->kv[i].key = mem_strdup(src->kv[i].key);
 		dst->kv[i].val = malloc(src->kv[i].len ? src->kv[i].len : 1);
@@ -66,7 +67,8 @@ static int mem_obj_copy(mem_obj_t *dst, const mem_obj_t *src)
 		dst->nkv++;
 		if (!dst->kv[i].key || !dst->kv[i].val)
 			return -ENOMEM;
-		memcpy(dst->kv[i].val, src->kv[i].val, src->kv[i].len);
+		if (src->kv[i].len)
+			memcpy(dst->kv[i].val, src->kv[i].val, src->kv[i].len);
 	}
 	return 0;
 }
