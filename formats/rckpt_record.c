@@ -289,7 +289,7 @@ int rckpt_record_check(unsigned *kind, uint64_t *step, uint64_t *parent, const u
 	if (k != RCKPT_REC_BASE && k != RCKPT_REC_DELTA && k != RCKPT_REC_SPARSE)
 		return -EBADMSG;
 	if ((k == RCKPT_REC_BASE) != (ps == RCKPT_NO_PARENT) || st == RCKPT_NO_PARENT ||
-	    (k != RCKPT_REC_BASE && ps >= st))
+	    (k != RCKPT_REC_BASE && ps == st))
 		return -EBADMSG;
 	*kind = k;
 	*step = st;

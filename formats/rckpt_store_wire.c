@@ -443,6 +443,158 @@ int rckpt_msg_index_decode(rckpt_store_entry_t **e, uint32_t *n, const uint8_t *
 	return 0;
 }
 
+/* ---- step sets: compact, drop ---- */
+
+uint64_t rckpt_stepset_at(const rckpt_stepset_t *s, uint32_t i)
+{
+	return (uint64_t)rckpt_le32(s->p + 8 * (size_t)i) |
+	       (uint64_t)rckpt_le32(s->p + 8 * (size_t)i + 4) << 32;
+}
+
+static int put_steps(rckpt_buf_t *out, const uint64_t *v, uint32_t n, uint64_t max)
+{
+	uint32_t i;
+	int rc;
+	if (n > RCKPT_STORE_STEPSET_MAX)
+		return -EINVAL;
+	for (i = 0; i < n; i++)
+		if (v[i] > max || (i && v[i] <= v[i - 1]))
+			return -EINVAL;
+	rc = put_u32(out, n);
+	for (i = 0; i < n && rc == 0; i++)
+		rc = put_u64(out, v[i]);
+	return rc;
+}
+
+static int rd_steps(rckpt_reader_t *r, rckpt_stepset_t *s, uint64_t max)
+{
+	uint32_t i, n = rckpt_rd_u32(r);
+	if (r->err || n > RCKPT_STORE_STEPSET_MAX || (uint64_t)n * 8 > rckpt_rd_left(r))
+		return -EBADMSG;
+	s->p = rckpt_rd_bytes(r, (size_t)n * 8);
+	s->n = n;
+	if (n && s->p == NULL)
+		return -EBADMSG;
+	for (i = 0; i < n; i++) {
+		uint64_t v = rckpt_stepset_at(s, i);
+		if (v > max || (i && v <= rckpt_stepset_at(s, i - 1)))
+			return -EBADMSG;
+	}
+	return 0;
+}
+
+int rckpt_msg_compact_encode(rckpt_buf_t *out, uint64_t upto, const uint64_t *keep, uint32_t n)
+{
+	size_t at;
+	int rc;
+	if (upto == RCKPT_STORE_NONE)
+		return -EINVAL;
+	rc = begin(out, RCKPT_MSG_COMPACT, &at);
+	if (!rc)
+		rc = put_u64(out, upto);
+	if (!rc)
+		rc = put_steps(out, keep, n, upto);
+	return end(out, at, rc);
+}
+
+int rckpt_msg_compact_decode(rckpt_msg_compact_t *m, const uint8_t *src, size_t len)
+{
+	rckpt_reader_t r;
+	int rc = open_frame(&r, src, len, RCKPT_MSG_COMPACT);
+	memset(m, 0, sizeof(*m));
+	if (rc)
+		return rc;
+	m->upto = rckpt_rd_u64(&r);
+	if (r.err || m->upto == RCKPT_STORE_NONE)
+		return -EBADMSG;
+	return rd_steps(&r, &m->keep, m->upto);
+}
+
+int rckpt_msg_drop_encode(rckpt_buf_t *out, const uint64_t *steps, uint32_t n)
+{
+	size_t at;
+	int rc = begin(out, RCKPT_MSG_DROP, &at);
+	return end(out, at, rc ? rc : put_steps(out, steps, n, RCKPT_STORE_NONE - 1));
+}
+
+int rckpt_msg_drop_decode(rckpt_stepset_t *s, const uint8_t *src, size_t len)
+{
+	rckpt_reader_t r;
+	int rc = open_frame(&r, src, len, RCKPT_MSG_DROP);
+	memset(s, 0, sizeof(*s));
+	return rc ? rc : rd_steps(&r, s, RCKPT_STORE_NONE - 1);
+}
+
+/* ---- pin ---- */
+
+int rckpt_msg_pin_encode(rckpt_buf_t *out, uint64_t step, int on)
+{
+	size_t at;
+	int rc;
+	if (step == RCKPT_STORE_NONE || (on != 0 && on != 1))
+		return -EINVAL;
+	rc = begin(out, RCKPT_MSG_PIN, &at);
+	if (!rc)
+		rc = put_u64(out, step);
+	if (!rc)
+		rc = put_u8(out, (uint8_t)on);
+	return end(out, at, rc);
+}
+
+int rckpt_msg_pin_decode(uint64_t *step, int *on, const uint8_t *src, size_t len)
+{
+	rckpt_reader_t r;
+	int rc = open_frame(&r, src, len, RCKPT_MSG_PIN);
+	unsigned v;
+	*step = 0;
+	*on = 0;
+	if (rc)
+		return rc;
+	*step = rckpt_rd_u64(&r);
+	v = rckpt_rd_u8(&r);
+	if (r.err || *step == RCKPT_STORE_NONE || v > 1)
+		return -EBADMSG;
+	*on = (int)v;
+	return 0;
+}
+
+/* ---- verified ---- */
+
+int rckpt_msg_verified_encode(rckpt_buf_t *out, const rckpt_msg_verified_t *m)
+{
+	size_t at;
+	int rc = begin(out, RCKPT_MSG_VERIFIED, &at);
+	if (!rc)
+		rc = put_u32(out, m->records);
+	if (!rc)
+		rc = put_u64(out, m->bytes);
+	if (!rc)
+		rc = put_u32(out, m->bad);
+	if (!rc)
+		rc = put_u64(out, m->first_bad);
+	if (!rc)
+		rc = put_u32(out, (uint32_t)m->error);
+	return end(out, at, rc);
+}
+
+int rckpt_msg_verified_decode(rckpt_msg_verified_t *m, const uint8_t *src, size_t len)
+{
+	rckpt_reader_t r;
+	int rc = open_frame(&r, src, len, RCKPT_MSG_VERIFIED);
+	memset(m, 0, sizeof(*m));
+	if (rc)
+		return rc;
+	m->records = rckpt_rd_u32(&r);
+	m->bytes = rckpt_rd_u64(&r);
+	m->bad = rckpt_rd_u32(&r);
+	m->first_bad = rckpt_rd_u64(&r);
+	m->error = (int32_t)rckpt_rd_u32(&r);
+	if (r.err || m->bad > m->records || (m->bad == 0) != (m->first_bad == RCKPT_STORE_NONE) ||
+	    m->error > 0)
+		return -EBADMSG;
+	return 0;
+}
+
 /* ---- names ---- */
 
 static int fmt(size_t cap, int n)

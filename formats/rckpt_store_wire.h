@@ -34,7 +34,13 @@ enum rckpt_store_msg {
 	RCKPT_MSG_LIST = 0x0107,
 	RCKPT_MSG_STEPS = 0x0108,
 	RCKPT_MSG_INDEX = 0x0109,
+	RCKPT_MSG_COMPACT = 0x010A,
+	RCKPT_MSG_DROP = 0x010B,
+	RCKPT_MSG_PIN = 0x010C,
+	RCKPT_MSG_VERIFIED = 0x010D,
 };
+
+#define RCKPT_STORE_STEPSET_MAX (1u << 20) /* steps in a COMPACT or DROP */
 
 /* A blob inside a message: points into the decoded bytes. */
 typedef struct rckpt_blob {
@@ -151,12 +157,55 @@ int rckpt_msg_index_encode(rckpt_buf_t *out, const rckpt_store_entry_t *e, uint3
 /* Allocates *e (free it); *n entries. */
 int rckpt_msg_index_decode(rckpt_store_entry_t **e, uint32_t *n, const uint8_t *src, size_t len);
 
+/* A set of steps inside a message, strictly increasing: points into the
+ * decoded bytes (step i at p + 8 i, little-endian). */
+typedef struct rckpt_stepset {
+	const uint8_t *p;
+	uint32_t n;
+} rckpt_stepset_t;
+
+uint64_t rckpt_stepset_at(const rckpt_stepset_t *s, uint32_t i);
+
+/* compact (chunk, write): rewrite the log so that its newest step <= upto
+ * is a base and, of the steps <= upto, only those in keep (and that one)
+ * remain restorable. */
+typedef struct rckpt_msg_compact {
+	uint64_t upto;
+	rckpt_stepset_t keep; /* every step <= upto */
+} rckpt_msg_compact_t;
+
+/* steps: n strictly increasing values (encoders check). */
+int rckpt_msg_compact_encode(rckpt_buf_t *out, uint64_t upto, const uint64_t *keep, uint32_t n);
+int rckpt_msg_compact_decode(rckpt_msg_compact_t *m, const uint8_t *src, size_t len);
+
+/* drop (job, write): forget these committed steps (never the head or a
+ * pinned step). */
+int rckpt_msg_drop_encode(rckpt_buf_t *out, const uint64_t *steps, uint32_t n);
+int rckpt_msg_drop_decode(rckpt_stepset_t *s, const uint8_t *src, size_t len);
+
+/* pin (job, write): pin (on = 1) or unpin (on = 0) a committed step. */
+int rckpt_msg_pin_encode(rckpt_buf_t *out, uint64_t step, int on);
+int rckpt_msg_pin_decode(uint64_t *step, int *on, const uint8_t *src, size_t len);
+
+/* verify (chunk, read; empty input): what it found. */
+typedef struct rckpt_msg_verified {
+	uint32_t records; /* indexed */
+	uint64_t bytes;   /* of records read and checked */
+	uint32_t bad;     /* records that fail a check */
+	uint64_t first_bad; /* its step; RCKPT_STORE_NONE if none */
+	int32_t error;      /* its error (negative errno or RCKPT_ECHECKSUM) */
+} rckpt_msg_verified_t;
+
+int rckpt_msg_verified_encode(rckpt_buf_t *out, const rckpt_msg_verified_t *m);
+int rckpt_msg_verified_decode(rckpt_msg_verified_t *m, const uint8_t *src, size_t len);
+
 /* Object names (NUL-terminated into out[cap]): the job object, a chunk, a
  * manifest. 0 or -ERANGE. */
 #define RCKPT_STORE_JOB_OID "rckpt.job"
 int rckpt_store_chunk_oid(char *out, size_t cap, uint32_t chunk);
 int rckpt_store_manifest_oid(char *out, size_t cap, uint64_t step);
-/* omap keys: "r.<step>" (chunk index) and "s.<step>" (job steps), the step
+/* omap keys: "r.<step>" (chunk index), "s.<step>" (job steps) and
+ * "p.<step>" (job pins), the step
  * as 20 decimal digits so that keys sort as steps do. */
 int rckpt_store_step_key(char *out, size_t cap, char prefix, uint64_t step);
 int rckpt_store_parse_step_key(uint64_t *step, const char *key, char prefix);

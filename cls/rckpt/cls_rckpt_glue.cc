@@ -25,4 +25,8 @@ CLS_INIT(rckpt)
 	rckpt_cls_register_obj<cls_rckpt_head>(cls, "head", CLS_METHOD_RD);
 	rckpt_cls_register_obj<cls_rckpt_commit>(cls, "commit", CLS_METHOD_RD | CLS_METHOD_WR);
 	rckpt_cls_register_obj<cls_rckpt_list>(cls, "list", CLS_METHOD_RD);
+	rckpt_cls_register_obj<cls_rckpt_compact>(cls, "compact", CLS_METHOD_RD | CLS_METHOD_WR);
+	rckpt_cls_register_obj<cls_rckpt_verify>(cls, "verify", CLS_METHOD_RD);
+	rckpt_cls_register_obj<cls_rckpt_drop>(cls, "drop", CLS_METHOD_RD | CLS_METHOD_WR);
+	rckpt_cls_register_obj<cls_rckpt_pin>(cls, "pin", CLS_METHOD_RD | CLS_METHOD_WR);
 }

@@ -182,7 +182,7 @@ int cls_rckpt_materialize(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len,
 		unsigned kind;
 		uint64_t parent;
 		rc = rckpt_record_check(&kind, &start_step, &parent, m.start.p, m.start.len);
-		if (rc || kind != RCKPT_REC_BASE || start_step > m.step)
+		if (rc || kind != RCKPT_REC_BASE)
 			return -EINVAL;
 	}
 	chain = calloc(CHAIN_MAX, sizeof(*chain));
@@ -207,7 +207,7 @@ int cls_rckpt_materialize(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len,
 			n++;
 			if (chain[n - 1].kind == RCKPT_REC_BASE)
 				break;
-			if (chain[n - 1].parent >= s) {
+			if (chain[n - 1].parent == s) {
 				rc = -EBADMSG;
 				goto out;
 			}
@@ -216,7 +216,7 @@ int cls_rckpt_materialize(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len,
 	}
 	if (start_step != RCKPT_STORE_NONE && (n == 0 || chain[n - 1].parent != start_step)) {
 		if (!(n == 0 && start_step == m.step)) {
-			rc = -EINVAL; /* the resume point is not on this step's chain */
+			rc = -ESTALE; /* not on this step's chain (compacted since?) */
 			goto out;
 		}
 	}
@@ -492,4 +492,427 @@ int cls_rckpt_list(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_c
 	if (rc)
 		return rc;
 	return rckpt_msg_stepsum_end(&w, more);
+}
+
+/* ---- compact (chunk, write) ---- */
+
+/*
+ * The kept steps <= upto form one chain after compaction: the newest is a
+ * base, every other one a delta on the next kept step (or a base when its
+ * layout differs). Records of later steps stay as they are; a step they
+ * apply to is kept too. A kept record already in that shape is copied, so
+ * compacting twice changes nothing the second time.
+ *
+ * Decoding a step means folding its chain, which may run through steps
+ * about to be dropped; a few decoded steps are cached so that walking the
+ * kept steps in order folds each record about once.
+ */
+
+#define COMPACT_CACHE 4
+
+typedef struct dcache {
+	rckpt_record_t rec[COMPACT_CACHE];
+	uint64_t used[COMPACT_CACHE]; /* 0: empty */
+	uint64_t clock;
+} dcache_t;
+
+static void dcache_free(dcache_t *c)
+{
+	unsigned i;
+	for (i = 0; i < COMPACT_CACHE; i++)
+		if (c->used[i])
+			rckpt_record_free(&c->rec[i]);
+	memset(c, 0, sizeof(*c));
+}
+
+static rckpt_record_t *dcache_find(dcache_t *c, uint64_t step)
+{
+	unsigned i;
+	for (i = 0; i < COMPACT_CACHE; i++)
+		if (c->used[i] && c->rec[i].step == step) {
+			c->used[i] = ++c->clock;
+			return &c->rec[i];
+		}
+	return NULL;
+}
+
+/* Takes ownership of *r; evicts the least recently used entry. */
+static rckpt_record_t *dcache_put(dcache_t *c, rckpt_record_t *r)
+{
+	unsigned i, v = 0;
+	for (i = 0; i < COMPACT_CACHE; i++) {
+		if (!c->used[i]) {
+			v = i;
+			break;
+		}
+		if (c->used[i] < c->used[v])
+			v = i;
+	}
+	if (c->used[v])
+		rckpt_record_free(&c->rec[v]);
+	c->rec[v] = *r;
+	c->used[v] = ++c->clock;
+	memset(r, 0, sizeof(*r));
+	return &c->rec[v];
+}
+
+/* Position of step in the (sorted) entries, or -1. */
+static long find_entry(const walk_t *w, uint64_t step)
+{
+	uint32_t a = 0, b = w->n;
+	while (a < b) {
+		uint32_t c = a + (b - a) / 2;
+		if (w->e[c].step == step)
+			return (long)c;
+		if (w->e[c].step < step)
+			a = c + 1;
+		else
+			b = c;
+	}
+	return -1;
+}
+
+/* The decoded record of step (cached): walks back to a base or a cached
+ * step, then folds forward. */
+static int resolve(rckpt_cls_obj_t *o, const walk_t *w, dcache_t *c, uint64_t step,
+		   rckpt_record_t **outp, uint64_t *work)
+{
+	const rckpt_record_limits_t lim = { 1u << 16, RCKPT_CLS_ELEMENTS_MAX };
+	uint32_t *chain = NULL;
+	rckpt_record_t cur, next;
+	rckpt_record_t *top = NULL;
+	rckpt_buf_t raw = RCKPT_BUF_INIT;
+	unsigned n = 0, i;
+	uint64_t s = step;
+	int rc = 0;
+
+	if ((*outp = dcache_find(c, step)) != NULL)
+		return 0;
+	memset(&cur, 0, sizeof(cur));
+	chain = malloc(CHAIN_MAX * sizeof(*chain));
+	if (chain == NULL)
+		return -ENOMEM;
+	for (;;) {
+		long at;
+		if ((top = dcache_find(c, s)) != NULL)
+			break;
+		if (n == CHAIN_MAX) {
+			rc = -E2BIG;
+			goto out;
+		}
+		if ((at = find_entry(w, s)) < 0) {
+			rc = -EBADMSG; /* a parent that is not in the log */
+			goto out;
+		}
+		chain[n++] = (uint32_t)at;
+		if (w->e[at].kind == RCKPT_REC_BASE)
+			break;
+		if (w->e[at].kind != RCKPT_REC_DELTA) {
+			rc = -EOPNOTSUPP;
+			goto out;
+		}
+		s = w->e[at].parent;
+	}
+	for (i = n; i-- > 0;) {
+		const rckpt_store_entry_t *e = &w->e[chain[i]];
+		const rckpt_record_t *parent = i + 1 < n ? &cur : top;
+		if ((rc = read_record(o, e, &raw)) ||
+		    (rc = rckpt_record_decode(&next, raw.p, raw.len,
+					      e->kind == RCKPT_REC_BASE ? NULL : parent, &lim)))
+			goto out;
+		*work += record_elements(&next);
+		rckpt_record_free(&cur);
+		cur = next;
+	}
+	*outp = n ? dcache_put(c, &cur) : top;
+out:
+	rckpt_record_free(&cur);
+	rckpt_buf_free(&raw);
+	free(chain);
+	return rc;
+}
+
+/* One record of the new log: copied from the old one, or re-encoded. */
+typedef struct plan {
+	uint32_t from; /* entry in the old log */
+	int fresh;     /* bytes in enc, else copied */
+	rckpt_store_entry_t e;
+	size_t at; /* offset of the fresh bytes in enc */
+} plan_t;
+
+/* Re-encodes the record of step as a base (to == NULL) or as a delta on
+ * `to`; a delta whose layout differs from its target becomes a base. */
+static int reencode(rckpt_cls_obj_t *o, const walk_t *w, dcache_t *c, uint64_t step,
+		    const uint64_t *to, rckpt_buf_t *enc, plan_t *p, uint64_t *work)
+{
+	rckpt_istream_opts_t is = { RCKPT_IS_REARRANGED | RCKPT_IS_RLE, RCKPT_EST_TRY_HUFF, 1, NULL };
+	rckpt_record_t *self, *parent = NULL, r;
+	size_t before = enc->len;
+	int rc;
+
+	if ((rc = resolve(o, w, c, step, &self, work)))
+		return rc;
+	if (to && (rc = resolve(o, w, c, *to, &parent, work)))
+		return rc;
+	/* resolving the parent may not evict self: the cache keeps the newest */
+	if ((self = dcache_find(c, step)) == NULL)
+		return -EFAULT;
+	r = *self;
+	r.kind = parent ? RCKPT_REC_DELTA : RCKPT_REC_BASE;
+	r.parent = parent ? parent->step : RCKPT_NO_PARENT;
+	rc = rckpt_record_encode(enc, &r, parent, &is);
+	if (rc == -EINVAL && parent) { /* another layout: store it whole */
+		enc->len = before;
+		r.kind = RCKPT_REC_BASE;
+		r.parent = RCKPT_NO_PARENT;
+		rc = rckpt_record_encode(enc, &r, NULL, &is);
+	}
+	if (rc)
+		return rc;
+	if (enc->len - before > UINT32_MAX)
+		return -EFBIG;
+	p->fresh = 1;
+	p->at = before;
+	p->e.kind = (uint8_t)r.kind;
+	p->e.parent = r.parent;
+	p->e.length = (uint32_t)(enc->len - before);
+	return 0;
+}
+
+int cls_rckpt_compact(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out)
+{
+	rckpt_msg_compact_t m;
+	walk_t w;
+	dcache_t cache;
+	uint8_t *keep = NULL;
+	plan_t *plan = NULL;
+	rckpt_buf_t enc = RCKPT_BUF_INIT, log = RCKPT_BUF_INIT, raw = RCKPT_BUF_INIT;
+	uint64_t work = 0;
+	uint32_t i, k, np = 0;
+	long top = -1;
+	int changed = 0, rc;
+
+	(void)out;
+	memset(&cache, 0, sizeof(cache));
+	if (rckpt_msg_compact_decode(&m, in, in_len))
+		return -EINVAL;
+	if ((rc = all_entries(o, &w)))
+		return rc == -ENOENT ? 0 : rc;
+	keep = calloc(w.n ? w.n : 1, 1);
+	plan = calloc(w.n ? w.n : 1, sizeof(*plan));
+	enc.max = (size_t)RCKPT_STORE_OBJECT_MAX;
+	log.max = (size_t)RCKPT_STORE_OBJECT_MAX;
+	if (!keep || !plan) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	/* What stays: the steps asked for, the newest step <= upto, and every
+	 * step <= upto that a later record applies to. */
+	for (i = 0, k = 0; i < w.n && w.e[i].step <= m.upto; i++) {
+		while (k < m.keep.n && rckpt_stepset_at(&m.keep, k) < w.e[i].step)
+			k++;
+		if (k < m.keep.n && rckpt_stepset_at(&m.keep, k) == w.e[i].step)
+			keep[i] = 1;
+		top = (long)i;
+	}
+	if (top < 0)
+		goto out; /* nothing at or before upto */
+	keep[top] = 1;
+	for (i = (uint32_t)top + 1; i < w.n; i++) {
+		long at;
+		if (w.e[i].kind != RCKPT_REC_DELTA || w.e[i].parent > m.upto)
+			continue;
+		if ((at = find_entry(&w, w.e[i].parent)) < 0) {
+			rc = -EBADMSG;
+			goto out;
+		}
+		keep[at] = 1;
+	}
+	/* The new log, in step order. */
+	for (i = 0; i < w.n; i++) {
+		plan_t *p = &plan[np];
+		if (w.e[i].step <= m.upto && !keep[i]) {
+			changed = 1; /* dropped */
+			continue;
+		}
+		p->from = i;
+		p->e = w.e[i];
+		if (w.e[i].step <= m.upto) {
+			uint32_t nx;
+			for (nx = i + 1; nx <= (uint32_t)top && !keep[nx]; nx++)
+				;
+			if ((long)i == top) {
+				if (w.e[i].kind != RCKPT_REC_BASE)
+					rc = reencode(o, &w, &cache, w.e[i].step, NULL, &enc, p, &work);
+			} else if (w.e[i].kind != RCKPT_REC_BASE && w.e[i].parent != w.e[nx].step) {
+				rc = reencode(o, &w, &cache, w.e[i].step, &w.e[nx].step, &enc, p, &work);
+			}
+			if (rc)
+				goto out;
+			changed |= p->fresh;
+		}
+		np++;
+	}
+	if (!changed)
+		goto out;
+	/* Write the new log over the old one, then its index. */
+	for (i = 0; i < np; i++) {
+		plan_t *p = &plan[i];
+		p->e.offset = log.len;
+		if (p->fresh) {
+			rc = rckpt_buf_append(&log, enc.p + p->at, p->e.length);
+		} else {
+			if ((rc = read_record(o, &w.e[p->from], &raw)) == 0)
+				rc = rckpt_buf_append(&log, raw.p, raw.len);
+		}
+		if (rc)
+			goto out;
+	}
+	if ((rc = o->ops->write(o, 0, log.p, log.len)) || (rc = o->ops->truncate(o, log.len)))
+		goto out;
+	for (i = 0, k = 0; i < w.n; i++) {
+		char key[KEY_MAX];
+		if ((rc = rckpt_store_step_key(key, sizeof(key), 'r', w.e[i].step)))
+			goto out;
+		if (k < np && plan[k].from == i) {
+			uint8_t val[RCKPT_STORE_ENTRY_BYTES];
+			rckpt_store_entry_put(val, &plan[k].e);
+			rc = o->ops->omap_set(o, key, val, sizeof(val));
+			k++;
+		} else {
+			rc = o->ops->omap_remove(o, key);
+		}
+		if (rc)
+			goto out;
+	}
+out:
+	dcache_free(&cache);
+	rckpt_buf_free(&enc);
+	rckpt_buf_free(&log);
+	rckpt_buf_free(&raw);
+	free(keep);
+	free(plan);
+	free(w.e);
+	return rc;
+}
+
+/* ---- verify (chunk, read) ---- */
+
+int cls_rckpt_verify(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out)
+{
+	rckpt_msg_verified_t v = { 0, 0, 0, RCKPT_STORE_NONE, 0 };
+	rckpt_buf_t raw = RCKPT_BUF_INIT;
+	walk_t w;
+	uint64_t size = 0;
+	uint32_t i;
+	int rc;
+
+	(void)in;
+	if (in_len != 0)
+		return -EINVAL;
+	if ((rc = all_entries(o, &w)))
+		return rc;
+	rc = o->ops->stat(o, &size);
+	if (rc == -ENOENT)
+		rc = 0;
+	for (i = 0; i < w.n && rc == 0; i++) {
+		const rckpt_store_entry_t *e = &w.e[i];
+		int bad = 0;
+		v.records++;
+		if (e->offset > size || e->length > size - e->offset)
+			bad = -EBADMSG; /* past the data */
+		else if (e->kind == RCKPT_REC_DELTA && find_entry(&w, e->parent) < 0)
+			bad = -EBADMSG; /* applies to a step that is gone */
+		else
+			bad = read_record(o, e, &raw);
+		if (bad == -ENOMEM) {
+			rc = bad;
+			break;
+		}
+		if (bad == 0)
+			v.bytes += e->length;
+		else if (v.bad++ == 0) {
+			v.first_bad = e->step;
+			v.error = bad;
+		}
+	}
+	if (rc == 0)
+		rc = rckpt_msg_verified_encode(out, &v);
+	rckpt_buf_free(&raw);
+	free(w.e);
+	return rc;
+}
+
+/* ---- drop, pin (job, write) ---- */
+
+static int has_key(rckpt_cls_obj_t *o, const char *key)
+{
+	rckpt_buf_t b = RCKPT_BUF_INIT;
+	int rc = o->ops->omap_get(o, key, &b);
+	rckpt_buf_free(&b);
+	return rc == 0 ? 1 : rc == -ENOENT ? 0 : rc;
+}
+
+int cls_rckpt_drop(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out)
+{
+	rckpt_stepset_t s;
+	uint64_t head = RCKPT_STORE_NONE, count = 0;
+	uint32_t i, gone = 0;
+	int rc;
+
+	(void)out;
+	if (rckpt_msg_drop_decode(&s, in, in_len))
+		return -EINVAL;
+	rc = get_u64(o, "head", &head);
+	if (rc == 0)
+		rc = get_u64(o, "count", &count);
+	if (rc)
+		return rc == -ENOENT ? 0 : rc; /* nothing committed: nothing to drop */
+	for (i = 0; i < s.n; i++) {
+		uint64_t step = rckpt_stepset_at(&s, i);
+		char key[KEY_MAX];
+		int r;
+		if (step == head)
+			continue; /* the head stays */
+		if ((rc = rckpt_store_step_key(key, sizeof(key), 'p', step)))
+			return rc;
+		if ((r = has_key(o, key)) != 0) {
+			if (r < 0)
+				return r;
+			continue; /* pinned */
+		}
+		if ((rc = rckpt_store_step_key(key, sizeof(key), 's', step)))
+			return rc;
+		if ((r = has_key(o, key)) < 0)
+			return r;
+		if (r == 0)
+			continue; /* not (or no longer) listed */
+		if ((rc = o->ops->omap_remove(o, key)))
+			return rc;
+		gone++;
+	}
+	return gone ? set_u64(o, "count", count >= gone ? count - gone : 0) : 0;
+}
+
+int cls_rckpt_pin(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out)
+{
+	uint64_t step;
+	char key[KEY_MAX];
+	int on, rc;
+
+	(void)out;
+	if (rckpt_msg_pin_decode(&step, &on, in, in_len))
+		return -EINVAL;
+	if ((rc = rckpt_store_step_key(key, sizeof(key), 's', step)))
+		return rc;
+	if (on) {
+		if ((rc = has_key(o, key)) <= 0)
+			return rc == 0 ? -ENOENT : rc; /* only a listed step */
+	}
+	if ((rc = rckpt_store_step_key(key, sizeof(key), 'p', step)))
+		return rc;
+	if (on)
+		return o->ops->omap_set(o, key, (const uint8_t *)"", 0);
+	rc = o->ops->omap_remove(o, key);
+	return rc == -ENOENT ? 0 : rc;
 }

@@ -60,4 +60,29 @@ int cls_rckpt_commit(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt
  * order, and whether more follow. */
 int cls_rckpt_list(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out);
 
+/* compact (RD|WR, chunk) — Input: a COMPACT frame (upto, steps to keep).
+ * Rewrites the log in one operation: of the steps <= upto, the kept ones
+ * (those asked for, the newest, and any a later record applies to) stay
+ * and the others go; the newest kept step becomes a base and each older
+ * kept step a delta on the next kept one. Later records are copied as they
+ * are. Copies what is already in shape, so a repeat changes nothing.
+ * Returns 0, -EINVAL, -EBADMSG, RCKPT_FMT_ECHECKSUM (a damaged record:
+ * nothing changes), -E2BIG, -EFBIG, -ENOMEM. */
+int cls_rckpt_compact(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out);
+
+/* verify (RD, chunk) — Input: empty. Output: a VERIFIED frame: records
+ * indexed, bytes checked, how many fail (range, header, CRC, a parent that
+ * is gone) and the first of them. Returns 0, -EINVAL, -EBADMSG (index). */
+int cls_rckpt_verify(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out);
+
+/* drop (RD|WR, job) — Input: a DROP frame (steps). Forgets each listed
+ * step ("s.<step>") except the head and pinned steps; steps not listed are
+ * skipped. Returns 0, -EINVAL. */
+int cls_rckpt_drop(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out);
+
+/* pin (RD|WR, job) — Input: a PIN frame (step, on). Pins ("p.<step>") a
+ * listed step so that retention keeps it, or unpins it. Returns 0,
+ * -EINVAL, -ENOENT (pinning a step that is not listed). */
+int cls_rckpt_pin(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out);
+
 #endif

@@ -2,7 +2,8 @@
  * test_cls_store.c — the checkpoint store's object-class bodies
  * (cls_rckpt_methods.c) on in-memory objects: append and its checks,
  * materialize (whole chains, a budget and resuming), index, trim, the job
- * object's compare-and-set commit, head and list, and malformed requests.
+ * object's compare-and-set commit, head and list, compaction, verify, drop
+ * and pin, and malformed requests.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -120,7 +121,7 @@ static unsigned materialize(mem_obj_t *m, unsigned s, uint64_t budget)
 			rckpt_buf_free(&out);
 			break;
 		}
-		assert_true(a.reached < s);
+		assert_true(a.reached != s);
 		start.len = 0;
 		assert_int_equal(rckpt_buf_append(&start, a.record.p, a.record.len), 0);
 		rckpt_record_free(&r);
@@ -187,7 +188,7 @@ static void test_materialize_errors(void **state)
 	q.start.p = rec.p;
 	q.start.len = rec.len;
 	assert_int_equal(rckpt_msg_materialize_encode(&msg, &q), 0);
-	assert_int_equal(mem_obj_call(&m, cls_rckpt_materialize, msg.p, msg.len, &out), -EINVAL);
+	assert_int_equal(mem_obj_call(&m, cls_rckpt_materialize, msg.p, msg.len, &out), -ESTALE);
 	/* a damaged record in the log fails closed */
 	m.data[m.size - 9] ^= 0x40;
 	msg.len = 0;
@@ -312,6 +313,189 @@ static void test_job_commit_list(void **state)
 	mem_obj_free(&m);
 }
 
+static int compact(mem_obj_t *m, uint64_t upto, const uint64_t *keep, uint32_t n)
+{
+	rckpt_buf_t msg = RCKPT_BUF_INIT;
+	rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
+	int rc;
+	assert_int_equal(rckpt_msg_compact_encode(&msg, upto, keep, n), 0);
+	rc = mem_obj_call(m, cls_rckpt_compact, msg.p, msg.len, &out);
+	assert_int_equal(out.len, 0);
+	rckpt_buf_free(&msg);
+	rckpt_buf_free(&out);
+	return rc;
+}
+
+static int materialize_rc(mem_obj_t *m, uint64_t s)
+{
+	rckpt_buf_t msg = RCKPT_BUF_INIT;
+	rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
+	rckpt_msg_materialize_t q = { s, 0, { NULL, 0 } };
+	int rc;
+	assert_int_equal(rckpt_msg_materialize_encode(&msg, &q), 0);
+	rc = mem_obj_call(m, cls_rckpt_materialize, msg.p, msg.len, &out);
+	rckpt_buf_free(&msg);
+	rckpt_buf_free(&out);
+	return rc;
+}
+
+static void index_of(mem_obj_t *m, rckpt_store_entry_t **e, uint32_t *n)
+{
+	rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
+	assert_int_equal(mem_obj_call(m, cls_rckpt_index, NULL, 0, &out), 0);
+	assert_int_equal(rckpt_msg_index_decode(e, n, out.p, out.len), 0);
+	rckpt_buf_free(&out);
+}
+
+static void verify(mem_obj_t *m, rckpt_msg_verified_t *v)
+{
+	rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
+	assert_int_equal(mem_obj_call(m, cls_rckpt_verify, NULL, 0, &out), 0);
+	assert_int_equal(rckpt_msg_verified_decode(v, out.p, out.len), 0);
+	rckpt_buf_free(&out);
+}
+
+/* Compaction keeps exactly the steps asked for (and the newest <= upto)
+ * restorable, makes that newest one a base, leaves later records alone,
+ * and changes nothing when repeated. */
+static void test_compact(void **state)
+{
+	mem_obj_t m = { 0 }, before = { 0 };
+	uint64_t keep1[] = { 2, 5 }, keep2[] = { 2, 9 };
+	rckpt_store_entry_t *e;
+	rckpt_msg_verified_t v;
+	rckpt_msg_head_t h;
+	uint32_t n, i;
+	unsigned s;
+
+	(void)state;
+	for (s = 1; s <= STEPS; s++)
+		assert_int_equal(append(&m, s, s == 1 || s == 7), 0);
+	assert_int_equal(compact(&m, 9, keep1, 2), 0);
+	index_of(&m, &e, &n);
+	/* 2, 5, 9 and the later 10..12 */
+	assert_int_equal(n, 6);
+	assert_true(e[0].step == 2 && e[0].kind == RCKPT_REC_DELTA && e[0].parent == 5);
+	assert_true(e[1].step == 5 && e[1].kind == RCKPT_REC_DELTA && e[1].parent == 9);
+	assert_true(e[2].step == 9 && e[2].kind == RCKPT_REC_BASE);
+	assert_true(e[3].step == 10 && e[3].kind == RCKPT_REC_DELTA && e[3].parent == 9);
+	assert_int_equal(e[n - 1].offset + e[n - 1].length, m.size);
+	free(e);
+	for (s = 1; s <= STEPS; s++) {
+		if (s == 2 || s == 5 || s >= 9)
+			assert_int_equal(materialize(&m, s, 0), 1);
+		else
+			assert_int_equal(materialize_rc(&m, s), -ENOENT);
+	}
+	/* step 2 folds 9 -> 5 -> 2; one record per call resumes down the chain */
+	assert_int_equal(materialize(&m, 2, N), 2);
+	verify(&m, &v);
+	assert_true(v.records == 6 && v.bad == 0 && v.bytes == m.size);
+	/* again: the same bytes */
+	assert_int_equal(mem_obj_copy(&before, &m), 0);
+	assert_int_equal(compact(&m, 9, keep1, 2), 0);
+	assert_int_equal(m.size, before.size);
+	assert_memory_equal(m.data, before.data, m.size);
+	mem_obj_free(&before);
+	/* the writer goes on from the tip */
+	assert_int_equal(append(&m, STEPS + 1, 0), 0);
+	assert_int_equal(call_empty(&m, cls_rckpt_tip, &h), 0);
+	assert_int_equal(h.head, STEPS + 1);
+	/* A later compaction drops 5: 2 becomes a delta on 9, which is now
+	 * older than the new base (13) and stays a base as it was. */
+	assert_int_equal(compact(&m, STEPS + 1, keep2, 2), 0);
+	index_of(&m, &e, &n);
+	assert_int_equal(n, 3);
+	assert_true(e[0].step == 2 && e[0].parent == 9);
+	assert_true(e[1].step == 9 && e[1].kind == RCKPT_REC_BASE);
+	assert_true(e[2].step == STEPS + 1 && e[2].kind == RCKPT_REC_BASE);
+	for (i = 0; i < n; i++)
+		assert_int_equal(materialize(&m, e[i].step, 0), 1);
+	free(e);
+	mem_obj_free(&m);
+}
+
+/* A record that a later, uncompacted record applies to stays, and damage
+ * fails the whole compaction closed. */
+static void test_compact_keeps_parents_and_fails_closed(void **state)
+{
+	mem_obj_t m = { 0 };
+	uint64_t none[1] = { 0 };
+	rckpt_store_entry_t *e;
+	rckpt_msg_verified_t v;
+	uint32_t n;
+	size_t size;
+	unsigned s;
+
+	(void)state;
+	for (s = 1; s <= 8; s++)
+		assert_int_equal(append(&m, s, s == 1), 0);
+	assert_int_equal(compact(&m, 4, none, 0), 0);
+	index_of(&m, &e, &n);
+	assert_int_equal(n, 5); /* 4 (base), 5..8 */
+	assert_true(e[0].step == 4 && e[0].kind == RCKPT_REC_BASE);
+	free(e);
+	for (s = 4; s <= 8; s++)
+		assert_int_equal(materialize(&m, s, 0), 1);
+	/* damage step 8's record: compaction and verify see it, nothing changes */
+	index_of(&m, &e, &n);
+	m.data[e[n - 1].offset + e[n - 1].length / 2] ^= 0x10;
+	free(e);
+	size = m.size;
+	assert_int_equal(compact(&m, 8, none, 0), RCKPT_FMT_ECHECKSUM);
+	assert_int_equal(m.size, size);
+	verify(&m, &v);
+	assert_true(v.records == 5 && v.bad == 1 && v.first_bad == 8);
+	assert_int_equal(v.error, RCKPT_FMT_ECHECKSUM);
+	/* records are copied only after their checks pass */
+	assert_int_equal(compact(&m, 7, none, 0), RCKPT_FMT_ECHECKSUM);
+	assert_int_equal(m.size, size);
+	assert_int_equal(materialize(&m, 7, 0), 1);
+	mem_obj_free(&m);
+}
+
+static int drop_or_pin(mem_obj_t *m, const uint64_t *steps, uint32_t n, int pin)
+{
+	rckpt_buf_t msg = RCKPT_BUF_INIT;
+	rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
+	int rc;
+	if (pin)
+		assert_int_equal(rckpt_msg_pin_encode(&msg, steps[0], pin > 0), 0);
+	else
+		assert_int_equal(rckpt_msg_drop_encode(&msg, steps, n), 0);
+	rc = mem_obj_call(m, pin ? cls_rckpt_pin : cls_rckpt_drop, msg.p, msg.len, &out);
+	rckpt_buf_free(&msg);
+	rckpt_buf_free(&out);
+	return rc;
+}
+
+static void test_drop_and_pin(void **state)
+{
+	mem_obj_t m = { 0 };
+	uint64_t all[] = { 10, 20, 30, 40 }, nope[] = { 25 };
+	rckpt_msg_head_t h;
+
+	(void)state;
+	assert_int_equal(commit(&m, RCKPT_STORE_NONE, 10), 0);
+	assert_int_equal(commit(&m, 10, 20), 0);
+	assert_int_equal(commit(&m, 20, 30), 0);
+	assert_int_equal(commit(&m, 30, 40), 0);
+	assert_int_equal(drop_or_pin(&m, nope, 1, 1), -ENOENT); /* not a step */
+	assert_int_equal(drop_or_pin(&m, &all[1], 1, 1), 0);
+	assert_int_equal(drop_or_pin(&m, all, 4, 0), 0);
+	/* the head (40) and the pinned step (20) stay */
+	assert_int_equal(call_empty(&m, cls_rckpt_head, &h), 0);
+	assert_true(h.head == 40 && h.count == 2);
+	assert_int_equal(drop_or_pin(&m, all, 4, 0), 0); /* twice: the same */
+	assert_int_equal(call_empty(&m, cls_rckpt_head, &h), 0);
+	assert_int_equal(h.count, 2);
+	assert_int_equal(drop_or_pin(&m, &all[1], 1, -1), 0); /* unpin */
+	assert_int_equal(drop_or_pin(&m, all, 4, 0), 0);
+	assert_int_equal(call_empty(&m, cls_rckpt_head, &h), 0);
+	assert_true(h.head == 40 && h.count == 1);
+	mem_obj_free(&m);
+}
+
 /* Every method turns garbage and truncations into -EINVAL, changing
  * nothing; the fuzz target goes further. */
 static void test_malformed(void **state)
@@ -319,7 +503,9 @@ static void test_malformed(void **state)
 	static const rckpt_cls_obj_method_fn fns[] = { cls_rckpt_append, cls_rckpt_materialize,
 						       cls_rckpt_trim,   cls_rckpt_commit,
 						       cls_rckpt_list,   cls_rckpt_index,
-						       cls_rckpt_tip,    cls_rckpt_head };
+						       cls_rckpt_tip,    cls_rckpt_head,
+						       cls_rckpt_compact, cls_rckpt_verify,
+						       cls_rckpt_drop,   cls_rckpt_pin };
 	mem_obj_t m = { 0 };
 	rckpt_buf_t rec = RCKPT_BUF_INIT, msg = RCKPT_BUF_INIT;
 	uint8_t junk[64];
@@ -361,6 +547,9 @@ int main(void)
 		cmocka_unit_test(test_materialize_errors),
 		cmocka_unit_test(test_trim_and_index),
 		cmocka_unit_test(test_job_commit_list),
+		cmocka_unit_test(test_compact),
+		cmocka_unit_test(test_compact_keeps_parents_and_fails_closed),
+		cmocka_unit_test(test_drop_and_pin),
 		cmocka_unit_test(test_malformed),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
