@@ -15,6 +15,7 @@
 
 int rckpt_cli_codec(int argc, char **argv); /* rckpt_cli_codec.c */
 int rckpt_cli_ckpt(int argc, char **argv, const rckpt_connect_opts_t *conn); /* rckpt_cli_ckpt.c */
+int rckpt_cli_compact(int argc, char **argv, const rckpt_connect_opts_t *conn);
 
 static const char *prog = "rckpt";
 
@@ -35,11 +36,13 @@ static void usage_main(FILE *f)
 		"  call      call a method of an object class on an object (diagnostics)\n"
 		"  version   print this client's version and build features\n"
 		"  codec     compress checkpoints in local safetensors files, and back\n"
-		"  ckpt      save, restore and list a training job's checkpoints in the pool\n"
+		"  ckpt      save, restore, list, compact, verify and delete a training job's\n"
+		"            checkpoints in the pool\n"
+		"  compact   compact every job of the pool under its policy (cron-friendly)\n"
 		"\n"
 		"options:\n"
 		"  -c, --conf PATH    ceph.conf (default: $CEPH_CONF, then Ceph's search path)\n"
-		"  -u, --user NAME    cephx user (default: admin)\n"
+		"  -i, --id NAME      cephx user (default: admin); --user is the same\n"
 		"  -p, --pool NAME    pool (default: rckpt)\n"
 		"  -t, --timeout S    seconds to wait for the cluster (default: 30)\n"
 		"  -h, --help         this text; 'rckpt COMMAND --help' for a command's\n");
@@ -260,6 +263,7 @@ int main(int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "conf", required_argument, NULL, 'c' },
 		{ "user", required_argument, NULL, 'u' },
+		{ "id", required_argument, NULL, 'i' },
 		{ "pool", required_argument, NULL, 'p' },
 		{ "timeout", required_argument, NULL, 't' },
 		{ "help", no_argument, NULL, 'h' },
@@ -270,12 +274,13 @@ int main(int argc, char **argv)
 	int c;
 
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+:c:u:p:t:h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+:c:u:i:p:t:h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'c':
 			g.conn.conf_path = optarg;
 			break;
 		case 'u':
+		case 'i':
 			g.conn.user = optarg;
 			break;
 		case 'p':
@@ -309,6 +314,8 @@ int main(int argc, char **argv)
 		return rckpt_cli_codec(argc, argv);
 	if (strcmp(cmd, "ckpt") == 0)
 		return rckpt_cli_ckpt(argc, argv, &g.conn);
+	if (strcmp(cmd, "compact") == 0)
+		return rckpt_cli_compact(argc, argv, &g.conn);
 	if (strcmp(cmd, "help") == 0) {
 		usage_main(stdout);
 		return 0;

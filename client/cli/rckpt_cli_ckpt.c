@@ -1,6 +1,7 @@
 /*
- * rckpt_cli_ckpt.c — `rckpt ckpt save | restore | ls`: checkpoints of a
- * training job in the cluster (librckpt's public job API).
+ * rckpt_cli_ckpt.c — `rckpt ckpt save | restore | ls | compact | pin |
+ * verify | gc | rm` and `rckpt compact --all`: checkpoints of training jobs
+ * in the cluster (librckpt's public job API).
  */
 #define _GNU_SOURCE /* getopt_long */
 #include <ctype.h>
@@ -17,6 +18,7 @@
 #define EXIT_USAGE 2
 
 int rckpt_cli_ckpt(int argc, char **argv, const rckpt_connect_opts_t *conn);
+int rckpt_cli_compact(int argc, char **argv, const rckpt_connect_opts_t *conn);
 
 static int usage_error(const char *what)
 {
@@ -27,22 +29,40 @@ static int usage_error(const char *what)
 static void usage(void)
 {
 	printf("usage: rckpt [options] ckpt save --job J [--step N] [--eps E] [--lease S]\n"
-	       "                                 MODEL.safetensors...\n"
-	       "       rckpt [options] ckpt restore --job J [--step N] -o OUT.safetensors\n"
+	       "                                 [--grads G.safetensors] MODEL.safetensors...\n"
+	       "       rckpt [options] ckpt restore --job J [--step N] [--tensors a,b] -o OUT.safetensors\n"
 	       "       rckpt [options] ckpt ls --job J\n"
+	       "       rckpt [options] ckpt compact --job J [--keep-last N] [--keep-every M]\n"
+	       "       rckpt [options] ckpt pin --job J --step N [--off]\n"
+	       "       rckpt [options] ckpt verify --job J\n"
+	       "       rckpt [options] ckpt gc --job J\n"
+	       "       rckpt [options] ckpt rm --job J [--step N]\n"
 	       "\n"
 	       "save     compress and commit checkpoints into job J (a namespace of the pool), in\n"
 	       "         the order given, each as the step its file name ends with (step-000025\n"
 	       "         is step 25), or from --step N on (N, N+1, ...). Within one run each step after\n"
-	       "         the first is a delta. A sibling MODEL.grads.safetensors (gradient EMA)\n"
-	       "         is used for sensitivity. Takes the job's writer lock: a second writer is\n"
-	       "         refused; a dead writer's lock expires --lease seconds (default 30) after\n"
-	       "         its last save. Prints each step's ratio and timings.\n"
+	       "         the first is a delta. The gradient EMA for sensitivity comes from --grads\n"
+	       "         (one file only) or a sibling MODEL.grads.safetensors. Takes the job's writer\n"
+	       "         lock: a second writer is refused; a dead writer's lock expires --lease\n"
+	       "         seconds (default 30) after its last save. Prints each step's ratio and timings.\n"
 	       "restore  materialize a committed step (default: the latest) in the OSDs, check\n"
-	       "         every chunk's SHA-256, and write its tensors to OUT.safetensors.\n"
-	       "ls       list the committed steps with their sizes and ratios.\n"
+	       "         every chunk's SHA-256, and write its tensors (or only those --tensors\n"
+	       "         names, reading only the chunks that hold them) to OUT.safetensors.\n"
+	       "ls       list the committed steps with their sizes and ratios, and the policy.\n"
+	       "compact  apply the retention policy (--keep-last N newest steps, --keep-every M:\n"
+	       "         steps that are multiples of M; the head and pinned steps always stay; given\n"
+	       "         options are stored as the job's policy) and rewrite the chunks so that the\n"
+	       "         latest step is a base. Safe beside a running writer, and to repeat.\n"
+	       "pin      keep step N whatever the policy (--off: unpin it).\n"
+	       "verify   check every stored record's CRC in the OSDs and every step's manifest;\n"
+	       "         exit 1 when anything is damaged.\n"
+	       "gc       remove what no committed step uses (a crashed writer's records and\n"
+	       "         manifests); refused while a writer holds the job.\n"
+	       "rm       delete job J and all its objects (refused while a writer holds it), or\n"
+	       "         with --step N forget that one step (not the head, not a pinned one).\n"
 	       "\n"
-	       "Global options (--conf, --user, --pool, --timeout) go before 'ckpt'.\n");
+	       "Global options (--conf, --id/--user, --pool, --timeout) go before 'ckpt'.\n"
+	       "'rckpt compact --all' compacts every job of the pool under its own policy.\n");
 }
 
 static int parse_u64(const char *s, uint64_t *v)
@@ -110,9 +130,10 @@ static int cmd_save(int argc, char **argv, const rckpt_connect_opts_t *conn)
 {
 	static const struct option lo[] = { { "job", 1, 0, 'j' },   { "step", 1, 0, 's' },
 					    { "eps", 1, 0, 'e' },   { "lease", 1, 0, 'l' },
-					    { "chunk-params", 1, 0, 'C' }, { 0, 0, 0, 0 } };
+					    { "chunk-params", 1, 0, 'C' }, { "grads", 1, 0, 'g' },
+					    { 0, 0, 0, 0 } };
 	rckpt_job_opts_t jo = RCKPT_JOB_OPTS_INIT;
-	const char *job = NULL;
+	const char *job = NULL, *gfile = NULL;
 	uint64_t step = UINT64_MAX, v, raw = 0, enc = 0;
 	rckpt_t *h = NULL;
 	rckpt_job_t *j = NULL;
@@ -120,9 +141,10 @@ static int cmd_save(int argc, char **argv, const rckpt_connect_opts_t *conn)
 
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "j:s:e:l:C:", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "j:s:e:l:C:g:", lo, NULL)) != -1) {
 		switch (c) {
 		case 'j': job = optarg; break;
+		case 'g': gfile = optarg; break;
 		case 's':
 			if (parse_u64(optarg, &step))
 				return usage_error("--step needs a number");
@@ -151,6 +173,8 @@ static int cmd_save(int argc, char **argv, const rckpt_connect_opts_t *conn)
 		nfiles += !is_grads(argv[i]);
 	if (nfiles == 0)
 		return usage_error("save needs at least one MODEL.safetensors");
+	if (gfile && nfiles != 1)
+		return usage_error("--grads goes with exactly one MODEL.safetensors");
 	jo.writer = 1;
 	if (open_job(&h, &j, conn, job, &jo))
 		return 1;
@@ -170,7 +194,15 @@ static int cmd_save(int argc, char **argv, const rckpt_connect_opts_t *conn)
 			fprintf(stderr, "rckpt ckpt: %s: %s\n", argv[i], err);
 			break;
 		}
-		if (n > 12 && strcmp(argv[i] + n - 12, ".safetensors") == 0 && n + 6 < sizeof(gpath)) {
+		if (gfile) {
+			if (rckpt_st_read(&gs, gfile, err, sizeof(err))) {
+				fprintf(stderr, "rckpt ckpt: %s: %s\n", gfile, err);
+				rckpt_st_free(&st);
+				rc = -EINVAL;
+				break;
+			}
+			have_g = 1;
+		} else if (n > 12 && strcmp(argv[i] + n - 12, ".safetensors") == 0 && n + 6 < sizeof(gpath)) {
 			snprintf(gpath, sizeof(gpath), "%.*s.grads.safetensors", (int)(n - 12), argv[i]);
 			have_g = rckpt_st_read(&gs, gpath, err, sizeof(err)) == 0;
 		}
@@ -208,8 +240,11 @@ static int cmd_restore(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	static const struct option lo[] = { { "job", 1, 0, 'j' },
 					    { "step", 1, 0, 's' },
 					    { "output", 1, 0, 'o' },
+					    { "tensors", 1, 0, 'T' },
 					    { 0, 0, 0, 0 } };
-	const char *job = NULL, *outp = NULL;
+	const char *job = NULL, *outp = NULL, *tlist = NULL;
+	char *tcopy = NULL, *names[4096];
+	unsigned nnames = 0, nout = 0;
 	uint64_t step = RCKPT_LATEST;
 	rckpt_t *h = NULL;
 	rckpt_job_t *j = NULL;
@@ -222,9 +257,10 @@ static int cmd_restore(int argc, char **argv, const rckpt_connect_opts_t *conn)
 
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "j:s:o:", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "j:s:o:T:", lo, NULL)) != -1) {
 		switch (c) {
 		case 'j': job = optarg; break;
+		case 'T': tlist = optarg; break;
 		case 's':
 			if (parse_u64(optarg, &step))
 				return usage_error("--step needs a number");
@@ -235,9 +271,27 @@ static int cmd_restore(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	}
 	if (job == NULL || outp == NULL || optind != argc)
 		return usage_error("restore needs --job and -o OUT.safetensors, nothing else");
-	if (open_job(&h, &j, conn, job, NULL))
+	if (tlist) {
+		char *tok, *save = NULL;
+		if ((tcopy = strdup(tlist)) == NULL)
+			return 1;
+		for (tok = strtok_r(tcopy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+			if (nnames == sizeof(names) / sizeof(names[0])) {
+				free(tcopy);
+				return usage_error("--tensors names at most 4096 tensors");
+			}
+			names[nnames++] = tok;
+		}
+		if (nnames == 0) {
+			free(tcopy);
+			return usage_error("--tensors needs names, comma-separated");
+		}
+	}
+	if (open_job(&h, &j, conn, job, NULL)) {
+		free(tcopy);
 		return 1;
-	rc = rckpt_job_restore(j, step, &r, &rs);
+	}
+	rc = rckpt_job_restore_tensors(j, step, (const char *const *)names, nnames, &r, &rs);
 	if (rc) {
 		fprintf(stderr, "rckpt ckpt: %s\n", rckpt_errmsg(h));
 		goto done;
@@ -249,31 +303,38 @@ static int cmd_restore(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	for (i = 0; i < n && rc == 0; i++) {
 		rckpt_tensor_t d;
 		uint64_t e = 1;
-		unsigned k;
+		unsigned k, want = nnames == 0;
 		rckpt_restored_tensor(r, i, &d);
+		for (k = 0; k < nnames && !want; k++)
+			want = strcmp(names[k], d.name) == 0;
+		if (!want)
+			continue;
 		for (k = 0; k < d.ndim; k++)
 			e *= d.shape[k];
-		t[i].name = (char *)d.name;
-		t[i].dtype = d.dtype;
-		t[i].ndim = d.ndim;
-		memcpy(t[i].shape, d.shape, sizeof(d.shape));
-		t[i].n = e;
-		bufs[i] = malloc(e ? (size_t)e * (d.dtype == RCKPT_F32 ? 4 : 2) : 1);
-		rc = bufs[i] ? rckpt_restored_read(r, i, bufs[i], (size_t)e * (d.dtype == RCKPT_F32 ? 4 : 2))
-			     : -ENOMEM;
-		t[i].data = bufs[i];
+		t[nout].name = (char *)d.name;
+		t[nout].dtype = d.dtype;
+		t[nout].ndim = d.ndim;
+		memcpy(t[nout].shape, d.shape, sizeof(d.shape));
+		t[nout].n = e;
+		bufs[nout] = malloc(e ? (size_t)e * (d.dtype == RCKPT_F32 ? 4 : 2) : 1);
+		rc = bufs[nout] ? rckpt_restored_read(r, i, bufs[nout],
+						      (size_t)e * (d.dtype == RCKPT_F32 ? 4 : 2))
+				: -ENOMEM;
+		t[nout].data = bufs[nout];
+		nout++;
 	}
 	if (rc == 0)
-		rc = rckpt_st_write(outp, t, n);
+		rc = rckpt_st_write(outp, t, nout);
 	if (rc)
 		fprintf(stderr, "rckpt ckpt: cannot write %s: %s\n", outp, rckpt_strerror(rc));
 	else
 		printf("restored step %" PRIu64 " of job %s: %u tensors, %u materialize calls, %" PRIu64
 		       " bytes from the OSDs, %.1f ms -> %s\n",
-		       rckpt_restored_step(r), job, n, rs.calls, rs.wire_bytes, rs.seconds * 1e3, outp);
+		       rckpt_restored_step(r), job, nout, rs.calls, rs.wire_bytes, rs.seconds * 1e3, outp);
 done:
-	for (i = 0; bufs && i < n; i++)
+	for (i = 0; bufs && i < nout; i++)
 		free(bufs[i]);
+	free(tcopy);
 	free(bufs);
 	free(t);
 	rckpt_restored_free(r);
@@ -329,6 +390,267 @@ static int cmd_ls(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	return rc ? 1 : 0;
 }
 
+static void print_compact(const char *job, const rckpt_compact_stats_t *cs)
+{
+	printf("job %s: %" PRIu64 " -> %" PRIu64 " steps, chunks %" PRIu64 " -> %" PRIu64
+	       " bytes, %u chunk objects, %u stages, slowest stage %.1f ms, %.2f s\n",
+	       job, cs->steps_before, cs->steps_after, cs->bytes_before, cs->bytes_after, cs->chunks,
+	       cs->stages, cs->max_call_seconds * 1e3, cs->seconds);
+}
+
+/* Options shared by the housekeeping commands: --job, --step, --keep-last,
+ * --keep-every, --off. */
+typedef struct admin_opts {
+	const char *job;
+	uint64_t step;
+	int have_step, off, have_policy;
+	rckpt_retention_t pol;
+} admin_opts_t;
+
+static int admin_parse(int argc, char **argv, admin_opts_t *a, const char *allowed, const char *what)
+{
+	static const struct option lo[] = { { "job", 1, 0, 'j' },       { "step", 1, 0, 's' },
+					    { "keep-last", 1, 0, 'L' }, { "keep-every", 1, 0, 'M' },
+					    { "off", 0, 0, 'O' },       { 0, 0, 0, 0 } };
+	uint64_t v;
+	int c;
+	memset(a, 0, sizeof(*a));
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "j:s:", lo, NULL)) != -1) {
+		if (c == '?' || strchr(allowed, c) == NULL) {
+			fprintf(stderr, "rckpt ckpt: bad option for %s; try 'rckpt ckpt --help'\n", what);
+			return EXIT_USAGE;
+		}
+		switch (c) {
+		case 'j': a->job = optarg; break;
+		case 's':
+			if (parse_u64(optarg, &a->step))
+				return usage_error("--step needs a number");
+			a->have_step = 1;
+			break;
+		case 'L':
+			if (parse_u64(optarg, &v) || v > UINT32_MAX)
+				return usage_error("--keep-last needs a number");
+			a->pol.keep_last = (uint32_t)v;
+			a->have_policy = 1;
+			break;
+		case 'M':
+			if (parse_u64(optarg, &v))
+				return usage_error("--keep-every needs a number");
+			a->pol.keep_every = v;
+			a->have_policy = 1;
+			break;
+		case 'O': a->off = 1; break;
+		}
+	}
+	if (a->job == NULL || optind != argc) {
+		fprintf(stderr, "rckpt ckpt: %s needs --job, and no other arguments; try 'rckpt ckpt --help'\n",
+			what);
+		return EXIT_USAGE;
+	}
+	return 0;
+}
+
+static int cmd_compact(int argc, char **argv, const rckpt_connect_opts_t *conn)
+{
+	admin_opts_t a;
+	rckpt_t *h = NULL;
+	rckpt_job_t *j = NULL;
+	rckpt_compact_stats_t cs;
+	int rc = admin_parse(argc, argv, &a, "jLM", "compact");
+	if (rc)
+		return rc;
+	if (open_job(&h, &j, conn, a.job, NULL))
+		return 1;
+	if (a.have_policy)
+		rc = rckpt_job_set_retention(j, &a.pol);
+	if (rc == 0)
+		rc = rckpt_job_compact(j, NULL, &cs);
+	if (rc)
+		fprintf(stderr, "rckpt ckpt: %s\n", rckpt_errmsg(h));
+	else
+		print_compact(a.job, &cs);
+	rckpt_job_close(j);
+	rckpt_destroy(h);
+	return rc ? 1 : 0;
+}
+
+static int cmd_pin(int argc, char **argv, const rckpt_connect_opts_t *conn)
+{
+	admin_opts_t a;
+	rckpt_t *h = NULL;
+	rckpt_job_t *j = NULL;
+	int rc = admin_parse(argc, argv, &a, "jsO", "pin");
+	if (rc)
+		return rc;
+	if (!a.have_step)
+		return usage_error("pin needs --step");
+	if (open_job(&h, &j, conn, a.job, NULL))
+		return 1;
+	rc = rckpt_job_pin(j, a.step, !a.off);
+	if (rc)
+		fprintf(stderr, "rckpt ckpt: %s\n", rckpt_errmsg(h));
+	else
+		printf("step %" PRIu64 " of job %s %s\n", a.step, a.job, a.off ? "unpinned" : "pinned");
+	rckpt_job_close(j);
+	rckpt_destroy(h);
+	return rc ? 1 : 0;
+}
+
+static int cmd_verify(int argc, char **argv, const rckpt_connect_opts_t *conn)
+{
+	admin_opts_t a;
+	rckpt_t *h = NULL;
+	rckpt_job_t *j = NULL;
+	rckpt_verify_stats_t vs;
+	int rc = admin_parse(argc, argv, &a, "j", "verify");
+	if (rc)
+		return rc;
+	if (open_job(&h, &j, conn, a.job, NULL))
+		return 1;
+	rc = rckpt_job_verify(j, &vs);
+	if (rc == 0 || rc == RCKPT_ECHECKSUM)
+		printf("job %s: %" PRIu64 " steps, %" PRIu64 " records, %" PRIu64 " bytes checked, %" PRIu64
+		       " bad\n",
+		       a.job, vs.steps, vs.records, vs.bytes, vs.bad);
+	if (rc)
+		fprintf(stderr, "rckpt ckpt: %s\n", rckpt_errmsg(h));
+	rckpt_job_close(j);
+	rckpt_destroy(h);
+	return rc ? 1 : 0;
+}
+
+static int cmd_gc(int argc, char **argv, const rckpt_connect_opts_t *conn)
+{
+	admin_opts_t a;
+	rckpt_job_opts_t jo = RCKPT_JOB_OPTS_INIT;
+	rckpt_t *h = NULL;
+	rckpt_job_t *j = NULL;
+	unsigned removed = 0;
+	int rc = admin_parse(argc, argv, &a, "j", "gc");
+	if (rc)
+		return rc;
+	jo.writer = 1;
+	if (open_job(&h, &j, conn, a.job, &jo))
+		return 1;
+	rc = rckpt_job_gc(j, &removed);
+	if (rc)
+		fprintf(stderr, "rckpt ckpt: %s\n", rckpt_errmsg(h));
+	else
+		printf("job %s: trimmed records past the head, removed %u stale manifest(s)\n", a.job,
+		       removed);
+	rckpt_job_close(j);
+	rckpt_destroy(h);
+	return rc ? 1 : 0;
+}
+
+static int cmd_rm(int argc, char **argv, const rckpt_connect_opts_t *conn)
+{
+	admin_opts_t a;
+	rckpt_t *h = NULL;
+	rckpt_job_t *j = NULL;
+	int rc = admin_parse(argc, argv, &a, "js", "rm");
+	if (rc)
+		return rc;
+	if (a.have_step) {
+		if (open_job(&h, &j, conn, a.job, NULL))
+			return 1;
+		rc = rckpt_job_drop(j, a.step);
+		if (rc == 0)
+			printf("step %" PRIu64 " of job %s dropped (its records go at the next compaction)\n",
+			       a.step, a.job);
+		rckpt_job_close(j);
+	} else {
+		if ((rc = rckpt_create(&h)) == 0 && (rc = rckpt_connect(h, conn)) == 0 &&
+		    (rc = rckpt_job_delete(h, a.job)) == 0)
+			printf("job %s deleted\n", a.job);
+	}
+	if (rc)
+		fprintf(stderr, "rckpt ckpt: %s\n", h ? rckpt_errmsg(h) : rckpt_strerror(rc));
+	rckpt_destroy(h);
+	return rc ? 1 : 0;
+}
+
+/* `rckpt compact --all | --job J`: the operator's cron job. */
+int rckpt_cli_compact(int argc, char **argv, const rckpt_connect_opts_t *conn)
+{
+	static const struct option lo[] = { { "all", 0, 0, 'a' }, { "job", 1, 0, 'j' },
+					    { "help", 0, 0, 'h' }, { 0, 0, 0, 0 } };
+	const char *only = NULL;
+	char **names = NULL;
+	unsigned n = 0, i, failed = 0;
+	uint64_t sb = 0, sa = 0, bb = 0, ba = 0;
+	int all = 0, c, rc;
+	rckpt_t *h = NULL;
+
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "aj:h", lo, NULL)) != -1) {
+		switch (c) {
+		case 'a': all = 1; break;
+		case 'j': only = optarg; break;
+		case 'h':
+			printf("usage: rckpt [--pool P] compact (--all | --job J)\n\n"
+			       "Compact every job of the pool (or job J) under its own retention policy\n"
+			       "(set with 'rckpt ckpt compact --job J --keep-last N --keep-every M'; none\n"
+			       "keeps every step): forget the steps it does not keep and rewrite each\n"
+			       "chunk so that the latest step is a base. Safe beside running trainers\n"
+			       "and beside another compaction, and to run twice. Prints a line per job\n"
+			       "and a summary; exits 1 if any job failed.\n");
+			return 0;
+		default:
+			fprintf(stderr, "rckpt compact: bad option; try 'rckpt compact --help'\n");
+			return EXIT_USAGE;
+		}
+	}
+	if (all == (only != NULL) || optind != argc) {
+		fprintf(stderr, "rckpt compact: give --all or --job J; try 'rckpt compact --help'\n");
+		return EXIT_USAGE;
+	}
+	if ((rc = rckpt_create(&h)) || (rc = rckpt_connect(h, conn))) {
+		fprintf(stderr, "rckpt compact: %s\n", h ? rckpt_errmsg(h) : rckpt_strerror(rc));
+		rckpt_destroy(h);
+		return 1;
+	}
+	if (only) {
+		names = calloc(1, sizeof(*names));
+		if (names && (names[0] = strdup(only)) != NULL)
+			n = 1;
+	} else if ((rc = rckpt_jobs(h, &names, &n))) {
+		fprintf(stderr, "rckpt compact: %s\n", rckpt_errmsg(h));
+		rckpt_destroy(h);
+		return 1;
+	}
+	printf("compacting %u job(s) in pool %s\n", n, rckpt_pool_name(h));
+	fflush(stdout);
+	for (i = 0; i < n; i++) {
+		rckpt_job_t *j = NULL;
+		rckpt_compact_stats_t cs;
+		printf("[%u/%u] ", i + 1, n);
+		if ((rc = rckpt_job_open(h, &j, names[i], NULL)) == 0)
+			rc = rckpt_job_compact(j, NULL, &cs);
+		if (rc) {
+			printf("job %s: FAILED: %s\n", names[i], rckpt_errmsg(h));
+			failed++;
+		} else {
+			print_compact(names[i], &cs);
+			sb += cs.steps_before;
+			sa += cs.steps_after;
+			bb += cs.bytes_before;
+			ba += cs.bytes_after;
+		}
+		fflush(stdout);
+		rckpt_job_close(j);
+	}
+	printf("compacted %u of %u job(s): %" PRIu64 " -> %" PRIu64 " steps, %" PRIu64 " -> %" PRIu64
+	       " chunk bytes%s\n",
+	       n - failed, n, sb, sa, bb, ba, failed ? " (some FAILED)" : "");
+	rckpt_jobs_free(names, n);
+	rckpt_destroy(h);
+	return failed ? 1 : 0;
+}
+
 int rckpt_cli_ckpt(int argc, char **argv, const rckpt_connect_opts_t *conn)
 {
 	int i;
@@ -338,12 +660,22 @@ int rckpt_cli_ckpt(int argc, char **argv, const rckpt_connect_opts_t *conn)
 			return 0;
 		}
 	if (argc < 2)
-		return usage_error("missing subcommand (save, restore, ls)");
+		return usage_error("missing subcommand (save, restore, ls, compact, pin, verify, gc, rm)");
 	if (strcmp(argv[1], "save") == 0)
 		return cmd_save(argc - 1, argv + 1, conn);
 	if (strcmp(argv[1], "restore") == 0)
 		return cmd_restore(argc - 1, argv + 1, conn);
 	if (strcmp(argv[1], "ls") == 0)
 		return cmd_ls(argc - 1, argv + 1, conn);
+	if (strcmp(argv[1], "compact") == 0)
+		return cmd_compact(argc - 1, argv + 1, conn);
+	if (strcmp(argv[1], "pin") == 0)
+		return cmd_pin(argc - 1, argv + 1, conn);
+	if (strcmp(argv[1], "verify") == 0)
+		return cmd_verify(argc - 1, argv + 1, conn);
+	if (strcmp(argv[1], "gc") == 0)
+		return cmd_gc(argc - 1, argv + 1, conn);
+	if (strcmp(argv[1], "rm") == 0)
+		return cmd_rm(argc - 1, argv + 1, conn);
 	return usage_error("unknown subcommand");
 }

@@ -197,12 +197,17 @@ typedef struct rckpt_restore_stats {
  * no such step is committed, RCKPT_ECHECKSUM when stored data is damaged. */
 RCKPT_API int rckpt_job_restore(rckpt_job_t *j, uint64_t step, rckpt_restored_t **out,
 				rckpt_restore_stats_t *st);
+/* Partial recovery: restores only the chunks holding tensors names[0..n)
+ * (-ENOENT for a name the step lacks). The others read as -ENOENT. */
+RCKPT_API int rckpt_job_restore_tensors(rckpt_job_t *j, uint64_t step, const char *const *names,
+					unsigned n, rckpt_restored_t **out,
+					rckpt_restore_stats_t *st);
 RCKPT_API uint64_t rckpt_restored_step(const rckpt_restored_t *r);
 RCKPT_API unsigned rckpt_restored_count(const rckpt_restored_t *r);
 /* Tensor i's description (data is NULL): name, dtype, shape. */
 RCKPT_API int rckpt_restored_tensor(const rckpt_restored_t *r, unsigned i, rckpt_tensor_t *out);
 /* Writes tensor i, dequantized, in its own dtype into dst (elements x the
- * dtype's size bytes). */
+ * dtype's size bytes). -ENOENT for a tensor a partial restore left out. */
 RCKPT_API int rckpt_restored_read(const rckpt_restored_t *r, unsigned i, void *dst, size_t cap);
 RCKPT_API void rckpt_restored_free(rckpt_restored_t *r);
 
@@ -216,6 +221,74 @@ typedef struct rckpt_step_info {
  * most cap into out; *n gets how many; *more whether others follow. */
 RCKPT_API int rckpt_job_steps(rckpt_job_t *j, uint64_t after, rckpt_step_info_t *out, unsigned cap,
 			      unsigned *n, int *more);
+
+/* Retention: the committed steps a compaction keeps. The head and pinned
+ * steps are always kept; with both fields 0 every step is kept. */
+typedef struct rckpt_retention {
+	uint32_t keep_last;  /* the newest N steps */
+	uint64_t keep_every; /* steps that are multiples of M */
+} rckpt_retention_t;
+
+/* Stores r as the job's policy (what `rckpt compact --all` applies), or
+ * reads it back (both 0 when none was set). */
+RCKPT_API int rckpt_job_set_retention(rckpt_job_t *j, const rckpt_retention_t *r);
+RCKPT_API int rckpt_job_retention(rckpt_job_t *j, rckpt_retention_t *r);
+
+/* Pins (on = 1) a committed step so that retention keeps it, or unpins it.
+ * -ENOENT for a step that is not committed. */
+RCKPT_API int rckpt_job_pin(rckpt_job_t *j, uint64_t step, int on);
+/* Whether step is pinned: 1, 0, or a negative code. */
+RCKPT_API int rckpt_job_pinned(rckpt_job_t *j, uint64_t step);
+
+/* Forgets committed step `step` (not the head, not a pinned step: -EBUSY);
+ * its records go at the next compaction. */
+RCKPT_API int rckpt_job_drop(rckpt_job_t *j, uint64_t step);
+
+typedef struct rckpt_compact_stats {
+	uint64_t steps_before, steps_after; /* committed steps listed */
+	uint64_t bytes_before, bytes_after; /* chunk objects' data */
+	unsigned chunks;
+	unsigned stages;         /* rounds of compact calls (bounded work each) */
+	double seconds;
+	double max_call_seconds; /* the slowest single compact call */
+} rckpt_compact_stats_t;
+
+/* Compacts the job under retention r (NULL: the job's stored policy):
+ * forgets the steps r does not keep, then rewrites every chunk so that the
+ * head is a base and each kept step stays restorable, in stages of at most
+ * 16 records folded per chunk call. Safe beside a writer (records past the
+ * head are left alone) and beside another compaction; repeating it changes
+ * nothing. Read-only handles may compact. */
+RCKPT_API int rckpt_job_compact(rckpt_job_t *j, const rckpt_retention_t *r,
+				rckpt_compact_stats_t *st);
+
+typedef struct rckpt_verify_stats {
+	uint64_t steps;      /* committed steps listed */
+	uint64_t records;    /* chunk records indexed */
+	uint64_t bytes;      /* record bytes checked */
+	uint64_t bad;        /* records or manifests that fail a check */
+	uint64_t first_bad_step; /* RCKPT_LATEST if none */
+	unsigned first_bad_chunk;
+} rckpt_verify_stats_t;
+
+/* Checks every chunk record in the OSDs (range, header, CRC-32C, parent
+ * present) and that every listed step has its manifest. RCKPT_ECHECKSUM
+ * when anything fails (st says what), else 0. */
+RCKPT_API int rckpt_job_verify(rckpt_job_t *j, rckpt_verify_stats_t *st);
+
+/* A writer only: removes what no committed step uses — records past the
+ * head (a crashed writer's) and manifests of steps not listed. *removed
+ * (may be NULL) gets the objects removed. */
+RCKPT_API int rckpt_job_gc(rckpt_job_t *j, unsigned *removed);
+
+/* Deletes job `job` and every object in it. Takes the writer lock first:
+ * -EBUSY while a writer holds it. */
+RCKPT_API int rckpt_job_delete(rckpt_t *h, const char *job);
+
+/* The jobs of the pool (namespaces holding a job object), sorted; free
+ * with rckpt_jobs_free. */
+RCKPT_API int rckpt_jobs(rckpt_t *h, char ***names, unsigned *n);
+RCKPT_API void rckpt_jobs_free(char **names, unsigned n);
 
 /* ---- build and machine ---- */
 

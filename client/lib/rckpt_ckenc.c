@@ -920,6 +920,8 @@ int rckpt_ckdec_step(rckpt_ckdec_t *d, const uint8_t *manifest, size_t mlen,
 		unsigned kind;
 		uint64_t rstep, rparent;
 		const rckpt_record_t *parent = NULL;
+		if (records[c] == NULL)
+			continue; /* a partial restore: this chunk is not wanted */
 		rc = rckpt_record_peek(&kind, &rstep, &rparent, records[c], lens[c]);
 		if (rc == 0 && kind != RCKPT_REC_BASE) {
 			if (d->chunk == NULL || d->mf.step != rparent || d->mf.nchunks != mf.nchunks)
@@ -962,6 +964,10 @@ int rckpt_ckdec_tensor_f32(const rckpt_ckdec_t *d, uint32_t t, float *out)
 	for (k = 0; k < mt->nseg; k++) {
 		const rckpt_mf_seg_t *ms = &mt->seg[k];
 		const rckpt_seg_t *s;
+		if (ms->chunk >= d->mf.nchunks)
+			return -EBADMSG;
+		if (d->chunk[ms->chunk].seg == NULL && d->mf.chunk[ms->chunk].nseg > 0)
+			return -ENOENT; /* its chunk was not restored */
 		if (ms->index >= d->chunk[ms->chunk].nseg)
 			return -EBADMSG;
 		s = &d->chunk[ms->chunk].seg[ms->index];

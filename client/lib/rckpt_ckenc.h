@@ -121,7 +121,8 @@ typedef struct rckpt_ckdec {
 } rckpt_ckdec_t;
 
 /* Decodes a step from its manifest and chunk records (records[i] for chunk
- * i), on top of the last step this decoder decoded when it is a delta.
+ * i; NULL: skip that chunk, whose tensors then read as -ENOENT), on top of
+ * the last step this decoder decoded when it is a delta.
  * Each chunk's SHA-256 is checked against the manifest. 0, -EBADMSG,
  * -ESTALE (a delta of another step than the last), RCKPT_FMT_ECHECKSUM,
  * RCKPT_FMT_EVERSION, -ENOMEM. On failure the decoder keeps its last step. */

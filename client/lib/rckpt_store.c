@@ -16,36 +16,21 @@
 #include "rckpt_ckenc.h"
 #include "rckpt_internal.h"
 #include "rckpt_store_wire.h"
-
-#define LOCK_NAME "rckpt.writer"
-#define LOCK_COOKIE_MAX 64
-#define SUMMARY_BYTES 36
-
-struct rckpt_job {
-	rckpt_t *h;
-	rados_ioctx_t io;
-	char name[64];
-	rckpt_job_opts_t o;
-	int locked;
-	char cookie[LOCK_COOKIE_MAX];
-	rckpt_ckenc_t *enc; /* writer: the encoder across saves */
-	uint64_t head;      /* writer: the head it last saw or moved */
-	int trimmed;        /* writer: uncommitted records dropped */
-};
+#include "rckpt_store_internal.h"
 
 struct rckpt_restored {
 	uint64_t step;
 	rckpt_ckdec_t dec;
 };
 
-static double now_s(void)
+double rckpt_now_s(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static int valid_job_name(const char *s)
+int rckpt_valid_job_name(const char *s)
 {
 	size_t i, n = strlen(s);
 	if (n == 0 || n > 63)
@@ -62,7 +47,7 @@ static int valid_job_name(const char *s)
 /* ---- calls ---- */
 
 /* A read method's reply, allocated by librados, copied into out. */
-static int exec_read(rckpt_job_t *j, const char *oid, const char *method, const rckpt_buf_t *in,
+int rckpt_exec_read(rckpt_job_t *j, const char *oid, const char *method, const rckpt_buf_t *in,
 		     rckpt_buf_t *out)
 {
 	rados_read_op_t op = rados_create_read_op();
@@ -84,7 +69,7 @@ static int exec_read(rckpt_job_t *j, const char *oid, const char *method, const 
 	return rc;
 }
 
-static int exec_write(rckpt_job_t *j, const char *oid, const char *method, const rckpt_buf_t *in)
+int rckpt_exec_write(rckpt_job_t *j, const char *oid, const char *method, const rckpt_buf_t *in)
 {
 	rados_write_op_t op = rados_create_write_op();
 	int prval = 0, rc;
@@ -98,11 +83,11 @@ static int exec_write(rckpt_job_t *j, const char *oid, const char *method, const
 	return rc;
 }
 
-static int read_head(rckpt_job_t *j, uint64_t *head, uint64_t *count)
+int rckpt_read_head(rckpt_job_t *j, uint64_t *head, uint64_t *count)
 {
 	rckpt_buf_t out = RCKPT_BUF_INIT;
 	rckpt_msg_head_t m;
-	int rc = exec_read(j, RCKPT_STORE_JOB_OID, "head", NULL, &out);
+	int rc = rckpt_exec_read(j, RCKPT_STORE_JOB_OID, "head", NULL, &out);
 	if (rc == -ENOENT) { /* a job nobody has saved to */
 		*head = RCKPT_STORE_NONE;
 		*count = 0;
@@ -120,7 +105,7 @@ static int read_head(rckpt_job_t *j, uint64_t *head, uint64_t *count)
 
 /* ---- open, close ---- */
 
-static int take_lock(rckpt_job_t *j, int renew)
+int rckpt_take_lock(rckpt_job_t *j, int renew)
 {
 	struct timeval tv = { (time_t)j->o.lease_s, 0 };
 	return rados_lock_exclusive(j->io, RCKPT_STORE_JOB_OID, LOCK_NAME, j->cookie, "rckpt writer",
@@ -140,7 +125,7 @@ int rckpt_job_open(rckpt_t *h, rckpt_job_t **out, const char *job, const rckpt_j
 		opts = &def;
 	if (h->cluster == NULL)
 		return rckpt_fail(h, -ENOTCONN, __func__, "not connected");
-	if (opts->version != RCKPT_JOB_OPTS_VERSION || job == NULL || !valid_job_name(job) ||
+	if (opts->version != RCKPT_JOB_OPTS_VERSION || job == NULL || !rckpt_valid_job_name(job) ||
 	    opts->eps < 0)
 		return rckpt_fail(h, -EINVAL, __func__, "bad job name or options");
 	j = calloc(1, sizeof(*j));
@@ -167,7 +152,7 @@ int rckpt_job_open(rckpt_t *h, rckpt_job_t **out, const char *job, const rckpt_j
 		rckpt_ckenc_opts_t eo;
 		snprintf(j->cookie, sizeof(j->cookie), "%" PRIu64 ".%ld", rados_get_instance_id(h->cluster),
 			 (long)getpid());
-		rc = take_lock(j, 0);
+		rc = rckpt_take_lock(j, 0);
 		if (rc == -EBUSY || rc == -EEXIST) {
 			rckpt_job_close(j);
 			return rckpt_fail(h, -EBUSY, __func__,
@@ -189,7 +174,7 @@ int rckpt_job_open(rckpt_t *h, rckpt_job_t **out, const char *job, const rckpt_j
 			return rckpt_fail(h, rc, __func__, "cannot create the encoder");
 		}
 	}
-	if ((rc = read_head(j, &j->head, &count))) {
+	if ((rc = rckpt_read_head(j, &j->head, &count))) {
 		rckpt_job_close(j);
 		return rckpt_fail(h, rc, __func__, "cannot read the head of job %s", job);
 	}
@@ -251,7 +236,8 @@ static int as_st(rckpt_st_t *st, const rckpt_tensor_t *t, unsigned n)
 
 /* Runs one write method on objects [0, n) of the chunks, `inflight` at a
  * time; msgs[i] is object i's input. */
-static int chunk_writes(rckpt_job_t *j, const char *method, rckpt_buf_t *msgs, unsigned n)
+int rckpt_chunk_writes(rckpt_job_t *j, const char *method, const rckpt_buf_t *msgs, int same,
+		       unsigned n)
 {
 	rados_completion_t *c = calloc(n ? n : 1, sizeof(*c));
 	rados_write_op_t *op = calloc(n ? n : 1, sizeof(*op));
@@ -276,7 +262,10 @@ static int chunk_writes(rckpt_job_t *j, const char *method, rckpt_buf_t *msgs, u
 			n = i + (op[i] != NULL);
 			break;
 		}
-		rados_write_op_exec(op[i], "rckpt", method, (const char *)msgs[i].p, msgs[i].len, &prval[i]);
+		{
+			const rckpt_buf_t *m = &msgs[same ? 0 : i];
+			rados_write_op_exec(op[i], "rckpt", method, (const char *)m->p, m->len, &prval[i]);
+		}
 		rc = rados_aio_write_op_operate(op[i], j->io, c[i], oid, NULL, 0);
 		if (rc) {
 			n = i + 1;
@@ -325,7 +314,7 @@ int rckpt_job_save(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t, unsig
 	uint8_t summary[SUMMARY_BYTES];
 	char msg[256] = "", oid[64];
 	unsigned i;
-	double t0 = now_s(), t1;
+	double t0 = rckpt_now_s(), t1;
 	int rc;
 
 	rckpt_clear_error(h);
@@ -346,8 +335,8 @@ int rckpt_job_save(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t, unsig
 		rc = rckpt_fail(h, rc, __func__, "%s", msg[0] ? msg : "cannot encode");
 		goto done;
 	}
-	t1 = now_s();
-	if ((rc = take_lock(j, 1))) {
+	t1 = rckpt_now_s();
+	if ((rc = rckpt_take_lock(j, 1))) {
 		rc = rckpt_fail(h, rc, __func__, "lost the writer lock of job %s", j->name);
 		goto done;
 	}
@@ -360,7 +349,7 @@ int rckpt_job_save(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t, unsig
 		for (i = 0; i < out.nchunks && rc == 0; i++)
 			rc = rckpt_msg_trim_encode(&msgs[i], j->head);
 		if (rc == 0)
-			rc = chunk_writes(j, "trim", msgs, out.nchunks);
+			rc = rckpt_chunk_writes(j, "trim", msgs, 0, out.nchunks);
 		if (rc) {
 			rc = rckpt_fail(h, rc, __func__, "cannot trim uncommitted records");
 			goto done;
@@ -372,7 +361,7 @@ int rckpt_job_save(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t, unsig
 	for (i = 0; i < out.nchunks && rc == 0; i++)
 		rc = rckpt_msg_append_encode(&msgs[i], out.records[i].p, out.records[i].len);
 	if (rc == 0)
-		rc = chunk_writes(j, "append", msgs, out.nchunks);
+		rc = rckpt_chunk_writes(j, "append", msgs, 0, out.nchunks);
 	if (rc) {
 		rc = rckpt_fail(h, rc, __func__, "cannot append step %" PRIu64 " to its chunks", step);
 		goto done;
@@ -396,7 +385,7 @@ int rckpt_job_save(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t, unsig
 		rckpt_msg_commit_t c = { j->head, step, { summary, sizeof(summary) } };
 		rc = rckpt_msg_commit_encode(&commit, &c);
 		if (rc == 0)
-			rc = exec_write(j, RCKPT_STORE_JOB_OID, "commit", &commit);
+			rc = rckpt_exec_write(j, RCKPT_STORE_JOB_OID, "commit", &commit);
 	}
 	if (rc) {
 		rc = rckpt_fail(h, rc, __func__, "cannot commit step %" PRIu64 "%s", step,
@@ -411,7 +400,7 @@ int rckpt_job_save(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t, unsig
 		sst->is_base = st.is_base;
 		sst->quality = st.quality;
 		sst->t_encode = t1 - t0;
-		sst->t_write = now_s() - t1;
+		sst->t_write = rckpt_now_s() - t1;
 	}
 done:
 	for (i = 0; msgs && i < out.nchunks; i++)
@@ -430,9 +419,16 @@ typedef struct mat {
 	rckpt_buf_t start; /* the base to resume from, if any */
 	rckpt_buf_t rec;   /* the final base record */
 	int done;
+	int skip;          /* not wanted (a partial restore) */
 } mat_t;
 
 int rckpt_job_restore(rckpt_job_t *j, uint64_t step, rckpt_restored_t **outp, rckpt_restore_stats_t *rst)
+{
+	return rckpt_job_restore_tensors(j, step, NULL, 0, outp, rst);
+}
+
+int rckpt_job_restore_tensors(rckpt_job_t *j, uint64_t step, const char *const *names,
+			      unsigned nnames, rckpt_restored_t **outp, rckpt_restore_stats_t *rst)
 {
 	rckpt_t *h = j->h;
 	rckpt_restored_t *r = NULL;
@@ -442,15 +438,15 @@ int rckpt_job_restore(rckpt_job_t *j, uint64_t step, rckpt_restored_t **outp, rc
 	const uint8_t **recs = NULL;
 	size_t *lens = NULL;
 	uint64_t head, count, size = 0, wire = 0;
-	unsigned i, calls = 0, left;
+	unsigned i, calls = 0, left, restarts = 0;
 	char oid[64];
-	double t0 = now_s();
+	double t0 = rckpt_now_s();
 	int rc;
 
 	rckpt_clear_error(h);
 	*outp = NULL;
 	memset(&mf, 0, sizeof(mf));
-	if ((rc = read_head(j, &head, &count)))
+	if ((rc = rckpt_read_head(j, &head, &count)))
 		return rckpt_fail(h, rc, __func__, "cannot read the head of job %s", j->name);
 	if (step == RCKPT_LATEST)
 		step = head;
@@ -470,6 +466,11 @@ int rckpt_job_restore(rckpt_job_t *j, uint64_t step, rckpt_restored_t **outp, rc
 	}
 	if (rc == 0)
 		rc = rckpt_manifest_decode(&mf, man.p, man.len);
+	if (rc == -ENOENT) {
+		rc = rckpt_fail(h, rc, __func__, "job %s has no step %" PRIu64 " (never saved, or dropped)",
+				j->name, step);
+		goto done;
+	}
 	if (rc) {
 		rc = rckpt_fail(h, rc, __func__, "cannot read the manifest of step %" PRIu64, step);
 		goto done;
@@ -481,8 +482,33 @@ int rckpt_job_restore(rckpt_job_t *j, uint64_t step, rckpt_restored_t **outp, rc
 		rc = rckpt_fail(h, -ENOMEM, __func__, "out of memory");
 		goto done;
 	}
+	left = mf.nchunks;
+	if (nnames) { /* only the chunks that hold these tensors */
+		for (i = 0; i < mf.nchunks; i++)
+			m[i].done = 1;
+		left = 0;
+		for (i = 0; i < nnames; i++) {
+			unsigned t, k;
+			for (t = 0; t < mf.ntensors && strcmp(mf.t[t].name, names[i]) != 0; t++)
+				;
+			if (t == mf.ntensors) {
+				rc = rckpt_fail(h, -ENOENT, __func__, "step %" PRIu64 " has no tensor '%s'",
+						step, names[i]);
+				goto done;
+			}
+			for (k = 0; k < mf.t[t].nseg; k++) {
+				uint32_t c = mf.t[t].seg[k].chunk;
+				if (c < mf.nchunks && m[c].done) {
+					m[c].done = 0;
+					left++;
+				}
+			}
+		}
+		for (i = 0; i < mf.nchunks; i++)
+			m[i].skip = m[i].done;
+	}
 	/* Rounds of parallel materialize calls until every chunk is done. */
-	for (left = mf.nchunks; left > 0 && rc == 0;) {
+	while (left > 0 && rc == 0) {
 		rados_completion_t *c = calloc(mf.nchunks, sizeof(*c));
 		rados_read_op_t *op = calloc(mf.nchunks, sizeof(*op));
 		char **ob = calloc(mf.nchunks, sizeof(*ob));
@@ -518,7 +544,12 @@ int rckpt_job_restore(rckpt_job_t *j, uint64_t step, rckpt_restored_t **outp, rc
 			}
 			if (op && op[i])
 				rados_release_read_op(op[i]);
-			if (e == 0 && c && c[i]) {
+			if (e == -ESTALE && m[i].start.len && restarts < 8) {
+				/* compacted since the last round: start this chunk over */
+				m[i].start.len = 0;
+				restarts++;
+				e = 0;
+			} else if (e == 0 && c && c[i]) {
 				rckpt_msg_materialized_t a;
 				wire += olen[i];
 				e = rckpt_msg_materialized_decode(&a, (const uint8_t *)ob[i], olen[i]);
@@ -556,8 +587,8 @@ int rckpt_job_restore(rckpt_job_t *j, uint64_t step, rckpt_restored_t **outp, rc
 		goto done;
 	}
 	for (i = 0; i < mf.nchunks; i++) {
-		recs[i] = m[i].rec.p;
-		lens[i] = m[i].rec.len;
+		recs[i] = m[i].skip ? NULL : m[i].rec.p;
+		lens[i] = m[i].skip ? 0 : m[i].rec.len;
 	}
 	r->step = step;
 	rc = rckpt_ckdec_step(&r->dec, man.p, man.len, recs, lens);
@@ -571,7 +602,7 @@ int rckpt_job_restore(rckpt_job_t *j, uint64_t step, rckpt_restored_t **outp, rc
 	if (rst) {
 		rst->wire_bytes = wire + man.len;
 		rst->calls = calls;
-		rst->seconds = now_s() - t0;
+		rst->seconds = rckpt_now_s() - t0;
 	}
 	*outp = r;
 done:
@@ -664,7 +695,7 @@ int rckpt_job_steps(rckpt_job_t *j, uint64_t after, rckpt_step_info_t *out, unsi
 		return rckpt_fail(j->h, -EINVAL, __func__, "no room");
 	rc = rckpt_msg_list_encode(&in, &l);
 	if (rc == 0)
-		rc = exec_read(j, RCKPT_STORE_JOB_OID, "list", &in, &rep);
+		rc = rckpt_exec_read(j, RCKPT_STORE_JOB_OID, "list", &in, &rep);
 	if (rc == -ENOENT)
 		rc = 0; /* a new job: nothing yet */
 	else if (rc == 0 && (rc = rckpt_msg_stepsum_open(&rd, rep.p, rep.len)) == 0) {

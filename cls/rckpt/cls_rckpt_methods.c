@@ -501,7 +501,8 @@ int cls_rckpt_list(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_c
  * base, every other one a delta on the next kept step (or a base when its
  * layout differs). Records of later steps stay as they are; a step they
  * apply to is kept too. A kept record already in that shape is copied, so
- * compacting twice changes nothing the second time.
+ * compacting twice changes nothing the second time. An older base (a
+ * writer's periodic one, or an earlier compaction's) becomes a delta.
  *
  * Decoding a step means folding its chain, which may run through steps
  * about to be dropped; a few decoded steps are cached so that walking the
@@ -645,7 +646,8 @@ typedef struct plan {
 static int reencode(rckpt_cls_obj_t *o, const walk_t *w, dcache_t *c, uint64_t step,
 		    const uint64_t *to, rckpt_buf_t *enc, plan_t *p, uint64_t *work)
 {
-	rckpt_istream_opts_t is = { RCKPT_IS_REARRANGED | RCKPT_IS_RLE, RCKPT_EST_TRY_HUFF, 1, NULL };
+	/* stored for good: every entropy coder, as the writer's encoder does */
+	rckpt_istream_opts_t is = { RCKPT_IS_REARRANGED | RCKPT_IS_RLE, RCKPT_EST_TRY_ALL, 1, NULL };
 	rckpt_record_t *self, *parent = NULL, r;
 	size_t before = enc->len;
 	int rc;
@@ -744,7 +746,7 @@ int cls_rckpt_compact(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckp
 			if ((long)i == top) {
 				if (w.e[i].kind != RCKPT_REC_BASE)
 					rc = reencode(o, &w, &cache, w.e[i].step, NULL, &enc, p, &work);
-			} else if (w.e[i].kind != RCKPT_REC_BASE && w.e[i].parent != w.e[nx].step) {
+			} else if (w.e[i].kind != RCKPT_REC_DELTA || w.e[i].parent != w.e[nx].step) {
 				rc = reencode(o, &w, &cache, w.e[i].step, &w.e[nx].step, &enc, p, &work);
 			}
 			if (rc)

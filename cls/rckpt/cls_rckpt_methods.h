@@ -64,7 +64,8 @@ int cls_rckpt_list(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_c
  * Rewrites the log in one operation: of the steps <= upto, the kept ones
  * (those asked for, the newest, and any a later record applies to) stay
  * and the others go; the newest kept step becomes a base and each older
- * kept step a delta on the next kept one. Later records are copied as they
+ * kept step (bases included) a delta on the next kept one, or a base where
+ * its layout differs from that one's. Later records are copied as they
  * are. Copies what is already in shape, so a repeat changes nothing.
  * Returns 0, -EINVAL, -EBADMSG, RCKPT_FMT_ECHECKSUM (a damaged record:
  * nothing changes), -E2BIG, -EFBIG, -ENOMEM. */

@@ -401,13 +401,13 @@ static void test_compact(void **state)
 	assert_int_equal(append(&m, STEPS + 1, 0), 0);
 	assert_int_equal(call_empty(&m, cls_rckpt_tip, &h), 0);
 	assert_int_equal(h.head, STEPS + 1);
-	/* A later compaction drops 5: 2 becomes a delta on 9, which is now
-	 * older than the new base (13) and stays a base as it was. */
+	/* A later compaction drops 5: 2 becomes a delta on 9, and 9, the old
+	 * base, a delta on the new base 13. */
 	assert_int_equal(compact(&m, STEPS + 1, keep2, 2), 0);
 	index_of(&m, &e, &n);
 	assert_int_equal(n, 3);
 	assert_true(e[0].step == 2 && e[0].parent == 9);
-	assert_true(e[1].step == 9 && e[1].kind == RCKPT_REC_BASE);
+	assert_true(e[1].step == 9 && e[1].kind == RCKPT_REC_DELTA && e[1].parent == STEPS + 1);
 	assert_true(e[2].step == STEPS + 1 && e[2].kind == RCKPT_REC_BASE);
 	for (i = 0; i < n; i++)
 		assert_int_equal(materialize(&m, e[i].step, 0), 1);

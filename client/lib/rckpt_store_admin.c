@@ -1,0 +1,694 @@
+/*
+ * rckpt_store_admin.c — the store's housekeeping: retention and pins,
+ * compaction, verification, garbage collection, deleting jobs and listing
+ * them (formats/store.md, "Compaction").
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rckpt_bytes.h"
+#include "rckpt_store_internal.h"
+#include "rckpt_store_wire.h"
+
+#define POLICY_KEY "policy"
+#define POLICY_BYTES 12
+#define COMPACT_STRIDE 16 /* records a compact call folds at most, per stage */
+
+/* ---- steps, pins, policy ---- */
+
+typedef struct steps {
+	rckpt_step_info_t *s;
+	unsigned n, cap;
+} steps_t;
+
+static int all_steps(rckpt_job_t *j, steps_t *out)
+{
+	uint64_t after = RCKPT_LATEST;
+	int more = 1, rc = 0;
+	memset(out, 0, sizeof(*out));
+	while (more && rc == 0) {
+		unsigned got = 0;
+		if (out->cap - out->n < RCKPT_STORE_LIST_MAX) {
+			unsigned cap = out->cap ? 2 * out->cap : 2 * RCKPT_STORE_LIST_MAX;
+			rckpt_step_info_t *s = realloc(out->s, cap * sizeof(*s));
+			if (s == NULL)
+				return -ENOMEM;
+			out->s = s;
+			out->cap = cap;
+		}
+		rc = rckpt_job_steps(j, after, out->s + out->n, RCKPT_STORE_LIST_MAX, &got, &more);
+		out->n += got;
+		if (got)
+			after = out->s[out->n - 1].step;
+		else
+			more = 0;
+	}
+	return rc;
+}
+
+static int has_step(const steps_t *s, uint64_t step)
+{
+	unsigned a = 0, b = s->n;
+	while (a < b) {
+		unsigned c = a + (b - a) / 2;
+		if (s->s[c].step == step)
+			return 1;
+		if (s->s[c].step < step)
+			a = c + 1;
+		else
+			b = c;
+	}
+	return 0;
+}
+
+/* The pinned steps, in order, into *pins (free it). */
+static int read_pins(rckpt_job_t *j, uint64_t **pins, unsigned *n)
+{
+	char after[32] = "p.";
+	unsigned cap = 0;
+	unsigned char more = 1;
+	int rc = 0;
+
+	*pins = NULL;
+	*n = 0;
+	while (more && rc == 0) {
+		rados_read_op_t op = rados_create_read_op();
+		rados_omap_iter_t it = NULL;
+		int prval = 0;
+		char *key, *val;
+		size_t klen, vlen;
+		if (op == NULL)
+			return -ENOMEM;
+		rados_read_op_omap_get_vals2(op, after, "p.", 512, &it, &more, &prval);
+		rc = rados_read_op_operate(op, j->io, RCKPT_STORE_JOB_OID, 0);
+		if (rc == 0)
+			rc = prval;
+		while (rc == 0 && rados_omap_get_next2(it, &key, &val, &klen, &vlen) == 0 && key) {
+			char k[32];
+			uint64_t step;
+			if (klen >= sizeof(k))
+				continue;
+			memcpy(k, key, klen);
+			k[klen] = '\0';
+			if (rckpt_store_parse_step_key(&step, k, 'p'))
+				continue;
+			if (*n == cap) {
+				uint64_t *p;
+				cap = cap ? 2 * cap : 64;
+				p = realloc(*pins, cap * sizeof(*p));
+				if (p == NULL) {
+					rc = -ENOMEM;
+					break;
+				}
+				*pins = p;
+			}
+			(*pins)[(*n)++] = step;
+			memcpy(after, k, klen + 1);
+		}
+		if (it)
+			rados_omap_get_end(it);
+		rados_release_read_op(op);
+		if (rc == -ENOENT) {
+			rc = 0;
+			break;
+		}
+	}
+	return rc;
+}
+
+int rckpt_job_set_retention(rckpt_job_t *j, const rckpt_retention_t *r)
+{
+	rados_write_op_t op;
+	uint8_t v[POLICY_BYTES];
+	rckpt_writer_t w = rckpt_writer(v, sizeof(v));
+	const char *key = POLICY_KEY, *val = (const char *)v;
+	size_t len = sizeof(v);
+	int rc;
+
+	rckpt_clear_error(j->h);
+	if (r == NULL)
+		return rckpt_fail(j->h, -EINVAL, __func__, "no policy");
+	rckpt_wr_u32(&w, r->keep_last);
+	rckpt_wr_u64(&w, r->keep_every);
+	if ((op = rados_create_write_op()) == NULL)
+		return rckpt_fail(j->h, -ENOMEM, __func__, "out of memory");
+	rados_write_op_omap_set(op, &key, &val, &len, 1);
+	rc = rados_write_op_operate(op, j->io, RCKPT_STORE_JOB_OID, NULL, 0);
+	rados_release_write_op(op);
+	return rc ? rckpt_fail(j->h, rc, __func__, "cannot store the policy of job %s", j->name) : 0;
+}
+
+int rckpt_job_retention(rckpt_job_t *j, rckpt_retention_t *r)
+{
+	rados_read_op_t op;
+	rados_omap_iter_t it = NULL;
+	const char *key = POLICY_KEY;
+	size_t klen = strlen(POLICY_KEY);
+	int prval = 0, rc;
+
+	rckpt_clear_error(j->h);
+	memset(r, 0, sizeof(*r));
+	if ((op = rados_create_read_op()) == NULL)
+		return rckpt_fail(j->h, -ENOMEM, __func__, "out of memory");
+	rados_read_op_omap_get_vals_by_keys2(op, &key, 1, &klen, &it, &prval);
+	rc = rados_read_op_operate(op, j->io, RCKPT_STORE_JOB_OID, 0);
+	if (rc == 0)
+		rc = prval;
+	if (rc == 0) {
+		char *k, *v;
+		size_t kl, vl;
+		if (rados_omap_get_next2(it, &k, &v, &kl, &vl) == 0 && k && vl >= POLICY_BYTES) {
+			rckpt_reader_t rd = rckpt_reader((const uint8_t *)v, vl);
+			r->keep_last = rckpt_rd_u32(&rd);
+			r->keep_every = rckpt_rd_u64(&rd);
+		}
+	}
+	if (it)
+		rados_omap_get_end(it);
+	rados_release_read_op(op);
+	if (rc == -ENOENT)
+		rc = 0;
+	return rc ? rckpt_fail(j->h, rc, __func__, "cannot read the policy of job %s", j->name) : 0;
+}
+
+int rckpt_job_pin(rckpt_job_t *j, uint64_t step, int on)
+{
+	rckpt_buf_t in = RCKPT_BUF_INIT;
+	int rc;
+	rckpt_clear_error(j->h);
+	rc = rckpt_msg_pin_encode(&in, step, on ? 1 : 0);
+	if (rc == 0)
+		rc = rckpt_exec_write(j, RCKPT_STORE_JOB_OID, "pin", &in);
+	rckpt_buf_free(&in);
+	if (rc)
+		return rckpt_fail(j->h, rc, __func__, "cannot %spin step %" PRIu64 "%s", on ? "" : "un",
+				  step, rc == -ENOENT ? ": not a committed step" : "");
+	return 0;
+}
+
+int rckpt_job_pinned(rckpt_job_t *j, uint64_t step)
+{
+	uint64_t *pins;
+	unsigned n, i;
+	int rc = read_pins(j, &pins, &n), found = 0;
+	if (rc)
+		return rckpt_fail(j->h, rc, __func__, "cannot read the pins of job %s", j->name);
+	for (i = 0; i < n; i++)
+		found |= pins[i] == step;
+	free(pins);
+	return found;
+}
+
+static int drop_steps(rckpt_job_t *j, const uint64_t *v, unsigned n)
+{
+	unsigned at;
+	int rc = 0;
+	for (at = 0; at < n && rc == 0; at += RCKPT_STORE_LIST_MAX) {
+		rckpt_buf_t in = RCKPT_BUF_INIT;
+		unsigned k = n - at < RCKPT_STORE_LIST_MAX ? n - at : RCKPT_STORE_LIST_MAX;
+		rc = rckpt_msg_drop_encode(&in, v + at, k);
+		if (rc == 0)
+			rc = rckpt_exec_write(j, RCKPT_STORE_JOB_OID, "drop", &in);
+		rckpt_buf_free(&in);
+	}
+	return rc;
+}
+
+int rckpt_job_drop(rckpt_job_t *j, uint64_t step)
+{
+	uint64_t head, count, count2;
+	int rc, pinned;
+
+	rckpt_clear_error(j->h);
+	if ((rc = rckpt_read_head(j, &head, &count)))
+		return rckpt_fail(j->h, rc, __func__, "cannot read the head of job %s", j->name);
+	if (step == head)
+		return rckpt_fail(j->h, -EBUSY, __func__, "step %" PRIu64 " is the head", step);
+	if ((pinned = rckpt_job_pinned(j, step)) < 0)
+		return pinned;
+	if (pinned)
+		return rckpt_fail(j->h, -EBUSY, __func__, "step %" PRIu64 " is pinned", step);
+	if ((rc = drop_steps(j, &step, 1)) || (rc = rckpt_read_head(j, &head, &count2)))
+		return rckpt_fail(j->h, rc, __func__, "cannot drop step %" PRIu64, step);
+	if (count2 == count)
+		return rckpt_fail(j->h, -ENOENT, __func__, "step %" PRIu64 " is not committed", step);
+	return 0;
+}
+
+/* ---- compaction ---- */
+
+/* Chunk objects: as many as the most any listed step has. */
+static unsigned chunk_count(const steps_t *s)
+{
+	unsigned i, n = 0;
+	for (i = 0; i < s->n; i++)
+		if (s->s[i].nchunks > n)
+			n = s->s[i].nchunks;
+	return n;
+}
+
+static uint64_t chunk_bytes(rckpt_job_t *j, unsigned n)
+{
+	uint64_t sum = 0;
+	unsigned i;
+	for (i = 0; i < n; i++) {
+		char oid[64];
+		uint64_t size = 0;
+		rckpt_store_chunk_oid(oid, sizeof(oid), i);
+		if (rados_stat(j->io, oid, &size, NULL) == 0)
+			sum += size;
+	}
+	return sum;
+}
+
+/* Chunk 0's index: the steps it holds records of. */
+static int chunk_index(rckpt_job_t *j, unsigned chunk, rckpt_store_entry_t **e, uint32_t *n)
+{
+	rckpt_buf_t out = RCKPT_BUF_INIT;
+	char oid[64];
+	int rc;
+	*e = NULL;
+	*n = 0;
+	rckpt_store_chunk_oid(oid, sizeof(oid), chunk);
+	rc = rckpt_exec_read(j, oid, "index", NULL, &out);
+	if (rc == 0)
+		rc = rckpt_msg_index_decode(e, n, out.p, out.len);
+	rckpt_buf_free(&out);
+	return rc == -ENOENT ? 0 : rc;
+}
+
+static int keeps(const rckpt_retention_t *r, const steps_t *s, unsigned i, uint64_t head,
+		 const uint64_t *pins, unsigned np)
+{
+	unsigned k;
+	uint64_t step = s->s[i].step;
+	if (step == head || (r->keep_last == 0 && r->keep_every == 0))
+		return 1;
+	if (r->keep_last && s->n - i <= r->keep_last)
+		return 1;
+	if (r->keep_every && step % r->keep_every == 0)
+		return 1;
+	for (k = 0; k < np; k++)
+		if (pins[k] == step)
+			return 1;
+	return 0;
+}
+
+int rckpt_job_compact(rckpt_job_t *j, const rckpt_retention_t *pol, rckpt_compact_stats_t *st)
+{
+	rckpt_t *h = j->h;
+	rckpt_retention_t r;
+	steps_t s, kept;
+	uint64_t *pins = NULL, *drop = NULL, *keep = NULL, head, count;
+	rckpt_store_entry_t *ix = NULL;
+	uint32_t nix = 0;
+	unsigned np = 0, nd = 0, nk = 0, i, nchunks;
+	double t0 = rckpt_now_s();
+	rckpt_compact_stats_t local;
+	int rc;
+
+	rckpt_clear_error(h);
+	memset(&s, 0, sizeof(s));
+	memset(&kept, 0, sizeof(kept));
+	if (st == NULL)
+		st = &local;
+	memset(st, 0, sizeof(*st));
+	if (pol)
+		r = *pol;
+	else if ((rc = rckpt_job_retention(j, &r)))
+		return rc;
+	if ((rc = rckpt_read_head(j, &head, &count)))
+		return rckpt_fail(h, rc, __func__, "cannot read the head of job %s", j->name);
+	if (head == RCKPT_STORE_NONE)
+		return 0; /* nothing committed */
+	if ((rc = all_steps(j, &s)) || (rc = read_pins(j, &pins, &np))) {
+		rc = rckpt_fail(h, rc, __func__, "cannot list job %s", j->name);
+		goto out;
+	}
+	st->steps_before = s.n;
+	/* 1. Forget the steps retention does not keep (the job object skips
+	 * the head and steps pinned meanwhile). */
+	drop = calloc(s.n ? s.n : 1, sizeof(*drop));
+	if (drop == NULL) {
+		rc = rckpt_fail(h, -ENOMEM, __func__, "out of memory");
+		goto out;
+	}
+	for (i = 0; i < s.n; i++)
+		if (s.s[i].step <= head && !keeps(&r, &s, i, head, pins, np))
+			drop[nd++] = s.s[i].step;
+	if (nd && (rc = drop_steps(j, drop, nd))) {
+		rc = rckpt_fail(h, rc, __func__, "cannot drop steps of job %s", j->name);
+		goto out;
+	}
+	/* 2. What is listed now is what stays. */
+	if ((rc = all_steps(j, &kept))) {
+		rc = rckpt_fail(h, rc, __func__, "cannot list job %s", j->name);
+		goto out;
+	}
+	st->steps_after = kept.n;
+	nchunks = chunk_count(&s);
+	st->chunks = nchunks;
+	st->bytes_before = chunk_bytes(j, nchunks);
+	keep = calloc(kept.n ? kept.n : 1, sizeof(*keep));
+	if (keep == NULL) {
+		rc = rckpt_fail(h, -ENOMEM, __func__, "out of memory");
+		goto out;
+	}
+	for (i = 0; i < kept.n; i++)
+		if (kept.s[i].step <= head)
+			keep[nk++] = kept.s[i].step;
+	/* 3. Stages: from chunk 0's first record a writer left (a delta on an
+	 * earlier step: what compaction has not reshaped yet), at most
+	 * COMPACT_STRIDE records each, the last one at the head. */
+	if ((rc = chunk_index(j, 0, &ix, &nix))) {
+		rc = rckpt_fail(h, rc, __func__, "cannot read the index of job %s", j->name);
+		goto out;
+	}
+	{
+		uint32_t from = nix, at;
+		for (at = 0; at < nix && ix[at].step <= head; at++)
+			if (ix[at].kind == RCKPT_REC_DELTA && ix[at].parent < ix[at].step) {
+				from = at;
+				break;
+			}
+		/* none: everything up to the head is in shape, one stage at it */
+		for (;;) {
+			uint64_t upto = head;
+			rckpt_buf_t in = RCKPT_BUF_INIT;
+			unsigned nkeep = 0;
+			double c0 = rckpt_now_s(), dt;
+			if (from < nix && from + COMPACT_STRIDE < nix && ix[from + COMPACT_STRIDE].step < head)
+				upto = ix[from + COMPACT_STRIDE].step;
+			while (nkeep < nk && keep[nkeep] <= upto)
+				nkeep++;
+			rc = rckpt_msg_compact_encode(&in, upto, keep, nkeep);
+			if (rc == 0)
+				rc = rckpt_chunk_writes(j, "compact", &in, 1, nchunks);
+			rckpt_buf_free(&in);
+			if (rc) {
+				rc = rckpt_fail(h, rc, __func__, "cannot compact job %s up to step %" PRIu64 "%s",
+						j->name, upto,
+						rc == RCKPT_ECHECKSUM ? " (a damaged record: run verify)" : "");
+				goto out;
+			}
+			st->stages++;
+			dt = rckpt_now_s() - c0;
+			if (dt > st->max_call_seconds)
+				st->max_call_seconds = dt; /* every chunk's call ran within it */
+			if (upto == head)
+				break;
+			from += COMPACT_STRIDE;
+		}
+	}
+	/* 4. The manifests of steps that are gone. */
+	for (i = 0; i < s.n; i++) {
+		char oid[64];
+		if (s.s[i].step < head && !has_step(&kept, s.s[i].step)) {
+			rckpt_store_manifest_oid(oid, sizeof(oid), s.s[i].step);
+			rc = rados_remove(j->io, oid);
+			if (rc && rc != -ENOENT) {
+				rc = rckpt_fail(h, rc, __func__, "cannot remove %s", oid);
+				goto out;
+			}
+			rc = 0;
+		}
+	}
+	st->bytes_after = chunk_bytes(j, nchunks);
+	st->seconds = rckpt_now_s() - t0;
+out:
+	free(s.s);
+	free(kept.s);
+	free(pins);
+	free(drop);
+	free(keep);
+	free(ix);
+	return rc;
+}
+
+/* ---- verify ---- */
+
+int rckpt_job_verify(rckpt_job_t *j, rckpt_verify_stats_t *st)
+{
+	rckpt_t *h = j->h;
+	steps_t s;
+	unsigned nchunks, i;
+	rckpt_verify_stats_t local;
+	int rc;
+
+	rckpt_clear_error(h);
+	if (st == NULL)
+		st = &local;
+	memset(st, 0, sizeof(*st));
+	st->first_bad_step = RCKPT_LATEST;
+	if ((rc = all_steps(j, &s)))
+		return rckpt_fail(h, rc, __func__, "cannot list job %s", j->name);
+	st->steps = s.n;
+	nchunks = chunk_count(&s);
+	for (i = 0; i < nchunks && rc == 0; i++) {
+		rckpt_buf_t out = RCKPT_BUF_INIT;
+		rckpt_msg_verified_t v;
+		char oid[64];
+		rckpt_store_chunk_oid(oid, sizeof(oid), i);
+		rc = rckpt_exec_read(j, oid, "verify", NULL, &out);
+		if (rc == 0)
+			rc = rckpt_msg_verified_decode(&v, out.p, out.len);
+		rckpt_buf_free(&out);
+		if (rc) {
+			rc = rckpt_fail(h, rc, __func__, "cannot verify %s", oid);
+			break;
+		}
+		st->records += v.records;
+		st->bytes += v.bytes;
+		if (v.bad && st->bad == 0) {
+			st->first_bad_step = v.first_bad;
+			st->first_bad_chunk = i;
+		}
+		st->bad += v.bad;
+	}
+	for (i = 0; i < s.n && rc == 0; i++) {
+		char oid[64];
+		uint64_t size;
+		rckpt_store_manifest_oid(oid, sizeof(oid), s.s[i].step);
+		if (rados_stat(j->io, oid, &size, NULL) != 0 || size == 0) {
+			if (st->bad++ == 0)
+				st->first_bad_step = s.s[i].step;
+		}
+	}
+	free(s.s);
+	if (rc)
+		return rc;
+	if (st->bad)
+		return rckpt_fail(h, RCKPT_ECHECKSUM, __func__,
+				  "job %s: %" PRIu64 " damaged record(s) or missing manifest(s), first at step %" PRIu64,
+				  j->name, st->bad, st->first_bad_step);
+	return 0;
+}
+
+/* ---- objects of a job; gc, delete ---- */
+
+typedef int (*each_fn)(rckpt_job_t *j, const char *oid, void *arg);
+
+static int each_object(rckpt_job_t *j, each_fn fn, void *arg)
+{
+	rados_list_ctx_t lc;
+	const char *oid;
+	char **names = NULL;
+	size_t n = 0, cap = 0, i;
+	int rc = rados_nobjects_list_open(j->io, &lc);
+	if (rc)
+		return rc;
+	/* collect first: removing while listing is not defined */
+	while ((rc = rados_nobjects_list_next(lc, &oid, NULL, NULL)) == 0) {
+		if (n == cap) {
+			char **p;
+			cap = cap ? 2 * cap : 64;
+			p = realloc(names, cap * sizeof(*p));
+			if (p == NULL) {
+				rc = -ENOMEM;
+				break;
+			}
+			names = p;
+		}
+		if ((names[n] = strdup(oid)) == NULL) {
+			rc = -ENOMEM;
+			break;
+		}
+		n++;
+	}
+	rados_nobjects_list_close(lc);
+	if (rc == -ENOENT)
+		rc = 0;
+	for (i = 0; i < n && rc == 0; i++)
+		rc = fn(j, names[i], arg);
+	for (i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+	return rc;
+}
+
+typedef struct gc_arg {
+	steps_t s;
+	uint64_t head;
+	unsigned removed;
+} gc_arg_t;
+
+static int gc_one(rckpt_job_t *j, const char *oid, void *arg)
+{
+	gc_arg_t *g = arg;
+	const char *pre = "rckpt.manifest.";
+	uint64_t step = 0;
+	size_t i, pl = strlen(pre);
+	int rc;
+	if (strncmp(oid, pre, pl) != 0 || strlen(oid) != pl + 20)
+		return 0;
+	for (i = pl; oid[i]; i++) {
+		if (oid[i] < '0' || oid[i] > '9')
+			return 0;
+		step = step * 10 + (uint64_t)(oid[i] - '0');
+	}
+	if (step <= g->head && has_step(&g->s, step))
+		return 0;
+	rc = rados_remove(j->io, oid);
+	if (rc == 0)
+		g->removed++;
+	return rc == -ENOENT ? 0 : rc;
+}
+
+int rckpt_job_gc(rckpt_job_t *j, unsigned *removed)
+{
+	rckpt_t *h = j->h;
+	gc_arg_t g;
+	rckpt_buf_t in = RCKPT_BUF_INIT;
+	uint64_t count;
+	int rc;
+
+	rckpt_clear_error(h);
+	memset(&g, 0, sizeof(g));
+	if (!j->o.writer)
+		return rckpt_fail(h, -EPERM, __func__, "gc needs the writer lock (open as a writer)");
+	if ((rc = rckpt_take_lock(j, 1)))
+		return rckpt_fail(h, rc, __func__, "lost the writer lock of job %s", j->name);
+	if ((rc = rckpt_read_head(j, &g.head, &count)) || (rc = all_steps(j, &g.s)))
+		return rckpt_fail(h, rc, __func__, "cannot list job %s", j->name);
+	rc = rckpt_msg_trim_encode(&in, g.head);
+	if (rc == 0)
+		rc = rckpt_chunk_writes(j, "trim", &in, 1, chunk_count(&g.s));
+	rckpt_buf_free(&in);
+	if (rc == 0) {
+		j->trimmed = 1;
+		rc = each_object(j, gc_one, &g);
+	}
+	free(g.s.s);
+	if (removed)
+		*removed = g.removed;
+	return rc ? rckpt_fail(h, rc, __func__, "cannot collect the garbage of job %s", j->name) : 0;
+}
+
+static int remove_one(rckpt_job_t *j, const char *oid, void *arg)
+{
+	int rc;
+	if (strcmp(oid, RCKPT_STORE_JOB_OID) == 0)
+		return 0; /* last: it holds the lock */
+	rc = rados_remove(j->io, oid);
+	if (rc == 0)
+		++*(unsigned *)arg;
+	return rc == -ENOENT ? 0 : rc;
+}
+
+int rckpt_job_delete(rckpt_t *h, const char *job)
+{
+	rckpt_job_opts_t o = RCKPT_JOB_OPTS_INIT;
+	rckpt_job_t *j;
+	uint64_t head = RCKPT_STORE_NONE;
+	unsigned removed = 0;
+	int rc;
+
+	o.writer = 1;
+	if ((rc = rckpt_job_open(h, &j, job, &o)))
+		return rc;
+	head = j->head;
+	rc = each_object(j, remove_one, &removed);
+	if (rc == 0) {
+		rc = rados_remove(j->io, RCKPT_STORE_JOB_OID);
+		if (rc == -ENOENT)
+			rc = 0;
+		j->locked = 0; /* the lock went with the object */
+	}
+	rckpt_job_close(j);
+	if (rc == 0 && head == RCKPT_STORE_NONE && removed == 0)
+		rc = -ENOENT;
+	return rc ? rckpt_fail(h, rc, __func__, "cannot delete job %s%s", job,
+			       rc == -ENOENT ? ": no such job" : "") : 0;
+}
+
+/* ---- jobs of the pool ---- */
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int rckpt_jobs(rckpt_t *h, char ***names, unsigned *n)
+{
+	rados_ioctx_t io;
+	rados_list_ctx_t lc;
+	const char *oid, *ns;
+	unsigned cap = 0;
+	int rc;
+
+	rckpt_clear_error(h);
+	*names = NULL;
+	*n = 0;
+	if (h->cluster == NULL)
+		return rckpt_fail(h, -ENOTCONN, __func__, "not connected");
+	if ((rc = rados_ioctx_create(h->cluster, h->pool, &io)))
+		return rckpt_fail(h, rc, __func__, "cannot open pool %s", h->pool);
+	rados_ioctx_set_namespace(io, LIBRADOS_ALL_NSPACES);
+	if ((rc = rados_nobjects_list_open(io, &lc))) {
+		rados_ioctx_destroy(io);
+		return rckpt_fail(h, rc, __func__, "cannot list pool %s", h->pool);
+	}
+	while (rc == 0 && (rc = rados_nobjects_list_next(lc, &oid, NULL, &ns)) == 0) {
+		if (strcmp(oid, RCKPT_STORE_JOB_OID) != 0 || ns == NULL || !rckpt_valid_job_name(ns))
+			continue;
+		if (*n == cap) {
+			char **p;
+			cap = cap ? 2 * cap : 16;
+			p = realloc(*names, cap * sizeof(*p));
+			if (p == NULL) {
+				rc = -ENOMEM;
+				break;
+			}
+			*names = p;
+		}
+		if (((*names)[*n] = strdup(ns)) == NULL) {
+			rc = -ENOMEM;
+			break;
+		}
+		(*n)++;
+	}
+	rados_nobjects_list_close(lc);
+	rados_ioctx_destroy(io);
+	if (rc == -ENOENT)
+		rc = 0;
+	if (rc) {
+		rckpt_jobs_free(*names, *n);
+		*names = NULL;
+		*n = 0;
+		return rckpt_fail(h, rc, __func__, "cannot list the jobs of pool %s", h->pool);
+	}
+	qsort(*names, *n, sizeof(**names), cmp_str);
+	return 0;
+}
+
+void rckpt_jobs_free(char **names, unsigned n)
+{
+	unsigned i;
+	for (i = 0; names && i < n; i++)
+		free(names[i]);
+	free(names);
+}
