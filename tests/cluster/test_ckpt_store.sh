@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # test_ckpt_store.sh RCKPT — checkpoints in the cluster named by CEPH_CONF:
 # a real sequence of 30+ steps saved and every step restored bit-exactly
-# (against the codec's own local decode), the second writer refused, a
-# damaged record failing closed, and writers killed with SIGKILL at random
-# points always leaving the head restorable for the next. Exit 77
+# (against the codec's own local decode); compaction under a retention
+# policy, then every kept step restored bit-exactly, alone and beside a
+# running writer; partial restore; the second writer refused; a damaged
+# record failing closed; writers killed with SIGKILL at random points
+# always leaving the head restorable for the next; gc and rm. Exit 77
 # (skipped) without a cluster or without the real checkpoints.
 set -u
 . "$(dirname "$0")/../testlib.sh"
@@ -36,17 +38,117 @@ mkdir -p "$t/enc"
 "$rckpt" codec encode -o "$t/enc" "${ckpts[@]}" >/dev/null || echo "codec encode failed" >&2
 mapfile -t steps < <(ls "$t/enc"/*.rckpt | sort)
 bad=0
+all=()
 for ((i = 0; i < n; i++)); do
 	s=$(basename "${ckpts[$i]}" .safetensors | sed 's/[^0-9]//g; s/^0*//')
 	"$rckpt" codec decode -o "$t/want.safetensors" "${steps[@]:0:$((i + 1))}" >/dev/null &&
 		"$rckpt" ckpt restore --job "$job" --step "$s" -o "$t/got.safetensors" >"$t/r" &&
 		cmp -s "$t/want.safetensors" "$t/got.safetensors" || { bad=$((bad + 1)); echo "  step $s differs" >&2; }
+	cp "$t/want.safetensors" "$t/want-$s.safetensors"
+	all+=("$s")
 done
 check "every committed step restores bit-exactly" test "$bad" -eq 0
 check "restore without --step gives the latest" expect_run 0 "$t/o" "$rckpt" ckpt restore --job "$job" -o "$t/latest.safetensors"
 check "  which is the last step" cmp -s "$t/latest.safetensors" "$t/got.safetensors"
 check "a step never committed: exit 1" expect_run 1 "$t/o" "$rckpt" ckpt restore --job "$job" --step 999999999 -o "$t/x.safetensors"
 check "  says so" contains "$t/o" "no committed step"
+
+# restore_all JOB STEP... : how many of the steps do not restore bit-exactly
+# (in pool $rpool when set)
+restore_all() {
+	local j=$1 s b=0
+	shift
+	for s in "$@"; do
+		"$rckpt" ${rpool:+--pool "$rpool"} ckpt restore --job "$j" --step "$s" -o "$t/got.safetensors" >/dev/null 2>&1 &&
+			cmp -s "$t/want-$s.safetensors" "$t/got.safetensors" || { b=$((b + 1)); echo "  step $s differs" >&2; }
+	done
+	echo "$b"
+}
+# chunk_bytes FILE: the "chunks A -> B bytes" of a compact report, as "A B"
+chunk_bytes() { sed -n 's/.*chunks \([0-9]*\) -> \([0-9]*\) bytes.*/\1 \2/p' "$1"; }
+
+# Partial restore: one tensor, from only the chunks that hold it (a job cut
+# into small chunks, so that there are several).
+pjob=part-$$-$RANDOM
+tname=$(/usr/bin/python3 - "${ckpts[0]}" <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], 'rb').read()
+h = json.loads(b[8:8 + struct.unpack('<Q', b[:8])[0]])
+h.pop('__metadata__', None)
+print(min(h, key=lambda k: h[k]['data_offsets'][1] - h[k]['data_offsets'][0]))
+PY
+)
+"$rckpt" ckpt save --job "$pjob" --chunk-params 8192 "${ckpts[@]:0:3}" >/dev/null
+check "restore a job of small chunks" expect_run 0 "$t/o" "$rckpt" ckpt restore --job "$pjob" -o "$t/full.safetensors"
+fullcalls=$(sed -n 's/.*tensors, \([0-9]*\) materialize calls.*/\1/p' "$t/o")
+check "restore --tensors $tname" expect_run 0 "$t/o" "$rckpt" ckpt restore --job "$pjob" --tensors "$tname" -o "$t/part.safetensors"
+partcalls=$(sed -n 's/.*tensors, \([0-9]*\) materialize calls.*/\1/p' "$t/o")
+check "  one tensor" contains "$t/o" ": 1 tensors"
+check "  from fewer chunks ($partcalls of $fullcalls calls)" test "$partcalls" -lt "$fullcalls"
+check "  the same bytes as in the full restore" /usr/bin/python3 - "$t/part.safetensors" "$t/full.safetensors" "$tname" <<'PY'
+import json, struct, sys
+def tensor(path, name):
+    b = open(path, 'rb').read()
+    n = struct.unpack('<Q', b[:8])[0]
+    h = json.loads(b[8:8 + n])
+    a, e = h[name]['data_offsets']
+    return b[8 + n + a:8 + n + e]
+sys.exit(0 if tensor(sys.argv[1], sys.argv[3]) == tensor(sys.argv[2], sys.argv[3]) else 1)
+PY
+check "  an unknown tensor: exit 1" expect_run 1 "$t/o" "$rckpt" ckpt restore --job "$pjob" --tensors no.such -o "$t/x.safetensors"
+check "  naming it" contains "$t/o" "no tensor 'no.such'"
+
+# Compaction under a policy: the last 5 and every 100th step (and the head).
+keep=()
+for ((i = 0; i < n; i++)); do
+	s=${all[$i]}
+	if [ $((n - i)) -le 5 ] || [ $((s % 100)) -eq 0 ]; then keep+=("$s"); else gone=$s; fi
+done
+check "compact --keep-last 5 --keep-every 100" expect_run 0 "$t/o" "$rckpt" ckpt compact --job "$job" --keep-last 5 --keep-every 100
+check "  keeps ${#keep[@]} of $n steps" contains "$t/o" "$n -> ${#keep[@]} steps"
+read -r b0 b1 < <(chunk_bytes "$t/o")
+check "  and stores less" test "$b1" -lt "$b0"
+check "every kept step restores bit-exactly" test "$(restore_all "$job" "${keep[@]}")" -eq 0
+check "a dropped step: exit 1" expect_run 1 "$t/o" "$rckpt" ckpt restore --job "$job" --step "$gone" -o "$t/x.safetensors"
+check "  says it is gone" contains "$t/o" "dropped"
+check "compact again" expect_run 0 "$t/o" "$rckpt" ckpt compact --job "$job"
+read -r c0 c1 < <(chunk_bytes "$t/o")
+check "  changes nothing" test "$c0" -eq "$b1" -a "$c1" -eq "$b1"
+check "verify: all records intact" expect_run 0 "$t/o" "$rckpt" ckpt verify --job "$job"
+check "  ${#keep[@]} steps checked" contains "$t/o" "${#keep[@]} steps"
+check "pin a step" expect_run 0 "$t/o" "$rckpt" ckpt pin --job "$job" --step "${keep[0]}"
+check "rm --step of a pinned step: exit 1" expect_run 1 "$t/o" "$rckpt" ckpt rm --job "$job" --step "${keep[0]}"
+check "rm --step of the head: exit 1" expect_run 1 "$t/o" "$rckpt" ckpt rm --job "$job" --step "${keep[${#keep[@]}-1]}"
+check "rm --step of another kept step" expect_run 0 "$t/o" "$rckpt" ckpt rm --job "$job" --step "${keep[1]}"
+
+# Compaction beside a running writer: the whole sequence stays restorable.
+# In a pool of its own, so that `compact --all` sees only this run's jobs.
+cpool=rckpt-test-$$
+ceph osd pool create "$cpool" 8 8 replicated --size 1 >/dev/null 2>&1 ||
+	ceph osd pool create "$cpool" 8 8 replicated >/dev/null 2>&1
+ceph osd pool application enable "$cpool" rckpt >/dev/null 2>&1
+trap 'rm -rf "$t"; ceph osd pool rm "$cpool" "$cpool" --yes-i-really-really-mean-it >/dev/null 2>&1' EXIT
+crckpt() { "$rckpt" --pool "$cpool" "$@"; }
+cjob=compact-$$-$RANDOM
+crckpt ckpt save --job "$cjob" "${ckpts[@]}" >"$t/cw" 2>&1 &
+wpid=$!
+runs=0
+cbad=0
+while kill -0 "$wpid" 2>/dev/null && [ "$runs" -lt 200 ]; do
+	crckpt compact --job "$cjob" >"$t/co" 2>&1 || { cbad=$((cbad + 1)); cat "$t/co" >&2; }
+	runs=$((runs + 1))
+done
+wait "$wpid"
+wrc=$?
+check "the writer saved beside $runs compactions" test "$wrc" -eq 0 -a "$runs" -ge 2
+check "  every compaction succeeded" test "$cbad" -eq 0
+check "  and every step restores bit-exactly" test "$(rpool=$cpool restore_all "$cjob" "${all[@]}")" -eq 0
+crckpt ckpt save --job "$cjob-2" "${ckpts[@]:0:3}" >/dev/null 2>&1
+check "compact --all: every job of the pool" expect_run 0 "$t/o" "$rckpt" --pool "$cpool" compact --all
+check "  names both jobs" contains "$t/o" "job $cjob: 31 -> 31 steps"
+check "  (the second too)" contains "$t/o" "job $cjob-2: 3 -> 3 steps"
+check "  and sums up" contains "$t/o" "compacted 2 of 2 job(s)"
+check "  then the latest still restores" test "$(rpool=$cpool restore_all "$cjob" "${all[$((n - 1))]}")" -eq 0
 
 # A second writer: hold the job's lock as another client would.
 rados -p rckpt -N "$job" lock get rckpt.job rckpt.writer --lock-cookie intruder --lock-duration 3 >/dev/null 2>&1
@@ -79,6 +181,20 @@ check "after 20 SIGKILLs the head always restores" test "$okrestore" -eq 20
 check "  and the next writer always saves" test "$okresume" -eq 20
 check "  and the final head restores" expect_run 0 "$t/o" "$rckpt" ckpt restore --job "$kjob" -o "$t/k.safetensors"
 
+# gc after a killed writer; rm of a whole job.
+"$rckpt" ckpt save --job "$kjob" --lease 1 --step $((last + 1)) "${ckpts[@]:1}" >/dev/null 2>&1 &
+pid=$!
+sleep 0.3
+kill -9 "$pid" 2>/dev/null
+wait "$pid" 2>/dev/null
+sleep 1.2
+check "gc after a killed writer" expect_run 0 "$t/o" "$rckpt" ckpt gc --job "$kjob"
+check "  then verify passes" expect_run 0 "$t/o" "$rckpt" ckpt verify --job "$kjob"
+check "rm a job" expect_run 0 "$t/o" "$rckpt" ckpt rm --job "$kjob"
+check "  leaves no object" test -z "$(rados -p rckpt -N "$kjob" ls 2>/dev/null)"
+check "  and ls finds no step" expect_run 0 "$t/o" "$rckpt" ckpt ls --job "$kjob"
+check "  (0 steps)" contains "$t/o" "0 steps"
+
 # Damage a record in a chunk object: restore fails closed.
 rados -p rckpt -N "$job" get rckpt.chunk.00000 "$t/chunk"
 size=$(stat -c %s "$t/chunk")
@@ -86,4 +202,7 @@ printf '\x5a' | dd of="$t/chunk" bs=1 seek=$((size - 20)) conv=notrunc status=no
 rados -p rckpt -N "$job" put rckpt.chunk.00000 "$t/chunk"
 check "a damaged record: restore exits 1" expect_run 1 "$t/o" "$rckpt" ckpt restore --job "$job" -o "$t/x.safetensors"
 check "  with a checksum error" contains "$t/o" "checksum"
+check "  verify: exit 1" expect_run 1 "$t/o" "$rckpt" ckpt verify --job "$job"
+check "  naming the damage" contains "$t/o" "1 bad"
+check "  compaction refuses to touch it" expect_run 1 "$t/o" "$rckpt" ckpt compact --job "$job"
 finish
