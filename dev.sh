@@ -126,17 +126,36 @@ demo)
 	mapfile -t ckpts < <(ls "$ck"/step-*.safetensors | grep -v '\.grads\.' | sort)
 	say "main job: save ${#ckpts[@]} checkpoints into job $job"
 	"$build/client/rckpt" ckpt save --job "$job" "${ckpts[@]}"
-	say "main job: restore the latest step (materialized in the OSD) and verify it"
-	"$build/client/rckpt" ckpt restore --job "$job" -o "$build/demo-restored.safetensors"
+	say "main job: compact (keep the last 4 steps and every 100th; the latest becomes a base)"
+	"$build/client/rckpt" ckpt compact --job "$job" --keep-last 4 --keep-every 100
+	"$build/client/rckpt" ckpt ls --job "$job" | tail -n 1
+	say "main job: restore the latest step and step 100 (materialized in the OSD) and verify them"
 	rm -rf "$build/demo-local" && mkdir -p "$build/demo-local"
 	"$build/client/rckpt" codec encode -o "$build/demo-local" "${ckpts[@]}" >/dev/null
-	"$build/client/rckpt" codec decode -o "$build/demo-local.safetensors" "$build/demo-local"/*.rckpt >/dev/null
-	if cmp -s "$build/demo-restored.safetensors" "$build/demo-local.safetensors"; then
-		say "verified: the restored step equals the codec's local decode, bit for bit"
-	else
-		say "MISMATCH: the restored step differs from the local decode"
-		exit 1
-	fi
+	mapfile -t recs < <(ls "$build/demo-local"/*.rckpt | sort)
+	ok=1
+	for pick in latest 100; do
+		if [ "$pick" = latest ]; then
+			sel=("${recs[@]}")
+			"$build/client/rckpt" ckpt restore --job "$job" -o "$build/demo-restored.safetensors" || exit 1
+		else
+			sel=()
+			for r in "${recs[@]}"; do
+				sel+=("$r")
+				case $r in *step-000100.rckpt) break ;; esac
+			done
+			"$build/client/rckpt" ckpt restore --job "$job" --step 100 -o "$build/demo-restored.safetensors" || exit 1
+		fi
+		"$build/client/rckpt" codec decode -o "$build/demo-local.safetensors" "${sel[@]}" >/dev/null
+		if cmp -s "$build/demo-restored.safetensors" "$build/demo-local.safetensors"; then
+			say "verified: step $pick equals the codec's local decode, bit for bit"
+		else
+			say "MISMATCH: step $pick differs from the local decode"
+			ok=0
+		fi
+	done
+	"$build/client/rckpt" ckpt verify --job "$job" || ok=0
+	[ "$ok" = 1 ] || exit 1
 	echo
 	say "the cluster keeps running: 'export CEPH_CONF=$CEPH_CONF' to use it,"
 	say "'$prog cluster stop' to stop it"

@@ -17,6 +17,7 @@ CLS_INIT(rckpt)
 		return;
 	}
 	rckpt_cls_register_rd<cls_rckpt_version>(cls, "version");
+	rckpt_cls_register_obj<cls_rckpt_ping>(cls, "ping", CLS_METHOD_RD);
 	rckpt_cls_register_obj<cls_rckpt_append>(cls, "append", CLS_METHOD_RD | CLS_METHOD_WR);
 	rckpt_cls_register_obj<cls_rckpt_materialize>(cls, "materialize", CLS_METHOD_RD);
 	rckpt_cls_register_obj<cls_rckpt_index>(cls, "index", CLS_METHOD_RD);

@@ -34,6 +34,14 @@ int cls_rckpt_version(const uint8_t *in, size_t in_len, rckpt_cls_out_t *out)
 				       in_len);
 }
 
+int cls_rckpt_ping(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out)
+{
+	(void)o;
+	(void)in;
+	(void)out;
+	return in_len == 0 ? 0 : -EINVAL;
+}
+
 /* ---- small helpers over the object ---- */
 
 #define KEY_MAX 32

@@ -10,6 +10,10 @@
  * Returns 0, or -EINVAL when the input is not empty. */
 int cls_rckpt_version(const uint8_t *in, size_t in_len, rckpt_cls_out_t *out);
 
+/* ping (RD) — Input: empty. Output: empty. Touches nothing: the floor under
+ * every method, for benchmarks. Returns 0 or -EINVAL. */
+int cls_rckpt_ping(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out);
+
 /* The store's methods (formats/store.md). Write methods (WR) reply with
  * nothing: the OSD drops a write's output; clients read results back. A
  * malformed request is -EINVAL; stored bytes that fail their checks are

@@ -1,0 +1,528 @@
+/*
+ * bench_store.c — the checkpoint store against a live cluster, side by side
+ * in one run:
+ *   1. save: logical fp32 GB/s of a real checkpoint sequence and the
+ *      library's peak extra memory, next to `rados bench` write;
+ *   2. the cost of an object-class call: a no-op method (rckpt.ping) and a
+ *      plain 4 KiB read of the same object, interleaved (p50, p99);
+ *   3. restoring the latest step against chain length (1..64 deltas):
+ *      server-side materialization, the same after compaction, and
+ *      client-side (fetch the chain's records, fold them here), with bytes
+ *      over the wire for each; and the OSD's materialize throughput.
+ *
+ * usage: bench_store [--conf PATH] [--pool NAME] [--chains 1,2,...] [--reps N]
+ *                    [--no-rados-bench] DIR
+ * DIR holds step-*.safetensors (bench/make_checkpoints.py): at least as many
+ * as the longest chain plus one.
+ */
+#define _GNU_SOURCE /* getopt_long, popen */
+#include <errno.h>
+#include <getopt.h>
+#include <glob.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <rados/librados.h>
+
+#include "rckpt.h"
+#include "rckpt_manifest.h"
+#include "rckpt_record.h"
+#include "rckpt_safetensors.h"
+#include "rckpt_store_wire.h"
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+static double pct(double *v, int n, double p)
+{
+	qsort(v, (size_t)n, sizeof(*v), cmp_double);
+	return v[(int)(p * (n - 1) + 0.5)];
+}
+
+/* VmRSS / VmHWM of this process, in KiB. */
+static long proc_kib(const char *field)
+{
+	char line[256];
+	long v = -1;
+	size_t n = strlen(field);
+	FILE *f = fopen("/proc/self/status", "r");
+	while (f && fgets(line, sizeof(line), f))
+		if (strncmp(line, field, n) == 0 && line[n] == ':')
+			v = strtol(line + n + 1, NULL, 10);
+	if (f)
+		fclose(f);
+	return v;
+}
+
+static void reset_hwm(void)
+{
+	FILE *f = fopen("/proc/self/clear_refs", "w");
+	if (f) {
+		fputs("5", f);
+		fclose(f);
+	}
+}
+
+static void die(const char *what, int rc)
+{
+	fprintf(stderr, "bench_store: %s: %s\n", what, rckpt_strerror(rc));
+	exit(1);
+}
+
+typedef struct ckpts {
+	rckpt_st_t *st;
+	rckpt_tensor_t **t;
+	unsigned n;
+	uint64_t raw; /* fp32 bytes of one */
+} ckpts_t;
+
+static void load(ckpts_t *c, const char *dir, unsigned max)
+{
+	glob_t g;
+	char pat[4096], err[256];
+	size_t i;
+	unsigned k = 0;
+	snprintf(pat, sizeof(pat), "%s/step-*.safetensors", dir);
+	if (glob(pat, 0, NULL, &g) != 0)
+		die("no step-*.safetensors in DIR", -ENOENT);
+	c->st = calloc(g.gl_pathc, sizeof(*c->st));
+	c->t = calloc(g.gl_pathc, sizeof(*c->t));
+	for (i = 0; i < g.gl_pathc && k < max; i++) {
+		unsigned j, d;
+		if (strstr(g.gl_pathv[i], ".grads."))
+			continue;
+		if (rckpt_st_read(&c->st[k], g.gl_pathv[i], err, sizeof(err))) {
+			fprintf(stderr, "bench_store: %s: %s\n", g.gl_pathv[i], err);
+			exit(1);
+		}
+		c->t[k] = calloc(c->st[k].ntensors, sizeof(rckpt_tensor_t));
+		c->raw = 0;
+		for (j = 0; j < c->st[k].ntensors; j++) {
+			rckpt_tensor_t *t = &c->t[k][j];
+			t->name = c->st[k].t[j].name;
+			t->dtype = c->st[k].t[j].dtype;
+			t->ndim = c->st[k].t[j].ndim;
+			for (d = 0; d < t->ndim; d++)
+				t->shape[d] = c->st[k].t[j].shape[d];
+			t->data = c->st[k].t[j].data;
+			c->raw += c->st[k].t[j].n * 4;
+		}
+		k++;
+	}
+	c->n = k;
+	globfree(&g);
+}
+
+static rckpt_job_t *open_job(rckpt_t *h, const char *name, int writer)
+{
+	rckpt_job_opts_t o = RCKPT_JOB_OPTS_INIT;
+	rckpt_job_t *j;
+	int rc;
+	o.writer = writer;
+	if ((rc = rckpt_job_open(h, &j, name, &o))) {
+		fprintf(stderr, "bench_store: %s\n", rckpt_errmsg(h));
+		exit(1);
+	}
+	return j;
+}
+
+/* Saves steps [0, n) of c into a fresh job; returns seconds. */
+static double save_seq(rckpt_t *h, const char *job, const ckpts_t *c, unsigned n, uint64_t *stored)
+{
+	rckpt_job_t *j;
+	double t0;
+	unsigned i;
+	rckpt_job_delete(h, job);
+	j = open_job(h, job, 1);
+	t0 = now_s();
+	*stored = 0;
+	for (i = 0; i < n; i++) {
+		rckpt_save_stats_t ss;
+		int rc = rckpt_job_save(j, 25 * (uint64_t)(i + 1), c->t[i], c->st[i].ntensors, NULL, 0, &ss);
+		if (rc) {
+			fprintf(stderr, "bench_store: %s\n", rckpt_errmsg(h));
+			exit(1);
+		}
+		*stored += ss.enc_bytes;
+	}
+	t0 = now_s() - t0;
+	rckpt_job_close(j);
+	return t0;
+}
+
+/* ---- 1. save vs rados bench ---- */
+
+static double rados_bench_mbs(const char *conf, const char *pool)
+{
+	char cmd[1024], line[512];
+	double mbs = -1;
+	FILE *p;
+	snprintf(cmd, sizeof(cmd),
+		 "rados %s%s -p %s bench 2 write -b 1048576 -t 16 --run-name rckpt-bench-store "
+		 "--no-cleanup 2>&1",
+		 conf ? "-c " : "", conf ? conf : "", pool);
+	if ((p = popen(cmd, "r")) == NULL)
+		return -1;
+	while (fgets(line, sizeof(line), p))
+		if (strncmp(line, "Bandwidth (MB/sec):", 19) == 0)
+			mbs = atof(line + 19);
+	pclose(p);
+	snprintf(cmd, sizeof(cmd), "rados %s%s -p %s cleanup --run-name rckpt-bench-store >/dev/null 2>&1",
+		 conf ? "-c " : "", conf ? conf : "", pool);
+	if (system(cmd) != 0)
+		fprintf(stderr, "bench_store: rados cleanup failed\n");
+	return mbs;
+}
+
+/* ---- 2. a no-op cls call vs a plain read ---- */
+
+static void cls_vs_read(rados_ioctx_t io, int iters)
+{
+	static char buf[4096];
+	double *t[2];
+	int i, k;
+	const char *oid = "rckpt.bench.probe";
+	for (i = 0; i < (int)sizeof(buf); i++)
+		buf[i] = (char)i;
+	if (rados_write_full(io, oid, buf, sizeof(buf)))
+		die("write the probe object", -EIO);
+	t[0] = calloc((size_t)iters, sizeof(double));
+	t[1] = calloc((size_t)iters, sizeof(double));
+	for (i = -iters / 10; i < iters; i++) {
+		for (k = 0; k < 2; k++) {
+			char out[16];
+			double t0 = now_s();
+			int rc = k == 0 ? rados_read(io, oid, buf, sizeof(buf), 0)
+					: rados_exec(io, oid, "rckpt", "ping", NULL, 0, out, sizeof(out));
+			double dt = (now_s() - t0) * 1e6;
+			if (rc < 0)
+				die(k ? "rckpt.ping" : "read", rc);
+			if (i >= 0)
+				t[k][i] = dt;
+		}
+	}
+	{
+		double r50 = pct(t[0], iters, .5), r99 = pct(t[0], iters, .99);
+		double c50 = pct(t[1], iters, .5), c99 = pct(t[1], iters, .99);
+		printf("\n2. object-class call vs plain read (same object, interleaved, %d each)\n", iters);
+		printf("   %-24s %9s %9s\n", "operation", "p50 us", "p99 us");
+		printf("   %-24s %9.1f %9.1f\n", "rados_read 4 KiB", r50, r99);
+		printf("   %-24s %9.1f %9.1f\n", "cls rckpt.ping (no-op)", c50, c99);
+		printf("   cls call - read: p50 %+.1f us, p99 %+.1f us\n", c50 - r50, c99 - r99);
+		printf("csv:cls,%d,%.1f,%.1f,%.1f,%.1f\n", iters, r50, r99, c50, c99);
+	}
+	rados_remove(io, oid);
+	free(t[0]);
+	free(t[1]);
+}
+
+/* ---- 3. restore vs chain length ---- */
+
+static double median(double *v, int n)
+{
+	return pct(v, n, .5);
+}
+
+/* Client-side: read each chunk's index and the records of its chain, fold
+ * them here, check the digest. Returns seconds; *wire gets the bytes. */
+static double client_fold(rckpt_t *h, rados_ioctx_t io, const char *job, uint64_t step,
+			  uint64_t *wire, double *fold_s)
+{
+	char oid[64];
+	rckpt_manifest_t mf;
+	char *mbuf = NULL;
+	uint64_t msize = 0;
+	uint32_t c;
+	double t0 = now_s(), tf = 0;
+	int rc;
+
+	(void)h;
+	*wire = 0;
+	rados_ioctx_set_namespace(io, job);
+	rckpt_store_manifest_oid(oid, sizeof(oid), step);
+	if (rados_stat(io, oid, &msize, NULL) || (mbuf = malloc(msize)) == NULL ||
+	    rados_read(io, oid, mbuf, msize, 0) != (int)msize ||
+	    rckpt_manifest_decode(&mf, (const uint8_t *)mbuf, msize))
+		die("client fold: manifest", -EIO);
+	*wire += msize;
+	for (c = 0; c < mf.nchunks; c++) {
+		char *ob = NULL, *data;
+		size_t olen = 0;
+		int prval = 0;
+		rckpt_store_entry_t *e;
+		uint32_t n, i, first = 0, last = 0;
+		rckpt_record_t cur, next;
+		rados_read_op_t op = rados_create_read_op();
+		uint8_t dg[32];
+		double f0;
+
+		rckpt_store_chunk_oid(oid, sizeof(oid), c);
+		rados_read_op_exec(op, "rckpt", "index", NULL, 0, &ob, &olen, &prval);
+		rc = rados_read_op_operate(op, io, oid, 0);
+		rados_release_read_op(op);
+		if (rc || prval || rckpt_msg_index_decode(&e, &n, (const uint8_t *)ob, olen))
+			die("client fold: index", rc ? rc : -EIO);
+		*wire += olen;
+		rados_buffer_free(ob);
+		for (i = 0; i < n; i++) {
+			if (e[i].kind == RCKPT_REC_BASE && e[i].step <= step)
+				first = i;
+			if (e[i].step == step)
+				last = i;
+		}
+		{
+			uint64_t off = e[first].offset, len = e[last].offset + e[last].length - off;
+			data = malloc(len);
+			if (data == NULL || rados_read(io, oid, data, len, off) != (int)len)
+				die("client fold: records", -EIO);
+			*wire += len;
+			f0 = now_s();
+			memset(&cur, 0, sizeof(cur));
+			for (i = first; i <= last; i++) {
+				rc = rckpt_record_decode(&next, (const uint8_t *)data + (e[i].offset - off),
+							 e[i].length, i == first ? NULL : &cur, NULL);
+				if (rc)
+					die("client fold: decode", rc);
+				rckpt_record_free(&cur);
+				cur = next;
+			}
+			if (rckpt_record_digest(dg, &cur) || memcmp(dg, mf.chunk[c].sha256, 32) != 0)
+				die("client fold: digest", RCKPT_ECHECKSUM);
+			tf += now_s() - f0;
+			rckpt_record_free(&cur);
+			free(data);
+		}
+		free(e);
+	}
+	rckpt_manifest_free(&mf);
+	free(mbuf);
+	*fold_s = tf;
+	return now_s() - t0;
+}
+
+static double server_restore(rckpt_job_t *j, uint64_t step, rckpt_restore_stats_t *rs)
+{
+	rckpt_restored_t *r;
+	double t0 = now_s();
+	int rc = rckpt_job_restore(j, step, &r, rs);
+	if (rc)
+		die("restore", rc);
+	t0 = now_s() - t0;
+	rckpt_restored_free(r);
+	return t0;
+}
+
+/* One materialize call on the largest chunk of an uncompacted chain of L deltas,
+ * timed alone: the OSD folds L + 1 records in one op thread. */
+static void materialize_rate(rckpt_t *h, rados_ioctx_t io, const char *job, const ckpts_t *ck,
+			     unsigned L)
+{
+	char j2[80], oid[64], *mbuf;
+	uint64_t msize = 0, step = 25 * (uint64_t)(L + 1), elems;
+	rckpt_manifest_t mf;
+	rckpt_buf_t in = RCKPT_BUF_INIT;
+	rckpt_msg_materialize_t q = { step, 0, { NULL, 0 } };
+	double t[32];
+	int k, n = 15;
+
+	(void)ck;
+	snprintf(j2, sizeof(j2), "%s-raw", job);
+	rados_ioctx_set_namespace(io, j2);
+	rckpt_store_manifest_oid(oid, sizeof(oid), step);
+	if (rados_stat(io, oid, &msize, NULL) || (mbuf = malloc(msize)) == NULL ||
+	    rados_read(io, oid, mbuf, msize, 0) != (int)msize ||
+	    rckpt_manifest_decode(&mf, (const uint8_t *)mbuf, msize))
+		die("materialize rate: manifest", -EIO);
+	{ /* the largest chunk */
+		uint32_t c, best = 0;
+		for (c = 1; c < mf.nchunks; c++)
+			if (mf.chunk[c].elements > mf.chunk[best].elements)
+				best = c;
+		elems = mf.chunk[best].elements;
+		rckpt_store_chunk_oid(oid, sizeof(oid), best);
+	}
+	rckpt_msg_materialize_encode(&in, &q);
+	for (k = 0; k < n; k++) {
+		rados_read_op_t op = rados_create_read_op();
+		char *ob = NULL;
+		size_t olen = 0;
+		int prval = 0, rc;
+		double t0 = now_s();
+		rados_read_op_exec(op, "rckpt", "materialize", (const char *)in.p, in.len, &ob, &olen,
+				   &prval);
+		rc = rados_read_op_operate(op, io, oid, 0);
+		t[k] = now_s() - t0;
+		rados_release_read_op(op);
+		if (rc || prval)
+			die("materialize", rc ? rc : prval);
+		rados_buffer_free(ob);
+	}
+	{
+		double m = median(t, n);
+		printf("   materialize alone (largest chunk, %" PRIu64 " elements, %u deltas, one call): %.2f ms;"
+		       " %.2f GB/s of fp32 folded (%u records), %.2f GB/s of fp32 out\n",
+		       elems, L, m * 1e3, (double)elems * 4 * (L + 1) / m / 1e9, L + 1,
+		       (double)elems * 4 / m / 1e9);
+		printf("csv:materialize,%u,%" PRIu64 ",%.3f\n", L, elems, m * 1e3);
+	}
+	rckpt_buf_free(&in);
+	rckpt_manifest_free(&mf);
+	free(mbuf);
+	rckpt_job_delete(h, j2);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option lo[] = { { "conf", 1, 0, 'c' },	   { "pool", 1, 0, 'p' },
+					    { "chains", 1, 0, 'L' },	   { "reps", 1, 0, 'r' },
+					    { "no-rados-bench", 0, 0, 'n' }, { "help", 0, 0, 'h' },
+					    { 0, 0, 0, 0 } };
+	rckpt_connect_opts_t co = RCKPT_CONNECT_OPTS_INIT;
+	const char *pool = "rckpt", *chains = "1,2,4,8,16,32,64";
+	unsigned chain[16], nchain = 0, maxchain = 0, i;
+	int reps = 5, do_rb = 1, c, rc;
+	rckpt_t *h;
+	rados_t cl;
+	rados_ioctx_t io;
+	ckpts_t ck;
+	char job[64];
+
+	while ((c = getopt_long(argc, argv, "c:p:L:r:nh", lo, NULL)) != -1) {
+		switch (c) {
+		case 'c': co.conf_path = optarg; break;
+		case 'p': pool = optarg; break;
+		case 'L': chains = optarg; break;
+		case 'r': reps = atoi(optarg); break;
+		case 'n': do_rb = 0; break;
+		default:
+			printf("usage: bench_store [--conf PATH] [--pool NAME] [--chains 1,2,4,...]\n"
+			       "                   [--reps N] [--no-rados-bench] DIR\n");
+			return c == 'h' ? 0 : 2;
+		}
+	}
+	if (optind != argc - 1 || reps < 1) {
+		fprintf(stderr, "bench_store: needs DIR; try --help\n");
+		return 2;
+	}
+	{
+		char *s = strdup(chains), *tok, *sv = NULL;
+		for (tok = strtok_r(s, ",", &sv); tok && nchain < 16; tok = strtok_r(NULL, ",", &sv)) {
+			chain[nchain] = (unsigned)atoi(tok);
+			if (chain[nchain] > maxchain)
+				maxchain = chain[nchain];
+			nchain++;
+		}
+		free(s);
+	}
+	co.pool = pool;
+	if ((rc = rckpt_create(&h)) || (rc = rckpt_connect(h, &co)))
+		die("connect", rc);
+	if ((rc = rados_create(&cl, "admin")) ||
+	    (rc = rados_conf_read_file(cl, co.conf_path ? co.conf_path : getenv("CEPH_CONF"))) ||
+	    (rc = rados_connect(cl)) || (rc = rados_ioctx_create(cl, pool, &io)))
+		die("librados connect", rc);
+
+	load(&ck, argv[optind], maxchain + 1 > 64 ? maxchain + 1 : 64);
+	printf("bench_store: %u checkpoints of %.1f MB (fp32) from %s, pool %s\n", ck.n,
+	       (double)ck.raw / 1e6, argv[optind], pool);
+	if (ck.n < maxchain + 1) {
+		fprintf(stderr, "bench_store: %u checkpoints; the longest chain needs %u\n", ck.n,
+			maxchain + 1);
+		return 1;
+	}
+
+	/* 1. save */
+	{
+		uint64_t stored;
+		long rss0, hwm;
+		double dt, mbs = -1;
+		snprintf(job, sizeof(job), "bench-save-%d", (int)getpid());
+		rss0 = proc_kib("VmRSS");
+		reset_hwm();
+		dt = save_seq(h, job, &ck, ck.n, &stored);
+		hwm = proc_kib("VmHWM");
+		if (do_rb)
+			mbs = rados_bench_mbs(co.conf_path ? co.conf_path : getenv("CEPH_CONF"), pool);
+		printf("\n1. save %u steps (one writer, encode + append + commit, in order)\n", ck.n);
+		printf("   logical %.1f MB in %.2f s: %.1f MB/s of fp32; stored %.2f MB (%.1fx)\n",
+		       (double)ck.raw * ck.n / 1e6, dt, (double)ck.raw * ck.n / 1e6 / dt,
+		       (double)stored / 1e6, (double)ck.raw * ck.n / (double)stored);
+		printf("   peak extra memory during the saves: %.1f MiB (VmHWM %ld KiB - VmRSS before %ld KiB)\n",
+		       (double)(hwm - rss0) / 1024.0, hwm, rss0);
+		if (mbs > 0)
+			printf("   rados bench write (1 MiB objects, 16 in flight, 2 s): %.1f MB/s; "
+			       "save logical / rados raw = %.2f\n",
+			       mbs, (double)ck.raw * ck.n / 1e6 / dt / mbs);
+		printf("csv:save,%u,%.4f,%.1f,%.1f,%.1f\n", ck.n, dt, (double)ck.raw * ck.n / 1e6 / dt,
+		       (double)(hwm - rss0) / 1024.0, mbs);
+		rckpt_job_delete(h, job);
+	}
+
+	/* 2. cls call */
+	rados_ioctx_set_namespace(io, "");
+	cls_vs_read(io, 2000);
+
+	/* 3. restore vs chain length */
+	printf("\n3. restore the latest step vs chain length (median of %d; wire = bytes the OSD sent)\n",
+	       reps);
+	printf("   %5s | %9s %10s | %9s %10s | %9s %10s %8s\n", "chain", "server ms", "wire KB",
+	       "compact'd", "wire KB", "client ms", "wire KB", "fold ms");
+	for (i = 0; i < nchain; i++) {
+		unsigned L = chain[i], k;
+		uint64_t stored, step = 25 * (uint64_t)(L + 1), wsrv = 0, wcmp = 0, wcli = 0;
+		double ts[64], tc[64], tl[64], tf[64], fold = 0;
+		rckpt_job_t *j;
+		rckpt_restore_stats_t rs;
+		rckpt_compact_stats_t cs;
+		snprintf(job, sizeof(job), "bench-chain%u-%d", L, (int)getpid());
+		save_seq(h, job, &ck, L + 1, &stored);
+		j = open_job(h, job, 0);
+		for (k = 0; k < (unsigned)reps && k < 64; k++) {
+			ts[k] = server_restore(j, step, &rs);
+			wsrv = rs.wire_bytes;
+			tl[k] = client_fold(h, io, job, step, &wcli, &fold);
+			tf[k] = fold;
+		}
+		if (L == maxchain) { /* keep an uncompacted copy for the OSD's rate */
+			char j2[80];
+			snprintf(j2, sizeof(j2), "%s-raw", job);
+			save_seq(h, j2, &ck, L + 1, &stored);
+		}
+		if ((rc = rckpt_job_compact(j, NULL, &cs)))
+			die("compact", rc);
+		for (k = 0; k < (unsigned)reps && k < 64; k++) {
+			tc[k] = server_restore(j, step, &rs);
+			wcmp = rs.wire_bytes;
+		}
+		printf("   %5u | %9.2f %10.1f | %9.2f %10.1f | %9.2f %10.1f %8.2f\n", L,
+		       median(ts, reps) * 1e3, wsrv / 1e3, median(tc, reps) * 1e3, wcmp / 1e3,
+		       median(tl, reps) * 1e3, wcli / 1e3, median(tf, reps) * 1e3);
+		printf("csv:chain,%u,%.3f,%" PRIu64 ",%.3f,%" PRIu64 ",%.3f,%" PRIu64 "\n", L,
+		       median(ts, reps) * 1e3, wsrv, median(tc, reps) * 1e3, wcmp,
+		       median(tl, reps) * 1e3, wcli);
+		rckpt_job_close(j);
+		if (L == maxchain)
+			materialize_rate(h, io, job, &ck, L);
+		rckpt_job_delete(h, job);
+	}
+	printf("\ncommand: bench_store %s%s --chains %s --reps %d %s\n", co.conf_path ? "--conf " : "",
+	       co.conf_path ? co.conf_path : "", chains, reps, argv[optind]);
+	rados_ioctx_destroy(io);
+	rados_shutdown(cl);
+	rckpt_destroy(h);
+	return 0;
+}
