@@ -184,6 +184,21 @@ typedef struct rckpt_save_stats {
 RCKPT_API int rckpt_job_save(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t, unsigned n,
 			     const rckpt_tensor_t *g, unsigned ng, rckpt_save_stats_t *st);
 
+/* Asynchronous save. rckpt_job_save_async compresses the step at once (the
+ * caller's tensors are no longer needed when it returns), starts the chunk
+ * appends (at most `inflight` in flight) and returns a handle; the trainer
+ * goes on while they run. rckpt_save_wait finishes the appends, writes the
+ * manifest, commits, and frees the handle. One save is in flight per job:
+ * a second rckpt_job_save_async first waits for the first (back-pressure),
+ * so the library holds at most one step's compressed records beyond the
+ * encoder's state. Closing the job with a save in flight abandons it (it
+ * never commits). */
+typedef struct rckpt_save rckpt_save_t;
+RCKPT_API int rckpt_job_save_async(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t,
+				   unsigned n, const rckpt_tensor_t *g, unsigned ng,
+				   rckpt_save_t **out);
+RCKPT_API int rckpt_save_wait(rckpt_save_t *s, rckpt_save_stats_t *st);
+
 /* A restored step: its tensors, decoded (every chunk's SHA-256 checked). */
 typedef struct rckpt_restored rckpt_restored_t;
 

@@ -182,10 +182,14 @@ int rckpt_job_open(rckpt_t *h, rckpt_job_t **out, const char *job, const rckpt_j
 	return 0;
 }
 
+static void save_free(rckpt_save_t *s);
+
 void rckpt_job_close(rckpt_job_t *j)
 {
 	if (j == NULL)
 		return;
+	if (j->pending) /* never committed: its records are past the head */
+		save_free(j->pending);
 	if (j->locked)
 		rados_unlock(j->io, RCKPT_STORE_JOB_OID, LOCK_NAME, j->cookie);
 	rckpt_ckenc_destroy(j->enc);
@@ -303,114 +307,222 @@ static void put_summary(uint8_t *b, const rckpt_ckenc_stats_t *st, uint64_t pare
 	rckpt_wr_u64(&w, rckpt_d2u(st->quality));
 }
 
-int rckpt_job_save(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t, unsigned n,
-		   const rckpt_tensor_t *g, unsigned ng, rckpt_save_stats_t *sst)
+/* A save in flight: its encoded step, and the appends started so far. */
+struct rckpt_save {
+	rckpt_job_t *j;
+	uint64_t step;
+	rckpt_ckenc_out_t out;
+	rckpt_ckenc_stats_t st;
+	rckpt_buf_t *msgs;
+	rados_completion_t *c;
+	rados_write_op_t *op;
+	int *prval;
+	unsigned issued; /* appends started: chunks [0, issued) */
+	double t0, t1;   /* start; encoded */
+};
+
+static void save_free(rckpt_save_t *s)
+{
+	unsigned i;
+	if (s == NULL)
+		return;
+	for (i = 0; i < s->issued; i++) {
+		if (s->c && s->c[i]) {
+			rados_aio_wait_for_complete(s->c[i]);
+			rados_aio_release(s->c[i]);
+		}
+		if (s->op && s->op[i])
+			rados_release_write_op(s->op[i]);
+	}
+	for (i = 0; s->msgs && i < s->out.nchunks; i++)
+		rckpt_buf_free(&s->msgs[i]);
+	free(s->msgs);
+	free(s->c);
+	free(s->op);
+	free(s->prval);
+	rckpt_ckenc_out_free(&s->out);
+	if (s->j && s->j->pending == s)
+		s->j->pending = NULL;
+	free(s);
+}
+
+/* Starts the append of chunk i. */
+static int save_issue(rckpt_save_t *s, unsigned i)
+{
+	char oid[64];
+	rckpt_store_chunk_oid(oid, sizeof(oid), i);
+	s->op[i] = rados_create_write_op();
+	if (s->op[i] == NULL || rados_aio_create_completion2(NULL, NULL, &s->c[i])) {
+		s->issued = i + 1;
+		return -ENOMEM;
+	}
+	rados_write_op_exec(s->op[i], "rckpt", "append", (const char *)s->msgs[i].p, s->msgs[i].len,
+			    &s->prval[i]);
+	s->issued = i + 1;
+	return rados_aio_write_op_operate(s->op[i], s->j->io, s->c[i], oid, NULL, 0);
+}
+
+int rckpt_job_save_async(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t, unsigned n,
+			 const rckpt_tensor_t *g, unsigned ng, rckpt_save_t **outp)
 {
 	rckpt_t *h = j->h;
 	rckpt_st_t params, grads;
-	rckpt_ckenc_out_t out;
-	rckpt_ckenc_stats_t st;
-	rckpt_buf_t *msgs = NULL, commit = RCKPT_BUF_INIT;
-	uint8_t summary[SUMMARY_BYTES];
-	char msg[256] = "", oid[64];
+	rckpt_save_t *s = NULL;
+	char msg[256] = "";
 	unsigned i;
-	double t0 = rckpt_now_s(), t1;
 	int rc;
 
 	rckpt_clear_error(h);
-	memset(&out, 0, sizeof(out));
+	*outp = NULL;
 	memset(&params, 0, sizeof(params));
 	memset(&grads, 0, sizeof(grads));
 	if (!j->o.writer)
 		return rckpt_fail(h, -EPERM, __func__, "job %s was opened read-only", j->name);
+	if (j->pending) { /* back-pressure: one save in flight per job */
+		rckpt_save_t *p = j->pending;
+		if ((rc = rckpt_save_wait(p, NULL)))
+			return rc;
+	}
 	if (step == RCKPT_STORE_NONE || (j->head != RCKPT_STORE_NONE && step <= j->head))
 		return rckpt_fail(h, -EINVAL, __func__, "step %" PRIu64 " is not after the head %" PRIu64,
 				  step, j->head);
+	if ((s = calloc(1, sizeof(*s))) == NULL)
+		return rckpt_fail(h, -ENOMEM, __func__, "out of memory");
+	s->j = j;
+	s->step = step;
+	s->t0 = rckpt_now_s();
 	if ((rc = as_st(&params, t, n)) || (g && ng && (rc = as_st(&grads, g, ng)))) {
 		rc = rckpt_fail(h, rc, __func__, "bad tensors (names, dtypes, shapes)");
-		goto done;
+		goto fail;
 	}
-	rc = rckpt_ckenc_step(j->enc, &out, &st, &params, g && ng ? &grads : NULL, step, msg, sizeof(msg));
-	if (rc) {
+	rc = rckpt_ckenc_step(j->enc, &s->out, &s->st, &params, g && ng ? &grads : NULL, step, msg,
+			      sizeof(msg));
+	free(params.t);
+	free(grads.t);
+	params.t = grads.t = NULL;
+	if (rc) { /* the encoder keeps its last step: the caller may retry */
 		rc = rckpt_fail(h, rc, __func__, "%s", msg[0] ? msg : "cannot encode");
-		goto done;
+		goto fail;
 	}
-	t1 = rckpt_now_s();
+	s->t1 = rckpt_now_s(); /* from here on the caller's tensors are free */
 	if ((rc = rckpt_take_lock(j, 1))) {
 		rc = rckpt_fail(h, rc, __func__, "lost the writer lock of job %s", j->name);
-		goto done;
+		goto fail;
 	}
-	msgs = calloc(out.nchunks ? out.nchunks : 1, sizeof(*msgs));
-	if (msgs == NULL) {
+	i = s->out.nchunks ? s->out.nchunks : 1;
+	s->msgs = calloc(i, sizeof(*s->msgs));
+	s->c = calloc(i, sizeof(*s->c));
+	s->op = calloc(i, sizeof(*s->op));
+	s->prval = calloc(i, sizeof(*s->prval));
+	if (!s->msgs || !s->c || !s->op || !s->prval) {
 		rc = rckpt_fail(h, -ENOMEM, __func__, "out of memory");
-		goto done;
+		goto fail;
 	}
 	if (!j->trimmed) { /* drop what a crashed writer appended past the head */
-		for (i = 0; i < out.nchunks && rc == 0; i++)
-			rc = rckpt_msg_trim_encode(&msgs[i], j->head);
+		rckpt_buf_t tm = RCKPT_BUF_INIT;
+		rc = rckpt_msg_trim_encode(&tm, j->head);
 		if (rc == 0)
-			rc = rckpt_chunk_writes(j, "trim", msgs, 0, out.nchunks);
+			rc = rckpt_chunk_writes(j, "trim", &tm, 1, s->out.nchunks);
+		rckpt_buf_free(&tm);
 		if (rc) {
 			rc = rckpt_fail(h, rc, __func__, "cannot trim uncommitted records");
-			goto done;
+			goto fail;
 		}
 		j->trimmed = 1;
-		for (i = 0; i < out.nchunks; i++)
-			msgs[i].len = 0;
 	}
-	for (i = 0; i < out.nchunks && rc == 0; i++)
-		rc = rckpt_msg_append_encode(&msgs[i], out.records[i].p, out.records[i].len);
-	if (rc == 0)
-		rc = rckpt_chunk_writes(j, "append", msgs, 0, out.nchunks);
+	for (i = 0; i < s->out.nchunks && rc == 0; i++)
+		rc = rckpt_msg_append_encode(&s->msgs[i], s->out.records[i].p, s->out.records[i].len);
+	for (i = 0; i < s->out.nchunks && i < j->o.inflight && rc == 0; i++)
+		rc = save_issue(s, i);
 	if (rc) {
 		rc = rckpt_fail(h, rc, __func__, "cannot append step %" PRIu64 " to its chunks", step);
+		goto fail;
+	}
+	j->pending = s;
+	*outp = s;
+	return 0;
+fail:
+	free(params.t);
+	free(grads.t);
+	save_free(s);
+	return rc;
+}
+
+int rckpt_save_wait(rckpt_save_t *s, rckpt_save_stats_t *sst)
+{
+	rckpt_job_t *j = s->j;
+	rckpt_t *h = j->h;
+	rckpt_buf_t commit = RCKPT_BUF_INIT;
+	uint8_t summary[SUMMARY_BYTES];
+	char oid[64];
+	unsigned done;
+	int rc = 0;
+
+	rckpt_clear_error(h);
+	/* The rest of the appends, `inflight` at a time, oldest first. */
+	for (done = 0; done < s->out.nchunks && rc == 0; done++) {
+		int r;
+		if (s->issued < s->out.nchunks)
+			rc = save_issue(s, s->issued);
+		rados_aio_wait_for_complete(s->c[done]);
+		r = rados_aio_get_return_value(s->c[done]);
+		if (r == 0)
+			r = s->prval[done];
+		if (r && rc == 0)
+			rc = r;
+	}
+	if (rc) {
+		rc = rckpt_fail(h, rc, __func__, "cannot append step %" PRIu64 " to its chunks", s->step);
 		goto done;
 	}
-	rckpt_store_manifest_oid(oid, sizeof(oid), step);
-	rc = rados_write_full(j->io, oid, (const char *)out.manifest.p, out.manifest.len);
+	rckpt_store_manifest_oid(oid, sizeof(oid), s->step);
+	rc = rados_write_full(j->io, oid, (const char *)s->out.manifest.p, s->out.manifest.len);
 	if (rc) {
-		rc = rckpt_fail(h, rc, __func__, "cannot write the manifest of step %" PRIu64, step);
+		rc = rckpt_fail(h, rc, __func__, "cannot write the manifest of step %" PRIu64, s->step);
 		goto done;
 	}
 	{
 		rckpt_manifest_t mf;
 		uint64_t parent = RCKPT_STORE_NONE;
-		if (rckpt_manifest_decode(&mf, out.manifest.p, out.manifest.len) == 0) {
+		if (rckpt_manifest_decode(&mf, s->out.manifest.p, s->out.manifest.len) == 0) {
 			parent = mf.parent;
 			rckpt_manifest_free(&mf);
 		}
-		put_summary(summary, &st, parent, out.nchunks);
+		put_summary(summary, &s->st, parent, s->out.nchunks);
 	}
 	{
-		rckpt_msg_commit_t c = { j->head, step, { summary, sizeof(summary) } };
+		rckpt_msg_commit_t c = { j->head, s->step, { summary, sizeof(summary) } };
 		rc = rckpt_msg_commit_encode(&commit, &c);
 		if (rc == 0)
 			rc = rckpt_exec_write(j, RCKPT_STORE_JOB_OID, "commit", &commit);
 	}
 	if (rc) {
-		rc = rckpt_fail(h, rc, __func__, "cannot commit step %" PRIu64 "%s", step,
+		rc = rckpt_fail(h, rc, __func__, "cannot commit step %" PRIu64 "%s", s->step,
 				rc == -ESTALE ? " (the head moved: another writer)" : "");
 		goto done;
 	}
-	j->head = step;
+	j->head = s->step;
 	if (sst) {
-		sst->raw_bytes = st.raw_bytes;
-		sst->enc_bytes = st.enc_bytes;
-		sst->nchunks = out.nchunks;
-		sst->is_base = st.is_base;
-		sst->quality = st.quality;
-		sst->t_encode = t1 - t0;
-		sst->t_write = rckpt_now_s() - t1;
+		sst->raw_bytes = s->st.raw_bytes;
+		sst->enc_bytes = s->st.enc_bytes;
+		sst->nchunks = s->out.nchunks;
+		sst->is_base = s->st.is_base;
+		sst->quality = s->st.quality;
+		sst->t_encode = s->t1 - s->t0;
+		sst->t_write = rckpt_now_s() - s->t1;
 	}
 done:
-	for (i = 0; msgs && i < out.nchunks; i++)
-		rckpt_buf_free(&msgs[i]);
-	free(msgs);
 	rckpt_buf_free(&commit);
-	rckpt_ckenc_out_free(&out);
-	free(params.t);
-	free(grads.t);
+	save_free(s);
 	return rc;
+}
+
+int rckpt_job_save(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t, unsigned n,
+		   const rckpt_tensor_t *g, unsigned ng, rckpt_save_stats_t *sst)
+{
+	rckpt_save_t *s;
+	int rc = rckpt_job_save_async(j, step, t, n, g, ng, &s);
+	return rc ? rc : rckpt_save_wait(s, sst);
 }
 
 /* ---- restore ---- */

@@ -308,25 +308,30 @@ static int collect_entry(void *arg, const char *key, const uint8_t *val, size_t 
 	return 0;
 }
 
-/* Every "r." entry of the chunk, in step order. */
+/* Every "r." entry of the chunk, in step order. On failure w holds
+ * nothing (freed). */
 static int all_entries(rckpt_cls_obj_t *o, walk_t *w)
 {
 	char after[KEY_MAX] = "r.";
-	int more = 1, rc;
+	int more = 1, rc = 0;
 	memset(w, 0, sizeof(*w));
 	while (more) {
 		uint32_t before = w->n;
 		rc = o->ops->omap_list(o, after, 256, collect_entry, w, &more);
-		if (rc == 1)
+		if (rc == 1) {
+			rc = 0;
 			break;
-		if (rc)
-			return rc;
-		if (w->n == before)
+		}
+		if (rc || w->n == before)
 			break;
 		if ((rc = rckpt_store_step_key(after, sizeof(after), 'r', w->e[w->n - 1].step)))
-			return rc;
+			break;
 	}
-	return 0;
+	if (rc) {
+		free(w->e);
+		memset(w, 0, sizeof(*w));
+	}
+	return rc;
 }
 
 /* ---- index (chunk, read) ---- */
