@@ -126,6 +126,25 @@ static int is_grads(const char *path)
 	return n >= 18 && strcmp(path + n - 18, ".grads.safetensors") == 0;
 }
 
+/* Waits for a save's commit and prints its line. */
+static int finish(rckpt_t *h, rckpt_save_t *pend, uint64_t s, uint64_t *raw, uint64_t *enc)
+{
+	rckpt_save_stats_t ss;
+	int rc = rckpt_save_wait(pend, &ss);
+	if (rc) {
+		fprintf(stderr, "rckpt ckpt: step %" PRIu64 ": %s\n", s, rckpt_errmsg(h));
+		return rc;
+	}
+	*raw += ss.raw_bytes;
+	*enc += ss.enc_bytes;
+	printf("step %-8" PRIu64 " %-5s %6.1fx  %9" PRIu64 " -> %8" PRIu64
+	       " bytes  %2u chunks  encode %6.1f ms  write %6.1f ms\n",
+	       s, ss.is_base ? "base" : "delta", (double)ss.raw_bytes / (double)ss.enc_bytes,
+	       ss.raw_bytes, ss.enc_bytes, ss.nchunks, ss.t_encode * 1e3, ss.t_write * 1e3);
+	fflush(stdout);
+	return 0;
+}
+
 static int cmd_save(int argc, char **argv, const rckpt_connect_opts_t *conn)
 {
 	static const struct option lo[] = { { "job", 1, 0, 'j' },   { "step", 1, 0, 's' },
@@ -137,6 +156,8 @@ static int cmd_save(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	uint64_t step = UINT64_MAX, v, raw = 0, enc = 0;
 	rckpt_t *h = NULL;
 	rckpt_job_t *j = NULL;
+	rckpt_save_t *pend = NULL;
+	uint64_t pend_step = 0;
 	int c, i, rc = 0, nfiles = 0;
 
 	optind = 1;
@@ -181,7 +202,6 @@ static int cmd_save(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	for (i = optind, nfiles = 0; i < argc && rc == 0; i++) {
 		rckpt_st_t st, gs;
 		rckpt_tensor_t *t = NULL, *g = NULL;
-		rckpt_save_stats_t ss;
 		char err[256], gpath[4096];
 		uint64_t s = step != UINT64_MAX ? step + (uint64_t)nfiles : step_of(argv[i], 0);
 		size_t n = strlen(argv[i]);
@@ -206,27 +226,31 @@ static int cmd_save(int argc, char **argv, const rckpt_connect_opts_t *conn)
 			snprintf(gpath, sizeof(gpath), "%.*s.grads.safetensors", (int)(n - 12), argv[i]);
 			have_g = rckpt_st_read(&gs, gpath, err, sizeof(err)) == 0;
 		}
+		/* The previous step's appends ran while this file was read. */
+		if (pend && (rc = finish(h, pend, pend_step, &raw, &enc)) != 0) {
+			pend = NULL;
+			rckpt_st_free(&st);
+			if (have_g)
+				rckpt_st_free(&gs);
+			break;
+		}
+		pend = NULL;
 		t = as_tensors(&st);
 		g = have_g ? as_tensors(&gs) : NULL;
-		rc = t && (!have_g || g) ? rckpt_job_save(j, s, t, st.ntensors, g, have_g ? gs.ntensors : 0, &ss)
-					 : -ENOMEM;
+		rc = t && (!have_g || g)
+			     ? rckpt_job_save_async(j, s, t, st.ntensors, g, have_g ? gs.ntensors : 0, &pend)
+			     : -ENOMEM;
 		if (rc)
 			fprintf(stderr, "rckpt ckpt: %s: %s\n", argv[i], rc == -ENOMEM ? "out of memory" : rckpt_errmsg(h));
-		else {
-			raw += ss.raw_bytes;
-			enc += ss.enc_bytes;
-			printf("step %-8" PRIu64 " %-5s %6.1fx  %9" PRIu64 " -> %8" PRIu64
-			       " bytes  %2u chunks  encode %6.1f ms  write %6.1f ms\n",
-			       s, ss.is_base ? "base" : "delta", (double)ss.raw_bytes / (double)ss.enc_bytes,
-			       ss.raw_bytes, ss.enc_bytes, ss.nchunks, ss.t_encode * 1e3, ss.t_write * 1e3);
-			fflush(stdout);
-		}
+		pend_step = s;
 		free(t);
 		free(g);
 		rckpt_st_free(&st);
 		if (have_g)
 			rckpt_st_free(&gs);
 	}
+	if (rc == 0 && pend)
+		rc = finish(h, pend, pend_step, &raw, &enc);
 	if (rc == 0 && nfiles > 1)
 		printf("saved %d steps: %.1fx overall (%" PRIu64 " -> %" PRIu64 " bytes)\n", nfiles,
 		       enc ? (double)raw / (double)enc : 0.0, raw, enc);
