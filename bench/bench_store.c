@@ -3,6 +3,9 @@
  * in one run:
  *   1. save: logical fp32 GB/s of a real checkpoint sequence and the
  *      library's peak extra memory, next to `rados bench` write;
+ *  1b. a save's peak memory against the model's size (synthetic models of
+ *      --mem-sizes Mi parameters under --mem-budget): flat, whatever the
+ *      size, beside the encoder's state of a byte per parameter;
  *   2. the cost of an object-class call: a no-op method (rckpt.ping) and a
  *      plain 4 KiB read of the same object, interleaved (p50, p99);
  *   3. restoring the latest step against chain length (1..64 deltas):
@@ -11,13 +14,14 @@
  *      over the wire for each; and the OSD's materialize throughput.
  *
  * usage: bench_store [--conf PATH] [--pool NAME] [--chains 1,2,...] [--reps N]
- *                    [--no-rados-bench] DIR
+ *                    [--no-rados-bench] [--mem-sizes 16,64,256] [--mem-budget MIB] DIR
  * DIR holds step-*.safetensors (bench/make_checkpoints.py): at least as many
  * as the longest chain plus one.
  */
 #define _GNU_SOURCE /* getopt_long, popen */
 #include <errno.h>
 #include <getopt.h>
+#include <malloc.h>
 #include <glob.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -68,8 +72,12 @@ static long proc_kib(const char *field)
 	return v;
 }
 
+/* Resets VmHWM to VmRSS, after handing freed heap back to the kernel:
+ * without it, pages the allocator kept from an earlier save would hide
+ * this one's peak (and count as live memory). */
 static void reset_hwm(void)
 {
+	malloc_trim(0);
 	FILE *f = fopen("/proc/self/clear_refs", "w");
 	if (f) {
 		fputs("5", f);
@@ -162,6 +170,140 @@ static double save_seq(rckpt_t *h, const char *job, const ckpts_t *c, unsigned n
 	t0 = now_s() - t0;
 	rckpt_job_close(j);
 	return t0;
+}
+
+/* ---- 1b. a save's memory vs the model's size ---- */
+
+/* A synthetic model of `mi` Mi parameters: fp32 matrices of 4 Mi
+ * (2048 x 2048), values of a bell-shaped spread (a sum of four uniforms,
+ * as trained weights look), fixed seed. Noise is the hard case for the
+ * codec: records are larger than a real model's. */
+typedef struct synth {
+	rckpt_tensor_t *t;
+	float **w;
+	unsigned n;
+	uint64_t params;
+} synth_t;
+
+static uint64_t lcg(uint64_t *s)
+{
+	*s = *s * 6364136223846793005ull + 1442695040888963407ull;
+	return *s >> 11;
+}
+
+static void synth_make(synth_t *m, unsigned mi)
+{
+	static char names[256][16];
+	uint64_t seed = 42, k;
+	unsigned i;
+	m->n = (mi + 3) / 4;
+	m->t = calloc(m->n, sizeof(*m->t));
+	m->w = calloc(m->n, sizeof(*m->w));
+	m->params = 0;
+	for (i = 0; i < m->n && i < 256; i++) {
+		uint64_t rows = i + 1 < m->n || mi % 4 == 0 ? 2048 : 512 * (mi % 4);
+		m->w[i] = malloc(sizeof(float) * rows * 2048);
+		if (m->w[i] == NULL)
+			die("synthetic model", -ENOMEM);
+		for (k = 0; k < rows * 2048; k++) {
+			double u = 0;
+			int r;
+			for (r = 0; r < 4; r++)
+				u += (double)(lcg(&seed) & 0xffffff) / 16777216.0;
+			m->w[i][k] = (float)((u - 2.0) * 0.05);
+		}
+		snprintf(names[i], sizeof(names[i]), "layer%03u.weight", i);
+		m->t[i] = (rckpt_tensor_t){ names[i], RCKPT_F32, 2, { rows, 2048 }, m->w[i] };
+		m->params += rows * 2048;
+	}
+}
+
+/* A training step's worth of change: every 8th value moves a little. */
+static void synth_drift(synth_t *m, uint64_t *seed)
+{
+	unsigned i;
+	uint64_t k;
+	for (i = 0; i < m->n; i++)
+		for (k = lcg(seed) & 7; k < m->t[i].shape[0] * m->t[i].shape[1]; k += 8)
+			m->w[i][k] += (float)(((double)(lcg(seed) & 0xffff) / 65536.0 - 0.5) * 0.002);
+}
+
+static void synth_free(synth_t *m)
+{
+	unsigned i;
+	for (i = 0; i < m->n; i++)
+		free(m->w[i]);
+	free(m->w);
+	free(m->t);
+}
+
+/* Saves 3 steps of a model of each size. A save's peak is VmHWM (reset
+ * before it) minus VmRSS before it, less what the encoder keeps when it
+ * ends (its state: one byte per parameter, made by the first save); the
+ * state is VmRSS after a save minus VmRSS before the first. Freed heap is
+ * handed back to the kernel before every reading. */
+static void mem_vs_size(rckpt_t *h, const char *sizes, uint64_t budget_mib)
+{
+	char *list = strdup(sizes), *tok, *sv = NULL;
+	printf("\n1b. memory of a save vs model size (synthetic fp32, 3 steps, --mem-budget %" PRIu64
+	       " MiB)\n", budget_mib);
+	printf("   %8s %9s | %14s %14s | %10s %8s | %8s\n", "Mi param", "fp32 MB", "base peak MiB",
+	       "delta peak MiB", "state MiB", "B/param", "MB/s");
+	for (tok = strtok_r(list, ",", &sv); tok; tok = strtok_r(NULL, ",", &sv)) {
+		unsigned mi = (unsigned)atoi(tok), k;
+		synth_t m;
+		rckpt_job_opts_t o = RCKPT_JOB_OPTS_INIT;
+		rckpt_job_t *j;
+		char job[64];
+		long rss_first = 0, peak[3], state = 0;
+		uint64_t seed = 7;
+		double t = 0;
+		int rc;
+		if (mi == 0 || mi > 1024)
+			continue;
+		synth_make(&m, mi);
+		snprintf(job, sizeof(job), "bench-mem%u-%d", mi, (int)getpid());
+		rckpt_job_delete(h, job);
+		o.writer = 1;
+		o.mem_budget = budget_mib << 20;
+		if ((rc = rckpt_job_open(h, &j, job, &o))) {
+			fprintf(stderr, "bench_store: %s\n", rckpt_errmsg(h));
+			exit(1);
+		}
+		for (k = 0; k < 3; k++) {
+			long rss0, hwm;
+			double t0;
+			if (k)
+				synth_drift(&m, &seed);
+			reset_hwm();
+			rss0 = proc_kib("VmRSS");
+			if (k == 0)
+				rss_first = rss0;
+			t0 = now_s();
+			if ((rc = rckpt_job_save(j, 100 * (uint64_t)(k + 1), m.t, m.n, NULL, 0, NULL))) {
+				fprintf(stderr, "bench_store: %s\n", rckpt_errmsg(h));
+				exit(1);
+			}
+			t += now_s() - t0;
+			hwm = proc_kib("VmHWM");
+			malloc_trim(0);
+			state = proc_kib("VmRSS") - rss_first;
+			peak[k] = hwm - rss0 - (k == 0 ? state : 0);
+		}
+		{
+			long dmax = peak[1] > peak[2] ? peak[1] : peak[2];
+			printf("   %8u %9.1f | %14.1f %14.1f | %10.1f %8.2f | %8.1f\n", mi,
+			       (double)m.params * 4 / 1e6, peak[0] / 1024.0, dmax / 1024.0, state / 1024.0,
+			       (double)state * 1024.0 / (double)m.params,
+			       (double)m.params * 4 * 3 / 1e6 / t);
+			printf("csv:mem,%u,%" PRIu64 ",%ld,%ld,%ld,%.1f\n", mi, budget_mib, peak[0], dmax,
+			       state, (double)m.params * 4 * 3 / 1e6 / t);
+		}
+		rckpt_job_close(j);
+		rckpt_job_delete(h, job);
+		synth_free(&m);
+	}
+	free(list);
 }
 
 /* ---- 1. save vs rados bench ---- */
@@ -390,9 +532,11 @@ int main(int argc, char **argv)
 	static const struct option lo[] = { { "conf", 1, 0, 'c' },	   { "pool", 1, 0, 'p' },
 					    { "chains", 1, 0, 'L' },	   { "reps", 1, 0, 'r' },
 					    { "no-rados-bench", 0, 0, 'n' }, { "help", 0, 0, 'h' },
+					    { "mem-sizes", 1, 0, 'm' },	   { "mem-budget", 1, 0, 'B' },
 					    { 0, 0, 0, 0 } };
 	rckpt_connect_opts_t co = RCKPT_CONNECT_OPTS_INIT;
-	const char *pool = "rckpt", *chains = "1,2,4,8,16,32,64";
+	const char *pool = "rckpt", *chains = "1,2,4,8,16,32,64", *mem_sizes = "16,64,256";
+	uint64_t budget_mib = 256;
 	unsigned chain[16], nchain = 0, maxchain = 0, i;
 	int reps = 5, do_rb = 1, c, rc;
 	rckpt_t *h;
@@ -401,16 +545,20 @@ int main(int argc, char **argv)
 	ckpts_t ck;
 	char job[64];
 
-	while ((c = getopt_long(argc, argv, "c:p:L:r:nh", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "c:p:L:r:nhm:B:", lo, NULL)) != -1) {
 		switch (c) {
 		case 'c': co.conf_path = optarg; break;
 		case 'p': pool = optarg; break;
 		case 'L': chains = optarg; break;
 		case 'r': reps = atoi(optarg); break;
 		case 'n': do_rb = 0; break;
+		case 'm': mem_sizes = optarg; break;
+		case 'B': budget_mib = strtoull(optarg, NULL, 10); break;
 		default:
 			printf("usage: bench_store [--conf PATH] [--pool NAME] [--chains 1,2,4,...]\n"
-			       "                   [--reps N] [--no-rados-bench] DIR\n");
+			       "                   [--reps N] [--no-rados-bench]\n"
+			       "                   [--mem-sizes MI,MI,... (Mi parameters; 0: skip)]\n"
+			       "                   [--mem-budget MIB] DIR\n");
 			return c == 'h' ? 0 : 2;
 		}
 	}
@@ -451,8 +599,8 @@ int main(int argc, char **argv)
 		long rss0, hwm;
 		double dt, mbs = -1;
 		snprintf(job, sizeof(job), "bench-save-%d", (int)getpid());
-		rss0 = proc_kib("VmRSS");
 		reset_hwm();
+		rss0 = proc_kib("VmRSS");
 		dt = save_seq(h, job, &ck, ck.n, &stored);
 		hwm = proc_kib("VmHWM");
 		if (do_rb)
@@ -471,6 +619,9 @@ int main(int argc, char **argv)
 		       (double)(hwm - rss0) / 1024.0, mbs);
 		rckpt_job_delete(h, job);
 	}
+
+	/* 1b. memory vs model size */
+	mem_vs_size(h, mem_sizes, budget_mib);
 
 	/* 2. cls call */
 	rados_ioctx_set_namespace(io, "");
@@ -519,8 +670,9 @@ int main(int argc, char **argv)
 			materialize_rate(h, io, job, &ck, L);
 		rckpt_job_delete(h, job);
 	}
-	printf("\ncommand: bench_store %s%s --chains %s --reps %d %s\n", co.conf_path ? "--conf " : "",
-	       co.conf_path ? co.conf_path : "", chains, reps, argv[optind]);
+	printf("\ncommand: bench_store %s%s --chains %s --reps %d --mem-sizes %s --mem-budget %" PRIu64
+	       " %s\n", co.conf_path ? "--conf " : "", co.conf_path ? co.conf_path : "", chains, reps,
+	       mem_sizes, budget_mib, argv[optind]);
 	rados_ioctx_destroy(io);
 	rados_shutdown(cl);
 	rckpt_destroy(h);

@@ -29,6 +29,7 @@ static int usage_error(const char *what)
 static void usage(void)
 {
 	printf("usage: rckpt [options] ckpt save --job J [--step N] [--eps E] [--lease S]\n"
+	       "                                 [--chunk-params N] [--mem-budget MIB]\n"
 	       "                                 [--grads G.safetensors] MODEL.safetensors...\n"
 	       "       rckpt [options] ckpt restore --job J [--step N] [--tensors a,b] -o OUT.safetensors\n"
 	       "       rckpt [options] ckpt ls --job J\n"
@@ -44,7 +45,10 @@ static void usage(void)
 	       "         the first is a delta. The gradient EMA for sensitivity comes from --grads\n"
 	       "         (one file only) or a sibling MODEL.grads.safetensors. Takes the job's writer\n"
 	       "         lock: a second writer is refused; a dead writer's lock expires --lease\n"
-	       "         seconds (default 30) after its last save. Prints each step's ratio and timings.\n"
+	       "         seconds (default 30) after its last save. --mem-budget (default 256 MiB)\n"
+	       "         bounds what a save holds beyond the encoder's state of one byte per\n"
+	       "         parameter, whatever the model's size; chunks hold --chunk-params\n"
+	       "         parameters (default 4 Mi). Prints each step's ratio and timings.\n"
 	       "restore  materialize a committed step (default: the latest) in the OSDs, check\n"
 	       "         every chunk's SHA-256, and write its tensors (or only those --tensors\n"
 	       "         names, reading only the chunks that hold them) to OUT.safetensors.\n"
@@ -150,7 +154,7 @@ static int cmd_save(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	static const struct option lo[] = { { "job", 1, 0, 'j' },   { "step", 1, 0, 's' },
 					    { "eps", 1, 0, 'e' },   { "lease", 1, 0, 'l' },
 					    { "chunk-params", 1, 0, 'C' }, { "grads", 1, 0, 'g' },
-					    { 0, 0, 0, 0 } };
+					    { "mem-budget", 1, 0, 'M' }, { 0, 0, 0, 0 } };
 	rckpt_job_opts_t jo = RCKPT_JOB_OPTS_INIT;
 	const char *job = NULL, *gfile = NULL;
 	uint64_t step = UINT64_MAX, v, raw = 0, enc = 0;
@@ -162,7 +166,7 @@ static int cmd_save(int argc, char **argv, const rckpt_connect_opts_t *conn)
 
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "j:s:e:l:C:g:", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "j:s:e:l:C:g:M:", lo, NULL)) != -1) {
 		switch (c) {
 		case 'j': job = optarg; break;
 		case 'g': gfile = optarg; break;
@@ -184,6 +188,11 @@ static int cmd_save(int argc, char **argv, const rckpt_connect_opts_t *conn)
 			if (parse_u64(optarg, &v) || v == 0 || v > ((uint64_t)1 << 31))
 				return usage_error("--chunk-params must be 1..2^31");
 			jo.chunk_params = v;
+			break;
+		case 'M':
+			if (parse_u64(optarg, &v) || v == 0 || v > ((uint64_t)1 << 30))
+				return usage_error("--mem-budget must be 1..2^30 MiB");
+			jo.mem_budget = v << 20;
 			break;
 		default: return usage_error("bad option for save");
 		}

@@ -141,7 +141,7 @@ typedef struct rckpt_tensor {
 
 typedef struct rckpt_job rckpt_job_t;
 
-#define RCKPT_JOB_OPTS_VERSION 1
+#define RCKPT_JOB_OPTS_VERSION 2
 #define RCKPT_LATEST UINT64_MAX
 
 typedef struct rckpt_job_opts {
@@ -152,9 +152,14 @@ typedef struct rckpt_job_opts {
 	unsigned base_every;   /* a base record every N saves; 0: only the first */
 	unsigned lease_s;      /* the writer lock's lease, renewed by every save; 0: 30 s */
 	unsigned inflight;     /* chunk operations in flight at once; 0: 16 */
+	/* version 2: */
+	uint64_t mem_budget;   /* bytes a save may hold beyond the encoder's state
+				  (one byte per parameter, kept between saves);
+				  0: 256 MiB. It must hold 8 chunks' parameters
+				  and 4 MiB; -EINVAL at open otherwise */
 } rckpt_job_opts_t;
 
-#define RCKPT_JOB_OPTS_INIT { RCKPT_JOB_OPTS_VERSION, 0, 0.0, 0, 0, 0, 0 }
+#define RCKPT_JOB_OPTS_INIT { RCKPT_JOB_OPTS_VERSION, 0, 0.0, 0, 0, 0, 0, 0 }
 
 /* Opens job `job` (a RADOS namespace of the pool, 1..63 characters of
  * [A-Za-z0-9._-]). A writer takes an exclusive lock on the job object:
@@ -184,15 +189,20 @@ typedef struct rckpt_save_stats {
 RCKPT_API int rckpt_job_save(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t, unsigned n,
 			     const rckpt_tensor_t *g, unsigned ng, rckpt_save_stats_t *st);
 
-/* Asynchronous save. rckpt_job_save_async compresses the step at once (the
- * caller's tensors are no longer needed when it returns), starts the chunk
- * appends (at most `inflight` in flight) and returns a handle; the trainer
- * goes on while they run. rckpt_save_wait finishes the appends, writes the
- * manifest, commits, and frees the handle. One save is in flight per job:
- * a second rckpt_job_save_async first waits for the first (back-pressure),
- * so the library holds at most one step's compressed records beyond the
- * encoder's state. Closing the job with a save in flight abandons it (it
- * never commits). */
+/* Asynchronous save. rckpt_job_save_async compresses the step chunk by
+ * chunk, starting each chunk's append as soon as its record is encoded, and
+ * returns a handle once every chunk is encoded: the caller's tensors are
+ * no longer needed then, and the trainer goes on while the last appends
+ * run. Appends wait for earlier ones when `inflight` are out or their bytes
+ * would pass the memory budget, so a save's memory does not grow with the
+ * model. rckpt_save_wait finishes the appends, writes the manifest,
+ * commits, returns the save's result and frees the handle; every handle
+ * must be waited on once. One save is in flight per job: a second
+ * rckpt_job_save_async first finishes the first (back-pressure), whose
+ * result then waits in its handle. A save that fails after appending
+ * leaves records past the head; the next save trims them and writes a
+ * base. Closing the job with a save in flight abandons it: it never
+ * commits, and waiting on it gives -ECANCELED. */
 typedef struct rckpt_save rckpt_save_t;
 RCKPT_API int rckpt_job_save_async(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t,
 				   unsigned n, const rckpt_tensor_t *g, unsigned ng,

@@ -28,7 +28,9 @@ typedef struct cpoint {
 
 struct rckpt_ckenc {
 	rckpt_ckenc_opts_t o;
-	rckpt_record_t prev; /* the last step's record: the next delta's parent */
+	rckpt_record_t prev; /* the last step's summary: per tensor its header and
+				codebook and, when quantized, its levels at the
+				sample positions (idx[j]: element j * stride) */
 	char **names;        /* the tensors of every step, sorted */
 	unsigned ntensors;
 	unsigned steps;
@@ -48,7 +50,15 @@ struct rckpt_ckenc {
 	uint32_t *npieces;
 	rckpt_record_t *prev_chunks; /* the last step's chunk records */
 	rckpt_istream_scratch_t is_scratch; /* reused by every record */
+	int force_base;      /* the next step is a base (a step failed midway) */
+	float *wblk;         /* BLK values widened to fp32 */
+	uint8_t *iblk;       /* BLK levels */
+	uint16_t *pblk;      /* BLK protected values */
 };
+
+/* Tensors go through the encoder in blocks of this many elements (a
+ * multiple of 8), so a step's working memory does not grow with the model. */
+#define BLK 65536u
 
 void rckpt_ckenc_opts_default(rckpt_ckenc_opts_t *o)
 {
@@ -96,6 +106,13 @@ int rckpt_ckenc_create(rckpt_ckenc_t **out, const rckpt_ckenc_opts_t *o)
 		return -ENOMEM;
 	e->o = *o;
 	e->o.is.scratch = &e->is_scratch;
+	e->wblk = malloc(4 * (size_t)BLK);
+	e->iblk = malloc(BLK);
+	e->pblk = malloc(2 * (size_t)BLK);
+	if (!e->wblk || !e->iblk || !e->pblk) {
+		rckpt_ckenc_destroy(e);
+		return -ENOMEM;
+	}
 	*out = e;
 	return 0;
 }
@@ -148,6 +165,9 @@ void rckpt_ckenc_destroy(rckpt_ckenc_t *e)
 	rckpt_istream_scratch_free(&e->is_scratch);
 	rckpt_record_free(&e->prev);
 	free_names(e);
+	free(e->wblk);
+	free(e->iblk);
+	free(e->pblk);
 	free(e);
 }
 
@@ -266,7 +286,7 @@ static int evaluate(evalctx_t *x, cpoint_t cp, double *loss, double *bytes)
 				/* cyclic differences; both operands < the modulus, so
 				 * one conditional subtraction, not a division */
 				if (ps) {
-					unsigned dlt = idx[i] + mp - ps->idx[i * s->stride];
+					unsigned dlt = idx[i] + mp - ps->idx[i];
 					hist[dlt >= mp ? dlt - mp : dlt]++;
 				} else {
 					hist[idx[i]]++;
@@ -438,36 +458,100 @@ static int relax(cpoint_t *c)
 	return 1;
 }
 
-/* Every tensor into rec->seg with configuration c (k-means seeded from the
- * last step's codebooks); *quality gets the loss over all the data. */
-static int quantize_all(rckpt_ckenc_t *e, const rckpt_st_t *params, rckpt_tensor_prep_t *prep,
-			const unsigned *which, unsigned nprep, const rckpt_qconfig_t *c,
-			rckpt_record_t *rec, double *quality, rckpt_codebook_cache_t *cache)
+/* Elements [first, first + n) of t as fp32: in place when t is aligned
+ * fp32, else widened into the block buffer (n <= BLK). */
+static const float *values(rckpt_ckenc_t *e, const rckpt_st_tensor_t *t, uint64_t first, size_t n)
+{
+	if (t->dtype == RCKPT_DT_F32 && ((uintptr_t)t->data & 3) == 0)
+		return (const float *)t->data + first;
+	rckpt_widen_to_f32(e->wblk, (const uint8_t *)t->data + first * rckpt_dtype_size(t->dtype),
+			   t->dtype, n);
+	return e->wblk;
+}
+
+/* The last step's summary of tensor i, when quantized: it seeds k-means. */
+static const rckpt_seg_t *warm_of(const rckpt_ckenc_t *e, unsigned i)
+{
+	return e->steps && e->prev.seg[i].encoding == RCKPT_SEG_QUANTIZED ? &e->prev.seg[i] : NULL;
+}
+
+/* Configuration c's quantization parameters for every prepared tensor
+ * (qp[], k-means seeded from the last step's codebooks) and its loss over
+ * all the data, judged block by block: nothing of the size of the model is
+ * kept. The blocks' lengths are multiples of 8, so the sums are exactly
+ * those of rckpt_codec_seg_error over each whole tensor. */
+static int judge(rckpt_ckenc_t *e, const rckpt_st_t *params, const rckpt_tensor_prep_t *prep,
+		 const unsigned *which, unsigned nprep, const rckpt_qconfig_t *c,
+		 rckpt_codebook_cache_t *cache, rckpt_qparams_t *qp, double *quality)
 {
 	double num = 0, den = 0;
-	unsigned i, pi = 0;
+	unsigned pi;
 	int rc = 0;
 
-	for (i = 0; i < params->ntensors && rc == 0; i++) {
-		const rckpt_st_tensor_t *t = &params->t[i];
-		if (pi < nprep && which[pi] == i) {
-			const rckpt_tensor_prep_t *p = &prep[pi];
-			const rckpt_seg_t *warm = e->steps && e->prev.seg[i].encoding == RCKPT_SEG_QUANTIZED
-							  ? &e->prev.seg[i]
-							  : NULL;
-			rckpt_qparams_t q;
-			rc = rckpt_codec_qparams(&q, p, c, e->o.quantizer, warm, &cache[pi]);
-			if (rc == 0)
-				rc = rckpt_codec_make_segment(&rec->seg[i], p, &q);
-			if (rc == 0)
-				rc = rckpt_codec_seg_error(&rec->seg[i], p->w, p->g, &num, &den);
-			pi++;
-		} else {
-			rc = rckpt_codec_lossless_segment(&rec->seg[i], t->data, t->dtype, t->n);
+	for (pi = 0; pi < nprep && rc == 0; pi++) {
+		const rckpt_st_tensor_t *t = &params->t[which[pi]];
+		double as[8] = { 0 }, bs[8] = { 0 };
+		uint64_t k;
+		rc = rckpt_codec_qparams(&qp[pi], &prep[pi], c, e->o.quantizer, warm_of(e, which[pi]),
+					 &cache[pi]);
+		for (k = 0; k < t->n && rc == 0; k += BLK) {
+			const size_t m = t->n - k < BLK ? (size_t)(t->n - k) : BLK;
+			const float *w = values(e, t, k, m), *g = prep[pi].g ? prep[pi].g + k : NULL;
+			rckpt_seg_t sg;
+			size_t np;
+			memset(&sg, 0, sizeof(sg));
+			rckpt_quantize(e->iblk, e->pblk, &np, w, g, m, &qp[pi]);
+			sg.encoding = RCKPT_SEG_QUANTIZED;
+			sg.n = m;
+			sg.nbins = qp[pi].nbins;
+			memcpy(sg.centroids, qp[pi].centroids, sizeof(float) * qp[pi].nbins);
+			sg.idx = e->iblk;
+			sg.prot = e->pblk;
+			sg.nprot = np;
+			rc = rckpt_codec_seg_error_lanes(&sg, w, g, as, bs);
 		}
-		rec->seg[i].tensor = i;
+		if (rc == 0)
+			rckpt_codec_lanes_add(as, bs, &num, &den);
 	}
 	*quality = den > 0 ? num / den : 0;
+	return rc;
+}
+
+/* Dequantizes every tensor with qp and asks the trainer's callback. This
+ * holds the model in fp32: the callback's price. */
+static int ask_callback(rckpt_ckenc_t *e, const rckpt_st_t *params, const rckpt_tensor_prep_t *prep,
+			const unsigned *which, unsigned nprep, const rckpt_qparams_t *qp,
+			double *loss)
+{
+	float **v = calloc(params->ntensors ? params->ntensors : 1, sizeof(*v));
+	unsigned i, pi = 0;
+	int rc = v ? 0 : -ENOMEM;
+
+	for (i = 0; rc == 0 && i < params->ntensors; i++) {
+		const rckpt_st_tensor_t *t = &params->t[i];
+		uint64_t k;
+		if ((v[i] = malloc(4 * (size_t)(t->n ? t->n : 1))) == NULL) {
+			rc = -ENOMEM;
+			break;
+		}
+		if (pi >= nprep || which[pi] != i) {
+			rckpt_widen_to_f32(v[i], t->data, t->dtype, t->n);
+			continue;
+		}
+		for (k = 0; k < t->n && rc == 0; k += BLK) {
+			const size_t m = t->n - k < BLK ? (size_t)(t->n - k) : BLK;
+			const float *w = values(e, t, k, m), *g = prep[pi].g ? prep[pi].g + k : NULL;
+			size_t np;
+			rckpt_quantize(e->iblk, e->pblk, &np, w, g, m, &qp[pi]);
+			rc = rckpt_dequantize(v[i] + k, e->iblk, m, &qp[pi], e->pblk, np);
+		}
+		pi++;
+	}
+	if (rc == 0)
+		rc = e->o.quality(e->o.quality_arg, params, (const float *const *)v, loss);
+	for (i = 0; v && i < params->ntensors; i++)
+		free(v[i]);
+	free(v);
 	return rc;
 }
 
@@ -524,65 +608,69 @@ static int build_layout(rckpt_ckenc_t *e, const rckpt_st_t *params)
 	return e->prev_chunks ? 0 : -ENOMEM;
 }
 
-/* A slice [first, first + n) of a whole-tensor segment. */
-static int seg_slice(rckpt_seg_t *out, const rckpt_seg_t *in, uint64_t first, uint64_t n)
+/* Piece [first, first + n) of tensor t quantized with q into seg, a block
+ * at a time. Levels at the tensor's sample positions (multiples of
+ * stride) also go to summary[position / stride]. */
+static int quantize_piece(rckpt_ckenc_t *e, rckpt_seg_t *seg, const rckpt_st_tensor_t *t,
+			  const float *grads, const rckpt_qparams_t *q, uint64_t first, uint64_t n,
+			  uint64_t stride, uint8_t *summary)
 {
-	size_t dsz = rckpt_dtype_size(in->dtype);
-	*out = *in;
-	out->first = first;
-	out->n = n;
-	out->idx = NULL;
-	out->prot = NULL;
-	out->raw = NULL;
-	if (in->encoding == RCKPT_SEG_LOSSLESS) {
-		out->raw = malloc(n ? (size_t)n * dsz : 1);
-		if (out->raw == NULL)
-			return -ENOMEM;
-		memcpy(out->raw, in->raw + first * dsz, (size_t)n * dsz);
-		return 0;
-	}
-	{
-		const uint8_t protl = (uint8_t)(in->nbins + 1);
-		uint64_t before = 0, k;
-		for (k = 0; k < first; k++)
-			before += in->idx[k] == protl;
-		out->nprot = 0;
-		for (k = first; k < first + n; k++)
-			out->nprot += in->idx[k] == protl;
-		out->idx = malloc(n ? (size_t)n : 1);
-		out->prot = malloc(out->nprot ? 2 * (size_t)out->nprot : 1);
-		if (!out->idx || !out->prot) {
-			free(out->idx);
-			free(out->prot);
-			out->idx = NULL;
-			out->prot = NULL;
-			return -ENOMEM;
+	uint64_t k, cap = 0, u;
+
+	seg->n = n;
+	seg->first = first;
+	seg->dtype = (uint8_t)t->dtype;
+	seg->encoding = RCKPT_SEG_QUANTIZED;
+	seg->nbins = q->nbins;
+	memcpy(seg->centroids, q->centroids, sizeof(float) * q->nbins);
+	seg->idx = malloc(n ? (size_t)n : 1);
+	seg->prot = malloc(2);
+	if (seg->idx == NULL || seg->prot == NULL)
+		return -ENOMEM;
+	cap = 1;
+	for (k = 0; k < n; k += BLK) {
+		const size_t m = n - k < BLK ? (size_t)(n - k) : BLK;
+		const float *w = values(e, t, first + k, m);
+		size_t np;
+		rckpt_quantize(seg->idx + k, e->pblk, &np, w, grads ? grads + first + k : NULL, m, q);
+		if (seg->nprot + np > cap) {
+			uint64_t nc = (seg->nprot + np) * 2;
+			uint16_t *pr = realloc(seg->prot, 2 * (size_t)nc);
+			if (pr == NULL)
+				return -ENOMEM;
+			seg->prot = pr;
+			cap = nc;
 		}
-		memcpy(out->idx, in->idx + first, (size_t)n);
-		memcpy(out->prot, in->prot + before, 2 * (size_t)out->nprot);
+		memcpy(seg->prot + seg->nprot, e->pblk, 2 * np);
+		seg->nprot += np;
 	}
+	for (u = (first + stride - 1) / stride * stride; u < first + n; u += stride)
+		summary[u / stride] = seg->idx[u - first];
 	return 0;
 }
 
-/* The step's chunk records and manifest, from its whole-tensor segments. */
-static int emit(rckpt_ckenc_t *e, rckpt_ckenc_out_t *out, rckpt_ckenc_stats_t *st,
-		const rckpt_st_t *params, const rckpt_record_t *whole, uint64_t step)
+/* Cuts the step into chunks, a record each (base, or delta against the
+ * chunk's last record), quantizing each piece as its chunk is built, and
+ * hands each record to the sink as soon as it is encoded; then the
+ * manifest. tq[i]: tensor i's quantization parameters, NULL when lossless.
+ * sum: the next step's summary (e->prev), filled here. */
+static int emit(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rckpt_buf_t *manifest,
+		rckpt_ckenc_stats_t *st, const rckpt_st_t *params, const rckpt_st_t *grads,
+		const rckpt_qparams_t *const *tq, const uint64_t *stride, rckpt_record_t *sum,
+		uint64_t step)
 {
 	rckpt_manifest_t mf;
-	rckpt_record_t *chunks;
+	rckpt_buf_t enc = RCKPT_BUF_INIT;
 	uint32_t c, i, k;
 	int rc = 0;
 
 	memset(&mf, 0, sizeof(mf));
-	chunks = calloc(e->nchunks ? e->nchunks : 1, sizeof(*chunks));
-	out->records = calloc(e->nchunks ? e->nchunks : 1, sizeof(*out->records));
 	mf.t = calloc(params->ntensors ? params->ntensors : 1, sizeof(*mf.t));
 	mf.chunk = calloc(e->nchunks ? e->nchunks : 1, sizeof(*mf.chunk));
-	if (!chunks || !out->records || !mf.t || !mf.chunk) {
+	if (!mf.t || !mf.chunk) {
 		rc = -ENOMEM;
 		goto done;
 	}
-	out->nchunks = e->nchunks;
 	mf.step = step;
 	mf.parent = st->is_base ? RCKPT_NO_PARENT : e->prev.step;
 	mf.chunk_params = e->o.chunk_params;
@@ -593,23 +681,25 @@ static int emit(rckpt_ckenc_t *e, rckpt_ckenc_out_t *out, rckpt_ckenc_stats_t *s
 		mf.t[i].name = (char *)t->name; /* borrowed; not freed below */
 		mf.t[i].dtype = (uint8_t)t->dtype;
 		mf.t[i].kind = (uint8_t)rckpt_layer_kind(t->name, t->ndim, t->shape);
-		mf.t[i].encoding = whole->seg[i].encoding;
+		mf.t[i].encoding = tq[i] ? RCKPT_SEG_QUANTIZED : RCKPT_SEG_LOSSLESS;
 		mf.t[i].ndim = t->ndim;
 		memcpy(mf.t[i].shape, t->shape, sizeof(t->shape));
 	}
+	if (sink->begin && (rc = sink->begin(sink->arg, e->nchunks)))
+		goto done;
 	for (c = 0; c < e->nchunks && rc == 0; c++) {
-		rckpt_record_t *r = &chunks[c];
-		r->kind = st->is_base ? RCKPT_REC_BASE : RCKPT_REC_DELTA;
-		r->step = step;
-		r->parent = mf.parent;
-		r->nseg = e->npieces[c];
-		r->seg = calloc(r->nseg ? r->nseg : 1, sizeof(rckpt_seg_t));
-		if (r->seg == NULL) {
+		rckpt_record_t r;
+		memset(&r, 0, sizeof(r));
+		r.kind = st->is_base ? RCKPT_REC_BASE : RCKPT_REC_DELTA;
+		r.step = step;
+		r.parent = mf.parent;
+		r.nseg = e->npieces[c];
+		r.seg = calloc(r.nseg ? r.nseg : 1, sizeof(rckpt_seg_t));
+		if (r.seg == NULL)
 			rc = -ENOMEM;
-			break;
-		}
-		for (k = 0; k < r->nseg && rc == 0; k++) {
+		for (k = 0; k < r.nseg && rc == 0; k++) {
 			const struct piece *pc = &e->pieces[c][k];
+			const rckpt_st_tensor_t *t = &params->t[pc->tensor];
 			rckpt_mf_tensor_t *mt = &mf.t[pc->tensor];
 			rckpt_mf_seg_t *ms = realloc(mt->seg, sizeof(*ms) * (mt->nseg + 1));
 			if (ms == NULL) {
@@ -618,17 +708,34 @@ static int emit(rckpt_ckenc_t *e, rckpt_ckenc_out_t *out, rckpt_ckenc_stats_t *s
 			}
 			mt->seg = ms;
 			ms[mt->nseg++] = (rckpt_mf_seg_t){ c, k, pc->n };
-			rc = seg_slice(&r->seg[k], &whole->seg[pc->tensor], pc->first, pc->n);
+			if (tq[pc->tensor]) {
+				const rckpt_st_tensor_t *g = grads ? rckpt_st_find(grads, t->name) : NULL;
+				rc = quantize_piece(e, &r.seg[k], t, g ? (const float *)g->data : NULL,
+						    tq[pc->tensor], pc->first, pc->n, stride[pc->tensor],
+						    sum->seg[pc->tensor].idx);
+			} else {
+				size_t dsz = rckpt_dtype_size(t->dtype);
+				rc = rckpt_codec_lossless_segment(&r.seg[k],
+								  (const uint8_t *)t->data + pc->first * dsz,
+								  t->dtype, pc->n);
+				r.seg[k].first = pc->first;
+			}
+			r.seg[k].tensor = pc->tensor;
 			mf.chunk[c].elements += (uint32_t)pc->n;
 		}
-		mf.chunk[c].nseg = r->nseg;
+		mf.chunk[c].nseg = r.nseg;
 		if (rc == 0)
-			rc = rckpt_record_encode(&out->records[c], r, st->is_base ? NULL : &e->prev_chunks[c],
-						 &e->o.is);
+			rc = rckpt_record_encode(&enc, &r, st->is_base ? NULL : &e->prev_chunks[c], &e->o.is);
 		if (rc == 0)
-			rc = rckpt_record_digest(mf.chunk[c].sha256, r);
-		mf.chunk[c].record_bytes = out->records[c].len;
-		mf.enc_bytes += out->records[c].len;
+			rc = rckpt_record_digest(mf.chunk[c].sha256, &r);
+		mf.chunk[c].record_bytes = enc.len;
+		mf.enc_bytes += enc.len;
+		if (rc == 0)
+			rc = sink->record(sink->arg, c, &enc);
+		rckpt_buf_free(&enc);
+		/* this record is the chunk's next parent */
+		rckpt_record_free(&e->prev_chunks[c]);
+		e->prev_chunks[c] = r;
 	}
 	if (rc)
 		goto done;
@@ -642,117 +749,133 @@ static int emit(rckpt_ckenc_t *e, rckpt_ckenc_out_t *out, rckpt_ckenc_stats_t *s
 		mf.cfg.prune[k] = st->config.prune_frac[k];
 	mf.cfg.protect = st->config.protect_frac;
 	mf.cfg.lambda = st->config.lambda;
-	rc = rckpt_manifest_encode(&out->manifest, &mf);
-	if (rc)
-		goto done;
-	st->enc_bytes = mf.enc_bytes + out->manifest.len;
-	/* these chunk records are the next step's parents */
-	for (c = 0; c < e->nchunks; c++) {
-		rckpt_record_free(&e->prev_chunks[c]);
-		e->prev_chunks[c] = chunks[c];
-		memset(&chunks[c], 0, sizeof(chunks[c]));
-	}
+	rc = rckpt_manifest_encode(manifest, &mf);
+	if (rc == 0)
+		st->enc_bytes = mf.enc_bytes + manifest->len;
 done:
-	for (c = 0; chunks && c < e->nchunks; c++)
-		rckpt_record_free(&chunks[c]);
-	free(chunks);
 	for (i = 0; mf.t && i < params->ntensors; i++)
 		free(mf.t[i].seg);
 	free(mf.t);
 	free(mf.chunk);
-	if (rc)
-		rckpt_ckenc_out_free(out);
 	return rc;
 }
 
-/* Dequantizes every tensor of rec and asks the trainer's callback. */
-static int ask_callback(const rckpt_ckenc_opts_t *o, const rckpt_st_t *params,
-			const rckpt_record_t *rec, double *loss)
+/* The next step's summary of this one: per tensor its header (dtype, size,
+ * encoding, codebook) and, when quantized, its levels at the sample
+ * positions, which emit fills. */
+static int summary_init(rckpt_record_t *sum, const rckpt_st_t *params,
+			const rckpt_qparams_t *const *tq, const uint64_t *stride, uint64_t step)
 {
-	float **v = calloc(params->ntensors ? params->ntensors : 1, sizeof(*v));
 	unsigned i;
-	int rc = v ? 0 : -ENOMEM;
-
-	for (i = 0; rc == 0 && i < params->ntensors; i++) {
-		v[i] = malloc(4 * (size_t)(params->t[i].n ? params->t[i].n : 1));
-		rc = v[i] ? rckpt_codec_decode_f32(v[i], &rec->seg[i]) : -ENOMEM;
+	memset(sum, 0, sizeof(*sum));
+	sum->step = step;
+	sum->nseg = params->ntensors;
+	sum->seg = calloc(params->ntensors ? params->ntensors : 1, sizeof(*sum->seg));
+	if (sum->seg == NULL)
+		return -ENOMEM;
+	for (i = 0; i < params->ntensors; i++) {
+		rckpt_seg_t *s = &sum->seg[i];
+		s->tensor = i;
+		s->n = params->t[i].n;
+		s->dtype = (uint8_t)params->t[i].dtype;
+		s->encoding = tq[i] ? RCKPT_SEG_QUANTIZED : RCKPT_SEG_LOSSLESS;
+		if (tq[i] == NULL)
+			continue;
+		s->nbins = tq[i]->nbins;
+		memcpy(s->centroids, tq[i]->centroids, sizeof(float) * tq[i]->nbins);
+		s->idx = calloc(s->n / stride[i] + 1, 1);
+		if (s->idx == NULL)
+			return -ENOMEM;
 	}
-	if (rc == 0)
-		rc = o->quality(o->quality_arg, params, (const float *const *)v, loss);
-	for (i = 0; v && i < params->ntensors; i++)
-		free(v[i]);
-	free(v);
-	return rc;
+	return 0;
 }
 
-int rckpt_ckenc_step(rckpt_ckenc_t *e, rckpt_ckenc_out_t *out, rckpt_ckenc_stats_t *st,
-		     const rckpt_st_t *params, const rckpt_st_t *grads, uint64_t step, char *msg,
-		     size_t msglen)
+int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rckpt_buf_t *manifest,
+			    rckpt_ckenc_stats_t *st, const rckpt_st_t *params, const rckpt_st_t *grads,
+			    uint64_t step, char *msg, size_t msglen)
 {
 	const rckpt_ckenc_opts_t *o = &e->o;
 	rckpt_tensor_prep_t *prep = NULL;
 	rckpt_codebook_cache_t *cache = NULL;
+	rckpt_qparams_t *qp = NULL;
+	const rckpt_qparams_t **tq = NULL;
+	uint64_t *stride = NULL;
 	sample_t *smp = NULL;
 	unsigned *which = NULL, nprep = 0, i;
-	rckpt_record_t rec;
+	rckpt_record_t sum;
 	cpoint_t best = { NB - 1, NE - 1, NP - 1, 0, NQ - 1 };
-	int rc, found = 0, have_emb = 0, have_g = 0;
+	const cpoint_t last_before = e->last;
+	const int had_last = e->have_last;
+	int rc, found = 0, emitting = 0, have_emb = 0, have_g = 0;
 	double t0;
 
 	memset(st, 0, sizeof(*st));
-	memset(&rec, 0, sizeof(rec));
+	memset(&sum, 0, sizeof(sum));
 	st->step = step;
 	if ((rc = check_layout(e, params, msg, msglen)))
 		return rc;
 
-	/* Prepare the quantized tensors: widen, check, sketch, sample. */
+	/* Prepare the quantized tensors block by block: widen, check,
+	 * sketch, sample. */
 	t0 = now_s();
 	prep = calloc(params->ntensors ? params->ntensors : 1, sizeof(*prep));
 	cache = calloc(params->ntensors ? params->ntensors : 1, sizeof(*cache));
 	smp = calloc(params->ntensors ? params->ntensors : 1, sizeof(*smp));
 	which = calloc(params->ntensors ? params->ntensors : 1, sizeof(*which));
-	if (!prep || !smp || !which || !cache) {
+	qp = calloc(params->ntensors ? params->ntensors : 1, sizeof(*qp));
+	tq = calloc(params->ntensors ? params->ntensors : 1, sizeof(*tq));
+	stride = calloc(params->ntensors ? params->ntensors : 1, sizeof(*stride));
+	if (!prep || !smp || !which || !cache || !qp || !tq || !stride) {
 		rc = -ENOMEM;
 		goto out;
 	}
 	for (i = 0; i < params->ntensors; i++) {
 		const rckpt_st_tensor_t *t = &params->t[i], *g = NULL;
 		unsigned kind = rckpt_layer_kind(t->name, t->ndim, t->shape);
-		uint64_t bad = 0, stride, k;
+		const float *gd;
+		sample_t *sp = &smp[nprep];
+		uint64_t bad = 0, k, u;
 		st->raw_bytes += (size_t)t->n * 4;
+		stride[i] = t->n > o->sample_max ? (t->n + o->sample_max - 1) / o->sample_max : 1;
 		if (o->fixed.lossless_kinds & (1u << kind))
 			continue;
 		if (grads && (g = rckpt_st_find(grads, t->name)) != NULL &&
-		    (g->dtype != RCKPT_DT_F32 || g->n != t->n)) {
-			snprintf(msg, msglen, "gradients of '%s' are not fp32 of its shape", t->name);
+		    (g->dtype != RCKPT_DT_F32 || g->n != t->n || ((uintptr_t)g->data & 3))) {
+			snprintf(msg, msglen, "gradients of '%s' are not aligned fp32 of its shape", t->name);
 			rc = -EINVAL;
 			goto out;
 		}
-		rc = rckpt_codec_prepare(&prep[nprep], &bad, t->data, t->dtype, t->n,
-					 g ? (const float *)g->data : NULL, kind);
-		if (rc == -EDOM)
-			snprintf(msg, msglen, "tensor '%s' holds NaN or Inf at element %llu", t->name,
-				 (unsigned long long)bad);
+		gd = g ? (const float *)g->data : NULL;
+		sp->full = t->n;
+		sp->stride = stride[i];
+		sp->w = malloc(4 * (size_t)(t->n / sp->stride + 1));
+		sp->g = g ? malloc(4 * (size_t)(t->n / sp->stride + 1)) : NULL;
+		which[nprep] = i;
+		rc = sp->w == NULL || (g && sp->g == NULL)
+			     ? -ENOMEM
+			     : rckpt_codec_prep_begin(&prep[nprep], t->dtype, t->n, gd, kind);
+		nprep++; /* from here on the cleanup frees it */
+		for (k = 0; k < t->n && rc == 0; k += BLK) {
+			const size_t m = t->n - k < BLK ? (size_t)(t->n - k) : BLK;
+			const float *w = values(e, t, k, m);
+			rc = rckpt_codec_prep_add(&prep[nprep - 1], w, gd ? gd + k : NULL, m, &bad);
+			if (rc == -EDOM)
+				snprintf(msg, msglen, "tensor '%s' holds NaN or Inf at element %llu",
+					 t->name, (unsigned long long)(bad + k));
+			for (u = (k + sp->stride - 1) / sp->stride * sp->stride; rc == 0 && u < k + m;
+			     u += sp->stride) {
+				sp->w[sp->n] = w[u - k];
+				if (gd)
+					sp->g[sp->n] = gd[u];
+				sp->n++;
+			}
+		}
+		if (rc == 0)
+			rc = rckpt_codec_prep_end(&prep[nprep - 1]);
 		if (rc)
 			goto out;
 		have_emb |= kind == RCKPT_LK_EMBEDDING;
 		have_g |= g != NULL;
-		stride = t->n > o->sample_max ? (t->n + o->sample_max - 1) / o->sample_max : 1;
-		smp[nprep].full = t->n;
-		smp[nprep].stride = stride;
-		smp[nprep].w = malloc(4 * (size_t)(t->n / stride + 1));
-		smp[nprep].g = g ? malloc(4 * (size_t)(t->n / stride + 1)) : NULL;
-		if (smp[nprep].w == NULL || (g && smp[nprep].g == NULL)) {
-			rc = -ENOMEM;
-			goto out;
-		}
-		for (k = 0; k < t->n; k += stride) {
-			smp[nprep].w[smp[nprep].n] = prep[nprep].w[k];
-			if (g)
-				smp[nprep].g[smp[nprep].n] = ((const float *)g->data)[k];
-			smp[nprep].n++;
-		}
-		which[nprep++] = i;
 	}
 	st->t_prepare = now_s() - t0;
 
@@ -800,20 +923,14 @@ int rckpt_ckenc_step(rckpt_ckenc_t *e, rckpt_ckenc_out_t *out, rckpt_ckenc_stats
 	}
 	st->t_search = now_s() - t0;
 
-	/* Quantize every tensor with it; the search judged samples, so check
-	 * all the data and, while over eps, step one axis less aggressive. */
+	/* Judge it on all the data (the search judged samples) and, while
+	 * over eps, step one axis less aggressive. */
 	t0 = now_s();
-	rec.nseg = params->ntensors;
-	rec.seg = calloc(params->ntensors ? params->ntensors : 1, sizeof(rckpt_seg_t));
-	if (rec.seg == NULL) {
-		rc = -ENOMEM;
-		goto out;
-	}
 	for (;;) {
 		int ok;
-		rc = quantize_all(e, params, prep, which, nprep, &st->config, &rec, &st->quality, cache);
+		rc = judge(e, params, prep, which, nprep, &st->config, cache, qp, &st->quality);
 		if (rc == 0 && o->quality) {
-			rc = ask_callback(o, params, &rec, &st->cb_quality);
+			rc = ask_callback(e, params, prep, which, nprep, qp, &st->cb_quality);
 			if (rc)
 				snprintf(msg, msglen, "the quality callback failed");
 		}
@@ -832,32 +949,32 @@ int rckpt_ckenc_step(rckpt_ckenc_t *e, rckpt_ckenc_out_t *out, rckpt_ckenc_stats
 			e->last = best;
 		}
 		st->configs_tried++;
-		rckpt_record_free(&rec);
-		rec.nseg = params->ntensors;
-		rec.seg = calloc(params->ntensors ? params->ntensors : 1, sizeof(rckpt_seg_t));
-		if (rec.seg == NULL) {
-			rc = -ENOMEM;
-			break;
-		}
 	}
 	if (rc)
 		goto out;
 	st->accepted = st->quality <= o->eps && (!o->quality || st->cb_quality <= o->quality_eps);
 	st->t_quantize = now_s() - t0;
 
-	/* Cut into chunks: a record each (base, or delta against the chunk's
-	 * last record) and the manifest. */
+	/* Quantize again, chunk by chunk, and hand out each record. */
 	t0 = now_s();
+	for (i = 0; i < nprep; i++)
+		tq[which[i]] = &qp[i];
 	if (e->steps == 0 && (rc = build_layout(e, params)))
 		goto out;
-	st->is_base = e->steps == 0 || (o->base_every && e->steps % o->base_every == 0);
-	rec.step = step;
-	if ((rc = emit(e, out, st, params, &rec, step)))
+	if ((rc = summary_init(&sum, params, tq, stride, step)))
 		goto out;
+	st->is_base = e->steps == 0 || e->force_base || (o->base_every && e->steps % o->base_every == 0);
+	/* From the first record handed out, a failure leaves the chunks'
+	 * parents half replaced: the next step must then be a base. */
+	e->force_base = 1;
+	emitting = 1;
+	if ((rc = emit(e, sink, manifest, st, params, grads, tq, stride, &sum, step)))
+		goto out;
+	e->force_base = 0;
 	st->t_encode = now_s() - t0;
 	rckpt_record_free(&e->prev);
-	e->prev = rec;
-	memset(&rec, 0, sizeof(rec));
+	e->prev = sum;
+	memset(&sum, 0, sizeof(sum));
 	e->steps++;
 	/* this step's samples become the next step's "last" */
 	free_prev_samples(e);
@@ -872,7 +989,11 @@ int rckpt_ckenc_step(rckpt_ckenc_t *e, rckpt_ckenc_out_t *out, rckpt_ckenc_stats
 		e->npsmp = nprep;
 	}
 out:
-	rckpt_record_free(&rec);
+	if (rc && !emitting) { /* nothing handed out: as if never called */
+		e->last = last_before;
+		e->have_last = had_last;
+	}
+	rckpt_record_free(&sum);
 	for (i = 0; i < nprep; i++) {
 		rckpt_codec_prep_free(&prep[i]);
 		free(smp[i].w);
@@ -882,7 +1003,43 @@ out:
 	free(cache);
 	free(smp);
 	free(which);
+	free(qp);
+	free(tq);
+	free(stride);
 	return rc;
+}
+
+/* The sink of rckpt_ckenc_step: every record kept in out. */
+static int collect_begin(void *arg, uint32_t nchunks)
+{
+	rckpt_ckenc_out_t *out = arg;
+	out->records = calloc(nchunks ? nchunks : 1, sizeof(*out->records));
+	out->nchunks = out->records ? nchunks : 0;
+	return out->records ? 0 : -ENOMEM;
+}
+
+static int collect_record(void *arg, uint32_t c, rckpt_buf_t *rec)
+{
+	rckpt_ckenc_out_t *out = arg;
+	out->records[c] = *rec;
+	memset(rec, 0, sizeof(*rec));
+	return 0;
+}
+
+int rckpt_ckenc_step(rckpt_ckenc_t *e, rckpt_ckenc_out_t *out, rckpt_ckenc_stats_t *st,
+		     const rckpt_st_t *params, const rckpt_st_t *grads, uint64_t step, char *msg,
+		     size_t msglen)
+{
+	const rckpt_ckenc_sink_t sink = { collect_begin, collect_record, out };
+	int rc = rckpt_ckenc_step_stream(e, &sink, &out->manifest, st, params, grads, step, msg, msglen);
+	if (rc)
+		rckpt_ckenc_out_free(out);
+	return rc;
+}
+
+void rckpt_ckenc_restart(rckpt_ckenc_t *e)
+{
+	e->force_base = 1;
 }
 
 /* ---- decoding steps ---- */

@@ -109,10 +109,39 @@ void rckpt_ckenc_destroy(rckpt_ckenc_t *e);
  * or NULL) into out (which must be empty; the caller frees it with
  * rckpt_ckenc_out_free). Every step must have the same tensors. 0, -EINVAL
  * (tensors differ from the previous step's, grads of another shape or
- * dtype), -EDOM (NaN/Inf; msg names the tensor), -ENOMEM. */
+ * dtype), -EDOM (NaN/Inf; msg names the tensor), -ENOMEM. On failure the
+ * encoder keeps its last step. */
 int rckpt_ckenc_step(rckpt_ckenc_t *e, rckpt_ckenc_out_t *out, rckpt_ckenc_stats_t *st,
 		     const rckpt_st_t *params, const rckpt_st_t *grads, uint64_t step, char *msg,
 		     size_t msglen);
+
+/* Where rckpt_ckenc_step_stream puts a step's records: begin(nchunks)
+ * once, before the first; then record(c, rec) for c = 0, 1, ... in order,
+ * each taking the encoded record (it may steal rec's bytes and leave rec
+ * empty). A negative return stops the step with that code. */
+typedef struct rckpt_ckenc_sink {
+	int (*begin)(void *arg, uint32_t nchunks);
+	int (*record)(void *arg, uint32_t chunk, rckpt_buf_t *rec);
+	void *arg;
+} rckpt_ckenc_sink_t;
+
+/* rckpt_ckenc_step with bounded memory: the tensors go through in blocks,
+ * each chunk is quantized as its record is built, and each record goes to
+ * the sink as soon as it is encoded; the manifest comes last (manifest
+ * must be empty). Working memory: a few blocks of 64 Ki elements, one
+ * chunk's record, samples and codebooks, whatever the model's size; the
+ * state kept between steps is one byte per parameter (the chunks' levels,
+ * the next deltas' parents). A trainer's quality callback is the exception:
+ * it gets the model dequantized in fp32. The records are the same bytes as
+ * rckpt_ckenc_step's. A failure before the first record leaves the encoder
+ * as it was; a failure after it makes the next step a base. */
+int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rckpt_buf_t *manifest,
+			    rckpt_ckenc_stats_t *st, const rckpt_st_t *params, const rckpt_st_t *grads,
+			    uint64_t step, char *msg, size_t msglen);
+
+/* The next step will be a base: the caller lost this step's records (its
+ * appends or its commit failed), so they cannot be the next step's parents. */
+void rckpt_ckenc_restart(rckpt_ckenc_t *e);
 
 /* The decoding side: folds each chunk's chain step after step. */
 typedef struct rckpt_ckdec {

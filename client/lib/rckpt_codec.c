@@ -147,10 +147,9 @@ void rckpt_codec_prep_free(rckpt_tensor_prep_t *p)
 	memset(p, 0, sizeof(*p));
 }
 
-int rckpt_codec_prepare(rckpt_tensor_prep_t *p, uint64_t *bad_index, const void *data,
-			unsigned dtype, uint64_t n, const float *grads, unsigned kind)
+int rckpt_codec_prep_begin(rckpt_tensor_prep_t *p, unsigned dtype, uint64_t n, const float *grads,
+			   unsigned kind)
 {
-	uint64_t i;
 	int rc;
 
 	memset(p, 0, sizeof(*p));
@@ -160,49 +159,81 @@ int rckpt_codec_prepare(rckpt_tensor_prep_t *p, uint64_t *bad_index, const void 
 	p->kind = kind;
 	p->dtype = dtype;
 	p->g = grads;
-	if (dtype == RCKPT_DT_F32 && ((uintptr_t)data & 3) == 0) {
-		p->w = data;
-	} else {
-		p->wide = malloc(n ? (size_t)n * 4 : 1);
-		if (p->wide == NULL)
-			return -ENOMEM;
-		rckpt_widen_to_f32(p->wide, data, dtype, n);
-		p->w = p->wide;
-	}
-	{
-		/* Branch-free (it vectorizes); find the index only when needed.
-		 * Non-finite floats are those whose exponent bits are all ones. */
-		uint32_t bad = 0;
-		for (i = 0; i < n; i++) {
-			uint32_t u, v = 0;
-			memcpy(&u, &p->w[i], 4);
-			if (grads)
-				memcpy(&v, &grads[i], 4);
-			bad |= ((u & 0x7f800000u) == 0x7f800000u) | ((v & 0x7f800000u) == 0x7f800000u);
-		}
-		if (bad) {
-			for (i = 0; i < n; i++)
-				if (!isfinite(p->w[i]) || (grads && !isfinite(grads[i])))
-					break;
-			*bad_index = i;
-			rckpt_codec_prep_free(p);
-			return -EDOM;
-		}
-	}
 	if ((rc = rckpt_sketch_init(&p->value, SKETCH_MBITS)) ||
-	    (grads && (rc = rckpt_sketch_init(&p->sens, SKETCH_MBITS)))) {
+	    (grads && (rc = rckpt_sketch_init(&p->sens, SKETCH_MBITS))))
 		rckpt_codec_prep_free(p);
-		return rc;
+	return rc;
+}
+
+int rckpt_codec_prep_add(rckpt_tensor_prep_t *p, const float *w, const float *g, size_t n,
+			 uint64_t *bad_index)
+{
+	/* Branch-free (it vectorizes); find the index only when needed.
+	 * Non-finite floats are those whose exponent bits are all ones. */
+	uint32_t bad = 0;
+	size_t i;
+	for (i = 0; i < n; i++) {
+		uint32_t u, v = 0;
+		memcpy(&u, &w[i], 4);
+		if (g)
+			memcpy(&v, &g[i], 4);
+		bad |= ((u & 0x7f800000u) == 0x7f800000u) | ((v & 0x7f800000u) == 0x7f800000u);
 	}
-	rckpt_sketch_add(&p->value, p->w, (size_t)n);
-	if (grads)
-		rckpt_sketch_add_abs_prod(&p->sens, p->w, grads, (size_t)n);
-	if ((rc = rckpt_sketch_view_init(&p->vvalue, &p->value)) ||
-	    (grads && (rc = rckpt_sketch_view_init(&p->vsens, &p->sens)))) {
-		rckpt_codec_prep_free(p);
-		return rc;
+	if (bad) {
+		for (i = 0; i < n; i++)
+			if (!isfinite(w[i]) || (g && !isfinite(g[i])))
+				break;
+		*bad_index = i;
+		return -EDOM;
 	}
+	rckpt_sketch_add(&p->value, w, n);
+	if (g)
+		rckpt_sketch_add_abs_prod(&p->sens, w, g, n);
 	return 0;
+}
+
+int rckpt_codec_prep_end(rckpt_tensor_prep_t *p)
+{
+	int rc;
+	if ((rc = rckpt_sketch_view_init(&p->vvalue, &p->value)) ||
+	    (p->g && (rc = rckpt_sketch_view_init(&p->vsens, &p->sens)))) {
+		rckpt_codec_prep_free(p);
+		return rc;
+	}
+	rckpt_sketch_free(&p->value); /* the views answer everything from here */
+	rckpt_sketch_free(&p->sens);
+	return 0;
+}
+
+int rckpt_codec_prepare(rckpt_tensor_prep_t *p, uint64_t *bad_index, const void *data,
+			unsigned dtype, uint64_t n, const float *grads, unsigned kind)
+{
+	float *wide = NULL;
+	const float *w = data;
+	int rc;
+
+	if (rckpt_dtype_size(dtype) == 0 || kind >= RCKPT_LK_COUNT || n > RCKPT_EST_MAX_COUNT) {
+		memset(p, 0, sizeof(*p));
+		return -EINVAL;
+	}
+	if (dtype != RCKPT_DT_F32 || ((uintptr_t)data & 3) != 0) {
+		if ((wide = malloc(n ? (size_t)n * 4 : 1)) == NULL) {
+			memset(p, 0, sizeof(*p));
+			return -ENOMEM;
+		}
+		rckpt_widen_to_f32(wide, data, dtype, n);
+		w = wide;
+	}
+	if ((rc = rckpt_codec_prep_begin(p, dtype, n, grads, kind))) {
+		free(wide);
+		return rc;
+	}
+	p->wide = wide;
+	p->w = w;
+	if ((rc = rckpt_codec_prep_add(p, w, grads, (size_t)n, bad_index)) ||
+	    (rc = rckpt_codec_prep_end(p)))
+		rckpt_codec_prep_free(p);
+	return rc;
 }
 
 /* ---- k-means points from the histogram ---- */
@@ -405,14 +436,13 @@ int rckpt_codec_decode_f32(float *out, const rckpt_seg_t *seg)
 	return rckpt_dequantize(out, seg->idx, (size_t)seg->n, &q, seg->prot, (size_t)seg->nprot);
 }
 
-int rckpt_codec_seg_error(const rckpt_seg_t *seg, const float *w, const float *g, double *num,
-			  double *den)
+int rckpt_codec_seg_error_lanes(const rckpt_seg_t *seg, const float *w, const float *g,
+				double as[8], double bs[8])
 {
 	float lv[RCKPT_MAX_BINS + 2];
 	rckpt_qparams_t q;
-	unsigned j, pl, protl;
+	unsigned j, pl, protl, bad = 0;
 	uint64_t i, k = 0;
-	double a = 0, b = 0;
 
 	if (seg->encoding != RCKPT_SEG_QUANTIZED)
 		return 0; /* lossless: no error */
@@ -427,11 +457,7 @@ int rckpt_codec_seg_error(const rckpt_seg_t *seg, const float *w, const float *g
 	lv[protl] = 0.0f;
 	/* A protected value's reconstruction is its own bf16 rounding: no
 	 * need to walk the stored list, and the loop has no branch. Eight
-	 * partial sums (element i into sum i mod 8, added in lane order at
-	 * the end): independent chains instead of one serial one, and still
-	 * one fixed order, so the same inputs give the same loss anywhere. */
-	unsigned bad = 0, l;
-	double as[8] = { 0 }, bs[8] = { 0 };
+	 * partial sums: independent chains instead of one serial one. */
 	for (i = 0; i < seg->n; i++) {
 		const unsigned v = seg->idx[i] <= protl ? seg->idx[i] : pl;
 		bad |= seg->idx[i] > protl;
@@ -442,15 +468,29 @@ int rckpt_codec_seg_error(const rckpt_seg_t *seg, const float *w, const float *g
 		as[i & 7] += gg * d * d;
 		bs[i & 7] += gg * (double)wi * wi;
 	}
+	return bad || k != seg->nprot ? -EBADMSG : 0;
+}
+
+int rckpt_codec_seg_error(const rckpt_seg_t *seg, const float *w, const float *g, double *num,
+			  double *den)
+{
+	double as[8] = { 0 }, bs[8] = { 0 };
+	int rc = rckpt_codec_seg_error_lanes(seg, w, g, as, bs);
+	if (rc == 0)
+		rckpt_codec_lanes_add(as, bs, num, den);
+	return rc;
+}
+
+void rckpt_codec_lanes_add(const double as[8], const double bs[8], double *num, double *den)
+{
+	double a = 0, b = 0;
+	unsigned l;
 	for (l = 0; l < 8; l++) {
 		a += as[l];
 		b += bs[l];
 	}
-	if (bad || k != seg->nprot)
-		return -EBADMSG;
 	*num += a;
 	*den += b;
-	return 0;
 }
 
 double rckpt_codec_rel_error(const float *w, const float *r, const float *g, uint64_t n)

@@ -83,6 +83,17 @@ int rckpt_codec_prepare(rckpt_tensor_prep_t *p, uint64_t *bad_index, const void 
 			unsigned dtype, uint64_t n, const float *grads, unsigned kind);
 void rckpt_codec_prep_free(rckpt_tensor_prep_t *p);
 
+/* The same in pieces, for tensors too big to widen whole: begin, add the
+ * values (fp32, with their gradients or NULL) block after block, end. The
+ * prep then has no values (w NULL): quantize blocks with
+ * rckpt_quantize and the qparams. prep_add gives -EDOM with *bad_index
+ * relative to the block; end frees the sketches (only the views remain). */
+int rckpt_codec_prep_begin(rckpt_tensor_prep_t *p, unsigned dtype, uint64_t n, const float *grads,
+			   unsigned kind);
+int rckpt_codec_prep_add(rckpt_tensor_prep_t *p, const float *w, const float *g, size_t n,
+			 uint64_t *bad_index);
+int rckpt_codec_prep_end(rckpt_tensor_prep_t *p);
+
 /* Codebooks already computed for one tensor in one step, keyed by what
  * they depend on (bins, the magnitude range clustered, quantizer, lambda):
  * the search asks for the same one under many configurations. Zero it
@@ -127,6 +138,13 @@ int rckpt_codec_decode_f32(float *out, const rckpt_seg_t *seg);
  * sum g^2 w^2 (g NULL: weights 1). 0 or -EBADMSG. */
 int rckpt_codec_seg_error(const rckpt_seg_t *seg, const float *w, const float *g, double *num,
 			  double *den);
+/* Its parts, for a tensor judged in blocks: element i of a call goes to
+ * as[i % 8] and bs[i % 8], so blocks whose lengths are multiples of 8 sum
+ * exactly as the whole tensor would; lanes_add then adds the lanes in
+ * order to *num and *den, as seg_error does. */
+int rckpt_codec_seg_error_lanes(const rckpt_seg_t *seg, const float *w, const float *g,
+				double as[8], double bs[8]);
+void rckpt_codec_lanes_add(const double as[8], const double bs[8], double *num, double *den);
 
 /* The default quality loss of a reconstruction: sum g^2 (w - r)^2 /
  * sum g^2 w^2, or with g NULL, sum (w - r)^2 / sum w^2; 0 for an all-zero

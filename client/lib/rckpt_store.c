@@ -6,6 +6,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
+#include <stddef.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -125,14 +126,15 @@ int rckpt_job_open(rckpt_t *h, rckpt_job_t **out, const char *job, const rckpt_j
 		opts = &def;
 	if (h->cluster == NULL)
 		return rckpt_fail(h, -ENOTCONN, __func__, "not connected");
-	if (opts->version != RCKPT_JOB_OPTS_VERSION || job == NULL || !rckpt_valid_job_name(job) ||
-	    opts->eps < 0)
+	if ((opts->version != 1 && opts->version != RCKPT_JOB_OPTS_VERSION) || job == NULL ||
+	    !rckpt_valid_job_name(job) || opts->eps < 0)
 		return rckpt_fail(h, -EINVAL, __func__, "bad job name or options");
 	j = calloc(1, sizeof(*j));
 	if (j == NULL)
 		return rckpt_fail(h, -ENOMEM, __func__, "out of memory");
 	j->h = h;
-	j->o = *opts;
+	/* version 1 ends before mem_budget */
+	memcpy(&j->o, opts, opts->version == 1 ? offsetof(rckpt_job_opts_t, mem_budget) : sizeof(j->o));
 	if (j->o.eps == 0)
 		j->o.eps = 0.003;
 	if (j->o.chunk_params == 0)
@@ -141,6 +143,26 @@ int rckpt_job_open(rckpt_t *h, rckpt_job_t **out, const char *job, const rckpt_j
 		j->o.lease_s = 30;
 	if (j->o.inflight == 0)
 		j->o.inflight = 16;
+	if (j->o.mem_budget == 0)
+		j->o.mem_budget = (uint64_t)256 << 20;
+	/* What a save holds besides its appends: one chunk's levels, its
+	 * encoded record and that record's append message, the entropy
+	 * coder's scratch (rckpt_ckenc_step_stream), with room to spare. The
+	 * rest of the budget is for appends in flight, whose messages librados
+	 * copies (so each counts twice), and at least one always goes. */
+	{
+		uint64_t work = 6 * j->o.chunk_params + ((uint64_t)4 << 20);
+		const uint64_t need = work + 2 * j->o.chunk_params, have = j->o.mem_budget;
+		const uint64_t chunk = j->o.chunk_params;
+		if (chunk > ((uint64_t)1 << 31) || have < need) {
+			free(j);
+			return rckpt_fail(h, -EINVAL, __func__,
+					  "a memory budget of %" PRIu64 " MiB is too small for chunks of %" PRIu64
+					  " parameters (needs %" PRIu64 " MiB)",
+					  have >> 20, chunk, (need + (1 << 20) - 1) >> 20);
+		}
+		j->io_budget = (j->o.mem_budget - work) / 2;
+	}
 	snprintf(j->name, sizeof(j->name), "%s", job);
 	rc = rados_ioctx_create(h->cluster, h->pool, &j->io);
 	if (rc) {
@@ -182,14 +204,14 @@ int rckpt_job_open(rckpt_t *h, rckpt_job_t **out, const char *job, const rckpt_j
 	return 0;
 }
 
-static void save_free(rckpt_save_t *s);
+static void save_abandon(rckpt_save_t *s);
 
 void rckpt_job_close(rckpt_job_t *j)
 {
 	if (j == NULL)
 		return;
 	if (j->pending) /* never committed: its records are past the head */
-		save_free(j->pending);
+		save_abandon(j->pending);
 	if (j->locked)
 		rados_unlock(j->io, RCKPT_STORE_JOB_OID, LOCK_NAME, j->cookie);
 	rckpt_ckenc_destroy(j->enc);
@@ -307,59 +329,162 @@ static void put_summary(uint8_t *b, const rckpt_ckenc_stats_t *st, uint64_t pare
 	rckpt_wr_u64(&w, rckpt_d2u(st->quality));
 }
 
-/* A save in flight: its encoded step, and the appends started so far. */
+/* A save in flight: its manifest and its chunk appends. */
 struct rckpt_save {
 	rckpt_job_t *j;
+	rckpt_t *h;
 	uint64_t step;
-	rckpt_ckenc_out_t out;
+	rckpt_buf_t manifest;
 	rckpt_ckenc_stats_t st;
-	rckpt_buf_t *msgs;
+	unsigned nchunks;
+	rckpt_buf_t *msgs;    /* chunk i's append, until it completes */
 	rados_completion_t *c;
 	rados_write_op_t *op;
 	int *prval;
-	unsigned issued; /* appends started: chunks [0, issued) */
-	double t0, t1;   /* start; encoded */
+	unsigned issued, done; /* appends started: [0, issued); reaped: [0, done) */
+	uint64_t held;         /* bytes of the appends started and not reaped */
+	int err;               /* the first append that failed */
+	double t0, t1;         /* start; encoded */
+	int finished;          /* committed or failed: rc, stats and errmsg hold */
+	int rc;
+	rckpt_save_stats_t stats;
+	char errmsg[RCKPT_ERRMSG_MAX];
 };
 
-static void save_free(rckpt_save_t *s)
+/* Waits for the oldest append in flight and frees its message. */
+static void save_reap(rckpt_save_t *s)
+{
+	unsigned i = s->done++;
+	int r;
+	rados_aio_wait_for_complete(s->c[i]);
+	r = rados_aio_get_return_value(s->c[i]);
+	if (r == 0)
+		r = s->prval[i];
+	if (r && s->err == 0)
+		s->err = r;
+	rados_aio_release(s->c[i]);
+	rados_release_write_op(s->op[i]);
+	s->c[i] = NULL;
+	s->op[i] = NULL;
+	s->held -= s->msgs[i].len;
+	rckpt_buf_free(&s->msgs[i]);
+}
+
+/* Ends a save's work: waits for its appends and frees its buffers. The
+ * handle stays, detached from the job, for rckpt_save_wait. */
+static void save_release(rckpt_save_t *s)
 {
 	unsigned i;
-	if (s == NULL)
-		return;
-	for (i = 0; i < s->issued; i++) {
-		if (s->c && s->c[i]) {
-			rados_aio_wait_for_complete(s->c[i]);
-			rados_aio_release(s->c[i]);
-		}
-		if (s->op && s->op[i])
+	while (s->done < s->issued)
+		save_reap(s);
+	for (i = s->issued; s->op && i < s->nchunks; i++)
+		if (s->op[i])
 			rados_release_write_op(s->op[i]);
-	}
-	for (i = 0; s->msgs && i < s->out.nchunks; i++)
+	for (i = 0; s->msgs && i < s->nchunks; i++)
 		rckpt_buf_free(&s->msgs[i]);
 	free(s->msgs);
 	free(s->c);
 	free(s->op);
 	free(s->prval);
-	rckpt_ckenc_out_free(&s->out);
+	s->msgs = NULL;
+	s->c = NULL;
+	s->op = NULL;
+	s->prval = NULL;
+	s->nchunks = s->issued = s->done = 0;
+	rckpt_buf_free(&s->manifest);
 	if (s->j && s->j->pending == s)
 		s->j->pending = NULL;
+	s->j = NULL;
+	s->finished = 1;
+}
+
+static void save_free(rckpt_save_t *s)
+{
+	if (s == NULL)
+		return;
+	save_release(s);
 	free(s);
 }
 
-/* Starts the append of chunk i. */
-static int save_issue(rckpt_save_t *s, unsigned i)
+/* Job closed with s in flight: it never commits. */
+static void save_abandon(rckpt_save_t *s)
 {
+	save_release(s);
+	s->rc = -ECANCELED;
+	snprintf(s->errmsg, sizeof(s->errmsg), "rckpt_save_wait: the job was closed before this save committed (%s)",
+		 rckpt_strerror(-ECANCELED));
+}
+
+/* The encoder's sink, first call: the chunk count is known; drop what a
+ * crashed writer appended past the head before appending anything. */
+static int save_begin(void *arg, uint32_t nchunks)
+{
+	rckpt_save_t *s = arg;
+	rckpt_job_t *j = s->j;
+	unsigned n = nchunks ? nchunks : 1;
+
+	s->nchunks = nchunks;
+	s->msgs = calloc(n, sizeof(*s->msgs));
+	s->c = calloc(n, sizeof(*s->c));
+	s->op = calloc(n, sizeof(*s->op));
+	s->prval = calloc(n, sizeof(*s->prval));
+	if (!s->msgs || !s->c || !s->op || !s->prval)
+		return -ENOMEM;
+	if (!j->trimmed) {
+		rckpt_buf_t tm = RCKPT_BUF_INIT;
+		int rc = rckpt_msg_trim_encode(&tm, j->head);
+		if (rc == 0)
+			rc = rckpt_chunk_writes(j, "trim", &tm, 1, nchunks);
+		rckpt_buf_free(&tm);
+		if (rc)
+			return rc;
+		j->trimmed = 1;
+	}
+	return 0;
+}
+
+/* The encoder's sink: chunk i's record. Its append starts at once unless
+ * `inflight` appends or the memory budget's share of appended bytes are
+ * already out; then the oldest are reaped first. */
+static int save_record(void *arg, uint32_t i, rckpt_buf_t *rec)
+{
+	rckpt_save_t *s = arg;
+	rckpt_job_t *j = s->j;
 	char oid[64];
+	int rc = rckpt_msg_append_encode(&s->msgs[i], rec->p, rec->len);
+
+	rckpt_buf_free(rec);
+	if (rc)
+		return rc;
+	while (s->done < s->issued &&
+	       (s->issued - s->done >= j->o.inflight || s->held + s->msgs[i].len > j->io_budget))
+		save_reap(s);
+	if (s->err)
+		return s->err;
 	rckpt_store_chunk_oid(oid, sizeof(oid), i);
 	s->op[i] = rados_create_write_op();
-	if (s->op[i] == NULL || rados_aio_create_completion2(NULL, NULL, &s->c[i])) {
-		s->issued = i + 1;
+	if (s->op[i] == NULL || rados_aio_create_completion2(NULL, NULL, &s->c[i]))
 		return -ENOMEM;
-	}
 	rados_write_op_exec(s->op[i], "rckpt", "append", (const char *)s->msgs[i].p, s->msgs[i].len,
 			    &s->prval[i]);
+	if ((rc = rados_aio_write_op_operate(s->op[i], j->io, s->c[i], oid, NULL, 0))) {
+		rados_aio_release(s->c[i]);
+		s->c[i] = NULL;
+		return rc;
+	}
 	s->issued = i + 1;
-	return rados_aio_write_op_operate(s->op[i], s->j->io, s->c[i], oid, NULL, 0);
+	s->held += s->msgs[i].len;
+	return 0;
+}
+
+static void save_finish(rckpt_save_t *s);
+
+/* A save that failed after its first append: its records lie past the
+ * head. The next save trims them and starts a new base. */
+static void save_lost(rckpt_job_t *j)
+{
+	j->trimmed = 0;
+	rckpt_ckenc_restart(j->enc);
 }
 
 int rckpt_job_save_async(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t, unsigned n,
@@ -369,7 +494,6 @@ int rckpt_job_save_async(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t,
 	rckpt_st_t params, grads;
 	rckpt_save_t *s = NULL;
 	char msg[256] = "";
-	unsigned i;
 	int rc;
 
 	rckpt_clear_error(h);
@@ -378,66 +502,47 @@ int rckpt_job_save_async(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t,
 	memset(&grads, 0, sizeof(grads));
 	if (!j->o.writer)
 		return rckpt_fail(h, -EPERM, __func__, "job %s was opened read-only", j->name);
-	if (j->pending) { /* back-pressure: one save in flight per job */
-		rckpt_save_t *p = j->pending;
-		if ((rc = rckpt_save_wait(p, NULL)))
-			return rc;
-	}
+	if (j->pending) /* back-pressure: one save in flight per job; its own
+			   result waits in its handle */
+		save_finish(j->pending);
+	rckpt_clear_error(h);
 	if (step == RCKPT_STORE_NONE || (j->head != RCKPT_STORE_NONE && step <= j->head))
 		return rckpt_fail(h, -EINVAL, __func__, "step %" PRIu64 " is not after the head %" PRIu64,
 				  step, j->head);
 	if ((s = calloc(1, sizeof(*s))) == NULL)
 		return rckpt_fail(h, -ENOMEM, __func__, "out of memory");
 	s->j = j;
+	s->h = h;
 	s->step = step;
 	s->t0 = rckpt_now_s();
 	if ((rc = as_st(&params, t, n)) || (g && ng && (rc = as_st(&grads, g, ng)))) {
 		rc = rckpt_fail(h, rc, __func__, "bad tensors (names, dtypes, shapes)");
 		goto fail;
 	}
-	rc = rckpt_ckenc_step(j->enc, &s->out, &s->st, &params, g && ng ? &grads : NULL, step, msg,
-			      sizeof(msg));
-	free(params.t);
-	free(grads.t);
-	params.t = grads.t = NULL;
-	if (rc) { /* the encoder keeps its last step: the caller may retry */
-		rc = rckpt_fail(h, rc, __func__, "%s", msg[0] ? msg : "cannot encode");
-		goto fail;
-	}
-	s->t1 = rckpt_now_s(); /* from here on the caller's tensors are free */
 	if ((rc = rckpt_take_lock(j, 1))) {
 		rc = rckpt_fail(h, rc, __func__, "lost the writer lock of job %s", j->name);
 		goto fail;
 	}
-	i = s->out.nchunks ? s->out.nchunks : 1;
-	s->msgs = calloc(i, sizeof(*s->msgs));
-	s->c = calloc(i, sizeof(*s->c));
-	s->op = calloc(i, sizeof(*s->op));
-	s->prval = calloc(i, sizeof(*s->prval));
-	if (!s->msgs || !s->c || !s->op || !s->prval) {
-		rc = rckpt_fail(h, -ENOMEM, __func__, "out of memory");
-		goto fail;
+	{
+		/* Chunks are encoded and appended as they come: the encoder never
+		 * holds the step, and appends wait when the budget is out. */
+		const rckpt_ckenc_sink_t sink = { save_begin, save_record, s };
+		rc = rckpt_ckenc_step_stream(j->enc, &sink, &s->manifest, &s->st, &params,
+					     g && ng ? &grads : NULL, step, msg, sizeof(msg));
 	}
-	if (!j->trimmed) { /* drop what a crashed writer appended past the head */
-		rckpt_buf_t tm = RCKPT_BUF_INIT;
-		rc = rckpt_msg_trim_encode(&tm, j->head);
-		if (rc == 0)
-			rc = rckpt_chunk_writes(j, "trim", &tm, 1, s->out.nchunks);
-		rckpt_buf_free(&tm);
-		if (rc) {
-			rc = rckpt_fail(h, rc, __func__, "cannot trim uncommitted records");
-			goto fail;
-		}
-		j->trimmed = 1;
-	}
-	for (i = 0; i < s->out.nchunks && rc == 0; i++)
-		rc = rckpt_msg_append_encode(&s->msgs[i], s->out.records[i].p, s->out.records[i].len);
-	for (i = 0; i < s->out.nchunks && i < j->o.inflight && rc == 0; i++)
-		rc = save_issue(s, i);
+	free(params.t);
+	free(grads.t);
+	params.t = grads.t = NULL;
 	if (rc) {
-		rc = rckpt_fail(h, rc, __func__, "cannot append step %" PRIu64 " to its chunks", step);
+		if (s->issued)
+			save_lost(j);
+		if (s->err)
+			rc = rckpt_fail(h, rc, __func__, "cannot append step %" PRIu64 " to its chunks", step);
+		else
+			rc = rckpt_fail(h, rc, __func__, "%s", msg[0] ? msg : "cannot encode");
 		goto fail;
 	}
+	s->t1 = rckpt_now_s(); /* from here on the caller's tensors are free */
 	j->pending = s;
 	*outp = s;
 	return 0;
@@ -448,35 +553,24 @@ fail:
 	return rc;
 }
 
-int rckpt_save_wait(rckpt_save_t *s, rckpt_save_stats_t *sst)
+/* Finishes s: its appends, manifest and commit; keeps the result in it. */
+static void save_finish(rckpt_save_t *s)
 {
 	rckpt_job_t *j = s->j;
 	rckpt_t *h = j->h;
 	rckpt_buf_t commit = RCKPT_BUF_INIT;
 	uint8_t summary[SUMMARY_BYTES];
 	char oid[64];
-	unsigned done;
 	int rc = 0;
 
-	rckpt_clear_error(h);
-	/* The rest of the appends, `inflight` at a time, oldest first. */
-	for (done = 0; done < s->out.nchunks && rc == 0; done++) {
-		int r;
-		if (s->issued < s->out.nchunks)
-			rc = save_issue(s, s->issued);
-		rados_aio_wait_for_complete(s->c[done]);
-		r = rados_aio_get_return_value(s->c[done]);
-		if (r == 0)
-			r = s->prval[done];
-		if (r && rc == 0)
-			rc = r;
-	}
-	if (rc) {
+	while (s->done < s->issued)
+		save_reap(s);
+	if ((rc = s->err)) {
 		rc = rckpt_fail(h, rc, __func__, "cannot append step %" PRIu64 " to its chunks", s->step);
 		goto done;
 	}
 	rckpt_store_manifest_oid(oid, sizeof(oid), s->step);
-	rc = rados_write_full(j->io, oid, (const char *)s->out.manifest.p, s->out.manifest.len);
+	rc = rados_write_full(j->io, oid, (const char *)s->manifest.p, s->manifest.len);
 	if (rc) {
 		rc = rckpt_fail(h, rc, __func__, "cannot write the manifest of step %" PRIu64, s->step);
 		goto done;
@@ -484,11 +578,11 @@ int rckpt_save_wait(rckpt_save_t *s, rckpt_save_stats_t *sst)
 	{
 		rckpt_manifest_t mf;
 		uint64_t parent = RCKPT_STORE_NONE;
-		if (rckpt_manifest_decode(&mf, s->out.manifest.p, s->out.manifest.len) == 0) {
+		if (rckpt_manifest_decode(&mf, s->manifest.p, s->manifest.len) == 0) {
 			parent = mf.parent;
 			rckpt_manifest_free(&mf);
 		}
-		put_summary(summary, &s->st, parent, s->out.nchunks);
+		put_summary(summary, &s->st, parent, s->nchunks);
 	}
 	{
 		rckpt_msg_commit_t c = { j->head, s->step, { summary, sizeof(summary) } };
@@ -502,18 +596,37 @@ int rckpt_save_wait(rckpt_save_t *s, rckpt_save_stats_t *sst)
 		goto done;
 	}
 	j->head = s->step;
-	if (sst) {
-		sst->raw_bytes = s->st.raw_bytes;
-		sst->enc_bytes = s->st.enc_bytes;
-		sst->nchunks = s->out.nchunks;
-		sst->is_base = s->st.is_base;
-		sst->quality = s->st.quality;
-		sst->t_encode = s->t1 - s->t0;
-		sst->t_write = rckpt_now_s() - s->t1;
-	}
+	s->stats.raw_bytes = s->st.raw_bytes;
+	s->stats.enc_bytes = s->st.enc_bytes;
+	s->stats.nchunks = s->nchunks;
+	s->stats.is_base = s->st.is_base;
+	s->stats.quality = s->st.quality;
+	s->stats.t_encode = s->t1 - s->t0;
+	s->stats.t_write = rckpt_now_s() - s->t1;
 done:
+	if (rc) {
+		save_lost(j);
+		snprintf(s->errmsg, sizeof(s->errmsg), "%s", h->errmsg);
+	}
+	s->rc = rc;
 	rckpt_buf_free(&commit);
-	save_free(s);
+	save_release(s);
+}
+
+int rckpt_save_wait(rckpt_save_t *s, rckpt_save_stats_t *sst)
+{
+	rckpt_t *h = s->h;
+	int rc;
+
+	rckpt_clear_error(h);
+	if (!s->finished)
+		save_finish(s);
+	rc = s->rc;
+	if (rc)
+		snprintf(h->errmsg, sizeof(h->errmsg), "%s", s->errmsg);
+	else if (sst)
+		*sst = s->stats;
+	free(s);
 	return rc;
 }
 

@@ -26,6 +26,7 @@ struct rckpt_job {
 	uint64_t head;      /* writer: the head it last saw or moved */
 	int trimmed;        /* writer: uncommitted records dropped */
 	struct rckpt_save *pending; /* writer: the save in flight, if any */
+	uint64_t io_budget; /* writer: bytes of appends a save may have in flight */
 };
 
 double rckpt_now_s(void);

@@ -1,0 +1,354 @@
+/*
+ * test_store_api.c — librckpt's checkpoint store through its C API on a
+ * live cluster: asynchronous saves and their back-pressure, a job closed
+ * with a save in flight, a save whose appends fail (the next one trims and
+ * starts a base), small chunks under a tight memory budget, and the
+ * budget's check at open. Needs CEPH_CONF (./dev.sh test starts a
+ * cluster); skips without one unless RCKPT_REQUIRE_CLUSTER=1.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <rados/librados.h>
+
+#include "rckpt.h"
+
+#define NT 3
+#define ROWS 256
+#define COLS 300 /* 76800 elements: more than one block of the encoder */
+
+/* A small model: two matrices (fp32, bf16) and a bias; `step` drifts it. */
+typedef struct model {
+	float w0[ROWS * COLS];
+	uint16_t w1[ROWS * COLS];
+	float bias[COLS];
+	rckpt_tensor_t t[NT];
+} model_t;
+
+static uint64_t lcg(uint64_t *s)
+{
+	*s = *s * 6364136223846793005ull + 1442695040888963407ull;
+	return *s >> 11;
+}
+
+static float bell(uint64_t *s)
+{
+	double u = 0;
+	int r;
+	for (r = 0; r < 4; r++)
+		u += (double)(lcg(s) & 0xffffff) / 16777216.0;
+	return (float)((u - 2.0) * 0.05);
+}
+
+static uint16_t to_bf16(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, 4);
+	return (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+}
+
+static float from_bf16(uint16_t h)
+{
+	uint32_t u = (uint32_t)h << 16;
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+static void model_init(model_t *m, unsigned step)
+{
+	uint64_t s = 99, d = 1000 + step;
+	size_t i;
+	for (i = 0; i < ROWS * COLS; i++) {
+		float a = bell(&s), b = bell(&s);
+		/* every step moves one value in eight a little */
+		if ((lcg(&d) & 7) == 0)
+			a += 0.001f * (float)step;
+		m->w0[i] = a;
+		m->w1[i] = to_bf16(b);
+	}
+	for (i = 0; i < COLS; i++)
+		m->bias[i] = 0.01f * (float)i + 0.001f * (float)step;
+	m->t[0] = (rckpt_tensor_t){ "layer0.weight", RCKPT_F32, 2, { ROWS, COLS }, m->w0 };
+	m->t[1] = (rckpt_tensor_t){ "layer1.weight", RCKPT_BF16, 2, { ROWS, COLS }, m->w1 };
+	m->t[2] = (rckpt_tensor_t){ "layer1.bias", RCKPT_F32, 1, { COLS }, m->bias };
+}
+
+/* The restored step is the model within the codec's error: the relative
+ * squared error of each matrix under a few percent, the bias exact. */
+static void check_restored(rckpt_job_t *j, uint64_t step, const model_t *m)
+{
+	rckpt_restored_t *r = NULL;
+	float *w0 = malloc(sizeof(float) * ROWS * COLS), *bias = malloc(sizeof(float) * COLS);
+	uint16_t *w1 = malloc(2 * ROWS * COLS);
+	double n0 = 0, d0 = 0, n1 = 0, d1 = 0;
+	size_t i;
+
+	assert_non_null(w0);
+	assert_non_null(w1);
+	assert_non_null(bias);
+	assert_int_equal(rckpt_job_restore(j, step, &r, NULL), 0);
+	assert_int_equal(rckpt_restored_step(r), step);
+	assert_int_equal(rckpt_restored_count(r), NT);
+	/* tensors come back in name order: layer0.weight, layer1.bias, layer1.weight */
+	assert_int_equal(rckpt_restored_read(r, 0, w0, sizeof(float) * ROWS * COLS), 0);
+	assert_int_equal(rckpt_restored_read(r, 1, bias, sizeof(float) * COLS), 0);
+	assert_int_equal(rckpt_restored_read(r, 2, w1, 2 * ROWS * COLS), 0);
+	for (i = 0; i < ROWS * COLS; i++) {
+		double a = m->w0[i], b = from_bf16(m->w1[i]);
+		n0 += (w0[i] - a) * (w0[i] - a);
+		d0 += a * a;
+		n1 += (from_bf16(w1[i]) - b) * (from_bf16(w1[i]) - b);
+		d1 += b * b;
+	}
+	assert_true(n0 / d0 < 0.05);
+	assert_true(n1 / d1 < 0.05);
+	assert_memory_equal(bias, m->bias, sizeof(float) * COLS);
+	rckpt_restored_free(r);
+	free(w0);
+	free(w1);
+	free(bias);
+}
+
+typedef struct fixture {
+	rckpt_t *h;
+	rados_t cl;
+	rados_ioctx_t io;
+} fixture_t;
+
+static int group_setup(void **state)
+{
+	rckpt_connect_opts_t o = RCKPT_CONNECT_OPTS_INIT;
+	const char *conf = getenv("CEPH_CONF"), *require = getenv("RCKPT_REQUIRE_CLUSTER");
+	fixture_t *f;
+
+	*state = NULL;
+	if (conf == NULL || *conf == '\0') {
+		print_message("no cluster: CEPH_CONF is not set (./dev.sh test starts one)\n");
+		return require && strcmp(require, "1") == 0 ? -1 : 0;
+	}
+	if ((f = calloc(1, sizeof(*f))) == NULL || rckpt_create(&f->h))
+		return -1;
+	o.timeout_s = 20;
+	if (rckpt_connect(f->h, &o) || rados_create(&f->cl, "admin") ||
+	    rados_conf_read_file(f->cl, conf) || rados_connect(f->cl) ||
+	    rados_ioctx_create(f->cl, "rckpt", &f->io)) {
+		print_message("cannot connect: %s\n", rckpt_errmsg(f->h));
+		return -1;
+	}
+	*state = f;
+	return 0;
+}
+
+static int group_teardown(void **state)
+{
+	fixture_t *f = *state;
+	if (f) {
+		rados_ioctx_destroy(f->io);
+		rados_shutdown(f->cl);
+		rckpt_destroy(f->h);
+		free(f);
+	}
+	return 0;
+}
+
+#define NEED_CLUSTER(f)                                    \
+	do {                                               \
+		if ((f) == NULL) {                         \
+			print_message("skipped: no cluster\n"); \
+			skip();                            \
+		}                                          \
+	} while (0)
+
+static rckpt_job_t *open_job(rckpt_t *h, const char *name, int writer, uint64_t chunk)
+{
+	rckpt_job_opts_t o = RCKPT_JOB_OPTS_INIT;
+	rckpt_job_t *j = NULL;
+	o.writer = writer;
+	o.chunk_params = chunk;
+	o.lease_s = 5;
+	if (rckpt_job_open(h, &j, name, &o))
+		fail_msg("open %s: %s", name, rckpt_errmsg(h));
+	return j;
+}
+
+static uint64_t head_of(rckpt_t *h, const char *name, unsigned *count)
+{
+	rckpt_job_t *r = open_job(h, name, 0, 0);
+	rckpt_step_info_t si[16];
+	unsigned n = 0;
+	int more = 0;
+	assert_int_equal(rckpt_job_steps(r, RCKPT_LATEST, si, 16, &n, &more), 0);
+	rckpt_job_close(r);
+	if (count)
+		*count = n;
+	return n ? si[n - 1].step : RCKPT_LATEST;
+}
+
+/* A second asynchronous save finishes the first before it starts: the
+ * first is committed when the second returns, and each handle reports its
+ * own save. */
+static void test_async_back_pressure(void **state)
+{
+	fixture_t *f = *state;
+	model_t *m1 = malloc(sizeof(*m1)), *m2 = malloc(sizeof(*m2));
+	rckpt_save_t *s1 = NULL, *s2 = NULL;
+	rckpt_save_stats_t st1, st2;
+	rckpt_job_t *j;
+	char name[64];
+	unsigned n;
+
+	NEED_CLUSTER(f);
+	snprintf(name, sizeof(name), "api-bp-%d", (int)getpid());
+	rckpt_job_delete(f->h, name);
+	model_init(m1, 1);
+	model_init(m2, 2);
+	j = open_job(f->h, name, 1, 20000);
+	assert_int_equal(rckpt_job_save_async(j, 10, m1->t, NT, NULL, 0, &s1), 0);
+	assert_int_equal(rckpt_job_save_async(j, 20, m2->t, NT, NULL, 0, &s2), 0);
+	assert_int_equal(head_of(f->h, name, &n), 10); /* s1 committed, s2 not yet */
+	assert_int_equal(n, 1);
+	assert_int_equal(rckpt_save_wait(s1, &st1), 0);
+	assert_int_equal(rckpt_save_wait(s2, &st2), 0);
+	assert_int_equal(head_of(f->h, name, &n), 20);
+	assert_int_equal(n, 2);
+	assert_true(st1.is_base);
+	assert_false(st2.is_base);
+	assert_true(st1.nchunks > 3); /* 20000-parameter chunks */
+	assert_int_equal(st1.raw_bytes, 4 * (2 * ROWS * COLS + COLS));
+	assert_true(st2.enc_bytes < st1.enc_bytes); /* a delta of a small change */
+	check_restored(j, 10, m1);
+	check_restored(j, 20, m2);
+	rckpt_job_close(j);
+	rckpt_job_delete(f->h, name);
+	free(m1);
+	free(m2);
+}
+
+/* Closing a job with a save in flight abandons it: waiting gives
+ * -ECANCELED, the head stays, and the next writer saves over it. */
+static void test_close_abandons(void **state)
+{
+	fixture_t *f = *state;
+	model_t *m = malloc(sizeof(*m));
+	rckpt_save_t *s = NULL;
+	rckpt_save_stats_t st;
+	rckpt_job_t *j;
+	char name[64];
+
+	NEED_CLUSTER(f);
+	snprintf(name, sizeof(name), "api-ab-%d", (int)getpid());
+	rckpt_job_delete(f->h, name);
+	model_init(m, 1);
+	j = open_job(f->h, name, 1, 0);
+	assert_int_equal(rckpt_job_save(j, 1, m->t, NT, NULL, 0, NULL), 0);
+	model_init(m, 2);
+	assert_int_equal(rckpt_job_save_async(j, 2, m->t, NT, NULL, 0, &s), 0);
+	rckpt_job_close(j);
+	assert_int_equal(rckpt_save_wait(s, &st), -ECANCELED);
+	assert_non_null(strstr(rckpt_errmsg(f->h), "closed"));
+	assert_int_equal(head_of(f->h, name, NULL), 1);
+	j = open_job(f->h, name, 1, 0);
+	model_init(m, 3);
+	assert_int_equal(rckpt_job_save(j, 3, m->t, NT, NULL, 0, &st), 0);
+	assert_int_equal(head_of(f->h, name, NULL), 3);
+	check_restored(j, 3, m);
+	model_init(m, 1);
+	check_restored(j, 1, m);
+	rckpt_job_close(j);
+	rckpt_job_delete(f->h, name);
+	free(m);
+}
+
+/* A chunk object lost under a writer: the save's delta append to it fails,
+ * the save fails and says so; the next save trims and writes a base, and
+ * it restores. */
+static void test_failed_append_restarts_chain(void **state)
+{
+	fixture_t *f = *state;
+	model_t *m = malloc(sizeof(*m));
+	rckpt_save_stats_t st;
+	rckpt_job_t *j;
+	char name[64];
+
+	NEED_CLUSTER(f);
+	snprintf(name, sizeof(name), "api-fa-%d", (int)getpid());
+	rckpt_job_delete(f->h, name);
+	j = open_job(f->h, name, 1, 20000);
+	model_init(m, 1);
+	assert_int_equal(rckpt_job_save(j, 1, m->t, NT, NULL, 0, &st), 0);
+	model_init(m, 2);
+	assert_int_equal(rckpt_job_save(j, 2, m->t, NT, NULL, 0, &st), 0);
+	assert_false(st.is_base);
+	rados_ioctx_set_namespace(f->io, name);
+	assert_int_equal(rados_remove(f->io, "rckpt.chunk.00002"), 0);
+	model_init(m, 3);
+	assert_true(rckpt_job_save(j, 3, m->t, NT, NULL, 0, &st) < 0);
+	assert_int_equal(head_of(f->h, name, NULL), 2);
+	model_init(m, 4);
+	assert_int_equal(rckpt_job_save(j, 4, m->t, NT, NULL, 0, &st), 0);
+	assert_true(st.is_base);
+	assert_int_equal(head_of(f->h, name, NULL), 4);
+	check_restored(j, 4, m);
+	rckpt_job_close(j);
+	rckpt_job_delete(f->h, name);
+	free(m);
+}
+
+/* A budget below what one chunk needs is refused at open, saying why;
+ * the smallest accepted one saves and restores. */
+static void test_mem_budget(void **state)
+{
+	fixture_t *f = *state;
+	rckpt_job_opts_t o = RCKPT_JOB_OPTS_INIT;
+	model_t *m = malloc(sizeof(*m));
+	rckpt_job_t *j = NULL;
+	char name[64];
+
+	NEED_CLUSTER(f);
+	snprintf(name, sizeof(name), "api-mb-%d", (int)getpid());
+	rckpt_job_delete(f->h, name);
+	o.writer = 1;
+	o.mem_budget = 16 << 20; /* default chunks of 4 Mi need 36 MiB */
+	assert_int_equal(rckpt_job_open(f->h, &j, name, &o), -EINVAL);
+	assert_null(j);
+	assert_non_null(strstr(rckpt_errmsg(f->h), "memory budget"));
+	o.chunk_params = 20000; /* 8 x 20000 + 4 MiB */
+	o.mem_budget = 5 << 20;
+	assert_int_equal(rckpt_job_open(f->h, &j, name, &o), 0);
+	model_init(m, 1);
+	assert_int_equal(rckpt_job_save(j, 1, m->t, NT, NULL, 0, NULL), 0);
+	model_init(m, 2);
+	assert_int_equal(rckpt_job_save(j, 2, m->t, NT, NULL, 0, NULL), 0);
+	check_restored(j, 2, m);
+	rckpt_job_close(j);
+	/* options of version 1 (no budget) still open */
+	o.version = 1;
+	o.mem_budget = 1; /* not read */
+	o.chunk_params = 0;
+	assert_int_equal(rckpt_job_open(f->h, &j, name, &o), 0);
+	rckpt_job_close(j);
+	rckpt_job_delete(f->h, name);
+	free(m);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_async_back_pressure),
+		cmocka_unit_test(test_close_abandons),
+		cmocka_unit_test(test_failed_append_restarts_chain),
+		cmocka_unit_test(test_mem_budget),
+	};
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
