@@ -128,7 +128,7 @@ demo)
 	"$build/client/rckpt" ckpt save --job "$job" "${ckpts[@]}"
 	say "main job: compact (keep the last 4 steps and every 100th; the latest becomes a base)"
 	"$build/client/rckpt" ckpt compact --job "$job" --keep-last 4 --keep-every 100
-	"$build/client/rckpt" ckpt ls --job "$job" | tail -n 1
+	"$build/client/rckpt" ckpt ls --job "$job" | tail -n 3
 	say "main job: restore the latest step and step 100 (materialized in the OSD) and verify them"
 	rm -rf "$build/demo-local" && mkdir -p "$build/demo-local"
 	"$build/client/rckpt" codec encode -o "$build/demo-local" "${ckpts[@]}" >/dev/null

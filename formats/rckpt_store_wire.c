@@ -201,7 +201,7 @@ int rckpt_msg_commit_encode(rckpt_buf_t *out, const rckpt_msg_commit_t *m)
 {
 	size_t at;
 	int rc;
-	if (m->step == RCKPT_STORE_NONE || m->summary.len > RCKPT_STORE_SUMMARY_MAX)
+	if (m->step == RCKPT_STORE_NONE || m->summary.len > RCKPT_STORE_SUMMARY_MAX || m->writer == 0)
 		return -EINVAL;
 	rc = begin(out, RCKPT_MSG_COMMIT, &at);
 	if (!rc)
@@ -210,6 +210,8 @@ int rckpt_msg_commit_encode(rckpt_buf_t *out, const rckpt_msg_commit_t *m)
 		rc = put_u64(out, m->step);
 	if (!rc)
 		rc = put_blob(out, &m->summary);
+	if (!rc)
+		rc = put_u64(out, m->writer);
 	return end(out, at, rc);
 }
 
@@ -223,7 +225,9 @@ int rckpt_msg_commit_decode(rckpt_msg_commit_t *m, const uint8_t *src, size_t le
 	m->expect = rckpt_rd_u64(&r);
 	m->step = rckpt_rd_u64(&r);
 	rd_blob(&r, &m->summary);
-	if (r.err || m->step == RCKPT_STORE_NONE || m->summary.len > RCKPT_STORE_SUMMARY_MAX) {
+	m->writer = rckpt_rd_u64(&r);
+	if (r.err || m->step == RCKPT_STORE_NONE || m->summary.len > RCKPT_STORE_SUMMARY_MAX ||
+	    m->writer == 0) {
 		memset(m, 0, sizeof(*m));
 		return -EBADMSG;
 	}
@@ -555,6 +559,35 @@ int rckpt_msg_pin_decode(uint64_t *step, int *on, const uint8_t *src, size_t len
 	if (r.err || *step == RCKPT_STORE_NONE || v > 1)
 		return -EBADMSG;
 	*on = (int)v;
+	return 0;
+}
+
+/* ---- claim ---- */
+
+int rckpt_msg_claim_encode(rckpt_buf_t *out, uint64_t token)
+{
+	size_t at;
+	int rc;
+	if (token == 0)
+		return -EINVAL;
+	rc = begin(out, RCKPT_MSG_CLAIM, &at);
+	if (!rc)
+		rc = put_u64(out, token);
+	return end(out, at, rc);
+}
+
+int rckpt_msg_claim_decode(uint64_t *token, const uint8_t *src, size_t len)
+{
+	rckpt_reader_t r;
+	int rc = open_frame(&r, src, len, RCKPT_MSG_CLAIM);
+	*token = 0;
+	if (rc)
+		return rc;
+	*token = rckpt_rd_u64(&r);
+	if (r.err || *token == 0) {
+		*token = 0;
+		return -EBADMSG;
+	}
 	return 0;
 }
 

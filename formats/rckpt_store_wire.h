@@ -38,6 +38,7 @@ enum rckpt_store_msg {
 	RCKPT_MSG_DROP = 0x010B,
 	RCKPT_MSG_PIN = 0x010C,
 	RCKPT_MSG_VERIFIED = 0x010D,
+	RCKPT_MSG_CLAIM = 0x010E,
 };
 
 #define RCKPT_STORE_STEPSET_MAX (1u << 20) /* steps in a COMPACT or DROP */
@@ -81,11 +82,13 @@ int rckpt_msg_trim_encode(rckpt_buf_t *out, uint64_t after);
 int rckpt_msg_trim_decode(uint64_t *after, const uint8_t *src, size_t len);
 
 /* commit (job, write): move the head from `expect` to `step`, recording
- * `summary` (opaque to the plugin, <= RCKPT_STORE_SUMMARY_MAX bytes) for it. */
+ * `summary` (opaque to the plugin, <= RCKPT_STORE_SUMMARY_MAX bytes) for it;
+ * `writer` is the committing writer's claim token (nonzero). */
 typedef struct rckpt_msg_commit {
 	uint64_t expect;
 	uint64_t step;
 	rckpt_blob_t summary;
+	uint64_t writer;
 } rckpt_msg_commit_t;
 
 int rckpt_msg_commit_encode(rckpt_buf_t *out, const rckpt_msg_commit_t *m);
@@ -182,6 +185,11 @@ int rckpt_msg_compact_decode(rckpt_msg_compact_t *m, const uint8_t *src, size_t 
  * pinned step). */
 int rckpt_msg_drop_encode(rckpt_buf_t *out, const uint64_t *steps, uint32_t n);
 int rckpt_msg_drop_decode(rckpt_stepset_t *s, const uint8_t *src, size_t len);
+
+/* claim (job, write): writer `token` (nonzero) now owns the job; commits
+ * with another token are refused from here on (fencing). */
+int rckpt_msg_claim_encode(rckpt_buf_t *out, uint64_t token);
+int rckpt_msg_claim_decode(uint64_t *token, const uint8_t *src, size_t len);
 
 /* pin (job, write): pin (on = 1) or unpin (on = 0) a committed step. */
 int rckpt_msg_pin_encode(rckpt_buf_t *out, uint64_t step, int on);

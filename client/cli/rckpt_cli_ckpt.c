@@ -52,7 +52,9 @@ static void usage(void)
 	       "restore  materialize a committed step (default: the latest) in the OSDs, check\n"
 	       "         every chunk's SHA-256, and write its tensors (or only those --tensors\n"
 	       "         names, reading only the chunks that hold them) to OUT.safetensors.\n"
-	       "ls       list the committed steps with their sizes and ratios, and the policy.\n"
+	       "ls       list the committed steps as they were saved (kind, size, ratio; a\n"
+	       "         compaction rewrites them later), what the job stores now, and its\n"
+	       "         retention policy.\n"
 	       "compact  apply the retention policy (--keep-last N newest steps, --keep-every M:\n"
 	       "         steps that are multiples of M; the head and pinned steps always stay; given\n"
 	       "         options are stored as the job's policy) and rewrite the chunks so that the\n"
@@ -397,12 +399,13 @@ static int cmd_ls(int argc, char **argv, const rckpt_connect_opts_t *conn)
 		return usage_error("ls needs --job, nothing else");
 	if (open_job(&h, &j, conn, job, NULL))
 		return 1;
-	printf("%-10s %-6s %14s %12s %8s %7s\n", "step", "kind", "raw bytes", "stored", "ratio", "chunks");
+	printf("%-10s %-8s %14s %12s %8s %7s\n", "step", "saved as", "raw bytes", "saved", "ratio",
+	       "chunks");
 	while (more && rc == 0) {
 		unsigned n, i;
 		rc = rckpt_job_steps(j, after, s, 256, &n, &more);
 		for (i = 0; rc == 0 && i < n; i++) {
-			printf("%-10" PRIu64 " %-6s %14" PRIu64 " %12" PRIu64 " %7.1fx %7u\n", s[i].step,
+			printf("%-10" PRIu64 " %-8s %14" PRIu64 " %12" PRIu64 " %7.1fx %7u\n", s[i].step,
 			       s[i].parent == RCKPT_LATEST ? "base" : "delta", s[i].raw_bytes, s[i].enc_bytes,
 			       s[i].enc_bytes ? (double)s[i].raw_bytes / (double)s[i].enc_bytes : 0.0,
 			       s[i].nchunks);
@@ -414,10 +417,31 @@ static int cmd_ls(int argc, char **argv, const rckpt_connect_opts_t *conn)
 		if (n == 0)
 			break;
 	}
+	if (rc == 0) {
+		uint64_t stored = 0;
+		unsigned objects = 0;
+		printf("%" PRIu64 " steps, %.1fx overall as saved\n", total,
+		       enc ? (double)raw / (double)enc : 0.0);
+		if ((rc = rckpt_job_stored(j, &stored, &objects)) == 0)
+			printf("stored now: %" PRIu64 " bytes in %u objects (%.1fx of the steps' raw bytes)\n",
+			       stored, objects, stored ? (double)raw / (double)stored : 0.0);
+	}
+	if (rc == 0) {
+		rckpt_retention_t pol;
+		if ((rc = rckpt_job_retention(j, &pol)) == 0) {
+			if (pol.keep_last == 0 && pol.keep_every == 0)
+				printf("policy: none (compaction keeps every step)\n");
+			else if (pol.keep_every == 0)
+				printf("policy: keep the last %u steps\n", pol.keep_last);
+			else if (pol.keep_last == 0)
+				printf("policy: keep the multiples of %" PRIu64 "\n", pol.keep_every);
+			else
+				printf("policy: keep the last %u steps and the multiples of %" PRIu64 "\n",
+				       pol.keep_last, pol.keep_every);
+		}
+	}
 	if (rc)
 		fprintf(stderr, "rckpt ckpt: %s\n", rckpt_errmsg(h));
-	else
-		printf("%" PRIu64 " steps, %.1fx overall\n", total, enc ? (double)raw / (double)enc : 0.0);
 	rckpt_job_close(j);
 	rckpt_destroy(h);
 	return rc ? 1 : 0;

@@ -301,6 +301,12 @@ typedef struct rckpt_verify_stats {
  * when anything fails (st says what), else 0. */
 RCKPT_API int rckpt_job_verify(rckpt_job_t *j, rckpt_verify_stats_t *st);
 
+/* What the job occupies now (after compactions and drops, unlike the
+ * sizes its steps were saved with): the bytes of its chunk objects (the
+ * head step's chunks) and of its committed steps' manifests, and how many
+ * objects those are. */
+RCKPT_API int rckpt_job_stored(rckpt_job_t *j, uint64_t *bytes, unsigned *objects);
+
 /* A writer only: removes what no committed step uses — records past the
  * head (a crashed writer's) and manifests of steps not listed. *removed
  * (may be NULL) gets the objects removed. */

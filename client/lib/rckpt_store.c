@@ -187,6 +187,24 @@ int rckpt_job_open(rckpt_t *h, rckpt_job_t **out, const char *job, const rckpt_j
 			return rckpt_fail(h, rc, __func__, "cannot lock job %s", job);
 		}
 		j->locked = 1;
+		/* Fencing: a token of this writer's own, claimed before it reads
+		 * the head; a writer whose lock lapsed cannot commit after it. */
+		{
+			struct timespec ts;
+			rckpt_buf_t cm = RCKPT_BUF_INIT;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			j->token = (rados_get_instance_id(h->cluster) << 24) ^ (uint64_t)ts.tv_nsec ^
+				   ((uint64_t)ts.tv_sec << 32) ^ (uint64_t)getpid();
+			j->token |= 1; /* never 0 */
+			rc = rckpt_msg_claim_encode(&cm, j->token);
+			if (rc == 0)
+				rc = rckpt_exec_write(j, RCKPT_STORE_JOB_OID, "claim", &cm);
+			rckpt_buf_free(&cm);
+			if (rc) {
+				rckpt_job_close(j);
+				return rckpt_fail(h, rc, __func__, "cannot claim job %s", job);
+			}
+		}
 		rckpt_ckenc_opts_default(&eo);
 		eo.eps = j->o.eps;
 		eo.chunk_params = j->o.chunk_params;
@@ -585,7 +603,7 @@ static void save_finish(rckpt_save_t *s)
 		put_summary(summary, &s->st, parent, s->nchunks);
 	}
 	{
-		rckpt_msg_commit_t c = { j->head, s->step, { summary, sizeof(summary) } };
+		rckpt_msg_commit_t c = { j->head, s->step, { summary, sizeof(summary) }, j->token };
 		rc = rckpt_msg_commit_encode(&commit, &c);
 		if (rc == 0)
 			rc = rckpt_exec_write(j, RCKPT_STORE_JOB_OID, "commit", &commit);

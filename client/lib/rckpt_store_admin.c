@@ -558,6 +558,46 @@ static int gc_one(rckpt_job_t *j, const char *oid, void *arg)
 	return rc == -ENOENT ? 0 : rc;
 }
 
+int rckpt_job_stored(rckpt_job_t *j, uint64_t *bytes, unsigned *objects)
+{
+	rckpt_step_info_t si[256];
+	uint64_t after = RCKPT_LATEST, size;
+	unsigned n = 0, i, nchunks = 0;
+	char oid[64];
+	int more = 1, rc = 0;
+
+	rckpt_clear_error(j->h);
+	*bytes = 0;
+	*objects = 0;
+	while (more && rc == 0) {
+		if ((rc = rckpt_job_steps(j, after, si, 256, &n, &more)) || n == 0)
+			break;
+		for (i = 0; i < n && rc == 0; i++) {
+			rckpt_store_manifest_oid(oid, sizeof(oid), si[i].step);
+			rc = rados_stat(j->io, oid, &size, NULL);
+			if (rc == 0) {
+				*bytes += size;
+				++*objects;
+			}
+			rc = rc == -ENOENT ? 0 : rc;
+			after = si[i].step;
+			nchunks = si[i].nchunks; /* the head's, at the end */
+		}
+	}
+	for (i = 0; i < nchunks && rc == 0; i++) {
+		rckpt_store_chunk_oid(oid, sizeof(oid), i);
+		rc = rados_stat(j->io, oid, &size, NULL);
+		if (rc == 0) {
+			*bytes += size;
+			++*objects;
+		}
+		rc = rc == -ENOENT ? 0 : rc;
+	}
+	if (rc)
+		return rckpt_fail(j->h, rc, __func__, "cannot size job %s", j->name);
+	return 0;
+}
+
 int rckpt_job_gc(rckpt_job_t *j, unsigned *removed)
 {
 	rckpt_t *h = j->h;

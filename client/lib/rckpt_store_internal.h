@@ -27,6 +27,7 @@ struct rckpt_job {
 	int trimmed;        /* writer: uncommitted records dropped */
 	struct rckpt_save *pending; /* writer: the save in flight, if any */
 	uint64_t io_budget; /* writer: bytes of appends a save may have in flight */
+	uint64_t token;     /* writer: its claim on the job (fencing) */
 };
 
 double rckpt_now_s(void);

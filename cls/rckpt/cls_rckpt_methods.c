@@ -450,6 +450,14 @@ int cls_rckpt_commit(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt
 		return rc;
 	if (head != m.expect)
 		return -ESTALE; /* another writer moved it */
+	{
+		uint64_t owner;
+		rc = get_u64(o, "writer", &owner);
+		if (rc && rc != -ENOENT)
+			return rc;
+		if (rc == 0 && owner != m.writer)
+			return -ESTALE; /* fenced: a newer writer claimed the job */
+	}
 	if (head != RCKPT_STORE_NONE && m.step <= head)
 		return -EINVAL;
 	rc = get_u64(o, "count", &count);
@@ -460,6 +468,17 @@ int cls_rckpt_commit(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt
 	    (rc = set_u64(o, "count", count + 1)))
 		return rc;
 	return set_u64(o, "head", m.step);
+}
+
+/* ---- claim (job, write) ---- */
+
+int cls_rckpt_claim(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out)
+{
+	uint64_t token;
+	(void)out;
+	if (rckpt_msg_claim_decode(&token, in, in_len))
+		return -EINVAL;
+	return set_u64(o, "writer", token);
 }
 
 /* ---- list (job, read) ---- */

@@ -54,10 +54,18 @@ int cls_rckpt_tip(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cl
 int cls_rckpt_head(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out);
 
 /* commit (RD|WR, job) — Input: a COMMIT frame (expected head, step,
- * summary). Compare-and-set: moves the head to step and records the
- * summary when the head is the expected one. Returns 0, -EINVAL (malformed,
- * or step not after the head), -ESTALE (the head is not the expected). */
+ * summary, writer token). Compare-and-set: moves the head to step and
+ * records the summary when the head is the expected one and the token is
+ * the last claimed (or none was). Returns 0, -EINVAL (malformed, or step
+ * not after the head), -ESTALE (the head is not the expected, or another
+ * writer claimed the job). */
 int cls_rckpt_commit(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out);
+
+/* claim (RD|WR, job) — Input: a CLAIM frame (token). Records the token as
+ * the job's writer ("writer"); commits carrying another token get -ESTALE
+ * from then on, so a writer whose lock lapsed (paused, partitioned) cannot
+ * commit over its successor. Returns 0, -EINVAL. */
+int cls_rckpt_claim(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out);
 
 /* list (RD, job) — Input: a LIST frame (after, max <= 1024). Output: a
  * STEPS frame: committed steps after `after` with their summaries, in

@@ -116,6 +116,11 @@ read -r c0 c1 < <(chunk_bytes "$t/o")
 check "  changes nothing" test "$c0" -eq "$b1" -a "$c1" -eq "$b1"
 check "verify: all records intact" expect_run 0 "$t/o" "$rckpt" ckpt verify --job "$job"
 check "  ${#keep[@]} steps checked" contains "$t/o" "${#keep[@]} steps"
+check "ls after compaction" expect_run 0 "$t/o" "$rckpt" ckpt ls --job "$job"
+check "  shows the stored policy" contains "$t/o" "policy: keep the last 5 steps and the multiples of 100"
+stored=$(sed -n 's/^stored now: \([0-9]*\) bytes.*/\1/p' "$t/o")
+check "  and what it stores now: the compacted chunks and ${#keep[@]} manifests" \
+	test "${stored:-0}" -gt "$b1" -a "$(grep -c "objects" "$t/o")" -eq 1
 check "pin a step" expect_run 0 "$t/o" "$rckpt" ckpt pin --job "$job" --step "${keep[0]}"
 check "rm --step of a pinned step: exit 1" expect_run 1 "$t/o" "$rckpt" ckpt rm --job "$job" --step "${keep[0]}"
 check "rm --step of the head: exit 1" expect_run 1 "$t/o" "$rckpt" ckpt rm --job "$job" --step "${keep[${#keep[@]}-1]}"

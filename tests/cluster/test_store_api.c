@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -305,6 +306,49 @@ static void test_failed_append_restarts_chain(void **state)
 	free(m);
 }
 
+/* Fencing. Writer A's lease lapses with a save in flight (a paused or
+ * partitioned trainer); writer B takes the job. A's commit is refused, so
+ * B's first save (which trims past the head it read) cannot remove the
+ * records of a step A committed behind its back. */
+static void test_lapsed_writer_fenced(void **state)
+{
+	fixture_t *f = *state;
+	rckpt_job_opts_t o = RCKPT_JOB_OPTS_INIT;
+	model_t *m = malloc(sizeof(*m));
+	rckpt_job_t *a = NULL, *b = NULL;
+	rckpt_save_t *s = NULL;
+	rckpt_save_stats_t st;
+	struct timespec nap = { 2, 500000000 };
+	char name[64];
+
+	NEED_CLUSTER(f);
+	snprintf(name, sizeof(name), "api-fe-%d", (int)getpid());
+	rckpt_job_delete(f->h, name);
+	o.writer = 1;
+	o.lease_s = 2;
+	assert_int_equal(rckpt_job_open(f->h, &a, name, &o), 0);
+	model_init(m, 1);
+	assert_int_equal(rckpt_job_save(a, 1, m->t, NT, NULL, 0, NULL), 0);
+	assert_int_equal(rckpt_job_open(f->h, &b, name, &o), -EBUSY); /* A holds it */
+	model_init(m, 2);
+	assert_int_equal(rckpt_job_save_async(a, 2, m->t, NT, NULL, 0, &s), 0);
+	nanosleep(&nap, NULL); /* A's lease lapses */
+	assert_int_equal(rckpt_job_open(f->h, &b, name, &o), 0);
+	assert_int_equal(rckpt_save_wait(s, &st), -ESTALE);
+	assert_non_null(strstr(rckpt_errmsg(f->h), "another writer"));
+	assert_int_equal(head_of(f->h, name, NULL), 1);
+	model_init(m, 3);
+	assert_int_equal(rckpt_job_save(b, 3, m->t, NT, NULL, 0, &st), 0);
+	assert_int_equal(head_of(f->h, name, NULL), 3);
+	check_restored(b, 3, m);
+	model_init(m, 1);
+	check_restored(b, 1, m);
+	rckpt_job_close(a);
+	rckpt_job_close(b);
+	rckpt_job_delete(f->h, name);
+	free(m);
+}
+
 /* A budget below what one chunk needs is refused at open, saying why;
  * the smallest accepted one saves and restores. */
 static void test_mem_budget(void **state)
@@ -348,6 +392,7 @@ int main(void)
 		cmocka_unit_test(test_async_back_pressure),
 		cmocka_unit_test(test_close_abandons),
 		cmocka_unit_test(test_failed_append_restarts_chain),
+		cmocka_unit_test(test_lapsed_writer_fenced),
 		cmocka_unit_test(test_mem_budget),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -109,8 +109,10 @@ static void seed(void)
 	}
 	if (rckpt_msg_compact_encode(&msg, 4, keep, 1) || call_msg(&chunk0, cls_rckpt_compact, &msg))
 		abort(); /* 2 (a delta on 4), 4 (a base), 5.. as written */
+	if (rckpt_msg_claim_encode(&msg, 9) || call_msg(&job0, cls_rckpt_claim, &msg))
+		abort();
 	for (s = 1; s <= 3; s++) {
-		rckpt_msg_commit_t c = { s == 1 ? RCKPT_STORE_NONE : s - 1, s, { sum, sizeof(sum) } };
+		rckpt_msg_commit_t c = { s == 1 ? RCKPT_STORE_NONE : s - 1, s, { sum, sizeof(sum) }, 9 };
 		if (rckpt_msg_commit_encode(&msg, &c) || call_msg(&job0, cls_rckpt_commit, &msg))
 			abort();
 	}
@@ -126,6 +128,7 @@ static const rckpt_cls_obj_method_fn chunk_fns[] = {
 };
 static const rckpt_cls_obj_method_fn job_fns[] = {
 	cls_rckpt_head, cls_rckpt_commit, cls_rckpt_list, cls_rckpt_drop, cls_rckpt_pin,
+	cls_rckpt_claim,
 };
 
 /* Replies of read methods must decode. */

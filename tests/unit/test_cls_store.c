@@ -248,18 +248,65 @@ static void test_trim_and_index(void **state)
 	mem_obj_free(&m);
 }
 
-static int commit(mem_obj_t *m, uint64_t expect, uint64_t step)
+static int commit_as(mem_obj_t *m, uint64_t expect, uint64_t step, uint64_t writer)
 {
 	rckpt_buf_t msg = RCKPT_BUF_INIT;
 	rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
 	uint8_t sum[3] = { (uint8_t)step, 7, 9 };
-	rckpt_msg_commit_t c = { expect, step, { sum, sizeof(sum) } };
+	rckpt_msg_commit_t c = { expect, step, { sum, sizeof(sum) }, writer };
 	int rc;
 	assert_int_equal(rckpt_msg_commit_encode(&msg, &c), 0);
 	rc = mem_obj_call(m, cls_rckpt_commit, msg.p, msg.len, &out);
 	rckpt_buf_free(&msg);
 	rckpt_buf_free(&out);
 	return rc;
+}
+
+static int commit(mem_obj_t *m, uint64_t expect, uint64_t step)
+{
+	return commit_as(m, expect, step, 1);
+}
+
+static int claim(mem_obj_t *m, uint64_t token)
+{
+	rckpt_buf_t msg = RCKPT_BUF_INIT;
+	rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
+	int rc;
+	assert_int_equal(rckpt_msg_claim_encode(&msg, token), 0);
+	rc = mem_obj_call(m, cls_rckpt_claim, msg.p, msg.len, &out);
+	assert_int_equal(out.len, 0);
+	rckpt_buf_free(&msg);
+	rckpt_buf_free(&out);
+	return rc;
+}
+
+/* Fencing: once a writer claims the job, only its token commits; a newer
+ * claim shuts out the older writer, whatever head it expects. */
+static void test_claim_fences_commit(void **state)
+{
+	mem_obj_t m = { 0 };
+	uint8_t bad[RCKPT_WIRE_HEADER_BYTES + 8];
+	rckpt_buf_t msg = RCKPT_BUF_INIT;
+	rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
+	(void)state;
+	assert_int_equal(commit_as(&m, RCKPT_STORE_NONE, 1, 7), 0); /* never claimed: any token */
+	assert_int_equal(claim(&m, 5), 0);
+	assert_int_equal(commit_as(&m, 1, 2, 7), -ESTALE);
+	assert_int_equal(commit_as(&m, 1, 2, 5), 0);
+	assert_int_equal(claim(&m, 6), 0); /* a new writer */
+	assert_int_equal(commit_as(&m, 2, 3, 5), -ESTALE); /* the old one is fenced */
+	assert_int_equal(commit_as(&m, 2, 3, 6), 0);
+	assert_int_equal(rckpt_msg_claim_encode(&msg, 0), -EINVAL);
+	assert_int_equal(rckpt_msg_claim_encode(&msg, 8), 0);
+	assert_true(msg.len <= sizeof(bad));
+	memcpy(bad, msg.p, msg.len);
+	memset(bad + msg.len - 8, 0, 8); /* token 0 */
+	assert_int_equal(mem_obj_call(&m, cls_rckpt_claim, bad, msg.len, &out), -EINVAL);
+	assert_int_equal(mem_obj_call(&m, cls_rckpt_claim, msg.p, msg.len - 1, &out), -EINVAL);
+	assert_int_equal(commit_as(&m, 3, 4, 6), 0); /* the bad claims changed nothing */
+	rckpt_buf_free(&msg);
+	rckpt_buf_free(&out);
+	mem_obj_free(&m);
 }
 
 static void test_job_commit_list(void **state)
@@ -546,6 +593,7 @@ int main(void)
 		cmocka_unit_test(test_append_and_materialize),
 		cmocka_unit_test(test_materialize_errors),
 		cmocka_unit_test(test_trim_and_index),
+		cmocka_unit_test(test_claim_fences_commit),
 		cmocka_unit_test(test_job_commit_list),
 		cmocka_unit_test(test_compact),
 		cmocka_unit_test(test_compact_keeps_parents_and_fails_closed),
