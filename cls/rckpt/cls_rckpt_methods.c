@@ -228,6 +228,23 @@ int cls_rckpt_materialize(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len,
 			goto out;
 		}
 	}
+	/* The step is a base itself (the latest after a compaction): its
+	 * record, CRC checked, is the answer as it is stored. */
+	if (start_step == RCKPT_STORE_NONE && n == 1) {
+		rckpt_msg_materialized_t rep;
+		if ((rc = read_record(o, &chain[0], &raw)))
+			goto out;
+		if (raw.len > RCKPT_CLS_OUT_MAX) {
+			rc = -E2BIG;
+			goto out;
+		}
+		rep.reached = m.step;
+		rep.done = 1;
+		rep.record.p = raw.p;
+		rep.record.len = raw.len;
+		rc = rckpt_msg_materialized_encode(out, &rep);
+		goto out;
+	}
 	/* Fold forward: chain[n-1] is the oldest. */
 	if (start_step != RCKPT_STORE_NONE) {
 		rc = rckpt_record_decode(&cur, m.start.p, m.start.len, NULL, &lim);

@@ -32,7 +32,8 @@ int cls_rckpt_append(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt
  * MATERIALIZED frame: a base record of the step reached, done = reached is
  * the step. Folds base + deltas; stops once the budget is spent (after at
  * least one delta), so one call stays bounded; the caller resumes by
- * sending the reply's record back. Returns 0, -EINVAL, -ENOENT (step not
+ * sending the reply's record back. A step stored as a base is answered
+ * with its record as stored (CRC checked), without decoding it. Returns 0, -EINVAL, -ENOENT (step not
  * in this chunk), -EBADMSG, RCKPT_FMT_ECHECKSUM, -E2BIG, -ENOMEM. */
 int cls_rckpt_materialize(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len,
 			  rckpt_cls_out_t *out);
