@@ -25,4 +25,37 @@ int rckpt_buf_append(rckpt_buf_t *b, const void *src, size_t n);
 /* Frees the bytes and empties b (its max stays). */
 void rckpt_buf_free(rckpt_buf_t *b);
 
+/* Appends a little-endian integer. Same returns as rckpt_buf_append. */
+static inline int rckpt_buf_put_u8(rckpt_buf_t *b, uint8_t v)
+{
+	return rckpt_buf_append(b, &v, 1);
+}
+
+static inline int rckpt_buf_put_u16(rckpt_buf_t *b, uint16_t v)
+{
+	uint8_t t[2] = { (uint8_t)v, (uint8_t)(v >> 8) };
+	return rckpt_buf_append(b, t, 2);
+}
+
+static inline int rckpt_buf_put_u32(rckpt_buf_t *b, uint32_t v)
+{
+	uint8_t t[4] = { (uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24) };
+	return rckpt_buf_append(b, t, 4);
+}
+
+static inline int rckpt_buf_put_u64(rckpt_buf_t *b, uint64_t v)
+{
+	int rc = rckpt_buf_put_u32(b, (uint32_t)v);
+	return rc ? rc : rckpt_buf_put_u32(b, (uint32_t)(v >> 32));
+}
+
+/* Overwrites 4 bytes at off (already in b) with a little-endian u32. */
+static inline void rckpt_buf_set_u32(rckpt_buf_t *b, size_t off, uint32_t v)
+{
+	b->p[off] = (uint8_t)v;
+	b->p[off + 1] = (uint8_t)(v >> 8);
+	b->p[off + 2] = (uint8_t)(v >> 16);
+	b->p[off + 3] = (uint8_t)(v >> 24);
+}
+
 #endif /* RCKPT_BUF_H */

@@ -21,48 +21,28 @@ static int put(rckpt_buf_t *b, const void *p, size_t n)
 
 static int put_u8(rckpt_buf_t *b, uint8_t v)
 {
-	return put(b, &v, 1);
+	return rckpt_buf_put_u8(b, v);
 }
 
 static int put_u32(rckpt_buf_t *b, uint32_t v)
 {
-	uint8_t t[4];
-	rckpt_writer_t w = rckpt_writer(t, sizeof(t));
-	rckpt_wr_u32(&w, v);
-	return put(b, t, 4);
+	return rckpt_buf_put_u32(b, v);
 }
 
 static int put_u64(rckpt_buf_t *b, uint64_t v)
 {
-	uint8_t t[8];
-	rckpt_writer_t w = rckpt_writer(t, sizeof(t));
-	rckpt_wr_u64(&w, v);
-	return put(b, t, 8);
+	return rckpt_buf_put_u64(b, v);
 }
 
 /* A frame header with a zero length; returns 0 and its offset in *at. */
 static int begin(rckpt_buf_t *b, uint16_t type, size_t *at)
 {
-	uint8_t h[RCKPT_WIRE_HEADER_BYTES];
-	rckpt_writer_t w = rckpt_writer(h, sizeof(h));
-	rckpt_frame_begin(&w, type, RCKPT_STORE_WIRE_VERSION, 1);
-	*at = b->len;
-	return w.err ? -EINVAL : put(b, h, w.pos);
+	return rckpt_frame_buf_begin(b, type, RCKPT_STORE_WIRE_VERSION, 1, at);
 }
 
 static int end(rckpt_buf_t *b, size_t at, int rc)
 {
-	uint64_t len;
-	if (rc)
-		return rc;
-	len = b->len - at - RCKPT_WIRE_HEADER_BYTES;
-	if (len > UINT32_MAX)
-		return -EINVAL;
-	{
-		rckpt_writer_t w = rckpt_writer(b->p + at + 8, 4);
-		rckpt_wr_u32(&w, (uint32_t)len);
-	}
-	return 0;
+	return rckpt_frame_buf_end(b, at, rc);
 }
 
 static int open_frame(rckpt_reader_t *r, const uint8_t *src, size_t len, uint16_t type)

@@ -184,3 +184,24 @@ bad:
 	memset(out, 0, sizeof(*out));
 	return -EBADMSG;
 }
+
+int rckpt_frame_buf_begin(rckpt_buf_t *b, uint16_t type, uint8_t version, uint8_t compat, size_t *at)
+{
+	uint8_t h[RCKPT_WIRE_HEADER_BYTES];
+	rckpt_writer_t w = rckpt_writer(h, sizeof(h));
+	rckpt_frame_begin(&w, type, version, compat);
+	*at = b->len;
+	return w.err ? -EINVAL : rckpt_buf_append(b, h, w.pos);
+}
+
+int rckpt_frame_buf_end(rckpt_buf_t *b, size_t at, int rc)
+{
+	uint64_t len;
+	if (rc)
+		return rc;
+	len = b->len - at - RCKPT_WIRE_HEADER_BYTES;
+	if (len > UINT32_MAX)
+		return -EINVAL;
+	rckpt_buf_set_u32(b, at + 8, (uint32_t)len);
+	return 0;
+}

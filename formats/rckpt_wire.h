@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rckpt_buf.h"
 #include "rckpt_bytes.h"
 
 #define RCKPT_WIRE_MAGIC 0x4b52u /* "RK" as little-endian bytes 'R','K' */
@@ -45,6 +46,12 @@ int rckpt_frame_open(rckpt_frame_t *out, const uint8_t *src, size_t len, uint16_
  * returns the header's offset in w. Errors surface in w->err. */
 size_t rckpt_frame_begin(rckpt_writer_t *w, uint16_t type, uint8_t version, uint8_t compat);
 void rckpt_frame_close(rckpt_writer_t *w, size_t header_at);
+
+/* The same into a growable buffer: begin appends a header (its offset in
+ * *at); end fills in the length, passing a nonzero rc through. 0, -EINVAL
+ * (a payload over 4 GiB), -ENOMEM, -EFBIG. */
+int rckpt_frame_buf_begin(rckpt_buf_t *b, uint16_t type, uint8_t version, uint8_t compat, size_t *at);
+int rckpt_frame_buf_end(rckpt_buf_t *b, size_t at, int rc);
 
 /* ---- the `version` reply of every plugin ---- */
 

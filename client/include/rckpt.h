@@ -321,6 +321,159 @@ RCKPT_API int rckpt_job_delete(rckpt_t *h, const char *job);
 RCKPT_API int rckpt_jobs(rckpt_t *h, char ***names, unsigned *n);
 RCKPT_API void rckpt_jobs_free(char **names, unsigned n);
 
+/* ---- training data: Progressive Compressed Records (formats/pcr.md) ---- */
+
+/* A dataset is the namespace "pcr/<name>" of the pool (name: 1..63
+ * characters of [A-Za-z0-9._-]): record objects "rec.<n>", each holding
+ * up to images_per_record JPEGs rewritten losslessly as progressive JPEGs
+ * with their scans regrouped (group g: scan g of every image), and an
+ * "index" object, written last, that makes the dataset visible. Reading a
+ * record through group k gives every image in it at fidelity k. */
+
+#define RCKPT_PCR_GROUPS_MAX 64
+#define RCKPT_PCR_ALL 0u /* a group count meaning every group */
+
+/* A file to put into a dataset. */
+typedef struct rckpt_pcr_input {
+	const char *path;  /* a JPEG file */
+	const char *name;  /* the name kept for it (1..255 bytes, no '/'); NULL: path's basename */
+	const void *label; /* opaque label bytes (0..1024), e.g. a class name */
+	size_t label_len;
+} rckpt_pcr_input_t;
+
+typedef struct rckpt_pcr_progress {
+	unsigned done, total;  /* inputs handled so far (skipped ones included) */
+	unsigned skipped, records_written;
+	uint64_t bytes_written;
+} rckpt_pcr_progress_t;
+
+#define RCKPT_PCR_BUILD_OPTS_VERSION 1
+
+typedef struct rckpt_pcr_build_opts {
+	unsigned version;           /* RCKPT_PCR_BUILD_OPTS_VERSION */
+	unsigned images_per_record; /* 0: 512 (at most 16384) */
+	unsigned threads;           /* transform threads; 0: the online CPUs */
+	unsigned inflight;          /* record writes in flight; 0: 4 */
+	unsigned fidelity_sample;   /* images whose SSIM per group is measured,
+				       spread over the inputs; 0: 64 */
+	int skip_bad;               /* skip (and report) a file that is not a usable
+				       JPEG instead of failing the build */
+	uint64_t max_pixels;        /* a larger image is refused; 0: 64 Mi */
+	/* Called from the building thread after each record, and with a
+	 * message for every file that is refused (skipped or fatal). */
+	void (*progress)(void *arg, const rckpt_pcr_progress_t *p);
+	void (*refused)(void *arg, const char *path, int err, const char *why);
+	void *arg;
+} rckpt_pcr_build_opts_t;
+
+#define RCKPT_PCR_BUILD_OPTS_INIT { RCKPT_PCR_BUILD_OPTS_VERSION, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL }
+
+typedef struct rckpt_pcr_build_stats {
+	unsigned images, skipped, records, groups;
+	uint64_t source_bytes; /* the input files */
+	uint64_t stored_bytes; /* records and index */
+	double seconds;
+} rckpt_pcr_build_stats_t;
+
+/* Builds dataset `dataset` from in[0..n). -EEXIST when it exists already;
+ * -EINVAL for bad options or two inputs with the same name; for a file
+ * that cannot be used (not a JPEG, corrupt, too large: -EBADMSG, -E2BIG,
+ * or the errno of reading it), the build fails naming it unless skip_bad.
+ * Records are written as they fill and the index last, so a failed build
+ * leaves no dataset (rckpt_pcr_delete removes its records). */
+RCKPT_API int rckpt_pcr_build(rckpt_t *h, const char *dataset, const rckpt_pcr_input_t *in,
+			      unsigned n, const rckpt_pcr_build_opts_t *opts,
+			      rckpt_pcr_build_stats_t *st);
+
+/* Removes dataset `dataset` (index first, then its records); -ENOENT when
+ * there is nothing of it. */
+RCKPT_API int rckpt_pcr_delete(rckpt_t *h, const char *dataset);
+
+/* The datasets of the pool, sorted; free with rckpt_jobs_free. */
+RCKPT_API int rckpt_pcr_datasets(rckpt_t *h, char ***names, unsigned *n);
+
+/* An open dataset, read at a chosen number of groups. */
+typedef struct rckpt_pcr rckpt_pcr_t;
+
+enum rckpt_pcr_output { RCKPT_PCR_JPEG = 0, RCKPT_PCR_RGB = 1 };
+
+#define RCKPT_PCR_OPTS_VERSION 1
+
+typedef struct rckpt_pcr_opts {
+	unsigned version;  /* RCKPT_PCR_OPTS_VERSION */
+	unsigned groups;   /* k: read groups 1..k; RCKPT_PCR_ALL: every group */
+	unsigned output;   /* enum rckpt_pcr_output */
+	unsigned threads;  /* assemble/decode threads; 0: 1 */
+	unsigned prefetch; /* records read ahead while iterating; 0: 2 */
+} rckpt_pcr_opts_t;
+
+#define RCKPT_PCR_OPTS_INIT { RCKPT_PCR_OPTS_VERSION, RCKPT_PCR_ALL, RCKPT_PCR_JPEG, 0, 0 }
+
+/* Opens a dataset (reads its index). -ENOENT when there is none. */
+RCKPT_API int rckpt_pcr_open(rckpt_t *h, rckpt_pcr_t **out, const char *dataset,
+			     const rckpt_pcr_opts_t *opts);
+/* Waits for reads in flight and frees d (batches handed out stay valid).
+ * Accepts NULL. */
+RCKPT_API void rckpt_pcr_close(rckpt_pcr_t *d);
+
+typedef struct rckpt_pcr_info {
+	uint32_t records, images;
+	unsigned groups;         /* the most groups of any record */
+	uint32_t fidelity_sample;
+	uint64_t created;        /* Unix seconds */
+	uint64_t source_bytes;   /* the original files */
+	uint64_t head_bytes;     /* record heads: read at every fidelity */
+	uint64_t group_bytes[RCKPT_PCR_GROUPS_MAX];
+	uint32_t group_images[RCKPT_PCR_GROUPS_MAX]; /* images that have scan g */
+	double mssim[RCKPT_PCR_GROUPS_MAX];          /* mean SSIM at g+1 groups; -1: not measured */
+} rckpt_pcr_info_t;
+
+RCKPT_API int rckpt_pcr_info(rckpt_pcr_t *d, rckpt_pcr_info_t *out);
+
+/* Starts a new pass over the records at k groups (RCKPT_PCR_ALL: all):
+ * the fidelity may change between epochs. Reads in flight are waited for
+ * and dropped. */
+RCKPT_API int rckpt_pcr_rewind(rckpt_pcr_t *d, unsigned groups);
+
+/* The images of one record, or of a fetch. */
+typedef struct rckpt_pcr_batch rckpt_pcr_batch_t;
+
+/* The next record's images, in order, read with a ranged read (the head
+ * and groups 1..k, checksums checked) and prefetch records ahead; with
+ * RCKPT_PCR_RGB decoded on the thread pool. *out is NULL at the end of
+ * the pass. RCKPT_ECHECKSUM for a damaged record. */
+RCKPT_API int rckpt_pcr_next(rckpt_pcr_t *d, rckpt_pcr_batch_t **out);
+
+/* Images ids[0..n) of the dataset at the current fidelity, in that order,
+ * gathered in the OSDs (the `images` method: one call per record
+ * touched). -ERANGE for an id past the dataset. */
+RCKPT_API int rckpt_pcr_fetch(rckpt_pcr_t *d, const uint32_t *ids, unsigned n,
+			      rckpt_pcr_batch_t **out);
+
+typedef struct rckpt_pcr_image {
+	uint32_t id;           /* the image's index in the dataset */
+	const char *name;      /* NUL-terminated */
+	const void *label;
+	size_t label_len;
+	const uint8_t *jpeg;   /* header + scans 1..k + EOI */
+	size_t jpeg_len;
+	const uint8_t *rgb;    /* RCKPT_PCR_RGB: width * height * 3 bytes; else NULL */
+	unsigned width, height;
+} rckpt_pcr_image_t;
+
+RCKPT_API unsigned rckpt_pcr_batch_count(const rckpt_pcr_batch_t *b);
+/* Image i of b; its pointers live as long as b. */
+RCKPT_API int rckpt_pcr_batch_image(const rckpt_pcr_batch_t *b, unsigned i, rckpt_pcr_image_t *out);
+RCKPT_API void rckpt_pcr_batch_free(rckpt_pcr_batch_t *b);
+
+typedef struct rckpt_pcr_read_stats {
+	uint64_t wire_bytes; /* bytes the OSDs sent since open */
+	uint64_t reads;      /* ranged reads and cls calls */
+	uint64_t images;     /* images handed out */
+} rckpt_pcr_read_stats_t;
+
+RCKPT_API int rckpt_pcr_read_stats(rckpt_pcr_t *d, rckpt_pcr_read_stats_t *out);
+
 /* ---- build and machine ---- */
 
 typedef struct rckpt_gpu_info {

@@ -17,4 +17,7 @@ CLS_INIT(pcr)
 		return;
 	}
 	rckpt_cls_register_rd<cls_pcr_version>(cls, "version");
+	rckpt_cls_register_obj<cls_pcr_read>(cls, "read", CLS_METHOD_RD);
+	rckpt_cls_register_obj<cls_pcr_images>(cls, "images", CLS_METHOD_RD);
+	rckpt_cls_register_obj<cls_pcr_stat>(cls, "stat", CLS_METHOD_RD);
 }

@@ -1,0 +1,748 @@
+/*
+ * rckpt_pcr.c — building PCR datasets (formats/pcr.md), listing and
+ * deleting them.
+ *
+ * A build goes through its inputs a record's worth at a time: threads
+ * read, check and transform each file to a progressive JPEG (TurboJPEG's
+ * lossless transform) and cut it at its scans; the building thread then
+ * encodes the record and starts its write, which runs while the next
+ * record's files are transformed. The index goes last.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <turbojpeg.h>
+#include <unistd.h>
+
+#include "rckpt_pcr.h"
+#include "rckpt_pcr_internal.h"
+#include "rckpt_ssim.h"
+
+#define DEFAULT_PER_RECORD 512u
+#define DEFAULT_INFLIGHT 4u
+#define DEFAULT_SAMPLE 64u
+#define DEFAULT_MAX_PIXELS ((uint64_t)64 << 20)
+#define MAX_FILE_BYTES ((uint64_t)256 << 20)
+
+/* ---- shared with the reader ---- */
+
+void rckpt_pcr_record_oid(char out[RCKPT_PCR_OID_MAX], uint32_t n)
+{
+	snprintf(out, RCKPT_PCR_OID_MAX, "rec.%08" PRIu32, n);
+}
+
+int rckpt_valid_job_name(const char *s);
+
+int rckpt_pcr_ioctx(rckpt_t *h, const char *dataset, rados_ioctx_t *out)
+{
+	char ns[80];
+	int rc;
+
+	*out = NULL;
+	if (h->cluster == NULL)
+		return -ENOTCONN;
+	if (dataset == NULL || !rckpt_valid_job_name(dataset))
+		return -EINVAL;
+	snprintf(ns, sizeof(ns), RCKPT_PCR_NS_PREFIX "%s", dataset);
+	rc = rados_ioctx_create(h->cluster, h->pool, out);
+	if (rc)
+		return rc;
+	rados_ioctx_set_namespace(*out, ns);
+	return 0;
+}
+
+int rckpt_pcr_read_object(rados_ioctx_t io, const char *oid, size_t max, uint8_t **out, size_t *len)
+{
+	uint64_t size;
+	time_t mtime;
+	uint8_t *p;
+	int rc;
+
+	*out = NULL;
+	*len = 0;
+	rc = rados_stat(io, oid, &size, &mtime);
+	if (rc)
+		return rc;
+	if (size > max)
+		return -EFBIG;
+	p = malloc(size ? size : 1);
+	if (p == NULL)
+		return -ENOMEM;
+	rc = size ? rados_read(io, oid, (char *)p, size, 0) : 0;
+	if (rc >= 0 && (uint64_t)rc != size)
+		rc = -EBADMSG; /* changed under us */
+	if (rc < 0) {
+		free(p);
+		return rc;
+	}
+	*out = p;
+	*len = size;
+	return 0;
+}
+
+/* ---- one input ---- */
+
+typedef struct bimg {
+	int rc;
+	char why[200];
+	uint8_t *prog; /* the progressive JPEG (tjAlloc'd) */
+	unsigned long prog_len;
+	rckpt_pcr_split_t split;
+	uint64_t src_bytes;
+	int sampled;
+	double ssim[RCKPT_PCR_MAX_GROUPS]; /* at g+1 scans */
+} bimg_t;
+
+typedef struct builder {
+	rckpt_t *h;
+	rados_ioctx_t io;
+	rckpt_pcr_build_opts_t o;
+	const rckpt_pcr_input_t *in;
+	unsigned n;
+	/* the window being transformed */
+	bimg_t *win;
+	unsigned from, count;
+	unsigned next; /* under mu */
+	pthread_mutex_t mu;
+} builder_t;
+
+static const char *input_name(const rckpt_pcr_input_t *in)
+{
+	const char *s;
+	if (in->name)
+		return in->name;
+	s = strrchr(in->path, '/');
+	return s ? s + 1 : in->path;
+}
+
+static int name_valid(const char *s)
+{
+	size_t n = strlen(s), i;
+	if (n == 0 || n > RCKPT_PCR_MAX_NAME || strcmp(s, ".") == 0 || strcmp(s, "..") == 0)
+		return 0;
+	for (i = 0; i < n; i++)
+		if ((unsigned char)s[i] < 0x20 || s[i] == '/' || s[i] == 0x7F)
+			return 0;
+	return 1;
+}
+
+/* Which inputs get their fidelity measured: `sample` of them, spread evenly. */
+static int is_sampled(unsigned i, unsigned n, unsigned sample)
+{
+	if (sample >= n)
+		return 1;
+	return (uint64_t)(i + 1) * sample / n != (uint64_t)i * sample / n;
+}
+
+static int refuse(bimg_t *b, int rc, const char *fmt, const char *detail)
+{
+	b->rc = rc;
+	snprintf(b->why, sizeof(b->why), fmt, detail);
+	return rc;
+}
+
+static int read_file(const char *path, uint8_t **out, size_t *len)
+{
+	struct stat sb;
+	uint8_t *p;
+	size_t got = 0;
+	FILE *f = fopen(path, "rb");
+
+	*out = NULL;
+	if (f == NULL)
+		return -errno;
+	if (fstat(fileno(f), &sb) || !S_ISREG(sb.st_mode)) {
+		fclose(f);
+		return -EINVAL;
+	}
+	if ((uint64_t)sb.st_size > MAX_FILE_BYTES) {
+		fclose(f);
+		return -EFBIG;
+	}
+	p = malloc(sb.st_size ? (size_t)sb.st_size : 1);
+	if (p == NULL) {
+		fclose(f);
+		return -ENOMEM;
+	}
+	while (got < (size_t)sb.st_size) {
+		size_t r = fread(p + got, 1, (size_t)sb.st_size - got, f);
+		if (r == 0)
+			break;
+		got += r;
+	}
+	fclose(f);
+	if (got != (size_t)sb.st_size) {
+		free(p);
+		return -EIO;
+	}
+	*out = p;
+	*len = got;
+	return 0;
+}
+
+/* SSIM on luma of the image at 1..nscans-1 scans against all of them. */
+static int measure(bimg_t *b, tjhandle dh)
+{
+	const unsigned w = b->split.width, hgt = b->split.height, ns = b->split.nscans;
+	uint8_t *full = malloc((size_t)w * hgt), *part = malloc((size_t)w * hgt);
+	uint8_t *jp = malloc(b->prog_len);
+	unsigned k;
+	int rc = 0;
+
+	if (!full || !part || !jp) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	if (tjDecompress2(dh, b->prog, b->prog_len, full, (int)w, 0, (int)hgt, TJPF_GRAY,
+			  TJFLAG_LIMITSCANS)) {
+		rc = -EBADMSG;
+		goto out;
+	}
+	for (k = 1; k <= RCKPT_PCR_MAX_GROUPS; k++)
+		b->ssim[k - 1] = 1.0;
+	for (k = 1; k < ns; k++) {
+		size_t at = b->split.start[k - 1] + b->split.len[k - 1];
+		memcpy(jp, b->prog, at);
+		jp[at] = 0xFF;
+		jp[at + 1] = 0xD9;
+		if (tjDecompress2(dh, jp, at + 2, part, (int)w, 0, (int)hgt, TJPF_GRAY, TJFLAG_LIMITSCANS)) {
+			rc = -EBADMSG;
+			goto out;
+		}
+		b->ssim[k - 1] = rckpt_ssim(full, part, w, hgt);
+		if (b->ssim[k - 1] < -1) {
+			rc = -ENOMEM;
+			goto out;
+		}
+	}
+	b->sampled = 1;
+out:
+	free(full);
+	free(part);
+	free(jp);
+	return rc;
+}
+
+static int transform_one(builder_t *B, unsigned i, bimg_t *b, tjhandle th, tjhandle dh)
+{
+	const rckpt_pcr_input_t *in = &B->in[i];
+	tjtransform xf;
+	uint8_t *src = NULL;
+	size_t len = 0;
+	int w, hgt, sub, cs, rc;
+
+	memset(b, 0, sizeof(*b));
+	rc = read_file(in->path, &src, &len);
+	if (rc)
+		return refuse(b, rc, "cannot read it (%s)",
+			      rc == -EFBIG ? "larger than 256 MiB" : rckpt_strerror(rc));
+	b->src_bytes = len;
+	if (len > ULONG_MAX || tjDecompressHeader3(dh, src, (unsigned long)len, &w, &hgt, &sub, &cs)) {
+		rc = refuse(b, -EBADMSG, "not a JPEG (%s)", tjGetErrorStr2(dh));
+		goto out;
+	}
+	if ((uint64_t)w * (uint64_t)hgt > B->o.max_pixels) {
+		rc = refuse(b, -E2BIG, "%s", "too many pixels (see max_pixels)");
+		goto out;
+	}
+	memset(&xf, 0, sizeof(xf));
+	xf.op = TJXOP_NONE;
+	xf.options = TJXOPT_PROGRESSIVE | TJXOPT_COPYNONE;
+	/* Any warning (a truncated or damaged file) refuses the file. */
+	if (tjTransform(th, src, (unsigned long)len, 1, &b->prog, &b->prog_len, &xf,
+			TJFLAG_LIMITSCANS | TJFLAG_STOPONWARNING)) {
+		rc = refuse(b, -EBADMSG, "corrupt JPEG (%s)", tjGetErrorStr2(th));
+		goto out;
+	}
+	rc = rckpt_pcr_jpeg_split(&b->split, b->prog, b->prog_len);
+	if (rc || !b->split.progressive) {
+		rc = refuse(b, rc ? rc : -EBADMSG, "%s", "its progressive form cannot be cut at its scans");
+		goto out;
+	}
+	if (is_sampled(i, B->n, B->o.fidelity_sample) && (rc = measure(b, dh)))
+		refuse(b, rc, "%s", "its prefixes do not decode");
+out:
+	free(src);
+	return rc;
+}
+
+static void *transform_worker(void *arg)
+{
+	builder_t *B = arg;
+	tjhandle th = tjInitTransform(), dh = tjInitDecompress();
+
+	for (;;) {
+		unsigned k;
+		pthread_mutex_lock(&B->mu);
+		k = B->next++;
+		pthread_mutex_unlock(&B->mu);
+		if (k >= B->count)
+			break;
+		if (!th || !dh) {
+			refuse(&B->win[k], -ENOMEM, "%s", "cannot start TurboJPEG");
+			continue;
+		}
+		transform_one(B, B->from + k, &B->win[k], th, dh);
+	}
+	if (th)
+		tjDestroy(th);
+	if (dh)
+		tjDestroy(dh);
+	return NULL;
+}
+
+static void window_free(bimg_t *w, unsigned n)
+{
+	unsigned i;
+	for (i = 0; i < n; i++) {
+		if (w[i].prog)
+			tjFree(w[i].prog);
+		w[i].prog = NULL;
+	}
+}
+
+/* Transforms inputs [from, from+count) on the threads. */
+static int run_window(builder_t *B, unsigned from, unsigned count, unsigned threads)
+{
+	pthread_t tid[64];
+	unsigned t, started = 0;
+
+	B->from = from;
+	B->count = count;
+	B->next = 0;
+	if (threads > count)
+		threads = count;
+	for (t = 1; t < threads; t++) {
+		if (pthread_create(&tid[started], NULL, transform_worker, B))
+			break;
+		started++;
+	}
+	transform_worker(B); /* this thread works too */
+	for (t = 0; t < started; t++)
+		pthread_join(tid[t], NULL);
+	return 0;
+}
+
+/* ---- writes in flight ---- */
+
+typedef struct wslot {
+	rados_completion_t c;
+	rckpt_buf_t buf;
+	uint32_t no;
+} wslot_t;
+
+static int wslot_wait(wslot_t *s)
+{
+	int rc = 0;
+	if (s->c) {
+		rados_aio_wait_for_complete(s->c);
+		rc = rados_aio_get_return_value(s->c);
+		rados_aio_release(s->c);
+		s->c = NULL;
+	}
+	rckpt_buf_free(&s->buf);
+	return rc;
+}
+
+/* ---- removing a dataset's objects ---- */
+
+static int remove_all(rados_ioctx_t io, unsigned *removed)
+{
+	rados_list_ctx_t lc;
+	const char *oid;
+	char **names = NULL;
+	unsigned n = 0, cap = 0, i;
+	int rc;
+
+	*removed = 0;
+	if ((rc = rados_nobjects_list_open(io, &lc)))
+		return rc;
+	while ((rc = rados_nobjects_list_next(lc, &oid, NULL, NULL)) == 0) {
+		if (n == cap) {
+			char **p = realloc(names, (cap = cap ? 2 * cap : 64) * sizeof(*p));
+			if (p == NULL) {
+				rc = -ENOMEM;
+				break;
+			}
+			names = p;
+		}
+		if ((names[n] = strdup(oid)) == NULL) {
+			rc = -ENOMEM;
+			break;
+		}
+		n++;
+	}
+	rados_nobjects_list_close(lc);
+	if (rc == -ENOENT)
+		rc = 0;
+	/* the index first: the dataset disappears before its records */
+	for (i = 0; i < n && rc == 0; i++)
+		if (strcmp(names[i], RCKPT_PCR_INDEX_OID) == 0) {
+			rc = rados_remove(io, names[i]);
+			if (rc == 0)
+				++*removed;
+		}
+	for (i = 0; i < n && (rc == 0 || rc == -ENOENT); i++) {
+		if (strcmp(names[i], RCKPT_PCR_INDEX_OID) == 0)
+			continue;
+		rc = rados_remove(io, names[i]);
+		if (rc == 0)
+			++*removed;
+	}
+	if (rc == -ENOENT)
+		rc = 0;
+	for (i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+	return rc;
+}
+
+int rckpt_pcr_delete(rckpt_t *h, const char *dataset)
+{
+	rados_ioctx_t io;
+	unsigned removed = 0;
+	int rc;
+
+	rckpt_clear_error(h);
+	if ((rc = rckpt_pcr_ioctx(h, dataset, &io)))
+		return rckpt_fail(h, rc, __func__, "cannot open dataset %s", dataset ? dataset : "(null)");
+	rc = remove_all(io, &removed);
+	rados_ioctx_destroy(io);
+	if (rc == 0 && removed == 0)
+		rc = -ENOENT;
+	return rc ? rckpt_fail(h, rc, __func__, "cannot delete dataset %s%s", dataset,
+			       rc == -ENOENT ? ": no such dataset" : "")
+		  : 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int rckpt_pcr_datasets(rckpt_t *h, char ***names, unsigned *n)
+{
+	rados_ioctx_t io;
+	rados_list_ctx_t lc;
+	const char *oid, *ns;
+	unsigned cap = 0;
+	int rc;
+
+	rckpt_clear_error(h);
+	*names = NULL;
+	*n = 0;
+	if (h->cluster == NULL)
+		return rckpt_fail(h, -ENOTCONN, __func__, "not connected");
+	if ((rc = rados_ioctx_create(h->cluster, h->pool, &io)))
+		return rckpt_fail(h, rc, __func__, "cannot open pool %s", h->pool);
+	rados_ioctx_set_namespace(io, LIBRADOS_ALL_NSPACES);
+	if ((rc = rados_nobjects_list_open(io, &lc))) {
+		rados_ioctx_destroy(io);
+		return rckpt_fail(h, rc, __func__, "cannot list pool %s", h->pool);
+	}
+	while (rc == 0 && (rc = rados_nobjects_list_next(lc, &oid, NULL, &ns)) == 0) {
+		const size_t pl = strlen(RCKPT_PCR_NS_PREFIX);
+		if (strcmp(oid, RCKPT_PCR_INDEX_OID) != 0 || ns == NULL ||
+		    strncmp(ns, RCKPT_PCR_NS_PREFIX, pl) != 0 || !rckpt_valid_job_name(ns + pl))
+			continue;
+		if (*n == cap) {
+			char **p = realloc(*names, (cap = cap ? 2 * cap : 16) * sizeof(*p));
+			if (p == NULL) {
+				rc = -ENOMEM;
+				break;
+			}
+			*names = p;
+		}
+		if (((*names)[*n] = strdup(ns + pl)) == NULL) {
+			rc = -ENOMEM;
+			break;
+		}
+		(*n)++;
+	}
+	rados_nobjects_list_close(lc);
+	rados_ioctx_destroy(io);
+	if (rc == -ENOENT)
+		rc = 0;
+	if (rc) {
+		rckpt_jobs_free(*names, *n);
+		*names = NULL;
+		*n = 0;
+		return rckpt_fail(h, rc, __func__, "cannot list the datasets of pool %s", h->pool);
+	}
+	qsort(*names, *n, sizeof(**names), cmp_str);
+	return 0;
+}
+
+/* ---- the build ---- */
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int check_names(rckpt_t *h, const rckpt_pcr_input_t *in, unsigned n)
+{
+	const char **v = malloc((size_t)n * sizeof(*v));
+	unsigned i;
+	int rc = 0;
+
+	if (v == NULL)
+		return rckpt_fail(h, -ENOMEM, "rckpt_pcr_build", "out of memory");
+	for (i = 0; i < n && rc == 0; i++) {
+		if (in[i].path == NULL || (in[i].label_len && in[i].label == NULL) ||
+		    in[i].label_len > RCKPT_PCR_MAX_LABEL)
+			rc = rckpt_fail(h, -EINVAL, "rckpt_pcr_build", "input %u: no path, or a bad label", i);
+		else if (!name_valid(v[i] = input_name(&in[i])))
+			rc = rckpt_fail(h, -EINVAL, "rckpt_pcr_build",
+					"%s: its name must be 1..255 bytes without '/' or control characters",
+					in[i].path);
+	}
+	if (rc == 0) {
+		qsort(v, n, sizeof(*v), cmp_str);
+		for (i = 1; i < n && rc == 0; i++)
+			if (strcmp(v[i - 1], v[i]) == 0)
+				rc = rckpt_fail(h, -EINVAL, "rckpt_pcr_build",
+						"two inputs are named %s: names must be unique", v[i]);
+	}
+	free(v);
+	return rc;
+}
+
+int rckpt_pcr_build(rckpt_t *h, const char *dataset, const rckpt_pcr_input_t *in, unsigned n,
+		    const rckpt_pcr_build_opts_t *opts, rckpt_pcr_build_stats_t *st)
+{
+	static const rckpt_pcr_build_opts_t def = RCKPT_PCR_BUILD_OPTS_INIT;
+	builder_t B;
+	rckpt_pcr_index_t x;
+	rckpt_buf_t labels = RCKPT_BUF_INIT, ib = RCKPT_BUF_INIT;
+	rckpt_pcr_progress_t pr;
+	rckpt_pcr_src_t *src = NULL;
+	wslot_t *ws = NULL;
+	double ssum[RCKPT_PCR_MAX_GROUPS] = { 0 }, t0 = now_s();
+	unsigned threads, wcount = 0, wnext = 0, sampled = 0, rec_cap = 0, i, g, first;
+	uint64_t size;
+	time_t mtime;
+	int rc;
+
+	rckpt_clear_error(h);
+	memset(&x, 0, sizeof(x));
+	memset(&pr, 0, sizeof(pr));
+	memset(&B, 0, sizeof(B));
+	if (st)
+		memset(st, 0, sizeof(*st));
+	if (opts == NULL)
+		opts = &def;
+	if (opts->version != RCKPT_PCR_BUILD_OPTS_VERSION || opts->images_per_record > RCKPT_PCR_MAX_IMAGES ||
+	    n == 0 || n > RCKPT_PCR_MAX_DATASET_IMAGES || in == NULL)
+		return rckpt_fail(h, -EINVAL, __func__, "bad options, or no inputs");
+	B.o = *opts;
+	if (B.o.images_per_record == 0)
+		B.o.images_per_record = DEFAULT_PER_RECORD;
+	if (B.o.inflight == 0)
+		B.o.inflight = DEFAULT_INFLIGHT;
+	if (B.o.fidelity_sample == 0)
+		B.o.fidelity_sample = DEFAULT_SAMPLE;
+	if (B.o.max_pixels == 0)
+		B.o.max_pixels = DEFAULT_MAX_PIXELS;
+	threads = B.o.threads ? B.o.threads : (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
+	if (threads == 0)
+		threads = 1;
+	if (threads > 64)
+		threads = 64;
+	if ((rc = check_names(h, in, n)))
+		return rc;
+	if ((rc = rckpt_pcr_ioctx(h, dataset, &B.io)))
+		return rckpt_fail(h, rc, __func__, "bad dataset name %s (1..63 of [A-Za-z0-9._-])",
+				  dataset ? dataset : "(null)");
+	B.h = h;
+	B.in = in;
+	B.n = n;
+	pthread_mutex_init(&B.mu, NULL);
+	rc = rados_stat(B.io, RCKPT_PCR_INDEX_OID, &size, &mtime);
+	if (rc == 0) {
+		rc = rckpt_fail(h, -EEXIST, __func__, "dataset %s exists (rckpt pcr rm removes it)", dataset);
+		goto out;
+	}
+	if (rc != -ENOENT) {
+		rc = rckpt_fail(h, rc, __func__, "cannot look for dataset %s", dataset);
+		goto out;
+	}
+	{ /* what a failed build left */
+		unsigned removed;
+		if ((rc = remove_all(B.io, &removed))) {
+			rc = rckpt_fail(h, rc, __func__, "cannot clear what an earlier build of %s left", dataset);
+			goto out;
+		}
+	}
+	B.win = calloc(B.o.images_per_record, sizeof(*B.win));
+	src = calloc(B.o.images_per_record, sizeof(*src));
+	ws = calloc(B.o.inflight, sizeof(*ws));
+	x.label_off = calloc((size_t)n + 1, sizeof(*x.label_off));
+	if (!B.win || !src || !ws || !x.label_off) {
+		rc = rckpt_fail(h, -ENOMEM, __func__, "out of memory");
+		goto out;
+	}
+	pr.total = n;
+	for (first = 0; first < n; first += wcount) {
+		unsigned good = 0;
+		wslot_t *s;
+		wcount = n - first < B.o.images_per_record ? n - first : B.o.images_per_record;
+		run_window(&B, first, wcount, threads);
+		for (i = 0; i < wcount; i++) {
+			bimg_t *b = &B.win[i];
+			const rckpt_pcr_input_t *ip = &in[first + i];
+			if (b->rc) {
+				if (B.o.refused)
+					B.o.refused(B.o.arg, ip->path, b->rc, b->why);
+				if (!B.o.skip_bad) {
+					rc = rckpt_fail(h, b->rc, __func__, "%s: %s", ip->path, b->why);
+					window_free(B.win, wcount);
+					goto out;
+				}
+				pr.skipped++;
+				continue;
+			}
+			src[good].id = x.nimages + good;
+			src[good].name = input_name(ip);
+			src[good].label = ip->label;
+			src[good].label_len = ip->label_len;
+			src[good].jpeg = b->prog;
+			src[good].split = b->split;
+			if ((rc = rckpt_buf_append(&labels, ip->label, ip->label_len))) {
+				window_free(B.win, wcount);
+				goto nomem;
+			}
+			x.label_off[x.nimages + good + 1] = (uint32_t)labels.len;
+			for (g = 0; g < b->split.nscans; g++) {
+				x.group_bytes[g] += b->split.len[g];
+				x.group_images[g]++;
+			}
+			if (b->split.nscans > x.ngroups)
+				x.ngroups = (uint16_t)b->split.nscans;
+			if (b->sampled) {
+				for (g = 0; g < RCKPT_PCR_MAX_GROUPS; g++)
+					ssum[g] += b->ssim[g];
+				sampled++;
+			}
+			x.source_bytes += b->src_bytes;
+			good++;
+		}
+		pr.done += wcount;
+		if (good == 0) {
+			window_free(B.win, wcount);
+			continue;
+		}
+		/* a write slot: wait for the oldest when all are busy */
+		s = &ws[wnext];
+		if ((rc = wslot_wait(s))) {
+			window_free(B.win, wcount);
+			rc = rckpt_fail(h, rc, __func__, "cannot write record %u of %s", s->no, dataset);
+			goto out;
+		}
+		wnext = (wnext + 1) % B.o.inflight;
+		s->no = x.nrecords;
+		s->buf.max = RCKPT_PCR_MAX_RECORD;
+		rc = rckpt_pcr_record_encode(&s->buf, s->no, src, good);
+		window_free(B.win, wcount);
+		if (rc) {
+			rc = rckpt_fail(h, rc, __func__, "record %u of %s is too large (%u images)", s->no,
+					dataset, good);
+			goto out;
+		}
+		if (x.nrecords == rec_cap) {
+			rckpt_pcr_index_rec_t *p = realloc(x.rec, (rec_cap = rec_cap ? 2 * rec_cap : 16) * sizeof(*p));
+			if (p == NULL)
+				goto nomem;
+			x.rec = p;
+		}
+		{
+			rckpt_pcr_head_t hd;
+			rckpt_pcr_index_rec_t *e = &x.rec[x.nrecords];
+			if ((rc = rckpt_pcr_head_decode(&hd, s->buf.p, s->buf.len))) {
+				rc = rckpt_fail(h, rc, __func__, "record %u does not decode (a bug)", s->no);
+				goto out;
+			}
+			memset(e, 0, sizeof(*e));
+			e->first_id = x.nimages;
+			e->nimages = good;
+			e->head_len = hd.f.head_len;
+			e->ngroups = hd.f.ngroups;
+			memcpy(e->end, hd.end, sizeof(e->end));
+			x.head_bytes += hd.f.head_len;
+			rckpt_pcr_head_free(&hd);
+		}
+		{
+			char oid[RCKPT_PCR_OID_MAX];
+			rckpt_pcr_record_oid(oid, s->no);
+			if ((rc = rados_aio_create_completion2(NULL, NULL, &s->c)) ||
+			    (rc = rados_aio_write_full(B.io, oid, s->c, (const char *)s->buf.p, s->buf.len))) {
+				rc = rckpt_fail(h, rc, __func__, "cannot write record %u of %s", s->no, dataset);
+				goto out;
+			}
+		}
+		pr.bytes_written += s->buf.len;
+		x.nrecords++;
+		x.nimages += good;
+		pr.records_written = x.nrecords;
+		if (B.o.progress)
+			B.o.progress(B.o.arg, &pr);
+	}
+	for (i = 0; i < B.o.inflight; i++) {
+		int r = wslot_wait(&ws[i]);
+		if (r && !rc)
+			rc = rckpt_fail(h, r, __func__, "cannot write record %u of %s", ws[i].no, dataset);
+	}
+	if (rc)
+		goto out;
+	if (x.nimages == 0) {
+		rc = rckpt_fail(h, -ENODATA, __func__, "no usable image among the %u inputs", n);
+		goto out;
+	}
+	x.fidelity_sample = sampled;
+	for (g = 0; g < x.ngroups; g++)
+		x.mssim[g] = sampled ? ssum[g] / sampled : -1.0;
+	x.created = (uint64_t)time(NULL);
+	x.labels = labels.p;
+	if ((rc = rckpt_pcr_index_encode(&ib, &x)) ||
+	    (rc = rados_write_full(B.io, RCKPT_PCR_INDEX_OID, (const char *)ib.p, ib.len))) {
+		rc = rckpt_fail(h, rc, __func__, "cannot write the index of %s", dataset);
+		goto out;
+	}
+	pr.bytes_written += ib.len;
+	if (st) {
+		st->images = x.nimages;
+		st->skipped = pr.skipped;
+		st->records = x.nrecords;
+		st->groups = x.ngroups;
+		st->source_bytes = x.source_bytes;
+		st->stored_bytes = pr.bytes_written;
+		st->seconds = now_s() - t0;
+	}
+	goto out;
+nomem:
+	rc = rckpt_fail(h, -ENOMEM, __func__, "out of memory");
+out:
+	if (ws)
+		for (i = 0; i < B.o.inflight; i++)
+			wslot_wait(&ws[i]);
+	free(ws);
+	free(src);
+	free(B.win);
+	free(x.rec);
+	free(x.label_off);
+	rckpt_buf_free(&labels);
+	rckpt_buf_free(&ib);
+	pthread_mutex_destroy(&B.mu);
+	if (B.io)
+		rados_ioctx_destroy(B.io);
+	return rc;
+}
