@@ -599,7 +599,7 @@ static int cmd_stat(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	       in.records, in.groups);
 	printf("stored %" PRIu64 " bytes (heads %" PRIu64 ") for %" PRIu64 " bytes of source JPEG (%.3fx)\n",
 	       total, in.head_bytes, in.source_bytes, in.source_bytes ? (double)total / in.source_bytes : 0);
-	printf("fidelity: mean SSIM of the luma against all groups, on %" PRIu32 " sampled images\n",
+	printf("fidelity: mean SSIM (per channel) against all groups, on %" PRIu32 " sampled images\n",
 	       in.fidelity_sample);
 	printf("%5s %8s %14s %14s %8s %8s\n", "group", "images", "group bytes", "read through", "of all",
 	       "MSSIM");

@@ -187,21 +187,46 @@ static int read_file(const char *path, uint8_t **out, size_t *len)
 	return 0;
 }
 
-/* SSIM on luma of the image at 1..nscans-1 scans against all of them. */
+/* Mean SSIM over the channels (R, G, B, or gray) of two decoded images. */
+static double ssim_channels(const uint8_t *a, const uint8_t *b, unsigned w, unsigned h, unsigned nch,
+			    uint8_t *pa, uint8_t *pb)
+{
+	double sum = 0;
+	unsigned c;
+	size_t i, n = (size_t)w * h;
+	if (nch == 1)
+		return rckpt_ssim(a, b, w, h);
+	for (c = 0; c < nch; c++) {
+		double s;
+		for (i = 0; i < n; i++) {
+			pa[i] = a[i * nch + c];
+			pb[i] = b[i * nch + c];
+		}
+		s = rckpt_ssim(pa, pb, w, h);
+		if (s < -1)
+			return s;
+		sum += s;
+	}
+	return sum / nch;
+}
+
+/* SSIM of the image at 1..nscans-1 scans against all of them. */
 static int measure(bimg_t *b, tjhandle dh)
 {
 	const unsigned w = b->split.width, hgt = b->split.height, ns = b->split.nscans;
-	uint8_t *full = malloc((size_t)w * hgt), *part = malloc((size_t)w * hgt);
+	const unsigned nch = b->split.ncomp == 1 ? 1 : 3;
+	const int pf = nch == 1 ? TJPF_GRAY : TJPF_RGB;
+	const size_t px = (size_t)w * hgt;
+	uint8_t *full = malloc(px * nch), *part = malloc(px * nch), *pa = malloc(px), *pb = malloc(px);
 	uint8_t *jp = malloc(b->prog_len);
 	unsigned k;
 	int rc = 0;
 
-	if (!full || !part || !jp) {
+	if (!full || !part || !pa || !pb || !jp) {
 		rc = -ENOMEM;
 		goto out;
 	}
-	if (tjDecompress2(dh, b->prog, b->prog_len, full, (int)w, 0, (int)hgt, TJPF_GRAY,
-			  TJFLAG_LIMITSCANS)) {
+	if (tjDecompress2(dh, b->prog, b->prog_len, full, (int)w, 0, (int)hgt, pf, TJFLAG_LIMITSCANS)) {
 		rc = -EBADMSG;
 		goto out;
 	}
@@ -212,11 +237,11 @@ static int measure(bimg_t *b, tjhandle dh)
 		memcpy(jp, b->prog, at);
 		jp[at] = 0xFF;
 		jp[at + 1] = 0xD9;
-		if (tjDecompress2(dh, jp, at + 2, part, (int)w, 0, (int)hgt, TJPF_GRAY, TJFLAG_LIMITSCANS)) {
+		if (tjDecompress2(dh, jp, at + 2, part, (int)w, 0, (int)hgt, pf, TJFLAG_LIMITSCANS)) {
 			rc = -EBADMSG;
 			goto out;
 		}
-		b->ssim[k - 1] = rckpt_ssim(full, part, w, hgt);
+		b->ssim[k - 1] = ssim_channels(full, part, w, hgt, nch, pa, pb);
 		if (b->ssim[k - 1] < -1) {
 			rc = -ENOMEM;
 			goto out;
@@ -226,6 +251,8 @@ static int measure(bimg_t *b, tjhandle dh)
 out:
 	free(full);
 	free(part);
+	free(pa);
+	free(pb);
 	free(jp);
 	return rc;
 }
