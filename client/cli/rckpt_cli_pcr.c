@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <turbojpeg.h>
 #include <unistd.h>
 
 #include "rckpt.h"
@@ -32,6 +33,7 @@ static void usage(void)
 	printf("usage: rckpt [options] pcr build --dataset D [--labels LABELS.csv] [--images-per-record N]\n"
 	       "                                [--threads N] [--fidelity-sample N] [--skip-bad] DIR|FILE...\n"
 	       "       rckpt [options] pcr get --dataset D [--group K|all] [--ids I,J,...] --out DIR\n"
+	       "       rckpt [options] pcr verify --dataset D [--threads N] DIR\n"
 	       "       rckpt [options] pcr ls\n"
 	       "       rckpt [options] pcr stat --dataset D\n"
 	       "       rckpt [options] pcr rm --dataset D\n"
@@ -48,6 +50,9 @@ static void usage(void)
 	       "get    read D through K groups (default all) and write each image, as a\n"
 	       "       JPEG under its original file name, into DIR; --ids fetches only those\n"
 	       "       images (numbered from 0 in build order), gathered in the OSDs.\n"
+	       "verify read D at every group, decode each image (on --threads threads, default\n"
+	       "       1) and compare its pixels with those of the file of the same name in DIR\n"
+	       "       (the build's sources); exit 1 on any difference or missing file.\n"
 	       "ls     list the datasets of the pool.\n"
 	       "stat   bytes, images and mean SSIM per group of D.\n"
 	       "rm     delete D and all its objects.\n"
@@ -553,6 +558,90 @@ out:
 	return ret;
 }
 
+/* ---- verify ---- */
+
+static int cmd_verify(int argc, char **argv, const rckpt_connect_opts_t *conn)
+{
+	static const struct option lo[] = { { "dataset", 1, 0, 'd' }, { "threads", 1, 0, 't' },
+					    { 0, 0, 0, 0 } };
+	rckpt_pcr_opts_t o = RCKPT_PCR_OPTS_INIT;
+	const char *dataset = NULL, *dir;
+	unsigned images = 0, bad = 0;
+	rckpt_pcr_t *d = NULL;
+	rckpt_t *h = NULL;
+	tjhandle th = NULL;
+	int c, rc = 0, ret = 1;
+
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "d:t:", lo, NULL)) != -1) {
+		if (c == 'd')
+			dataset = optarg;
+		else if (c == 't' && parse_uint(optarg, 64, &o.threads) == 0 && o.threads)
+			;
+		else
+			return usage_error("bad option for verify (--dataset D, --threads 1..64)");
+	}
+	if (dataset == NULL || optind + 1 != argc)
+		return usage_error("verify needs --dataset and one DIR");
+	dir = argv[optind];
+	o.output = RCKPT_PCR_RGB;
+	if ((th = tjInitDecompress()) == NULL || (h = connect_or_report(conn)) == NULL)
+		goto out;
+	if ((rc = rckpt_pcr_open(h, &d, dataset, &o))) {
+		fprintf(stderr, "rckpt pcr: %s\n", rckpt_errmsg(h));
+		goto out;
+	}
+	for (;;) {
+		rckpt_pcr_batch_t *b;
+		unsigned i, n;
+		if ((rc = rckpt_pcr_next(d, &b))) {
+			fprintf(stderr, "rckpt pcr: %s\n", rckpt_errmsg(h));
+			goto out;
+		}
+		if (b == NULL)
+			break;
+		n = rckpt_pcr_batch_count(b);
+		for (i = 0; i < n; i++) {
+			rckpt_pcr_image_t im;
+			char path[4096];
+			unsigned char *src = NULL, *px = NULL;
+			long len;
+			int w, hh, sub, cs, same = 0;
+			FILE *f;
+			rckpt_pcr_batch_image(b, i, &im);
+			snprintf(path, sizeof(path), "%s/%s", dir, im.name);
+			images++;
+			if ((f = fopen(path, "rb")) != NULL && fseek(f, 0, SEEK_END) == 0 && (len = ftell(f)) > 0 &&
+			    fseek(f, 0, SEEK_SET) == 0 && (src = malloc((size_t)len)) != NULL &&
+			    fread(src, 1, (size_t)len, f) == (size_t)len &&
+			    tjDecompressHeader3(th, src, (unsigned long)len, &w, &hh, &sub, &cs) == 0 &&
+			    (unsigned)w == im.width && (unsigned)hh == im.height &&
+			    (px = malloc((size_t)w * hh * 3)) != NULL &&
+			    tjDecompress2(th, src, (unsigned long)len, px, w, 0, hh, TJPF_RGB, 0) == 0)
+				same = memcmp(px, im.rgb, (size_t)w * hh * 3) == 0;
+			if (f)
+				fclose(f);
+			free(src);
+			free(px);
+			if (!same) {
+				fprintf(stderr, "rckpt pcr: image %u (%s) differs from %s\n", im.id, im.name, path);
+				bad++;
+			}
+		}
+		rckpt_pcr_batch_free(b);
+	}
+	printf("verified %u images of %s against %s: %u identical, %u different\n", images, dataset, dir,
+	       images - bad, bad);
+	ret = bad ? 1 : 0;
+out:
+	if (th)
+		tjDestroy(th);
+	rckpt_pcr_close(d);
+	rckpt_destroy(h);
+	return ret;
+}
+
 /* ---- ls, stat, rm ---- */
 
 static int dataset_only(int argc, char **argv, const char *what, const char **dataset)
@@ -687,11 +776,13 @@ int rckpt_cli_pcr(int argc, char **argv, const rckpt_connect_opts_t *conn)
 			return 0;
 		}
 	if (argc < 2)
-		return usage_error("missing subcommand (build, get, ls, stat, rm)");
+		return usage_error("missing subcommand (build, get, verify, ls, stat, rm)");
 	if (strcmp(argv[1], "build") == 0)
 		return cmd_build(argc - 1, argv + 1, conn);
 	if (strcmp(argv[1], "get") == 0)
 		return cmd_get(argc - 1, argv + 1, conn);
+	if (strcmp(argv[1], "verify") == 0)
+		return cmd_verify(argc - 1, argv + 1, conn);
 	if (strcmp(argv[1], "ls") == 0)
 		return cmd_ls(argc - 1, argv + 1, conn);
 	if (strcmp(argv[1], "stat") == 0)
