@@ -14,13 +14,15 @@ jobs=$(nproc 2>/dev/null || echo 2)
 
 # What the project builds and runs with, all from Debian's packages.
 # python3-torch and python3-sklearn train the small real model whose
-# checkpoints the codec's tests and benchmarks use (bench/make_checkpoints.py).
+# checkpoints the codec's tests and benchmarks use (bench/make_checkpoints.py);
+# python3-pil cuts the PCR data set out of the sample photos that
+# python3-sklearn and python3-skimage ship (bench/make_pcr_images.py).
 packages=(
 	build-essential cmake pkg-config jq
 	ceph-mon ceph-mgr ceph-osd ceph-common
 	librados-dev libradospp-dev rados-objclass-dev
 	libzstd-dev libturbojpeg0-dev libssl-dev libcmocka-dev libjansson-dev
-	python3-torch python3-sklearn
+	python3-torch python3-sklearn python3-pil python3-skimage
 )
 
 usage() {
@@ -30,8 +32,9 @@ usage: $prog [--sanitize] COMMAND
 commands:
   demo        install missing packages, build, start the local cluster and run
               the main job: rckpt status, then save a real checkpoint sequence
-              into a job, restore its latest step and verify it; the cluster
-              keeps running
+              into a job, restore its latest step and verify it; build a PCR
+              dataset of real photos and read it at two fidelities; the
+              cluster keeps running
   test        install, build, start a fresh test cluster, run the whole test
               suite (ctest) against it, stop it
   deps        only install missing system packages (apt-get; sudo when not root)
@@ -156,6 +159,23 @@ demo)
 	done
 	"$build/client/rckpt" ckpt verify --job "$job" || ok=0
 	[ "$ok" = 1 ] || exit 1
+	echo
+	imgs=$build/demo-pcr-images
+	if [ ! -f "$imgs/labels.csv" ]; then
+		say "cutting a JPEG data set out of Debian's sample photos (bench/make_pcr_images.py)"
+		/usr/bin/python3 "$repo/bench/make_pcr_images.py" --count 1000 "$imgs"
+	fi
+	ds=demo-$(date +%Y%m%d-%H%M%S)
+	say "main job: build PCR dataset $ds from $(ls "$imgs"/*.jpg | wc -l) JPEGs"
+	"$build/client/rckpt" pcr build --dataset "$ds" --labels "$imgs/labels.csv" --images-per-record 256 "$imgs" 2>/dev/null
+	"$build/client/rckpt" pcr stat --dataset "$ds"
+	for k in 2 all; do
+		say "main job: read $ds at group $k (bytes read, images/s)"
+		rm -rf "$build/demo-pcr-$k"
+		"$build/client/rckpt" pcr get --dataset "$ds" --group $k --out "$build/demo-pcr-$k"
+	done
+	say "main job: every image at the last group against its source"
+	"$build/client/rckpt" pcr verify --dataset "$ds" "$imgs" || exit 1
 	echo
 	say "the cluster keeps running: 'export CEPH_CONF=$CEPH_CONF' to use it,"
 	say "'$prog cluster stop' to stop it"
