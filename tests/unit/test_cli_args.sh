@@ -37,4 +37,12 @@ check "version needs no cluster" expect_run 0 "$t/o" "$rckpt" version
 check "  prints the library version" contains "$t/o" "librckpt 0."
 check "missing config: exit 1" expect_run 1 "$t/o" "$rckpt" --conf /nonexistent/ceph.conf status
 check "  names the file" contains "$t/o" "/nonexistent/ceph.conf"
+check "pcr --help: exit 0" expect_run 0 "$t/o" "$rckpt" pcr --help
+check "  lists every subcommand" grep -q "pcr verify" "$t/o"
+check "pcr without a subcommand: exit 2" expect_run 2 "$t/o" "$rckpt" pcr
+check "pcr build without inputs: exit 2" expect_run 2 "$t/o" "$rckpt" pcr build --dataset d
+check "pcr get --group 0: exit 2" expect_run 2 "$t/o" "$rckpt" pcr get --dataset d --group 0 --out "$t/x"
+check "  says what is allowed" contains "$t/o" "1..64 or 'all'"
+check "pcr get --ids junk: exit 2" expect_run 2 "$t/o" "$rckpt" pcr get --dataset d --ids 1,x --out "$t/x"
+check "pcr build --images-per-record 0: exit 2" expect_run 2 "$t/o" "$rckpt" pcr build --dataset d --images-per-record 0 "$t"
 finish
