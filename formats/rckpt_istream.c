@@ -249,6 +249,38 @@ static size_t run_at(const uint8_t *d, size_t i, size_t n)
 	return j - i;
 }
 
+/* The input is checked on the way (branch-free, so it vectorizes): every
+ * cur < lcur, every prev < lprev. */
+static int symbols(uint8_t *d, const uint8_t *cur, size_t n, unsigned lcur, const uint8_t *prev,
+		   unsigned lprev, unsigned m, unsigned rearranged)
+{
+	unsigned bad = 0;
+	size_t i;
+	if (prev && rearranged) {
+		bad = group_delta(d, cur, prev, n, lprev, m, lcur); /* one pass */
+	} else if (prev) {
+		for (i = 0; i < n; i++) {
+			bad |= (unsigned)(cur[i] >= lcur) | (unsigned)(prev[i] >= lprev);
+			d[i] = cdelta(cur[i], prev[i], m);
+		}
+	} else {
+		for (i = 0; i < n; i++) {
+			bad |= (unsigned)(cur[i] >= lcur);
+			d[i] = cur[i];
+		}
+	}
+	return bad ? -EINVAL : 0;
+}
+
+int rckpt_istream_symbols(uint8_t *d, const uint8_t *cur, size_t n, unsigned lcur,
+			  const uint8_t *prev, unsigned lprev, int rearranged)
+{
+	if (lcur == 0 || lcur > RCKPT_ISTREAM_MAX_LEVELS ||
+	    (prev && (lprev == 0 || lprev > RCKPT_ISTREAM_MAX_LEVELS)))
+		return -EINVAL;
+	return symbols(d, cur, n, lcur, prev, lprev, modulus(prev, lcur, lprev), rearranged != 0);
+}
+
 void rckpt_istream_scratch_free(rckpt_istream_scratch_t *s)
 {
 	free(s->nz);
@@ -324,28 +356,8 @@ int rckpt_istream_encode(rckpt_buf_t *out, const uint8_t *cur, size_t n, unsigne
 			goto tokens_ready;
 		}
 	}
-	{
-		/* The input is checked on the way (branch-free, so it vectorizes):
-		 * every cur < lcur, every prev < lprev. */
-		unsigned bad = 0;
-		if (stages & RCKPT_IS_REARRANGED) {
-			bad = group_delta(d, cur, prev, n, lprev, m, lcur); /* one pass */
-		} else if (prev) {
-			for (i = 0; i < n; i++) {
-				bad |= (unsigned)(cur[i] >= lcur) | (unsigned)(prev[i] >= lprev);
-				d[i] = cdelta(cur[i], prev[i], m);
-			}
-		} else {
-			for (i = 0; i < n; i++) {
-				bad |= (unsigned)(cur[i] >= lcur);
-				d[i] = cur[i];
-			}
-		}
-		if (bad) {
-			rc = -EINVAL;
-			goto out;
-		}
-	}
+	if ((rc = symbols(d, cur, n, lcur, prev, lprev, m, stages & RCKPT_IS_REARRANGED)))
+		goto out;
 	if (stages & RCKPT_IS_RLE) {
 		for (i = 0; i < n;) {
 			size_t r = run_at(d, i, n);

@@ -54,6 +54,14 @@ typedef struct rckpt_istream_opts {
 int rckpt_istream_encode(rckpt_buf_t *out, const uint8_t *cur, size_t n, unsigned lcur,
 			 const uint8_t *prev, unsigned lprev, const rckpt_istream_opts_t *o);
 
+/* The symbols a stream codes before run length and entropy: cur itself
+ * (prev NULL), or the cyclic delta (cur - prev) mod M, M = max(lcur,
+ * lprev), grouped by prev when rearranged (a stable counting sort), into
+ * d[0..n). The reference of the GPU's rckpt_gpu_delta. 0, or -EINVAL when
+ * a cur >= lcur, a prev >= lprev, or a level count is out of range. */
+int rckpt_istream_symbols(uint8_t *d, const uint8_t *cur, size_t n, unsigned lcur,
+			  const uint8_t *prev, unsigned lprev, int rearranged);
+
 /* Reads one stream from r and writes the n indices (each < lcur) to cur.
  * prev/lprev as for encoding: a delta stream without a parent, or a base
  * stream given one, is -EBADMSG. */

@@ -141,7 +141,7 @@ typedef struct rckpt_tensor {
 
 typedef struct rckpt_job rckpt_job_t;
 
-#define RCKPT_JOB_OPTS_VERSION 2
+#define RCKPT_JOB_OPTS_VERSION 3
 #define RCKPT_LATEST UINT64_MAX
 
 typedef struct rckpt_job_opts {
@@ -157,9 +157,21 @@ typedef struct rckpt_job_opts {
 				  (one byte per parameter, kept between saves);
 				  0: 256 MiB. It must hold 8 chunks' parameters
 				  and 4 MiB; -EINVAL at open otherwise */
+	/* version 3: */
+	unsigned compute;      /* enum rckpt_compute: where a save's passes over
+				  the values run. The records are the same bytes
+				  either way */
 } rckpt_job_opts_t;
 
-#define RCKPT_JOB_OPTS_INIT { RCKPT_JOB_OPTS_VERSION, 0, 0.0, 0, 0, 0, 0, 0 }
+/* AUTO: on the GPU when this build has CUDA, the machine a device, and a
+ * saved tensor (or gradient) is in device memory; else on the CPU. The
+ * environment variable RCKPT_COMPUTE (auto, cpu, gpu) overrides AUTO.
+ * CPU: tensors must be in host memory (-EINVAL names one that is not).
+ * GPU: host tensors are copied to the device one at a time; -ENODEV at
+ * save when there is no device. */
+enum rckpt_compute { RCKPT_COMPUTE_AUTO = 0, RCKPT_COMPUTE_CPU = 1, RCKPT_COMPUTE_GPU = 2 };
+
+#define RCKPT_JOB_OPTS_INIT { RCKPT_JOB_OPTS_VERSION, 0, 0.0, 0, 0, 0, 0, 0, RCKPT_COMPUTE_AUTO }
 
 /* Opens job `job` (a RADOS namespace of the pool, 1..63 characters of
  * [A-Za-z0-9._-]). A writer takes an exclusive lock on the job object:

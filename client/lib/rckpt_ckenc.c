@@ -11,6 +11,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "rckpt_gpuenc.h"
+
 /* The search space, each axis from most to least aggressive. */
 static const unsigned BINS[] = { 4, 6, 8, 12, 16, 32 };
 static const unsigned EMB_BINS[] = { 16, 32 };
@@ -54,11 +56,13 @@ struct rckpt_ckenc {
 	float *wblk;         /* BLK values widened to fp32 */
 	uint8_t *iblk;       /* BLK levels */
 	uint16_t *pblk;      /* BLK protected values */
+	rckpt_qerr_t qerr;   /* judge's sums */
 };
 
 /* Tensors go through the encoder in blocks of this many elements (a
  * multiple of 8), so a step's working memory does not grow with the model. */
 #define BLK 65536u
+_Static_assert(BLK % RCKPT_QERR_TILE == 0, "judge's blocks are whole tiles");
 
 void rckpt_ckenc_opts_default(rckpt_ckenc_opts_t *o)
 {
@@ -478,8 +482,8 @@ static const rckpt_seg_t *warm_of(const rckpt_ckenc_t *e, unsigned i)
 /* Configuration c's quantization parameters for every prepared tensor
  * (qp[], k-means seeded from the last step's codebooks) and its loss over
  * all the data, judged block by block: nothing of the size of the model is
- * kept. The blocks' lengths are multiples of 8, so the sums are exactly
- * those of rckpt_codec_seg_error over each whole tensor. */
+ * kept. The blocks' lengths are multiples of the tile, so the sums are
+ * those of rckpt_qerr over each whole tensor, which the GPU's are too. */
 static int judge(rckpt_ckenc_t *e, const rckpt_st_t *params, const rckpt_tensor_prep_t *prep,
 		 const unsigned *which, unsigned nprep, const rckpt_qconfig_t *c,
 		 rckpt_codebook_cache_t *cache, rckpt_qparams_t *qp, double *quality)
@@ -490,30 +494,47 @@ static int judge(rckpt_ckenc_t *e, const rckpt_st_t *params, const rckpt_tensor_
 
 	for (pi = 0; pi < nprep && rc == 0; pi++) {
 		const rckpt_st_tensor_t *t = &params->t[which[pi]];
-		double as[8] = { 0 }, bs[8] = { 0 };
+		double tn = 0, td = 0;
 		uint64_t k;
 		rc = rckpt_codec_qparams(&qp[pi], &prep[pi], c, e->o.quantizer, warm_of(e, which[pi]),
 					 &cache[pi]);
-		for (k = 0; k < t->n && rc == 0; k += BLK) {
-			const size_t m = t->n - k < BLK ? (size_t)(t->n - k) : BLK;
-			const float *w = values(e, t, k, m), *g = prep[pi].g ? prep[pi].g + k : NULL;
-			rckpt_seg_t sg;
-			size_t np;
-			memset(&sg, 0, sizeof(sg));
-			rckpt_quantize(e->iblk, e->pblk, &np, w, g, m, &qp[pi]);
-			sg.encoding = RCKPT_SEG_QUANTIZED;
-			sg.n = m;
-			sg.nbins = qp[pi].nbins;
-			memcpy(sg.centroids, qp[pi].centroids, sizeof(float) * qp[pi].nbins);
-			sg.idx = e->iblk;
-			sg.prot = e->pblk;
-			sg.nprot = np;
-			rc = rckpt_codec_seg_error_lanes(&sg, w, g, as, bs);
+		if (rc == 0 && e->o.gpu) {
+			rc = rckpt_gpuenc_qerr(e->o.gpu, &tn, &td, t, prep[pi].g, &qp[pi]);
+		} else {
+			rckpt_qerr_t *qe = &e->qerr;
+			rckpt_qerr_init(qe);
+			for (k = 0; k < t->n && rc == 0; k += BLK) {
+				const size_t m = t->n - k < BLK ? (size_t)(t->n - k) : BLK;
+				const float *w = values(e, t, k, m), *g = prep[pi].g ? prep[pi].g + k : NULL;
+				size_t np;
+				rckpt_quantize(e->iblk, e->pblk, &np, w, g, m, &qp[pi]);
+				rc = rckpt_qerr_add(qe, e->iblk, w, g, m, &qp[pi]);
+			}
+			rckpt_qerr_end(qe, &tn, &td);
 		}
-		if (rc == 0)
-			rckpt_codec_lanes_add(as, bs, &num, &den);
+		num += tn;
+		den += td;
 	}
 	*quality = den > 0 ? num / den : 0;
+	return rc;
+}
+
+/* Tensor t as fp32 into out, from host or (on the GPU path) device memory. */
+static int widen_any(rckpt_ckenc_t *e, float *out, const rckpt_st_tensor_t *t)
+{
+	const size_t bytes = (size_t)t->n * rckpt_dtype_size(t->dtype);
+	void *h;
+	int rc;
+	if (e->o.gpu == NULL) {
+		rckpt_widen_to_f32(out, t->data, t->dtype, t->n);
+		return 0;
+	}
+	if ((h = malloc(bytes ? bytes : 1)) == NULL)
+		return -ENOMEM;
+	rc = rckpt_gpuenc_read(e->o.gpu, h, t->data, bytes);
+	if (rc == 0)
+		rckpt_widen_to_f32(out, h, t->dtype, t->n);
+	free(h);
 	return rc;
 }
 
@@ -535,7 +556,12 @@ static int ask_callback(rckpt_ckenc_t *e, const rckpt_st_t *params, const rckpt_
 			break;
 		}
 		if (pi >= nprep || which[pi] != i) {
-			rckpt_widen_to_f32(v[i], t->data, t->dtype, t->n);
+			rc = widen_any(e, v[i], t);
+			continue;
+		}
+		if (e->o.gpu) {
+			rc = rckpt_gpuenc_dequantize_f32(e->o.gpu, v[i], t, prep[pi].g, &qp[pi]);
+			pi++;
 			continue;
 		}
 		for (k = 0; k < t->n && rc == 0; k += BLK) {
@@ -624,10 +650,21 @@ static int quantize_piece(rckpt_ckenc_t *e, rckpt_seg_t *seg, const rckpt_st_ten
 	seg->nbins = q->nbins;
 	memcpy(seg->centroids, q->centroids, sizeof(float) * q->nbins);
 	seg->idx = malloc(n ? (size_t)n : 1);
-	seg->prot = malloc(2);
+	seg->prot = malloc(e->o.gpu ? 2 * (size_t)(n ? n : 1) : 2);
 	if (seg->idx == NULL || seg->prot == NULL)
 		return -ENOMEM;
 	cap = 1;
+	if (e->o.gpu) {
+		size_t np = 0;
+		uint16_t *pr;
+		int rc = rckpt_gpuenc_quantize(e->o.gpu, seg->idx, seg->prot, &np, t, grads, first, n, q);
+		if (rc)
+			return rc;
+		seg->nprot = np;
+		if ((pr = realloc(seg->prot, 2 * (np ? np : 1))) != NULL)
+			seg->prot = pr;
+		n = 0; /* done: skip the CPU's blocks */
+	}
 	for (k = 0; k < n; k += BLK) {
 		const size_t m = n - k < BLK ? (size_t)(n - k) : BLK;
 		const float *w = values(e, t, first + k, m);
@@ -644,7 +681,7 @@ static int quantize_piece(rckpt_ckenc_t *e, rckpt_seg_t *seg, const rckpt_st_ten
 		memcpy(seg->prot + seg->nprot, e->pblk, 2 * np);
 		seg->nprot += np;
 	}
-	for (u = (first + stride - 1) / stride * stride; u < first + n; u += stride)
+	for (u = (first + stride - 1) / stride * stride; u < first + seg->n; u += stride)
 		summary[u / stride] = seg->idx[u - first];
 	return 0;
 }
@@ -715,9 +752,16 @@ static int emit(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rckpt_buf_t *m
 						    sum->seg[pc->tensor].idx);
 			} else {
 				size_t dsz = rckpt_dtype_size(t->dtype);
-				rc = rckpt_codec_lossless_segment(&r.seg[k],
-								  (const uint8_t *)t->data + pc->first * dsz,
-								  t->dtype, pc->n);
+				const uint8_t *src = (const uint8_t *)t->data + pc->first * dsz;
+				uint8_t *h = NULL;
+				if (e->o.gpu) { /* the bytes may be in device memory */
+					h = malloc(pc->n ? (size_t)pc->n * dsz : 1);
+					rc = h ? rckpt_gpuenc_read(e->o.gpu, h, src, (size_t)pc->n * dsz) : -ENOMEM;
+					src = h;
+				}
+				if (rc == 0)
+					rc = rckpt_codec_lossless_segment(&r.seg[k], src, t->dtype, pc->n);
+				free(h);
 				r.seg[k].first = pc->first;
 			}
 			r.seg[k].tensor = pc->tensor;
@@ -814,6 +858,8 @@ int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rc
 	st->step = step;
 	if ((rc = check_layout(e, params, msg, msglen)))
 		return rc;
+	if (o->gpu)
+		rckpt_gpuenc_step_begin(o->gpu);
 
 	/* Prepare the quantized tensors block by block: widen, check,
 	 * sketch, sample. */
@@ -851,6 +897,21 @@ int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rc
 		sp->w = malloc(4 * (size_t)(t->n / sp->stride + 1));
 		sp->g = g ? malloc(4 * (size_t)(t->n / sp->stride + 1)) : NULL;
 		which[nprep] = i;
+		if (o->gpu) {
+			rc = sp->w == NULL || (g && sp->g == NULL)
+				     ? -ENOMEM
+				     : rckpt_gpuenc_prepare(o->gpu, &prep[nprep], &bad, t, gd, kind, sp->stride,
+							    sp->w, sp->g, &sp->n);
+			nprep++;
+			if (rc == -EDOM)
+				snprintf(msg, msglen, "tensor '%s' holds NaN or Inf at element %llu",
+					 t->name, (unsigned long long)bad);
+			if (rc)
+				goto out;
+			have_emb |= kind == RCKPT_LK_EMBEDDING;
+			have_g |= g != NULL;
+			continue;
+		}
 		rc = sp->w == NULL || (g && sp->g == NULL)
 			     ? -ENOMEM
 			     : rckpt_codec_prep_begin(&prep[nprep], t->dtype, t->n, gd, kind);
@@ -1035,6 +1096,11 @@ int rckpt_ckenc_step(rckpt_ckenc_t *e, rckpt_ckenc_out_t *out, rckpt_ckenc_stats
 	if (rc)
 		rckpt_ckenc_out_free(out);
 	return rc;
+}
+
+void rckpt_ckenc_set_gpu(rckpt_ckenc_t *e, struct rckpt_gpuenc *g)
+{
+	e->o.gpu = g;
 }
 
 void rckpt_ckenc_restart(rckpt_ckenc_t *e)

@@ -76,6 +76,10 @@ typedef struct rckpt_ckenc_opts {
 				      quality_eps the encoder relaxes one axis */
 	void *quality_arg;
 	double quality_eps;
+	struct rckpt_gpuenc *gpu;  /* the passes over the values run on this GPU
+				      (rckpt_gpuenc.h); NULL: on the CPU. The
+				      records are the same bytes either way.
+				      Borrowed; rckpt_ckenc_set_gpu changes it */
 } rckpt_ckenc_opts_t;
 
 /* One step's output: the manifest and a record per chunk. */
@@ -138,6 +142,10 @@ typedef struct rckpt_ckenc_sink {
 int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rckpt_buf_t *manifest,
 			    rckpt_ckenc_stats_t *st, const rckpt_st_t *params, const rckpt_st_t *grads,
 			    uint64_t step, char *msg, size_t msglen);
+
+/* Where the next steps' passes over the values run: g, or the CPU (NULL).
+ * With the CPU, every tensor must be in host memory. */
+void rckpt_ckenc_set_gpu(rckpt_ckenc_t *e, struct rckpt_gpuenc *g);
 
 /* The next step will be a base: the caller lost this step's records (its
  * appends or its commit failed), so they cannot be the next step's parents. */

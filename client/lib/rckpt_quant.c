@@ -56,6 +56,14 @@ int rckpt_qparams_check(const rckpt_qparams_t *q)
 	return 0;
 }
 
+unsigned rckpt_q_midpoints(float *mid, const rckpt_qparams_t *q)
+{
+	unsigned j;
+	for (j = 0; j + 1 < q->nbins; j++)
+		mid[j] = q->centroids[j] + (q->centroids[j + 1] - q->centroids[j]) * 0.5f;
+	return q->nbins ? q->nbins - 1 : 0;
+}
+
 /* AVX2 where the CPU has it, SSE2 otherwise; the same float operations,
  * so the same levels, on either. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
@@ -68,12 +76,10 @@ void rckpt_quantize(uint8_t *idx, uint16_t *prot, size_t *nprot, const float *w,
 	v8f midv[RCKPT_MAX_BINS];
 	const unsigned nb = q->nbins, pl = rckpt_q_pruned_level(q), protl = nb + 1;
 	size_t base, np = 0;
-	unsigned j;
+	unsigned j, nm = rckpt_q_midpoints(mid, q);
 
-	for (j = 0; j + 1 < nb; j++) {
-		mid[j] = q->centroids[j] + (q->centroids[j + 1] - q->centroids[j]) * 0.5f;
+	for (j = 0; j < nm; j++)
 		midv[j] = (v8f){ mid[j], mid[j], mid[j], mid[j], mid[j], mid[j], mid[j], mid[j] };
-	}
 	for (base = 0; base < n; base += BLOCK) {
 		/* 32-bit counters, the width of the floats, lane for lane; the
 		 * count of eight values stays in a register across the
@@ -162,4 +168,80 @@ int rckpt_dequantize(float *out, const uint8_t *idx, size_t n, const rckpt_qpara
 		}
 	}
 	return k == nprot ? 0 : -EBADMSG;
+}
+
+/* ---- fixed-order sums (the GPU's twins) ---- */
+
+/* lane[j] += lane[j + s] for s = 128 ... 1: lane 0 holds the sum. */
+static double fold(double *lane)
+{
+	unsigned s, j;
+	for (s = RCKPT_QERR_LANES / 2; s >= 1; s >>= 1)
+		for (j = 0; j < s; j++)
+			lane[j] = lane[j] + lane[j + s];
+	return lane[0];
+}
+
+void rckpt_qerr_init(rckpt_qerr_t *e)
+{
+	memset(e, 0, sizeof(*e));
+}
+
+int rckpt_qerr_add(rckpt_qerr_t *e, const uint8_t *idx, const float *w, const float *g, size_t n,
+		   const rckpt_qparams_t *q)
+{
+	float lv[RCKPT_MAX_BINS + 2];
+	const unsigned nb = q->nbins, pl = rckpt_q_pruned_level(q), protl = nb + 1;
+	size_t t0, i;
+	unsigned j, bad = 0;
+
+	if (n && e->ended)
+		return -EINVAL;
+	for (j = 0; j < nb; j++)
+		lv[j + (j >= pl)] = q->centroids[j];
+	lv[pl] = 0.0f;
+	lv[protl] = 0.0f;
+	for (t0 = 0; t0 < n; t0 += RCKPT_QERR_TILE) {
+		double a[RCKPT_QERR_LANES] = { 0 }, b[RCKPT_QERR_LANES] = { 0 };
+		const size_t len = n - t0 < RCKPT_QERR_TILE ? n - t0 : RCKPT_QERR_TILE;
+		for (i = 0; i < len; i++) {
+			const size_t k = t0 + i;
+			const unsigned v = idx[k] <= protl ? idx[k] : pl;
+			const float wi = w[k];
+			const float r = v == protl ? rckpt_bf16_to_f32(rckpt_f32_to_bf16(wi)) : lv[v];
+			const double gg = g ? (double)g[k] * (double)g[k] : 1.0, d = (double)wi - (double)r;
+			bad |= idx[k] > protl;
+			a[i % RCKPT_QERR_LANES] += gg * d * d;
+			b[i % RCKPT_QERR_LANES] += gg * (double)wi * (double)wi;
+		}
+		e->num[e->tiles % RCKPT_QERR_LANES] += fold(a);
+		e->den[e->tiles % RCKPT_QERR_LANES] += fold(b);
+		e->tiles++;
+		if (len < RCKPT_QERR_TILE)
+			e->ended = 1;
+	}
+	return bad ? -EBADMSG : 0;
+}
+
+void rckpt_qerr_end(const rckpt_qerr_t *e, double *num, double *den)
+{
+	double a[RCKPT_QERR_LANES], b[RCKPT_QERR_LANES];
+	memcpy(a, e->num, sizeof(a));
+	memcpy(b, e->den, sizeof(b));
+	*num = fold(a);
+	*den = fold(b);
+}
+
+void rckpt_block_dist(double *out, const float *cur, const float *saved, uint64_t n, uint64_t block)
+{
+	uint64_t b0, i;
+	for (b0 = 0; b0 < n; b0 += block) {
+		double a[RCKPT_QERR_LANES] = { 0 };
+		const uint64_t len = n - b0 < block ? n - b0 : block;
+		for (i = 0; i < len; i++) {
+			const double d = (double)cur[b0 + i] - (double)saved[b0 + i];
+			a[i % RCKPT_QERR_LANES] += d * d;
+		}
+		*out++ = fold(a);
+	}
 }

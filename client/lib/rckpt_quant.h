@@ -51,6 +51,50 @@ void rckpt_quantize(uint8_t *idx, uint16_t *prot, size_t *nprot, const float *w,
 int rckpt_dequantize(float *out, const uint8_t *idx, size_t n, const rckpt_qparams_t *q,
 		     const uint16_t *prot, size_t nprot);
 
+/* The B - 1 midpoints the bin assignment compares with: mid[j] = c[j] +
+ * (c[j+1] - c[j]) * 0.5f in float, non-decreasing; the GPU gets these very
+ * floats. Returns B - 1. */
+unsigned rckpt_q_midpoints(float *mid, const rckpt_qparams_t *q);
+
+/*
+ * The quality sums of a quantization, in an order a GPU can follow: num =
+ * sum g^2 (w - r)^2 and den = sum g^2 w^2 (g NULL: weights 1), r the
+ * level's value (a protected value's is its bf16 rounding), terms in double
+ * as (g*g * d) * d with d = (double)w - r, and (g*g * w) * w.
+ *  - A tensor is cut into tiles of RCKPT_QERR_TILE (2048) elements. In a
+ *    tile, lane j (0..255) adds the terms of elements j, j + 256, ...,
+ *    j + 1792 in that order, from +0; then the lanes fold as a tree: for s =
+ *    128, 64, ..., 1, lane[j] += lane[j + s] for j < s; lane 0 is the
+ *    tile's sum.
+ *  - Tile t's sum is added to outer lane t mod 256, tiles in order; the
+ *    outer lanes fold by the same tree.
+ * The GPU twin is rckpt_gpu_qerr. One rckpt_qerr_t per tensor; add the
+ * tensor's elements in order, in pieces whose lengths are multiples of the
+ * tile except the last.
+ */
+#define RCKPT_QERR_TILE 2048u
+#define RCKPT_QERR_LANES 256u
+typedef struct rckpt_qerr {
+	double num[RCKPT_QERR_LANES], den[RCKPT_QERR_LANES];
+	uint64_t tiles;
+	int ended; /* a piece not a multiple of the tile was added */
+} rckpt_qerr_t;
+
+void rckpt_qerr_init(rckpt_qerr_t *e);
+/* idx: the levels rckpt_quantize gave w[0..n) with q (protected values are
+ * recomputed from w). 0; -EBADMSG for a level >= B + 2; -EINVAL when a
+ * piece follows one whose length was not a multiple of the tile. */
+int rckpt_qerr_add(rckpt_qerr_t *e, const uint8_t *idx, const float *w, const float *g, size_t n,
+		   const rckpt_qparams_t *q);
+void rckpt_qerr_end(const rckpt_qerr_t *e, double *num, double *den);
+
+/* The change distance of prioritized partial checkpoints: out[b] = sum over
+ * block b (elements [b*block, min(n, (b+1)*block))) of ((double)cur -
+ * (double)saved)^2. In a block, lane j (0..255) adds elements j, j + 256,
+ * ... of the block in order from +0, then the lanes fold as rckpt_qerr's
+ * tree. The GPU twin is rckpt_gpu_block_dist. block >= 1. */
+void rckpt_block_dist(double *out, const float *cur, const float *saved, uint64_t n, uint64_t block);
+
 /* bf16 <-> float, round to nearest even (finite input). */
 uint16_t rckpt_f32_to_bf16(float f);
 float rckpt_bf16_to_f32(uint16_t h);

@@ -122,6 +122,21 @@ void rckpt_sketch_add_abs_prod(rckpt_sketch_t *s, const float *x, const float *g
 	add_words(s, x, g, n, 0x7fffffffu);
 }
 
+void rckpt_sketch_adopt_counts(rckpt_sketch_t *s, uint64_t total)
+{
+	size_t k;
+	s->zero = s->neg[2 * s->nkeys];
+	s->neg[2 * s->nkeys] = 0;
+	s->total = total;
+	s->lo = s->hi = 0;
+	for (k = 0; k < s->nkeys; k++)
+		if (s->neg[k] | s->pos[k]) {
+			if (s->hi == s->lo)
+				s->lo = k;
+			s->hi = k + 1;
+		}
+}
+
 int rckpt_sketch_merge(rckpt_sketch_t *dst, const rckpt_sketch_t *src)
 {
 	size_t k;

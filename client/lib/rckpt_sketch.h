@@ -44,6 +44,11 @@ void rckpt_sketch_add(rckpt_sketch_t *s, const float *x, size_t n);
 /* Add |x[i] * g[i]| (sensitivity), computed in float. */
 void rckpt_sketch_add_abs_prod(rckpt_sketch_t *s, const float *x, const float *g, size_t n);
 
+/* Adopts counts written straight into s's array ([neg | pos | zeros in
+ * the slot after pos], the layout of the GPU's histogram, rckpt_gpu.h) for
+ * total values: the zeros move to s->zero, lo and hi are set. */
+void rckpt_sketch_adopt_counts(rckpt_sketch_t *s, uint64_t total);
+
 /* dst += src; both with the same mbits. 0 or -EINVAL. */
 int rckpt_sketch_merge(rckpt_sketch_t *dst, const rckpt_sketch_t *src);
 

@@ -18,6 +18,7 @@
 #include "rckpt_internal.h"
 #include "rckpt_store_wire.h"
 #include "rckpt_store_internal.h"
+#include "rckpt_gpuenc.h"
 
 struct rckpt_restored {
 	uint64_t step;
@@ -126,15 +127,31 @@ int rckpt_job_open(rckpt_t *h, rckpt_job_t **out, const char *job, const rckpt_j
 		opts = &def;
 	if (h->cluster == NULL)
 		return rckpt_fail(h, -ENOTCONN, __func__, "not connected");
-	if ((opts->version != 1 && opts->version != RCKPT_JOB_OPTS_VERSION) || job == NULL ||
-	    !rckpt_valid_job_name(job) || opts->eps < 0)
+	if (opts->version < 1 || opts->version > RCKPT_JOB_OPTS_VERSION || job == NULL ||
+	    !rckpt_valid_job_name(job) || opts->eps < 0 ||
+	    (opts->version >= 3 && opts->compute > RCKPT_COMPUTE_GPU))
 		return rckpt_fail(h, -EINVAL, __func__, "bad job name or options");
 	j = calloc(1, sizeof(*j));
 	if (j == NULL)
 		return rckpt_fail(h, -ENOMEM, __func__, "out of memory");
 	j->h = h;
-	/* version 1 ends before mem_budget */
-	memcpy(&j->o, opts, opts->version == 1 ? offsetof(rckpt_job_opts_t, mem_budget) : sizeof(j->o));
+	/* what the caller's version has; later fields keep their defaults */
+	memcpy(&j->o, opts, opts->version == 1   ? offsetof(rckpt_job_opts_t, mem_budget)
+			    : opts->version == 2 ? offsetof(rckpt_job_opts_t, compute)
+						 : sizeof(j->o));
+	j->o.version = RCKPT_JOB_OPTS_VERSION;
+	if (j->o.compute == RCKPT_COMPUTE_AUTO) {
+		const char *env = getenv("RCKPT_COMPUTE");
+		if (env && strcmp(env, "cpu") == 0)
+			j->o.compute = RCKPT_COMPUTE_CPU;
+		else if (env && strcmp(env, "gpu") == 0)
+			j->o.compute = RCKPT_COMPUTE_GPU;
+		else if (env && *env && strcmp(env, "auto") != 0) {
+			free(j);
+			return rckpt_fail(h, -EINVAL, __func__,
+					  "RCKPT_COMPUTE is '%s'; it must be auto, cpu or gpu", env);
+		}
+	}
 	if (j->o.eps == 0)
 		j->o.eps = 0.003;
 	if (j->o.chunk_params == 0)
@@ -233,6 +250,7 @@ void rckpt_job_close(rckpt_job_t *j)
 	if (j->locked)
 		rados_unlock(j->io, RCKPT_STORE_JOB_OID, LOCK_NAME, j->cookie);
 	rckpt_ckenc_destroy(j->enc);
+	rckpt_gpuenc_destroy(j->gpu);
 	if (j->io)
 		rados_ioctx_destroy(j->io);
 	free(j);
@@ -275,6 +293,33 @@ static int as_st(rckpt_st_t *st, const rckpt_tensor_t *t, unsigned n)
 	for (i = 1; i < n; i++)
 		if (strcmp(st->t[i - 1].name, st->t[i].name) == 0)
 			return -EINVAL;
+	return 0;
+}
+
+/* Where this save's passes over the values run (rckpt_job_opts_t.compute).
+ * On failure msg says why. */
+static int pick_compute(rckpt_job_t *j, const rckpt_st_t *params, const rckpt_st_t *grads, char *msg,
+			size_t msglen)
+{
+	const char *name = NULL;
+	int on_dev = rckpt_gpuenc_any_on_device(params, grads, &name), rc;
+	unsigned c = j->o.compute;
+
+	if (c == RCKPT_COMPUTE_CPU && on_dev) {
+		snprintf(msg, msglen, "tensor '%s' is in GPU memory, and compute=cpu reads host memory only", name);
+		return -EINVAL;
+	}
+	if (c == RCKPT_COMPUTE_GPU || (c == RCKPT_COMPUTE_AUTO && on_dev)) {
+		if (j->gpu == NULL && (rc = rckpt_gpuenc_create(&j->gpu))) {
+			snprintf(msg, msglen, "%s",
+				 rc == -ENODEV ? "compute=gpu, but this build has no CUDA or the machine no GPU"
+					       : "cannot set up the GPU");
+			return rc;
+		}
+		rckpt_ckenc_set_gpu(j->enc, j->gpu);
+		return 0;
+	}
+	rckpt_ckenc_set_gpu(j->enc, NULL);
 	return 0;
 }
 
@@ -535,6 +580,10 @@ int rckpt_job_save_async(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t,
 	s->t0 = rckpt_now_s();
 	if ((rc = as_st(&params, t, n)) || (g && ng && (rc = as_st(&grads, g, ng)))) {
 		rc = rckpt_fail(h, rc, __func__, "bad tensors (names, dtypes, shapes)");
+		goto fail;
+	}
+	if ((rc = pick_compute(j, &params, g && ng ? &grads : NULL, msg, sizeof(msg)))) {
+		rc = rckpt_fail(h, rc, __func__, "%s", msg);
 		goto fail;
 	}
 	if ((rc = rckpt_take_lock(j, 1))) {

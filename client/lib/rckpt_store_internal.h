@@ -28,6 +28,7 @@ struct rckpt_job {
 	struct rckpt_save *pending; /* writer: the save in flight, if any */
 	uint64_t io_budget; /* writer: bytes of appends a save may have in flight */
 	uint64_t token;     /* writer: its claim on the job (fencing) */
+	struct rckpt_gpuenc *gpu; /* writer: made at its first save on the GPU */
 };
 
 double rckpt_now_s(void);
