@@ -101,7 +101,11 @@ void rckpt_gpuenc_step_begin(rckpt_gpuenc_t *g)
 
 int rckpt_gpuenc_any_on_device(const rckpt_st_t *params, const rckpt_st_t *grads, const char **name)
 {
+	rckpt_gpu_probe_t pr;
 	unsigned i;
+	rckpt_gpu_probe(&pr);
+	if (pr.device_count == 0) /* nothing can be on a device */
+		return 0;
 	for (i = 0; params && i < params->ntensors; i++)
 		if (rckpt_gpu_is_device_ptr(params->t[i].data)) {
 			*name = params->t[i].name;

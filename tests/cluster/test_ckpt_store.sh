@@ -210,4 +210,17 @@ check "  with a checksum error" contains "$t/o" "checksum"
 check "  verify: exit 1" expect_run 1 "$t/o" "$rckpt" ckpt verify --job "$job"
 check "  naming the damage" contains "$t/o" "1 bad"
 check "  compaction refuses to touch it" expect_run 1 "$t/o" "$rckpt" ckpt compact --job "$job"
+# Where a save computes: RCKPT_COMPUTE (or the job option) forces either.
+cjob="compute-$$"
+check "RCKPT_COMPUTE=cpu saves" env RCKPT_COMPUTE=cpu "$rckpt" ckpt save --job "$cjob" "${ckpts[@]:0:2}"
+check "  and verify passes" expect_run 0 "$t/o" "$rckpt" ckpt verify --job "$cjob"
+check "RCKPT_COMPUTE=bogus: exit 1" expect_run 1 "$t/o" env RCKPT_COMPUTE=bogus "$rckpt" ckpt save --job "$cjob" "${ckpts[2]}"
+check "  naming the variable" contains "$t/o" "RCKPT_COMPUTE is 'bogus'"
+if ! nvidia-smi -L >/dev/null 2>&1; then
+	check "RCKPT_COMPUTE=gpu without a GPU: exit 1" expect_run 1 "$t/o" env RCKPT_COMPUTE=gpu "$rckpt" ckpt save --job "$cjob" "${ckpts[2]}"
+	check "  saying there is no GPU" contains "$t/o" "no GPU"
+	check "  and nothing was committed" expect_run 0 "$t/o" "$rckpt" ckpt ls --job "$cjob"
+	check "  (still 2 steps)" contains "$t/o" "2 steps"
+fi
+"$rckpt" ckpt rm --job "$cjob" >/dev/null 2>&1
 finish

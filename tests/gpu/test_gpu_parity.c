@@ -1,0 +1,643 @@
+/*
+ * test_gpu_parity.c — every CUDA kernel against its CPU twin, exactly:
+ * histogram counts, quantile bounds, bin indices, protected values, index
+ * symbols, fixed-order sums (bit for bit), dequantized values (bit for bit
+ * in fp32, fp16 and bf16), and the encoder's records: the same bytes from
+ * the GPU path (tensors in device memory, or staged from host memory) as
+ * from the CPU path, step after step.
+ *
+ * Sizes from 0 to 100M + 7 parameters (RCKPT_TEST_GPU_BIG=0 leaves the big
+ * one out), fp32, fp16 and bf16, random data of several shapes and the real
+ * checkpoints when RCKPT_TEST_CKPT_DIR names them. Exits 77 (skipped) on a
+ * machine without a CUDA device. No cluster.
+ */
+#include <errno.h>
+#include <float.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "rckpt_ckenc.h"
+#include "rckpt_codec.h"
+#include "rckpt_gpu.h"
+#include "rckpt_gpuenc.h"
+#include "rckpt_istream.h"
+#include "rckpt_quant.h"
+#include "rckpt_sketch.h"
+
+static void *stream;
+static uint64_t rng_state = 0x2545f4914f6cdd1dull;
+static unsigned long long checks; /* comparisons made, for the summary line */
+
+static double urand(void)
+{
+	rng_state ^= rng_state << 13;
+	rng_state ^= rng_state >> 7;
+	rng_state ^= rng_state << 17;
+	return (double)(rng_state >> 11) * 0x1.0p-53;
+}
+
+static float nrand(void)
+{
+	double u = urand() + 1e-300, v = urand();
+	return (float)(sqrt(-2 * log(u)) * cos(6.283185307179586 * v));
+}
+
+/* ---- device helpers ---- */
+
+static void *to_dev(const void *h, size_t bytes)
+{
+	void *d = NULL;
+	assert_int_equal(rckpt_gpu_malloc(&d, bytes ? bytes : 16), 0);
+	if (bytes)
+		assert_int_equal(rckpt_gpu_memcpy(d, h, bytes, 0, stream), 0);
+	return d;
+}
+
+static void from_dev(void *h, const void *d, size_t bytes)
+{
+	if (bytes)
+		assert_int_equal(rckpt_gpu_memcpy(h, d, bytes, 1, stream), 0);
+	assert_int_equal(rckpt_gpu_stream_sync(stream), 0);
+}
+
+static void *dalloc(size_t bytes)
+{
+	void *d = NULL;
+	assert_int_equal(rckpt_gpu_malloc(&d, bytes ? bytes : 16), 0);
+	return d;
+}
+
+/* ---- data ---- */
+
+enum dist { D_NORMAL, D_HEAVY, D_ZEROS, D_EQUAL, D_TINY, D_COUNT };
+static const char *const dist_name[D_COUNT] = { "normal", "heavy-tailed", "with zeros", "all equal",
+						"subnormals" };
+
+/* n values of dtype (raw) and the same widened to fp32 (wide), and fp32
+ * gradients. */
+static void make_data(void **raw, float **wide, float **g, size_t n, unsigned dtype, unsigned dist)
+{
+	const size_t dsz = rckpt_dtype_size(dtype);
+	size_t i;
+	*raw = malloc(n * dsz + 16);
+	*wide = malloc(4 * n + 16);
+	*g = malloc(4 * n + 16);
+	for (i = 0; i < n; i++) {
+		float v;
+		switch (dist) {
+		case D_HEAVY:
+			v = nrand() * 0.01f / (float)(urand() + 0.02);
+			break;
+		case D_ZEROS:
+			v = i % 3 ? nrand() * 0.05f : 0.0f;
+			break;
+		case D_EQUAL:
+			v = 0.125f;
+			break;
+		case D_TINY:
+			v = i % 4 ? nrand() * 1e-39f : nrand() * 1e-3f;
+			break;
+		default:
+			v = nrand() * 0.02f;
+		}
+		(*wide)[i] = v;
+		(*g)[i] = i % 7 == 0 ? 0.0f : nrand() * 1e-3f;
+	}
+	rckpt_narrow_from_f32(*raw, *wide, dtype, n);
+	rckpt_widen_to_f32(*wide, *raw, dtype, n); /* the values the dtype holds */
+}
+
+/* ---- kernels against twins ---- */
+
+static void check_sketch(const void *dw, const float *dg, const float *w, const float *g, size_t n,
+			 unsigned dtype, rckpt_sketch_t *sv, rckpt_sketch_t *ss)
+{
+	const size_t hl = rckpt_gpu_sketch_hist_len(6);
+	uint64_t *dh = dalloc(16 * hl), *dbad = dalloc(8), *h = malloc(16 * hl), bad;
+	assert_int_equal(rckpt_sketch_init(sv, 6), 0);
+	assert_int_equal(rckpt_sketch_init(ss, 6), 0);
+	rckpt_sketch_add(sv, w, n);
+	rckpt_sketch_add_abs_prod(ss, w, g, n);
+	assert_int_equal(rckpt_gpu_sketch(dh, dh + hl, dbad, dw, dtype, dg, n, 6, NULL, 0, stream), 0);
+	from_dev(h, dh, 16 * hl);
+	from_dev(&bad, dbad, 8);
+	assert_true(bad == UINT64_MAX);
+	assert_memory_equal(h, sv->neg, 8 * 2 * sv->nkeys);
+	assert_true(h[2 * sv->nkeys] == sv->zero);
+	assert_memory_equal(h + hl + sv->nkeys, ss->pos, 8 * ss->nkeys);
+	assert_true(h[hl + 2 * ss->nkeys] == ss->zero);
+	checks += 2 * hl;
+	/* without gradients: the same value histogram */
+	assert_int_equal(rckpt_gpu_sketch(dh, NULL, dbad, dw, dtype, NULL, n, 6, NULL, 0, stream), 0);
+	from_dev(h, dh, 8 * hl);
+	assert_memory_equal(h, sv->neg, 8 * 2 * sv->nkeys);
+	/* quantile bounds */
+	{
+		static const double qs[] = { 0, 0.001, 0.1, 0.2, 0.5, 0.9, 0.99, 0.995, 0.9995, 1 };
+		const unsigned nq = sizeof(qs) / sizeof(qs[0]);
+		float *db = dalloc(8 * nq), b[2 * 10];
+		unsigned k, which;
+		for (which = 0; which < 2; which++) {
+			const rckpt_sketch_t *s = which ? ss : sv;
+			assert_int_equal(rckpt_gpu_sketch(dh, dh + hl, dbad, dw, dtype, dg, n, 6, NULL, 0, stream), 0);
+			assert_int_equal(rckpt_gpu_abs_bounds(db, dh + (which ? hl : 0), 6, n, qs, nq, NULL, 0, stream), 0);
+			from_dev(b, db, 8 * nq);
+			for (k = 0; k < nq; k++) {
+				float lo, hi;
+				rckpt_sketch_abs_quantile_bounds(s, qs[k], &lo, &hi);
+				assert_memory_equal(&b[2 * k], &lo, 4);
+				assert_memory_equal(&b[2 * k + 1], &hi, 4);
+				checks += 2;
+			}
+		}
+		rckpt_gpu_free(db);
+	}
+	rckpt_gpu_free(dh);
+	rckpt_gpu_free(dbad);
+	free(h);
+}
+
+/* The first non-finite value or gradient is found, whichever comes first. */
+static void check_bad_index(void)
+{
+	const size_t n = 300000;
+	float *w = malloc(4 * n), *g = malloc(4 * n);
+	const size_t hl = rckpt_gpu_sketch_hist_len(6);
+	uint64_t *dh = dalloc(16 * hl), *dbad = dalloc(8), bad;
+	size_t i;
+	float *dw, *dg;
+	for (i = 0; i < n; i++)
+		w[i] = nrand(), g[i] = nrand();
+	w[250001] = NAN;
+	w[190000] = INFINITY;
+	g[123457] = -INFINITY;
+	dw = to_dev(w, 4 * n);
+	dg = to_dev(g, 4 * n);
+	assert_int_equal(rckpt_gpu_sketch(dh, dh + hl, dbad, dw, RCKPT_GPU_F32, dg, n, 6, NULL, 0, stream), 0);
+	from_dev(&bad, dbad, 8);
+	assert_int_equal(bad, 123457);
+	assert_int_equal(rckpt_gpu_sketch(dh, NULL, dbad, dw, RCKPT_GPU_F32, NULL, n, 6, NULL, 0, stream), 0);
+	from_dev(&bad, dbad, 8);
+	assert_int_equal(bad, 190000);
+	rckpt_gpu_free(dw), rckpt_gpu_free(dg), rckpt_gpu_free(dh), rckpt_gpu_free(dbad);
+	free(w), free(g);
+}
+
+static int idx_has_above(const uint8_t *x, size_t n, unsigned lim)
+{
+	size_t i;
+	for (i = 0; i < n; i++)
+		if (x[i] >= lim)
+			return 1;
+	return 0;
+}
+
+static void check_levels(const void *dw, const float *dg, const float *w, const float *g, size_t n,
+			 unsigned dtype, const rckpt_qparams_t *q)
+{
+	const size_t tq = rckpt_gpu_quantize_temp_bytes(n), td = rckpt_gpu_dequantize_temp_bytes(n),
+		     te = rckpt_gpu_qerr_temp_bytes(n), tt = rckpt_gpu_delta_temp_bytes(n);
+	const size_t tmax = tq > td ? tq : td, tbytes = (tmax > te ? tmax : te) > tt ? (tmax > te ? tmax : te) : tt;
+	uint8_t *idx = malloc(n + 1), *gidx = malloc(n + 1), *pidx = malloc(n + 1);
+	uint16_t *prot = malloc(2 * n + 2), *gprot = malloc(2 * n + 2);
+	float *r = malloc(4 * n + 4), *wp = malloc(4 * n + 4);
+	void *out = malloc(4 * n + 4), *gout = malloc(4 * n + 4);
+	uint8_t *didx = dalloc(n), *dpidx, *dsym = dalloc(n), *sym = malloc(n + 1), *gsym = malloc(n + 1);
+	uint16_t *dprot = dalloc(2 * n);
+	uint64_t *dn = dalloc(8), gnp;
+	void *dtemp = dalloc(tbytes), *dout = dalloc(4 * n);
+	double *dsum = dalloc(16), gs[2], cn, cd;
+	int *dbad = dalloc(sizeof(int)), bad;
+	rckpt_gpu_qparams_t gq;
+	rckpt_qerr_t qe;
+	size_t np, i, pnp;
+	unsigned od, rearr;
+
+	rckpt_gpu_qparams_make(&gq, q);
+	/* bin assignment */
+	rckpt_quantize(idx, prot, &np, w, g, n, q);
+	assert_int_equal(rckpt_gpu_quantize(didx, dprot, dn, dw, dtype, dg, n, &gq, dtemp, tq, stream), 0);
+	from_dev(&gnp, dn, 8);
+	assert_int_equal(gnp, np);
+	from_dev(gidx, didx, n);
+	from_dev(gprot, dprot, 2 * np);
+	assert_memory_equal(gidx, idx, n);
+	assert_memory_equal(gprot, prot, 2 * np);
+	checks += n + np;
+	/* dequantize, into each dtype */
+	assert_int_equal(rckpt_dequantize(r, idx, n, q, prot, np), 0);
+	for (od = RCKPT_DT_F32; od <= RCKPT_DT_BF16; od++) {
+		const size_t osz = rckpt_dtype_size(od);
+		rckpt_narrow_from_f32(out, r, od, n);
+		assert_int_equal(rckpt_gpu_dequantize(dout, od, dbad, didx, n, &gq, dprot, np, dtemp, td, stream), 0);
+		from_dev(gout, dout, osz * n);
+		from_dev(&bad, dbad, sizeof(bad));
+		assert_int_equal(bad, 0);
+		assert_memory_equal(gout, out, osz * n);
+		checks += n;
+	}
+	/* a wrong protected count, and a level out of range, are caught */
+	assert_int_equal(rckpt_gpu_dequantize(dout, RCKPT_DT_F32, dbad, didx, n, &gq, dprot, np + 1, dtemp, td, stream), 0);
+	from_dev(&bad, dbad, sizeof(bad));
+	assert_int_equal(bad, 1);
+	if (n) {
+		uint8_t over = (uint8_t)(q->nbins + 2);
+		assert_int_equal(rckpt_gpu_memcpy(didx + n / 2, &over, 1, 0, stream), 0);
+		assert_int_equal(rckpt_gpu_dequantize(dout, RCKPT_DT_F32, dbad, didx, n, &gq, dprot, np, dtemp, td, stream), 0);
+		from_dev(&bad, dbad, sizeof(bad));
+		assert_int_equal(bad, 1);
+		assert_int_equal(rckpt_gpu_memcpy(didx + n / 2, idx + n / 2, 1, 0, stream), 0);
+	}
+	/* quality sums, bit for bit */
+	rckpt_qerr_init(&qe);
+	assert_int_equal(rckpt_qerr_add(&qe, idx, w, g, n, q), 0);
+	rckpt_qerr_end(&qe, &cn, &cd);
+	assert_int_equal(rckpt_gpu_qerr(dsum, dw, dtype, dg, n, &gq, dtemp, te, stream), 0);
+	from_dev(gs, dsum, 16);
+	assert_memory_equal(&gs[0], &cn, 8);
+	assert_memory_equal(&gs[1], &cd, 8);
+	checks += 2;
+	/* change distance against the reconstruction */
+	{
+		static const uint64_t blocks[] = { 1000, 65536 };
+		unsigned bi;
+		for (bi = 0; bi < 2 && n; bi++) {
+			const uint64_t nb = (n + blocks[bi] - 1) / blocks[bi];
+			double *cpu = malloc(8 * nb), *gpu = malloc(8 * nb), *dd = dalloc(8 * nb);
+			float *dr = to_dev(r, 4 * n);
+			rckpt_block_dist(cpu, w, r, n, blocks[bi]);
+			assert_int_equal(rckpt_gpu_block_dist(dd, dw, dtype, dr, n, blocks[bi], stream), 0);
+			from_dev(gpu, dd, 8 * nb);
+			assert_memory_equal(gpu, cpu, 8 * nb);
+			checks += nb;
+			rckpt_gpu_free(dd), rckpt_gpu_free(dr);
+			free(cpu), free(gpu);
+		}
+	}
+	/* index symbols against a previous step: the values moved a little */
+	for (i = 0; i < n; i++)
+		wp[i] = w[i] * (1.0f + (i % 3 == 0 ? nrand() * 0.05f : 0.0f));
+	rckpt_quantize(pidx, prot, &pnp, wp, g, n, q);
+	dpidx = to_dev(pidx, n);
+	for (rearr = 0; rearr < 2; rearr++) {
+		const unsigned L = q->nbins + 2;
+		assert_int_equal(rckpt_istream_symbols(sym, idx, n, L, pidx, L, (int)rearr), 0);
+		assert_int_equal(rckpt_gpu_delta(dsym, dbad, didx, L, dpidx, L, n, (int)rearr, dtemp, tt, stream), 0);
+		from_dev(gsym, dsym, n);
+		from_dev(&bad, dbad, sizeof(bad));
+		assert_int_equal(bad, 0);
+		assert_memory_equal(gsym, sym, n);
+		checks += n;
+	}
+	/* a base stream is the levels; a level past the count is caught */
+	assert_int_equal(rckpt_gpu_delta(dsym, dbad, didx, q->nbins + 2, NULL, 0, n, 0, dtemp, tt, stream), 0);
+	from_dev(gsym, dsym, n);
+	assert_memory_equal(gsym, idx, n);
+	if (n) {
+		assert_int_equal(rckpt_gpu_delta(dsym, dbad, didx, q->nbins + 2, dpidx, 1, n, 1, dtemp, tt, stream), 0);
+		from_dev(&bad, dbad, sizeof(bad));
+		assert_int_equal(bad, idx_has_above(pidx, n, 1));
+	}
+	rckpt_gpu_free(didx), rckpt_gpu_free(dpidx), rckpt_gpu_free(dsym), rckpt_gpu_free(dprot);
+	rckpt_gpu_free(dn), rckpt_gpu_free(dtemp), rckpt_gpu_free(dout), rckpt_gpu_free(dsum), rckpt_gpu_free(dbad);
+	free(idx), free(gidx), free(pidx), free(prot), free(gprot), free(r), free(wp), free(out), free(gout);
+	free(sym), free(gsym);
+}
+
+/* Every kernel on one data set: the sketch, then quantization parameters
+ * as the codec makes them under a few configurations. */
+static void check_case(size_t n, unsigned dtype, unsigned dist)
+{
+	void *raw;
+	float *w, *g;
+	void *dw;
+	float *dg;
+	rckpt_sketch_t sv, ss;
+	rckpt_tensor_prep_t p;
+	uint64_t bad;
+	unsigned ci;
+	static const struct {
+		unsigned bins, metric;
+		float prune, protect;
+	} cfg[] = { { 4, RCKPT_PRUNE_MAGNITUDE, 0.5f, 0.01f },
+		    { 16, RCKPT_PRUNE_SENSITIVITY, 0.1f, 0.005f },
+		    { 64, RCKPT_PRUNE_MAGNITUDE, 0.0f, 0.0f } };
+
+	make_data(&raw, &w, &g, n, dtype, dist);
+	dw = to_dev(raw, n * rckpt_dtype_size(dtype));
+	dg = to_dev(g, 4 * n);
+	check_sketch(dw, dg, w, g, n, dtype, &sv, &ss);
+	rckpt_sketch_free(&sv);
+	rckpt_sketch_free(&ss);
+	assert_int_equal(rckpt_codec_prepare(&p, &bad, w, RCKPT_DT_F32, n, g, RCKPT_LK_LINEAR), 0);
+	for (ci = 0; ci < sizeof(cfg) / sizeof(cfg[0]); ci++) {
+		rckpt_qconfig_t c;
+		rckpt_qparams_t q;
+		unsigned withg;
+		rckpt_qconfig_default(&c);
+		c.bins = cfg[ci].bins;
+		c.prune_metric = cfg[ci].metric;
+		c.prune_frac[RCKPT_LK_LINEAR] = cfg[ci].prune;
+		c.protect_frac = cfg[ci].protect;
+		assert_int_equal(rckpt_codec_qparams(&q, &p, &c, RCKPT_QUANTIZER_KMEANS, NULL, NULL), 0);
+		for (withg = 0; withg < 2; withg++)
+			check_levels(dw, withg ? dg : NULL, w, withg ? g : NULL, n, dtype, &q);
+	}
+	rckpt_codec_prep_free(&p);
+	rckpt_gpu_free(dw);
+	rckpt_gpu_free(dg);
+	free(raw), free(w), free(g);
+}
+
+static void test_kernels(void **state)
+{
+	static const size_t sizes[] = { 0, 1, 3, 4095, 4096, 4097, 2048 * 3 + 1, (1u << 20) + 13 };
+	unsigned si, dt, d;
+	(void)state;
+	for (si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++)
+		for (dt = RCKPT_DT_F32; dt <= RCKPT_DT_BF16; dt++)
+			for (d = 0; d < D_COUNT; d++) {
+				if (sizes[si] < 4096 && d != D_NORMAL)
+					continue;
+				check_case(sizes[si], dt, d);
+			}
+	print_message("kernels: %zu sizes x 3 dtypes x %d distributions, %llu values compared\n",
+		      sizeof(sizes) / sizeof(sizes[0]), D_COUNT, checks);
+	(void)dist_name;
+}
+
+static void test_bad_index(void **state)
+{
+	(void)state;
+	check_bad_index();
+}
+
+static void test_big(void **state)
+{
+	const char *e = getenv("RCKPT_TEST_GPU_BIG");
+	unsigned dt;
+	(void)state;
+	if (e && strcmp(e, "0") == 0) {
+		print_message("skipped: RCKPT_TEST_GPU_BIG=0\n");
+		skip();
+	}
+	for (dt = RCKPT_DT_F32; dt <= RCKPT_DT_BF16; dt++) {
+		unsigned long long before = checks;
+		check_case(100000007u, dt, D_NORMAL);
+		print_message("100M + 7 parameters, dtype %u: %llu values equal\n", dt, checks - before);
+	}
+}
+
+/* ---- the encoder: GPU path against CPU path, record for record ---- */
+
+typedef struct model {
+	rckpt_st_t p, g;
+	rckpt_st_tensor_t t[5], gt[5];
+	void *buf[5];
+	float *gbuf[5];
+} model_t;
+
+/* A small synthetic model of every layer kind, moving a little each step. */
+static void model_make(model_t *m, unsigned dtype)
+{
+	static const char *const names[5] = { "a.embed.weight", "b.conv.weight", "c.fc.bias", "d.fc.weight",
+					      "e.head.weight" };
+	static const unsigned ndim[5] = { 2, 4, 1, 2, 2 };
+	static const uint64_t shape[5][4] = { { 1000, 64 }, { 32, 16, 3, 3 }, { 300 }, { 300, 512 }, { 10, 300 } };
+	unsigned i, d;
+	memset(m, 0, sizeof(*m));
+	for (i = 0; i < 5; i++) {
+		rckpt_st_tensor_t *t = &m->t[i];
+		size_t k;
+		t->name = (char *)names[i];
+		t->dtype = dtype;
+		t->ndim = ndim[i];
+		t->n = 1;
+		for (d = 0; d < ndim[i]; d++)
+			t->shape[d] = shape[i][d], t->n *= shape[i][d];
+		m->buf[i] = malloc((size_t)t->n * 4);
+		m->gbuf[i] = malloc((size_t)t->n * 4);
+		{
+			float *f = malloc((size_t)t->n * 4);
+			for (k = 0; k < t->n; k++) {
+				f[k] = nrand() * 0.05f;
+				m->gbuf[i][k] = nrand() * 1e-3f;
+			}
+			rckpt_narrow_from_f32(m->buf[i], f, dtype, t->n);
+			free(f);
+		}
+		t->data = m->buf[i];
+		m->gt[i] = *t;
+		m->gt[i].dtype = RCKPT_DT_F32;
+		m->gt[i].data = (const uint8_t *)m->gbuf[i];
+	}
+	m->p.t = m->t;
+	m->p.ntensors = 5;
+	m->g.t = m->gt;
+	m->g.ntensors = 5;
+}
+
+static void model_step(model_t *m)
+{
+	unsigned i;
+	for (i = 0; i < 5; i++) {
+		rckpt_st_tensor_t *t = &m->t[i];
+		float *f = malloc((size_t)t->n * 4);
+		size_t k;
+		rckpt_widen_to_f32(f, m->buf[i], t->dtype, t->n);
+		for (k = 0; k < t->n; k++)
+			if (k % 5 == 0)
+				f[k] += nrand() * 0.002f;
+		rckpt_narrow_from_f32(m->buf[i], f, t->dtype, t->n);
+		free(f);
+	}
+}
+
+static void model_free(model_t *m)
+{
+	unsigned i;
+	for (i = 0; i < 5; i++)
+		free(m->buf[i]), free(m->gbuf[i]);
+}
+
+/* A copy of st whose tensors live in device memory. */
+static void st_to_dev(rckpt_st_t *out, rckpt_st_tensor_t *tt, const rckpt_st_t *st)
+{
+	unsigned i;
+	*out = *st;
+	out->t = tt;
+	for (i = 0; i < st->ntensors; i++) {
+		tt[i] = st->t[i];
+		tt[i].data = to_dev(st->t[i].data, (size_t)st->t[i].n * rckpt_dtype_size(st->t[i].dtype));
+	}
+}
+
+static void st_dev_free(rckpt_st_t *st)
+{
+	unsigned i;
+	for (i = 0; i < st->ntensors; i++)
+		rckpt_gpu_free((void *)st->t[i].data);
+}
+
+static void same_out(const rckpt_ckenc_out_t *a, const rckpt_ckenc_out_t *b)
+{
+	uint32_t c;
+	assert_int_equal(a->manifest.len, b->manifest.len);
+	assert_memory_equal(a->manifest.p, b->manifest.p, a->manifest.len);
+	assert_int_equal(a->nchunks, b->nchunks);
+	for (c = 0; c < a->nchunks; c++) {
+		assert_int_equal(a->records[c].len, b->records[c].len);
+		assert_memory_equal(a->records[c].p, b->records[c].p, a->records[c].len);
+		checks += a->records[c].len;
+	}
+}
+
+/* Three encoders over the same steps: CPU, GPU with host tensors, GPU with
+ * device tensors. Every step's manifest and records are the same bytes. */
+static void encode_three(const rckpt_st_t *const *params, const rckpt_st_t *const *grads, unsigned nsteps,
+			 uint64_t chunk_params)
+{
+	rckpt_ckenc_opts_t o;
+	rckpt_ckenc_t *e[3];
+	rckpt_gpuenc_t *g;
+	unsigned s, k;
+
+	rckpt_ckenc_opts_default(&o);
+	o.chunk_params = chunk_params;
+	assert_int_equal(rckpt_gpuenc_create(&g), 0);
+	for (k = 0; k < 3; k++) {
+		assert_int_equal(rckpt_ckenc_create(&e[k], &o), 0);
+		rckpt_ckenc_set_gpu(e[k], k ? g : NULL);
+	}
+	for (s = 0; s < nsteps; s++) {
+		rckpt_ckenc_out_t out[3];
+		rckpt_ckenc_stats_t st[3];
+		rckpt_st_tensor_t dt[64], dgt[64];
+		rckpt_st_t dp, dg;
+		char msg[256];
+		assert_true(params[s]->ntensors <= 64);
+		st_to_dev(&dp, dt, params[s]);
+		if (grads[s])
+			st_to_dev(&dg, dgt, grads[s]);
+		for (k = 0; k < 3; k++) {
+			memset(&out[k], 0, sizeof(out[k]));
+			assert_int_equal(rckpt_ckenc_step(e[k], &out[k], &st[k], k == 2 ? &dp : params[s],
+							  grads[s] ? (k == 2 ? &dg : grads[s]) : NULL, 100 + s, msg,
+							  sizeof(msg)),
+					 0);
+		}
+		same_out(&out[0], &out[1]);
+		same_out(&out[0], &out[2]);
+		assert_memory_equal(&st[0].quality, &st[1].quality, sizeof(double));
+		assert_memory_equal(&st[0].quality, &st[2].quality, sizeof(double));
+		for (k = 0; k < 3; k++)
+			rckpt_ckenc_out_free(&out[k]);
+		st_dev_free(&dp);
+		if (grads[s])
+			st_dev_free(&dg);
+	}
+	for (k = 0; k < 3; k++)
+		rckpt_ckenc_destroy(e[k]);
+	rckpt_gpuenc_destroy(g);
+}
+
+static void test_encoder_synthetic(void **state)
+{
+	unsigned dt;
+	(void)state;
+	for (dt = RCKPT_DT_F32; dt <= RCKPT_DT_BF16; dt++) {
+		model_t m[4];
+		const rckpt_st_t *p[4], *g[4];
+		unsigned s;
+		model_make(&m[0], dt);
+		for (s = 1; s < 4; s++) { /* each step a copy of the last, moved */
+			unsigned i;
+			m[s] = m[s - 1];
+			for (i = 0; i < 5; i++) {
+				size_t b = (size_t)m[s].t[i].n * rckpt_dtype_size(dt);
+				m[s].buf[i] = malloc(b);
+				memcpy(m[s].buf[i], m[s - 1].buf[i], b);
+				m[s].gbuf[i] = malloc((size_t)m[s].t[i].n * 4);
+				memcpy(m[s].gbuf[i], m[s - 1].gbuf[i], (size_t)m[s].t[i].n * 4);
+				m[s].t[i].data = m[s].buf[i];
+				m[s].gt[i].data = (const uint8_t *)m[s].gbuf[i];
+			}
+			m[s].p.t = m[s].t;
+			m[s].g.t = m[s].gt;
+			model_step(&m[s]);
+		}
+		for (s = 0; s < 4; s++)
+			p[s] = &m[s].p, g[s] = s == 2 ? NULL : &m[s].g; /* a step without gradients too */
+		encode_three(p, g, 4, 50000);
+		for (s = 0; s < 4; s++)
+			model_free(&m[s]);
+	}
+}
+
+static void test_encoder_real(void **state)
+{
+	const char *d = getenv("RCKPT_TEST_CKPT_DIR");
+	rckpt_st_t st[6], gr[6];
+	const rckpt_st_t *p[6], *g[6];
+	char path[512], err[256];
+	unsigned s;
+	(void)state;
+	snprintf(path, sizeof(path), "%s/step-000025.safetensors", d ? d : "");
+	if (d == NULL || access(path, R_OK) != 0) {
+		print_message("skipped: no real checkpoints (RCKPT_TEST_CKPT_DIR)\n");
+		skip();
+	}
+	for (s = 0; s < 6; s++) {
+		snprintf(path, sizeof(path), "%s/step-%06u.safetensors", d, 25 * (s + 1));
+		assert_int_equal(rckpt_st_read(&st[s], path, err, sizeof(err)), 0);
+		snprintf(path, sizeof(path), "%s/step-%06u.grads.safetensors", d, 25 * (s + 1));
+		assert_int_equal(rckpt_st_read(&gr[s], path, err, sizeof(err)), 0);
+		p[s] = &st[s];
+		g[s] = &gr[s];
+	}
+	encode_three(p, g, 6, (uint64_t)1 << 22);
+	for (s = 0; s < 6; s++) {
+		rckpt_st_free(&st[s]);
+		rckpt_st_free(&gr[s]);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_kernels),
+		cmocka_unit_test(test_bad_index),
+		cmocka_unit_test(test_encoder_synthetic),
+		cmocka_unit_test(test_encoder_real),
+		cmocka_unit_test(test_big),
+	};
+	rckpt_gpu_probe_t pr;
+	int rc;
+
+	rckpt_gpu_probe(&pr);
+	if (!pr.built_with_cuda || pr.device_count == 0) {
+		printf("skipped: %s\n", pr.built_with_cuda ? "no CUDA device on this machine"
+							   : "this build has no CUDA");
+		return 77;
+	}
+	printf("device: %s (sm_%d%d, %d SMs, %zu MiB), CUDA runtime %d, driver %d\n", pr.device_name,
+	       pr.cc_major, pr.cc_minor, pr.sm_count, pr.total_mem >> 20, pr.runtime_version,
+	       pr.driver_version);
+	if (rckpt_gpu_stream_create(&stream) != 0) {
+		printf("cannot create a CUDA stream\n");
+		return 1;
+	}
+	rc = cmocka_run_group_tests(tests, NULL, NULL);
+	printf("%llu values and bytes compared, all equal\n", checks);
+	rckpt_gpu_stream_destroy(stream);
+	return rc;
+}
