@@ -212,10 +212,27 @@ int rckpt_msg_verified_decode(rckpt_msg_verified_t *m, const uint8_t *src, size_
 #define RCKPT_STORE_JOB_OID "rckpt.job"
 int rckpt_store_chunk_oid(char *out, size_t cap, uint32_t chunk);
 int rckpt_store_manifest_oid(char *out, size_t cap, uint64_t step);
+/* The object of a step's attachment: "rckpt.attach.<step>". */
+int rckpt_store_attach_oid(char *out, size_t cap, uint64_t step);
 /* omap keys: "r.<step>" (chunk index), "s.<step>" (job steps) and
  * "p.<step>" (job pins), the step
  * as 20 decimal digits so that keys sort as steps do. */
 int rckpt_store_step_key(char *out, size_t cap, char prefix, uint64_t step);
 int rckpt_store_parse_step_key(uint64_t *step, const char *key, char prefix);
+
+/* A step's attachment (store.md, "Attachment"): bytes the trainer keeps
+ * with a step (optimizer state, counters), zstd-compressed, CRC-32C of the
+ * raw bytes. The plugin never reads it. */
+#define RCKPT_ATTACH_MAGIC 0x414b4352u          /* "RCKA" as little-endian bytes */
+#define RCKPT_ATTACH_HEADER 28u
+#define RCKPT_ATTACH_RAW_MAX ((uint64_t)1 << 30) /* raw bytes */
+
+/* 0, -EFBIG (len past RCKPT_ATTACH_RAW_MAX), -ENOMEM. */
+int rckpt_attach_encode(rckpt_buf_t *out, uint64_t step, const void *data, size_t len);
+/* Checks src (untrusted) and decompresses it into a malloc'd *out (*len
+ * bytes; a 1-byte allocation when empty). 0, -EBADMSG (not an attachment,
+ * or of another step), RCKPT_FMT_EVERSION, RCKPT_FMT_ECHECKSUM, -ENOMEM. */
+int rckpt_attach_decode(uint8_t **out, size_t *len, uint64_t step, const uint8_t *src,
+			size_t srclen);
 
 #endif /* RCKPT_STORE_WIRE_H */

@@ -141,7 +141,17 @@ typedef struct rckpt_tensor {
 
 typedef struct rckpt_job rckpt_job_t;
 
-#define RCKPT_JOB_OPTS_VERSION 3
+/* The trainer's judgement of the configuration a save chose (the
+ * Inshrinkerator method): t[0..n) are the step's tensors in name order,
+ * dequantized, as fp32 (dtype RCKPT_F32; data valid during the call only;
+ * lossless tensors as saved, widened). Write the quality loss, e.g. the
+ * relative drop of a metric on a few held-out batches, to *loss and return
+ * 0, or return a negative errno to fail the save. While the loss exceeds
+ * quality_eps the encoder steps one axis less aggressive and asks again;
+ * each ask holds the model in fp32 once. */
+typedef int (*rckpt_quality_cb)(void *arg, const rckpt_tensor_t *t, unsigned n, double *loss);
+
+#define RCKPT_JOB_OPTS_VERSION 4
 #define RCKPT_LATEST UINT64_MAX
 
 typedef struct rckpt_job_opts {
@@ -161,6 +171,11 @@ typedef struct rckpt_job_opts {
 	unsigned compute;      /* enum rckpt_compute: where a save's passes over
 				  the values run. The records are the same bytes
 				  either way */
+	/* version 4: */
+	rckpt_quality_cb quality; /* NULL: the built-in measure alone (a
+				     sensitivity-weighted relative error <= eps) */
+	void *quality_arg;
+	double quality_eps;    /* the callback's threshold; 0: 0.01 */
 } rckpt_job_opts_t;
 
 /* AUTO: on the GPU when this build has CUDA, the machine a device, and a
@@ -171,7 +186,8 @@ typedef struct rckpt_job_opts {
  * save when there is no device. */
 enum rckpt_compute { RCKPT_COMPUTE_AUTO = 0, RCKPT_COMPUTE_CPU = 1, RCKPT_COMPUTE_GPU = 2 };
 
-#define RCKPT_JOB_OPTS_INIT { RCKPT_JOB_OPTS_VERSION, 0, 0.0, 0, 0, 0, 0, 0, RCKPT_COMPUTE_AUTO }
+#define RCKPT_JOB_OPTS_INIT \
+	{ RCKPT_JOB_OPTS_VERSION, 0, 0.0, 0, 0, 0, 0, 0, RCKPT_COMPUTE_AUTO, NULL, NULL, 0.0 }
 
 /* Opens job `job` (a RADOS namespace of the pool, 1..63 characters of
  * [A-Za-z0-9._-]). A writer takes an exclusive lock on the job object:
@@ -221,6 +237,16 @@ RCKPT_API int rckpt_job_save_async(rckpt_job_t *j, uint64_t step, const rckpt_te
 				   rckpt_save_t **out);
 RCKPT_API int rckpt_save_wait(rckpt_save_t *s, rckpt_save_stats_t *st);
 
+/* Attaches a copy of data[0..len) to the job's next save: the bytes are
+ * stored with that step, zstd-compressed and checksummed, and come back
+ * with it (rckpt_restored_attachment). For what is not a tensor of fp32,
+ * fp16 or bf16: optimizer state kept losslessly, counters, a scheduler.
+ * The next rckpt_job_save(_async) takes them, whether or not it commits;
+ * a later call before it replaces them, and data NULL with len 0 clears
+ * them. 0, -EPERM (read-only job), -EFBIG (over 1 GiB, or over 64 MiB
+ * compressed), -ENOMEM. */
+RCKPT_API int rckpt_job_attach(rckpt_job_t *j, const void *data, size_t len);
+
 /* A restored step: its tensors, decoded (every chunk's SHA-256 checked). */
 typedef struct rckpt_restored rckpt_restored_t;
 
@@ -246,6 +272,9 @@ RCKPT_API int rckpt_restored_tensor(const rckpt_restored_t *r, unsigned i, rckpt
 /* Writes tensor i, dequantized, in its own dtype into dst (elements x the
  * dtype's size bytes). -ENOENT for a tensor a partial restore left out. */
 RCKPT_API int rckpt_restored_read(const rckpt_restored_t *r, unsigned i, void *dst, size_t cap);
+/* The step's attachment: *data (valid as long as r) and *len; -ENOENT
+ * when the step was saved without one. */
+RCKPT_API int rckpt_restored_attachment(const rckpt_restored_t *r, const void **data, size_t *len);
 RCKPT_API void rckpt_restored_free(rckpt_restored_t *r);
 
 typedef struct rckpt_step_info {
@@ -315,7 +344,8 @@ RCKPT_API int rckpt_job_verify(rckpt_job_t *j, rckpt_verify_stats_t *st);
 
 /* What the job occupies now (after compactions and drops, unlike the
  * sizes its steps were saved with): the bytes of its chunk objects (the
- * head step's chunks) and of its committed steps' manifests, and how many
+ * head step's chunks) and of its committed steps' manifests and
+ * attachments, and how many
  * objects those are. */
 RCKPT_API int rckpt_job_stored(rckpt_job_t *j, uint64_t *bytes, unsigned *objects);
 

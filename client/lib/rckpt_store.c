@@ -23,7 +23,13 @@
 struct rckpt_restored {
 	uint64_t step;
 	rckpt_ckdec_t dec;
+	uint8_t *attach; /* the step's attachment, decompressed; NULL: none */
+	size_t attach_len;
 };
+
+/* Objects past this size are refused by the OSD's osd_max_write_size
+ * (90 MiB by default) in one write_full: attachments stay under it. */
+#define ATTACH_STORED_MAX ((size_t)64 << 20)
 
 double rckpt_now_s(void)
 {
@@ -114,6 +120,33 @@ int rckpt_take_lock(rckpt_job_t *j, int renew)
 				    &tv, renew ? LIBRADOS_LOCK_FLAG_RENEW : 0);
 }
 
+/* The encoder's quality callback, handed on to the trainer's in the
+ * public form. */
+static int call_quality(void *arg, const rckpt_st_t *params, const float *const *values, double *loss)
+{
+	rckpt_job_t *j = arg;
+	rckpt_tensor_t *t = calloc(params->ntensors ? params->ntensors : 1, sizeof(*t));
+	unsigned i, d;
+	int rc;
+
+	if (t == NULL)
+		return -ENOMEM;
+	for (i = 0; i < params->ntensors; i++) {
+		const rckpt_st_tensor_t *p = &params->t[i];
+		t[i].name = p->name;
+		t[i].dtype = RCKPT_F32;
+		t[i].ndim = p->ndim;
+		for (d = 0; d < p->ndim && d < RCKPT_MAX_DIMS; d++)
+			t[i].shape[d] = p->shape[d];
+		t[i].data = values[i];
+	}
+	rc = j->o.quality(j->o.quality_arg, t, params->ntensors, loss);
+	free(t);
+	if (rc > 0 || !(*loss == *loss)) /* a positive return or a NaN loss: the callback is broken */
+		rc = -EINVAL;
+	return rc;
+}
+
 int rckpt_job_open(rckpt_t *h, rckpt_job_t **out, const char *job, const rckpt_job_opts_t *opts)
 {
 	rckpt_job_opts_t def = RCKPT_JOB_OPTS_INIT;
@@ -129,7 +162,8 @@ int rckpt_job_open(rckpt_t *h, rckpt_job_t **out, const char *job, const rckpt_j
 		return rckpt_fail(h, -ENOTCONN, __func__, "not connected");
 	if (opts->version < 1 || opts->version > RCKPT_JOB_OPTS_VERSION || job == NULL ||
 	    !rckpt_valid_job_name(job) || opts->eps < 0 ||
-	    (opts->version >= 3 && opts->compute > RCKPT_COMPUTE_GPU))
+	    (opts->version >= 3 && opts->compute > RCKPT_COMPUTE_GPU) ||
+	    (opts->version >= 4 && !(opts->quality_eps >= 0)))
 		return rckpt_fail(h, -EINVAL, __func__, "bad job name or options");
 	j = calloc(1, sizeof(*j));
 	if (j == NULL)
@@ -138,6 +172,7 @@ int rckpt_job_open(rckpt_t *h, rckpt_job_t **out, const char *job, const rckpt_j
 	/* what the caller's version has; later fields keep their defaults */
 	memcpy(&j->o, opts, opts->version == 1   ? offsetof(rckpt_job_opts_t, mem_budget)
 			    : opts->version == 2 ? offsetof(rckpt_job_opts_t, compute)
+			    : opts->version == 3 ? offsetof(rckpt_job_opts_t, quality)
 						 : sizeof(j->o));
 	j->o.version = RCKPT_JOB_OPTS_VERSION;
 	if (j->o.compute == RCKPT_COMPUTE_AUTO) {
@@ -162,6 +197,8 @@ int rckpt_job_open(rckpt_t *h, rckpt_job_t **out, const char *job, const rckpt_j
 		j->o.inflight = 16;
 	if (j->o.mem_budget == 0)
 		j->o.mem_budget = (uint64_t)256 << 20;
+	if (j->o.quality_eps == 0)
+		j->o.quality_eps = 0.01;
 	/* What a save holds besides its appends: one chunk's levels, its
 	 * encoded record and that record's append message, the entropy
 	 * coder's scratch (rckpt_ckenc_step_stream), with room to spare. The
@@ -226,6 +263,11 @@ int rckpt_job_open(rckpt_t *h, rckpt_job_t **out, const char *job, const rckpt_j
 		eo.eps = j->o.eps;
 		eo.chunk_params = j->o.chunk_params;
 		eo.base_every = j->o.base_every;
+		if (j->o.quality) {
+			eo.quality = call_quality;
+			eo.quality_arg = j;
+			eo.quality_eps = j->o.quality_eps;
+		}
 		if ((rc = rckpt_ckenc_create(&j->enc, &eo))) {
 			rckpt_job_close(j);
 			return rckpt_fail(h, rc, __func__, "cannot create the encoder");
@@ -251,6 +293,7 @@ void rckpt_job_close(rckpt_job_t *j)
 		rados_unlock(j->io, RCKPT_STORE_JOB_OID, LOCK_NAME, j->cookie);
 	rckpt_ckenc_destroy(j->enc);
 	rckpt_gpuenc_destroy(j->gpu);
+	rckpt_buf_free(&j->attach);
 	if (j->io)
 		rados_ioctx_destroy(j->io);
 	free(j);
@@ -398,6 +441,7 @@ struct rckpt_save {
 	rckpt_t *h;
 	uint64_t step;
 	rckpt_buf_t manifest;
+	rckpt_buf_t attach;    /* the attachment it took from the job */
 	rckpt_ckenc_stats_t st;
 	unsigned nchunks;
 	rckpt_buf_t *msgs;    /* chunk i's append, until it completes */
@@ -455,6 +499,7 @@ static void save_release(rckpt_save_t *s)
 	s->prval = NULL;
 	s->nchunks = s->issued = s->done = 0;
 	rckpt_buf_free(&s->manifest);
+	rckpt_buf_free(&s->attach);
 	if (s->j && s->j->pending == s)
 		s->j->pending = NULL;
 	s->j = NULL;
@@ -550,6 +595,30 @@ static void save_lost(rckpt_job_t *j)
 	rckpt_ckenc_restart(j->enc);
 }
 
+int rckpt_job_attach(rckpt_job_t *j, const void *data, size_t len)
+{
+	rckpt_t *h = j->h;
+	int rc;
+
+	rckpt_clear_error(h);
+	if (!j->o.writer)
+		return rckpt_fail(h, -EPERM, __func__, "job %s was opened read-only", j->name);
+	if (data == NULL && len)
+		return rckpt_fail(h, -EINVAL, __func__, "no bytes to attach");
+	rckpt_buf_free(&j->attach);
+	if (data == NULL)
+		return 0;
+	rc = rckpt_attach_encode(&j->attach, RCKPT_STORE_NONE, data, len);
+	if (rc == 0 && j->attach.len > ATTACH_STORED_MAX)
+		rc = -EFBIG;
+	if (rc) {
+		rckpt_buf_free(&j->attach);
+		return rckpt_fail(h, rc, __func__,
+				  "cannot attach %zu bytes (at most 1 GiB, and 64 MiB once compressed)", len);
+	}
+	return 0;
+}
+
 int rckpt_job_save_async(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t, unsigned n,
 			 const rckpt_tensor_t *g, unsigned ng, rckpt_save_t **outp)
 {
@@ -578,6 +647,8 @@ int rckpt_job_save_async(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t,
 	s->h = h;
 	s->step = step;
 	s->t0 = rckpt_now_s();
+	s->attach = j->attach; /* it goes with this save, whatever happens */
+	memset(&j->attach, 0, sizeof(j->attach));
 	if ((rc = as_st(&params, t, n)) || (g && ng && (rc = as_st(&grads, g, ng)))) {
 		rc = rckpt_fail(h, rc, __func__, "bad tensors (names, dtypes, shapes)");
 		goto fail;
@@ -636,6 +707,17 @@ static void save_finish(rckpt_save_t *s)
 		rc = rckpt_fail(h, rc, __func__, "cannot append step %" PRIu64 " to its chunks", s->step);
 		goto done;
 	}
+	if (s->attach.len) {
+		rckpt_writer_t w = rckpt_writer(s->attach.p + 8, 8);
+		rckpt_wr_u64(&w, s->step);
+		rckpt_store_attach_oid(oid, sizeof(oid), s->step);
+		rc = rados_write_full(j->io, oid, (const char *)s->attach.p, s->attach.len);
+		if (rc) {
+			rc = rckpt_fail(h, rc, __func__, "cannot write the attachment of step %" PRIu64,
+					s->step);
+			goto done;
+		}
+	}
 	rckpt_store_manifest_oid(oid, sizeof(oid), s->step);
 	rc = rados_write_full(j->io, oid, (const char *)s->manifest.p, s->manifest.len);
 	if (rc) {
@@ -664,7 +746,7 @@ static void save_finish(rckpt_save_t *s)
 	}
 	j->head = s->step;
 	s->stats.raw_bytes = s->st.raw_bytes;
-	s->stats.enc_bytes = s->st.enc_bytes;
+	s->stats.enc_bytes = s->st.enc_bytes + s->attach.len;
 	s->stats.nchunks = s->nchunks;
 	s->stats.is_base = s->st.is_base;
 	s->stats.quality = s->st.quality;
@@ -713,6 +795,34 @@ typedef struct mat {
 	int done;
 	int skip;          /* not wanted (a partial restore) */
 } mat_t;
+
+/* The step's attachment, decompressed into *out; none: *out NULL, 0. */
+static int read_attachment(rckpt_job_t *j, uint64_t step, uint8_t **out, size_t *len)
+{
+	rckpt_buf_t b = RCKPT_BUF_INIT;
+	uint64_t size = 0;
+	char oid[64];
+	int rc, got;
+
+	*out = NULL;
+	*len = 0;
+	rckpt_store_attach_oid(oid, sizeof(oid), step);
+	rc = rados_stat(j->io, oid, &size, NULL);
+	if (rc == -ENOENT)
+		return 0;
+	if (rc)
+		return rc;
+	if (size > ATTACH_STORED_MAX || size < RCKPT_ATTACH_HEADER)
+		return -EBADMSG;
+	if ((rc = rckpt_buf_reserve(&b, (size_t)size)))
+		return rc;
+	got = rados_read(j->io, oid, (char *)b.p, (size_t)size, 0);
+	rc = got < 0 ? got : (uint64_t)got == size ? 0 : -EBADMSG;
+	if (rc == 0)
+		rc = rckpt_attach_decode(out, len, step, b.p, (size_t)size);
+	rckpt_buf_free(&b);
+	return rc;
+}
 
 int rckpt_job_restore(rckpt_job_t *j, uint64_t step, rckpt_restored_t **outp, rckpt_restore_stats_t *rst)
 {
@@ -883,6 +993,13 @@ int rckpt_job_restore_tensors(rckpt_job_t *j, uint64_t step, const char *const *
 		lens[i] = m[i].skip ? 0 : m[i].rec.len;
 	}
 	r->step = step;
+	if ((rc = read_attachment(j, step, &r->attach, &r->attach_len))) {
+		rc = rckpt_fail(h, rc, __func__, "cannot read the attachment of step %" PRIu64 "%s", step,
+				rc == RCKPT_ECHECKSUM ? ": it fails its checksum" : "");
+		rckpt_restored_free(r);
+		r = NULL;
+		goto done;
+	}
 	rc = rckpt_ckdec_step(&r->dec, man.p, man.len, recs, lens);
 	if (rc) {
 		rc = rckpt_fail(h, rc, __func__, "step %" PRIu64 " does not decode%s", step,
@@ -965,7 +1082,19 @@ void rckpt_restored_free(rckpt_restored_t *r)
 	if (r == NULL)
 		return;
 	rckpt_ckdec_free(&r->dec);
+	free(r->attach);
 	free(r);
+}
+
+int rckpt_restored_attachment(const rckpt_restored_t *r, const void **data, size_t *len)
+{
+	*data = NULL;
+	*len = 0;
+	if (r->attach == NULL)
+		return -ENOENT;
+	*data = r->attach;
+	*len = r->attach_len;
+	return 0;
 }
 
 /* ---- steps ---- */

@@ -408,8 +408,12 @@ int rckpt_job_compact(rckpt_job_t *j, const rckpt_retention_t *pol, rckpt_compac
 	for (i = 0; i < s.n; i++) {
 		char oid[64];
 		if (s.s[i].step < head && !has_step(&kept, s.s[i].step)) {
-			rckpt_store_manifest_oid(oid, sizeof(oid), s.s[i].step);
+			rckpt_store_attach_oid(oid, sizeof(oid), s.s[i].step);
 			rc = rados_remove(j->io, oid);
+			if (rc == 0 || rc == -ENOENT) {
+				rckpt_store_manifest_oid(oid, sizeof(oid), s.s[i].step);
+				rc = rados_remove(j->io, oid);
+			}
 			if (rc && rc != -ENOENT) {
 				rc = rckpt_fail(h, rc, __func__, "cannot remove %s", oid);
 				goto out;
@@ -541,8 +545,11 @@ static int gc_one(rckpt_job_t *j, const char *oid, void *arg)
 	gc_arg_t *g = arg;
 	const char *pre = "rckpt.manifest.";
 	uint64_t step = 0;
-	size_t i, pl = strlen(pre);
+	size_t i, pl;
 	int rc;
+	if (strncmp(oid, "rckpt.attach.", 13) == 0)
+		pre = "rckpt.attach."; /* an attachment goes with its manifest */
+	pl = strlen(pre);
 	if (strncmp(oid, pre, pl) != 0 || strlen(oid) != pl + 20)
 		return 0;
 	for (i = pl; oid[i]; i++) {
@@ -576,6 +583,12 @@ int rckpt_job_stored(rckpt_job_t *j, uint64_t *bytes, unsigned *objects)
 			rckpt_store_manifest_oid(oid, sizeof(oid), si[i].step);
 			rc = rados_stat(j->io, oid, &size, NULL);
 			if (rc == 0) {
+				*bytes += size;
+				++*objects;
+			}
+			rc = rc == -ENOENT ? 0 : rc;
+			rckpt_store_attach_oid(oid, sizeof(oid), si[i].step);
+			if (rc == 0 && (rc = rados_stat(j->io, oid, &size, NULL)) == 0) {
 				*bytes += size;
 				++*objects;
 			}

@@ -29,6 +29,8 @@ struct rckpt_job {
 	uint64_t io_budget; /* writer: bytes of appends a save may have in flight */
 	uint64_t token;     /* writer: its claim on the job (fencing) */
 	struct rckpt_gpuenc *gpu; /* writer: made at its first save on the GPU */
+	rckpt_buf_t attach; /* writer: the next save's attachment, encoded
+			       (store.md), its step filled in at the save */
 };
 
 double rckpt_now_s(void);

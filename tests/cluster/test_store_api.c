@@ -2,8 +2,8 @@
  * test_store_api.c — librckpt's checkpoint store through its C API on a
  * live cluster: asynchronous saves and their back-pressure, a job closed
  * with a save in flight, a save whose appends fail (the next one trims and
- * starts a base), small chunks under a tight memory budget, and the
- * budget's check at open. Needs CEPH_CONF (./dev.sh test starts a
+ * starts a base), small chunks under a tight memory budget, the
+ * budget's check at open, attachments and the trainer's quality callback. Needs CEPH_CONF (./dev.sh test starts a
  * cluster); skips without one unless RCKPT_REQUIRE_CLUSTER=1.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -386,6 +386,162 @@ static void test_mem_budget(void **state)
 	free(m);
 }
 
+/* Attachments: each save takes the bytes attached before it; a restore
+ * gives them back with their step, a step without one says -ENOENT,
+ * compaction removes those of the steps it drops, and a damaged one fails
+ * the restore with RCKPT_ECHECKSUM or -EBADMSG. A read-only job cannot attach. */
+static void test_attachment(void **state)
+{
+	fixture_t *f = *state;
+	model_t *m = malloc(sizeof(*m));
+	rckpt_restored_t *r = NULL;
+	rckpt_retention_t keep = { 1, 0 };
+	const void *data;
+	size_t len, big = 3u << 20;
+	uint8_t *blob = malloc(big);
+	rckpt_job_t *j, *ro;
+	char name[64], oid[80];
+	uint64_t size;
+	size_t i;
+
+	NEED_CLUSTER(f);
+	assert_non_null(blob);
+	for (i = 0; i < big; i++)
+		blob[i] = (uint8_t)(i * 2654435761u >> 13);
+	snprintf(name, sizeof(name), "api-at-%d", (int)getpid());
+	rckpt_job_delete(f->h, name);
+	j = open_job(f->h, name, 1, 0);
+	model_init(m, 1);
+	assert_int_equal(rckpt_job_attach(j, blob, big), 0);
+	assert_int_equal(rckpt_job_save(j, 1, m->t, NT, NULL, 0, NULL), 0);
+	model_init(m, 2);
+	assert_int_equal(rckpt_job_save(j, 2, m->t, NT, NULL, 0, NULL), 0); /* taken by step 1 */
+	model_init(m, 3);
+	assert_int_equal(rckpt_job_attach(j, "x", 1), 0);
+	assert_int_equal(rckpt_job_attach(j, "opt", 3), 0); /* replaces */
+	assert_int_equal(rckpt_job_save(j, 3, m->t, NT, NULL, 0, NULL), 0);
+
+	assert_int_equal(rckpt_job_restore(j, 1, &r, NULL), 0);
+	assert_int_equal(rckpt_restored_attachment(r, &data, &len), 0);
+	assert_int_equal(len, big);
+	assert_memory_equal(data, blob, big);
+	rckpt_restored_free(r);
+	assert_int_equal(rckpt_job_restore(j, 2, &r, NULL), 0);
+	assert_int_equal(rckpt_restored_attachment(r, &data, &len), -ENOENT);
+	assert_null(data);
+	rckpt_restored_free(r);
+	assert_int_equal(rckpt_job_restore(j, 3, &r, NULL), 0);
+	assert_int_equal(rckpt_restored_attachment(r, &data, &len), 0);
+	assert_int_equal(len, 3);
+	assert_memory_equal(data, "opt", 3);
+	rckpt_restored_free(r);
+
+	ro = open_job(f->h, name, 0, 0);
+	assert_int_equal(rckpt_job_attach(ro, "x", 1), -EPERM);
+	rckpt_job_close(ro);
+
+	/* damage step 3's: the restore fails closed */
+	rados_ioctx_set_namespace(f->io, name);
+	snprintf(oid, sizeof(oid), "rckpt.attach.%020u", 3u);
+	assert_int_equal(rados_stat(f->io, oid, &size, NULL), 0);
+	assert_int_equal(rados_write(f->io, oid, "\x00\x00\x00\x00", 4, size - 4), 0);
+	assert_true(rckpt_job_restore(j, 3, &r, NULL) < 0);
+	assert_null(r);
+	assert_non_null(strstr(rckpt_errmsg(f->h), "attachment"));
+
+	/* compaction keeping the head only removes step 1's */
+	assert_int_equal(rckpt_job_compact(j, &keep, NULL), 0);
+	snprintf(oid, sizeof(oid), "rckpt.attach.%020u", 1u);
+	assert_int_equal(rados_stat(f->io, oid, &size, NULL), -ENOENT);
+	rados_ioctx_set_namespace(f->io, "");
+	rckpt_job_close(j);
+	rckpt_job_delete(f->h, name);
+	free(blob);
+	free(m);
+}
+
+/* The trainer's quality callback: it sees every tensor dequantized in
+ * fp32 under its name and shape, its loss decides (a loss over quality_eps
+ * makes the encoder step less aggressive until it passes), an error from
+ * it fails the save and commits nothing. */
+typedef struct judge {
+	const model_t *m;
+	unsigned calls;
+	double limit; /* the relative error the "trainer" accepts */
+	int fail;
+} judge_t;
+
+static int judge_cb(void *arg, const rckpt_tensor_t *t, unsigned n, double *loss)
+{
+	judge_t *jd = arg;
+	const float *w;
+	double num = 0, den = 0;
+	size_t i;
+	jd->calls++;
+	if (jd->fail)
+		return -EIO;
+	if (n != NT || strcmp(t[0].name, "layer0.weight") != 0 || t[0].dtype != RCKPT_F32 ||
+	    t[0].ndim != 2 || t[0].shape[0] != ROWS || t[0].shape[1] != COLS ||
+	    strcmp(t[2].name, "layer1.weight") != 0 || t[2].dtype != RCKPT_F32)
+		return -EINVAL;
+	w = t[0].data;
+	for (i = 0; i < ROWS * COLS; i++) {
+		num += (w[i] - jd->m->w0[i]) * (double)(w[i] - jd->m->w0[i]);
+		den += jd->m->w0[i] * (double)jd->m->w0[i];
+	}
+	/* the loss is the error in units of the limit: passes at <= 0.01 */
+	*loss = 0.01 * (num / den) / jd->limit;
+	return 0;
+}
+
+static void test_quality_callback(void **state)
+{
+	fixture_t *f = *state;
+	model_t *m = malloc(sizeof(*m));
+	rckpt_job_opts_t o = RCKPT_JOB_OPTS_INIT;
+	rckpt_save_stats_t loose, tight;
+	judge_t jd = { m, 0, 1.0, 0 };
+	rckpt_job_t *j = NULL;
+	char name[64];
+	unsigned n;
+
+	NEED_CLUSTER(f);
+	model_init(m, 1);
+	o.writer = 1;
+	o.eps = 0.05; /* the built-in measure lets a lot through */
+	o.quality = judge_cb;
+	o.quality_arg = &jd;
+	snprintf(name, sizeof(name), "api-q-%d", (int)getpid());
+	rckpt_job_delete(f->h, name);
+	assert_int_equal(rckpt_job_open(f->h, &j, name, &o), 0);
+	assert_int_equal(rckpt_job_save(j, 1, m->t, NT, NULL, 0, &loose), 0);
+	assert_true(jd.calls >= 1);
+	rckpt_job_close(j);
+	rckpt_job_delete(f->h, name);
+
+	/* a stricter trainer: more bins, more calls, more bytes */
+	jd.calls = 0;
+	jd.limit = 1e-4;
+	assert_int_equal(rckpt_job_open(f->h, &j, name, &o), 0);
+	assert_int_equal(rckpt_job_save(j, 1, m->t, NT, NULL, 0, &tight), 0);
+	assert_true(jd.calls > 1);
+	assert_true(tight.enc_bytes > loose.enc_bytes);
+	check_restored(j, 1, m);
+
+	/* a failing callback fails the save; nothing is committed */
+	jd.fail = 1;
+	model_init(m, 2);
+	assert_int_equal(rckpt_job_save(j, 2, m->t, NT, NULL, 0, NULL), -EIO);
+	assert_int_equal(head_of(f->h, name, &n), 1);
+	rckpt_job_close(j);
+	rckpt_job_delete(f->h, name);
+
+	/* a negative threshold is refused at open */
+	o.quality_eps = -1;
+	assert_int_equal(rckpt_job_open(f->h, &j, name, &o), -EINVAL);
+	free(m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -394,6 +550,8 @@ int main(void)
 		cmocka_unit_test(test_failed_append_restarts_chain),
 		cmocka_unit_test(test_lapsed_writer_fenced),
 		cmocka_unit_test(test_mem_budget),
+		cmocka_unit_test(test_attachment),
+		cmocka_unit_test(test_quality_callback),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
