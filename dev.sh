@@ -33,8 +33,9 @@ commands:
   demo        install missing packages, build, start the local cluster and run
               the main job: rckpt status, then save a real checkpoint sequence
               into a job, restore its latest step and verify it; build a PCR
-              dataset of real photos and read it at two fidelities; the
-              cluster keeps running
+              dataset of real photos and read it at two fidelities; train a
+              small model from Python with failures restored from rckpt
+              (bench/ft_experiment.py --short); the cluster keeps running
   test        install, build, start a fresh test cluster, run the whole test
               suite (ctest) against it, stop it
   deps        only install missing system packages (apt-get; sudo when not root)
@@ -176,6 +177,15 @@ demo)
 	done
 	say "main job: every image at the last group against its source"
 	"$build/client/rckpt" pcr verify --dataset "$ds" "$imgs" || exit 1
+	echo
+	if /usr/bin/python3 -c 'import torch, sklearn' 2>/dev/null; then
+		say "main job: fault-tolerant training from Python, short version (bench/ft_experiment.py --short)"
+		pre=()
+		[ "$sanitize" = 1 ] && pre=(env "LD_PRELOAD=$(cc -print-file-name=libasan.so):$(cc -print-file-name=libubsan.so)" ASAN_OPTIONS=detect_leaks=0)
+		"${pre[@]}" env RCKPT_LIBRARY="$build/client/librckpt.so" /usr/bin/python3 "$repo/bench/ft_experiment.py" --short || exit 1
+	else
+		say "skipped the fault-tolerant training experiment: python3-torch or python3-sklearn is not installed"
+	fi
 	echo
 	say "the cluster keeps running: 'export CEPH_CONF=$CEPH_CONF' to use it,"
 	say "'$prog cluster stop' to stop it"

@@ -201,7 +201,7 @@ RCKPT_API void rckpt_job_close(rckpt_job_t *j);
 
 typedef struct rckpt_save_stats {
 	uint64_t raw_bytes;  /* the tensors as fp32 */
-	uint64_t enc_bytes;  /* records and manifest written */
+	uint64_t enc_bytes;  /* records, manifest and attachment written */
 	unsigned nchunks;
 	int is_base;
 	double quality;      /* the compressor's loss for this step */

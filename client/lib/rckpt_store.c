@@ -731,6 +731,7 @@ static void save_finish(rckpt_save_t *s)
 			parent = mf.parent;
 			rckpt_manifest_free(&mf);
 		}
+		s->st.enc_bytes += s->attach.len; /* what the step stores, attachment included */
 		put_summary(summary, &s->st, parent, s->nchunks);
 	}
 	{
@@ -746,7 +747,7 @@ static void save_finish(rckpt_save_t *s)
 	}
 	j->head = s->step;
 	s->stats.raw_bytes = s->st.raw_bytes;
-	s->stats.enc_bytes = s->st.enc_bytes + s->attach.len;
+	s->stats.enc_bytes = s->st.enc_bytes;
 	s->stats.nchunks = s->nchunks;
 	s->stats.is_base = s->st.is_base;
 	s->stats.quality = s->st.quality;

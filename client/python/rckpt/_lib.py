@@ -1,0 +1,210 @@
+"""ctypes declarations of librckpt's public interface (client/include/rckpt.h).
+
+Internal to the package: the classes in checkpoint.py and pcr.py are the
+API. The structures here mirror the header field for field; a change there
+changes them here (tests/python checks a round trip through every one).
+"""
+import ctypes
+import ctypes.util
+import errno
+import os
+
+RCKPT_F32, RCKPT_F16, RCKPT_BF16 = 1, 2, 3
+RCKPT_MAX_DIMS = 8
+RCKPT_LATEST = 2**64 - 1
+RCKPT_COMPUTE = {"auto": 0, "cpu": 1, "gpu": 2}
+RCKPT_PCR_ALL = 0
+RCKPT_PCR_JPEG, RCKPT_PCR_RGB = 0, 1
+RCKPT_PCR_GROUPS_MAX = 64
+
+c_u64 = ctypes.c_uint64
+c_uint = ctypes.c_uint
+c_int = ctypes.c_int
+c_double = ctypes.c_double
+c_size = ctypes.c_size_t
+c_voidp = ctypes.c_void_p
+c_charp = ctypes.c_char_p
+
+
+class Tensor(ctypes.Structure):
+    _fields_ = [("name", c_charp), ("dtype", c_uint), ("ndim", c_uint),
+                ("shape", c_u64 * RCKPT_MAX_DIMS), ("data", c_voidp)]
+
+
+QUALITY_CB = ctypes.CFUNCTYPE(c_int, c_voidp, ctypes.POINTER(Tensor), c_uint,
+                              ctypes.POINTER(c_double))
+
+
+class ConnectOpts(ctypes.Structure):
+    _fields_ = [("version", c_uint), ("conf_path", c_charp), ("user", c_charp),
+                ("pool", c_charp), ("timeout_s", c_uint)]
+
+
+class JobOpts(ctypes.Structure):
+    _fields_ = [("version", c_uint), ("writer", c_int), ("eps", c_double),
+                ("chunk_params", c_u64), ("base_every", c_uint), ("lease_s", c_uint),
+                ("inflight", c_uint), ("mem_budget", c_u64), ("compute", c_uint),
+                ("quality", QUALITY_CB), ("quality_arg", c_voidp), ("quality_eps", c_double)]
+
+
+class SaveStats(ctypes.Structure):
+    _fields_ = [("raw_bytes", c_u64), ("enc_bytes", c_u64), ("nchunks", c_uint),
+                ("is_base", c_int), ("quality", c_double), ("t_encode", c_double),
+                ("t_write", c_double)]
+
+
+class RestoreStats(ctypes.Structure):
+    _fields_ = [("wire_bytes", c_u64), ("calls", c_uint), ("seconds", c_double)]
+
+
+class StepInfo(ctypes.Structure):
+    _fields_ = [("step", c_u64), ("parent", c_u64), ("raw_bytes", c_u64),
+                ("enc_bytes", c_u64), ("nchunks", c_uint)]
+
+
+class GpuInfo(ctypes.Structure):
+    _fields_ = [("built_with_cuda", c_int), ("runtime_version", c_int),
+                ("driver_version", c_int), ("device_count", c_int),
+                ("device_name", ctypes.c_char * 128)]
+
+
+class PcrOpts(ctypes.Structure):
+    _fields_ = [("version", c_uint), ("groups", c_uint), ("output", c_uint),
+                ("threads", c_uint), ("prefetch", c_uint)]
+
+
+class PcrInfo(ctypes.Structure):
+    _fields_ = [("records", ctypes.c_uint32), ("images", ctypes.c_uint32), ("groups", c_uint),
+                ("fidelity_sample", ctypes.c_uint32), ("created", c_u64),
+                ("source_bytes", c_u64), ("head_bytes", c_u64),
+                ("group_bytes", c_u64 * RCKPT_PCR_GROUPS_MAX),
+                ("group_images", ctypes.c_uint32 * RCKPT_PCR_GROUPS_MAX),
+                ("mssim", c_double * RCKPT_PCR_GROUPS_MAX)]
+
+
+class PcrImage(ctypes.Structure):
+    _fields_ = [("id", ctypes.c_uint32), ("name", c_charp), ("label", c_voidp),
+                ("label_len", c_size), ("jpeg", c_voidp), ("jpeg_len", c_size),
+                ("rgb", c_voidp), ("width", c_uint), ("height", c_uint)]
+
+
+class PcrReadStats(ctypes.Structure):
+    _fields_ = [("wire_bytes", c_u64), ("reads", c_u64), ("images", c_u64)]
+
+
+def _candidates():
+    env = os.environ.get("RCKPT_LIBRARY")
+    if env:
+        yield env
+        return
+    here = os.path.dirname(os.path.abspath(__file__))
+    # a source checkout: client/python/rckpt -> build/client
+    root = os.path.normpath(os.path.join(here, "..", "..", ".."))
+    for b in ("build", "build-asan"):
+        yield os.path.join(root, b, "client", "librckpt.so")
+    found = ctypes.util.find_library("rckpt")
+    if found:
+        yield found
+
+
+def _load():
+    tried = []
+    for path in _candidates():
+        if os.path.sep in path and not os.path.exists(path):
+            tried.append(path + " (missing)")
+            continue
+        try:
+            return ctypes.CDLL(path)
+        except OSError as e:
+            tried.append("%s (%s)" % (path, e))
+    raise ImportError("rckpt: cannot load librckpt; build it (./dev.sh build) or set "
+                      "RCKPT_LIBRARY to its path. Tried: " + "; ".join(tried or ["nothing"]))
+
+
+lib = _load()
+
+P = ctypes.POINTER
+_sigs = {
+    "rckpt_version_string": (c_charp, []),
+    "rckpt_strerror": (c_charp, [c_int]),
+    "rckpt_create": (c_int, [P(c_voidp)]),
+    "rckpt_connect": (c_int, [c_voidp, P(ConnectOpts)]),
+    "rckpt_destroy": (None, [c_voidp]),
+    "rckpt_errmsg": (c_charp, [c_voidp]),
+    "rckpt_pool_name": (c_charp, [c_voidp]),
+    "rckpt_job_open": (c_int, [c_voidp, P(c_voidp), c_charp, P(JobOpts)]),
+    "rckpt_job_close": (None, [c_voidp]),
+    "rckpt_job_attach": (c_int, [c_voidp, c_voidp, c_size]),
+    "rckpt_job_save_async": (c_int, [c_voidp, c_u64, P(Tensor), c_uint, P(Tensor), c_uint,
+                                     P(c_voidp)]),
+    "rckpt_save_wait": (c_int, [c_voidp, P(SaveStats)]),
+    "rckpt_job_restore_tensors": (c_int, [c_voidp, c_u64, P(c_charp), c_uint, P(c_voidp),
+                                          P(RestoreStats)]),
+    "rckpt_restored_step": (c_u64, [c_voidp]),
+    "rckpt_restored_count": (c_uint, [c_voidp]),
+    "rckpt_restored_tensor": (c_int, [c_voidp, c_uint, P(Tensor)]),
+    "rckpt_restored_read": (c_int, [c_voidp, c_uint, c_voidp, c_size]),
+    "rckpt_restored_attachment": (c_int, [c_voidp, P(c_voidp), P(c_size)]),
+    "rckpt_restored_free": (None, [c_voidp]),
+    "rckpt_job_steps": (c_int, [c_voidp, c_u64, P(StepInfo), c_uint, P(c_uint), P(c_int)]),
+    "rckpt_job_delete": (c_int, [c_voidp, c_charp]),
+    "rckpt_gpu_info": (c_int, [P(GpuInfo)]),
+    "rckpt_pcr_open": (c_int, [c_voidp, P(c_voidp), c_charp, P(PcrOpts)]),
+    "rckpt_pcr_close": (None, [c_voidp]),
+    "rckpt_pcr_info": (c_int, [c_voidp, P(PcrInfo)]),
+    "rckpt_pcr_rewind": (c_int, [c_voidp, c_uint]),
+    "rckpt_pcr_next": (c_int, [c_voidp, P(c_voidp)]),
+    "rckpt_pcr_fetch": (c_int, [c_voidp, P(ctypes.c_uint32), c_uint, P(c_voidp)]),
+    "rckpt_pcr_batch_count": (c_uint, [c_voidp]),
+    "rckpt_pcr_batch_image": (c_int, [c_voidp, c_uint, P(PcrImage)]),
+    "rckpt_pcr_batch_free": (None, [c_voidp]),
+    "rckpt_pcr_read_stats": (c_int, [c_voidp, P(PcrReadStats)]),
+}
+for _name, (_res, _args) in _sigs.items():
+    _f = getattr(lib, _name)
+    _f.restype = _res
+    _f.argtypes = _args
+
+
+class RckptError(OSError):
+    """A librckpt call failed: errno (negative code's magnitude), the code's
+    name, and the library's message saying which call failed and why."""
+
+    def __init__(self, code, message):
+        self.code = code
+        name = lib.rckpt_strerror(code).decode()
+        if message and name not in message:
+            message = "%s (%s)" % (message, name)
+        super().__init__(-code if -code in errno.errorcode else errno.EIO, message or name)
+
+
+def check(rc, h, what=None):
+    """Raises RckptError for a negative rc, with h's message."""
+    if rc < 0:
+        msg = lib.rckpt_errmsg(h).decode(errors="replace") if h else ""
+        raise RckptError(rc, msg or what)
+    return rc
+
+
+def version():
+    return lib.rckpt_version_string().decode()
+
+
+def gpu_info():
+    g = GpuInfo()
+    lib.rckpt_gpu_info(ctypes.byref(g))
+    return g
+
+
+def connect(conf=None, user=None, pool="rckpt", timeout_s=0):
+    """A connected rckpt_t handle (an int); free with lib.rckpt_destroy."""
+    h = c_voidp()
+    check(lib.rckpt_create(ctypes.byref(h)), None, "rckpt_create: out of memory")
+    o = ConnectOpts(1, conf.encode() if conf else None, user.encode() if user else None,
+                    pool.encode() if pool else None, timeout_s)
+    rc = lib.rckpt_connect(h, ctypes.byref(o))
+    if rc < 0:
+        msg = lib.rckpt_errmsg(h).decode(errors="replace")
+        lib.rckpt_destroy(h)
+        raise RckptError(rc, msg)
+    return h

@@ -1,0 +1,88 @@
+"""A safe, self-describing encoding of plain data with tensors: what the
+Python binding keeps in a step's attachment (optimizer state, buffers that
+are not fp32/fp16/bf16, the trainer's extras). Unlike pickle, decoding runs
+no code: a JSON document of dicts (any plain keys, in order), lists,
+tuples, numbers, strings, booleans, None and tensor references, followed by
+the tensors' raw bytes.
+
+    u32 magic "RCKP" | u32 JSON length | JSON (UTF-8) | tensor bytes...
+"""
+import json
+import struct
+
+import torch
+
+MAGIC = b"RCKP"
+_DT = {str(d).replace("torch.", ""): d for d in (
+    torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8,
+    torch.int16, torch.int32, torch.int64, torch.bool, torch.complex64, torch.complex128)}
+
+
+def dumps(obj):
+    blobs = []
+    pos = [0]
+
+    def enc(v):
+        if v is None or isinstance(v, (bool, int, float, str)):
+            return v
+        if isinstance(v, torch.Tensor):
+            t = v.detach().cpu().contiguous()
+            dt = str(t.dtype).replace("torch.", "")
+            if dt not in _DT:
+                raise TypeError("cannot keep a tensor of %s" % dt)
+            b = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
+            blobs.append(b)
+            ref = {"__tensor__": [dt, list(t.shape), pos[0], len(b)]}
+            pos[0] += len(b)
+            return ref
+        if isinstance(v, dict):
+            return {"__dict__": [[enc(k), enc(x)] for k, x in v.items()]}
+        if isinstance(v, tuple):
+            return {"__tuple__": [enc(x) for x in v]}
+        if isinstance(v, list):
+            return [enc(x) for x in v]
+        raise TypeError("cannot keep a %s in a checkpoint's attachment: use plain data "
+                        "(dicts, lists, tuples, numbers, strings, tensors)" % type(v).__name__)
+
+    doc = json.dumps(enc(obj), allow_nan=True, separators=(",", ":")).encode()
+    return b"".join([MAGIC, struct.pack("<I", len(doc)), doc] + blobs)
+
+
+def loads(raw):
+    if len(raw) < 8 or raw[:4] != MAGIC:
+        raise ValueError("not an rckpt attachment")
+    (n,) = struct.unpack("<I", raw[4:8])
+    if 8 + n > len(raw):
+        raise ValueError("truncated attachment")
+    base = 8 + n
+    mem = memoryview(raw)
+
+    def dec(v):
+        if isinstance(v, list):
+            return [dec(x) for x in v]
+        if isinstance(v, dict):
+            if "__dict__" in v:
+                return {_key(dec(k)): dec(x) for k, x in v["__dict__"]}
+            if "__tuple__" in v:
+                return tuple(dec(x) for x in v["__tuple__"])
+            if "__tensor__" in v:
+                dt, shape, off, ln = v["__tensor__"]
+                if dt not in _DT or off < 0 or ln < 0 or base + off + ln > len(raw):
+                    raise ValueError("bad tensor in attachment")
+                d = _DT[dt]
+                t = torch.empty(shape, dtype=d)
+                if t.numel() * t.element_size() != ln:
+                    raise ValueError("bad tensor size in attachment")
+                if ln:
+                    src = torch.frombuffer(bytearray(mem[base + off:base + off + ln]),
+                                           dtype=torch.uint8)
+                    t.view(-1).view(torch.uint8).copy_(src)
+                return t
+            raise ValueError("bad object in attachment")
+        return v
+
+    return dec(json.loads(bytes(mem[8:base]).decode()))
+
+
+def _key(k):
+    return tuple(k) if isinstance(k, list) else k

@@ -1,0 +1,489 @@
+"""Checkpoints of PyTorch models in rckpt (librckpt through ctypes).
+
+A Checkpointer is one training job's checkpoints in a Ceph pool: save()
+compresses a state_dict into it (the Inshrinkerator pipeline of librckpt),
+restore() brings one back. See README.md, "From Python".
+"""
+import collections
+import ctypes
+import threading
+import time
+
+import torch
+
+from . import _lib, _plain
+from ._lib import RckptError, check, lib
+
+_DTYPES = {torch.float32: _lib.RCKPT_F32, torch.float16: _lib.RCKPT_F16,
+           torch.bfloat16: _lib.RCKPT_BF16}
+_TORCH = {v: k for k, v in _DTYPES.items()}
+_OPT_PREFIX = "@optimizer/"
+_FORMAT = "rckpt-python/1"
+
+SaveResult = collections.namedtuple(
+    "SaveResult", "step raw_bytes enc_bytes ratio nchunks is_base quality t_encode t_write t_blocked")
+StepInfo = collections.namedtuple("StepInfo", "step parent raw_bytes enc_bytes nchunks")
+Restored = collections.namedtuple("Restored", "step state_dict optimizer extra stats")
+
+
+def _compressible(v):
+    return (isinstance(v, torch.Tensor) and v.dtype in _DTYPES and v.numel() > 0
+            and not v.is_sparse and not v.is_quantized)
+
+
+class GradientEMA:
+    """The exponential moving average of a module's gradients that the
+    compressor uses to rank values by sensitivity |w*g|.
+
+    Hooks on every parameter fold each backward's gradient in while
+    `enabled` is true: g <- beta*g + (1-beta)*grad. Enable it for the last
+    few batches before a checkpoint (window) so it costs nothing the rest of
+    the time; track(step, every, window) does that from a step counter.
+    Pass the object itself as save(..., grads=ema)."""
+
+    def __init__(self, module, beta=0.9):
+        if not 0 <= beta < 1:
+            raise ValueError("beta must be in [0, 1)")
+        self.beta = beta
+        self.enabled = False
+        self._ema = {}
+        self._handles = []
+        for name, p in module.named_parameters():
+            if p.requires_grad and p.dtype in _DTYPES:
+                self._handles.append(p.register_hook(self._fold(name)))
+
+    def _fold(self, name):
+        def hook(grad):
+            if self.enabled:
+                g = grad.detach().float()
+                e = self._ema.get(name)
+                if e is None or e.shape != g.shape or e.device != g.device:
+                    self._ema[name] = g.clone()
+                else:
+                    e.mul_(self.beta).add_(g, alpha=1 - self.beta)
+            return None
+        return hook
+
+    def track(self, step, every, window=8):
+        """Enables the EMA for the `window` steps before each multiple of
+        `every` (the steps whose gradients a save at that multiple uses)."""
+        self.enabled = (step % every) >= every - window or (step % every) == 0
+        return self.enabled
+
+    def state(self):
+        """name -> fp32 EMA tensor, for the parameters that have one."""
+        return dict(self._ema)
+
+    def remove(self):
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+
+
+class SaveHandle:
+    """A save in flight. wait() returns its SaveResult once the step is
+    committed, or raises the RckptError that stopped it."""
+
+    def __init__(self, step):
+        self.step = step
+        self._done = threading.Event()
+        self._result = None
+        self._error = None
+
+    def _finish(self, result=None, error=None):
+        self._result, self._error = result, error
+        self._done.set()
+
+    def done(self):
+        return self._done.is_set()
+
+    def wait(self, timeout=None):
+        if not self._done.wait(timeout):
+            raise TimeoutError("save of step %d still in flight" % self.step)
+        if self._error is not None:
+            raise self._error
+        return self._result
+
+
+class Checkpointer:
+    """One job's checkpoints in a pool.
+
+    pool, job: where (job: 1..63 of [A-Za-z0-9._-], one RADOS namespace).
+    conf, user: the ceph.conf and cephx user (None: $CEPH_CONF, "admin").
+    eps: the compressor's quality threshold (relative error; 0.003).
+    quality: optional fn(state_dict) -> loss, the trainer's judgement of the
+      configuration a save chose: the dequantized model's float tensors (views
+      valid during the call only); while loss > quality_eps the compressor
+      steps less aggressive (the Inshrinkerator method).
+    optimizer_state: "lossless" (default: kept exactly, zstd, in the step's
+      attachment) or "quantize" (its float tensors go through the compressor
+      like the model's). Lossless is the default because an optimizer's
+      state is not judged by eps or the quality callback, and an error in
+      Adam's second moment divides every later update; quantize when the
+      state is large and you have measured that your run tolerates it.
+    snapshot: False (default): save() reads the tensors in place and returns
+      once they are encoded (the trainer may then change them); the writes
+      and the commit finish in the background. True: save() copies the
+      tensors (the copy is all the trainer waits for) and everything else
+      runs in a background thread.
+    writer: False opens read-only (restore, steps).
+    compute: "auto", "cpu" or "gpu" (librckpt's RCKPT_COMPUTE).
+    """
+
+    def __init__(self, pool="rckpt", job=None, conf=None, user=None, eps=0.003, *,
+                 quality=None, quality_eps=0.01, optimizer_state="lossless",
+                 snapshot=False, writer=True, chunk_params=0, base_every=0,
+                 compute="auto", timeout_s=0):
+        if not job:
+            raise ValueError("job is required")
+        if optimizer_state not in ("lossless", "quantize"):
+            raise ValueError("optimizer_state must be 'lossless' or 'quantize'")
+        if compute not in _lib.RCKPT_COMPUTE:
+            raise ValueError("compute must be auto, cpu or gpu")
+        self.job = job
+        self.optimizer_state = optimizer_state
+        self.snapshot = snapshot
+        self._lock = threading.Lock()     # one C call on the handle at a time
+        self._pending = None              # the SaveHandle in flight
+        self._quality_fn = quality
+        self._quality_error = None
+        self._snap = {}                   # snapshot buffers, reused
+        gi = _lib.gpu_info()
+        self._gpu = bool(gi.built_with_cuda and gi.device_count > 0)
+        self._h = _lib.connect(conf, user, pool, timeout_s)
+        self._j = _lib.c_voidp()
+        o = _lib.JobOpts()
+        o.version = 4
+        o.writer = 1 if writer else 0
+        o.eps = eps
+        o.chunk_params = chunk_params
+        o.base_every = base_every
+        o.compute = _lib.RCKPT_COMPUTE[compute]
+        o.quality_eps = quality_eps
+        if quality is not None:
+            self._cb = _lib.QUALITY_CB(self._quality)  # kept alive with self
+            o.quality = self._cb
+        rc = lib.rckpt_job_open(self._h, ctypes.byref(self._j), job.encode(), ctypes.byref(o))
+        if rc < 0:
+            msg = lib.rckpt_errmsg(self._h).decode(errors="replace")
+            lib.rckpt_destroy(self._h)
+            self._h = None
+            raise RckptError(rc, msg)
+
+    # ---- context and lifetime ----
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        """Waits for a save in flight (its error is dropped: wait on its
+        handle to see it), then releases the job."""
+        if self._h is None:
+            return
+        if self._pending is not None:
+            self._pending._done.wait()
+            self._pending = None
+        with self._lock:
+            lib.rckpt_job_close(self._j)
+            lib.rckpt_destroy(self._h)
+            self._h = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    @staticmethod
+    def delete(pool="rckpt", job=None, conf=None, user=None):
+        """Deletes a job and every object in it (-ENOENT is not an error)."""
+        h = _lib.connect(conf, user, pool)
+        try:
+            rc = lib.rckpt_job_delete(h, job.encode())
+            if rc < 0 and rc != -2:
+                check(rc, h)
+        finally:
+            lib.rckpt_destroy(h)
+
+    # ---- save ----
+
+    def _quality(self, arg, tp, n, loss):
+        try:
+            sd = collections.OrderedDict()
+            for i in range(n):
+                t = tp[i]
+                name = t.name.decode()
+                if name.startswith(_OPT_PREFIX):
+                    continue
+                shape = tuple(t.shape[d] for d in range(t.ndim))
+                count = 1
+                for d in shape:
+                    count *= d
+                buf = (ctypes.c_float * count).from_address(t.data)
+                sd[name] = torch.frombuffer(buf, dtype=torch.float32).view(shape)
+            value = float(self._quality_fn(sd))
+            if value != value:
+                raise ValueError("the quality function returned NaN")
+            loss[0] = value
+            return 0
+        except BaseException as e:  # an exception must not cross into C
+            self._quality_error = e
+            return -125  # -ECANCELED
+
+    def _describe(self, tensors, keep):
+        """rckpt_tensor_t[] over tensors (name -> tensor); keep holds what
+        must live as long as the C call (names, contiguous copies)."""
+        arr = (_lib.Tensor * max(len(tensors), 1))()
+        for i, (name, t) in enumerate(tensors.items()):
+            if t.is_cuda and not self._gpu:
+                t = t.detach().cpu()  # this library cannot read device memory
+            if not t.is_contiguous():
+                t = t.contiguous()
+            b = name.encode()
+            keep.append(t)
+            keep.append(b)
+            arr[i].name = b
+            arr[i].dtype = _DTYPES[t.dtype]
+            arr[i].ndim = t.dim()
+            for d, s in enumerate(t.shape):
+                arr[i].shape[d] = s
+            arr[i].data = t.data_ptr()
+        return arr
+
+    def _split(self, state_dict, optimizer, extra):
+        """The tensors the compressor takes, and the attachment's bytes."""
+        comp = collections.OrderedDict()
+        other = collections.OrderedDict()
+        for k, v in state_dict.items():
+            if _compressible(v) and v.dim() <= _lib.RCKPT_MAX_DIMS:
+                comp[k] = v.detach()
+            else:
+                other[k] = v
+        osd, qopt = None, []
+        if optimizer is not None:
+            osd = optimizer.state_dict() if hasattr(optimizer, "state_dict") else optimizer
+            if self.optimizer_state == "quantize":
+                state = {}
+                for pid, st in osd["state"].items():
+                    state[pid] = {}
+                    for key, v in st.items():
+                        if _compressible(v) and v.numel() > 1 and v.dim() <= _lib.RCKPT_MAX_DIMS:
+                            name = "%s%s/%s" % (_OPT_PREFIX, pid, key)
+                            comp[name] = v.detach()
+                            qopt.append((pid, key, name, str(v.dtype).replace("torch.", "")))
+                            state[pid][key] = None
+                        else:
+                            state[pid][key] = v
+                osd = {"state": state, "param_groups": osd["param_groups"]}
+        meta = {"format": _FORMAT, "keys": list(state_dict.keys()), "other": other,
+                "optimizer": osd, "quantized_optimizer": qopt, "extra": extra}
+        return comp, _plain.dumps(meta)
+
+    def _grads(self, grads, comp):
+        if grads is None:
+            return {}
+        if isinstance(grads, GradientEMA):
+            grads = grads.state()
+        out = collections.OrderedDict()
+        for k, g in grads.items():
+            if k in comp and isinstance(g, torch.Tensor) and g.shape == comp[k].shape:
+                out[k] = g.detach().float()
+        return out
+
+    def _snapshot(self, tensors, kind):
+        """Copies of tensors in buffers kept across saves (kind: which set)."""
+        out = collections.OrderedDict()
+        for k, t in tensors.items():
+            dev = t.device if (t.is_cuda and self._gpu) else torch.device("cpu")
+            b = self._snap.get((kind, k))
+            if b is None or b.shape != t.shape or b.dtype != t.dtype or b.device != dev:
+                b = torch.empty(t.shape, dtype=t.dtype, device=dev,
+                                pin_memory=(t.is_cuda and dev.type == "cpu"))
+                self._snap[(kind, k)] = b
+            b.copy_(t, non_blocking=True)
+            out[k] = b
+        if any(t.is_cuda for t in tensors.values()):
+            torch.cuda.synchronize()
+        return out
+
+    def save(self, step, state_dict, grads=None, optimizer=None, extra=None):
+        """Saves state_dict as `step` (steps grow) and returns a SaveHandle.
+
+        Float tensors (fp32, fp16, bf16; CPU or CUDA) are compressed; the
+        rest of the state_dict, the optimizer's state (see optimizer_state)
+        and `extra` (plain data: dicts, lists, numbers, strings, tensors)
+        are kept exactly in the step's attachment. grads: a GradientEMA or
+        name -> gradient EMA tensor. One save is in flight at a time: a
+        second waits for the first."""
+        if self._h is None:
+            raise ValueError("the checkpointer is closed")
+        t0 = time.perf_counter()
+        if self._pending is not None:
+            self._pending._done.wait()  # back-pressure; its result stays in its handle
+        comp, blob = self._split(state_dict, optimizer, extra)
+        g = self._grads(grads, comp)
+        handle = SaveHandle(step)
+        if self.snapshot:
+            comp = self._snapshot(comp, "w")
+            g = self._snapshot(g, "g")
+            th = threading.Thread(target=self._run_save, args=(handle, step, comp, g, blob, t0),
+                                  daemon=True)
+            self._pending = handle
+            th.start()
+            handle.t_blocked = time.perf_counter() - t0
+            return handle
+        s = self._encode(step, comp, g, blob)  # raises; the tensors are free after it
+        blocked = time.perf_counter() - t0
+        self._pending = handle
+        threading.Thread(target=self._finish_save, args=(handle, s, blocked), daemon=True).start()
+        handle.t_blocked = blocked
+        return handle
+
+    def _encode(self, step, comp, g, blob):
+        keep = []
+        t = self._describe(comp, keep)
+        gt = self._describe(g, keep) if g else None
+        s = _lib.c_voidp()
+        self._quality_error = None
+        with self._lock:
+            rc = lib.rckpt_job_attach(self._j, blob, len(blob))
+            if rc >= 0:
+                rc = lib.rckpt_job_save_async(self._j, step, t, len(comp), gt, len(g),
+                                              ctypes.byref(s))
+            msg = lib.rckpt_errmsg(self._h).decode(errors="replace") if rc < 0 else ""
+        if rc < 0:
+            if self._quality_error is not None:
+                raise RuntimeError("the quality function raised: %r" % (self._quality_error,)) \
+                    from self._quality_error
+            raise RckptError(rc, msg)
+        return s
+
+    def _finish_save(self, handle, s, blocked):
+        st = _lib.SaveStats()
+        with self._lock:
+            rc = lib.rckpt_save_wait(s, ctypes.byref(st))
+            msg = lib.rckpt_errmsg(self._h).decode(errors="replace") if rc < 0 else ""
+        if rc < 0:
+            handle._finish(error=RckptError(rc, msg))
+            return
+        ratio = st.raw_bytes / st.enc_bytes if st.enc_bytes else float("inf")
+        handle._finish(SaveResult(handle.step, st.raw_bytes, st.enc_bytes, ratio, st.nchunks,
+                                  bool(st.is_base), st.quality, st.t_encode, st.t_write, blocked))
+
+    def _run_save(self, handle, step, comp, g, blob, t0):
+        try:
+            s = self._encode(step, comp, g, blob)
+        except BaseException as e:
+            handle._finish(error=e)
+            return
+        self._finish_save(handle, s, handle.t_blocked)
+
+    # ---- restore ----
+
+    def _restore(self, step, names, device):
+        r = _lib.c_voidp()
+        rs = _lib.RestoreStats()
+        st = _lib.RCKPT_LATEST if step is None else step
+        if names:
+            arr = (ctypes.c_char_p * len(names))(*[n.encode() for n in names])
+        else:
+            arr = None
+        with self._lock:
+            rc = lib.rckpt_job_restore_tensors(self._j, st, arr, len(names or ()),
+                                               ctypes.byref(r), ctypes.byref(rs))
+            check(rc, self._h)
+        try:
+            tensors = {}
+            for i in range(lib.rckpt_restored_count(r)):
+                d = _lib.Tensor()
+                check(lib.rckpt_restored_tensor(r, i, ctypes.byref(d)), None)
+                name = d.name.decode()
+                shape = tuple(d.shape[k] for k in range(d.ndim))
+                out = torch.empty(shape, dtype=_TORCH[d.dtype])
+                rc = lib.rckpt_restored_read(r, i, ctypes.c_void_p(out.data_ptr()),
+                                             out.numel() * out.element_size())
+                if rc == -2:  # left out by a partial restore
+                    continue
+                check(rc, None, "cannot read tensor %s" % name)
+                tensors[name] = out.to(device) if device is not None else out
+            p = _lib.c_voidp()
+            n = _lib.c_size()
+            meta = None
+            if lib.rckpt_restored_attachment(r, ctypes.byref(p), ctypes.byref(n)) == 0:
+                raw = ctypes.string_at(p, n.value)
+                meta = _plain.loads(raw)
+            step_got = lib.rckpt_restored_step(r)
+        finally:
+            lib.rckpt_restored_free(r)
+        return step_got, tensors, meta, {"wire_bytes": rs.wire_bytes, "calls": rs.calls,
+                                         "seconds": rs.seconds}
+
+    def restore_full(self, step=None, names=None, device=None):
+        """A committed step (None: the latest) as Restored(step, state_dict,
+        optimizer state_dict or None, extra, stats). names: restore only
+        these tensors (partial recovery)."""
+        step, tensors, meta, stats = self._restore(step, names, device)
+        sd = collections.OrderedDict()
+        osd, extra = None, None
+        if meta is None or meta.get("format") != _FORMAT:
+            sd.update((k, v) for k, v in tensors.items() if not k.startswith(_OPT_PREFIX))
+        else:
+            for k in meta["keys"]:
+                if k in tensors:
+                    sd[k] = tensors[k]
+                elif k in meta["other"]:
+                    sd[k] = meta["other"][k]
+            osd, extra = meta["optimizer"], meta["extra"]
+            for pid, key, name, dt in meta["quantized_optimizer"]:
+                osd["state"][pid][key] = tensors[name].to(getattr(torch, dt))
+        return Restored(step, sd, osd, extra, stats)
+
+    def restore(self, step=None, names=None, device=None):
+        """The state_dict of a committed step (None: the latest)."""
+        return self.restore_full(step, names, device).state_dict
+
+    def restore_into(self, model, optimizer=None, step=None, strict=True):
+        """Loads a committed step (None: the latest) into a module or a
+        state_dict (in place, on its tensors' devices) and, when given, into
+        an optimizer. Returns the Restored record (step, extra, ...)."""
+        r = self.restore_full(step)
+        if isinstance(model, torch.nn.Module):
+            model.load_state_dict(r.state_dict, strict=strict)
+        else:
+            missing = [k for k in model if k not in r.state_dict]
+            if strict and missing:
+                raise KeyError("step %d lacks %s" % (r.step, ", ".join(missing[:5])))
+            with torch.no_grad():
+                for k, v in r.state_dict.items():
+                    if k in model and isinstance(model[k], torch.Tensor):
+                        model[k].copy_(v)
+                    else:
+                        model[k] = v
+        if optimizer is not None:
+            if r.optimizer is None:
+                raise KeyError("step %d was saved without optimizer state" % r.step)
+            optimizer.load_state_dict(r.optimizer)
+        return r
+
+    def steps(self):
+        """The committed steps, oldest first, as StepInfo."""
+        out = []
+        after = _lib.RCKPT_LATEST
+        buf = (_lib.StepInfo * 256)()
+        n = _lib.c_uint()
+        more = _lib.c_int(1)
+        while more.value:
+            with self._lock:
+                check(lib.rckpt_job_steps(self._j, after, buf, 256, ctypes.byref(n),
+                                          ctypes.byref(more)), self._h)
+            for i in range(n.value):
+                s = buf[i]
+                out.append(StepInfo(s.step, None if s.parent == _lib.RCKPT_LATEST else s.parent,
+                                    s.raw_bytes, s.enc_bytes, s.nchunks))
+            if n.value == 0:
+                break
+            after = buf[n.value - 1].step
+        return out

@@ -1,0 +1,369 @@
+#!/usr/bin/python3
+"""The Python binding (client/python/rckpt) against the local cluster:
+save/restore round trips of real state_dicts (a model trained on the
+digits, a BatchNorm model with an int64 buffer), optimizer state kept
+exactly or quantized, asynchronous and snapshot saves giving the same
+bytes, partial restore, the gradient EMA, the quality callback from Python,
+errors as exceptions, and PCR datasets.
+
+Runs with CUDA hidden (CUDA_VISIBLE_DEVICES=""), the CPU path. Skips (exit
+77) without python3-torch, or without a cluster (CEPH_CONF) unless
+RCKPT_REQUIRE_CLUSTER=1. Env: RCKPT_LIBRARY (the librckpt.so to test),
+RCKPT_CLI (the rckpt command, to build a PCR dataset) and
+RCKPT_TEST_PCR_DIR (JPEGs); the PCR tests skip without the last two.
+"""
+import os
+import subprocess
+import sys
+import unittest
+
+os.environ["CUDA_VISIBLE_DEVICES"] = ""
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(here, "..", "..", "client", "python"))
+sys.path.insert(0, os.path.join(here, "..", "..", "client", "python", "examples"))
+
+try:
+    import torch
+except ImportError:
+    print("skipped: python3-torch is not installed")
+    sys.exit(77)
+
+import rckpt  # noqa: E402
+from rckpt import _plain  # noqa: E402
+
+CONF = os.environ.get("CEPH_CONF")
+TAG = "py-%d" % os.getpid()
+
+
+def rel_err(a, b):
+    a, b = a.double(), b.double()
+    return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
+
+
+def trained_digits(steps=60, momentum=0.9):
+    import digits
+    torch.set_num_threads(1)
+    t = digits.Trainer(0, steps, width=128, momentum=momentum)
+    for _ in range(steps):
+        t.train_step()
+    return t
+
+
+class NoCluster(unittest.TestCase):
+    """What needs no cluster."""
+
+    def test_plain_round_trip(self):
+        obj = {"state": {0: {"step": torch.tensor(3.0), "buf": torch.arange(6).view(2, 3)}},
+               "param_groups": [{"lr": 0.1, "betas": (0.9, 0.999), "params": [0, 1],
+                                 "nesterov": False, "weight_decay": None}],
+               "nan": float("inf"), "empty": torch.empty(0, 4), "b": torch.ones(3, dtype=torch.bool),
+               "bf": torch.randn(5).bfloat16()}
+        back = _plain.loads(_plain.dumps(obj))
+        self.assertEqual(back["param_groups"], obj["param_groups"])
+        self.assertIsInstance(back["param_groups"][0]["betas"], tuple)
+        self.assertIn(0, back["state"])  # int keys stay ints
+        for k in ("step", "buf"):
+            self.assertTrue(torch.equal(back["state"][0][k], obj["state"][0][k]))
+            self.assertEqual(back["state"][0][k].dtype, obj["state"][0][k].dtype)
+        self.assertEqual(back["empty"].shape, (0, 4))
+        self.assertTrue(torch.equal(back["bf"], obj["bf"]))
+        self.assertEqual(back["nan"], float("inf"))
+
+    def test_plain_refuses(self):
+        with self.assertRaises(TypeError):
+            _plain.dumps({"f": lambda: 0})
+        raw = _plain.dumps({"t": torch.arange(10)})
+        for bad in (b"", b"XXXX" + raw[4:], raw[:12], raw[:-1]):
+            with self.assertRaises(ValueError):
+                _plain.loads(bad)
+
+    def test_gradient_ema(self):
+        m = torch.nn.Linear(4, 3)
+        ema = rckpt.GradientEMA(m, beta=0.5)
+        grads = []
+        for i in range(4):
+            ema.enabled = i >= 1  # the first backward is not folded in
+            m.zero_grad()
+            (m(torch.randn(8, 4)) ** 2).sum().backward()
+            grads.append(m.weight.grad.clone())
+        want = grads[1]
+        for g in grads[2:]:
+            want = 0.5 * want + 0.5 * g
+        self.assertTrue(torch.allclose(ema.state()["weight"], want))
+        self.assertEqual(set(ema.state()), {"weight", "bias"})
+        self.assertTrue(ema.track(100, 50) and ema.track(45, 50) and not ema.track(10, 50))
+        ema.remove()
+
+    def test_bad_arguments(self):
+        with self.assertRaises(ValueError):
+            rckpt.Checkpointer(job=None)
+        with self.assertRaises(ValueError):
+            rckpt.Checkpointer(job="x", optimizer_state="zip")
+        with self.assertRaises(ValueError):
+            rckpt.GradientEMA(torch.nn.Linear(2, 2), beta=1.5)
+
+
+@unittest.skipIf(not CONF, "no cluster: CEPH_CONF is not set")
+class WithCluster(unittest.TestCase):
+    def job(self, name):
+        j = "%s-%s" % (TAG, name)
+        rckpt.Checkpointer.delete(job=j)
+        self.addCleanup(rckpt.Checkpointer.delete, job=j)
+        return j
+
+    def test_round_trip_real_model(self):
+        t = trained_digits()
+        sd = t.model.state_dict()
+        job = self.job("rt")
+        with rckpt.Checkpointer(job=job, compute="cpu") as ck:
+            h = ck.save(60, sd, optimizer=t.opt, extra={"epoch": 2, "note": "x"})
+            r = h.wait()
+            self.assertEqual(r.step, 60)
+            self.assertTrue(r.is_base)
+            self.assertGreater(r.raw_bytes, 0)
+            self.assertLessEqual(r.quality, 0.003)
+            back = ck.restore_full()
+        self.assertEqual(back.step, 60)
+        self.assertEqual(list(back.state_dict), list(sd))
+        for k, v in sd.items():
+            self.assertEqual(back.state_dict[k].shape, v.shape)
+            self.assertEqual(back.state_dict[k].dtype, v.dtype)
+            if v.dim() == 1:  # biases are kept exactly
+                self.assertTrue(torch.equal(back.state_dict[k], v), k)
+            else:
+                self.assertLess(rel_err(back.state_dict[k], v), 0.1, k)
+                self.assertFalse(torch.equal(back.state_dict[k], v), k)  # it was compressed
+        # momentum kept exactly (the default)
+        want = t.opt.state_dict()
+        for pid, st in want["state"].items():
+            self.assertTrue(torch.equal(back.optimizer["state"][pid]["momentum_buffer"],
+                                        st["momentum_buffer"]))
+        self.assertEqual(back.optimizer["param_groups"], want["param_groups"])
+        self.assertEqual(back.extra, {"epoch": 2, "note": "x"})
+        # restore_into a fresh model and optimizer: they then hold the step
+        import digits
+        m2 = digits.make_model(128)
+        o2 = torch.optim.SGD(m2.parameters(), lr=1.0, momentum=0.5)
+        with rckpt.Checkpointer(job=job, writer=False) as ro:
+            info = ro.restore_into(m2, optimizer=o2)
+            self.assertEqual(info.step, 60)
+            self.assertEqual([s.step for s in ro.steps()], [60])
+        for k, v in m2.state_dict().items():
+            self.assertTrue(torch.equal(v, back.state_dict[k]))
+        self.assertEqual(o2.param_groups[0]["momentum"], 0.9)
+
+    def test_buffers_dtypes_and_partial(self):
+        torch.manual_seed(1)
+        m = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3), torch.nn.BatchNorm2d(16),
+                                torch.nn.Flatten(), torch.nn.Linear(16 * 30 * 30, 10))
+        m(torch.randn(4, 3, 32, 32))  # moves the BatchNorm statistics
+        sd = m.state_dict()
+        sd["half"] = torch.randn(64, 64).half()
+        sd["bf"] = torch.randn(64, 64).bfloat16()
+        sd["f64"] = torch.randn(5, dtype=torch.float64)
+        sd["scalar"] = torch.tensor(1.5)
+        sd["noncontig"] = torch.randn(40, 30).t()
+        job = self.job("dt")
+        with rckpt.Checkpointer(job=job) as ck:
+            ck.save(1, sd).wait()
+            back = ck.restore()
+            self.assertEqual(list(back), list(sd))
+            for k in ("1.num_batches_tracked", "f64", "1.running_mean", "1.running_var", "scalar"):
+                self.assertTrue(torch.equal(back[k], sd[k]), k)
+                self.assertEqual(back[k].dtype, sd[k].dtype)
+            for k in ("half", "bf", "noncontig", "0.weight", "3.weight"):
+                self.assertEqual(back[k].dtype, sd[k].dtype)
+                self.assertLess(rel_err(back[k], sd[k]), 0.1, k)
+            part = ck.restore_full(names=["3.weight"]).state_dict
+            self.assertIn("3.weight", part)
+            self.assertTrue(torch.equal(part["3.weight"], back["3.weight"]))
+            with self.assertRaises(rckpt.RckptError) as e:
+                ck.restore(names=["no.such.tensor"])
+            self.assertEqual(e.exception.code, -2)
+            self.assertIn("no.such.tensor", str(e.exception))
+
+    def test_async_snapshot_same_bytes(self):
+        """In place or snapshot, the records are the same bytes: the
+        restored steps are bit-identical, and the trainer may change its
+        tensors as soon as save() returns."""
+        t = trained_digits(steps=30, momentum=0.0)
+        steps = []
+        for i in range(3):
+            for _ in range(5):
+                t.train_step()
+            steps.append({k: v.clone() for k, v in t.model.state_dict().items()})
+        out = {}
+        for snap in (False, True):
+            job = self.job("snap%d" % snap)
+            with rckpt.Checkpointer(job=job, snapshot=snap) as ck:
+                live = {k: v.clone() for k, v in steps[0].items()}
+                hs = []
+                for i, sd in enumerate(steps):
+                    for k in live:
+                        live[k].copy_(sd[k])
+                    hs.append(ck.save(10 * (i + 1), live))
+                    for v in live.values():  # the trainer scribbles at once
+                        v.fill_(7.0)
+                res = [h.wait() for h in hs]
+                self.assertEqual([r.step for r in res], [10, 20, 30])
+                self.assertEqual([r.is_base for r in res], [True, False, False])
+                self.assertTrue(all(r.t_blocked >= 0 for r in res))
+                out[snap] = [ck.restore(s) for s in (10, 20, 30)]
+        for a, b, sd in zip(out[False], out[True], steps):
+            for k in sd:
+                self.assertTrue(torch.equal(a[k], b[k]), k)
+                self.assertLess(rel_err(a[k], sd[k]), 0.1, k)
+
+    def test_quantized_optimizer_state(self):
+        t = trained_digits()
+        job = self.job("qo")
+        with rckpt.Checkpointer(job=job, optimizer_state="quantize") as ck:
+            r = ck.save(1, t.model.state_dict(), optimizer=t.opt).wait()
+            back = ck.restore_full()
+        want = t.opt.state_dict()
+        self.assertEqual(back.optimizer["param_groups"], want["param_groups"])
+        self.assertNotIn("@optimizer/0/momentum_buffer", back.state_dict)
+        for pid, st in want["state"].items():
+            got = back.optimizer["state"][pid]["momentum_buffer"]
+            self.assertEqual(got.shape, st["momentum_buffer"].shape)
+            self.assertLess(rel_err(got, st["momentum_buffer"]), 0.5)
+        # the momentum went through the compressor: far fewer bytes than
+        # keeping it exactly
+        job2 = self.job("qo2")
+        with rckpt.Checkpointer(job=job2) as ck:
+            r2 = ck.save(1, t.model.state_dict(), optimizer=t.opt).wait()
+        self.assertLess(r.enc_bytes * 2, r2.enc_bytes)
+
+    def test_quality_callback(self):
+        import digits
+        t = trained_digits()
+        seen = []
+
+        def lax(sd):
+            seen.append({k: v.clone() for k, v in sd.items()})
+            return 0.0
+
+        job = self.job("q1")
+        with rckpt.Checkpointer(job=job, eps=0.05, quality=lax) as ck:
+            r_lax = ck.save(1, t.model.state_dict()).wait()
+            back = ck.restore()
+        self.assertGreaterEqual(len(seen), 1)
+        self.assertEqual(set(seen[-1]), {k for k, v in t.model.state_dict().items()})
+        for k, v in seen[-1].items():  # it judged exactly what was stored
+            self.assertTrue(torch.equal(v, back[k].float()), k)
+
+        q = digits.ValQuality(t)
+        q.set_reference(t.model)
+        strict = []
+
+        def tight(sd):
+            strict.append(q(sd))
+            return strict[-1] / 1e-4 * 0.01  # accepts a val-loss rise of 1e-4 only
+
+        job = self.job("q2")
+        with rckpt.Checkpointer(job=job, eps=0.05, quality=tight) as ck:
+            r_tight = ck.save(1, t.model.state_dict()).wait()
+        self.assertGreater(len(strict), 1)
+        self.assertGreater(r_tight.enc_bytes, r_lax.enc_bytes)
+
+        def broken(sd):
+            raise KeyError("boom")
+
+        job = self.job("q3")
+        with rckpt.Checkpointer(job=job, quality=broken) as ck:
+            with self.assertRaises(RuntimeError) as e:
+                ck.save(1, t.model.state_dict())
+            self.assertIn("boom", str(e.exception))
+            self.assertEqual(ck.steps(), [])  # nothing committed
+
+    def test_errors(self):
+        with self.assertRaises(rckpt.RckptError) as e:
+            rckpt.Checkpointer(job="bad/name")
+        self.assertEqual(e.exception.code, -22)
+        self.assertIn("rckpt_job_open", str(e.exception))
+        job = self.job("err")
+        sd = {"w": torch.randn(100, 100)}
+        with rckpt.Checkpointer(job=job) as ck:
+            with self.assertRaises(rckpt.RckptError) as e:
+                ck.restore()
+            self.assertEqual(e.exception.code, -2)
+            ck.save(5, sd).wait()
+            with self.assertRaises(rckpt.RckptError) as e:  # steps must grow
+                ck.save(5, sd)
+            self.assertEqual(e.exception.code, -22)
+            bad = {"w": torch.full((100, 100), float("nan"))}
+            with self.assertRaises(rckpt.RckptError) as e:
+                ck.save(6, bad)
+            self.assertEqual(e.exception.code, -33)  # EDOM
+            self.assertIn("NaN", str(e.exception))
+            with self.assertRaises(rckpt.RckptError) as e:  # other tensors than the last step's
+                ck.save(7, {"w": torch.randn(10, 10)})
+            self.assertEqual(e.exception.code, -22)
+            self.assertIn("differs", str(e.exception))
+            with self.assertRaises(rckpt.RckptError) as e:
+                with rckpt.Checkpointer(job=job):  # a second writer
+                    pass
+            self.assertEqual(e.exception.code, -16)
+            self.assertEqual([s.step for s in ck.steps()], [5])
+        with rckpt.Checkpointer(job=job, writer=False) as ro:
+            with self.assertRaises(rckpt.RckptError) as e:
+                ro.save(7, sd)
+            self.assertEqual(e.exception.code, -1)
+
+    @unittest.skipIf(not os.environ.get("RCKPT_CLI") or not os.environ.get("RCKPT_TEST_PCR_DIR"),
+                     "RCKPT_CLI or RCKPT_TEST_PCR_DIR not set")
+    def test_pcr_dataset(self):
+        src = os.environ["RCKPT_TEST_PCR_DIR"]
+        files = sorted(f for f in os.listdir(src) if f.endswith(".jpg"))[:120]
+        ds = TAG + "-pcr"
+        subprocess.run([os.environ["RCKPT_CLI"], "pcr", "rm", "--dataset", ds],
+                       capture_output=True)
+        self.addCleanup(subprocess.run, [os.environ["RCKPT_CLI"], "pcr", "rm", "--dataset", ds],
+                        capture_output=True)
+        subprocess.run([os.environ["RCKPT_CLI"], "pcr", "build", "--dataset", ds,
+                        "--images-per-record", "50"] + [os.path.join(src, f) for f in files],
+                       check=True, capture_output=True)
+        full = rckpt.PCRDataset(ds)
+        self.assertEqual(len(full), 120)
+        x, y = full[7]
+        self.assertEqual(x.dim(), 3)
+        self.assertEqual(x.shape[2], 3)
+        self.assertEqual(x.dtype, torch.uint8)
+        from PIL import Image
+        import numpy as np
+        ref = np.asarray(Image.open(os.path.join(src, files[7])).convert("RGB"))
+        self.assertEqual(tuple(x.shape), ref.shape)
+        self.assertLess(np.abs(x.numpy().astype(int) - ref.astype(int)).mean(), 3.0)
+        with self.assertRaises(IndexError):
+            full[120]
+        batch = full.get_batch([3, 60, 3])
+        self.assertTrue(torch.equal(batch[0][0], batch[2][0]))
+        raw = rckpt.PCRDataset(ds, decode=False, fidelity=1)
+        self.assertTrue(raw[0][0].startswith(b"\xff\xd8"))
+        stats = {}
+        for k in (1, None):
+            it = rckpt.PCRIterableDataset(ds, fidelity=k)
+            n = sum(1 for _ in it)
+            self.assertEqual(n, 120)
+            stats[k] = it.read_stats()["wire_bytes"]
+            it.close()
+        self.assertLess(stats[1], stats[None])
+        loader = torch.utils.data.DataLoader(rckpt.PCRIterableDataset(
+            ds, fidelity=2, transform=lambda im: im.float().mean(),
+            target_transform=lambda y: 0 if y is None else 1), batch_size=16)
+        self.assertEqual(sum(len(b[0]) for b in loader), 120)
+        with self.assertRaises(rckpt.RckptError) as e:
+            rckpt.PCRDataset(TAG + "-none")
+        self.assertEqual(e.exception.code, -2)
+
+
+if __name__ == "__main__":
+    if not CONF and os.environ.get("RCKPT_REQUIRE_CLUSTER") == "1":
+        print("no cluster: CEPH_CONF is not set and RCKPT_REQUIRE_CLUSTER=1")
+        sys.exit(1)
+    prog = unittest.main(exit=False, verbosity=2)
+    ok = prog.result.wasSuccessful()
+    if ok and not CONF:
+        print("skipped the cluster tests: CEPH_CONF is not set (./dev.sh test starts a cluster)")
+        sys.exit(77)
+    sys.exit(0 if ok else 1)
