@@ -172,11 +172,35 @@ static int seg_encode(rckpt_buf_t *out, const rckpt_seg_t *s, const rckpt_seg_t 
 				    ps ? ps->nbins + 2 : 0, o);
 }
 
+/* Fills in the header of the record that starts at out->p + start (its
+ * segments follow it) and appends the CRC. */
+static int record_close(rckpt_buf_t *out, size_t start, const rckpt_record_t *rec)
+{
+	const size_t body = out->len - start - RCKPT_RECORD_HEADER_BYTES;
+	uint8_t hdr[RCKPT_RECORD_HEADER_BYTES], tail[4];
+	rckpt_writer_t w = rckpt_writer(hdr, sizeof(hdr));
+
+	rckpt_wr_u32(&w, RCKPT_RECORD_MAGIC);
+	rckpt_wr_u8(&w, RCKPT_RECORD_VERSION);
+	rckpt_wr_u8(&w, 1);
+	rckpt_wr_u8(&w, (uint8_t)rec->kind);
+	rckpt_wr_u8(&w, 0);
+	rckpt_wr_u64(&w, rec->step);
+	rckpt_wr_u64(&w, rec->parent);
+	rckpt_wr_u32(&w, rec->nseg);
+	rckpt_wr_u32(&w, 0);
+	rckpt_wr_u64(&w, body);
+	memcpy(out->p + start, hdr, sizeof(hdr));
+	w = rckpt_writer(tail, sizeof(tail));
+	rckpt_wr_u32(&w, rckpt_crc32c(0, out->p + start, out->len - start));
+	return rckpt_buf_append(out, tail, sizeof(tail));
+}
+
 int rckpt_record_encode(rckpt_buf_t *out, const rckpt_record_t *rec, const rckpt_record_t *parent,
 			const rckpt_istream_opts_t *o)
 {
-	size_t start = out->len, body;
-	uint32_t i, crc;
+	size_t start = out->len;
+	uint32_t i;
 	int rc;
 
 	if ((rec->kind == RCKPT_REC_BASE) != (parent == NULL) ||
@@ -201,30 +225,156 @@ int rckpt_record_encode(rckpt_buf_t *out, const rckpt_record_t *rec, const rckpt
 		if ((rc = seg_encode(out, &rec->seg[i], ps, o)))
 			goto fail;
 	}
-	body = out->len - start - RCKPT_RECORD_HEADER_BYTES;
-	{
-		uint8_t hdr[RCKPT_RECORD_HEADER_BYTES];
-		rckpt_writer_t w = rckpt_writer(hdr, sizeof(hdr));
-		rckpt_wr_u32(&w, RCKPT_RECORD_MAGIC);
-		rckpt_wr_u8(&w, RCKPT_RECORD_VERSION);
-		rckpt_wr_u8(&w, 1);
-		rckpt_wr_u8(&w, (uint8_t)rec->kind);
-		rckpt_wr_u8(&w, 0);
-		rckpt_wr_u64(&w, rec->step);
-		rckpt_wr_u64(&w, rec->parent);
-		rckpt_wr_u32(&w, rec->nseg);
-		rckpt_wr_u32(&w, 0);
-		rckpt_wr_u64(&w, body);
-		memcpy(out->p + start, hdr, sizeof(hdr));
+	if ((rc = record_close(out, start, rec)))
+		goto fail;
+	return 0;
+fail:
+	out->len = start;
+	return rc;
+}
+
+/* ---- sparse partial records ---- */
+
+static uint64_t block_count(uint64_t n, uint32_t block)
+{
+	return n / block + (n % block != 0);
+}
+
+/* Block b's elements [*lo, *hi) in a segment of n. */
+static void block_range(uint64_t *lo, uint64_t *hi, uint32_t b, uint32_t block, uint64_t n)
+{
+	*lo = (uint64_t)b * block;
+	*hi = n - *lo > block ? *lo + block : n;
+}
+
+static uint64_t count_level(const uint8_t *idx, uint64_t n, uint8_t level)
+{
+	uint64_t i, c = 0;
+	for (i = 0; i < n; i++)
+		c += idx[i] == level;
+	return c;
+}
+
+/* The 24-byte segment header; a parent's segment must match it. */
+static void seg_head_put(rckpt_writer_t *w, const rckpt_seg_t *s)
+{
+	rckpt_wr_u32(w, s->tensor);
+	rckpt_wr_u64(w, s->first);
+	rckpt_wr_u64(w, s->n);
+	rckpt_wr_u8(w, s->encoding);
+	rckpt_wr_u8(w, s->dtype);
+	rckpt_wr_u16(w, 0);
+}
+
+static int sparse_seg_encode(rckpt_buf_t *out, const rckpt_seg_t *s, const rckpt_seg_t *ps,
+			     uint32_t block, const rckpt_sparse_sel_t *sel,
+			     const rckpt_istream_opts_t *o)
+{
+	uint8_t hdr[24 + 8];
+	rckpt_writer_t w = rckpt_writer(hdr, sizeof(hdr));
+	const uint8_t P = (uint8_t)(s->nbins + 1);
+	uint8_t *cur = NULL, *prev = NULL, *bl = NULL, *pb = NULL;
+	uint64_t nb, m = 0, lo, hi, pos = 0, sp = 0, pp = 0, np = 0, c;
+	uint32_t i;
+	int rc;
+
+	seg_head_put(&w, s);
+	if (s->encoding == RCKPT_SEG_LOSSLESS) {
+		if ((rc = rckpt_buf_append(out, hdr, w.pos)))
+			return rc;
+		return blob_put(out, s->raw, (size_t)s->n * rckpt_dtype_size(s->dtype));
 	}
-	crc = rckpt_crc32c(0, out->p + start, out->len - start);
-	{
-		uint8_t tail[4];
-		rckpt_writer_t w = rckpt_writer(tail, sizeof(tail));
-		rckpt_wr_u32(&w, crc);
-		if ((rc = rckpt_buf_append(out, tail, sizeof(tail))))
+	if (s->nbins != ps->nbins || memcmp(s->centroids, ps->centroids, 4 * (size_t)s->nbins) != 0)
+		return -EINVAL; /* a sparse record keeps its parent's codebook */
+	nb = block_count(s->n, block);
+	for (i = 0; i < sel->nblocks; i++) {
+		if (sel->blocks[i] >= nb || (i && sel->blocks[i] <= sel->blocks[i - 1]))
+			return -EINVAL;
+		block_range(&lo, &hi, sel->blocks[i], block, s->n);
+		m += hi - lo;
+	}
+	cur = malloc(m ? (size_t)m : 1);
+	prev = malloc(m ? (size_t)m : 1);
+	bl = malloc(sel->nblocks ? 4 * (size_t)sel->nblocks : 1);
+	pb = malloc(s->nprot ? 2 * (size_t)s->nprot : 1);
+	if (!cur || !prev || !bl || !pb) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	/* Walk the segment: outside the blocks s must be its parent; inside,
+	 * gather the levels of both and s's protected values. seg_check made
+	 * every protected count agree with nprot, so the cursors stay in. */
+	for (i = 0, m = 0; i <= sel->nblocks; i++) {
+		if (i < sel->nblocks)
+			block_range(&lo, &hi, sel->blocks[i], block, s->n);
+		else
+			lo = hi = s->n;
+		c = count_level(s->idx + pos, lo - pos, P);
+		if (memcmp(s->idx + pos, ps->idx + pos, (size_t)(lo - pos)) != 0 ||
+		    (c && memcmp(s->prot + sp, ps->prot + pp, 2 * (size_t)c) != 0)) {
+			rc = -EINVAL;
+			goto out;
+		}
+		sp += c;
+		pp += c;
+		if (i == sel->nblocks)
+			break;
+		memcpy(cur + m, s->idx + lo, (size_t)(hi - lo));
+		memcpy(prev + m, ps->idx + lo, (size_t)(hi - lo));
+		m += hi - lo;
+		c = count_level(s->idx + lo, hi - lo, P);
+		for (; c > 0; c--, sp++, np++) {
+			pb[2 * np] = (uint8_t)s->prot[sp];
+			pb[2 * np + 1] = (uint8_t)(s->prot[sp] >> 8);
+		}
+		pp += count_level(ps->idx + lo, hi - lo, P);
+		pos = hi;
+		w = rckpt_writer(bl + 4 * (size_t)i, 4);
+		rckpt_wr_u32(&w, sel->blocks[i]);
+	}
+	w = rckpt_writer(hdr + 24, 8);
+	rckpt_wr_u32(&w, block);
+	rckpt_wr_u32(&w, sel->nblocks);
+	if ((rc = rckpt_buf_append(out, hdr, 32)) ||
+	    (rc = blob_put(out, bl, 4 * (size_t)sel->nblocks)))
+		goto out;
+	w = rckpt_writer(hdr, 8);
+	rckpt_wr_u64(&w, np);
+	if ((rc = rckpt_buf_append(out, hdr, 8)) || (rc = blob_put(out, pb, 2 * (size_t)np)))
+		goto out;
+	rc = rckpt_istream_encode(out, cur, (size_t)m, s->nbins + 2, prev, ps->nbins + 2, o);
+out:
+	free(cur);
+	free(prev);
+	free(bl);
+	free(pb);
+	return rc;
+}
+
+int rckpt_record_encode_sparse(rckpt_buf_t *out, const rckpt_record_t *rec,
+			       const rckpt_record_t *parent, uint32_t block,
+			       const rckpt_sparse_sel_t *sel, const rckpt_istream_opts_t *o)
+{
+	size_t start = out->len;
+	uint32_t i;
+	int rc;
+
+	if (rec->kind != RCKPT_REC_SPARSE || parent == NULL || parent->step != rec->parent ||
+	    rec->step == rec->parent || rec->step == RCKPT_NO_PARENT || parent->nseg != rec->nseg ||
+	    block == 0 || block > RCKPT_SPARSE_BLOCK_MAX || (rec->nseg && sel == NULL))
+		return -EINVAL;
+	for (i = 0; i < rec->nseg; i++)
+		if ((rc = seg_check(&rec->seg[i])) || (rc = seg_check(&parent->seg[i])) ||
+		    !same_layout(&rec->seg[i], &parent->seg[i]))
+			return rc ? rc : -EINVAL;
+	if ((rc = rckpt_buf_reserve(out, RCKPT_RECORD_HEADER_BYTES)))
+		return rc;
+	out->len += RCKPT_RECORD_HEADER_BYTES;
+	for (i = 0; i < rec->nseg; i++)
+		if ((rc = sparse_seg_encode(out, &rec->seg[i], &parent->seg[i], block, &sel[i], o)))
 			goto fail;
-	}
+	if ((rc = record_close(out, start, rec)))
+		goto fail;
 	return 0;
 fail:
 	out->len = start;
@@ -360,6 +510,127 @@ static int seg_decode(rckpt_seg_t *s, rckpt_reader_t *r, const rckpt_seg_t *ps)
 	}
 }
 
+/* A sparse record's segment on top of its parent's ps (formats/checkpoint.md,
+ * "Sparse partial record"): ps with the stored blocks' levels and protected
+ * values replaced. */
+static int sparse_seg_decode(rckpt_seg_t *s, rckpt_reader_t *r, const rckpt_seg_t *ps)
+{
+	uint8_t *cur = NULL, *prev = NULL, *bb = NULL, *pb = NULL;
+	uint32_t *blocks = NULL, block, nblocks, i;
+	uint64_t nb, m = 0, lo, hi, np, old = 0, total, pos, pp, sp, c;
+	uint8_t P;
+	size_t dsz;
+	int rc = -EBADMSG;
+
+	s->tensor = rckpt_rd_u32(r);
+	s->first = rckpt_rd_u64(r);
+	s->n = rckpt_rd_u64(r);
+	s->encoding = rckpt_rd_u8(r);
+	s->dtype = rckpt_rd_u8(r);
+	if (rckpt_rd_u16(r) != 0 || r->err || !same_layout(s, ps))
+		return -EBADMSG;
+	dsz = rckpt_dtype_size(s->dtype);
+	if (dsz == 0 || s->n > RCKPT_EST_MAX_COUNT)
+		return -EBADMSG;
+	if (s->encoding == RCKPT_SEG_LOSSLESS) {
+		s->raw = malloc(s->n ? (size_t)s->n * dsz : 1);
+		if (s->raw == NULL)
+			return -ENOMEM;
+		return blob_get(s->raw, (size_t)s->n * dsz, r);
+	}
+	if (s->encoding != RCKPT_SEG_QUANTIZED || ps->nbins < 1 || ps->nbins > RCKPT_SEG_MAX_BINS ||
+	    ps->nprot > ps->n)
+		return -EBADMSG;
+	s->nbins = ps->nbins;
+	memcpy(s->centroids, ps->centroids, sizeof(s->centroids));
+	P = (uint8_t)(s->nbins + 1);
+	block = rckpt_rd_u32(r);
+	nblocks = rckpt_rd_u32(r);
+	if (r->err || block == 0 || block > RCKPT_SPARSE_BLOCK_MAX)
+		return -EBADMSG;
+	nb = block_count(s->n, block);
+	if (nblocks > nb)
+		return -EBADMSG;
+	bb = malloc(nblocks ? 4 * (size_t)nblocks : 1);
+	blocks = malloc(nblocks ? 4 * (size_t)nblocks : 4);
+	if (!bb || !blocks) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	if ((rc = blob_get(bb, 4 * (size_t)nblocks, r)))
+		goto out;
+	rc = -EBADMSG;
+	for (i = 0; i < nblocks; i++) {
+		blocks[i] = rckpt_le32(bb + 4 * (size_t)i);
+		if (blocks[i] >= nb || (i && blocks[i] <= blocks[i - 1]))
+			goto out;
+		block_range(&lo, &hi, blocks[i], block, s->n);
+		m += hi - lo;
+		old += count_level(ps->idx + lo, hi - lo, P);
+	}
+	np = rckpt_rd_u64(r);
+	if (r->err || np > m || old > ps->nprot)
+		goto out;
+	total = ps->nprot - old + np;
+	if (total > s->n)
+		goto out;
+	pb = malloc(np ? 2 * (size_t)np : 1);
+	cur = malloc(m ? (size_t)m : 1);
+	prev = malloc(m ? (size_t)m : 1);
+	s->idx = malloc(s->n ? (size_t)s->n : 1);
+	s->prot = malloc(total ? 2 * (size_t)total : 2);
+	if (!pb || !cur || !prev || !s->idx || !s->prot) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	if ((rc = blob_get(pb, 2 * (size_t)np, r)))
+		goto out;
+	for (i = 0, m = 0; i < nblocks; i++) {
+		block_range(&lo, &hi, blocks[i], block, s->n);
+		memcpy(prev + m, ps->idx + lo, (size_t)(hi - lo));
+		m += hi - lo;
+	}
+	if ((rc = rckpt_istream_decode(cur, (size_t)m, P + 1u, prev, P + 1u, r)))
+		goto out;
+	rc = -EBADMSG;
+	if (count_level(cur, m, P) != np)
+		goto out;
+	/* The parent's levels and protected values, the blocks replaced. */
+	if (s->n)
+		memcpy(s->idx, ps->idx, (size_t)s->n);
+	for (i = 0, m = 0, pos = 0, pp = 0, sp = 0, s->nprot = 0; i <= nblocks; i++) {
+		if (i < nblocks)
+			block_range(&lo, &hi, blocks[i], block, s->n);
+		else
+			lo = hi = s->n;
+		c = count_level(ps->idx + pos, lo - pos, P);
+		if (c > ps->nprot - pp || c > total - s->nprot)
+			goto out;
+		memcpy(s->prot + s->nprot, ps->prot + pp, 2 * (size_t)c);
+		s->nprot += c;
+		pp += c;
+		if (i == nblocks)
+			break;
+		memcpy(s->idx + lo, cur + m, (size_t)(hi - lo));
+		m += hi - lo;
+		pp += count_level(ps->idx + lo, hi - lo, P);
+		for (c = count_level(s->idx + lo, hi - lo, P); c > 0; c--, sp++) {
+			if (s->nprot == total || sp == np)
+				goto out;
+			s->prot[s->nprot++] = (uint16_t)(pb[2 * sp] | pb[2 * sp + 1] << 8);
+		}
+		pos = hi;
+	}
+	rc = s->nprot == total && sp == np && pp == ps->nprot ? 0 : -EBADMSG;
+out:
+	free(bb);
+	free(blocks);
+	free(pb);
+	free(cur);
+	free(prev);
+	return rc;
+}
+
 int rckpt_record_decode(rckpt_record_t *out, const uint8_t *src, size_t len,
 			const rckpt_record_t *parent, const rckpt_record_limits_t *lim)
 {
@@ -392,13 +663,12 @@ int rckpt_record_decode(rckpt_record_t *out, const uint8_t *src, size_t len,
 	crc = rckpt_le32(src + len - 4);
 	if (rckpt_crc32c(0, src, len - 4) != crc)
 		return RCKPT_FMT_ECHECKSUM;
-	if (kind == RCKPT_REC_SPARSE)
-		return RCKPT_FMT_EVERSION; /* specified, not yet implemented */
-	if (kind != RCKPT_REC_BASE && kind != RCKPT_REC_DELTA)
+	if (kind != RCKPT_REC_BASE && kind != RCKPT_REC_DELTA && kind != RCKPT_REC_SPARSE)
 		return -EBADMSG;
-	if ((kind == RCKPT_REC_BASE) != (pstep == RCKPT_NO_PARENT))
+	if ((kind == RCKPT_REC_BASE) != (pstep == RCKPT_NO_PARENT) ||
+	    (kind != RCKPT_REC_BASE && pstep == step))
 		return -EBADMSG;
-	if (kind == RCKPT_REC_DELTA) {
+	if (kind != RCKPT_REC_BASE) {
 		if (parent == NULL)
 			return -EINVAL;
 		if (parent->step != pstep)
@@ -417,7 +687,7 @@ int rckpt_record_decode(rckpt_record_t *out, const uint8_t *src, size_t len,
 	out->nseg = nseg;
 	r = rckpt_reader(src + RCKPT_RECORD_HEADER_BYTES, (size_t)body);
 	for (i = 0; i < nseg; i++) {
-		const rckpt_seg_t *ps = kind == RCKPT_REC_DELTA ? &parent->seg[i] : NULL;
+		const rckpt_seg_t *ps = kind != RCKPT_REC_BASE ? &parent->seg[i] : NULL;
 		/* Peek n to bound the allocation before seg_decode makes it. */
 		if (rckpt_rd_left(&r) >= 20) {
 			rckpt_reader_t pk = r;
@@ -433,7 +703,10 @@ int rckpt_record_decode(rckpt_record_t *out, const uint8_t *src, size_t len,
 		}
 		/* Same layout as the parent's segment, encoding included; a
 		 * lossless segment is whole in every record. */
-		rc = seg_decode(&out->seg[i], &r, ps);
+		if (kind == RCKPT_REC_SPARSE)
+			rc = sparse_seg_decode(&out->seg[i], &r, ps);
+		else
+			rc = seg_decode(&out->seg[i], &r, ps);
 		if (rc)
 			goto fail;
 	}

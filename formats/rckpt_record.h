@@ -69,7 +69,27 @@ typedef struct rckpt_record_limits {
 int rckpt_record_encode(rckpt_buf_t *out, const rckpt_record_t *rec, const rckpt_record_t *parent,
 			const rckpt_istream_opts_t *o);
 
-/* Decodes src[0..len) into out, materialized. A delta needs its parent's
+/* The blocks of one segment that a sparse partial record stores: block
+ * numbers, increasing, each < ceil(n / block). Block b is the segment's
+ * elements [b * block, min(n, (b + 1) * block)). */
+typedef struct rckpt_sparse_sel {
+	uint32_t nblocks;
+	const uint32_t *blocks;
+} rckpt_sparse_sel_t;
+
+#define RCKPT_SPARSE_BLOCK_MAX ((uint32_t)1 << 31)
+
+/* Encodes rec (kind RCKPT_REC_SPARSE, rec->parent == parent->step, the
+ * parent's layout) as a sparse partial record against parent, a decoded
+ * record: of each quantized segment i only the blocks sel[i] go in (their
+ * levels as a delta of the parent's, and their protected values); rec must
+ * equal parent everywhere else: codebook, levels and protected values
+ * (-EINVAL otherwise). Lossless segments go in whole. block: 1..2^31. */
+int rckpt_record_encode_sparse(rckpt_buf_t *out, const rckpt_record_t *rec,
+			       const rckpt_record_t *parent, uint32_t block,
+			       const rckpt_sparse_sel_t *sel, const rckpt_istream_opts_t *o);
+
+/* Decodes src[0..len) into out, materialized. A delta or a sparse record needs its parent's
  * decoded record (-EINVAL without it, -ESTALE if it is another step, -EBADMSG
  * if its layout differs); a base takes no parent. Returns 0, -EBADMSG,
  * RCKPT_FMT_EVERSION, RCKPT_FMT_ECHECKSUM, -E2BIG (over a limit), -ENOMEM.

@@ -371,7 +371,7 @@ int rckpt_job_compact(rckpt_job_t *j, const rckpt_retention_t *pol, rckpt_compac
 	{
 		uint32_t from = nix, at;
 		for (at = 0; at < nix && ix[at].step <= head; at++)
-			if (ix[at].kind == RCKPT_REC_DELTA && ix[at].parent < ix[at].step) {
+			if (ix[at].kind != RCKPT_REC_BASE && ix[at].parent < ix[at].step) {
 				from = at;
 				break;
 			}

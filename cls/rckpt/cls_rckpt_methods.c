@@ -126,15 +126,13 @@ int cls_rckpt_append(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt
 		return -EINVAL;
 	if (rc)
 		return rc;
-	if (kind == RCKPT_REC_SPARSE)
-		return RCKPT_FMT_EVERSION; /* specified; stored once materialize reads it */
 	rc = get_u64(o, "tip", &tip);
 	if (rc && rc != -ENOENT)
 		return rc;
 	if (tip != RCKPT_STORE_NONE && step <= tip)
 		return -EEXIST; /* steps only grow; trim first to rewrite */
-	if (kind == RCKPT_REC_DELTA && parent != tip)
-		return -ESTALE; /* the parent must be the tip */
+	if (kind != RCKPT_REC_BASE && parent != tip)
+		return -ESTALE; /* a delta's or sparse record's parent must be the tip */
 	rc = o->ops->stat(o, &size);
 	if (rc == -ENOENT)
 		size = 0;
@@ -208,10 +206,6 @@ int cls_rckpt_materialize(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len,
 				break;
 			if ((rc = get_entry(o, s, &chain[n])))
 				goto out;
-			if (chain[n].kind == RCKPT_REC_SPARSE) {
-				rc = -EOPNOTSUPP;
-				goto out;
-			}
 			n++;
 			if (chain[n - 1].kind == RCKPT_REC_BASE)
 				break;
@@ -657,10 +651,6 @@ static int resolve(rckpt_cls_obj_t *o, const walk_t *w, dcache_t *c, uint64_t st
 		chain[n++] = (uint32_t)at;
 		if (w->e[at].kind == RCKPT_REC_BASE)
 			break;
-		if (w->e[at].kind != RCKPT_REC_DELTA) {
-			rc = -EOPNOTSUPP;
-			goto out;
-		}
 		s = w->e[at].parent;
 	}
 	for (i = n; i-- > 0;) {
@@ -771,8 +761,8 @@ int cls_rckpt_compact(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckp
 	keep[top] = 1;
 	for (i = (uint32_t)top + 1; i < w.n; i++) {
 		long at;
-		if (w.e[i].kind != RCKPT_REC_DELTA || w.e[i].parent > m.upto)
-			continue;
+		if (w.e[i].kind == RCKPT_REC_BASE || w.e[i].parent > m.upto)
+			continue; /* a delta or sparse record keeps its parent */
 		if ((at = find_entry(&w, w.e[i].parent)) < 0) {
 			rc = -EBADMSG;
 			goto out;
@@ -872,7 +862,7 @@ int cls_rckpt_verify(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt
 		v.records++;
 		if (e->offset > size || e->length > size - e->offset)
 			bad = -EBADMSG; /* past the data */
-		else if (e->kind == RCKPT_REC_DELTA && find_entry(&w, e->parent) < 0)
+		else if (e->kind != RCKPT_REC_BASE && find_entry(&w, e->parent) < 0)
 			bad = -EBADMSG; /* applies to a step that is gone */
 		else
 			bad = read_record(o, e, &raw);

@@ -91,14 +91,12 @@ static int append(mem_obj_t *m, unsigned s, int base)
 }
 
 /* Materializes step s (resuming as long as the plugin asks), checks the
- * levels, and returns the calls it took. */
-static unsigned materialize(mem_obj_t *m, unsigned s, uint64_t budget)
+ * levels against want, and returns the calls it took. */
+static unsigned materialize_want(mem_obj_t *m, unsigned s, uint64_t budget, const uint8_t *want)
 {
-	static uint8_t want[N];
 	rckpt_buf_t start = RCKPT_BUF_INIT;
 	unsigned calls = 0;
 
-	levels_at(want, s);
 	for (;;) {
 		rckpt_msg_materialize_t q = { s, budget, { start.p, start.len } };
 		rckpt_msg_materialized_t a;
@@ -131,6 +129,14 @@ static unsigned materialize(mem_obj_t *m, unsigned s, uint64_t budget)
 	}
 	rckpt_buf_free(&start);
 	return calls;
+}
+
+/* materialize_want with the levels of levels_at(s). */
+static unsigned materialize(mem_obj_t *m, unsigned s, uint64_t budget)
+{
+	static uint8_t want[N];
+	levels_at(want, s);
+	return materialize_want(m, s, budget, want);
 }
 
 static int call_empty(mem_obj_t *m, rckpt_cls_obj_method_fn fn, rckpt_msg_head_t *h)
@@ -462,6 +468,107 @@ static void test_compact(void **state)
 	mem_obj_free(&m);
 }
 
+/* Sparse partial records: step s > 1 changes the 64-element blocks b with
+ * b % 8 == s % 8 (an eighth). Appended after a base, folded by
+ * materialize, refused when their parent is not the tip, re-encoded by
+ * compaction, counted by verify. */
+#define SPB 64u
+static void sparse_levels(uint8_t (*lv)[N], unsigned last)
+{
+	uint32_t x = 777;
+	unsigned s, i;
+	levels_at(lv[1], 0);
+	for (s = 2; s <= last; s++) {
+		memcpy(lv[s], lv[s - 1], N);
+		for (i = 0; i < N; i++) {
+			x = x * 1664525u + 1013904223u;
+			if ((i / SPB) % 8 == s % 8 && (x >> 28) == 0)
+				lv[s][i] = (uint8_t)((x >> 8) % 8);
+		}
+	}
+}
+
+static int append_sparse(mem_obj_t *m, uint8_t (*lv)[N], unsigned s, uint64_t parent)
+{
+	rckpt_istream_opts_t is = { RCKPT_IS_REARRANGED | RCKPT_IS_RLE, RCKPT_EST_TRY_ALL, 1, NULL };
+	rckpt_buf_t rec = RCKPT_BUF_INIT, msg = RCKPT_BUF_INIT;
+	rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
+	rckpt_record_t r, p;
+	rckpt_seg_t seg, pseg;
+	uint32_t blocks[(N + SPB - 1) / SPB], nb = 0, b;
+	rckpt_sparse_sel_t sel;
+	int rc;
+
+	for (b = 0; b < (N + SPB - 1) / SPB; b++)
+		if (b % 8 == s % 8)
+			blocks[nb++] = b;
+	sel.nblocks = nb;
+	sel.blocks = blocks;
+	make_record(&r, &seg, lv[s], s, parent);
+	r.kind = RCKPT_REC_SPARSE;
+	make_record(&p, &pseg, lv[s - 1], parent, RCKPT_NO_PARENT);
+	assert_int_equal(rckpt_record_encode_sparse(&rec, &r, &p, SPB, &sel, &is), 0);
+	assert_int_equal(rckpt_msg_append_encode(&msg, rec.p, rec.len), 0);
+	rc = mem_obj_call(m, cls_rckpt_append, msg.p, msg.len, &out);
+	rckpt_buf_free(&rec);
+	rckpt_buf_free(&msg);
+	rckpt_buf_free(&out);
+	return rc;
+}
+
+static void test_sparse(void **state)
+{
+	static uint8_t lv[11][N];
+	mem_obj_t m = { 0 };
+	uint64_t keep[] = { 3, 6 };
+	rckpt_store_entry_t *e;
+	rckpt_msg_verified_t v;
+	uint32_t n, i;
+	unsigned s;
+
+	(void)state;
+	sparse_levels(lv, 10);
+	{
+		rckpt_buf_t rec = RCKPT_BUF_INIT, msg = RCKPT_BUF_INIT;
+		rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
+		encode_step(&rec, 0, 1); /* levels_at(0) == lv[1], as step 0 */
+		assert_int_equal(rckpt_msg_append_encode(&msg, rec.p, rec.len), 0);
+		assert_int_equal(mem_obj_call(&m, cls_rckpt_append, msg.p, msg.len, &out), 0);
+		rckpt_buf_free(&rec);
+		rckpt_buf_free(&msg);
+		rckpt_buf_free(&out);
+	}
+	memcpy(lv[0], lv[1], N);
+	/* step 1 = step 0's levels; a sparse record that is not on the tip */
+	assert_int_equal(append_sparse(&m, lv, 2, 1), -ESTALE);
+	for (s = 1; s <= 10; s++)
+		assert_int_equal(append_sparse(&m, lv, s, s - 1), 0);
+	index_of(&m, &e, &n);
+	assert_int_equal(n, 11);
+	assert_true(e[5].kind == RCKPT_REC_SPARSE && e[5].parent == 4);
+	free(e);
+	for (s = 1; s <= 10; s++)
+		assert_int_equal(materialize_want(&m, s, 0, lv[s]), 1);
+	/* a budget: one record per call, resumed down the chain */
+	assert_true(materialize_want(&m, 10, N, lv[10]) > 5);
+	verify(&m, &v);
+	assert_true(v.records == 11 && v.bad == 0 && v.bytes == m.size);
+	/* compaction keeps 3, 6 and the newest <= 8 as delta, delta, base;
+	 * 9 and 10 stay sparse records on 8 and 9 */
+	assert_int_equal(compact(&m, 8, keep, 2), 0);
+	index_of(&m, &e, &n);
+	assert_int_equal(n, 5);
+	assert_true(e[0].step == 3 && e[0].kind == RCKPT_REC_DELTA && e[0].parent == 6);
+	assert_true(e[1].step == 6 && e[1].kind == RCKPT_REC_DELTA && e[1].parent == 8);
+	assert_true(e[2].step == 8 && e[2].kind == RCKPT_REC_BASE);
+	assert_true(e[3].step == 9 && e[3].kind == RCKPT_REC_SPARSE && e[3].parent == 8);
+	for (i = 0; i < n; i++)
+		assert_int_equal(materialize_want(&m, (unsigned)e[i].step, 0, lv[e[i].step]), 1);
+	free(e);
+	assert_int_equal(materialize_rc(&m, 5), -ENOENT);
+	mem_obj_free(&m);
+}
+
 /* A record that a later, uncompacted record applies to stays, and damage
  * fails the whole compaction closed. */
 static void test_compact_keeps_parents_and_fails_closed(void **state)
@@ -657,6 +764,7 @@ int main(void)
 		cmocka_unit_test(test_job_commit_list),
 		cmocka_unit_test(test_compact),
 		cmocka_unit_test(test_compact_keeps_parents_and_fails_closed),
+		cmocka_unit_test(test_sparse),
 		cmocka_unit_test(test_drop_and_pin),
 		cmocka_unit_test(test_malformed),
 		cmocka_unit_test(test_attachment),

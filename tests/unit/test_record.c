@@ -1,6 +1,7 @@
 /*
  * test_record.c — chunk records: round trips of bases and delta chains,
- * determinism, corruption, limits, and the golden vector of version 1.
+ * determinism, corruption, limits, sparse partial records, and the golden
+ * vector of version 1.
  */
 #include <errno.h>
 #include <math.h>
@@ -304,6 +305,187 @@ static void test_encoder_rejects(void **state)
 
 /* A small record whose bytes are kept forever (tests/golden). The test
  * decodes them and re-encodes the result to the same bytes. */
+/* ---- sparse partial records ---- */
+
+/* rec = parent with some blocks of every quantized segment changed at
+ * random (about pct in 100 of them): levels, and the protected values
+ * inside; outside, the parent's protected values in order. sel[i] gets the
+ * blocks (storage in blk[i], freed by the caller). */
+static void build_sparse(rckpt_record_t *rec, const rckpt_record_t *parent, uint64_t step,
+			 uint32_t block, unsigned pct, rckpt_sparse_sel_t *sel, uint32_t **blk)
+{
+	uint32_t i;
+	memset(rec, 0, sizeof(*rec));
+	rec->kind = RCKPT_REC_SPARSE;
+	rec->step = step;
+	rec->parent = parent->step;
+	rec->nseg = parent->nseg;
+	rec->seg = calloc(parent->nseg, sizeof(rckpt_seg_t));
+	for (i = 0; i < parent->nseg; i++) {
+		const rckpt_seg_t *p = &parent->seg[i];
+		rckpt_seg_t *s = &rec->seg[i];
+		uint64_t nb = (p->n + block - 1) / block, b, k, pp = 0;
+		uint8_t *chosen = calloc(nb + 1, 1);
+		const uint8_t P = (uint8_t)(p->nbins + 1);
+		blk[i] = malloc(4 * (nb + 1));
+		sel[i].nblocks = 0;
+		sel[i].blocks = blk[i];
+		*s = *p;
+		s->idx = NULL;
+		s->prot = NULL;
+		s->raw = NULL;
+		if (p->encoding == RCKPT_SEG_LOSSLESS) {
+			s->raw = malloc(p->n * rckpt_dtype_size(p->dtype) + 1);
+			memcpy(s->raw, p->raw, p->n * rckpt_dtype_size(p->dtype));
+			free(chosen);
+			continue;
+		}
+		for (b = 0; b < nb; b++)
+			if (rnd() % 100 < pct) {
+				chosen[b] = 1;
+				blk[i][sel[i].nblocks++] = (uint32_t)b;
+			}
+		s->idx = malloc(p->n + 1);
+		s->prot = malloc(2 * (p->n + 1));
+		s->nprot = 0;
+		for (k = 0; k < p->n; k++) {
+			const int in = chosen[k / block];
+			s->idx[k] = in ? (uint8_t)(rnd() % 20 == 0 ? P : rnd() % P) : p->idx[k];
+			if (p->idx[k] == P)
+				pp++;
+			if (s->idx[k] == P)
+				s->prot[s->nprot++] = in ? (uint16_t)rnd() : p->prot[pp - 1];
+		}
+		free(chosen);
+	}
+}
+
+static void free_sel(uint32_t **blk, uint32_t n)
+{
+	uint32_t i;
+	for (i = 0; i < n; i++)
+		free(blk[i]);
+}
+
+/* A chain base, sparse, sparse, delta, sparse, ... with block sizes 1, odd,
+ * one block per segment, and none or every block stored: folding it gives
+ * every step bit for bit; a sparse record of an eighth of the blocks is
+ * far smaller than a delta of all of them. */
+static void test_sparse_chain(void **state)
+{
+	static const uint32_t blocks[] = { 0, 64, 1, 7, 0, 4096, 1u << 31, 64, 3 };
+	static const unsigned pct[] = { 0, 12, 30, 50, 0, 100, 100, 0, 12 };
+	rckpt_record_t orig[9], dec[9];
+	rckpt_buf_t enc[9];
+	int s;
+
+	(void)state;
+	build_base(&orig[0], 10);
+	for (s = 0; s < 9; s++) {
+		rckpt_sparse_sel_t sel[6];
+		uint32_t *blk[6];
+		enc[s] = (rckpt_buf_t)RCKPT_BUF_INIT;
+		if (s == 0) {
+			encode(&enc[s], &orig[0], NULL);
+		} else if (blocks[s] == 0) { /* a delta of everything */
+			build_next(&orig[s], &orig[s - 1], 10 + (uint64_t)s, orig[s - 1].seg[0].nbins);
+			encode(&enc[s], &orig[s], &orig[s - 1]);
+		} else {
+			build_sparse(&orig[s], &orig[s - 1], 10 + (uint64_t)s, blocks[s], pct[s], sel, blk);
+			assert_int_equal(rckpt_record_encode_sparse(&enc[s], &orig[s], &orig[s - 1], blocks[s],
+								  sel, &opts),
+					 0);
+			free_sel(blk, 6);
+		}
+		assert_int_equal(rckpt_record_decode(&dec[s], enc[s].p, enc[s].len, s ? &dec[s - 1] : NULL,
+						     NULL),
+				 0);
+		assert_same(&orig[s], &dec[s]);
+		if (blocks[s] && s)
+			assert_int_equal(dec[s].kind, RCKPT_REC_SPARSE);
+	}
+	/* step 1 stored an eighth of the 64-element blocks at random levels:
+	 * far smaller than the base; step 8 stored none */
+	assert_true(enc[1].len * 3 < enc[0].len);
+	for (s = 0; s < 9; s++) {
+		rckpt_record_free(&orig[s]);
+		rckpt_record_free(&dec[s]);
+		rckpt_buf_free(&enc[s]);
+	}
+}
+
+/* The encoder refuses what a sparse record cannot say; the decoder
+ * refuses damaged ones (CRC, then with the CRC fixed: each field). */
+static void test_sparse_rejects(void **state)
+{
+	rckpt_record_t base, sp, dec;
+	rckpt_sparse_sel_t sel[6];
+	uint32_t *blk[6], saved;
+	rckpt_buf_t b = RCKPT_BUF_INIT;
+	size_t k;
+
+	(void)state;
+	build_base(&base, 1);
+	build_sparse(&sp, &base, 2, 16, 25, sel, blk);
+	assert_true(sel[0].nblocks > 2);
+	sp.seg[0].idx[blk[0][1] * 16 - 1] ^= 1; /* outside the blocks */
+	assert_int_equal(rckpt_record_encode_sparse(&b, &sp, &base, 16, sel, &opts), -EINVAL);
+	sp.seg[0].idx[blk[0][1] * 16 - 1] ^= 1;
+	sp.seg[0].centroids[0] -= 0.5f; /* another codebook */
+	assert_int_equal(rckpt_record_encode_sparse(&b, &sp, &base, 16, sel, &opts), -EINVAL);
+	sp.seg[0].centroids[0] += 0.5f;
+	saved = blk[0][1];
+	blk[0][1] = blk[0][0]; /* not increasing */
+	assert_int_equal(rckpt_record_encode_sparse(&b, &sp, &base, 16, sel, &opts), -EINVAL);
+	blk[0][1] = saved;
+	assert_int_equal(rckpt_record_encode_sparse(&b, &sp, &base, 0, sel, &opts), -EINVAL);
+	sp.kind = RCKPT_REC_DELTA;
+	assert_int_equal(rckpt_record_encode_sparse(&b, &sp, &base, 16, sel, &opts), -EINVAL);
+	sp.kind = RCKPT_REC_SPARSE;
+	assert_int_equal(b.len, 0);
+	assert_int_equal(rckpt_record_encode_sparse(&b, &sp, &base, 16, sel, &opts), 0);
+	/* no parent, or another step's */
+	assert_int_equal(rckpt_record_decode(&dec, b.p, b.len, NULL, NULL), -EINVAL);
+	base.step = 0;
+	assert_int_equal(rckpt_record_decode(&dec, b.p, b.len, &base, NULL), -ESTALE);
+	base.step = 1;
+	/* every flipped byte, every truncation */
+	for (k = 0; k < b.len; k++) {
+		uint8_t *c = malloc(b.len);
+		memcpy(c, b.p, b.len);
+		c[k] ^= (uint8_t)(1u << (rnd() & 7));
+		assert_true(rckpt_record_decode(&dec, c, b.len, &base, NULL) < 0);
+		assert_null(dec.seg);
+		assert_true(rckpt_record_decode(&dec, c, k, &base, NULL) < 0);
+		free(c);
+	}
+	/* fields of segment 0 with a good CRC: block, nblocks, the list */
+	{
+		static const struct {
+			size_t at;
+			uint32_t v;
+		} bad[] = { { 64, 0 }, { 64, 0x80000001u }, { 68, 100003 / 16 + 2 }, { 68, 0 } };
+		unsigned t;
+		for (t = 0; t < sizeof(bad) / sizeof(bad[0]); t++) {
+			uint8_t *c = malloc(b.len);
+			uint32_t crc;
+			memcpy(c, b.p, b.len);
+			c[bad[t].at] = (uint8_t)bad[t].v;
+			c[bad[t].at + 1] = (uint8_t)(bad[t].v >> 8);
+			c[bad[t].at + 2] = (uint8_t)(bad[t].v >> 16);
+			c[bad[t].at + 3] = (uint8_t)(bad[t].v >> 24);
+			crc = rckpt_crc32c(0, c, b.len - 4);
+			memcpy(c + b.len - 4, &crc, 4); /* little-endian hosts */
+			assert_int_equal(rckpt_record_decode(&dec, c, b.len, &base, NULL), -EBADMSG);
+			free(c);
+		}
+	}
+	free_sel(blk, 6);
+	rckpt_record_free(&base);
+	rckpt_record_free(&sp);
+	rckpt_buf_free(&b);
+}
+
 static void test_golden_vector(void **state)
 {
 	uint8_t want[4096];
@@ -504,6 +686,8 @@ int main(void)
 		cmocka_unit_test(test_corruption),
 		cmocka_unit_test(test_limits_and_versions),
 		cmocka_unit_test(test_encoder_rejects),
+		cmocka_unit_test(test_sparse_chain),
+		cmocka_unit_test(test_sparse_rejects),
 		cmocka_unit_test(test_golden_vector),
 		cmocka_unit_test(test_manifest),
 		cmocka_unit_test(test_digest),
