@@ -151,7 +151,7 @@ typedef struct rckpt_job rckpt_job_t;
  * each ask holds the model in fp32 once. */
 typedef int (*rckpt_quality_cb)(void *arg, const rckpt_tensor_t *t, unsigned n, double *loss);
 
-#define RCKPT_JOB_OPTS_VERSION 4
+#define RCKPT_JOB_OPTS_VERSION 5
 #define RCKPT_LATEST UINT64_MAX
 
 typedef struct rckpt_job_opts {
@@ -176,6 +176,12 @@ typedef struct rckpt_job_opts {
 				     sensitivity-weighted relative error <= eps) */
 	void *quality_arg;
 	double quality_eps;    /* the callback's threshold; 0: 0.01 */
+	/* version 5: */
+	uint32_t partial_block; /* elements per block of partial saves
+				   (rckpt_job_save_partial), 1..65536; 0: the
+				   job takes no partial saves. A writer with it
+				   keeps every quantized value as last saved:
+				   4 bytes per parameter, between saves */
 } rckpt_job_opts_t;
 
 /* AUTO: on the GPU when this build has CUDA, the machine a device, and a
@@ -187,7 +193,7 @@ typedef struct rckpt_job_opts {
 enum rckpt_compute { RCKPT_COMPUTE_AUTO = 0, RCKPT_COMPUTE_CPU = 1, RCKPT_COMPUTE_GPU = 2 };
 
 #define RCKPT_JOB_OPTS_INIT \
-	{ RCKPT_JOB_OPTS_VERSION, 0, 0.0, 0, 0, 0, 0, 0, RCKPT_COMPUTE_AUTO, NULL, NULL, 0.0 }
+	{ RCKPT_JOB_OPTS_VERSION, 0, 0.0, 0, 0, 0, 0, 0, RCKPT_COMPUTE_AUTO, NULL, NULL, 0.0, 0 }
 
 /* Opens job `job` (a RADOS namespace of the pool, 1..63 characters of
  * [A-Za-z0-9._-]). A writer takes an exclusive lock on the job object:
@@ -204,8 +210,13 @@ typedef struct rckpt_save_stats {
 	uint64_t enc_bytes;  /* records, manifest and attachment written */
 	unsigned nchunks;
 	int is_base;
-	double quality;      /* the compressor's loss for this step */
+	double quality;      /* the compressor's loss for this step (a partial
+				save: that of the full save it builds on) */
 	double t_encode, t_write; /* seconds */
+	/* since partial saves: */
+	int is_partial;           /* a sparse partial step */
+	uint64_t blocks;          /* a partial save: quantized blocks in the model */
+	uint64_t blocks_saved;    /* ... and those it stored */
 } rckpt_save_stats_t;
 
 /* Compresses tensors t[0..n) (and the gradient EMA g[0..ng), fp32, same
@@ -237,6 +248,40 @@ RCKPT_API int rckpt_job_save_async(rckpt_job_t *j, uint64_t step, const rckpt_te
 				   rckpt_save_t **out);
 RCKPT_API int rckpt_save_wait(rckpt_save_t *s, rckpt_save_stats_t *st);
 
+/* Prioritized partial checkpoints (SCAR). A partial save stores only a
+ * fraction of the model's blocks (partial_block elements of a quantized
+ * tensor's chunk piece each) in a sparse partial record per chunk; every
+ * other value stays as it was last saved, so each committed step restores
+ * the "running checkpoint": every block at its latest save. Saving a
+ * fraction r every r*C steps writes about as much as a full save every C.
+ * Lossless tensors (norms, biases) go in whole every time. The blocks are
+ * quantized with the codebooks of the last full save, so partial saves
+ * between full ones are cheap and the full ones re-fit the codebooks. */
+enum rckpt_select {
+	RCKPT_SELECT_PRIORITY = 0,    /* the blocks whose values moved most since
+					 they were last saved (L2 distance) */
+	RCKPT_SELECT_ROUND_ROBIN = 1, /* the next blocks in layout order */
+	RCKPT_SELECT_RANDOM = 2,      /* a uniform draw seeded by (seed, step) */
+};
+
+typedef struct rckpt_partial {
+	double fraction; /* of the blocks, (0, 1]; at least one block */
+	unsigned select; /* enum rckpt_select */
+	uint64_t seed;   /* RCKPT_SELECT_RANDOM */
+} rckpt_partial_t;
+
+/* As rckpt_job_save(_async), saving the blocks p picks. The job must have
+ * been opened with partial_block (-EINVAL otherwise); tensors must be in
+ * host memory (-EINVAL). A writer's first save, and its first after a
+ * failed one, is a full save instead (st->is_partial says which). g
+ * (optional) refines the sensitivity thresholds as in a full save. */
+RCKPT_API int rckpt_job_save_partial_async(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t,
+					   unsigned n, const rckpt_tensor_t *g, unsigned ng,
+					   const rckpt_partial_t *p, rckpt_save_t **out);
+RCKPT_API int rckpt_job_save_partial(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t,
+				     unsigned n, const rckpt_tensor_t *g, unsigned ng,
+				     const rckpt_partial_t *p, rckpt_save_stats_t *st);
+
 /* Attaches a copy of data[0..len) to the job's next save: the bytes are
  * stored with that step, zstd-compressed and checksummed, and come back
  * with it (rckpt_restored_attachment). For what is not a tensor of fp32,
@@ -265,6 +310,16 @@ RCKPT_API int rckpt_job_restore(rckpt_job_t *j, uint64_t step, rckpt_restored_t 
 RCKPT_API int rckpt_job_restore_tensors(rckpt_job_t *j, uint64_t step, const char *const *names,
 					unsigned n, rckpt_restored_t **out,
 					rckpt_restore_stats_t *st);
+/* Partial recovery of element ranges (what a failed worker owned):
+ * restores only the chunks that hold ranges[0..n), each elements [first,
+ * first + count) of tensor `name` in row-major order. -ENOENT for a name
+ * the step lacks, -ERANGE for a range past its tensor. */
+typedef struct rckpt_range {
+	const char *name;
+	uint64_t first, count;
+} rckpt_range_t;
+RCKPT_API int rckpt_job_restore_ranges(rckpt_job_t *j, uint64_t step, const rckpt_range_t *ranges,
+				       unsigned n, rckpt_restored_t **out, rckpt_restore_stats_t *st);
 RCKPT_API uint64_t rckpt_restored_step(const rckpt_restored_t *r);
 RCKPT_API unsigned rckpt_restored_count(const rckpt_restored_t *r);
 /* Tensor i's description (data is NULL): name, dtype, shape. */
@@ -272,6 +327,15 @@ RCKPT_API int rckpt_restored_tensor(const rckpt_restored_t *r, unsigned i, rckpt
 /* Writes tensor i, dequantized, in its own dtype into dst (elements x the
  * dtype's size bytes). -ENOENT for a tensor a partial restore left out. */
 RCKPT_API int rckpt_restored_read(const rckpt_restored_t *r, unsigned i, void *dst, size_t cap);
+/* Writes elements [first, first + count) of tensor i, dequantized, in its
+ * own dtype to dst (count x the dtype's size bytes): partial recovery into
+ * the caller's live tensor (dst = its data + first elements) leaves every
+ * other element as it was. -ERANGE past the tensor; -ENOENT when a chunk
+ * holding the range was not restored. */
+RCKPT_API int rckpt_restored_read_range(const rckpt_restored_t *r, unsigned i, uint64_t first,
+					uint64_t count, void *dst);
+/* The index of tensor `name` in r, or -ENOENT. */
+RCKPT_API int rckpt_restored_find(const rckpt_restored_t *r, const char *name);
 /* The step's attachment: *data (valid as long as r) and *len; -ENOENT
  * when the step was saved without one. */
 RCKPT_API int rckpt_restored_attachment(const rckpt_restored_t *r, const void **data, size_t *len);

@@ -57,6 +57,13 @@ struct rckpt_ckenc {
 	uint8_t *iblk;       /* BLK levels */
 	uint16_t *pblk;      /* BLK protected values */
 	rckpt_qerr_t qerr;   /* judge's sums */
+	/* partial steps (opts.partial_block) */
+	float **saved;          /* per tensor: its values as last saved (fp32);
+				   NULL for a lossless tensor */
+	rckpt_qparams_t *lastq; /* per tensor: the last full step's parameters */
+	rckpt_qconfig_t lastcfg;
+	double lastquality;
+	uint64_t rr_cursor;     /* ROUND_ROBIN: the next block */
 };
 
 /* Tensors go through the encoder in blocks of this many elements (a
@@ -131,6 +138,17 @@ static void free_names(rckpt_ckenc_t *e)
 	e->ntensors = 0;
 }
 
+static void free_saved(rckpt_ckenc_t *e)
+{
+	unsigned i;
+	for (i = 0; e->saved && i < e->ntensors; i++)
+		free(e->saved[i]);
+	free(e->saved);
+	free(e->lastq);
+	e->saved = NULL;
+	e->lastq = NULL;
+}
+
 static void free_prev_samples(rckpt_ckenc_t *e)
 {
 	unsigned i;
@@ -168,6 +186,7 @@ void rckpt_ckenc_destroy(rckpt_ckenc_t *e)
 	free_prev_samples(e);
 	rckpt_istream_scratch_free(&e->is_scratch);
 	rckpt_record_free(&e->prev);
+	free_saved(e);
 	free_names(e);
 	free(e->wblk);
 	free(e->iblk);
@@ -639,7 +658,7 @@ static int build_layout(rckpt_ckenc_t *e, const rckpt_st_t *params)
  * stride) also go to summary[position / stride]. */
 static int quantize_piece(rckpt_ckenc_t *e, rckpt_seg_t *seg, const rckpt_st_tensor_t *t,
 			  const float *grads, const rckpt_qparams_t *q, uint64_t first, uint64_t n,
-			  uint64_t stride, uint8_t *summary)
+			  uint64_t stride, uint8_t *summary, float *snap)
 {
 	uint64_t k, cap = 0, u;
 
@@ -663,6 +682,18 @@ static int quantize_piece(rckpt_ckenc_t *e, rckpt_seg_t *seg, const rckpt_st_ten
 		seg->nprot = np;
 		if ((pr = realloc(seg->prot, 2 * (np ? np : 1))) != NULL)
 			seg->prot = pr;
+		if (snap) { /* the values as saved, for partial steps */
+			const size_t dsz = rckpt_dtype_size(t->dtype);
+			for (k = 0; k < n && rc == 0; k += BLK) {
+				const size_t m = n - k < BLK ? (size_t)(n - k) : BLK;
+				rc = rckpt_gpuenc_read(e->o.gpu, e->wblk, (const uint8_t *)t->data + (first + k) * dsz,
+						       m * dsz); /* wblk holds BLK fp32 */
+				if (rc == 0)
+					rckpt_widen_to_f32(snap + k, e->wblk, t->dtype, m);
+			}
+			if (rc)
+				return rc;
+		}
 		n = 0; /* done: skip the CPU's blocks */
 	}
 	for (k = 0; k < n; k += BLK) {
@@ -670,6 +701,8 @@ static int quantize_piece(rckpt_ckenc_t *e, rckpt_seg_t *seg, const rckpt_st_ten
 		const float *w = values(e, t, first + k, m);
 		size_t np;
 		rckpt_quantize(seg->idx + k, e->pblk, &np, w, grads ? grads + first + k : NULL, m, q);
+		if (snap)
+			memcpy(snap + k, w, 4 * m);
 		if (seg->nprot + np > cap) {
 			uint64_t nc = (seg->nprot + np) * 2;
 			uint16_t *pr = realloc(seg->prot, 2 * (size_t)nc);
@@ -684,6 +717,97 @@ static int quantize_piece(rckpt_ckenc_t *e, rckpt_seg_t *seg, const rckpt_st_ten
 	for (u = (first + stride - 1) / stride * stride; u < first + seg->n; u += stride)
 		summary[u / stride] = seg->idx[u - first];
 	return 0;
+}
+
+/* Piece [first, first + n) of tensor t, kept whole in seg. */
+static int lossless_piece(rckpt_ckenc_t *e, rckpt_seg_t *seg, const rckpt_st_tensor_t *t,
+			  uint64_t first, uint64_t n)
+{
+	const size_t dsz = rckpt_dtype_size(t->dtype);
+	const uint8_t *src = (const uint8_t *)t->data + first * dsz;
+	uint8_t *h = NULL;
+	int rc = 0;
+	if (e->o.gpu) { /* the bytes may be in device memory */
+		h = malloc(n ? (size_t)n * dsz : 1);
+		rc = h ? rckpt_gpuenc_read(e->o.gpu, h, src, (size_t)n * dsz) : -ENOMEM;
+		src = h;
+	}
+	if (rc == 0)
+		rc = rckpt_codec_lossless_segment(seg, src, t->dtype, n);
+	free(h);
+	seg->first = first;
+	return rc;
+}
+
+/* A step's manifest, tensors filled in (names borrowed from params; the
+ * encodings are the caller's), segments and chunks to come. */
+static int mf_begin(const rckpt_ckenc_t *e, rckpt_manifest_t *mf, const rckpt_st_t *params,
+		    uint64_t step, uint64_t parent)
+{
+	unsigned i;
+	memset(mf, 0, sizeof(*mf));
+	mf->t = calloc(params->ntensors ? params->ntensors : 1, sizeof(*mf->t));
+	mf->chunk = calloc(e->nchunks ? e->nchunks : 1, sizeof(*mf->chunk));
+	if (!mf->t || !mf->chunk)
+		return -ENOMEM;
+	mf->step = step;
+	mf->parent = parent;
+	mf->chunk_params = e->o.chunk_params;
+	mf->ntensors = params->ntensors;
+	mf->nchunks = e->nchunks;
+	for (i = 0; i < params->ntensors; i++) {
+		const rckpt_st_tensor_t *t = &params->t[i];
+		mf->t[i].name = (char *)t->name; /* borrowed; mf_free leaves it */
+		mf->t[i].dtype = (uint8_t)t->dtype;
+		mf->t[i].kind = (uint8_t)rckpt_layer_kind(t->name, t->ndim, t->shape);
+		mf->t[i].ndim = t->ndim;
+		memcpy(mf->t[i].shape, t->shape, sizeof(t->shape));
+	}
+	return 0;
+}
+
+/* Segment k of chunk c, n elements, belongs to tensor t. */
+static int mf_add_seg(rckpt_manifest_t *mf, uint32_t t, uint32_t c, uint32_t k, uint64_t n)
+{
+	rckpt_mf_tensor_t *mt = &mf->t[t];
+	rckpt_mf_seg_t *ms = realloc(mt->seg, sizeof(*ms) * (mt->nseg + 1));
+	if (ms == NULL)
+		return -ENOMEM;
+	mt->seg = ms;
+	ms[mt->nseg++] = (rckpt_mf_seg_t){ c, k, n };
+	mf->chunk[c].elements += (uint32_t)n;
+	return 0;
+}
+
+/* The configuration and statistics, then the bytes. */
+static int mf_end(rckpt_manifest_t *mf, rckpt_buf_t *manifest, rckpt_ckenc_stats_t *st)
+{
+	unsigned k;
+	int rc;
+	mf->raw_bytes = st->raw_bytes;
+	mf->quality = st->quality;
+	mf->cfg.bins = (uint8_t)st->config.bins;
+	mf->cfg.emb_bins = (uint8_t)st->config.emb_bins;
+	mf->cfg.metric = (uint8_t)st->config.prune_metric;
+	mf->cfg.flags = (uint8_t)(st->config.protect_by_sensitivity ? 1 : 0);
+	for (k = 0; k < RCKPT_MF_KINDS; k++)
+		mf->cfg.prune[k] = st->config.prune_frac[k];
+	mf->cfg.protect = st->config.protect_frac;
+	mf->cfg.lambda = st->config.lambda;
+	rc = rckpt_manifest_encode(manifest, mf);
+	if (rc == 0)
+		st->enc_bytes = mf->enc_bytes + manifest->len;
+	return rc;
+}
+
+static void mf_free(rckpt_manifest_t *mf)
+{
+	uint32_t i;
+	for (i = 0; mf->t && i < mf->ntensors; i++)
+		free(mf->t[i].seg);
+	free(mf->t);
+	free(mf->chunk);
+	memset(mf, 0, sizeof(*mf));
 }
 
 /* Cuts the step into chunks, a record each (base, or delta against the
@@ -701,27 +825,10 @@ static int emit(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rckpt_buf_t *m
 	uint32_t c, i, k;
 	int rc = 0;
 
-	memset(&mf, 0, sizeof(mf));
-	mf.t = calloc(params->ntensors ? params->ntensors : 1, sizeof(*mf.t));
-	mf.chunk = calloc(e->nchunks ? e->nchunks : 1, sizeof(*mf.chunk));
-	if (!mf.t || !mf.chunk) {
-		rc = -ENOMEM;
+	if ((rc = mf_begin(e, &mf, params, step, st->is_base ? RCKPT_NO_PARENT : e->prev.step)))
 		goto done;
-	}
-	mf.step = step;
-	mf.parent = st->is_base ? RCKPT_NO_PARENT : e->prev.step;
-	mf.chunk_params = e->o.chunk_params;
-	mf.ntensors = params->ntensors;
-	mf.nchunks = e->nchunks;
-	for (i = 0; i < params->ntensors; i++) {
-		const rckpt_st_tensor_t *t = &params->t[i];
-		mf.t[i].name = (char *)t->name; /* borrowed; not freed below */
-		mf.t[i].dtype = (uint8_t)t->dtype;
-		mf.t[i].kind = (uint8_t)rckpt_layer_kind(t->name, t->ndim, t->shape);
+	for (i = 0; i < params->ntensors; i++)
 		mf.t[i].encoding = tq[i] ? RCKPT_SEG_QUANTIZED : RCKPT_SEG_LOSSLESS;
-		mf.t[i].ndim = t->ndim;
-		memcpy(mf.t[i].shape, t->shape, sizeof(t->shape));
-	}
 	if (sink->begin && (rc = sink->begin(sink->arg, e->nchunks)))
 		goto done;
 	for (c = 0; c < e->nchunks && rc == 0; c++) {
@@ -737,35 +844,19 @@ static int emit(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rckpt_buf_t *m
 		for (k = 0; k < r.nseg && rc == 0; k++) {
 			const struct piece *pc = &e->pieces[c][k];
 			const rckpt_st_tensor_t *t = &params->t[pc->tensor];
-			rckpt_mf_tensor_t *mt = &mf.t[pc->tensor];
-			rckpt_mf_seg_t *ms = realloc(mt->seg, sizeof(*ms) * (mt->nseg + 1));
-			if (ms == NULL) {
-				rc = -ENOMEM;
+			if ((rc = mf_add_seg(&mf, pc->tensor, c, k, pc->n)))
 				break;
-			}
-			mt->seg = ms;
-			ms[mt->nseg++] = (rckpt_mf_seg_t){ c, k, pc->n };
 			if (tq[pc->tensor]) {
 				const rckpt_st_tensor_t *g = grads ? rckpt_st_find(grads, t->name) : NULL;
 				rc = quantize_piece(e, &r.seg[k], t, g ? (const float *)g->data : NULL,
 						    tq[pc->tensor], pc->first, pc->n, stride[pc->tensor],
-						    sum->seg[pc->tensor].idx);
+						    sum->seg[pc->tensor].idx,
+						    e->saved && e->saved[pc->tensor] ? e->saved[pc->tensor] + pc->first
+										      : NULL);
 			} else {
-				size_t dsz = rckpt_dtype_size(t->dtype);
-				const uint8_t *src = (const uint8_t *)t->data + pc->first * dsz;
-				uint8_t *h = NULL;
-				if (e->o.gpu) { /* the bytes may be in device memory */
-					h = malloc(pc->n ? (size_t)pc->n * dsz : 1);
-					rc = h ? rckpt_gpuenc_read(e->o.gpu, h, src, (size_t)pc->n * dsz) : -ENOMEM;
-					src = h;
-				}
-				if (rc == 0)
-					rc = rckpt_codec_lossless_segment(&r.seg[k], src, t->dtype, pc->n);
-				free(h);
-				r.seg[k].first = pc->first;
+				rc = lossless_piece(e, &r.seg[k], t, pc->first, pc->n);
 			}
 			r.seg[k].tensor = pc->tensor;
-			mf.chunk[c].elements += (uint32_t)pc->n;
 		}
 		mf.chunk[c].nseg = r.nseg;
 		if (rc == 0)
@@ -783,24 +874,9 @@ static int emit(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rckpt_buf_t *m
 	}
 	if (rc)
 		goto done;
-	mf.raw_bytes = st->raw_bytes;
-	mf.quality = st->quality;
-	mf.cfg.bins = (uint8_t)st->config.bins;
-	mf.cfg.emb_bins = (uint8_t)st->config.emb_bins;
-	mf.cfg.metric = (uint8_t)st->config.prune_metric;
-	mf.cfg.flags = (uint8_t)(st->config.protect_by_sensitivity ? 1 : 0);
-	for (k = 0; k < RCKPT_MF_KINDS; k++)
-		mf.cfg.prune[k] = st->config.prune_frac[k];
-	mf.cfg.protect = st->config.protect_frac;
-	mf.cfg.lambda = st->config.lambda;
-	rc = rckpt_manifest_encode(manifest, &mf);
-	if (rc == 0)
-		st->enc_bytes = mf.enc_bytes + manifest->len;
+	rc = mf_end(&mf, manifest, st);
 done:
-	for (i = 0; mf.t && i < params->ntensors; i++)
-		free(mf.t[i].seg);
-	free(mf.t);
-	free(mf.chunk);
+	mf_free(&mf);
 	return rc;
 }
 
@@ -1022,6 +1098,18 @@ int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rc
 		tq[which[i]] = &qp[i];
 	if (e->steps == 0 && (rc = build_layout(e, params)))
 		goto out;
+	if (o->partial_block && e->saved == NULL) {
+		e->saved = calloc(params->ntensors ? params->ntensors : 1, sizeof(*e->saved));
+		e->lastq = calloc(params->ntensors ? params->ntensors : 1, sizeof(*e->lastq));
+		for (i = 0; e->saved && e->lastq && i < params->ntensors; i++)
+			if (tq[i] && (e->saved[i] = malloc(params->t[i].n ? 4 * (size_t)params->t[i].n : 4)) == NULL)
+				break;
+		if (!e->saved || !e->lastq || i < params->ntensors) {
+			free_saved(e);
+			rc = -ENOMEM;
+			goto out;
+		}
+	}
 	if ((rc = summary_init(&sum, params, tq, stride, step)))
 		goto out;
 	st->is_base = e->steps == 0 || e->force_base || (o->base_every && e->steps % o->base_every == 0);
@@ -1033,6 +1121,13 @@ int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rc
 		goto out;
 	e->force_base = 0;
 	st->t_encode = now_s() - t0;
+	if (e->lastq) {
+		for (i = 0; i < params->ntensors; i++)
+			if (tq[i])
+				e->lastq[i] = *tq[i];
+		e->lastcfg = st->config;
+		e->lastquality = st->quality;
+	}
 	rckpt_record_free(&e->prev);
 	e->prev = sum;
 	memset(&sum, 0, sizeof(sum));
@@ -1108,6 +1203,385 @@ void rckpt_ckenc_restart(rckpt_ckenc_t *e)
 	e->force_base = 1;
 }
 
+/* ---- partial steps ---- */
+
+int rckpt_ckenc_partial_ready(const rckpt_ckenc_t *e)
+{
+	return e->o.partial_block && e->steps > 0 && !e->force_base && e->saved != NULL;
+}
+
+static uint64_t splitmix64(uint64_t *x)
+{
+	uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+typedef struct blkref {
+	double d;
+	uint64_t i;
+} blkref_t;
+
+static int by_distance(const void *a, const void *b)
+{
+	const blkref_t *x = a, *y = b;
+	if (x->d != y->d)
+		return x->d > y->d ? -1 : 1;
+	return x->i < y->i ? -1 : x->i > y->i;
+}
+
+/* A deep copy of a decoded record. */
+static int record_copy(rckpt_record_t *dst, const rckpt_record_t *src)
+{
+	uint32_t i;
+	*dst = *src;
+	dst->seg = calloc(src->nseg ? src->nseg : 1, sizeof(*dst->seg));
+	if (dst->seg == NULL)
+		return -ENOMEM;
+	for (i = 0; i < src->nseg; i++) {
+		const rckpt_seg_t *a = &src->seg[i];
+		rckpt_seg_t *b = &dst->seg[i];
+		*b = *a;
+		b->idx = NULL;
+		b->prot = NULL;
+		b->raw = NULL;
+		if (a->encoding == RCKPT_SEG_LOSSLESS)
+			continue; /* replaced whole by the caller */
+		b->idx = malloc(a->n ? (size_t)a->n : 1);
+		b->prot = malloc(a->nprot ? 2 * (size_t)a->nprot : 2);
+		if (!b->idx || !b->prot) {
+			rckpt_record_free(dst);
+			return -ENOMEM;
+		}
+		if (a->n)
+			memcpy(b->idx, a->idx, (size_t)a->n);
+		if (a->nprot)
+			memcpy(b->prot, a->prot, 2 * (size_t)a->nprot);
+	}
+	return 0;
+}
+
+/* The quantized blocks of a piece of n elements. */
+static uint64_t piece_blocks(uint64_t n, uint32_t block)
+{
+	return n / block + (n % block != 0);
+}
+
+/* Protected values of seg after its blocks sel[] were requantized: the old
+ * ones (of ps, the levels before) outside, nw[] (in order) inside. */
+static int merge_prot(rckpt_seg_t *seg, const rckpt_seg_t *ps, uint32_t block, const uint32_t *sel,
+		      uint32_t nsel, const uint16_t *nw, uint64_t nnw)
+{
+	const uint8_t P = (uint8_t)(seg->nbins + 1);
+	uint64_t pos = 0, pp = 0, total = 0, i, lo, hi, c;
+	uint16_t *out;
+	uint32_t b;
+
+	for (i = 0; i < seg->n; i++)
+		total += seg->idx[i] == P;
+	out = malloc(total ? 2 * (size_t)total : 2);
+	if (out == NULL)
+		return -ENOMEM;
+	seg->nprot = 0;
+	for (b = 0; b <= nsel; b++) {
+		lo = b < nsel ? (uint64_t)sel[b] * block : seg->n;
+		hi = b < nsel ? (seg->n - lo > block ? lo + block : seg->n) : seg->n;
+		for (i = pos; i < lo; i++)
+			if (ps->idx[i] == P)
+				out[seg->nprot++] = ps->prot[pp++];
+		for (i = lo; i < hi; i++)
+			pp += ps->idx[i] == P;
+		pos = hi;
+	}
+	/* insert the blocks' new values at their places: a second walk */
+	{
+		uint16_t *merged = malloc(total ? 2 * (size_t)total : 2);
+		uint64_t o = 0, n = 0, q = 0;
+		if (merged == NULL) {
+			free(out);
+			return -ENOMEM;
+		}
+		pos = 0;
+		for (b = 0; b <= nsel; b++) {
+			lo = b < nsel ? (uint64_t)sel[b] * block : seg->n;
+			hi = b < nsel ? (seg->n - lo > block ? lo + block : seg->n) : seg->n;
+			for (c = 0, i = pos; i < lo; i++)
+				c += seg->idx[i] == P;
+			memcpy(merged + n, out + o, 2 * (size_t)c);
+			n += c;
+			o += c;
+			for (c = 0, i = lo; i < hi; i++)
+				c += seg->idx[i] == P;
+			if (q + c > nnw) {
+				free(out);
+				free(merged);
+				return -EINVAL;
+			}
+			memcpy(merged + n, nw + q, 2 * (size_t)c);
+			n += c;
+			q += c;
+			pos = hi;
+		}
+		free(out);
+		free(seg->prot);
+		seg->prot = merged;
+		seg->nprot = n;
+		return n == total && q == nnw ? 0 : -EINVAL;
+	}
+}
+
+int rckpt_ckenc_step_partial(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink,
+			     rckpt_buf_t *manifest, rckpt_ckenc_stats_t *st,
+			     const rckpt_st_t *params, const rckpt_st_t *grads, uint64_t step,
+			     const rckpt_ckenc_partial_t *p, char *msg, size_t msglen)
+{
+	const uint32_t block = e->o.partial_block;
+	const uint64_t run = block <= BLK ? BLK / block * block : 0;
+	rckpt_manifest_t mf;
+	rckpt_buf_t enc = RCKPT_BUF_INIT;
+	uint64_t **boff = NULL, nb = 0, want, b, u;
+	double *dist = NULL;
+	uint8_t *chosen = NULL;
+	uint16_t *nw = NULL;
+	uint32_t c, k;
+	unsigned i;
+	int rc = 0;
+	double t0 = now_s();
+
+	memset(st, 0, sizeof(*st));
+	memset(&mf, 0, sizeof(mf));
+	st->step = step;
+	if (!rckpt_ckenc_partial_ready(e) || run == 0) {
+		snprintf(msg, msglen, "a partial step needs a full one before it%s",
+			 e->o.partial_block ? "" : " and the job's partial_block");
+		return -EINVAL;
+	}
+	if (!(p->fraction > 0 && p->fraction <= 1) || p->select > RCKPT_CKENC_RANDOM) {
+		snprintf(msg, msglen, "fraction must be in (0, 1] and select known");
+		return -EINVAL;
+	}
+	if (e->o.gpu) {
+		snprintf(msg, msglen, "partial steps run on the CPU");
+		return -EINVAL;
+	}
+	if ((rc = check_layout(e, params, msg, msglen)))
+		return rc;
+	for (i = 0; i < params->ntensors; i++)
+		if (grads && rckpt_st_find(grads, params->t[i].name) != NULL) {
+			const rckpt_st_tensor_t *g = rckpt_st_find(grads, params->t[i].name);
+			if (g->dtype != RCKPT_DT_F32 || g->n != params->t[i].n || ((uintptr_t)g->data & 3)) {
+				snprintf(msg, msglen, "gradients of '%s' are not aligned fp32 of its shape",
+					 params->t[i].name);
+				return -EINVAL;
+			}
+		}
+	/* Number the blocks in layout order and measure how far each moved. */
+	boff = calloc(e->nchunks ? e->nchunks : 1, sizeof(*boff));
+	if (boff == NULL)
+		return -ENOMEM;
+	for (c = 0; c < e->nchunks && rc == 0; c++) {
+		boff[c] = calloc(e->npieces[c] ? e->npieces[c] : 1, sizeof(**boff));
+		if (boff[c] == NULL) {
+			rc = -ENOMEM;
+			break;
+		}
+		for (k = 0; k < e->npieces[c]; k++) {
+			boff[c][k] = nb;
+			if (e->saved[e->pieces[c][k].tensor])
+				nb += piece_blocks(e->pieces[c][k].n, block);
+		}
+	}
+	if (rc == 0) {
+		dist = malloc(nb ? 8 * (size_t)nb : 8);
+		chosen = calloc(nb ? (size_t)nb : 1, 1);
+		nw = malloc(2 * (size_t)(block > BLK ? block : BLK));
+		if (!dist || !chosen || !nw)
+			rc = -ENOMEM;
+	}
+	for (i = 0; i < params->ntensors; i++)
+		st->raw_bytes += (size_t)params->t[i].n * 4;
+	for (c = 0; c < e->nchunks && rc == 0; c++)
+		for (k = 0; k < e->npieces[c] && rc == 0; k++) {
+			const struct piece *pc = &e->pieces[c][k];
+			const rckpt_st_tensor_t *t = &params->t[pc->tensor];
+			const float *sv = e->saved[pc->tensor];
+			if (sv == NULL)
+				continue;
+			for (u = 0; u < pc->n && rc == 0; u += run) {
+				const size_t m = pc->n - u < run ? (size_t)(pc->n - u) : (size_t)run;
+				const float *w = values(e, t, pc->first + u, m);
+				size_t j;
+				for (j = 0; j < m; j++)
+					if (!isfinite(w[j])) {
+						snprintf(msg, msglen, "tensor '%s' holds NaN or Inf at element %llu",
+							 t->name, (unsigned long long)(pc->first + u + j));
+						rc = -EDOM;
+						break;
+					}
+				rckpt_block_dist(dist + boff[c][k] + u / block, w, sv + pc->first + u, m, block);
+			}
+		}
+	if (rc)
+		goto out;
+	/* Choose. */
+	want = nb ? (uint64_t)ceil(p->fraction * (double)nb - 1e-9) : 0;
+	if (nb && want < 1)
+		want = 1;
+	if (want > nb)
+		want = nb;
+	if (p->select == RCKPT_CKENC_PRIORITY) {
+		blkref_t *r = malloc(nb ? sizeof(*r) * (size_t)nb : sizeof(*r));
+		if (r == NULL) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		for (b = 0; b < nb; b++)
+			r[b] = (blkref_t){ dist[b], b };
+		qsort(r, (size_t)nb, sizeof(*r), by_distance);
+		for (b = 0; b < want; b++)
+			chosen[r[b].i] = 1;
+		free(r);
+	} else if (p->select == RCKPT_CKENC_ROUND_ROBIN) {
+		for (b = 0; b < want; b++)
+			chosen[(e->rr_cursor + b) % nb] = 1;
+	} else {
+		uint64_t *perm = malloc(nb ? 8 * (size_t)nb : 8), x = p->seed ^ (step * 0x9e3779b97f4a7c15ull);
+		if (perm == NULL) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		for (b = 0; b < nb; b++)
+			perm[b] = b;
+		for (b = 0; b < want; b++) { /* a partial Fisher-Yates */
+			uint64_t j = b + splitmix64(&x) % (nb - b), tmp = perm[b];
+			perm[b] = perm[j];
+			perm[j] = tmp;
+			chosen[perm[b]] = 1;
+		}
+		free(perm);
+	}
+	st->blocks = nb;
+	st->blocks_saved = want;
+	st->config = e->lastcfg;
+	st->quality = e->lastquality;
+	st->accepted = 1;
+	st->t_search = now_s() - t0;
+
+	/* One sparse record per chunk. */
+	t0 = now_s();
+	if ((rc = mf_begin(e, &mf, params, step, e->prev.step)))
+		goto out;
+	for (i = 0; i < params->ntensors; i++)
+		mf.t[i].encoding = e->saved[i] ? RCKPT_SEG_QUANTIZED : RCKPT_SEG_LOSSLESS;
+	if (sink->begin && (rc = sink->begin(sink->arg, e->nchunks)))
+		goto out;
+	e->force_base = 1; /* until every chunk's parent is replaced */
+	for (c = 0; c < e->nchunks && rc == 0; c++) {
+		const rckpt_record_t *prev = &e->prev_chunks[c];
+		rckpt_sparse_sel_t *sel = calloc(e->npieces[c] ? e->npieces[c] : 1, sizeof(*sel));
+		uint32_t **bl = calloc(e->npieces[c] ? e->npieces[c] : 1, sizeof(*bl));
+		rckpt_record_t r;
+		memset(&r, 0, sizeof(r));
+		if (!sel || !bl || prev->nseg != e->npieces[c])
+			rc = sel && bl ? -EINVAL : -ENOMEM;
+		if (rc == 0)
+			rc = record_copy(&r, prev);
+		r.kind = RCKPT_REC_SPARSE;
+		r.step = step;
+		r.parent = prev->step;
+		for (k = 0; k < e->npieces[c] && rc == 0; k++) {
+			const struct piece *pc = &e->pieces[c][k];
+			const rckpt_st_tensor_t *t = &params->t[pc->tensor];
+			const rckpt_st_tensor_t *g = grads ? rckpt_st_find(grads, t->name) : NULL;
+			float *sv = e->saved[pc->tensor];
+			rckpt_seg_t *seg = &r.seg[k];
+			uint64_t npb, nnw = 0, cap = 0;
+			uint16_t *acc = NULL;
+			if ((rc = mf_add_seg(&mf, pc->tensor, c, k, pc->n)))
+				break;
+			if (sv == NULL) {
+				rc = lossless_piece(e, seg, t, pc->first, pc->n);
+				seg->tensor = pc->tensor;
+				continue;
+			}
+			npb = piece_blocks(pc->n, block);
+			bl[k] = malloc(npb ? 4 * (size_t)npb : 4);
+			if (bl[k] == NULL) {
+				rc = -ENOMEM;
+				break;
+			}
+			sel[k].blocks = bl[k];
+			for (b = 0; b < npb && rc == 0; b++) {
+				const uint64_t lo = b * block, len = pc->n - lo > block ? block : pc->n - lo;
+				const float *w;
+				size_t np;
+				if (!chosen[boff[c][k] + b])
+					continue;
+				w = values(e, t, pc->first + lo, (size_t)len);
+				rckpt_quantize(seg->idx + lo, nw, &np, w,
+					       g ? (const float *)g->data + pc->first + lo : NULL, (size_t)len,
+					       &e->lastq[pc->tensor]);
+				memcpy(sv + pc->first + lo, w, 4 * (size_t)len);
+				if (nnw + np > cap) {
+					uint64_t nc = (nnw + np) * 2;
+					uint16_t *a = realloc(acc, 2 * (size_t)nc);
+					if (a == NULL) {
+						rc = -ENOMEM;
+						break;
+					}
+					acc = a;
+					cap = nc;
+				}
+				memcpy(acc + nnw, nw, 2 * np);
+				nnw += np;
+				bl[k][sel[k].nblocks++] = (uint32_t)b;
+			}
+			if (rc == 0)
+				rc = merge_prot(seg, &prev->seg[k], block, bl[k], sel[k].nblocks, acc, nnw);
+			free(acc);
+		}
+		mf.chunk[c].nseg = e->npieces[c];
+		if (rc == 0)
+			rc = rckpt_record_encode_sparse(&enc, &r, prev, block, sel, &e->o.is);
+		if (rc == 0)
+			rc = rckpt_record_digest(mf.chunk[c].sha256, &r);
+		mf.chunk[c].record_bytes = enc.len;
+		mf.enc_bytes += enc.len;
+		if (rc == 0)
+			rc = sink->record(sink->arg, c, &enc);
+		rckpt_buf_free(&enc);
+		for (k = 0; bl && k < e->npieces[c]; k++)
+			free(bl[k]);
+		free(bl);
+		free(sel);
+		if (rc == 0) {
+			rckpt_record_free(&e->prev_chunks[c]);
+			e->prev_chunks[c] = r;
+		} else {
+			rckpt_record_free(&r);
+		}
+	}
+	if (rc)
+		goto out;
+	if ((rc = mf_end(&mf, manifest, st)))
+		goto out;
+	e->force_base = 0;
+	e->prev.step = step; /* the next step's parent */
+	if (p->select == RCKPT_CKENC_ROUND_ROBIN && nb)
+		e->rr_cursor = (e->rr_cursor + want) % nb;
+	st->t_encode = now_s() - t0;
+out:
+	mf_free(&mf);
+	for (c = 0; boff && c < e->nchunks; c++)
+		free(boff[c]);
+	free(boff);
+	free(dist);
+	free(chosen);
+	free(nw);
+	return rc;
+}
+
 /* ---- decoding steps ---- */
 
 void rckpt_ckdec_free(rckpt_ckdec_t *d)
@@ -1176,17 +1650,38 @@ int rckpt_ckdec_step(rckpt_ckdec_t *d, const uint8_t *manifest, size_t mlen,
 
 int rckpt_ckdec_tensor_f32(const rckpt_ckdec_t *d, uint32_t t, float *out)
 {
+	uint64_t numel = 1;
+	unsigned k;
+	if (t >= d->mf.ntensors)
+		return -EINVAL;
+	for (k = 0; k < d->mf.t[t].ndim; k++)
+		numel *= d->mf.t[t].shape[k];
+	return rckpt_ckdec_range_f32(d, t, 0, numel, out);
+}
+
+int rckpt_ckdec_range_f32(const rckpt_ckdec_t *d, uint32_t t, uint64_t first, uint64_t count,
+			  float *out)
+{
 	const rckpt_mf_tensor_t *mt;
-	uint64_t off = 0;
+	uint64_t off = 0, numel = 1;
 	uint32_t k;
-	int rc;
+	unsigned dd;
 
 	if (t >= d->mf.ntensors)
 		return -EINVAL;
 	mt = &d->mf.t[t];
-	for (k = 0; k < mt->nseg; k++) {
+	for (dd = 0; dd < mt->ndim; dd++)
+		numel *= mt->shape[dd];
+	if (first > numel || count > numel - first)
+		return -ERANGE;
+	for (k = 0; k < mt->nseg && count > 0; k++) {
 		const rckpt_mf_seg_t *ms = &mt->seg[k];
 		const rckpt_seg_t *s;
+		uint64_t a, b;
+		if (off + ms->n <= first) {
+			off += ms->n;
+			continue;
+		}
 		if (ms->chunk >= d->mf.nchunks)
 			return -EBADMSG;
 		if (d->chunk[ms->chunk].seg == NULL && d->mf.chunk[ms->chunk].nseg > 0)
@@ -1196,9 +1691,32 @@ int rckpt_ckdec_tensor_f32(const rckpt_ckdec_t *d, uint32_t t, float *out)
 		s = &d->chunk[ms->chunk].seg[ms->index];
 		if (s->tensor != t || s->first != off || s->n != ms->n)
 			return -EBADMSG;
-		if ((rc = rckpt_codec_decode_f32(out + off, s)))
-			return rc;
-		off += s->n;
+		a = first - off; /* within the segment */
+		b = s->n - a < count ? s->n : a + count;
+		if (s->encoding == RCKPT_SEG_LOSSLESS) {
+			rckpt_widen_to_f32(out, s->raw + a * rckpt_dtype_size(s->dtype), s->dtype, b - a);
+		} else {
+			rckpt_qparams_t q;
+			const uint8_t P = (uint8_t)(s->nbins + 1);
+			uint64_t pk = 0, np = 0, i;
+			int rc;
+			for (i = 0; i < a; i++)
+				pk += s->idx[i] == P;
+			for (i = a; i < b; i++)
+				np += s->idx[i] == P;
+			if (pk + np > s->nprot)
+				return -EBADMSG;
+			memset(&q, 0, sizeof(q));
+			q.nbins = s->nbins;
+			memcpy(q.centroids, s->centroids, sizeof(float) * s->nbins);
+			if ((rc = rckpt_dequantize(out, s->idx + a, (size_t)(b - a), &q, s->prot + pk,
+						   (size_t)np)))
+				return rc;
+		}
+		out += b - a;
+		count -= b - a;
+		first += b - a;
+		off += ms->n;
 	}
-	return 0;
+	return count == 0 ? 0 : -EBADMSG;
 }

@@ -76,6 +76,11 @@ typedef struct rckpt_ckenc_opts {
 				      quality_eps the encoder relaxes one axis */
 	void *quality_arg;
 	double quality_eps;
+	uint32_t partial_block;    /* nonzero: partial steps may follow, over
+				      blocks of this many elements of each
+				      quantized segment; the encoder then keeps
+				      every quantized value as last saved (fp32,
+				      4 bytes per parameter) to rank blocks */
 	struct rckpt_gpuenc *gpu;  /* the passes over the values run on this GPU
 				      (rckpt_gpuenc.h); NULL: on the CPU. The
 				      records are the same bytes either way.
@@ -103,6 +108,8 @@ typedef struct rckpt_ckenc_stats {
 	int is_base;
 	rckpt_qconfig_t config;
 	unsigned configs_tried;
+	uint64_t blocks;       /* a partial step: quantized blocks in the model */
+	uint64_t blocks_saved; /* ... and those it stored */
 	double t_prepare, t_search, t_quantize, t_encode; /* seconds */
 } rckpt_ckenc_stats_t;
 
@@ -143,6 +150,39 @@ int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rc
 			    rckpt_ckenc_stats_t *st, const rckpt_st_t *params, const rckpt_st_t *grads,
 			    uint64_t step, char *msg, size_t msglen);
 
+/* Prioritized partial checkpoints (SCAR). A partial step stores, in a
+ * sparse partial record per chunk (checkpoint.md), the fraction of the
+ * quantized blocks that `select` picks, quantized with the codebooks and
+ * thresholds of the last full step; every other value stays as last saved,
+ * and lossless tensors go in whole. PRIORITY picks the blocks whose values
+ * moved most since they were last saved (L2 distance, rckpt_block_dist),
+ * ties to the lower block; ROUND_ROBIN the next blocks after the last
+ * partial step's, in layout order; RANDOM a uniform draw seeded by (seed,
+ * step). */
+enum rckpt_ckenc_select {
+	RCKPT_CKENC_PRIORITY = 0,
+	RCKPT_CKENC_ROUND_ROBIN = 1,
+	RCKPT_CKENC_RANDOM = 2,
+};
+
+typedef struct rckpt_ckenc_partial {
+	double fraction; /* of the blocks, (0, 1]; at least one block is stored */
+	unsigned select; /* enum rckpt_ckenc_select */
+	uint64_t seed;
+} rckpt_ckenc_partial_t;
+
+/* Whether a partial step can follow: opts.partial_block is set and a full
+ * step succeeded since the encoder began or restarted. */
+int rckpt_ckenc_partial_ready(const rckpt_ckenc_t *e);
+
+/* A partial step, streamed like rckpt_ckenc_step_stream (grads: optional,
+ * for the sensitivity thresholds). -EINVAL (not ready, bad p, tensors
+ * differ), -EDOM (NaN/Inf), -ENOMEM. The same failure rules. */
+int rckpt_ckenc_step_partial(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink,
+			     rckpt_buf_t *manifest, rckpt_ckenc_stats_t *st,
+			     const rckpt_st_t *params, const rckpt_st_t *grads, uint64_t step,
+			     const rckpt_ckenc_partial_t *p, char *msg, size_t msglen);
+
 /* Where the next steps' passes over the values run: g, or the CPU (NULL).
  * With the CPU, every tensor must be in host memory. */
 void rckpt_ckenc_set_gpu(rckpt_ckenc_t *e, struct rckpt_gpuenc *g);
@@ -168,6 +208,12 @@ int rckpt_ckdec_step(rckpt_ckdec_t *d, const uint8_t *manifest, size_t mlen,
 
 /* Tensor t of the decoded step as fp32, into out[0..its elements). */
 int rckpt_ckdec_tensor_f32(const rckpt_ckdec_t *d, uint32_t t, float *out);
+
+/* Elements [first, first + count) of tensor t of the decoded step as fp32
+ * into out[0..count). -ERANGE past the tensor; -ENOENT when a chunk
+ * holding part of the range was not decoded. */
+int rckpt_ckdec_range_f32(const rckpt_ckdec_t *d, uint32_t t, uint64_t first, uint64_t count,
+			  float *out);
 
 void rckpt_ckdec_free(rckpt_ckdec_t *d);
 

@@ -163,7 +163,8 @@ int rckpt_job_open(rckpt_t *h, rckpt_job_t **out, const char *job, const rckpt_j
 	if (opts->version < 1 || opts->version > RCKPT_JOB_OPTS_VERSION || job == NULL ||
 	    !rckpt_valid_job_name(job) || opts->eps < 0 ||
 	    (opts->version >= 3 && opts->compute > RCKPT_COMPUTE_GPU) ||
-	    (opts->version >= 4 && !(opts->quality_eps >= 0)))
+	    (opts->version >= 4 && !(opts->quality_eps >= 0)) ||
+	    (opts->version >= 5 && opts->partial_block > 65536))
 		return rckpt_fail(h, -EINVAL, __func__, "bad job name or options");
 	j = calloc(1, sizeof(*j));
 	if (j == NULL)
@@ -173,6 +174,7 @@ int rckpt_job_open(rckpt_t *h, rckpt_job_t **out, const char *job, const rckpt_j
 	memcpy(&j->o, opts, opts->version == 1   ? offsetof(rckpt_job_opts_t, mem_budget)
 			    : opts->version == 2 ? offsetof(rckpt_job_opts_t, compute)
 			    : opts->version == 3 ? offsetof(rckpt_job_opts_t, quality)
+			    : opts->version == 4 ? offsetof(rckpt_job_opts_t, partial_block)
 						 : sizeof(j->o));
 	j->o.version = RCKPT_JOB_OPTS_VERSION;
 	if (j->o.compute == RCKPT_COMPUTE_AUTO) {
@@ -263,6 +265,7 @@ int rckpt_job_open(rckpt_t *h, rckpt_job_t **out, const char *job, const rckpt_j
 		eo.eps = j->o.eps;
 		eo.chunk_params = j->o.chunk_params;
 		eo.base_every = j->o.base_every;
+		eo.partial_block = j->o.partial_block;
 		if (j->o.quality) {
 			eo.quality = call_quality;
 			eo.quality_arg = j;
@@ -452,6 +455,7 @@ struct rckpt_save {
 	uint64_t held;         /* bytes of the appends started and not reaped */
 	int err;               /* the first append that failed */
 	double t0, t1;         /* start; encoded */
+	int partial;           /* a sparse partial step */
 	int finished;          /* committed or failed: rc, stats and errmsg hold */
 	int rc;
 	rckpt_save_stats_t stats;
@@ -619,13 +623,16 @@ int rckpt_job_attach(rckpt_job_t *j, const void *data, size_t len)
 	return 0;
 }
 
-int rckpt_job_save_async(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t, unsigned n,
-			 const rckpt_tensor_t *g, unsigned ng, rckpt_save_t **outp)
+/* A full save (p NULL) or a partial one. */
+static int save_start(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t, unsigned n,
+		      const rckpt_tensor_t *g, unsigned ng, const rckpt_partial_t *p,
+		      rckpt_save_t **outp, const char *fn)
 {
 	rckpt_t *h = j->h;
 	rckpt_st_t params, grads;
 	rckpt_save_t *s = NULL;
 	char msg[256] = "";
+	const char *dev_name = NULL;
 	int rc;
 
 	rckpt_clear_error(h);
@@ -633,16 +640,20 @@ int rckpt_job_save_async(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t,
 	memset(&params, 0, sizeof(params));
 	memset(&grads, 0, sizeof(grads));
 	if (!j->o.writer)
-		return rckpt_fail(h, -EPERM, __func__, "job %s was opened read-only", j->name);
+		return rckpt_fail(h, -EPERM, fn, "job %s was opened read-only", j->name);
+	if (p && j->o.partial_block == 0)
+		return rckpt_fail(h, -EINVAL, fn, "job %s was opened without partial_block", j->name);
+	if (p && (!(p->fraction > 0 && p->fraction <= 1) || p->select > RCKPT_SELECT_RANDOM))
+		return rckpt_fail(h, -EINVAL, fn, "a partial save's fraction is in (0, 1], its select one of the three");
 	if (j->pending) /* back-pressure: one save in flight per job; its own
 			   result waits in its handle */
 		save_finish(j->pending);
 	rckpt_clear_error(h);
 	if (step == RCKPT_STORE_NONE || (j->head != RCKPT_STORE_NONE && step <= j->head))
-		return rckpt_fail(h, -EINVAL, __func__, "step %" PRIu64 " is not after the head %" PRIu64,
+		return rckpt_fail(h, -EINVAL, fn, "step %" PRIu64 " is not after the head %" PRIu64,
 				  step, j->head);
 	if ((s = calloc(1, sizeof(*s))) == NULL)
-		return rckpt_fail(h, -ENOMEM, __func__, "out of memory");
+		return rckpt_fail(h, -ENOMEM, fn, "out of memory");
 	s->j = j;
 	s->h = h;
 	s->step = step;
@@ -650,23 +661,35 @@ int rckpt_job_save_async(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t,
 	s->attach = j->attach; /* it goes with this save, whatever happens */
 	memset(&j->attach, 0, sizeof(j->attach));
 	if ((rc = as_st(&params, t, n)) || (g && ng && (rc = as_st(&grads, g, ng)))) {
-		rc = rckpt_fail(h, rc, __func__, "bad tensors (names, dtypes, shapes)");
+		rc = rckpt_fail(h, rc, fn, "bad tensors (names, dtypes, shapes)");
+		goto fail;
+	}
+	if (p && rckpt_gpuenc_any_on_device(&params, g && ng ? &grads : NULL, &dev_name)) {
+		rc = rckpt_fail(h, -EINVAL, fn, "tensor '%s' is in GPU memory; partial saves read host memory",
+				dev_name);
 		goto fail;
 	}
 	if ((rc = pick_compute(j, &params, g && ng ? &grads : NULL, msg, sizeof(msg)))) {
-		rc = rckpt_fail(h, rc, __func__, "%s", msg);
+		rc = rckpt_fail(h, rc, fn, "%s", msg);
 		goto fail;
 	}
 	if ((rc = rckpt_take_lock(j, 1))) {
-		rc = rckpt_fail(h, rc, __func__, "lost the writer lock of job %s", j->name);
+		rc = rckpt_fail(h, rc, fn, "lost the writer lock of job %s", j->name);
 		goto fail;
 	}
 	{
 		/* Chunks are encoded and appended as they come: the encoder never
 		 * holds the step, and appends wait when the budget is out. */
 		const rckpt_ckenc_sink_t sink = { save_begin, save_record, s };
-		rc = rckpt_ckenc_step_stream(j->enc, &sink, &s->manifest, &s->st, &params,
-					     g && ng ? &grads : NULL, step, msg, sizeof(msg));
+		if (p && rckpt_ckenc_partial_ready(j->enc)) {
+			const rckpt_ckenc_partial_t cp = { p->fraction, p->select, p->seed };
+			rc = rckpt_ckenc_step_partial(j->enc, &sink, &s->manifest, &s->st, &params,
+						      g && ng ? &grads : NULL, step, &cp, msg, sizeof(msg));
+			s->partial = 1;
+		} else {
+			rc = rckpt_ckenc_step_stream(j->enc, &sink, &s->manifest, &s->st, &params,
+						     g && ng ? &grads : NULL, step, msg, sizeof(msg));
+		}
 	}
 	free(params.t);
 	free(grads.t);
@@ -675,9 +698,9 @@ int rckpt_job_save_async(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t,
 		if (s->issued)
 			save_lost(j);
 		if (s->err)
-			rc = rckpt_fail(h, rc, __func__, "cannot append step %" PRIu64 " to its chunks", step);
+			rc = rckpt_fail(h, rc, fn, "cannot append step %" PRIu64 " to its chunks", step);
 		else
-			rc = rckpt_fail(h, rc, __func__, "%s", msg[0] ? msg : "cannot encode");
+			rc = rckpt_fail(h, rc, fn, "%s", msg[0] ? msg : "cannot encode");
 		goto fail;
 	}
 	s->t1 = rckpt_now_s(); /* from here on the caller's tensors are free */
@@ -689,6 +712,23 @@ fail:
 	free(grads.t);
 	save_free(s);
 	return rc;
+}
+
+int rckpt_job_save_async(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t, unsigned n,
+			 const rckpt_tensor_t *g, unsigned ng, rckpt_save_t **outp)
+{
+	return save_start(j, step, t, n, g, ng, NULL, outp, __func__);
+}
+
+int rckpt_job_save_partial_async(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t, unsigned n,
+				 const rckpt_tensor_t *g, unsigned ng, const rckpt_partial_t *p,
+				 rckpt_save_t **outp)
+{
+	if (p == NULL) {
+		*outp = NULL;
+		return rckpt_fail(j->h, -EINVAL, __func__, "no partial-save parameters");
+	}
+	return save_start(j, step, t, n, g, ng, p, outp, __func__);
 }
 
 /* Finishes s: its appends, manifest and commit; keeps the result in it. */
@@ -751,6 +791,9 @@ static void save_finish(rckpt_save_t *s)
 	s->stats.nchunks = s->nchunks;
 	s->stats.is_base = s->st.is_base;
 	s->stats.quality = s->st.quality;
+	s->stats.is_partial = s->partial;
+	s->stats.blocks = s->st.blocks;
+	s->stats.blocks_saved = s->st.blocks_saved;
 	s->stats.t_encode = s->t1 - s->t0;
 	s->stats.t_write = rckpt_now_s() - s->t1;
 done:
@@ -785,6 +828,15 @@ int rckpt_job_save(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t, unsig
 {
 	rckpt_save_t *s;
 	int rc = rckpt_job_save_async(j, step, t, n, g, ng, &s);
+	return rc ? rc : rckpt_save_wait(s, sst);
+}
+
+int rckpt_job_save_partial(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t, unsigned n,
+			   const rckpt_tensor_t *g, unsigned ng, const rckpt_partial_t *p,
+			   rckpt_save_stats_t *sst)
+{
+	rckpt_save_t *s;
+	int rc = rckpt_job_save_partial_async(j, step, t, n, g, ng, p, &s);
 	return rc ? rc : rckpt_save_wait(s, sst);
 }
 
@@ -825,13 +877,51 @@ static int read_attachment(rckpt_job_t *j, uint64_t step, uint8_t **out, size_t 
 	return rc;
 }
 
+static int restore_sel(rckpt_job_t *j, uint64_t step, const char *const *names, unsigned nnames,
+		       const rckpt_range_t *ranges, unsigned nranges, rckpt_restored_t **outp,
+		       rckpt_restore_stats_t *rst, const char *fn);
+
 int rckpt_job_restore(rckpt_job_t *j, uint64_t step, rckpt_restored_t **outp, rckpt_restore_stats_t *rst)
 {
-	return rckpt_job_restore_tensors(j, step, NULL, 0, outp, rst);
+	return restore_sel(j, step, NULL, 0, NULL, 0, outp, rst, __func__);
 }
 
 int rckpt_job_restore_tensors(rckpt_job_t *j, uint64_t step, const char *const *names,
 			      unsigned nnames, rckpt_restored_t **outp, rckpt_restore_stats_t *rst)
+{
+	return restore_sel(j, step, names, nnames, NULL, 0, outp, rst, __func__);
+}
+
+int rckpt_job_restore_ranges(rckpt_job_t *j, uint64_t step, const rckpt_range_t *ranges,
+			     unsigned n, rckpt_restored_t **outp, rckpt_restore_stats_t *rst)
+{
+	if (n == 0 || ranges == NULL) {
+		*outp = NULL;
+		return rckpt_fail(j->h, -EINVAL, __func__, "no ranges");
+	}
+	return restore_sel(j, step, NULL, 0, ranges, n, outp, rst, __func__);
+}
+
+/* Marks the chunks holding elements [first, first + count) of tensor t. */
+static void want_chunks(const rckpt_manifest_t *mf, mat_t *m, unsigned *left, unsigned t,
+			uint64_t first, uint64_t count)
+{
+	uint64_t at = 0;
+	unsigned k;
+	for (k = 0; k < mf->t[t].nseg; k++) {
+		const rckpt_mf_seg_t *ms = &mf->t[t].seg[k];
+		if (at < first + count && first < at + ms->n && ms->chunk < mf->nchunks &&
+		    m[ms->chunk].done) {
+			m[ms->chunk].done = 0;
+			(*left)++;
+		}
+		at += ms->n;
+	}
+}
+
+static int restore_sel(rckpt_job_t *j, uint64_t step, const char *const *names, unsigned nnames,
+		       const rckpt_range_t *ranges, unsigned nranges, rckpt_restored_t **outp,
+		       rckpt_restore_stats_t *rst, const char *fn)
 {
 	rckpt_t *h = j->h;
 	rckpt_restored_t *r = NULL;
@@ -850,11 +940,11 @@ int rckpt_job_restore_tensors(rckpt_job_t *j, uint64_t step, const char *const *
 	*outp = NULL;
 	memset(&mf, 0, sizeof(mf));
 	if ((rc = rckpt_read_head(j, &head, &count)))
-		return rckpt_fail(h, rc, __func__, "cannot read the head of job %s", j->name);
+		return rckpt_fail(h, rc, fn, "cannot read the head of job %s", j->name);
 	if (step == RCKPT_LATEST)
 		step = head;
 	if (head == RCKPT_STORE_NONE || step > head)
-		return rckpt_fail(h, -ENOENT, __func__, "job %s has no committed step %" PRIu64, j->name,
+		return rckpt_fail(h, -ENOENT, fn, "job %s has no committed step %" PRIu64, j->name,
 				  step);
 	rckpt_store_manifest_oid(oid, sizeof(oid), step);
 	rc = rados_stat(j->io, oid, &size, NULL);
@@ -870,42 +960,53 @@ int rckpt_job_restore_tensors(rckpt_job_t *j, uint64_t step, const char *const *
 	if (rc == 0)
 		rc = rckpt_manifest_decode(&mf, man.p, man.len);
 	if (rc == -ENOENT) {
-		rc = rckpt_fail(h, rc, __func__, "job %s has no step %" PRIu64 " (never saved, or dropped)",
+		rc = rckpt_fail(h, rc, fn, "job %s has no step %" PRIu64 " (never saved, or dropped)",
 				j->name, step);
 		goto done;
 	}
 	if (rc) {
-		rc = rckpt_fail(h, rc, __func__, "cannot read the manifest of step %" PRIu64, step);
+		rc = rckpt_fail(h, rc, fn, "cannot read the manifest of step %" PRIu64, step);
 		goto done;
 	}
 	m = calloc(mf.nchunks ? mf.nchunks : 1, sizeof(*m));
 	recs = calloc(mf.nchunks ? mf.nchunks : 1, sizeof(*recs));
 	lens = calloc(mf.nchunks ? mf.nchunks : 1, sizeof(*lens));
 	if (!m || !recs || !lens) {
-		rc = rckpt_fail(h, -ENOMEM, __func__, "out of memory");
+		rc = rckpt_fail(h, -ENOMEM, fn, "out of memory");
 		goto done;
 	}
 	left = mf.nchunks;
-	if (nnames) { /* only the chunks that hold these tensors */
+	if (nnames || nranges) { /* only the chunks that hold these */
 		for (i = 0; i < mf.nchunks; i++)
 			m[i].done = 1;
 		left = 0;
-		for (i = 0; i < nnames; i++) {
-			unsigned t, k;
-			for (t = 0; t < mf.ntensors && strcmp(mf.t[t].name, names[i]) != 0; t++)
+		for (i = 0; i < nnames + nranges; i++) {
+			const char *name = i < nnames ? names[i] : ranges[i - nnames].name;
+			uint64_t numel = 1, first = 0, count = UINT64_MAX;
+			unsigned t, d;
+			for (t = 0; name && t < mf.ntensors && strcmp(mf.t[t].name, name) != 0; t++)
 				;
-			if (t == mf.ntensors) {
-				rc = rckpt_fail(h, -ENOENT, __func__, "step %" PRIu64 " has no tensor '%s'",
-						step, names[i]);
+			if (name == NULL || t == mf.ntensors) {
+				rc = rckpt_fail(h, -ENOENT, fn, "step %" PRIu64 " has no tensor '%s'", step,
+						name ? name : "(null)");
 				goto done;
 			}
-			for (k = 0; k < mf.t[t].nseg; k++) {
-				uint32_t c = mf.t[t].seg[k].chunk;
-				if (c < mf.nchunks && m[c].done) {
-					m[c].done = 0;
-					left++;
+			for (d = 0; d < mf.t[t].ndim; d++)
+				numel *= mf.t[t].shape[d];
+			if (i >= nnames) {
+				first = ranges[i - nnames].first;
+				count = ranges[i - nnames].count;
+				if (first > numel || count > numel - first) {
+					rc = rckpt_fail(h, -ERANGE, fn,
+							"range [%" PRIu64 ", +%" PRIu64 ") is past tensor '%s' (%" PRIu64
+							" elements)",
+							first, count, name, numel);
+					goto done;
 				}
+			} else {
+				count = numel;
 			}
+			want_chunks(&mf, m, &left, t, first, count);
 		}
 		for (i = 0; i < mf.nchunks; i++)
 			m[i].skip = m[i].done;
@@ -981,12 +1082,12 @@ int rckpt_job_restore_tensors(rckpt_job_t *j, uint64_t step, const char *const *
 		free(in);
 	}
 	if (rc) {
-		rc = rckpt_fail(h, rc, __func__, "cannot materialize step %" PRIu64, step);
+		rc = rckpt_fail(h, rc, fn, "cannot materialize step %" PRIu64, step);
 		goto done;
 	}
 	r = calloc(1, sizeof(*r));
 	if (r == NULL) {
-		rc = rckpt_fail(h, -ENOMEM, __func__, "out of memory");
+		rc = rckpt_fail(h, -ENOMEM, fn, "out of memory");
 		goto done;
 	}
 	for (i = 0; i < mf.nchunks; i++) {
@@ -995,7 +1096,7 @@ int rckpt_job_restore_tensors(rckpt_job_t *j, uint64_t step, const char *const *
 	}
 	r->step = step;
 	if ((rc = read_attachment(j, step, &r->attach, &r->attach_len))) {
-		rc = rckpt_fail(h, rc, __func__, "cannot read the attachment of step %" PRIu64 "%s", step,
+		rc = rckpt_fail(h, rc, fn, "cannot read the attachment of step %" PRIu64 "%s", step,
 				rc == RCKPT_ECHECKSUM ? ": it fails its checksum" : "");
 		rckpt_restored_free(r);
 		r = NULL;
@@ -1003,7 +1104,7 @@ int rckpt_job_restore_tensors(rckpt_job_t *j, uint64_t step, const char *const *
 	}
 	rc = rckpt_ckdec_step(&r->dec, man.p, man.len, recs, lens);
 	if (rc) {
-		rc = rckpt_fail(h, rc, __func__, "step %" PRIu64 " does not decode%s", step,
+		rc = rckpt_fail(h, rc, fn, "step %" PRIu64 " does not decode%s", step,
 				rc == RCKPT_ECHECKSUM ? ": a chunk's digest differs from its manifest" : "");
 		rckpt_restored_free(r);
 		r = NULL;
@@ -1076,6 +1177,44 @@ int rckpt_restored_read(const rckpt_restored_t *r, unsigned i, void *dst, size_t
 		rckpt_narrow_from_f32(dst, f, t->dtype, n);
 	free(f);
 	return rc;
+}
+
+int rckpt_restored_read_range(const rckpt_restored_t *r, unsigned i, uint64_t first,
+			      uint64_t count, void *dst)
+{
+	float *f;
+	int rc;
+	if (i >= r->dec.mf.ntensors)
+		return -EINVAL;
+	if (count == 0)
+		return 0;
+	f = malloc(count > ((uint64_t)1 << 20) ? (size_t)1 << 22 : (size_t)count * 4);
+	if (f == NULL)
+		return -ENOMEM;
+	{
+		/* in pieces of at most 1 Mi elements: bounded memory */
+		const size_t dsz = rckpt_dtype_size(r->dec.mf.t[i].dtype);
+		uint64_t done = 0;
+		rc = 0;
+		while (done < count && rc == 0) {
+			uint64_t m = count - done < ((uint64_t)1 << 20) ? count - done : (uint64_t)1 << 20;
+			rc = rckpt_ckdec_range_f32(&r->dec, i, first + done, m, f);
+			if (rc == 0)
+				rckpt_narrow_from_f32((uint8_t *)dst + done * dsz, f, r->dec.mf.t[i].dtype, m);
+			done += m;
+		}
+	}
+	free(f);
+	return rc;
+}
+
+int rckpt_restored_find(const rckpt_restored_t *r, const char *name)
+{
+	unsigned i;
+	for (i = 0; name && i < r->dec.mf.ntensors; i++)
+		if (strcmp(r->dec.mf.t[i].name, name) == 0)
+			return (int)i;
+	return -ENOENT;
 }
 
 void rckpt_restored_free(rckpt_restored_t *r)

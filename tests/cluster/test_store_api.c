@@ -471,6 +471,175 @@ typedef struct judge {
 	int fail;
 } judge_t;
 
+/* Restores step of job j whole: w0 and w1 (name order 0 and 2). */
+static void restore_w(rckpt_job_t *j, uint64_t step, float *w0, uint16_t *w1)
+{
+	rckpt_restored_t *r = NULL;
+	assert_int_equal(rckpt_job_restore(j, step, &r, NULL), 0);
+	assert_int_equal(rckpt_restored_read(r, 0, w0, sizeof(float) * ROWS * COLS), 0);
+	assert_int_equal(rckpt_restored_read(r, 2, w1, 2 * ROWS * COLS), 0);
+	rckpt_restored_free(r);
+}
+
+/* Prioritized partial saves pick the blocks that moved and nothing else
+ * changes; round robin covers every block in 1/fraction saves; random
+ * saves restore; partial recovery writes only the asked range; compaction
+ * keeps partial steps bit-exact; a new writer's first partial save is
+ * full; a job without partial_block refuses them. */
+static void test_partial(void **state)
+{
+	fixture_t *f = *state;
+	static model_t m;
+	const size_t NW = ROWS * COLS;
+	float *a0 = malloc(4 * NW), *b0 = malloc(4 * NW), *live = malloc(4 * NW);
+	uint16_t *a1 = malloc(2 * NW), *b1 = malloc(2 * NW);
+	static const size_t moved[] = { 300, 5000, 20000 }; /* block starts in chunk 0 */
+	rckpt_job_opts_t o = RCKPT_JOB_OPTS_INIT;
+	rckpt_partial_t p = { 0.01, RCKPT_SELECT_PRIORITY, 0 };
+	rckpt_save_stats_t st;
+	rckpt_restored_t *r = NULL;
+	rckpt_job_t *j = NULL;
+	uint64_t full_bytes, want;
+	size_t i, k;
+	unsigned s;
+
+	NEED_CLUSTER(f);
+	assert_true(a0 && b0 && live && a1 && b1);
+	rckpt_job_delete(f->h, "t-partial");
+	rckpt_job_delete(f->h, "t-partial-no");
+	/* a job opened without partial_block refuses partial saves */
+	j = open_job(f->h, "t-partial-no", 1, 32768);
+	model_init(&m, 0);
+	assert_int_equal(rckpt_job_save_partial(j, 1, m.t, NT, NULL, 0, &p, &st), -EINVAL);
+	rckpt_job_close(j);
+	rckpt_job_delete(f->h, "t-partial-no"); /* may hold nothing */
+
+	o.writer = 1;
+	o.chunk_params = 32768;
+	o.lease_s = 5;
+	o.partial_block = 100;
+	assert_int_equal(rckpt_job_open(f->h, &j, "t-partial", &o), 0);
+	p.fraction = 0; /* bad fraction */
+	assert_int_equal(rckpt_job_save_partial(j, 1, m.t, NT, NULL, 0, &p, &st), -EINVAL);
+	p.fraction = 0.01;
+	/* a writer's first save is full */
+	assert_int_equal(rckpt_job_save_partial(j, 1, m.t, NT, NULL, 0, &p, &st), 0);
+	assert_false(st.is_partial);
+	full_bytes = st.enc_bytes;
+	restore_w(j, 1, a0, a1);
+
+	/* three blocks move far; nothing else */
+	for (k = 0; k < 3; k++)
+		for (i = moved[k]; i < moved[k] + 100; i++)
+			m.w0[i] += 0.5f;
+	assert_int_equal(rckpt_job_save_partial(j, 2, m.t, NT, NULL, 0, &p, &st), 0);
+	assert_true(st.is_partial);
+	/* chunk pieces of 32768, 32768, 11264 + 21504, 32768, 22528: blocks rounded up per piece */
+	assert_int_equal(st.blocks, 328 + 328 + 113 + 216 + 328 + 226);
+	want = (st.blocks + 99) / 100;
+	assert_int_equal(st.blocks_saved, want);
+	assert_true(st.enc_bytes * 4 < full_bytes);
+	restore_w(j, 2, b0, b1);
+	for (i = 0; i < NW; i++) {
+		int in = 0;
+		for (k = 0; k < 3; k++)
+			in |= i >= moved[k] && i < moved[k] + 100;
+		if (in)
+			assert_true(fabsf(b0[i] - m.w0[i]) < 0.02f); /* saved */
+		else
+			assert_true(memcmp(&b0[i], &a0[i], 4) == 0); /* as step 1 */
+	}
+	assert_memory_equal(b1, a1, 2 * NW);
+	check_restored(j, 2, &m);
+
+	/* round robin: every block moves; after 1/fraction saves all are
+	 * saved, not before */
+	for (i = 0; i < NW; i += 7) {
+		m.w0[i] += 0.2f;
+		m.w1[i] = to_bf16(from_bf16(m.w1[i]) + 0.2f);
+	}
+	p.select = RCKPT_SELECT_ROUND_ROBIN;
+	p.fraction = 0.25;
+	for (s = 3; s <= 6; s++) {
+		size_t off_by = 0;
+		assert_int_equal(rckpt_job_save_partial(j, s, m.t, NT, NULL, 0, &p, &st), 0);
+		assert_true(st.is_partial);
+		assert_int_equal(st.blocks_saved, (st.blocks + 3) / 4);
+		restore_w(j, s, b0, b1);
+		for (i = 0; i < NW; i += 7)
+			off_by += (fabsf(b0[i] - m.w0[i]) > 0.1f) +
+				  (fabsf(from_bf16(b1[i]) - from_bf16(m.w1[i])) > 0.1f);
+		if (s < 6)
+			assert_true(off_by > 0);
+		else
+			assert_int_equal(off_by, 0);
+	}
+	check_restored(j, 6, &m);
+	/* random: half the blocks of a model that moved a little */
+	p.select = RCKPT_SELECT_RANDOM;
+	p.fraction = 0.5;
+	p.seed = 7;
+	for (i = 0; i < NW; i += 3)
+		m.w0[i] += 0.002f;
+	assert_int_equal(rckpt_job_save_partial(j, 7, m.t, NT, NULL, 0, &p, &st), 0);
+	assert_int_equal(st.blocks_saved, (st.blocks + 1) / 2);
+	check_restored(j, 7, &m);
+
+	/* partial recovery: only [1000, 1500) of layer0.weight, into a live
+	 * copy whose other values stay */
+	restore_w(j, 7, a0, a1);
+	{
+		const rckpt_range_t rg = { "layer0.weight", 1000, 500 }, past = { "layer0.weight", NW - 10, 11 },
+				    none = { "nope", 0, 1 };
+		for (i = 0; i < NW; i++)
+			live[i] = (float)i;
+		assert_int_equal(rckpt_job_restore_ranges(j, 7, &past, 1, &r, NULL), -ERANGE);
+		assert_int_equal(rckpt_job_restore_ranges(j, 7, &none, 1, &r, NULL), -ENOENT);
+		assert_int_equal(rckpt_job_restore_ranges(j, 7, &rg, 1, &r, NULL), 0);
+		assert_int_equal(rckpt_restored_find(r, "layer0.weight"), 0);
+		assert_int_equal(rckpt_restored_find(r, "layer1.weight"), 2);
+		assert_int_equal(rckpt_restored_find(r, "nope"), -ENOENT);
+		assert_int_equal(rckpt_restored_read_range(r, 0, 1000, 500, live + 1000), 0);
+		assert_int_equal(rckpt_restored_read_range(r, 0, 40000, 10, live + 40000), -ENOENT);
+		assert_int_equal(rckpt_restored_read_range(r, 0, NW - 5, 6, live), -ERANGE);
+		rckpt_restored_free(r);
+		for (i = 0; i < NW; i++) {
+			if (i >= 1000 && i < 1500)
+				assert_true(memcmp(&live[i], &a0[i], 4) == 0);
+			else
+				assert_true(live[i] == (float)i);
+		}
+	}
+	/* compaction keeps partial steps bit-exact */
+	{
+		rckpt_retention_t keep = { 3, 0 };
+		rckpt_compact_stats_t cs;
+		restore_w(j, 6, b0, b1);
+		assert_int_equal(rckpt_job_compact(j, &keep, &cs), 0);
+		assert_int_equal(cs.steps_after, 3);
+		restore_w(j, 7, live, a1);
+		assert_memory_equal(live, a0, 4 * NW);
+		restore_w(j, 6, live, a1);
+		assert_memory_equal(live, b0, 4 * NW);
+	}
+	/* a new writer's first partial save is full, then partial again */
+	rckpt_job_close(j);
+	assert_int_equal(rckpt_job_open(f->h, &j, "t-partial", &o), 0);
+	p.select = RCKPT_SELECT_PRIORITY;
+	assert_int_equal(rckpt_job_save_partial(j, 8, m.t, NT, NULL, 0, &p, &st), 0);
+	assert_false(st.is_partial);
+	assert_int_equal(rckpt_job_save_partial(j, 9, m.t, NT, NULL, 0, &p, &st), 0);
+	assert_true(st.is_partial);
+	check_restored(j, 9, &m);
+	rckpt_job_close(j);
+	assert_int_equal(rckpt_job_delete(f->h, "t-partial"), 0);
+	free(a0);
+	free(b0);
+	free(live);
+	free(a1);
+	free(b1);
+}
+
 static int judge_cb(void *arg, const rckpt_tensor_t *t, unsigned n, double *loss)
 {
 	judge_t *jd = arg;
@@ -552,6 +721,7 @@ int main(void)
 		cmocka_unit_test(test_mem_budget),
 		cmocka_unit_test(test_attachment),
 		cmocka_unit_test(test_quality_callback),
+		cmocka_unit_test(test_partial),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -276,6 +276,49 @@ class WithCluster(unittest.TestCase):
             self.assertIn("boom", str(e.exception))
             self.assertEqual(ck.steps(), [])  # nothing committed
 
+    def test_prioritized_partial_saves_and_recovery(self):
+        t = trained_digits(steps=40, momentum=0.0)
+        job = self.job("scar")
+        with rckpt.Checkpointer(job=job, compute="cpu", partial_block=256) as ck:
+            r1 = ck.save(1, t.model.state_dict(), partial=0.125).wait()
+            self.assertFalse(r1.is_partial)  # a writer's first save is full
+            before = {k: v.clone() for k, v in ck.restore(1).items()}
+            for _ in range(20):
+                t.train_step()
+            sd = t.model.state_dict()
+            r2 = ck.save(2, sd, partial=0.125).wait()
+            self.assertTrue(r2.is_partial)
+            self.assertEqual(r2.blocks_saved, -(-r2.blocks // 8))
+            self.assertLess(r2.enc_bytes * 2, r1.enc_bytes)
+            got = ck.restore(2)
+            # the eighth of the blocks that moved most came back near the
+            # live values; every other quantized value is step 1's
+            w = "0.weight"
+            changed = (got[w] != before[w]).float().mean().item()
+            self.assertGreater(changed, 0.0)
+            self.assertLess(changed, 0.2)
+            moved_saved = (got[w] - sd[w]).abs()[got[w] != before[w]].max().item()
+            self.assertLess(moved_saved, (before[w] - sd[w]).abs().max().item())
+            # partial recovery: lose the first 1000 weights of 0.weight and
+            # recover them; the others keep their live values
+            live = {k: v.clone() for k, v in sd.items()}
+            live[w].view(-1)[:1000] = float("nan")
+            step = ck.recover_into(live, {w: [(0, 1000)]})
+            self.assertEqual(step, 2)
+            self.assertTrue(torch.equal(live[w].view(-1)[:1000], got[w].view(-1)[:1000]))
+            self.assertTrue(torch.equal(live[w].view(-1)[1000:], sd[w].view(-1)[1000:]))
+            for k in sd:
+                if k != w:
+                    self.assertTrue(torch.equal(live[k], sd[k]), k)
+            with self.assertRaises(ValueError):
+                ck.recover_into(live, {w: [(0, live[w].numel() + 1)]})
+            with self.assertRaises(ValueError):
+                ck.save(3, sd, partial=0.1, select="worst")
+        with rckpt.Checkpointer(job=self.job("scar-no"), compute="cpu") as ck:
+            ck.save(1, sd).wait()
+            with self.assertRaises(rckpt.RckptError):
+                ck.save(2, sd, partial=0.5).wait()
+
     def test_errors(self):
         with self.assertRaises(rckpt.RckptError) as e:
             rckpt.Checkpointer(job="bad/name")

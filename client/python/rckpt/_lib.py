@@ -44,13 +44,26 @@ class JobOpts(ctypes.Structure):
     _fields_ = [("version", c_uint), ("writer", c_int), ("eps", c_double),
                 ("chunk_params", c_u64), ("base_every", c_uint), ("lease_s", c_uint),
                 ("inflight", c_uint), ("mem_budget", c_u64), ("compute", c_uint),
-                ("quality", QUALITY_CB), ("quality_arg", c_voidp), ("quality_eps", c_double)]
+                ("quality", QUALITY_CB), ("quality_arg", c_voidp), ("quality_eps", c_double),
+                ("partial_block", ctypes.c_uint32)]
 
 
 class SaveStats(ctypes.Structure):
     _fields_ = [("raw_bytes", c_u64), ("enc_bytes", c_u64), ("nchunks", c_uint),
                 ("is_base", c_int), ("quality", c_double), ("t_encode", c_double),
-                ("t_write", c_double)]
+                ("t_write", c_double), ("is_partial", c_int), ("blocks", c_u64),
+                ("blocks_saved", c_u64)]
+
+
+class Partial(ctypes.Structure):
+    _fields_ = [("fraction", c_double), ("select", c_uint), ("seed", c_u64)]
+
+
+class Range(ctypes.Structure):
+    _fields_ = [("name", c_charp), ("first", c_u64), ("count", c_u64)]
+
+
+RCKPT_SELECT = {"priority": 0, "round_robin": 1, "random": 2}
 
 
 class RestoreStats(ctypes.Structure):
@@ -137,7 +150,13 @@ _sigs = {
     "rckpt_job_attach": (c_int, [c_voidp, c_voidp, c_size]),
     "rckpt_job_save_async": (c_int, [c_voidp, c_u64, P(Tensor), c_uint, P(Tensor), c_uint,
                                      P(c_voidp)]),
+    "rckpt_job_save_partial_async": (c_int, [c_voidp, c_u64, P(Tensor), c_uint, P(Tensor), c_uint,
+                                             P(Partial), P(c_voidp)]),
     "rckpt_save_wait": (c_int, [c_voidp, P(SaveStats)]),
+    "rckpt_job_restore_ranges": (c_int, [c_voidp, c_u64, P(Range), c_uint, P(c_voidp),
+                                         P(RestoreStats)]),
+    "rckpt_restored_read_range": (c_int, [c_voidp, c_uint, c_u64, c_u64, c_voidp]),
+    "rckpt_restored_find": (c_int, [c_voidp, c_charp]),
     "rckpt_job_restore_tensors": (c_int, [c_voidp, c_u64, P(c_charp), c_uint, P(c_voidp),
                                           P(RestoreStats)]),
     "rckpt_restored_step": (c_u64, [c_voidp]),

@@ -21,7 +21,8 @@ _OPT_PREFIX = "@optimizer/"
 _FORMAT = "rckpt-python/1"
 
 SaveResult = collections.namedtuple(
-    "SaveResult", "step raw_bytes enc_bytes ratio nchunks is_base quality t_encode t_write t_blocked")
+    "SaveResult", "step raw_bytes enc_bytes ratio nchunks is_base quality t_encode t_write t_blocked "
+    "is_partial blocks blocks_saved")
 StepInfo = collections.namedtuple("StepInfo", "step parent raw_bytes enc_bytes nchunks")
 Restored = collections.namedtuple("Restored", "step state_dict optimizer extra stats")
 
@@ -128,12 +129,15 @@ class Checkpointer:
       runs in a background thread.
     writer: False opens read-only (restore, steps).
     compute: "auto", "cpu" or "gpu" (librckpt's RCKPT_COMPUTE).
+    partial_block: elements per block of partial saves (save(partial=...));
+      0 (default) takes none. The writer then keeps every compressed value
+      as last saved, 4 bytes per parameter, to rank blocks.
     """
 
     def __init__(self, pool="rckpt", job=None, conf=None, user=None, eps=0.003, *,
                  quality=None, quality_eps=0.01, optimizer_state="lossless",
                  snapshot=False, writer=True, chunk_params=0, base_every=0,
-                 compute="auto", timeout_s=0):
+                 compute="auto", timeout_s=0, partial_block=0):
         if not job:
             raise ValueError("job is required")
         if optimizer_state not in ("lossless", "quantize"):
@@ -153,7 +157,8 @@ class Checkpointer:
         self._h = _lib.connect(conf, user, pool, timeout_s)
         self._j = _lib.c_voidp()
         o = _lib.JobOpts()
-        o.version = 4
+        o.version = 5
+        o.partial_block = partial_block
         o.writer = 1 if writer else 0
         o.eps = eps
         o.chunk_params = chunk_params
@@ -233,12 +238,13 @@ class Checkpointer:
             self._quality_error = e
             return -125  # -ECANCELED
 
-    def _describe(self, tensors, keep):
+    def _describe(self, tensors, keep, host=False):
         """rckpt_tensor_t[] over tensors (name -> tensor); keep holds what
-        must live as long as the C call (names, contiguous copies)."""
+        must live as long as the C call (names, contiguous copies). host:
+        device tensors are copied to the host."""
         arr = (_lib.Tensor * max(len(tensors), 1))()
         for i, (name, t) in enumerate(tensors.items()):
-            if t.is_cuda and not self._gpu:
+            if t.is_cuda and (host or not self._gpu):
                 t = t.detach().cpu()  # this library cannot read device memory
             if not t.is_contiguous():
                 t = t.contiguous()
@@ -309,8 +315,17 @@ class Checkpointer:
             torch.cuda.synchronize()
         return out
 
-    def save(self, step, state_dict, grads=None, optimizer=None, extra=None):
+    def save(self, step, state_dict, grads=None, optimizer=None, extra=None, partial=None,
+             select="priority", seed=0):
         """Saves state_dict as `step` (steps grow) and returns a SaveHandle.
+
+        partial: a fraction in (0, 1]: a prioritized partial save (SCAR)
+        that stores only that fraction of the compressed tensors' blocks,
+        picked by `select` ("priority": those that moved most since they
+        were last saved; "round_robin"; "random", seeded by (seed, step));
+        every other value stays as last saved, and the step restores that
+        running checkpoint. Needs partial_block; a writer's first save is
+        full instead (the result's is_partial says which).
 
         Float tensors (fp32, fp16, bf16; CPU or CUDA) are compressed; the
         rest of the state_dict, the optimizer's state (see optimizer_state)
@@ -320,6 +335,11 @@ class Checkpointer:
         second waits for the first."""
         if self._h is None:
             raise ValueError("the checkpointer is closed")
+        part = None
+        if partial is not None:
+            if select not in _lib.RCKPT_SELECT:
+                raise ValueError("select must be priority, round_robin or random")
+            part = _lib.Partial(float(partial), _lib.RCKPT_SELECT[select], seed)
         t0 = time.perf_counter()
         if self._pending is not None:
             self._pending._done.wait()  # back-pressure; its result stays in its handle
@@ -329,28 +349,31 @@ class Checkpointer:
         if self.snapshot:
             comp = self._snapshot(comp, "w")
             g = self._snapshot(g, "g")
-            th = threading.Thread(target=self._run_save, args=(handle, step, comp, g, blob, t0),
-                                  daemon=True)
+            th = threading.Thread(target=self._run_save,
+                                  args=(handle, step, comp, g, blob, t0, part), daemon=True)
             self._pending = handle
             th.start()
             handle.t_blocked = time.perf_counter() - t0
             return handle
-        s = self._encode(step, comp, g, blob)  # raises; the tensors are free after it
+        s = self._encode(step, comp, g, blob, part)  # raises; the tensors are free after it
         blocked = time.perf_counter() - t0
         self._pending = handle
         threading.Thread(target=self._finish_save, args=(handle, s, blocked), daemon=True).start()
         handle.t_blocked = blocked
         return handle
 
-    def _encode(self, step, comp, g, blob):
+    def _encode(self, step, comp, g, blob, part=None):
         keep = []
-        t = self._describe(comp, keep)
-        gt = self._describe(g, keep) if g else None
+        t = self._describe(comp, keep, host=part is not None)
+        gt = self._describe(g, keep, host=part is not None) if g else None
         s = _lib.c_voidp()
         self._quality_error = None
         with self._lock:
             rc = lib.rckpt_job_attach(self._j, blob, len(blob))
-            if rc >= 0:
+            if rc >= 0 and part is not None:
+                rc = lib.rckpt_job_save_partial_async(self._j, step, t, len(comp), gt, len(g),
+                                                      ctypes.byref(part), ctypes.byref(s))
+            elif rc >= 0:
                 rc = lib.rckpt_job_save_async(self._j, step, t, len(comp), gt, len(g),
                                               ctypes.byref(s))
             msg = lib.rckpt_errmsg(self._h).decode(errors="replace") if rc < 0 else ""
@@ -371,11 +394,12 @@ class Checkpointer:
             return
         ratio = st.raw_bytes / st.enc_bytes if st.enc_bytes else float("inf")
         handle._finish(SaveResult(handle.step, st.raw_bytes, st.enc_bytes, ratio, st.nchunks,
-                                  bool(st.is_base), st.quality, st.t_encode, st.t_write, blocked))
+                                  bool(st.is_base), st.quality, st.t_encode, st.t_write, blocked,
+                                  bool(st.is_partial), st.blocks, st.blocks_saved))
 
-    def _run_save(self, handle, step, comp, g, blob, t0):
+    def _run_save(self, handle, step, comp, g, blob, t0, part=None):
         try:
-            s = self._encode(step, comp, g, blob)
+            s = self._encode(step, comp, g, blob, part)
         except BaseException as e:
             handle._finish(error=e)
             return
@@ -467,6 +491,48 @@ class Checkpointer:
                 raise KeyError("step %d was saved without optimizer state" % r.step)
             optimizer.load_state_dict(r.optimizer)
         return r
+
+    def recover_into(self, model, ranges, step=None):
+        """Partial recovery (SCAR): restores only what `ranges` names from a
+        committed step (None: the latest) into a module or state_dict in
+        place, leaving every other value as it is. ranges: name -> None
+        (the whole tensor) or a list of (first, count) element ranges of the
+        flattened tensor. Only the chunks holding them are read. Returns the
+        step restored."""
+        live = model.state_dict() if isinstance(model, torch.nn.Module) else model
+        rs, keep = [], []
+        for name, spans in ranges.items():
+            if name not in live or not isinstance(live[name], torch.Tensor):
+                raise KeyError("no tensor %s to recover into" % name)
+            for first, count in (spans if spans is not None else [(0, live[name].numel())]):
+                if first < 0 or count < 0 or first + count > live[name].numel():
+                    raise ValueError("range (%d, %d) is past %s" % (first, count, name))
+                b = name.encode()
+                keep.append(b)
+                rs.append((b, first, count, name))
+        arr = (_lib.Range * max(len(rs), 1))(*[_lib.Range(b, f, c) for b, f, c, _ in rs])
+        r = _lib.c_voidp()
+        st = _lib.RCKPT_LATEST if step is None else step
+        with self._lock:
+            rc = lib.rckpt_job_restore_ranges(self._j, st, arr, len(rs), ctypes.byref(r), None)
+            check(rc, self._h)
+        try:
+            for b, first, count, name in rs:
+                i = lib.rckpt_restored_find(r, b)
+                check(i, None, "step lacks %s" % name)
+                d = _lib.Tensor()
+                check(lib.rckpt_restored_tensor(r, i, ctypes.byref(d)), None)
+                t = live[name]
+                tmp = torch.empty(count, dtype=_TORCH[d.dtype])
+                check(lib.rckpt_restored_read_range(r, i, first, count,
+                                                    ctypes.c_void_p(tmp.data_ptr())),
+                      None, "cannot read %s" % name)
+                with torch.no_grad():
+                    t.view(-1)[first:first + count].copy_(tmp)
+            got = lib.rckpt_restored_step(r)
+        finally:
+            lib.rckpt_restored_free(r)
+        return got
 
     def steps(self):
         """The committed steps, oldest first, as StepInfo."""
