@@ -211,7 +211,7 @@ typedef struct rckpt_save_stats {
 	unsigned nchunks;
 	int is_base;
 	double quality;      /* the compressor's loss for this step (a partial
-				save: that of the full save it builds on) */
+				save: that of the blocks it stored) */
 	double t_encode, t_write; /* seconds */
 	/* since partial saves: */
 	int is_partial;           /* a sparse partial step */
@@ -255,8 +255,9 @@ RCKPT_API int rckpt_save_wait(rckpt_save_t *s, rckpt_save_stats_t *st);
  * the "running checkpoint": every block at its latest save. Saving a
  * fraction r every r*C steps writes about as much as a full save every C.
  * Lossless tensors (norms, biases) go in whole every time. The blocks are
- * quantized with the codebooks of the last full save, so partial saves
- * between full ones are cheap and the full ones re-fit the codebooks. */
+ * quantized with the codebooks of the last full save; when their error
+ * with those passes eps (training moved them out of reach), the save is a
+ * full one instead, which fits new codebooks (st->is_partial says). */
 enum rckpt_select {
 	RCKPT_SELECT_PRIORITY = 0,    /* the blocks whose values moved most since
 					 they were last saved (L2 distance) */

@@ -62,7 +62,6 @@ struct rckpt_ckenc {
 				   NULL for a lossless tensor */
 	rckpt_qparams_t *lastq; /* per tensor: the last full step's parameters */
 	rckpt_qconfig_t lastcfg;
-	double lastquality;
 	uint64_t rr_cursor;     /* ROUND_ROBIN: the next block */
 };
 
@@ -1126,7 +1125,6 @@ int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rc
 			if (tq[i])
 				e->lastq[i] = *tq[i];
 		e->lastcfg = st->config;
-		e->lastquality = st->quality;
 	}
 	rckpt_record_free(&e->prev);
 	e->prev = sum;
@@ -1461,10 +1459,55 @@ int rckpt_ckenc_step_partial(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink,
 		}
 		free(perm);
 	}
+	/* The chosen blocks must meet eps with the last full step's codebooks
+	 * (the relative error of their values, gradient-weighted when given):
+	 * when training has moved them out of those codebooks' reach, the
+	 * caller makes this a full step instead, which fits new ones. */
+	{
+		float *deq = malloc(4 * (size_t)block);
+		double num = 0, den = 0;
+		if (deq == NULL) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		for (c = 0; c < e->nchunks && rc == 0; c++)
+			for (k = 0; k < e->npieces[c] && rc == 0; k++) {
+				const struct piece *pc = &e->pieces[c][k];
+				const rckpt_st_tensor_t *t = &params->t[pc->tensor];
+				const rckpt_st_tensor_t *g = grads ? rckpt_st_find(grads, t->name) : NULL;
+				if (e->saved[pc->tensor] == NULL)
+					continue;
+				for (b = 0; b < piece_blocks(pc->n, block) && rc == 0; b++) {
+					const uint64_t lo = b * block, len = pc->n - lo > block ? block : pc->n - lo;
+					const float *w, *gd;
+					size_t np, j;
+					if (!chosen[boff[c][k] + b])
+						continue;
+					w = values(e, t, pc->first + lo, (size_t)len);
+					gd = g ? (const float *)g->data + pc->first + lo : NULL;
+					rckpt_quantize(e->iblk, nw, &np, w, gd, (size_t)len, &e->lastq[pc->tensor]);
+					rc = rckpt_dequantize(deq, e->iblk, (size_t)len, &e->lastq[pc->tensor], nw, np);
+					for (j = 0; rc == 0 && j < len; j++) {
+						const double gg = gd ? (double)gd[j] * gd[j] : 1.0, d = (double)w[j] - deq[j];
+						num += gg * d * d;
+						den += gg * (double)w[j] * w[j];
+					}
+				}
+			}
+		free(deq);
+		if (rc)
+			goto out;
+		st->quality = den > 0 ? num / den : 0;
+		if (st->quality > e->o.eps) {
+			snprintf(msg, msglen, "the chosen blocks' error %.3g is over eps with the last codebooks",
+				 st->quality);
+			rc = -ERANGE;
+			goto out;
+		}
+	}
 	st->blocks = nb;
 	st->blocks_saved = want;
 	st->config = e->lastcfg;
-	st->quality = e->lastquality;
 	st->accepted = 1;
 	st->t_search = now_s() - t0;
 

@@ -176,8 +176,11 @@ typedef struct rckpt_ckenc_partial {
 int rckpt_ckenc_partial_ready(const rckpt_ckenc_t *e);
 
 /* A partial step, streamed like rckpt_ckenc_step_stream (grads: optional,
- * for the sensitivity thresholds). -EINVAL (not ready, bad p, tensors
- * differ), -EDOM (NaN/Inf), -ENOMEM. The same failure rules. */
+ * for the sensitivity thresholds and the error's weights). -ERANGE, with
+ * nothing handed out and the encoder as it was, when the chosen blocks'
+ * relative error with the last full step's codebooks passes eps (training
+ * moved them out of reach): make it a full step. -EINVAL (not ready, bad
+ * p, tensors differ), -EDOM (NaN/Inf), -ENOMEM. The same failure rules. */
 int rckpt_ckenc_step_partial(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink,
 			     rckpt_buf_t *manifest, rckpt_ckenc_stats_t *st,
 			     const rckpt_st_t *params, const rckpt_st_t *grads, uint64_t step,

@@ -255,6 +255,22 @@ static void collect(float v, uint64_t count, void *arg)
 	}
 }
 
+/* Whether the last step's codebook c[0..b) can seed this step's k-means
+ * on points x[0..n): its span covers the data's roughly. After the values
+ * moved far (rescaled, say), centroids outside the data keep no points and
+ * Lloyd's iterations never bring them back: seed afresh then. */
+static int warm_fits(const float *c, unsigned b, const double *x, size_t n)
+{
+	double lo = x[0], hi = x[0], span;
+	size_t i;
+	for (i = 1; i < n; i++) {
+		lo = x[i] < lo ? x[i] : lo;
+		hi = x[i] > hi ? x[i] : hi;
+	}
+	span = hi - lo;
+	return c[0] >= lo - span && c[b - 1] <= hi + span && (double)c[b - 1] - c[0] >= 0.25 * span;
+}
+
 int rckpt_codec_qparams(rckpt_qparams_t *q, const rckpt_tensor_prep_t *p, const rckpt_qconfig_t *c,
 			unsigned quantizer, const rckpt_seg_t *warm, rckpt_codebook_cache_t *cache)
 {
@@ -329,7 +345,8 @@ int rckpt_codec_qparams(rckpt_qparams_t *q, const rckpt_tensor_prep_t *p, const 
 		for (i = 0; i < pts.n; i++)
 			wts[i] = c->lambda * pts.cnt[i] / sum_c +
 				 (sum_m > 0 ? (1.0 - c->lambda) * fabs(pts.x[i]) * pts.cnt[i] / sum_m : 0.0);
-		if (warm && warm->encoding == RCKPT_SEG_QUANTIZED && warm->nbins == bins)
+		if (warm && warm->encoding == RCKPT_SEG_QUANTIZED && warm->nbins == bins &&
+		    warm_fits(warm->centroids, bins, pts.x, pts.n))
 			k = rckpt_kmeans_1d_from(q->centroids, bins, pts.x, wts, pts.n, KMEANS_ITERS,
 						 warm->centroids);
 		else

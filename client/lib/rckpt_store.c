@@ -686,6 +686,13 @@ static int save_start(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t, un
 			rc = rckpt_ckenc_step_partial(j->enc, &sink, &s->manifest, &s->st, &params,
 						      g && ng ? &grads : NULL, step, &cp, msg, sizeof(msg));
 			s->partial = 1;
+			if (rc == -ERANGE) { /* over eps with the old codebooks: a full save */
+				s->partial = 0;
+				msg[0] = '\0';
+				memset(&s->st, 0, sizeof(s->st));
+				rc = rckpt_ckenc_step_stream(j->enc, &sink, &s->manifest, &s->st, &params,
+							     g && ng ? &grads : NULL, step, msg, sizeof(msg));
+			}
 		} else {
 			rc = rckpt_ckenc_step_stream(j->enc, &sink, &s->manifest, &s->st, &params,
 						     g && ng ? &grads : NULL, step, msg, sizeof(msg));
