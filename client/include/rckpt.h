@@ -428,6 +428,85 @@ RCKPT_API int rckpt_job_delete(rckpt_t *h, const char *job);
 RCKPT_API int rckpt_jobs(rckpt_t *h, char ***names, unsigned *n);
 RCKPT_API void rckpt_jobs_free(char **names, unsigned n);
 
+/* ---- adaptive checkpoint policy (preemptible machines) ---- */
+
+/* The Young/Daly interval: with save time delta, mean time to preemption
+ * mttp and restart time r (seconds), M = mttp + r: Daly's higher-order
+ * optimum sqrt(2 delta M) (1 + sqrt(delta / 2M) / 3 + (delta / 2M) / 9)
+ * - delta for delta < 2M, else M. Young's first-order form is its leading
+ * term, sqrt(2 delta M). Seconds; 0 for delta <= 0. */
+RCKPT_API double rckpt_policy_interval(double delta, double mttp, double r);
+
+typedef struct rckpt_policy rckpt_policy_t;
+
+#define RCKPT_POLICY_OPTS_VERSION 1
+
+typedef struct rckpt_policy_opts {
+	unsigned version;       /* RCKPT_POLICY_OPTS_VERSION */
+	double grace_s;         /* the platform's grace after a notice; 0: 30 s */
+	double beta_s;          /* margin of the emergency test; 0: 1 s */
+	double default_mttp_s;  /* until a preemption is on record; 0: 3600 s */
+	double min_interval_s;  /* the interval's floor; 0: none (one step) */
+	const char *notice_file;/* a notice is this file appearing; NULL: none */
+	const char *notice_cmd; /* a notice is `sh -c cmd` exiting 0; NULL: none */
+	double poll_s;          /* how often file and command are checked; 0: 1 s */
+	unsigned history;       /* preemptions the estimate uses, newest; 0: 64 */
+} rckpt_policy_opts_t;
+
+#define RCKPT_POLICY_OPTS_INIT { RCKPT_POLICY_OPTS_VERSION, 0, 0, 0, 0, NULL, NULL, 0, 0 }
+
+/* What should_save says. */
+enum rckpt_policy_decision {
+	RCKPT_POLICY_CONTINUE = 0,  /* train on */
+	RCKPT_POLICY_SAVE = 1,      /* the interval is due */
+	RCKPT_POLICY_INSURANCE = 2, /* the interval is due, and no emergency save
+				       would fit the grace period: this save is
+				       all a preemption will leave */
+	RCKPT_POLICY_EMERGENCY = 3, /* a notice came and a save fits the grace
+				       left: save now, then stop */
+	RCKPT_POLICY_STOP = 4,      /* a notice came and no save fits: stop */
+};
+
+/* The policy of job j (which it keeps using: close it first). It reads the
+ * preemption history: the job's (omap of its job object) and the pool's
+ * (object "rckpt.preemptions" of the default namespace, which every job
+ * of the pool adds to), and marks this run's start. */
+RCKPT_API int rckpt_policy_open(rckpt_job_t *j, rckpt_policy_t **out, const rckpt_policy_opts_t *o);
+RCKPT_API void rckpt_policy_close(rckpt_policy_t *p);
+
+/* Measurements (seconds): a training step, a save (as the trainer waits
+ * for it, or its encode + write), a restart (from the preemption to the
+ * first step after the restore; stored with the last preemption). Each
+ * folds into a moving average. */
+RCKPT_API void rckpt_policy_step_time(rckpt_policy_t *p, double s);
+RCKPT_API void rckpt_policy_save_time(rckpt_policy_t *p, double s);
+RCKPT_API int rckpt_policy_restart_time(rckpt_policy_t *p, double s);
+
+/* A preemption notice, e.g. from the trainer's SIGTERM handler:
+ * async-signal-safe (it sets a flag). */
+RCKPT_API void rckpt_policy_notify(rckpt_policy_t *p);
+
+/* The decision after step `step` finished (enum rckpt_policy_decision).
+ * Checks the notice file and command at most every poll_s. A notice is
+ * put on record (the run's lifetime, in the job and the pool) once. A
+ * save the trainer makes after SAVE, INSURANCE or EMERGENCY should be
+ * followed by rckpt_policy_saved. */
+RCKPT_API int rckpt_policy_should_save(rckpt_policy_t *p, uint64_t step);
+RCKPT_API void rckpt_policy_saved(rckpt_policy_t *p, uint64_t step);
+
+typedef struct rckpt_policy_info {
+	double mttp_s;        /* the estimate in use */
+	unsigned preemptions; /* on record: the pool's (the job's are among them) */
+	unsigned job_preemptions;
+	double save_s, restart_s, step_s; /* the averages in use */
+	double interval_s;    /* rckpt_policy_interval of those */
+	int emergency_fits;   /* step + save + beta < grace */
+	int noticed;          /* a notice has come */
+	double notice_age_s;  /* since the notice */
+} rckpt_policy_info_t;
+
+RCKPT_API int rckpt_policy_info(rckpt_policy_t *p, rckpt_policy_info_t *out);
+
 /* ---- training data: Progressive Compressed Records (formats/pcr.md) ---- */
 
 /* A dataset is the namespace "pcr/<name>" of the pool (name: 1..63

@@ -650,6 +650,121 @@ static void test_partial(void **state)
 	free(b1);
 }
 
+/* The adaptive policy: Daly's interval, the first save, the interval,
+ * emergency and insurance decisions, notices from a call, a file and a
+ * command, and the preemption history learned across runs. */
+static void test_policy(void **state)
+{
+	fixture_t *f = *state;
+	rckpt_policy_opts_t po = RCKPT_POLICY_OPTS_INIT;
+	rckpt_policy_info_t in;
+	rckpt_policy_t *p = NULL;
+	rckpt_job_t *j;
+	char path[64];
+	double y;
+
+	/* pure: no cluster needed */
+	y = sqrt(2.0 * 10 * 3600);
+	assert_true(fabs(rckpt_policy_interval(10, 3600, 0) -
+			 (y * (1 + sqrt(10 / 7200.0) / 3 + 10 / 7200.0 / 9) - 10)) < 1e-9);
+	assert_true(rckpt_policy_interval(10, 3590, 10) == rckpt_policy_interval(10, 3600, 0));
+	assert_true(rckpt_policy_interval(100, 20, 0) == 20); /* delta >= 2M: M */
+	assert_true(rckpt_policy_interval(0, 3600, 0) == 0);
+	NEED_CLUSTER(f);
+	rckpt_job_delete(f->h, "t-policy");
+	j = open_job(f->h, "t-policy", 1, 0);
+	po.version = 99;
+	assert_int_equal(rckpt_policy_open(j, &p, &po), -EINVAL);
+	po.version = RCKPT_POLICY_OPTS_VERSION;
+	po.grace_s = 30;
+	assert_int_equal(rckpt_policy_open(j, &p, &po), 0);
+	assert_int_equal(rckpt_policy_info(p, &in), 0);
+	assert_int_equal(in.job_preemptions, 0);
+	assert_true(in.preemptions ? in.mttp_s > 0 : in.mttp_s == 3600); /* the pool may have some */
+	assert_int_equal(rckpt_policy_should_save(p, 1), RCKPT_POLICY_SAVE); /* the first */
+	rckpt_policy_save_time(p, 0.5);
+	rckpt_policy_step_time(p, 0.1);
+	rckpt_policy_saved(p, 1);
+	assert_int_equal(rckpt_policy_should_save(p, 2), RCKPT_POLICY_CONTINUE);
+	assert_int_equal(rckpt_policy_info(p, &in), 0);
+	assert_true(fabs(in.interval_s - rckpt_policy_interval(0.5, in.mttp_s, in.restart_s)) < 1e-9);
+	assert_true(in.emergency_fits);
+	rckpt_policy_notify(p);
+	assert_int_equal(rckpt_policy_should_save(p, 3), RCKPT_POLICY_EMERGENCY);
+	rckpt_policy_saved(p, 3);
+	assert_int_equal(rckpt_policy_should_save(p, 3), RCKPT_POLICY_STOP);
+	rckpt_policy_close(p);
+	/* the next run learns the first's lifetime; its restart time is kept */
+	assert_int_equal(rckpt_policy_open(j, &p, &po), 0);
+	assert_int_equal(rckpt_policy_info(p, &in), 0);
+	assert_int_equal(in.job_preemptions, 1);
+	assert_true(in.preemptions >= 1);
+	assert_int_equal(rckpt_policy_restart_time(p, 2.0), 0);
+	rckpt_policy_close(p);
+	assert_int_equal(rckpt_policy_open(j, &p, &po), 0);
+	assert_int_equal(rckpt_policy_info(p, &in), 0);
+	assert_true(in.restart_s > 0);
+	/* a grace too short for a save: insurance saves, then stop */
+	rckpt_policy_close(p);
+	po.grace_s = 0.5;
+	po.min_interval_s = 0.01;
+	po.default_mttp_s = 1e-6;
+	assert_int_equal(rckpt_policy_open(j, &p, &po), 0);
+	assert_int_equal(rckpt_policy_should_save(p, 1), RCKPT_POLICY_SAVE);
+	rckpt_policy_save_time(p, 0.001); /* beta alone passes the grace */
+	rckpt_policy_saved(p, 1);
+	{
+		const struct timespec ts = { 0, 150000000 };
+		nanosleep(&ts, NULL);
+	}
+	assert_int_equal(rckpt_policy_should_save(p, 2), RCKPT_POLICY_INSURANCE);
+	rckpt_policy_notify(p);
+	assert_int_equal(rckpt_policy_should_save(p, 3), RCKPT_POLICY_STOP);
+	rckpt_policy_close(p);
+	/* notices from a file and from a command */
+	snprintf(path, sizeof(path), "/tmp/rckpt-notice-%ld", (long)getpid());
+	unlink(path);
+	po = (rckpt_policy_opts_t)RCKPT_POLICY_OPTS_INIT;
+	po.notice_file = path;
+	po.poll_s = 0.001;
+	assert_int_equal(rckpt_policy_open(j, &p, &po), 0);
+	rckpt_policy_saved(p, 1);
+	rckpt_policy_save_time(p, 0.1);
+	assert_int_equal(rckpt_policy_should_save(p, 2), RCKPT_POLICY_CONTINUE);
+	fclose(fopen(path, "w"));
+	{
+		const struct timespec ts = { 0, 5000000 }; /* past poll_s */
+		nanosleep(&ts, NULL);
+	}
+	assert_int_equal(rckpt_policy_should_save(p, 3), RCKPT_POLICY_EMERGENCY);
+	rckpt_policy_close(p);
+	unlink(path);
+	po.notice_file = NULL;
+	{
+		char cmd[128];
+		snprintf(cmd, sizeof(cmd), "test -e %s", path);
+		po.notice_cmd = cmd;
+		assert_int_equal(rckpt_policy_open(j, &p, &po), 0);
+	}
+	rckpt_policy_saved(p, 1);
+	rckpt_policy_save_time(p, 0.1);
+	assert_int_equal(rckpt_policy_should_save(p, 2), RCKPT_POLICY_CONTINUE);
+	fclose(fopen(path, "w"));
+	{
+		const struct timespec ts = { 0, 5000000 };
+		nanosleep(&ts, NULL);
+	}
+	assert_int_equal(rckpt_policy_should_save(p, 3), RCKPT_POLICY_EMERGENCY);
+	rckpt_policy_close(p);
+	unlink(path);
+	assert_int_equal(rckpt_policy_open(j, &p, NULL), 0);
+	assert_int_equal(rckpt_policy_info(p, &in), 0);
+	assert_int_equal(in.job_preemptions, 4);
+	rckpt_policy_close(p);
+	rckpt_job_close(j);
+	rckpt_job_delete(f->h, "t-policy");
+}
+
 static int judge_cb(void *arg, const rckpt_tensor_t *t, unsigned n, double *loss)
 {
 	judge_t *jd = arg;
@@ -732,6 +847,7 @@ int main(void)
 		cmocka_unit_test(test_attachment),
 		cmocka_unit_test(test_quality_callback),
 		cmocka_unit_test(test_partial),
+		cmocka_unit_test(test_policy),
 	};
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
