@@ -15,6 +15,7 @@ RCKPT_TEST_PCR_DIR (JPEGs); the PCR tests skip without the last two.
 import os
 import subprocess
 import sys
+import time
 import unittest
 
 os.environ["CUDA_VISIBLE_DEVICES"] = ""
@@ -318,6 +319,42 @@ class WithCluster(unittest.TestCase):
             ck.save(1, sd).wait()
             with self.assertRaises(rckpt.RckptError):
                 ck.save(2, sd, partial=0.5).wait()
+
+    def test_preemption_notice_live(self):
+        """A trainer gets SIGTERM with a 5 s grace, commits an emergency save
+        within it, is killed at the end of the grace, and its restart resumes
+        from exactly that step."""
+        import signal
+        import subprocess
+        job = self.job("preempt")
+        ex = os.path.join(here, "..", "..", "client", "python", "examples", "preemptible.py")
+        cmd = [sys.executable, ex, "--job", job, "--steps", "100000", "--grace", "5",
+               "--step-sleep", "0.01", "--width", "64"]
+        child = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+        lines = []
+        for line in child.stdout:
+            lines.append(line.strip())
+            if line.startswith("step 30"):
+                break
+        t_notice = time.time()
+        child.send_signal(signal.SIGTERM)
+        try:
+            out, _ = child.communicate(timeout=5)
+        except subprocess.TimeoutExpired:
+            child.kill()  # the platform's kill at the end of the grace
+            out, _ = child.communicate()
+        lines += out.split("\n")
+        n2c = [ln.split() for ln in lines if ln.startswith("notice-to-commit")]
+        self.assertEqual(len(n2c), 1, lines[-5:])
+        step, secs = int(n2c[0][1]), float(n2c[0][2])
+        self.assertLess(secs, 5.0)
+        self.assertLess(time.time() - t_notice, 6.0)
+        with rckpt.Checkpointer(job=job, writer=False) as ro:
+            self.assertEqual(ro.steps()[-1].step, step)
+        out = subprocess.run(cmd[:4] + ["--steps", str(step + 3)] + cmd[6:], stdout=subprocess.PIPE,
+                             text=True, timeout=120, check=True).stdout.split("\n")
+        self.assertEqual(out[0], "resumed %d" % step)
+        self.assertEqual(out[1], "step %d" % (step + 1))
 
     def test_errors(self):
         with self.assertRaises(rckpt.RckptError) as e:

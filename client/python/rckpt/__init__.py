@@ -11,7 +11,9 @@ project's README, "From Python".
 from ._lib import RckptError, gpu_info, version
 from .checkpoint import Checkpointer, GradientEMA, Restored, SaveHandle, SaveResult, StepInfo
 from .pcr import PCRDataset, PCRIterableDataset
+from .policy import Policy, interval
 
 __all__ = ["Checkpointer", "GradientEMA", "PCRDataset", "PCRIterableDataset", "RckptError",
-           "Restored", "SaveHandle", "SaveResult", "StepInfo", "gpu_info", "version"]
+           "Policy", "Restored", "SaveHandle", "SaveResult", "StepInfo", "gpu_info", "interval",
+           "version"]
 __version__ = "0.1.0"

@@ -63,6 +63,20 @@ class Range(ctypes.Structure):
     _fields_ = [("name", c_charp), ("first", c_u64), ("count", c_u64)]
 
 
+class PolicyOpts(ctypes.Structure):
+    _fields_ = [("version", c_uint), ("grace_s", c_double), ("beta_s", c_double),
+                ("default_mttp_s", c_double), ("min_interval_s", c_double),
+                ("notice_file", c_charp), ("notice_cmd", c_charp), ("poll_s", c_double),
+                ("history", c_uint)]
+
+
+class PolicyInfo(ctypes.Structure):
+    _fields_ = [("mttp_s", c_double), ("preemptions", c_uint), ("job_preemptions", c_uint),
+                ("save_s", c_double), ("restart_s", c_double), ("step_s", c_double),
+                ("interval_s", c_double), ("emergency_fits", c_int), ("noticed", c_int),
+                ("notice_age_s", c_double)]
+
+
 RCKPT_SELECT = {"priority": 0, "round_robin": 1, "random": 2}
 
 
@@ -168,6 +182,16 @@ _sigs = {
     "rckpt_job_steps": (c_int, [c_voidp, c_u64, P(StepInfo), c_uint, P(c_uint), P(c_int)]),
     "rckpt_job_delete": (c_int, [c_voidp, c_charp]),
     "rckpt_gpu_info": (c_int, [P(GpuInfo)]),
+    "rckpt_policy_interval": (c_double, [c_double, c_double, c_double]),
+    "rckpt_policy_open": (c_int, [c_voidp, P(c_voidp), P(PolicyOpts)]),
+    "rckpt_policy_close": (None, [c_voidp]),
+    "rckpt_policy_step_time": (None, [c_voidp, c_double]),
+    "rckpt_policy_save_time": (None, [c_voidp, c_double]),
+    "rckpt_policy_restart_time": (c_int, [c_voidp, c_double]),
+    "rckpt_policy_notify": (None, [c_voidp]),
+    "rckpt_policy_should_save": (c_int, [c_voidp, c_u64]),
+    "rckpt_policy_saved": (None, [c_voidp, c_u64]),
+    "rckpt_policy_info": (c_int, [c_voidp, P(PolicyInfo)]),
     "rckpt_pcr_open": (c_int, [c_voidp, P(c_voidp), c_charp, P(PcrOpts)]),
     "rckpt_pcr_close": (None, [c_voidp]),
     "rckpt_pcr_info": (c_int, [c_voidp, P(PcrInfo)]),
