@@ -1306,7 +1306,8 @@ static int merge_prot(rckpt_seg_t *seg, const rckpt_seg_t *ps, uint32_t block, c
 			hi = b < nsel ? (seg->n - lo > block ? lo + block : seg->n) : seg->n;
 			for (c = 0, i = pos; i < lo; i++)
 				c += seg->idx[i] == P;
-			memcpy(merged + n, out + o, 2 * (size_t)c);
+			if (c)
+				memcpy(merged + n, out + o, 2 * (size_t)c);
 			n += c;
 			o += c;
 			for (c = 0, i = lo; i < hi; i++)
@@ -1316,7 +1317,8 @@ static int merge_prot(rckpt_seg_t *seg, const rckpt_seg_t *ps, uint32_t block, c
 				free(merged);
 				return -EINVAL;
 			}
-			memcpy(merged + n, nw + q, 2 * (size_t)c);
+			if (c)
+				memcpy(merged + n, nw + q, 2 * (size_t)c);
 			n += c;
 			q += c;
 			pos = hi;
@@ -1576,7 +1578,8 @@ int rckpt_ckenc_step_partial(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink,
 					acc = a;
 					cap = nc;
 				}
-				memcpy(acc + nnw, nw, 2 * np);
+				if (np)
+					memcpy(acc + nnw, nw, 2 * np);
 				nnw += np;
 				bl[k][sel[k].nblocks++] = (uint32_t)b;
 			}
