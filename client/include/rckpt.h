@@ -450,7 +450,9 @@ typedef struct rckpt_policy_opts {
 	const char *notice_file;/* a notice is this file appearing; NULL: none */
 	const char *notice_cmd; /* a notice is `sh -c cmd` exiting 0; NULL: none */
 	double poll_s;          /* how often file and command are checked; 0: 1 s */
-	unsigned history;       /* preemptions the estimate uses, newest; 0: 64 */
+	unsigned history;       /* preemptions the estimate uses, newest; 0: 64;
+				   at most 1024, the most each history object
+				   keeps (older events are trimmed) */
 } rckpt_policy_opts_t;
 
 #define RCKPT_POLICY_OPTS_INIT { RCKPT_POLICY_OPTS_VERSION, 0, 0, 0, 0, NULL, NULL, 0, 0 }

@@ -10,6 +10,8 @@
  * from it. Value (24 bytes, little-endian): f64 lifetime (seconds from the
  * run's start to the notice), f64 restart (seconds from the notice to the
  * next run's first step; < 0 while unknown), u64 unix ns of the notice.
+ * Each object keeps its newest 1024 events: opening a policy trims older
+ * ones.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -32,7 +34,9 @@
 #define POOL_OID "rckpt.preemptions"
 #define JOB_PREFIX "x.pre."
 #define EVENT_BYTES 24
-#define READ_MAX 4096u
+#define KEEP_EVENTS 1024u /* events kept per object; older ones are trimmed */
+#define PAGE 256u         /* omap entries per read */
+#define MAX_PAGES 4096u   /* a bound on one read of a history (1M entries) */
 
 extern char **environ;
 
@@ -90,68 +94,101 @@ static void fold(double *avg, double s)
 	*avg = *avg < 0 ? s : 0.7 * *avg + 0.3 * s;
 }
 
-/* Events of an object's omap whose keys start with prefix: their mean
- * lifetime and restart (known ones), newest `keep` of them. */
+/* Events of an object's omap whose keys start with prefix, read a page
+ * at a time, oldest first: the mean lifetime and restart (known ones) of
+ * the newest `keep`, and the newest event itself (last_key, last_val).
+ * Beyond the newest KEEP_EVENTS, older events are removed (an omap range
+ * delete; losing the race to another writer only removes old events). */
+struct ev {
+	double life, rs;
+	char key[64];
+};
+
+static int trim_events(rados_ioctx_t io, const char *oid, const char *prefix, const char *first_kept)
+{
+	rados_write_op_t op = rados_create_write_op();
+	int rc;
+	if (op == NULL)
+		return -ENOMEM;
+	rados_write_op_assert_exists(op);
+	rados_write_op_omap_rm_range2(op, prefix, strlen(prefix), first_kept, strlen(first_kept));
+	rc = rados_write_op_operate(op, io, oid, NULL, 0);
+	rados_release_write_op(op);
+	return rc == -ENOENT ? 0 : rc;
+}
+
 static int read_events(rados_ioctx_t io, const char *oid, const char *prefix, unsigned keep,
 		       double *life_sum, unsigned *n, double *rs_sum, unsigned *nrs, char *last_key,
 		       uint8_t *last_val)
 {
-	rados_read_op_t op = rados_create_read_op();
-	rados_omap_iter_t it = NULL;
-	double *life = NULL, *rs = NULL;
-	unsigned cnt = 0, i;
-	unsigned char more = 0;
-	int prval = 0, rc;
+	struct ev *ring = malloc(sizeof(*ring) * KEEP_EVENTS);
+	char after[64] = "";
+	uint64_t total = 0, i, from;
+	unsigned page;
+	int rc = 0;
 
 	*life_sum = *rs_sum = 0;
 	*n = *nrs = 0;
-	if (op == NULL)
+	if (ring == NULL)
 		return -ENOMEM;
-	life = malloc(sizeof(double) * READ_MAX);
-	rs = malloc(sizeof(double) * READ_MAX);
-	if (!life || !rs) {
-		rc = -ENOMEM;
-		goto out;
-	}
-	rados_read_op_omap_get_vals2(op, "", prefix, READ_MAX, &it, &more, &prval);
-	rc = rados_read_op_operate(op, io, oid, 0);
-	if (rc == -ENOENT) {
-		rc = 0;
-		goto out;
-	}
-	if (rc == 0)
-		rc = prval;
-	while (rc == 0 && it) {
-		char *key = NULL, *val = NULL;
-		size_t len = 0;
-		if (rados_omap_get_next(it, &key, &val, &len) || key == NULL)
+	for (page = 0; page < MAX_PAGES; page++) {
+		rados_read_op_t op = rados_create_read_op();
+		rados_omap_iter_t it = NULL;
+		unsigned char more = 0;
+		unsigned got = 0;
+		int prval = 0;
+		if (op == NULL) {
+			rc = -ENOMEM;
 			break;
-		if (len != EVENT_BYTES || cnt == READ_MAX)
-			continue; /* not ours: skip it */
-		life[cnt] = rckpt_u2d(le64((const uint8_t *)val));
-		rs[cnt] = rckpt_u2d(le64((const uint8_t *)val + 8));
-		if (last_key) {
-			snprintf(last_key, 64, "%s", key);
-			memcpy(last_val, val, EVENT_BYTES);
 		}
-		cnt++;
+		rados_read_op_omap_get_vals2(op, after, prefix, PAGE, &it, &more, &prval);
+		rc = rados_read_op_operate(op, io, oid, 0);
+		if (rc == 0)
+			rc = prval;
+		while (rc == 0 && it) {
+			char *key = NULL, *val = NULL;
+			size_t len = 0;
+			struct ev *e;
+			if (rados_omap_get_next(it, &key, &val, &len) || key == NULL)
+				break;
+			got++;
+			snprintf(after, sizeof(after), "%s", key);
+			if (len != EVENT_BYTES || strlen(key) >= sizeof(e->key))
+				continue; /* not ours: skip it */
+			e = &ring[total++ % KEEP_EVENTS];
+			e->life = rckpt_u2d(le64((const uint8_t *)val));
+			e->rs = rckpt_u2d(le64((const uint8_t *)val + 8));
+			memcpy(e->key, key, strlen(key) + 1);
+			if (last_key) {
+				memcpy(last_key, key, strlen(key) + 1);
+				memcpy(last_val, val, EVENT_BYTES);
+			}
+		}
+		if (it)
+			rados_omap_get_end(it);
+		rados_release_read_op(op);
+		if (rc || !more || got == 0)
+			break;
 	}
-	for (i = cnt > keep ? cnt - keep : 0; i < cnt; i++) {
-		if (isfinite(life[i]) && life[i] > 0) {
-			*life_sum += life[i];
-			(*n)++;
+	if (rc == -ENOENT)
+		rc = 0;
+	if (rc == 0) {
+		from = total > keep ? total - keep : 0;
+		for (i = from; i < total; i++) {
+			const struct ev *e = &ring[i % KEEP_EVENTS];
+			if (isfinite(e->life) && e->life > 0) {
+				*life_sum += e->life;
+				(*n)++;
+			}
+			if (isfinite(e->rs) && e->rs >= 0) {
+				*rs_sum += e->rs;
+				(*nrs)++;
+			}
 		}
-		if (isfinite(rs[i]) && rs[i] >= 0) {
-			*rs_sum += rs[i];
-			(*nrs)++;
-		}
+		if (total > KEEP_EVENTS) /* best effort: a failed trim changes no estimate */
+			(void)trim_events(io, oid, prefix, ring[total % KEEP_EVENTS].key);
 	}
-out:
-	if (it)
-		rados_omap_get_end(it);
-	rados_release_read_op(op);
-	free(life);
-	free(rs);
+	free(ring);
 	return rc;
 }
 
@@ -220,7 +257,7 @@ int rckpt_policy_open(rckpt_job_t *j, rckpt_policy_t **out, const rckpt_policy_o
 	if (o == NULL)
 		o = &def;
 	if (o->version != RCKPT_POLICY_OPTS_VERSION || o->grace_s < 0 || o->beta_s < 0 ||
-	    o->default_mttp_s < 0 || o->min_interval_s < 0 || o->poll_s < 0)
+	    o->default_mttp_s < 0 || o->min_interval_s < 0 || o->poll_s < 0 || o->history > KEEP_EVENTS)
 		return rckpt_fail(h, -EINVAL, __func__, "bad policy options");
 	if ((p = calloc(1, sizeof(*p))) == NULL)
 		return rckpt_fail(h, -ENOMEM, __func__, "out of memory");

@@ -761,6 +761,68 @@ static void test_policy(void **state)
 	assert_int_equal(rckpt_policy_info(p, &in), 0);
 	assert_int_equal(in.job_preemptions, 4);
 	rckpt_policy_close(p);
+	/* a long history: 1100 more events (the oldest 80 with lifetime 1 s,
+	 * then 1020 of 500 s), more than a page; opening estimates from the
+	 * newest `history` and trims the job's object (1104 events) to its
+	 * newest 1024, exactly those of 1 s gone */
+	{
+		enum { NEV = 1100, PER_OP = 100 };
+		rados_omap_iter_t it = NULL;
+		unsigned char more = 0;
+		unsigned k, left = 0;
+		int prval = 0;
+		rados_ioctx_set_namespace(f->io, "t-policy");
+		for (k = 0; k < NEV; k += PER_OP) {
+			char keys[PER_OP][32];
+			uint8_t vals[PER_OP][24];
+			const char *kp[PER_OP], *vp[PER_OP];
+			size_t lens[PER_OP];
+			rados_write_op_t op = rados_create_write_op();
+			unsigned e;
+			for (e = 0; e < PER_OP; e++) {
+				const double life = k + e < 80 ? 1.0 : 500.0, rs = -1;
+				const uint64_t ns = 1000000000ull + k + e;
+				memcpy(&vals[e][0], &life, 8); /* little-endian hosts */
+				memcpy(&vals[e][8], &rs, 8);
+				memcpy(&vals[e][16], &ns, 8);
+				snprintf(keys[e], sizeof(keys[e]), "x.pre.%020llu", (unsigned long long)ns);
+				kp[e] = keys[e];
+				vp[e] = (const char *)vals[e];
+				lens[e] = 24;
+			}
+			rados_write_op_omap_set(op, kp, vp, lens, PER_OP);
+			assert_int_equal(rados_write_op_operate(op, f->io, "rckpt.job", NULL, 0), 0);
+			rados_release_write_op(op);
+		}
+		po = (rckpt_policy_opts_t)RCKPT_POLICY_OPTS_INIT;
+		po.history = 1025;
+		assert_int_equal(rckpt_policy_open(j, &p, &po), -EINVAL);
+		po.history = 1000;
+		assert_int_equal(rckpt_policy_open(j, &p, &po), 0);
+		assert_int_equal(rckpt_policy_info(p, &in), 0);
+		assert_int_equal(in.job_preemptions, 1000); /* the 4 real ones sort last */
+		rckpt_policy_close(p);
+		/* the job's object holds its newest 1024 events now */
+		rados_read_op_t rop = rados_create_read_op();
+		rados_read_op_omap_get_vals2(rop, "", "x.pre.", 4096, &it, &more, &prval);
+		assert_int_equal(rados_read_op_operate(rop, f->io, "rckpt.job", 0), 0);
+		assert_int_equal(prval, 0);
+		{
+			char *key, *val;
+			size_t len;
+			while (rados_omap_get_next(it, &key, &val, &len) == 0 && key != NULL) {
+				double life;
+				memcpy(&life, val, 8);
+				assert_int_equal(len, 24);
+				assert_true(life != 1.0); /* the oldest are gone */
+				left++;
+			}
+		}
+		rados_omap_get_end(it);
+		rados_release_read_op(rop);
+		rados_ioctx_set_namespace(f->io, "");
+		assert_int_equal(left, 1024);
+	}
 	rckpt_job_close(j);
 	rckpt_job_delete(f->h, "t-policy");
 }
