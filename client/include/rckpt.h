@@ -662,6 +662,50 @@ typedef struct rckpt_pcr_read_stats {
 
 RCKPT_API int rckpt_pcr_read_stats(rckpt_pcr_t *d, rckpt_pcr_read_stats_t *out);
 
+/* ---- locality-aware loading ----
+ *
+ * p learners read one dataset every epoch in global mini-batches of p x b
+ * samples. In the first epoch each learner caches the samples it reads;
+ * afterwards each builds its share of every global batch out of its own
+ * cache, and only the imbalance moves between learners. These functions
+ * are pure: every learner computes the same answers from the same inputs,
+ * without communicating. */
+
+#define RCKPT_LOC_STORAGE UINT32_MAX /* no learner: read from the cluster */
+
+/* The order of epoch `epoch`'s n samples, perm[0..n): Fisher-Yates from
+ * the end, j = (hi32(x) * i) >> 32 for i = n..2, x the splitmix64 stream
+ * seeded with seed ^ (epoch * 0xd1b54a32d192ed03). Global batch t of
+ * p x b samples is perm[t*p*b ..), the last one shorter; learner r's
+ * share of a batch of g samples is g/p (the first g%p learners one more),
+ * in rank order. */
+RCKPT_API int rckpt_loc_order(uint64_t seed, uint64_t epoch, uint32_t n, uint32_t *perm);
+
+/* The cache directory: owner[s] for each of the n samples, the learner
+ * that reads s in epoch 0 (its share of each global batch of p x
+ * local_batch) while it has cached fewer than `capacity` samples; else
+ * RCKPT_LOC_STORAGE. */
+RCKPT_API int rckpt_loc_directory(uint64_t seed, uint32_t n, unsigned p, uint32_t local_batch,
+				  uint32_t capacity, uint32_t *owner);
+
+typedef struct rckpt_loc_plan_stats {
+	uint32_t moved;        /* samples sent from one learner's cache to another */
+	uint32_t from_storage; /* samples in no cache, read from the cluster */
+	uint32_t transfers;    /* (sender, receiver) pairs: at most p - 1 */
+} rckpt_loc_plan_stats_t;
+
+/* The plan for one global batch ids[0..g) under directory owner[0..n):
+ * sample ids[i] goes into learner dst[i]'s local batch, from learner
+ * src[i]'s cache (src == dst: no traffic) or, src[i] == RCKPT_LOC_STORAGE,
+ * read by dst[i] from the cluster. Local batch sizes are the shares above.
+ * A learner keeps its own cached samples (in batch order) up to its share;
+ * samples in no cache fill the short learners in rank order; then the
+ * largest surplus goes to the largest deficit, min of the two a transfer,
+ * ties to the lower rank (two max-heaps): at most p - 1 transfers, within
+ * twice the fewest. -ERANGE for an id >= n or a bad owner. */
+RCKPT_API int rckpt_loc_plan(const uint32_t *owner, uint32_t n, unsigned p, const uint32_t *ids,
+			     uint32_t g, uint32_t *src, uint32_t *dst, rckpt_loc_plan_stats_t *st);
+
 /* ---- build and machine ---- */
 
 typedef struct rckpt_gpu_info {
