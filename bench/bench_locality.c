@@ -132,7 +132,7 @@ int main(int argc, char **argv)
 				fprintf(stderr, "bench_locality: out of memory\n");
 				return 1;
 			}
-			if ((rc = rckpt_loc_directory(seed, n, p, b, UINT32_MAX, owner)) ||
+			if ((rc = rckpt_loc_directory(seed, 0, n, p, b, UINT32_MAX, owner)) ||
 			    (rc = rckpt_loc_order(seed, 1, n, perm))) {
 				fprintf(stderr, "bench_locality: %s\n", strerror(-rc));
 				return 1;

@@ -682,11 +682,11 @@ RCKPT_API int rckpt_pcr_read_stats(rckpt_pcr_t *d, rckpt_pcr_read_stats_t *out);
 RCKPT_API int rckpt_loc_order(uint64_t seed, uint64_t epoch, uint32_t n, uint32_t *perm);
 
 /* The cache directory: owner[s] for each of the n samples, the learner
- * that reads s in epoch 0 (its share of each global batch of p x
- * local_batch) while it has cached fewer than `capacity` samples; else
- * RCKPT_LOC_STORAGE. */
-RCKPT_API int rckpt_loc_directory(uint64_t seed, uint32_t n, unsigned p, uint32_t local_batch,
-				  uint32_t capacity, uint32_t *owner);
+ * that reads s in epoch `epoch` (the first the loader runs: its share of
+ * each global batch of p x local_batch) while it has cached fewer than
+ * `capacity` samples; else RCKPT_LOC_STORAGE. */
+RCKPT_API int rckpt_loc_directory(uint64_t seed, uint64_t epoch, uint32_t n, unsigned p,
+				  uint32_t local_batch, uint32_t capacity, uint32_t *owner);
 
 typedef struct rckpt_loc_plan_stats {
 	uint32_t moved;        /* samples sent from one learner's cache to another */
@@ -705,6 +705,76 @@ typedef struct rckpt_loc_plan_stats {
  * twice the fewest. -ERANGE for an id >= n or a bad owner. */
 RCKPT_API int rckpt_loc_plan(const uint32_t *owner, uint32_t n, unsigned p, const uint32_t *ids,
 			     uint32_t g, uint32_t *src, uint32_t *dst, rckpt_loc_plan_stats_t *st);
+
+/* How learners exchange samples: the caller's existing transport (MPI,
+ * torch.distributed, ...), never a socket of ours. send and recv move
+ * exactly len bytes to or from learner `peer` and block until done (a
+ * matching recv may be needed first); 0 or a negative errno. The loader
+ * keeps every step's messages in one global order (by sender, then
+ * receiver) and no learner both sends and receives in one step, so
+ * blocking, unbuffered transports cannot deadlock. */
+typedef struct rckpt_loc_transport {
+	void *ctx;
+	unsigned rank, size; /* this learner, and p */
+	int (*send)(void *ctx, unsigned peer, const void *buf, size_t len);
+	int (*recv)(void *ctx, unsigned peer, void *buf, size_t len);
+} rckpt_loc_transport_t;
+
+/* In librckpt_mpi (built when MPI is found; link it beside librckpt): a
+ * transport over the MPI communicator *(MPI_Comm *)comm, which must stay
+ * valid while the loader is open. */
+RCKPT_API int rckpt_loc_transport_mpi(void *comm, rckpt_loc_transport_t *out);
+
+enum rckpt_loader_mode {
+	RCKPT_LOADER_REGULAR = 0,  /* every learner reads its share from the cluster, every epoch */
+	RCKPT_LOADER_LOCALITY = 1, /* epoch 0 fills the caches; later epochs read them */
+};
+
+#define RCKPT_LOADER_OPTS_VERSION 1
+
+typedef struct rckpt_loader_opts {
+	unsigned version;     /* RCKPT_LOADER_OPTS_VERSION */
+	unsigned mode;        /* enum rckpt_loader_mode */
+	uint32_t local_batch; /* b: a global batch is p x b samples */
+	uint64_t seed;        /* the epoch orders (rckpt_loc_order) */
+	uint64_t cache_bytes; /* per learner (JPEG bytes at the fidelity); 0: 1 GiB */
+	unsigned groups;      /* fidelity: groups 1..k; RCKPT_PCR_ALL: all */
+	unsigned output;      /* enum rckpt_pcr_output */
+	unsigned threads;     /* decode threads; 0: 1 */
+} rckpt_loader_opts_t;
+
+#define RCKPT_LOADER_OPTS_INIT { RCKPT_LOADER_OPTS_VERSION, RCKPT_LOADER_REGULAR, 32, 0, 0, RCKPT_PCR_ALL, RCKPT_PCR_JPEG, 0 }
+
+typedef struct rckpt_loader rckpt_loader_t;
+
+/* This learner's loader of PCR dataset `dataset` (every learner opens it
+ * with the same options). The transport is copied; it is used only in
+ * locality mode. */
+RCKPT_API int rckpt_loader_open(rckpt_t *h, rckpt_loader_t **out, const char *dataset,
+				const rckpt_loc_transport_t *tr, const rckpt_loader_opts_t *o);
+RCKPT_API void rckpt_loader_close(rckpt_loader_t *l);
+
+/* Starts epoch `epoch` (epochs need not follow each other; the caches
+ * fill during the first one run, whatever its number); *steps is its
+ * number of global batches. */
+RCKPT_API int rckpt_loader_epoch(rckpt_loader_t *l, uint64_t epoch, uint32_t *steps);
+
+/* This learner's local batch of the next step (its share of the global
+ * batch: the same samples over all learners as the regular mode, in
+ * global-batch order); *out is NULL after the epoch's last step. Every
+ * learner must call it for every step (the exchange is collective). */
+RCKPT_API int rckpt_loader_next(rckpt_loader_t *l, rckpt_pcr_batch_t **out);
+
+typedef struct rckpt_loader_stats {
+	uint64_t storage_bytes;   /* read from the cluster since open (index included) */
+	uint64_t storage_samples;
+	uint64_t cache_hits;      /* samples served from this learner's cache */
+	uint64_t sent_samples, sent_bytes;
+	uint64_t recv_samples, recv_bytes;
+	uint64_t cached_samples, cached_bytes; /* in the cache now */
+} rckpt_loader_stats_t;
+
+RCKPT_API int rckpt_loader_stats(rckpt_loader_t *l, rckpt_loader_stats_t *out);
 
 /* ---- build and machine ---- */
 

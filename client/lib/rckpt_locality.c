@@ -53,7 +53,7 @@ static uint32_t share_start(uint32_t g, unsigned p, unsigned r)
 	return r * (g / p) + (r < g % p ? r : g % p);
 }
 
-int rckpt_loc_directory(uint64_t seed, uint32_t n, unsigned p, uint32_t local_batch,
+int rckpt_loc_directory(uint64_t seed, uint64_t epoch, uint32_t n, unsigned p, uint32_t local_batch,
 			uint32_t capacity, uint32_t *owner)
 {
 	uint32_t *perm, *held, g, t, k;
@@ -71,7 +71,7 @@ int rckpt_loc_directory(uint64_t seed, uint32_t n, unsigned p, uint32_t local_ba
 		free(held);
 		return -ENOMEM;
 	}
-	if ((rc = rckpt_loc_order(seed, 0, n, perm)) == 0) {
+	if ((rc = rckpt_loc_order(seed, epoch, n, perm)) == 0) {
 		g = p * local_batch;
 		for (t = 0; t < n; t += g) {
 			const uint32_t gl = n - t < g ? n - t : g;

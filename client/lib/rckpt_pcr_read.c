@@ -57,6 +57,7 @@ struct rckpt_pcr_batch {
 	unsigned pending;    /* image tasks left; under d->mu */
 	int state;           /* under d->mu */
 	int rc;
+	int rgb;             /* decode to RGB */
 };
 
 typedef struct task {
@@ -196,7 +197,7 @@ static void image_task(rckpt_pcr_t *d, rckpt_pcr_batch_t *b, uint32_t i, tjhandl
 	} else {
 		p->jpeg_len = p->src_len;
 	}
-	if (rc == 0 && d->o.output == RCKPT_PCR_RGB)
+	if (rc == 0 && b->rgb)
 		rc = decode_rgb(p, p->jpeg ? p->jpeg : p->src, p->jpeg_len, th);
 	pthread_mutex_lock(&d->mu);
 	if (rc && !b->rc)
@@ -209,7 +210,7 @@ static void image_task(rckpt_pcr_t *d, rckpt_pcr_batch_t *b, uint32_t i, tjhandl
 static void *worker(void *arg)
 {
 	rckpt_pcr_t *d = arg;
-	tjhandle th = d->o.output == RCKPT_PCR_RGB ? tjInitDecompress() : NULL;
+	tjhandle th = tjInitDecompress();
 
 	pthread_mutex_lock(&d->mu);
 	for (;;) {
@@ -309,6 +310,7 @@ static int issue(rckpt_pcr_t *d)
 	if (b == NULL)
 		return -ENOMEM;
 	b->d = d;
+	b->rgb = d->o.output == RCKPT_PCR_RGB;
 	b->record = d->next_issue;
 	b->k = groups_of(d, e->ngroups);
 	b->rlen = e->end[b->k - 1];
@@ -554,6 +556,7 @@ int rckpt_pcr_fetch(rckpt_pcr_t *d, const uint32_t *ids, unsigned n, rckpt_pcr_b
 		return rckpt_fail(d->h, -ENOMEM, __func__, "out of memory");
 	}
 	b->d = d;
+	b->rgb = d->o.output == RCKPT_PCR_RGB;
 	b->record = UINT32_MAX;
 	b->n = n;
 	memcpy(u, ids, (size_t)n * sizeof(*u));
@@ -691,6 +694,71 @@ out:
 	pthread_mutex_lock(&d->mu);
 	d->stats.images += n;
 	pthread_mutex_unlock(&d->mu);
+	*out = b;
+	return 0;
+}
+
+int rckpt_pcr_batch_make(rckpt_pcr_t *d, const rckpt_pcr_item_t *it, unsigned n, int rgb,
+			 rckpt_pcr_batch_t **out)
+{
+	rckpt_pcr_batch_t *b;
+	size_t total = 0, off = 0;
+	unsigned i;
+	int rc = 0;
+
+	*out = NULL;
+	for (i = 0; i < n; i++) {
+		if (it[i].name_len > RCKPT_PCR_MAX_NAME || it[i].jpeg_len == 0)
+			return -EINVAL;
+		total += it[i].label_len + it[i].jpeg_len;
+	}
+	b = calloc(1, sizeof(*b));
+	if (b == NULL)
+		return -ENOMEM;
+	b->d = d;
+	b->rgb = rgb;
+	b->record = UINT32_MAX;
+	b->n = n;
+	b->img = calloc(n ? n : 1, sizeof(*b->img));
+	b->rbuf = malloc(total ? total : 1);
+	if (b->img == NULL || b->rbuf == NULL) {
+		rckpt_pcr_batch_free(b);
+		return -ENOMEM;
+	}
+	for (i = 0; i < n; i++) { /* copies: the batch owns what it hands out */
+		pimg_t *p = &b->img[i];
+		p->id = it[i].id;
+		memcpy(p->name, it[i].name, it[i].name_len);
+		memcpy(b->rbuf + off, it[i].label, it[i].label_len);
+		p->label = b->rbuf + off;
+		p->label_len = it[i].label_len;
+		off += it[i].label_len;
+		memcpy(b->rbuf + off, it[i].jpeg, it[i].jpeg_len);
+		p->src = b->rbuf + off;
+		p->src_len = it[i].jpeg_len;
+		off += it[i].jpeg_len;
+	}
+	if (n == 0) {
+		*out = b;
+		return 0;
+	}
+	pthread_mutex_lock(&d->mu);
+	b->pending = n;
+	b->state = B_WORKING;
+	for (i = 0; i < n && rc == 0; i++)
+		rc = push_locked(d, b, i);
+	if (rc) {
+		b->pending -= n - i + 1;
+		b->rc = rc;
+		if (b->pending == 0)
+			finish_locked(d, b, rc);
+	}
+	pthread_mutex_unlock(&d->mu);
+	wait_done(d, b);
+	if ((rc = b->rc)) {
+		rckpt_pcr_batch_free(b);
+		return rc;
+	}
 	*out = b;
 	return 0;
 }

@@ -96,7 +96,7 @@ static void test_directory(void **state)
 	unsigned r;
 	(void)state;
 	/* unbounded: every sample has the owner that read it in epoch 0 */
-	assert_int_equal(rckpt_loc_directory(9, N, P, B, UINT32_MAX, owner), 0);
+	assert_int_equal(rckpt_loc_directory(9, 0, N, P, B, UINT32_MAX, owner), 0);
 	assert_int_equal(rckpt_loc_order(9, 0, N, perm), 0);
 	for (t = 0; t * P * B < N; t++) {
 		const uint32_t *ids;
@@ -115,7 +115,7 @@ static void test_directory(void **state)
 		i += held[r];
 	assert_int_equal(i, N);
 	/* bounded: nobody holds more than its capacity; the rest is nobody's */
-	assert_int_equal(rckpt_loc_directory(9, N, P, B, 50, owner), 0);
+	assert_int_equal(rckpt_loc_directory(9, 0, N, P, B, 50, owner), 0);
 	memset(held, 0, sizeof(held));
 	for (i = 0, t = 0; i < N; i++) {
 		if (owner[i] == RCKPT_LOC_STORAGE) {
@@ -128,14 +128,14 @@ static void test_directory(void **state)
 	for (r = 0; r < P; r++)
 		assert_int_equal(held[r], 50);
 	assert_int_equal(t, N - 50 * P);
-	assert_int_equal(rckpt_loc_directory(9, N, P, B, 0, owner), 0);
+	assert_int_equal(rckpt_loc_directory(9, 0, N, P, B, 0, owner), 0);
 	for (i = 0; i < N; i++)
 		assert_int_equal(owner[i], RCKPT_LOC_STORAGE);
 	/* bad input changes nothing */
 	owner[0] = 12345;
-	assert_int_equal(rckpt_loc_directory(9, N, 0, B, 1, owner), -EINVAL);
-	assert_int_equal(rckpt_loc_directory(9, N, P, 0, 1, owner), -EINVAL);
-	assert_int_equal(rckpt_loc_directory(9, N, 65536, 65536, 1, owner), -EINVAL);
+	assert_int_equal(rckpt_loc_directory(9, 0, N, 0, B, 1, owner), -EINVAL);
+	assert_int_equal(rckpt_loc_directory(9, 0, N, P, 0, 1, owner), -EINVAL);
+	assert_int_equal(rckpt_loc_directory(9, 0, N, 65536, 65536, 1, owner), -EINVAL);
 	assert_int_equal(owner[0], 12345);
 }
 
@@ -226,7 +226,7 @@ static void test_plan_properties(void **state)
 			uint32_t e, t, c;
 			assert_true(owner && perm);
 			for (c = 0; c < 3; c++) {
-				assert_int_equal(rckpt_loc_directory(s, n, p, b, cap[c], owner), 0);
+				assert_int_equal(rckpt_loc_directory(s, 0, n, p, b, cap[c], owner), 0);
 				for (e = 0; e < 3; e++) {
 					assert_int_equal(rckpt_loc_order(s, e, n, perm), 0);
 					for (t = 0; t * p * b < n; t++) {
@@ -273,7 +273,7 @@ static void test_plan_traffic(void **state)
 		unsigned i, j;
 		rckpt_loc_plan_stats_t st;
 		assert_true(owner && perm && src && dst);
-		assert_int_equal(rckpt_loc_directory(1, n, P, b, UINT32_MAX, owner), 0);
+		assert_int_equal(rckpt_loc_directory(1, 0, n, P, b, UINT32_MAX, owner), 0);
 		assert_int_equal(rckpt_loc_order(1, 1, n, perm), 0);
 		for (t = 0; t < STEPS; t++) {
 			assert_int_equal(rckpt_loc_plan(owner, n, P, perm + t * g, g, src, dst, &st), 0);
