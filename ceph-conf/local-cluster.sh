@@ -160,9 +160,11 @@ wait_for() {
 # stock classes (lock, …) must keep working next to ours, so it is a folder in
 # the state directory holding links to the stock classes and to the build's
 # plugins: a rebuild is picked up at the next OSD start, nothing is copied.
+# Ceph's defaults are asked for with an empty configuration: $CEPH_CONF may
+# name this very cluster, whose class folder is the one being rebuilt.
 link_classes() {
 	local cdir=$dir/rados-classes stock f name
-	stock=$(ceph-osd --no-mon-config --show-config-value osd_class_dir 2>/dev/null | tail -n 1)
+	stock=$(env -u CEPH_CONF ceph-osd -c /dev/null --no-mon-config --show-config-value osd_class_dir 2>/dev/null | tail -n 1)
 	mkdir -p "$cdir"
 	find "$cdir" -maxdepth 1 -type l -delete
 	if [ -d "$stock" ]; then
@@ -180,7 +182,7 @@ link_classes() {
 
 write_conf() {
 	local port=$1 fsid=$2 default_list
-	default_list=$(ceph-osd --no-mon-config --show-config-value osd_class_load_list 2>/dev/null | tail -n 1)
+	default_list=$(env -u CEPH_CONF ceph-osd -c /dev/null --no-mon-config --show-config-value osd_class_load_list 2>/dev/null | tail -n 1)
 	cat >"$conf.tmp" <<EOF
 # Written by $prog for the cluster in this folder. Everything it uses is here.
 [global]
