@@ -17,12 +17,15 @@ jobs=$(nproc 2>/dev/null || echo 2)
 # checkpoints the codec's tests and benchmarks use (bench/make_checkpoints.py);
 # python3-pil cuts the PCR data set out of the sample photos that
 # python3-sklearn and python3-skimage ship (bench/make_pcr_images.py).
+# OpenMPI is the locality-aware loader's exchange for C trainers
+# (librckpt_mpi) and runs its multi-learner test (mpirun -np 4).
 packages=(
 	build-essential cmake pkg-config jq
 	ceph-mon ceph-mgr ceph-osd ceph-common
 	librados-dev libradospp-dev rados-objclass-dev
 	libzstd-dev libturbojpeg0-dev libssl-dev libcmocka-dev libjansson-dev
 	python3-torch python3-sklearn python3-pil python3-skimage
+	openmpi-bin libopenmpi-dev
 )
 
 usage() {
