@@ -29,8 +29,12 @@ except ImportError:
     print("skipped: python3-torch is not installed")
     sys.exit(77)
 
+import ctypes  # noqa: E402
+
 import rckpt  # noqa: E402
 from rckpt import _plain  # noqa: E402
+
+ctypes_u32 = ctypes.c_uint32
 
 CONF = os.environ.get("CEPH_CONF")
 TAG = "py-%d" % os.getpid()
@@ -389,6 +393,64 @@ class WithCluster(unittest.TestCase):
             with self.assertRaises(rckpt.RckptError) as e:
                 ro.save(7, sd)
             self.assertEqual(e.exception.code, -1)
+
+    @unittest.skipIf(not os.environ.get("RCKPT_CLI") or not os.environ.get("RCKPT_TEST_PCR_DIR"),
+                     "RCKPT_CLI or RCKPT_TEST_PCR_DIR not set")
+    def test_pcr_distributed_locality(self):
+        """Four learners (processes, torch.distributed over gloo on
+        loopback) read a dataset three epochs in each mode: every step's
+        local batches together are the global batch, the same samples and
+        bytes in both modes; after the first epoch the locality mode reads
+        nothing from the cluster and exchanges the imbalance."""
+        import json
+        import tempfile
+        src = os.environ["RCKPT_TEST_PCR_DIR"]
+        files = sorted(f for f in os.listdir(src) if f.endswith(".jpg"))[:100]
+        ds = TAG + "-loc"
+        cli = os.environ["RCKPT_CLI"]
+        subprocess.run([cli, "pcr", "rm", "--dataset", ds], capture_output=True)
+        self.addCleanup(subprocess.run, [cli, "pcr", "rm", "--dataset", ds], capture_output=True)
+        subprocess.run([cli, "pcr", "build", "--dataset", ds, "--images-per-record", "16"]
+                       + [os.path.join(src, f) for f in files], check=True, capture_output=True)
+        world = 4
+        with tempfile.TemporaryDirectory() as tmp:
+            env = dict(os.environ, GLOO_SOCKET_IFNAME="lo")
+            procs = [subprocess.Popen([sys.executable, os.path.join(here, "loader_worker.py"), ds, str(r),
+                                       str(world), os.path.join(tmp, "rdv"), os.path.join(tmp, "%d.json" % r)],
+                                      env=env) for r in range(world)]
+            for p in procs:
+                self.assertEqual(p.wait(timeout=300), 0)
+            res = []
+            for r in range(world):
+                with open(os.path.join(tmp, "%d.json" % r)) as f:
+                    res.append(json.load(f))
+        G = world * 4
+        for epoch in range(3):
+            perm = (ctypes_u32 * 100)()
+            rckpt._lib.lib.rckpt_loc_order(7, epoch, 100, perm)
+            steps = len(res[0]["regular"][epoch]["steps"])
+            self.assertEqual(steps, (100 + G - 1) // G)
+            for s in range(steps):
+                want = sorted(perm[s * G:(s + 1) * G])
+                for mode in ("regular", "locality"):
+                    got = [tuple(x) for r in range(world) for x in res[r][mode][epoch]["steps"][s]]
+                    self.assertEqual(sorted(i for i, _ in got), want, (mode, epoch, s))
+                    if mode == "regular":
+                        ref = dict(got)
+                    else:
+                        self.assertEqual(dict(got), ref)  # the same bytes
+                    for r in range(world):  # the shares
+                        n = len(res[r][mode][epoch]["steps"][s])
+                        g = len(want)
+                        self.assertEqual(n, g // world + (r < g % world))
+            reg = sum(res[r]["regular"][epoch]["storage_bytes"] for r in range(world))
+            loc = sum(res[r]["locality"][epoch]["storage_bytes"] for r in range(world))
+            self.assertGreater(reg, 0)
+            if epoch == 0:
+                self.assertEqual(loc, reg)
+            else:
+                self.assertEqual(loc, 0)
+                self.assertGreater(sum(res[r]["locality"][epoch]["recv_samples"] for r in range(world)), 0)
 
     @unittest.skipIf(not os.environ.get("RCKPT_CLI") or not os.environ.get("RCKPT_TEST_PCR_DIR"),
                      "RCKPT_CLI or RCKPT_TEST_PCR_DIR not set")

@@ -119,6 +119,31 @@ class PcrReadStats(ctypes.Structure):
     _fields_ = [("wire_bytes", c_u64), ("reads", c_u64), ("images", c_u64)]
 
 
+LOC_SEND = ctypes.CFUNCTYPE(c_int, c_voidp, c_uint, c_voidp, c_size)
+LOC_RECV = ctypes.CFUNCTYPE(c_int, c_voidp, c_uint, c_voidp, c_size)
+
+
+class LocTransport(ctypes.Structure):
+    _fields_ = [("ctx", c_voidp), ("rank", c_uint), ("size", c_uint),
+                ("send", LOC_SEND), ("recv", LOC_RECV)]
+
+
+RCKPT_LOADER_REGULAR, RCKPT_LOADER_LOCALITY = 0, 1
+
+
+class LoaderOpts(ctypes.Structure):
+    _fields_ = [("version", c_uint), ("mode", c_uint), ("local_batch", ctypes.c_uint32),
+                ("seed", c_u64), ("cache_bytes", c_u64), ("groups", c_uint),
+                ("output", c_uint), ("threads", c_uint)]
+
+
+class LoaderStats(ctypes.Structure):
+    _fields_ = [("storage_bytes", c_u64), ("storage_samples", c_u64), ("cache_hits", c_u64),
+                ("sent_samples", c_u64), ("sent_bytes", c_u64),
+                ("recv_samples", c_u64), ("recv_bytes", c_u64),
+                ("cached_samples", c_u64), ("cached_bytes", c_u64)]
+
+
 def _candidates():
     env = os.environ.get("RCKPT_LIBRARY")
     if env:
@@ -202,6 +227,12 @@ _sigs = {
     "rckpt_pcr_batch_image": (c_int, [c_voidp, c_uint, P(PcrImage)]),
     "rckpt_pcr_batch_free": (None, [c_voidp]),
     "rckpt_pcr_read_stats": (c_int, [c_voidp, P(PcrReadStats)]),
+    "rckpt_loc_order": (c_int, [c_u64, c_u64, ctypes.c_uint32, P(ctypes.c_uint32)]),
+    "rckpt_loader_open": (c_int, [c_voidp, P(c_voidp), c_charp, P(LocTransport), P(LoaderOpts)]),
+    "rckpt_loader_close": (None, [c_voidp]),
+    "rckpt_loader_epoch": (c_int, [c_voidp, c_u64, P(ctypes.c_uint32)]),
+    "rckpt_loader_next": (c_int, [c_voidp, P(c_voidp)]),
+    "rckpt_loader_stats": (c_int, [c_voidp, P(LoaderStats)]),
 }
 for _name, (_res, _args) in _sigs.items():
     _f = getattr(lib, _name)
