@@ -501,6 +501,28 @@ int rckpt_pcr_next(rckpt_pcr_t *d, rckpt_pcr_batch_t **out)
 	return 0;
 }
 
+/* Runs one task per image of b (a fetch's or a made batch's) on the pool
+ * and waits for them; b->rc. */
+static int run_images(rckpt_pcr_t *d, rckpt_pcr_batch_t *b)
+{
+	unsigned i;
+	int rc = 0;
+	pthread_mutex_lock(&d->mu);
+	b->pending = b->n;
+	b->state = B_WORKING;
+	for (i = 0; i < b->n && rc == 0; i++)
+		rc = push_locked(d, b, i);
+	if (rc) { /* tasks already queued still run; count the others out */
+		b->pending -= b->n - i + 1;
+		b->rc = rc;
+		if (b->pending == 0)
+			finish_locked(d, b, rc);
+	}
+	pthread_mutex_unlock(&d->mu);
+	wait_done(d, b);
+	return b->rc;
+}
+
 /* The record holding image id (the index's records are in id order). */
 static uint32_t record_of(const rckpt_pcr_index_t *x, uint32_t id)
 {
@@ -663,20 +685,7 @@ int rckpt_pcr_fetch(rckpt_pcr_t *d, const uint32_t *ids, unsigned n, rckpt_pcr_b
 			rc = -EBADMSG; /* the OSD left one out */
 	if (rc)
 		goto out;
-	pthread_mutex_lock(&d->mu);
-	b->pending = n;
-	b->state = B_WORKING;
-	for (i = 0; i < n && rc == 0; i++)
-		rc = push_locked(d, b, i);
-	if (rc) {
-		b->pending -= n - i + 1;
-		b->rc = rc;
-		if (b->pending == 0)
-			finish_locked(d, b, rc);
-	}
-	pthread_mutex_unlock(&d->mu);
-	wait_done(d, b);
-	rc = b->rc;
+	rc = run_images(d, b);
 out:
 	for (q = 0; req && q < nrec; q++)
 		rckpt_buf_free(&req[q]);
@@ -742,20 +751,7 @@ int rckpt_pcr_batch_make(rckpt_pcr_t *d, const rckpt_pcr_item_t *it, unsigned n,
 		*out = b;
 		return 0;
 	}
-	pthread_mutex_lock(&d->mu);
-	b->pending = n;
-	b->state = B_WORKING;
-	for (i = 0; i < n && rc == 0; i++)
-		rc = push_locked(d, b, i);
-	if (rc) {
-		b->pending -= n - i + 1;
-		b->rc = rc;
-		if (b->pending == 0)
-			finish_locked(d, b, rc);
-	}
-	pthread_mutex_unlock(&d->mu);
-	wait_done(d, b);
-	if ((rc = b->rc)) {
+	if ((rc = run_images(d, b))) {
 		rckpt_pcr_batch_free(b);
 		return rc;
 	}

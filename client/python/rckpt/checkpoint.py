@@ -352,8 +352,8 @@ class Checkpointer:
             th = threading.Thread(target=self._run_save,
                                   args=(handle, step, comp, g, blob, t0, part), daemon=True)
             self._pending = handle
+            handle.t_blocked = time.perf_counter() - t0  # before the thread reads it
             th.start()
-            handle.t_blocked = time.perf_counter() - t0
             return handle
         s = self._encode(step, comp, g, blob, part)  # raises; the tensors are free after it
         blocked = time.perf_counter() - t0
@@ -385,6 +385,13 @@ class Checkpointer:
         return s
 
     def _finish_save(self, handle, s, blocked):
+        try:
+            self._finish_save1(handle, s, blocked)
+        finally:
+            if not handle.done():  # never leave a waiter hanging
+                handle._finish(error=RuntimeError("save of step %d ended without a result" % handle.step))
+
+    def _finish_save1(self, handle, s, blocked):
         st = _lib.SaveStats()
         with self._lock:
             rc = lib.rckpt_save_wait(s, ctypes.byref(st))
