@@ -420,7 +420,8 @@ RCKPT_API int rckpt_job_stored(rckpt_job_t *j, uint64_t *bytes, unsigned *object
 RCKPT_API int rckpt_job_gc(rckpt_job_t *j, unsigned *removed);
 
 /* Deletes job `job` and every object in it. Takes the writer lock first:
- * -EBUSY while a writer holds it. */
+ * -EBUSY while a writer holds it; -EPERM, with nothing removed, for a user
+ * who may not remove the job object (a reader, a compactor). */
 RCKPT_API int rckpt_job_delete(rckpt_t *h, const char *job);
 
 /* The jobs of the pool (namespaces holding a job object), sorted; free

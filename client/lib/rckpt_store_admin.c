@@ -664,7 +664,25 @@ int rckpt_job_delete(rckpt_t *h, const char *job)
 	if ((rc = rckpt_job_open(h, &j, job, &o)))
 		return rc;
 	head = j->head;
-	rc = each_object(j, remove_one, &removed);
+	/* May this user remove the job object at all? A plain write to it
+	 * (removing an omap key that is not there) says, before anything is
+	 * removed: a user who may remove some objects of the job (a
+	 * compactor: manifests) but not the job must not half-delete it. */
+	{
+		rados_write_op_t op = rados_create_write_op();
+		const char *probe[1] = { "x.delete-probe" };
+		if (op == NULL) {
+			rc = -ENOMEM;
+		} else {
+			rados_write_op_omap_rm_keys(op, probe, 1);
+			rc = rados_write_op_operate(op, j->io, RCKPT_STORE_JOB_OID, NULL, 0);
+			rados_release_write_op(op);
+		}
+		if (rc == -ENOENT)
+			rc = 0;
+	}
+	if (rc == 0)
+		rc = each_object(j, remove_one, &removed);
 	if (rc == 0) {
 		rc = rados_remove(j->io, RCKPT_STORE_JOB_OID);
 		if (rc == -ENOENT)

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# rckpt-caps.sh — cephx users for rckpt, by role, as `ceph auth` commands.
+#
+#   rckpt-caps.sh [--pool P] [--print] [-o KEYRING] trainer   NAME JOB
+#   rckpt-caps.sh [--pool P] [--print] [-o KEYRING] reader    NAME JOB|--all
+#   rckpt-caps.sh [--pool P] [--print] [-o KEYRING] compactor NAME
+#   rckpt-caps.sh [--pool P] [--print] [-o KEYRING] pcr-reader NAME DATASET
+#
+# Creates client.NAME (ceph auth get-or-create; an existing user gets the
+# caps with ceph auth caps) and writes its keyring to KEYRING (default: on
+# stdout). --print prints the command instead of running it. Roles:
+#
+#   trainer    reads and writes job JOB (its namespace; rckpt object-class
+#              methods included) and the pool's preemption history object
+#              (the adaptive policy); nothing else
+#   reader     reads job JOB (or every job: --all) and restores it
+#              (materialize, a read method); no write of any kind
+#   compactor  every job of the pool: read methods, write methods (compact,
+#              trim, drop), and writing (so removing) manifests and
+#              attachments, which compaction and gc remove for dropped
+#              steps; it cannot write chunk or job objects directly, nor
+#              delete a job
+#   pcr-reader reads PCR dataset DATASET (namespace pcr/DATASET)
+#
+# Ceph grants by pool, namespace and object-name prefix, and separates
+# plain reads and writes from object-class reads and writes; it cannot tell
+# one class method from another, and removing an object needs plain write
+# access to it. So a compactor can also do what a writer does through the
+# methods and the manifests: claim a job (fencing its writer) and save a
+# step. Give the compactor role to operators' jobs, not to users. (Known
+# gap: a `retire` method that removes a manifest through the plugin would
+# let the compactor do without plain writes.)
+set -euo pipefail
+
+prog=rckpt-caps.sh
+pool=rckpt
+print=0
+out=-
+die() { echo "$prog: $*" >&2; exit 2; }
+usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; }
+
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--pool) pool=${2:?}; shift 2 ;;
+	--print) print=1; shift ;;
+	-o) out=${2:?}; shift 2 ;;
+	-h | --help) usage; exit 0 ;;
+	-*) die "unknown option $1" ;;
+	*) break ;;
+	esac
+done
+[ $# -ge 2 ] || { usage >&2; exit 2; }
+role=$1 name=$2
+valid() { [[ "$1" =~ ^[A-Za-z0-9._-]{1,63}$ ]]; }
+valid "$name" || die "bad user name '$name'"
+valid "$pool" || die "bad pool name '$pool'"
+
+case "$role" in
+trainer)
+	[ $# -eq 3 ] && valid "$3" || die "trainer NAME JOB"
+	osd="allow rwx pool=$pool namespace=$3, allow rw pool=$pool namespace=\"\" object_prefix rckpt.preemptions"
+	;;
+reader)
+	[ $# -eq 3 ] || die "reader NAME JOB|--all"
+	if [ "$3" = --all ]; then
+		osd="allow r class-read pool=$pool"
+	else
+		valid "$3" || die "bad job name '$3'"
+		osd="allow r class-read pool=$pool namespace=$3"
+	fi
+	;;
+compactor)
+	[ $# -eq 2 ] || die "compactor NAME"
+	osd="allow r class-read class-write pool=$pool, allow w pool=$pool object_prefix rckpt.manifest., allow w pool=$pool object_prefix rckpt.attach."
+	;;
+pcr-reader)
+	[ $# -eq 3 ] && valid "$3" || die "pcr-reader NAME DATASET"
+	osd="allow r class-read pool=$pool namespace=pcr/$3"
+	;;
+*) die "unknown role '$role' (trainer, reader, compactor, pcr-reader)" ;;
+esac
+
+args=(auth get-or-create "client.$name" mon 'allow r' osd "$osd")
+if [ "$print" = 1 ]; then
+	printf 'ceph'
+	printf " '%s'" "${args[@]}"
+	printf '\n'
+	exit 0
+fi
+# an existing user keeps its key and gets these caps
+if ceph auth get "client.$name" >/dev/null 2>&1; then
+	ceph auth caps "client.$name" mon 'allow r' osd "$osd" >/dev/null
+	args=(auth get "client.$name")
+fi
+if [ "$out" = - ]; then
+	ceph "${args[@]}"
+else
+	ceph "${args[@]}" -o "$out" 2>/dev/null
+	echo "$prog: client.$name ($role) -> $out" >&2
+fi
