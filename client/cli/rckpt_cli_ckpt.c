@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "rckpt.h"
 #include "rckpt_safetensors.h"
@@ -35,7 +36,7 @@ static void usage(void)
 	       "       rckpt [options] ckpt ls --job J\n"
 	       "       rckpt [options] ckpt compact --job J [--keep-last N] [--keep-every M]\n"
 	       "       rckpt [options] ckpt pin --job J --step N [--off]\n"
-	       "       rckpt [options] ckpt verify --job J\n"
+	       "       rckpt [options] ckpt verify --job J [--deep]\n"
 	       "       rckpt [options] ckpt gc --job J\n"
 	       "       rckpt [options] ckpt rm --job J [--step N]\n"
 	       "\n"
@@ -61,7 +62,8 @@ static void usage(void)
 	       "         latest step is a base. Safe beside a running writer, and to repeat.\n"
 	       "pin      keep step N whatever the policy (--off: unpin it).\n"
 	       "verify   check every stored record's CRC in the OSDs and every step's manifest;\n"
-	       "         exit 1 when anything is damaged.\n"
+	       "         --deep also materializes every committed step and checks each chunk's\n"
+	       "         SHA-256; exit 1 when anything is damaged.\n"
 	       "gc       remove what no committed step uses (a crashed writer's records and\n"
 	       "         manifests); refused while a writer holds the job.\n"
 	       "rm       delete job J and all its objects (refused while a writer holds it), or\n"
@@ -460,7 +462,7 @@ static void print_compact(const char *job, const rckpt_compact_stats_t *cs)
 typedef struct admin_opts {
 	const char *job;
 	uint64_t step;
-	int have_step, off, have_policy;
+	int have_step, off, have_policy, deep;
 	rckpt_retention_t pol;
 } admin_opts_t;
 
@@ -468,7 +470,8 @@ static int admin_parse(int argc, char **argv, admin_opts_t *a, const char *allow
 {
 	static const struct option lo[] = { { "job", 1, 0, 'j' },       { "step", 1, 0, 's' },
 					    { "keep-last", 1, 0, 'L' }, { "keep-every", 1, 0, 'M' },
-					    { "off", 0, 0, 'O' },       { 0, 0, 0, 0 } };
+					    { "off", 0, 0, 'O' },       { "deep", 0, 0, 'D' },
+					    { 0, 0, 0, 0 } };
 	uint64_t v;
 	int c;
 	memset(a, 0, sizeof(*a));
@@ -499,6 +502,7 @@ static int admin_parse(int argc, char **argv, admin_opts_t *a, const char *allow
 			a->have_policy = 1;
 			break;
 		case 'O': a->off = 1; break;
+		case 'D': a->deep = 1; break;
 		}
 	}
 	if (a->job == NULL || optind != argc) {
@@ -561,7 +565,7 @@ static int cmd_verify(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	rckpt_t *h = NULL;
 	rckpt_job_t *j = NULL;
 	rckpt_verify_stats_t vs;
-	int rc = admin_parse(argc, argv, &a, "j", "verify");
+	int rc = admin_parse(argc, argv, &a, "jD", "verify");
 	if (rc)
 		return rc;
 	if (open_job(&h, &j, conn, a.job, NULL))
@@ -573,6 +577,37 @@ static int cmd_verify(int argc, char **argv, const rckpt_connect_opts_t *conn)
 		       a.job, vs.steps, vs.records, vs.bytes, vs.bad);
 	if (rc)
 		fprintf(stderr, "rckpt ckpt: %s\n", rckpt_errmsg(h));
+	if (a.deep && (rc == 0 || rc == RCKPT_ECHECKSUM)) {
+		/* every committed step, materialized in the OSDs and checked
+		 * against its manifest's SHA-256 per chunk */
+		rckpt_step_info_t si[256];
+		uint64_t after = RCKPT_LATEST, done = 0, failed = 0;
+		unsigned n = 0, i;
+		int more = 1, r2 = 0;
+		while (more && r2 == 0) {
+			r2 = rckpt_job_steps(j, after, si, 256, &n, &more);
+			for (i = 0; r2 == 0 && i < n; i++) {
+				rckpt_restored_t *r = NULL;
+				after = si[i].step;
+				if (rckpt_job_restore_tensors(j, si[i].step, NULL, 0, &r, NULL)) {
+					failed++;
+					fprintf(stderr, "rckpt ckpt: step %" PRIu64 ": %s\n", si[i].step, rckpt_errmsg(h));
+				}
+				rckpt_restored_free(r);
+				done++;
+				if (isatty(2))
+					fprintf(stderr, "\r%" PRIu64 " steps materialized", done);
+			}
+		}
+		if (isatty(2))
+			fputc('\n', stderr);
+		if (r2)
+			fprintf(stderr, "rckpt ckpt: %s\n", rckpt_errmsg(h));
+		printf("job %s: %" PRIu64 " steps materialized and checked (SHA-256), %" PRIu64 " failed\n", a.job,
+		       done, failed);
+		if (rc == 0 && (r2 || failed))
+			rc = r2 ? r2 : RCKPT_ECHECKSUM;
+	}
 	rckpt_job_close(j);
 	rckpt_destroy(h);
 	return rc ? 1 : 0;

@@ -399,7 +399,7 @@ typedef struct rckpt_verify_stats {
 	uint64_t bytes;      /* record bytes checked */
 	uint64_t bad;        /* records or manifests that fail a check */
 	uint64_t first_bad_step; /* RCKPT_LATEST if none */
-	unsigned first_bad_chunk;
+	unsigned first_bad_chunk; /* UINT_MAX if none */
 } rckpt_verify_stats_t;
 
 /* Checks every chunk record in the OSDs (range, header, CRC-32C, parent

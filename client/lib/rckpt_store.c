@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <stddef.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -938,7 +939,7 @@ static int restore_sel(rckpt_job_t *j, uint64_t step, const char *const *names, 
 	const uint8_t **recs = NULL;
 	size_t *lens = NULL;
 	uint64_t head, count, size = 0, wire = 0;
-	unsigned i, calls = 0, left, restarts = 0;
+	unsigned i, calls = 0, left, restarts = 0, bad_chunk = UINT_MAX;
 	char oid[64];
 	double t0 = rckpt_now_s();
 	int rc;
@@ -1078,8 +1079,10 @@ static int restore_sel(rckpt_job_t *j, uint64_t step, const char *const *names, 
 				rados_buffer_free(ob[i]);
 			if (in)
 				rckpt_buf_free(&in[i]);
-			if (e && rc == 0)
+			if (e && rc == 0) {
 				rc = e;
+				bad_chunk = i;
+			}
 		}
 		free(c);
 		free(op);
@@ -1089,7 +1092,13 @@ static int restore_sel(rckpt_job_t *j, uint64_t step, const char *const *names, 
 		free(in);
 	}
 	if (rc) {
-		rc = rckpt_fail(h, rc, fn, "cannot materialize step %" PRIu64, step);
+		if (bad_chunk != UINT_MAX) {
+			rckpt_store_chunk_oid(oid, sizeof(oid), bad_chunk);
+			rc = rckpt_fail(h, rc, fn, "cannot materialize step %" PRIu64 " from %s/%s", step, j->name,
+					oid);
+		} else {
+			rc = rckpt_fail(h, rc, fn, "cannot materialize step %" PRIu64, step);
+		}
 		goto done;
 	}
 	r = calloc(1, sizeof(*r));

@@ -6,6 +6,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -448,6 +449,7 @@ int rckpt_job_verify(rckpt_job_t *j, rckpt_verify_stats_t *st)
 		st = &local;
 	memset(st, 0, sizeof(*st));
 	st->first_bad_step = RCKPT_LATEST;
+	st->first_bad_chunk = UINT_MAX;
 	if ((rc = all_steps(j, &s)))
 		return rckpt_fail(h, rc, __func__, "cannot list job %s", j->name);
 	st->steps = s.n;
@@ -485,10 +487,17 @@ int rckpt_job_verify(rckpt_job_t *j, rckpt_verify_stats_t *st)
 	free(s.s);
 	if (rc)
 		return rc;
-	if (st->bad)
+	if (st->bad) {
+		char oid[64];
+		if (st->first_bad_chunk != UINT_MAX)
+			rckpt_store_chunk_oid(oid, sizeof(oid), st->first_bad_chunk);
+		else
+			rckpt_store_manifest_oid(oid, sizeof(oid), st->first_bad_step);
 		return rckpt_fail(h, RCKPT_ECHECKSUM, __func__,
-				  "job %s: %" PRIu64 " damaged record(s) or missing manifest(s), first at step %" PRIu64,
-				  j->name, st->bad, st->first_bad_step);
+				  "job %s: %" PRIu64 " damaged record(s) or missing manifest(s), first at step %" PRIu64
+				  " in %s/%s",
+				  j->name, st->bad, st->first_bad_step, j->name, oid);
+	}
 	return 0;
 }
 

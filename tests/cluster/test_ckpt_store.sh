@@ -209,7 +209,47 @@ check "a damaged record: restore exits 1" expect_run 1 "$t/o" "$rckpt" ckpt rest
 check "  with a checksum error" contains "$t/o" "checksum"
 check "  verify: exit 1" expect_run 1 "$t/o" "$rckpt" ckpt verify --job "$job"
 check "  naming the damage" contains "$t/o" "1 bad"
+check "  and the object" contains "$t/o" "$job/rckpt.chunk.00000"
+check "  restore names the object too" bash -c "'$rckpt' ckpt restore --job '$job' -o '$t/x.safetensors' 2>&1 | grep -qF 'rckpt.chunk.00000'"
+check "  verify --deep: exit 1" expect_run 1 "$t/o" "$rckpt" ckpt verify --job "$job" --deep
+check "  steps that fail to materialize are counted" bash -c "grep -q 'steps materialized and checked (SHA-256), [1-9][0-9]* failed' '$t/o'"
 check "  compaction refuses to touch it" expect_run 1 "$t/o" "$rckpt" ckpt compact --job "$job"
+
+# Any flipped byte of any record, and any damaged index entry, is caught.
+fjob=flip-$$
+"$rckpt" ckpt save --job "$fjob" "${ckpts[@]:0:3}" >/dev/null
+check "a fresh job verifies deeply" expect_run 0 "$t/o" "$rckpt" ckpt verify --job "$fjob" --deep
+mapfile -t chunks < <(rados -p rckpt -N "$fjob" ls | grep '^rckpt\.chunk\.' | sort)
+caught=0 flips=0
+for ((k = 0; k < 24; k++)); do
+	c=${chunks[$((RANDOM % ${#chunks[@]}))]}
+	rados -p rckpt -N "$fjob" get "$c" "$t/orig"
+	size=$(stat -c %s "$t/orig")
+	[ "$size" -gt 0 ] || continue
+	cp "$t/orig" "$t/bad"
+	off=$(((RANDOM * 32768 + RANDOM) % size))
+	byte=$(od -An -tu1 -j "$off" -N1 "$t/orig" | tr -d ' ')
+	printf "\\x$(printf %02x $((byte ^ (1 << (RANDOM % 8)))))" | dd of="$t/bad" bs=1 seek="$off" conv=notrunc status=none
+	rados -p rckpt -N "$fjob" put "$c" "$t/bad"
+	flips=$((flips + 1))
+	if ! "$rckpt" ckpt verify --job "$fjob" >"$t/o" 2>&1 && grep -qF "$fjob/$c" "$t/o"; then
+		caught=$((caught + 1))
+	else
+		echo "  a flip at $c+$off went unnoticed" >&2
+	fi
+	rados -p rckpt -N "$fjob" put "$c" "$t/orig"
+done
+check "every flipped record byte is caught by verify, naming the object ($caught/$flips)" test "$caught" -eq "$flips"
+key=$(rados -p rckpt -N "$fjob" listomapkeys "${chunks[0]}" | grep '^r\.' | head -1)
+rados -p rckpt -N "$fjob" getomapval "${chunks[0]}" "$key" "$t/entry" >/dev/null 2>&1
+cp "$t/entry" "$t/entry.bad"
+printf '\x07' | dd of="$t/entry.bad" bs=1 seek=9 conv=notrunc status=none # the record's offset
+rados -p rckpt -N "$fjob" setomapval "${chunks[0]}" "$key" <"$t/entry.bad"
+check "a damaged index entry: verify exits 1" expect_run 1 "$t/o" "$rckpt" ckpt verify --job "$fjob"
+check "  restore of that step fails closed" expect_run 1 "$t/o" "$rckpt" ckpt restore --job "$fjob" --step "$(basename "${ckpts[0]}" .safetensors | sed 's/^step-0*//')" -o "$t/x.safetensors"
+rados -p rckpt -N "$fjob" setomapval "${chunks[0]}" "$key" <"$t/entry"
+check "  repaired, it verifies again" expect_run 0 "$t/o" "$rckpt" ckpt verify --job "$fjob" --deep
+"$rckpt" ckpt rm --job "$fjob" >/dev/null 2>&1
 # Where a save computes: RCKPT_COMPUTE (or the job option) forces either.
 cjob="compute-$$"
 check "RCKPT_COMPUTE=cpu saves" env RCKPT_COMPUTE=cpu "$rckpt" ckpt save --job "$cjob" "${ckpts[@]:0:2}"
