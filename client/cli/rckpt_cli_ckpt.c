@@ -209,6 +209,21 @@ static int cmd_save(int argc, char **argv, const rckpt_connect_opts_t *conn)
 		return usage_error("save needs at least one MODEL.safetensors");
 	if (gfile && nfiles != 1)
 		return usage_error("--grads goes with exactly one MODEL.safetensors");
+	/* A first file that cannot be used stops the save before the job is
+	 * touched (no empty job left behind); later ones stop it after the
+	 * steps before them are committed. */
+	for (i = optind; i < argc; i++) {
+		rckpt_st_t st;
+		char err[256];
+		if (is_grads(argv[i]))
+			continue;
+		if (rckpt_st_read(&st, argv[i], err, sizeof(err))) {
+			fprintf(stderr, "rckpt ckpt: %s: %s\n", argv[i], err);
+			return 1;
+		}
+		rckpt_st_free(&st);
+		break;
+	}
 	jo.writer = 1;
 	if (open_job(&h, &j, conn, job, &jo))
 		return 1;
