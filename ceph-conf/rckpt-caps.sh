@@ -15,21 +15,20 @@
 #              (the adaptive policy); nothing else
 #   reader     reads job JOB (or every job: --all) and restores it
 #              (materialize, a read method); no write of any kind
-#   compactor  every job of the pool: read methods, write methods (compact,
-#              trim, drop), and writing (so removing) manifests and
-#              attachments, which compaction and gc remove for dropped
-#              steps; it cannot write chunk or job objects directly, nor
-#              delete a job
+#   compactor  every job of the pool, through the plugin only: read methods
+#              and write methods (compact, trim, drop, and retire, which
+#              removes the manifests and attachments of dropped steps); no
+#              plain write: it cannot save a step (a manifest), write or
+#              delete objects, nor delete a job
 #   pcr-reader reads PCR dataset DATASET (namespace pcr/DATASET)
 #
 # Ceph grants by pool, namespace and object-name prefix, and separates
 # plain reads and writes from object-class reads and writes; it cannot tell
-# one class method from another, and removing an object needs plain write
-# access to it. So a compactor can also do what a writer does through the
-# methods and the manifests: claim a job (fencing its writer) and save a
-# step. Give the compactor role to operators' jobs, not to users. (Known
-# gap: a `retire` method that removes a manifest through the plugin would
-# let the compactor do without plain writes.)
+# one class method from another: a compactor can also call the write
+# methods meant for writers, so it could claim a job (fencing its writer)
+# or append records no manifest names (the next writer trims them), and
+# retire a kept step's manifest. Give the compactor role to an operator's
+# job, not to users.
 set -euo pipefail
 
 prog=rckpt-caps.sh
@@ -71,7 +70,7 @@ reader)
 	;;
 compactor)
 	[ $# -eq 2 ] || die "compactor NAME"
-	osd="allow r class-read class-write pool=$pool, allow w pool=$pool object_prefix rckpt.manifest., allow w pool=$pool object_prefix rckpt.attach."
+	osd="allow r class-read class-write pool=$pool"
 	;;
 pcr-reader)
 	[ $# -eq 3 ] && valid "$3" || die "pcr-reader NAME DATASET"

@@ -48,6 +48,8 @@ typedef struct rckpt_cls_obj_ops {
 	int (*omap_list)(rckpt_cls_obj_t *o, const char *start_after, unsigned max,
 			 int (*fn)(void *arg, const char *key, const uint8_t *val, size_t len),
 			 void *arg, int *more);
+	/* removes the object: its data, omap and xattrs */
+	int (*remove)(rckpt_cls_obj_t *o);
 } rckpt_cls_obj_ops_t;
 
 struct rckpt_cls_obj {

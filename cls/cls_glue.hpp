@@ -111,7 +111,12 @@ inline int omap_list(rckpt_cls_obj_t *o, const char *start_after, unsigned max,
 	return 0;
 }
 
-const rckpt_cls_obj_ops_t ops = { stat, read, write, truncate, omap_get, omap_set, omap_remove, omap_list };
+inline int remove(rckpt_cls_obj_t *o)
+{
+	return cls_cxx_remove(hctx_of(o));
+}
+
+const rckpt_cls_obj_ops_t ops = { stat, read, write, truncate, omap_get, omap_set, omap_remove, omap_list, remove };
 
 } // namespace rckpt_cls
 

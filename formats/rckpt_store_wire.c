@@ -178,6 +178,24 @@ int rckpt_msg_trim_decode(uint64_t *after, const uint8_t *src, size_t len)
 	return r.err ? -EBADMSG : 0;
 }
 
+int rckpt_msg_retire_encode(rckpt_buf_t *out, uint64_t step)
+{
+	size_t at;
+	int rc = begin(out, RCKPT_MSG_RETIRE, &at);
+	return end(out, at, rc ? rc : put_u64(out, step));
+}
+
+int rckpt_msg_retire_decode(uint64_t *step, const uint8_t *src, size_t len)
+{
+	rckpt_reader_t r;
+	int rc = open_frame(&r, src, len, RCKPT_MSG_RETIRE);
+	*step = 0;
+	if (rc)
+		return rc;
+	*step = rckpt_rd_u64(&r);
+	return r.err ? -EBADMSG : 0;
+}
+
 /* ---- commit, head, list ---- */
 
 int rckpt_msg_commit_encode(rckpt_buf_t *out, const rckpt_msg_commit_t *m)

@@ -39,6 +39,7 @@ enum rckpt_store_msg {
 	RCKPT_MSG_PIN = 0x010C,
 	RCKPT_MSG_VERIFIED = 0x010D,
 	RCKPT_MSG_CLAIM = 0x010E,
+	RCKPT_MSG_RETIRE = 0x010F,
 };
 
 #define RCKPT_STORE_STEPSET_MAX (1u << 20) /* steps in a COMPACT or DROP */
@@ -190,6 +191,11 @@ int rckpt_msg_drop_decode(rckpt_stepset_t *s, const uint8_t *src, size_t len);
  * with another token are refused from here on (fencing). */
 int rckpt_msg_claim_encode(rckpt_buf_t *out, uint64_t token);
 int rckpt_msg_claim_decode(uint64_t *token, const uint8_t *src, size_t len);
+
+/* retire (a step's manifest or attachment object, write): remove it; the
+ * object must be one (its magic) of step `step`. */
+int rckpt_msg_retire_encode(rckpt_buf_t *out, uint64_t step);
+int rckpt_msg_retire_decode(uint64_t *step, const uint8_t *src, size_t len);
 
 /* pin (job, write): pin (on = 1) or unpin (on = 0) a committed step. */
 int rckpt_msg_pin_encode(rckpt_buf_t *out, uint64_t step, int on);

@@ -26,6 +26,21 @@ typedef struct steps {
 	unsigned n, cap;
 } steps_t;
 
+/* Removes a step's manifest or attachment through the plugin's `retire`
+ * (so that a compactor needs no plain write access), or directly when the
+ * plugin predates it. 0 when it is gone (or was never there). */
+static int retire(rckpt_job_t *j, const char *oid, uint64_t step)
+{
+	rckpt_buf_t in = RCKPT_BUF_INIT;
+	int rc = rckpt_msg_retire_encode(&in, step);
+	if (rc == 0)
+		rc = rckpt_exec_write(j, oid, "retire", &in);
+	rckpt_buf_free(&in);
+	if (rc == -EOPNOTSUPP)
+		rc = rados_remove(j->io, oid);
+	return rc == -ENOENT ? 0 : rc;
+}
+
 static int all_steps(rckpt_job_t *j, steps_t *out)
 {
 	uint64_t after = RCKPT_LATEST;
@@ -410,12 +425,12 @@ int rckpt_job_compact(rckpt_job_t *j, const rckpt_retention_t *pol, rckpt_compac
 		char oid[64];
 		if (s.s[i].step < head && !has_step(&kept, s.s[i].step)) {
 			rckpt_store_attach_oid(oid, sizeof(oid), s.s[i].step);
-			rc = rados_remove(j->io, oid);
-			if (rc == 0 || rc == -ENOENT) {
+			rc = retire(j, oid, s.s[i].step);
+			if (rc == 0) {
 				rckpt_store_manifest_oid(oid, sizeof(oid), s.s[i].step);
-				rc = rados_remove(j->io, oid);
+				rc = retire(j, oid, s.s[i].step);
 			}
-			if (rc && rc != -ENOENT) {
+			if (rc) {
 				rc = rckpt_fail(h, rc, __func__, "cannot remove %s", oid);
 				goto out;
 			}
@@ -568,7 +583,9 @@ static int gc_one(rckpt_job_t *j, const char *oid, void *arg)
 	}
 	if (step <= g->head && has_step(&g->s, step))
 		return 0;
-	rc = rados_remove(j->io, oid);
+	rc = retire(j, oid, step);
+	if (rc == -EINVAL) /* not what its name says (a torn write): a plain remove */
+		rc = rados_remove(j->io, oid);
 	if (rc == 0)
 		g->removed++;
 	return rc == -ENOENT ? 0 : rc;

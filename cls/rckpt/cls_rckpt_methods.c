@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "rckpt_bytes.h"
+#include "rckpt_manifest.h"
 #include "rckpt_record.h"
 #include "rckpt_store_wire.h"
 
@@ -956,4 +957,32 @@ int cls_rckpt_pin(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cl
 		return o->ops->omap_set(o, key, (const uint8_t *)"", 0);
 	rc = o->ops->omap_remove(o, key);
 	return rc == -ENOENT ? 0 : rc;
+}
+
+int cls_rckpt_retire(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out)
+{
+	rckpt_buf_t head = RCKPT_BUF_INIT;
+	uint64_t step, size = 0;
+	uint32_t magic;
+	int rc;
+
+	(void)out;
+	if (rckpt_msg_retire_decode(&step, in, in_len))
+		return -EINVAL;
+	if ((rc = o->ops->stat(o, &size)))
+		return rc;
+	if (size < 16)
+		return -EINVAL;
+	if ((rc = o->ops->read(o, 0, 16, &head)) == 0 && head.len != 16)
+		rc = -EINVAL;
+	if (rc == 0) {
+		/* both formats: u32 magic, u8 version, u8 compat, u16 flags, u64 step */
+		rckpt_reader_t r = rckpt_reader(head.p, head.len);
+		magic = rckpt_rd_u32(&r);
+		(void)rckpt_rd_u32(&r);
+		if ((magic != RCKPT_MANIFEST_MAGIC && magic != RCKPT_ATTACH_MAGIC) || rckpt_rd_u64(&r) != step)
+			rc = -EINVAL;
+	}
+	rckpt_buf_free(&head);
+	return rc ? rc : o->ops->remove(o);
 }

@@ -99,4 +99,11 @@ int cls_rckpt_drop(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_c
  * -EINVAL, -ENOENT (pinning a step that is not listed). */
 int cls_rckpt_pin(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out);
 
+/* retire (RD|WR, a step's manifest or attachment) — Input: a RETIRE frame
+ * (step). Removes the object when its first bytes are a manifest's or an
+ * attachment's magic and that step (compaction and gc, so that they need
+ * no plain write access). Returns 0, -EINVAL (another object, another
+ * step), -ENOENT. */
+int cls_rckpt_retire(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out);
+
 #endif

@@ -83,6 +83,7 @@ check "admin saves a step more" expect_run 0 "$t/o" "$rckpt" ckpt save --job "$j
 check "compactor compacts A under its policy" expect_run 0 "$t/o" as "$u" ckpt compact --job "$job"
 check "  dropped steps' objects removed: 2 steps left" bash -c "'$rckpt' ckpt ls --job '$job' | grep -q '^2 steps'"
 check "compactor runs gc" expect_run 0 "$t/o" as "$u" ckpt gc --job "$job"
+check "compactor cannot save" expect_run 1 "$t/o" as "$u" ckpt save --job "$other" "${ckpts[1]}"
 check "compactor cannot delete a job" expect_run 1 "$t/o" as "$u" ckpt rm --job "$other"
 check "compactor cannot write a chunk object" bash -c "! CEPH_CONF='$t/ceph.conf' rados -p rckpt -N '$other' --id '$u' put rckpt.chunk.00000 /dev/null 2>/dev/null"
 check "B still restores" expect_run 0 "$t/o" "$rckpt" ckpt restore --job "$other" -o "$t/b.safetensors"

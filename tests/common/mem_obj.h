@@ -222,10 +222,29 @@ static int mem_omap_list(rckpt_cls_obj_t *o, const char *start_after, unsigned m
 	return 0;
 }
 
-static const rckpt_cls_obj_ops_t mem_obj_ops = { mem_stat, mem_read,
-						 mem_write,	mem_truncate,
-						 mem_omap_get,	mem_omap_set,
-						 mem_omap_remove, mem_omap_list };
+static int mem_remove(rckpt_cls_obj_t *o)
+{
+	mem_obj_t *m = mem_of(o);
+	size_t i;
+	if (!m->exists)
+		return -ENOENT;
+	for (i = 0; i < m->nkv; i++) {
+		free(m->kv[i].key);
+		free(m->kv[i].val);
+	}
+	free(m->kv);
+	free(m->data);
+	m->kv = NULL;
+	m->nkv = 0;
+	m->data = NULL;
+	m->size = 0;
+	m->exists = 0;
+	return 0;
+}
+
+static const rckpt_cls_obj_ops_t mem_obj_ops = { mem_stat,	   mem_read,	  mem_write,
+						 mem_truncate,	   mem_omap_get,  mem_omap_set,
+						 mem_omap_remove, mem_omap_list, mem_remove };
 
 /* Runs fn on m as the OSD would: all of its changes or none. */
 static int mem_obj_call(mem_obj_t *m, rckpt_cls_obj_method_fn fn, const uint8_t *in, size_t len,

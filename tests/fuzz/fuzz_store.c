@@ -128,7 +128,7 @@ static const rckpt_cls_obj_method_fn chunk_fns[] = {
 };
 static const rckpt_cls_obj_method_fn job_fns[] = {
 	cls_rckpt_head, cls_rckpt_commit, cls_rckpt_list, cls_rckpt_drop, cls_rckpt_pin,
-	cls_rckpt_claim,
+	cls_rckpt_claim, cls_rckpt_retire,
 };
 
 /* Replies of read methods must decode. */
@@ -172,7 +172,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (op < 16) {
 		int is_job = op >= 8;
 		rckpt_cls_obj_method_fn fn =
-			is_job ? job_fns[(op - 8) % 5] : chunk_fns[op % 8];
+			is_job ? job_fns[(op - 8) % 7] : chunk_fns[op % 8];
 		rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
 		if (mem_obj_copy(&m, is_job ? &job0 : &chunk0))
 			abort();

@@ -18,6 +18,7 @@
 #include "cls_rckpt_methods.h"
 #include "mem_obj.h"
 #include "rckpt_record.h"
+#include "rckpt_manifest.h"
 #include "rckpt_store_wire.h"
 
 #define N 20011 /* elements of the test chunk: a prime, divisible by nothing */
@@ -754,6 +755,62 @@ static void test_attachment(void **state)
 	}
 }
 
+/* retire removes a step's manifest or attachment, and nothing else. */
+static void test_retire(void **state)
+{
+	rckpt_manifest_t mf;
+	rckpt_buf_t man = RCKPT_BUF_INIT, att = RCKPT_BUF_INIT, req = RCKPT_BUF_INIT;
+	rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
+	mem_obj_t m;
+	static const uint8_t junk[32] = "not a manifest, not anything...";
+	(void)state;
+	memset(&mf, 0, sizeof(mf));
+	mf.step = 7;
+	mf.parent = RCKPT_STORE_NONE;
+	mf.chunk_params = 1;
+	assert_int_equal(rckpt_manifest_encode(&man, &mf), 0);
+	assert_int_equal(rckpt_attach_encode(&att, 7, "abc", 3), 0);
+	assert_int_equal(rckpt_msg_retire_encode(&req, 7), 0);
+	/* a manifest of step 7 and an attachment of step 7 go */
+	memset(&m, 0, sizeof(m));
+	assert_int_equal(mem_write(&(rckpt_cls_obj_t){ &mem_obj_ops, &m }, 0, man.p, man.len), 0);
+	assert_int_equal(mem_obj_call(&m, cls_rckpt_retire, req.p, req.len, &out), 0);
+	assert_false(m.exists);
+	memset(&m, 0, sizeof(m));
+	assert_int_equal(mem_write(&(rckpt_cls_obj_t){ &mem_obj_ops, &m }, 0, att.p, att.len), 0);
+	assert_int_equal(mem_obj_call(&m, cls_rckpt_retire, req.p, req.len, &out), 0);
+	assert_false(m.exists);
+	/* another step's, another object, a short one, none: refused, kept */
+	req.len = 0;
+	assert_int_equal(rckpt_msg_retire_encode(&req, 8), 0);
+	memset(&m, 0, sizeof(m));
+	assert_int_equal(mem_write(&(rckpt_cls_obj_t){ &mem_obj_ops, &m }, 0, man.p, man.len), 0);
+	assert_int_equal(mem_obj_call(&m, cls_rckpt_retire, req.p, req.len, &out), -EINVAL);
+	assert_true(m.exists && m.size == man.len);
+	mem_obj_free(&m);
+	memset(&m, 0, sizeof(m));
+	assert_int_equal(mem_write(&(rckpt_cls_obj_t){ &mem_obj_ops, &m }, 0, junk, sizeof(junk)), 0);
+	assert_int_equal(mem_obj_call(&m, cls_rckpt_retire, req.p, req.len, &out), -EINVAL);
+	assert_true(m.exists && m.size == sizeof(junk));
+	mem_obj_free(&m);
+	memset(&m, 0, sizeof(m));
+	assert_int_equal(mem_write(&(rckpt_cls_obj_t){ &mem_obj_ops, &m }, 0, man.p, 15), 0);
+	assert_int_equal(mem_obj_call(&m, cls_rckpt_retire, req.p, req.len, &out), -EINVAL);
+	mem_obj_free(&m);
+	memset(&m, 0, sizeof(m));
+	assert_int_equal(mem_obj_call(&m, cls_rckpt_retire, req.p, req.len, &out), -ENOENT);
+	/* a malformed request */
+	memset(&m, 0, sizeof(m));
+	assert_int_equal(mem_write(&(rckpt_cls_obj_t){ &mem_obj_ops, &m }, 0, man.p, man.len), 0);
+	assert_int_equal(mem_obj_call(&m, cls_rckpt_retire, req.p, req.len - 1, &out), -EINVAL);
+	assert_true(m.exists);
+	mem_obj_free(&m);
+	rckpt_buf_free(&out);
+	rckpt_buf_free(&req);
+	rckpt_buf_free(&man);
+	rckpt_buf_free(&att);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -768,6 +825,7 @@ int main(void)
 		cmocka_unit_test(test_drop_and_pin),
 		cmocka_unit_test(test_malformed),
 		cmocka_unit_test(test_attachment),
+		cmocka_unit_test(test_retire),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
