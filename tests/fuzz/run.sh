@@ -42,11 +42,12 @@ case "$seconds" in '' | *[!0-9]*) echo "run.sh: --seconds takes a number" >&2; e
 command -v clang >/dev/null || { echo "run.sh: needs clang (apt-get install clang)" >&2; exit 1; }
 
 echo "==> building fuzz targets in $build"
+mkdir -p "$build"
 CC=clang CXX=clang++ cmake -S "$repo" -B "$build" -DRCKPT_FUZZ=ON -DRCKPT_CUDA=OFF \
-	-DCMAKE_BUILD_TYPE=RelWithDebInfo >"$build.cmake.log" 2>&1 ||
-	{ tail -20 "$build.cmake.log" >&2; exit 1; }
-cmake --build "$build" -j "$jobs" --target $(printf 'fuzz_%s ' "${targets[@]}") >"$build.build.log" 2>&1 ||
-	{ tail -30 "$build.build.log" >&2; exit 1; }
+	-DCMAKE_BUILD_TYPE=RelWithDebInfo >"$build/cmake.log" 2>&1 ||
+	{ tail -20 "$build/cmake.log" >&2; exit 1; }
+cmake --build "$build" -j "$jobs" --target $(printf 'fuzz_%s ' "${targets[@]}") >"$build/build.log" 2>&1 ||
+	{ tail -30 "$build/build.log" >&2; exit 1; }
 
 run_one() {
 	local t=$1 work=$build/fuzz-work/$t log=$build/fuzz-work/$t.log crashes=$repo/tests/fuzz/crashes/$t
