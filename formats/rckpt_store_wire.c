@@ -160,40 +160,43 @@ int rckpt_msg_materialized_decode(rckpt_msg_materialized_t *m, const uint8_t *sr
 
 /* ---- trim ---- */
 
-int rckpt_msg_trim_encode(rckpt_buf_t *out, uint64_t after)
+/* A frame of one u64 (trim, retire). */
+static int u64_encode(rckpt_buf_t *out, uint16_t type, uint64_t v)
 {
 	size_t at;
-	int rc = begin(out, RCKPT_MSG_TRIM, &at);
-	return end(out, at, rc ? rc : put_u64(out, after));
+	int rc = begin(out, type, &at);
+	return end(out, at, rc ? rc : put_u64(out, v));
+}
+
+static int u64_decode(uint64_t *v, const uint8_t *src, size_t len, uint16_t type)
+{
+	rckpt_reader_t r;
+	int rc = open_frame(&r, src, len, type);
+	*v = 0;
+	if (rc)
+		return rc;
+	*v = rckpt_rd_u64(&r);
+	return r.err ? -EBADMSG : 0;
+}
+
+int rckpt_msg_trim_encode(rckpt_buf_t *out, uint64_t after)
+{
+	return u64_encode(out, RCKPT_MSG_TRIM, after);
 }
 
 int rckpt_msg_trim_decode(uint64_t *after, const uint8_t *src, size_t len)
 {
-	rckpt_reader_t r;
-	int rc = open_frame(&r, src, len, RCKPT_MSG_TRIM);
-	*after = 0;
-	if (rc)
-		return rc;
-	*after = rckpt_rd_u64(&r);
-	return r.err ? -EBADMSG : 0;
+	return u64_decode(after, src, len, RCKPT_MSG_TRIM);
 }
 
 int rckpt_msg_retire_encode(rckpt_buf_t *out, uint64_t step)
 {
-	size_t at;
-	int rc = begin(out, RCKPT_MSG_RETIRE, &at);
-	return end(out, at, rc ? rc : put_u64(out, step));
+	return u64_encode(out, RCKPT_MSG_RETIRE, step);
 }
 
 int rckpt_msg_retire_decode(uint64_t *step, const uint8_t *src, size_t len)
 {
-	rckpt_reader_t r;
-	int rc = open_frame(&r, src, len, RCKPT_MSG_RETIRE);
-	*step = 0;
-	if (rc)
-		return rc;
-	*step = rckpt_rd_u64(&r);
-	return r.err ? -EBADMSG : 0;
+	return u64_decode(step, src, len, RCKPT_MSG_RETIRE);
 }
 
 /* ---- commit, head, list ---- */

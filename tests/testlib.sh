@@ -30,3 +30,12 @@ finish() {
 	echo "$passed passed, $failed failed"
 	[ "$failed" -eq 0 ]
 }
+
+# need_real_checkpoints: exit 77 (skipped) unless RCKPT_TEST_CKPT_DIR holds
+# the real checkpoints of the make_test_checkpoints fixture.
+need_real_checkpoints() {
+	if [ -z "${RCKPT_TEST_CKPT_DIR:-}" ] || ! ls "$RCKPT_TEST_CKPT_DIR"/step-*.safetensors >/dev/null 2>&1; then
+		echo "skipped: no real checkpoints (the make_test_checkpoints fixture)"
+		exit 77
+	fi
+}

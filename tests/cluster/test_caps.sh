@@ -14,11 +14,8 @@ if [ -z "${CEPH_CONF:-}" ] || ! command -v ceph >/dev/null; then
 	echo "skipped: no cluster (CEPH_CONF) or no ceph CLI"
 	exit 77
 fi
-src=${RCKPT_TEST_CKPT_DIR:-}
-if [ -z "$src" ] || ! ls "$src"/step-*.safetensors >/dev/null 2>&1; then
-	echo "skipped: no real checkpoints (the make_test_checkpoints fixture)"
-	exit 77
-fi
+need_real_checkpoints
+src=$RCKPT_TEST_CKPT_DIR
 t=$(mktemp -d)
 id=$$
 job=caps-$id

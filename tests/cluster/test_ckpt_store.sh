@@ -15,11 +15,8 @@ if [ -z "${CEPH_CONF:-}" ]; then
 	[ "${RCKPT_REQUIRE_CLUSTER:-0}" = 1 ] && exit 1
 	exit 77
 fi
-src=${RCKPT_TEST_CKPT_DIR:-}
-if [ -z "$src" ] || ! ls "$src"/step-*.safetensors >/dev/null 2>&1; then
-	echo "skipped: no real checkpoints (the make_test_checkpoints fixture)"
-	exit 77
-fi
+need_real_checkpoints
+src=$RCKPT_TEST_CKPT_DIR
 t=$(mktemp -d)
 trap 'rm -rf "$t"' EXIT
 job=store-$$-$RANDOM

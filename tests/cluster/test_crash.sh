@@ -36,11 +36,8 @@ if ! command -v ceph-osd >/dev/null; then
 	echo "skipped: Ceph is not installed (./dev.sh test installs it)"
 	exit 77
 fi
-src=${RCKPT_TEST_CKPT_DIR:-}
-if [ -z "$src" ] || ! ls "$src"/step-*.safetensors >/dev/null 2>&1; then
-	echo "skipped: no real checkpoints (the make_test_checkpoints fixture)"
-	exit 77
-fi
+need_real_checkpoints
+src=$RCKPT_TEST_CKPT_DIR
 t=$(mktemp -d)
 dir=$t/cluster
 export HOME=$t/home
