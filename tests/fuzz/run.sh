@@ -12,7 +12,8 @@
 # target: executions, seconds, executions/s, corpus before and after.
 #
 # Targets: wire istream record manifest store pcr (what runs in the OSDs),
-# safetensors (the client's reader of user files).
+# safetensors (the client's reader of user files), replies (what clients
+# decode from the OSDs: every reply of the rckpt class, attachments).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -20,7 +21,7 @@ repo=$(cd "$here/../.." && pwd)
 seconds=600
 jobs=$(nproc 2>/dev/null || echo 2)
 build=$repo/build-fuzz
-all=(wire istream record manifest store pcr safetensors)
+all=(wire istream record manifest store pcr safetensors replies)
 targets=()
 
 usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; }
