@@ -63,7 +63,7 @@ verified=0 lost=0 changed=0 resumed=0 failed_resume=0
 
 osd_pid() { tr -dc 0-9 <"$dir/run/osd.$1.pid" 2>/dev/null; }
 kill_osd() { local p; p=$(osd_pid "$1"); [ -n "$p" ] && kill -9 "$p" 2>/dev/null; }
-restart() { "$script" --dir "$dir" start >>"$t/start.log" 2>&1 || { echo "restart failed" >&2; tail -20 "$t/start.log" >&2; }; }
+restart() { "$script" --dir "$dir" --plugins "$plugins" start >>"$t/start.log" 2>&1 || { echo "restart failed" >&2; tail -20 "$t/start.log" >&2; }; }
 steps_now() { "$rckpt" --timeout 60 ckpt ls --job "$job" 2>/dev/null | awk '$1 ~ /^[0-9]+$/ {print $1}'; }
 restore_sha() { # step -> its SHA-256, or nothing
 	"$rckpt" --timeout 60 ckpt restore --job "$job" --step "$1" -o "$t/r.safetensors" >/dev/null 2>&1 &&
