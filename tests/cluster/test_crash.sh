@@ -107,7 +107,7 @@ next=4
 record_new
 down=""
 for ((r = 1; r <= runs; r++)); do
-	f=${faults[$((RANDOM % ${#faults[@]}))]}
+	f=${faults[$((r <= ${#faults[@]} ? r - 1 : RANDOM % ${#faults[@]}))]} # each kind once, first
 	victim=$((RANDOM % osds))
 	if [ "$osds" -gt 1 ] && [ $((r % 10)) -eq 5 ] && [ -z "$down" ]; then
 		down=$(((victim + 1) % osds))
@@ -115,37 +115,30 @@ for ((r = 1; r <= runs; r++)); do
 		count[osd-away]=$((${count[osd-away]:-0} + 1))
 	fi
 	[ -n "$down" ] && f=client # with one OSD away, another killed could take both copies
+	# the operation in flight, then the fault; a killed OSD is restarted at
+	# once (the operation waits for it, as a client waits for a real OSD)
 	case $f in
-	client | osd-save)
-		save_some &
-		pid=$!
-		sleep "0.$((RANDOM % 60))"
-		if [ "$f" = client ]; then kill -9 "$pid" 2>/dev/null; else kill_osd "$victim"; fi
-		wait "$pid" 2>/dev/null
-		;;
-	osd-comp)
-		"$rckpt" --timeout 60 ckpt compact --job "$job" >/dev/null 2>&1 &
-		pid=$!
-		sleep "0.0$((RANDOM % 10))"
-		kill_osd "$victim"
-		wait "$pid" 2>/dev/null
-		;;
+	client | osd-save) save_some & ;;
+	osd-comp) "$rckpt" --timeout 60 ckpt compact --job "$job" >/dev/null 2>&1 & ;;
 	osd-read)
 		s=$(steps_now | shuf -n 1)
 		"$rckpt" --timeout 60 ckpt restore --job "$job" --step "${s:-1}" -o "$t/x.safetensors" >/dev/null 2>&1 &
-		pid=$!
-		sleep "0.0$((RANDOM % 10))"
-		kill_osd "$victim"
-		wait "$pid" 2>/dev/null
 		;;
 	esac
+	pid=$!
+	if [ "$f" = client ] || [ "$f" = osd-save ]; then sleep "0.$((RANDOM % 60))"; else sleep "0.0$((RANDOM % 10))"; fi
+	if [ "$f" = client ]; then
+		kill -9 "$pid" 2>/dev/null
+	else
+		kill_osd "$victim"
+		restart
+		[ -n "$down" ] && kill_osd "$down" # still away
+	fi
+	wait "$pid" 2>/dev/null
 	count[$f]=$((${count[$f]:-0} + 1))
 	if [ -n "$down" ] && [ $((r % 10)) -eq 8 ]; then
 		down=""
 		restart # the OSD that was away comes back
-	elif [ "$f" != client ]; then
-		restart
-		[ -n "$down" ] && kill_osd "$down" # still away
 	fi
 	# the next writer takes over by itself (the killed one's lease lapses)
 	last=$(steps_now | tail -1)
