@@ -6,8 +6,10 @@
  *          holding a real log (base, deltas, a compacted part) or on a job
  *          object with committed steps and a pin;
  *   16..   damage the chunk object (the rest: offset, then bytes written
- *          over its data or over one omap value), then materialize,
- *          compact, verify and index it with well-formed requests.
+ *          over its data or over one omap value; bit 0 of the first byte
+ *          picks which), then materialize one step (bits 2..7 pick it,
+ *          bit 1 whole or a range), verify, index, compact and trim it
+ *          with well-formed requests.
  * Whatever happens, no method may crash, leak or read out of bounds; a
  * failed call must leave the object as it was (mem_obj_call checks it by
  * construction); and every successful reply must decode.
@@ -210,7 +212,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
 		uint64_t keep[] = { 2, 6 };
 		unsigned s;
-		for (s = 1; s <= STEPS + 1; s++) {
+		/* one step (1..STEPS, or one past the tip), whole or a range */
+		s = 1 + (op >> 2) % (STEPS + 1);
+		{
 			rckpt_msg_materialize_t q = { s, (op & 2) ? N : 0, { NULL, 0 } };
 			if (rckpt_msg_materialize_encode(&msg, &q))
 				abort();
