@@ -19,12 +19,13 @@ jobs=$(nproc 2>/dev/null || echo 2)
 # python3-sklearn and python3-skimage ship (bench/make_pcr_images.py).
 # OpenMPI is the locality-aware loader's exchange for C trainers
 # (librckpt_mpi) and runs its multi-learner test (mpirun -np 4).
+# python3-matplotlib draws the plots of `rckpt bench`'s report.
 packages=(
 	build-essential cmake pkg-config jq
 	ceph-mon ceph-mgr ceph-osd ceph-common
 	librados-dev libradospp-dev rados-objclass-dev
 	libzstd-dev libturbojpeg0-dev libssl-dev libcmocka-dev libjansson-dev
-	python3-torch python3-sklearn python3-pil python3-skimage
+	python3-torch python3-sklearn python3-pil python3-skimage python3-matplotlib
 	openmpi-bin libopenmpi-dev
 )
 
@@ -181,14 +182,18 @@ demo)
 	say "main job: every image at the last group against its source"
 	"$build/client/rckpt" pcr verify --dataset "$ds" "$imgs" || exit 1
 	echo
+	pre=() # with sanitizers, Python loads the instrumented library with their runtimes
+	[ "$sanitize" = 1 ] && pre=(env "LD_PRELOAD=$(cc -print-file-name=libasan.so):$(cc -print-file-name=libubsan.so)" ASAN_OPTIONS=detect_leaks=0)
 	if /usr/bin/python3 -c 'import torch, sklearn' 2>/dev/null; then
 		say "main job: fault-tolerant training from Python, short version (bench/ft_experiment.py --short)"
-		pre=()
-		[ "$sanitize" = 1 ] && pre=(env "LD_PRELOAD=$(cc -print-file-name=libasan.so):$(cc -print-file-name=libubsan.so)" ASAN_OPTIONS=detect_leaks=0)
 		"${pre[@]}" env RCKPT_LIBRARY="$build/client/librckpt.so" /usr/bin/python3 "$repo/bench/ft_experiment.py" --short || exit 1
 	else
 		say "skipped the fault-tolerant training experiment: python3-torch or python3-sklearn is not installed"
 	fi
+	echo
+	say "main job: the quick benchmark report (rckpt bench --quick), on the checkpoints and JPEGs above"
+	"${pre[@]}" "$build/client/rckpt" bench --quick --out "$build/bench-report" --data "$build/bench-data" \
+		--checkpoints "$ck" --images "$imgs" || exit 1
 	echo
 	say "the cluster keeps running: 'export CEPH_CONF=$CEPH_CONF' to use it,"
 	say "'$prog cluster stop' to stop it"

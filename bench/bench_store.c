@@ -615,8 +615,9 @@ int main(int argc, char **argv)
 			printf("   rados bench write (1 MiB objects, 16 in flight, 2 s): %.1f MB/s; "
 			       "save logical / rados raw = %.2f\n",
 			       mbs, (double)ck.raw * ck.n / 1e6 / dt / mbs);
-		printf("csv:save,%u,%.4f,%.1f,%.1f,%.1f\n", ck.n, dt, (double)ck.raw * ck.n / 1e6 / dt,
-		       (double)(hwm - rss0) / 1024.0, mbs);
+		printf("csv:save,%u,%.4f,%.1f,%.1f,%.1f,%" PRIu64 ",%" PRIu64 "\n", ck.n, dt,
+		       (double)ck.raw * ck.n / 1e6 / dt, (double)(hwm - rss0) / 1024.0, mbs,
+		       (uint64_t)ck.raw * ck.n, stored);
 		rckpt_job_delete(h, job);
 	}
 

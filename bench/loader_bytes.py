@@ -33,7 +33,7 @@ def worker(a):
     import rckpt
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method="file://" + a.rdv, rank=a.rank, world_size=a.learners)
-    ds = rckpt.PCRDataset(a.dataset, decode=True, fidelity=a.fidelity)
+    ds = rckpt.PCRDataset(a.dataset, pool=a.pool, decode=True, fidelity=a.fidelity)
     share = a.share_bytes // a.learners
     runs = [("regular", False, 0), ("locality", True, 0), ("locality-partial", True, int(share * a.partial))]
     out = {}
@@ -70,6 +70,8 @@ def main():
     ap.add_argument("--fidelity", type=int, default=0, help="groups read (0: all)")
     ap.add_argument("--partial", type=float, default=0.5, help="cache size, fraction of a learner's share")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--pool", default="rckpt")
+    ap.add_argument("--json", help="also write the table's rows to this file")
     ap.add_argument("--rckpt", default=os.path.join(here, "..", "build", "client", "rckpt"))
     for k in ("--worker", "--dataset", "--rdv", "--out"):
         ap.add_argument(k, help=argparse.SUPPRESS)
@@ -89,11 +91,11 @@ def main():
                                                                         a.learners * a.local_batch))
     ds = "bench-loader-%d" % os.getpid()
     print("building %s: %d images ..." % (ds, len(files)), file=sys.stderr, flush=True)
-    subprocess.run([a.rckpt, "pcr", "build", "--dataset", ds] + [os.path.join(a.dir, f) for f in files],
+    subprocess.run([a.rckpt, "-p", a.pool, "pcr", "build", "--dataset", ds] + [os.path.join(a.dir, f) for f in files],
                    check=True, stdout=subprocess.DEVNULL)
     try:
         import rckpt
-        info = rckpt.PCRDataset(ds, decode=False).info
+        info = rckpt.PCRDataset(ds, pool=a.pool, decode=False).info
         groups = info.groups if a.fidelity is None else min(a.fidelity, info.groups)
         total = info.head_bytes + sum(info.group_bytes[g] for g in range(groups))
         with tempfile.TemporaryDirectory() as tmp:
@@ -103,7 +105,8 @@ def main():
                                        "--rdv", os.path.join(tmp, "rdv"), "--out", os.path.join(tmp, "%d" % r),
                                        "--local-batch", str(a.local_batch), "--epochs", str(a.epochs),
                                        "--fidelity", str(a.fidelity or 0), "--partial", str(a.partial),
-                                       "--seed", str(a.seed), "--share-bytes", str(total)], env=env)
+                                       "--seed", str(a.seed), "--share-bytes", str(total),
+                                       "--pool", a.pool], env=env)
                      for r in range(a.learners)]
             for p in procs:
                 if p.wait() != 0:
@@ -113,12 +116,13 @@ def main():
                 with open(os.path.join(tmp, "%d" % r)) as f:
                     res.append(json.load(f))
     finally:
-        subprocess.run([a.rckpt, "pcr", "rm", "--dataset", ds], stdout=subprocess.DEVNULL)
+        subprocess.run([a.rckpt, "-p", a.pool, "pcr", "rm", "--dataset", ds], stdout=subprocess.DEVNULL)
     print("%d learners, local batch %d, %d images (%.1f MB at %s groups), decode to RGB, %d epochs"
           % (a.learners, a.local_batch, len(files), total / 1e6, groups, a.epochs))
     print()
     print("| loader | epoch | MB from the cluster | vs regular | MB exchanged | epoch s | vs regular |")
     print("|---|---:|---:|---:|---:|---:|---:|")
+    rows = []
     for name in ("regular", "locality", "locality-partial"):
         for e in range(a.epochs):
             st = sum(res[r][name][e]["storage"] for r in range(a.learners))
@@ -129,6 +133,12 @@ def main():
             label = name if name != "locality-partial" else "locality, caches %g of a share" % a.partial
             print("| %s | %d | %.2f | %.3f | %.2f | %.2f | %.2f |" % (label, e, st / 1e6, st / rst, ex / 1e6,
                                                                     t, t / rt))
+            rows.append({"loader": name, "epoch": e, "storage_bytes": st, "exchanged_bytes": ex,
+                         "seconds": t, "images": sum(res[r][name][e]["images"] for r in range(a.learners))})
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"learners": a.learners, "local_batch": a.local_batch, "images": len(files),
+                       "dataset_bytes": total, "groups": groups, "partial": a.partial, "rows": rows}, f, indent=1)
     return 0
 
 

@@ -17,6 +17,7 @@ int rckpt_cli_codec(int argc, char **argv); /* rckpt_cli_codec.c */
 int rckpt_cli_ckpt(int argc, char **argv, const rckpt_connect_opts_t *conn); /* rckpt_cli_ckpt.c */
 int rckpt_cli_compact(int argc, char **argv, const rckpt_connect_opts_t *conn);
 int rckpt_cli_pcr(int argc, char **argv, const rckpt_connect_opts_t *conn); /* rckpt_cli_pcr.c */
+int rckpt_cli_bench(int argc, char **argv, const rckpt_connect_opts_t *conn); /* rckpt_cli_bench.c */
 
 static const char *prog = "rckpt";
 
@@ -42,6 +43,8 @@ static void usage_main(FILE *f)
 		"  compact   compact every job of the pool under its policy (cron-friendly)\n"
 		"  pcr       build, read, list and delete JPEG datasets stored as Progressive\n"
 		"            Compressed Records\n"
+		"  bench     run the benchmark suites against the cluster; write a report\n"
+		"            with tables and plots ('bench compare A B': two reports)\n"
 		"\n"
 		"options:\n"
 		"  -c, --conf PATH    ceph.conf (default: $CEPH_CONF, then Ceph's search path)\n"
@@ -321,6 +324,8 @@ int main(int argc, char **argv)
 		return rckpt_cli_compact(argc, argv, &g.conn);
 	if (strcmp(cmd, "pcr") == 0)
 		return rckpt_cli_pcr(argc, argv, &g.conn);
+	if (strcmp(cmd, "bench") == 0)
+		return rckpt_cli_bench(argc, argv, &g.conn);
 	if (strcmp(cmd, "help") == 0) {
 		usage_main(stdout);
 		return 0;

@@ -56,6 +56,10 @@ check "status reports both plugins missing: exit 1" expect_run 1 "$t/o" "$rckpt"
 check "  rckpt MISSING" grep -q '^plugin *rckpt *MISSING' "$t/o"
 check "  pcr MISSING" grep -q '^plugin *pcr *MISSING' "$t/o"
 check "  within 10 s" test $(($(date +%s) - s0)) -lt 10
+check "bench refuses without the plugins: exit 1" expect_run 1 "$t/o" "$rckpt" --conf "$dir/ceph.conf" --timeout 20 bench --quick --out "$t/bench"
+check "  names the rckpt plugin" contains "$t/o" "do not run the rckpt plugin"
+check "  names the pcr plugin" contains "$t/o" "do not run the pcr plugin"
+check "  writes no report" test ! -e "$t/bench"
 check "stop: exit 0" expect_run 0 "$t/o" "$script" --dir "$dir" stop
 
 outside >"$t/after"

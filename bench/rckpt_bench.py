@@ -1,0 +1,832 @@
+#!/usr/bin/python3
+"""rckpt's benchmark suites against one Ceph cluster, and a report.
+
+Run through `rckpt bench` (which checks the cluster's plugins first and
+passes the paths of this build's tools), or directly:
+
+    rckpt_bench.py run --quick|--full --out DIR [--conf C] [--pool P] [--seed S]
+                   [--suites a,b,...] [--data DIR] --bin BUILD/bench --rckpt RCKPT
+    rckpt_bench.py compare A B
+
+Suites (each a tool of bench/, run here and parsed; see the report):
+  baseline     rados bench write and sequential read, the store's object sizes
+  save         checkpoint save throughput and peak memory (bench_store), the
+               cost of an object-class call (bench_store), trainer stall per
+               save (save_stall.py)
+  compression  ratio per checkpoint along a training run, per method:
+               rckpt, its ablations, baselines (bench_codec)
+  restore      restore latency vs chain length: server-side, after
+               compaction, client-side materialization (bench_store)
+  pcr          PCR bytes and images/s per scan group against one object per
+               JPEG (bench_pcr)
+  loader       bytes from the cluster per epoch, locality-aware vs regular
+               loader (loader_bytes.py; bench_locality's simulation)
+  gpu          GPU quantization stages (bench_gpu), when this machine has a
+               CUDA device
+
+Timed measurements are repeated (--quick: 3 runs, --full: 5) and reported as
+median [min, max]; sizes and ratios of bytes are the same in every run and
+are measured once. DIR gets report.md, results.json, results.csv, the plots
+(*.png) and raw/ (every tool's output). Real data only: checkpoints of a
+model trained here (make_checkpoints.py) and JPEGs cut from Debian's sample
+photos (make_pcr_images.py), made once and kept in --data.
+"""
+import argparse
+import csv
+import datetime
+import json
+import os
+import platform
+import re
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+here = os.path.dirname(os.path.abspath(__file__))
+SUITES = ["baseline", "save", "compression", "restore", "pcr", "loader", "gpu"]
+PROFILES = {
+    # reps: runs of each timed tool; the rest sizes the data and the tools
+    "quick": dict(reps=3, ckpt_width=512, ckpt_steps=600, images=1000, chains="1,2,4,8,16",
+                  rb_sizes=[65536, 4 << 20], rb_seconds=2, rb_budget=256 << 20, stall_width=1024, stall_saves=6,
+                  loader_images=500, loader_epochs=2, loc_learners="4,16,64", gpu_sizes="10M"),
+    "full": dict(reps=5, ckpt_width=1024, ckpt_steps=1200, images=3000, chains="1,2,4,8,16,32",
+                 rb_sizes=[65536, 1 << 20, 4 << 20], rb_seconds=5, rb_budget=1 << 30, stall_width=2048, stall_saves=15,
+                 loader_images=2000, loader_epochs=3, loc_learners="4,16,64,256,1024", gpu_sizes="10M,100M"),
+}
+
+
+class SuiteError(Exception):
+    pass
+
+
+def say(msg):
+    print("rckpt bench: " + msg, flush=True)
+
+
+def summ(v):
+    v = [x for x in v if x is not None]
+    if not v:
+        return None
+    return {"median": statistics.median(v), "min": min(v), "max": max(v), "n": len(v)}
+
+
+class Bench:
+    def __init__(self, a):
+        self.a = a
+        self.p = PROFILES[a.profile]
+        self.out = os.path.abspath(a.out)
+        self.raw = os.path.join(self.out, "raw")
+        self.metrics = []        # {suite, name, unit, better, median, min, max, n}
+        self.data = {}           # per suite: what the plots and tables need
+        self.status = {}         # suite -> "ok" | "skipped: why" | "failed: why"
+        self.env = dict(os.environ)
+        if a.conf:
+            self.env["CEPH_CONF"] = os.path.abspath(a.conf)
+        self.env.setdefault("RCKPT_LIBRARY", os.path.join(os.path.dirname(a.rckpt), "librckpt.so"))
+        self.env["PYTHONPATH"] = os.path.join(here, "..", "client", "python") + (
+            ":" + self.env["PYTHONPATH"] if self.env.get("PYTHONPATH") else "")
+        self.py = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+
+    # -- helpers --
+    def metric(self, suite, name, unit, values, better=None):
+        s = summ(values if isinstance(values, list) else [values])
+        if s:
+            self.metrics.append(dict(suite=suite, name=name, unit=unit, better=better, **s))
+        return s
+
+    def tool(self, name, cmd, timeout=1800):
+        """Runs cmd, keeps its output in raw/NAME.txt, returns stdout."""
+        t0 = time.time()
+        try:
+            r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               env=self.env, timeout=timeout)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise SuiteError("%s: %s" % (os.path.basename(cmd[0]), e))
+        with open(os.path.join(self.raw, name + ".txt"), "w") as f:
+            f.write("$ " + " ".join(shlex.quote(c) for c in cmd) + "\n")
+            f.write("# %.1f s, exit %d\n" % (time.time() - t0, r.returncode))
+            f.write(r.stdout)
+        if r.returncode != 0:
+            tail = r.stdout.strip().splitlines()[-1:] or [""]
+            raise SuiteError("%s exited %d (%s; raw/%s.txt)" % (os.path.basename(cmd[0]), r.returncode,
+                                                                 tail[0][:160], name))
+        return r.stdout
+
+    def bin(self, name):
+        b = os.path.join(self.a.bin, name)
+        if not os.access(b, os.X_OK):
+            raise SuiteError("%s is not built (looked in %s)" % (name, self.a.bin))
+        return b
+
+    def checkpoints(self):
+        if self.a.checkpoints:
+            return self.a.checkpoints
+        p = self.p
+        d = os.path.join(self.a.data, "ckpt-w%d-s%d-seed%d" % (p["ckpt_width"], p["ckpt_steps"], self.a.seed))
+        if len([f for f in os.listdir(d) if not f.endswith(".grads.safetensors")] if os.path.isdir(d) else []) < 2:
+            say("training a %d-wide model for %d steps for its checkpoints (once; kept in %s)"
+                % (p["ckpt_width"], p["ckpt_steps"], d))
+            self.tool("make_checkpoints", [self.py, os.path.join(here, "make_checkpoints.py"), d,
+                                           "--width", str(p["ckpt_width"]), "--steps", str(p["ckpt_steps"]),
+                                           "--seed", str(self.a.seed)])
+        return d
+
+    def images(self):
+        if self.a.images:
+            return self.a.images
+        n = self.p["images"]
+        d = os.path.join(self.a.data, "jpeg-%d-seed%d" % (n, self.a.seed))
+        if not os.path.exists(os.path.join(d, "labels.csv")):
+            say("cutting %d JPEGs out of Debian's sample photos (once; kept in %s)" % (n, d))
+            self.tool("make_pcr_images", [self.py, os.path.join(here, "make_pcr_images.py"), d,
+                                          "--count", str(n), "--seed", str(self.a.seed)])
+        return d
+
+    # -- suites --
+    def suite_baseline(self):
+        rados = shutil.which("rados")
+        if not rados:
+            raise SuiteError("skipped: the `rados` tool (ceph-common) is not installed")
+        conf = ["-c", self.env["CEPH_CONF"]] if self.env.get("CEPH_CONF") else []
+        # Bound what a run writes: a quarter of the cluster's free space at
+        # most, never enough to fill an OSD (a full OSD blocks every client).
+        budget = self.p["rb_budget"]
+        try:
+            o = subprocess.run(["ceph"] + conf + ["--connect-timeout", "20", "df", "-f", "json"],
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, timeout=30).stdout
+            budget = min(budget, json.loads(o)["stats"]["total_avail_bytes"] // 4)
+        except (OSError, subprocess.TimeoutExpired, ValueError, KeyError, TypeError):
+            pass
+        rows = []
+        for size in self.p["rb_sizes"]:
+            w, r = [], []
+            for k in range(self.p["reps"]):
+                run = "rckpt-bench-%d-%d" % (os.getpid(), size)
+                base = [rados] + conf + ["-p", self.a.pool]
+                o = self.tool("rados-bench-write-%d-%d" % (size, k),
+                              base + ["bench", str(self.p["rb_seconds"]), "write", "-b", str(size), "-t", "16",
+                                      "--max-objects", str(max(16, budget // size)), "--no-cleanup",
+                                      "--run-name", run])
+                w.append(float(re.search(r"Bandwidth \(MB/sec\):\s+([\d.]+)", o).group(1)))
+                o = self.tool("rados-bench-seq-%d-%d" % (size, k),
+                              base + ["bench", str(self.p["rb_seconds"]), "seq", "-t", "16", "--run-name", run])
+                r.append(float(re.search(r"Bandwidth \(MB/sec\):\s+([\d.]+)", o).group(1)))
+                self.tool("rados-cleanup-%d" % size, base + ["cleanup", "--run-name", run])
+            label = "%d KiB" % (size >> 10)
+            sw = self.metric("baseline", "rados write, %s objects" % label, "MB/s", w, "higher")
+            sr = self.metric("baseline", "rados read, %s objects" % label, "MB/s", r, "higher")
+            rows.append((label, sw, sr))
+        self.data["baseline"] = {"rows": rows}
+
+    def run_store(self):
+        """bench_store, reps times: the save and restore suites share it."""
+        if "store" in self.data:
+            return self.data["store"]
+        ck = self.checkpoints()
+        runs = []
+        for k in range(self.p["reps"]):
+            o = self.tool("bench_store-%d" % k,
+                          [self.bin("bench_store"), "--pool", self.a.pool, "--reps", "1", "--no-rados-bench",
+                           "--mem-sizes", "0", "--chains", self.p["chains"], ck])
+            r = {"chain": {}}
+            for line in o.splitlines():
+                f = line.split(",")
+                if f[0] == "csv:save":
+                    r["save"] = dict(n=int(f[1]), s=float(f[2]), mbs=float(f[3]), peak=float(f[4]),
+                                     raw=int(f[6]), stored=int(f[7]))
+                elif f[0] == "csv:cls":
+                    r["cls"] = dict(read50=float(f[2]), read99=float(f[3]), call50=float(f[4]), call99=float(f[5]))
+                elif f[0] == "csv:chain":
+                    r["chain"][int(f[1])] = dict(server=float(f[2]), server_wire=int(f[3]), comp=float(f[4]),
+                                                 comp_wire=int(f[5]), client=float(f[6]), client_wire=int(f[7]))
+                elif f[0] == "csv:materialize":
+                    r["materialize"] = dict(chain=int(f[1]), elems=int(f[2]), ms=float(f[3]))
+            if "save" not in r or not r["chain"]:
+                raise SuiteError("bench_store printed no results (raw/bench_store-%d.txt)" % k)
+            runs.append(r)
+        self.data["store"] = runs
+        return runs
+
+    def suite_save(self):
+        runs = self.run_store()
+        s0 = runs[0]["save"]
+        mbs = self.metric("save", "save throughput (fp32 logical, %d steps)" % s0["n"], "MB/s",
+                          [r["save"]["mbs"] for r in runs], "higher")
+        self.metric("save", "save: peak extra memory", "MiB", [r["save"]["peak"] for r in runs], "lower")
+        self.metric("save", "save: stored bytes per step", "KB", s0["stored"] / s0["n"] / 1e3, "lower")
+        self.metric("save", "save: compression ratio", "x", s0["raw"] / s0["stored"], "higher")
+        self.metric("save", "cls call (rckpt.ping) p50", "us", [r["cls"]["call50"] for r in runs], "lower")
+        self.metric("save", "plain 4 KiB read p50", "us", [r["cls"]["read50"] for r in runs], "lower")
+        self.metric("save", "cls call / read, p50", "ratio", [r["cls"]["call50"] / r["cls"]["read50"] for r in runs])
+        # side by side: a save's objects against raw writes of the same size
+        rb = [m for m in self.metrics if m["name"] == "rados write, 64 KiB objects"]
+        if rb and mbs:
+            self.metric("save", "save logical MB/s / rados write MB/s (64 KiB)", "ratio",
+                        mbs["median"] / rb[0]["median"], "higher")
+        o = self.tool("save_stall", [self.py, os.path.join(here, "save_stall.py"), "--pool", self.a.pool,
+                                     "--width", str(self.p["stall_width"]), "--saves", str(self.p["stall_saves"]),
+                                     "--seed", str(self.a.seed), "--rckpt", self.a.rckpt,
+                                     "--json", os.path.join(self.raw, "save_stall.json")])
+        with open(os.path.join(self.raw, "save_stall.json")) as f:
+            st = json.load(f)
+        self.data["stall"] = st
+        for way, v in st["ways"].items():
+            s = v["stall_s"]
+            self.metrics.append(dict(suite="save", name="trainer stall per save: " + way, unit="ms",
+                                     better="lower", median=s["median"] * 1e3, min=s["min"] * 1e3,
+                                     max=s["max"] * 1e3, n=s["n"]))
+        ts = st["ways"]["torch.save"]["stall_s"]["median"]
+        for way in ("rckpt default", "rckpt snapshot"):
+            self.metric("save", "stall %s / torch.save" % way, "ratio",
+                        st["ways"][way]["stall_s"]["median"] / ts, "lower")
+
+    def suite_compression(self):
+        ck = self.checkpoints()
+        o = self.tool("bench_codec", [self.bin("bench_codec"), ck])
+        per = {}
+        for line in o.splitlines():
+            if not line.startswith("csv:") or line.startswith("csv:method,"):
+                continue
+            f = line[4:].split(",")
+            m = re.search(r"step-0*(\d+)", f[1])
+            per.setdefault(f[0], []).append(dict(step=int(m.group(1)) if m else len(per.get(f[0], [])),
+                                                 raw=int(f[2]), enc=int(f[3]), ratio=float(f[4]),
+                                                 loss=float(f[5]), mbs=float(f[8])))
+        if not per:
+            raise SuiteError("bench_codec printed no results (raw/bench_codec.txt)")
+        self.data["compression"] = per
+        for meth, rows in per.items():
+            self.metric("compression", "ratio over the run: " + meth, "x",
+                        sum(r["raw"] for r in rows) / sum(r["enc"] for r in rows), "higher")
+        for meth, rows in per.items():
+            self.metric("compression", "encode, one core: " + meth, "MB/s", [r["mbs"] for r in rows], "higher")
+
+    def suite_restore(self):
+        runs = self.run_store()
+        rows = []
+        for L in sorted(runs[0]["chain"]):
+            c = [r["chain"][L] for r in runs if L in r["chain"]]
+            row = {"chain": L}
+            for k, label in (("server", "server-side"), ("comp", "after compaction"), ("client", "client-side")):
+                row[k] = self.metric("restore", "restore, chain %d: %s" % (L, label), "ms", [x[k] for x in c], "lower")
+                row[k + "_wire"] = c[0][k + "_wire"]
+            rows.append(row)
+        self.data["restore"] = rows
+        m = [r["materialize"]["ms"] for r in runs if "materialize" in r]
+        if m:
+            r0 = runs[0]["materialize"]
+            self.metric("restore", "OSD materialize, %d deltas: fp32 folded" % r0["chain"], "GB/s",
+                        [r0["elems"] * 4 * (r0["chain"] + 1) / (x / 1e3) / 1e9 for x in m], "higher")
+
+    def suite_pcr(self):
+        imgs = self.images()
+        runs = []
+        for k in range(self.p["reps"]):
+            o = self.tool("bench_pcr-%d" % k, [self.bin("bench_pcr"), "--pool", self.a.pool, "--reps", "1", imgs])
+            r = {"read": {}, "ssim": {}}
+            for line in o.splitlines():
+                f = line.split(",")
+                if f[:2] == ["csv", "build"]:
+                    r["build"] = dict(images=int(f[2]), s=float(f[4]), stored=int(f[5]), src=int(f[6]))
+                elif f[:2] == ["csv", "read"] and f[3] == "1":
+                    key = "base" if f[2] == "base" else int(f[2])
+                    r["read"][key] = dict(bytes=int(f[4]), s=float(f[5]), n=int(f[6]))
+                    if key != "base":
+                        r["ssim"][key] = float(f[7])
+            if "build" not in r or "base" not in r["read"]:
+                raise SuiteError("bench_pcr printed no results (raw/bench_pcr-%d.txt)" % k)
+            runs.append(r)
+        b = runs[0]["build"]
+        self.metric("pcr", "build", "images/s", [r["build"]["images"] / r["build"]["s"] for r in runs], "higher")
+        self.metric("pcr", "stored / source JPEG bytes", "ratio", b["stored"] / b["src"], "lower")
+        base = self.metric("pcr", "one object per JPEG: read + decode", "images/s",
+                           [r["read"]["base"]["n"] / r["read"]["base"]["s"] for r in runs], "higher")
+        rows = []
+        for g in sorted(k for k in runs[0]["read"] if k != "base"):
+            ips = self.metric("pcr", "groups 1..%d: read + decode" % g, "images/s",
+                              [r["read"][g]["n"] / r["read"][g]["s"] for r in runs], "higher")
+            frac = runs[0]["read"][g]["bytes"] / runs[0]["read"]["base"]["bytes"]
+            self.metric("pcr", "groups 1..%d: bytes / one object per JPEG" % g, "ratio", frac, "lower")
+            rows.append(dict(group=g, bytes=runs[0]["read"][g]["bytes"], frac=frac, ips=ips,
+                             speedup=ips["median"] / base["median"], ssim=runs[0]["ssim"][g]))
+        self.data["pcr"] = dict(rows=rows, base=base, base_bytes=runs[0]["read"]["base"]["bytes"], build=b)
+
+    def suite_loader(self):
+        imgs = self.images()
+        js = os.path.join(self.raw, "loader_bytes.json")
+        self.tool("loader_bytes", [self.py, os.path.join(here, "loader_bytes.py"), imgs, "--pool", self.a.pool,
+                                   "--images", str(self.p["loader_images"]), "--epochs", str(self.p["loader_epochs"]),
+                                   "--learners", "4", "--seed", str(self.a.seed), "--rckpt", self.a.rckpt,
+                                   "--json", js])
+        with open(js) as f:
+            lb = json.load(f)
+        last = lb["rows"][-1]["epoch"]
+        reg = [r for r in lb["rows"] if r["loader"] == "regular" and r["epoch"] == last][0]
+        for r in lb["rows"]:
+            if r["epoch"] == last:
+                self.metric("loader", "epoch %d, MB from the cluster: %s" % (last, r["loader"]), "MB",
+                            r["storage_bytes"] / 1e6, "lower")
+                if r["loader"] != "regular":
+                    self.metric("loader", "epoch %d bytes / regular: %s" % (last, r["loader"]), "ratio",
+                                r["storage_bytes"] / reg["storage_bytes"], "lower")
+        sim = os.path.join(self.raw, "bench_locality.csv")
+        self.tool("bench_locality", [self.bin("bench_locality"), "--learners", self.p["loc_learners"],
+                                     "--batches", "32", "--steps", "100", "--seed", str(self.a.seed), "--csv", sim])
+        box = {}
+        with open(sim) as f:
+            for row in csv.DictReader(f):
+                box.setdefault(int(row["learners"]), []).append(float(row["moved_pct"]))
+        for p_, v in sorted(box.items()):
+            self.metric("loader", "simulated imbalance traffic, %d learners" % p_, "% of batch", v, "lower")
+        self.data["loader"] = dict(run=lb, box=box)
+
+    def suite_gpu(self):
+        o = self.tool("rckpt-version", [self.a.rckpt, "version"])
+        if "device(s)" not in o:
+            raise SuiteError("skipped: no CUDA device on this machine (%s)" %
+                             (([l for l in o.splitlines() if l.startswith("gpu")] or ["not built with CUDA"])[0]))
+        o = self.tool("bench_gpu", [self.bin("bench_gpu"), "--sizes", self.p["gpu_sizes"],
+                                    "--reps", str(self.p["reps"])])
+        rows = []
+        for line in o.splitlines():
+            f = line.split(",")
+            if f[0] == "csv" and len(f) >= 6:
+                rows.append(dict(n=int(f[1]), stage=f[2], ms=float(f[3]), gbs=float(f[4])))
+                self.metric("gpu", "%s, %s parameters" % (f[2], f[1]), "ms", float(f[3]), "lower")
+        self.data["gpu"] = rows
+
+    # -- the whole run --
+    def run(self):
+        os.makedirs(self.raw, exist_ok=True)
+        os.makedirs(self.a.data, exist_ok=True)
+        t0 = time.time()
+        for s in self.a.suites:
+            say("suite %s ..." % s)
+            ts = time.time()
+            try:
+                getattr(self, "suite_" + s)()
+                self.status[s] = "ok (%.0f s)" % (time.time() - ts)
+            except SuiteError as e:
+                msg = str(e)
+                self.status[s] = msg if msg.startswith("skipped") else "failed: " + msg
+                say("suite %s %s" % (s, self.status[s]))
+            except (OSError, ValueError, KeyError, IndexError, AttributeError) as e:
+                self.status[s] = "failed: %s: %s" % (type(e).__name__, e)
+                say("suite %s %s" % (s, self.status[s]))
+        self.seconds = time.time() - t0
+        self.write()
+        return 1 if any(v.startswith("failed") for v in self.status.values()) else 0
+
+    def describe(self):
+        d = {"date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+             "command": self.a.cmdline or " ".join(shlex.quote(x) for x in sys.argv),
+             "profile": self.a.profile, "seed": self.a.seed, "pool": self.a.pool,
+             "conf": self.env.get("CEPH_CONF", "(Ceph's search path)"), "reps": self.p["reps"],
+             "host": platform.node(), "kernel": platform.release(), "cpus": os.cpu_count()}
+        try:
+            with open("/proc/cpuinfo") as f:
+                m = re.search(r"model name\s*:\s*(.*)", f.read())
+                d["cpu"] = m.group(1) if m else platform.machine()
+            with open("/proc/meminfo") as f:
+                d["memory_gib"] = round(int(f.readline().split()[1]) / 2**20, 1)
+        except OSError:
+            pass
+        for key, cmd in (("rckpt", [self.a.rckpt, "version"]), ("cluster", [self.a.rckpt, "-p", self.a.pool, "status"])):
+            try:
+                d[key] = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                        env=self.env, timeout=60).stdout.strip()
+            except (OSError, subprocess.TimeoutExpired) as e:
+                d[key] = str(e)
+        if shutil.which("ceph"):
+            conf = ["-c", self.env["CEPH_CONF"]] if self.env.get("CEPH_CONF") else []
+            for key, args in (("ceph_version", ["version"]), ("osds", ["osd", "stat"]),
+                              ("pool_size", ["osd", "pool", "get", self.a.pool, "size"])):
+                try:
+                    d[key] = subprocess.run(["ceph"] + conf + ["--connect-timeout", "20"] + args,
+                                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                            timeout=30).stdout.strip()
+                except (OSError, subprocess.TimeoutExpired):
+                    pass
+            m = re.search(r"(\d+) osds: (\d+) up", d.get("osds", ""))
+            if m:
+                d["osds"] = "%s OSDs, %s up" % (m.group(1), m.group(2))
+        return d
+
+    def write(self):
+        meta = self.describe()
+        meta["seconds"] = round(self.seconds, 1)
+        meta["suites"] = self.status
+        with open(os.path.join(self.out, "results.json"), "w") as f:
+            json.dump({"meta": meta, "metrics": self.metrics, "data": self.data}, f, indent=1, default=str)
+        with open(os.path.join(self.out, "results.csv"), "w", newline="") as f:
+            w = csv.writer(f, lineterminator="\n")
+            w.writerow(["suite", "metric", "unit", "median", "min", "max", "n", "better"])
+            for m in self.metrics:
+                w.writerow([m["suite"], m["name"], m["unit"], "%.6g" % m["median"], "%.6g" % m["min"],
+                            "%.6g" % m["max"], m["n"], m["better"] or ""])
+        plots = self.plot()
+        report(self.out, meta, self.metrics, self.data, self.status, plots)
+        say("report: %s" % os.path.join(self.out, "report.md"))
+        print(summary_table(self.metrics, self.data), flush=True)
+
+    def plot(self):
+        """PNGs with matplotlib; returns {name: file} of those drawn."""
+        try:
+            import matplotlib
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+        except ImportError:
+            say("no plots: python3-matplotlib is not installed")
+            return {}
+        out = {}
+
+        def save(fig, name):
+            fig.tight_layout()
+            fig.savefig(os.path.join(self.out, name + ".png"), dpi=110)
+            plt.close(fig)
+            out[name] = name + ".png"
+
+        comp = self.data.get("compression")
+        if comp:
+            fig, ax = plt.subplots(figsize=(8, 4.5))
+            for meth, rows in comp.items():
+                ax.plot([r["step"] for r in rows], [r["ratio"] for r in rows], marker=".",
+                        lw=2.2 if meth == "rckpt" else 1, label=meth)
+            ax.set_yscale("log")
+            ax.set_xlabel("training step of the checkpoint")
+            ax.set_ylabel("compression ratio (fp32 bytes / stored)")
+            ax.set_title("Compression ratio along the training run, per method")
+            ax.legend(fontsize=7, ncol=2)
+            ax.grid(alpha=.3)
+            save(fig, "compression_per_checkpoint")
+            fig, ax = plt.subplots(figsize=(8, 4))
+            names = list(comp)
+            tot = [sum(r["raw"] for r in comp[n]) / sum(r["enc"] for r in comp[n]) for n in names]
+            bars = ax.bar(range(len(names)), tot, color=["C3" if n == "rckpt" else "C0" for n in names])
+            ax.bar_label(bars, fmt="%.1fx", fontsize=7)
+            ax.set_xticks(range(len(names)), names, rotation=30, ha="right", fontsize=8)
+            ax.set_ylabel("ratio over the whole run")
+            ax.set_title("Overall compression ratio per method")
+            save(fig, "compression_overall")
+        rs = self.data.get("restore")
+        if rs:
+            fig, ax = plt.subplots(figsize=(7, 4))
+            for k, label in (("server", "server-side (in the OSD)"), ("comp", "after compaction"),
+                             ("client", "client-side")):
+                x = [r["chain"] for r in rs]
+                med = [r[k]["median"] for r in rs]
+                err = [[r[k]["median"] - r[k]["min"] for r in rs], [r[k]["max"] - r[k]["median"] for r in rs]]
+                ax.errorbar(x, med, yerr=err, marker="o", capsize=3, label=label)
+            ax.set_xscale("log", base=2)
+            ax.set_xlabel("chain length (deltas after the base)")
+            ax.set_ylabel("restore latency, ms (median, min-max)")
+            ax.set_title("Restore latency vs chain length")
+            ax.legend()
+            ax.grid(alpha=.3)
+            save(fig, "restore_vs_chain")
+        pcr = self.data.get("pcr")
+        if pcr:
+            fig, ax1 = plt.subplots(figsize=(7, 4))
+            g = [r["group"] for r in pcr["rows"]]
+            ax1.bar(g, [r["frac"] for r in pcr["rows"]], color="C0", alpha=.6, label="bytes / one object per JPEG")
+            ax1.plot(g, [r["ssim"] for r in pcr["rows"]], "C2s-", label="mean SSIM")
+            ax1.set_xlabel("scan groups read")
+            ax1.set_ylabel("fraction")
+            ax2 = ax1.twinx()
+            ax2.plot(g, [r["ips"]["median"] for r in pcr["rows"]], "C3o-", label="images/s (read + decode)")
+            ax2.axhline(pcr["base"]["median"], color="C3", ls="--", label="images/s, one object per JPEG")
+            ax2.set_ylabel("images/s")
+            h1, l1 = ax1.get_legend_handles_labels()
+            h2, l2 = ax2.get_legend_handles_labels()
+            ax1.legend(h1 + h2, l1 + l2, fontsize=7, loc="center right")
+            ax1.set_title("PCR: bytes, fidelity and speed per scan group")
+            save(fig, "pcr_groups")
+        ld = self.data.get("loader")
+        if ld:
+            fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
+            rows = ld["run"]["rows"]
+            names = list(dict.fromkeys(r["loader"] for r in rows))
+            epochs = sorted(set(r["epoch"] for r in rows))
+            wdt = 0.8 / len(names)
+            for i, n in enumerate(names):
+                a1.bar([e + i * wdt for e in epochs],
+                       [sum(r["storage_bytes"] for r in rows if r["loader"] == n and r["epoch"] == e) / 1e6
+                        for e in epochs], wdt, label=n)
+            a1.set_xticks([e + wdt for e in epochs], ["epoch %d" % e for e in epochs])
+            a1.set_ylabel("MB from the cluster (all learners)")
+            a1.set_title("Loader bytes per epoch, %d learners" % ld["run"]["learners"])
+            a1.legend(fontsize=7)
+            ps = sorted(ld["box"])
+            a2.boxplot([ld["box"][p] for p in ps], labels=[str(p) for p in ps])
+            a2.set_xlabel("learners (local batch 32)")
+            a2.set_ylabel("imbalance traffic, % of the global batch")
+            a2.set_title("Locality-aware loader, simulated")
+            save(fig, "loader")
+        st = self.data.get("stall")
+        if st:
+            fig, ax = plt.subplots(figsize=(7, 3.6))
+            ways = list(st["ways"])
+            med = [st["ways"][w]["stall_s"]["median"] * 1e3 for w in ways]
+            err = [[m - st["ways"][w]["stall_s"]["min"] * 1e3 for w, m in zip(ways, med)],
+                   [st["ways"][w]["stall_s"]["max"] * 1e3 - m for w, m in zip(ways, med)]]
+            ax.barh(ways, med, xerr=err, capsize=3, color=["C7", "C0", "C1", "C2"])
+            ax.set_xlabel("trainer stall per save, ms (median, min-max)")
+            ax.set_title("Stall per checkpoint, %.1f MB model" % st["state_mb"])
+            save(fig, "save_stall")
+        return out
+
+
+def fmt(m):
+    if m is None:
+        return "-"
+    v = m["median"]
+    s = "%.3g" % v if abs(v) < 100 else "%.0f" % v
+    if m["n"] > 1 and m["max"] > m["min"]:
+        s += " [%.3g, %.3g]" % (m["min"], m["max"])
+    return s
+
+
+def find(metrics, name):
+    for m in metrics:
+        if m["name"] == name:
+            return m
+    return None
+
+
+def summary_rows(metrics, data):
+    rows = []
+
+    def add(label, name, unit=None):
+        m = find(metrics, name)
+        if m:
+            rows.append((label, fmt(m), unit or m["unit"]))
+    add("rados write, 64 KiB objects", "rados write, 64 KiB objects")
+    add("rados read, 64 KiB objects", "rados read, 64 KiB objects")
+    for m in metrics:
+        if m["name"].startswith("save throughput"):
+            rows.append(("checkpoint save (fp32 logical)", fmt(m), m["unit"]))
+    add("save / rados write (64 KiB)", "save logical MB/s / rados write MB/s (64 KiB)")
+    add("trainer stall: rckpt snapshot", "trainer stall per save: rckpt snapshot")
+    add("trainer stall: torch.save to a local file", "trainer stall per save: torch.save")
+    add("compression ratio over the run: rckpt", "ratio over the run: rckpt")
+    add("compression ratio over the run: qd (baseline)", "ratio over the run: qd")
+    add("compression ratio over the run: zstd -3", "ratio over the run: zstd-3")
+    rs = data.get("restore")
+    if rs:
+        L = rs[-1]["chain"]
+        add("restore, chain %d, server-side" % L, "restore, chain %d: server-side" % L)
+        add("restore, chain %d, after compaction" % L, "restore, chain %d: after compaction" % L)
+        add("restore, chain %d, client-side" % L, "restore, chain %d: client-side" % L)
+    pcr = data.get("pcr")
+    if pcr and pcr["rows"]:
+        r = next((r for r in pcr["rows"] if r["ssim"] >= 0.9), pcr["rows"][-1])
+        rows.append(("PCR, %d groups (SSIM %.2f): bytes / one object per JPEG" % (r["group"], r["ssim"]),
+                     "%.3f" % r["frac"], "ratio"))
+        rows.append(("PCR, %d groups: images/s / one object per JPEG" % r["group"], "%.2f" % r["speedup"], "ratio"))
+    for m in metrics:
+        if m["suite"] == "loader" and "bytes / regular: locality" in m["name"]:
+            rows.append(("loader, " + m["name"], fmt(m), m["unit"]))
+    return rows
+
+
+def summary_table(metrics, data):
+    rows = summary_rows(metrics, data)
+    lines = ["| measure | value | unit |", "|---|---:|---|"]
+    lines += ["| %s | %s | %s |" % r for r in rows]
+    return "\n".join(lines)
+
+
+def report(out, meta, metrics, data, status, plots):
+    L = []
+    L.append("# rckpt benchmark report (%s)" % meta["profile"])
+    L.append("")
+    L.append("- date: %s; the whole run: %.0f s" % (meta["date"], meta["seconds"]))
+    L.append("- command: `%s`" % meta["command"])
+    L.append("- machine: %s, %s CPUs, %s GiB, Linux %s (%s)" % (meta.get("cpu", "?"), meta["cpus"],
+                                                               meta.get("memory_gib", "?"), meta["kernel"], meta["host"]))
+    L.append("- cluster: conf `%s`, pool `%s`%s%s%s" % (
+        meta["conf"], meta["pool"], "; " + meta["osds"] if meta.get("osds") else "",
+        "; pool size " + meta["pool_size"].split()[-1] if meta.get("pool_size") else "",
+        "; " + meta["ceph_version"] if meta.get("ceph_version") else ""))
+    L.append("- timed figures: median [min, max] of %d runs unless the table says otherwise; seed %d"
+             % (meta["reps"], meta["seed"]))
+    L.append("")
+    L.append("```")
+    L.append(meta.get("rckpt", ""))
+    L.append(meta.get("cluster", ""))
+    L.append("```")
+    L.append("")
+    L.append("## Summary")
+    L.append("")
+    L.append(summary_table(metrics, data))
+    L.append("")
+    L.append("| suite | status |")
+    L.append("|---|---|")
+    for s, v in status.items():
+        L.append("| %s | %s |" % (s, v))
+    L.append("")
+
+    def table(suite):
+        ms = [m for m in metrics if m["suite"] == suite]
+        if not ms:
+            return
+        L.append("| measure | median [min, max] | unit | runs |")
+        L.append("|---|---:|---|---:|")
+        for m in ms:
+            L.append("| %s | %s | %s | %d |" % (m["name"], fmt(m), m["unit"], m["n"]))
+        L.append("")
+
+    def img(name, alt):
+        if name in plots:
+            L.append("![%s](%s)" % (alt, plots[name]))
+            L.append("")
+
+    sections = [
+        ("baseline", "Raw cluster baseline",
+         "`rados bench` write (16 in flight; at most a quarter of the cluster's free space, 256 MiB quick, "
+         "1 GiB full) then sequential read of the same objects, for object sizes around what the store "
+         "writes: a step's records appended to chunk objects (tens of KB for deltas) and whole bases (MB)."),
+        ("save", "Checkpoint save and trainer stall",
+         "`bench_store`: one writer saves the training run's checkpoints in order (encode + append + commit) "
+         "into a fresh job; MB/s of the fp32 bytes saved, and the library's peak extra memory. The cost of "
+         "an object-class call is a no-op `rckpt.ping` beside a 4 KiB read of the same object, interleaved. "
+         "`save_stall.py`: a trainer saves the same state four ways in turn (the stall is what the training "
+         "loop waits for; the spread is over the saves)."),
+        ("compression", "Compression ratio along a training run (Inshrinkerator Fig. 11/12 analogues)",
+         "`bench_codec` on every checkpoint of the run, every method on the same files at the same quality "
+         "threshold: rckpt, its ablations (`abl-*`), the baselines QD and Check-N-Run, and lossless zstd. "
+         "Ratios are exact (one run); encode MB/s is the median over the checkpoints."),
+        ("restore", "Restore latency vs chain length",
+         "`bench_store`: restore the newest step of a chain of L deltas: materialized in the OSD "
+         "(server-side), the same after a compaction made it a base, and client-side (fetch every record, "
+         "fold here)."),
+        ("pcr", "PCR: bytes and images/s per scan group",
+         "`bench_pcr`: the same JPEGs as a PCR dataset and as one object per original JPEG; read and decode "
+         "every image through the first k scan groups (one thread)."),
+        ("loader", "Locality-aware vs regular loader",
+         "`loader_bytes.py`: 4 learners (processes on this machine, gloo on loopback) read a PCR dataset "
+         "per epoch with the regular loader, the locality-aware one with whole caches, and with caches of "
+         "half a share. `bench_locality`: the planner's imbalance traffic at larger scale, simulated."),
+        ("gpu", "GPU suites", "`bench_gpu`: the quantization stages on the device."),
+    ]
+    for suite, title, text in sections:
+        L.append("## " + title)
+        L.append("")
+        L.append(text)
+        L.append("")
+        st = status.get(suite)
+        if st is None:
+            L.append("Not run (not in --suites).")
+            L.append("")
+            continue
+        if not st.startswith("ok"):
+            L.append("**%s**" % st)
+            L.append("")
+        if suite == "save":
+            table("save")
+            img("save_stall", "trainer stall per save")
+        elif suite == "compression":
+            comp = data.get("compression")
+            if comp:
+                L.append("| method | ratio over the run | per checkpoint min | max | encode MB/s |")
+                L.append("|---|---:|---:|---:|---:|")
+                for n, rows in comp.items():
+                    r = [x["ratio"] for x in rows]
+                    L.append("| %s | %.1fx | %.1fx | %.1fx | %.0f |" % (
+                        n, sum(x["raw"] for x in rows) / sum(x["enc"] for x in rows), min(r), max(r),
+                        statistics.median(x["mbs"] for x in rows)))
+                L.append("")
+            img("compression_per_checkpoint", "ratio per checkpoint")
+            img("compression_overall", "overall ratio")
+        elif suite == "restore":
+            rs = data.get("restore")
+            if rs:
+                L.append("| chain | server-side ms | wire KB | after compaction ms | wire KB | client-side ms | wire KB |")
+                L.append("|---:|---:|---:|---:|---:|---:|---:|")
+                for r in rs:
+                    L.append("| %d | %s | %.0f | %s | %.0f | %s | %.0f |" % (
+                        r["chain"], fmt(r["server"]), r["server_wire"] / 1e3, fmt(r["comp"]),
+                        r["comp_wire"] / 1e3, fmt(r["client"]), r["client_wire"] / 1e3))
+                L.append("")
+            m = [x for x in metrics if x["suite"] == "restore" and x["name"].startswith("OSD")]
+            for x in m:
+                L.append("%s: %s %s." % (x["name"], fmt(x), x["unit"]))
+                L.append("")
+            img("restore_vs_chain", "restore latency vs chain length")
+        elif suite == "pcr":
+            p = data.get("pcr")
+            if p:
+                b = p["build"]
+                L.append("%d images, %.1f MB of JPEGs; stored as PCR: %.1f MB. One object per JPEG: %s images/s."
+                         % (b["images"], b["src"] / 1e6, b["stored"] / 1e6, fmt(p["base"])))
+                L.append("")
+                L.append("| groups | MB read | / one object per JPEG | images/s | / one object per JPEG | SSIM |")
+                L.append("|---:|---:|---:|---:|---:|---:|")
+                for r in p["rows"]:
+                    L.append("| %d | %.2f | %.3f | %s | %.2f | %.3f |" % (r["group"], r["bytes"] / 1e6, r["frac"],
+                                                                          fmt(r["ips"]), r["speedup"], r["ssim"]))
+                L.append("")
+            img("pcr_groups", "PCR per scan group")
+        else:
+            table(suite)
+            if suite == "loader":
+                img("loader", "loader bytes per epoch")
+    L.append("## Files")
+    L.append("")
+    L.append("`results.json` (every figure, with the data behind the plots), `results.csv` (one line per "
+             "figure), `raw/` (each tool's output and command line). Compare two runs with "
+             "`rckpt bench compare A B`.")
+    L.append("")
+    with open(os.path.join(out, "report.md"), "w") as f:
+        f.write("\n".join(L))
+
+
+def load(path):
+    p = os.path.join(path, "results.json") if os.path.isdir(path) else path
+    try:
+        with open(p) as f:
+            r = json.load(f)
+        return r["meta"], {(m["suite"], m["name"]): m for m in r["metrics"]}
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        sys.exit("rckpt bench compare: %s: not a benchmark result (%s)" % (path, e))
+
+
+def compare(a, b):
+    ma, A = load(a)
+    mb, B = load(b)
+    print("A: %s  (%s, %s)" % (a, ma.get("date", "?"), ma.get("command", "?")))
+    print("B: %s  (%s, %s)" % (b, mb.get("date", "?"), mb.get("command", "?")))
+    print()
+    print("%-62s %-10s %12s %12s %8s" % ("measure", "unit", "A", "B", "B/A"))
+    worse = 0
+    for key in list(A) + [k for k in B if k not in A]:
+        x, y = A.get(key), B.get(key)
+        name = "%s: %s" % key
+        va = "%.4g" % x["median"] if x else "-"
+        vb = "%.4g" % y["median"] if y else "-"
+        ratio, mark = "-", ""
+        if x and y and x["median"]:
+            r = y["median"] / x["median"]
+            ratio = "%.3f" % r
+            better = (x or y).get("better")
+            # a change counts only outside both runs' spread
+            apart = y["min"] > x["max"] or y["max"] < x["min"]
+            if better and apart and abs(r - 1) > 0.05:
+                good = (r > 1) == (better == "higher")
+                mark = " better" if good else " WORSE"
+                worse += not good
+        print("%-62s %-10s %12s %12s %8s%s" % (name[:62], (x or y)["unit"][:10], va, vb, ratio, mark))
+    print()
+    print("%d measure(s) worse in B beyond both runs' spread and 5%%" % worse)
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser(prog="rckpt_bench.py", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    g = r.add_mutually_exclusive_group(required=True)
+    g.add_argument("--quick", dest="profile", action="store_const", const="quick")
+    g.add_argument("--full", dest="profile", action="store_const", const="full")
+    r.add_argument("--out", required=True)
+    r.add_argument("--conf")
+    r.add_argument("--pool", default="rckpt")
+    r.add_argument("--seed", type=int, default=1)
+    r.add_argument("--suites", default=",".join(SUITES))
+    r.add_argument("--data", help="where the generated data is kept (default: OUT/../rckpt-bench-data)")
+    r.add_argument("--checkpoints", help="a folder of step-*.safetensors to use instead of training a model")
+    r.add_argument("--images", help="a folder of JPEGs to use instead of cutting them from sample photos")
+    r.add_argument("--bin", default=os.path.join(here, "..", "build", "bench"))
+    r.add_argument("--rckpt", default=os.path.join(here, "..", "build", "client", "rckpt"))
+    r.add_argument("--cmdline", help=argparse.SUPPRESS)
+    c = sub.add_parser("compare")
+    c.add_argument("a")
+    c.add_argument("b")
+    a = ap.parse_args()
+    if a.cmd == "compare":
+        return compare(a.a, a.b)
+    a.suites = [s for s in a.suites.split(",") if s]
+    bad = [s for s in a.suites if s not in SUITES]
+    if bad:
+        ap.error("no suite %s (suites: %s)" % (",".join(bad), ",".join(SUITES)))
+    a.data = os.path.abspath(a.data or os.path.join(os.path.dirname(os.path.abspath(a.out)), "rckpt-bench-data"))
+    for opt, pat, least in (("checkpoints", r"^step-\d+\.safetensors$", 17), ("images", r"\.jpe?g$", 128)):
+        d = getattr(a, opt)
+        if d is None:
+            continue
+        d = os.path.abspath(d)
+        n = len([f for f in os.listdir(d) if re.search(pat, f, re.I)]) if os.path.isdir(d) else 0
+        if n < least:
+            ap.error("--%s %s: needs at least %d files matching %s, found %d" % (opt, d, least, pat, n))
+        setattr(a, opt, d)
+    a.rckpt = os.path.abspath(a.rckpt)
+    a.bin = os.path.abspath(a.bin)
+    return Bench(a).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

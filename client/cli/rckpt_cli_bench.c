@@ -1,0 +1,272 @@
+/*
+ * rckpt_cli_bench.c — `rckpt bench`: check that the cluster runs this
+ * client's plugins, then hand over to the benchmark driver
+ * (bench/rckpt_bench.py, which runs the suites and writes the report) with
+ * the paths of this build's tools.
+ */
+#define _GNU_SOURCE /* getopt_long */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "rckpt.h"
+
+#ifndef RCKPT_SOURCE_DIR
+#define RCKPT_SOURCE_DIR "."
+#endif
+#ifndef RCKPT_BINARY_DIR
+#define RCKPT_BINARY_DIR "build"
+#endif
+
+#define EXIT_USAGE 2
+#define PYTHON "/usr/bin/python3"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: rckpt [options] bench --quick|--full --out DIR [--conf PATH] [--pool NAME]\n"
+		"                              [--seed N] [--suites a,b,...] [--data DIR]\n"
+		"                              [--checkpoints DIR] [--images DIR]\n"
+		"       rckpt bench compare A B\n"
+		"\n"
+		"Run rckpt's benchmark suites against a cluster and write a report to DIR:\n"
+		"report.md (tables, the machine and the cluster, the command line), PNG plots,\n"
+		"results.json and results.csv (machine-readable, for 'compare') and raw/ (each\n"
+		"tool's own output). First checks that the cluster's OSDs run this client's\n"
+		"plugins (rckpt and pcr) and refuses when one is missing or another version.\n"
+		"\n"
+		"  --quick        every suite, small (under 10 minutes on a one-node cluster)\n"
+		"  --full         every suite, larger data, more repetitions\n"
+		"  --out DIR      where the report goes (created; files in it are replaced)\n"
+		"  --conf PATH    ceph.conf (default: the global -c, then $CEPH_CONF)\n"
+		"  --pool NAME    pool to use (default: the global -p, then rckpt); the\n"
+		"                 suites create and delete their own jobs and datasets there\n"
+		"  --seed N       seed of the generated data and of every random choice (1)\n"
+		"  --suites LIST  some of: baseline,save,compression,restore,pcr,loader,gpu\n"
+		"  --data DIR     where generated data (a trained model's checkpoints, JPEGs)\n"
+		"                 is kept between runs (default: DIR/../rckpt-bench-data)\n"
+		"  --checkpoints DIR  your own model's checkpoints (step-N.safetensors, at\n"
+		"                 least 17; a sibling step-N.grads.safetensors is used)\n"
+		"                 instead of a small model trained here\n"
+		"  --images DIR   your own JPEGs (at least 128) instead of Debian's photos\n"
+		"\n"
+		"Timed figures are medians of repeated runs (3 quick, 5 full) with their\n"
+		"min and max. 'compare A B' prints every figure of two reports (A and B:\n"
+		"their DIRs) and the ratio B/A, marking changes beyond both runs' spread.\n"
+		"Needs python3 with python3-torch, python3-sklearn, python3-pil and\n"
+		"python3-matplotlib (./dev.sh deps installs them), and the `rados` tool\n"
+		"for the baseline.\n");
+}
+
+static int bad(const char *msg, const char *arg)
+{
+	fprintf(stderr, "rckpt bench: ");
+	fprintf(stderr, msg, arg);
+	fprintf(stderr, "; try 'rckpt bench --help'\n");
+	return EXIT_USAGE;
+}
+
+/* The driver script and the folder of bench tools: $RCKPT_BENCH_SCRIPT and
+ * $RCKPT_BENCH_BIN, else the source and build trees this binary came from. */
+static int find_tools(char *script, size_t ns, char *bin, size_t nb)
+{
+	const char *s = getenv("RCKPT_BENCH_SCRIPT"), *b = getenv("RCKPT_BENCH_BIN");
+	snprintf(script, ns, "%s", s && *s ? s : RCKPT_SOURCE_DIR "/bench/rckpt_bench.py");
+	snprintf(bin, nb, "%s", b && *b ? b : RCKPT_BINARY_DIR "/bench");
+	if (access(script, R_OK) != 0) {
+		fprintf(stderr, "rckpt bench: the benchmark driver %s is not there (%s); set "
+				"RCKPT_BENCH_SCRIPT to bench/rckpt_bench.py of rckpt's source tree\n",
+			script, strerror(errno));
+		return -1;
+	}
+	if (access(PYTHON, X_OK) != 0) {
+		fprintf(stderr, "rckpt bench: needs %s (apt-get install python3)\n", PYTHON);
+		return -1;
+	}
+	return 0;
+}
+
+/* Every plugin answers, at this client's version. */
+static int check_plugins(const rckpt_connect_opts_t *conn)
+{
+	static const char *const names[] = { "rckpt", "pcr" };
+	rckpt_t *h;
+	unsigned i;
+	int rc = rckpt_create(&h), failed = 0;
+
+	if (rc) {
+		fprintf(stderr, "rckpt bench: %s\n", rckpt_strerror(rc));
+		return -1;
+	}
+	if ((rc = rckpt_connect(h, conn)) != 0) {
+		fprintf(stderr, "rckpt bench: %s\n", rckpt_errmsg(h));
+		rckpt_destroy(h);
+		return -1;
+	}
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		rckpt_plugin_info_t pi;
+		if ((rc = rckpt_plugin_version(h, &pi, names[i])) != 0) {
+			fprintf(stderr,
+				"rckpt bench: the cluster's OSDs do not run the %s plugin (%s); load "
+				"libcls_%s.so into every OSD (ceph-conf/README.md) and try again\n",
+				names[i], rckpt_errmsg(h), names[i]);
+			failed = 1;
+		} else if (pi.major * 10000 + pi.minor * 100 + pi.patch != rckpt_version_number()) {
+			fprintf(stderr,
+				"rckpt bench: the cluster's %s plugin is version %u.%u.%u, this client "
+				"%s: deploy the plugins of this build (or run this version's client)\n",
+				names[i], pi.major, pi.minor, pi.patch, rckpt_version_string());
+			failed = 1;
+		}
+	}
+	rckpt_destroy(h);
+	return failed ? -1 : 0;
+}
+
+int rckpt_cli_bench(int argc, char **argv, const rckpt_connect_opts_t *gconn)
+{
+	static const struct option lo[] = {
+		{ "quick", no_argument, NULL, 'q' },	    { "full", no_argument, NULL, 'f' },
+		{ "out", required_argument, NULL, 'o' },    { "conf", required_argument, NULL, 'c' },
+		{ "pool", required_argument, NULL, 'p' },   { "seed", required_argument, NULL, 's' },
+		{ "suites", required_argument, NULL, 'S' }, { "data", required_argument, NULL, 'd' },
+		{ "checkpoints", required_argument, NULL, 'C' },
+		{ "images", required_argument, NULL, 'I' }, { "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	rckpt_connect_opts_t conn = *gconn;
+	const char *profile = NULL, *out = NULL, *seed = "1", *suites = NULL, *data = NULL;
+	const char *ckpts = NULL, *images = NULL;
+	char script[PATH_MAX], bin[PATH_MAX], self[PATH_MAX], lib[PATH_MAX + 16], cmdline[4096];
+	char *args[32];
+	size_t used;
+	ssize_t n;
+	int c, k = 0, i;
+
+	if (argc >= 2 && strcmp(argv[1], "compare") == 0) {
+		if (argc == 3 && (strcmp(argv[2], "-h") == 0 || strcmp(argv[2], "--help") == 0)) {
+			usage(stdout);
+			return 0;
+		}
+		if (argc != 4)
+			return bad("%s", "compare takes two report folders, A and B");
+		if (find_tools(script, sizeof(script), bin, sizeof(bin)))
+			return 1;
+		args[k++] = (char *)PYTHON;
+		args[k++] = script;
+		args[k++] = (char *)"compare";
+		args[k++] = argv[2];
+		args[k++] = argv[3];
+		args[k] = NULL;
+		fflush(stdout);
+		execv(PYTHON, args);
+		fprintf(stderr, "rckpt bench: cannot run %s: %s\n", PYTHON, strerror(errno));
+		return 1;
+	}
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
+		switch (c) {
+		case 'q':
+		case 'f':
+			if (profile)
+				return bad("%s", "give one of --quick and --full");
+			profile = c == 'q' ? "--quick" : "--full";
+			break;
+		case 'o': out = optarg; break;
+		case 'c': conn.conf_path = optarg; break;
+		case 'p': conn.pool = optarg; break;
+		case 's':
+			if (!*optarg || strspn(optarg, "0123456789") != strlen(optarg) || strlen(optarg) > 9)
+				return bad("--seed takes a number, not '%s'", optarg);
+			seed = optarg;
+			break;
+		case 'S': suites = optarg; break;
+		case 'd': data = optarg; break;
+		case 'C': ckpts = optarg; break;
+		case 'I': images = optarg; break;
+		case 'h': usage(stdout); return 0;
+		case ':': return bad("option '%s' needs a value", argv[optind - 1]);
+		default: return bad("unknown option '%s'", argv[optind - 1]);
+		}
+	}
+	if (optind < argc)
+		return bad("unexpected argument '%s'", argv[optind]);
+	if (!profile)
+		return bad("%s", "give --quick or --full");
+	if (!out || !*out)
+		return bad("%s", "needs --out DIR");
+	if (conn.user && strcmp(conn.user, "admin") != 0 && strcmp(conn.user, "client.admin") != 0) {
+		fprintf(stderr, "rckpt bench: the suites run as client.admin (they create and delete "
+				"pools' objects of every kind); drop --id %s\n", conn.user);
+		return EXIT_USAGE;
+	}
+	if (find_tools(script, sizeof(script), bin, sizeof(bin)))
+		return 1;
+	if (check_plugins(&conn))
+		return 1;
+
+	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n <= 0) {
+		fprintf(stderr, "rckpt bench: cannot find this program's path: %s\n", strerror(errno));
+		return 1;
+	}
+	self[n] = '\0';
+	/* the suites load the library this program was built with */
+	snprintf(lib, sizeof(lib), "%.*s/librckpt.so", (int)(strrchr(self, '/') - self), self);
+	if (!getenv("RCKPT_LIBRARY") && access(lib, R_OK) == 0)
+		setenv("RCKPT_LIBRARY", lib, 1);
+	if (conn.conf_path)
+		setenv("CEPH_CONF", conn.conf_path, 1);
+
+	/* the command line as given, for the report */
+	used = (size_t)snprintf(cmdline, sizeof(cmdline), "rckpt");
+	for (i = 0; i < argc && used < sizeof(cmdline); i++)
+		used += (size_t)snprintf(cmdline + used, sizeof(cmdline) - used, " %s", argv[i]);
+
+	args[k++] = (char *)PYTHON;
+	args[k++] = script;
+	args[k++] = (char *)"run";
+	args[k++] = (char *)profile;
+	args[k++] = (char *)"--out";
+	args[k++] = (char *)out;
+	args[k++] = (char *)"--pool";
+	args[k++] = (char *)(conn.pool ? conn.pool : "rckpt");
+	args[k++] = (char *)"--seed";
+	args[k++] = (char *)seed;
+	args[k++] = (char *)"--bin";
+	args[k++] = bin;
+	args[k++] = (char *)"--rckpt";
+	args[k++] = self;
+	args[k++] = (char *)"--cmdline";
+	args[k++] = cmdline;
+	if (conn.conf_path) {
+		args[k++] = (char *)"--conf";
+		args[k++] = (char *)conn.conf_path;
+	}
+	if (suites) {
+		args[k++] = (char *)"--suites";
+		args[k++] = (char *)suites;
+	}
+	if (data) {
+		args[k++] = (char *)"--data";
+		args[k++] = (char *)data;
+	}
+	if (ckpts) {
+		args[k++] = (char *)"--checkpoints";
+		args[k++] = (char *)ckpts;
+	}
+	if (images) {
+		args[k++] = (char *)"--images";
+		args[k++] = (char *)images;
+	}
+	args[k] = NULL;
+	fflush(stdout);
+	execv(PYTHON, args);
+	fprintf(stderr, "rckpt bench: cannot run %s: %s\n", PYTHON, strerror(errno));
+	return 1;
+}
