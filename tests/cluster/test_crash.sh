@@ -55,7 +55,9 @@ echo "starting a bluestore cluster of $osds OSD(s), pool size $size ..."
 "$script" --dir "$dir" --plugins "$plugins" --store bluestore --osds "$osds" --pool-size "$size" \
 	--osd-bytes 3221225472 start >"$t/start.log" 2>&1 || { cat "$t/start.log"; exit 1; }
 export CEPH_CONF=$dir/ceph.conf
-mapfile -t ckpts < <(ls "$src"/step-*.safetensors | grep -v '\.grads\.' | sort)
+# a copy of its own: a long run outlives a fixture that is made again meanwhile
+mkdir -p "$t/ckpts" && cp "$src"/step-*.safetensors "$t/ckpts/" || exit 1
+mapfile -t ckpts < <(ls "$t/ckpts"/step-*.safetensors | grep -v '\.grads\.' | sort)
 n=${#ckpts[@]}
 job=crash-$$-1
 declare -A sha     # step -> SHA-256 of its restore, when first committed
@@ -67,7 +69,8 @@ verified=0 lost=0 changed=0 resumed=0 failed_resume=0 committed=0 verify_failed=
 osd_pid() { tr -dc 0-9 <"$dir/run/osd.$1.pid" 2>/dev/null; }
 kill_osd() { local p; p=$(osd_pid "$1"); [ -n "$p" ] && kill -9 "$p" 2>/dev/null; }
 restart() { "$script" --dir "$dir" --plugins "$plugins" start >>"$t/start.log" 2>&1 || { echo "restart failed" >&2; tail -20 "$t/start.log" >&2; }; }
-steps_now() { "$rckpt" --timeout 60 ckpt ls --job "$job" 2>/dev/null | awk '$1 ~ /^[0-9]+$/ {print $1}'; }
+# the committed steps: lines "STEP KIND ..." of `ckpt ls` (not its "N steps, ..." total)
+steps_now() { "$rckpt" --timeout 60 ckpt ls --job "$job" 2>/dev/null | awk '$1 ~ /^[0-9]+$/ && $2 !~ /^steps?,/ {print $1}'; }
 restore_sha() { # step -> its SHA-256, or nothing
 	"$rckpt" --timeout 60 ckpt restore --job "$job" --step "$1" -o "$t/r.safetensors" >/dev/null 2>&1 &&
 		sha256sum "$t/r.safetensors" | cut -d' ' -f1
