@@ -100,9 +100,11 @@ class Bench:
     def tool(self, name, cmd, timeout=1800):
         """Runs cmd, keeps its output in raw/NAME.txt, returns stdout."""
         t0 = time.time()
+        # Ceph's own tools never get a sanitizer runtime meant for ours
+        env = self.ceph_env() if os.path.basename(cmd[0]) in ("rados", "ceph") else self.env
         try:
             r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               env=self.env, timeout=timeout)
+                               env=env, timeout=timeout)
         except (OSError, subprocess.TimeoutExpired) as e:
             raise SuiteError("%s: %s" % (os.path.basename(cmd[0]), e))
         with open(os.path.join(self.raw, name + ".txt"), "w") as f:
@@ -114,6 +116,9 @@ class Bench:
             raise SuiteError("%s exited %d (%s; raw/%s.txt)" % (os.path.basename(cmd[0]), r.returncode,
                                                                  tail[0][:160], name))
         return r.stdout
+
+    def ceph_env(self):
+        return {k: v for k, v in self.env.items() if k != "LD_PRELOAD"}
 
     def bin(self, name):
         b = os.path.join(self.a.bin, name)
@@ -156,7 +161,8 @@ class Bench:
         budget = self.p["rb_budget"]
         try:
             o = subprocess.run(["ceph"] + conf + ["--connect-timeout", "20", "df", "-f", "json"],
-                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, timeout=30).stdout
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, timeout=30,
+                               env=self.ceph_env()).stdout
             budget = min(budget, json.loads(o)["stats"]["total_avail_bytes"] // 4)
         except (OSError, subprocess.TimeoutExpired, ValueError, KeyError, TypeError):
             pass
@@ -407,7 +413,7 @@ class Bench:
                 try:
                     d[key] = subprocess.run(["ceph"] + conf + ["--connect-timeout", "20"] + args,
                                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                                            timeout=30).stdout.strip()
+                                            timeout=30, env=self.ceph_env()).stdout.strip()
                 except (OSError, subprocess.TimeoutExpired):
                     pass
             m = re.search(r"(\d+) osds: (\d+) up", d.get("osds", ""))
@@ -476,10 +482,8 @@ class Bench:
             fig, ax = plt.subplots(figsize=(7, 4))
             for k, label in (("server", "server-side (in the OSD)"), ("comp", "after compaction"),
                              ("client", "client-side")):
-                x = [r["chain"] for r in rs]
-                med = [r[k]["median"] for r in rs]
-                err = [[r[k]["median"] - r[k]["min"] for r in rs], [r[k]["max"] - r[k]["median"] for r in rs]]
-                ax.errorbar(x, med, yerr=err, marker="o", capsize=3, label=label)
+                ax.errorbar([r["chain"] for r in rs], [r[k]["median"] for r in rs],
+                            yerr=spread([r[k] for r in rs]), marker="o", capsize=3, label=label)
             ax.set_xscale("log", base=2)
             ax.set_xlabel("chain length (deltas after the base)")
             ax.set_ylabel("restore latency, ms (median, min-max)")
@@ -529,14 +533,17 @@ class Bench:
         if st:
             fig, ax = plt.subplots(figsize=(7, 3.6))
             ways = list(st["ways"])
-            med = [st["ways"][w]["stall_s"]["median"] * 1e3 for w in ways]
-            err = [[m - st["ways"][w]["stall_s"]["min"] * 1e3 for w, m in zip(ways, med)],
-                   [st["ways"][w]["stall_s"]["max"] * 1e3 - m for w, m in zip(ways, med)]]
-            ax.barh(ways, med, xerr=err, capsize=3, color=["C7", "C0", "C1", "C2"])
+            ms = [{k: v * 1e3 for k, v in st["ways"][w]["stall_s"].items() if k != "n"} for w in ways]
+            ax.barh(ways, [m["median"] for m in ms], xerr=spread(ms), capsize=3, color=["C7", "C0", "C1", "C2"])
             ax.set_xlabel("trainer stall per save, ms (median, min-max)")
             ax.set_title("Stall per checkpoint, %.1f MB model" % st["state_mb"])
             save(fig, "save_stall")
         return out
+
+
+def spread(ms):
+    """Error bars from min and max around each median."""
+    return [[m["median"] - m["min"] for m in ms], [m["max"] - m["median"] for m in ms]]
 
 
 def fmt(m):

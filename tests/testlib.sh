@@ -31,6 +31,16 @@ finish() {
 	[ "$failed" -eq 0 ]
 }
 
+# need_cluster: exit 77 (skipped) unless CEPH_CONF names a cluster; exit 1
+# instead when RCKPT_REQUIRE_CLUSTER=1 (CI always has one).
+need_cluster() {
+	if [ -z "${CEPH_CONF:-}" ]; then
+		echo "skipped: no cluster (CEPH_CONF is not set; ./dev.sh test starts one)"
+		[ "${RCKPT_REQUIRE_CLUSTER:-0}" = 1 ] && exit 1
+		exit 77
+	fi
+}
+
 # need_real_checkpoints: exit 77 (skipped) unless RCKPT_TEST_CKPT_DIR holds
 # the real checkpoints of the make_test_checkpoints fixture.
 need_real_checkpoints() {

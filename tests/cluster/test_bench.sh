@@ -6,11 +6,7 @@
 set -u
 . "$(dirname "$0")/../testlib.sh"
 rckpt=$1
-if [ -z "${CEPH_CONF:-}" ]; then
-	echo "skipped: no cluster (CEPH_CONF is not set; ./dev.sh test starts one)"
-	[ "${RCKPT_REQUIRE_CLUSTER:-0}" = 1 ] && exit 1
-	exit 77
-fi
+need_cluster
 need_real_checkpoints
 t=$(mktemp -d)
 trap 'rm -rf "$t"' EXIT

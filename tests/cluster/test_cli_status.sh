@@ -5,11 +5,7 @@
 set -u
 . "$(dirname "$0")/../testlib.sh"
 rckpt=$1
-if [ -z "${CEPH_CONF:-}" ]; then
-	echo "skipped: no cluster (CEPH_CONF is not set; ./dev.sh test starts one)"
-	[ "${RCKPT_REQUIRE_CLUSTER:-0}" = 1 ] && exit 1
-	exit 77
-fi
+need_cluster
 t=$(mktemp -d)
 trap 'rm -rf "$t"' EXIT
 v=$("$rckpt" version | sed -n 's/^librckpt \([0-9.]*\).*/\1/p')

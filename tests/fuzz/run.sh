@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # tests/fuzz/run.sh — fuzz rckpt's decoders with libFuzzer for a given time.
 #
-#   tests/fuzz/run.sh [--seconds N] [--jobs J] [--build DIR] [TARGET...]
+#   tests/fuzz/run.sh [--seconds N] [--jobs J] [--workers W] [--build DIR] [TARGET...]
 #
 # Builds the fuzz targets with clang (DIR, default build-fuzz: RCKPT_FUZZ=ON,
 # no CUDA; every source instrumented for coverage, ASan+UBSan), then runs
 # each TARGET (default: all) for N seconds (default 600) on a working copy
-# of its corpus, J targets at a time (default: the CPU count). New inputs
+# of its corpus, J targets at a time (default: the CPU count), each with W
+# processes sharing its working corpus (default 1; executions are summed). New inputs
 # that add coverage are merged back into tests/fuzz/corpus/TARGET; a crash
 # is kept under tests/fuzz/crashes/TARGET/ and fails the run. Prints, per
 # target: executions, seconds, executions/s, corpus before and after.
@@ -20,15 +21,17 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 seconds=600
 jobs=$(nproc 2>/dev/null || echo 2)
+workers=1
 build=$repo/build-fuzz
 all=(wire istream record manifest store pcr safetensors replies)
 targets=()
 
-usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--seconds) seconds=$2; shift 2 ;;
 	--jobs) jobs=$2; shift 2 ;;
+	--workers) workers=$2; shift 2 ;;
 	--build) build=$2; shift 2 ;;
 	-h | --help) usage; exit 0 ;;
 	-*) echo "run.sh: unknown option $1" >&2; usage >&2; exit 2 ;;
@@ -40,6 +43,7 @@ for t in "${targets[@]}"; do
 	[[ " ${all[*]} " == *" $t "* ]] || { echo "run.sh: no target $t (${all[*]})" >&2; exit 2; }
 done
 case "$seconds" in '' | *[!0-9]*) echo "run.sh: --seconds takes a number" >&2; exit 2 ;; esac
+case "$workers" in '' | 0 | *[!0-9]*) echo "run.sh: --workers takes a number from 1" >&2; exit 2 ;; esac
 command -v clang >/dev/null || { echo "run.sh: needs clang (apt-get install clang)" >&2; exit 1; }
 
 echo "==> building fuzz targets in $build"
@@ -57,18 +61,25 @@ run_one() {
 	cp "$repo/tests/fuzz/corpus/$t"/* "$work/corpus/" 2>/dev/null || true
 	local before
 	before=$(ls "$work/corpus" | wc -l)
-	local rc=0
-	(cd "$work" && "$build/tests/fuzz_$t" -max_total_time="$seconds" -print_final_stats=1 \
-		-artifact_prefix="$crashes/" -rss_limit_mb=2048 -timeout=20 corpus) >"$log" 2>&1 || rc=$?
+	local rc=0 w pids=()
+	# W workers share the working corpus (each sees what the others add)
+	for ((w = 1; w <= workers; w++)); do
+		(cd "$work" && exec "$build/tests/fuzz_$t" -max_total_time="$seconds" -print_final_stats=1 \
+			-seed=$((1000 * w + RANDOM)) -artifact_prefix="$crashes/" -rss_limit_mb=2048 -timeout=20 \
+			corpus) >"$log.$w" 2>&1 &
+		pids+=($!)
+	done
+	for w in "${pids[@]}"; do wait "$w" || rc=$?; done
+	cat "$log".* >"$log"
 	# keep only what adds coverage to the committed corpus
 	"$build/tests/fuzz_$t" -merge=1 "$repo/tests/fuzz/corpus/$t" "$work/corpus" >>"$log" 2>&1 || true
 	local execs secs after
-	execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
-	secs=$(sed -n 's/.*Done [0-9]* runs in \([0-9]*\) second.*/\1/p' "$log" | tail -1)
+	execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | awk '{n += $1} END {if (NR) print n}')
+	secs=$(sed -n 's/.*Done [0-9]* runs in \([0-9]*\) second.*/\1/p' "$log" | sort -n | tail -1)
 	after=$(ls "$repo/tests/fuzz/corpus/$t" | wc -l)
-	printf '%-12s %12s execs %6ss %10s/s  corpus %s -> %s  %s\n' "$t" "${execs:-?}" "${secs:-?}" \
+	printf '%-12s %12s execs %6ss %10s/s  %s worker(s)  corpus %s -> %s  %s\n' "$t" "${execs:-?}" "${secs:-?}" \
 		"$([ -n "${execs:-}" ] && [ -n "${secs:-}" ] && [ "$secs" -gt 0 ] && echo $((execs / secs)) || echo '?')" \
-		"$before" "$after" "$([ $rc -eq 0 ] && echo ok || echo "CRASH (rc $rc; see $log, $crashes)")"
+		"$workers" "$before" "$after" "$([ $rc -eq 0 ] && echo ok || echo "CRASH (rc $rc; see $log, $crashes)")"
 	return $rc
 }
 
