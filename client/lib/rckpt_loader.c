@@ -323,32 +323,13 @@ static int send_items(rckpt_loader_t *l, unsigned peer, const rckpt_pcr_item_t *
 	return rc < 0 ? rc : rc ? -EIO : 0;
 }
 
-/* Receives peer's message into *msg and points it[k] into it; the ids
- * must be want[0..n) in order. */
-static int recv_items(rckpt_loader_t *l, unsigned peer, const uint32_t *want, unsigned n,
-		      rckpt_pcr_item_t *it, uint8_t **msg)
+int rckpt_loader_parse_items(const uint8_t *m, size_t len, const uint32_t *want, unsigned n,
+			     rckpt_pcr_item_t *it)
 {
-	uint8_t hdr[8], *m, *q, *end;
-	uint64_t len;
+	const uint8_t *q = m + 4, *end = m + len;
 	unsigned k;
-	int rc;
-	*msg = NULL;
-	if ((rc = l->tr.recv(l->tr.ctx, peer, hdr, 8)))
-		return rc < 0 ? rc : -EIO;
-	len = get64(hdr);
-	if (len < 4 || len > MSG_MAX)
+	if (len < 4 || rckpt_le32(m) != n)
 		return -EBADMSG;
-	if ((m = malloc((size_t)len)) == NULL)
-		return -ENOMEM;
-	if ((rc = l->tr.recv(l->tr.ctx, peer, m, (size_t)len))) {
-		free(m);
-		return rc < 0 ? rc : -EIO;
-	}
-	*msg = m;
-	end = m + len;
-	if (rckpt_le32(m) != n)
-		return -EBADMSG;
-	q = m + 4;
 	for (k = 0; k < n; k++) {
 		uint32_t nl, ll, jl;
 		if ((size_t)(end - q) < ITEM_HDR)
@@ -358,7 +339,7 @@ static int recv_items(rckpt_loader_t *l, unsigned peer, const uint32_t *want, un
 		ll = rckpt_le32(q + 8);
 		jl = rckpt_le32(q + 12);
 		q += ITEM_HDR;
-		if (it[k].id != want[k] || nl > RCKPT_PCR_MAX_NAME || jl == 0 ||
+		if (it[k].id != want[k] || nl > RCKPT_PCR_MAX_NAME || ll > RCKPT_PCR_MAX_LABEL || jl == 0 ||
 		    (uint64_t)nl + ll + jl > (uint64_t)(end - q))
 			return -EBADMSG;
 		it[k].name = (const char *)q;
@@ -369,8 +350,34 @@ static int recv_items(rckpt_loader_t *l, unsigned peer, const uint32_t *want, un
 		it[k].jpeg_len = jl;
 		q += (size_t)nl + ll + jl;
 	}
-	if (q != end)
+	return q == end ? 0 : -EBADMSG;
+}
+
+/* Receives peer's message into *msg and points it[k] into it; the ids
+ * must be want[0..n) in order. */
+static int recv_items(rckpt_loader_t *l, unsigned peer, const uint32_t *want, unsigned n,
+		      rckpt_pcr_item_t *it, uint8_t **msg)
+{
+	uint8_t hdr[8], *m;
+	uint64_t len;
+	int rc;
+	*msg = NULL;
+	if ((rc = l->tr.recv(l->tr.ctx, peer, hdr, 8)))
+		return rc < 0 ? rc : -EIO;
+	len = get64(hdr);
+	/* no more than n items can fill, before allocating */
+	if (len < 4 || len > MSG_MAX ||
+	    len > 4 + (uint64_t)n * (ITEM_HDR + RCKPT_PCR_MAX_NAME + RCKPT_PCR_MAX_LABEL + RCKPT_PCR_MAX_RECORD))
 		return -EBADMSG;
+	if ((m = malloc((size_t)len)) == NULL)
+		return -ENOMEM;
+	if ((rc = l->tr.recv(l->tr.ctx, peer, m, (size_t)len))) {
+		free(m);
+		return rc < 0 ? rc : -EIO;
+	}
+	*msg = m;
+	if ((rc = rckpt_loader_parse_items(m, (size_t)len, want, n, it)))
+		return rc;
 	l->st.recv_samples += n;
 	l->st.recv_bytes += 8 + len;
 	return 0;

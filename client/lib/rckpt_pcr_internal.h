@@ -41,4 +41,11 @@ typedef struct rckpt_pcr_item {
 int rckpt_pcr_batch_make(rckpt_pcr_t *d, const rckpt_pcr_item_t *it, unsigned n, int rgb,
 			 rckpt_pcr_batch_t **out);
 
+/* The locality-aware loader's exchange message from a peer, m[0..len):
+ * u32 n, then per item u32 id, name length, label length, JPEG length
+ * (not 0) and the three byte strings. Points it[0..n) into m; the ids must
+ * be want[0..n) in order and the items fill m exactly (-EBADMSG if not). */
+int rckpt_loader_parse_items(const uint8_t *m, size_t len, const uint32_t *want, unsigned n,
+			     rckpt_pcr_item_t *it);
+
 #endif

@@ -14,7 +14,8 @@
 #
 # Targets: wire istream record manifest store pcr (what runs in the OSDs),
 # safetensors (the client's reader of user files), replies (what clients
-# decode from the OSDs: every reply of the rckpt class, attachments).
+# decode from the OSDs: every reply of the rckpt class, attachments),
+# loader (the locality-aware loader's messages from peers).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -23,10 +24,10 @@ seconds=600
 jobs=$(nproc 2>/dev/null || echo 2)
 workers=1
 build=$repo/build-fuzz
-all=(wire istream record manifest store pcr safetensors replies)
+all=(wire istream record manifest store pcr safetensors replies loader)
 targets=()
 
-usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--seconds) seconds=$2; shift 2 ;;
