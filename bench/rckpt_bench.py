@@ -40,6 +40,7 @@ import platform
 import re
 import shlex
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -219,11 +220,11 @@ class Bench:
     def suite_save(self):
         runs = self.run_store()
         s0 = runs[0]["save"]
-        mbs = self.metric("save", "save throughput (fp32 logical, %d steps)" % s0["n"], "MB/s",
+        mbs = self.metric("save", "save throughput (fp32 logical)", "MB/s",
                           [r["save"]["mbs"] for r in runs], "higher")
-        self.metric("save", "save: peak extra memory", "MiB", [r["save"]["peak"] for r in runs], "lower")
-        self.metric("save", "save: stored bytes per step", "KB", s0["stored"] / s0["n"] / 1e3, "lower")
-        self.metric("save", "save: compression ratio", "x", s0["raw"] / s0["stored"], "higher")
+        self.metric("save", "peak extra memory of a save", "MiB", [r["save"]["peak"] for r in runs], "lower")
+        self.metric("save", "stored bytes per step", "KB", s0["stored"] / s0["n"] / 1e3, "lower")
+        self.metric("save", "compression ratio of the saves", "x", s0["raw"] / s0["stored"], "higher")
         self.metric("save", "cls call (rckpt.ping) p50", "us", [r["cls"]["call50"] for r in runs], "lower")
         self.metric("save", "plain 4 KiB read p50", "us", [r["cls"]["read50"] for r in runs], "lower")
         self.metric("save", "cls call / read, p50", "ratio", [r["cls"]["call50"] / r["cls"]["read50"] for r in runs])
@@ -284,7 +285,7 @@ class Bench:
         m = [r["materialize"]["ms"] for r in runs if "materialize" in r]
         if m:
             r0 = runs[0]["materialize"]
-            self.metric("restore", "OSD materialize, %d deltas: fp32 folded" % r0["chain"], "GB/s",
+            self.metric("restore", "OSD materialize of the longest chain: fp32 folded", "GB/s",
                         [r0["elems"] * 4 * (r0["chain"] + 1) / (x / 1e3) / 1e9 for x in m], "higher")
 
     def suite_pcr(self):
@@ -814,6 +815,7 @@ def main():
     c.add_argument("a")
     c.add_argument("b")
     a = ap.parse_args()
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # quiet under `| head`
     if a.cmd == "compare":
         return compare(a.a, a.b)
     a.suites = [s for s in a.suites.split(",") if s]
