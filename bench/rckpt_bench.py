@@ -721,7 +721,7 @@ def report(out, meta, metrics, data, status, plots):
                 L.append("")
             m = [x for x in metrics if x["suite"] == "restore" and x["name"].startswith("OSD")]
             for x in m:
-                L.append("%s: %s %s." % (x["name"], fmt(x), x["unit"]))
+                L.append("%s (%d deltas): %s %s." % (x["name"], rs[-1]["chain"] if rs else 0, fmt(x), x["unit"]))
                 L.append("")
             img("restore_vs_chain", "restore latency vs chain length")
         elif suite == "pcr":
