@@ -63,6 +63,9 @@ struct rckpt_ckenc {
 	rckpt_qparams_t *lastq; /* per tensor: the last full step's parameters */
 	rckpt_qconfig_t lastcfg;
 	uint64_t rr_cursor;     /* ROUND_ROBIN: the next block */
+	rckpt_ckdec_t *resume;  /* a committed step to continue from, taken up by
+				   the next step when its tensors match */
+	int resumed;            /* the last step came from resume, not a search */
 };
 
 /* Tensors go through the encoder in blocks of this many elements (a
@@ -101,6 +104,65 @@ void rckpt_qconfig_format(char *out, size_t cap, const rckpt_qconfig_t *c)
 	snprintf(out, cap, "bins=%u emb=%u prune=%g metric=%s protect=%g", c->bins, c->emb_bins,
 		 (double)c->prune_frac[RCKPT_LK_LINEAR],
 		 c->prune_metric == RCKPT_PRUNE_SENSITIVITY ? "sens" : "mag", (double)c->protect_frac);
+}
+
+int rckpt_qconfig_parse(rckpt_qconfig_t *c, const char *s)
+{
+	rckpt_qconfig_t q = *c;
+	const char *p = s;
+	unsigned k;
+
+	while (*p) {
+		char key[16], val[32], *end;
+		size_t kl = 0, vl = 0;
+		double v;
+		while (*p == ' ' || *p == ',')
+			p++;
+		if (*p == '\0')
+			break;
+		while (*p && *p != '=' && kl + 1 < sizeof(key))
+			key[kl++] = *p++;
+		key[kl] = '\0';
+		if (*p++ != '=')
+			return -EINVAL;
+		while (*p && *p != ' ' && *p != ',' && vl + 1 < sizeof(val))
+			val[vl++] = *p++;
+		val[vl] = '\0';
+		if (vl == 0)
+			return -EINVAL;
+		if (strcmp(key, "metric") == 0) {
+			if (strcmp(val, "mag") == 0)
+				q.prune_metric = RCKPT_PRUNE_MAGNITUDE;
+			else if (strcmp(val, "sens") == 0)
+				q.prune_metric = RCKPT_PRUNE_SENSITIVITY;
+			else
+				return -EINVAL;
+			q.protect_by_sensitivity = q.prune_metric == RCKPT_PRUNE_SENSITIVITY;
+			continue;
+		}
+		v = strtod(val, &end);
+		if (*end || !(v >= 0))
+			return -EINVAL;
+		if (strcmp(key, "bins") == 0 || strcmp(key, "emb") == 0) {
+			if (v != (unsigned)v || v < 1 || v > RCKPT_MAX_BINS)
+				return -EINVAL;
+			*(strcmp(key, "bins") == 0 ? &q.bins : &q.emb_bins) = (unsigned)v;
+		} else if (strcmp(key, "prune") == 0) {
+			if (v >= 1)
+				return -EINVAL;
+			for (k = 0; k < RCKPT_LK_COUNT; k++)
+				if (k != RCKPT_LK_EMBEDDING)
+					q.prune_frac[k] = (float)v;
+		} else if (strcmp(key, "protect") == 0) {
+			if (v >= 1)
+				return -EINVAL;
+			q.protect_frac = (float)v;
+		} else {
+			return -EINVAL;
+		}
+	}
+	*c = q;
+	return 0;
 }
 
 int rckpt_ckenc_create(rckpt_ckenc_t **out, const rckpt_ckenc_opts_t *o)
@@ -179,6 +241,10 @@ static void free_layout(rckpt_ckenc_t *e)
 
 void rckpt_ckenc_destroy(rckpt_ckenc_t *e)
 {
+	if (e && e->resume) {
+		rckpt_ckdec_free(e->resume);
+		free(e->resume);
+	}
 	if (e == NULL)
 		return;
 	free_layout(e);
@@ -286,7 +352,9 @@ static int evaluate(evalctx_t *x, cpoint_t cp, double *loss, double *bytes)
 		if (rc == 0) {
 			if (pv) {
 				size_t pnp;
-				rckpt_quantize(pidx, prot, &pnp, pv->w, pv->g, s->n, &q);
+				/* a resumed encoder has no gradients of the last step:
+				 * this step's stand in */
+				rckpt_quantize(pidx, prot, &pnp, pv->w, pv->g ? pv->g : s->g, s->n, &q);
 			}
 			rckpt_quantize(idx, prot, &np, s->w, s->g, s->n, &q);
 			rc = rckpt_dequantize(r, idx, s->n, &q, prot, np);
@@ -909,6 +977,229 @@ static int summary_init(rckpt_record_t *sum, const rckpt_st_t *params,
 	return 0;
 }
 
+/* ---- continuing a committed chain ---- */
+
+int rckpt_ckenc_resume(rckpt_ckenc_t *e, rckpt_ckdec_t *d)
+{
+	rckpt_ckdec_t *r;
+	if (e->steps != 0 || d->chunk == NULL)
+		return -EINVAL;
+	if ((r = malloc(sizeof(*r))) == NULL)
+		return -ENOMEM;
+	*r = *d;
+	memset(d, 0, sizeof(*d));
+	if (e->resume) {
+		rckpt_ckdec_free(e->resume);
+		free(e->resume);
+	}
+	e->resume = r;
+	return 0;
+}
+
+/* The point of the search space a stored configuration is, if it is one. */
+static int cpoint_of(cpoint_t *c, const rckpt_mf_config_t *m)
+{
+	unsigned k;
+	memset(c, 0, sizeof(*c));
+	for (k = 0; k < NB && BINS[k] != m->bins; k++)
+		;
+	c->b = k;
+	for (k = 0; k < NE && EMB_BINS[k] != m->emb_bins; k++)
+		;
+	c->e = k;
+	for (k = 0; k < NP && PRUNE[k] != m->prune[RCKPT_LK_LINEAR]; k++)
+		;
+	c->p = k;
+	for (k = 0; k < NQ && PROTECT[k] != m->protect; k++)
+		;
+	c->q = k;
+	c->m = m->metric;
+	return c->b < NB && c->e < NE && c->p < NP && c->q < NQ && c->m < 2;
+}
+
+/* Takes up e->resume when params are the tensors of that step, laid out in
+ * the same chunks (same chunk size, same encodings): the step's levels
+ * become the chunks' parents and its codebooks the warm starts, as if this
+ * encoder had written it. 0 taken up, 1 not (the next step is a base), or
+ * -ENOMEM. e->resume is gone either way. */
+static int adopt(rckpt_ckenc_t *e, const rckpt_st_t *params)
+{
+	rckpt_ckdec_t *d = e->resume;
+	const rckpt_manifest_t *mf = &d->mf;
+	uint64_t *stride = NULL;
+	unsigned i, total = 0;
+	uint32_t c, k;
+	int rc = 1;
+
+	e->resume = NULL;
+	if (mf->ntensors != params->ntensors || mf->chunk_params != e->o.chunk_params)
+		goto out;
+	for (i = 0; i < params->ntensors; i++) {
+		const rckpt_st_tensor_t *t = &params->t[i];
+		const unsigned kind = rckpt_layer_kind(t->name, t->ndim, t->shape);
+		const unsigned enc = e->o.fixed.lossless_kinds & (1u << kind) ? RCKPT_SEG_LOSSLESS
+									       : RCKPT_SEG_QUANTIZED;
+		if (strcmp(mf->t[i].name, t->name) != 0 || mf->t[i].dtype != t->dtype ||
+		    mf->t[i].kind != kind || mf->t[i].encoding != enc)
+			goto out;
+	}
+	if ((rc = build_layout(e, params)) != 0)
+		goto out;
+	rc = 1;
+	if (e->nchunks != mf->nchunks)
+		goto fail;
+	for (c = 0; c < e->nchunks; c++) {
+		if (d->chunk[c].nseg != e->npieces[c])
+			goto fail;
+		total += e->npieces[c];
+	}
+	for (i = 0; i < params->ntensors; i++) {
+		uint64_t at = 0;
+		for (k = 0; k < mf->t[i].nseg; k++, total--) {
+			const rckpt_mf_seg_t *ms = &mf->t[i].seg[k];
+			const struct piece *pc;
+			const rckpt_seg_t *sg;
+			if (total == 0 || ms->chunk >= e->nchunks || ms->index >= e->npieces[ms->chunk])
+				goto fail;
+			pc = &e->pieces[ms->chunk][ms->index];
+			sg = &d->chunk[ms->chunk].seg[ms->index];
+			if (pc->tensor != i || pc->first != at || pc->n != ms->n || sg->n != ms->n ||
+			    sg->encoding != mf->t[i].encoding)
+				goto fail;
+			at += ms->n;
+		}
+		if (at != params->t[i].n)
+			goto fail;
+	}
+	if (total != 0)
+		goto fail;
+	/* The summary the next step's search reads: each quantized tensor's
+	 * codebook and its levels at the sample positions. */
+	if ((stride = calloc(params->ntensors ? params->ntensors : 1, sizeof(*stride))) == NULL) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	rckpt_record_free(&e->prev);
+	e->prev.step = mf->step;
+	e->prev.nseg = params->ntensors;
+	e->prev.seg = calloc(params->ntensors ? params->ntensors : 1, sizeof(*e->prev.seg));
+	if (e->prev.seg == NULL) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	for (i = 0; i < params->ntensors; i++) {
+		rckpt_seg_t *s = &e->prev.seg[i];
+		const uint64_t n = params->t[i].n;
+		s->tensor = i;
+		s->n = n;
+		s->dtype = (uint8_t)params->t[i].dtype;
+		s->encoding = mf->t[i].encoding;
+		stride[i] = n > e->o.sample_max ? (n + e->o.sample_max - 1) / e->o.sample_max : 1;
+		if (s->encoding != RCKPT_SEG_QUANTIZED || mf->t[i].nseg == 0)
+			continue;
+		if ((s->idx = calloc(n / stride[i] + 1, 1)) == NULL) {
+			rc = -ENOMEM;
+			goto fail;
+		}
+	}
+	for (c = 0; c < e->nchunks; c++)
+		for (k = 0; k < e->npieces[c]; k++) {
+			const struct piece *pc = &e->pieces[c][k];
+			rckpt_seg_t *sg = &d->chunk[c].seg[k], *s = &e->prev.seg[pc->tensor];
+			uint64_t u;
+			sg->tensor = pc->tensor;
+			sg->first = pc->first;
+			if (s->idx == NULL)
+				continue;
+			if (pc->first == 0) { /* every piece of a tensor has its codebook */
+				s->nbins = sg->nbins;
+				memcpy(s->centroids, sg->centroids, sizeof(s->centroids));
+			}
+			for (u = (pc->first + stride[pc->tensor] - 1) / stride[pc->tensor] * stride[pc->tensor];
+			     u < pc->first + pc->n; u += stride[pc->tensor])
+				s->idx[u / stride[pc->tensor]] = sg->idx[u - pc->first];
+		}
+	free_names(e);
+	e->names = calloc(params->ntensors ? params->ntensors : 1, sizeof(char *));
+	for (i = 0; e->names && i < params->ntensors; i++, e->ntensors++)
+		if ((e->names[i] = strdup(params->t[i].name)) == NULL)
+			break;
+	if (e->names == NULL || e->ntensors != params->ntensors) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	/* The step's values at the sample positions, dequantized: the search
+	 * weighs how stable a configuration's levels are against them, as it
+	 * would against the samples of a step it had written itself. */
+	free_prev_samples(e);
+	e->psmp = calloc(params->ntensors ? params->ntensors : 1, sizeof(*e->psmp));
+	if (e->psmp == NULL) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	for (i = 0; i < params->ntensors; i++) {
+		struct prev_sample *ps = &e->psmp[e->npsmp];
+		if (e->prev.seg[i].encoding != RCKPT_SEG_QUANTIZED)
+			continue;
+		e->npsmp++;
+		ps->n = (size_t)((params->t[i].n + stride[i] - 1) / stride[i]);
+		if ((ps->w = malloc(4 * (ps->n ? ps->n : 1))) == NULL) {
+			rc = -ENOMEM;
+			goto fail;
+		}
+	}
+	for (c = 0; c < e->nchunks; c++)
+		for (k = 0, i = 0; k < e->npieces[c]; k++) {
+			const struct piece *pc = &e->pieces[c][k];
+			const rckpt_seg_t *sg = &d->chunk[c].seg[k];
+			const uint64_t st = stride[pc->tensor];
+			struct prev_sample *ps = NULL;
+			float *f;
+			uint64_t u;
+			unsigned pi, t;
+			if (sg->encoding != RCKPT_SEG_QUANTIZED || pc->n == 0)
+				continue;
+			for (t = 0, pi = 0; t < pc->tensor; t++) /* its place among the quantized */
+				pi += e->prev.seg[t].encoding == RCKPT_SEG_QUANTIZED;
+			ps = &e->psmp[pi];
+			if ((f = malloc(4 * (size_t)pc->n)) == NULL) {
+				rc = -ENOMEM;
+				goto fail;
+			}
+			if (rckpt_codec_decode_f32(f, sg) != 0)
+				memset(f, 0, 4 * (size_t)pc->n);
+			for (u = (pc->first + st - 1) / st * st; u < pc->first + pc->n; u += st)
+				ps->w[u / st] = f[u - pc->first];
+			free(f);
+			(void)i;
+		}
+	for (c = 0; c < e->nchunks; c++) { /* the step's levels: the next deltas' parents */
+		e->prev_chunks[c] = d->chunk[c];
+		memset(&d->chunk[c], 0, sizeof(d->chunk[c]));
+	}
+	e->have_last = cpoint_of(&e->last, &mf->cfg);
+	/* As if this encoder had written the chain: after a base the next step
+	 * is the second (which searches the whole space again, now that it can
+	 * weigh how stable each configuration is); after a delta, a later one
+	 * (the neighbourhood of the configuration the chain runs with). */
+	e->steps = mf->parent == RCKPT_NO_PARENT ? 1 : 2;
+	e->resumed = 1;
+	e->force_base = 0;
+	rc = 0;
+	goto out;
+fail:
+	free_prev_samples(e);
+	free_layout(e);
+	free_names(e);
+	rckpt_record_free(&e->prev);
+	memset(&e->prev, 0, sizeof(e->prev));
+out:
+	free(stride);
+	rckpt_ckdec_free(d);
+	free(d);
+	return rc;
+}
+
 int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rckpt_buf_t *manifest,
 			    rckpt_ckenc_stats_t *st, const rckpt_st_t *params, const rckpt_st_t *grads,
 			    uint64_t step, char *msg, size_t msglen)
@@ -931,6 +1222,8 @@ int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rc
 	memset(st, 0, sizeof(*st));
 	memset(&sum, 0, sizeof(sum));
 	st->step = step;
+	if (e->resume && (rc = adopt(e, params)) < 0)
+		return rc;
 	if ((rc = check_layout(e, params, msg, msglen)))
 		return rc;
 	if (o->gpu)
@@ -1130,6 +1423,7 @@ int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rc
 	e->prev = sum;
 	memset(&sum, 0, sizeof(sum));
 	e->steps++;
+	e->resumed = 0;
 	/* this step's samples become the next step's "last" */
 	free_prev_samples(e);
 	e->psmp = calloc(nprep ? nprep : 1, sizeof(*e->psmp));

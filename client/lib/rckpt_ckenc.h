@@ -220,7 +220,24 @@ int rckpt_ckdec_range_f32(const rckpt_ckdec_t *d, uint32_t t, uint64_t first, ui
 
 void rckpt_ckdec_free(rckpt_ckdec_t *d);
 
+/* Continue a chain this encoder did not write: d holds a committed step,
+ * decoded (a writer that restarts materializes the job's head). The next
+ * step takes it up when its tensors are that step's (names, dtypes, sizes,
+ * encodings) in the same chunks (same chunk_params): it is then a delta
+ * against d's levels, with d's codebooks as warm starts and its
+ * configuration as the search's last accepted one; otherwise it is a base,
+ * as without this call. Takes d's contents (d is left empty). Only before
+ * the encoder's first step: 0, -EINVAL (not before the first step, or d
+ * empty), -ENOMEM. */
+int rckpt_ckenc_resume(rckpt_ckenc_t *e, rckpt_ckdec_t *d);
+
 /* Format a configuration as "bins=16 emb=32 prune=0.1 metric=mag protect=0.005". */
 void rckpt_qconfig_format(char *out, size_t cap, const rckpt_qconfig_t *c);
+
+/* The inverse: sets the fields that s names ("bins=8 prune=0.2 ...", keys
+ * bins, emb, prune (every kind but embeddings), metric (mag or sens: also
+ * whether protection ranks by sensitivity) and protect, separated by spaces
+ * or commas) in *c, leaving the others. 0, or -EINVAL with *c unchanged. */
+int rckpt_qconfig_parse(rckpt_qconfig_t *c, const char *s);
 
 #endif /* RCKPT_CKENC_H */

@@ -624,6 +624,10 @@ int rckpt_job_attach(rckpt_job_t *j, const void *data, size_t len)
 	return 0;
 }
 
+static int restore_sel(rckpt_job_t *j, uint64_t step, const char *const *names, unsigned nnames,
+		       const rckpt_range_t *ranges, unsigned nranges, rckpt_restored_t **outp,
+		       rckpt_restore_stats_t *rst, const char *fn);
+
 /* A full save (p NULL) or a partial one. */
 static int save_start(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t, unsigned n,
 		      const rckpt_tensor_t *g, unsigned ng, const rckpt_partial_t *p,
@@ -677,6 +681,20 @@ static int save_start(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t, un
 	if ((rc = rckpt_take_lock(j, 1))) {
 		rc = rckpt_fail(h, rc, fn, "lost the writer lock of job %s", j->name);
 		goto fail;
+	}
+	if (!j->resume_tried) {
+		/* A new writer of a job with a committed head continues its
+		 * chain: the head's levels, materialized in the OSDs, become the
+		 * parents of this step's deltas. When they cannot be had, or the
+		 * model is another one, this step is a base as it would be
+		 * anyway. */
+		rckpt_restored_t *r = NULL;
+		j->resume_tried = 1;
+		if (j->head != RCKPT_STORE_NONE &&
+		    restore_sel(j, j->head, NULL, 0, NULL, 0, &r, NULL, fn) == 0)
+			rckpt_ckenc_resume(j->enc, &r->dec);
+		rckpt_restored_free(r);
+		rckpt_clear_error(h);
 	}
 	{
 		/* Chunks are encoded and appended as they come: the encoder never

@@ -25,6 +25,7 @@ struct rckpt_job {
 	rckpt_ckenc_t *enc; /* writer: the encoder across saves */
 	uint64_t head;      /* writer: the head it last saw or moved */
 	int trimmed;        /* writer: uncommitted records dropped */
+	int resume_tried;   /* writer: the head was offered to the encoder */
 	struct rckpt_save *pending; /* writer: the save in flight, if any */
 	uint64_t io_budget; /* writer: bytes of appends a save may have in flight */
 	uint64_t token;     /* writer: its claim on the job (fencing) */

@@ -307,6 +307,61 @@ static void test_failed_append_restarts_chain(void **state)
 	free(m);
 }
 
+/* A writer that starts on a job with a committed head continues its chain:
+ * its first save is a delta against the head (the head's levels come from
+ * the OSDs), as small as the one the first writer would have written, and
+ * every step restores. A writer with another chunk size, whose chunks
+ * cannot be deltas of the head's, writes a base. */
+static void test_restart_continues_chain(void **state)
+{
+	fixture_t *f = *state;
+	model_t *m = malloc(sizeof(*m));
+	rckpt_save_stats_t st, cont;
+	rckpt_job_t *j;
+	char name[64], other[64];
+	unsigned s;
+
+	NEED_CLUSTER(f);
+	snprintf(name, sizeof(name), "api-rs-%d", (int)getpid());
+	snprintf(other, sizeof(other), "api-rs1-%d", (int)getpid());
+	rckpt_job_delete(f->h, name);
+	rckpt_job_delete(f->h, other);
+	/* the reference: one writer for steps 1..3 */
+	j = open_job(f->h, other, 1, 20000);
+	for (s = 1; s <= 3; s++) {
+		model_init(m, s);
+		assert_int_equal(rckpt_job_save(j, s, m->t, NT, NULL, 0, &st), 0);
+	}
+	rckpt_job_close(j);
+	/* one writer per step */
+	for (s = 1; s <= 3; s++) {
+		j = open_job(f->h, name, 1, 20000);
+		model_init(m, s);
+		assert_int_equal(rckpt_job_save(j, s, m->t, NT, NULL, 0, &cont), 0);
+		assert_int_equal(cont.is_base, s == 1);
+		rckpt_job_close(j);
+	}
+	assert_true(cont.enc_bytes <= st.enc_bytes + st.enc_bytes / 10);
+	j = open_job(f->h, name, 0, 0);
+	for (s = 1; s <= 3; s++) {
+		model_init(m, s);
+		check_restored(j, s, m);
+	}
+	rckpt_job_close(j);
+	/* another chunk size: a base, and it restores */
+	j = open_job(f->h, name, 1, 30000);
+	model_init(m, 4);
+	assert_int_equal(rckpt_job_save(j, 4, m->t, NT, NULL, 0, &st), 0);
+	assert_true(st.is_base);
+	check_restored(j, 4, m);
+	model_init(m, 3);
+	check_restored(j, 3, m);
+	rckpt_job_close(j);
+	rckpt_job_delete(f->h, name);
+	rckpt_job_delete(f->h, other);
+	free(m);
+}
+
 /* Fencing. Writer A's lease lapses with a save in flight (a paused or
  * partitioned trainer); writer B takes the job. A's commit is refused, so
  * B's first save (which trims past the head it read) cannot remove the
@@ -904,6 +959,7 @@ int main(void)
 		cmocka_unit_test(test_async_back_pressure),
 		cmocka_unit_test(test_close_abandons),
 		cmocka_unit_test(test_failed_append_restarts_chain),
+		cmocka_unit_test(test_restart_continues_chain),
 		cmocka_unit_test(test_lapsed_writer_fenced),
 		cmocka_unit_test(test_mem_budget),
 		cmocka_unit_test(test_attachment),
