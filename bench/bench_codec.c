@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include <zstd.h>
@@ -100,7 +101,9 @@ static int load_dir(const char *dir, ckpt_t **out, unsigned *n, unsigned limit)
 		return -1;
 	}
 	while ((de = readdir(d)) != NULL) {
-		if (!ends_with(de->d_name, ".safetensors") || ends_with(de->d_name, ".grads.safetensors"))
+		/* siblings: gradients, the old signed gradient EMA, optimizer state */
+		if (!ends_with(de->d_name, ".safetensors") || ends_with(de->d_name, ".grads.safetensors") ||
+		    ends_with(de->d_name, ".gmean.safetensors") || ends_with(de->d_name, ".optim.safetensors"))
 			continue;
 		if (cnt == cap) {
 			cap = cap ? 2 * cap : 16;
@@ -197,7 +200,50 @@ static int run_zstd(const method_t *m, ckpt_t *c, unsigned n, result_t *r, float
 	return 0;
 }
 
-static int run_ckenc(const method_t *m, ckpt_t *c, unsigned n, double eps, int verbose, result_t *r)
+/* The decoded step as DIR/METHOD/NAME (NAME: the checkpoint's file name),
+ * fp32, for judging it by the model's real loss. */
+static int write_decoded(const char *dir, const char *method, const ckpt_t *c, const rckpt_ckdec_t *dec)
+{
+	const char *base = strrchr(c->path, '/');
+	char path[4096];
+	rckpt_st_tensor_t *t = calloc(dec->mf.ntensors + 1, sizeof(*t));
+	uint32_t k;
+	int rc = t ? 0 : -ENOMEM;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, method);
+	if (rc == 0 && mkdir(dir, 0777) && errno != EEXIST)
+		rc = -errno;
+	if (rc == 0 && mkdir(path, 0777) && errno != EEXIST)
+		rc = -errno;
+	snprintf(path, sizeof(path), "%s/%s/%s", dir, method, base ? base + 1 : c->path);
+	for (k = 0; rc == 0 && k < dec->mf.ntensors; k++) {
+		const rckpt_mf_tensor_t *mt = &dec->mf.t[k];
+		float *f;
+		unsigned dd;
+		t[k].name = mt->name;
+		t[k].dtype = RCKPT_DT_F32;
+		t[k].ndim = mt->ndim;
+		t[k].n = 1;
+		for (dd = 0; dd < mt->ndim; dd++) {
+			t[k].shape[dd] = mt->shape[dd];
+			t[k].n *= mt->shape[dd];
+		}
+		f = malloc(4 * (size_t)(t[k].n ? t[k].n : 1));
+		t[k].data = (const uint8_t *)f;
+		rc = f ? rckpt_ckdec_tensor_f32(dec, k, f) : -ENOMEM;
+	}
+	if (rc == 0)
+		rc = rckpt_st_write(path, t, dec->mf.ntensors);
+	for (k = 0; t && k < dec->mf.ntensors; k++)
+		free((void *)t[k].data);
+	free(t);
+	if (rc)
+		fprintf(stderr, "bench_codec: writing %s: %s\n", path, strerror(-rc));
+	return rc;
+}
+
+static int run_ckenc(const method_t *m, ckpt_t *c, unsigned n, double eps, int verbose, result_t *r,
+		     const char *decode_dir)
 {
 	rckpt_ckenc_opts_t o;
 	rckpt_ckenc_t *e;
@@ -284,6 +330,8 @@ static int run_ckenc(const method_t *m, ckpt_t *c, unsigned n, double eps, int v
 		r->t_dec += now_s() - t0;
 		free(recs);
 		free(lens);
+		if (rc == 0 && decode_dir)
+			rc = write_decoded(decode_dir, m->name, &c[i], &dec);
 		if (rc) {
 			fprintf(stderr, "bench_codec: %s: decoding %s failed: %s\n", m->name, c[i].path,
 				strerror(-rc));
@@ -299,10 +347,13 @@ static int run_ckenc(const method_t *m, ckpt_t *c, unsigned n, double eps, int v
 static void usage(FILE *f)
 {
 	unsigned i;
-	fprintf(f, "usage: bench_codec [--eps E] [--methods a,b,...] [--limit N] [--verbose] DIR\n\n"
-		   "Compress the checkpoints DIR/*.safetensors (file-name order; gradient EMA in\n"
+	fprintf(f, "usage: bench_codec [--eps E] [--methods a,b,...] [--limit N] [--verbose]\n"
+		   "                   [--decode-dir OUT] DIR\n\n"
+		   "Compress the checkpoints DIR/*.safetensors (file-name order; gradients in\n"
 		   "X.grads.safetensors beside X.safetensors) with every method, side by side.\n"
-		   "--verbose prints each step's configurations tried and stage times to stderr.\n\n"
+		   "--verbose prints each step's configurations tried and stage times to stderr.\n"
+		   "--decode-dir writes each lossy method's decoded steps, fp32, to\n"
+		   "OUT/METHOD/NAME.safetensors (to judge them by the model's real loss).\n\n"
 		   "methods:\n");
 	for (i = 0; i < NMETHODS; i++)
 		fprintf(f, "  %-20s %s\n", methods[i].name, methods[i].what);
@@ -312,8 +363,9 @@ int main(int argc, char **argv)
 {
 	static const struct option lo[] = { { "eps", 1, 0, 'e' }, { "methods", 1, 0, 'm' },
 					    { "limit", 1, 0, 'l' }, { "verbose", 0, 0, 'v' },
-					    { "help", 0, 0, 'h' },  { 0, 0, 0, 0 } };
-	const char *only = NULL;
+					    { "help", 0, 0, 'h' },  { "decode-dir", 1, 0, 'd' },
+					    { 0, 0, 0, 0 } };
+	const char *only = NULL, *decode_dir = NULL;
 	double eps = 0.003;
 	unsigned limit = 0, n, i, j;
 	result_t res[NMETHODS];
@@ -328,6 +380,7 @@ int main(int argc, char **argv)
 		case 'm': only = optarg; break;
 		case 'l': limit = (unsigned)atoi(optarg); break;
 		case 'v': verbose = 1; break;
+		case 'd': decode_dir = optarg; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -349,7 +402,7 @@ int main(int argc, char **argv)
 		const method_t *m = &methods[j];
 		if (only && !strstr(only, m->name))
 			continue;
-		if ((m->kind ? run_zstd(m, c, n, &res[j], buf) : run_ckenc(m, c, n, eps, verbose, &res[j])))
+		if ((m->kind ? run_zstd(m, c, n, &res[j], buf) : run_ckenc(m, c, n, eps, verbose, &res[j], decode_dir)))
 			return 1;
 	}
 	printf("\n%-20s %8s %8s %8s %11s %11s %9s %9s %9s\n", "method", "overall", "first", "last",
