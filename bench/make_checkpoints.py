@@ -4,20 +4,29 @@
 The data is scikit-learn's bundled handwritten digits (shipped in the Debian
 package python3-sklearn; nothing is downloaded). The model has every layer
 kind the codec treats differently: an embedding (each pixel's intensity 0..16
-is a token), two convolutions, two linear layers, a LayerNorm and biases.
+is a token), two convolutions, two linear layers, a LayerNorm and biases
+(--arch cnn, the default); --arch mlp puts three linear layers in place of
+the convolutions.
 
 Every --every steps it writes OUT/step-NNNNNN.safetensors (the parameters)
 and OUT/step-NNNNNN.grads.safetensors (an exponential moving average of the
-gradients over the last batches, which the codec uses for sensitivity), and
-prints the held-out accuracy. Deterministic for a given --seed.
+gradients over the last batches, which the codec uses for sensitivity; with
+--grads rms the square root of an EMA of their squares instead), and prints
+the held-out accuracy. With --optim adam or adamw given it also writes
+OUT/step-NNNNNN.optim.safetensors (exp_avg.NAME and exp_avg_sq.NAME of the
+optimizer). OUT/model.json describes the model for eval_checkpoint.py.
+Deterministic for a given --seed.
 
 usage: make_checkpoints.py OUT [--steps N] [--every K] [--width W] [--seed S]
+                           [--arch cnn|mlp] [--optim adam|adamw|sgd]
+                           [--grads mean|rms] [--ema E]
 
 Run it with Debian's own interpreter (/usr/bin/python3): python3-torch and
 python3-sklearn are installed for it.
 """
 import argparse
 import json
+import math
 import os
 import struct
 import sys
@@ -54,8 +63,8 @@ def write_safetensors(path, tensors):
     os.replace(tmp, path)
 
 
-def build(width):
-    """The model and the held-out split, shared with eval_checkpoint.py."""
+def build(width, arch="cnn"):
+    """The model (arch cnn or mlp), shared with eval_checkpoint.py."""
     import torch
     import torch.nn as nn
 
@@ -76,7 +85,28 @@ def build(width):
             h = torch.relu(self.norm(self.fc1(h.flatten(1))))
             return self.fc2(h)
 
-    return Net(width)
+    class MLP(nn.Module):
+        """The same embedding, then linear layers only (no convolution)."""
+
+        def __init__(self, w):
+            super().__init__()
+            self.embed = nn.Embedding(17, 8)
+            self.fc1 = nn.Linear(8 * 8 * 8, w)
+            self.norm = nn.LayerNorm(w)
+            self.fc2 = nn.Linear(w, w)
+            self.fc3 = nn.Linear(w, 10)
+
+        def forward(self, img):
+            h = self.embed(img).flatten(1)  # B, 8 * 8 * 8
+            h = torch.relu(self.norm(self.fc1(h)))
+            h = torch.relu(self.fc2(h))
+            return self.fc3(h)
+
+    if arch == "cnn":
+        return Net(width)
+    if arch == "mlp":
+        return MLP(width)
+    raise ValueError(f"unknown arch {arch!r} (cnn or mlp)")
 
 
 def digits(seed, n_test=300):
@@ -99,9 +129,22 @@ def main():
     ap.add_argument("--width", type=int, default=512, help="hidden width (default 512)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--ema", type=float, default=0.9, help="gradient EMA decay (default 0.9)")
+    ap.add_argument("--arch", choices=("cnn", "mlp"), default="cnn",
+                    help="cnn (default): embedding, two convolutions, two linear layers; mlp: three linear layers")
+    ap.add_argument("--optim", choices=("adam", "adamw", "sgd"), default=None,
+                    help="adam (default; lr 1e-3), adamw (lr 1e-3, weight decay 0.01, cosine to zero) or "
+                         "sgd (momentum 0.9, lr 0.05); given, adam and adamw also write .optim.safetensors")
+    ap.add_argument("--grads", choices=("mean", "rms", "both"), default="mean",
+                    help="mean (default): the EMA of the gradients; rms: sqrt of the EMA of their squares; both: rms, and the mean in .gmean.safetensors")
     a = ap.parse_args()
     if a.steps < 1 or a.every < 1 or a.width < 8:
         ap.error("--steps and --every must be >= 1, --width >= 8")
+    if not 0.0 <= a.ema < 1.0:
+        ap.error("--ema must be in [0, 1)")
+    # Without --optim the output is what it always was: Adam, no optimizer
+    # state files (tools that list step-*.safetensors skip only .grads.).
+    save_optim = a.optim in ("adam", "adamw")
+    optim = a.optim or "adam"
 
     try:
         import torch
@@ -115,29 +158,56 @@ def main():
     torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
     xtr, ytr, xt, yt = digits(a.seed)
     n_test = len(yt)
-    net = build(a.width)
-    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+    net = build(a.width, a.arch)
+    if optim == "adam":
+        opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+    elif optim == "adamw":
+        opt = torch.optim.AdamW(net.parameters(), lr=1e-3, weight_decay=0.01)
+    else:
+        opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
     lossf = nn.CrossEntropyLoss()
+    # mean: EMA of the gradients; rms: EMA of their squares (written as its root).
+    gmean = {n: torch.zeros_like(p) for n, p in net.named_parameters()} if a.grads == "both" else {}
     ema = {n: torch.zeros_like(p) for n, p in net.named_parameters()}
     os.makedirs(a.out, exist_ok=True)
+    with open(os.path.join(a.out, "model.json"), "w") as f:
+        json.dump({"kind": "digits", "arch": a.arch, "width": a.width, "seed": a.seed}, f)
+        f.write("\n")
     g = torch.Generator().manual_seed(a.seed + 1)
     nparams = sum(p.numel() for p in net.parameters())
     print(f"model: {nparams} parameters; {len(ytr)} training and {n_test} held-out digits")
     for step in range(1, a.steps + 1):
+        if optim == "adamw":  # cosine from 1e-3 to exactly zero at the last step
+            for group in opt.param_groups:
+                group["lr"] = 1e-3 * 0.5 * (1.0 + math.cos(math.pi * step / a.steps))
         idx = torch.randint(0, len(ytr), (64,), generator=g)
         opt.zero_grad()
         loss = lossf(net(xtr[idx]), ytr[idx])
         loss.backward()
         with torch.no_grad():
             for n, p in net.named_parameters():
-                ema[n].mul_(a.ema).add_(p.grad, alpha=1 - a.ema)
+                if a.grads == "mean":
+                    ema[n].mul_(a.ema).add_(p.grad, alpha=1 - a.ema)
+                else:
+                    ema[n].mul_(a.ema).addcmul_(p.grad, p.grad, value=1 - a.ema)
+                if a.grads == "both":
+                    gmean[n].mul_(a.ema).add_(p.grad, alpha=1 - a.ema)
         opt.step()
         if step % a.every == 0:
             with torch.no_grad():
                 acc = (net(xt).argmax(1) == yt).float().mean().item()
             base = os.path.join(a.out, f"step-{step:06d}")
             write_safetensors(base + ".safetensors", dict(net.named_parameters()))
-            write_safetensors(base + ".grads.safetensors", ema)
+            write_safetensors(base + ".grads.safetensors",
+                              {n: e.sqrt() for n, e in ema.items()} if a.grads != "mean" else ema)
+            if a.grads == "both":
+                write_safetensors(base + ".gmean.safetensors", gmean)
+            if save_optim:
+                state = {}
+                for n, p in net.named_parameters():
+                    state["exp_avg." + n] = opt.state[p]["exp_avg"].float()
+                    state["exp_avg_sq." + n] = opt.state[p]["exp_avg_sq"].float()
+                write_safetensors(base + ".optim.safetensors", state)
             print(f"step {step:6d}  loss {loss.item():.4f}  held-out accuracy {acc:.3f}  -> {base}.safetensors")
 
 
