@@ -25,6 +25,7 @@
 
 #include <zstd.h>
 
+#include "rckpt.h"
 #include "rckpt_ckenc.h"
 #include "rckpt_codec.h"
 #include "rckpt_safetensors.h"
@@ -366,7 +367,7 @@ int main(int argc, char **argv)
 					    { "help", 0, 0, 'h' },  { "decode-dir", 1, 0, 'd' },
 					    { 0, 0, 0, 0 } };
 	const char *only = NULL, *decode_dir = NULL;
-	double eps = 0.003;
+	double eps = RCKPT_EPS_DEFAULT;
 	unsigned limit = 0, n, i, j;
 	result_t res[NMETHODS];
 	ckpt_t *c;

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "rckpt.h"
 #include "rckpt_ckenc.h"
@@ -82,8 +83,8 @@ static int one(const rckpt_st_t *p, const rckpt_st_t *g, const rckpt_qconfig_t *
 		t[i].data = (const uint8_t *)f;
 		rc = f ? rckpt_ckdec_tensor_f32(&d, i, f) : -ENOMEM;
 	}
-	if (rc == 0)
-		rc = rckpt_st_write(path, t, p->ntensors);
+	if (rc == 0 && (rc = rckpt_st_write(path, t, p->ntensors)))
+		fprintf(stderr, "calib_quant: writing %s: %s\n", path, rckpt_strerror(rc));
 out:
 	for (i = 0; t && i < p->ntensors; i++)
 		free((void *)t[i].data);
@@ -116,6 +117,10 @@ int main(int argc, char **argv)
 	}
 	if (dir == NULL || optind + 1 != argc)
 		return usage(2);
+	if (mkdir(dir, 0777) && errno != EEXIST) {
+		fprintf(stderr, "calib_quant: cannot create %s: %s\n", dir, strerror(errno));
+		return 1;
+	}
 	if (rckpt_st_read(&p, argv[optind], err, sizeof(err))) {
 		fprintf(stderr, "calib_quant: %s\n", err);
 		return 1;

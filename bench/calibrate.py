@@ -47,11 +47,11 @@ SUITE = {
     "lm-sgd": ("make_transformer.py", ["--optim", "sgd", "--steps", "2000", "--every", "200"]),
 }
 
-BINS = [4, 6, 8, 12, 16, 32]
+BINS = [4, 6, 8, 12, 16, 24, 32, 48, 64]
 PRUNE = [0.0, 0.1, 0.2, 0.3, 0.5]
 METRIC = ["mag", "sens"]
 PROTECT = [0.0005, 0.005, 0.01]
-EMB = [16, 32]
+EMB = [16, 32, 64]
 
 
 def configs(quick, seed):
@@ -61,7 +61,8 @@ def configs(quick, seed):
     rng = random.Random(seed)
     pick = rng.sample(cube, 24 if quick else 72)
     for c in [(4, 16, 0.5, "sens", 0.0005), (32, 32, 0.0, "mag", 0.01), (16, 32, 0.1, "mag", 0.005),
-              (32, 32, 0.3, "sens", 0.005), (8, 16, 0.0, "mag", 0.005)]:
+              (32, 32, 0.3, "sens", 0.005), (8, 16, 0.0, "mag", 0.005), (64, 64, 0.0, "mag", 0.01),
+              (48, 64, 0.1, "sens", 0.005)]:
         if c not in pick:
             pick.append(c)
     return [f"bins={b} emb={e} prune={p} metric={m} protect={q}" for b, e, p, m, q in pick]
@@ -154,7 +155,10 @@ def main():
     ap.add_argument("--bound", type=float, default=0.01, help="real loss increase judged safe (default 0.01 = 1%%)")
     ap.add_argument("--quick", action="store_true", help="24 configurations a checkpoint instead of 72")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--search-eps", default="0", help="comma-separated eps values at which the codec's own "
+                    "search is run on each checkpoint (0: the default eps; default '0')")
     a = ap.parse_args()
+    a.search_eps = [float(x) for x in a.search_eps.split(",") if x != ""]
 
     import torch
     import eval_checkpoint as ev
@@ -173,7 +177,8 @@ def main():
         if m not in SUITE:
             ap.error(f"unknown model {m}")
     cfgs = configs(a.quick, a.seed)
-    rows = []
+    rckpt = os.path.join(a.build, "client", "rckpt")
+    rows, searched = [], []
     t0 = time.time()
     for m in models:
         d = ensure_model(data, m, py)
@@ -185,7 +190,8 @@ def main():
             grms = ev.read_safetensors(base + ".grads.safetensors")
             gmean = ev.read_safetensors(base + ".gmean.safetensors") if os.path.exists(base + ".gmean.safetensors") else None
             vopt = ev.read_safetensors(base + ".optim.safetensors") if os.path.exists(base + ".optim.safetensors") else None
-            l0 = ev.heldout_loss(base + ".safetensors")
+            meta = ev.model_meta(base + ".safetensors")  # decoded files have no model.json beside them
+            l0 = ev.heldout_loss(base + ".safetensors", meta)
             with tempfile.TemporaryDirectory() as tmp:
                 # the codec's own measure as it is now: gradients as the trainer hands them
                 r = subprocess.run([tool, "--grads", base + ".grads.safetensors", "-o", tmp, base + ".safetensors"],
@@ -198,12 +204,31 @@ def main():
                     i, nbytes, raw, q, cfg = line[4:].split(",", 4)
                     f = os.path.join(tmp, f"cfg-{int(i):04d}.safetensors")
                     deq = ev.read_safetensors(f)
-                    loss = ev.heldout_loss(f)
+                    loss = ev.heldout_loss(f, meta)
                     row = {"model": m, "phase": phase, "step": st, "config": cfg, "bytes": int(nbytes),
                            "raw": int(raw), "ratio": int(raw) / int(nbytes), "loss0": l0, "loss": loss,
                            "real": (loss - l0) / l0, "codec": float(q)}
                     row.update(measures(orig, deq, grms, gmean, vopt))
                     rows.append(row)
+            # what the codec's search picks by itself for this checkpoint
+            # saved alone (a base), at the default eps and at --eps values
+            for eps in a.search_eps:
+                with tempfile.TemporaryDirectory() as tmp:
+                    cmd = [rckpt, "codec", "encode", "-o", tmp, base + ".safetensors"]
+                    if eps:
+                        cmd[3:3] = ["--eps", str(eps)]
+                    r = subprocess.run(cmd, capture_output=True, text=True)
+                    if r.returncode != 0:
+                        sys.exit(f"calibrate: rckpt codec encode failed on {base}: {r.stderr.strip()}")
+                    line = r.stdout.splitlines()[0]
+                    out_f = os.path.join(tmp, "dec.safetensors")
+                    subprocess.run([rckpt, "codec", "decode", "-o", out_f, os.path.join(tmp, st + ".rckpt")],
+                                   check=True, capture_output=True)
+                    loss = ev.heldout_loss(out_f, meta)
+                    cfg = line.split(", ", 1)[1].split(" -> ")[0].replace("base, ", "")
+                    searched.append({"model": m, "phase": phase, "step": st, "eps": eps or "default",
+                                     "config": cfg, "ratio": float(line.split("(")[1].split("x")[0]),
+                                     "real": (loss - l0) / l0})
             print(f"calibrate: {m} {phase} ({st}): {len(cfgs)} configurations, loss0 {l0:.4f} "
                   f"[{time.time() - t0:.0f} s]", flush=True)
     keys = sorted({k for r in rows for k in r})
@@ -214,11 +239,11 @@ def main():
         w.writeheader()
         for r in rows:
             w.writerow(r)
-    summarize(rows, cols[len(lead) - 1:], a.bound, out, models)
+    summarize(rows, cols[len(lead) - 1:], a.bound, out, models, searched)
     print(f"calibrate: wrote {out}/calibration.csv and {out}/summary.md [{time.time() - t0:.0f} s]")
 
 
-def summarize(rows, meas, bound, out, models):
+def summarize(rows, meas, bound, out, models, searched):
     """Safe threshold and reachable compression for each measure."""
     lines = ["# Quality measure against real held-out loss", "",
              f"Safe threshold: the largest t such that every configuration with measure <= t "
@@ -252,6 +277,16 @@ def summarize(rows, meas, bound, out, models):
             bad = [r[k] for r in rows if r["model"] == m and r["real"] > bound]
             cells.append(f"{min(bad):.3g}" if bad else "none over")
         lines.append(f"| {k} | " + " | ".join(cells) + " |")
+    lines += ["", "The codec's own search on each checkpoint saved alone (a base), and the real loss "
+              "of the result:", "", "| model | phase | eps | configuration chosen | base ratio | real loss increase |",
+              "|---|---|---|---|---:|---:|"]
+    for r in searched:
+        lines.append(f"| {r['model']} | {r['phase']} | {r['eps']} | {r['config']} | {r['ratio']:.1f} | "
+                     f"{r['real']:+.2%} |")
+    if searched:
+        worst = max(searched, key=lambda r: r["real"])
+        lines += ["", f"Worst: {worst['real']:+.2%} ({worst['model']} {worst['phase']}, eps {worst['eps']}); "
+                  f"bound {bound:.1%}: {'held' if worst['real'] <= bound else 'NOT held'}."]
     with open(os.path.join(out, "summary.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -9,9 +9,11 @@ is a token), two convolutions, two linear layers, a LayerNorm and biases
 the convolutions.
 
 Every --every steps it writes OUT/step-NNNNNN.safetensors (the parameters)
-and OUT/step-NNNNNN.grads.safetensors (an exponential moving average of the
-gradients over the last batches, which the codec uses for sensitivity; with
---grads rms the square root of an EMA of their squares instead), and prints
+and OUT/step-NNNNNN.grads.safetensors (the root mean square of the recent
+mini-batch gradients, sqrt of an EMA of grad**2: the diagonal Fisher estimate
+the codec weighs errors and ranks values by; --grads mean writes the EMA of
+the gradients themselves, the codec's input before the calibration, and
+--grads both writes both, the mean in .gmean.safetensors), and prints
 the held-out accuracy. With --optim adam or adamw given it also writes
 OUT/step-NNNNNN.optim.safetensors (exp_avg.NAME and exp_avg_sq.NAME of the
 optimizer). OUT/model.json describes the model for eval_checkpoint.py.
@@ -19,7 +21,7 @@ Deterministic for a given --seed.
 
 usage: make_checkpoints.py OUT [--steps N] [--every K] [--width W] [--seed S]
                            [--arch cnn|mlp] [--optim adam|adamw|sgd]
-                           [--grads mean|rms] [--ema E]
+                           [--grads rms|mean|both] [--ema E]
 
 Run it with Debian's own interpreter (/usr/bin/python3): python3-torch and
 python3-sklearn are installed for it.
@@ -134,8 +136,9 @@ def main():
     ap.add_argument("--optim", choices=("adam", "adamw", "sgd"), default=None,
                     help="adam (default; lr 1e-3), adamw (lr 1e-3, weight decay 0.01, cosine to zero) or "
                          "sgd (momentum 0.9, lr 0.05); given, adam and adamw also write .optim.safetensors")
-    ap.add_argument("--grads", choices=("mean", "rms", "both"), default="mean",
-                    help="mean (default): the EMA of the gradients; rms: sqrt of the EMA of their squares; both: rms, and the mean in .gmean.safetensors")
+    ap.add_argument("--grads", choices=("rms", "mean", "both"), default="rms",
+                    help="rms (default): sqrt of the EMA of grad**2; mean: the EMA of the gradients; "
+                         "both: rms, and the mean in .gmean.safetensors")
     a = ap.parse_args()
     if a.steps < 1 or a.every < 1 or a.width < 8:
         ap.error("--steps and --every must be >= 1, --width >= 8")

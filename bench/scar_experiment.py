@@ -210,7 +210,7 @@ def main():
     p.add_argument("--iters", type=int, default=300, help="T: the run's length; the target is its loss")
     p.add_argument("--interval", type=int, default=48, help="C: iterations between full saves")
     p.add_argument("--block", type=int, default=16, help="elements per block (partial_block)")
-    p.add_argument("--eps", type=float, default=0.003)
+    p.add_argument("--eps", type=float, default=None, help="compressor threshold (default: the library's)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--conf", default=os.environ.get("CEPH_CONF"))
     p.add_argument("--json", help="write the results here")

@@ -42,9 +42,12 @@ static void usage(void)
 	       "\n"
 	       "save     compress and commit checkpoints into job J (a namespace of the pool), in\n"
 	       "         the order given, each as the step its file name ends with (step-000025\n"
-	       "         is step 25), or from --step N on (N, N+1, ...). Within one run each step after\n"
-	       "         the first is a delta. The gradient EMA for sensitivity comes from --grads\n"
-	       "         (one file only) or a sibling MODEL.grads.safetensors. Takes the job's writer\n"
+	       "         is step 25), or from --step N on (N, N+1, ...). Each step is a delta against\n"
+	       "         the one before, the first too when the job has a committed head of the same\n"
+	       "         tensors (its levels come from the OSDs). The gradient RMS that weighs errors\n"
+	       "         comes from --grads (one file only) or a sibling MODEL.grads.safetensors;\n"
+	       "         --eps bounds the Fisher-weighted relative error (default 0.0015: see\n"
+	       "         'rckpt codec --help'). Takes the job's writer\n"
 	       "         lock: a second writer is refused; a dead writer's lock expires --lease\n"
 	       "         seconds (default 30) after its last save. --mem-budget (default 256 MiB)\n"
 	       "         bounds what a save holds beyond the encoder's state of one byte per\n"
@@ -128,10 +131,18 @@ static rckpt_tensor_t *as_tensors(const rckpt_st_t *st)
 	return t;
 }
 
+/* A checkpoint's sibling, not a checkpoint: X.grads.safetensors (read as
+ * X's gradient RMS), X.gmean.safetensors and X.optim.safetensors (not
+ * read); a glob that names them among the checkpoints means no harm. */
 static int is_grads(const char *path)
 {
-	size_t n = strlen(path);
-	return n >= 18 && strcmp(path + n - 18, ".grads.safetensors") == 0;
+	static const char *const sib[] = { ".grads.safetensors", ".gmean.safetensors",
+					   ".optim.safetensors" };
+	size_t n = strlen(path), k;
+	for (k = 0; k < sizeof(sib) / sizeof(sib[0]); k++)
+		if (n >= strlen(sib[k]) && strcmp(path + n - strlen(sib[k]), sib[k]) == 0)
+			return 1;
+	return 0;
 }
 
 /* Waits for a save's commit and prints its line. */

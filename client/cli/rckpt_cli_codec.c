@@ -35,10 +35,14 @@ static void usage(void)
 	       "\n"
 	       "encode   compress a sequence of checkpoints, in the order given, into DIR/NAME.rckpt:\n"
 	       "         the first as a base, each next as a delta against the one before. A\n"
-	       "         sibling NAME.grads.safetensors with the gradient EMA of the same tensors\n"
-	       "         is used for sensitivity (and skipped when a glob names it among the\n"
-	       "         checkpoints). --eps is the quality threshold (relative error,\n"
-	       "         default 0.003); --bins B skips the search and uses B bins; --chunk-params\n"
+	       "         sibling NAME.grads.safetensors with the gradient RMS of the same tensors\n"
+	       "         (sqrt of a moving average of grad**2, or Adam's sqrt(exp_avg_sq)) weighs\n"
+	       "         each value's error and ranks values for pruning and protection (it is\n"
+	       "         skipped when a glob names it among the checkpoints, as are .gmean. and\n"
+	       "         .optim. siblings). --eps bounds the Fisher-weighted relative error of\n"
+	       "         the quantized tensors, sum g^2 (w - r)^2 / sum g^2 w^2 (default 0.0015,\n"
+	       "         at which no model of the calibration suite lost over 1%% held-out loss);\n"
+	       "         --bins B skips the search and uses B bins; --chunk-params\n"
 	       "         sets the elements per chunk (default 4194304); --base-every N writes a\n"
 	       "         base every N steps (default: the first only).\n"
 	       "decode   rebuild the last of a chain of step files (base first, then each delta\n"
@@ -141,9 +145,12 @@ static int cmd_encode(int argc, char **argv)
 	for (i = optind; i < argc && rc == 0; i++) {
 		rckpt_st_t p, g;
 		size_t al = strlen(argv[i]);
-		/* X.grads.safetensors is read as X's gradients; a glob that
-		 * names it among the checkpoints means no harm */
-		if (al >= 18 && strcmp(argv[i] + al - 18, ".grads.safetensors") == 0)
+		/* X.grads.safetensors is read as X's gradients; it and the
+		 * other siblings (.gmean., .optim.) named by a glob among the
+		 * checkpoints mean no harm */
+		if ((al >= 18 && strcmp(argv[i] + al - 18, ".grads.safetensors") == 0) ||
+		    (al >= 18 && strcmp(argv[i] + al - 18, ".gmean.safetensors") == 0) ||
+		    (al >= 18 && strcmp(argv[i] + al - 18, ".optim.safetensors") == 0))
 			continue;
 		rckpt_ckenc_out_t out;
 		rckpt_ckenc_stats_t st;

@@ -154,10 +154,18 @@ typedef int (*rckpt_quality_cb)(void *arg, const rckpt_tensor_t *t, unsigned n, 
 #define RCKPT_JOB_OPTS_VERSION 5
 #define RCKPT_LATEST UINT64_MAX
 
+/* The compressor's default quality threshold: the Fisher-weighted relative
+ * error of the quantized tensors (sum F (w - r)^2 / sum F w^2, F the square
+ * of the gradient RMS the trainer hands in, 1 without one). Calibrated
+ * against real held-out loss (bench/calibrate.py, README "What eps means"):
+ * at this value no model of the calibration suite lost more than 1%. */
+#define RCKPT_EPS_DEFAULT 0.0015
+
 typedef struct rckpt_job_opts {
 	unsigned version;      /* RCKPT_JOB_OPTS_VERSION */
 	int writer;            /* take the job's writer lock (save, trim); else read only */
-	double eps;            /* quality threshold of the compressor; 0: 0.003 */
+	double eps;            /* quality threshold of the compressor; 0:
+				  RCKPT_EPS_DEFAULT */
 	uint64_t chunk_params; /* parameters per chunk object; 0: 4 Mi */
 	unsigned base_every;   /* a base record every N saves; 0: only the first */
 	unsigned lease_s;      /* the writer lock's lease, renewed by every save; 0: 30 s */

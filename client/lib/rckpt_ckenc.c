@@ -11,11 +11,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "rckpt.h"
 #include "rckpt_gpuenc.h"
 
 /* The search space, each axis from most to least aggressive. */
-static const unsigned BINS[] = { 4, 6, 8, 12, 16, 32 };
-static const unsigned EMB_BINS[] = { 16, 32 };
+static const unsigned BINS[] = { 4, 6, 8, 12, 16, 24, 32, 48, 64 };
+static const unsigned EMB_BINS[] = { 16, 32, 64 };
 static const float PRUNE[] = { 0.5f, 0.4f, 0.3f, 0.2f, 0.1f, 0.0f };
 static const float PROTECT[] = { 0.0005f, 0.005f, 0.01f };
 #define NB (sizeof(BINS) / sizeof(BINS[0]))
@@ -77,7 +78,7 @@ void rckpt_ckenc_opts_default(rckpt_ckenc_opts_t *o)
 {
 	memset(o, 0, sizeof(*o));
 	o->mode = RCKPT_CKENC_SEARCH;
-	o->eps = 0.003;
+	o->eps = RCKPT_EPS_DEFAULT;
 	rckpt_qconfig_default(&o->fixed);
 	o->quantizer = RCKPT_QUANTIZER_KMEANS;
 	o->use_grads = 1;

@@ -191,7 +191,7 @@ int rckpt_job_open(rckpt_t *h, rckpt_job_t **out, const char *job, const rckpt_j
 		}
 	}
 	if (j->o.eps == 0)
-		j->o.eps = 0.003;
+		j->o.eps = RCKPT_EPS_DEFAULT;
 	if (j->o.chunk_params == 0)
 		j->o.chunk_params = (uint64_t)1 << 22;
 	if (j->o.lease_s == 0)

@@ -91,13 +91,29 @@ class NoCluster(unittest.TestCase):
             m.zero_grad()
             (m(torch.randn(8, 4)) ** 2).sum().backward()
             grads.append(m.weight.grad.clone())
-        want = grads[1]
+        want = grads[1] ** 2  # the root of the moving average of grad**2
         for g in grads[2:]:
-            want = 0.5 * want + 0.5 * g
-        self.assertTrue(torch.allclose(ema.state()["weight"], want))
+            want = 0.5 * want + 0.5 * g * g
+        self.assertTrue(torch.allclose(ema.state()["weight"], want.sqrt()))
         self.assertEqual(set(ema.state()), {"weight", "bias"})
         self.assertTrue(ema.track(100, 50) and ema.track(45, 50) and not ema.track(10, 50))
         ema.remove()
+
+    def test_adam_state_stands_in_for_grads(self):
+        # an Adam-style optimizer's exp_avg_sq, bias-corrected, is the
+        # gradient RMS the compressor weighs values by
+        m = torch.nn.Linear(4, 3)
+        opt = torch.optim.AdamW(m.parameters(), lr=1e-2, betas=(0.9, 0.99))
+        for _ in range(3):
+            opt.zero_grad()
+            (m(torch.randn(8, 4)) ** 2).sum().backward()
+            opt.step()
+        comp = {k: v for k, v in m.state_dict().items()}
+        rms = rckpt.Checkpointer._adam_rms(opt, comp)
+        self.assertEqual(set(rms), {"weight", "bias"})
+        v = opt.state[m.weight]["exp_avg_sq"]
+        self.assertTrue(torch.allclose(rms["weight"], (v / (1 - 0.99 ** 3)).sqrt()))
+        self.assertEqual(rckpt.Checkpointer._adam_rms(torch.optim.SGD(m.parameters(), lr=1), comp), {})
 
     def test_bad_arguments(self):
         with self.assertRaises(ValueError):

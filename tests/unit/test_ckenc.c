@@ -324,7 +324,7 @@ static void test_quality_callback(void **state)
 	assert_int_equal(rckpt_ckenc_create(&e, &o), 0);
 	assert_int_equal(rckpt_ckenc_step(e, &out, &judged, &params[0], &grads[0], 1, msg, sizeof(msg)), 0);
 	assert_false(judged.accepted);
-	assert_int_equal(judged.config.bins, 32);
+	assert_int_equal(judged.config.bins, 64);
 	assert_true(judged.config.protect_frac == 0.01f);
 	assert_true(judged.config.prune_frac[RCKPT_LK_LINEAR] == 0.0f);
 	rckpt_ckenc_out_free(&out);
