@@ -119,6 +119,10 @@ def measures(orig, deq, grms, gmean, vopt):
             # damped: a floor of 10% of the tensor's mean Fisher, so that an
             # element whose few sampled gradients happened to be small is not
             # free to destroy
+            for rho in (0.01, 0.03, 0.1, 0.3):
+                Fr = F + rho * float(F.mean())
+                num["Fd%g" % rho] = num.get("Fd%g" % rho, 0.0) + float((Fr * d2).sum())
+                den["Fd%g" % rho] = den.get("Fd%g" % rho, 0.0) + float((Fr * w2).sum())
             Fd = F + 0.1 * float(F.mean())
             per_Fd.append(float((Fd * d2).sum()) / max(float((Fd * w2).sum()), 1e-300))
             per_F.append(float((F * d2).sum()) / max(float((F * w2).sum()), 1e-300))
@@ -283,9 +287,9 @@ def summarize(rows, meas, bound, out, models, searched):
     for r in searched:
         lines.append(f"| {r['model']} | {r['phase']} | {r['eps']} | {r['config']} | {r['ratio']:.1f} | "
                      f"{r['real']:+.2%} |")
-    if searched:
-        worst = max(searched, key=lambda r: r["real"])
-        lines += ["", f"Worst: {worst['real']:+.2%} ({worst['model']} {worst['phase']}, eps {worst['eps']}); "
+    for eps in sorted({r["eps"] for r in searched}, key=str):
+        worst = max((r for r in searched if r["eps"] == eps), key=lambda r: r["real"])
+        lines += ["", f"Worst at eps {eps}: {worst['real']:+.2%} ({worst['model']} {worst['phase']}); "
                   f"bound {bound:.1%}: {'held' if worst['real'] <= bound else 'NOT held'}."]
     with open(os.path.join(out, "summary.md"), "w") as f:
         f.write("\n".join(lines) + "\n")

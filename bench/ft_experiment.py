@@ -126,7 +126,7 @@ def run(a, seed, mode, job):
                    ratio=one * len(saves) / enc,
                    fp32_ratio=sum(s.raw_bytes for s in saves) / enc,
                    per_save=[(s.step, one / s.enc_bytes, s.is_base, s.quality) for s in saves],
-                   accepted=sum(1 for s in saves if s.quality <= (a.eps or 0.0015)),
+                   accepted=sum(1 for s in saves if s.quality <= (a.eps or 0.0012)),
                    quality_calls=q.calls if q else 0)
     if mode in ("none", "rckpt"):
         rckpt.Checkpointer.delete(a.pool, job, a.conf)
@@ -144,7 +144,7 @@ def main():
     ap.add_argument("--width", type=int, default=512, help="hidden width of the MLP")
     ap.add_argument("--momentum", type=float, default=0.0,
                     help="SGD momentum (default %(default)s: no optimizer state; see README)")
-    ap.add_argument("--eps", type=float, default=None, help="compressor threshold (default: the library's, 0.0015)")
+    ap.add_argument("--eps", type=float, default=None, help="compressor threshold (default: the library's, 0.0012)")
     ap.add_argument("--quality-eps", type=float, default=0.01,
                     help="the quality callback's threshold: relative rise of the val loss")
     ap.add_argument("--short", action="store_true", help="1 seed, 400 steps, 4 failures")

@@ -46,7 +46,7 @@ static void usage(void)
 	       "         the one before, the first too when the job has a committed head of the same\n"
 	       "         tensors (its levels come from the OSDs). The gradient RMS that weighs errors\n"
 	       "         comes from --grads (one file only) or a sibling MODEL.grads.safetensors;\n"
-	       "         --eps bounds the Fisher-weighted relative error (default 0.0015: see\n"
+	       "         --eps bounds the Fisher-weighted relative error (default 0.0012: see\n"
 	       "         'rckpt codec --help'). Takes the job's writer\n"
 	       "         lock: a second writer is refused; a dead writer's lock expires --lease\n"
 	       "         seconds (default 30) after its last save. --mem-budget (default 256 MiB)\n"

@@ -40,7 +40,7 @@ static void usage(void)
 	       "         each value's error and ranks values for pruning and protection (it is\n"
 	       "         skipped when a glob names it among the checkpoints, as are .gmean. and\n"
 	       "         .optim. siblings). --eps bounds the Fisher-weighted relative error of\n"
-	       "         the quantized tensors, sum g^2 (w - r)^2 / sum g^2 w^2 (default 0.0015,\n"
+	       "         the quantized tensors, sum g^2 (w - r)^2 / sum g^2 w^2 (default 0.0012,\n"
 	       "         at which no model of the calibration suite lost over 1%% held-out loss);\n"
 	       "         --bins B skips the search and uses B bins; --chunk-params\n"
 	       "         sets the elements per chunk (default 4194304); --base-every N writes a\n"

@@ -159,7 +159,7 @@ typedef int (*rckpt_quality_cb)(void *arg, const rckpt_tensor_t *t, unsigned n, 
  * of the gradient RMS the trainer hands in, 1 without one). Calibrated
  * against real held-out loss (bench/calibrate.py, README "What eps means"):
  * at this value no model of the calibration suite lost more than 1%. */
-#define RCKPT_EPS_DEFAULT 0.0015
+#define RCKPT_EPS_DEFAULT 0.0012
 
 typedef struct rckpt_job_opts {
 	unsigned version;      /* RCKPT_JOB_OPTS_VERSION */

@@ -62,6 +62,9 @@ struct rckpt_ckenc {
 	float **saved;          /* per tensor: its values as last saved (fp32);
 				   NULL for a lossless tensor */
 	rckpt_qparams_t *lastq; /* per tensor: the last full step's parameters */
+	rckpt_qparams_t *prevq; /* per tensor: the last step's parameters, which
+				   the next step may keep (prevq_ok[i]) */
+	unsigned char *prevq_ok;
 	rckpt_qconfig_t lastcfg;
 	uint64_t rr_cursor;     /* ROUND_ROBIN: the next block */
 	rckpt_ckdec_t *resume;  /* a committed step to continue from, taken up by
@@ -87,6 +90,7 @@ void rckpt_ckenc_opts_default(rckpt_ckenc_opts_t *o)
 	o->is.zstd_level = 1;
 	o->base_every = 0;
 	o->sample_max = 1u << 14;
+	o->alloc = 1;
 	o->chunk_params = (uint64_t)1 << 22;
 }
 
@@ -207,6 +211,10 @@ static void free_saved(rckpt_ckenc_t *e)
 		free(e->saved[i]);
 	free(e->saved);
 	free(e->lastq);
+	free(e->prevq);
+	free(e->prevq_ok);
+	e->prevq = NULL;
+	e->prevq_ok = NULL;
 	e->saved = NULL;
 	e->lastq = NULL;
 }
@@ -304,7 +312,14 @@ typedef struct evalctx {
 	const unsigned *which;            /* prep t is tensor which[t] */
 	const struct prev_sample *psmp;   /* the last step's samples, or NULL */
 	rckpt_codebook_cache_t *cache;    /* per prepared tensor, this step */
+	const rckpt_qparams_t *prevq;     /* per tensor, the last step's parameters, */
+	const unsigned char *prevq_ok;    /* ... where prevq_ok (or NULL: none) */
 } evalctx_t;
+
+/* A tensor's allocation that keeps the last step's parameters (codebook,
+ * thresholds) instead of any bin count: its levels then change only where
+ * its values crossed a boundary, which is what makes deltas small. */
+#define KEEP_LAST 0xffffu
 
 /* Steps over which a configuration's recurring cost is weighed against the
  * one-time cost of switching to it. */
@@ -328,6 +343,113 @@ static const rckpt_seg_t *parent_seg(const evalctx_t *x, unsigned t)
  * levels (the one-time cost of switching configuration) and of the change
  * this configuration makes between the last step's sample and this one
  * (its recurring cost), the latter weighed over HORIZON steps. */
+/* Tensor t under configuration c: its loss terms (scaled to the whole
+ * tensor) and its estimated bytes. */
+static int eval_tensor(evalctx_t *x, unsigned t, const rckpt_qconfig_t *c, const rckpt_qparams_t *qfix,
+		       double *num, double *den, double *bytes)
+{
+	const sample_t *s = &x->smp[t];
+	const rckpt_seg_t *ps = parent_seg(x, t);
+	rckpt_qparams_t q;
+	uint64_t hist[256] = { 0 };
+	const struct prev_sample *pv = x->psmp && x->psmp[t].n == s->n ? &x->psmp[t] : NULL;
+	uint8_t *idx = malloc(s->n ? s->n : 1), *pidx = pv ? malloc(s->n ? s->n : 1) : NULL;
+	uint16_t *prot = malloc(2 * (s->n ? s->n : 1));
+	float *r = malloc(4 * (s->n ? s->n : 1));
+	size_t np, i;
+	int rc = !idx || !prot || !r ? -ENOMEM
+		 : qfix		     ? 0
+				     : rckpt_codec_qparams(&q, &x->prep[t], c, x->o->quantizer, ps,
+							   x->cache ? &x->cache[t] : NULL);
+
+	if (qfix)
+		q = *qfix;
+	*num = *den = *bytes = 0;
+	if (pv && pidx == NULL)
+		rc = -ENOMEM;
+	if (rc == 0) {
+		if (pv) {
+			size_t pnp;
+			/* a resumed encoder has no gradients of the last step:
+			 * this step's stand in */
+			rckpt_quantize(pidx, prot, &pnp, pv->w, pv->g ? pv->g : s->g, s->n, &q);
+		}
+		rckpt_quantize(idx, prot, &np, s->w, s->g, s->n, &q);
+		rc = rckpt_dequantize(r, idx, s->n, &q, prot, np);
+	}
+	if (rc == 0) {
+		/* hist: the symbols of this step's record (levels, or their
+		 * delta against the last record's levels: the switch cost);
+		 * hstab: the change this configuration makes between the last
+		 * step's sample and this one (what it will cost from now on) */
+		uint64_t hstab[256] = { 0 };
+		double h = 0, hs = 0, tn = 0, td = 0;
+		unsigned l, m = q.nbins + 2, mp = m;
+		if (ps && ps->nbins + 2 > mp)
+			mp = ps->nbins + 2;
+		for (i = 0; i < s->n; i++) {
+			double gg = s->g ? (double)s->g[i] * s->g[i] : 1.0, d = (double)s->w[i] - r[i];
+			tn += gg * d * d;
+			td += gg * (double)s->w[i] * s->w[i];
+			/* cyclic differences; both operands < the modulus, so
+			 * one conditional subtraction, not a division */
+			if (ps) {
+				unsigned dlt = idx[i] + mp - ps->idx[i];
+				hist[dlt >= mp ? dlt - mp : dlt]++;
+			} else {
+				hist[idx[i]]++;
+			}
+			if (pv) {
+				unsigned dlt = idx[i] + m - pidx[i];
+				hstab[dlt >= m ? dlt - m : dlt]++;
+			}
+		}
+		for (l = 0; l < 256; l++) {
+			if (hist[l]) {
+				double pr = (double)hist[l] / (double)s->n;
+				h -= pr * log2(pr);
+			}
+			if (hstab[l]) {
+				double pr = (double)hstab[l] / (double)s->n;
+				hs -= pr * log2(pr);
+			}
+		}
+		if (pv) /* this step once, then HORIZON more steps like it */
+			h = (h + HORIZON * hs) / (1 + HORIZON);
+		*num = tn * (double)s->stride;
+		*den = td * (double)s->stride;
+		*bytes = h * (double)s->full / 8 + 2.0 * (double)np * (double)s->stride;
+	}
+	free(idx);
+	free(pidx);
+	free(prot);
+	free(r);
+	return rc;
+}
+
+/* Tensor t's own configuration: c with its bin count set to bins[t] (the
+ * allocation), or c itself when bins is NULL. */
+static rckpt_qconfig_t tensor_config(const rckpt_qconfig_t *c, const rckpt_tensor_prep_t *p,
+				     const unsigned *bins, unsigned t)
+{
+	rckpt_qconfig_t ct = *c;
+	if (bins && bins[t] && bins[t] != KEEP_LAST) {
+		if (p->kind == RCKPT_LK_EMBEDDING)
+			ct.emb_bins = bins[t];
+		else
+			ct.bins = bins[t];
+	}
+	return ct;
+}
+
+/* Quality loss and estimated bytes of configuration c, from the samples.
+ * Each tensor's sums are scaled by its sampling stride, so a sampled large
+ * tensor weighs what it weighs in the whole model. The size estimate is the
+ * entropy of the symbols records will hold: at the first step the levels;
+ * after it, a blend of this step's delta against the last record's actual
+ * levels (the one-time cost of switching configuration) and of the change
+ * this configuration makes between the last step's sample and this one
+ * (its recurring cost), the latter weighed over HORIZON steps. */
 static int evaluate(evalctx_t *x, cpoint_t cp, double *loss, double *bytes)
 {
 	rckpt_qconfig_t c = x->fixed_cfg ? *x->fixed_cfg : config_of(x->o, cp);
@@ -336,83 +458,107 @@ static int evaluate(evalctx_t *x, cpoint_t cp, double *loss, double *bytes)
 
 	x->tried++;
 	for (t = 0; t < x->nprep; t++) {
-		const sample_t *s = &x->smp[t];
-		const rckpt_seg_t *ps = parent_seg(x, t);
-		rckpt_qparams_t q;
-		uint64_t hist[256] = { 0 };
-		const struct prev_sample *pv = x->psmp && x->psmp[t].n == s->n ? &x->psmp[t] : NULL;
-		uint8_t *idx = malloc(s->n ? s->n : 1), *pidx = pv ? malloc(s->n ? s->n : 1) : NULL;
-		uint16_t *prot = malloc(2 * (s->n ? s->n : 1));
-		float *r = malloc(4 * (s->n ? s->n : 1));
-		size_t np, i;
-		int rc = idx && prot && r ? rckpt_codec_qparams(&q, &x->prep[t], &c, x->o->quantizer, ps,
-							     x->cache ? &x->cache[t] : NULL)
-					  : -ENOMEM;
-		if (pv && pidx == NULL)
-			rc = -ENOMEM;
-		if (rc == 0) {
-			if (pv) {
-				size_t pnp;
-				/* a resumed encoder has no gradients of the last step:
-				 * this step's stand in */
-				rckpt_quantize(pidx, prot, &pnp, pv->w, pv->g ? pv->g : s->g, s->n, &q);
-			}
-			rckpt_quantize(idx, prot, &np, s->w, s->g, s->n, &q);
-			rc = rckpt_dequantize(r, idx, s->n, &q, prot, np);
-		}
-		if (rc == 0) {
-			/* hist: the symbols of this step's record (levels, or their
-			 * delta against the last record's levels: the switch cost);
-			 * hstab: the change this configuration makes between the last
-			 * step's sample and this one (what it will cost from now on) */
-			uint64_t hstab[256] = { 0 };
-			double h = 0, hs = 0, tn = 0, td = 0;
-			unsigned l, m = q.nbins + 2, mp = m;
-			if (ps && ps->nbins + 2 > mp)
-				mp = ps->nbins + 2;
-			for (i = 0; i < s->n; i++) {
-				double gg = s->g ? (double)s->g[i] * s->g[i] : 1.0, d = (double)s->w[i] - r[i];
-				tn += gg * d * d;
-				td += gg * (double)s->w[i] * s->w[i];
-				/* cyclic differences; both operands < the modulus, so
-				 * one conditional subtraction, not a division */
-				if (ps) {
-					unsigned dlt = idx[i] + mp - ps->idx[i];
-					hist[dlt >= mp ? dlt - mp : dlt]++;
-				} else {
-					hist[idx[i]]++;
-				}
-				if (pv) {
-					unsigned dlt = idx[i] + m - pidx[i];
-					hstab[dlt >= m ? dlt - m : dlt]++;
-				}
-			}
-			num += tn * (double)s->stride;
-			den += td * (double)s->stride;
-			for (l = 0; l < 256; l++) {
-				if (hist[l]) {
-					double pr = (double)hist[l] / (double)s->n;
-					h -= pr * log2(pr);
-				}
-				if (hstab[l]) {
-					double pr = (double)hstab[l] / (double)s->n;
-					hs -= pr * log2(pr);
-				}
-			}
-			if (pv) /* this step once, then HORIZON more steps like it */
-				h = (h + HORIZON * hs) / (1 + HORIZON);
-			est += h * (double)s->full / 8 + 2.0 * (double)np * (double)s->stride;
-		}
-		free(idx);
-		free(pidx);
-		free(prot);
-		free(r);
+		double tn, td, tb;
+		int rc = eval_tensor(x, t, &c, NULL, &tn, &td, &tb);
 		if (rc)
 			return rc;
+		num += tn;
+		den += td;
+		est += tb;
 	}
 	*loss = den > 0 ? num / den : 0;
 	*bytes = est;
 	return 0;
+}
+
+/* Per-tensor bit allocation. The loss is a sum over tensors (sum_t num_t /
+ * sum_t den_t, den_t independent of the configuration), so the fewest bytes
+ * within eps come from giving each tensor the bin count whose bytes +
+ * lambda * num_t is least, lambda the smallest that keeps the sum within
+ * eps (a Lagrangian allocation, as rate-distortion theory prescribes for a
+ * sum of distortions): tensors that matter less to the loss get fewer bins
+ * than one count for all would give them. c is the search's choice; the
+ * candidates are the bin counts of the space. Fills bins[] and returns 1
+ * when the allocation is smaller than c itself by the estimate, else 0;
+ * or a negative errno. */
+#define NALLOC (sizeof(BINS) / sizeof(BINS[0]) + 1) /* every bin count, and KEEP_LAST */
+
+/* Each tensor's choice at lambda: bins[], and the sums of num and bytes.
+ * An option whose num is negative is not available. */
+static void pick(const double *tn, const double *tb, unsigned nprep, double lam, unsigned *bins,
+		 double *sn, double *sb)
+{
+	unsigned t, k;
+	*sn = *sb = 0;
+	for (t = 0; t < nprep; t++) {
+		const double *n = tn + (size_t)t * NALLOC, *b = tb + (size_t)t * NALLOC;
+		unsigned kb = 0;
+		for (k = 1; k < NALLOC; k++)
+			if (n[k] >= 0 && b[k] + lam * n[k] < b[kb] + lam * n[kb])
+				kb = k;
+		bins[t] = kb + 1 < NALLOC ? BINS[kb] : KEEP_LAST;
+		*sn += n[kb];
+		*sb += b[kb];
+	}
+}
+
+static int allocate(evalctx_t *x, const rckpt_qconfig_t *c, unsigned *bins)
+{
+	double *tn = calloc((size_t)x->nprep * NALLOC + 1, sizeof(double));
+	double *tb = calloc((size_t)x->nprep * NALLOC + 1, sizeof(double));
+	double den = 0, c_num = 0, c_bytes = 0, budget, lo = 0, hi, sn, sb;
+	unsigned t, k, it;
+	int rc = tn && tb ? 0 : -ENOMEM;
+
+	x->tried++;
+	for (t = 0; t < x->nprep && rc == 0; t++) {
+		double n0, d0, b0;
+		const unsigned ti = x->which[t];
+		rc = eval_tensor(x, t, c, NULL, &n0, &d0, &b0);
+		den += d0;
+		c_num += n0;
+		c_bytes += b0;
+		for (k = 0; k + 1 < NALLOC && rc == 0; k++) {
+			const unsigned b[1] = { BINS[k] };
+			const rckpt_qconfig_t ct = tensor_config(c, &x->prep[t], b, 0);
+			rc = eval_tensor(x, t, &ct, NULL, &tn[t * NALLOC + k], &d0, &tb[t * NALLOC + k]);
+		}
+		tn[t * NALLOC + NALLOC - 1] = -1; /* unless the last step's parameters can be kept */
+		if (rc == 0 && x->prevq_ok && x->prevq_ok[ti] && parent_seg(x, t) &&
+		    parent_seg(x, t)->nbins == x->prevq[ti].nbins)
+			rc = eval_tensor(x, t, c, &x->prevq[ti], &tn[t * NALLOC + NALLOC - 1], &d0,
+					 &tb[t * NALLOC + NALLOC - 1]);
+	}
+	budget = x->o->eps * den;
+	if (rc || !(den > 0) || c_num > budget)
+		goto out; /* c itself does not pass on the samples: no allocation */
+	pick(tn, tb, x->nprep, 0, bins, &sn, &sb);
+	if (sn > budget) {
+		/* the smallest lambda that passes: bracket, then bisect */
+		hi = c_bytes / budget;
+		for (it = 0; it < 64; it++, hi *= 4) {
+			pick(tn, tb, x->nprep, hi, bins, &sn, &sb);
+			if (sn <= budget)
+				break;
+			lo = hi;
+		}
+		if (sn > budget)
+			goto out;
+		for (it = 0; it < 48; it++) {
+			const double mid = (lo + hi) / 2;
+			pick(tn, tb, x->nprep, mid, bins, &sn, &sb);
+			if (sn <= budget)
+				hi = mid;
+			else
+				lo = mid;
+		}
+		pick(tn, tb, x->nprep, hi, bins, &sn, &sb);
+	}
+	rc = sb < c_bytes;
+out:
+	free(tn);
+	free(tb);
+	return rc;
 }
 
 static int allowed(cpoint_t c, const cpoint_t *last)
@@ -572,7 +718,7 @@ static const rckpt_seg_t *warm_of(const rckpt_ckenc_t *e, unsigned i)
  * kept. The blocks' lengths are multiples of the tile, so the sums are
  * those of rckpt_qerr over each whole tensor, which the GPU's are too. */
 static int judge(rckpt_ckenc_t *e, const rckpt_st_t *params, const rckpt_tensor_prep_t *prep,
-		 const unsigned *which, unsigned nprep, const rckpt_qconfig_t *c,
+		 const unsigned *which, unsigned nprep, const rckpt_qconfig_t *c, const unsigned *tbins,
 		 rckpt_codebook_cache_t *cache, rckpt_qparams_t *qp, double *quality)
 {
 	double num = 0, den = 0;
@@ -581,10 +727,14 @@ static int judge(rckpt_ckenc_t *e, const rckpt_st_t *params, const rckpt_tensor_
 
 	for (pi = 0; pi < nprep && rc == 0; pi++) {
 		const rckpt_st_tensor_t *t = &params->t[which[pi]];
+		const rckpt_qconfig_t ct = tensor_config(c, &prep[pi], tbins, pi);
 		double tn = 0, td = 0;
 		uint64_t k;
-		rc = rckpt_codec_qparams(&qp[pi], &prep[pi], c, e->o.quantizer, warm_of(e, which[pi]),
-					 &cache[pi]);
+		if (tbins && tbins[pi] == KEEP_LAST)
+			qp[pi] = e->prevq[which[pi]];
+		else
+			rc = rckpt_codec_qparams(&qp[pi], &prep[pi], &ct, e->o.quantizer,
+						 warm_of(e, which[pi]), &cache[pi]);
 		if (rc == 0 && e->o.gpu) {
 			rc = rckpt_gpuenc_qerr(e->o.gpu, &tn, &td, t, prep[pi].g, &qp[pi]);
 		} else {
@@ -1211,6 +1361,7 @@ int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rc
 	rckpt_qparams_t *qp = NULL;
 	const rckpt_qparams_t **tq = NULL;
 	uint64_t *stride = NULL;
+	unsigned *tbins = NULL; /* the per-tensor allocation, when there is one */
 	sample_t *smp = NULL;
 	unsigned *which = NULL, nprep = 0, i;
 	rckpt_record_t sum;
@@ -1315,7 +1466,7 @@ int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rc
 		st->config = o->fixed;
 	} else if (o->mode == RCKPT_CKENC_BITWIDTH) {
 		evalctx_t x = { o, prep, smp, nprep, 0, NULL, e->steps ? &e->prev : NULL, which,
-				e->npsmp == nprep ? e->psmp : NULL, cache };
+				e->npsmp == nprep ? e->psmp : NULL, cache, NULL, NULL };
 		rckpt_qconfig_t c = o->fixed;
 		unsigned bits, k;
 		for (bits = 2; bits <= 6; bits++) {
@@ -1335,7 +1486,8 @@ int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rc
 		st->configs_tried = x.tried;
 	} else {
 		evalctx_t x = { o, prep, smp, nprep, 0, NULL, e->steps ? &e->prev : NULL, which,
-				e->npsmp == nprep ? e->psmp : NULL, cache };
+				e->npsmp == nprep ? e->psmp : NULL, cache, e->prevq,
+				e->steps && !e->resumed ? e->prevq_ok : NULL };
 		/* The first step's choice is provisional: it is made without
 		 * knowing how stable each configuration's levels are. The second
 		 * step, the first that can measure it, searches the whole space
@@ -1350,6 +1502,20 @@ int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rc
 		e->last = best;
 		e->have_last = 1;
 		st->config = config_of(o, best);
+		if (found && o->alloc) {
+			if ((tbins = calloc(nprep ? nprep : 1, sizeof(*tbins))) == NULL) {
+				rc = -ENOMEM;
+				goto out;
+			}
+			if ((rc = allocate(&x, &st->config, tbins)) < 0)
+				goto out;
+			if (rc == 0) { /* no smaller than the search's choice */
+				free(tbins);
+				tbins = NULL;
+			}
+			rc = 0;
+			st->configs_tried = x.tried;
+		}
 	}
 	st->t_search = now_s() - t0;
 
@@ -1358,7 +1524,7 @@ int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rc
 	t0 = now_s();
 	for (;;) {
 		int ok;
-		rc = judge(e, params, prep, which, nprep, &st->config, cache, qp, &st->quality);
+		rc = judge(e, params, prep, which, nprep, &st->config, tbins, cache, qp, &st->quality);
 		if (rc == 0 && o->quality) {
 			rc = ask_callback(e, params, prep, which, nprep, qp, &st->cb_quality);
 			if (rc)
@@ -1367,6 +1533,12 @@ int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rc
 		ok = st->quality <= o->eps && (!o->quality || st->cb_quality <= o->quality_eps);
 		if (rc || o->mode == RCKPT_CKENC_FIXED || ok)
 			break;
+		if (tbins) { /* the allocation failed on all the data: the search's choice */
+			free(tbins);
+			tbins = NULL;
+			st->configs_tried++;
+			continue;
+		}
 		if (o->mode == RCKPT_CKENC_BITWIDTH) { /* one bit more */
 			if (st->config.bins >= 64)
 				break;
@@ -1420,6 +1592,15 @@ int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rc
 				e->lastq[i] = *tq[i];
 		e->lastcfg = st->config;
 	}
+	if (e->prevq == NULL) {
+		e->prevq = calloc(params->ntensors ? params->ntensors : 1, sizeof(*e->prevq));
+		e->prevq_ok = calloc(params->ntensors ? params->ntensors : 1, 1);
+	}
+	for (i = 0; e->prevq && e->prevq_ok && i < params->ntensors; i++) {
+		e->prevq_ok[i] = tq[i] != NULL;
+		if (tq[i])
+			e->prevq[i] = *tq[i];
+	}
 	rckpt_record_free(&e->prev);
 	e->prev = sum;
 	memset(&sum, 0, sizeof(sum));
@@ -1455,6 +1636,7 @@ out:
 	free(qp);
 	free(tq);
 	free(stride);
+	free(tbins);
 	return rc;
 }
 

@@ -70,6 +70,9 @@ typedef struct rckpt_ckenc_opts {
 	rckpt_istream_opts_t is;   /* index-stream stages and entropy coders */
 	unsigned base_every;       /* a base record every N steps; 0: first only */
 	unsigned sample_max;       /* elements sampled per tensor by the search */
+	int alloc;                 /* SEARCH: then give each tensor its own bin
+				      count (a Lagrangian allocation within eps;
+				      default on) */
 	uint64_t chunk_params;     /* elements per chunk, 1..2^31 (default 2^22) */
 	rckpt_quality_fn quality;  /* optional: the trainer judges the chosen
 				      configuration; while its loss exceeds
