@@ -47,15 +47,20 @@ import sys
 import time
 
 here = os.path.dirname(os.path.abspath(__file__))
-SUITES = ["baseline", "save", "compression", "restore", "pcr", "loader", "gpu"]
+SUITES = ["baseline", "save", "compression", "frontier", "restore", "pcr", "loader", "gpu"]
 PROFILES = {
     # reps: runs of each timed tool; the rest sizes the data and the tools
     "quick": dict(reps=3, ckpt_width=512, ckpt_steps=600, images=1000, chains="1,2,4,8,16",
                   rb_sizes=[65536, 4 << 20], rb_seconds=2, rb_budget=256 << 20, stall_width=1024, stall_saves=6,
-                  loader_images=500, loader_epochs=2, loc_learners="4,16,64", gpu_sizes="10M"),
+                  loader_images=500, loader_epochs=2, loc_learners="4,16,64", gpu_sizes="10M",
+                  lm=["--steps", "600", "--every", "100", "--d-model", "64", "--corpus-bytes", "1000000"],
+                  fr_eps="0.0006,0.0012,0.003", fr_methods="rckpt,qd"),
     "full": dict(reps=5, ckpt_width=1024, ckpt_steps=1200, images=3000, chains="1,2,4,8,16,32",
                  rb_sizes=[65536, 1 << 20, 4 << 20], rb_seconds=5, rb_budget=1 << 30, stall_width=2048, stall_saves=15,
-                 loader_images=2000, loader_epochs=3, loc_learners="4,16,64,256,1024", gpu_sizes="10M,100M"),
+                 loader_images=2000, loader_epochs=3, loc_learners="4,16,64,256,1024", gpu_sizes="10M,100M",
+                 lm=["--steps", "2000", "--every", "100"],
+                 fr_eps="0.0003,0.0006,0.0012,0.002,0.003,0.005,0.01",
+                 fr_methods="rckpt,abl-uniform-bins,abl-no-rearrange,abl-magnitude-only,qd,checknrun"),
 }
 
 
@@ -271,6 +276,36 @@ class Bench:
         for meth, rows in per.items():
             self.metric("compression", "encode, one core: " + meth, "MB/s", [r["mbs"] for r in rows], "higher")
 
+    def lm_checkpoints(self):
+        """The transformer run the frontier is judged on (make_transformer.py,
+        AdamW, cosine to zero), trained once into the data folder."""
+        p = self.p
+        d = os.path.join(self.a.data, "lm-%s-seed%d" % ("-".join(p["lm"][1::2]), self.a.seed))
+        if not os.path.exists(os.path.join(d, "model.json")):
+            say("training a transformer language model for its checkpoints (once; kept in %s)" % d)
+            self.tool("make_transformer", [self.py, os.path.join(here, "make_transformer.py"), d,
+                                           "--seed", str(self.a.seed)] + p["lm"])
+        return d
+
+    def suite_frontier(self):
+        d = self.lm_checkpoints()
+        out = os.path.join(self.raw, "frontier")
+        self.tool("frontier", [self.py, os.path.join(here, "frontier.py"), "--out", out, "--ckpts", d,
+                               "--build", os.path.dirname(self.a.bin), "--eps", self.p["fr_eps"],
+                               "--methods", self.p["fr_methods"]])
+        with open(os.path.join(out, "frontier.csv")) as f:
+            rows = [dict(r, ratio=float(r["ratio"]), last=float(r["last"]), worst=float(r["worst"]),
+                         eps=float(r["eps"])) for r in csv.DictReader(f)]
+        self.data["frontier"] = rows
+        best = {}
+        for m in self.p["fr_methods"].split(","):
+            ok = [r["ratio"] for r in rows if r["method"] == m and r["last"] <= 0.01]
+            if ok:
+                best[m] = max(ok)
+                self.metric("frontier", "ratio at <= 1% real loss: " + m, "x", best[m], "higher")
+        if "rckpt" in best and "qd" in best:
+            self.metric("frontier", "rckpt / qd at <= 1% real loss", "ratio", best["rckpt"] / best["qd"], "higher")
+
     def suite_restore(self):
         runs = self.run_store()
         rows = []
@@ -456,6 +491,19 @@ class Bench:
             plt.close(fig)
             out[name] = name + ".png"
 
+        fr = self.data.get("frontier")
+        if fr:
+            fig, ax = plt.subplots(figsize=(6.5, 4))
+            for m in sorted({r["method"] for r in fr}):
+                pts = sorted((r["last"], r["ratio"]) for r in fr if r["method"] == m)
+                ax.plot([max(100 * x, 1e-3) for x, _ in pts], [y for _, y in pts], marker="o", ms=3, label=m)
+            ax.set_xscale("log")
+            ax.axvline(1.0, color="k", lw=0.6)
+            ax.set_xlabel("held-out loss increase of the last checkpoint, % (log)")
+            ax.set_ylabel("compression ratio over the run")
+            ax.set_title("Compression against real loss (transformer, AdamW)")
+            ax.legend(fontsize=7)
+            save(fig, "frontier")
         comp = self.data.get("compression")
         if comp:
             fig, ax = plt.subplots(figsize=(8, 4.5))
@@ -582,6 +630,8 @@ def summary_rows(metrics, data):
     add("compression ratio over the run: rckpt", "ratio over the run: rckpt")
     add("compression ratio over the run: qd (baseline)", "ratio over the run: qd")
     add("compression ratio over the run: zstd -3", "ratio over the run: zstd-3")
+    add("transformer, ratio at <= 1% real loss: rckpt", "ratio at <= 1% real loss: rckpt")
+    add("transformer, ratio at <= 1% real loss: rckpt / qd", "rckpt / qd at <= 1% real loss")
     rs = data.get("restore")
     if rs:
         L = rs[-1]["chain"]
@@ -667,6 +717,11 @@ def report(out, meta, metrics, data, status, plots):
          "`bench_codec` on every checkpoint of the run, every method on the same files at the same quality "
          "threshold: rckpt, its ablations (`abl-*`), the baselines QD and Check-N-Run, and lossless zstd. "
          "Ratios are exact (one run); encode MB/s is the median over the checkpoints."),
+        ("frontier", "Compression against real held-out loss",
+         "`frontier.py` on a transformer language model's run (`make_transformer.py`, AdamW, cosine to "
+         "zero): each method at a sweep of thresholds, every restored step evaluated on the model's "
+         "held-out data. A point is (loss increase of the last checkpoint, ratio over the run); methods "
+         "compare at equal real loss."),
         ("restore", "Restore latency vs chain length",
          "`bench_store`: restore the newest step of a chain of L deltas: materialized in the OSD "
          "(server-side), the same after a compaction made it a base, and client-side (fetch every record, "
@@ -709,6 +764,17 @@ def report(out, meta, metrics, data, status, plots):
                 L.append("")
             img("compression_per_checkpoint", "ratio per checkpoint")
             img("compression_overall", "overall ratio")
+        elif suite == "frontier":
+            table("frontier")
+            fr = data.get("frontier")
+            if fr:
+                L.append("| method | eps | ratio over the run | last checkpoint | worst checkpoint |")
+                L.append("|---|---:|---:|---:|---:|")
+                for r in fr:
+                    L.append("| %s | %g | %.1fx | %+.2f%% | %+.2f%% |" % (r["method"], r["eps"], r["ratio"],
+                                                                      100 * r["last"], 100 * r["worst"]))
+                L.append("")
+            img("frontier", "ratio against real loss")
         elif suite == "restore":
             rs = data.get("restore")
             if rs:
