@@ -321,6 +321,29 @@ typedef struct evalctx {
  * its values crossed a boundary, which is what makes deltas small. */
 #define KEEP_LAST 0xffffu
 
+/* The options of a tensor: every bin count with k-means, with uniform
+ * bins, and KEEP_LAST. An allocation names one as bins | quantizer << 16. */
+#define ALLOC_Q 2u
+#define NALLOC (NB * ALLOC_Q + 1)
+#define ALLOC_BINS(a) ((a) & 0xffffu)
+#define ALLOC_QUANTIZER(a) ((a) >> 16)
+
+
+/* The quality loss of a step: the Fisher-weighted relative error of all its
+ * quantized tensors together, sum num_t / sum den_t, or a tensor's own
+ * num_t / den_t divided by TENSOR_CAP when that is more. The sum is what
+ * predicts the model's loss; the cap keeps one tensor from being wrecked
+ * because it weighs little in the sum (a small first layer without
+ * gradients, a tensor pruned hard), where the second-order estimate stops
+ * holding. Calibrated: README "What eps means". */
+#define TENSOR_CAP 5.0
+
+static double step_loss(double num, double den, double worst)
+{
+	const double g = den > 0 ? num / den : 0;
+	return worst / TENSOR_CAP > g ? worst / TENSOR_CAP : g;
+}
+
 /* Steps over which a configuration's recurring cost is weighed against the
  * one-time cost of switching to it. */
 #define HORIZON 3.0
@@ -345,8 +368,8 @@ static const rckpt_seg_t *parent_seg(const evalctx_t *x, unsigned t)
  * (its recurring cost), the latter weighed over HORIZON steps. */
 /* Tensor t under configuration c: its loss terms (scaled to the whole
  * tensor) and its estimated bytes. */
-static int eval_tensor(evalctx_t *x, unsigned t, const rckpt_qconfig_t *c, const rckpt_qparams_t *qfix,
-		       double *num, double *den, double *bytes)
+static int eval_tensor(evalctx_t *x, unsigned t, const rckpt_qconfig_t *c, unsigned quantizer,
+		       const rckpt_qparams_t *qfix, double *num, double *den, double *bytes)
 {
 	const sample_t *s = &x->smp[t];
 	const rckpt_seg_t *ps = parent_seg(x, t);
@@ -359,7 +382,7 @@ static int eval_tensor(evalctx_t *x, unsigned t, const rckpt_qconfig_t *c, const
 	size_t np, i;
 	int rc = !idx || !prot || !r ? -ENOMEM
 		 : qfix		     ? 0
-				     : rckpt_codec_qparams(&q, &x->prep[t], c, x->o->quantizer, ps,
+				     : rckpt_codec_qparams(&q, &x->prep[t], c, quantizer, ps,
 							   x->cache ? &x->cache[t] : NULL);
 
 	if (qfix)
@@ -435,9 +458,9 @@ static rckpt_qconfig_t tensor_config(const rckpt_qconfig_t *c, const rckpt_tenso
 	rckpt_qconfig_t ct = *c;
 	if (bins && bins[t] && bins[t] != KEEP_LAST) {
 		if (p->kind == RCKPT_LK_EMBEDDING)
-			ct.emb_bins = bins[t];
+			ct.emb_bins = ALLOC_BINS(bins[t]);
 		else
-			ct.bins = bins[t];
+			ct.bins = ALLOC_BINS(bins[t]);
 	}
 	return ct;
 }
@@ -453,20 +476,22 @@ static rckpt_qconfig_t tensor_config(const rckpt_qconfig_t *c, const rckpt_tenso
 static int evaluate(evalctx_t *x, cpoint_t cp, double *loss, double *bytes)
 {
 	rckpt_qconfig_t c = x->fixed_cfg ? *x->fixed_cfg : config_of(x->o, cp);
-	double num = 0, den = 0, est = 0;
+	double num = 0, den = 0, est = 0, worst = 0;
 	unsigned t;
 
 	x->tried++;
 	for (t = 0; t < x->nprep; t++) {
 		double tn, td, tb;
-		int rc = eval_tensor(x, t, &c, NULL, &tn, &td, &tb);
+		int rc = eval_tensor(x, t, &c, x->o->quantizer, NULL, &tn, &td, &tb);
 		if (rc)
 			return rc;
 		num += tn;
 		den += td;
 		est += tb;
+		if (td > 0 && tn / td > worst)
+			worst = tn / td;
 	}
-	*loss = den > 0 ? num / den : 0;
+	*loss = step_loss(num, den, worst);
 	*bytes = est;
 	return 0;
 }
@@ -481,7 +506,11 @@ static int evaluate(evalctx_t *x, cpoint_t cp, double *loss, double *bytes)
  * candidates are the bin counts of the space. Fills bins[] and returns 1
  * when the allocation is smaller than c itself by the estimate, else 0;
  * or a negative errno. */
-#define NALLOC (sizeof(BINS) / sizeof(BINS[0]) + 1) /* every bin count, and KEEP_LAST */
+
+static unsigned alloc_option(unsigned k)
+{
+	return k + 1 < NALLOC ? BINS[k % NB] | (k / NB) << 16 : KEEP_LAST;
+}
 
 /* Each tensor's choice at lambda: bins[], and the sums of num and bytes.
  * An option whose num is negative is not available. */
@@ -492,11 +521,15 @@ static void pick(const double *tn, const double *tb, unsigned nprep, double lam,
 	*sn = *sb = 0;
 	for (t = 0; t < nprep; t++) {
 		const double *n = tn + (size_t)t * NALLOC, *b = tb + (size_t)t * NALLOC;
-		unsigned kb = 0;
-		for (k = 1; k < NALLOC; k++)
-			if (n[k] >= 0 && b[k] + lam * n[k] < b[kb] + lam * n[kb])
+		unsigned kb = NALLOC;
+		for (k = 0; k < NALLOC; k++)
+			if (n[k] >= 0 && (kb == NALLOC || b[k] + lam * n[k] < b[kb] + lam * n[kb]))
 				kb = k;
-		bins[t] = kb + 1 < NALLOC ? BINS[kb] : KEEP_LAST;
+		if (kb == NALLOC) { /* nothing available: the allocation cannot be had */
+			*sn = HUGE_VAL;
+			return;
+		}
+		bins[t] = alloc_option(kb);
 		*sn += n[kb];
 		*sb += b[kb];
 	}
@@ -514,20 +547,28 @@ static int allocate(evalctx_t *x, const rckpt_qconfig_t *c, unsigned *bins)
 	for (t = 0; t < x->nprep && rc == 0; t++) {
 		double n0, d0, b0;
 		const unsigned ti = x->which[t];
-		rc = eval_tensor(x, t, c, NULL, &n0, &d0, &b0);
+		double tden;
+		rc = eval_tensor(x, t, c, x->o->quantizer, NULL, &n0, &d0, &b0);
 		den += d0;
+		tden = d0;
 		c_num += n0;
 		c_bytes += b0;
 		for (k = 0; k + 1 < NALLOC && rc == 0; k++) {
-			const unsigned b[1] = { BINS[k] };
+			const unsigned b[1] = { alloc_option(k) };
 			const rckpt_qconfig_t ct = tensor_config(c, &x->prep[t], b, 0);
-			rc = eval_tensor(x, t, &ct, NULL, &tn[t * NALLOC + k], &d0, &tb[t * NALLOC + k]);
+			rc = eval_tensor(x, t, &ct, ALLOC_QUANTIZER(b[0]), NULL, &tn[t * NALLOC + k], &d0,
+					 &tb[t * NALLOC + k]);
 		}
+		for (k = 0; k + 1 < NALLOC; k++) /* over the tensor's cap: not an option */
+			if (tden > 0 && tn[t * NALLOC + k] > TENSOR_CAP * x->o->eps * tden)
+				tn[t * NALLOC + k] = -1;
 		tn[t * NALLOC + NALLOC - 1] = -1; /* unless the last step's parameters can be kept */
 		if (rc == 0 && x->prevq_ok && x->prevq_ok[ti] && parent_seg(x, t) &&
 		    parent_seg(x, t)->nbins == x->prevq[ti].nbins)
-			rc = eval_tensor(x, t, c, &x->prevq[ti], &tn[t * NALLOC + NALLOC - 1], &d0,
-					 &tb[t * NALLOC + NALLOC - 1]);
+			rc = eval_tensor(x, t, c, x->o->quantizer, &x->prevq[ti], &tn[t * NALLOC + NALLOC - 1],
+					 &d0, &tb[t * NALLOC + NALLOC - 1]);
+		if (rc == 0 && tden > 0 && tn[t * NALLOC + NALLOC - 1] > TENSOR_CAP * x->o->eps * tden)
+			tn[t * NALLOC + NALLOC - 1] = -1;
 	}
 	budget = x->o->eps * den;
 	if (rc || !(den > 0) || c_num > budget)
@@ -721,7 +762,7 @@ static int judge(rckpt_ckenc_t *e, const rckpt_st_t *params, const rckpt_tensor_
 		 const unsigned *which, unsigned nprep, const rckpt_qconfig_t *c, const unsigned *tbins,
 		 rckpt_codebook_cache_t *cache, rckpt_qparams_t *qp, double *quality)
 {
-	double num = 0, den = 0;
+	double num = 0, den = 0, worst = 0;
 	unsigned pi;
 	int rc = 0;
 
@@ -733,7 +774,8 @@ static int judge(rckpt_ckenc_t *e, const rckpt_st_t *params, const rckpt_tensor_
 		if (tbins && tbins[pi] == KEEP_LAST)
 			qp[pi] = e->prevq[which[pi]];
 		else
-			rc = rckpt_codec_qparams(&qp[pi], &prep[pi], &ct, e->o.quantizer,
+			rc = rckpt_codec_qparams(&qp[pi], &prep[pi], &ct,
+						 tbins ? ALLOC_QUANTIZER(tbins[pi]) : e->o.quantizer,
 						 warm_of(e, which[pi]), &cache[pi]);
 		if (rc == 0 && e->o.gpu) {
 			rc = rckpt_gpuenc_qerr(e->o.gpu, &tn, &td, t, prep[pi].g, &qp[pi]);
@@ -751,8 +793,10 @@ static int judge(rckpt_ckenc_t *e, const rckpt_st_t *params, const rckpt_tensor_
 		}
 		num += tn;
 		den += td;
+		if (td > 0 && tn / td > worst)
+			worst = tn / td;
 	}
-	*quality = den > 0 ? num / den : 0;
+	*quality = step_loss(num, den, worst);
 	return rc;
 }
 
