@@ -113,23 +113,15 @@ def report(rows, methods, out, ckdir, n, a):
     lines = ["# Compression against real held-out loss", "",
              f"Checkpoints: {n} from {ckdir}. Ratio: fp32 bytes over stored bytes, over the run. "
              "Loss: relative increase of the held-out loss of the restored model.", "",
-             "Best ratio over the run whose last checkpoint is within the loss budget:", "",
-             "| method | " + " | ".join(f"<= {b:.2%}" for b in BUDGETS) + " |",
-             "|---|" + "---:|" * len(BUDGETS)]
-    for m in methods:
-        cells = []
-        for b in BUDGETS:
-            v = best_at(rows, m, b, "last")
-            cells.append(f"{v:.1f}x" if v else "-")
-        lines.append(f"| {m} | " + " | ".join(cells) + " |")
-    lines += ["", "The same with every checkpoint of the run within the budget (worst checkpoint):", "",
-              "| method | " + " | ".join(f"<= {b:.2%}" for b in BUDGETS) + " |", "|---|" + "---:|" * len(BUDGETS)]
-    for m in methods:
-        cells = []
-        for b in BUDGETS:
-            v = best_at(rows, m, b, "worst")
-            cells.append(f"{v:.1f}x" if v else "-")
-        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+             ]
+    for key, what in (("last", "Best ratio over the run whose last checkpoint is within the loss budget:"),
+                      ("worst", "The same with every checkpoint of the run within the budget (worst checkpoint):")):
+        lines += [what, "", "| method | " + " | ".join(f"<= {b:.2%}" for b in BUDGETS) + " |",
+                  "|---|" + "---:|" * len(BUDGETS)]
+        for m in methods:
+            cells = [best_at(rows, m, b, key) for b in BUDGETS]
+            lines.append(f"| {m} | " + " | ".join(f"{v:.1f}x" if v else "-" for v in cells) + " |")
+        lines.append("")
     if "rckpt" in methods and "qd" in methods:
         lines += ["", "rckpt / QD at equal real loss (last checkpoint):", ""]
         for b in BUDGETS:

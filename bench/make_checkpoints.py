@@ -65,6 +65,22 @@ def write_safetensors(path, tensors):
     os.replace(tmp, path)
 
 
+def fold_grads(named, ema, gmean, mode, beta):
+    """Folds this step's gradients into the moving averages: of grad**2
+    (mode rms or both; its root is written) or of grad (mean), and of grad
+    into gmean too (both). Shared with make_transformer.py."""
+    import torch
+
+    with torch.no_grad():
+        for n, p in named:
+            if mode == "mean":
+                ema[n].mul_(beta).add_(p.grad, alpha=1 - beta)
+            else:
+                ema[n].mul_(beta).addcmul_(p.grad, p.grad, value=1 - beta)
+            if mode == "both":
+                gmean[n].mul_(beta).add_(p.grad, alpha=1 - beta)
+
+
 def build(width, arch="cnn"):
     """The model (arch cnn or mlp), shared with eval_checkpoint.py."""
     import torch
@@ -187,14 +203,7 @@ def main():
         opt.zero_grad()
         loss = lossf(net(xtr[idx]), ytr[idx])
         loss.backward()
-        with torch.no_grad():
-            for n, p in net.named_parameters():
-                if a.grads == "mean":
-                    ema[n].mul_(a.ema).add_(p.grad, alpha=1 - a.ema)
-                else:
-                    ema[n].mul_(a.ema).addcmul_(p.grad, p.grad, value=1 - a.ema)
-                if a.grads == "both":
-                    gmean[n].mul_(a.ema).add_(p.grad, alpha=1 - a.ema)
+        fold_grads(net.named_parameters(), ema, gmean, a.grads, a.ema)
         opt.step()
         if step % a.every == 0:
             with torch.no_grad():

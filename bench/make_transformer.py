@@ -306,15 +306,8 @@ def main():
         opt.zero_grad(set_to_none=True)
         loss = loss_on(net, w[:, :-1], w[:, 1:])
         loss.backward()
-        with torch.no_grad():
-            # The mini-batch gradients as they come, before clipping.
-            for n, p in named.items():
-                if a.grads == "mean":
-                    ema[n].mul_(a.ema).add_(p.grad, alpha=1 - a.ema)
-                else:
-                    ema[n].mul_(a.ema).addcmul_(p.grad, p.grad, value=1 - a.ema)
-                if a.grads == "both":
-                    gmean[n].mul_(a.ema).add_(p.grad, alpha=1 - a.ema)
+        # The mini-batch gradients as they come, before clipping.
+        mc.fold_grads(named.items(), ema, gmean, a.grads, a.ema)
         torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
         opt.step()
         if step % a.every == 0 or step == a.steps:
