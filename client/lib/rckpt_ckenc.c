@@ -336,7 +336,7 @@ typedef struct evalctx {
  * because it weighs little in the sum (a small first layer without
  * gradients, a tensor pruned hard), where the second-order estimate stops
  * holding. Calibrated: README "What eps means". */
-#define TENSOR_CAP 5.0
+#define TENSOR_CAP 20.0
 
 static double step_loss(double num, double den, double worst)
 {

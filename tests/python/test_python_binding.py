@@ -194,7 +194,9 @@ class WithCluster(unittest.TestCase):
                 self.assertEqual(back[k].dtype, sd[k].dtype)
             for k in ("half", "bf", "noncontig", "0.weight", "3.weight"):
                 self.assertEqual(back[k].dtype, sd[k].dtype)
-                self.assertLess(rel_err(back[k], sd[k]), 0.1, k)
+                # without gradients: no tensor's relative squared error over
+                # 20 x the default eps (0.0012), whatever its share of the model
+                self.assertLessEqual(rel_err(back[k], sd[k]) ** 2, 20 * 0.0012 * 1.001, k)
             part = ck.restore_full(names=["3.weight"]).state_dict
             self.assertIn("3.weight", part)
             self.assertTrue(torch.equal(part["3.weight"], back["3.weight"]))
