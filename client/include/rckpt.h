@@ -227,7 +227,7 @@ typedef struct rckpt_save_stats {
 	uint64_t blocks_saved;    /* ... and those it stored */
 } rckpt_save_stats_t;
 
-/* Compresses tensors t[0..n) (and the gradient EMA g[0..ng), fp32, same
+/* Compresses tensors t[0..n) (and the gradient RMS g[0..ng), fp32, same
  * names, or none) as step `step`, appends a record to every chunk object,
  * writes the manifest, and commits the step. Returns when the step is
  * committed. Steps must grow and every save must have the same tensors.

@@ -496,17 +496,7 @@ static int evaluate(evalctx_t *x, cpoint_t cp, double *loss, double *bytes)
 	return 0;
 }
 
-/* Per-tensor bit allocation. The loss is a sum over tensors (sum_t num_t /
- * sum_t den_t, den_t independent of the configuration), so the fewest bytes
- * within eps come from giving each tensor the bin count whose bytes +
- * lambda * num_t is least, lambda the smallest that keeps the sum within
- * eps (a Lagrangian allocation, as rate-distortion theory prescribes for a
- * sum of distortions): tensors that matter less to the loss get fewer bins
- * than one count for all would give them. c is the search's choice; the
- * candidates are the bin counts of the space. Fills bins[] and returns 1
- * when the allocation is smaller than c itself by the estimate, else 0;
- * or a negative errno. */
-
+/* Option k of a tensor's allocation (ALLOC_BINS, ALLOC_QUANTIZER). */
 static unsigned alloc_option(unsigned k)
 {
 	return k + 1 < NALLOC ? BINS[k % NB] | (k / NB) << 16 : KEEP_LAST;
@@ -535,6 +525,17 @@ static void pick(const double *tn, const double *tb, unsigned nprep, double lam,
 	}
 }
 
+/* Per-tensor bit allocation. The loss is a sum over tensors (sum_t num_t /
+ * sum_t den_t, den_t independent of the configuration), so the fewest bytes
+ * within eps come from giving each tensor the option whose bytes + lambda *
+ * num_t is least, lambda the smallest that keeps the sum within eps (a
+ * Lagrangian allocation, as rate-distortion theory prescribes for a sum of
+ * distortions): tensors that matter less to the loss get fewer bins than
+ * one count for all would give them. The options: every bin count of the
+ * space with k-means or uniform bins, and KEEP_LAST; none that puts the
+ * tensor's own error over TENSOR_CAP * eps. c is the search's choice, which
+ * must pass on the samples. Fills bins[] and returns 1 when the allocation
+ * is smaller than c itself by the estimate, else 0; or a negative errno. */
 static int allocate(evalctx_t *x, const rckpt_qconfig_t *c, unsigned *bins)
 {
 	double *tn = calloc((size_t)x->nprep * NALLOC + 1, sizeof(double));

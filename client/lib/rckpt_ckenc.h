@@ -6,16 +6,20 @@
  * against the previous step after. Internal to librckpt; the store (RADOS
  * chunks, manifests) builds on it.
  *
- * The search. Space: bins {4,6,8,12,16,32}, embedding bins {16,32}, pruned
- * fraction {0,.1,.2,.3,.4,.5}, metric {magnitude, sensitivity}, protected
- * fraction {.0005,.005,.01}. The metric ranks both pruning and protection:
- * magnitude by |w|; sensitivity prunes by |w g| and protects the top |w|
- * and the top |w g|. A configuration is acceptable when its quality
- * loss is <= eps. Quality is the sensitivity-weighted relative error of all
- * quantized tensors together (rckpt_codec_rel_error over the model),
- * estimated on a deterministic sample of each tensor. Among acceptable
- * configurations the one with the smallest estimated size wins (entropy of
- * its levels on the sample, plus protected values).
+ * The search. Space: bins {4,6,8,12,16,24,32,48,64}, embedding bins
+ * {16,32,64}, pruned fraction {0,.1,.2,.3,.4,.5}, metric {magnitude,
+ * sensitivity}, protected fraction {.0005,.005,.01}. The metric ranks both
+ * pruning and protection: magnitude by |w|; sensitivity prunes by |w g| and
+ * protects the top |w| and the top |w g|, g the gradient RMS the trainer
+ * hands in (sqrt of a moving average of grad^2: a diagonal Fisher
+ * estimate). A configuration is acceptable when its quality loss is <=
+ * eps. Quality is the Fisher-weighted relative error of all quantized
+ * tensors together, sum g^2 (w - r)^2 / sum g^2 w^2 (g = 1 without
+ * gradients), or a tensor's own such error over 20 when that is more
+ * (TENSOR_CAP in rckpt_ckenc.c); estimated on a deterministic sample of each
+ * tensor by the search, judged on all the data before the step is written.
+ * Among acceptable configurations the one with the smallest estimated size
+ * wins (entropy of its levels on the sample, plus protected values).
  *  - First step, or when the neighbourhood fails: guided exhaustive search:
  *    for every (embedding bins, pruning, metric, protection), bins are tried
  *    from fewest up and the first acceptable ends that line.
@@ -26,6 +30,13 @@
  *    second step on: the second step searches exhaustively again, because
  *    it is the first that can judge how stable each configuration's levels
  *    are between steps, which the first step's choice could not know.
+ *  - Then each tensor gets its own option (opts.alloc): any bin count with
+ *    k-means or uniform bins, or the last step's parameters kept, whichever
+ *    minimizes bytes + lambda * its share of the loss, lambda the least
+ *    within eps. Segments carry their own bin counts; the manifest records
+ *    the search's configuration.
+ *  - A writer that continues a chain it did not write (rckpt_ckenc_resume)
+ *    starts from the committed step's configuration and codebooks.
  * When nothing is acceptable the least aggressive configuration is used and
  * the step's statistics say so (accepted = 0).
  */
@@ -60,7 +71,8 @@ typedef int (*rckpt_quality_fn)(void *arg, const rckpt_st_t *params, const float
 
 typedef struct rckpt_ckenc_opts {
 	unsigned mode;             /* enum rckpt_ckenc_mode */
-	double eps;                /* quality threshold (relative error) */
+	double eps;                /* quality threshold (the Fisher-weighted relative
+				      error above; RCKPT_EPS_DEFAULT) */
 	rckpt_qconfig_t fixed;     /* FIXED: the configuration; SEARCH: lambda and
 				      lossless kinds are taken from it */
 	unsigned quantizer;        /* enum rckpt_quantizer */
