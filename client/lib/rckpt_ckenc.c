@@ -314,10 +314,6 @@ typedef struct evalctx {
 	rckpt_codebook_cache_t *cache;    /* per prepared tensor, this step */
 	const rckpt_qparams_t *prevq;     /* per tensor, the last step's parameters, */
 	const unsigned char *prevq_ok;    /* ... where prevq_ok (or NULL: none) */
-	int drift;                        /* the allocation: a fresh codebook's
-					     recurring cost is its switch cost, since
-					     the next step's codebook will move again
-					     (only a kept one does not) */
 } evalctx_t;
 
 /* A tensor's allocation that keeps the last step's parameters (codebook,
@@ -441,7 +437,7 @@ static int eval_tensor(evalctx_t *x, unsigned t, const rckpt_qconfig_t *c, unsig
 				hs -= pr * log2(pr);
 			}
 		}
-		if (pv && (qfix || !x->drift)) /* this step once, then HORIZON more steps like it */
+		if (pv) /* this step once, then HORIZON more steps like it */
 			h = (h + HORIZON * hs) / (1 + HORIZON);
 		*num = tn * (double)s->stride;
 		*den = td * (double)s->stride;
@@ -549,7 +545,6 @@ static int allocate(evalctx_t *x, const rckpt_qconfig_t *c, unsigned *bins)
 	int rc = tn && tb ? 0 : -ENOMEM;
 
 	x->tried++;
-	x->drift = 1;
 	for (t = 0; t < x->nprep && rc == 0; t++) {
 		double n0, d0, b0;
 		const unsigned ti = x->which[t];
@@ -576,7 +571,6 @@ static int allocate(evalctx_t *x, const rckpt_qconfig_t *c, unsigned *bins)
 		if (rc == 0 && tden > 0 && tn[t * NALLOC + NALLOC - 1] > TENSOR_CAP * x->o->eps * tden)
 			tn[t * NALLOC + NALLOC - 1] = -1;
 	}
-	x->drift = 0;
 	budget = x->o->eps * den;
 	if (rc || !(den > 0) || c_num > budget)
 		goto out; /* c itself does not pass on the samples: no allocation */
@@ -1517,7 +1511,7 @@ int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rc
 		st->config = o->fixed;
 	} else if (o->mode == RCKPT_CKENC_BITWIDTH) {
 		evalctx_t x = { o, prep, smp, nprep, 0, NULL, e->steps ? &e->prev : NULL, which,
-				e->npsmp == nprep ? e->psmp : NULL, cache, NULL, NULL, 0 };
+				e->npsmp == nprep ? e->psmp : NULL, cache, NULL, NULL };
 		rckpt_qconfig_t c = o->fixed;
 		unsigned bits, k;
 		for (bits = 2; bits <= 6; bits++) {
@@ -1538,7 +1532,7 @@ int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rc
 	} else {
 		evalctx_t x = { o, prep, smp, nprep, 0, NULL, e->steps ? &e->prev : NULL, which,
 				e->npsmp == nprep ? e->psmp : NULL, cache, e->prevq,
-				e->steps && !e->resumed ? e->prevq_ok : NULL, 0 };
+				e->steps && !e->resumed ? e->prevq_ok : NULL };
 		/* The first step's choice is provisional: it is made without
 		 * knowing how stable each configuration's levels are. The second
 		 * step, the first that can measure it, searches the whole space
