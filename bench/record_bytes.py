@@ -89,7 +89,11 @@ def main():
     total = dict.fromkeys(CATS, 0)
     print("%-40s %10s  " % ("file", "bytes") + "  ".join("%11s" % c for c in CATS))
     for p in sys.argv[1:]:
-        acc = stepfile(p)
+        try:
+            acc = stepfile(p)
+        except (OSError, ValueError, struct.error, IndexError) as e:
+            print(f"record_bytes.py: {p}: {e}", file=sys.stderr)
+            return 1
         s = sum(acc.values())
         for k in CATS:
             total[k] += acc[k]

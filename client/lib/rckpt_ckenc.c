@@ -211,10 +211,6 @@ static void free_saved(rckpt_ckenc_t *e)
 		free(e->saved[i]);
 	free(e->saved);
 	free(e->lastq);
-	free(e->prevq);
-	free(e->prevq_ok);
-	e->prevq = NULL;
-	e->prevq_ok = NULL;
 	e->saved = NULL;
 	e->lastq = NULL;
 }
@@ -250,12 +246,14 @@ static void free_layout(rckpt_ckenc_t *e)
 
 void rckpt_ckenc_destroy(rckpt_ckenc_t *e)
 {
-	if (e && e->resume) {
+	if (e == NULL)
+		return;
+	if (e->resume) {
 		rckpt_ckdec_free(e->resume);
 		free(e->resume);
 	}
-	if (e == NULL)
-		return;
+	free(e->prevq);
+	free(e->prevq_ok);
 	free_layout(e);
 	free_prev_samples(e);
 	rckpt_istream_scratch_free(&e->is_scratch);
@@ -328,7 +326,6 @@ typedef struct evalctx {
 #define ALLOC_BINS(a) ((a) & 0xffffu)
 #define ALLOC_QUANTIZER(a) ((a) >> 16)
 
-
 /* The quality loss of a step: the Fisher-weighted relative error of all its
  * quantized tensors together, sum num_t / sum den_t, or a tensor's own
  * num_t / den_t divided by TENSOR_CAP when that is more. The sum is what
@@ -358,16 +355,9 @@ static const rckpt_seg_t *parent_seg(const evalctx_t *x, unsigned t)
 	return s->encoding == RCKPT_SEG_QUANTIZED ? s : NULL;
 }
 
-/* Quality loss and estimated bytes of configuration c, from the samples.
- * Each tensor's sums are scaled by its sampling stride, so a sampled large
- * tensor weighs what it weighs in the whole model. The size estimate is the
- * entropy of the symbols records will hold: at the first step the levels;
- * after it, a blend of this step's delta against the last record's actual
- * levels (the one-time cost of switching configuration) and of the change
- * this configuration makes between the last step's sample and this one
- * (its recurring cost), the latter weighed over HORIZON steps. */
-/* Tensor t under configuration c: its loss terms (scaled to the whole
- * tensor) and its estimated bytes. */
+/* Tensor t under configuration c with quantizer (or under qfix, the
+ * parameters kept from the last step, when not NULL): its loss terms
+ * scaled to the whole tensor, and its estimated bytes (see evaluate). */
 static int eval_tensor(evalctx_t *x, unsigned t, const rckpt_qconfig_t *c, unsigned quantizer,
 		       const rckpt_qparams_t *qfix, double *num, double *den, double *bytes)
 {

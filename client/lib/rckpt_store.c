@@ -624,9 +624,11 @@ int rckpt_job_attach(rckpt_job_t *j, const void *data, size_t len)
 	return 0;
 }
 
+/* Restores step (all of it, or the chunks holding names or ranges); the
+ * step's attachment too when attach. Below, with the restore calls. */
 static int restore_sel(rckpt_job_t *j, uint64_t step, const char *const *names, unsigned nnames,
 		       const rckpt_range_t *ranges, unsigned nranges, rckpt_restored_t **outp,
-		       rckpt_restore_stats_t *rst, const char *fn);
+		       rckpt_restore_stats_t *rst, int attach, const char *fn);
 
 /* A full save (p NULL) or a partial one. */
 static int save_start(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t, unsigned n,
@@ -691,7 +693,7 @@ static int save_start(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t, un
 		rckpt_restored_t *r = NULL;
 		j->resume_tried = 1;
 		if (j->head != RCKPT_STORE_NONE &&
-		    restore_sel(j, j->head, NULL, 0, NULL, 0, &r, NULL, fn) == 0)
+		    restore_sel(j, j->head, NULL, 0, NULL, 0, &r, NULL, 0, fn) == 0)
 			rckpt_ckenc_resume(j->enc, &r->dec);
 		rckpt_restored_free(r);
 		rckpt_clear_error(h);
@@ -903,19 +905,16 @@ static int read_attachment(rckpt_job_t *j, uint64_t step, uint8_t **out, size_t 
 	return rc;
 }
 
-static int restore_sel(rckpt_job_t *j, uint64_t step, const char *const *names, unsigned nnames,
-		       const rckpt_range_t *ranges, unsigned nranges, rckpt_restored_t **outp,
-		       rckpt_restore_stats_t *rst, const char *fn);
 
 int rckpt_job_restore(rckpt_job_t *j, uint64_t step, rckpt_restored_t **outp, rckpt_restore_stats_t *rst)
 {
-	return restore_sel(j, step, NULL, 0, NULL, 0, outp, rst, __func__);
+	return restore_sel(j, step, NULL, 0, NULL, 0, outp, rst, 1, __func__);
 }
 
 int rckpt_job_restore_tensors(rckpt_job_t *j, uint64_t step, const char *const *names,
 			      unsigned nnames, rckpt_restored_t **outp, rckpt_restore_stats_t *rst)
 {
-	return restore_sel(j, step, names, nnames, NULL, 0, outp, rst, __func__);
+	return restore_sel(j, step, names, nnames, NULL, 0, outp, rst, 1, __func__);
 }
 
 int rckpt_job_restore_ranges(rckpt_job_t *j, uint64_t step, const rckpt_range_t *ranges,
@@ -925,7 +924,7 @@ int rckpt_job_restore_ranges(rckpt_job_t *j, uint64_t step, const rckpt_range_t 
 		*outp = NULL;
 		return rckpt_fail(j->h, -EINVAL, __func__, "no ranges");
 	}
-	return restore_sel(j, step, NULL, 0, ranges, n, outp, rst, __func__);
+	return restore_sel(j, step, NULL, 0, ranges, n, outp, rst, 1, __func__);
 }
 
 /* Marks the chunks holding elements [first, first + count) of tensor t. */
@@ -947,7 +946,7 @@ static void want_chunks(const rckpt_manifest_t *mf, mat_t *m, unsigned *left, un
 
 static int restore_sel(rckpt_job_t *j, uint64_t step, const char *const *names, unsigned nnames,
 		       const rckpt_range_t *ranges, unsigned nranges, rckpt_restored_t **outp,
-		       rckpt_restore_stats_t *rst, const char *fn)
+		       rckpt_restore_stats_t *rst, int attach, const char *fn)
 {
 	rckpt_t *h = j->h;
 	rckpt_restored_t *r = NULL;
@@ -1129,7 +1128,7 @@ static int restore_sel(rckpt_job_t *j, uint64_t step, const char *const *names, 
 		lens[i] = m[i].skip ? 0 : m[i].rec.len;
 	}
 	r->step = step;
-	if ((rc = read_attachment(j, step, &r->attach, &r->attach_len))) {
+	if (attach && (rc = read_attachment(j, step, &r->attach, &r->attach_len))) {
 		rc = rckpt_fail(h, rc, fn, "cannot read the attachment of step %" PRIu64 "%s", step,
 				rc == RCKPT_ECHECKSUM ? ": it fails its checksum" : "");
 		rckpt_restored_free(r);
