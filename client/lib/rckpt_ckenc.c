@@ -62,14 +62,10 @@ struct rckpt_ckenc {
 	float **saved;          /* per tensor: its values as last saved (fp32);
 				   NULL for a lossless tensor */
 	rckpt_qparams_t *lastq; /* per tensor: the last full step's parameters */
-	rckpt_qparams_t *prevq; /* per tensor: the last step's parameters, which
-				   the next step may keep (prevq_ok[i]) */
-	unsigned char *prevq_ok;
 	rckpt_qconfig_t lastcfg;
 	uint64_t rr_cursor;     /* ROUND_ROBIN: the next block */
 	rckpt_ckdec_t *resume;  /* a committed step to continue from, taken up by
 				   the next step when its tensors match */
-	int resumed;            /* the last step came from resume, not a search */
 };
 
 /* Tensors go through the encoder in blocks of this many elements (a
@@ -252,8 +248,6 @@ void rckpt_ckenc_destroy(rckpt_ckenc_t *e)
 		rckpt_ckdec_free(e->resume);
 		free(e->resume);
 	}
-	free(e->prevq);
-	free(e->prevq_ok);
 	free_layout(e);
 	free_prev_samples(e);
 	rckpt_istream_scratch_free(&e->is_scratch);
@@ -310,13 +304,14 @@ typedef struct evalctx {
 	const unsigned *which;            /* prep t is tensor which[t] */
 	const struct prev_sample *psmp;   /* the last step's samples, or NULL */
 	rckpt_codebook_cache_t *cache;    /* per prepared tensor, this step */
-	const rckpt_qparams_t *prevq;     /* per tensor, the last step's parameters, */
-	const unsigned char *prevq_ok;    /* ... where prevq_ok (or NULL: none) */
+	int drift;                        /* a fresh codebook's recurring cost is
+					     its switch cost (see allocate) */
 } evalctx_t;
 
-/* A tensor's allocation that keeps the last step's parameters (codebook,
- * thresholds) instead of any bin count: its levels then change only where
- * its values crossed a boundary, which is what makes deltas small. */
+/* A tensor's allocation that keeps the last record's codebook, with this
+ * step's thresholds, instead of any bin count: its levels then change only
+ * where its values crossed a boundary, which is what makes deltas small
+ * (rckpt_codec_qparams_keep). */
 #define KEEP_LAST 0xffffu
 
 /* The options of a tensor: every bin count with k-means, with uniform
@@ -344,6 +339,10 @@ static double step_loss(double num, double den, double worst)
 /* Steps over which a configuration's recurring cost is weighed against the
  * one-time cost of switching to it. */
 #define HORIZON 3.0
+
+/* Times the allocation is chosen again, within a smaller budget, when it
+ * fails on all the data. */
+#define ALLOC_RETRIES 3
 
 /* The last step's segment of prep t, if it can seed and be a delta parent. */
 static const rckpt_seg_t *parent_seg(const evalctx_t *x, unsigned t)
@@ -427,7 +426,7 @@ static int eval_tensor(evalctx_t *x, unsigned t, const rckpt_qconfig_t *c, unsig
 				hs -= pr * log2(pr);
 			}
 		}
-		if (pv) /* this step once, then HORIZON more steps like it */
+		if (pv && (qfix || !x->drift)) /* this step once, then HORIZON more like it */
 			h = (h + HORIZON * hs) / (1 + HORIZON);
 		*num = tn * (double)s->stride;
 		*den = td * (double)s->stride;
@@ -515,6 +514,23 @@ static void pick(const double *tn, const double *tb, unsigned nprep, double lam,
 	}
 }
 
+/* A per-tensor allocation's tables: option k of prepared tensor t has loss
+ * term tn[t * NALLOC + k] (negative: not available) and estimated bytes
+ * tb[...]; den is the loss's denominator, c_num and c_bytes those of the
+ * search's choice. */
+typedef struct alloc {
+	double *tn, *tb;
+	double den, c_num, c_bytes;
+	unsigned nprep;
+} alloc_t;
+
+static void alloc_free(alloc_t *a)
+{
+	free(a->tn);
+	free(a->tb);
+	memset(a, 0, sizeof(*a));
+}
+
 /* Per-tensor bit allocation. The loss is a sum over tensors (sum_t num_t /
  * sum_t den_t, den_t independent of the configuration), so the fewest bytes
  * within eps come from giving each tensor the option whose bytes + lambda *
@@ -523,74 +539,87 @@ static void pick(const double *tn, const double *tb, unsigned nprep, double lam,
  * distortions): tensors that matter less to the loss get fewer bins than
  * one count for all would give them. The options: every bin count of the
  * space with k-means or uniform bins, and KEEP_LAST; none that puts the
- * tensor's own error over TENSOR_CAP * eps. c is the search's choice, which
- * must pass on the samples. Fills bins[] and returns 1 when the allocation
- * is smaller than c itself by the estimate, else 0; or a negative errno. */
-static int allocate(evalctx_t *x, const rckpt_qconfig_t *c, unsigned *bins)
+ * tensor's own error over TENSOR_CAP * eps. A fresh codebook is weighed at
+ * its switch cost for every step of the horizon: the next step's will have
+ * moved again, and levels move with it; only a kept codebook's recurring
+ * cost is the change of the values themselves. c is the search's choice.
+ * alloc_tables evaluates every option on the samples into a; alloc_pick
+ * then chooses within eps * scale. */
+static int alloc_tables(evalctx_t *x, const rckpt_qconfig_t *c, alloc_t *a)
 {
-	double *tn = calloc((size_t)x->nprep * NALLOC + 1, sizeof(double));
-	double *tb = calloc((size_t)x->nprep * NALLOC + 1, sizeof(double));
-	double den = 0, c_num = 0, c_bytes = 0, budget, lo = 0, hi, sn, sb;
-	unsigned t, k, it;
-	int rc = tn && tb ? 0 : -ENOMEM;
+	unsigned t, k;
+	int rc;
 
+	memset(a, 0, sizeof(*a));
+	a->nprep = x->nprep;
+	a->tn = calloc((size_t)x->nprep * NALLOC + 1, sizeof(double));
+	a->tb = calloc((size_t)x->nprep * NALLOC + 1, sizeof(double));
+	rc = a->tn && a->tb ? 0 : -ENOMEM;
 	x->tried++;
+	x->drift = 1;
 	for (t = 0; t < x->nprep && rc == 0; t++) {
-		double n0, d0, b0;
-		const unsigned ti = x->which[t];
-		double tden;
+		double *tn = a->tn + (size_t)t * NALLOC, *tb = a->tb + (size_t)t * NALLOC;
+		double n0, d0, b0, tden;
+		rckpt_qparams_t keep;
 		rc = eval_tensor(x, t, c, x->o->quantizer, NULL, &n0, &d0, &b0);
-		den += d0;
+		a->den += d0;
 		tden = d0;
-		c_num += n0;
-		c_bytes += b0;
+		a->c_num += n0;
+		a->c_bytes += b0;
 		for (k = 0; k + 1 < NALLOC && rc == 0; k++) {
 			const unsigned b[1] = { alloc_option(k) };
 			const rckpt_qconfig_t ct = tensor_config(c, &x->prep[t], b, 0);
-			rc = eval_tensor(x, t, &ct, ALLOC_QUANTIZER(b[0]), NULL, &tn[t * NALLOC + k], &d0,
-					 &tb[t * NALLOC + k]);
+			rc = eval_tensor(x, t, &ct, ALLOC_QUANTIZER(b[0]), NULL, &tn[k], &d0, &tb[k]);
 		}
-		for (k = 0; k + 1 < NALLOC; k++) /* over the tensor's cap: not an option */
-			if (tden > 0 && tn[t * NALLOC + k] > TENSOR_CAP * x->o->eps * tden)
-				tn[t * NALLOC + k] = -1;
-		tn[t * NALLOC + NALLOC - 1] = -1; /* unless the last step's parameters can be kept */
-		if (rc == 0 && x->prevq_ok && x->prevq_ok[ti] && parent_seg(x, t) &&
-		    parent_seg(x, t)->nbins == x->prevq[ti].nbins)
-			rc = eval_tensor(x, t, c, x->o->quantizer, &x->prevq[ti], &tn[t * NALLOC + NALLOC - 1],
-					 &d0, &tb[t * NALLOC + NALLOC - 1]);
-		if (rc == 0 && tden > 0 && tn[t * NALLOC + NALLOC - 1] > TENSOR_CAP * x->o->eps * tden)
-			tn[t * NALLOC + NALLOC - 1] = -1;
+		tn[NALLOC - 1] = -1; /* unless the last codebook can be kept */
+		if (rc == 0 && parent_seg(x, t) &&
+		    rckpt_codec_qparams_keep(&keep, &x->prep[t], c, parent_seg(x, t)) == 0)
+			rc = eval_tensor(x, t, c, x->o->quantizer, &keep, &tn[NALLOC - 1], &d0,
+					 &tb[NALLOC - 1]);
+		for (k = 0; k < NALLOC; k++) /* over the tensor's cap: not an option */
+			if (tden > 0 && tn[k] > TENSOR_CAP * x->o->eps * tden)
+				tn[k] = -1;
 	}
-	budget = x->o->eps * den;
-	if (rc || !(den > 0) || c_num > budget)
-		goto out; /* c itself does not pass on the samples: no allocation */
-	pick(tn, tb, x->nprep, 0, bins, &sn, &sb);
+	x->drift = 0;
+	if (rc)
+		alloc_free(a);
+	return rc;
+}
+
+/* Fills bins[] with the allocation of a within eps * scale, and returns 1
+ * when it is smaller than the search's choice by the estimate, else 0 (no
+ * allocation; also when the choice itself is over). */
+static int alloc_pick(const alloc_t *a, double eps, unsigned *bins)
+{
+	const double budget = eps * a->den;
+	double lo = 0, hi, sn, sb;
+	unsigned it;
+
+	if (!(a->den > 0) || a->c_num > budget)
+		return 0;
+	pick(a->tn, a->tb, a->nprep, 0, bins, &sn, &sb);
 	if (sn > budget) {
 		/* the smallest lambda that passes: bracket, then bisect */
-		hi = c_bytes / budget;
+		hi = a->c_bytes / budget;
 		for (it = 0; it < 64; it++, hi *= 4) {
-			pick(tn, tb, x->nprep, hi, bins, &sn, &sb);
+			pick(a->tn, a->tb, a->nprep, hi, bins, &sn, &sb);
 			if (sn <= budget)
 				break;
 			lo = hi;
 		}
 		if (sn > budget)
-			goto out;
+			return 0;
 		for (it = 0; it < 48; it++) {
 			const double mid = (lo + hi) / 2;
-			pick(tn, tb, x->nprep, mid, bins, &sn, &sb);
+			pick(a->tn, a->tb, a->nprep, mid, bins, &sn, &sb);
 			if (sn <= budget)
 				hi = mid;
 			else
 				lo = mid;
 		}
-		pick(tn, tb, x->nprep, hi, bins, &sn, &sb);
+		pick(a->tn, a->tb, a->nprep, hi, bins, &sn, &sb);
 	}
-	rc = sb < c_bytes;
-out:
-	free(tn);
-	free(tb);
-	return rc;
+	return sb < a->c_bytes;
 }
 
 static int allowed(cpoint_t c, const cpoint_t *last)
@@ -763,7 +792,7 @@ static int judge(rckpt_ckenc_t *e, const rckpt_st_t *params, const rckpt_tensor_
 		double tn = 0, td = 0;
 		uint64_t k;
 		if (tbins && tbins[pi] == KEEP_LAST)
-			qp[pi] = e->prevq[which[pi]];
+			rc = rckpt_codec_qparams_keep(&qp[pi], &prep[pi], &ct, warm_of(e, which[pi]));
 		else
 			rc = rckpt_codec_qparams(&qp[pi], &prep[pi], &ct,
 						 tbins ? ALLOC_QUANTIZER(tbins[pi]) : e->o.quantizer,
@@ -1369,7 +1398,6 @@ static int adopt(rckpt_ckenc_t *e, const rckpt_st_t *params)
 	 * weigh how stable each configuration is); after a delta, a later one
 	 * (the neighbourhood of the configuration the chain runs with). */
 	e->steps = mf->parent == RCKPT_NO_PARENT ? 1 : 2;
-	e->resumed = 1;
 	e->force_base = 0;
 	rc = 0;
 	goto out;
@@ -1397,6 +1425,9 @@ int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rc
 	const rckpt_qparams_t **tq = NULL;
 	uint64_t *stride = NULL;
 	unsigned *tbins = NULL; /* the per-tensor allocation, when there is one */
+	alloc_t alloc = { 0 };  /* its tables */
+	double alloc_eps = o->eps;
+	unsigned alloc_tries = 0;
 	sample_t *smp = NULL;
 	unsigned *which = NULL, nprep = 0, i;
 	rckpt_record_t sum;
@@ -1501,7 +1532,7 @@ int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rc
 		st->config = o->fixed;
 	} else if (o->mode == RCKPT_CKENC_BITWIDTH) {
 		evalctx_t x = { o, prep, smp, nprep, 0, NULL, e->steps ? &e->prev : NULL, which,
-				e->npsmp == nprep ? e->psmp : NULL, cache, NULL, NULL };
+				e->npsmp == nprep ? e->psmp : NULL, cache, 0 };
 		rckpt_qconfig_t c = o->fixed;
 		unsigned bits, k;
 		for (bits = 2; bits <= 6; bits++) {
@@ -1521,8 +1552,7 @@ int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rc
 		st->configs_tried = x.tried;
 	} else {
 		evalctx_t x = { o, prep, smp, nprep, 0, NULL, e->steps ? &e->prev : NULL, which,
-				e->npsmp == nprep ? e->psmp : NULL, cache, e->prevq,
-				e->steps && !e->resumed ? e->prevq_ok : NULL };
+				e->npsmp == nprep ? e->psmp : NULL, cache, 0 };
 		/* The first step's choice is provisional: it is made without
 		 * knowing how stable each configuration's levels are. The second
 		 * step, the first that can measure it, searches the whole space
@@ -1542,13 +1572,12 @@ int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rc
 				rc = -ENOMEM;
 				goto out;
 			}
-			if ((rc = allocate(&x, &st->config, tbins)) < 0)
+			if ((rc = alloc_tables(&x, &st->config, &alloc)) < 0)
 				goto out;
-			if (rc == 0) { /* no smaller than the search's choice */
+			if (!alloc_pick(&alloc, alloc_eps, tbins)) { /* no smaller than the search's choice */
 				free(tbins);
 				tbins = NULL;
 			}
-			rc = 0;
 			st->configs_tried = x.tried;
 		}
 	}
@@ -1568,9 +1597,18 @@ int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rc
 		ok = st->quality <= o->eps && (!o->quality || st->cb_quality <= o->quality_eps);
 		if (rc || o->mode == RCKPT_CKENC_FIXED || ok)
 			break;
-		if (tbins) { /* the allocation failed on all the data: the search's choice */
-			free(tbins);
-			tbins = NULL;
+		if (tbins) {
+			/* The allocation failed on all the data, where the samples
+			 * said it passed: choose again within a budget smaller by
+			 * the miss, a few times (falling back to the search's
+			 * choice would switch every tensor's codebook at once,
+			 * which costs more than a margin), then the search's
+			 * choice. */
+			alloc_eps *= 0.98 * o->eps / st->quality;
+			if (++alloc_tries > ALLOC_RETRIES || !alloc_pick(&alloc, alloc_eps, tbins)) {
+				free(tbins);
+				tbins = NULL;
+			}
 			st->configs_tried++;
 			continue;
 		}
@@ -1627,20 +1665,10 @@ int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rc
 				e->lastq[i] = *tq[i];
 		e->lastcfg = st->config;
 	}
-	if (e->prevq == NULL) {
-		e->prevq = calloc(params->ntensors ? params->ntensors : 1, sizeof(*e->prevq));
-		e->prevq_ok = calloc(params->ntensors ? params->ntensors : 1, 1);
-	}
-	for (i = 0; e->prevq && e->prevq_ok && i < params->ntensors; i++) {
-		e->prevq_ok[i] = tq[i] != NULL;
-		if (tq[i])
-			e->prevq[i] = *tq[i];
-	}
 	rckpt_record_free(&e->prev);
 	e->prev = sum;
 	memset(&sum, 0, sizeof(sum));
 	e->steps++;
-	e->resumed = 0;
 	/* this step's samples become the next step's "last" */
 	free_prev_samples(e);
 	e->psmp = calloc(nprep ? nprep : 1, sizeof(*e->psmp));
@@ -1672,6 +1700,7 @@ out:
 	free(tq);
 	free(stride);
 	free(tbins);
+	alloc_free(&alloc);
 	return rc;
 }
 

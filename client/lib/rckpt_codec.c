@@ -271,22 +271,13 @@ static int warm_fits(const float *c, unsigned b, const double *x, size_t n)
 	return c[0] >= lo - span && c[b - 1] <= hi + span && (double)c[b - 1] - c[0] >= 0.25 * span;
 }
 
-int rckpt_codec_qparams(rckpt_qparams_t *q, const rckpt_tensor_prep_t *p, const rckpt_qconfig_t *c,
-			unsigned quantizer, const rckpt_seg_t *warm, rckpt_codebook_cache_t *cache)
+/* q's prune and protect thresholds for configuration c, on bucket edges
+ * (rckpt_sketch_quantile_bounds): at most the asked fraction is protected
+ * or pruned, and a tensor of equal values is neither. No codebook. */
+static void thresholds(rckpt_qparams_t *q, const rckpt_tensor_prep_t *p, const rckpt_qconfig_t *c)
 {
-	points_t pts = { NULL, NULL, 0, 0.0f, INFINITY };
-	double *wts = NULL, sum_c = 0, sum_m = 0;
-	size_t i, cap = p->vvalue.n + 1;
-	unsigned bins = p->kind == RCKPT_LK_EMBEDDING ? c->emb_bins : c->bins;
-	float prune_frac = c->prune_frac[p->kind];
-	int rc = -ENOMEM, k = 0;
-
+	const float prune_frac = c->prune_frac[p->kind];
 	memset(q, 0, sizeof(*q));
-	if (bins < 1 || bins > RCKPT_MAX_BINS)
-		return -EINVAL;
-	/* Thresholds on bucket edges (rckpt_sketch_quantile_bounds): at most
-	 * the asked fraction is protected or pruned, and a tensor of equal
-	 * values is neither. */
 	q->protect_mag = q->protect_sens = INFINITY;
 	if (c->protect_frac > 0) {
 		float lo;
@@ -302,6 +293,32 @@ int rckpt_codec_qparams(rckpt_qparams_t *q, const rckpt_tensor_prep_t *p, const 
 		if (q->prune_below < 0.0f)
 			q->prune_below = 0.0f;
 	}
+}
+
+int rckpt_codec_qparams_keep(rckpt_qparams_t *q, const rckpt_tensor_prep_t *p, const rckpt_qconfig_t *c,
+			     const rckpt_seg_t *parent)
+{
+	if (parent == NULL || parent->encoding != RCKPT_SEG_QUANTIZED || parent->nbins < 1 ||
+	    parent->nbins > RCKPT_MAX_BINS)
+		return -EINVAL;
+	thresholds(q, p, c);
+	q->nbins = parent->nbins;
+	memcpy(q->centroids, parent->centroids, sizeof(float) * parent->nbins);
+	return rckpt_qparams_check(q);
+}
+
+int rckpt_codec_qparams(rckpt_qparams_t *q, const rckpt_tensor_prep_t *p, const rckpt_qconfig_t *c,
+			unsigned quantizer, const rckpt_seg_t *warm, rckpt_codebook_cache_t *cache)
+{
+	points_t pts = { NULL, NULL, 0, 0.0f, INFINITY };
+	double *wts = NULL, sum_c = 0, sum_m = 0;
+	size_t i, cap = p->vvalue.n + 1;
+	unsigned bins = p->kind == RCKPT_LK_EMBEDDING ? c->emb_bins : c->bins;
+	int rc = -ENOMEM, k = 0;
+
+	if (bins < 1 || bins > RCKPT_MAX_BINS)
+		return -EINVAL;
+	thresholds(q, p, c);
 
 	/* The codebook covers the buckets that will be quantized: not
 	 * protected by magnitude, not pruned by it. */

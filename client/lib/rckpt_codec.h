@@ -116,6 +116,14 @@ typedef struct rckpt_codebook_cache {
 int rckpt_codec_qparams(rckpt_qparams_t *q, const rckpt_tensor_prep_t *p, const rckpt_qconfig_t *c,
 			unsigned quantizer, const rckpt_seg_t *warm, rckpt_codebook_cache_t *cache);
 
+/* The parameters that keep parent's codebook (the last record's segment of
+ * this tensor) with configuration c's thresholds for p: a level then moves
+ * only where its value crossed a boundary, and the codebook costs nothing
+ * to switch to. Needs only what a record holds, so a writer that resumed
+ * from the head has it as much as the one that wrote it. 0, -EINVAL. */
+int rckpt_codec_qparams_keep(rckpt_qparams_t *q, const rckpt_tensor_prep_t *p, const rckpt_qconfig_t *c,
+			     const rckpt_seg_t *parent);
+
 /* Quantizes p with q into a segment covering the whole tensor. */
 int rckpt_codec_make_segment(rckpt_seg_t *seg, const rckpt_tensor_prep_t *p, const rckpt_qparams_t *q);
 
