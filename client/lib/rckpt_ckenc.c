@@ -492,9 +492,9 @@ static unsigned alloc_option(unsigned k)
 }
 
 /* Each tensor's choice at lambda: bins[], and the sums of num and bytes.
- * An option whose num is negative is not available. */
-static void pick(const double *tn, const double *tb, unsigned nprep, double lam, unsigned *bins,
-		 double *sn, double *sb)
+ * An option whose num is negative, or over cap[t], is not available. */
+static void pick(const double *tn, const double *tb, const double *cap, unsigned nprep, double lam,
+		 unsigned *bins, double *sn, double *sb)
 {
 	unsigned t, k;
 	*sn = *sb = 0;
@@ -502,7 +502,8 @@ static void pick(const double *tn, const double *tb, unsigned nprep, double lam,
 		const double *n = tn + (size_t)t * NALLOC, *b = tb + (size_t)t * NALLOC;
 		unsigned kb = NALLOC;
 		for (k = 0; k < NALLOC; k++)
-			if (n[k] >= 0 && (kb == NALLOC || b[k] + lam * n[k] < b[kb] + lam * n[kb]))
+			if (n[k] >= 0 && n[k] <= cap[t] &&
+			    (kb == NALLOC || b[k] + lam * n[k] < b[kb] + lam * n[kb]))
 				kb = k;
 		if (kb == NALLOC) { /* nothing available: the allocation cannot be had */
 			*sn = HUGE_VAL;
@@ -520,6 +521,7 @@ static void pick(const double *tn, const double *tb, unsigned nprep, double lam,
  * search's choice. */
 typedef struct alloc {
 	double *tn, *tb;
+	double *tden, *cap; /* per tensor: den, and the cap on num of a pick */
 	double den, c_num, c_bytes;
 	unsigned nprep;
 } alloc_t;
@@ -528,6 +530,8 @@ static void alloc_free(alloc_t *a)
 {
 	free(a->tn);
 	free(a->tb);
+	free(a->tden);
+	free(a->cap);
 	memset(a, 0, sizeof(*a));
 }
 
@@ -554,16 +558,18 @@ static int alloc_tables(evalctx_t *x, const rckpt_qconfig_t *c, alloc_t *a)
 	a->nprep = x->nprep;
 	a->tn = calloc((size_t)x->nprep * NALLOC + 1, sizeof(double));
 	a->tb = calloc((size_t)x->nprep * NALLOC + 1, sizeof(double));
-	rc = a->tn && a->tb ? 0 : -ENOMEM;
+	a->tden = calloc((size_t)x->nprep + 1, sizeof(double));
+	a->cap = calloc((size_t)x->nprep + 1, sizeof(double));
+	rc = a->tn && a->tb && a->tden && a->cap ? 0 : -ENOMEM;
 	x->tried++;
 	x->drift = 1;
 	for (t = 0; t < x->nprep && rc == 0; t++) {
 		double *tn = a->tn + (size_t)t * NALLOC, *tb = a->tb + (size_t)t * NALLOC;
-		double n0, d0, b0, tden;
+		double n0, d0, b0;
 		rckpt_qparams_t keep;
 		rc = eval_tensor(x, t, c, x->o->quantizer, NULL, &n0, &d0, &b0);
 		a->den += d0;
-		tden = d0;
+		a->tden[t] = d0;
 		a->c_num += n0;
 		a->c_bytes += b0;
 		for (k = 0; k + 1 < NALLOC && rc == 0; k++) {
@@ -576,9 +582,6 @@ static int alloc_tables(evalctx_t *x, const rckpt_qconfig_t *c, alloc_t *a)
 		    rckpt_codec_qparams_keep(&keep, &x->prep[t], c, parent_seg(x, t)) == 0)
 			rc = eval_tensor(x, t, c, x->o->quantizer, &keep, &tn[NALLOC - 1], &d0,
 					 &tb[NALLOC - 1]);
-		for (k = 0; k < NALLOC; k++) /* over the tensor's cap: not an option */
-			if (tden > 0 && tn[k] > TENSOR_CAP * x->o->eps * tden)
-				tn[k] = -1;
 	}
 	x->drift = 0;
 	if (rc)
@@ -586,23 +589,26 @@ static int alloc_tables(evalctx_t *x, const rckpt_qconfig_t *c, alloc_t *a)
 	return rc;
 }
 
-/* Fills bins[] with the allocation of a within eps * scale, and returns 1
- * when it is smaller than the search's choice by the estimate, else 0 (no
- * allocation; also when the choice itself is over). */
-static int alloc_pick(const alloc_t *a, double eps, unsigned *bins)
+/* Fills bins[] with the allocation of a within eps (no option puts a
+ * tensor's own error over TENSOR_CAP * eps), and returns 1 when it is
+ * smaller than the search's choice by the estimate, else 0 (no allocation;
+ * also when the choice itself is over). */
+static int alloc_pick(alloc_t *a, double eps, unsigned *bins)
 {
 	const double budget = eps * a->den;
 	double lo = 0, hi, sn, sb;
-	unsigned it;
+	unsigned it, t;
 
 	if (!(a->den > 0) || a->c_num > budget)
 		return 0;
-	pick(a->tn, a->tb, a->nprep, 0, bins, &sn, &sb);
+	for (t = 0; t < a->nprep; t++)
+		a->cap[t] = a->tden[t] > 0 ? TENSOR_CAP * eps * a->tden[t] : HUGE_VAL;
+	pick(a->tn, a->tb, a->cap, a->nprep, 0, bins, &sn, &sb);
 	if (sn > budget) {
 		/* the smallest lambda that passes: bracket, then bisect */
 		hi = a->c_bytes / budget;
 		for (it = 0; it < 64; it++, hi *= 4) {
-			pick(a->tn, a->tb, a->nprep, hi, bins, &sn, &sb);
+			pick(a->tn, a->tb, a->cap, a->nprep, hi, bins, &sn, &sb);
 			if (sn <= budget)
 				break;
 			lo = hi;
@@ -611,13 +617,13 @@ static int alloc_pick(const alloc_t *a, double eps, unsigned *bins)
 			return 0;
 		for (it = 0; it < 48; it++) {
 			const double mid = (lo + hi) / 2;
-			pick(a->tn, a->tb, a->nprep, mid, bins, &sn, &sb);
+			pick(a->tn, a->tb, a->cap, a->nprep, mid, bins, &sn, &sb);
 			if (sn <= budget)
 				hi = mid;
 			else
 				lo = mid;
 		}
-		pick(a->tn, a->tb, a->nprep, hi, bins, &sn, &sb);
+		pick(a->tn, a->tb, a->cap, a->nprep, hi, bins, &sn, &sb);
 	}
 	return sb < a->c_bytes;
 }
@@ -1603,8 +1609,9 @@ int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rc
 			 * the miss, a few times (falling back to the search's
 			 * choice would switch every tensor's codebook at once,
 			 * which costs more than a margin), then the search's
-			 * choice. */
-			alloc_eps *= 0.98 * o->eps / st->quality;
+			 * choice. The cap on each tensor shrinks with it. (When
+			 * the quality callback refused it, by a margin only.) */
+			alloc_eps *= 0.98 * (st->quality > o->eps ? o->eps / st->quality : 1.0);
 			if (++alloc_tries > ALLOC_RETRIES || !alloc_pick(&alloc, alloc_eps, tbins)) {
 				free(tbins);
 				tbins = NULL;
