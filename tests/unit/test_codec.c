@@ -172,6 +172,67 @@ static void test_fractions(void **state)
 	free(g);
 }
 
+/* Keeping the parent's codebook: the levels are the parent's, the
+ * thresholds this step's (those of c on these values, the same as a fresh
+ * codebook gets), a value that did not move keeps its level, and a parent
+ * that is not a quantized segment is refused. */
+static void test_keep_codebook(void **state)
+{
+	enum { N = 100000 };
+	float *w = malloc(sizeof(float) * N), *w2 = malloc(sizeof(float) * N);
+	rckpt_qconfig_t c;
+	rckpt_tensor_prep_t p;
+	rckpt_qparams_t fresh, keep;
+	rckpt_seg_t parent, lossless;
+	uint64_t bad;
+	size_t i, moved = 0, np;
+	uint8_t *i1 = malloc(N), *i2 = malloc(N);
+	uint16_t *prot = malloc(2 * N);
+
+	(void)state;
+	for (i = 0; i < N; i++)
+		w[i] = (float)(nrand() * 0.05);
+	rckpt_qconfig_default(&c);
+	c.bins = 16;
+	c.prune_frac[RCKPT_LK_LINEAR] = 0.2f;
+	c.protect_frac = 0.01f;
+	encode_error(w, NULL, N, &c, &parent);
+	/* the next step: most values unchanged, one in ten moved a little,
+	 * and the spread a little wider */
+	for (i = 0; i < N; i++)
+		w2[i] = i % 10 == 0 ? w[i] * 1.1f + 0.001f : w[i];
+	c.bins = 32; /* the parent's bin count wins */
+	assert_int_equal(rckpt_codec_prepare(&p, &bad, w2, RCKPT_DT_F32, N, NULL, RCKPT_LK_LINEAR), 0);
+	assert_int_equal(rckpt_codec_qparams(&fresh, &p, &c, RCKPT_QUANTIZER_KMEANS, NULL, NULL), 0);
+	assert_int_equal(rckpt_codec_qparams_keep(&keep, &p, &c, &parent), 0);
+	assert_int_equal(keep.nbins, parent.nbins);
+	assert_memory_equal(keep.centroids, parent.centroids, sizeof(float) * parent.nbins);
+	assert_true(keep.prune_below == fresh.prune_below);
+	assert_true(keep.protect_mag == fresh.protect_mag);
+	assert_int_equal(keep.prune_by_sensitivity, fresh.prune_by_sensitivity);
+	rckpt_quantize(i1, prot, &np, w, NULL, N, &keep);
+	rckpt_quantize(i2, prot, &np, w2, NULL, N, &keep);
+	for (i = 0; i < N; i++)
+		if (i % 10 != 0)
+			moved += i1[i] != i2[i];
+	/* an unmoved value changes level only where a threshold moved */
+	assert_true(moved < N / 100);
+	memset(&lossless, 0, sizeof(lossless));
+	lossless.encoding = RCKPT_SEG_LOSSLESS;
+	assert_int_equal(rckpt_codec_qparams_keep(&keep, &p, &c, &lossless), -EINVAL);
+	assert_int_equal(rckpt_codec_qparams_keep(&keep, &p, &c, NULL), -EINVAL);
+	lossless.encoding = RCKPT_SEG_QUANTIZED;
+	lossless.nbins = RCKPT_MAX_BINS + 1;
+	assert_int_equal(rckpt_codec_qparams_keep(&keep, &p, &c, &lossless), -EINVAL);
+	rckpt_codec_prep_free(&p);
+	free_seg(&parent);
+	free(w);
+	free(w2);
+	free(i1);
+	free(i2);
+	free(prot);
+}
+
 static void test_edge_cases(void **state)
 {
 	float w[7] = { 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f }, r[7];
@@ -337,6 +398,7 @@ int main(void)
 		cmocka_unit_test(test_half_conversions),
 		cmocka_unit_test(test_error_falls_with_bins),
 		cmocka_unit_test(test_fractions),
+		cmocka_unit_test(test_keep_codebook),
 		cmocka_unit_test(test_edge_cases),
 		cmocka_unit_test(test_deterministic),
 		cmocka_unit_test(test_real_chain),
