@@ -31,21 +31,29 @@ finish() {
 	[ "$failed" -eq 0 ]
 }
 
-# need_cluster: exit 77 (skipped) unless CEPH_CONF names a cluster; exit 1
-# instead when RCKPT_REQUIRE_CLUSTER=1 (CI always has one).
-need_cluster() {
-	if [ -z "${CEPH_CONF:-}" ]; then
-		echo "skipped: no cluster (CEPH_CONF is not set; ./dev.sh test starts one)"
-		[ "${RCKPT_REQUIRE_CLUSTER:-0}" = 1 ] && exit 1
-		exit 77
+# skip_test NEED WHY: the test cannot run. Says so, then exits 77 (ctest:
+# skipped), or 1 (failed) when NEED is required here: RCKPT_REQUIRE_ALL=1
+# (CI) requires every NEED; RCKPT_REQUIRE_CLUSTER=1 (./dev.sh test) the
+# cluster. NEED: cluster or data. The same rule as tests/common/test_skip.h.
+skip_test() {
+	local need=$1 why=$2
+	echo "skipped: $why"
+	if [ "${RCKPT_REQUIRE_ALL:-0}" = 1 ] || { [ "$need" = cluster ] && [ "${RCKPT_REQUIRE_CLUSTER:-0}" = 1 ]; }; then
+		echo "failed: it cannot run, and RCKPT_REQUIRE_ALL=1 or RCKPT_REQUIRE_CLUSTER=1 requires it to"
+		exit 1
 	fi
+	exit 77
 }
 
-# need_real_checkpoints: exit 77 (skipped) unless RCKPT_TEST_CKPT_DIR holds
-# the real checkpoints of the make_test_checkpoints fixture.
+# need_cluster: skip_test unless CEPH_CONF names a cluster.
+need_cluster() {
+	[ -n "${CEPH_CONF:-}" ] || skip_test cluster "no cluster (CEPH_CONF is not set; ./dev.sh test starts one)"
+}
+
+# need_real_checkpoints: skip_test unless RCKPT_TEST_CKPT_DIR holds the real
+# checkpoints of the make_test_checkpoints fixture.
 need_real_checkpoints() {
 	if [ -z "${RCKPT_TEST_CKPT_DIR:-}" ] || ! ls "$RCKPT_TEST_CKPT_DIR"/step-*.safetensors >/dev/null 2>&1; then
-		echo "skipped: no real checkpoints (the make_test_checkpoints fixture)"
-		exit 77
+		skip_test data "no real checkpoints (the make_test_checkpoints fixture)"
 	fi
 }

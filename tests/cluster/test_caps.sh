@@ -10,10 +10,8 @@ set -u
 . "$(dirname "$0")/../testlib.sh"
 rckpt=$1
 caps=$2
-if [ -z "${CEPH_CONF:-}" ] || ! command -v ceph >/dev/null; then
-	echo "skipped: no cluster (CEPH_CONF) or no ceph CLI"
-	exit 77
-fi
+need_cluster
+command -v ceph >/dev/null || skip_test cluster "no ceph CLI (ceph-common; ./dev.sh test installs it)"
 need_real_checkpoints
 src=$RCKPT_TEST_CKPT_DIR
 t=$(mktemp -d)

@@ -16,6 +16,8 @@
 #include <time.h>
 
 #include <cmocka.h>
+
+#include "test_skip.h"
 #include <rados/librados.h>
 
 #include "rckpt.h"
@@ -60,8 +62,7 @@ static int group_teardown(void **state)
 #define NEED_CLUSTER(h)                                                 \
 	do {                                                            \
 		if ((h) == NULL) {                                      \
-			print_message("skipped: no cluster\n");          \
-			skip();                                         \
+			TEST_SKIP(TEST_NEED_CLUSTER, "no cluster (CEPH_CONF is not set)"); \
 		}                                                       \
 	} while (0)
 
@@ -222,5 +223,5 @@ int main(void)
 		cmocka_unit_test(test_missing_pool),
 		cmocka_unit_test(test_unknown_user),
 	};
-	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+	return test_exit(cmocka_run_group_tests(tests, group_setup, group_teardown));
 }

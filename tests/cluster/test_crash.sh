@@ -36,8 +36,7 @@ while [ $# -gt 0 ]; do
 	esac
 done
 if ! command -v ceph-osd >/dev/null; then
-	echo "skipped: Ceph is not installed (./dev.sh test installs it)"
-	exit 77
+	skip_test cluster "Ceph is not installed (./dev.sh test installs it)"
 fi
 need_real_checkpoints
 src=$RCKPT_TEST_CKPT_DIR

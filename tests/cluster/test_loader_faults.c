@@ -23,6 +23,8 @@
 
 #include <cmocka.h>
 
+#include "test_skip.h"
+
 #include "rckpt.h"
 
 #define P 3
@@ -276,7 +278,7 @@ static void test_clean(void **state)
 	uint32_t perm[NIMG], all[P * B], want[P * B];
 	unsigned r, s, n, i;
 	if (*state == NULL)
-		skip();
+		TEST_SKIP(TEST_NEED_CLUSTER, "needs CEPH_CONF and RCKPT_TEST_PCR_DIR");
 	run(F_NONE, L);
 	assert_int_equal(rckpt_loc_order(5, 1, NIMG, perm), 0);
 	for (r = 0; r < P; r++) {
@@ -307,7 +309,7 @@ static void test_faults(void **state)
 	};
 	unsigned k, r;
 	if (*state == NULL)
-		skip();
+		TEST_SKIP(TEST_NEED_CLUSTER, "needs CEPH_CONF and RCKPT_TEST_PCR_DIR");
 	for (k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
 		learner_t L[P];
 		int seen = 0;
@@ -329,5 +331,5 @@ int main(void)
 		cmocka_unit_test(test_clean),
 		cmocka_unit_test(test_faults),
 	};
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return test_exit(cmocka_run_group_tests(tests, setup, teardown));
 }

@@ -6,9 +6,7 @@ set -u
 . "$(dirname "$0")/../testlib.sh"
 script=$1 plugins=$2 rckpt=$3
 if ! command -v ceph-mon >/dev/null; then
-	echo "skipped: Ceph is not installed (./dev.sh test installs it)"
-	[ "${RCKPT_REQUIRE_CLUSTER:-0}" = 1 ] && exit 1
-	exit 77
+	skip_test cluster "Ceph is not installed (./dev.sh test installs it)"
 fi
 t=$(mktemp -d)
 dir=$t/cluster

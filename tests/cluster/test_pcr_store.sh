@@ -13,8 +13,7 @@ rckpt=$1
 need_cluster
 src=${RCKPT_TEST_PCR_DIR:-}
 if [ -z "$src" ] || [ ! -f "$src/labels.csv" ]; then
-	echo "skipped: no photo data set (the make_test_pcr_images fixture)"
-	exit 77
+	skip_test data "no photo data set (the make_test_pcr_images fixture)"
 fi
 t=$(mktemp -d)
 ds=pcr-$$-$RANDOM

@@ -20,6 +20,8 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+
+#include "test_skip.h"
 #include <rados/librados.h>
 
 #include "rckpt.h"
@@ -167,8 +169,7 @@ static int group_teardown(void **state)
 #define NEED_CLUSTER(f)                                    \
 	do {                                               \
 		if ((f) == NULL) {                         \
-			print_message("skipped: no cluster\n"); \
-			skip();                            \
+			TEST_SKIP(TEST_NEED_CLUSTER, "no cluster (CEPH_CONF is not set)"); \
 		}                                          \
 	} while (0)
 
@@ -967,5 +968,5 @@ int main(void)
 		cmocka_unit_test(test_partial),
 		cmocka_unit_test(test_policy),
 	};
-	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+	return test_exit(cmocka_run_group_tests(tests, group_setup, group_teardown));
 }

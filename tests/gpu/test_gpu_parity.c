@@ -25,6 +25,8 @@
 
 #include <cmocka.h>
 
+#include "test_skip.h"
+
 #include "rckpt_ckenc.h"
 #include "rckpt_codec.h"
 #include "rckpt_gpu.h"
@@ -387,8 +389,7 @@ static void test_big(void **state)
 	unsigned dt;
 	(void)state;
 	if (e && strcmp(e, "0") == 0) {
-		print_message("skipped: RCKPT_TEST_GPU_BIG=0\n");
-		skip();
+		TEST_SKIP(TEST_NEED_NONE, "RCKPT_TEST_GPU_BIG=0");
 	}
 	for (dt = RCKPT_DT_F32; dt <= RCKPT_DT_BF16; dt++) {
 		unsigned long long before = checks;
@@ -593,8 +594,7 @@ static void test_encoder_real(void **state)
 	(void)state;
 	snprintf(path, sizeof(path), "%s/step-000025.safetensors", d ? d : "");
 	if (d == NULL || access(path, R_OK) != 0) {
-		print_message("skipped: no real checkpoints (RCKPT_TEST_CKPT_DIR)\n");
-		skip();
+		TEST_SKIP(TEST_NEED_DATA, "no real checkpoints (RCKPT_TEST_CKPT_DIR)");
 	}
 	for (s = 0; s < 6; s++) {
 		snprintf(path, sizeof(path), "%s/step-%06u.safetensors", d, 25 * (s + 1));
@@ -627,6 +627,10 @@ int main(void)
 	if (!pr.built_with_cuda || pr.device_count == 0) {
 		printf("skipped: %s\n", pr.built_with_cuda ? "no CUDA device on this machine"
 							   : "this build has no CUDA");
+		if (test_required_by(TEST_NEED_GPU)) {
+			printf("failed: %s requires a device\n", test_required_by(TEST_NEED_GPU));
+			return 1;
+		}
 		return 77;
 	}
 	printf("device: %s (sm_%d%d, %d SMs, %zu MiB), CUDA runtime %d, driver %d\n", pr.device_name,
@@ -639,5 +643,5 @@ int main(void)
 	rc = cmocka_run_group_tests(tests, NULL, NULL);
 	printf("%llu values and bytes compared, all equal\n", checks);
 	rckpt_gpu_stream_destroy(stream);
-	return rc;
+	return test_exit(rc);
 }

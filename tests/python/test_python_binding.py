@@ -23,11 +23,12 @@ here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(here, "..", "..", "client", "python"))
 sys.path.insert(0, os.path.join(here, "..", "..", "client", "python", "examples"))
 
+from testskip import skip_test  # noqa: E402
+
 try:
     import torch
 except ImportError:
-    print("skipped: python3-torch is not installed")
-    sys.exit(77)
+    skip_test("data", "python3-torch is not installed")
 
 import ctypes  # noqa: E402
 
@@ -518,12 +519,14 @@ class WithCluster(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    if not CONF and os.environ.get("RCKPT_REQUIRE_CLUSTER") == "1":
-        print("no cluster: CEPH_CONF is not set and RCKPT_REQUIRE_CLUSTER=1")
-        sys.exit(1)
+    if not CONF:
+        from testskip import required
+        if required("cluster"):
+            skip_test("cluster", "CEPH_CONF is not set (./dev.sh test starts a cluster)")
     prog = unittest.main(exit=False, verbosity=2)
     ok = prog.result.wasSuccessful()
     if ok and not CONF:
-        print("skipped the cluster tests: CEPH_CONF is not set (./dev.sh test starts a cluster)")
-        sys.exit(77)
+        skip_test("cluster", "the cluster tests: CEPH_CONF is not set (./dev.sh test starts a cluster)")
+    if ok and prog.result.skipped:
+        skip_test("data", "; ".join(f"{t.id()}: {why}" for t, why in prog.result.skipped))
     sys.exit(0 if ok else 1)

@@ -6,8 +6,7 @@ set -u
 rckpt=$1
 d=${RCKPT_TEST_CKPT_DIR:-}
 if [ -z "$d" ] || [ ! -f "$d/step-000025.safetensors" ]; then
-	echo "skipped: no real checkpoints (RCKPT_TEST_CKPT_DIR)"
-	exit 77
+	skip_test data "no real checkpoints (RCKPT_TEST_CKPT_DIR)"
 fi
 t=$(mktemp -d)
 trap 'rm -rf "$t"' EXIT

@@ -18,6 +18,8 @@
 
 #include <cmocka.h>
 
+#include "test_skip.h"
+
 #include "rckpt_codec.h"
 #include "rckpt_quant.h"
 #include "rckpt_safetensors.h"
@@ -327,8 +329,7 @@ static void test_real_chain(void **state)
 	(void)state;
 	snprintf(path, sizeof(path), "%s/step-000025.safetensors", d ? d : "");
 	if (d == NULL || access(path, R_OK) != 0) {
-		print_message("skipped: no real checkpoints (RCKPT_TEST_CKPT_DIR)\n");
-		skip();
+		TEST_SKIP(TEST_NEED_DATA, "no real checkpoints (RCKPT_TEST_CKPT_DIR)");
 	}
 	rckpt_qconfig_default(&c);
 	memset(&prev_dec, 0, sizeof(prev_dec));
@@ -403,5 +404,5 @@ int main(void)
 		cmocka_unit_test(test_deterministic),
 		cmocka_unit_test(test_real_chain),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return test_exit(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -18,6 +18,8 @@
 
 #include <cmocka.h>
 
+#include "test_skip.h"
+
 #include "rckpt_codec.h"
 #include "rckpt_gpuenc.h"
 #include "rckpt_istream.h"
@@ -294,8 +296,7 @@ static void test_no_device(void **state)
 	(void)state;
 	rckpt_gpu_probe(&p);
 	if (p.device_count > 0) {
-		print_message("skipped: this machine has a CUDA device (test_gpu_parity covers it)\n");
-		skip();
+		TEST_SKIP(TEST_NEED_NONE, "this machine has a CUDA device (test_gpu_parity covers it)");
 	}
 	assert_int_equal(rckpt_gpuenc_create(&g), -ENODEV);
 	assert_null(g);
@@ -315,5 +316,5 @@ int main(void)
 		cmocka_unit_test(test_qparams_make),
 		cmocka_unit_test(test_no_device),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return test_exit(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -16,6 +16,8 @@
 #include <string.h>
 
 #include <cmocka.h>
+
+#include "test_skip.h"
 #include <turbojpeg.h>
 
 #include "rckpt_bytes.h"
@@ -470,8 +472,7 @@ static void test_dataset_lossless(void **state)
 
 	(void)state;
 	if (dir == NULL || (dd = opendir(dir)) == NULL) {
-		print_message("skipped: RCKPT_TEST_PCR_DIR names no data set (bench/make_pcr_images.py)\n");
-		skip();
+		TEST_SKIP(TEST_NEED_DATA, "RCKPT_TEST_PCR_DIR names no data set (bench/make_pcr_images.py)");
 	}
 	while ((e = readdir(dd)) != NULL) {
 		size_t l = strlen(e->d_name);
@@ -584,5 +585,5 @@ int main(void)
 		cmocka_unit_test(test_split_too_many_scans),
 		cmocka_unit_test(test_dataset_lossless),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return test_exit(cmocka_run_group_tests(tests, NULL, NULL));
 }

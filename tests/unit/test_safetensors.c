@@ -14,6 +14,8 @@
 
 #include <cmocka.h>
 
+#include "test_skip.h"
+
 #include "rckpt_record.h"
 #include "rckpt_safetensors.h"
 
@@ -128,9 +130,8 @@ static void test_reads_pytorch_checkpoint(void **state)
 	(void)state;
 	snprintf(path, sizeof(path), "%s/step-000025.safetensors", d ? d : "");
 	if (d == NULL || *d == '\0' || access(path, R_OK) != 0) {
-		print_message("skipped: no real checkpoints (RCKPT_TEST_CKPT_DIR; ctest makes them "
-			      "with python3-torch)\n");
-		skip();
+		TEST_SKIP(TEST_NEED_DATA, "no real checkpoints (RCKPT_TEST_CKPT_DIR; ctest makes them "
+					  "with python3-torch)");
 	}
 	assert_int_equal(rckpt_st_read(&st, path, err, sizeof(err)), 0);
 	t = rckpt_st_find(&st, "conv1.weight");
@@ -149,5 +150,5 @@ int main(void)
 		cmocka_unit_test(test_rejects),
 		cmocka_unit_test(test_reads_pytorch_checkpoint),
 	};
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return test_exit(cmocka_run_group_tests(tests, setup, teardown));
 }
