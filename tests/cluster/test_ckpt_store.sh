@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # test_ckpt_store.sh RCKPT — checkpoints in the cluster named by CEPH_CONF:
 # a real sequence of 30+ steps saved and every step restored bit-exactly
-# (against the codec's own local decode); compaction under a retention
+# (against the codec's own local decode, and against its source checkpoint
+# by tests/close_to_source.py, which shares no code with the decoder);
+# compaction under a retention
 # policy, then every kept step restored bit-exactly, alone and beside a
 # running writer; partial restore; the second writer refused; a damaged
 # record failing closed; writers killed with SIGKILL at random points
-# always leaving the head restorable for the next; gc and rm. Exit 77
+# always leaving the head and every step they acknowledged restorable,
+# to the same bytes; gc and rm. Exit 77
 # (skipped) without a cluster or without the real checkpoints.
 set -u
 . "$(dirname "$0")/../testlib.sh"
@@ -15,6 +18,7 @@ need_real_checkpoints
 src=$RCKPT_TEST_CKPT_DIR
 t=$(mktemp -d)
 trap 'rm -rf "$t"' EXIT
+cts() { /usr/bin/python3 "$(dirname "$0")/../close_to_source.py" "$@"; }
 job=store-$$-$RANDOM
 mapfile -t ckpts < <(ls "$src"/step-*.safetensors | grep -v '\.grads\.' | sort)
 n=${#ckpts[@]}
@@ -30,17 +34,19 @@ check "  all committed" contains "$t/o" "$n steps"
 mkdir -p "$t/enc"
 "$rckpt" codec encode -o "$t/enc" "${ckpts[@]}" >/dev/null || echo "codec encode failed" >&2
 mapfile -t steps < <(ls "$t/enc"/*.rckpt | sort)
-bad=0
+bad=0 far=0
 all=()
 for ((i = 0; i < n; i++)); do
 	s=$(basename "${ckpts[$i]}" .safetensors | sed 's/[^0-9]//g; s/^0*//')
 	"$rckpt" codec decode -o "$t/want.safetensors" "${steps[@]:0:$((i + 1))}" >/dev/null &&
 		"$rckpt" ckpt restore --job "$job" --step "$s" -o "$t/got.safetensors" >"$t/r" &&
 		cmp -s "$t/want.safetensors" "$t/got.safetensors" || { bad=$((bad + 1)); echo "  step $s differs" >&2; }
+	cts "${ckpts[$i]}" "$t/got.safetensors" || far=$((far + 1))
 	cp "$t/want.safetensors" "$t/want-$s.safetensors"
 	all+=("$s")
 done
 check "every committed step restores bit-exactly" test "$bad" -eq 0
+check "  and is its source checkpoint, within eps" test "$far" -eq 0
 check "restore without --step gives the latest" expect_run 0 "$t/o" "$rckpt" ckpt restore --job "$job" -o "$t/latest.safetensors"
 check "  which is the last step" cmp -s "$t/latest.safetensors" "$t/got.safetensors"
 check "a step never committed: exit 1" expect_run 1 "$t/o" "$rckpt" ckpt restore --job "$job" --step 999999999 -o "$t/x.safetensors"
@@ -162,27 +168,72 @@ rados -p rckpt -N "$job" lock get rckpt.job rckpt.writer --lock-cookie intruder 
 sleep 2.5
 check "  once a lease ends, writing goes on" expect_run 0 "$t/o" "$rckpt" ckpt save --job "$job" --step 99999999 "${ckpts[0]}"
 
-# SIGKILL a writer at random points; the head must stay restorable and the
-# next writer must take over (the lease is 1 s).
+# SIGKILL a writer at random points (4 steps a save). Every step a writer
+# acknowledged (its "step N" line) must stay listed and restore: to its
+# source checkpoint (within eps; the newest of each save at once, all at the
+# end), and later always to the same bytes; the head must restore, and the
+# next writer take over (the lease is 1 s).
 kjob=kill-$$-$RANDOM
-"$rckpt" ckpt save --job "$kjob" --lease 1 --step 1 "${ckpts[0]}" >/dev/null
-okrestore=0
-okresume=0
+declare -A ksrc ksha
+first_restore() { # STEP: restore it, check it against its source, keep its SHA
+	if "$rckpt" ckpt restore --job "$kjob" --step "$1" -o "$t/k.safetensors" >/dev/null 2>&1 &&
+		cts "${ksrc[$1]}" "$t/k.safetensors"; then
+		ksha[$1]=$(sha256sum <"$t/k.safetensors")
+	else
+		ksha[$1]=bad
+		echo "  step $1: acknowledged, but does not restore to ${ksrc[$1]##*/}" >&2
+	fi
+}
+ack() { # LOG FIRST FILE...: note the acknowledged steps and their sources
+	local log=$1 first=$2 s i=0 newest=
+	shift 2
+	for f in "$@"; do ksrc[$((first + i))]=$f; i=$((i + 1)); done
+	for s in $(awk '$1 == "step" && $2 ~ /^[0-9]+$/ {print $2}' "$log"); do
+		[ -n "${ksha[$s]:-}" ] || ksha[$s]=pending
+		newest=$s
+	done
+	[ -z "$newest" ] || [ "${ksha[$newest]}" != pending ] || first_restore "$newest"
+}
+kept() { # all|some: every acknowledged step listed; all (or 1 in 8) restored
+	local s listed
+	listed=" $("$rckpt" ckpt ls --job "$kjob" | awk '$1 ~ /^[0-9]+$/ {print $1}' | tr '\n' ' ') "
+	for s in "${!ksha[@]}"; do
+		[[ "$listed" == *" $s "* ]] || { echo "  step $s: acknowledged, and not listed" >&2; return 1; }
+		[ "$1" = all ] || [ $((RANDOM % 8)) -eq 0 ] || continue
+		case ${ksha[$s]} in
+		bad) ;;
+		pending) first_restore "$s" ;;
+		*)	"$rckpt" ckpt restore --job "$kjob" --step "$s" -o "$t/k.safetensors" >/dev/null 2>&1 &&
+				[ "$(sha256sum <"$t/k.safetensors")" = "${ksha[$s]}" ] ||
+				{ echo "  step $s: restores to other bytes" >&2; return 1; } ;;
+		esac
+	done
+}
+"$rckpt" ckpt save --job "$kjob" --lease 1 --step 1 "${ckpts[0]}" >"$t/ks" 2>&1
+ack "$t/ks" 1 "${ckpts[0]}"
+okrestore=0 okresume=0 okkept=0
 last=1
 for ((k = 0; k < 20; k++)); do
-	"$rckpt" ckpt save --job "$kjob" --lease 1 --step $((last + 1)) "${ckpts[@]:1}" >/dev/null 2>&1 &
+	"$rckpt" ckpt save --job "$kjob" --lease 1 --step $((last + 1)) "${ckpts[@]:1:4}" >"$t/ks" 2>&1 &
 	pid=$!
 	sleep "0.$((RANDOM % 40))"
 	kill -9 "$pid" 2>/dev/null
 	wait "$pid" 2>/dev/null
+	ack "$t/ks" $((last + 1)) "${ckpts[@]:1:4}"
 	sleep 1.2
 	"$rckpt" ckpt restore --job "$kjob" -o "$t/k.safetensors" >/dev/null 2>&1 && okrestore=$((okrestore + 1))
+	kept some && okkept=$((okkept + 1))
 	last=$("$rckpt" ckpt ls --job "$kjob" | awk '$1 ~ /^[0-9]+$/ {s=$1} END {print s}')
-	"$rckpt" ckpt save --job "$kjob" --lease 1 --step $((last + 1)) "${ckpts[0]}" >/dev/null 2>&1 &&
+	"$rckpt" ckpt save --job "$kjob" --lease 1 --step $((last + 1)) "${ckpts[0]}" >"$t/ks" 2>&1 &&
 		okresume=$((okresume + 1))
+	ack "$t/ks" $((last + 1)) "${ckpts[0]}"
 	last=$((last + 1))
 done
+none_bad() { local v; for v in "${ksha[@]}"; do [ "$v" != bad ] || return 1; done; }
 check "after 20 SIGKILLs the head always restores" test "$okrestore" -eq 20
+check "  every acknowledged step stayed listed" test "$okkept" -eq 20
+check "  and all of them restore, to the same bytes" kept all
+check "  each first restored to its source checkpoint" none_bad
 check "  and the next writer always saves" test "$okresume" -eq 20
 check "  and the final head restores" expect_run 0 "$t/o" "$rckpt" ckpt restore --job "$kjob" -o "$t/k.safetensors"
 

@@ -31,6 +31,14 @@ check "a glob with the gradient files encodes the same chain" expect_run 0 "$t/o
 check "  same bytes" bash -c "cmp -s '$t/enc/$last.rckpt' '$t/enc2/$last.rckpt'"
 check "decode the chain" expect_run 0 "$t/o" "$rckpt" codec decode -o "$t/out.safetensors" $(ls "$t"/enc/*.rckpt)
 check "  the last step" contains "$t/o" "step $lastn:"
+# judged against the source by an oracle that shares no code with the decoder
+cts() { /usr/bin/python3 "$(dirname "$0")/../close_to_source.py" "$@"; }
+check "  is the last checkpoint, within eps" cts "$d/$last.safetensors" "$t/out.safetensors"
+check "  (and not the one before it)" bash -c "! /usr/bin/python3 '$(dirname "$0")/../close_to_source.py' '$d/$prev.safetensors' '$t/out.safetensors' 2>/dev/null"
+check "decode a step mid-chain" expect_run 0 "$t/o" "$rckpt" codec decode -o "$t/mid.safetensors" "$t/enc/step-000025.rckpt" "$t/enc/step-000050.rckpt" "$t/enc/step-000075.rckpt"
+check "  is that checkpoint, within eps" cts "$d/step-000075.safetensors" "$t/mid.safetensors"
+check "encode at eps 0.0004" expect_run 0 "$t/o" "$rckpt" codec encode --eps 0.0004 -o "$t/enc3" $ckpts
+check "  decodes within that eps" bash -c "'$rckpt' codec decode -o '$t/e3.safetensors' \$(ls '$t'/enc3/*.rckpt) >/dev/null && /usr/bin/python3 '$(dirname "$0")/../close_to_source.py' --eps 0.0004 '$d/$last.safetensors' '$t/e3.safetensors'"
 check "decode a delta alone: exit 1" expect_run 1 "$t/o" "$rckpt" codec decode -o "$t/x.safetensors" "$t/enc/$last.rckpt"
 check "  says why" contains "$t/o" "base first"
 cp "$t/enc/step-000025.rckpt" "$t/bad.rckpt"
