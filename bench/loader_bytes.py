@@ -18,6 +18,7 @@ the epoch (the slowest learner), with the ratio to the regular loader.
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -54,6 +55,7 @@ def worker(a):
                         "sent": s1["sent_bytes"] - s0["sent_bytes"], "seconds": t, "images": n})
         ld.close()
         out[name] = per
+    ds.close()
     with open(a.out, "w") as f:
         json.dump(out, f)
     dist.barrier()
@@ -100,17 +102,29 @@ def main():
         total = info.head_bytes + sum(info.group_bytes[g] for g in range(groups))
         with tempfile.TemporaryDirectory() as tmp:
             env = dict(os.environ, GLOO_SOCKET_IFNAME="lo")
+            errs = [open(os.path.join(tmp, "%d.err" % r), "w+") for r in range(a.learners)]
             procs = [subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", "1",
                                        "--dataset", ds, "--rank", str(r), "--learners", str(a.learners),
                                        "--rdv", os.path.join(tmp, "rdv"), "--out", os.path.join(tmp, "%d" % r),
                                        "--local-batch", str(a.local_batch), "--epochs", str(a.epochs),
                                        "--fidelity", str(a.fidelity or 0), "--partial", str(a.partial),
                                        "--seed", str(a.seed), "--share-bytes", str(total),
-                                       "--pool", a.pool], env=env)
+                                       "--pool", a.pool], env=env, stderr=errs[r])
                      for r in range(a.learners)]
-            for p in procs:
-                if p.wait() != 0:
-                    sys.exit("loader_bytes.py: a learner failed")
+            # each learner's exit status or signal, and its stderr
+            bad = []
+            for r, p in enumerate(procs):
+                rc = p.wait()
+                errs[r].seek(0)
+                err = errs[r].read()
+                errs[r].close()
+                if err:
+                    sys.stderr.write("".join("learner %d: %s\n" % (r, ln) for ln in err.splitlines()[-20:]))
+                if rc != 0:
+                    bad.append("learner %d %s" % (r, "died of signal %s" % signal.Signals(-rc).name
+                                                      if rc < 0 else "exited %d" % rc))
+            if bad:
+                sys.exit("loader_bytes.py: " + "; ".join(bad))
             res = []
             for r in range(a.learners):
                 with open(os.path.join(tmp, "%d" % r)) as f:

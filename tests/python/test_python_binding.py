@@ -441,11 +441,23 @@ class WithCluster(unittest.TestCase):
         world = 4
         with tempfile.TemporaryDirectory() as tmp:
             env = dict(os.environ, GLOO_SOCKET_IFNAME="lo")
+            errs = [open(os.path.join(tmp, "%d.err" % r), "w+") for r in range(world)]
             procs = [subprocess.Popen([sys.executable, os.path.join(here, "loader_worker.py"), ds, str(r),
                                        str(world), os.path.join(tmp, "rdv"), os.path.join(tmp, "%d.json" % r)],
-                                      env=env) for r in range(world)]
-            for p in procs:
-                self.assertEqual(p.wait(timeout=300), 0)
+                                      env=env, stderr=errs[r]) for r in range(world)]
+            # every learner's exit status or signal, and its stderr: a
+            # learner that crashes at exit fails the test too
+            bad = []
+            for r, p in enumerate(procs):
+                rc = p.wait(timeout=300)
+                errs[r].seek(0)
+                err = errs[r].read()
+                errs[r].close()
+                if rc != 0:
+                    import signal
+                    why = "signal %s" % signal.Signals(-rc).name if rc < 0 else "exit %d" % rc
+                    bad.append("learner %d: %s\n%s" % (r, why, err[-2000:]))
+            self.assertEqual(bad, [])
             res = []
             for r in range(world):
                 with open(os.path.join(tmp, "%d.json" % r)) as f:

@@ -4,10 +4,13 @@ Internal to the package: the classes in checkpoint.py and pcr.py are the
 API. The structures here mirror the header field for field; a change there
 changes them here (tests/python checks a round trip through every one).
 """
+import atexit
 import ctypes
 import ctypes.util
 import errno
 import os
+import threading
+import weakref
 
 RCKPT_F32, RCKPT_F16, RCKPT_BF16 = 1, 2, 3
 RCKPT_MAX_DIMS = 8
@@ -268,6 +271,36 @@ def gpu_info():
     g = GpuInfo()
     lib.rckpt_gpu_info(ctypes.byref(g))
     return g
+
+
+# Every object of the binding that holds a connected handle registers here;
+# at interpreter exit the ones still open are closed, newest first (a loader
+# before the dataset it reads), before Python and the C runtime tear down.
+# A handle left open until then keeps librados' threads running into the
+# process's teardown, where they crashed (SIGSEGV in its timer thread): a
+# trainer that forgets close() must still exit cleanly.
+_open = []  # weak references, in creation order
+_open_lock = threading.Lock()
+
+
+def track(obj):
+    """Registers obj (which has close()) to be closed at exit if still open."""
+    with _open_lock:
+        _open[:] = [r for r in _open if r() is not None]
+        _open.append(weakref.ref(obj))
+
+
+@atexit.register
+def _close_open():
+    with _open_lock:
+        objs = [r() for r in reversed(_open)]
+        _open.clear()
+    for o in objs:
+        if o is not None:
+            try:
+                o.close()
+            except Exception:  # exiting: nothing left to tell
+                pass
 
 
 def connect(conf=None, user=None, pool="rckpt", timeout_s=0):

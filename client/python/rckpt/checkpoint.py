@@ -184,6 +184,7 @@ class Checkpointer:
             lib.rckpt_destroy(self._h)
             self._h = None
             raise RckptError(rc, msg)
+        _lib.track(self)
 
     # ---- context and lifetime ----
 

@@ -47,6 +47,7 @@ class _Reader:
             self.h = None
             raise _lib.RckptError(rc, msg)
         self.pid = os.getpid()
+        _lib.track(self)
 
     def get(self):
         if self.pid != os.getpid():  # a forked child: the parent's handles are not ours
@@ -59,6 +60,12 @@ class _Reader:
             lib.rckpt_pcr_close(self.d)
             lib.rckpt_destroy(self.h)
         self.h = self.d = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
 
     def images(self, b):
         """(image, label, name) for every image of batch b; frees b."""
@@ -269,6 +276,7 @@ class PCRDistributedLoader:
             self._h = None
             raise _lib.RckptError(rc, msg)
         self.rank, self.size = tr.rank, tr.size
+        _lib.track(self)
 
     def set_epoch(self, epoch):
         self.epoch = epoch
