@@ -602,6 +602,43 @@ static void test_golden_delta(void **state)
 	rckpt_record_free(&parent);
 }
 
+/* A sparse partial record, derived by hand (tests/golden/ckpt-sparse-v1.hex)
+ * on the golden base: the decoded record is the parent's with block 2
+ * replaced, and the sparse encoder writes the same bytes. */
+static void test_golden_sparse(void **state)
+{
+	static const uint8_t levels[8] = { 0, 1, 2, 2, 2, 2, 2, 3 };
+	static const uint32_t blocks[1] = { 2 };
+	const rckpt_sparse_sel_t sel = { 1, blocks };
+	uint8_t base[4096], sparse[4096];
+	size_t nb, ns;
+	rckpt_record_t parent, dec;
+	rckpt_buf_t b = RCKPT_BUF_INIT;
+
+	(void)state;
+	nb = read_golden("ckpt-record-v1.hex", base, sizeof(base));
+	ns = read_golden("ckpt-sparse-v1.hex", sparse, sizeof(sparse));
+	assert_int_equal(rckpt_record_decode(&parent, base, nb, NULL, NULL), 0);
+	assert_int_equal(rckpt_record_decode(&dec, sparse, ns, &parent, NULL), 0);
+	assert_int_equal(dec.step, 44);
+	assert_int_equal(dec.parent, 42);
+	assert_int_equal(dec.seg[0].nbins, 2); /* the parent's codebook */
+	assert_true(dec.seg[0].centroids[0] == -0.5f && dec.seg[0].centroids[1] == 0.25f);
+	assert_memory_equal(dec.seg[0].idx, levels, 8);
+	assert_int_equal(dec.seg[0].nprot, 1);
+	assert_int_equal(dec.seg[0].prot[0], 0xc080);
+	dec.kind = RCKPT_REC_SPARSE;
+	{ /* the stages of the vector: delta only */
+		const rckpt_istream_opts_t so = { 0, RCKPT_EST_TRY_ALL, 1, NULL };
+		assert_int_equal(rckpt_record_encode_sparse(&b, &dec, &parent, 3, &sel, &so), 0);
+	}
+	assert_int_equal(b.len, ns);
+	assert_memory_equal(b.p, sparse, ns);
+	rckpt_buf_free(&b);
+	rckpt_record_free(&dec);
+	rckpt_record_free(&parent);
+}
+
 /* ---- manifests ---- */
 
 static void make_manifest(rckpt_manifest_t *m, rckpt_mf_tensor_t *t, rckpt_mf_seg_t *sa,
@@ -748,6 +785,7 @@ int main(void)
 		cmocka_unit_test(test_sparse_rejects),
 		cmocka_unit_test(test_golden_vector),
 		cmocka_unit_test(test_golden_delta),
+		cmocka_unit_test(test_golden_sparse),
 		cmocka_unit_test(test_manifest),
 		cmocka_unit_test(test_digest),
 	};
