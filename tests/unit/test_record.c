@@ -695,6 +695,62 @@ static void refresh_crc(uint8_t *p, size_t len)
 	p[len - 1] = (uint8_t)(c >> 24);
 }
 
+/* A manifest derived by hand (tests/golden/ckpt-manifest-v1.hex): decoded
+ * to the spec's fields, and encoded back to the same bytes. */
+static void test_golden_manifest(void **state)
+{
+	uint8_t want[4096];
+	size_t n;
+	unsigned k;
+	rckpt_manifest_t m;
+	rckpt_buf_t b = RCKPT_BUF_INIT;
+
+	(void)state;
+	n = read_golden("ckpt-manifest-v1.hex", want, sizeof(want));
+	assert_int_equal(rckpt_manifest_decode(&m, want, n), 0);
+	assert_int_equal(m.step, 43);
+	assert_int_equal(m.parent, 42);
+	assert_int_equal(m.chunk_params, 1000);
+	assert_int_equal(m.ntensors, 2);
+	assert_int_equal(m.nchunks, 1);
+	assert_string_equal(m.t[0].name, "fc.bias");
+	assert_int_equal(m.t[0].kind, 4);
+	assert_int_equal(m.t[0].encoding, RCKPT_SEG_LOSSLESS);
+	assert_int_equal(m.t[0].ndim, 1);
+	assert_int_equal(m.t[0].shape[0], 4);
+	assert_int_equal(m.t[0].nseg, 1);
+	assert_int_equal(m.t[0].seg[0].chunk, 0);
+	assert_int_equal(m.t[0].seg[0].index, 1);
+	assert_int_equal(m.t[0].seg[0].n, 4);
+	assert_string_equal(m.t[1].name, "fc.weight");
+	assert_int_equal(m.t[1].kind, 3);
+	assert_int_equal(m.t[1].encoding, RCKPT_SEG_QUANTIZED);
+	assert_int_equal(m.t[1].ndim, 2);
+	assert_int_equal(m.t[1].shape[0], 2);
+	assert_int_equal(m.t[1].shape[1], 4);
+	assert_int_equal(m.t[1].seg[0].index, 0);
+	assert_int_equal(m.t[1].seg[0].n, 8);
+	assert_int_equal(m.cfg.bins, 32);
+	assert_int_equal(m.cfg.emb_bins, 16);
+	assert_int_equal(m.cfg.metric, 1);
+	assert_int_equal(m.cfg.flags, 1);
+	assert_true(m.cfg.prune[2] == 0.25f && m.cfg.prune[3] == 0.25f && m.cfg.prune[4] == 0.0f);
+	assert_true(m.cfg.protect == 0.0078125f && m.cfg.lambda == 0.5f);
+	assert_true(m.quality == 0.0009765625);
+	assert_int_equal(m.raw_bytes, 48);
+	assert_int_equal(m.enc_bytes, 160);
+	assert_int_equal(m.chunk[0].elements, 12);
+	assert_int_equal(m.chunk[0].nseg, 2);
+	assert_int_equal(m.chunk[0].record_bytes, 160);
+	for (k = 0; k < 32; k++)
+		assert_int_equal(m.chunk[0].sha256[k], k);
+	assert_int_equal(rckpt_manifest_encode(&b, &m), 0);
+	assert_int_equal(b.len, n);
+	assert_memory_equal(b.p, want, n);
+	rckpt_buf_free(&b);
+	rckpt_manifest_free(&m);
+}
+
 static void test_manifest(void **state)
 {
 	rckpt_mf_tensor_t t[2];
@@ -786,6 +842,7 @@ int main(void)
 		cmocka_unit_test(test_golden_vector),
 		cmocka_unit_test(test_golden_delta),
 		cmocka_unit_test(test_golden_sparse),
+		cmocka_unit_test(test_golden_manifest),
 		cmocka_unit_test(test_manifest),
 		cmocka_unit_test(test_digest),
 	};
