@@ -1,0 +1,530 @@
+#!/usr/bin/python3
+"""rckpt_ref.py — a reference decoder of rckpt's checkpoint format, written
+from formats/checkpoint.md alone. It shares no code with the C decoder
+(formats/*.c) and is meant to be read beside the spec: each function names
+the section it follows. Slow and plain on purpose.
+
+    rckpt_ref.py decode [-o OUT.safetensors] STEP.rckpt...   # base first, then each delta
+    rckpt_ref.py compare C_OUT.safetensors STEP.rckpt...     # the C decoder's output must match
+
+`decode` rebuilds the last step of a chain of step files (`rckpt codec
+encode` writes them), checks every chunk's SHA-256 against its manifest
+after every step, and writes the tensors (in their dtypes). `compare` does
+the same and compares every tensor's bytes with a file the C decoder wrote
+(`rckpt codec decode`). Exit 0 when all holds; 1 otherwise, saying what.
+zstd frames are decompressed with the zstd command (Debian's zstd).
+"""
+import hashlib
+import json
+import struct
+import subprocess
+import sys
+
+import numpy as np
+
+
+class Bad(Exception):
+    """Malformed bytes: the spec's -EBADMSG (or a checksum mismatch)."""
+
+
+# ---- bytes ----
+
+class Reader:
+    def __init__(self, b, what):
+        self.b, self.pos, self.what = bytes(b), 0, what
+
+    def take(self, n):
+        if n < 0 or self.pos + n > len(self.b):
+            raise Bad(f"{self.what}: {n} bytes wanted at {self.pos}, {len(self.b) - self.pos} left")
+        out = self.b[self.pos:self.pos + n]
+        self.pos += n
+        return out
+
+    def u8(self):
+        return self.take(1)[0]
+
+    def u16(self):
+        return struct.unpack("<H", self.take(2))[0]
+
+    def u32(self):
+        return struct.unpack("<I", self.take(4))[0]
+
+    def u64(self):
+        return struct.unpack("<Q", self.take(8))[0]
+
+    def f32(self, n=1):
+        return list(struct.unpack("<%df" % n, self.take(4 * n)))
+
+    def left(self):
+        return len(self.b) - self.pos
+
+    def end(self):
+        if self.left():
+            raise Bad(f"{self.what}: {self.left()} bytes left over")
+
+
+def crc32c(b):
+    """CRC-32C (Castagnoli, reflected 0x82F63B78), bit by bit."""
+    c = 0xFFFFFFFF
+    for x in b:
+        c ^= x
+        for _ in range(8):
+            c = (c >> 1) ^ (0x82F63B78 if c & 1 else 0)
+    return c ^ 0xFFFFFFFF
+
+
+def unzstd(frame, size):
+    """One zstd frame that must declare content size `size` (by the zstd command)."""
+    if len(frame) < 6 or frame[:4] != b"\x28\xb5\x2f\xfd":
+        raise Bad("not a zstd frame")
+    d = frame[4]
+    fcs_flag, single = d >> 6, (d >> 5) & 1
+    if fcs_flag == 0 and not single:
+        raise Bad("zstd frame without its content size")
+    r = subprocess.run(["zstd", "-d", "-c", "-q"], input=bytes(frame), capture_output=True)
+    if r.returncode != 0 or len(r.stdout) != size:
+        raise Bad(f"zstd frame: {len(r.stdout)} bytes, {size} declared by the segment")
+    return r.stdout
+
+
+# ---- Huffman block ----
+
+def huffman_decode(payload, count, nsym):
+    r = Reader(payload, "Huffman block")
+    A = r.u16()
+    if not 2 <= A <= nsym:
+        raise Bad(f"Huffman alphabet {A} (stream alphabet {nsym})")
+    nib = r.take((A + 1) // 2)
+    lengths = []
+    for i in range(A):
+        v = nib[i // 2] >> (4 * (i % 2)) & 15
+        if v > 12:
+            raise Bad(f"code length {v}")
+        lengths.append(v)
+    if A % 2 and nib[-1] >> 4:
+        raise Bad("the unused nibble is not 0")
+    if sum(1 << (12 - l) for l in lengths if l) != 4096:
+        raise Bad("the code is not complete")
+    # canonical: by (length, symbol); each code the previous plus one,
+    # shifted left when the length grows
+    table = {}
+    code, prev = -1, 0
+    for l, s in sorted((l, s) for s, l in enumerate(lengths) if l):
+        code = (code + 1) << (l - prev) if code >= 0 else 0
+        prev = l
+        table[(l, code)] = s
+    bits = r.take(r.left())
+    out = np.empty(count, dtype=np.int64)
+    pos, nbits = 0, 8 * len(bits)
+    for k in range(count):
+        code = l = 0
+        while True:  # the code's bits, first (most significant) first
+            if pos >= nbits:
+                raise Bad("a code runs past the last byte")
+            code = code << 1 | (bits[pos >> 3] >> (pos & 7) & 1)
+            pos += 1
+            l += 1
+            if (l, code) in table:
+                out[k] = table[(l, code)]
+                break
+            if l == 12:
+                raise Bad("no such code")
+    if (nbits - pos) >= 8:
+        raise Bad("a whole unused byte after the last code")
+    if pos < nbits and bits[-1] >> (pos & 7):
+        raise Bad("the padding bits are not 0")
+    return out
+
+
+# ---- entropy stream ----
+
+def entropy_stream(r, nsym, want=None):
+    method, count, length = r.u8(), r.u32(), r.u32()
+    if count > 2**31 - 1 or (want is not None and count != want):
+        raise Bad(f"entropy stream of {count} symbols, {want} expected")
+    payload = r.take(length)
+    if method == 0:
+        w = 1 if nsym <= 256 else 2
+        if length != w * count:
+            raise Bad("raw stream of the wrong length")
+        out = np.frombuffer(payload, dtype="<u1" if w == 1 else "<u2").astype(np.int64)
+    elif method == 1:
+        if count < 1 or length != 2:
+            raise Bad("constant stream")
+        out = np.full(count, struct.unpack("<H", payload)[0], dtype=np.int64)
+    elif method == 2:
+        if count < 1:
+            raise Bad("empty Huffman stream")
+        out = huffman_decode(payload, count, nsym)
+    elif method == 3:
+        w = 1 if nsym <= 256 else 2
+        raw = unzstd(payload, w * count)
+        out = np.frombuffer(raw, dtype="<u1" if w == 1 else "<u2").astype(np.int64)
+    else:
+        raise Bad(f"entropy method {method}")
+    if count and out.max() >= nsym:
+        raise Bad("a symbol out of the alphabet")
+    return out
+
+
+# ---- index stream ----
+
+def index_stream(r, n, lcur, prev=None, lprev=None):
+    stages = r.u8()
+    if stages & ~7:
+        raise Bad("index stream: unknown stage bits")
+    delta, rearranged, rle = stages & 1, stages & 2, stages & 4
+    if bool(delta) != (prev is not None) or (rearranged and not delta):
+        raise Bad("index stream: DELTA must be set exactly with a parent; REARRANGED needs it")
+    M = max(lcur, lprev) if delta else lcur
+    if rle:
+        ntok, nlen = r.u32(), r.u32()
+        if ntok > n or nlen > (n // 2) * 5:
+            raise Bad("index stream: RLE counts")
+        tokens = entropy_stream(r, 2 * M, ntok)
+        lens = entropy_stream(r, 256, nlen)
+        syms, li = [], 0
+        for t in tokens:
+            if t < M:
+                syms.append(int(t))
+                continue
+            v = shift = 0
+            for k in range(5):  # unsigned LEB128, at most 5 bytes
+                if li >= len(lens):
+                    raise Bad("run lengths run out")
+                b = int(lens[li])
+                li += 1
+                v |= (b & 127) << shift
+                shift += 7
+                if not b & 128:
+                    break
+            else:
+                raise Bad("a run length over 5 bytes")
+            syms.extend([int(t) - M] * (v + 2))
+            if len(syms) > n:
+                raise Bad("runs past n")
+        if len(syms) != n or li != len(lens):
+            raise Bad("runs do not make n symbols, or leave run-length bytes")
+        d = np.array(syms, dtype=np.int64)
+    else:
+        d = entropy_stream(r, M, n)
+    if rearranged:  # positions grouped by the parent's level, in order
+        order = np.argsort(prev, kind="stable")
+        u = np.empty(n, dtype=np.int64)
+        u[order] = d
+        d = u
+    cur = (prev.astype(np.int64) + d) % M if delta else d
+    if n and cur.max() >= lcur:
+        raise Bad("a level out of range")
+    return cur.astype(np.uint8)
+
+
+# ---- blob ----
+
+def blob(r, k):
+    method, length = r.u8(), r.u32()
+    payload = r.take(length)
+    if method == 0:
+        if length != k:
+            raise Bad("raw blob of the wrong length")
+        return payload
+    if method == 3:
+        return unzstd(payload, k)
+    raise Bad(f"blob method {method}")
+
+
+# ---- segment ----
+
+DTYPE_SIZE = {1: 4, 2: 2, 3: 2}
+
+
+def segment_header(r):
+    s = {"tensor": r.u32(), "first": r.u64(), "n": r.u64(), "encoding": r.u8(), "dtype": r.u8()}
+    if r.u16():
+        raise Bad("segment: reserved bytes")
+    if s["encoding"] not in (1, 2) or s["dtype"] not in DTYPE_SIZE:
+        raise Bad("segment: encoding or dtype")
+    return s
+
+
+def codebook(r):
+    B = r.u8()
+    if not 1 <= B <= 64:
+        raise Bad(f"{B} bins")
+    c = r.f32(B)
+    raw = struct.pack("<%df" % B, *c)
+    if any(not np.isfinite(x) for x in c) or any(c[i] >= c[i + 1] for i in range(B - 1)):
+        raise Bad("centroids not ascending, distinct and finite")
+    return B, raw
+
+
+def protected(r, n):
+    k = r.u64()
+    if k > n:
+        raise Bad("more protected values than elements")
+    return np.frombuffer(blob(r, 2 * k), dtype="<u2").copy()
+
+
+def check_prot(s):
+    if int((s["levels"] == s["B"] + 1).sum()) != len(s["prot"]):
+        raise Bad("protected values and protected levels disagree")
+
+
+def segment(r, parent=None, sparse=False):
+    s = segment_header(r)
+    if parent is not None and any(s[k] != parent[k] for k in ("tensor", "first", "n", "encoding", "dtype")):
+        raise Bad("a segment that is not its parent's")
+    n = s["n"]
+    if s["encoding"] == 2:
+        s["raw"] = blob(r, n * DTYPE_SIZE[s["dtype"]])
+        return s
+    if sparse:  # "Sparse partial record"
+        B, s["centroids"] = parent["B"], parent["centroids"]
+        block, nb = r.u32(), r.u32()
+        if not 1 <= block <= 2**31 or nb > -(-n // block):
+            raise Bad("sparse: block or block count")
+        blocks = np.frombuffer(blob(r, 4 * nb), dtype="<u4")
+        if nb and (np.any(np.diff(blocks.astype(np.int64)) <= 0) or blocks[-1] >= -(-n // block)):
+            raise Bad("sparse: block list")
+        mask = np.zeros(n, dtype=bool)
+        for b in blocks:
+            mask[int(b) * block:min(n, (int(b) + 1) * block)] = True
+        prot_in = protected(r, int(mask.sum()))
+        inner = index_stream(r, int(mask.sum()), B + 2, parent["levels"][mask], B + 2)
+        levels = parent["levels"].copy()
+        levels[mask] = inner
+        pprot_pos = np.flatnonzero(parent["levels"] == B + 1)
+        keep = parent["prot"][~mask[pprot_pos]]
+        # in position order: the parent's outside the blocks, the record's inside
+        pos = np.concatenate([pprot_pos[~mask[pprot_pos]], np.flatnonzero(mask & (levels == B + 1))])
+        vals = np.concatenate([keep, prot_in])
+        if int((inner == B + 1).sum()) != len(prot_in):
+            raise Bad("sparse: protected values and levels disagree")
+        s.update(B=B, levels=levels, prot=vals[np.argsort(pos, kind="stable")].astype(np.uint16))
+        check_prot(s)
+        return s
+    B, s["centroids"] = codebook(r)
+    s["B"] = B
+    s["prot"] = protected(r, n)
+    s["levels"] = index_stream(r, n, B + 2,
+                               parent["levels"] if parent is not None else None,
+                               parent["B"] + 2 if parent is not None else None)
+    check_prot(s)
+    return s
+
+
+# ---- chunk record ----
+
+def record(b, parent=None):
+    """A chunk record, materialized (levels absolute), against parent's."""
+    if len(b) < 44:
+        raise Bad("record: shorter than its header")
+    r = Reader(b, "record")
+    if r.take(4) != b"RCKR":
+        raise Bad("record: magic")
+    version, compat, kind, flags = r.u8(), r.u8(), r.u8(), r.u8()
+    step, par, nseg, reserved, body = r.u64(), r.u64(), r.u32(), r.u32(), r.u64()
+    if compat > 1:
+        raise Bad("record: a newer version")  # RCKPT_EVERSION
+    if compat == 0 or compat > version or flags or reserved or kind not in (1, 2, 3):
+        raise Bad("record: header")
+    if (kind == 1) != (par == 2**64 - 1) or par == step:
+        raise Bad("record: parent")
+    if 40 + body + 4 != len(b):
+        raise Bad("record: body length")
+    if struct.unpack("<I", b[40 + body:])[0] != crc32c(b[:40 + body]):
+        raise Bad("record: CRC-32C mismatch")  # RCKPT_ECHECKSUM, before any segment
+    if kind != 1:
+        if parent is None or parent["step"] != par:
+            raise Bad("record: another parent")  # -ESTALE
+        if len(parent["seg"]) != nseg:
+            raise Bad("record: not the parent's layout")
+    rb = Reader(b[40:40 + body], "segments")
+    segs = [segment(rb, parent["seg"][i] if kind != 1 else None, kind == 3) for i in range(nseg)]
+    rb.end()
+    return {"step": step, "kind": kind, "parent": par, "seg": segs}
+
+
+def digest(rec):
+    """"Chunk digest": SHA-256 of the decoded content."""
+    h = hashlib.sha256()
+    for s in rec["seg"]:
+        h.update(struct.pack("<IQQBB", s["tensor"], s["first"], s["n"], s["encoding"], s["dtype"]))
+        if s["encoding"] == 1:
+            h.update(bytes([s["B"]]) + s["centroids"] + struct.pack("<Q", len(s["prot"])))
+            h.update(s["prot"].astype("<u2").tobytes() + s["levels"].tobytes())
+        else:
+            h.update(s["raw"])
+    return h.digest()
+
+
+# ---- manifest ----
+
+def manifest(b):
+    if len(b) < 4 or struct.unpack("<I", b[-4:])[0] != crc32c(b[:-4]):
+        raise Bad("manifest: CRC-32C mismatch")
+    r = Reader(b[:-4], "manifest")
+    if r.take(4) != b"RCKM":
+        raise Bad("manifest: magic")
+    version, compat, flags = r.u8(), r.u8(), r.u16()
+    if compat != 1 or version < 1 or flags:
+        raise Bad("manifest: header")
+    m = {"step": r.u64(), "parent": r.u64()}
+    nt, nc = r.u32(), r.u32()
+    if nt > 2**20 or nc > 2**20:
+        raise Bad("manifest: counts")
+    m["chunk_params"] = r.u64()
+    m["tensors"] = []
+    for _ in range(nt):
+        ln = r.u16()
+        if not 1 <= ln <= 1024:
+            raise Bad("manifest: name length")
+        name = r.take(ln).decode("utf-8")
+        dtype, kind, enc, ndim = r.u8(), r.u8(), r.u8(), r.u8()
+        if ndim > 8 or dtype not in DTYPE_SIZE or enc not in (1, 2) or kind > 4:
+            raise Bad("manifest: tensor")
+        shape = [r.u64() for _ in range(ndim)]
+        segs = [(r.u32(), r.u32(), r.u64()) for _ in range(r.u32())]
+        if sum(s[2] for s in segs) != int(np.prod(shape, dtype=np.uint64)) or any(s[0] >= nc for s in segs):
+            raise Bad(f"manifest: segments of {name}")
+        m["tensors"].append({"name": name, "dtype": dtype, "kind": kind, "encoding": enc,
+                             "shape": shape, "segs": segs})
+    names = [t["name"] for t in m["tensors"]]
+    if names != sorted(set(names), key=lambda x: x.encode()):
+        raise Bad("manifest: names not sorted and distinct")
+    m["config"] = r.take(32)
+    m["quality"], m["raw_bytes"], m["enc_bytes"] = struct.unpack("<dQQ", r.take(24))
+    m["chunks"] = [{"elements": r.u32(), "nseg": r.u32(), "record_bytes": r.u64(), "sha256": r.take(32)}
+                   for _ in range(nc)]
+    r.end()
+    return m
+
+
+# ---- step file ----
+
+def step_file(b):
+    r = Reader(b, "step file")
+    if r.take(4) != b"RCKF":
+        raise Bad("step file: magic")
+    version, compat, flags = r.u8(), r.u8(), r.u16()
+    if compat != 1 or flags:
+        raise Bad("step file: header")
+    nc, mlen = r.u32(), r.u64()
+    m = manifest(r.take(mlen))
+    if nc != len(m["chunks"]):
+        raise Bad("step file: chunk count")
+    recs = [r.take(r.u64()) for _ in range(nc)]
+    r.end()
+    return m, recs
+
+
+# ---- values ----
+
+def bf16_to_f32(h):
+    return (h.astype(np.uint32) << 16).view(np.float32)
+
+
+def f32_to_bf16(x):
+    u = x.astype(np.float32).view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)  # round to nearest even
+
+
+def values(s):
+    """A quantized segment's values (f32): "Concepts"."""
+    c = np.frombuffer(s["centroids"], dtype="<f4")
+    B = s["B"]
+    P = int((c < 0).sum())
+    lv = np.concatenate([c[:P], [np.float32(0)], c[P:], [np.float32(0)]]).astype(np.float32)
+    out = lv[s["levels"]]
+    out[s["levels"] == B + 1] = bf16_to_f32(s["prot"])
+    return out
+
+
+def tensor_bytes(t, chunks):
+    parts = []
+    for c, i, n in t["segs"]:
+        s = chunks[c]["seg"][i]
+        if s["n"] != n:
+            raise Bad(f"{t['name']}: a segment of another size")
+        if s["encoding"] == 2:
+            parts.append(s["raw"])
+            continue
+        v = values(s)
+        if t["dtype"] == 1:
+            parts.append(v.astype("<f4").tobytes())
+        elif t["dtype"] == 2:
+            parts.append(v.astype("<f2").tobytes())
+        else:
+            parts.append(f32_to_bf16(v).astype("<u2").tobytes())
+    return b"".join(parts)
+
+
+def decode_chain(paths):
+    """The tensors (name -> (dtype, shape, bytes)) of the last of a chain."""
+    chunks = None
+    for p in paths:
+        with open(p, "rb") as f:
+            m, recs = step_file(f.read())
+        chunks = [record(b, chunks[i] if chunks else None) for i, b in enumerate(recs)]
+        for i, (rec, want) in enumerate(zip(chunks, m["chunks"])):
+            if digest(rec) != want["sha256"]:
+                raise Bad(f"{p}: chunk {i}: SHA-256 of the decoded chunk differs from the manifest's")
+    names = {1: "F32", 2: "F16", 3: "BF16"}
+    return {t["name"]: (names[t["dtype"]], t["shape"], tensor_bytes(t, chunks)) for t in m["tensors"]}
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        b = f.read()
+    (n,) = struct.unpack("<Q", b[:8])
+    head = json.loads(b[8:8 + n])
+    out = {}
+    for k, e in head.items():
+        if k != "__metadata__":
+            s, t = e["data_offsets"]
+            out[k] = (e["dtype"], e["shape"], b[8 + n + s:8 + n + t])
+    return out
+
+
+def write_safetensors(path, tensors):
+    head, data = {}, b""
+    for k in sorted(tensors):
+        dt, shape, raw = tensors[k]
+        head[k] = {"dtype": dt, "shape": shape, "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    h = json.dumps(head, separators=(",", ":")).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + data)
+
+
+def main(argv):
+    if len(argv) < 2 or argv[0] not in ("decode", "compare") or argv[0] in ("-h", "--help"):
+        print(__doc__.split("\n\n")[1], file=sys.stderr)
+        return 2
+    try:
+        if argv[0] == "decode":
+            out = None
+            if argv[1] == "-o":
+                out, argv = argv[2], argv[2:]
+            t = decode_chain(argv[1:])
+            if out:
+                write_safetensors(out, t)
+            print(f"decoded {len(t)} tensors, every chunk's SHA-256 as its manifest says")
+            return 0
+        got, ref = read_safetensors(argv[1]), decode_chain(argv[2:])
+    except (Bad, OSError, ValueError) as e:
+        print(f"rckpt_ref: {e}", file=sys.stderr)
+        return 1
+    bad = [k for k in ref if k not in got or got[k][0] != ref[k][0] or list(got[k][1]) != list(ref[k][1])
+           or got[k][2] != ref[k][2]]
+    bad += [k for k in got if k not in ref]
+    for k in bad:
+        print(f"rckpt_ref: {k}: the C decoder's tensor differs from the reference's", file=sys.stderr)
+    if not bad:
+        print(f"{len(ref)} tensors equal, every chunk's SHA-256 as its manifest says")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,105 @@
+#!/usr/bin/python3
+"""test_reference.py — the reference decoder (rckpt_ref.py, written from
+formats/checkpoint.md alone) against the hand-derived golden vectors and
+against the C decoder on chains the C encoder makes from real checkpoints.
+
+Needs RCKPT_CLI (the rckpt command) and RCKPT_TEST_CKPT_DIR (the
+make_test_checkpoints fixture) for the second part; ctest sets both.
+"""
+import glob
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, here)
+sys.path.insert(0, os.path.join(here, "..", "python"))
+import rckpt_ref as R  # noqa: E402
+from testskip import skip_test  # noqa: E402
+
+GOLDEN = os.path.join(here, "..", "golden")
+
+
+def golden(name):
+    out = bytearray()
+    with open(os.path.join(GOLDEN, name)) as f:
+        for line in f:
+            out += bytes.fromhex("".join(line.split("#")[0].split()))
+    return bytes(out)
+
+
+class Golden(unittest.TestCase):
+    def test_base(self):
+        r = R.record(golden("ckpt-record-v1.hex"))
+        s = r["seg"][0]
+        self.assertEqual((r["step"], r["kind"], s["B"], s["n"]), (42, 1, 2, 8))
+        self.assertEqual(list(s["levels"]), [0, 1, 2, 2, 2, 2, 3, 0])
+        self.assertEqual(list(s["prot"]), [0x4120])
+        self.assertEqual(list(R.values(s)), [-0.5, 0.0, 0.25, 0.25, 0.25, 0.25, 10.0, -0.5])
+
+    def test_delta(self):
+        base = R.record(golden("ckpt-record-v1.hex"))
+        r = R.record(golden("ckpt-delta-v1.hex"), base)
+        s = r["seg"][0]
+        self.assertEqual((r["step"], r["kind"], r["parent"]), (43, 2, 42))
+        self.assertEqual(list(s["levels"]), [0, 1, 2, 2, 2, 3, 2, 1])
+        self.assertEqual(list(s["prot"]), [0x4000])
+        self.assertEqual(list(R.values(s)), [-0.5, 0.0, 0.5, 0.5, 0.5, 2.0, 0.5, 0.0])
+
+    def test_sparse(self):
+        base = R.record(golden("ckpt-record-v1.hex"))
+        s = R.record(golden("ckpt-sparse-v1.hex"), base)["seg"][0]
+        self.assertEqual(list(s["levels"]), [0, 1, 2, 2, 2, 2, 2, 3])
+        self.assertEqual(list(s["prot"]), [0xC080])
+
+    def test_manifest(self):
+        m = R.manifest(golden("ckpt-manifest-v1.hex"))
+        self.assertEqual((m["step"], m["parent"], m["chunk_params"]), (43, 42, 1000))
+        self.assertEqual([t["name"] for t in m["tensors"]], ["fc.bias", "fc.weight"])
+        self.assertEqual(m["tensors"][1]["shape"], [2, 4])
+        self.assertEqual(m["tensors"][0]["segs"], [(0, 1, 4)])
+        self.assertEqual(m["chunks"][0]["sha256"], bytes(range(32)))
+        self.assertEqual(m["quality"], 2 ** -10)
+
+    def test_damage_refused(self):
+        base = R.record(golden("ckpt-record-v1.hex"))
+        for name in ("ckpt-delta-v1.hex", "ckpt-sparse-v1.hex"):
+            b = bytearray(golden(name))
+            b[len(b) - 6] ^= 1
+            with self.assertRaises(R.Bad):
+                R.record(bytes(b), base)
+        with self.assertRaises(R.Bad):  # a delta on another parent
+            R.record(golden("ckpt-delta-v1.hex"), dict(base, step=41))
+
+
+class AgainstC(unittest.TestCase):
+    """Chains the C encoder makes from the fixture's real checkpoints: the
+    reference decodes every step, every chunk's SHA-256 is its manifest's,
+    and its tensors are byte for byte the C decoder's."""
+
+    def test_chains(self):
+        cli, d = os.environ.get("RCKPT_CLI"), os.environ.get("RCKPT_TEST_CKPT_DIR")
+        if not cli or not d:
+            skip_test("data", "RCKPT_CLI or RCKPT_TEST_CKPT_DIR is not set (ctest sets them)")
+        ckpts = sorted(p for p in glob.glob(os.path.join(d, "step-*.safetensors")) if p.count(".") == 1)[:8]
+        self.assertGreaterEqual(len(ckpts), 8)
+        with tempfile.TemporaryDirectory() as t:
+            for eps in ("0.0012", "0.01"):
+                enc = os.path.join(t, "enc" + eps)
+                subprocess.run([cli, "codec", "encode", "--eps", eps, "-o", enc] + ckpts, check=True,
+                               stdout=subprocess.DEVNULL)
+                steps = sorted(glob.glob(os.path.join(enc, "*.rckpt")))
+                for k in (1, 4, len(steps)):
+                    out = os.path.join(t, "c.safetensors")
+                    subprocess.run([cli, "codec", "decode", "-o", out] + steps[:k], check=True,
+                                   stdout=subprocess.DEVNULL)
+                    got, ref = R.read_safetensors(out), R.decode_chain(steps[:k])
+                    self.assertEqual(sorted(got), sorted(ref))
+                    for name in ref:
+                        self.assertEqual(got[name], ref[name], (eps, k, name))
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
