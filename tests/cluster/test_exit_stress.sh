@@ -5,11 +5,12 @@
 # PCR dataset; every other run with both cores kept busy by two spinning
 # processes, where a teardown race has the most room. Every learner must
 # exit 0: loader_bytes.py reports each one's exit status or signal and its
-# stderr. RUNS: default 4, or $RCKPT_EXIT_RUNS (the full stress: 40).
+# stderr. RUNS: default 2 (one quiet, one busy), or $RCKPT_EXIT_RUNS (the
+# full stress: 40).
 set -u
 . "$(dirname "$0")/../testlib.sh"
 rckpt=$1
-runs=${2:-${RCKPT_EXIT_RUNS:-4}}
+runs=${2:-${RCKPT_EXIT_RUNS:-2}}
 need_cluster
 [ -d "${RCKPT_TEST_PCR_DIR:-}" ] || skip_test data "no photo data set (RCKPT_TEST_PCR_DIR: the make_test_pcr_images fixture)"
 /usr/bin/python3 -c 'import torch' 2>/dev/null || skip_test data "python3-torch is not installed"

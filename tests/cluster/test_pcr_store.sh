@@ -48,6 +48,20 @@ for k in 1 5 all; do
 	check "  reads the head and groups 1..$k only (±1%)" awk -v r="$read_mb" -v w="$want" -v i="$idx" \
 		'BEGIN { d = r * 1e6 - w; exit !(d > -0.01 * w && d < 0.01 * w + i * 1e6 + 1e4) }'
 done
+# the records as stored, decoded by the reference decoder (written from
+# pcr.md alone, no code shared with the C reader): the same JPEGs, byte for byte
+mkdir -p "$t/recs"
+for r in $(rados -p rckpt -N "pcr/$ds" ls | grep '^rec\.' | sort); do rados -p rckpt -N "pcr/$ds" get "$r" "$t/recs/$r"; done
+rados -p rckpt -N "pcr/$ds" get index "$t/index"
+ref() { /usr/bin/python3 "$(dirname "$0")/../reference/rckpt_ref.py" "$@"; }
+for k in 1 5 all; do
+	check "the reference decoder's images at group $k" ref pcr --group $k -o "$t/ref$k" "$t"/recs/rec.*
+	check "  are the C reader's, byte for byte" diff -r -q "$t/ref$k" "$t/g$k"
+done
+check "  and the index holds together (reference decoder)" /usr/bin/python3 -c "
+import sys; sys.path.insert(0, '$(dirname "$0")/../reference'); import rckpt_ref as R
+x = R.pcr_index(open('$t/index', 'rb').read())
+assert x['images'] == $n and x['records'] == $(((n + 511) / 512)), (x['images'], x['records'])"
 check "group 1 reads under a fifth of group 5's bytes" awk -v a="$g1" -v b="$g5" 'BEGIN { exit !(a < b / 5) }'
 check "group 5 reads under 60% of all" awk -v a="$g5" -v b="$total" 'BEGIN { exit !(a < 0.6 * b) }'
 

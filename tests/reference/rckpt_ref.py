@@ -6,6 +6,7 @@ the section it follows. Slow and plain on purpose.
 
     rckpt_ref.py decode [-o OUT.safetensors] STEP.rckpt...   # base first, then each delta
     rckpt_ref.py compare C_OUT.safetensors STEP.rckpt...     # the C decoder's output must match
+    rckpt_ref.py pcr [--group K] -o DIR REC...               # a PCR record's images through group K
 
 `decode` rebuilds the last step of a chain of step files (`rckpt codec
 encode` writes them), checks every chunk's SHA-256 against its manifest
@@ -498,7 +499,117 @@ def write_safetensors(path, tensors):
         f.write(struct.pack("<Q", len(h)) + h + data)
 
 
+# ---- PCR (formats/pcr.md) ----
+
+def pcr_record(b):
+    """A record object: "Record object". -> dict: number, groups, images
+    (id, name, label, header, scans)."""
+    r = Reader(b, "PCR record")
+    if len(b) < 28 or r.take(4) != b"rPCR":
+        raise Bad("PCR record: magic")
+    version, flags, N, G, reserved, head_len, number = r.u16(), r.u16(), r.u32(), r.u16(), r.u16(), r.u32(), r.u32()
+    if version > 1:
+        raise Bad("PCR record: a newer version")  # RCKPT_EVERSION
+    if version != 1 or flags or reserved or not 1 <= N <= 16384 or not 1 <= G <= 64:
+        raise Bad("PCR record: header")
+    if head_len < 24 + 12 * G + 4 or head_len > len(b) or head_len > 64 << 20:
+        raise Bad("PCR record: head length")
+    if struct.unpack("<I", b[head_len - 4:head_len])[0] != crc32c(b[:head_len - 4]):
+        raise Bad("PCR record: head CRC-32C mismatch")  # RCKPT_ECHECKSUM
+    groups, start = [], head_len
+    for _ in range(G):
+        end, crc = r.u64(), r.u32()
+        if end <= start:
+            raise Bad("PCR record: group ends not increasing")
+        groups.append((start, end, crc))
+        start = end
+    if start != len(b) or len(b) > 1 << 30:
+        raise Bad("PCR record: the object does not end at its last group")
+    images = []
+    for i in range(N):
+        iid = r.u32()
+        if images and iid != images[-1]["id"] + 1:
+            raise Bad("PCR record: ids not consecutive")
+        name = r.take(r.u8())
+        if not name or b"/" in name or name in (b".", b"..") or any(c < 32 or c == 127 for c in name):
+            raise Bad("PCR record: a name")
+        ll = r.u16()
+        if ll > 1024:
+            raise Bad("PCR record: a label")
+        label = r.take(ll)
+        hl = r.u32()
+        if not 1 <= hl <= 65536:
+            raise Bad("PCR record: a header length")
+        header = r.take(hl)
+        n = r.u8()
+        if not 1 <= n <= G:
+            raise Bad("PCR record: scans")
+        lens = [r.u32() for _ in range(n)]
+        if min(lens) < 1:
+            raise Bad("PCR record: an empty scan")
+        images.append({"id": iid, "name": name.decode(), "label": label, "header": header, "lens": lens})
+    if r.pos != head_len - 4:
+        raise Bad("PCR record: the image table does not end at the head's CRC")
+    for g, (a, e, crc) in enumerate(groups):
+        if e - a != sum(im["lens"][g] for im in images if len(im["lens"]) > g):
+            raise Bad(f"PCR record: group {g + 1}'s size is not its scans'")
+        if crc32c(b[a:e]) != crc:
+            raise Bad(f"PCR record: group {g + 1} CRC-32C mismatch")
+    for im in images:  # each image's scans, cut out of their groups
+        im["scans"] = []
+    for g, (a, e, _) in enumerate(groups):
+        at = a
+        for im in images:
+            if len(im["lens"]) > g:
+                im["scans"].append(b[at:at + im["lens"][g]])
+                at += im["lens"][g]
+    return {"number": number, "groups": G, "images": images}
+
+
+def pcr_jpegs(rec, k):
+    """Each image through group k (None: all): header, scans 1..k, EOI."""
+    return {im["name"]: im["header"] + b"".join(im["scans"][:k]) + b"\xff\xd9" for im in rec["images"]}
+
+
+def pcr_index(b):
+    """The dataset index: "Dataset index"."""
+    if len(b) < 4 or struct.unpack("<I", b[-4:])[0] != crc32c(b[:-4]):
+        raise Bad("PCR index: CRC-32C mismatch")
+    r = Reader(b[:-4], "PCR index")
+    if r.take(4) != b"rPCX":
+        raise Bad("PCR index: magic")
+    version, flags, R_, images, G, reserved = r.u16(), r.u16(), r.u32(), r.u32(), r.u16(), r.u16()
+    if version != 1 or flags or reserved or not 1 <= R_ <= 1 << 20 or images > 1 << 26 or not 1 <= G <= 64:
+        raise Bad("PCR index: header")
+    x = {"records": R_, "images": images, "groups": G, "measured": r.u32(), "created": r.u64(),
+         "source_bytes": r.u64(), "head_bytes": r.u64()}
+    x["per_group"] = [(r.u64(), struct.unpack("<d", r.take(8))[0], r.u32()) for _ in range(G)]
+    recs, first = [], 0
+    for _ in range(R_):
+        fid, n, hl, g = r.u32(), r.u32(), r.u32(), r.u16()
+        if fid != first or not 1 <= g <= G:
+            raise Bad("PCR index: a record")
+        recs.append({"first": fid, "images": n, "head_len": hl, "ends": [r.u64() for _ in range(g)]})
+        first += n
+    if first != images:
+        raise Bad("PCR index: the records' images do not sum up")
+    L = r.u32()
+    lens = [r.u16() for _ in range(images)]
+    if sum(lens) != L or max(lens, default=0) > 1024:
+        raise Bad("PCR index: labels")
+    labels, at = [], r.take(L)
+    pos = 0
+    for n in lens:
+        labels.append(at[pos:pos + n])
+        pos += n
+    r.end()
+    x["record"], x["labels"] = recs, labels
+    return x
+
+
 def main(argv):
+    if len(argv) >= 1 and argv[0] == "pcr":
+        return pcr_main(argv[1:])
     if len(argv) < 2 or argv[0] not in ("decode", "compare") or argv[0] in ("-h", "--help"):
         print(__doc__.split("\n\n")[1], file=sys.stderr)
         return 2
@@ -524,6 +635,31 @@ def main(argv):
     if not bad:
         print(f"{len(ref)} tensors equal, every chunk's SHA-256 as its manifest says")
     return 1 if bad else 0
+
+
+def pcr_main(argv):
+    import argparse
+    import os
+    ap = argparse.ArgumentParser(prog="rckpt_ref.py pcr")
+    ap.add_argument("--group", default="all")
+    ap.add_argument("-o", required=True)
+    ap.add_argument("records", nargs="+")
+    a = ap.parse_args(argv)
+    k = None if a.group == "all" else int(a.group)
+    os.makedirs(a.o, exist_ok=True)
+    n = 0
+    try:
+        for p in a.records:
+            with open(p, "rb") as f:
+                for name, jpeg in pcr_jpegs(pcr_record(f.read()), k).items():
+                    with open(os.path.join(a.o, name), "wb") as g:
+                        g.write(jpeg)
+                    n += 1
+    except (Bad, OSError) as e:
+        print(f"rckpt_ref: {e}", file=sys.stderr)
+        return 1
+    print(f"{n} images")
+    return 0
 
 
 if __name__ == "__main__":

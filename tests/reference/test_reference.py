@@ -63,6 +63,25 @@ class Golden(unittest.TestCase):
         self.assertEqual(m["chunks"][0]["sha256"], bytes(range(32)))
         self.assertEqual(m["quality"], 2 ** -10)
 
+    def test_pcr_record(self):
+        r = R.pcr_record(golden("pcr-record-v1.hex"))
+        self.assertEqual([im["name"] for im in r["images"]], ["a.jpg", "b.jpg"])
+        self.assertEqual(r["images"][0]["label"], b"cat")
+        self.assertEqual(R.pcr_jpegs(r, 1), {"a.jpg": bytes.fromhex("ffd8ffc2111213ffd9"),
+                                             "b.jpg": bytes.fromhex("ffd8ffc031ffd9")})
+        self.assertEqual(R.pcr_jpegs(r, None)["a.jpg"], bytes.fromhex("ffd8ffc21112132122ffd9"))
+        b = bytearray(golden("pcr-record-v1.hex"))
+        b[-1] ^= 1  # group 2's bytes: its CRC refuses them
+        with self.assertRaises(R.Bad):
+            R.pcr_record(bytes(b))
+
+    def test_pcr_index(self):
+        x = R.pcr_index(golden("pcr-index-v1.hex"))
+        self.assertEqual((x["records"], x["images"], x["groups"], x["head_bytes"]), (1, 2, 2, 109))
+        self.assertEqual(x["per_group"], [(4, 0.5, 2), (2, 1.0, 1)])
+        self.assertEqual(x["record"][0]["ends"], [113, 115])
+        self.assertEqual(x["labels"], [b"cat", b""])
+
     def test_damage_refused(self):
         base = R.record(golden("ckpt-record-v1.hex"))
         for name in ("ckpt-delta-v1.hex", "ckpt-sparse-v1.hex"):
