@@ -162,6 +162,17 @@ class WithCluster(unittest.TestCase):
                                         st["momentum_buffer"]))
         self.assertEqual(back.optimizer["param_groups"], want["param_groups"])
         self.assertEqual(back.extra, {"epoch": 2, "note": "x"})
+        # the attachment as stored, decoded by the reference decoder (from
+        # store.md alone, no code shared with the C one): the same meta
+        import tempfile
+        sys.path.insert(0, os.path.join(here, "..", "reference"))
+        import rckpt_ref
+        with tempfile.NamedTemporaryFile() as f:
+            subprocess.run(["rados", "-p", "rckpt", "-N", job, "get", "rckpt.attach.%020d" % 60, f.name],
+                           check=True, capture_output=True)
+            meta = rckpt._plain.loads(rckpt_ref.attachment(open(f.name, "rb").read(), 60))
+        self.assertEqual(meta["extra"], {"epoch": 2, "note": "x"})
+        self.assertEqual(meta["keys"], list(sd))
         # restore_into a fresh model and optimizer: they then hold the step
         import digits
         m2 = digits.make_model(128)

@@ -499,6 +499,96 @@ def write_safetensors(path, tensors):
         f.write(struct.pack("<Q", len(h)) + h + data)
 
 
+# ---- store messages (formats/store.md, frames of formats/cls-wire.md) ----
+
+def frame(b, want_type):
+    """A cls-wire frame of type want_type: its payload's Reader."""
+    if len(b) < 12:
+        raise Bad("frame: shorter than 12 bytes")
+    magic, version, compat, typ, flags, length = struct.unpack("<HBBHHI", b[:12])
+    if magic != 0x4B52 or flags or compat == 0 or compat > version or typ != want_type:
+        raise Bad("frame: header")
+    if compat > 1:
+        raise Bad("frame: a newer version")  # RCKPT_EVERSION
+    if length != len(b) - 12:
+        raise Bad("frame: length")
+    return Reader(b[12:], f"message 0x{want_type:04x}")
+
+
+def wire_blob(r):
+    return r.take(r.u32())
+
+
+def steps_set(r, n_max=1 << 20):
+    n = r.u32()
+    if n > n_max:
+        raise Bad("a step set too long")
+    s = [r.u64() for _ in range(n)]
+    if any(a >= b for a, b in zip(s, s[1:])):
+        raise Bad("steps not increasing")
+    return s
+
+
+NONE = 2**64 - 1
+
+
+def message(b, name):
+    """A store message by name; its fields (trailing bytes of a newer
+    encoder are skipped, as cls-wire says)."""
+    if name == "commit":
+        r = frame(b, 0x0105)
+        m = {"expect": r.u64(), "step": r.u64(), "summary": wire_blob(r), "writer": r.u64()}
+        if len(m["summary"]) > 4096 or m["writer"] == 0:
+            raise Bad("COMMIT")
+    elif name == "materialize":
+        r = frame(b, 0x0102)
+        m = {"step": r.u64(), "budget": r.u64(), "start": wire_blob(r)}
+        if m["step"] == NONE:
+            raise Bad("MATERIALIZE")
+    elif name == "compact":
+        r = frame(b, 0x010A)
+        m = {"upto": r.u64()}
+        m["keep"] = steps_set(r)
+        if m["upto"] == NONE or any(k > m["upto"] for k in m["keep"]):
+            raise Bad("COMPACT")
+    elif name == "steps":
+        r = frame(b, 0x0108)
+        n = r.u32()
+        if n > 1024:
+            raise Bad("STEPS")
+        m = {"steps": []}
+        for _ in range(n):
+            st, su = r.u64(), wire_blob(r)
+            if len(su) > 4096:
+                raise Bad("STEPS: a summary over 4096 bytes")
+            m["steps"].append((st, su))
+        m["more"] = r.u8()
+        if m["more"] > 1:
+            raise Bad("STEPS: more")
+    else:
+        raise ValueError(name)
+    return m
+
+
+def attachment(b, step):
+    """"Attachment": the raw bytes kept with a step."""
+    r = Reader(b, "attachment")
+    if r.take(4) != b"RCKA":
+        raise Bad("attachment: magic")
+    version, compat, flags = r.u8(), r.u8(), r.u16()
+    if compat > 1:
+        raise Bad("attachment: a newer version")
+    if compat == 0 or flags or r.u64() != step:
+        raise Bad("attachment: header or step")
+    size, crc = r.u64(), r.u32()
+    if size > 1 << 30:
+        raise Bad("attachment: length")
+    raw = unzstd(r.take(r.left()), size)
+    if crc32c(raw) != crc:
+        raise Bad("attachment: CRC-32C mismatch")
+    return raw
+
+
 # ---- PCR (formats/pcr.md) ----
 
 def pcr_record(b):

@@ -82,6 +82,22 @@ class Golden(unittest.TestCase):
         self.assertEqual(x["record"][0]["ends"], [113, 115])
         self.assertEqual(x["labels"], [b"cat", b""])
 
+    def test_store_messages(self):
+        self.assertEqual(R.message(golden("store-commit-v1.hex"), "commit"),
+                         {"expect": 42, "step": 43, "summary": b"abc", "writer": 7})
+        self.assertEqual(R.message(golden("store-materialize-v1.hex"), "materialize"),
+                         {"step": 43, "budget": 0, "start": b""})
+        self.assertEqual(R.message(golden("store-compact-v1.hex"), "compact"), {"upto": 50, "keep": [10, 20, 50]})
+        self.assertEqual(R.message(golden("store-steps-v1.hex"), "steps"),
+                         {"steps": [(42, b"s42"), (43, b"")], "more": 1})
+        with self.assertRaises(R.Bad):  # a frame of another type
+            R.message(golden("store-commit-v1.hex"), "steps")
+
+    def test_attachment(self):
+        self.assertEqual(R.attachment(golden("store-attach-v1.hex"), 43), b"hello")
+        with self.assertRaises(R.Bad):
+            R.attachment(golden("store-attach-v1.hex"), 44)
+
     def test_damage_refused(self):
         base = R.record(golden("ckpt-record-v1.hex"))
         for name in ("ckpt-delta-v1.hex", "ckpt-sparse-v1.hex"):
