@@ -119,8 +119,9 @@ class Bench:
             f.write(r.stdout)
         if r.returncode != 0:
             tail = r.stdout.strip().splitlines()[-1:] or [""]
-            raise SuiteError("%s exited %d (%s; raw/%s.txt)" % (os.path.basename(cmd[0]), r.returncode,
-                                                                 tail[0][:160], name))
+            how = ("died of signal %s" % signal.Signals(-r.returncode).name if r.returncode < 0
+                   else "exited %d" % r.returncode)
+            raise SuiteError("%s %s (%s; raw/%s.txt)" % (os.path.basename(cmd[0]), how, tail[0][:160], name))
         return r.stdout
 
     def ceph_env(self):
