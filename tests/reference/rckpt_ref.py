@@ -64,13 +64,24 @@ class Reader:
             raise Bad(f"{self.what}: {self.left()} bytes left over")
 
 
-def crc32c(b):
-    """CRC-32C (Castagnoli, reflected 0x82F63B78), bit by bit."""
-    c = 0xFFFFFFFF
-    for x in b:
-        c ^= x
+def _crc_table():
+    t = []
+    for i in range(256):
+        c = i
         for _ in range(8):
             c = (c >> 1) ^ (0x82F63B78 if c & 1 else 0)
+        t.append(c)
+    return t
+
+
+_CRC = _crc_table()
+
+
+def crc32c(b):
+    """CRC-32C (Castagnoli, reflected 0x82F63B78), a byte at a time."""
+    c, t = 0xFFFFFFFF, _CRC
+    for x in b:
+        c = (c >> 8) ^ t[(c ^ x) & 0xFF]
     return c ^ 0xFFFFFFFF
 
 
