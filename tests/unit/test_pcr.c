@@ -17,42 +17,15 @@
 
 #include <cmocka.h>
 
-#include "test_skip.h"
 #include <turbojpeg.h>
+
+#include "golden_hex.h"
+#include "test_skip.h"
 
 #include "rckpt_bytes.h"
 #include "rckpt_crc32c.h"
 #include "rckpt_pcr.h"
 #include "rckpt_wire.h"
-
-static size_t read_hex(const char *path, uint8_t *out, size_t cap)
-{
-	FILE *f = fopen(path, "r");
-	size_t n = 0;
-	int c, hi = -1;
-
-	assert_non_null(f);
-	while ((c = fgetc(f)) != EOF) {
-		int d;
-		if (c == '#') {
-			while ((c = fgetc(f)) != EOF && c != '\n')
-				;
-			continue;
-		}
-		d = (c >= '0' && c <= '9') ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10 : -1;
-		if (d < 0)
-			continue;
-		if (hi < 0) {
-			hi = d;
-		} else {
-			assert_true(n < cap);
-			out[n++] = (uint8_t)(hi << 4 | d);
-			hi = -1;
-		}
-	}
-	fclose(f);
-	return n;
-}
 
 /* The golden record's two images, as the builder would hand them over. */
 static const uint8_t jpeg_a[] = { 0xff, 0xd8, 0xff, 0xc2, 0x11, 0x12, 0x13, 0x21, 0x22, 0xff, 0xd9 };
@@ -84,7 +57,7 @@ static void golden_sources(rckpt_pcr_src_t src[2])
 static void test_golden_record(void **state)
 {
 	uint8_t want[512];
-	size_t n = read_hex(RCKPT_GOLDEN_DIR "/pcr-record-v1.hex", want, sizeof(want));
+	size_t n = golden_hex("pcr-record-v1.hex", want, sizeof(want));
 	rckpt_pcr_src_t src[2];
 	rckpt_buf_t b = RCKPT_BUF_INIT, j = RCKPT_BUF_INIT;
 	rckpt_pcr_head_t h;
@@ -130,7 +103,7 @@ static void test_golden_record(void **state)
 static void test_golden_index(void **state)
 {
 	uint8_t want[512];
-	size_t n = read_hex(RCKPT_GOLDEN_DIR "/pcr-index-v1.hex", want, sizeof(want));
+	size_t n = golden_hex("pcr-index-v1.hex", want, sizeof(want));
 	uint32_t off[3] = { 0, 3, 3 };
 	rckpt_pcr_index_rec_t rec;
 	rckpt_pcr_index_t x, d;
@@ -199,7 +172,7 @@ static void reseal(uint8_t *p)
 static void test_record_damage(void **state)
 {
 	uint8_t want[512], p[512];
-	size_t n = read_hex(RCKPT_GOLDEN_DIR "/pcr-record-v1.hex", want, sizeof(want));
+	size_t n = golden_hex("pcr-record-v1.hex", want, sizeof(want));
 	rckpt_pcr_head_t h;
 	size_t i;
 	unsigned bit;

@@ -15,6 +15,8 @@
 
 #include <cmocka.h>
 
+#include "golden_hex.h"
+
 #include "rckpt_crc32c.h"
 #include "rckpt_estream.h"
 #include "rckpt_manifest.h"
@@ -486,41 +488,6 @@ static void test_sparse_rejects(void **state)
 	rckpt_buf_free(&b);
 }
 
-/* The bytes of a golden vector (tests/golden/NAME: hex pairs, # comments)
- * into want[0..cap); returns their count. */
-static size_t read_golden(const char *name, uint8_t *want, size_t cap)
-{
-	char path[512];
-	size_t n = 0;
-	FILE *f;
-	int c, hi = -1;
-
-	snprintf(path, sizeof(path), "%s/%s", RCKPT_GOLDEN_DIR, name);
-	f = fopen(path, "r");
-	assert_non_null(f);
-	while ((c = fgetc(f)) != EOF) {
-		int d;
-		if (c == '#') {
-			while ((c = fgetc(f)) != EOF && c != '\n')
-				;
-			continue;
-		}
-		d = (c >= '0' && c <= '9') ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10 : -1;
-		if (d < 0)
-			continue;
-		if (hi < 0) {
-			hi = d;
-		} else {
-			assert_true(n < cap);
-			want[n++] = (uint8_t)(hi << 4 | d);
-			hi = -1;
-		}
-	}
-	fclose(f);
-	assert_int_equal(hi, -1); /* no half byte */
-	return n;
-}
-
 static void test_golden_vector(void **state)
 {
 	uint8_t want[4096];
@@ -548,7 +515,7 @@ static void test_golden_vector(void **state)
 	rec.seg[0].prot[0] = 0x4120; /* bf16 10.0 */
 	encode(&b, &rec, NULL);
 
-	n = read_golden("ckpt-record-v1.hex", want, sizeof(want));
+	n = golden_hex("ckpt-record-v1.hex", want, sizeof(want));
 	assert_int_equal(b.len, n);
 	assert_memory_equal(b.p, want, n);
 	assert_int_equal(rckpt_record_decode(&dec, want, n, NULL, NULL), 0);
@@ -570,8 +537,8 @@ static void test_golden_delta(void **state)
 	rckpt_record_t parent, dec;
 
 	(void)state;
-	nb = read_golden("ckpt-record-v1.hex", base, sizeof(base));
-	nd = read_golden("ckpt-delta-v1.hex", delta, sizeof(delta));
+	nb = golden_hex("ckpt-record-v1.hex", base, sizeof(base));
+	nd = golden_hex("ckpt-delta-v1.hex", delta, sizeof(delta));
 	assert_int_equal(rckpt_record_decode(&parent, base, nb, NULL, NULL), 0);
 	assert_int_equal(rckpt_record_decode(&dec, delta, nd, &parent, NULL), 0);
 	assert_int_equal(dec.kind, RCKPT_REC_DELTA);
@@ -616,8 +583,8 @@ static void test_golden_sparse(void **state)
 	rckpt_buf_t b = RCKPT_BUF_INIT;
 
 	(void)state;
-	nb = read_golden("ckpt-record-v1.hex", base, sizeof(base));
-	ns = read_golden("ckpt-sparse-v1.hex", sparse, sizeof(sparse));
+	nb = golden_hex("ckpt-record-v1.hex", base, sizeof(base));
+	ns = golden_hex("ckpt-sparse-v1.hex", sparse, sizeof(sparse));
 	assert_int_equal(rckpt_record_decode(&parent, base, nb, NULL, NULL), 0);
 	assert_int_equal(rckpt_record_decode(&dec, sparse, ns, &parent, NULL), 0);
 	assert_int_equal(dec.step, 44);
@@ -706,7 +673,7 @@ static void test_golden_manifest(void **state)
 	rckpt_buf_t b = RCKPT_BUF_INIT;
 
 	(void)state;
-	n = read_golden("ckpt-manifest-v1.hex", want, sizeof(want));
+	n = golden_hex("ckpt-manifest-v1.hex", want, sizeof(want));
 	assert_int_equal(rckpt_manifest_decode(&m, want, n), 0);
 	assert_int_equal(m.step, 43);
 	assert_int_equal(m.parent, 42);

@@ -12,6 +12,8 @@
 
 #include <cmocka.h>
 
+#include "golden_hex.h"
+
 #include "rckpt_buf.h"
 #include "rckpt_store_wire.h"
 #include "rckpt_wire.h"
@@ -33,40 +35,6 @@ static rckpt_wire_version_t sample(void)
 	v.formats[1].min_version = 1;
 	v.formats[1].max_version = 3;
 	return v;
-}
-
-/* Reads a hex file (whitespace and '#' comments ignored) into buf. */
-static size_t read_hex(const char *path, uint8_t *buf, size_t cap)
-{
-	FILE *f = fopen(path, "r");
-	size_t n = 0;
-	int c, hi = -1;
-
-	assert_non_null(f);
-	while ((c = fgetc(f)) != EOF) {
-		int d;
-		if (c == '#') {
-			while ((c = fgetc(f)) != EOF && c != '\n')
-				;
-			continue;
-		}
-		if (c >= '0' && c <= '9')
-			d = c - '0';
-		else if (c >= 'a' && c <= 'f')
-			d = c - 'a' + 10;
-		else
-			continue;
-		if (hi < 0) {
-			hi = d;
-		} else {
-			assert_true(n < cap);
-			buf[n++] = (uint8_t)(hi << 4 | d);
-			hi = -1;
-		}
-	}
-	fclose(f);
-	assert_int_equal(hi, -1);
-	return n;
 }
 
 static void test_round_trip(void **state)
@@ -97,7 +65,7 @@ static void test_golden_vector(void **state)
 	size_t n, wn;
 
 	(void)state;
-	wn = read_hex(RCKPT_GOLDEN_DIR "/cls-wire-version-v1.hex", want, sizeof(want));
+	wn = golden_hex("cls-wire-version-v1.hex", want, sizeof(want));
 	assert_int_equal(rckpt_wire_version_encode(got, sizeof(got), &n, &v), 0);
 	assert_int_equal(n, wn);
 	assert_memory_equal(got, want, n);
@@ -109,14 +77,6 @@ static void test_golden_vector(void **state)
  * (tests/golden/store-*-v1.hex): each decodes to the fields the file's
  * comment names, and the encoder writes the same bytes (the attachment's
  * zstd frame is the encoder's choice: decoded only). */
-static void golden(const char *name, uint8_t *want, size_t *n)
-{
-	char path[512];
-	snprintf(path, sizeof(path), "%s/%s", RCKPT_GOLDEN_DIR, name);
-	*n = read_hex(path, want, 1024);
-	assert_true(*n > 0);
-}
-
 static void same_bytes(const rckpt_buf_t *b, const uint8_t *want, size_t n)
 {
 	assert_int_equal(b->len, n);
@@ -138,7 +98,7 @@ static void test_golden_store_messages(void **state)
 	static const uint64_t kept[3] = { 10, 20, 50 };
 
 	(void)state;
-	golden("store-commit-v1.hex", want, &n);
+	n = golden_hex("store-commit-v1.hex", want, sizeof(want));
 	assert_int_equal(rckpt_msg_commit_decode(&c, want, n), 0);
 	assert_int_equal(c.expect, 42);
 	assert_int_equal(c.step, 43);
@@ -148,7 +108,7 @@ static void test_golden_store_messages(void **state)
 	assert_int_equal(rckpt_msg_commit_encode(&b, &c), 0);
 	same_bytes(&b, want, n);
 
-	golden("store-materialize-v1.hex", want, &n);
+	n = golden_hex("store-materialize-v1.hex", want, sizeof(want));
 	assert_int_equal(rckpt_msg_materialize_decode(&m, want, n), 0);
 	assert_int_equal(m.step, 43);
 	assert_int_equal(m.budget, 0);
@@ -157,7 +117,7 @@ static void test_golden_store_messages(void **state)
 	assert_int_equal(rckpt_msg_materialize_encode(&b, &m), 0);
 	same_bytes(&b, want, n);
 
-	golden("store-compact-v1.hex", want, &n);
+	n = golden_hex("store-compact-v1.hex", want, sizeof(want));
 	assert_int_equal(rckpt_msg_compact_decode(&k, want, n), 0);
 	assert_int_equal(k.upto, 50);
 	assert_int_equal(k.keep.n, 3);
@@ -165,7 +125,7 @@ static void test_golden_store_messages(void **state)
 	assert_int_equal(rckpt_msg_compact_encode(&b, 50, kept, 3), 0);
 	same_bytes(&b, want, n);
 
-	golden("store-steps-v1.hex", want, &n);
+	n = golden_hex("store-steps-v1.hex", want, sizeof(want));
 	assert_int_equal(rckpt_msg_stepsum_open(&r, want, n), 0);
 	assert_int_equal(rckpt_msg_stepsum_next(&r, &step, &sum), 1);
 	assert_int_equal(step, 42);
@@ -191,7 +151,7 @@ static void test_golden_attachment(void **state)
 	size_t n, len = 0;
 
 	(void)state;
-	golden("store-attach-v1.hex", want, &n);
+	n = golden_hex("store-attach-v1.hex", want, sizeof(want));
 	assert_int_equal(rckpt_attach_decode(&out, &len, 43, want, n), 0);
 	assert_int_equal(len, 5);
 	assert_memory_equal(out, "hello", 5);
