@@ -21,7 +21,7 @@ jobs=$(nproc 2>/dev/null || echo 2)
 # (librckpt_mpi) and runs its multi-learner test (mpirun -np 4).
 # python3-matplotlib draws the plots of `rckpt bench`'s report.
 packages=(
-	build-essential cmake pkg-config jq
+	build-essential cmake pkg-config jq patch
 	ceph-mon ceph-mgr ceph-osd ceph-common
 	librados-dev libradospp-dev rados-objclass-dev
 	libzstd-dev zstd libturbojpeg0-dev libssl-dev libcmocka-dev libjansson-dev

@@ -57,3 +57,18 @@ need_real_checkpoints() {
 		skip_test data "no real checkpoints (the make_test_checkpoints fixture)"
 	fi
 }
+
+# reaped NAME STATUS LOG [ALLOWED...]: judge a background process's exit
+# status (from `wait`). Succeeds when STATUS is 0 or one of ALLOWED (137 for
+# one the test SIGKILLed itself); else names how it ended (exit N, or the
+# signal) with the end of its LOG, and fails.
+reaped() {
+	local name=$1 st=$2 log=$3 a how
+	shift 3
+	[ "$st" -eq 0 ] && return 0
+	for a in "$@"; do [ "$st" -eq "$a" ] && return 0; done
+	if [ "$st" -gt 128 ]; then how="died of signal SIG$(kill -l $((st - 128)) 2>/dev/null || echo $((st - 128)))"; else how="exited $st"; fi
+	echo "  $name $how" >&2
+	[ -s "$log" ] && tail -n 5 "$log" | sed 's/^/  | /' >&2
+	return 1
+}

@@ -79,7 +79,11 @@ RCKPT_API int rckpt_create(rckpt_t **out);
  * timeout). On failure h stays unconnected and rckpt_errmsg(h) says why. */
 RCKPT_API int rckpt_connect(rckpt_t *h, const rckpt_connect_opts_t *opts);
 
-/* Disconnects and frees h. Accepts NULL. */
+/* Disconnects and frees h. Accepts NULL. Call it before the process exits
+ * (returning from main included): a connected handle keeps librados'
+ * threads running into the process's teardown, where they crash it
+ * (SIGSEGV or abort in its timer or messenger threads, a few exits in a
+ * hundred). Free every job, reader and loader made from h first. */
 RCKPT_API void rckpt_destroy(rckpt_t *h);
 
 /* The message of h's last failure, or "" when none. Valid until the next

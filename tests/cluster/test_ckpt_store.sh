@@ -144,6 +144,7 @@ while kill -0 "$wpid" 2>/dev/null && [ "$runs" -lt 200 ]; do
 done
 wait "$wpid"
 wrc=$?
+reaped "the writer beside the compactions" "$wrc" "$t/cw"
 check "the writer saved beside $runs compactions" test "$wrc" -eq 0 -a "$runs" -ge 2
 check "  every compaction succeeded" test "$cbad" -eq 0
 check "  and every step restores bit-exactly" test "$(rpool=$cpool restore_all "$cjob" "${all[@]}")" -eq 0
@@ -211,7 +212,7 @@ kept() { # all|some: every acknowledged step listed; all (or 1 in 8) restored
 }
 "$rckpt" ckpt save --job "$kjob" --lease 1 --step 1 "${ckpts[0]}" >"$t/ks" 2>&1
 ack "$t/ks" 1 "${ckpts[0]}"
-okrestore=0 okresume=0 okkept=0
+okrestore=0 okresume=0 okkept=0 oddexit=0
 last=1
 for ((k = 0; k < 20; k++)); do
 	"$rckpt" ckpt save --job "$kjob" --lease 1 --step $((last + 1)) "${ckpts[@]:1:4}" >"$t/ks" 2>&1 &
@@ -219,6 +220,7 @@ for ((k = 0; k < 20; k++)); do
 	sleep "0.$((RANDOM % 40))"
 	kill -9 "$pid" 2>/dev/null
 	wait "$pid" 2>/dev/null
+	reaped "the writer of run $k" $? "$t/ks" 137 || oddexit=$((oddexit + 1))
 	ack "$t/ks" $((last + 1)) "${ckpts[@]:1:4}"
 	sleep 1.2
 	"$rckpt" ckpt restore --job "$kjob" -o "$t/k.safetensors" >/dev/null 2>&1 && okrestore=$((okrestore + 1))
@@ -235,6 +237,7 @@ check "  every acknowledged step stayed listed" test "$okkept" -eq 20
 check "  and all of them restore, to the same bytes" kept all
 check "  each first restored to its source checkpoint" none_bad
 check "  and the next writer always saves" test "$okresume" -eq 20
+check "  each killed writer ended by our SIGKILL or by finishing" test "$oddexit" -eq 0
 check "  and the final head restores" expect_run 0 "$t/o" "$rckpt" ckpt restore --job "$kjob" -o "$t/k.safetensors"
 
 # gc after a killed writer; rm of a whole job.
@@ -243,6 +246,7 @@ pid=$!
 sleep 0.3
 kill -9 "$pid" 2>/dev/null
 wait "$pid" 2>/dev/null
+check "a writer killed before gc ended by our SIGKILL or by finishing" reaped "that writer" $? /dev/null 137
 sleep 1.2
 check "gc after a killed writer" expect_run 0 "$t/o" "$rckpt" ckpt gc --job "$kjob"
 check "  then verify passes" expect_run 0 "$t/o" "$rckpt" ckpt verify --job "$kjob"

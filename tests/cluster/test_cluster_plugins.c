@@ -33,13 +33,12 @@ static int group_setup(void **state)
 {
 	rckpt_connect_opts_t o = RCKPT_CONNECT_OPTS_INIT;
 	const char *conf = getenv("CEPH_CONF");
-	const char *require = getenv("RCKPT_REQUIRE_CLUSTER");
 	rckpt_t *h;
 
 	*state = NULL;
-	if (conf == NULL || *conf == '\0') {
+	if (conf == NULL || *conf == '\0') { /* each test skips, or fails where required */
 		print_message("no cluster: CEPH_CONF is not set (./dev.sh test starts one)\n");
-		return require && strcmp(require, "1") == 0 ? -1 : 0;
+		return 0;
 	}
 	o.timeout_s = 20;
 	if (rckpt_create(&h))

@@ -133,13 +133,13 @@ typedef struct fixture {
 static int group_setup(void **state)
 {
 	rckpt_connect_opts_t o = RCKPT_CONNECT_OPTS_INIT;
-	const char *conf = getenv("CEPH_CONF"), *require = getenv("RCKPT_REQUIRE_CLUSTER");
+	const char *conf = getenv("CEPH_CONF");
 	fixture_t *f;
 
 	*state = NULL;
-	if (conf == NULL || *conf == '\0') {
+	if (conf == NULL || *conf == '\0') { /* each test skips, or fails where required */
 		print_message("no cluster: CEPH_CONF is not set (./dev.sh test starts one)\n");
-		return require && strcmp(require, "1") == 0 ? -1 : 0;
+		return 0;
 	}
 	if ((f = calloc(1, sizeof(*f))) == NULL || rckpt_create(&f->h))
 		return -1;

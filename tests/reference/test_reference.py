@@ -54,6 +54,14 @@ class Golden(unittest.TestCase):
         self.assertEqual(list(s["levels"]), [0, 1, 2, 2, 2, 2, 2, 3])
         self.assertEqual(list(s["prot"]), [0xC080])
 
+    def test_zstd(self):
+        r = R.record(golden("ckpt-zstd-v1.hex"))
+        a, b = r["seg"]
+        self.assertEqual((r["step"], a["encoding"], b["encoding"]), (7, 2, 1))
+        self.assertEqual(a["raw"], bytes.fromhex("0000803f000000c0"))
+        self.assertEqual(list(b["levels"]), [1, 0, 1, 1])
+        self.assertEqual(list(R.values(b)), [0.5, 0.0, 0.5, 0.5])
+
     def test_manifest(self):
         m = R.manifest(golden("ckpt-manifest-v1.hex"))
         self.assertEqual((m["step"], m["parent"], m["chunk_params"]), (43, 42, 1000))

@@ -569,6 +569,33 @@ static void test_golden_delta(void **state)
 	rckpt_record_free(&parent);
 }
 
+/* A base record whose lossless blob and index stream are zstd frames
+ * (tests/golden/ckpt-zstd-v1.hex, raw-block frames written by hand from RFC
+ * 8878): the decoder must accept them, as the spec allows any method. */
+static void test_golden_zstd(void **state)
+{
+	static const uint8_t levels[4] = { 1, 0, 1, 1 };
+	static const uint8_t raw[8] = { 0x00, 0x00, 0x80, 0x3f, 0x00, 0x00, 0x00, 0xc0 };
+	uint8_t v[512];
+	size_t n;
+	rckpt_record_t dec;
+
+	(void)state;
+	n = golden_hex("ckpt-zstd-v1.hex", v, sizeof(v));
+	assert_int_equal(rckpt_record_decode(&dec, v, n, NULL, NULL), 0);
+	assert_int_equal(dec.step, 7);
+	assert_int_equal(dec.nseg, 2);
+	assert_int_equal(dec.seg[0].encoding, RCKPT_SEG_LOSSLESS);
+	assert_int_equal(dec.seg[0].n, 2);
+	assert_memory_equal(dec.seg[0].raw, raw, 8);
+	assert_int_equal(dec.seg[1].tensor, 1);
+	assert_int_equal(dec.seg[1].nbins, 1);
+	assert_true(dec.seg[1].centroids[0] == 0.5f);
+	assert_int_equal(dec.seg[1].nprot, 0);
+	assert_memory_equal(dec.seg[1].idx, levels, 4);
+	rckpt_record_free(&dec);
+}
+
 /* A sparse partial record, derived by hand (tests/golden/ckpt-sparse-v1.hex)
  * on the golden base: the decoded record is the parent's with block 2
  * replaced, and the sparse encoder writes the same bytes. */
@@ -808,6 +835,7 @@ int main(void)
 		cmocka_unit_test(test_sparse_rejects),
 		cmocka_unit_test(test_golden_vector),
 		cmocka_unit_test(test_golden_delta),
+		cmocka_unit_test(test_golden_zstd),
 		cmocka_unit_test(test_golden_sparse),
 		cmocka_unit_test(test_golden_manifest),
 		cmocka_unit_test(test_manifest),
