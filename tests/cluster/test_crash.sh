@@ -77,7 +77,7 @@ declare -a plan    # step -> the checkpoint file it is being saved from
 faults=(client osd-save osd-comp osd-read osd-keep)
 [ "$osds" -gt 1 ] && faults_all=("${faults[@]}" osd-away) || faults_all=("${faults[@]}")
 declare -A count
-verified=0 lost=0 changed=0 wrong=0 resumed=0 failed_resume=0 verify_failed=0 acked=0
+verified=0 lost=0 changed=0 wrong=0 resumed=0 failed_resume=0 verify_failed=0 acked=0 died=0
 
 osd_pid() { tr -dc 0-9 <"$dir/run/osd.$1.pid" 2>/dev/null; }
 kill_osd() { local p; p=$(osd_pid "$1"); [ -n "$p" ] && kill -9 "$p" 2>/dev/null; }
@@ -180,11 +180,11 @@ for ((r = 1; r <= runs; r++)); do
 		plan_save "$next" $((RANDOM % (n - 4))) 4
 		(save "$job" "$next") >"$t/save.log" 2>&1 &
 		;;
-	osd-comp) "$rckpt" --timeout 60 ckpt compact --job "$job" >/dev/null 2>&1 & ;;
-	osd-keep) "$rckpt" --timeout 60 ckpt compact --job "$rjob" --keep-last 3 --keep-every 5 >/dev/null 2>&1 & ;;
+	osd-comp) "$rckpt" --timeout 60 ckpt compact --job "$job" >"$t/op.log" 2>&1 & ;;
+	osd-keep) "$rckpt" --timeout 60 ckpt compact --job "$rjob" --keep-last 3 --keep-every 5 >"$t/op.log" 2>&1 & ;;
 	osd-read)
 		s=$(steps_now | shuf -n 1)
-		"$rckpt" --timeout 60 ckpt restore --job "$job" --step "${s:-1}" -o "$t/x.safetensors" >/dev/null 2>&1 &
+		"$rckpt" --timeout 60 ckpt restore --job "$job" --step "${s:-1}" -o "$t/x.safetensors" >"$t/op.log" 2>&1 &
 		;;
 	esac
 	pid=$!
@@ -199,13 +199,25 @@ for ((r = 1; r <= runs; r++)); do
 	wait "$pid" 2>/dev/null
 	st=$?
 	count[$f]=$((${count[$f]:-0} + 1))
+	# how the operation beside the fault ended: the killed client by our
+	# SIGKILL (or done before it); any other may fail, cleanly, while its
+	# OSD was away (said here), but never die of a signal (counted)
+	case $f in
+	client) reaped "run $r: the save we killed" "$st" "$t/save.log" 137 || { [ "$st" -gt 128 ] && died=$((died + 1)); } ;;
+	osd-save) ;; # said below, with its log
+	*) if [ "$st" -gt 128 ]; then
+		reaped "run $r: the $f operation" "$st" "$t/op.log"; died=$((died + 1))
+	   elif [ "$st" -ne 0 ]; then
+		reaped "run $r: the $f operation (beside the killed OSD)" "$st" "$t/op.log"
+	   fi ;;
+	esac
 	# what the writer acknowledged before the fault (the OSD's restart
 	# included: a save beside it should go on)
 	if [ "$f" = client ] || [ "$f" = osd-save ]; then
 		take_acks "$job" "$t/save.log" sha
 		if [ "$f" = osd-save ] && [ "$st" -ne 0 ]; then
-			echo "  run $r: the save beside the killed OSD exited $st:" >&2
-			tail -3 "$t/save.log" | sed 's/^/  | /' >&2
+			reaped "run $r: the save beside the killed OSD" "$st" "$t/save.log"
+			[ "$st" -gt 128 ] && died=$((died + 1))
 		fi
 	fi
 	if [ -n "$down" ] && [ $((r % 10)) -eq 8 ]; then
@@ -221,8 +233,10 @@ for ((r = 1; r <= runs; r++)); do
 	if (save "$job" "$next") >"$t/resume.log" 2>&1; then
 		resumed=$((resumed + 1))
 	else
+		st=$?
 		failed_resume=$((failed_resume + 1))
-		sed 's/^/  resume: /' "$t/resume.log" >&2
+		reaped "run $r: the resuming writer" "$st" "$t/resume.log"
+		[ "$st" -gt 128 ] && died=$((died + 1))
 	fi
 	take_acks "$job" "$t/resume.log" sha
 	next=$((next + 1))
@@ -243,11 +257,12 @@ done
 [ -n "$down" ] && restart
 verify all
 echo "runs $runs, osds $osds: faults $(for f in "${faults_all[@]}"; do printf '%s=%s ' "$f" "${count[$f]:-0}"; done)"
-echo "steps acknowledged $acked, restores verified $verified, steps lost $lost, changed $changed, not their source $wrong, writers resumed $resumed/$runs"
+echo "steps acknowledged $acked, restores verified $verified, steps lost $lost, changed $changed, not their source $wrong, writers resumed $resumed/$runs, tools died of a signal $died"
 check "no acknowledged step lost" test "$lost" -eq 0
 check "every acknowledged step restored its source checkpoint" test "$wrong" -eq 0
 check "  and later always the same bytes" test "$changed" -eq 0
 check "the next writer always resumes" test "$failed_resume" -eq 0
+check "no tool died of a signal (but the client we killed)" test "$died" -eq 0
 check "steps were acknowledged and verified" test "$acked" -gt 0 -a "$verified" -gt 0
 pins_kept() {
 	local s listed

@@ -15,6 +15,7 @@ RCKPT_TEST_PCR_DIR (JPEGs); the PCR tests skip without the last two.
 import os
 import subprocess
 import sys
+import textwrap
 import time
 import unittest
 
@@ -396,6 +397,33 @@ class WithCluster(unittest.TestCase):
                              text=True, timeout=120, check=True).stdout.split("\n")
         self.assertEqual(out[0], "resumed %d" % step)
         self.assertEqual(out[1], "step %d" % (step + 1))
+
+    def test_handles_closed_at_exit(self):
+        # A trainer that never calls close(): the binding must close its
+        # handle when the interpreter exits, before Python and the C runtime
+        # tear down (a live librados client there crashed 6 of 400 exits in
+        # a C loop: SIGSEGV or SIGABRT in its timer and messenger threads).
+        # The child registers its check before importing rckpt, so it runs
+        # after the binding's own exit handler (atexit is last in, first out).
+        job = self.job("atexit")
+        child = textwrap.dedent("""
+            import atexit, os, sys
+            ck = None
+            def after():
+                print("open" if ck is not None and ck._h is not None else "closed", flush=True)
+            atexit.register(after)
+            sys.path.insert(0, %r)
+            import rckpt, rckpt._lib
+            if sys.argv[1] == "without":  # the control: no exit handler
+                atexit.unregister(rckpt._lib._close_open)
+            ck = rckpt.Checkpointer(job=%r, compute="cpu")
+        """) % (os.path.join(here, "..", "..", "client", "python"), job)
+        for mode, want in (("with", "closed"), ("without", "open")):
+            r = subprocess.run([sys.executable, "-c", child, mode], capture_output=True, text=True, timeout=300)
+            self.assertEqual(r.stdout.strip(), want, "%s the binding's exit handler: stdout %r, stderr %s"
+                             % (mode, r.stdout, r.stderr[-2000:]))
+            if mode == "with":
+                self.assertEqual(r.returncode, 0, "exited %d: %s" % (r.returncode, r.stderr[-2000:]))
 
     def test_errors(self):
         with self.assertRaises(rckpt.RckptError) as e:
