@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "rckpt.h"
+#include "rckpt_clock.h"
 #include "rckpt_gpuenc.h"
 
 /* The search space, each axis from most to least aggressive. */
@@ -258,13 +259,6 @@ void rckpt_ckenc_destroy(rckpt_ckenc_t *e)
 	free(e->iblk);
 	free(e->pblk);
 	free(e);
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
 static rckpt_qconfig_t config_of(const rckpt_ckenc_opts_t *o, cpoint_t c)
@@ -1455,7 +1449,7 @@ int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rc
 
 	/* Prepare the quantized tensors block by block: widen, check,
 	 * sketch, sample. */
-	t0 = now_s();
+	t0 = rckpt_now_s();
 	prep = calloc(params->ntensors ? params->ntensors : 1, sizeof(*prep));
 	cache = calloc(params->ntensors ? params->ntensors : 1, sizeof(*cache));
 	smp = calloc(params->ntensors ? params->ntensors : 1, sizeof(*smp));
@@ -1530,10 +1524,10 @@ int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rc
 		have_emb |= kind == RCKPT_LK_EMBEDDING;
 		have_g |= g != NULL;
 	}
-	st->t_prepare = now_s() - t0;
+	st->t_prepare = rckpt_now_s() - t0;
 
 	/* Choose the configuration. */
-	t0 = now_s();
+	t0 = rckpt_now_s();
 	if (o->mode == RCKPT_CKENC_FIXED) {
 		st->config = o->fixed;
 	} else if (o->mode == RCKPT_CKENC_BITWIDTH) {
@@ -1587,11 +1581,11 @@ int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rc
 			st->configs_tried = x.tried;
 		}
 	}
-	st->t_search = now_s() - t0;
+	st->t_search = rckpt_now_s() - t0;
 
 	/* Judge it on all the data (the search judged samples) and, while
 	 * over eps, step one axis less aggressive. */
-	t0 = now_s();
+	t0 = rckpt_now_s();
 	for (;;) {
 		int ok;
 		rc = judge(e, params, prep, which, nprep, &st->config, tbins, cache, qp, &st->quality);
@@ -1635,10 +1629,10 @@ int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rc
 	if (rc)
 		goto out;
 	st->accepted = st->quality <= o->eps && (!o->quality || st->cb_quality <= o->quality_eps);
-	st->t_quantize = now_s() - t0;
+	st->t_quantize = rckpt_now_s() - t0;
 
 	/* Quantize again, chunk by chunk, and hand out each record. */
-	t0 = now_s();
+	t0 = rckpt_now_s();
 	for (i = 0; i < nprep; i++)
 		tq[which[i]] = &qp[i];
 	if (e->steps == 0 && (rc = build_layout(e, params)))
@@ -1665,7 +1659,7 @@ int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rc
 	if ((rc = emit(e, sink, manifest, st, params, grads, tq, stride, &sum, step)))
 		goto out;
 	e->force_base = 0;
-	st->t_encode = now_s() - t0;
+	st->t_encode = rckpt_now_s() - t0;
 	if (e->lastq) {
 		for (i = 0; i < params->ntensors; i++)
 			if (tq[i])
@@ -1895,7 +1889,7 @@ int rckpt_ckenc_step_partial(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink,
 	uint32_t c, k;
 	unsigned i;
 	int rc = 0;
-	double t0 = now_s();
+	double t0 = rckpt_now_s();
 
 	memset(st, 0, sizeof(*st));
 	memset(&mf, 0, sizeof(mf));
@@ -2059,10 +2053,10 @@ int rckpt_ckenc_step_partial(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink,
 	st->blocks_saved = want;
 	st->config = e->lastcfg;
 	st->accepted = 1;
-	st->t_search = now_s() - t0;
+	st->t_search = rckpt_now_s() - t0;
 
 	/* One sparse record per chunk. */
-	t0 = now_s();
+	t0 = rckpt_now_s();
 	if ((rc = mf_begin(e, &mf, params, step, e->prev.step)))
 		goto out;
 	for (i = 0; i < params->ntensors; i++)
@@ -2164,7 +2158,7 @@ int rckpt_ckenc_step_partial(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink,
 	e->prev.step = step; /* the next step's parent */
 	if (p->select == RCKPT_CKENC_ROUND_ROBIN && nb)
 		e->rr_cursor = (e->rr_cursor + want) % nb;
-	st->t_encode = now_s() - t0;
+	st->t_encode = rckpt_now_s() - t0;
 out:
 	mf_free(&mf);
 	for (c = 0; boff && c < e->nchunks; c++)

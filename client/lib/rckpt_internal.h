@@ -28,4 +28,18 @@ static inline void rckpt_clear_error(rckpt_t *h)
 	h->errmsg[0] = '\0';
 }
 
+/* A job or dataset name: 1..63 of [A-Za-z0-9._-]. */
+int rckpt_valid_name(const char *s);
+
+/* Frees a list of names (rckpt_jobs, rckpt_pcr_datasets). Accepts NULL. */
+void rckpt_names_free(char **names, unsigned n);
+
+/* The names, sorted, of the pool's namespaces that begin with prefix and
+ * hold an object named oid: the jobs (oid RCKPT_STORE_JOB_OID, prefix "")
+ * and the datasets ("pcr/" and the PCR index). The part after the prefix
+ * must be a valid name. what names the list in an error ("jobs"); fn is the
+ * public function reporting it. Free with rckpt_names_free. */
+int rckpt_ns_list(rckpt_t *h, const char *oid, const char *prefix, const char *what,
+		  const char *fn, char ***names, unsigned *n);
+
 #endif /* RCKPT_INTERNAL_H */

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "rckpt_pcr.h"
+#include "rckpt_clock.h"
 #include "rckpt_pcr_internal.h"
 #include "rckpt_ssim.h"
 
@@ -38,7 +39,6 @@ void rckpt_pcr_record_oid(char out[RCKPT_PCR_OID_MAX], uint32_t n)
 	snprintf(out, RCKPT_PCR_OID_MAX, "rec.%08" PRIu32, n);
 }
 
-int rckpt_valid_job_name(const char *s);
 
 int rckpt_pcr_ioctx(rckpt_t *h, const char *dataset, rados_ioctx_t *out)
 {
@@ -48,7 +48,7 @@ int rckpt_pcr_ioctx(rckpt_t *h, const char *dataset, rados_ioctx_t *out)
 	*out = NULL;
 	if (h->cluster == NULL)
 		return -ENOTCONN;
-	if (dataset == NULL || !rckpt_valid_job_name(dataset))
+	if (dataset == NULL || !rckpt_valid_name(dataset))
 		return -EINVAL;
 	snprintf(ns, sizeof(ns), RCKPT_PCR_NS_PREFIX "%s", dataset);
 	rc = rados_ioctx_create(h->cluster, h->pool, out);
@@ -456,65 +456,11 @@ static int cmp_str(const void *a, const void *b)
 
 int rckpt_pcr_datasets(rckpt_t *h, char ***names, unsigned *n)
 {
-	rados_ioctx_t io;
-	rados_list_ctx_t lc;
-	const char *oid, *ns;
-	unsigned cap = 0;
-	int rc;
-
-	rckpt_clear_error(h);
-	*names = NULL;
-	*n = 0;
-	if (h->cluster == NULL)
-		return rckpt_fail(h, -ENOTCONN, __func__, "not connected");
-	if ((rc = rados_ioctx_create(h->cluster, h->pool, &io)))
-		return rckpt_fail(h, rc, __func__, "cannot open pool %s", h->pool);
-	rados_ioctx_set_namespace(io, LIBRADOS_ALL_NSPACES);
-	if ((rc = rados_nobjects_list_open(io, &lc))) {
-		rados_ioctx_destroy(io);
-		return rckpt_fail(h, rc, __func__, "cannot list pool %s", h->pool);
-	}
-	while (rc == 0 && (rc = rados_nobjects_list_next(lc, &oid, NULL, &ns)) == 0) {
-		const size_t pl = strlen(RCKPT_PCR_NS_PREFIX);
-		if (strcmp(oid, RCKPT_PCR_INDEX_OID) != 0 || ns == NULL ||
-		    strncmp(ns, RCKPT_PCR_NS_PREFIX, pl) != 0 || !rckpt_valid_job_name(ns + pl))
-			continue;
-		if (*n == cap) {
-			char **p = realloc(*names, (cap = cap ? 2 * cap : 16) * sizeof(*p));
-			if (p == NULL) {
-				rc = -ENOMEM;
-				break;
-			}
-			*names = p;
-		}
-		if (((*names)[*n] = strdup(ns + pl)) == NULL) {
-			rc = -ENOMEM;
-			break;
-		}
-		(*n)++;
-	}
-	rados_nobjects_list_close(lc);
-	rados_ioctx_destroy(io);
-	if (rc == -ENOENT)
-		rc = 0;
-	if (rc) {
-		rckpt_jobs_free(*names, *n);
-		*names = NULL;
-		*n = 0;
-		return rckpt_fail(h, rc, __func__, "cannot list the datasets of pool %s", h->pool);
-	}
-	qsort(*names, *n, sizeof(**names), cmp_str);
-	return 0;
+	return rckpt_ns_list(h, RCKPT_PCR_INDEX_OID, RCKPT_PCR_NS_PREFIX, "datasets", __func__, names,
+			     n);
 }
 
 /* ---- the build ---- */
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static int check_names(rckpt_t *h, const rckpt_pcr_input_t *in, unsigned n)
 {
@@ -554,7 +500,7 @@ int rckpt_pcr_build(rckpt_t *h, const char *dataset, const rckpt_pcr_input_t *in
 	rckpt_pcr_progress_t pr;
 	rckpt_pcr_src_t *src = NULL;
 	wslot_t *ws = NULL;
-	double ssum[RCKPT_PCR_MAX_GROUPS] = { 0 }, t0 = now_s();
+	double ssum[RCKPT_PCR_MAX_GROUPS] = { 0 }, t0 = rckpt_now_s();
 	unsigned threads, wcount = 0, wnext = 0, sampled = 0, rec_cap = 0, i, g, first;
 	uint64_t size;
 	time_t mtime;
@@ -752,7 +698,7 @@ int rckpt_pcr_build(rckpt_t *h, const char *dataset, const rckpt_pcr_input_t *in
 		st->groups = x.ngroups;
 		st->source_bytes = x.source_bytes;
 		st->stored_bytes = pr.bytes_written;
-		st->seconds = now_s() - t0;
+		st->seconds = rckpt_now_s() - t0;
 	}
 	goto out;
 nomem:

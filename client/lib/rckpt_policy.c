@@ -28,6 +28,7 @@
 
 #include "rckpt.h"
 #include "rckpt_bytes.h"
+#include "rckpt_clock.h"
 #include "rckpt_store_internal.h"
 #include "rckpt_store_wire.h"
 
@@ -68,13 +69,6 @@ double rckpt_policy_interval(double delta, double mttp, double r)
 		return m;
 	x = delta / (2 * m);
 	return sqrt(2 * delta * m) * (1 + sqrt(x) / 3 + x / 9) - delta;
-}
-
-static double mono(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
 static uint64_t real_ns(void)
@@ -277,7 +271,7 @@ int rckpt_policy_open(rckpt_job_t *j, rckpt_policy_t **out, const rckpt_policy_o
 	p->cmd = o->notice_cmd ? strdup(o->notice_cmd) : NULL;
 	p->o.notice_file = p->file;
 	p->o.notice_cmd = p->cmd;
-	p->t_start = mono();
+	p->t_start = rckpt_now_s();
 	p->start_ns = real_ns();
 	p->step_s = p->save_s = p->restart_s = -1;
 	p->last_save = p->notice_t = -1;
@@ -405,7 +399,7 @@ static int emergency_fits(const rckpt_policy_t *p)
 
 int rckpt_policy_should_save(rckpt_policy_t *p, uint64_t step)
 {
-	const double now = mono();
+	const double now = rckpt_now_s();
 	(void)step;
 	if (!p->notified && now - p->last_poll >= p->o.poll_s && (p->file || p->cmd)) {
 		struct stat sb;
@@ -436,7 +430,7 @@ int rckpt_policy_should_save(rckpt_policy_t *p, uint64_t step)
 void rckpt_policy_saved(rckpt_policy_t *p, uint64_t step)
 {
 	(void)step;
-	p->last_save = mono();
+	p->last_save = rckpt_now_s();
 	if (p->notified)
 		p->emergency_done = 1;
 }
@@ -453,6 +447,6 @@ int rckpt_policy_info(rckpt_policy_t *p, rckpt_policy_info_t *out)
 	out->interval_s = interval_of(p);
 	out->emergency_fits = emergency_fits(p);
 	out->noticed = p->notified != 0;
-	out->notice_age_s = p->notice_t >= 0 ? mono() - p->notice_t : 0;
+	out->notice_age_s = p->notice_t >= 0 ? rckpt_now_s() - p->notice_t : 0;
 	return 0;
 }

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "rckpt_ckenc.h"
+#include "rckpt_clock.h"
 #include "rckpt_internal.h"
 #include "rckpt_store_wire.h"
 #include "rckpt_store_internal.h"
@@ -31,27 +32,6 @@ struct rckpt_restored {
 /* Objects past this size are refused by the OSD's osd_max_write_size
  * (90 MiB by default) in one write_full: attachments stay under it. */
 #define ATTACH_STORED_MAX ((size_t)64 << 20)
-
-double rckpt_now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-int rckpt_valid_job_name(const char *s)
-{
-	size_t i, n = strlen(s);
-	if (n == 0 || n > 63)
-		return 0;
-	for (i = 0; i < n; i++) {
-		char c = s[i];
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		      c == '.' || c == '_' || c == '-'))
-			return 0;
-	}
-	return 1;
-}
 
 /* ---- calls ---- */
 
@@ -162,7 +142,7 @@ int rckpt_job_open(rckpt_t *h, rckpt_job_t **out, const char *job, const rckpt_j
 	if (h->cluster == NULL)
 		return rckpt_fail(h, -ENOTCONN, __func__, "not connected");
 	if (opts->version < 1 || opts->version > RCKPT_JOB_OPTS_VERSION || job == NULL ||
-	    !rckpt_valid_job_name(job) || opts->eps < 0 ||
+	    !rckpt_valid_name(job) || opts->eps < 0 ||
 	    (opts->version >= 3 && opts->compute > RCKPT_COMPUTE_GPU) ||
 	    (opts->version >= 4 && !(opts->quality_eps >= 0)) ||
 	    (opts->version >= 5 && opts->partial_block > 65536))

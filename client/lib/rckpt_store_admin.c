@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "rckpt_bytes.h"
+#include "rckpt_clock.h"
 #include "rckpt_store_internal.h"
 #include "rckpt_store_wire.h"
 
@@ -724,68 +725,12 @@ int rckpt_job_delete(rckpt_t *h, const char *job)
 
 /* ---- jobs of the pool ---- */
 
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 int rckpt_jobs(rckpt_t *h, char ***names, unsigned *n)
 {
-	rados_ioctx_t io;
-	rados_list_ctx_t lc;
-	const char *oid, *ns;
-	unsigned cap = 0;
-	int rc;
-
-	rckpt_clear_error(h);
-	*names = NULL;
-	*n = 0;
-	if (h->cluster == NULL)
-		return rckpt_fail(h, -ENOTCONN, __func__, "not connected");
-	if ((rc = rados_ioctx_create(h->cluster, h->pool, &io)))
-		return rckpt_fail(h, rc, __func__, "cannot open pool %s", h->pool);
-	rados_ioctx_set_namespace(io, LIBRADOS_ALL_NSPACES);
-	if ((rc = rados_nobjects_list_open(io, &lc))) {
-		rados_ioctx_destroy(io);
-		return rckpt_fail(h, rc, __func__, "cannot list pool %s", h->pool);
-	}
-	while (rc == 0 && (rc = rados_nobjects_list_next(lc, &oid, NULL, &ns)) == 0) {
-		if (strcmp(oid, RCKPT_STORE_JOB_OID) != 0 || ns == NULL || !rckpt_valid_job_name(ns))
-			continue;
-		if (*n == cap) {
-			char **p;
-			cap = cap ? 2 * cap : 16;
-			p = realloc(*names, cap * sizeof(*p));
-			if (p == NULL) {
-				rc = -ENOMEM;
-				break;
-			}
-			*names = p;
-		}
-		if (((*names)[*n] = strdup(ns)) == NULL) {
-			rc = -ENOMEM;
-			break;
-		}
-		(*n)++;
-	}
-	rados_nobjects_list_close(lc);
-	rados_ioctx_destroy(io);
-	if (rc == -ENOENT)
-		rc = 0;
-	if (rc) {
-		rckpt_jobs_free(*names, *n);
-		*names = NULL;
-		*n = 0;
-		return rckpt_fail(h, rc, __func__, "cannot list the jobs of pool %s", h->pool);
-	}
-	qsort(*names, *n, sizeof(**names), cmp_str);
-	return 0;
+	return rckpt_ns_list(h, RCKPT_STORE_JOB_OID, "", "jobs", __func__, names, n);
 }
 
 void rckpt_jobs_free(char **names, unsigned n)
 {
-	unsigned i;
-	for (i = 0; names && i < n; i++)
-		free(names[i]);
-	free(names);
+	rckpt_names_free(names, n);
 }

@@ -34,8 +34,6 @@ struct rckpt_job {
 			       (store.md), its step filled in at the save */
 };
 
-double rckpt_now_s(void);
-int rckpt_valid_job_name(const char *s);
 
 /* A read method's reply appended to out; a write method (no reply). */
 int rckpt_exec_read(rckpt_job_t *j, const char *oid, const char *method, const rckpt_buf_t *in,
