@@ -185,14 +185,14 @@ int rckpt_msg_pcr_images_decode(uint16_t *k, const uint8_t **idx, uint32_t *n, c
 
 /* its reply: n JPEGs, each with its image's id, name and label. Built with
  * begin / add / end; read with open / next. */
-typedef struct rckpt_pcr_jpeg {
+typedef struct rckpt_pcr_jpeg { /* one image with its name and label, in place */
 	uint32_t id;
 	const char *name;
-	uint8_t name_len;
+	size_t name_len;
 	const uint8_t *label;
-	uint16_t label_len;
+	size_t label_len;
 	const uint8_t *jpeg;
-	uint32_t jpeg_len;
+	size_t jpeg_len;
 } rckpt_pcr_jpeg_t;
 
 int rckpt_msg_pcr_jpegs_begin(rckpt_buf_t *out, size_t *at, uint32_t n);

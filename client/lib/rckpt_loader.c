@@ -206,7 +206,7 @@ static int fetch(rckpt_loader_t *l, const uint32_t *ids, unsigned n, rckpt_pcr_b
 	return rc;
 }
 
-static void item_of_image(const rckpt_pcr_image_t *im, rckpt_pcr_item_t *it)
+static void item_of_image(const rckpt_pcr_image_t *im, rckpt_pcr_jpeg_t *it)
 {
 	it->id = im->id;
 	it->name = im->name;
@@ -217,7 +217,7 @@ static void item_of_image(const rckpt_pcr_image_t *im, rckpt_pcr_item_t *it)
 	it->jpeg_len = im->jpeg_len;
 }
 
-static void item_of_cache(const rckpt_loader_t *l, uint32_t id, rckpt_pcr_item_t *it)
+static void item_of_cache(const rckpt_loader_t *l, uint32_t id, rckpt_pcr_jpeg_t *it)
 {
 	const centry_t *c = &l->cache[id];
 	it->id = id;
@@ -230,7 +230,7 @@ static void item_of_cache(const rckpt_loader_t *l, uint32_t id, rckpt_pcr_item_t
 }
 
 /* Keeps a copy of it in the cache while the byte budget allows. */
-static void cache_put(rckpt_loader_t *l, const rckpt_pcr_item_t *it)
+static void cache_put(rckpt_loader_t *l, const rckpt_pcr_jpeg_t *it)
 {
 	const size_t len = it->name_len + it->label_len + it->jpeg_len;
 	centry_t *c = &l->cache[it->id];
@@ -251,7 +251,7 @@ static void cache_put(rckpt_loader_t *l, const rckpt_pcr_item_t *it)
 /* Fills it[k] for the ids that are this learner's to supply (src == me):
  * from the cache, or (not cached) read from the cluster into *extra. */
 static int own_items(rckpt_loader_t *l, const uint32_t *ids, const uint32_t *pos, unsigned n,
-		     rckpt_pcr_item_t *it, rckpt_pcr_batch_t **extra)
+		     rckpt_pcr_jpeg_t *it, rckpt_pcr_batch_t **extra)
 {
 	uint32_t *miss = malloc(sizeof(*miss) * (n ? n : 1));
 	unsigned k, nm = 0;
@@ -284,7 +284,7 @@ static int own_items(rckpt_loader_t *l, const uint32_t *ids, const uint32_t *pos
 
 /* ---- the exchange ---- */
 
-static int send_items(rckpt_loader_t *l, unsigned peer, const rckpt_pcr_item_t *it, unsigned n)
+static int send_items(rckpt_loader_t *l, unsigned peer, const rckpt_pcr_jpeg_t *it, unsigned n)
 {
 	uint64_t len = 4;
 	uint8_t *m, *q;
@@ -324,7 +324,7 @@ static int send_items(rckpt_loader_t *l, unsigned peer, const rckpt_pcr_item_t *
 }
 
 int rckpt_loader_parse_items(const uint8_t *m, size_t len, const uint32_t *want, unsigned n,
-			     rckpt_pcr_item_t *it)
+			     rckpt_pcr_jpeg_t *it)
 {
 	const uint8_t *q = m + 4, *end = m + len;
 	unsigned k;
@@ -356,7 +356,7 @@ int rckpt_loader_parse_items(const uint8_t *m, size_t len, const uint32_t *want,
 /* Receives peer's message into *msg and points it[k] into it; the ids
  * must be want[0..n) in order. */
 static int recv_items(rckpt_loader_t *l, unsigned peer, const uint32_t *want, unsigned n,
-		      rckpt_pcr_item_t *it, uint8_t **msg)
+		      rckpt_pcr_jpeg_t *it, uint8_t **msg)
 {
 	uint8_t hdr[8], *m;
 	uint64_t len;
@@ -392,7 +392,7 @@ static int step_regular(rckpt_loader_t *l, const uint32_t *ids, uint32_t g, rckp
 {
 	const unsigned p = l->tr.size, r = l->tr.rank;
 	const uint32_t sh = g / p + (r < g % p), s0 = r * (g / p) + (r < g % p ? r : g % p);
-	rckpt_pcr_item_t *it = malloc(sizeof(*it) * (sh ? sh : 1));
+	rckpt_pcr_jpeg_t *it = malloc(sizeof(*it) * (sh ? sh : 1));
 	rckpt_pcr_batch_t *b = NULL;
 	uint32_t k;
 	int rc;
@@ -416,7 +416,7 @@ static int step_regular(rckpt_loader_t *l, const uint32_t *ids, uint32_t g, rckp
 static int step_locality(rckpt_loader_t *l, const uint32_t *ids, uint32_t g, rckpt_pcr_batch_t **out)
 {
 	const unsigned p = l->tr.size, me = l->tr.rank;
-	rckpt_pcr_item_t *it = NULL, *tmp = NULL;
+	rckpt_pcr_jpeg_t *it = NULL, *tmp = NULL;
 	rckpt_pcr_batch_t *own = NULL, *stor = NULL;
 	uint8_t **msgs = NULL;
 	uint32_t *want = NULL, *pos = NULL, i, nmine = 0, nstor = 0;

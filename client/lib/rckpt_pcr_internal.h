@@ -8,6 +8,7 @@
 #include <rados/librados.h>
 
 #include "rckpt_internal.h"
+#include "rckpt_pcr.h"
 
 #define RCKPT_PCR_NS_PREFIX "pcr/"
 #define RCKPT_PCR_INDEX_OID "index"
@@ -23,22 +24,11 @@ int rckpt_pcr_ioctx(rckpt_t *h, const char *dataset, rados_ioctx_t *out);
 int rckpt_pcr_read_object(rados_ioctx_t io, const char *oid, size_t max, uint8_t **out,
 			  size_t *len);
 
-/* One image given by the caller (the locality-aware loader's cache and
- * exchange). */
-typedef struct rckpt_pcr_item {
-	uint32_t id;
-	const char *name;
-	size_t name_len;
-	const void *label;
-	size_t label_len;
-	const uint8_t *jpeg;
-	size_t jpeg_len;
-} rckpt_pcr_item_t;
-
-/* A batch of copies of it[0..n), in that order, decoded to RGB on d's
+/* A batch of copies of it[0..n) (images the caller holds: the
+ * locality-aware loader's cache and exchange), in that order, decoded to RGB on d's
  * threads when rgb. -EINVAL for a name too long or an empty JPEG;
  * -EBADMSG for one that does not decode. */
-int rckpt_pcr_batch_make(rckpt_pcr_t *d, const rckpt_pcr_item_t *it, unsigned n, int rgb,
+int rckpt_pcr_batch_make(rckpt_pcr_t *d, const rckpt_pcr_jpeg_t *it, unsigned n, int rgb,
 			 rckpt_pcr_batch_t **out);
 
 /* The locality-aware loader's exchange message from a peer, m[0..len):
@@ -46,6 +36,6 @@ int rckpt_pcr_batch_make(rckpt_pcr_t *d, const rckpt_pcr_item_t *it, unsigned n,
  * (not 0) and the three byte strings. Points it[0..n) into m; the ids must
  * be want[0..n) in order and the items fill m exactly (-EBADMSG if not). */
 int rckpt_loader_parse_items(const uint8_t *m, size_t len, const uint32_t *want, unsigned n,
-			     rckpt_pcr_item_t *it);
+			     rckpt_pcr_jpeg_t *it);
 
 #endif

@@ -707,7 +707,7 @@ out:
 	return 0;
 }
 
-int rckpt_pcr_batch_make(rckpt_pcr_t *d, const rckpt_pcr_item_t *it, unsigned n, int rgb,
+int rckpt_pcr_batch_make(rckpt_pcr_t *d, const rckpt_pcr_jpeg_t *it, unsigned n, int rgb,
 			 rckpt_pcr_batch_t **out)
 {
 	rckpt_pcr_batch_t *b;

@@ -18,7 +18,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	rckpt_pcr_item_t it[8];
+	rckpt_pcr_jpeg_t it[8];
 	uint32_t want[8];
 	const uint8_t *p;
 	uint8_t *m;
