@@ -3,6 +3,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -137,10 +138,63 @@ static void test_gpu_info(void **state)
 	assert_non_null(memchr(g.device_name, '\0', sizeof(g.device_name)));
 }
 
+/* Expected wall time per unit of work with checkpoints every t seconds of
+ * work, each costing delta, and exponential failures of mean M with the
+ * restart folded in (Daly 2006, eq. 7 without its constant factor): the
+ * oracle rckpt_policy_interval's closed form approximates. */
+static double daly_cost(double t, double delta, double m)
+{
+	return m * expm1((t + delta) / m) / t;
+}
+
+/* Its minimizer by golden-section search, independent of the closed form. */
+static double daly_argmin(double delta, double m)
+{
+	const double g = (sqrt(5.0) - 1) / 2;
+	double lo = 1e-3, hi = 50 * m;
+	int i;
+	for (i = 0; i < 200; i++) {
+		double a = hi - g * (hi - lo), b = lo + g * (hi - lo);
+		if (daly_cost(a, delta, m) < daly_cost(b, delta, m))
+			hi = b;
+		else
+			lo = a;
+	}
+	return (lo + hi) / 2;
+}
+
+static void test_policy_interval(void **state)
+{
+	static const double cases[][3] = { /* delta, mttp, restart */
+		{ 1, 1e6, 0 }, { 10, 3000, 600 }, { 60, 3600, 0 }, { 300, 3000, 600 }, { 30, 600, 0 },
+	};
+	unsigned i;
+
+	(void)state;
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const double d = cases[i][0], m = cases[i][1] + cases[i][2];
+		const double t = rckpt_policy_interval(d, cases[i][1], cases[i][2]);
+		const double best = daly_argmin(d, m);
+		/* within 1% of the true optimum, and as good as it to 1e-4 */
+		assert_true(fabs(t / best - 1) < 0.01);
+		assert_true(daly_cost(t, d, m) / daly_cost(best, d, m) - 1 < 1e-4);
+	}
+	/* Young's first-order form is the leading term: close for small delta */
+	assert_true(fabs(rckpt_policy_interval(1, 1e6, 0) / sqrt(2e6) - 1) < 1e-3);
+	/* a save as long as two lifetimes: checkpoint once per lifetime */
+	assert_true(rckpt_policy_interval(5000, 2000, 500) == 2500);
+	/* nothing to plan without a save time or a lifetime */
+	assert_true(rckpt_policy_interval(0, 3600, 0) == 0);
+	assert_true(rckpt_policy_interval(-1, 3600, 0) == 0);
+	assert_true(rckpt_policy_interval(NAN, 3600, 0) == 0);
+	assert_true(rckpt_policy_interval(10, 0, 0) == 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_version),
+		cmocka_unit_test(test_policy_interval),
 		cmocka_unit_test(test_strerror),
 		cmocka_unit_test(test_null_and_unconnected),
 		cmocka_unit_test(test_connect_bad_options),
