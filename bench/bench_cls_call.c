@@ -19,14 +19,13 @@
 #include <rados/librados.h>
 
 #include "rckpt.h"
+#include "rckpt_clock.h" /* rckpt_now_s */
 
 #define OID "rckpt.probe"
 
 static double now_us(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+	return rckpt_now_s() * 1e6;
 }
 
 static int cmp_double(const void *a, const void *b)

@@ -29,6 +29,7 @@
 #include "rckpt_ckenc.h"
 #include "rckpt_codec.h"
 #include "rckpt_safetensors.h"
+#include "rckpt_clock.h" /* rckpt_now_s */
 
 typedef struct method {
 	const char *name;
@@ -63,13 +64,6 @@ static const method_t methods[] = {
 	{ "zstd-3", "lossless: zstd -3 on the raw tensors", 1, 3, 0, 0, 0, 0, 0, 0 },
 };
 #define NMETHODS (sizeof(methods) / sizeof(methods[0]))
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static int by_str(const void *a, const void *b)
 {
@@ -172,16 +166,16 @@ static int run_zstd(const method_t *m, ckpt_t *c, unsigned n, result_t *r, float
 	for (i = 0; i < n; i++) {
 		size_t raw = raw_f32(&c[i], buf), cap = ZSTD_compressBound(raw), z, got;
 		void *dst = malloc(cap), *back = malloc(raw ? raw : 1);
-		double t0 = now_s();
+		double t0 = rckpt_now_s();
 		z = ZSTD_compress(dst, cap, buf, raw, m->zstd_level);
-		r->t_enc += now_s() - t0;
+		r->t_enc += rckpt_now_s() - t0;
 		if (i >= 2) {
-			r->t_enc_steady += now_s() - t0;
+			r->t_enc_steady += rckpt_now_s() - t0;
 			r->raw_steady += raw;
 		}
-		t0 = now_s();
+		t0 = rckpt_now_s();
 		got = ZSTD_decompress(back, raw, dst, z);
-		r->t_dec += now_s() - t0;
+		r->t_dec += rckpt_now_s() - t0;
 		if (ZSTD_isError(z) || got != raw || memcmp(back, buf, raw)) {
 			fprintf(stderr, "bench_codec: zstd round trip failed\n");
 			return -1;
@@ -266,12 +260,12 @@ static int run_ckenc(const method_t *m, ckpt_t *c, unsigned n, double eps, int v
 		return rc;
 	for (i = 0; i < n; i++) {
 		rckpt_ckenc_stats_t st;
-		double t0 = now_s();
+		double t0 = rckpt_now_s();
 		rc = rckpt_ckenc_step(e, &rec[i], &st, &c[i].params, c[i].have_grads ? &c[i].grads : NULL,
 				      (uint64_t)i + 1, msg, sizeof(msg));
-		r->t_enc += now_s() - t0;
+		r->t_enc += rckpt_now_s() - t0;
 		if (i >= 2) {
-			r->t_enc_steady += now_s() - t0;
+			r->t_enc_steady += rckpt_now_s() - t0;
 			r->raw_steady += st.raw_bytes;
 		}
 		if (rc) {
@@ -310,7 +304,7 @@ static int run_ckenc(const method_t *m, ckpt_t *c, unsigned n, double eps, int v
 	for (i = 0; i < n; i++) {
 		const uint8_t **recs = malloc(sizeof(*recs) * (rec[i].nchunks + 1));
 		size_t *lens = malloc(sizeof(*lens) * (rec[i].nchunks + 1));
-		double t0 = now_s();
+		double t0 = rckpt_now_s();
 		uint32_t k;
 		for (k = 0; k < rec[i].nchunks; k++) {
 			recs[k] = rec[i].records[k].p;
@@ -328,7 +322,7 @@ static int run_ckenc(const method_t *m, ckpt_t *c, unsigned n, double eps, int v
 			rc = out ? rckpt_ckdec_tensor_f32(&dec, k, out) : -ENOMEM;
 			free(out);
 		}
-		r->t_dec += now_s() - t0;
+		r->t_dec += rckpt_now_s() - t0;
 		free(recs);
 		free(lens);
 		if (rc == 0 && decode_dir)

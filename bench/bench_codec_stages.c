@@ -20,13 +20,7 @@
 
 #include "rckpt_estream.h"
 #include "rckpt_istream.h"
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
+#include "rckpt_clock.h" /* rckpt_now_s */
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -108,27 +102,27 @@ int main(int argc, char **argv)
 				rckpt_istream_opts_t o = { cases[c].stages, cases[c].policy, 1, &scratch };
 				rckpt_buf_t b = RCKPT_BUF_INIT;
 				rckpt_reader_t rd;
-				t0 = now_s();
+				t0 = rckpt_now_s();
 				if (rckpt_istream_encode(&b, cur, n, bins + 2, prev, bins + 2, &o))
 					return 1;
-				te[r] = now_s() - t0;
+				te[r] = rckpt_now_s() - t0;
 				rd = rckpt_reader(b.p, b.len);
-				t0 = now_s();
+				t0 = rckpt_now_s();
 				if (rckpt_istream_decode(back, n, bins + 2, prev, bins + 2, &rd) ||
 				    memcmp(back, cur, n))
 					return 1;
-				td[r] = now_s() - t0;
+				td[r] = rckpt_now_s() - t0;
 				ratio = (double)n * 4 / (double)b.len;
 				rckpt_buf_free(&b);
 			} else {
 				size_t cap = ZSTD_compressBound(n * 4), z;
 				void *dst = malloc(cap);
-				t0 = now_s();
+				t0 = rckpt_now_s();
 				z = ZSTD_compress(dst, cap, f32, n * 4, 1);
-				te[r] = now_s() - t0;
-				t0 = now_s();
+				te[r] = rckpt_now_s() - t0;
+				t0 = rckpt_now_s();
 				ZSTD_decompress(f32, n * 4, dst, z);
-				td[r] = now_s() - t0;
+				td[r] = rckpt_now_s() - t0;
 				ratio = (double)n * 4 / (double)z;
 				free(dst);
 			}

@@ -32,6 +32,7 @@
 #include "rckpt_kmeans.h"
 #include "rckpt_quant.h"
 #include "rckpt_sketch.h"
+#include "rckpt_clock.h" /* rckpt_now_s */
 
 size_t bench_sort_temp_bytes(uint64_t n);
 int bench_sort_quantiles(float *out, const float *d_w, uint64_t n, const double *q, unsigned nq, void *d_temp,
@@ -43,13 +44,6 @@ size_t bench_kmeans_temp_bytes(unsigned k);
 #define MAXREPS 31
 
 static void *stream;
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -222,31 +216,31 @@ static void run_size(uint64_t n, unsigned reps, unsigned threads, int do_cpu)
 		double t0, t1, tk;
 		const int keep = r > 0;
 		/* device-to-device copy: the bandwidth yardstick */
-		t0 = now_s();
+		t0 = rckpt_now_s();
 		CK("d2d", rckpt_gpu_memcpy(dcopy, dw, 4 * n, 2, stream));
 		CK("sync", rckpt_gpu_stream_sync(stream));
 		if (keep)
-			put(&tcopy, now_s() - t0);
+			put(&tcopy, rckpt_now_s() - t0);
 		/* sketch of values alone, then with sensitivities */
-		t0 = now_s();
+		t0 = rckpt_now_s();
 		CK("sketch", rckpt_gpu_sketch(dh, NULL, dsmall, dw, RCKPT_GPU_F32, NULL, n, 6, NULL, 0, stream));
 		CK("sync", rckpt_gpu_stream_sync(stream));
 		if (keep)
-			put(&tsk, now_s() - t0);
-		t0 = now_s();
+			put(&tsk, rckpt_now_s() - t0);
+		t0 = rckpt_now_s();
 		CK("sketch", rckpt_gpu_sketch(dh, dh + hl, dsmall, dw, RCKPT_GPU_F32, dg, n, 6, NULL, 0, stream));
 		CK("sync", rckpt_gpu_stream_sync(stream));
 		if (keep)
-			put(&tskg, now_s() - t0);
+			put(&tskg, rckpt_now_s() - t0);
 		/* thresholds from the histogram, on the device */
-		t0 = now_s();
+		t0 = rckpt_now_s();
 		CK("bounds", rckpt_gpu_abs_bounds((float *)dsum, dh, 6, n, qs, 2, NULL, 0, stream));
 		CK("bounds", rckpt_gpu_memcpy(bounds, dsum, 16, 1, stream));
 		CK("sync", rckpt_gpu_stream_sync(stream));
 		if (keep)
-			put(&tbd, now_s() - t0);
+			put(&tbd, rckpt_now_s() - t0);
 		/* histogram to the host, the codec's thresholds and k-means */
-		t0 = now_s();
+		t0 = rckpt_now_s();
 		CK("prep", rckpt_codec_prep_begin(&p, RCKPT_DT_F32, n, g, RCKPT_LK_LINEAR));
 		CK("hist", rckpt_gpu_memcpy(p.value.neg, dh, 8 * hl, 1, stream));
 		CK("hist", rckpt_gpu_memcpy(p.sens.neg, dh + hl, 8 * hl, 1, stream));
@@ -256,75 +250,75 @@ static void run_size(uint64_t n, unsigned reps, unsigned threads, int do_cpu)
 		rckpt_sketch_adopt_counts(&p.sens, n);
 		CK("views", rckpt_codec_prep_end(&p));
 		CK("qparams", rckpt_codec_qparams(&q, &p, &c, RCKPT_QUANTIZER_KMEANS, NULL, NULL));
-		tk = now_s() - t0;
+		tk = rckpt_now_s() - t0;
 		if (keep)
 			put(&tkm, tk);
 		rckpt_codec_prep_free(&p);
 		rckpt_gpu_qparams_make(&gq, &q);
 		/* bin assignment */
-		t0 = now_s();
+		t0 = rckpt_now_s();
 		CK("quantize", rckpt_gpu_quantize(didx, dprot, dsmall, dw, RCKPT_GPU_F32, NULL, n, &gq, dtemp, tbytes, stream));
 		CK("sync", rckpt_gpu_stream_sync(stream));
-		t1 = now_s();
+		t1 = rckpt_now_s();
 		if (keep)
 			put(&tq, t1 - t0);
 		/* end to end, no gradients: sketch + bounds + host k-means + quantize */
 		if (keep)
 			put(&te2e, tsk.t[tsk.n - 1] + tkm.t[tkm.n - 1] + (t1 - t0));
-		t0 = now_s();
+		t0 = rckpt_now_s();
 		CK("quantize", rckpt_gpu_quantize(didx, dprot, dsmall, dw, RCKPT_GPU_F32, dg, n, &gq, dtemp, tbytes, stream));
 		CK("nprot", rckpt_gpu_memcpy(&np, dsmall, 8, 1, stream));
 		CK("sync", rckpt_gpu_stream_sync(stream));
 		if (keep)
-			put(&tqg, now_s() - t0);
+			put(&tqg, rckpt_now_s() - t0);
 		/* dequantize (restore) */
 		if (df == NULL)
 			df = dcopy;
-		t0 = now_s();
+		t0 = rckpt_now_s();
 		CK("dequantize", rckpt_gpu_dequantize(df, RCKPT_GPU_F32, (int *)(dsmall + 4), didx, n, &gq, dprot, np,
 						      dtemp, tbytes, stream));
 		CK("sync", rckpt_gpu_stream_sync(stream));
 		if (keep)
-			put(&tdq, now_s() - t0);
+			put(&tdq, rckpt_now_s() - t0);
 		/* quality sums */
-		t0 = now_s();
+		t0 = rckpt_now_s();
 		CK("qerr", rckpt_gpu_qerr(dsum, dw, RCKPT_GPU_F32, dg, n, &gq, dtemp, tbytes, stream));
 		CK("sync", rckpt_gpu_stream_sync(stream));
 		if (keep)
-			put(&terr, now_s() - t0);
+			put(&terr, rckpt_now_s() - t0);
 		/* delta against a previous step's levels, rearranged */
 		if (r == 0) {
 			CK("prev", rckpt_gpu_memcpy(dprev, didx, n, 2, stream));
 			CK("sync", rckpt_gpu_stream_sync(stream));
 		}
-		t0 = now_s();
+		t0 = rckpt_now_s();
 		CK("delta", rckpt_gpu_delta((uint8_t *)dprot, (int *)(dsmall + 4), didx, q.nbins + 2,
 					    dprev, q.nbins + 2, n, 1, dtemp, tbytes, stream));
 		CK("sync", rckpt_gpu_stream_sync(stream));
 		if (keep)
-			put(&tdel, now_s() - t0);
+			put(&tdel, rckpt_now_s() - t0);
 		/* change distance, blocks of 64 Ki */
-		t0 = now_s();
+		t0 = rckpt_now_s();
 		CK("dist", rckpt_gpu_block_dist((double *)dtemp, dw, RCKPT_GPU_F32, dcopy, n, 65536, stream));
 		CK("sync", rckpt_gpu_stream_sync(stream));
 		if (keep)
-			put(&tdist, now_s() - t0);
+			put(&tdist, rckpt_now_s() - t0);
 		/* baselines */
-		t0 = now_s();
+		t0 = rckpt_now_s();
 		if (bench_sort_quantiles(sortq, dw, n, qs, 2, dtemp, sortb, stream))
 			die("sort baseline", -EIO);
 		if (keep)
-			put(&tsort, now_s() - t0);
+			put(&tsort, rckpt_now_s() - t0);
 		{
 			float cent[64];
 			unsigned j;
 			for (j = 0; j < 16; j++) /* evenly spaced over +-3 sigma */
 				cent[j] = (float)(-0.06 + 0.12 * (j + 0.5) / 16);
-			t0 = now_s();
+			t0 = rckpt_now_s();
 			if (bench_kmeans_raw(cent, dw, n, 16, 30, dtemp, stream))
 				die("k-means baseline", -EIO);
 			if (keep)
-				put(&traw, now_s() - t0);
+				put(&traw, rckpt_now_s() - t0);
 		}
 	}
 	copy_bw = 8.0 * (double)n / median(tcopy.t, tcopy.n);
@@ -356,15 +350,15 @@ static void run_size(uint64_t n, unsigned reps, unsigned threads, int do_cpu)
 		printf("  thresholds: histogram [%g, %g) and [%g, %g); sort %g and %g\n", bounds[0], bounds[1], bounds[2],
 		       bounds[3], sortq[0], sortq[1]);
 		if (do_cpu) {
-			double t0 = now_s(), cs, cq, c1;
+			double t0 = rckpt_now_s(), cs, cq, c1;
 			cpu_stage(0, threads, w, g, n, &q, cidx, cprot);
-			cs = now_s() - t0;
-			t0 = now_s();
+			cs = rckpt_now_s() - t0;
+			t0 = rckpt_now_s();
 			cpu_stage(1, threads, w, g, n, &q, cidx, cprot);
-			cq = now_s() - t0;
-			t0 = now_s();
+			cq = rckpt_now_s() - t0;
+			t0 = rckpt_now_s();
 			cpu_stage(1, 1, w, g, n, &q, cidx, cprot);
-			c1 = now_s() - t0;
+			c1 = rckpt_now_s() - t0;
 			snprintf(note, sizeof(note), "GPU %.0fx faster", cs / skg);
 			report("CPU sketch |w|, |w g| (threads)", n, cs, 0, copy_bw, note);
 			snprintf(note, sizeof(note), "GPU %.0fx faster", cq / qg);

@@ -35,16 +35,10 @@
 
 #include "rckpt.h"
 #include "rckpt_pcr.h"
+#include "rckpt_clock.h" /* rckpt_now_s */
 
 #define MAX_IMAGES 100000
 #define INFLIGHT 16
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static void die(const char *what, int rc)
 {
@@ -162,7 +156,7 @@ static double baseline_read(rados_ioctx_t io, const src_t *s, unsigned threads, 
 	pthread_t tid[8];
 	dec_job_t job[8];
 	unsigned b, cur = 0, i, t;
-	double t0 = now_s();
+	double t0 = rckpt_now_s();
 
 	*bytes = 0;
 	for (b = 0; b * BATCH < s->n + BATCH; b++) {
@@ -192,7 +186,7 @@ static double baseline_read(rados_ioctx_t io, const src_t *s, unsigned threads, 
 		}
 		cur = prev;
 	}
-	return now_s() - t0;
+	return rckpt_now_s() - t0;
 }
 
 /* ---- PCR read + decode ---- */
@@ -214,7 +208,7 @@ static double pcr_read(rckpt_t *h, const char *ds, unsigned k, unsigned threads,
 		die(rckpt_errmsg(h), rc);
 	*images = 0;
 	*pixels = 0;
-	t0 = now_s();
+	t0 = rckpt_now_s();
 	for (;;) {
 		rckpt_pcr_batch_t *b;
 		unsigned i;
@@ -230,7 +224,7 @@ static double pcr_read(rckpt_t *h, const char *ds, unsigned k, unsigned threads,
 		*images += rckpt_pcr_batch_count(b);
 		rckpt_pcr_batch_free(b);
 	}
-	t0 = now_s() - t0;
+	t0 = rckpt_now_s() - t0;
 	rckpt_pcr_read_stats(d, &rs);
 	*bytes = rs.wire_bytes;
 	rckpt_pcr_close(d);
@@ -241,7 +235,7 @@ static double pcr_read(rckpt_t *h, const char *ds, unsigned k, unsigned threads,
 static double decode_all(tjhandle th, uint8_t *const *jpg, const size_t *len, unsigned n, uint8_t *px,
 			 uint64_t *pixels)
 {
-	double t0 = now_s();
+	double t0 = rckpt_now_s();
 	unsigned i;
 	*pixels = 0;
 	for (i = 0; i < n; i++) {
@@ -252,7 +246,7 @@ static double decode_all(tjhandle th, uint8_t *const *jpg, const size_t *len, un
 			die("decode", -EBADMSG);
 		*pixels += (uint64_t)w * h;
 	}
-	return now_s() - t0;
+	return rckpt_now_s() - t0;
 }
 
 /* A record's prefix through the `read` method, or its images through the
@@ -264,10 +258,10 @@ static double cls_call(rados_ioctx_t io, const char *oid, const char *method, co
 	char *out = NULL;
 	size_t out_len = 0;
 	int prval = 0, rc;
-	double t0 = now_s();
+	double t0 = rckpt_now_s();
 	rados_read_op_exec(op, "pcr", method, (const char *)in->p, in->len, &out, &out_len, &prval);
 	rc = rados_read_op_operate(op, io, oid, 0);
-	t0 = now_s() - t0;
+	t0 = rckpt_now_s() - t0;
 	rados_release_read_op(op);
 	if (rc || prval)
 		die(method, rc ? rc : prval);

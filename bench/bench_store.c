@@ -37,13 +37,7 @@
 #include "rckpt_record.h"
 #include "rckpt_safetensors.h"
 #include "rckpt_store_wire.h"
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
+#include "rckpt_clock.h" /* rckpt_now_s */
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -156,7 +150,7 @@ static double save_seq(rckpt_t *h, const char *job, const ckpts_t *c, unsigned n
 	unsigned i;
 	rckpt_job_delete(h, job);
 	j = open_job(h, job, 1);
-	t0 = now_s();
+	t0 = rckpt_now_s();
 	*stored = 0;
 	for (i = 0; i < n; i++) {
 		rckpt_save_stats_t ss;
@@ -167,7 +161,7 @@ static double save_seq(rckpt_t *h, const char *job, const ckpts_t *c, unsigned n
 		}
 		*stored += ss.enc_bytes;
 	}
-	t0 = now_s() - t0;
+	t0 = rckpt_now_s() - t0;
 	rckpt_job_close(j);
 	return t0;
 }
@@ -279,12 +273,12 @@ static void mem_vs_size(rckpt_t *h, const char *sizes, uint64_t budget_mib)
 			rss0 = proc_kib("VmRSS");
 			if (k == 0)
 				rss_first = rss0;
-			t0 = now_s();
+			t0 = rckpt_now_s();
 			if ((rc = rckpt_job_save(j, 100 * (uint64_t)(k + 1), m.t, m.n, NULL, 0, NULL))) {
 				fprintf(stderr, "bench_store: %s\n", rckpt_errmsg(h));
 				exit(1);
 			}
-			t += now_s() - t0;
+			t += rckpt_now_s() - t0;
 			hwm = proc_kib("VmHWM");
 			malloc_trim(0);
 			state = proc_kib("VmRSS") - rss_first;
@@ -347,10 +341,10 @@ static void cls_vs_read(rados_ioctx_t io, int iters)
 	for (i = -iters / 10; i < iters; i++) {
 		for (k = 0; k < 2; k++) {
 			char out[16];
-			double t0 = now_s();
+			double t0 = rckpt_now_s();
 			int rc = k == 0 ? rados_read(io, oid, buf, sizeof(buf), 0)
 					: rados_exec(io, oid, "rckpt", "ping", NULL, 0, out, sizeof(out));
-			double dt = (now_s() - t0) * 1e6;
+			double dt = (rckpt_now_s() - t0) * 1e6;
 			if (rc < 0)
 				die(k ? "rckpt.ping" : "read", rc);
 			if (i >= 0)
@@ -389,7 +383,7 @@ static double client_fold(rckpt_t *h, rados_ioctx_t io, const char *job, uint64_
 	char *mbuf = NULL;
 	uint64_t msize = 0;
 	uint32_t c;
-	double t0 = now_s(), tf = 0;
+	double t0 = rckpt_now_s(), tf = 0;
 	int rc;
 
 	(void)h;
@@ -432,7 +426,7 @@ static double client_fold(rckpt_t *h, rados_ioctx_t io, const char *job, uint64_
 			if (data == NULL || rados_read(io, oid, data, len, off) != (int)len)
 				die("client fold: records", -EIO);
 			*wire += len;
-			f0 = now_s();
+			f0 = rckpt_now_s();
 			memset(&cur, 0, sizeof(cur));
 			for (i = first; i <= last; i++) {
 				rc = rckpt_record_decode(&next, (const uint8_t *)data + (e[i].offset - off),
@@ -444,7 +438,7 @@ static double client_fold(rckpt_t *h, rados_ioctx_t io, const char *job, uint64_
 			}
 			if (rckpt_record_digest(dg, &cur) || memcmp(dg, mf.chunk[c].sha256, 32) != 0)
 				die("client fold: digest", RCKPT_ECHECKSUM);
-			tf += now_s() - f0;
+			tf += rckpt_now_s() - f0;
 			rckpt_record_free(&cur);
 			free(data);
 		}
@@ -453,17 +447,17 @@ static double client_fold(rckpt_t *h, rados_ioctx_t io, const char *job, uint64_
 	rckpt_manifest_free(&mf);
 	free(mbuf);
 	*fold_s = tf;
-	return now_s() - t0;
+	return rckpt_now_s() - t0;
 }
 
 static double server_restore(rckpt_job_t *j, uint64_t step, rckpt_restore_stats_t *rs)
 {
 	rckpt_restored_t *r;
-	double t0 = now_s();
+	double t0 = rckpt_now_s();
 	int rc = rckpt_job_restore(j, step, &r, rs);
 	if (rc)
 		die("restore", rc);
-	t0 = now_s() - t0;
+	t0 = rckpt_now_s() - t0;
 	rckpt_restored_free(r);
 	return t0;
 }
@@ -503,11 +497,11 @@ static void materialize_rate(rckpt_t *h, rados_ioctx_t io, const char *job, cons
 		char *ob = NULL;
 		size_t olen = 0;
 		int prval = 0, rc;
-		double t0 = now_s();
+		double t0 = rckpt_now_s();
 		rados_read_op_exec(op, "rckpt", "materialize", (const char *)in.p, in.len, &ob, &olen,
 				   &prval);
 		rc = rados_read_op_operate(op, io, oid, 0);
-		t[k] = now_s() - t0;
+		t[k] = rckpt_now_s() - t0;
 		rados_release_read_op(op);
 		if (rc || prval)
 			die("materialize", rc ? rc : prval);

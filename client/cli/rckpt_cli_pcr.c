@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "rckpt.h"
+#include "rckpt_clock.h" /* rckpt_now_s */
 
 #define EXIT_USAGE 2
 
@@ -88,13 +89,6 @@ static rckpt_t *connect_or_report(const rckpt_connect_opts_t *conn)
 		return NULL;
 	}
 	return h;
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 /* ---- build ---- */
@@ -260,7 +254,7 @@ static void on_progress(void *arg, const rckpt_pcr_progress_t *p)
 	build_ui_t *ui = arg;
 	fprintf(stderr, "%s  %u/%u files, %u records, %.1f MB written, %u skipped, %.1f s%s",
 		ui->tty ? "\r" : "", p->done, p->total, p->records_written, p->bytes_written / 1e6,
-		p->skipped, now_s() - ui->t0, ui->tty ? "" : "\n");
+		p->skipped, rckpt_now_s() - ui->t0, ui->tty ? "" : "\n");
 }
 
 static void on_refused(void *arg, const char *path, int err, const char *why)
@@ -375,7 +369,7 @@ static int cmd_build(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	if ((h = connect_or_report(conn)) == NULL)
 		goto out;
 	ui.tty = isatty(2);
-	ui.t0 = now_s();
+	ui.t0 = rckpt_now_s();
 	o.progress = on_progress;
 	o.refused = on_refused;
 	o.arg = &ui;
@@ -513,7 +507,7 @@ static int cmd_get(int argc, char **argv, const rckpt_connect_opts_t *conn)
 		goto out;
 	if ((rc = rckpt_pcr_open(h, &d, dataset, &o)))
 		goto fail;
-	t0 = now_s();
+	t0 = rckpt_now_s();
 	if (ids) {
 		rckpt_pcr_batch_t *b;
 		if ((rc = rckpt_pcr_fetch(d, ids, nids, &b)))
@@ -539,7 +533,7 @@ static int cmd_get(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	}
 	rckpt_pcr_read_stats(d, &rs);
 	{
-		double dt = now_s() - t0;
+		double dt = rckpt_now_s() - t0;
 		char g[16];
 		snprintf(g, sizeof(g), o.groups == RCKPT_PCR_ALL ? "all" : "%u", o.groups);
 		printf("%u images at group %s into %s: %.2f MB read in %" PRIu64 " reads, %.2f MB of JPEG "
