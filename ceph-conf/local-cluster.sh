@@ -103,7 +103,7 @@ daemons() {
 daemon_pid() {
 	local pidfile=$dir/run/$1.pid pid
 	[ -f "$pidfile" ] || return 1
-	pid=$(tr -dc 0-9 <"$pidfile" 2>/dev/null) || return 1
+	pid=$(tr -dc 0-9 2>/dev/null <"$pidfile") || return 1 # it may go as we read
 	[ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] || return 1
 	tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "-c $conf " || return 1
 	echo "$pid"

@@ -164,7 +164,11 @@ int rckpt_estream_decode(uint16_t *syms, size_t n, unsigned nsym, rckpt_reader_t
 		return 0;
 	}
 	case RCKPT_EST_HUFF:
-		if (n == 0 || rckpt_huff_decode(syms, n, nsym, p, len))
+		if (n == 0)
+			goto bad;
+		if ((rc = rckpt_huff_decode(syms, n, nsym, p, len)) == -ENOMEM)
+			return rc; /* out of memory is not damage */
+		if (rc)
 			goto bad;
 		return 0;
 	case RCKPT_EST_ZSTD: {

@@ -472,10 +472,14 @@ int rckpt_istream_decode(uint8_t *cur, size_t n, unsigned lcur, const uint8_t *p
 		rc = -ENOMEM;
 		goto out;
 	}
-	if (rckpt_estream_decode(tok, ntok, stages & RCKPT_IS_RLE ? 2 * m : m, r))
+	if ((rc = rckpt_estream_decode(tok, ntok, stages & RCKPT_IS_RLE ? 2 * m : m, r)) == -ENOMEM)
+		goto out; /* out of memory is not damage */
+	if (rc)
 		goto bad;
 	if (stages & RCKPT_IS_RLE) {
-		if (rckpt_estream_decode(lens, nlen, 256, r) || unrun(d, n, tok, ntok, lens, nlen, m))
+		if ((rc = rckpt_estream_decode(lens, nlen, 256, r)) == -ENOMEM)
+			goto out;
+		if (rc || unrun(d, n, tok, ntok, lens, nlen, m))
 			goto bad;
 	} else {
 		for (i = 0; i < n; i++)

@@ -37,56 +37,74 @@ static int cmp_str(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+typedef struct ns_walk {
+	const char *oid, *prefix;
+	size_t pl;
+	char **names;
+	unsigned n, cap;
+} ns_walk_t;
+
+static int ns_one(void *arg, const char *oid, const char *ns)
+{
+	ns_walk_t *w = arg;
+	if (strcmp(oid, w->oid) != 0 || strncmp(ns, w->prefix, w->pl) != 0 ||
+	    !rckpt_valid_name(ns + w->pl))
+		return 0;
+	if (w->n == w->cap) {
+		unsigned cap = w->cap ? 2 * w->cap : 16;
+		char **p = realloc(w->names, cap * sizeof(*p));
+		if (p == NULL)
+			return -ENOMEM;
+		w->names = p;
+		w->cap = cap;
+	}
+	if ((w->names[w->n] = strdup(ns + w->pl)) == NULL)
+		return -ENOMEM;
+	w->n++;
+	return 0;
+}
+
 int rckpt_ns_list(rckpt_t *h, const char *oid_want, const char *prefix, const char *what,
 		  const char *fn, char ***names, unsigned *n)
 {
-	const size_t pl = strlen(prefix);
-	rados_ioctx_t io;
-	rados_list_ctx_t lc;
-	const char *oid, *ns;
-	unsigned cap = 0;
+	ns_walk_t w = { oid_want, prefix, strlen(prefix), NULL, 0, 0 };
+	rckpt_io_t *io;
 	int rc;
 
 	rckpt_clear_error(h);
 	*names = NULL;
 	*n = 0;
-	if (h->cluster == NULL)
+	if (!rckpt_connected(h))
 		return rckpt_fail(h, -ENOTCONN, fn, "not connected");
-	if ((rc = rados_ioctx_create(h->cluster, h->pool, &io)))
+	if ((rc = rckpt_io_open(h, RCKPT_IO_ALL_NS, &io)))
 		return rckpt_fail(h, rc, fn, "cannot open pool %s", h->pool);
-	rados_ioctx_set_namespace(io, LIBRADOS_ALL_NSPACES);
-	if ((rc = rados_nobjects_list_open(io, &lc))) {
-		rados_ioctx_destroy(io);
-		return rckpt_fail(h, rc, fn, "cannot list pool %s", h->pool);
-	}
-	while (rc == 0 && (rc = rados_nobjects_list_next(lc, &oid, NULL, &ns)) == 0) {
-		if (strcmp(oid, oid_want) != 0 || ns == NULL || strncmp(ns, prefix, pl) != 0 ||
-		    !rckpt_valid_name(ns + pl))
-			continue;
-		if (*n == cap) {
-			char **p = realloc(*names, (cap = cap ? 2 * cap : 16) * sizeof(*p));
-			if (p == NULL) {
-				rc = -ENOMEM;
-				break;
-			}
-			*names = p;
-		}
-		if (((*names)[*n] = strdup(ns + pl)) == NULL) {
-			rc = -ENOMEM;
-			break;
-		}
-		(*n)++;
-	}
-	rados_nobjects_list_close(lc);
-	rados_ioctx_destroy(io);
-	if (rc == -ENOENT)
-		rc = 0;
+	rc = io->ops->objects(io, ns_one, &w);
+	io->ops->close(io);
 	if (rc) {
-		rckpt_names_free(*names, *n);
-		*names = NULL;
-		*n = 0;
+		rckpt_names_free(w.names, w.n);
 		return rckpt_fail(h, rc, fn, "cannot list the %s of pool %s", what, h->pool);
 	}
-	qsort(*names, *n, sizeof(**names), cmp_str);
+	qsort(w.names, w.n, sizeof(*w.names), cmp_str);
+	*names = w.names;
+	*n = w.n;
+	return 0;
+}
+
+int rckpt_io_open(rckpt_t *h, const char *ns, rckpt_io_t **out)
+{
+	*out = NULL;
+	return h->io_open ? h->io_open(h->io_arg, ns, out) : -ENOTCONN;
+}
+
+int rckpt_set_io(rckpt_t *h, rckpt_io_open_fn open, void *arg, const char *pool)
+{
+	char *p;
+	if (h->cluster || h->io_open || open == NULL || pool == NULL)
+		return -EINVAL;
+	if ((p = strdup(pool)) == NULL)
+		return -ENOMEM;
+	h->pool = p;
+	h->io_open = open;
+	h->io_arg = arg;
 	return 0;
 }

@@ -155,6 +155,8 @@ int rckpt_connect(rckpt_t *h, const rckpt_connect_opts_t *opts)
 	}
 	h->cluster = c;
 	h->ioctx = io;
+	h->io_open = rckpt_io_rados_open;
+	h->io_arg = io;
 	return 0;
 out:
 	if (io)

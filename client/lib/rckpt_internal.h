@@ -8,6 +8,7 @@
 #include <rados/librados.h>
 
 #include "rckpt.h"
+#include "rckpt_io.h"
 
 #define RCKPT_ERRMSG_MAX 512
 
@@ -15,8 +16,25 @@ struct rckpt {
 	rados_t cluster;      /* NULL until connected */
 	rados_ioctx_t ioctx;  /* NULL until connected */
 	char *pool;
+	rckpt_io_open_fn io_open; /* opens a namespace of the pool (rckpt_io.h);
+				     NULL until connected */
+	void *io_arg;
 	char errmsg[RCKPT_ERRMSG_MAX];
 };
+
+/* Whether h can reach its pool (connected, or given a backend). */
+static inline int rckpt_connected(const rckpt_t *h)
+{
+	return h->io_open != NULL;
+}
+
+/* Namespace ns of h's pool; close it with io->ops->close. */
+int rckpt_io_open(rckpt_t *h, const char *ns, rckpt_io_t **out);
+
+/* Points h at another rckpt_io backend instead of a cluster: the store's
+ * and the datasets' unit tests run over memory this way. pool names it in
+ * messages. h must not be connected. */
+int rckpt_set_io(rckpt_t *h, rckpt_io_open_fn open, void *arg, const char *pool);
 
 /* Records "func: message: strerror(err)" as h's last error; returns err. */
 int rckpt_fail(rckpt_t *h, int err, const char *func, const char *fmt, ...)

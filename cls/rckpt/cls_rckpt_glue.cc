@@ -1,5 +1,5 @@
 // cls_rckpt_glue.cc — registers the `rckpt` object class with the OSD.
-// Method bodies are C (cls_rckpt_methods.c); this file only wires them up.
+// Method bodies are C (cls_rckpt_methods.c, _chunk.c, _job.c); this file only wires them up.
 #include "cls_glue.hpp"
 
 extern "C" {

@@ -71,7 +71,7 @@ int rckpt_gpu_is_device_ptr(const void *p);
 enum rckpt_gpu_dtype { RCKPT_GPU_F32 = 1, RCKPT_GPU_F16 = 2, RCKPT_GPU_BF16 = 3 };
 
 /* ---- sketch: log-bucket histograms (twin: rckpt_sketch_add and
- * rckpt_sketch_add_abs_prod, client/lib/rckpt_sketch.c) ---- */
+ * rckpt_sketch_add_abs_prod, client/lib/codec/rckpt_sketch.c) ---- */
 
 #define RCKPT_GPU_SKETCH_MBITS_MAX 10
 
@@ -103,7 +103,7 @@ int rckpt_gpu_abs_bounds(float *d_bounds, const uint64_t *d_hist, unsigned mbits
 #define RCKPT_GPU_MAX_BINS 64
 
 /* The quantization parameters as the kernels take them: made from an
- * rckpt_qparams_t by rckpt_gpu_qparams_make (client/lib/rckpt_gpuenc.c),
+ * rckpt_qparams_t by rckpt_gpu_qparams_make (client/lib/codec/rckpt_gpuenc.c),
  * which computes the midpoints with the CPU's own code. Passed by value. */
 typedef struct rckpt_gpu_qparams {
 	uint32_t nbins;                       /* B, 1..64 */
@@ -137,7 +137,7 @@ int rckpt_gpu_dequantize(void *d_out, unsigned out_dtype, int *d_bad, const uint
  * d_out[0] = sum g^2 (w - r)^2, d_out[1] = sum g^2 w^2 (g NULL: weights 1),
  * r the reconstruction (a protected value's is its bf16 rounding), summed
  * in double in the fixed order rckpt_qerr describes (its twin,
- * client/lib/rckpt_quant.h): tiles of 2048, 256 lanes, folded as trees. */
+ * client/lib/codec/rckpt_quant.h): tiles of 2048, 256 lanes, folded as trees. */
 size_t rckpt_gpu_qerr_temp_bytes(uint64_t n);
 int rckpt_gpu_qerr(double *d_out, const void *d_w, unsigned dtype, const float *d_g, uint64_t n,
 		   const rckpt_gpu_qparams_t *q, void *d_temp, size_t temp_bytes, void *stream);
@@ -159,7 +159,7 @@ int rckpt_gpu_delta(uint8_t *d_out, int *d_bad, const uint8_t *d_cur, unsigned l
 
 /* d_out[b] = sum over block b (elements [b*block, min(n, (b+1)*block))) of
  * ((double)cur - (double)saved)^2, cur of dtype, saved fp32, summed in the
- * fixed order of rckpt_block_dist (its twin, client/lib/rckpt_quant.c).
+ * fixed order of rckpt_block_dist (its twin, client/lib/codec/rckpt_quant.c).
  * block >= 1. */
 int rckpt_gpu_block_dist(double *d_out, const void *d_cur, unsigned dtype, const float *d_saved,
 			 uint64_t n, uint64_t block, void *stream);

@@ -1,6 +1,6 @@
 /*
  * fuzz_store.c — libFuzzer target: the checkpoint store's object-class
- * methods (cls_rckpt_methods.c) as the OSD runs them, on in-memory objects.
+ * methods (cls/rckpt/cls_rckpt_*.c) as the OSD runs them, on in-memory objects.
  * The first byte picks what to do:
  *   0..15  call a method with the rest as its input, on a chunk object
  *          holding a real log (base, deltas, a compacted part) or on a job

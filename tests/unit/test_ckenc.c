@@ -121,7 +121,7 @@ static double decode_step(rckpt_ckdec_t *d, const rckpt_ckenc_out_t *out, const 
 		free(r);
 	}
 	/* the whole model's Fisher-weighted relative error, or the worst
-	 * tensor's over 20 (rckpt_ckenc.c, TENSOR_CAP) */
+	 * tensor's over 20 (ckenc_search.c, TENSOR_CAP) */
 	return worst / 20 > num / den ? worst / 20 : num / den;
 }
 

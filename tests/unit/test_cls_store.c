@@ -1,6 +1,6 @@
 /*
  * test_cls_store.c — the checkpoint store's object-class bodies
- * (cls_rckpt_methods.c) on in-memory objects: append and its checks,
+ * (cls/rckpt/cls_rckpt_*.c) on in-memory objects: append and its checks,
  * materialize (whole chains, a budget and resuming), index, trim, the job
  * object's compare-and-set commit, head and list, compaction, verify, drop
  * and pin, and malformed requests.

@@ -10,14 +10,19 @@
 #include "rckpt_buf.h"
 #include "rckpt_ckenc.h"
 #include "rckpt_internal.h"
+#include "rckpt_io.h"
 
 #define LOCK_NAME "rckpt.writer"
 #define LOCK_COOKIE_MAX 64
 #define SUMMARY_BYTES 36
 
+/* Objects past this size are refused by the OSD's osd_max_write_size
+ * (90 MiB by default) in one write_full: attachments stay under it. */
+#define ATTACH_STORED_MAX ((size_t)64 << 20)
+
 struct rckpt_job {
 	rckpt_t *h;
-	rados_ioctx_t io;
+	rckpt_io_t *io;     /* the job's namespace */
 	char name[64];
 	rckpt_job_opts_t o;
 	int locked;
@@ -50,5 +55,26 @@ int rckpt_take_lock(rckpt_job_t *j, int renew);
  * time: msgs[i] is chunk i's input, or msgs[0] for all when `same`. */
 int rckpt_chunk_writes(rckpt_job_t *j, const char *method, const rckpt_buf_t *msgs, int same,
 		       unsigned n);
+
+/* ---- rckpt_save.c ---- */
+
+/* Drops a save in flight (the job closes under it): what it appended is
+ * not committed, and the next save is a base. */
+void rckpt_save_abandon(rckpt_save_t *s);
+
+/* ---- rckpt_restore.c ---- */
+
+struct rckpt_restored {
+	uint64_t step;
+	rckpt_ckdec_t dec;
+	uint8_t *attach; /* the step's attachment, decompressed; NULL: none */
+	size_t attach_len;
+};
+
+/* Restores step (all of it, or the chunks holding names or ranges); the
+ * step's attachment too when attach. fn names the caller in errors. */
+int rckpt_restore_sel(rckpt_job_t *j, uint64_t step, const char *const *names, unsigned nnames,
+		      const rckpt_range_t *ranges, unsigned nranges, rckpt_restored_t **outp,
+		      rckpt_restore_stats_t *rst, int attach, const char *fn);
 
 #endif /* RCKPT_STORE_INTERNAL_H */

@@ -16,7 +16,7 @@
  * eps. Quality is the Fisher-weighted relative error of all quantized
  * tensors together, sum g^2 (w - r)^2 / sum g^2 w^2 (g = 1 without
  * gradients), or a tensor's own such error over 20 when that is more
- * (TENSOR_CAP in rckpt_ckenc.c); estimated on a deterministic sample of each
+ * (TENSOR_CAP in ckenc_search.c); estimated on a deterministic sample of each
  * tensor by the search, judged on all the data before the step is written.
  * Among acceptable configurations the one with the smallest estimated size
  * wins (entropy of its levels on the sample, plus protected values).
@@ -46,6 +46,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rckpt_ckdec.h"
 #include "rckpt_codec.h"
 #include "rckpt_manifest.h"
 #include "rckpt_record.h"
@@ -208,32 +209,6 @@ void rckpt_ckenc_set_gpu(rckpt_ckenc_t *e, struct rckpt_gpuenc *g);
 /* The next step will be a base: the caller lost this step's records (its
  * appends or its commit failed), so they cannot be the next step's parents. */
 void rckpt_ckenc_restart(rckpt_ckenc_t *e);
-
-/* The decoding side: folds each chunk's chain step after step. */
-typedef struct rckpt_ckdec {
-	rckpt_manifest_t mf;   /* the last decoded step */
-	rckpt_record_t *chunk; /* its chunks, decoded (mf.nchunks) */
-} rckpt_ckdec_t;
-
-/* Decodes a step from its manifest and chunk records (records[i] for chunk
- * i; NULL: skip that chunk, whose tensors then read as -ENOENT), on top of
- * the last step this decoder decoded when it is a delta.
- * Each chunk's SHA-256 is checked against the manifest. 0, -EBADMSG,
- * -ESTALE (a delta of another step than the last), RCKPT_FMT_ECHECKSUM,
- * RCKPT_FMT_EVERSION, -ENOMEM. On failure the decoder keeps its last step. */
-int rckpt_ckdec_step(rckpt_ckdec_t *d, const uint8_t *manifest, size_t mlen,
-		     const uint8_t *const *records, const size_t *lens);
-
-/* Tensor t of the decoded step as fp32, into out[0..its elements). */
-int rckpt_ckdec_tensor_f32(const rckpt_ckdec_t *d, uint32_t t, float *out);
-
-/* Elements [first, first + count) of tensor t of the decoded step as fp32
- * into out[0..count). -ERANGE past the tensor; -ENOENT when a chunk
- * holding part of the range was not decoded. */
-int rckpt_ckdec_range_f32(const rckpt_ckdec_t *d, uint32_t t, uint64_t first, uint64_t count,
-			  float *out);
-
-void rckpt_ckdec_free(rckpt_ckdec_t *d);
 
 /* Continue a chain this encoder did not write: d holds a committed step,
  * decoded (a writer that restarts materializes the job's head). The next

@@ -98,20 +98,42 @@ struct ev {
 	char key[64];
 };
 
-static int trim_events(rados_ioctx_t io, const char *oid, const char *prefix, const char *first_kept)
+static int trim_events(rckpt_io_t *io, const char *oid, const char *prefix, const char *first_kept)
 {
-	rados_write_op_t op = rados_create_write_op();
-	int rc;
-	if (op == NULL)
-		return -ENOMEM;
-	rados_write_op_assert_exists(op);
-	rados_write_op_omap_rm_range2(op, prefix, strlen(prefix), first_kept, strlen(first_kept));
-	rc = rados_write_op_operate(op, io, oid, NULL, 0);
-	rados_release_write_op(op);
+	int rc = io->ops->omap_rm_range(io, oid, prefix, first_kept);
 	return rc == -ENOENT ? 0 : rc;
 }
 
-static int read_events(rados_ioctx_t io, const char *oid, const char *prefix, unsigned keep,
+/* One page of a walk over the events. */
+typedef struct ev_walk {
+	struct ev *ring;
+	uint64_t total;
+	unsigned got;
+	char *after; /* 64 bytes */
+	char *last_key;
+	uint8_t *last_val;
+} ev_walk_t;
+
+static int ev_one(void *arg, const char *key, const uint8_t *val, size_t len)
+{
+	ev_walk_t *w = arg;
+	struct ev *e;
+	w->got++;
+	snprintf(w->after, 64, "%s", key);
+	if (len != EVENT_BYTES || strlen(key) >= sizeof(e->key))
+		return 0; /* not ours: skip it */
+	e = &w->ring[w->total++ % KEEP_EVENTS];
+	e->life = rckpt_u2d(le64(val));
+	e->rs = rckpt_u2d(le64(val + 8));
+	memcpy(e->key, key, strlen(key) + 1);
+	if (w->last_key) {
+		memcpy(w->last_key, key, strlen(key) + 1);
+		memcpy(w->last_val, val, EVENT_BYTES);
+	}
+	return 0;
+}
+
+static int read_events(rckpt_io_t *io, const char *oid, const char *prefix, unsigned keep,
 		       double *life_sum, unsigned *n, double *rs_sum, unsigned *nrs, char *last_key,
 		       uint8_t *last_val)
 {
@@ -126,42 +148,11 @@ static int read_events(rados_ioctx_t io, const char *oid, const char *prefix, un
 	if (ring == NULL)
 		return -ENOMEM;
 	for (page = 0; page < MAX_PAGES; page++) {
-		rados_read_op_t op = rados_create_read_op();
-		rados_omap_iter_t it = NULL;
-		unsigned char more = 0;
-		unsigned got = 0;
-		int prval = 0;
-		if (op == NULL) {
-			rc = -ENOMEM;
-			break;
-		}
-		rados_read_op_omap_get_vals2(op, after, prefix, PAGE, &it, &more, &prval);
-		rc = rados_read_op_operate(op, io, oid, 0);
-		if (rc == 0)
-			rc = prval;
-		while (rc == 0 && it) {
-			char *key = NULL, *val = NULL;
-			size_t len = 0;
-			struct ev *e;
-			if (rados_omap_get_next(it, &key, &val, &len) || key == NULL)
-				break;
-			got++;
-			snprintf(after, sizeof(after), "%s", key);
-			if (len != EVENT_BYTES || strlen(key) >= sizeof(e->key))
-				continue; /* not ours: skip it */
-			e = &ring[total++ % KEEP_EVENTS];
-			e->life = rckpt_u2d(le64((const uint8_t *)val));
-			e->rs = rckpt_u2d(le64((const uint8_t *)val + 8));
-			memcpy(e->key, key, strlen(key) + 1);
-			if (last_key) {
-				memcpy(last_key, key, strlen(key) + 1);
-				memcpy(last_val, val, EVENT_BYTES);
-			}
-		}
-		if (it)
-			rados_omap_get_end(it);
-		rados_release_read_op(op);
-		if (rc || !more || got == 0)
+		ev_walk_t w = { ring, total, 0, after, last_key, last_val };
+		int more = 0;
+		rc = io->ops->omap_list(io, oid, after, prefix, PAGE, ev_one, &w, &more);
+		total = w.total;
+		if (rc || !more || w.got == 0)
 			break;
 	}
 	if (rc == -ENOENT)
@@ -186,34 +177,20 @@ static int read_events(rados_ioctx_t io, const char *oid, const char *prefix, un
 	return rc;
 }
 
-static int put_event(rados_ioctx_t io, const char *oid, const char *key, const uint8_t *val)
+static int put_event(rckpt_io_t *io, const char *oid, const char *key, const uint8_t *val)
 {
-	rados_write_op_t op = rados_create_write_op();
-	const char *keys[1] = { key };
-	const char *vals[1] = { (const char *)val };
-	const size_t lens[1] = { EVENT_BYTES };
-	int rc;
-	if (op == NULL)
-		return -ENOMEM;
-	rados_write_op_create(op, LIBRADOS_CREATE_IDEMPOTENT, NULL);
-	rados_write_op_omap_set(op, keys, vals, lens, 1);
-	rc = rados_write_op_operate(op, io, oid, NULL, 0);
-	rados_release_write_op(op);
-	return rc;
+	return io->ops->omap_set(io, oid, key, val, EVENT_BYTES);
 }
 
-/* The pool's ioctx (default namespace) for the shared history. */
-static int pool_io(rckpt_policy_t *p, rados_ioctx_t *io)
+/* The pool's default namespace, for the shared history. */
+static int pool_io(rckpt_policy_t *p, rckpt_io_t **io)
 {
-	int rc = rados_ioctx_create(p->j->h->cluster, p->j->h->pool, io);
-	if (rc == 0)
-		rados_ioctx_set_namespace(*io, "");
-	return rc;
+	return rckpt_io_open(p->j->h, "", io);
 }
 
 static int load_history(rckpt_policy_t *p)
 {
-	rados_ioctx_t io;
+	rckpt_io_t *io;
 	double life, rs, jl, jr;
 	unsigned n, nrs, jn, jnrs;
 	int rc;
@@ -228,7 +205,7 @@ static int load_history(rckpt_policy_t *p)
 	if ((rc = pool_io(p, &io)))
 		return rc;
 	rc = read_events(io, POOL_OID, "", p->o.history, &life, &n, &rs, &nrs, NULL, NULL);
-	rados_ioctx_destroy(io);
+	io->ops->close(io);
 	if (rc)
 		return rc;
 	p->njob = jn;
@@ -313,7 +290,7 @@ int rckpt_policy_restart_time(rckpt_policy_t *p, double s)
 {
 	rckpt_t *h = p->j->h;
 	rckpt_writer_t w;
-	rados_ioctx_t io;
+	rckpt_io_t *io;
 	char key[128];
 	int rc;
 
@@ -329,7 +306,7 @@ int rckpt_policy_restart_time(rckpt_policy_t *p, double s)
 	    (rc = pool_io(p, &io)) == 0) {
 		snprintf(key, sizeof(key), "%s.%s", p->pending_key + strlen(JOB_PREFIX), p->j->name);
 		rc = put_event(io, POOL_OID, key, p->pending_val);
-		rados_ioctx_destroy(io);
+		io->ops->close(io);
 	}
 	p->pending_key[0] = '\0';
 	return rc ? rckpt_fail(h, rc, __func__, "cannot record the restart time") : 0;
@@ -369,7 +346,7 @@ static void record_notice(rckpt_policy_t *p)
 	char key[64], pkey[128];
 	rckpt_writer_t w = rckpt_writer(val, sizeof(val));
 	const uint64_t ns = real_ns();
-	rados_ioctx_t io;
+	rckpt_io_t *io;
 
 	p->recorded = 1;
 	rckpt_wr_u64(&w, rckpt_d2u(p->notice_t - p->t_start));
@@ -381,7 +358,7 @@ static void record_notice(rckpt_policy_t *p)
 	(void)put_event(p->j->io, RCKPT_STORE_JOB_OID, key, val);
 	if (pool_io(p, &io) == 0) {
 		(void)put_event(io, POOL_OID, pkey, val);
-		rados_ioctx_destroy(io);
+		io->ops->close(io);
 	}
 }
 

@@ -38,7 +38,7 @@ static int retire(rckpt_job_t *j, const char *oid, uint64_t step)
 		rc = rckpt_exec_write(j, oid, "retire", &in);
 	rckpt_buf_free(&in);
 	if (rc == -EOPNOTSUPP)
-		rc = rados_remove(j->io, oid);
+		rc = j->io->ops->remove(j->io, oid);
 	return rc == -ENOENT ? 0 : rc;
 }
 
@@ -82,68 +82,67 @@ static int has_step(const steps_t *s, uint64_t step)
 	return 0;
 }
 
+typedef struct pins {
+	uint64_t *s;
+	unsigned n, cap, seen;
+	char after[32];
+} pins_t;
+
+static int pin_one(void *arg, const char *key, const uint8_t *val, size_t len)
+{
+	pins_t *p = arg;
+	uint64_t step;
+	(void)val;
+	(void)len;
+	if (strlen(key) >= sizeof(p->after))
+		return -EBADMSG; /* no key of ours is this long */
+	strcpy(p->after, key);
+	p->seen++;
+	if (rckpt_store_parse_step_key(&step, key, 'p'))
+		return 0;
+	if (p->n == p->cap) {
+		unsigned cap = p->cap ? 2 * p->cap : 64;
+		uint64_t *q = realloc(p->s, cap * sizeof(*q));
+		if (q == NULL)
+			return -ENOMEM;
+		p->s = q;
+		p->cap = cap;
+	}
+	p->s[p->n++] = step;
+	return 0;
+}
+
 /* The pinned steps, in order, into *pins (free it). */
 static int read_pins(rckpt_job_t *j, uint64_t **pins, unsigned *n)
 {
-	char after[32] = "p.";
-	unsigned cap = 0;
-	unsigned char more = 1;
-	int rc = 0;
+	pins_t p = { NULL, 0, 0, 0, "p." };
+	int more = 1, rc = 0;
 
-	*pins = NULL;
-	*n = 0;
 	while (more && rc == 0) {
-		rados_read_op_t op = rados_create_read_op();
-		rados_omap_iter_t it = NULL;
-		int prval = 0;
-		char *key, *val;
-		size_t klen, vlen;
-		if (op == NULL)
-			return -ENOMEM;
-		rados_read_op_omap_get_vals2(op, after, "p.", 512, &it, &more, &prval);
-		rc = rados_read_op_operate(op, j->io, RCKPT_STORE_JOB_OID, 0);
-		if (rc == 0)
-			rc = prval;
-		while (rc == 0 && rados_omap_get_next2(it, &key, &val, &klen, &vlen) == 0 && key) {
-			char k[32];
-			uint64_t step;
-			if (klen >= sizeof(k))
-				continue;
-			memcpy(k, key, klen);
-			k[klen] = '\0';
-			if (rckpt_store_parse_step_key(&step, k, 'p'))
-				continue;
-			if (*n == cap) {
-				uint64_t *p;
-				cap = cap ? 2 * cap : 64;
-				p = realloc(*pins, cap * sizeof(*p));
-				if (p == NULL) {
-					rc = -ENOMEM;
-					break;
-				}
-				*pins = p;
-			}
-			(*pins)[(*n)++] = step;
-			memcpy(after, k, klen + 1);
-		}
-		if (it)
-			rados_omap_get_end(it);
-		rados_release_read_op(op);
+		const unsigned before = p.seen;
+		rc = j->io->ops->omap_list(j->io, RCKPT_STORE_JOB_OID, p.after, "p.", 512, pin_one, &p,
+					   &more);
 		if (rc == -ENOENT) {
 			rc = 0;
 			break;
 		}
+		if (p.seen == before)
+			break;
 	}
+	if (rc) {
+		free(p.s);
+		p.s = NULL;
+		p.n = 0;
+	}
+	*pins = p.s;
+	*n = p.n;
 	return rc;
 }
 
 int rckpt_job_set_retention(rckpt_job_t *j, const rckpt_retention_t *r)
 {
-	rados_write_op_t op;
 	uint8_t v[POLICY_BYTES];
 	rckpt_writer_t w = rckpt_writer(v, sizeof(v));
-	const char *key = POLICY_KEY, *val = (const char *)v;
-	size_t len = sizeof(v);
 	int rc;
 
 	rckpt_clear_error(j->h);
@@ -151,42 +150,24 @@ int rckpt_job_set_retention(rckpt_job_t *j, const rckpt_retention_t *r)
 		return rckpt_fail(j->h, -EINVAL, __func__, "no policy");
 	rckpt_wr_u32(&w, r->keep_last);
 	rckpt_wr_u64(&w, r->keep_every);
-	if ((op = rados_create_write_op()) == NULL)
-		return rckpt_fail(j->h, -ENOMEM, __func__, "out of memory");
-	rados_write_op_omap_set(op, &key, &val, &len, 1);
-	rc = rados_write_op_operate(op, j->io, RCKPT_STORE_JOB_OID, NULL, 0);
-	rados_release_write_op(op);
+	rc = j->io->ops->omap_set(j->io, RCKPT_STORE_JOB_OID, POLICY_KEY, v, sizeof(v));
 	return rc ? rckpt_fail(j->h, rc, __func__, "cannot store the policy of job %s", j->name) : 0;
 }
 
 int rckpt_job_retention(rckpt_job_t *j, rckpt_retention_t *r)
 {
-	rados_read_op_t op;
-	rados_omap_iter_t it = NULL;
-	const char *key = POLICY_KEY;
-	size_t klen = strlen(POLICY_KEY);
-	int prval = 0, rc;
+	rckpt_buf_t v = RCKPT_BUF_INIT;
+	int rc;
 
 	rckpt_clear_error(j->h);
 	memset(r, 0, sizeof(*r));
-	if ((op = rados_create_read_op()) == NULL)
-		return rckpt_fail(j->h, -ENOMEM, __func__, "out of memory");
-	rados_read_op_omap_get_vals_by_keys2(op, &key, 1, &klen, &it, &prval);
-	rc = rados_read_op_operate(op, j->io, RCKPT_STORE_JOB_OID, 0);
-	if (rc == 0)
-		rc = prval;
-	if (rc == 0) {
-		char *k, *v;
-		size_t kl, vl;
-		if (rados_omap_get_next2(it, &k, &v, &kl, &vl) == 0 && k && vl >= POLICY_BYTES) {
-			rckpt_reader_t rd = rckpt_reader((const uint8_t *)v, vl);
-			r->keep_last = rckpt_rd_u32(&rd);
-			r->keep_every = rckpt_rd_u64(&rd);
-		}
+	rc = j->io->ops->omap_get(j->io, RCKPT_STORE_JOB_OID, POLICY_KEY, &v);
+	if (rc == 0 && v.len >= POLICY_BYTES) {
+		rckpt_reader_t rd = rckpt_reader(v.p, v.len);
+		r->keep_last = rckpt_rd_u32(&rd);
+		r->keep_every = rckpt_rd_u64(&rd);
 	}
-	if (it)
-		rados_omap_get_end(it);
-	rados_release_read_op(op);
+	rckpt_buf_free(&v);
 	if (rc == -ENOENT)
 		rc = 0;
 	return rc ? rckpt_fail(j->h, rc, __func__, "cannot read the policy of job %s", j->name) : 0;
@@ -276,7 +257,7 @@ static uint64_t chunk_bytes(rckpt_job_t *j, unsigned n)
 		char oid[64];
 		uint64_t size = 0;
 		rckpt_store_chunk_oid(oid, sizeof(oid), i);
-		if (rados_stat(j->io, oid, &size, NULL) == 0)
+		if (j->io->ops->stat(j->io, oid, &size) == 0)
 			sum += size;
 	}
 	return sum;
@@ -495,7 +476,7 @@ int rckpt_job_verify(rckpt_job_t *j, rckpt_verify_stats_t *st)
 		char oid[64];
 		uint64_t size;
 		rckpt_store_manifest_oid(oid, sizeof(oid), s.s[i].step);
-		if (rados_stat(j->io, oid, &size, NULL) != 0 || size == 0) {
+		if (j->io->ops->stat(j->io, oid, &size) != 0 || size == 0) {
 			if (st->bad++ == 0)
 				st->first_bad_step = s.s[i].step;
 		}
@@ -521,34 +502,38 @@ int rckpt_job_verify(rckpt_job_t *j, rckpt_verify_stats_t *st)
 
 typedef int (*each_fn)(rckpt_job_t *j, const char *oid, void *arg);
 
+typedef struct names {
+	char **s;
+	size_t n, cap;
+} names_t;
+
+static int name_one(void *arg, const char *oid, const char *ns)
+{
+	names_t *l = arg;
+	(void)ns;
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 64;
+		char **p = realloc(l->s, cap * sizeof(*p));
+		if (p == NULL)
+			return -ENOMEM;
+		l->s = p;
+		l->cap = cap;
+	}
+	if ((l->s[l->n] = strdup(oid)) == NULL)
+		return -ENOMEM;
+	l->n++;
+	return 0;
+}
+
 static int each_object(rckpt_job_t *j, each_fn fn, void *arg)
 {
-	rados_list_ctx_t lc;
-	const char *oid;
-	char **names = NULL;
-	size_t n = 0, cap = 0, i;
-	int rc = rados_nobjects_list_open(j->io, &lc);
-	if (rc)
-		return rc;
+	names_t l = { NULL, 0, 0 };
+	char **names;
+	size_t n, i;
 	/* collect first: removing while listing is not defined */
-	while ((rc = rados_nobjects_list_next(lc, &oid, NULL, NULL)) == 0) {
-		if (n == cap) {
-			char **p;
-			cap = cap ? 2 * cap : 64;
-			p = realloc(names, cap * sizeof(*p));
-			if (p == NULL) {
-				rc = -ENOMEM;
-				break;
-			}
-			names = p;
-		}
-		if ((names[n] = strdup(oid)) == NULL) {
-			rc = -ENOMEM;
-			break;
-		}
-		n++;
-	}
-	rados_nobjects_list_close(lc);
+	int rc = j->io->ops->objects(j->io, name_one, &l);
+	names = l.s;
+	n = l.n;
 	if (rc == -ENOENT)
 		rc = 0;
 	for (i = 0; i < n && rc == 0; i++)
@@ -586,7 +571,7 @@ static int gc_one(rckpt_job_t *j, const char *oid, void *arg)
 		return 0;
 	rc = retire(j, oid, step);
 	if (rc == -EINVAL) /* not what its name says (a torn write): a plain remove */
-		rc = rados_remove(j->io, oid);
+		rc = j->io->ops->remove(j->io, oid);
 	if (rc == 0)
 		g->removed++;
 	return rc == -ENOENT ? 0 : rc;
@@ -608,14 +593,14 @@ int rckpt_job_stored(rckpt_job_t *j, uint64_t *bytes, unsigned *objects)
 			break;
 		for (i = 0; i < n && rc == 0; i++) {
 			rckpt_store_manifest_oid(oid, sizeof(oid), si[i].step);
-			rc = rados_stat(j->io, oid, &size, NULL);
+			rc = j->io->ops->stat(j->io, oid, &size);
 			if (rc == 0) {
 				*bytes += size;
 				++*objects;
 			}
 			rc = rc == -ENOENT ? 0 : rc;
 			rckpt_store_attach_oid(oid, sizeof(oid), si[i].step);
-			if (rc == 0 && (rc = rados_stat(j->io, oid, &size, NULL)) == 0) {
+			if (rc == 0 && (rc = j->io->ops->stat(j->io, oid, &size)) == 0) {
 				*bytes += size;
 				++*objects;
 			}
@@ -626,7 +611,7 @@ int rckpt_job_stored(rckpt_job_t *j, uint64_t *bytes, unsigned *objects)
 	}
 	for (i = 0; i < nchunks && rc == 0; i++) {
 		rckpt_store_chunk_oid(oid, sizeof(oid), i);
-		rc = rados_stat(j->io, oid, &size, NULL);
+		rc = j->io->ops->stat(j->io, oid, &size);
 		if (rc == 0) {
 			*bytes += size;
 			++*objects;
@@ -673,7 +658,7 @@ static int remove_one(rckpt_job_t *j, const char *oid, void *arg)
 	int rc;
 	if (strcmp(oid, RCKPT_STORE_JOB_OID) == 0)
 		return 0; /* last: it holds the lock */
-	rc = rados_remove(j->io, oid);
+	rc = j->io->ops->remove(j->io, oid);
 	if (rc == 0)
 		++*(unsigned *)arg;
 	return rc == -ENOENT ? 0 : rc;
@@ -696,22 +681,14 @@ int rckpt_job_delete(rckpt_t *h, const char *job)
 	 * removed: a user who may remove some objects of the job (a
 	 * compactor: manifests) but not the job must not half-delete it. */
 	{
-		rados_write_op_t op = rados_create_write_op();
-		const char *probe[1] = { "x.delete-probe" };
-		if (op == NULL) {
-			rc = -ENOMEM;
-		} else {
-			rados_write_op_omap_rm_keys(op, probe, 1);
-			rc = rados_write_op_operate(op, j->io, RCKPT_STORE_JOB_OID, NULL, 0);
-			rados_release_write_op(op);
-		}
+		rc = j->io->ops->omap_rm(j->io, RCKPT_STORE_JOB_OID, "x.delete-probe");
 		if (rc == -ENOENT)
 			rc = 0;
 	}
 	if (rc == 0)
 		rc = each_object(j, remove_one, &removed);
 	if (rc == 0) {
-		rc = rados_remove(j->io, RCKPT_STORE_JOB_OID);
+		rc = j->io->ops->remove(j->io, RCKPT_STORE_JOB_OID);
 		if (rc == -ENOENT)
 			rc = 0;
 		j->locked = 0; /* the lock went with the object */

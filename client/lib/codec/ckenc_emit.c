@@ -1,0 +1,373 @@
+/*
+ * ckenc_emit.c — from a chosen configuration to records: the chunk layout,
+ * each piece quantized or kept, and the one emission path (records to the
+ * sink, then the manifest) that full and partial steps share.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "ckenc_impl.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rckpt_gpuenc.h"
+
+/* Elements [first, first + n) of t as fp32: in place when t is aligned
+ * fp32, else widened into the block buffer (n <= BLK). */
+const float *ckenc_values(rckpt_ckenc_t *e, const rckpt_st_tensor_t *t, uint64_t first, size_t n)
+{
+	if (t->dtype == RCKPT_DT_F32 && ((uintptr_t)t->data & 3) == 0)
+		return (const float *)t->data + first;
+	rckpt_widen_to_f32(e->wblk, (const uint8_t *)t->data + first * rckpt_dtype_size(t->dtype),
+			   t->dtype, n);
+	return e->wblk;
+}
+
+/* The last step's summary of tensor i, when quantized: it seeds k-means. */
+const rckpt_seg_t *ckenc_warm_of(const rckpt_ckenc_t *e, unsigned i)
+{
+	return e->steps && e->prev.seg[i].encoding == RCKPT_SEG_QUANTIZED ? &e->prev.seg[i] : NULL;
+}
+
+/* Lays the tensors out per kind (embedding, conv, linear, other,
+ * norm/bias), in name order, and cuts each kind's space into chunks. */
+int ckenc_build_layout(rckpt_ckenc_t *e, const rckpt_st_t *params)
+{
+	static const unsigned order[RCKPT_LK_COUNT] = { RCKPT_LK_EMBEDDING, RCKPT_LK_CONV, RCKPT_LK_LINEAR,
+							 RCKPT_LK_OTHER, RCKPT_LK_NORM_BIAS };
+	const uint64_t cap = e->o.chunk_params;
+	uint32_t c;
+	unsigned k, i;
+
+	ckenc_free_layout(e);
+	for (k = 0; k < RCKPT_LK_COUNT; k++) {
+		int open = 0; /* a chunk of this kind with room */
+		uint64_t fill = 0;
+		for (i = 0; i < params->ntensors; i++) {
+			const rckpt_st_tensor_t *t = &params->t[i];
+			uint64_t first = 0;
+			if (rckpt_layer_kind(t->name, t->ndim, t->shape) != order[k])
+				continue;
+			do {
+				uint64_t take;
+				struct piece *pc;
+				if (!open || (fill == cap && t->n > first)) {
+					void *a = realloc(e->pieces, sizeof(*e->pieces) * (e->nchunks + 1));
+					void *b = a ? realloc(e->npieces, sizeof(*e->npieces) * (e->nchunks + 1)) : NULL;
+					if (a)
+						e->pieces = a;
+					if (b)
+						e->npieces = b;
+					if (!a || !b)
+						return -ENOMEM;
+					e->pieces[e->nchunks] = NULL;
+					e->npieces[e->nchunks] = 0;
+					e->nchunks++;
+					open = 1;
+					fill = 0;
+				}
+				c = e->nchunks - 1;
+				take = t->n - first < cap - fill ? t->n - first : cap - fill;
+				pc = realloc(e->pieces[c], sizeof(*pc) * (e->npieces[c] + 1));
+				if (pc == NULL)
+					return -ENOMEM;
+				e->pieces[c] = pc;
+				pc[e->npieces[c]++] = (struct piece){ i, first, take };
+				first += take;
+				fill += take;
+			} while (first < t->n);
+		}
+	}
+	e->prev_chunks = calloc(e->nchunks ? e->nchunks : 1, sizeof(*e->prev_chunks));
+	return e->prev_chunks ? 0 : -ENOMEM;
+}
+
+/* Piece [first, first + n) of tensor t quantized with q into seg, a block
+ * at a time. Levels at the tensor's sample positions (multiples of
+ * stride) also go to summary[position / stride]. */
+static int quantize_piece(rckpt_ckenc_t *e, rckpt_seg_t *seg, const rckpt_st_tensor_t *t,
+			  const float *grads, const rckpt_qparams_t *q, uint64_t first, uint64_t n,
+			  uint64_t stride, uint8_t *summary, float *snap)
+{
+	uint64_t k, cap = 0, u;
+
+	seg->n = n;
+	seg->first = first;
+	seg->dtype = (uint8_t)t->dtype;
+	seg->encoding = RCKPT_SEG_QUANTIZED;
+	seg->nbins = q->nbins;
+	memcpy(seg->centroids, q->centroids, sizeof(float) * q->nbins);
+	seg->idx = malloc(n ? (size_t)n : 1);
+	seg->prot = malloc(e->o.gpu ? 2 * (size_t)(n ? n : 1) : 2);
+	if (seg->idx == NULL || seg->prot == NULL)
+		return -ENOMEM;
+	cap = 1;
+	if (e->o.gpu) {
+		size_t np = 0;
+		uint16_t *pr;
+		int rc = rckpt_gpuenc_quantize(e->o.gpu, seg->idx, seg->prot, &np, t, grads, first, n, q);
+		if (rc)
+			return rc;
+		seg->nprot = np;
+		if ((pr = realloc(seg->prot, 2 * (np ? np : 1))) != NULL)
+			seg->prot = pr;
+		if (snap) { /* the values as saved, for partial steps */
+			const size_t dsz = rckpt_dtype_size(t->dtype);
+			for (k = 0; k < n && rc == 0; k += BLK) {
+				const size_t m = n - k < BLK ? (size_t)(n - k) : BLK;
+				rc = rckpt_gpuenc_read(e->o.gpu, e->wblk, (const uint8_t *)t->data + (first + k) * dsz,
+						       m * dsz); /* wblk holds BLK fp32 */
+				if (rc == 0)
+					rckpt_widen_to_f32(snap + k, e->wblk, t->dtype, m);
+			}
+			if (rc)
+				return rc;
+		}
+		n = 0; /* done: skip the CPU's blocks */
+	}
+	for (k = 0; k < n; k += BLK) {
+		const size_t m = n - k < BLK ? (size_t)(n - k) : BLK;
+		const float *w = ckenc_values(e, t, first + k, m);
+		size_t np;
+		rckpt_quantize(seg->idx + k, e->pblk, &np, w, grads ? grads + first + k : NULL, m, q);
+		if (snap)
+			memcpy(snap + k, w, 4 * m);
+		if (seg->nprot + np > cap) {
+			uint64_t nc = (seg->nprot + np) * 2;
+			uint16_t *pr = realloc(seg->prot, 2 * (size_t)nc);
+			if (pr == NULL)
+				return -ENOMEM;
+			seg->prot = pr;
+			cap = nc;
+		}
+		memcpy(seg->prot + seg->nprot, e->pblk, 2 * np);
+		seg->nprot += np;
+	}
+	for (u = (first + stride - 1) / stride * stride; u < first + seg->n; u += stride)
+		summary[u / stride] = seg->idx[u - first];
+	return 0;
+}
+
+/* Piece [first, first + n) of tensor t, kept whole in seg. */
+int ckenc_lossless_piece(rckpt_ckenc_t *e, rckpt_seg_t *seg, const rckpt_st_tensor_t *t,
+			  uint64_t first, uint64_t n)
+{
+	const size_t dsz = rckpt_dtype_size(t->dtype);
+	const uint8_t *src = (const uint8_t *)t->data + first * dsz;
+	uint8_t *h = NULL;
+	int rc = 0;
+	if (e->o.gpu) { /* the bytes may be in device memory */
+		h = malloc(n ? (size_t)n * dsz : 1);
+		rc = h ? rckpt_gpuenc_read(e->o.gpu, h, src, (size_t)n * dsz) : -ENOMEM;
+		src = h;
+	}
+	if (rc == 0)
+		rc = rckpt_codec_lossless_segment(seg, src, t->dtype, n);
+	free(h);
+	seg->first = first;
+	return rc;
+}
+
+/* ---- the one emission path ---- */
+
+/* Tensor i's encoding: a kind the options keep lossless, else quantized
+ * (full steps quantize exactly these; partial steps keep their values). */
+static unsigned encoding_of(const rckpt_ckenc_t *e, unsigned kind)
+{
+	return e->o.fixed.lossless_kinds & (1u << kind) ? RCKPT_SEG_LOSSLESS : RCKPT_SEG_QUANTIZED;
+}
+
+int ckenc_emit_begin(ckenc_emit_t *x, rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink,
+		     rckpt_ckenc_stats_t *st, const rckpt_st_t *params, uint64_t step,
+		     uint64_t parent)
+{
+	rckpt_manifest_t *mf = &x->mf;
+	unsigned i;
+
+	memset(x, 0, sizeof(*x));
+	x->e = e;
+	x->sink = sink;
+	x->st = st;
+	mf->t = calloc(params->ntensors ? params->ntensors : 1, sizeof(*mf->t));
+	mf->chunk = calloc(e->nchunks ? e->nchunks : 1, sizeof(*mf->chunk));
+	if (!mf->t || !mf->chunk)
+		return -ENOMEM;
+	mf->step = step;
+	mf->parent = parent;
+	mf->chunk_params = e->o.chunk_params;
+	mf->ntensors = params->ntensors;
+	mf->nchunks = e->nchunks;
+	for (i = 0; i < params->ntensors; i++) {
+		const rckpt_st_tensor_t *t = &params->t[i];
+		const unsigned kind = rckpt_layer_kind(t->name, t->ndim, t->shape);
+		mf->t[i].name = (char *)t->name; /* borrowed; emit_free leaves it */
+		mf->t[i].dtype = (uint8_t)t->dtype;
+		mf->t[i].kind = (uint8_t)kind;
+		mf->t[i].encoding = (uint8_t)encoding_of(e, kind);
+		mf->t[i].ndim = t->ndim;
+		memcpy(mf->t[i].shape, t->shape, sizeof(t->shape));
+	}
+	return sink->begin ? sink->begin(sink->arg, e->nchunks) : 0;
+}
+
+/* Segment k of chunk c, n elements, belongs to tensor t. */
+static int mf_add_seg(rckpt_manifest_t *mf, uint32_t t, uint32_t c, uint32_t k, uint64_t n)
+{
+	rckpt_mf_tensor_t *mt = &mf->t[t];
+	rckpt_mf_seg_t *ms = realloc(mt->seg, sizeof(*ms) * (mt->nseg + 1));
+	if (ms == NULL)
+		return -ENOMEM;
+	mt->seg = ms;
+	ms[mt->nseg++] = (rckpt_mf_seg_t){ c, k, n };
+	mf->chunk[c].elements += (uint32_t)n;
+	return 0;
+}
+
+int ckenc_emit_chunk(ckenc_emit_t *x, uint32_t c, rckpt_record_t *r, uint32_t block,
+		     const rckpt_sparse_sel_t *sel)
+{
+	rckpt_ckenc_t *e = x->e;
+	rckpt_manifest_t *mf = &x->mf;
+	rckpt_record_t *parent = &e->prev_chunks[c];
+	rckpt_buf_t enc = RCKPT_BUF_INIT;
+	uint32_t k;
+	int rc = r->nseg == e->npieces[c] ? 0 : -EINVAL;
+
+	for (k = 0; k < r->nseg && rc == 0; k++)
+		rc = mf_add_seg(mf, e->pieces[c][k].tensor, c, k, e->pieces[c][k].n);
+	mf->chunk[c].nseg = r->nseg;
+	if (rc == 0 && r->kind == RCKPT_REC_SPARSE)
+		rc = rckpt_record_encode_sparse(&enc, r, parent, block, sel, &e->o.is);
+	else if (rc == 0)
+		rc = rckpt_record_encode(&enc, r, r->kind == RCKPT_REC_BASE ? NULL : parent, &e->o.is);
+	if (rc == 0)
+		rc = rckpt_record_digest(mf->chunk[c].sha256, r);
+	if (rc == 0) {
+		mf->chunk[c].record_bytes = enc.len;
+		mf->enc_bytes += enc.len;
+		rc = x->sink->record(x->sink->arg, c, &enc);
+	}
+	rckpt_buf_free(&enc);
+	if (rc == 0) { /* this record is the chunk's next parent */
+		rckpt_record_free(parent);
+		*parent = *r;
+	} else { /* the caller's step fails, and the next is a base */
+		rckpt_record_free(r);
+	}
+	memset(r, 0, sizeof(*r));
+	return rc;
+}
+
+/* The configuration and statistics, then the bytes. */
+int ckenc_emit_end(ckenc_emit_t *x, rckpt_buf_t *manifest)
+{
+	rckpt_manifest_t *mf = &x->mf;
+	const rckpt_ckenc_stats_t *st = x->st;
+	unsigned k;
+	int rc;
+	mf->raw_bytes = st->raw_bytes;
+	mf->quality = st->quality;
+	mf->cfg.bins = (uint8_t)st->config.bins;
+	mf->cfg.emb_bins = (uint8_t)st->config.emb_bins;
+	mf->cfg.metric = (uint8_t)st->config.prune_metric;
+	mf->cfg.flags = (uint8_t)(st->config.protect_by_sensitivity ? 1 : 0);
+	for (k = 0; k < RCKPT_MF_KINDS; k++)
+		mf->cfg.prune[k] = st->config.prune_frac[k];
+	mf->cfg.protect = st->config.protect_frac;
+	mf->cfg.lambda = st->config.lambda;
+	rc = rckpt_manifest_encode(manifest, mf);
+	if (rc == 0)
+		x->st->enc_bytes = mf->enc_bytes + manifest->len;
+	return rc;
+}
+
+void ckenc_emit_free(ckenc_emit_t *x)
+{
+	rckpt_manifest_t *mf = &x->mf;
+	uint32_t i;
+	for (i = 0; mf->t && i < mf->ntensors; i++)
+		free(mf->t[i].seg);
+	free(mf->t);
+	free(mf->chunk);
+	memset(mf, 0, sizeof(*mf));
+}
+
+/* Cuts the step into chunks, a record each (base, or delta against the
+ * chunk's last record), quantizing each piece as its chunk is built, and
+ * hands each record to the sink as soon as it is encoded; then the
+ * manifest. */
+int ckenc_emit_full(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rckpt_buf_t *manifest,
+		    rckpt_ckenc_stats_t *st, const rckpt_st_t *params, const rckpt_st_t *grads,
+		    const rckpt_qparams_t *const *tq, const uint64_t *stride, rckpt_record_t *sum,
+		    uint64_t step)
+{
+	const uint64_t parent = st->is_base ? RCKPT_NO_PARENT : e->prev.step;
+	ckenc_emit_t x;
+	uint32_t c, k;
+	int rc = ckenc_emit_begin(&x, e, sink, st, params, step, parent);
+
+	for (c = 0; c < e->nchunks && rc == 0; c++) {
+		rckpt_record_t r;
+		memset(&r, 0, sizeof(r));
+		r.kind = st->is_base ? RCKPT_REC_BASE : RCKPT_REC_DELTA;
+		r.step = step;
+		r.parent = parent;
+		r.nseg = e->npieces[c];
+		r.seg = calloc(r.nseg ? r.nseg : 1, sizeof(rckpt_seg_t));
+		if (r.seg == NULL)
+			rc = -ENOMEM;
+		for (k = 0; k < r.nseg && rc == 0; k++) {
+			const struct piece *pc = &e->pieces[c][k];
+			const rckpt_st_tensor_t *t = &params->t[pc->tensor];
+			if (tq[pc->tensor]) {
+				const rckpt_st_tensor_t *g = grads ? rckpt_st_find(grads, t->name) : NULL;
+				rc = quantize_piece(e, &r.seg[k], t, g ? (const float *)g->data : NULL,
+						    tq[pc->tensor], pc->first, pc->n, stride[pc->tensor],
+						    sum->seg[pc->tensor].idx,
+						    e->saved && e->saved[pc->tensor] ? e->saved[pc->tensor] + pc->first
+										      : NULL);
+			} else {
+				rc = ckenc_lossless_piece(e, &r.seg[k], t, pc->first, pc->n);
+			}
+			r.seg[k].tensor = pc->tensor;
+		}
+		if (rc == 0)
+			rc = ckenc_emit_chunk(&x, c, &r, 0, NULL);
+		else
+			rckpt_record_free(&r);
+	}
+	if (rc == 0)
+		rc = ckenc_emit_end(&x, manifest);
+	ckenc_emit_free(&x);
+	return rc;
+}
+
+/* The next step's summary of this one: per tensor its header (dtype, size,
+ * encoding, codebook) and, when quantized, its levels at the sample
+ * positions, which ckenc_emit_full fills. */
+int ckenc_summary_init(rckpt_record_t *sum, const rckpt_st_t *params,
+			const rckpt_qparams_t *const *tq, const uint64_t *stride, uint64_t step)
+{
+	unsigned i;
+	memset(sum, 0, sizeof(*sum));
+	sum->step = step;
+	sum->nseg = params->ntensors;
+	sum->seg = calloc(params->ntensors ? params->ntensors : 1, sizeof(*sum->seg));
+	if (sum->seg == NULL)
+		return -ENOMEM;
+	for (i = 0; i < params->ntensors; i++) {
+		rckpt_seg_t *s = &sum->seg[i];
+		s->tensor = i;
+		s->n = params->t[i].n;
+		s->dtype = (uint8_t)params->t[i].dtype;
+		s->encoding = tq[i] ? RCKPT_SEG_QUANTIZED : RCKPT_SEG_LOSSLESS;
+		if (tq[i] == NULL)
+			continue;
+		s->nbins = tq[i]->nbins;
+		memcpy(s->centroids, tq[i]->centroids, sizeof(float) * tq[i]->nbins);
+		s->idx = calloc(s->n / stride[i] + 1, 1);
+		if (s->idx == NULL)
+			return -ENOMEM;
+	}
+	return 0;
+}

@@ -1,0 +1,185 @@
+/*
+ * ckenc_impl.h — the encoder's state and the seams between its files.
+ * Private to client/lib/codec/ckenc_*.c and rckpt_ckenc.c:
+ *
+ *   rckpt_ckenc.c     the handle, options, and one full step (step_stream)
+ *   ckenc_search.c    the configuration search, the per-tensor allocation,
+ *                     and judging a configuration on all the data
+ *   ckenc_emit.c      the chunk layout, and the one path that turns chunks
+ *                     into records and a manifest (full and partial steps)
+ *   ckenc_partial.c   partial steps (SCAR): the blocks that moved most
+ *   ckenc_resume.c    taking up a committed step written by another writer
+ *   rckpt_ckdec.c     the decoder (rckpt_ckdec.h), which needs none of this
+ */
+#ifndef RCKPT_CKENC_IMPL_H
+#define RCKPT_CKENC_IMPL_H
+
+#include "rckpt_ckenc.h"
+
+/* A point of the search space: an index per axis (bins, embedding bins,
+ * pruning, metric, protection); higher is less aggressive. */
+typedef struct cpoint {
+	unsigned b, e, p, m, q;
+} cpoint_t;
+
+/* The last step's samples of one prepared tensor. */
+struct prev_sample {
+	float *w, *g;
+	size_t n;
+};
+
+/* Elements [first, first + n) of a tensor, in one chunk. */
+struct piece {
+	uint32_t tensor;
+	uint64_t first, n;
+};
+
+struct rckpt_ckenc {
+	rckpt_ckenc_opts_t o;
+	rckpt_record_t prev; /* the last step's summary: per tensor its header and
+				codebook and, when quantized, its levels at the
+				sample positions (idx[j]: element j * stride) */
+	char **names;        /* the tensors of every step, sorted */
+	unsigned ntensors;
+	unsigned steps;
+	int have_last;
+	cpoint_t last; /* the last accepted configuration */
+	struct prev_sample *psmp; /* the last step's samples, per prepared tensor */
+	unsigned npsmp;
+	/* the chunk layout, fixed at the first step */
+	uint32_t nchunks;
+	struct piece **pieces; /* pieces[c][0..npieces[c]) */
+	uint32_t *npieces;
+	rckpt_record_t *prev_chunks; /* the last step's chunk records */
+	rckpt_istream_scratch_t is_scratch; /* reused by every record */
+	int force_base;      /* the next step is a base (a step failed midway) */
+	float *wblk;         /* BLK values widened to fp32 */
+	uint8_t *iblk;       /* BLK levels */
+	uint16_t *pblk;      /* BLK protected values */
+	rckpt_qerr_t qerr;   /* judge's sums */
+	/* partial steps (opts.partial_block) */
+	float **saved;          /* per tensor: its values as last saved (fp32);
+				   NULL for a lossless tensor */
+	rckpt_qparams_t *lastq; /* per tensor: the last full step's parameters */
+	rckpt_qconfig_t lastcfg;
+	uint64_t rr_cursor;     /* ROUND_ROBIN: the next block */
+	rckpt_ckdec_t *resume;  /* a committed step to continue from, taken up by
+				   the next step when its tensors match */
+};
+
+/* Tensors go through the encoder in blocks of this many elements (a
+ * multiple of 8), so a step's working memory does not grow with the model. */
+#define BLK 65536u
+_Static_assert(BLK % RCKPT_QERR_TILE == 0, "judge's blocks are whole tiles");
+
+/* ---- rckpt_ckenc.c ---- */
+void ckenc_free_names(rckpt_ckenc_t *e);
+void ckenc_free_saved(rckpt_ckenc_t *e);
+void ckenc_free_prev_samples(rckpt_ckenc_t *e);
+void ckenc_free_layout(rckpt_ckenc_t *e);
+/* The first step fixes the tensors; later ones must have the same. */
+int ckenc_check_layout(rckpt_ckenc_t *e, const rckpt_st_t *params, char *msg, size_t msglen);
+
+/* ---- ckenc_search.c ---- */
+
+/* Every stride-th element of a prepared tensor. */
+typedef struct sample {
+	float *w, *g;
+	size_t n;
+	uint64_t full, stride;
+} sample_t;
+
+/* What evaluating a configuration on the samples reads. */
+typedef struct evalctx {
+	const rckpt_ckenc_opts_t *o;
+	rckpt_tensor_prep_t *prep; /* quantized tensors only */
+	sample_t *smp;
+	unsigned nprep;
+	unsigned tried;
+	const rckpt_qconfig_t *fixed_cfg; /* evaluate this instead of a point */
+	const rckpt_record_t *prev;       /* the last step's record, or NULL */
+	const unsigned *which;            /* prep t is tensor which[t] */
+	const struct prev_sample *psmp;   /* the last step's samples, or NULL */
+	rckpt_codebook_cache_t *cache;    /* per prepared tensor, this step */
+	int drift;                        /* a fresh codebook's recurring cost is
+					     its switch cost (see alloc_tables) */
+} evalctx_t;
+
+/* A per-tensor allocation's tables: option k of prepared tensor t has loss
+ * term tn[t * NALLOC + k] (negative: not available) and estimated bytes
+ * tb[...]; den is the loss's denominator, c_num and c_bytes those of the
+ * search's choice. */
+typedef struct alloc {
+	double *tn, *tb;
+	double *tden, *cap; /* per tensor: den, and the cap on num of a pick */
+	double den, c_num, c_bytes;
+	unsigned nprep;
+} alloc_t;
+
+/* Times the allocation is chosen again, within a smaller budget, when it
+ * fails on all the data. */
+#define ALLOC_RETRIES 3
+
+rckpt_qconfig_t ckenc_config_of(const rckpt_ckenc_opts_t *o, cpoint_t c);
+/* The least aggressive point: what a step falls back to. */
+cpoint_t ckenc_point_safest(void);
+/* The point a stored configuration is; 0 when it is none. */
+int ckenc_point_of(cpoint_t *c, const rckpt_mf_config_t *m);
+/* One step less aggressive; 0 when there is none. */
+int ckenc_relax(cpoint_t *c);
+int ckenc_evaluate(evalctx_t *x, cpoint_t cp, double *loss, double *bytes);
+int ckenc_search(evalctx_t *x, const cpoint_t *last, int have_emb, int have_g, cpoint_t *best,
+		 int *found);
+int ckenc_alloc_tables(evalctx_t *x, const rckpt_qconfig_t *c, alloc_t *a);
+int ckenc_alloc_pick(alloc_t *a, double eps, unsigned *bins);
+void ckenc_alloc_free(alloc_t *a);
+int ckenc_judge(rckpt_ckenc_t *e, const rckpt_st_t *params, const rckpt_tensor_prep_t *prep,
+		const unsigned *which, unsigned nprep, const rckpt_qconfig_t *c, const unsigned *tbins,
+		rckpt_codebook_cache_t *cache, rckpt_qparams_t *qp, double *quality);
+int ckenc_ask_callback(rckpt_ckenc_t *e, const rckpt_st_t *params, const rckpt_tensor_prep_t *prep,
+		       const unsigned *which, unsigned nprep, const rckpt_qparams_t *qp, double *loss);
+
+/* ---- ckenc_emit.c ---- */
+const float *ckenc_values(rckpt_ckenc_t *e, const rckpt_st_tensor_t *t, uint64_t first, size_t n);
+const rckpt_seg_t *ckenc_warm_of(const rckpt_ckenc_t *e, unsigned i);
+int ckenc_build_layout(rckpt_ckenc_t *e, const rckpt_st_t *params);
+int ckenc_lossless_piece(rckpt_ckenc_t *e, rckpt_seg_t *seg, const rckpt_st_tensor_t *t,
+			 uint64_t first, uint64_t n);
+int ckenc_summary_init(rckpt_record_t *sum, const rckpt_st_t *params,
+		       const rckpt_qparams_t *const *tq, const uint64_t *stride, uint64_t step);
+
+/* One step's records going out, full or partial alike: begin (the manifest,
+ * the sink's begin), a record per chunk in order (the caller fills its
+ * segments; chunk encodes it against the chunk's last record, digests it,
+ * hands it to the sink and makes it that chunk's next parent), end (the
+ * manifest's bytes). free in every case. */
+typedef struct ckenc_emit {
+	rckpt_ckenc_t *e;
+	const rckpt_ckenc_sink_t *sink;
+	rckpt_ckenc_stats_t *st;
+	rckpt_manifest_t mf;
+} ckenc_emit_t;
+
+int ckenc_emit_begin(ckenc_emit_t *x, rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink,
+		     rckpt_ckenc_stats_t *st, const rckpt_st_t *params, uint64_t step,
+		     uint64_t parent);
+/* r: chunk c's record (kind, step, parent, segments), taken over. sel: the
+ * blocks a sparse record carries (block elements each), else NULL. */
+int ckenc_emit_chunk(ckenc_emit_t *x, uint32_t c, rckpt_record_t *r, uint32_t block,
+		     const rckpt_sparse_sel_t *sel);
+int ckenc_emit_end(ckenc_emit_t *x, rckpt_buf_t *manifest);
+void ckenc_emit_free(ckenc_emit_t *x);
+
+/* A full step's records: every piece quantized with tq[tensor] (NULL:
+ * lossless). sum: the next step's summary, whose levels this fills. */
+int ckenc_emit_full(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rckpt_buf_t *manifest,
+		    rckpt_ckenc_stats_t *st, const rckpt_st_t *params, const rckpt_st_t *grads,
+		    const rckpt_qparams_t *const *tq, const uint64_t *stride, rckpt_record_t *sum,
+		    uint64_t step);
+
+/* ---- ckenc_resume.c ---- */
+/* Takes up e->resume when params are its tensors in the same layout: 0
+ * taken up, 1 not (the next step is a base), or -ENOMEM. */
+int ckenc_adopt(rckpt_ckenc_t *e, const rckpt_st_t *params);
+
+#endif

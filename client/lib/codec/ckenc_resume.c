@@ -1,0 +1,193 @@
+/*
+ * ckenc_resume.c — a writer that continues a chain it did not write: the
+ * committed step's levels become the chunks' parents, its codebooks the
+ * warm starts, its configuration the search's last accepted one.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "ckenc_impl.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Takes up e->resume when params are the tensors of that step, laid out in
+ * the same chunks (same chunk size, same encodings): the step's levels
+ * become the chunks' parents and its codebooks the warm starts, as if this
+ * encoder had written it. 0 taken up, 1 not (the next step is a base), or
+ * -ENOMEM. e->resume is gone either way. */
+int ckenc_adopt(rckpt_ckenc_t *e, const rckpt_st_t *params)
+{
+	rckpt_ckdec_t *d = e->resume;
+	const rckpt_manifest_t *mf = &d->mf;
+	uint64_t *stride = NULL;
+	unsigned i, total = 0;
+	uint32_t c, k;
+	int rc = 1;
+
+	e->resume = NULL;
+	if (mf->ntensors != params->ntensors || mf->chunk_params != e->o.chunk_params)
+		goto out;
+	for (i = 0; i < params->ntensors; i++) {
+		const rckpt_st_tensor_t *t = &params->t[i];
+		const unsigned kind = rckpt_layer_kind(t->name, t->ndim, t->shape);
+		const unsigned enc = e->o.fixed.lossless_kinds & (1u << kind) ? RCKPT_SEG_LOSSLESS
+									       : RCKPT_SEG_QUANTIZED;
+		if (strcmp(mf->t[i].name, t->name) != 0 || mf->t[i].dtype != t->dtype ||
+		    mf->t[i].kind != kind || mf->t[i].encoding != enc)
+			goto out;
+	}
+	if ((rc = ckenc_build_layout(e, params)) != 0)
+		goto out;
+	rc = 1;
+	if (e->nchunks != mf->nchunks)
+		goto fail;
+	for (c = 0; c < e->nchunks; c++) {
+		if (d->chunk[c].nseg != e->npieces[c])
+			goto fail;
+		total += e->npieces[c];
+	}
+	for (i = 0; i < params->ntensors; i++) {
+		uint64_t at = 0;
+		for (k = 0; k < mf->t[i].nseg; k++, total--) {
+			const rckpt_mf_seg_t *ms = &mf->t[i].seg[k];
+			const struct piece *pc;
+			const rckpt_seg_t *sg;
+			if (total == 0 || ms->chunk >= e->nchunks || ms->index >= e->npieces[ms->chunk])
+				goto fail;
+			pc = &e->pieces[ms->chunk][ms->index];
+			sg = &d->chunk[ms->chunk].seg[ms->index];
+			if (pc->tensor != i || pc->first != at || pc->n != ms->n || sg->n != ms->n ||
+			    sg->encoding != mf->t[i].encoding)
+				goto fail;
+			at += ms->n;
+		}
+		if (at != params->t[i].n)
+			goto fail;
+	}
+	if (total != 0)
+		goto fail;
+	/* The summary the next step's search reads: each quantized tensor's
+	 * codebook and its levels at the sample positions. */
+	if ((stride = calloc(params->ntensors ? params->ntensors : 1, sizeof(*stride))) == NULL) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	rckpt_record_free(&e->prev);
+	e->prev.step = mf->step;
+	e->prev.nseg = params->ntensors;
+	e->prev.seg = calloc(params->ntensors ? params->ntensors : 1, sizeof(*e->prev.seg));
+	if (e->prev.seg == NULL) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	for (i = 0; i < params->ntensors; i++) {
+		rckpt_seg_t *s = &e->prev.seg[i];
+		const uint64_t n = params->t[i].n;
+		s->tensor = i;
+		s->n = n;
+		s->dtype = (uint8_t)params->t[i].dtype;
+		s->encoding = mf->t[i].encoding;
+		stride[i] = n > e->o.sample_max ? (n + e->o.sample_max - 1) / e->o.sample_max : 1;
+		if (s->encoding != RCKPT_SEG_QUANTIZED || mf->t[i].nseg == 0)
+			continue;
+		if ((s->idx = calloc(n / stride[i] + 1, 1)) == NULL) {
+			rc = -ENOMEM;
+			goto fail;
+		}
+	}
+	for (c = 0; c < e->nchunks; c++)
+		for (k = 0; k < e->npieces[c]; k++) {
+			const struct piece *pc = &e->pieces[c][k];
+			rckpt_seg_t *sg = &d->chunk[c].seg[k], *s = &e->prev.seg[pc->tensor];
+			uint64_t u;
+			sg->tensor = pc->tensor;
+			sg->first = pc->first;
+			if (s->idx == NULL)
+				continue;
+			if (pc->first == 0) { /* every piece of a tensor has its codebook */
+				s->nbins = sg->nbins;
+				memcpy(s->centroids, sg->centroids, sizeof(s->centroids));
+			}
+			for (u = (pc->first + stride[pc->tensor] - 1) / stride[pc->tensor] * stride[pc->tensor];
+			     u < pc->first + pc->n; u += stride[pc->tensor])
+				s->idx[u / stride[pc->tensor]] = sg->idx[u - pc->first];
+		}
+	ckenc_free_names(e);
+	e->names = calloc(params->ntensors ? params->ntensors : 1, sizeof(char *));
+	for (i = 0; e->names && i < params->ntensors; i++, e->ntensors++)
+		if ((e->names[i] = strdup(params->t[i].name)) == NULL)
+			break;
+	if (e->names == NULL || e->ntensors != params->ntensors) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	/* The step's values at the sample positions, dequantized: the search
+	 * weighs how stable a configuration's levels are against them, as it
+	 * would against the samples of a step it had written itself. */
+	ckenc_free_prev_samples(e);
+	e->psmp = calloc(params->ntensors ? params->ntensors : 1, sizeof(*e->psmp));
+	if (e->psmp == NULL) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	for (i = 0; i < params->ntensors; i++) {
+		struct prev_sample *ps = &e->psmp[e->npsmp];
+		if (e->prev.seg[i].encoding != RCKPT_SEG_QUANTIZED)
+			continue;
+		e->npsmp++;
+		ps->n = (size_t)((params->t[i].n + stride[i] - 1) / stride[i]);
+		if ((ps->w = malloc(4 * (ps->n ? ps->n : 1))) == NULL) {
+			rc = -ENOMEM;
+			goto fail;
+		}
+	}
+	for (c = 0; c < e->nchunks; c++)
+		for (k = 0, i = 0; k < e->npieces[c]; k++) {
+			const struct piece *pc = &e->pieces[c][k];
+			const rckpt_seg_t *sg = &d->chunk[c].seg[k];
+			const uint64_t st = stride[pc->tensor];
+			struct prev_sample *ps = NULL;
+			float *f;
+			uint64_t u;
+			unsigned pi, t;
+			if (sg->encoding != RCKPT_SEG_QUANTIZED || pc->n == 0)
+				continue;
+			for (t = 0, pi = 0; t < pc->tensor; t++) /* its place among the quantized */
+				pi += e->prev.seg[t].encoding == RCKPT_SEG_QUANTIZED;
+			ps = &e->psmp[pi];
+			if ((f = malloc(4 * (size_t)pc->n)) == NULL) {
+				rc = -ENOMEM;
+				goto fail;
+			}
+			if (rckpt_codec_decode_f32(f, sg) != 0)
+				memset(f, 0, 4 * (size_t)pc->n);
+			for (u = (pc->first + st - 1) / st * st; u < pc->first + pc->n; u += st)
+				ps->w[u / st] = f[u - pc->first];
+			free(f);
+			(void)i;
+		}
+	for (c = 0; c < e->nchunks; c++) { /* the step's levels: the next deltas' parents */
+		e->prev_chunks[c] = d->chunk[c];
+		memset(&d->chunk[c], 0, sizeof(d->chunk[c]));
+	}
+	e->have_last = ckenc_point_of(&e->last, &mf->cfg);
+	/* As if this encoder had written the chain: after a base the next step
+	 * is the second (which searches the whole space again, now that it can
+	 * weigh how stable each configuration is); after a delta, a later one
+	 * (the neighbourhood of the configuration the chain runs with). */
+	e->steps = mf->parent == RCKPT_NO_PARENT ? 1 : 2;
+	e->force_base = 0;
+	rc = 0;
+	goto out;
+fail:
+	ckenc_free_prev_samples(e);
+	ckenc_free_layout(e);
+	ckenc_free_names(e);
+	rckpt_record_free(&e->prev);
+	memset(&e->prev, 0, sizeof(e->prev));
+out:
+	free(stride);
+	rckpt_ckdec_free(d);
+	free(d);
+	return rc;
+}

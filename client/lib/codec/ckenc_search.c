@@ -1,0 +1,587 @@
+/*
+ * ckenc_search.c — choosing a step's configuration: the search space, a
+ * configuration's loss and size estimated on samples, the guided search,
+ * the per-tensor allocation, and judging the choice on all the data.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "ckenc_impl.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rckpt_gpuenc.h"
+
+/* The search space, each axis from most to least aggressive. */
+static const unsigned BINS[] = { 4, 6, 8, 12, 16, 24, 32, 48, 64 };
+static const unsigned EMB_BINS[] = { 16, 32, 64 };
+static const float PRUNE[] = { 0.5f, 0.4f, 0.3f, 0.2f, 0.1f, 0.0f };
+static const float PROTECT[] = { 0.0005f, 0.005f, 0.01f };
+#define NB (sizeof(BINS) / sizeof(BINS[0]))
+#define NE (sizeof(EMB_BINS) / sizeof(EMB_BINS[0]))
+#define NP (sizeof(PRUNE) / sizeof(PRUNE[0]))
+#define NQ (sizeof(PROTECT) / sizeof(PROTECT[0]))
+
+cpoint_t ckenc_point_safest(void)
+{
+	return (cpoint_t){ NB - 1, NE - 1, NP - 1, 0, NQ - 1 };
+}
+
+rckpt_qconfig_t ckenc_config_of(const rckpt_ckenc_opts_t *o, cpoint_t c)
+{
+	rckpt_qconfig_t q = o->fixed; /* lambda, lossless kinds */
+	unsigned k;
+	q.bins = BINS[c.b];
+	q.emb_bins = EMB_BINS[c.e];
+	for (k = 0; k < RCKPT_LK_COUNT; k++)
+		q.prune_frac[k] = PRUNE[c.p];
+	q.prune_frac[RCKPT_LK_EMBEDDING] = 0.0f; /* embeddings: their bins only */
+	q.prune_metric = c.m;
+	q.protect_frac = PROTECT[c.q];
+	/* The metric axis decides the ranking: magnitude ranks pruning and
+	 * protection by |w|; sensitivity ranks pruning by |w g| and protects
+	 * the top |w| and the top |w g|. */
+	q.protect_by_sensitivity = o->use_grads && c.m == RCKPT_PRUNE_SENSITIVITY;
+	return q;
+}
+
+/* ---- evaluating a configuration on samples ---- */
+
+/* A tensor's allocation that keeps the last record's codebook, with this
+ * step's thresholds, instead of any bin count: its levels then change only
+ * where its values crossed a boundary, which is what makes deltas small
+ * (rckpt_codec_qparams_keep). */
+#define KEEP_LAST 0xffffu
+
+/* The options of a tensor: every bin count with k-means, with uniform
+ * bins, and KEEP_LAST. An allocation names one as bins | quantizer << 16. */
+#define ALLOC_Q 2u
+#define NALLOC (NB * ALLOC_Q + 1)
+#define ALLOC_BINS(a) ((a) & 0xffffu)
+#define ALLOC_QUANTIZER(a) ((a) >> 16)
+
+/* The quality loss of a step: the Fisher-weighted relative error of all its
+ * quantized tensors together, sum num_t / sum den_t, or a tensor's own
+ * num_t / den_t divided by TENSOR_CAP when that is more. The sum is what
+ * predicts the model's loss; the cap keeps one tensor from being wrecked
+ * because it weighs little in the sum (a small first layer without
+ * gradients, a tensor pruned hard), where the second-order estimate stops
+ * holding. Calibrated: README "What eps means". */
+#define TENSOR_CAP 20.0
+
+static double step_loss(double num, double den, double worst)
+{
+	const double g = den > 0 ? num / den : 0;
+	return worst / TENSOR_CAP > g ? worst / TENSOR_CAP : g;
+}
+
+/* Steps over which a configuration's recurring cost is weighed against the
+ * one-time cost of switching to it. */
+#define HORIZON 3.0
+
+/* The last step's segment of prep t, if it can seed and be a delta parent. */
+static const rckpt_seg_t *parent_seg(const evalctx_t *x, unsigned t)
+{
+	const rckpt_seg_t *s;
+	if (x->prev == NULL)
+		return NULL;
+	s = &x->prev->seg[x->which[t]];
+	return s->encoding == RCKPT_SEG_QUANTIZED ? s : NULL;
+}
+
+/* Tensor t under configuration c with quantizer (or under qfix, the
+ * parameters kept from the last step, when not NULL): its loss terms
+ * scaled to the whole tensor, and its estimated bytes (see evaluate). */
+static int eval_tensor(evalctx_t *x, unsigned t, const rckpt_qconfig_t *c, unsigned quantizer,
+		       const rckpt_qparams_t *qfix, double *num, double *den, double *bytes)
+{
+	const sample_t *s = &x->smp[t];
+	const rckpt_seg_t *ps = parent_seg(x, t);
+	rckpt_qparams_t q;
+	uint64_t hist[256] = { 0 };
+	const struct prev_sample *pv = x->psmp && x->psmp[t].n == s->n ? &x->psmp[t] : NULL;
+	uint8_t *idx = malloc(s->n ? s->n : 1), *pidx = pv ? malloc(s->n ? s->n : 1) : NULL;
+	uint16_t *prot = malloc(2 * (s->n ? s->n : 1));
+	float *r = malloc(4 * (s->n ? s->n : 1));
+	size_t np, i;
+	int rc = !idx || !prot || !r ? -ENOMEM
+		 : qfix		     ? 0
+				     : rckpt_codec_qparams(&q, &x->prep[t], c, quantizer, ps,
+							   x->cache ? &x->cache[t] : NULL);
+
+	if (qfix)
+		q = *qfix;
+	*num = *den = *bytes = 0;
+	if (pv && pidx == NULL)
+		rc = -ENOMEM;
+	if (rc == 0) {
+		if (pv) {
+			size_t pnp;
+			/* a resumed encoder has no gradients of the last step:
+			 * this step's stand in */
+			rckpt_quantize(pidx, prot, &pnp, pv->w, pv->g ? pv->g : s->g, s->n, &q);
+		}
+		rckpt_quantize(idx, prot, &np, s->w, s->g, s->n, &q);
+		rc = rckpt_dequantize(r, idx, s->n, &q, prot, np);
+	}
+	if (rc == 0) {
+		/* hist: the symbols of this step's record (levels, or their
+		 * delta against the last record's levels: the switch cost);
+		 * hstab: the change this configuration makes between the last
+		 * step's sample and this one (what it will cost from now on) */
+		uint64_t hstab[256] = { 0 };
+		double h = 0, hs = 0, tn = 0, td = 0;
+		unsigned l, m = q.nbins + 2, mp = m;
+		if (ps && ps->nbins + 2 > mp)
+			mp = ps->nbins + 2;
+		for (i = 0; i < s->n; i++) {
+			double gg = s->g ? (double)s->g[i] * s->g[i] : 1.0, d = (double)s->w[i] - r[i];
+			tn += gg * d * d;
+			td += gg * (double)s->w[i] * s->w[i];
+			/* cyclic differences; both operands < the modulus, so
+			 * one conditional subtraction, not a division */
+			if (ps) {
+				unsigned dlt = idx[i] + mp - ps->idx[i];
+				hist[dlt >= mp ? dlt - mp : dlt]++;
+			} else {
+				hist[idx[i]]++;
+			}
+			if (pv) {
+				unsigned dlt = idx[i] + m - pidx[i];
+				hstab[dlt >= m ? dlt - m : dlt]++;
+			}
+		}
+		for (l = 0; l < 256; l++) {
+			if (hist[l]) {
+				double pr = (double)hist[l] / (double)s->n;
+				h -= pr * log2(pr);
+			}
+			if (hstab[l]) {
+				double pr = (double)hstab[l] / (double)s->n;
+				hs -= pr * log2(pr);
+			}
+		}
+		if (pv && (qfix || !x->drift)) /* this step once, then HORIZON more like it */
+			h = (h + HORIZON * hs) / (1 + HORIZON);
+		*num = tn * (double)s->stride;
+		*den = td * (double)s->stride;
+		*bytes = h * (double)s->full / 8 + 2.0 * (double)np * (double)s->stride;
+	}
+	free(idx);
+	free(pidx);
+	free(prot);
+	free(r);
+	return rc;
+}
+
+/* Tensor t's own configuration: c with its bin count set to bins[t] (the
+ * allocation), or c itself when bins is NULL. */
+static rckpt_qconfig_t tensor_config(const rckpt_qconfig_t *c, const rckpt_tensor_prep_t *p,
+				     const unsigned *bins, unsigned t)
+{
+	rckpt_qconfig_t ct = *c;
+	if (bins && bins[t] && bins[t] != KEEP_LAST) {
+		if (p->kind == RCKPT_LK_EMBEDDING)
+			ct.emb_bins = ALLOC_BINS(bins[t]);
+		else
+			ct.bins = ALLOC_BINS(bins[t]);
+	}
+	return ct;
+}
+
+/* Quality loss and estimated bytes of configuration c, from the samples.
+ * Each tensor's sums are scaled by its sampling stride, so a sampled large
+ * tensor weighs what it weighs in the whole model. The size estimate is the
+ * entropy of the symbols records will hold: at the first step the levels;
+ * after it, a blend of this step's delta against the last record's actual
+ * levels (the one-time cost of switching configuration) and of the change
+ * this configuration makes between the last step's sample and this one
+ * (its recurring cost), the latter weighed over HORIZON steps. */
+int ckenc_evaluate(evalctx_t *x, cpoint_t cp, double *loss, double *bytes)
+{
+	rckpt_qconfig_t c = x->fixed_cfg ? *x->fixed_cfg : ckenc_config_of(x->o, cp);
+	double num = 0, den = 0, est = 0, worst = 0;
+	unsigned t;
+
+	x->tried++;
+	for (t = 0; t < x->nprep; t++) {
+		double tn, td, tb;
+		int rc = eval_tensor(x, t, &c, x->o->quantizer, NULL, &tn, &td, &tb);
+		if (rc)
+			return rc;
+		num += tn;
+		den += td;
+		est += tb;
+		if (td > 0 && tn / td > worst)
+			worst = tn / td;
+	}
+	*loss = step_loss(num, den, worst);
+	*bytes = est;
+	return 0;
+}
+
+/* Option k of a tensor's allocation (ALLOC_BINS, ALLOC_QUANTIZER). */
+static unsigned alloc_option(unsigned k)
+{
+	return k + 1 < NALLOC ? BINS[k % NB] | (k / NB) << 16 : KEEP_LAST;
+}
+
+/* Each tensor's choice at lambda: bins[], and the sums of num and bytes.
+ * An option whose num is negative, or over cap[t], is not available. */
+static void pick(const double *tn, const double *tb, const double *cap, unsigned nprep, double lam,
+		 unsigned *bins, double *sn, double *sb)
+{
+	unsigned t, k;
+	*sn = *sb = 0;
+	for (t = 0; t < nprep; t++) {
+		const double *n = tn + (size_t)t * NALLOC, *b = tb + (size_t)t * NALLOC;
+		unsigned kb = NALLOC;
+		for (k = 0; k < NALLOC; k++)
+			if (n[k] >= 0 && n[k] <= cap[t] &&
+			    (kb == NALLOC || b[k] + lam * n[k] < b[kb] + lam * n[kb]))
+				kb = k;
+		if (kb == NALLOC) { /* nothing available: the allocation cannot be had */
+			*sn = HUGE_VAL;
+			return;
+		}
+		bins[t] = alloc_option(kb);
+		*sn += n[kb];
+		*sb += b[kb];
+	}
+}
+
+void ckenc_alloc_free(alloc_t *a)
+{
+	free(a->tn);
+	free(a->tb);
+	free(a->tden);
+	free(a->cap);
+	memset(a, 0, sizeof(*a));
+}
+
+/* Per-tensor bit allocation. The loss is a sum over tensors (sum_t num_t /
+ * sum_t den_t, den_t independent of the configuration), so the fewest bytes
+ * within eps come from giving each tensor the option whose bytes + lambda *
+ * num_t is least, lambda the smallest that keeps the sum within eps (a
+ * Lagrangian allocation, as rate-distortion theory prescribes for a sum of
+ * distortions): tensors that matter less to the loss get fewer bins than
+ * one count for all would give them. The options: every bin count of the
+ * space with k-means or uniform bins, and KEEP_LAST; none that puts the
+ * tensor's own error over TENSOR_CAP * eps. A fresh codebook is weighed at
+ * its switch cost for every step of the horizon: the next step's will have
+ * moved again, and levels move with it; only a kept codebook's recurring
+ * cost is the change of the values themselves. c is the search's choice.
+ * alloc_tables evaluates every option on the samples into a; alloc_pick
+ * then chooses within eps * scale. */
+int ckenc_alloc_tables(evalctx_t *x, const rckpt_qconfig_t *c, alloc_t *a)
+{
+	unsigned t, k;
+	int rc;
+
+	memset(a, 0, sizeof(*a));
+	a->nprep = x->nprep;
+	a->tn = calloc((size_t)x->nprep * NALLOC + 1, sizeof(double));
+	a->tb = calloc((size_t)x->nprep * NALLOC + 1, sizeof(double));
+	a->tden = calloc((size_t)x->nprep + 1, sizeof(double));
+	a->cap = calloc((size_t)x->nprep + 1, sizeof(double));
+	rc = a->tn && a->tb && a->tden && a->cap ? 0 : -ENOMEM;
+	x->tried++;
+	x->drift = 1;
+	for (t = 0; t < x->nprep && rc == 0; t++) {
+		double *tn = a->tn + (size_t)t * NALLOC, *tb = a->tb + (size_t)t * NALLOC;
+		double n0, d0, b0;
+		rckpt_qparams_t keep;
+		rc = eval_tensor(x, t, c, x->o->quantizer, NULL, &n0, &d0, &b0);
+		a->den += d0;
+		a->tden[t] = d0;
+		a->c_num += n0;
+		a->c_bytes += b0;
+		for (k = 0; k + 1 < NALLOC && rc == 0; k++) {
+			const unsigned b[1] = { alloc_option(k) };
+			const rckpt_qconfig_t ct = tensor_config(c, &x->prep[t], b, 0);
+			rc = eval_tensor(x, t, &ct, ALLOC_QUANTIZER(b[0]), NULL, &tn[k], &d0, &tb[k]);
+		}
+		tn[NALLOC - 1] = -1; /* unless the last codebook can be kept */
+		if (rc == 0 && parent_seg(x, t) &&
+		    rckpt_codec_qparams_keep(&keep, &x->prep[t], c, parent_seg(x, t)) == 0)
+			rc = eval_tensor(x, t, c, x->o->quantizer, &keep, &tn[NALLOC - 1], &d0,
+					 &tb[NALLOC - 1]);
+	}
+	x->drift = 0;
+	if (rc)
+		ckenc_alloc_free(a);
+	return rc;
+}
+
+/* Fills bins[] with the allocation of a within eps (no option puts a
+ * tensor's own error over TENSOR_CAP * eps), and returns 1 when it is
+ * smaller than the search's choice by the estimate, else 0 (no allocation;
+ * also when the choice itself is over). */
+int ckenc_alloc_pick(alloc_t *a, double eps, unsigned *bins)
+{
+	const double budget = eps * a->den;
+	double lo = 0, hi, sn, sb;
+	unsigned it, t;
+
+	if (!(a->den > 0) || a->c_num > budget)
+		return 0;
+	for (t = 0; t < a->nprep; t++)
+		a->cap[t] = a->tden[t] > 0 ? TENSOR_CAP * eps * a->tden[t] : HUGE_VAL;
+	pick(a->tn, a->tb, a->cap, a->nprep, 0, bins, &sn, &sb);
+	if (sn > budget) {
+		/* the smallest lambda that passes: bracket, then bisect */
+		hi = a->c_bytes / budget;
+		for (it = 0; it < 64; it++, hi *= 4) {
+			pick(a->tn, a->tb, a->cap, a->nprep, hi, bins, &sn, &sb);
+			if (sn <= budget)
+				break;
+			lo = hi;
+		}
+		if (sn > budget)
+			return 0;
+		for (it = 0; it < 48; it++) {
+			const double mid = (lo + hi) / 2;
+			pick(a->tn, a->tb, a->cap, a->nprep, mid, bins, &sn, &sb);
+			if (sn <= budget)
+				hi = mid;
+			else
+				lo = mid;
+		}
+		pick(a->tn, a->tb, a->cap, a->nprep, hi, bins, &sn, &sb);
+	}
+	return sb < a->c_bytes;
+}
+
+static int allowed(cpoint_t c, const cpoint_t *last)
+{
+	return !last || (c.b >= last->b && c.e >= last->e && c.p >= last->p && c.q >= last->q);
+}
+
+/* Keeps the best acceptable point in *best; *bytes gets c's estimate. */
+static int consider(evalctx_t *x, cpoint_t c, int *found, cpoint_t *best, double *best_bytes,
+		    int *pass, double *bytes_out)
+{
+	double loss, bytes = 0;
+	int rc = ckenc_evaluate(x, c, &loss, &bytes);
+	*bytes_out = bytes;
+	*pass = rc == 0 && loss <= x->o->eps;
+	if (*pass && (!*found || bytes < *best_bytes)) {
+		*found = 1;
+		*best = c;
+		*best_bytes = bytes;
+	}
+	return rc;
+}
+
+int ckenc_search(evalctx_t *x, const cpoint_t *last, int have_emb, int have_g, cpoint_t *best,
+		  int *found)
+{
+	unsigned e, p, m, q, b, mmax = have_g && x->o->use_grads ? 2 : 1, e0 = have_emb ? 0 : NE - 1;
+	double best_bytes = 0, bytes;
+	int rc, pass;
+
+	*found = 0;
+	if (last) {
+		/* The neighbourhood: last, then each axis one step less
+		 * aggressive. A less aggressive point keeps more information, so
+		 * its estimate is no smaller: when last passes (with either
+		 * metric: that axis is free), the others need no evaluation. */
+		cpoint_t n[5];
+		unsigned k;
+		n[0] = *last;
+		for (k = 1; k < 5; k++)
+			n[k] = *last;
+		n[1].b = last->b + 1 < NB ? last->b + 1 : last->b;
+		n[2].e = last->e + 1 < NE ? last->e + 1 : last->e;
+		n[3].p = last->p + 1 < NP ? last->p + 1 : last->p;
+		n[4].q = last->q + 1 < NQ ? last->q + 1 : last->q;
+		for (k = 0; k < 5; k++)
+			for (m = 0; m < mmax; m++) {
+				cpoint_t c = n[k];
+				c.m = m;
+				if (k > 0 && memcmp(&n[k], last, sizeof(c)) == 0)
+					continue; /* an axis at its end */
+				if ((rc = consider(x, c, found, best, &best_bytes, &pass, &bytes)))
+					return rc;
+			}
+		if (*found)
+			return 0;
+	}
+	/* Guided exhaustive. For each embedding-bins, metric and protection
+	 * setting, walk pruning from none to most: more pruning never needs
+	 * fewer bins to pass, so each line starts at the bins the last line
+	 * first passed with, and once a line has no pass, none with more
+	 * pruning will. Within a line, bins rise to the first pass, or until
+	 * the estimate is no smaller than the best passing one (more bins only
+	 * grow it). */
+	for (e = e0; e < NE; e++)
+		for (m = 0; m < mmax; m++)
+			for (q = 0; q < NQ; q++) {
+				unsigned b0 = last ? last->b : 0;
+				for (p = NP; p-- > 0;) {
+					int line_pass = 0;
+					for (b = b0; b < NB; b++) {
+						cpoint_t c = { b, e, p, m, q };
+						if (!allowed(c, last))
+							break;
+						if ((rc = consider(x, c, found, best, &best_bytes, &pass, &bytes)))
+							return rc;
+						if (pass) {
+							line_pass = 1;
+							b0 = b;
+						}
+						if (pass || (*found && bytes >= best_bytes))
+							break;
+					}
+					if (!line_pass && b == NB)
+						break; /* no bins pass: more pruning will not */
+				}
+			}
+	return 0;
+}
+
+/* One step less aggressive: more bins, else more protection, else less
+ * pruning. 0 when there is none. */
+int ckenc_relax(cpoint_t *c)
+{
+	if (c->b + 1 < NB)
+		c->b++;
+	else if (c->q + 1 < NQ)
+		c->q++;
+	else if (c->p + 1 < NP)
+		c->p++;
+	else
+		return 0;
+	return 1;
+}
+
+/* Configuration c's quantization parameters for every prepared tensor
+ * (qp[], k-means seeded from the last step's codebooks) and its loss over
+ * all the data, judged block by block: nothing of the size of the model is
+ * kept. The blocks' lengths are multiples of the tile, so the sums are
+ * those of rckpt_qerr over each whole tensor, which the GPU's are too. */
+int ckenc_judge(rckpt_ckenc_t *e, const rckpt_st_t *params, const rckpt_tensor_prep_t *prep,
+		 const unsigned *which, unsigned nprep, const rckpt_qconfig_t *c, const unsigned *tbins,
+		 rckpt_codebook_cache_t *cache, rckpt_qparams_t *qp, double *quality)
+{
+	double num = 0, den = 0, worst = 0;
+	unsigned pi;
+	int rc = 0;
+
+	for (pi = 0; pi < nprep && rc == 0; pi++) {
+		const rckpt_st_tensor_t *t = &params->t[which[pi]];
+		const rckpt_qconfig_t ct = tensor_config(c, &prep[pi], tbins, pi);
+		double tn = 0, td = 0;
+		uint64_t k;
+		if (tbins && tbins[pi] == KEEP_LAST)
+			rc = rckpt_codec_qparams_keep(&qp[pi], &prep[pi], &ct, ckenc_warm_of(e, which[pi]));
+		else
+			rc = rckpt_codec_qparams(&qp[pi], &prep[pi], &ct,
+						 tbins ? ALLOC_QUANTIZER(tbins[pi]) : e->o.quantizer,
+						 ckenc_warm_of(e, which[pi]), &cache[pi]);
+		if (rc == 0 && e->o.gpu) {
+			rc = rckpt_gpuenc_qerr(e->o.gpu, &tn, &td, t, prep[pi].g, &qp[pi]);
+		} else {
+			rckpt_qerr_t *qe = &e->qerr;
+			rckpt_qerr_init(qe);
+			for (k = 0; k < t->n && rc == 0; k += BLK) {
+				const size_t m = t->n - k < BLK ? (size_t)(t->n - k) : BLK;
+				const float *w = ckenc_values(e, t, k, m), *g = prep[pi].g ? prep[pi].g + k : NULL;
+				size_t np;
+				rckpt_quantize(e->iblk, e->pblk, &np, w, g, m, &qp[pi]);
+				rc = rckpt_qerr_add(qe, e->iblk, w, g, m, &qp[pi]);
+			}
+			rckpt_qerr_end(qe, &tn, &td);
+		}
+		num += tn;
+		den += td;
+		if (td > 0 && tn / td > worst)
+			worst = tn / td;
+	}
+	*quality = step_loss(num, den, worst);
+	return rc;
+}
+
+/* Tensor t as fp32 into out, from host or (on the GPU path) device memory. */
+static int widen_any(rckpt_ckenc_t *e, float *out, const rckpt_st_tensor_t *t)
+{
+	const size_t bytes = (size_t)t->n * rckpt_dtype_size(t->dtype);
+	void *h;
+	int rc;
+	if (e->o.gpu == NULL) {
+		rckpt_widen_to_f32(out, t->data, t->dtype, t->n);
+		return 0;
+	}
+	if ((h = malloc(bytes ? bytes : 1)) == NULL)
+		return -ENOMEM;
+	rc = rckpt_gpuenc_read(e->o.gpu, h, t->data, bytes);
+	if (rc == 0)
+		rckpt_widen_to_f32(out, h, t->dtype, t->n);
+	free(h);
+	return rc;
+}
+
+/* Dequantizes every tensor with qp and asks the trainer's callback. This
+ * holds the model in fp32: the callback's price. */
+int ckenc_ask_callback(rckpt_ckenc_t *e, const rckpt_st_t *params, const rckpt_tensor_prep_t *prep,
+			const unsigned *which, unsigned nprep, const rckpt_qparams_t *qp,
+			double *loss)
+{
+	float **v = calloc(params->ntensors ? params->ntensors : 1, sizeof(*v));
+	unsigned i, pi = 0;
+	int rc = v ? 0 : -ENOMEM;
+
+	for (i = 0; rc == 0 && i < params->ntensors; i++) {
+		const rckpt_st_tensor_t *t = &params->t[i];
+		uint64_t k;
+		if ((v[i] = malloc(4 * (size_t)(t->n ? t->n : 1))) == NULL) {
+			rc = -ENOMEM;
+			break;
+		}
+		if (pi >= nprep || which[pi] != i) {
+			rc = widen_any(e, v[i], t);
+			continue;
+		}
+		if (e->o.gpu) {
+			rc = rckpt_gpuenc_dequantize_f32(e->o.gpu, v[i], t, prep[pi].g, &qp[pi]);
+			pi++;
+			continue;
+		}
+		for (k = 0; k < t->n && rc == 0; k += BLK) {
+			const size_t m = t->n - k < BLK ? (size_t)(t->n - k) : BLK;
+			const float *w = ckenc_values(e, t, k, m), *g = prep[pi].g ? prep[pi].g + k : NULL;
+			size_t np;
+			rckpt_quantize(e->iblk, e->pblk, &np, w, g, m, &qp[pi]);
+			rc = rckpt_dequantize(v[i] + k, e->iblk, m, &qp[pi], e->pblk, np);
+		}
+		pi++;
+	}
+	if (rc == 0)
+		rc = e->o.quality(e->o.quality_arg, params, (const float *const *)v, loss);
+	for (i = 0; v && i < params->ntensors; i++)
+		free(v[i]);
+	free(v);
+	return rc;
+}
+
+/* The point of the search space a stored configuration is, if it is one. */
+int ckenc_point_of(cpoint_t *c, const rckpt_mf_config_t *m)
+{
+	unsigned k;
+	memset(c, 0, sizeof(*c));
+	for (k = 0; k < NB && BINS[k] != m->bins; k++)
+		;
+	c->b = k;
+	for (k = 0; k < NE && EMB_BINS[k] != m->emb_bins; k++)
+		;
+	c->e = k;
+	for (k = 0; k < NP && PRUNE[k] != m->prune[RCKPT_LK_LINEAR]; k++)
+		;
+	c->p = k;
+	for (k = 0; k < NQ && PROTECT[k] != m->protect; k++)
+		;
+	c->q = k;
+	c->m = m->metric;
+	return c->b < NB && c->e < NE && c->p < NP && c->q < NQ && c->m < 2;
+}

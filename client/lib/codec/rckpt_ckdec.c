@@ -1,0 +1,148 @@
+/*
+ * rckpt_ckdec.c — the checkpoint decoder (rckpt_ckdec.h).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "rckpt_ckdec.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rckpt_codec.h"
+
+void rckpt_ckdec_free(rckpt_ckdec_t *d)
+{
+	uint32_t c;
+	for (c = 0; d->chunk && c < d->mf.nchunks; c++)
+		rckpt_record_free(&d->chunk[c]);
+	free(d->chunk);
+	rckpt_manifest_free(&d->mf);
+	memset(d, 0, sizeof(*d));
+}
+
+int rckpt_ckdec_step(rckpt_ckdec_t *d, const uint8_t *manifest, size_t mlen,
+		     const uint8_t *const *records, const size_t *lens)
+{
+	rckpt_manifest_t mf;
+	rckpt_record_t *chunk;
+	uint32_t c;
+	int rc = rckpt_manifest_decode(&mf, manifest, mlen);
+
+	if (rc)
+		return rc;
+	chunk = calloc(mf.nchunks ? mf.nchunks : 1, sizeof(*chunk));
+	if (chunk == NULL) {
+		rckpt_manifest_free(&mf);
+		return -ENOMEM;
+	}
+	/* Each record says what it needs: a base stands alone (as the store's
+	 * materialized records do, whatever the step's manifest parent); a
+	 * delta needs this decoder's last step to be its parent. */
+	for (c = 0; c < mf.nchunks && rc == 0; c++) {
+		uint8_t h[32];
+		unsigned kind;
+		uint64_t rstep, rparent;
+		const rckpt_record_t *parent = NULL;
+		if (records[c] == NULL)
+			continue; /* a partial restore: this chunk is not wanted */
+		rc = rckpt_record_peek(&kind, &rstep, &rparent, records[c], lens[c]);
+		if (rc == 0 && kind != RCKPT_REC_BASE) {
+			if (d->chunk == NULL || d->mf.step != rparent || d->mf.nchunks != mf.nchunks)
+				rc = -ESTALE;
+			else
+				parent = &d->chunk[c];
+		}
+		if (rc == 0)
+			rc = rckpt_record_decode(&chunk[c], records[c], lens[c], parent, NULL);
+		if (rc == 0 && (chunk[c].step != mf.step || chunk[c].nseg != mf.chunk[c].nseg))
+			rc = -EBADMSG;
+		if (rc == 0)
+			rc = rckpt_record_digest(h, &chunk[c]);
+		if (rc == 0 && memcmp(h, mf.chunk[c].sha256, 32) != 0)
+			rc = RCKPT_FMT_ECHECKSUM;
+	}
+	if (rc) {
+		for (c = 0; c < mf.nchunks; c++)
+			rckpt_record_free(&chunk[c]);
+		free(chunk);
+		rckpt_manifest_free(&mf);
+		return rc;
+	}
+	rckpt_ckdec_free(d);
+	d->mf = mf;
+	d->chunk = chunk;
+	return 0;
+}
+
+int rckpt_ckdec_tensor_f32(const rckpt_ckdec_t *d, uint32_t t, float *out)
+{
+	uint64_t numel = 1;
+	unsigned k;
+	if (t >= d->mf.ntensors)
+		return -EINVAL;
+	for (k = 0; k < d->mf.t[t].ndim; k++)
+		numel *= d->mf.t[t].shape[k];
+	return rckpt_ckdec_range_f32(d, t, 0, numel, out);
+}
+
+int rckpt_ckdec_range_f32(const rckpt_ckdec_t *d, uint32_t t, uint64_t first, uint64_t count,
+			  float *out)
+{
+	const rckpt_mf_tensor_t *mt;
+	uint64_t off = 0, numel = 1;
+	uint32_t k;
+	unsigned dd;
+
+	if (t >= d->mf.ntensors)
+		return -EINVAL;
+	mt = &d->mf.t[t];
+	for (dd = 0; dd < mt->ndim; dd++)
+		numel *= mt->shape[dd];
+	if (first > numel || count > numel - first)
+		return -ERANGE;
+	for (k = 0; k < mt->nseg && count > 0; k++) {
+		const rckpt_mf_seg_t *ms = &mt->seg[k];
+		const rckpt_seg_t *s;
+		uint64_t a, b;
+		if (off + ms->n <= first) {
+			off += ms->n;
+			continue;
+		}
+		if (ms->chunk >= d->mf.nchunks)
+			return -EBADMSG;
+		if (d->chunk[ms->chunk].seg == NULL && d->mf.chunk[ms->chunk].nseg > 0)
+			return -ENOENT; /* its chunk was not restored */
+		if (ms->index >= d->chunk[ms->chunk].nseg)
+			return -EBADMSG;
+		s = &d->chunk[ms->chunk].seg[ms->index];
+		if (s->tensor != t || s->first != off || s->n != ms->n)
+			return -EBADMSG;
+		a = first - off; /* within the segment */
+		b = s->n - a < count ? s->n : a + count;
+		if (s->encoding == RCKPT_SEG_LOSSLESS) {
+			rckpt_widen_to_f32(out, s->raw + a * rckpt_dtype_size(s->dtype), s->dtype, b - a);
+		} else {
+			rckpt_qparams_t q;
+			const uint8_t P = (uint8_t)(s->nbins + 1);
+			uint64_t pk = 0, np = 0, i;
+			int rc;
+			for (i = 0; i < a; i++)
+				pk += s->idx[i] == P;
+			for (i = a; i < b; i++)
+				np += s->idx[i] == P;
+			if (pk + np > s->nprot)
+				return -EBADMSG;
+			memset(&q, 0, sizeof(q));
+			q.nbins = s->nbins;
+			memcpy(q.centroids, s->centroids, sizeof(float) * s->nbins);
+			if ((rc = rckpt_dequantize(out, s->idx + a, (size_t)(b - a), &q, s->prot + pk,
+						   (size_t)np)))
+				return rc;
+		}
+		out += b - a;
+		count -= b - a;
+		first += b - a;
+		off += ms->n;
+	}
+	return count == 0 ? 0 : -EBADMSG;
+}

@@ -1,0 +1,41 @@
+/*
+ * rckpt_ckdec.h — the checkpoint decoder: folds each chunk's chain of
+ * records (formats/checkpoint.md) step after step. Internal to librckpt;
+ * the restore path and `rckpt codec decode` use it.
+ */
+#ifndef RCKPT_CKDEC_H
+#define RCKPT_CKDEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rckpt_manifest.h"
+#include "rckpt_record.h"
+
+/* The decoding side: folds each chunk's chain step after step. */
+typedef struct rckpt_ckdec {
+	rckpt_manifest_t mf;   /* the last decoded step */
+	rckpt_record_t *chunk; /* its chunks, decoded (mf.nchunks) */
+} rckpt_ckdec_t;
+
+/* Decodes a step from its manifest and chunk records (records[i] for chunk
+ * i; NULL: skip that chunk, whose tensors then read as -ENOENT), on top of
+ * the last step this decoder decoded when it is a delta.
+ * Each chunk's SHA-256 is checked against the manifest. 0, -EBADMSG,
+ * -ESTALE (a delta of another step than the last), RCKPT_FMT_ECHECKSUM,
+ * RCKPT_FMT_EVERSION, -ENOMEM. On failure the decoder keeps its last step. */
+int rckpt_ckdec_step(rckpt_ckdec_t *d, const uint8_t *manifest, size_t mlen,
+		     const uint8_t *const *records, const size_t *lens);
+
+/* Tensor t of the decoded step as fp32, into out[0..its elements). */
+int rckpt_ckdec_tensor_f32(const rckpt_ckdec_t *d, uint32_t t, float *out);
+
+/* Elements [first, first + count) of tensor t of the decoded step as fp32
+ * into out[0..count). -ERANGE past the tensor; -ENOENT when a chunk
+ * holding part of the range was not decoded. */
+int rckpt_ckdec_range_f32(const rckpt_ckdec_t *d, uint32_t t, uint64_t first, uint64_t count,
+			  float *out);
+
+void rckpt_ckdec_free(rckpt_ckdec_t *d);
+
+#endif /* RCKPT_CKDEC_H */

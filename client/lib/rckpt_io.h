@@ -1,0 +1,98 @@
+/*
+ * rckpt_io.h — the seam between librckpt and RADOS: the few operations the
+ * store and the datasets need, on the objects of one namespace of the
+ * handle's pool, as a table. rckpt_io_rados.c implements it over librados;
+ * tests implement it over memory (tests/common/mem_io.c), running the real
+ * object-class methods and failing chosen operations, so that every fault
+ * point of a save or a restore can be driven without a cluster.
+ *
+ * Every call returns 0 (or a count where it says so) or a negative errno,
+ * -ENOENT when the object or key does not exist. Internal to librckpt.
+ */
+#ifndef RCKPT_IO_H
+#define RCKPT_IO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rckpt_buf.h"
+
+typedef struct rckpt_io rckpt_io_t;   /* one namespace of one pool */
+typedef struct rckpt_aio rckpt_aio_t; /* an operation in flight */
+
+typedef int (*rckpt_io_kv_fn)(void *arg, const char *key, const uint8_t *val, size_t len);
+
+typedef struct rckpt_io_ops {
+	/* Object-class method cls.method on oid with input in[0..len). out
+	 * NULL: a write method (its changes are kept only when it returns
+	 * 0); else a read method, whose reply is appended to out. */
+	int (*exec)(rckpt_io_t *io, const char *oid, const char *cls, const char *method,
+		    const void *in, size_t len, rckpt_buf_t *out);
+	/* The same, started: the call returns once it is queued; *c is then
+	 * waited for (and freed) by aio_wait, which returns the method's
+	 * result and fills out. in and out must live until then. */
+	int (*aio_exec)(rckpt_io_t *io, const char *oid, const char *cls, const char *method,
+			const void *in, size_t len, rckpt_buf_t *out, rckpt_aio_t **c);
+	int (*aio_wait)(rckpt_aio_t *c);
+	int (*stat)(rckpt_io_t *io, const char *oid, uint64_t *size);
+	/* Reads up to len bytes at off into buf: the count read. */
+	int (*read)(rckpt_io_t *io, const char *oid, void *buf, size_t len, uint64_t off);
+	int (*write_full)(rckpt_io_t *io, const char *oid, const void *p, size_t len);
+	int (*remove)(rckpt_io_t *io, const char *oid);
+	/* Calls fn on up to max omap entries after `after` ("" from the
+	 * first) whose keys begin with prefix, in key order; *more says
+	 * whether any are left. fn returning nonzero stops and is returned. */
+	int (*omap_list)(rckpt_io_t *io, const char *oid, const char *after, const char *prefix,
+			 unsigned max, rckpt_io_kv_fn fn, void *arg, int *more);
+	/* One key's value appended to out; -ENOENT without it. */
+	int (*omap_get)(rckpt_io_t *io, const char *oid, const char *key, rckpt_buf_t *out);
+	/* Sets one key, creating the object when it does not exist. */
+	int (*omap_set)(rckpt_io_t *io, const char *oid, const char *key, const void *val,
+			size_t len);
+	int (*omap_rm)(rckpt_io_t *io, const char *oid, const char *key);
+	/* Removes the keys in [lo, hi) of an object that exists. */
+	int (*omap_rm_range)(rckpt_io_t *io, const char *oid, const char *lo, const char *hi);
+	/* Calls fn(arg, oid, ns) on every object of the namespace, or of
+	 * every namespace when io was opened with RCKPT_IO_ALL_NS (any
+	 * order); fn returning nonzero stops and is returned. */
+	int (*objects)(rckpt_io_t *io, int (*fn)(void *arg, const char *oid, const char *ns),
+		       void *arg);
+	/* The exclusive advisory lock `name` on oid for seconds (renewed when
+	 * renew); -EBUSY or -EEXIST when another holds it. */
+	int (*lock)(rckpt_io_t *io, const char *oid, const char *name, const char *cookie,
+		    unsigned seconds, int renew);
+	int (*unlock)(rckpt_io_t *io, const char *oid, const char *name, const char *cookie);
+	/* A number that tells this client from the others (the cluster's
+	 * instance id for librados). */
+	uint64_t (*client_id)(rckpt_io_t *io);
+	void (*close)(rckpt_io_t *io);
+} rckpt_io_ops_t;
+
+struct rckpt_io {
+	const rckpt_io_ops_t *ops;
+	void *ctx; /* the implementation's */
+};
+
+/* Opens namespace ns of a pool (RCKPT_IO_ALL_NS: all of them, to list
+ * objects): what a handle uses to make its rckpt_io_t. arg is the
+ * backend's. */
+#define RCKPT_IO_ALL_NS NULL
+typedef int (*rckpt_io_open_fn)(void *arg, const char *ns, rckpt_io_t **out);
+
+/* The librados backend (rckpt_io_rados.c): arg is an rados_ioctx_t of the
+ * pool, whose namespace each open sets on a new context of its own. */
+int rckpt_io_rados_open(void *ioctx, const char *ns, rckpt_io_t **out);
+
+/* Runs the object-class method cls.method on n objects, oid(arg, i) naming
+ * object i, with inputs in[i] (or in[0] for all when same), `inflight` at
+ * a time; out NULL for a write method, else out[i] gets reply i. Every
+ * started call is waited for before it returns. Without rcs the first
+ * failure stops it and is returned (*failed, when not NULL, says which);
+ * with rcs every object is tried, rcs[i] gets its result, and 0 is
+ * returned. */
+int rckpt_io_fanout(rckpt_io_t *io, unsigned n, unsigned inflight,
+		    void (*oid)(void *arg, unsigned i, char *buf, size_t cap), void *arg,
+		    const char *cls, const char *method, const rckpt_buf_t *in, int same,
+		    rckpt_buf_t *out, int *rcs, unsigned *failed);
+
+#endif /* RCKPT_IO_H */

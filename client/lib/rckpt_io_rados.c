@@ -1,0 +1,299 @@
+/*
+ * rckpt_io_rados.c — rckpt_io over librados: each rckpt_io_t is an I/O
+ * context of the handle's pool set to one namespace. With the handle's
+ * connection code (rckpt_handle.c) the only file of librckpt that calls
+ * rados_* (tests/check_rados_symbols.sh holds it to that).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "rckpt_io.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+
+#include <rados/librados.h>
+
+#define IOX(io) ((rados_ioctx_t)(io)->ctx)
+
+struct rckpt_aio {
+	rados_completion_t c;
+	rados_read_op_t rop;
+	rados_write_op_t wop;
+	int prval;
+	char *ob; /* a read method's reply, librados' */
+	size_t olen;
+	rckpt_buf_t *out;
+};
+
+static int r_exec(rckpt_io_t *io, const char *oid, const char *cls, const char *method,
+		  const void *in, size_t len, rckpt_buf_t *out)
+{
+	int prval = 0, rc;
+	if (out == NULL) {
+		rados_write_op_t op = rados_create_write_op();
+		if (op == NULL)
+			return -ENOMEM;
+		rados_write_op_exec(op, cls, method, in, len, &prval);
+		rc = rados_write_op_operate(op, IOX(io), oid, NULL, 0);
+		rados_release_write_op(op);
+	} else {
+		rados_read_op_t op = rados_create_read_op();
+		char *ob = NULL;
+		size_t olen = 0;
+		if (op == NULL)
+			return -ENOMEM;
+		rados_read_op_exec(op, cls, method, in, len, &ob, &olen, &prval);
+		rc = rados_read_op_operate(op, IOX(io), oid, 0);
+		if (rc == 0 && prval == 0 && olen)
+			rc = rckpt_buf_append(out, ob, olen);
+		if (ob)
+			rados_buffer_free(ob);
+		rados_release_read_op(op);
+	}
+	return rc ? rc : prval;
+}
+
+static void aio_free(rckpt_aio_t *a)
+{
+	if (a->c)
+		rados_aio_release(a->c);
+	if (a->rop)
+		rados_release_read_op(a->rop);
+	if (a->wop)
+		rados_release_write_op(a->wop);
+	if (a->ob)
+		rados_buffer_free(a->ob);
+	free(a);
+}
+
+static int r_aio_exec(rckpt_io_t *io, const char *oid, const char *cls, const char *method,
+		      const void *in, size_t len, rckpt_buf_t *out, rckpt_aio_t **c)
+{
+	rckpt_aio_t *a = calloc(1, sizeof(*a));
+	int rc;
+	*c = NULL;
+	if (a == NULL)
+		return -ENOMEM;
+	a->out = out;
+	if (rados_aio_create_completion2(NULL, NULL, &a->c)) {
+		a->c = NULL;
+		aio_free(a);
+		return -ENOMEM;
+	}
+	if (out == NULL) {
+		if ((a->wop = rados_create_write_op()) == NULL) {
+			aio_free(a);
+			return -ENOMEM;
+		}
+		rados_write_op_exec(a->wop, cls, method, in, len, &a->prval);
+		rc = rados_aio_write_op_operate(a->wop, IOX(io), a->c, oid, NULL, 0);
+	} else {
+		if ((a->rop = rados_create_read_op()) == NULL) {
+			aio_free(a);
+			return -ENOMEM;
+		}
+		rados_read_op_exec(a->rop, cls, method, in, len, &a->ob, &a->olen, &a->prval);
+		rc = rados_aio_read_op_operate(a->rop, IOX(io), a->c, oid, 0);
+	}
+	if (rc) {
+		aio_free(a);
+		return rc;
+	}
+	*c = a;
+	return 0;
+}
+
+static int r_aio_wait(rckpt_aio_t *a)
+{
+	int rc;
+	rados_aio_wait_for_complete(a->c);
+	rc = rados_aio_get_return_value(a->c);
+	if (rc == 0)
+		rc = a->prval;
+	if (rc == 0 && a->out && a->olen)
+		rc = rckpt_buf_append(a->out, a->ob, a->olen);
+	aio_free(a);
+	return rc;
+}
+
+static int r_stat(rckpt_io_t *io, const char *oid, uint64_t *size)
+{
+	return rados_stat(IOX(io), oid, size, NULL);
+}
+
+static int r_read(rckpt_io_t *io, const char *oid, void *buf, size_t len, uint64_t off)
+{
+	return rados_read(IOX(io), oid, buf, len, off);
+}
+
+static int r_write_full(rckpt_io_t *io, const char *oid, const void *p, size_t len)
+{
+	return rados_write_full(IOX(io), oid, p, len);
+}
+
+static int r_remove(rckpt_io_t *io, const char *oid)
+{
+	return rados_remove(IOX(io), oid);
+}
+
+static int r_omap_list(rckpt_io_t *io, const char *oid, const char *after, const char *prefix,
+		       unsigned max, rckpt_io_kv_fn fn, void *arg, int *more)
+{
+	rados_read_op_t op = rados_create_read_op();
+	rados_omap_iter_t it = NULL;
+	unsigned char m = 0;
+	int prval = 0, rc;
+	*more = 0;
+	if (op == NULL)
+		return -ENOMEM;
+	rados_read_op_omap_get_vals2(op, after, prefix, max, &it, &m, &prval);
+	rc = rados_read_op_operate(op, IOX(io), oid, 0);
+	if (rc == 0)
+		rc = prval;
+	while (rc == 0 && it) {
+		char *key = NULL, *val = NULL;
+		size_t klen = 0, vlen = 0;
+		if (rados_omap_get_next2(it, &key, &val, &klen, &vlen) || key == NULL)
+			break;
+		rc = fn(arg, key, (const uint8_t *)val, vlen);
+	}
+	if (it)
+		rados_omap_get_end(it);
+	rados_release_read_op(op);
+	*more = m;
+	return rc;
+}
+
+static int r_omap_get(rckpt_io_t *io, const char *oid, const char *key, rckpt_buf_t *out)
+{
+	rados_read_op_t op = rados_create_read_op();
+	rados_omap_iter_t it = NULL;
+	const size_t klen = strlen(key);
+	int prval = 0, rc;
+	if (op == NULL)
+		return -ENOMEM;
+	rados_read_op_omap_get_vals_by_keys2(op, &key, 1, &klen, &it, &prval);
+	rc = rados_read_op_operate(op, IOX(io), oid, 0);
+	if (rc == 0)
+		rc = prval;
+	if (rc == 0) {
+		char *k = NULL, *v = NULL;
+		size_t kl = 0, vl = 0;
+		if (it && rados_omap_get_next2(it, &k, &v, &kl, &vl) == 0 && k)
+			rc = rckpt_buf_append(out, v, vl);
+		else
+			rc = -ENOENT;
+	}
+	if (it)
+		rados_omap_get_end(it);
+	rados_release_read_op(op);
+	return rc;
+}
+
+static int r_omap_set(rckpt_io_t *io, const char *oid, const char *key, const void *val,
+		      size_t len)
+{
+	rados_write_op_t op = rados_create_write_op();
+	const char *v = val;
+	int rc;
+	if (op == NULL)
+		return -ENOMEM;
+	rados_write_op_create(op, LIBRADOS_CREATE_IDEMPOTENT, NULL);
+	rados_write_op_omap_set(op, &key, &v, &len, 1);
+	rc = rados_write_op_operate(op, IOX(io), oid, NULL, 0);
+	rados_release_write_op(op);
+	return rc;
+}
+
+static int r_omap_rm(rckpt_io_t *io, const char *oid, const char *key)
+{
+	rados_write_op_t op = rados_create_write_op();
+	int rc;
+	if (op == NULL)
+		return -ENOMEM;
+	rados_write_op_omap_rm_keys(op, &key, 1);
+	rc = rados_write_op_operate(op, IOX(io), oid, NULL, 0);
+	rados_release_write_op(op);
+	return rc;
+}
+
+static int r_omap_rm_range(rckpt_io_t *io, const char *oid, const char *lo, const char *hi)
+{
+	rados_write_op_t op = rados_create_write_op();
+	int rc;
+	if (op == NULL)
+		return -ENOMEM;
+	rados_write_op_assert_exists(op);
+	rados_write_op_omap_rm_range2(op, lo, strlen(lo), hi, strlen(hi));
+	rc = rados_write_op_operate(op, IOX(io), oid, NULL, 0);
+	rados_release_write_op(op);
+	return rc;
+}
+
+static int r_objects(rckpt_io_t *io, int (*fn)(void *arg, const char *oid, const char *ns),
+		     void *arg)
+{
+	rados_list_ctx_t lc;
+	const char *oid, *ns;
+	int rc = rados_nobjects_list_open(IOX(io), &lc);
+	if (rc)
+		return rc;
+	while ((rc = rados_nobjects_list_next(lc, &oid, NULL, &ns)) == 0)
+		if ((rc = fn(arg, oid, ns ? ns : "")) != 0)
+			break;
+	rados_nobjects_list_close(lc);
+	return rc == -ENOENT ? 0 : rc; /* -ENOENT: the end of the list */
+}
+
+static int r_lock(rckpt_io_t *io, const char *oid, const char *name, const char *cookie,
+		  unsigned seconds, int renew)
+{
+	struct timeval tv = { (time_t)seconds, 0 };
+	return rados_lock_exclusive(IOX(io), oid, name, cookie, "rckpt writer", &tv,
+				    renew ? LIBRADOS_LOCK_FLAG_RENEW : 0);
+}
+
+static int r_unlock(rckpt_io_t *io, const char *oid, const char *name, const char *cookie)
+{
+	return rados_unlock(IOX(io), oid, name, cookie);
+}
+
+static uint64_t r_client_id(rckpt_io_t *io)
+{
+	return rados_get_instance_id(rados_ioctx_get_cluster(IOX(io)));
+}
+
+static void r_close(rckpt_io_t *io)
+{
+	if (io == NULL)
+		return;
+	rados_ioctx_destroy(IOX(io));
+	free(io);
+}
+
+static const rckpt_io_ops_t rados_ops = {
+	r_exec,	       r_aio_exec, r_aio_wait, r_stat,	  r_read,  r_write_full, r_remove,
+	r_omap_list,   r_omap_get, r_omap_set, r_omap_rm, r_omap_rm_range,     r_objects,
+	r_lock,	       r_unlock,   r_client_id, r_close,
+};
+
+int rckpt_io_rados_open(void *ioctx, const char *ns, rckpt_io_t **out)
+{
+	rados_ioctx_t pool = ioctx, x = NULL;
+	rckpt_io_t *io;
+	int rc;
+	*out = NULL;
+	rc = rados_ioctx_create2(rados_ioctx_get_cluster(pool), rados_ioctx_get_id(pool), &x);
+	if (rc)
+		return rc;
+	if ((io = malloc(sizeof(*io))) == NULL) {
+		rados_ioctx_destroy(x);
+		return -ENOMEM;
+	}
+	rados_ioctx_set_namespace(x, ns ? ns : LIBRADOS_ALL_NSPACES);
+	io->ops = &rados_ops;
+	io->ctx = x;
+	*out = io;
+	return 0;
+}

@@ -1,0 +1,300 @@
+/*
+ * rckpt_job.c — a job of the checkpoint store (formats/store.md): a
+ * namespace of the pool; chunk objects hold append-only record logs,
+ * manifests are objects of their own, and the job object's head moves by
+ * compare-and-set after everything else of a step is durable. This file:
+ * the calls on the job's objects, opening (the writer's lock and fencing
+ * token, its encoder), closing, and listing steps. Saves are in
+ * rckpt_save.c, restores in rckpt_restore.c.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rckpt_clock.h"
+#include "rckpt_gpuenc.h"
+#include "rckpt_store_internal.h"
+#include "rckpt_store_wire.h"
+
+/* ---- calls ---- */
+
+/* A read method's reply appended to out. */
+int rckpt_exec_read(rckpt_job_t *j, const char *oid, const char *method, const rckpt_buf_t *in,
+		    rckpt_buf_t *out)
+{
+	return j->io->ops->exec(j->io, oid, "rckpt", method, in ? in->p : NULL, in ? in->len : 0, out);
+}
+
+int rckpt_exec_write(rckpt_job_t *j, const char *oid, const char *method, const rckpt_buf_t *in)
+{
+	return j->io->ops->exec(j->io, oid, "rckpt", method, in->p, in->len, NULL);
+}
+
+int rckpt_read_head(rckpt_job_t *j, uint64_t *head, uint64_t *count)
+{
+	rckpt_buf_t out = RCKPT_BUF_INIT;
+	rckpt_msg_head_t m;
+	int rc = rckpt_exec_read(j, RCKPT_STORE_JOB_OID, "head", NULL, &out);
+	if (rc == -ENOENT) { /* a job nobody has saved to */
+		*head = RCKPT_STORE_NONE;
+		*count = 0;
+		return 0;
+	}
+	if (rc == 0)
+		rc = rckpt_msg_head_decode(&m, out.p, out.len);
+	if (rc == 0) {
+		*head = m.head;
+		*count = m.count;
+	}
+	rckpt_buf_free(&out);
+	return rc;
+}
+
+/* ---- open, close ---- */
+
+int rckpt_take_lock(rckpt_job_t *j, int renew)
+{
+	return j->io->ops->lock(j->io, RCKPT_STORE_JOB_OID, LOCK_NAME, j->cookie, j->o.lease_s, renew);
+}
+
+/* The encoder's quality callback, handed on to the trainer's in the
+ * public form. */
+static int call_quality(void *arg, const rckpt_st_t *params, const float *const *values, double *loss)
+{
+	rckpt_job_t *j = arg;
+	rckpt_tensor_t *t = calloc(params->ntensors ? params->ntensors : 1, sizeof(*t));
+	unsigned i, d;
+	int rc;
+
+	if (t == NULL)
+		return -ENOMEM;
+	for (i = 0; i < params->ntensors; i++) {
+		const rckpt_st_tensor_t *p = &params->t[i];
+		t[i].name = p->name;
+		t[i].dtype = RCKPT_F32;
+		t[i].ndim = p->ndim;
+		for (d = 0; d < p->ndim && d < RCKPT_MAX_DIMS; d++)
+			t[i].shape[d] = p->shape[d];
+		t[i].data = values[i];
+	}
+	rc = j->o.quality(j->o.quality_arg, t, params->ntensors, loss);
+	free(t);
+	if (rc > 0 || !(*loss == *loss)) /* a positive return or a NaN loss: the callback is broken */
+		rc = -EINVAL;
+	return rc;
+}
+
+int rckpt_job_open(rckpt_t *h, rckpt_job_t **out, const char *job, const rckpt_job_opts_t *opts)
+{
+	rckpt_job_opts_t def = RCKPT_JOB_OPTS_INIT;
+	rckpt_job_t *j;
+	uint64_t count;
+	int rc;
+
+	*out = NULL;
+	rckpt_clear_error(h);
+	if (opts == NULL)
+		opts = &def;
+	if (!rckpt_connected(h))
+		return rckpt_fail(h, -ENOTCONN, __func__, "not connected");
+	if (opts->version < 1 || opts->version > RCKPT_JOB_OPTS_VERSION || job == NULL ||
+	    !rckpt_valid_name(job) || opts->eps < 0 ||
+	    (opts->version >= 3 && opts->compute > RCKPT_COMPUTE_GPU) ||
+	    (opts->version >= 4 && !(opts->quality_eps >= 0)) ||
+	    (opts->version >= 5 && opts->partial_block > 65536))
+		return rckpt_fail(h, -EINVAL, __func__, "bad job name or options");
+	j = calloc(1, sizeof(*j));
+	if (j == NULL)
+		return rckpt_fail(h, -ENOMEM, __func__, "out of memory");
+	j->h = h;
+	/* what the caller's version has; later fields keep their defaults */
+	memcpy(&j->o, opts, opts->version == 1   ? offsetof(rckpt_job_opts_t, mem_budget)
+			    : opts->version == 2 ? offsetof(rckpt_job_opts_t, compute)
+			    : opts->version == 3 ? offsetof(rckpt_job_opts_t, quality)
+			    : opts->version == 4 ? offsetof(rckpt_job_opts_t, partial_block)
+						 : sizeof(j->o));
+	j->o.version = RCKPT_JOB_OPTS_VERSION;
+	if (j->o.compute == RCKPT_COMPUTE_AUTO) {
+		const char *env = getenv("RCKPT_COMPUTE");
+		if (env && strcmp(env, "cpu") == 0)
+			j->o.compute = RCKPT_COMPUTE_CPU;
+		else if (env && strcmp(env, "gpu") == 0)
+			j->o.compute = RCKPT_COMPUTE_GPU;
+		else if (env && *env && strcmp(env, "auto") != 0) {
+			free(j);
+			return rckpt_fail(h, -EINVAL, __func__,
+					  "RCKPT_COMPUTE is '%s'; it must be auto, cpu or gpu", env);
+		}
+	}
+	if (j->o.eps == 0)
+		j->o.eps = RCKPT_EPS_DEFAULT;
+	if (j->o.chunk_params == 0)
+		j->o.chunk_params = (uint64_t)1 << 22;
+	if (j->o.lease_s == 0)
+		j->o.lease_s = 30;
+	if (j->o.inflight == 0)
+		j->o.inflight = 16;
+	if (j->o.mem_budget == 0)
+		j->o.mem_budget = (uint64_t)256 << 20;
+	if (j->o.quality_eps == 0)
+		j->o.quality_eps = 0.01;
+	/* What a save holds besides its appends: one chunk's levels, its
+	 * encoded record and that record's append message, the entropy
+	 * coder's scratch (rckpt_ckenc_step_stream), with room to spare. The
+	 * rest of the budget is for appends in flight, whose messages librados
+	 * copies (so each counts twice), and at least one always goes. */
+	{
+		uint64_t work = 6 * j->o.chunk_params + ((uint64_t)4 << 20);
+		const uint64_t need = work + 2 * j->o.chunk_params, have = j->o.mem_budget;
+		const uint64_t chunk = j->o.chunk_params;
+		if (chunk > ((uint64_t)1 << 31) || have < need) {
+			free(j);
+			return rckpt_fail(h, -EINVAL, __func__,
+					  "a memory budget of %" PRIu64 " MiB is too small for chunks of %" PRIu64
+					  " parameters (needs %" PRIu64 " MiB)",
+					  have >> 20, chunk, (need + (1 << 20) - 1) >> 20);
+		}
+		j->io_budget = (j->o.mem_budget - work) / 2;
+	}
+	snprintf(j->name, sizeof(j->name), "%s", job);
+	rc = rckpt_io_open(h, job, &j->io);
+	if (rc) {
+		free(j);
+		return rckpt_fail(h, rc, __func__, "cannot open pool %s", h->pool);
+	}
+	if (j->o.writer) {
+		rckpt_ckenc_opts_t eo;
+		snprintf(j->cookie, sizeof(j->cookie), "%" PRIu64 ".%ld", j->io->ops->client_id(j->io),
+			 (long)getpid());
+		rc = rckpt_take_lock(j, 0);
+		if (rc == -EBUSY || rc == -EEXIST) {
+			rckpt_job_close(j);
+			return rckpt_fail(h, -EBUSY, __func__,
+					  "job %s has another writer (its lock expires %u s after that "
+					  "writer's last save if it died)",
+					  job, opts->lease_s ? opts->lease_s : 30);
+		}
+		if (rc) {
+			rckpt_job_close(j);
+			return rckpt_fail(h, rc, __func__, "cannot lock job %s", job);
+		}
+		j->locked = 1;
+		/* Fencing: a token of this writer's own, claimed before it reads
+		 * the head; a writer whose lock lapsed cannot commit after it. */
+		{
+			struct timespec ts;
+			rckpt_buf_t cm = RCKPT_BUF_INIT;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			j->token = (j->io->ops->client_id(j->io) << 24) ^ (uint64_t)ts.tv_nsec ^
+				   ((uint64_t)ts.tv_sec << 32) ^ (uint64_t)getpid();
+			j->token |= 1; /* never 0 */
+			rc = rckpt_msg_claim_encode(&cm, j->token);
+			if (rc == 0)
+				rc = rckpt_exec_write(j, RCKPT_STORE_JOB_OID, "claim", &cm);
+			rckpt_buf_free(&cm);
+			if (rc) {
+				rckpt_job_close(j);
+				return rckpt_fail(h, rc, __func__, "cannot claim job %s", job);
+			}
+		}
+		rckpt_ckenc_opts_default(&eo);
+		eo.eps = j->o.eps;
+		eo.chunk_params = j->o.chunk_params;
+		eo.base_every = j->o.base_every;
+		eo.partial_block = j->o.partial_block;
+		if (j->o.quality) {
+			eo.quality = call_quality;
+			eo.quality_arg = j;
+			eo.quality_eps = j->o.quality_eps;
+		}
+		if ((rc = rckpt_ckenc_create(&j->enc, &eo))) {
+			rckpt_job_close(j);
+			return rckpt_fail(h, rc, __func__, "cannot create the encoder");
+		}
+	}
+	if ((rc = rckpt_read_head(j, &j->head, &count))) {
+		rckpt_job_close(j);
+		return rckpt_fail(h, rc, __func__, "cannot read the head of job %s", job);
+	}
+	*out = j;
+	return 0;
+}
+
+void rckpt_job_close(rckpt_job_t *j)
+{
+	if (j == NULL)
+		return;
+	if (j->pending) /* never committed: its records are past the head */
+		rckpt_save_abandon(j->pending);
+	if (j->locked)
+		j->io->ops->unlock(j->io, RCKPT_STORE_JOB_OID, LOCK_NAME, j->cookie);
+	rckpt_ckenc_destroy(j->enc);
+	rckpt_gpuenc_destroy(j->gpu);
+	rckpt_buf_free(&j->attach);
+	if (j->io)
+		j->io->ops->close(j->io);
+	free(j);
+}
+
+static void chunk_oid(void *arg, unsigned i, char *buf, size_t cap)
+{
+	(void)arg;
+	rckpt_store_chunk_oid(buf, cap, i);
+}
+
+/* Runs one write method on objects [0, n) of the chunks, `inflight` at a
+ * time; msgs[i] is object i's input. */
+int rckpt_chunk_writes(rckpt_job_t *j, const char *method, const rckpt_buf_t *msgs, int same,
+		       unsigned n)
+{
+	return rckpt_io_fanout(j->io, n, j->o.inflight, chunk_oid, NULL, "rckpt", method, msgs, same,
+			       NULL, NULL, NULL);
+}
+
+/* ---- steps ---- */
+
+int rckpt_job_steps(rckpt_job_t *j, uint64_t after, rckpt_step_info_t *out, unsigned cap,
+		    unsigned *n, int *more)
+{
+	rckpt_buf_t in = RCKPT_BUF_INIT, rep = RCKPT_BUF_INIT;
+	rckpt_msg_list_t l = { after, cap > RCKPT_STORE_LIST_MAX ? RCKPT_STORE_LIST_MAX : cap };
+	rckpt_msg_stepsum_reader_t rd;
+	uint64_t step;
+	rckpt_blob_t sum;
+	int rc;
+
+	rckpt_clear_error(j->h);
+	*n = 0;
+	*more = 0;
+	if (cap == 0)
+		return rckpt_fail(j->h, -EINVAL, __func__, "no room");
+	rc = rckpt_msg_list_encode(&in, &l);
+	if (rc == 0)
+		rc = rckpt_exec_read(j, RCKPT_STORE_JOB_OID, "list", &in, &rep);
+	if (rc == -ENOENT)
+		rc = 0; /* a new job: nothing yet */
+	else if (rc == 0 && (rc = rckpt_msg_stepsum_open(&rd, rep.p, rep.len)) == 0) {
+		while ((rc = rckpt_msg_stepsum_next(&rd, &step, &sum)) == 1) {
+			rckpt_step_info_t *s = &out[(*n)++];
+			rckpt_reader_t r = rckpt_reader(sum.p, sum.len);
+			memset(s, 0, sizeof(*s));
+			s->step = step;
+			s->raw_bytes = rckpt_rd_u64(&r);
+			s->enc_bytes = rckpt_rd_u64(&r);
+			s->parent = rckpt_rd_u64(&r);
+			s->nchunks = rckpt_rd_u32(&r);
+		}
+		*more = rd.more;
+	}
+	rckpt_buf_free(&in);
+	rckpt_buf_free(&rep);
+	return rc ? rckpt_fail(j->h, rc, __func__, "cannot list the steps of job %s", j->name) : 0;
+}
+

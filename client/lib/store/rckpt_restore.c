@@ -1,0 +1,414 @@
+/*
+ * rckpt_restore.c — restoring a step: its manifest, each wanted chunk
+ * materialized in the OSD (one call per chunk, a bounded number in flight)
+ * and decoded, and the step's attachment; and reading the result.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rckpt_clock.h"
+#include "rckpt_gpuenc.h"
+#include "rckpt_store_internal.h"
+#include "rckpt_store_wire.h"
+
+/* ---- restore ---- */
+
+typedef struct mat {
+	rckpt_buf_t start; /* the base to resume from, if any */
+	rckpt_buf_t rec;   /* the final base record */
+	int done;
+	int skip;          /* not wanted (a partial restore) */
+} mat_t;
+
+/* The step's attachment, decompressed into *out; none: *out NULL, 0. */
+static int read_attachment(rckpt_job_t *j, uint64_t step, uint8_t **out, size_t *len)
+{
+	rckpt_buf_t b = RCKPT_BUF_INIT;
+	uint64_t size = 0;
+	char oid[64];
+	int rc, got;
+
+	*out = NULL;
+	*len = 0;
+	rckpt_store_attach_oid(oid, sizeof(oid), step);
+	rc = j->io->ops->stat(j->io, oid, &size);
+	if (rc == -ENOENT)
+		return 0;
+	if (rc)
+		return rc;
+	if (size > ATTACH_STORED_MAX || size < RCKPT_ATTACH_HEADER)
+		return -EBADMSG;
+	if ((rc = rckpt_buf_reserve(&b, (size_t)size)))
+		return rc;
+	got = j->io->ops->read(j->io, oid, b.p, (size_t)size, 0);
+	rc = got < 0 ? got : (uint64_t)got == size ? 0 : -EBADMSG;
+	if (rc == 0)
+		rc = rckpt_attach_decode(out, len, step, b.p, (size_t)size);
+	rckpt_buf_free(&b);
+	return rc;
+}
+
+int rckpt_job_restore(rckpt_job_t *j, uint64_t step, rckpt_restored_t **outp, rckpt_restore_stats_t *rst)
+{
+	return rckpt_restore_sel(j, step, NULL, 0, NULL, 0, outp, rst, 1, __func__);
+}
+
+int rckpt_job_restore_tensors(rckpt_job_t *j, uint64_t step, const char *const *names,
+			      unsigned nnames, rckpt_restored_t **outp, rckpt_restore_stats_t *rst)
+{
+	return rckpt_restore_sel(j, step, names, nnames, NULL, 0, outp, rst, 1, __func__);
+}
+
+int rckpt_job_restore_ranges(rckpt_job_t *j, uint64_t step, const rckpt_range_t *ranges,
+			     unsigned n, rckpt_restored_t **outp, rckpt_restore_stats_t *rst)
+{
+	if (n == 0 || ranges == NULL) {
+		*outp = NULL;
+		return rckpt_fail(j->h, -EINVAL, __func__, "no ranges");
+	}
+	return rckpt_restore_sel(j, step, NULL, 0, ranges, n, outp, rst, 1, __func__);
+}
+
+/* Marks the chunks holding elements [first, first + count) of tensor t. */
+static void want_chunks(const rckpt_manifest_t *mf, mat_t *m, unsigned *left, unsigned t,
+			uint64_t first, uint64_t count)
+{
+	uint64_t at = 0;
+	unsigned k;
+	for (k = 0; k < mf->t[t].nseg; k++) {
+		const rckpt_mf_seg_t *ms = &mf->t[t].seg[k];
+		if (at < first + count && first < at + ms->n && ms->chunk < mf->nchunks &&
+		    m[ms->chunk].done) {
+			m[ms->chunk].done = 0;
+			(*left)++;
+		}
+		at += ms->n;
+	}
+}
+
+/* The name of the k-th chunk of a round: which[k]. */
+static void pending_oid(void *arg, unsigned k, char *buf, size_t cap)
+{
+	const unsigned *which = arg;
+	rckpt_store_chunk_oid(buf, cap, which[k]);
+}
+
+int rckpt_restore_sel(rckpt_job_t *j, uint64_t step, const char *const *names, unsigned nnames,
+		       const rckpt_range_t *ranges, unsigned nranges, rckpt_restored_t **outp,
+		       rckpt_restore_stats_t *rst, int attach, const char *fn)
+{
+	rckpt_t *h = j->h;
+	rckpt_restored_t *r = NULL;
+	rckpt_manifest_t mf;
+	rckpt_buf_t man = RCKPT_BUF_INIT;
+	mat_t *m = NULL;
+	const uint8_t **recs = NULL;
+	size_t *lens = NULL;
+	uint64_t head, count, size = 0, wire = 0;
+	unsigned i, calls = 0, left, restarts = 0, bad_chunk = UINT_MAX;
+	char oid[64];
+	double t0 = rckpt_now_s();
+	int rc;
+
+	rckpt_clear_error(h);
+	*outp = NULL;
+	memset(&mf, 0, sizeof(mf));
+	if ((rc = rckpt_read_head(j, &head, &count)))
+		return rckpt_fail(h, rc, fn, "cannot read the head of job %s", j->name);
+	if (step == RCKPT_LATEST)
+		step = head;
+	if (head == RCKPT_STORE_NONE || step > head)
+		return rckpt_fail(h, -ENOENT, fn, "job %s has no committed step %" PRIu64, j->name,
+				  step);
+	rckpt_store_manifest_oid(oid, sizeof(oid), step);
+	rc = j->io->ops->stat(j->io, oid, &size);
+	if (rc == 0 && size > ((uint64_t)1 << 30))
+		rc = -EFBIG;
+	if (rc == 0)
+		rc = rckpt_buf_reserve(&man, size ? (size_t)size : 1);
+	if (rc == 0) {
+		int got = j->io->ops->read(j->io, oid, man.p, (size_t)size, 0);
+		rc = got < 0 ? got : (uint64_t)got == size ? 0 : -EBADMSG;
+		man.len = (size_t)size;
+	}
+	if (rc == 0)
+		rc = rckpt_manifest_decode(&mf, man.p, man.len);
+	if (rc == -ENOENT) {
+		rc = rckpt_fail(h, rc, fn, "job %s has no step %" PRIu64 " (never saved, or dropped)",
+				j->name, step);
+		goto done;
+	}
+	if (rc) {
+		rc = rckpt_fail(h, rc, fn, "cannot read the manifest of step %" PRIu64, step);
+		goto done;
+	}
+	m = calloc(mf.nchunks ? mf.nchunks : 1, sizeof(*m));
+	recs = calloc(mf.nchunks ? mf.nchunks : 1, sizeof(*recs));
+	lens = calloc(mf.nchunks ? mf.nchunks : 1, sizeof(*lens));
+	if (!m || !recs || !lens) {
+		rc = rckpt_fail(h, -ENOMEM, fn, "out of memory");
+		goto done;
+	}
+	left = mf.nchunks;
+	if (nnames || nranges) { /* only the chunks that hold these */
+		for (i = 0; i < mf.nchunks; i++)
+			m[i].done = 1;
+		left = 0;
+		for (i = 0; i < nnames + nranges; i++) {
+			const char *name = i < nnames ? names[i] : ranges[i - nnames].name;
+			uint64_t numel = 1, first = 0, count = UINT64_MAX;
+			unsigned t, d;
+			for (t = 0; name && t < mf.ntensors && strcmp(mf.t[t].name, name) != 0; t++)
+				;
+			if (name == NULL || t == mf.ntensors) {
+				rc = rckpt_fail(h, -ENOENT, fn, "step %" PRIu64 " has no tensor '%s'", step,
+						name ? name : "(null)");
+				goto done;
+			}
+			for (d = 0; d < mf.t[t].ndim; d++)
+				numel *= mf.t[t].shape[d];
+			if (i >= nnames) {
+				first = ranges[i - nnames].first;
+				count = ranges[i - nnames].count;
+				if (first > numel || count > numel - first) {
+					rc = rckpt_fail(h, -ERANGE, fn,
+							"range [%" PRIu64 ", +%" PRIu64 ") is past tensor '%s' (%" PRIu64
+							" elements)",
+							first, count, name, numel);
+					goto done;
+				}
+			} else {
+				count = numel;
+			}
+			want_chunks(&mf, m, &left, t, first, count);
+		}
+		for (i = 0; i < mf.nchunks; i++)
+			m[i].skip = m[i].done;
+	}
+	/* Rounds of materialize calls, `inflight` at a time, until every
+	 * chunk is done. */
+	while (left > 0 && rc == 0) {
+		unsigned *which = calloc(mf.nchunks, sizeof(*which)), nw = 0, k;
+		rckpt_buf_t *in = calloc(mf.nchunks, sizeof(*in));
+		rckpt_buf_t *out = calloc(mf.nchunks, sizeof(*out));
+		int *res = calloc(mf.nchunks, sizeof(*res));
+		if (!which || !in || !out || !res)
+			rc = -ENOMEM;
+		for (i = 0; i < mf.nchunks && rc == 0; i++) {
+			rckpt_msg_materialize_t q = { step, 0, { m[i].start.p, m[i].start.len } };
+			if (m[i].done)
+				continue;
+			rc = rckpt_msg_materialize_encode(&in[nw], &q);
+			which[nw++] = i;
+		}
+		if (rc == 0) {
+			rc = rckpt_io_fanout(j->io, nw, j->o.inflight, pending_oid, which, "rckpt",
+					     "materialize", in, 0, out, res, NULL);
+			calls += nw;
+		}
+		for (k = 0; rc == 0 && k < nw; k++) {
+			int e = res[k];
+			i = which[k];
+			if (e == -ESTALE && m[i].start.len && restarts < 8) {
+				/* compacted since the last round: start this chunk over */
+				m[i].start.len = 0;
+				restarts++;
+				e = 0;
+			} else if (e == 0) {
+				rckpt_msg_materialized_t a;
+				wire += out[k].len;
+				e = rckpt_msg_materialized_decode(&a, out[k].p, out[k].len);
+				if (e == 0) {
+					rckpt_buf_t *dst = a.done ? &m[i].rec : &m[i].start;
+					dst->len = 0;
+					e = rckpt_buf_append(dst, a.record.p, a.record.len);
+					if (a.done) {
+						m[i].done = 1;
+						left--;
+					}
+				}
+			}
+			if (e) {
+				rc = e;
+				bad_chunk = i;
+			}
+		}
+		for (k = 0; in && out && k < mf.nchunks; k++) {
+			rckpt_buf_free(&in[k]);
+			rckpt_buf_free(&out[k]);
+		}
+		free(which);
+		free(in);
+		free(out);
+		free(res);
+	}
+	if (rc) {
+		if (bad_chunk != UINT_MAX) {
+			rckpt_store_chunk_oid(oid, sizeof(oid), bad_chunk);
+			rc = rckpt_fail(h, rc, fn, "cannot materialize step %" PRIu64 " from %s/%s", step, j->name,
+					oid);
+		} else {
+			rc = rckpt_fail(h, rc, fn, "cannot materialize step %" PRIu64, step);
+		}
+		goto done;
+	}
+	r = calloc(1, sizeof(*r));
+	if (r == NULL) {
+		rc = rckpt_fail(h, -ENOMEM, fn, "out of memory");
+		goto done;
+	}
+	for (i = 0; i < mf.nchunks; i++) {
+		recs[i] = m[i].skip ? NULL : m[i].rec.p;
+		lens[i] = m[i].skip ? 0 : m[i].rec.len;
+	}
+	r->step = step;
+	if (attach && (rc = read_attachment(j, step, &r->attach, &r->attach_len))) {
+		rc = rckpt_fail(h, rc, fn, "cannot read the attachment of step %" PRIu64 "%s", step,
+				rc == RCKPT_ECHECKSUM ? ": it fails its checksum" : "");
+		rckpt_restored_free(r);
+		r = NULL;
+		goto done;
+	}
+	rc = rckpt_ckdec_step(&r->dec, man.p, man.len, recs, lens);
+	if (rc) {
+		rc = rckpt_fail(h, rc, fn, "step %" PRIu64 " does not decode%s", step,
+				rc == RCKPT_ECHECKSUM ? ": a chunk's digest differs from its manifest" : "");
+		rckpt_restored_free(r);
+		r = NULL;
+		goto done;
+	}
+	if (rst) {
+		rst->wire_bytes = wire + man.len;
+		rst->calls = calls;
+		rst->seconds = rckpt_now_s() - t0;
+	}
+	*outp = r;
+done:
+	for (i = 0; m && i < mf.nchunks; i++) {
+		rckpt_buf_free(&m[i].start);
+		rckpt_buf_free(&m[i].rec);
+	}
+	free(m);
+	free(recs);
+	free(lens);
+	rckpt_manifest_free(&mf);
+	rckpt_buf_free(&man);
+	return rc;
+}
+
+uint64_t rckpt_restored_step(const rckpt_restored_t *r)
+{
+	return r->step;
+}
+
+unsigned rckpt_restored_count(const rckpt_restored_t *r)
+{
+	return r->dec.mf.ntensors;
+}
+
+int rckpt_restored_tensor(const rckpt_restored_t *r, unsigned i, rckpt_tensor_t *out)
+{
+	const rckpt_mf_tensor_t *t;
+	unsigned d;
+	if (i >= r->dec.mf.ntensors)
+		return -EINVAL;
+	t = &r->dec.mf.t[i];
+	memset(out, 0, sizeof(*out));
+	out->name = t->name;
+	out->dtype = t->dtype;
+	out->ndim = t->ndim;
+	for (d = 0; d < t->ndim && d < RCKPT_MAX_DIMS; d++)
+		out->shape[d] = t->shape[d];
+	return 0;
+}
+
+int rckpt_restored_read(const rckpt_restored_t *r, unsigned i, void *dst, size_t cap)
+{
+	const rckpt_mf_tensor_t *t;
+	uint64_t n = 1;
+	unsigned d;
+	float *f;
+	int rc;
+	if (i >= r->dec.mf.ntensors)
+		return -EINVAL;
+	t = &r->dec.mf.t[i];
+	for (d = 0; d < t->ndim; d++)
+		n *= t->shape[d];
+	if (cap < n * rckpt_dtype_size(t->dtype))
+		return -ERANGE;
+	f = malloc(n ? (size_t)n * 4 : 4);
+	if (f == NULL)
+		return -ENOMEM;
+	rc = rckpt_ckdec_tensor_f32(&r->dec, i, f);
+	if (rc == 0)
+		rckpt_narrow_from_f32(dst, f, t->dtype, n);
+	free(f);
+	return rc;
+}
+
+int rckpt_restored_read_range(const rckpt_restored_t *r, unsigned i, uint64_t first,
+			      uint64_t count, void *dst)
+{
+	float *f;
+	int rc;
+	if (i >= r->dec.mf.ntensors)
+		return -EINVAL;
+	if (count == 0)
+		return 0;
+	f = malloc(count > ((uint64_t)1 << 20) ? (size_t)1 << 22 : (size_t)count * 4);
+	if (f == NULL)
+		return -ENOMEM;
+	{
+		/* in pieces of at most 1 Mi elements: bounded memory */
+		const size_t dsz = rckpt_dtype_size(r->dec.mf.t[i].dtype);
+		uint64_t done = 0;
+		rc = 0;
+		while (done < count && rc == 0) {
+			uint64_t m = count - done < ((uint64_t)1 << 20) ? count - done : (uint64_t)1 << 20;
+			rc = rckpt_ckdec_range_f32(&r->dec, i, first + done, m, f);
+			if (rc == 0)
+				rckpt_narrow_from_f32((uint8_t *)dst + done * dsz, f, r->dec.mf.t[i].dtype, m);
+			done += m;
+		}
+	}
+	free(f);
+	return rc;
+}
+
+int rckpt_restored_find(const rckpt_restored_t *r, const char *name)
+{
+	unsigned i;
+	for (i = 0; name && i < r->dec.mf.ntensors; i++)
+		if (strcmp(r->dec.mf.t[i].name, name) == 0)
+			return (int)i;
+	return -ENOENT;
+}
+
+void rckpt_restored_free(rckpt_restored_t *r)
+{
+	if (r == NULL)
+		return;
+	rckpt_ckdec_free(&r->dec);
+	free(r->attach);
+	free(r);
+}
+
+int rckpt_restored_attachment(const rckpt_restored_t *r, const void **data, size_t *len)
+{
+	*data = NULL;
+	*len = 0;
+	if (r->attach == NULL)
+		return -ENOENT;
+	*data = r->attach;
+	*len = r->attach_len;
+	return 0;
+}
+

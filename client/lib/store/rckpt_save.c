@@ -1,0 +1,503 @@
+/*
+ * rckpt_save.c — saving a step: the trainer's tensors handed to the
+ * encoder, its records appended to the chunk objects as they come (a
+ * bounded number of bytes in flight), then the manifest, then the commit
+ * that moves the head. Asynchronous: the caller's tensors are free once the
+ * encoder is done with them (rckpt_save_wait).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rckpt_clock.h"
+#include "rckpt_gpuenc.h"
+#include "rckpt_store_internal.h"
+#include "rckpt_store_wire.h"
+
+/* ---- save ---- */
+
+static int cmp_name(const void *a, const void *b)
+{
+	return strcmp(((const rckpt_st_tensor_t *)a)->name, ((const rckpt_st_tensor_t *)b)->name);
+}
+
+/* A borrowed view of the caller's tensors, sorted by name. */
+static int as_st(rckpt_st_t *st, const rckpt_tensor_t *t, unsigned n)
+{
+	unsigned i, d;
+	memset(st, 0, sizeof(*st));
+	st->t = calloc(n ? n : 1, sizeof(*st->t));
+	if (st->t == NULL)
+		return -ENOMEM;
+	for (i = 0; i < n; i++) {
+		rckpt_st_tensor_t *o = &st->t[i];
+		if (t[i].name == NULL || t[i].dtype < 1 || t[i].dtype > 3 || t[i].ndim > RCKPT_MAX_DIMS ||
+		    (t[i].data == NULL && t[i].ndim))
+			return -EINVAL;
+		o->name = (char *)t[i].name;
+		o->dtype = t[i].dtype;
+		o->ndim = t[i].ndim;
+		o->n = 1;
+		for (d = 0; d < t[i].ndim; d++) {
+			o->shape[d] = t[i].shape[d];
+			if (o->shape[d] && o->n > UINT64_MAX / o->shape[d])
+				return -EINVAL;
+			o->n *= o->shape[d];
+		}
+		o->data = t[i].data;
+	}
+	st->ntensors = n;
+	qsort(st->t, n, sizeof(*st->t), cmp_name);
+	for (i = 1; i < n; i++)
+		if (strcmp(st->t[i - 1].name, st->t[i].name) == 0)
+			return -EINVAL;
+	return 0;
+}
+
+/* Where this save's passes over the values run (rckpt_job_opts_t.compute).
+ * On failure msg says why. */
+static int pick_compute(rckpt_job_t *j, const rckpt_st_t *params, const rckpt_st_t *grads, char *msg,
+			size_t msglen)
+{
+	const char *name = NULL;
+	int on_dev = rckpt_gpuenc_any_on_device(params, grads, &name), rc;
+	unsigned c = j->o.compute;
+
+	if (c == RCKPT_COMPUTE_CPU && on_dev) {
+		snprintf(msg, msglen, "tensor '%s' is in GPU memory, and compute=cpu reads host memory only", name);
+		return -EINVAL;
+	}
+	if (c == RCKPT_COMPUTE_GPU || (c == RCKPT_COMPUTE_AUTO && on_dev)) {
+		if (j->gpu == NULL && (rc = rckpt_gpuenc_create(&j->gpu))) {
+			snprintf(msg, msglen, "%s",
+				 rc == -ENODEV ? "compute=gpu, but this build has no CUDA or the machine no GPU"
+					       : "cannot set up the GPU");
+			return rc;
+		}
+		rckpt_ckenc_set_gpu(j->enc, j->gpu);
+		return 0;
+	}
+	rckpt_ckenc_set_gpu(j->enc, NULL);
+	return 0;
+}
+
+static void put_summary(uint8_t *b, const rckpt_ckenc_stats_t *st, uint64_t parent, unsigned nchunks)
+{
+	rckpt_writer_t w = rckpt_writer(b, SUMMARY_BYTES);
+	rckpt_wr_u64(&w, st->raw_bytes);
+	rckpt_wr_u64(&w, st->enc_bytes);
+	rckpt_wr_u64(&w, parent);
+	rckpt_wr_u32(&w, nchunks);
+	rckpt_wr_u64(&w, rckpt_d2u(st->quality));
+}
+
+/* A save in flight: its manifest and its chunk appends. */
+struct rckpt_save {
+	rckpt_job_t *j;
+	rckpt_t *h;
+	uint64_t step;
+	rckpt_buf_t manifest;
+	rckpt_buf_t attach;    /* the attachment it took from the job */
+	rckpt_ckenc_stats_t st;
+	unsigned nchunks;
+	rckpt_buf_t *msgs;    /* chunk i's append, until it completes */
+	rckpt_aio_t **c;      /* chunk i's append in flight */
+	unsigned issued, done; /* appends started: [0, issued); reaped: [0, done) */
+	uint64_t held;         /* bytes of the appends started and not reaped */
+	int err;               /* the first append that failed */
+	int trim_err;          /* the trim before the first append failed */
+	double t0, t1;         /* start; encoded */
+	int partial;           /* a sparse partial step */
+	int finished;          /* committed or failed: rc, stats and errmsg hold */
+	int rc;
+	rckpt_save_stats_t stats;
+	char errmsg[RCKPT_ERRMSG_MAX];
+};
+
+/* Waits for the oldest append in flight and frees its message. */
+static void save_reap(rckpt_save_t *s)
+{
+	unsigned i = s->done++;
+	int r;
+	r = s->j->io->ops->aio_wait(s->c[i]);
+	if (r && s->err == 0)
+		s->err = r;
+	s->c[i] = NULL;
+	s->held -= s->msgs[i].len;
+	rckpt_buf_free(&s->msgs[i]);
+}
+
+/* Ends a save's work: waits for its appends and frees its buffers. The
+ * handle stays, detached from the job, for rckpt_save_wait. */
+static void save_release(rckpt_save_t *s)
+{
+	unsigned i;
+	while (s->done < s->issued)
+		save_reap(s);
+	for (i = 0; s->msgs && i < s->nchunks; i++)
+		rckpt_buf_free(&s->msgs[i]);
+	free(s->msgs);
+	free(s->c);
+	s->msgs = NULL;
+	s->c = NULL;
+	s->nchunks = s->issued = s->done = 0;
+	rckpt_buf_free(&s->manifest);
+	rckpt_buf_free(&s->attach);
+	if (s->j && s->j->pending == s)
+		s->j->pending = NULL;
+	s->j = NULL;
+	s->finished = 1;
+}
+
+static void save_free(rckpt_save_t *s)
+{
+	if (s == NULL)
+		return;
+	save_release(s);
+	free(s);
+}
+
+/* Job closed with s in flight: it never commits. */
+void rckpt_save_abandon(rckpt_save_t *s)
+{
+	save_release(s);
+	s->rc = -ECANCELED;
+	snprintf(s->errmsg, sizeof(s->errmsg), "rckpt_save_wait: the job was closed before this save committed (%s)",
+		 rckpt_strerror(-ECANCELED));
+}
+
+/* The encoder's sink, first call: the chunk count is known; drop what a
+ * crashed writer appended past the head before appending anything. */
+static int save_begin(void *arg, uint32_t nchunks)
+{
+	rckpt_save_t *s = arg;
+	rckpt_job_t *j = s->j;
+	unsigned n = nchunks ? nchunks : 1;
+
+	s->nchunks = nchunks;
+	s->msgs = calloc(n, sizeof(*s->msgs));
+	s->c = calloc(n, sizeof(*s->c));
+	if (!s->msgs || !s->c)
+		return -ENOMEM;
+	if (!j->trimmed) {
+		rckpt_buf_t tm = RCKPT_BUF_INIT;
+		int rc = rckpt_msg_trim_encode(&tm, j->head);
+		if (rc == 0)
+			rc = rckpt_chunk_writes(j, "trim", &tm, 1, nchunks);
+		rckpt_buf_free(&tm);
+		if (rc)
+			return s->trim_err = rc;
+		j->trimmed = 1;
+	}
+	return 0;
+}
+
+/* The encoder's sink: chunk i's record. Its append starts at once unless
+ * `inflight` appends or the memory budget's share of appended bytes are
+ * already out; then the oldest are reaped first. */
+static int save_record(void *arg, uint32_t i, rckpt_buf_t *rec)
+{
+	rckpt_save_t *s = arg;
+	rckpt_job_t *j = s->j;
+	char oid[64];
+	int rc = rckpt_msg_append_encode(&s->msgs[i], rec->p, rec->len);
+
+	rckpt_buf_free(rec);
+	if (rc)
+		return rc;
+	while (s->done < s->issued &&
+	       (s->issued - s->done >= j->o.inflight || s->held + s->msgs[i].len > j->io_budget))
+		save_reap(s);
+	if (s->err)
+		return s->err;
+	rckpt_store_chunk_oid(oid, sizeof(oid), i);
+	if ((rc = j->io->ops->aio_exec(j->io, oid, "rckpt", "append", s->msgs[i].p, s->msgs[i].len,
+				       NULL, &s->c[i])))
+		return s->err = rc;
+	s->issued = i + 1;
+	s->held += s->msgs[i].len;
+	return 0;
+}
+
+static void save_finish(rckpt_save_t *s);
+
+/* A save that failed after its first append: its records lie past the
+ * head. The next save trims them and starts a new base. */
+static void save_lost(rckpt_job_t *j)
+{
+	j->trimmed = 0;
+	rckpt_ckenc_restart(j->enc);
+}
+
+int rckpt_job_attach(rckpt_job_t *j, const void *data, size_t len)
+{
+	rckpt_t *h = j->h;
+	int rc;
+
+	rckpt_clear_error(h);
+	if (!j->o.writer)
+		return rckpt_fail(h, -EPERM, __func__, "job %s was opened read-only", j->name);
+	if (data == NULL && len)
+		return rckpt_fail(h, -EINVAL, __func__, "no bytes to attach");
+	rckpt_buf_free(&j->attach);
+	if (data == NULL)
+		return 0;
+	rc = rckpt_attach_encode(&j->attach, RCKPT_STORE_NONE, data, len);
+	if (rc == 0 && j->attach.len > ATTACH_STORED_MAX)
+		rc = -EFBIG;
+	if (rc) {
+		rckpt_buf_free(&j->attach);
+		return rckpt_fail(h, rc, __func__,
+				  "cannot attach %zu bytes (at most 1 GiB, and 64 MiB once compressed)", len);
+	}
+	return 0;
+}
+
+/* A full save (p NULL) or a partial one. */
+static int save_start(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t, unsigned n,
+		      const rckpt_tensor_t *g, unsigned ng, const rckpt_partial_t *p,
+		      rckpt_save_t **outp, const char *fn)
+{
+	rckpt_t *h = j->h;
+	rckpt_st_t params, grads;
+	rckpt_save_t *s = NULL;
+	char msg[256] = "";
+	const char *dev_name = NULL;
+	int rc;
+
+	rckpt_clear_error(h);
+	*outp = NULL;
+	memset(&params, 0, sizeof(params));
+	memset(&grads, 0, sizeof(grads));
+	if (!j->o.writer)
+		return rckpt_fail(h, -EPERM, fn, "job %s was opened read-only", j->name);
+	if (p && j->o.partial_block == 0)
+		return rckpt_fail(h, -EINVAL, fn, "job %s was opened without partial_block", j->name);
+	if (p && (!(p->fraction > 0 && p->fraction <= 1) || p->select > RCKPT_SELECT_RANDOM))
+		return rckpt_fail(h, -EINVAL, fn, "a partial save's fraction is in (0, 1], its select one of the three");
+	if (j->pending) /* back-pressure: one save in flight per job; its own
+			   result waits in its handle */
+		save_finish(j->pending);
+	rckpt_clear_error(h);
+	if (step == RCKPT_STORE_NONE || (j->head != RCKPT_STORE_NONE && step <= j->head))
+		return rckpt_fail(h, -EINVAL, fn, "step %" PRIu64 " is not after the head %" PRIu64,
+				  step, j->head);
+	if ((s = calloc(1, sizeof(*s))) == NULL)
+		return rckpt_fail(h, -ENOMEM, fn, "out of memory");
+	s->j = j;
+	s->h = h;
+	s->step = step;
+	s->t0 = rckpt_now_s();
+	s->attach = j->attach; /* it goes with this save, whatever happens */
+	memset(&j->attach, 0, sizeof(j->attach));
+	if ((rc = as_st(&params, t, n)) || (g && ng && (rc = as_st(&grads, g, ng)))) {
+		rc = rckpt_fail(h, rc, fn, "bad tensors (names, dtypes, shapes)");
+		goto fail;
+	}
+	if (p && rckpt_gpuenc_any_on_device(&params, g && ng ? &grads : NULL, &dev_name)) {
+		rc = rckpt_fail(h, -EINVAL, fn, "tensor '%s' is in GPU memory; partial saves read host memory",
+				dev_name);
+		goto fail;
+	}
+	if ((rc = pick_compute(j, &params, g && ng ? &grads : NULL, msg, sizeof(msg)))) {
+		rc = rckpt_fail(h, rc, fn, "%s", msg);
+		goto fail;
+	}
+	if ((rc = rckpt_take_lock(j, 1))) {
+		rc = rckpt_fail(h, rc, fn, "lost the writer lock of job %s", j->name);
+		goto fail;
+	}
+	if (!j->resume_tried) {
+		/* A new writer of a job with a committed head continues its
+		 * chain: the head's levels, materialized in the OSDs, become the
+		 * parents of this step's deltas. When they cannot be had, or the
+		 * model is another one, this step is a base as it would be
+		 * anyway. */
+		rckpt_restored_t *r = NULL;
+		j->resume_tried = 1;
+		if (j->head != RCKPT_STORE_NONE &&
+		    rckpt_restore_sel(j, j->head, NULL, 0, NULL, 0, &r, NULL, 0, fn) == 0)
+			rckpt_ckenc_resume(j->enc, &r->dec);
+		rckpt_restored_free(r);
+		rckpt_clear_error(h);
+	}
+	{
+		/* Chunks are encoded and appended as they come: the encoder never
+		 * holds the step, and appends wait when the budget is out. */
+		const rckpt_ckenc_sink_t sink = { save_begin, save_record, s };
+		if (p && rckpt_ckenc_partial_ready(j->enc)) {
+			const rckpt_ckenc_partial_t cp = { p->fraction, p->select, p->seed };
+			rc = rckpt_ckenc_step_partial(j->enc, &sink, &s->manifest, &s->st, &params,
+						      g && ng ? &grads : NULL, step, &cp, msg, sizeof(msg));
+			s->partial = 1;
+			if (rc == -ERANGE) { /* over eps with the old codebooks: a full save */
+				s->partial = 0;
+				msg[0] = '\0';
+				memset(&s->st, 0, sizeof(s->st));
+				rc = rckpt_ckenc_step_stream(j->enc, &sink, &s->manifest, &s->st, &params,
+							     g && ng ? &grads : NULL, step, msg, sizeof(msg));
+			}
+		} else {
+			rc = rckpt_ckenc_step_stream(j->enc, &sink, &s->manifest, &s->st, &params,
+						     g && ng ? &grads : NULL, step, msg, sizeof(msg));
+		}
+	}
+	free(params.t);
+	free(grads.t);
+	params.t = grads.t = NULL;
+	if (rc) {
+		if (s->issued)
+			save_lost(j);
+		if (s->err)
+			rc = rckpt_fail(h, rc, fn, "cannot append step %" PRIu64 " to its chunks", step);
+		else if (s->trim_err)
+			rc = rckpt_fail(h, rc, fn,
+					"cannot trim the records an unfinished save left past the head");
+		else
+			rc = rckpt_fail(h, rc, fn, "%s", msg[0] ? msg : "cannot encode");
+		goto fail;
+	}
+	s->t1 = rckpt_now_s(); /* from here on the caller's tensors are free */
+	j->pending = s;
+	*outp = s;
+	return 0;
+fail:
+	free(params.t);
+	free(grads.t);
+	save_free(s);
+	return rc;
+}
+
+int rckpt_job_save_async(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t, unsigned n,
+			 const rckpt_tensor_t *g, unsigned ng, rckpt_save_t **outp)
+{
+	return save_start(j, step, t, n, g, ng, NULL, outp, __func__);
+}
+
+int rckpt_job_save_partial_async(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t, unsigned n,
+				 const rckpt_tensor_t *g, unsigned ng, const rckpt_partial_t *p,
+				 rckpt_save_t **outp)
+{
+	if (p == NULL) {
+		*outp = NULL;
+		return rckpt_fail(j->h, -EINVAL, __func__, "no partial-save parameters");
+	}
+	return save_start(j, step, t, n, g, ng, p, outp, __func__);
+}
+
+/* Finishes s: its appends, manifest and commit; keeps the result in it. */
+static void save_finish(rckpt_save_t *s)
+{
+	rckpt_job_t *j = s->j;
+	rckpt_t *h = j->h;
+	rckpt_buf_t commit = RCKPT_BUF_INIT;
+	uint8_t summary[SUMMARY_BYTES];
+	char oid[64];
+	int rc = 0;
+
+	while (s->done < s->issued)
+		save_reap(s);
+	if ((rc = s->err)) {
+		rc = rckpt_fail(h, rc, __func__, "cannot append step %" PRIu64 " to its chunks", s->step);
+		goto done;
+	}
+	if (s->attach.len) {
+		rckpt_writer_t w = rckpt_writer(s->attach.p + 8, 8);
+		rckpt_wr_u64(&w, s->step);
+		rckpt_store_attach_oid(oid, sizeof(oid), s->step);
+		rc = j->io->ops->write_full(j->io, oid, s->attach.p, s->attach.len);
+		if (rc) {
+			rc = rckpt_fail(h, rc, __func__, "cannot write the attachment of step %" PRIu64,
+					s->step);
+			goto done;
+		}
+	}
+	rckpt_store_manifest_oid(oid, sizeof(oid), s->step);
+	rc = j->io->ops->write_full(j->io, oid, s->manifest.p, s->manifest.len);
+	if (rc) {
+		rc = rckpt_fail(h, rc, __func__, "cannot write the manifest of step %" PRIu64, s->step);
+		goto done;
+	}
+	{
+		rckpt_manifest_t mf;
+		uint64_t parent = RCKPT_STORE_NONE;
+		if (rckpt_manifest_decode(&mf, s->manifest.p, s->manifest.len) == 0) {
+			parent = mf.parent;
+			rckpt_manifest_free(&mf);
+		}
+		s->st.enc_bytes += s->attach.len; /* what the step stores, attachment included */
+		put_summary(summary, &s->st, parent, s->nchunks);
+	}
+	{
+		rckpt_msg_commit_t c = { j->head, s->step, { summary, sizeof(summary) }, j->token };
+		rc = rckpt_msg_commit_encode(&commit, &c);
+		if (rc == 0)
+			rc = rckpt_exec_write(j, RCKPT_STORE_JOB_OID, "commit", &commit);
+	}
+	if (rc) {
+		rc = rckpt_fail(h, rc, __func__, "cannot commit step %" PRIu64 "%s", s->step,
+				rc == -ESTALE ? " (the head moved: another writer)" : "");
+		goto done;
+	}
+	j->head = s->step;
+	s->stats.raw_bytes = s->st.raw_bytes;
+	s->stats.enc_bytes = s->st.enc_bytes;
+	s->stats.nchunks = s->nchunks;
+	s->stats.is_base = s->st.is_base;
+	s->stats.quality = s->st.quality;
+	s->stats.is_partial = s->partial;
+	s->stats.blocks = s->st.blocks;
+	s->stats.blocks_saved = s->st.blocks_saved;
+	s->stats.t_encode = s->t1 - s->t0;
+	s->stats.t_write = rckpt_now_s() - s->t1;
+done:
+	if (rc) {
+		save_lost(j);
+		snprintf(s->errmsg, sizeof(s->errmsg), "%s", h->errmsg);
+	}
+	s->rc = rc;
+	rckpt_buf_free(&commit);
+	save_release(s);
+}
+
+int rckpt_save_wait(rckpt_save_t *s, rckpt_save_stats_t *sst)
+{
+	rckpt_t *h = s->h;
+	int rc;
+
+	rckpt_clear_error(h);
+	if (!s->finished)
+		save_finish(s);
+	rc = s->rc;
+	if (rc)
+		snprintf(h->errmsg, sizeof(h->errmsg), "%s", s->errmsg);
+	else if (sst)
+		*sst = s->stats;
+	free(s);
+	return rc;
+}
+
+int rckpt_job_save(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t, unsigned n,
+		   const rckpt_tensor_t *g, unsigned ng, rckpt_save_stats_t *sst)
+{
+	rckpt_save_t *s;
+	int rc = rckpt_job_save_async(j, step, t, n, g, ng, &s);
+	return rc ? rc : rckpt_save_wait(s, sst);
+}
+
+int rckpt_job_save_partial(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t, unsigned n,
+			   const rckpt_tensor_t *g, unsigned ng, const rckpt_partial_t *p,
+			   rckpt_save_stats_t *sst)
+{
+	rckpt_save_t *s;
+	int rc = rckpt_job_save_partial_async(j, step, t, n, g, ng, p, &s);
+	return rc ? rc : rckpt_save_wait(s, sst);
+}
+

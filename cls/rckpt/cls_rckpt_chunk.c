@@ -1,0 +1,609 @@
+/*
+ * cls_rckpt_chunk.c — the `rckpt` class's methods on chunk objects:
+ * append, materialize, index, trim, tip, compact and verify. A chunk
+ * object's data is an append-only log of chunk records; its omap holds
+ * "r.<step>" -> index entry and "tip" -> the newest step appended.
+ */
+#include "cls_rckpt_impl.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rckpt_bytes.h"
+#include "rckpt_manifest.h"
+#include "rckpt_record.h"
+#include "rckpt_store_wire.h"
+
+/* ---- append (chunk, write) ---- */
+
+int cls_rckpt_append(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out)
+{
+	rckpt_blob_t rec;
+	rckpt_store_entry_t e;
+	uint8_t val[RCKPT_STORE_ENTRY_BYTES];
+	char key[KEY_MAX];
+	unsigned kind;
+	uint64_t step, parent, tip = RCKPT_STORE_NONE, size = 0;
+	int rc;
+
+	(void)out;
+	if (rckpt_msg_append_decode(&rec, in, in_len))
+		return -EINVAL;
+	rc = rckpt_record_check(&kind, &step, &parent, rec.p, rec.len);
+	if (rc == RCKPT_FMT_ECHECKSUM || rc == -EBADMSG)
+		return -EINVAL;
+	if (rc)
+		return rc;
+	rc = crk_get_u64(o, "tip", &tip);
+	if (rc && rc != -ENOENT)
+		return rc;
+	if (tip != RCKPT_STORE_NONE && step <= tip)
+		return -EEXIST; /* steps only grow; trim first to rewrite */
+	if (kind != RCKPT_REC_BASE && parent != tip)
+		return -ESTALE; /* a delta's or sparse record's parent must be the tip */
+	rc = o->ops->stat(o, &size);
+	if (rc == -ENOENT)
+		size = 0;
+	else if (rc)
+		return rc;
+	if (size > RCKPT_STORE_OBJECT_MAX || rec.len > RCKPT_STORE_OBJECT_MAX - size)
+		return -EFBIG;
+	e.step = step;
+	e.offset = size;
+	e.length = (uint32_t)rec.len;
+	e.kind = (uint8_t)kind;
+	e.parent = parent;
+	rckpt_store_entry_put(val, &e);
+	if ((rc = o->ops->write(o, size, rec.p, rec.len)) ||
+	    (rc = rckpt_store_step_key(key, sizeof(key), 'r', step)) ||
+	    (rc = o->ops->omap_set(o, key, val, sizeof(val))))
+		return rc;
+	return crk_set_u64(o, "tip", step);
+}
+
+/* ---- materialize (chunk, read) ---- */
+
+#define MATERIALIZE_BUDGET_DEFAULT ((uint64_t)96 << 20) /* levels decoded per call */
+#define RCKPT_CLS_ELEMENTS_MAX ((uint64_t)1 << 26)     /* elements of one record */
+
+static uint64_t record_elements(const rckpt_record_t *r)
+{
+	uint64_t n = 0;
+	uint32_t i;
+	for (i = 0; i < r->nseg; i++)
+		n += r->seg[i].n;
+	return n;
+}
+
+int cls_rckpt_materialize(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len,
+			  rckpt_cls_out_t *out)
+{
+	rckpt_msg_materialize_t m;
+	rckpt_store_entry_t *chain = NULL;
+	rckpt_record_t cur, next;
+	rckpt_buf_t raw = RCKPT_BUF_INIT, enc = RCKPT_BUF_INIT;
+	rckpt_istream_opts_t is = { RCKPT_IS_REARRANGED | RCKPT_IS_RLE, RCKPT_EST_TRY_HUFF, 1, NULL };
+	const rckpt_record_limits_t lim = { 1u << 16, RCKPT_CLS_ELEMENTS_MAX };
+	uint64_t start_step = RCKPT_STORE_NONE, done_elems = 0, budget;
+	unsigned n = 0, i, first, folded = 0;
+	int rc;
+
+	memset(&cur, 0, sizeof(cur));
+	if (rckpt_msg_materialize_decode(&m, in, in_len))
+		return -EINVAL;
+	budget = m.budget ? m.budget : MATERIALIZE_BUDGET_DEFAULT;
+	if (m.start.len) { /* resume from a base the caller hands back */
+		unsigned kind;
+		uint64_t parent;
+		rc = rckpt_record_check(&kind, &start_step, &parent, m.start.p, m.start.len);
+		if (rc || kind != RCKPT_REC_BASE)
+			return -EINVAL;
+	}
+	chain = calloc(CHAIN_MAX, sizeof(*chain));
+	if (chain == NULL)
+		return -ENOMEM;
+	/* Walk back from the step to a base (or to the resume point). */
+	{
+		uint64_t s = m.step;
+		for (;;) {
+			if (n == CHAIN_MAX) {
+				rc = -E2BIG;
+				goto out;
+			}
+			if (s == start_step)
+				break;
+			if ((rc = crk_get_entry(o, s, &chain[n])))
+				goto out;
+			n++;
+			if (chain[n - 1].kind == RCKPT_REC_BASE)
+				break;
+			if (chain[n - 1].parent == s) {
+				rc = -EBADMSG;
+				goto out;
+			}
+			s = chain[n - 1].parent;
+		}
+	}
+	if (start_step != RCKPT_STORE_NONE && (n == 0 || chain[n - 1].parent != start_step)) {
+		if (!(n == 0 && start_step == m.step)) {
+			rc = -ESTALE; /* not on this step's chain (compacted since?) */
+			goto out;
+		}
+	}
+	/* The step is a base itself (the latest after a compaction): its
+	 * record, CRC checked, is the answer as it is stored. */
+	if (start_step == RCKPT_STORE_NONE && n == 1) {
+		rckpt_msg_materialized_t rep;
+		if ((rc = crk_read_record(o, &chain[0], &raw)))
+			goto out;
+		if (raw.len > RCKPT_CLS_OUT_MAX) {
+			rc = -E2BIG;
+			goto out;
+		}
+		rep.reached = m.step;
+		rep.done = 1;
+		rep.record.p = raw.p;
+		rep.record.len = raw.len;
+		rc = rckpt_msg_materialized_encode(out, &rep);
+		goto out;
+	}
+	/* Fold forward: chain[n-1] is the oldest. */
+	if (start_step != RCKPT_STORE_NONE) {
+		rc = rckpt_record_decode(&cur, m.start.p, m.start.len, NULL, &lim);
+		if (rc) {
+			rc = -EINVAL;
+			goto out;
+		}
+		first = n;
+	} else {
+		if ((rc = crk_read_record(o, &chain[n - 1], &raw)) ||
+		    (rc = rckpt_record_decode(&cur, raw.p, raw.len, NULL, &lim)))
+			goto out;
+		done_elems += record_elements(&cur);
+		first = n - 1;
+	}
+	for (i = first; i-- > 0;) {
+		if (done_elems >= budget && folded > 0)
+			break; /* out of budget: reply with where we are */
+		if ((rc = crk_read_record(o, &chain[i], &raw)) ||
+		    (rc = rckpt_record_decode(&next, raw.p, raw.len, &cur, &lim)))
+			goto out;
+		rckpt_record_free(&cur);
+		cur = next;
+		done_elems += record_elements(&cur);
+		folded++;
+	}
+	{
+		rckpt_msg_materialized_t rep;
+		cur.kind = RCKPT_REC_BASE;
+		cur.parent = RCKPT_NO_PARENT;
+		enc.max = RCKPT_CLS_OUT_MAX;
+		if ((rc = rckpt_record_encode(&enc, &cur, NULL, &is)))
+			goto out;
+		rep.reached = cur.step;
+		rep.done = cur.step == m.step;
+		rep.record.p = enc.p;
+		rep.record.len = enc.len;
+		rc = rckpt_msg_materialized_encode(out, &rep);
+	}
+out:
+	rckpt_record_free(&cur);
+	rckpt_buf_free(&raw);
+	rckpt_buf_free(&enc);
+	free(chain);
+	return rc;
+}
+
+/* ---- index (chunk, read) ---- */
+
+int cls_rckpt_index(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out)
+{
+	walk_t w;
+	int rc;
+	(void)in;
+	if (in_len != 0)
+		return -EINVAL;
+	rc = crk_all_entries(o, &w);
+	if (rc == 0)
+		rc = rckpt_msg_index_encode(out, w.e, w.n);
+	free(w.e);
+	return rc;
+}
+
+/* ---- trim (chunk, write) ---- */
+
+int cls_rckpt_trim(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out)
+{
+	walk_t w;
+	uint64_t after, end = 0, tip = RCKPT_STORE_NONE, size = 0;
+	uint32_t i;
+	int rc;
+
+	(void)out;
+	if (rckpt_msg_trim_decode(&after, in, in_len))
+		return -EINVAL;
+	if ((rc = crk_all_entries(o, &w)))
+		goto done;
+	for (i = 0; i < w.n && rc == 0; i++) {
+		const rckpt_store_entry_t *e = &w.e[i];
+		if (after != RCKPT_STORE_NONE && e->step <= after) {
+			if (e->offset + e->length > end)
+				end = e->offset + e->length;
+			tip = e->step;
+		} else {
+			char key[KEY_MAX];
+			rc = rckpt_store_step_key(key, sizeof(key), 'r', e->step);
+			if (rc == 0)
+				rc = o->ops->omap_remove(o, key);
+		}
+	}
+	if (rc)
+		goto done;
+	rc = o->ops->stat(o, &size);
+	if (rc == -ENOENT) {
+		rc = 0;
+		goto done; /* nothing was ever appended */
+	}
+	if (rc == 0 && size > end)
+		rc = o->ops->truncate(o, end);
+	if (rc == 0)
+		rc = tip == RCKPT_STORE_NONE ? o->ops->omap_remove(o, "tip") : crk_set_u64(o, "tip", tip);
+	if (rc == -ENOENT)
+		rc = 0;
+done:
+	free(w.e);
+	return rc;
+}
+
+int cls_rckpt_tip(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out)
+{
+	return crk_head_reply(o, "tip", 1, in, in_len, out);
+}
+
+/* ---- compact (chunk, write) ---- */
+
+/*
+ * The kept steps <= upto form one chain after compaction: the newest is a
+ * base, every other one a delta on the next kept step (or a base when its
+ * layout differs). Records of later steps stay as they are; a step they
+ * apply to is kept too. A kept record already in that shape is copied, so
+ * compacting twice changes nothing the second time. An older base (a
+ * writer's periodic one, or an earlier compaction's) becomes a delta.
+ *
+ * Decoding a step means folding its chain, which may run through steps
+ * about to be dropped; a few decoded steps are cached so that walking the
+ * kept steps in order folds each record about once.
+ */
+
+#define COMPACT_CACHE 4
+
+typedef struct dcache {
+	rckpt_record_t rec[COMPACT_CACHE];
+	uint64_t used[COMPACT_CACHE]; /* 0: empty */
+	uint64_t clock;
+} dcache_t;
+
+static void dcache_free(dcache_t *c)
+{
+	unsigned i;
+	for (i = 0; i < COMPACT_CACHE; i++)
+		if (c->used[i])
+			rckpt_record_free(&c->rec[i]);
+	memset(c, 0, sizeof(*c));
+}
+
+static rckpt_record_t *dcache_find(dcache_t *c, uint64_t step)
+{
+	unsigned i;
+	for (i = 0; i < COMPACT_CACHE; i++)
+		if (c->used[i] && c->rec[i].step == step) {
+			c->used[i] = ++c->clock;
+			return &c->rec[i];
+		}
+	return NULL;
+}
+
+/* Takes ownership of *r; evicts the least recently used entry. */
+static rckpt_record_t *dcache_put(dcache_t *c, rckpt_record_t *r)
+{
+	unsigned i, v = 0;
+	for (i = 0; i < COMPACT_CACHE; i++) {
+		if (!c->used[i]) {
+			v = i;
+			break;
+		}
+		if (c->used[i] < c->used[v])
+			v = i;
+	}
+	if (c->used[v])
+		rckpt_record_free(&c->rec[v]);
+	c->rec[v] = *r;
+	c->used[v] = ++c->clock;
+	memset(r, 0, sizeof(*r));
+	return &c->rec[v];
+}
+
+/* Position of step in the (sorted) entries, or -1. */
+static long find_entry(const walk_t *w, uint64_t step)
+{
+	uint32_t a = 0, b = w->n;
+	while (a < b) {
+		uint32_t c = a + (b - a) / 2;
+		if (w->e[c].step == step)
+			return (long)c;
+		if (w->e[c].step < step)
+			a = c + 1;
+		else
+			b = c;
+	}
+	return -1;
+}
+
+/* The decoded record of step (cached): walks back to a base or a cached
+ * step, then folds forward. */
+static int resolve(rckpt_cls_obj_t *o, const walk_t *w, dcache_t *c, uint64_t step,
+		   rckpt_record_t **outp, uint64_t *work)
+{
+	const rckpt_record_limits_t lim = { 1u << 16, RCKPT_CLS_ELEMENTS_MAX };
+	uint32_t *chain = NULL;
+	rckpt_record_t cur, next;
+	rckpt_record_t *top = NULL;
+	rckpt_buf_t raw = RCKPT_BUF_INIT;
+	unsigned n = 0, i;
+	uint64_t s = step;
+	int rc = 0;
+
+	if ((*outp = dcache_find(c, step)) != NULL)
+		return 0;
+	memset(&cur, 0, sizeof(cur));
+	chain = malloc(CHAIN_MAX * sizeof(*chain));
+	if (chain == NULL)
+		return -ENOMEM;
+	for (;;) {
+		long at;
+		if ((top = dcache_find(c, s)) != NULL)
+			break;
+		if (n == CHAIN_MAX) {
+			rc = -E2BIG;
+			goto out;
+		}
+		if ((at = find_entry(w, s)) < 0) {
+			rc = -EBADMSG; /* a parent that is not in the log */
+			goto out;
+		}
+		chain[n++] = (uint32_t)at;
+		if (w->e[at].kind == RCKPT_REC_BASE)
+			break;
+		s = w->e[at].parent;
+	}
+	for (i = n; i-- > 0;) {
+		const rckpt_store_entry_t *e = &w->e[chain[i]];
+		const rckpt_record_t *parent = i + 1 < n ? &cur : top;
+		if ((rc = crk_read_record(o, e, &raw)) ||
+		    (rc = rckpt_record_decode(&next, raw.p, raw.len,
+					      e->kind == RCKPT_REC_BASE ? NULL : parent, &lim)))
+			goto out;
+		*work += record_elements(&next);
+		rckpt_record_free(&cur);
+		cur = next;
+	}
+	*outp = n ? dcache_put(c, &cur) : top;
+out:
+	rckpt_record_free(&cur);
+	rckpt_buf_free(&raw);
+	free(chain);
+	return rc;
+}
+
+/* One record of the new log: copied from the old one, or re-encoded. */
+typedef struct plan {
+	uint32_t from; /* entry in the old log */
+	int fresh;     /* bytes in enc, else copied */
+	rckpt_store_entry_t e;
+	size_t at; /* offset of the fresh bytes in enc */
+} plan_t;
+
+/* Re-encodes the record of step as a base (to == NULL) or as a delta on
+ * `to`; a delta whose layout differs from its target becomes a base. */
+static int reencode(rckpt_cls_obj_t *o, const walk_t *w, dcache_t *c, uint64_t step,
+		    const uint64_t *to, rckpt_buf_t *enc, plan_t *p, uint64_t *work)
+{
+	/* stored for good: every entropy coder, as the writer's encoder does */
+	rckpt_istream_opts_t is = { RCKPT_IS_REARRANGED | RCKPT_IS_RLE, RCKPT_EST_TRY_ALL, 1, NULL };
+	rckpt_record_t *self, *parent = NULL, r;
+	size_t before = enc->len;
+	int rc;
+
+	if ((rc = resolve(o, w, c, step, &self, work)))
+		return rc;
+	if (to && (rc = resolve(o, w, c, *to, &parent, work)))
+		return rc;
+	/* resolving the parent may not evict self: the cache keeps the newest */
+	if ((self = dcache_find(c, step)) == NULL)
+		return -EFAULT;
+	r = *self;
+	r.kind = parent ? RCKPT_REC_DELTA : RCKPT_REC_BASE;
+	r.parent = parent ? parent->step : RCKPT_NO_PARENT;
+	rc = rckpt_record_encode(enc, &r, parent, &is);
+	if (rc == -EINVAL && parent) { /* another layout: store it whole */
+		enc->len = before;
+		r.kind = RCKPT_REC_BASE;
+		r.parent = RCKPT_NO_PARENT;
+		rc = rckpt_record_encode(enc, &r, NULL, &is);
+	}
+	if (rc)
+		return rc;
+	if (enc->len - before > UINT32_MAX)
+		return -EFBIG;
+	p->fresh = 1;
+	p->at = before;
+	p->e.kind = (uint8_t)r.kind;
+	p->e.parent = r.parent;
+	p->e.length = (uint32_t)(enc->len - before);
+	return 0;
+}
+
+int cls_rckpt_compact(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out)
+{
+	rckpt_msg_compact_t m;
+	walk_t w;
+	dcache_t cache;
+	uint8_t *keep = NULL;
+	plan_t *plan = NULL;
+	rckpt_buf_t enc = RCKPT_BUF_INIT, log = RCKPT_BUF_INIT, raw = RCKPT_BUF_INIT;
+	uint64_t work = 0;
+	uint32_t i, k, np = 0;
+	long top = -1;
+	int changed = 0, rc;
+
+	(void)out;
+	memset(&cache, 0, sizeof(cache));
+	if (rckpt_msg_compact_decode(&m, in, in_len))
+		return -EINVAL;
+	if ((rc = crk_all_entries(o, &w)))
+		return rc == -ENOENT ? 0 : rc;
+	keep = calloc(w.n ? w.n : 1, 1);
+	plan = calloc(w.n ? w.n : 1, sizeof(*plan));
+	enc.max = (size_t)RCKPT_STORE_OBJECT_MAX;
+	log.max = (size_t)RCKPT_STORE_OBJECT_MAX;
+	if (!keep || !plan) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	/* What stays: the steps asked for, the newest step <= upto, and every
+	 * step <= upto that a later record applies to. */
+	for (i = 0, k = 0; i < w.n && w.e[i].step <= m.upto; i++) {
+		while (k < m.keep.n && rckpt_stepset_at(&m.keep, k) < w.e[i].step)
+			k++;
+		if (k < m.keep.n && rckpt_stepset_at(&m.keep, k) == w.e[i].step)
+			keep[i] = 1;
+		top = (long)i;
+	}
+	if (top < 0)
+		goto out; /* nothing at or before upto */
+	keep[top] = 1;
+	for (i = (uint32_t)top + 1; i < w.n; i++) {
+		long at;
+		if (w.e[i].kind == RCKPT_REC_BASE || w.e[i].parent > m.upto)
+			continue; /* a delta or sparse record keeps its parent */
+		if ((at = find_entry(&w, w.e[i].parent)) < 0) {
+			rc = -EBADMSG;
+			goto out;
+		}
+		keep[at] = 1;
+	}
+	/* The new log, in step order. */
+	for (i = 0; i < w.n; i++) {
+		plan_t *p = &plan[np];
+		if (w.e[i].step <= m.upto && !keep[i]) {
+			changed = 1; /* dropped */
+			continue;
+		}
+		p->from = i;
+		p->e = w.e[i];
+		if (w.e[i].step <= m.upto) {
+			uint32_t nx;
+			for (nx = i + 1; nx <= (uint32_t)top && !keep[nx]; nx++)
+				;
+			if ((long)i == top) {
+				if (w.e[i].kind != RCKPT_REC_BASE)
+					rc = reencode(o, &w, &cache, w.e[i].step, NULL, &enc, p, &work);
+			} else if (w.e[i].kind != RCKPT_REC_DELTA || w.e[i].parent != w.e[nx].step) {
+				rc = reencode(o, &w, &cache, w.e[i].step, &w.e[nx].step, &enc, p, &work);
+			}
+			if (rc)
+				goto out;
+			changed |= p->fresh;
+		}
+		np++;
+	}
+	if (!changed)
+		goto out;
+	/* Write the new log over the old one, then its index. */
+	for (i = 0; i < np; i++) {
+		plan_t *p = &plan[i];
+		p->e.offset = log.len;
+		if (p->fresh) {
+			rc = rckpt_buf_append(&log, enc.p + p->at, p->e.length);
+		} else {
+			if ((rc = crk_read_record(o, &w.e[p->from], &raw)) == 0)
+				rc = rckpt_buf_append(&log, raw.p, raw.len);
+		}
+		if (rc)
+			goto out;
+	}
+	if ((rc = o->ops->write(o, 0, log.p, log.len)) || (rc = o->ops->truncate(o, log.len)))
+		goto out;
+	for (i = 0, k = 0; i < w.n; i++) {
+		char key[KEY_MAX];
+		if ((rc = rckpt_store_step_key(key, sizeof(key), 'r', w.e[i].step)))
+			goto out;
+		if (k < np && plan[k].from == i) {
+			uint8_t val[RCKPT_STORE_ENTRY_BYTES];
+			rckpt_store_entry_put(val, &plan[k].e);
+			rc = o->ops->omap_set(o, key, val, sizeof(val));
+			k++;
+		} else {
+			rc = o->ops->omap_remove(o, key);
+		}
+		if (rc)
+			goto out;
+	}
+out:
+	dcache_free(&cache);
+	rckpt_buf_free(&enc);
+	rckpt_buf_free(&log);
+	rckpt_buf_free(&raw);
+	free(keep);
+	free(plan);
+	free(w.e);
+	return rc;
+}
+
+/* ---- verify (chunk, read) ---- */
+
+int cls_rckpt_verify(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out)
+{
+	rckpt_msg_verified_t v = { 0, 0, 0, RCKPT_STORE_NONE, 0 };
+	rckpt_buf_t raw = RCKPT_BUF_INIT;
+	walk_t w;
+	uint64_t size = 0;
+	uint32_t i;
+	int rc;
+
+	(void)in;
+	if (in_len != 0)
+		return -EINVAL;
+	if ((rc = crk_all_entries(o, &w)))
+		return rc;
+	rc = o->ops->stat(o, &size);
+	if (rc == -ENOENT)
+		rc = 0;
+	for (i = 0; i < w.n && rc == 0; i++) {
+		const rckpt_store_entry_t *e = &w.e[i];
+		int bad = 0;
+		v.records++;
+		if (e->offset > size || e->length > size - e->offset)
+			bad = -EBADMSG; /* past the data */
+		else if (e->kind != RCKPT_REC_BASE && find_entry(&w, e->parent) < 0)
+			bad = -EBADMSG; /* applies to a step that is gone */
+		else
+			bad = crk_read_record(o, e, &raw);
+		if (bad == -ENOMEM) {
+			rc = bad;
+			break;
+		}
+		if (bad == 0)
+			v.bytes += e->length;
+		else if (v.bad++ == 0) {
+			v.first_bad = e->step;
+			v.error = bad;
+		}
+	}
+	if (rc == 0)
+		rc = rckpt_msg_verified_encode(out, &v);
+	rckpt_buf_free(&raw);
+	free(w.e);
+	return rc;
+}

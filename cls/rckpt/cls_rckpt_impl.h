@@ -1,0 +1,40 @@
+/*
+ * cls_rckpt_impl.h — what the `rckpt` class's method files share: bounds,
+ * omap helpers and the walk over a chunk's index (cls_rckpt_methods.c).
+ * Every helper checks what it reads before use, as the methods do.
+ */
+#ifndef RCKPT_CLS_RCKPT_IMPL_H
+#define RCKPT_CLS_RCKPT_IMPL_H
+
+#include "cls_rckpt_methods.h"
+
+#include "rckpt_buf.h"
+#include "rckpt_store_wire.h"
+
+#define KEY_MAX 32
+#define CHAIN_MAX 4096u /* records one materialize folds */
+
+/* A u64 omap value of the object; -ENOENT when the key is absent. */
+int crk_get_u64(rckpt_cls_obj_t *o, const char *key, uint64_t *v);
+int crk_set_u64(rckpt_cls_obj_t *o, const char *key, uint64_t v);
+/* The index entry "r.<step>" of a chunk object. */
+int crk_get_entry(rckpt_cls_obj_t *o, uint64_t step, rckpt_store_entry_t *e);
+/* The record an index entry points at, bounds checked, into b. */
+int crk_read_record(rckpt_cls_obj_t *o, const rckpt_store_entry_t *e, rckpt_buf_t *b);
+
+/* A chunk's index entries, in step order. */
+typedef struct walk {
+	rckpt_store_entry_t *e;
+	uint32_t n, cap;
+	int err;
+} walk_t;
+
+/* Every "r." entry of the chunk. On failure w holds nothing (freed). */
+int crk_all_entries(rckpt_cls_obj_t *o, walk_t *w);
+
+/* The reply of tip (key "tip", counting index entries) and head (key
+ * "head", the "count" value). */
+int crk_head_reply(rckpt_cls_obj_t *o, const char *key, int count_entries, const uint8_t *in,
+		   size_t in_len, rckpt_cls_out_t *out);
+
+#endif

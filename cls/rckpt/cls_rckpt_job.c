@@ -1,0 +1,216 @@
+/*
+ * cls_rckpt_job.c — the `rckpt` class's methods on the job object: head,
+ * commit, claim, list, drop, pin and retire. Its omap holds "head" -> the
+ * committed head, "count" -> steps committed, "s.<step>" -> a step's
+ * summary, and the writers' fencing token.
+ */
+#include "cls_rckpt_impl.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rckpt_bytes.h"
+#include "rckpt_manifest.h"
+#include "rckpt_record.h"
+#include "rckpt_store_wire.h"
+
+int cls_rckpt_head(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out)
+{
+	return crk_head_reply(o, "head", 0, in, in_len, out);
+}
+
+/* ---- commit (job, write) ---- */
+
+int cls_rckpt_commit(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out)
+{
+	rckpt_msg_commit_t m;
+	uint64_t head = RCKPT_STORE_NONE, count = 0;
+	char key[KEY_MAX];
+	int rc;
+
+	(void)out;
+	if (rckpt_msg_commit_decode(&m, in, in_len))
+		return -EINVAL;
+	rc = crk_get_u64(o, "head", &head);
+	if (rc && rc != -ENOENT)
+		return rc;
+	if (head != m.expect)
+		return -ESTALE; /* another writer moved it */
+	{
+		uint64_t owner;
+		rc = crk_get_u64(o, "writer", &owner);
+		if (rc && rc != -ENOENT)
+			return rc;
+		if (rc == 0 && owner != m.writer)
+			return -ESTALE; /* fenced: a newer writer claimed the job */
+	}
+	if (head != RCKPT_STORE_NONE && m.step <= head)
+		return -EINVAL;
+	rc = crk_get_u64(o, "count", &count);
+	if (rc && rc != -ENOENT)
+		return rc;
+	if ((rc = rckpt_store_step_key(key, sizeof(key), 's', m.step)) ||
+	    (rc = o->ops->omap_set(o, key, m.summary.p, m.summary.len)) ||
+	    (rc = crk_set_u64(o, "count", count + 1)))
+		return rc;
+	return crk_set_u64(o, "head", m.step);
+}
+
+/* ---- claim (job, write) ---- */
+
+int cls_rckpt_claim(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out)
+{
+	uint64_t token;
+	(void)out;
+	if (rckpt_msg_claim_decode(&token, in, in_len))
+		return -EINVAL;
+	return crk_set_u64(o, "writer", token);
+}
+
+/* ---- list (job, read) ---- */
+
+typedef struct list_walk {
+	rckpt_msg_steps_writer_t *w;
+	uint32_t n;
+} list_walk_t;
+
+static int list_one(void *arg, const char *key, const uint8_t *val, size_t len)
+{
+	list_walk_t *lw = arg;
+	uint64_t step;
+	if (key[0] != 's')
+		return 1;
+	if (rckpt_store_parse_step_key(&step, key, 's') || len > RCKPT_STORE_SUMMARY_MAX)
+		return -EBADMSG;
+	rckpt_msg_stepsum_add(lw->w, step, val, len);
+	lw->n++;
+	return lw->w->err;
+}
+
+int cls_rckpt_list(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out)
+{
+	rckpt_msg_list_t m;
+	rckpt_msg_steps_writer_t w;
+	list_walk_t lw;
+	char after[KEY_MAX] = "s.";
+	int more = 0, rc;
+
+	if (rckpt_msg_list_decode(&m, in, in_len))
+		return -EINVAL;
+	if (m.after != RCKPT_STORE_NONE && (rc = rckpt_store_step_key(after, sizeof(after), 's', m.after)))
+		return rc;
+	rckpt_msg_stepsum_begin(&w, out);
+	lw.w = &w;
+	lw.n = 0;
+	rc = o->ops->omap_list(o, after, m.max, list_one, &lw, &more);
+	if (rc == 1) { /* ran past the "s." keys */
+		rc = 0;
+		more = 0;
+	}
+	if (rc)
+		return rc;
+	return rckpt_msg_stepsum_end(&w, more);
+}
+
+/* ---- drop, pin (job, write) ---- */
+
+static int has_key(rckpt_cls_obj_t *o, const char *key)
+{
+	rckpt_buf_t b = RCKPT_BUF_INIT;
+	int rc = o->ops->omap_get(o, key, &b);
+	rckpt_buf_free(&b);
+	return rc == 0 ? 1 : rc == -ENOENT ? 0 : rc;
+}
+
+int cls_rckpt_drop(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out)
+{
+	rckpt_stepset_t s;
+	uint64_t head = RCKPT_STORE_NONE, count = 0;
+	uint32_t i, gone = 0;
+	int rc;
+
+	(void)out;
+	if (rckpt_msg_drop_decode(&s, in, in_len))
+		return -EINVAL;
+	rc = crk_get_u64(o, "head", &head);
+	if (rc == 0)
+		rc = crk_get_u64(o, "count", &count);
+	if (rc)
+		return rc == -ENOENT ? 0 : rc; /* nothing committed: nothing to drop */
+	for (i = 0; i < s.n; i++) {
+		uint64_t step = rckpt_stepset_at(&s, i);
+		char key[KEY_MAX];
+		int r;
+		if (step == head)
+			continue; /* the head stays */
+		if ((rc = rckpt_store_step_key(key, sizeof(key), 'p', step)))
+			return rc;
+		if ((r = has_key(o, key)) != 0) {
+			if (r < 0)
+				return r;
+			continue; /* pinned */
+		}
+		if ((rc = rckpt_store_step_key(key, sizeof(key), 's', step)))
+			return rc;
+		if ((r = has_key(o, key)) < 0)
+			return r;
+		if (r == 0)
+			continue; /* not (or no longer) listed */
+		if ((rc = o->ops->omap_remove(o, key)))
+			return rc;
+		gone++;
+	}
+	return gone ? crk_set_u64(o, "count", count >= gone ? count - gone : 0) : 0;
+}
+
+int cls_rckpt_pin(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out)
+{
+	uint64_t step;
+	char key[KEY_MAX];
+	int on, rc;
+
+	(void)out;
+	if (rckpt_msg_pin_decode(&step, &on, in, in_len))
+		return -EINVAL;
+	if ((rc = rckpt_store_step_key(key, sizeof(key), 's', step)))
+		return rc;
+	if (on) {
+		if ((rc = has_key(o, key)) <= 0)
+			return rc == 0 ? -ENOENT : rc; /* only a listed step */
+	}
+	if ((rc = rckpt_store_step_key(key, sizeof(key), 'p', step)))
+		return rc;
+	if (on)
+		return o->ops->omap_set(o, key, (const uint8_t *)"", 0);
+	rc = o->ops->omap_remove(o, key);
+	return rc == -ENOENT ? 0 : rc;
+}
+
+int cls_rckpt_retire(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out)
+{
+	rckpt_buf_t head = RCKPT_BUF_INIT;
+	uint64_t step, size = 0;
+	uint32_t magic;
+	int rc;
+
+	(void)out;
+	if (rckpt_msg_retire_decode(&step, in, in_len))
+		return -EINVAL;
+	if ((rc = o->ops->stat(o, &size)))
+		return rc;
+	if (size < 16)
+		return -EINVAL;
+	if ((rc = o->ops->read(o, 0, 16, &head)) == 0 && head.len != 16)
+		rc = -EINVAL;
+	if (rc == 0) {
+		/* both formats: u32 magic, u8 version, u8 compat, u16 flags, u64 step */
+		rckpt_reader_t r = rckpt_reader(head.p, head.len);
+		magic = rckpt_rd_u32(&r);
+		(void)rckpt_rd_u32(&r);
+		if ((magic != RCKPT_MANIFEST_MAGIC && magic != RCKPT_ATTACH_MAGIC) || rckpt_rd_u64(&r) != step)
+			rc = -EINVAL;
+	}
+	rckpt_buf_free(&head);
+	return rc ? rc : o->ops->remove(o);
+}

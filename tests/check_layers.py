@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""check_layers.py — holds the sources to the intended layering.
+
+Every `#include "..."` of the product's sources (client/, cls/, gpu/,
+formats/) is resolved to the file it names and the edge between their
+modules is checked against the table below:
+
+  formats  the on-disk and on-wire formats; the bottom, shared by all
+  gpu      CUDA kernels behind a C header (gpu/include/rckpt_gpu.h)
+  cls      the object-class plugins that run in the OSDs
+  public   client/include/rckpt.h, the library's one public header
+  common   client/lib/*: the handle, errors, names, time, plugin calls
+  codec    client/lib/codec: checkpoint encoding and decoding
+  store    client/lib/store: jobs, saves, restores, policy on RADOS
+  pcr      client/lib/pcr: training data (PCR records, the loader)
+  cli      client/cli: the rckpt command
+
+A module may include its own headers, and of the modules below it only
+the headers they export to other modules (EXPORTS); the rest of a wing's
+headers are private to it. store and pcr are siblings: no arrow between
+them. Exits 1 naming every edge that breaks the table; --graph prints the
+module graph as it is.
+"""
+import os
+import re
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# Where each module's files live (longest prefix wins).
+DIRS = {
+    "formats": "formats",
+    "gpu": "gpu",
+    "cls": "cls",
+    "public": "client/include",
+    "common": "client/lib",
+    "codec": "client/lib/codec",
+    "store": "client/lib/store",
+    "pcr": "client/lib/pcr",
+    "cli": "client/cli",
+}
+
+# What each module may include from others.
+ALLOWED = {
+    "formats": set(),
+    "gpu": set(),
+    "cls": {"formats"},
+    "public": set(),
+    "common": {"public", "formats", "gpu"},
+    "codec": {"common", "public", "formats", "gpu"},
+    "store": {"codec", "common", "public", "formats"},
+    "pcr": {"common", "public", "formats"},
+    "cli": {"public", "formats"},
+}
+
+# The headers a module offers to the others; None: all of them. Anything
+# else in a wing is its own business.
+EXPORTS = {
+    "formats": None,
+    "gpu": None,
+    "cls": set(),
+    "public": None,
+    "common": {"rckpt_internal.h", "rckpt_clock.h", "rckpt_io.h"},
+    "codec": {"rckpt_ckenc.h", "rckpt_ckdec.h", "rckpt_codec.h", "rckpt_quant.h",
+              "rckpt_sketch.h", "rckpt_gpuenc.h", "rckpt_safetensors.h"},
+    "store": set(),
+    "pcr": set(),
+    "cli": set(),
+}
+
+# Headers generated at build time, and the module they belong to.
+GENERATED = {"rckpt_build_info.h": "formats"}
+
+EXTS = (".c", ".h", ".cc", ".hpp", ".cu", ".cuh")
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def module_of(rel):
+    best = None
+    for mod, d in DIRS.items():
+        if rel.startswith(d + "/") and (best is None or len(d) > len(DIRS[best])):
+            best = mod
+    return best
+
+
+def sources():
+    for top in ("client", "cls", "gpu", "formats"):
+        for dirpath, _, files in os.walk(os.path.join(ROOT, top)):
+            if "/python" in dirpath:
+                continue
+            for f in sorted(files):
+                if f.endswith(EXTS):
+                    yield os.path.relpath(os.path.join(dirpath, f), ROOT)
+
+
+def main(argv):
+    if "--help" in argv or "-h" in argv:
+        print(__doc__.strip())
+        print("\nusage: check_layers.py [--graph]")
+        return 0
+    files = list(sources())
+    by_name = {}
+    for rel in files:
+        by_name.setdefault(os.path.basename(rel), []).append(rel)
+    errors, edges = [], {}
+    for rel in files:
+        mod = module_of(rel)
+        text = open(os.path.join(ROOT, rel), encoding="utf-8").read()
+        for inc in INCLUDE.findall(text):
+            name = os.path.basename(inc)
+            here = os.path.join(os.path.dirname(rel), inc)
+            if os.path.exists(os.path.join(ROOT, here)):
+                target = os.path.normpath(here)
+                tmod = module_of(target)
+            elif name in GENERATED:
+                tmod = GENERATED[name]
+            elif len(by_name.get(name, [])) == 1:
+                target = by_name[name][0]
+                tmod = module_of(target)
+            elif name in by_name:
+                errors.append(f"{rel}: \"{inc}\" is ambiguous: {', '.join(by_name[name])}")
+                continue
+            else:
+                errors.append(f"{rel}: \"{inc}\" is no file of the tree")
+                continue
+            edges.setdefault((mod, tmod), set()).add(rel)
+            if tmod == mod:
+                continue
+            if tmod not in ALLOWED[mod]:
+                errors.append(f"{rel} ({mod}) includes \"{inc}\" ({tmod}): {mod} may not depend on {tmod}")
+            elif EXPORTS[tmod] is not None and name not in EXPORTS[tmod]:
+                errors.append(f"{rel} ({mod}) includes \"{inc}\", private to {tmod}")
+    if "--graph" in argv:
+        for (a, b), who in sorted(edges.items()):
+            if a != b:
+                print(f"{a:7} -> {b:7} ({len(who)} files)")
+    for e in errors:
+        print("check_layers: " + e, file=sys.stderr)
+    if errors:
+        print(f"check_layers: {len(errors)} include(s) break the layering", file=sys.stderr)
+        return 1
+    print(f"check_layers: {len(files)} files, {sum(len(v) for v in edges.values())} include edges between "
+          f"{len(set(m for e in edges for m in e))} modules: as intended")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

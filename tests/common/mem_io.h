@@ -1,0 +1,52 @@
+/*
+ * mem_io.h — a pool in memory behind librckpt's rckpt_io seam
+ * (client/lib/rckpt_io.h). Its objects are mem_obj_t; class calls run the
+ * real method bodies of cls/rckpt (all of a method's changes or none, as in
+ * the OSD); locks, namespaces and listing behave as RADOS's do. A fault
+ * plan fails or delays a chosen operation, so that unit tests can drive
+ * the store through every fault point without a cluster.
+ *
+ *   mem_pool_t *p;
+ *   mem_pool_create(&p);
+ *   rckpt_create(&h);
+ *   rckpt_set_io(h, mem_pool_open, p, "mem");   (then use h as usual)
+ */
+#ifndef RCKPT_MEM_IO_H
+#define RCKPT_MEM_IO_H
+
+#include "rckpt_io.h"
+
+typedef struct mem_pool mem_pool_t;
+
+int mem_pool_create(mem_pool_t **out);
+void mem_pool_destroy(mem_pool_t *p);
+
+/* rckpt_io_open_fn: arg is the mem_pool_t. */
+int mem_pool_open(void *arg, const char *ns, rckpt_io_t **out);
+
+/* One fault. op names what it hits: a class method ("append", "commit",
+ * "materialize", ...) or a plain operation ("stat", "read", "write_full",
+ * "remove", "omap_list", "omap_get", "omap_set", "omap_rm",
+ * "omap_rm_range", "objects", "lock", "unlock"); NULL: any. The nth such
+ * call from now (1-based) fails with rc and changes nothing; or, with
+ * delay set, an asynchronous call runs only when it is waited for, after
+ * the calls started later. */
+typedef struct mem_fault {
+	const char *op;
+	unsigned nth;
+	int rc;
+	int delay;
+} mem_fault_t;
+
+/* Arms f (replacing any armed fault); NULL disarms. */
+void mem_pool_fault(mem_pool_t *p, const mem_fault_t *f);
+/* Whether the armed fault has struck. */
+int mem_pool_struck(const mem_pool_t *p);
+/* Calls of op (as above; NULL: every operation) since the pool was made. */
+unsigned mem_pool_calls(const mem_pool_t *p, const char *op);
+/* Whether the calling thread is inside the pool: allocations it makes
+ * there are the fake's, not the library's (tests that fail allocations
+ * leave them alone). */
+int mem_pool_busy(void);
+
+#endif /* RCKPT_MEM_IO_H */
