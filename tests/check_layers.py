@@ -60,7 +60,7 @@ EXPORTS = {
     "gpu": None,
     "cls": set(),
     "public": None,
-    "common": {"rckpt_internal.h", "rckpt_clock.h", "rckpt_io.h"},
+    "common": {"rckpt_internal.h", "rckpt_io.h"},
     "codec": {"rckpt_ckenc.h", "rckpt_ckdec.h", "rckpt_codec.h", "rckpt_quant.h",
               "rckpt_sketch.h", "rckpt_gpuenc.h", "rckpt_safetensors.h"},
     "store": set(),

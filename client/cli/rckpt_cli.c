@@ -9,21 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rckpt.h"
-
-#define EXIT_USAGE 2
-
-int rckpt_cli_codec(int argc, char **argv); /* rckpt_cli_codec.c */
-int rckpt_cli_ckpt(int argc, char **argv, const rckpt_connect_opts_t *conn); /* rckpt_cli_ckpt.c */
-int rckpt_cli_compact(int argc, char **argv, const rckpt_connect_opts_t *conn);
-int rckpt_cli_pcr(int argc, char **argv, const rckpt_connect_opts_t *conn); /* rckpt_cli_pcr.c */
-int rckpt_cli_bench(int argc, char **argv, const rckpt_connect_opts_t *conn); /* rckpt_cli_bench.c */
+#include "rckpt_cli.h"
 
 static const char *prog = "rckpt";
-
-typedef struct global_opts {
-	rckpt_connect_opts_t conn;
-} global_opts_t;
 
 static void usage_main(FILE *f)
 {
@@ -62,44 +50,14 @@ static int usage_error(const char *fmt, const char *arg)
 	return EXIT_USAGE;
 }
 
-/* True when argv[1..] asks for help; commands check this before anything. */
-static int wants_help(int argc, char **argv)
-{
-	int i;
-	for (i = 1; i < argc; i++)
-		if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)
-			return 1;
-	return 0;
-}
-
-static int connect_or_report(rckpt_t **out, const global_opts_t *g)
-{
-	rckpt_t *h;
-	int rc = rckpt_create(&h);
-
-	*out = NULL;
-	if (rc) {
-		fprintf(stderr, "%s: %s\n", prog, rckpt_strerror(rc));
-		return rc;
-	}
-	rc = rckpt_connect(h, &g->conn);
-	if (rc) {
-		fprintf(stderr, "%s: %s\n", prog, rckpt_errmsg(h));
-		rckpt_destroy(h);
-		return rc;
-	}
-	*out = h;
-	return 0;
-}
-
 /* ---- rckpt version ---- */
 
-static int cmd_version(int argc, char **argv, const global_opts_t *g)
+int rckpt_cli_version(int argc, char **argv, const rckpt_connect_opts_t *conn)
 {
 	rckpt_gpu_info_t gi;
 
-	(void)g;
-	if (wants_help(argc, argv)) {
+	(void)conn;
+	if (cli_wants_help(argc, argv)) {
 		printf("usage: rckpt version\n\nPrint the client library's version and build features.\n");
 		return 0;
 	}
@@ -123,14 +81,14 @@ static int cmd_version(int argc, char **argv, const global_opts_t *g)
 
 static const char *const plugins[] = { "rckpt", "pcr" };
 
-static int cmd_status(int argc, char **argv, const global_opts_t *g)
+int rckpt_cli_status(int argc, char **argv, const rckpt_connect_opts_t *conn)
 {
 	rckpt_t *h;
 	char fsid[37];
 	unsigned i, j;
 	int failed = 0;
 
-	if (wants_help(argc, argv)) {
+	if (cli_wants_help(argc, argv)) {
 		printf("usage: rckpt [options] status\n\n"
 		       "Connect to the cluster; print its fsid, the pool, and the `version` that\n"
 		       "each rckpt plugin (object class) answers from the OSD. Exits 1 when a\n"
@@ -139,7 +97,7 @@ static int cmd_status(int argc, char **argv, const global_opts_t *g)
 	}
 	if (argc > 1)
 		return usage_error("status: unexpected argument '%s'", argv[1]);
-	if (connect_or_report(&h, g))
+	if ((h = cli_connect(conn, argv[0])) == NULL)
 		return 1;
 	if (rckpt_cluster_fsid(h, fsid, sizeof(fsid)) == 0)
 		printf("cluster   %s\n", fsid);
@@ -181,7 +139,7 @@ static void hexdump(const unsigned char *p, size_t n)
 	}
 }
 
-static int cmd_call(int argc, char **argv, const global_opts_t *g)
+int rckpt_cli_call(int argc, char **argv, const rckpt_connect_opts_t *conn)
 {
 	static const struct option longopts[] = {
 		{ "object", required_argument, NULL, 'o' },
@@ -196,7 +154,7 @@ static int cmd_call(int argc, char **argv, const global_opts_t *g)
 	rckpt_t *h;
 	int raw = 0, c, n;
 
-	if (wants_help(argc, argv)) {
+	if (cli_wants_help(argc, argv)) {
 		printf("usage: rckpt [options] call [--object OID] [--input TEXT] [--raw] CLASS METHOD\n\n"
 		       "Call METHOD of object class CLASS on object OID (default rckpt.probe) of the\n"
 		       "pool and print the reply as a hex dump (--raw: the bytes as they are).\n"
@@ -228,7 +186,7 @@ static int cmd_call(int argc, char **argv, const global_opts_t *g)
 								 : "too many arguments");
 	if (*oid == '\0')
 		return usage_error("call: %s", "--object must not be empty");
-	if (connect_or_report(&h, g))
+	if ((h = cli_connect(conn, argv[0])) == NULL)
 		return 1;
 	out = malloc(cap);
 	if (out == NULL) {
@@ -275,7 +233,17 @@ int main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	global_opts_t g = { RCKPT_CONNECT_OPTS_INIT };
+	static const struct command {
+		const char *name;
+		rckpt_cli_fn fn;
+	} commands[] = {
+		{ "status", rckpt_cli_status }, { "call", rckpt_cli_call },
+		{ "version", rckpt_cli_version }, { "codec", rckpt_cli_codec },
+		{ "ckpt", rckpt_cli_ckpt },	{ "compact", rckpt_cli_compact },
+		{ "pcr", rckpt_cli_pcr },	{ "bench", rckpt_cli_bench },
+	};
+	rckpt_connect_opts_t conn = RCKPT_CONNECT_OPTS_INIT;
+	size_t k;
 	const char *cmd;
 	int c;
 
@@ -283,17 +251,17 @@ int main(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "+:c:u:i:p:t:h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'c':
-			g.conn.conf_path = optarg;
+			conn.conf_path = optarg;
 			break;
 		case 'u':
 		case 'i':
-			g.conn.user = optarg;
+			conn.user = optarg;
 			break;
 		case 'p':
-			g.conn.pool = optarg;
+			conn.pool = optarg;
 			break;
 		case 't':
-			if (parse_timeout(optarg, &g.conn.timeout_s))
+			if (parse_timeout(optarg, &conn.timeout_s))
 				return usage_error("--timeout must be 1..3600 seconds, not '%s'", optarg);
 			break;
 		case 'h':
@@ -310,22 +278,9 @@ int main(int argc, char **argv)
 	cmd = argv[optind];
 	argc -= optind;
 	argv += optind;
-	if (strcmp(cmd, "status") == 0)
-		return cmd_status(argc, argv, &g);
-	if (strcmp(cmd, "call") == 0)
-		return cmd_call(argc, argv, &g);
-	if (strcmp(cmd, "version") == 0)
-		return cmd_version(argc, argv, &g);
-	if (strcmp(cmd, "codec") == 0)
-		return rckpt_cli_codec(argc, argv);
-	if (strcmp(cmd, "ckpt") == 0)
-		return rckpt_cli_ckpt(argc, argv, &g.conn);
-	if (strcmp(cmd, "compact") == 0)
-		return rckpt_cli_compact(argc, argv, &g.conn);
-	if (strcmp(cmd, "pcr") == 0)
-		return rckpt_cli_pcr(argc, argv, &g.conn);
-	if (strcmp(cmd, "bench") == 0)
-		return rckpt_cli_bench(argc, argv, &g.conn);
+	for (k = 0; k < sizeof(commands) / sizeof(commands[0]); k++)
+		if (strcmp(cmd, commands[k].name) == 0)
+			return commands[k].fn(argc, argv, &conn);
 	if (strcmp(cmd, "help") == 0) {
 		usage_main(stdout);
 		return 0;

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "rckpt.h"
+#include "rckpt_cli.h"
 
 #ifndef RCKPT_SOURCE_DIR
 #define RCKPT_SOURCE_DIR "."
@@ -22,7 +22,6 @@
 #define RCKPT_BINARY_DIR "build"
 #endif
 
-#define EXIT_USAGE 2
 #define PYTHON "/usr/bin/python3"
 
 static void usage(FILE *f)

@@ -4,7 +4,6 @@
  * in the cluster (librckpt's public job API).
  */
 #define _GNU_SOURCE /* getopt_long */
-#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -13,18 +12,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "rckpt.h"
-#include "rckpt_safetensors.h"
-
-#define EXIT_USAGE 2
-
-int rckpt_cli_ckpt(int argc, char **argv, const rckpt_connect_opts_t *conn);
-int rckpt_cli_compact(int argc, char **argv, const rckpt_connect_opts_t *conn);
+#include "rckpt_cli.h"
+#define RCKPT_FILES_UNSTABLE
+#include "rckpt_files.h"
 
 static int usage_error(const char *what)
 {
-	fprintf(stderr, "rckpt ckpt: %s; try 'rckpt ckpt --help'\n", what);
-	return EXIT_USAGE;
+	return cli_usage_error("ckpt", what);
 }
 
 static void usage(void)
@@ -76,73 +70,10 @@ static void usage(void)
 	       "'rckpt compact --all' compacts every job of the pool under its own policy.\n");
 }
 
-static int parse_u64(const char *s, uint64_t *v)
-{
-	char *end;
-	errno = 0;
-	if (!isdigit((unsigned char)s[0]))
-		return -1;
-	*v = strtoull(s, &end, 10);
-	return errno || *end ? -1 : 0;
-}
-
-static uint64_t step_of(const char *path, uint64_t dflt)
-{
-	const char *base = strrchr(path, '/'), *p, *end = NULL;
-	base = base ? base + 1 : path;
-	for (p = base; *p; p++)
-		if (isdigit((unsigned char)*p) && !isdigit((unsigned char)p[1]))
-			end = p;
-	if (end == NULL)
-		return dflt;
-	for (p = end; p > base && isdigit((unsigned char)p[-1]); p--)
-		;
-	return strtoull(p, NULL, 10);
-}
-
 static int open_job(rckpt_t **h, rckpt_job_t **j, const rckpt_connect_opts_t *conn, const char *job,
 		    const rckpt_job_opts_t *jo)
 {
-	int rc = rckpt_create(h);
-	if (rc) {
-		fprintf(stderr, "rckpt ckpt: %s\n", rckpt_strerror(rc));
-		return rc;
-	}
-	if ((rc = rckpt_connect(*h, conn)) || (rc = rckpt_job_open(*h, j, job, jo))) {
-		fprintf(stderr, "rckpt ckpt: %s\n", rckpt_errmsg(*h));
-		rckpt_destroy(*h);
-		*h = NULL;
-	}
-	return rc;
-}
-
-static rckpt_tensor_t *as_tensors(const rckpt_st_t *st)
-{
-	rckpt_tensor_t *t = calloc(st->ntensors ? st->ntensors : 1, sizeof(*t));
-	unsigned i, d;
-	for (i = 0; t && i < st->ntensors; i++) {
-		t[i].name = st->t[i].name;
-		t[i].dtype = st->t[i].dtype;
-		t[i].ndim = st->t[i].ndim;
-		for (d = 0; d < st->t[i].ndim; d++)
-			t[i].shape[d] = st->t[i].shape[d];
-		t[i].data = st->t[i].data;
-	}
-	return t;
-}
-
-/* A checkpoint's sibling, not a checkpoint: X.grads.safetensors (read as
- * X's gradient RMS), X.gmean.safetensors and X.optim.safetensors (not
- * read); a glob that names them among the checkpoints means no harm. */
-static int is_grads(const char *path)
-{
-	static const char *const sib[] = { ".grads.safetensors", ".gmean.safetensors",
-					   ".optim.safetensors" };
-	size_t n = strlen(path), k;
-	for (k = 0; k < sizeof(sib) / sizeof(sib[0]); k++)
-		if (n >= strlen(sib[k]) && strcmp(path + n - strlen(sib[k]), sib[k]) == 0)
-			return 1;
-	return 0;
+	return cli_open_job(h, j, conn, "ckpt", job, jo);
 }
 
 /* Waits for a save's commit and prints its line. */
@@ -186,7 +117,7 @@ static int cmd_save(int argc, char **argv, const rckpt_connect_opts_t *conn)
 		case 'j': job = optarg; break;
 		case 'g': gfile = optarg; break;
 		case 's':
-			if (parse_u64(optarg, &step))
+			if (cli_parse_u64(optarg, &step))
 				return usage_error("--step needs a number");
 			break;
 		case 'e':
@@ -195,17 +126,17 @@ static int cmd_save(int argc, char **argv, const rckpt_connect_opts_t *conn)
 				return usage_error("--eps must be in (0, 1)");
 			break;
 		case 'l':
-			if (parse_u64(optarg, &v) || v == 0 || v > 86400)
+			if (cli_parse_u64(optarg, &v) || v == 0 || v > 86400)
 				return usage_error("--lease must be 1..86400 seconds");
 			jo.lease_s = (unsigned)v;
 			break;
 		case 'C':
-			if (parse_u64(optarg, &v) || v == 0 || v > ((uint64_t)1 << 31))
+			if (cli_parse_u64(optarg, &v) || v == 0 || v > ((uint64_t)1 << 31))
 				return usage_error("--chunk-params must be 1..2^31");
 			jo.chunk_params = v;
 			break;
 		case 'M':
-			if (parse_u64(optarg, &v) || v == 0 || v > ((uint64_t)1 << 30))
+			if (cli_parse_u64(optarg, &v) || v == 0 || v > ((uint64_t)1 << 30))
 				return usage_error("--mem-budget must be 1..2^30 MiB");
 			jo.mem_budget = v << 20;
 			break;
@@ -215,7 +146,7 @@ static int cmd_save(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	if (job == NULL)
 		return usage_error("save needs --job");
 	for (i = optind; i < argc; i++)
-		nfiles += !is_grads(argv[i]);
+		nfiles += !cli_is_sibling(argv[i]);
 	if (nfiles == 0)
 		return usage_error("save needs at least one MODEL.safetensors");
 	if (gfile && nfiles != 1)
@@ -224,69 +155,61 @@ static int cmd_save(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	 * touched (no empty job left behind); later ones stop it after the
 	 * steps before them are committed. */
 	for (i = optind; i < argc; i++) {
-		rckpt_st_t st;
+		rckpt_file_t *st;
 		char err[256];
-		if (is_grads(argv[i]))
+		if (cli_is_sibling(argv[i]))
 			continue;
-		if (rckpt_st_read(&st, argv[i], err, sizeof(err))) {
+		if (rckpt_file_read(&st, argv[i], err, sizeof(err))) {
 			fprintf(stderr, "rckpt ckpt: %s: %s\n", argv[i], err);
 			return 1;
 		}
-		rckpt_st_free(&st);
+		rckpt_file_free(st);
 		break;
 	}
 	jo.writer = 1;
 	if (open_job(&h, &j, conn, job, &jo))
 		return 1;
 	for (i = optind, nfiles = 0; i < argc && rc == 0; i++) {
-		rckpt_st_t st, gs;
-		rckpt_tensor_t *t = NULL, *g = NULL;
+		rckpt_file_t *st = NULL, *gs = NULL;
 		char err[256], gpath[4096];
-		uint64_t s = step != UINT64_MAX ? step + (uint64_t)nfiles : step_of(argv[i], 0);
+		uint64_t s = step != UINT64_MAX ? step + (uint64_t)nfiles : cli_step_of(argv[i], 0);
 		size_t n = strlen(argv[i]);
-		int have_g = 0;
 
-		if (is_grads(argv[i]))
+		if (cli_is_sibling(argv[i]))
 			continue;
 		nfiles++;
-		if ((rc = rckpt_st_read(&st, argv[i], err, sizeof(err)))) {
+		if ((rc = rckpt_file_read(&st, argv[i], err, sizeof(err)))) {
 			fprintf(stderr, "rckpt ckpt: %s: %s\n", argv[i], err);
 			break;
 		}
 		if (gfile) {
-			if (rckpt_st_read(&gs, gfile, err, sizeof(err))) {
+			if (rckpt_file_read(&gs, gfile, err, sizeof(err))) {
 				fprintf(stderr, "rckpt ckpt: %s: %s\n", gfile, err);
-				rckpt_st_free(&st);
+				rckpt_file_free(st);
 				rc = -EINVAL;
 				break;
 			}
-			have_g = 1;
 		} else if (n > 12 && strcmp(argv[i] + n - 12, ".safetensors") == 0 && n + 6 < sizeof(gpath)) {
 			snprintf(gpath, sizeof(gpath), "%.*s.grads.safetensors", (int)(n - 12), argv[i]);
-			have_g = rckpt_st_read(&gs, gpath, err, sizeof(err)) == 0;
+			if (rckpt_file_read(&gs, gpath, err, sizeof(err)))
+				gs = NULL;
 		}
 		/* The previous step's appends ran while this file was read. */
 		if (pend && (rc = finish(h, pend, pend_step, &raw, &enc)) != 0) {
 			pend = NULL;
-			rckpt_st_free(&st);
-			if (have_g)
-				rckpt_st_free(&gs);
+			rckpt_file_free(st);
+			rckpt_file_free(gs);
 			break;
 		}
 		pend = NULL;
-		t = as_tensors(&st);
-		g = have_g ? as_tensors(&gs) : NULL;
-		rc = t && (!have_g || g)
-			     ? rckpt_job_save_async(j, s, t, st.ntensors, g, have_g ? gs.ntensors : 0, &pend)
-			     : -ENOMEM;
+		rc = rckpt_job_save_async(j, s, rckpt_file_tensors(st), rckpt_file_count(st),
+					  gs ? rckpt_file_tensors(gs) : NULL, gs ? rckpt_file_count(gs) : 0,
+					  &pend);
 		if (rc)
-			fprintf(stderr, "rckpt ckpt: %s: %s\n", argv[i], rc == -ENOMEM ? "out of memory" : rckpt_errmsg(h));
+			fprintf(stderr, "rckpt ckpt: %s: %s\n", argv[i], rckpt_errmsg(h));
 		pend_step = s;
-		free(t);
-		free(g);
-		rckpt_st_free(&st);
-		if (have_g)
-			rckpt_st_free(&gs);
+		rckpt_file_free(st);
+		rckpt_file_free(gs);
 	}
 	if (rc == 0 && pend)
 		rc = finish(h, pend, pend_step, &raw, &enc);
@@ -313,7 +236,7 @@ static int cmd_restore(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	rckpt_job_t *j = NULL;
 	rckpt_restored_t *r = NULL;
 	rckpt_restore_stats_t rs;
-	rckpt_st_tensor_t *t = NULL;
+	rckpt_tensor_t *t = NULL;
 	uint8_t **bufs = NULL;
 	unsigned i, n = 0;
 	int c, rc;
@@ -325,7 +248,7 @@ static int cmd_restore(int argc, char **argv, const rckpt_connect_opts_t *conn)
 		case 'j': job = optarg; break;
 		case 'T': tlist = optarg; break;
 		case 's':
-			if (parse_u64(optarg, &step))
+			if (cli_parse_u64(optarg, &step))
 				return usage_error("--step needs a number");
 			break;
 		case 'o': outp = optarg; break;
@@ -374,11 +297,7 @@ static int cmd_restore(int argc, char **argv, const rckpt_connect_opts_t *conn)
 			continue;
 		for (k = 0; k < d.ndim; k++)
 			e *= d.shape[k];
-		t[nout].name = (char *)d.name;
-		t[nout].dtype = d.dtype;
-		t[nout].ndim = d.ndim;
-		memcpy(t[nout].shape, d.shape, sizeof(d.shape));
-		t[nout].n = e;
+		t[nout] = d;
 		bufs[nout] = malloc(e ? (size_t)e * (d.dtype == RCKPT_F32 ? 4 : 2) : 1);
 		rc = bufs[nout] ? rckpt_restored_read(r, i, bufs[nout],
 						      (size_t)e * (d.dtype == RCKPT_F32 ? 4 : 2))
@@ -387,7 +306,7 @@ static int cmd_restore(int argc, char **argv, const rckpt_connect_opts_t *conn)
 		nout++;
 	}
 	if (rc == 0)
-		rc = rckpt_st_write(outp, t, nout);
+		rc = rckpt_file_write(outp, t, nout);
 	if (rc)
 		fprintf(stderr, "rckpt ckpt: cannot write %s: %s\n", outp, rckpt_strerror(rc));
 	else
@@ -511,18 +430,18 @@ static int admin_parse(int argc, char **argv, admin_opts_t *a, const char *allow
 		switch (c) {
 		case 'j': a->job = optarg; break;
 		case 's':
-			if (parse_u64(optarg, &a->step))
+			if (cli_parse_u64(optarg, &a->step))
 				return usage_error("--step needs a number");
 			a->have_step = 1;
 			break;
 		case 'L':
-			if (parse_u64(optarg, &v) || v > UINT32_MAX)
+			if (cli_parse_u64(optarg, &v) || v > UINT32_MAX)
 				return usage_error("--keep-last needs a number");
 			a->pol.keep_last = (uint32_t)v;
 			a->have_policy = 1;
 			break;
 		case 'M':
-			if (parse_u64(optarg, &v))
+			if (cli_parse_u64(optarg, &v))
 				return usage_error("--keep-every needs a number");
 			a->pol.keep_every = v;
 			a->have_policy = 1;

@@ -16,17 +16,12 @@
 #include <turbojpeg.h>
 #include <unistd.h>
 
-#include "rckpt.h"
+#include "rckpt_cli.h"
 #include "rckpt_clock.h" /* rckpt_now_s */
-
-#define EXIT_USAGE 2
-
-int rckpt_cli_pcr(int argc, char **argv, const rckpt_connect_opts_t *conn);
 
 static int usage_error(const char *what)
 {
-	fprintf(stderr, "rckpt pcr: %s; try 'rckpt pcr --help'\n", what);
-	return EXIT_USAGE;
+	return cli_usage_error("pcr", what);
 }
 
 static void usage(void)
@@ -77,18 +72,7 @@ static int parse_uint(const char *s, unsigned max, unsigned *v)
 
 static rckpt_t *connect_or_report(const rckpt_connect_opts_t *conn)
 {
-	rckpt_t *h;
-	int rc = rckpt_create(&h);
-	if (rc) {
-		fprintf(stderr, "rckpt pcr: %s\n", rckpt_strerror(rc));
-		return NULL;
-	}
-	if ((rc = rckpt_connect(h, conn))) {
-		fprintf(stderr, "rckpt pcr: %s\n", rckpt_errmsg(h));
-		rckpt_destroy(h);
-		return NULL;
-	}
-	return h;
+	return cli_connect(conn, "pcr");
 }
 
 /* ---- build ---- */

@@ -1,7 +1,7 @@
 /*
- * rckpt_clock.h — the one monotonic clock of librckpt's sources, in
- * seconds. Header-only, so the codec, which knows nothing of handles, has it
- * too. Not installed.
+ * rckpt_clock.h — the one monotonic clock of the sources (librckpt, the
+ * command, the benchmarks), in seconds. Header-only: the codec, which knows
+ * nothing of handles, has it too. Not installed.
  */
 #ifndef RCKPT_CLOCK_H
 #define RCKPT_CLOCK_H
