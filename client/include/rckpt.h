@@ -214,7 +214,7 @@ enum rckpt_compute { RCKPT_COMPUTE_AUTO = 0, RCKPT_COMPUTE_CPU = 1, RCKPT_COMPUT
  * records that a crashed writer appended past the committed head. */
 RCKPT_API int rckpt_job_open(rckpt_t *h, rckpt_job_t **out, const char *job,
 			     const rckpt_job_opts_t *opts);
-/* Releases the lock (a writer) and frees j. Accepts NULL. */
+/* Releases the lock (a writer) and frees j. */
 RCKPT_API void rckpt_job_close(rckpt_job_t *j);
 
 typedef struct rckpt_save_stats {
@@ -431,13 +431,12 @@ RCKPT_API int rckpt_job_stored(rckpt_job_t *j, uint64_t *bytes, unsigned *object
  * (may be NULL) gets the objects removed. */
 RCKPT_API int rckpt_job_gc(rckpt_job_t *j, unsigned *removed);
 
-/* Deletes job `job` and every object in it. Takes the writer lock first:
- * -EBUSY while a writer holds it; -EPERM, with nothing removed, for a user
- * who may not remove the job object (a reader, a compactor). */
+/* Deletes job `job` and every object in it, under the writer lock (-EBUSY while a
+ * writer holds it); -EPERM, with nothing removed, for a user who may not remove the
+ * job object (a reader, a compactor). */
 RCKPT_API int rckpt_job_delete(rckpt_t *h, const char *job);
 
-/* The jobs of the pool (namespaces holding a job object), sorted; free
- * with rckpt_jobs_free. */
+/* The pool's jobs (namespaces with a job object), sorted; free with rckpt_jobs_free. */
 RCKPT_API int rckpt_jobs(rckpt_t *h, char ***names, unsigned *n);
 RCKPT_API void rckpt_jobs_free(char **names, unsigned n);
 
@@ -464,8 +463,7 @@ typedef struct rckpt_policy_opts {
 	const char *notice_cmd; /* a notice is `sh -c cmd` exiting 0; NULL: none */
 	double poll_s;          /* how often file and command are checked; 0: 1 s */
 	unsigned history;       /* preemptions the estimate uses, newest; 0: 64;
-				   at most 1024, the most each history object
-				   keeps (older events are trimmed) */
+				   at most 1024 (each history object keeps 1024) */
 } rckpt_policy_opts_t;
 
 #define RCKPT_POLICY_OPTS_INIT { RCKPT_POLICY_OPTS_VERSION, 0, 0, 0, 0, NULL, NULL, 0, 0 }
@@ -474,31 +472,28 @@ typedef struct rckpt_policy_opts {
 enum rckpt_policy_decision {
 	RCKPT_POLICY_CONTINUE = 0,  /* train on */
 	RCKPT_POLICY_SAVE = 1,      /* the interval is due */
-	RCKPT_POLICY_INSURANCE = 2, /* the interval is due, and no emergency save
-				       would fit the grace period: this save is
-				       all a preemption will leave */
-	RCKPT_POLICY_EMERGENCY = 3, /* a notice came and a save fits the grace
-				       left: save now, then stop */
+	RCKPT_POLICY_INSURANCE = 2, /* the interval is due and no emergency save would fit
+				       the grace: all a preemption will leave */
+	RCKPT_POLICY_EMERGENCY = 3, /* a notice came, a save fits the grace: save, stop */
 	RCKPT_POLICY_STOP = 4,      /* a notice came and no save fits: stop */
 };
 
 /* The policy of job j (which it keeps using: close it first). It reads the
- * preemption history: the job's (omap of its job object) and the pool's
- * (object "rckpt.preemptions" of the default namespace, which every job
- * of the pool adds to), and marks this run's start. */
+ * preemption history, the job's (its job object's omap) and the pool's
+ * (object "rckpt.preemptions" of the default namespace, which every job of
+ * the pool adds to), and marks this run's start. */
 RCKPT_API int rckpt_policy_open(rckpt_job_t *j, rckpt_policy_t **out, const rckpt_policy_opts_t *o);
 RCKPT_API void rckpt_policy_close(rckpt_policy_t *p);
 
-/* Measurements (seconds): a training step, a save (as the trainer waits
- * for it, or its encode + write), a restart (from the preemption to the
- * first step after the restore; stored with the last preemption). Each
- * folds into a moving average. */
+/* Measurements (seconds), each folded into a moving average: a training
+ * step, a save (as the trainer waits for it, or its encode + write), a
+ * restart (preemption to the first step after the restore; stored with the
+ * last preemption). */
 RCKPT_API void rckpt_policy_step_time(rckpt_policy_t *p, double s);
 RCKPT_API void rckpt_policy_save_time(rckpt_policy_t *p, double s);
 RCKPT_API int rckpt_policy_restart_time(rckpt_policy_t *p, double s);
 
-/* A preemption notice, e.g. from the trainer's SIGTERM handler:
- * async-signal-safe (it sets a flag). */
+/* A preemption notice, e.g. from a SIGTERM handler: async-signal-safe. */
 RCKPT_API void rckpt_policy_notify(rckpt_policy_t *p);
 
 /* The decision after step `step` finished (enum rckpt_policy_decision).
@@ -524,12 +519,12 @@ RCKPT_API int rckpt_policy_info(rckpt_policy_t *p, rckpt_policy_info_t *out);
 
 /* ---- training data: Progressive Compressed Records (formats/pcr.md) ---- */
 
-/* A dataset is the namespace "pcr/<name>" of the pool (name: 1..63
- * characters of [A-Za-z0-9._-]): record objects "rec.<n>", each holding
- * up to images_per_record JPEGs rewritten losslessly as progressive JPEGs
- * with their scans regrouped (group g: scan g of every image), and an
- * "index" object, written last, that makes the dataset visible. Reading a
- * record through group k gives every image in it at fidelity k. */
+/* A dataset is the namespace "pcr/<name>" of the pool (name: 1..63 of
+ * [A-Za-z0-9._-]): record objects "rec.<n>", each holding up to
+ * images_per_record JPEGs rewritten losslessly as progressive JPEGs with
+ * their scans regrouped (group g: scan g of every image), and an "index"
+ * object, written last, that makes the dataset visible. Reading a record
+ * through group k gives every image in it at fidelity k. */
 
 #define RCKPT_PCR_GROUPS_MAX 64
 #define RCKPT_PCR_ALL 0u /* a group count meaning every group */
@@ -555,10 +550,8 @@ typedef struct rckpt_pcr_build_opts {
 	unsigned images_per_record; /* 0: 512 (at most 16384) */
 	unsigned threads;           /* transform threads; 0: the online CPUs */
 	unsigned inflight;          /* record writes in flight; 0: 4 */
-	unsigned fidelity_sample;   /* images whose SSIM per group is measured,
-				       spread over the inputs; 0: 64 */
-	int skip_bad;               /* skip (and report) a file that is not a usable
-				       JPEG instead of failing the build */
+	unsigned fidelity_sample;   /* images (spread) whose SSIM per group is measured; 0: 64 */
+	int skip_bad;               /* skip and report an unusable file; else fail */
 	uint64_t max_pixels;        /* a larger image is refused; 0: 64 Mi */
 	/* Called from the building thread after each record, and with a
 	 * message for every file that is refused (skipped or fatal). */
@@ -586,8 +579,7 @@ RCKPT_API int rckpt_pcr_build(rckpt_t *h, const char *dataset, const rckpt_pcr_i
 			      unsigned n, const rckpt_pcr_build_opts_t *opts,
 			      rckpt_pcr_build_stats_t *st);
 
-/* Removes dataset `dataset` (index first, then its records); -ENOENT when
- * there is nothing of it. */
+/* Removes a dataset, index first; -ENOENT when there is none. */
 RCKPT_API int rckpt_pcr_delete(rckpt_t *h, const char *dataset);
 
 /* The datasets of the pool, sorted; free with rckpt_jobs_free. */
@@ -645,9 +637,8 @@ typedef struct rckpt_pcr_batch rckpt_pcr_batch_t;
  * the pass. RCKPT_ECHECKSUM for a damaged record. */
 RCKPT_API int rckpt_pcr_next(rckpt_pcr_t *d, rckpt_pcr_batch_t **out);
 
-/* Images ids[0..n) of the dataset at the current fidelity, in that order,
- * gathered in the OSDs (the `images` method: one call per record
- * touched). -ERANGE for an id past the dataset. */
+/* Images ids[0..n) at the current fidelity, in that order, gathered in the
+ * OSDs (`images`: one call per record touched). -ERANGE past the dataset. */
 RCKPT_API int rckpt_pcr_fetch(rckpt_pcr_t *d, const uint32_t *ids, unsigned n,
 			      rckpt_pcr_batch_t **out);
 
@@ -676,7 +667,6 @@ typedef struct rckpt_pcr_read_stats {
 RCKPT_API int rckpt_pcr_read_stats(rckpt_pcr_t *d, rckpt_pcr_read_stats_t *out);
 
 /* ---- locality-aware loading ----
- *
  * p learners read one dataset every epoch in global mini-batches of p x b
  * samples. In the first epoch each learner caches the samples it reads;
  * afterwards each builds its share of every global batch out of its own

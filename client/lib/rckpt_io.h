@@ -33,7 +33,21 @@ typedef struct rckpt_io_ops {
 	 * result and fills out. in and out must live until then. */
 	int (*aio_exec)(rckpt_io_t *io, const char *oid, const char *cls, const char *method,
 			const void *in, size_t len, rckpt_buf_t *out, rckpt_aio_t **c);
+	/* Waits for c (when it has not completed) and frees it: the result
+	 * of its operation (for aio_read, the bytes read). */
 	int (*aio_wait)(rckpt_aio_t *c);
+	/* Object-class method cls.method, read or write as the class
+	 * registered it (rados_exec): the reply, at most cap bytes, into out;
+	 * the reply's length, or -ERANGE when it does not fit. */
+	int (*call)(rckpt_io_t *io, const char *oid, const char *cls, const char *method,
+		    const void *in, size_t len, void *out, size_t cap);
+	/* Started write_full and read (len bytes at off into buf, which must
+	 * live until the wait). done(arg), when not NULL, runs once the read
+	 * has completed, on a thread of the backend's, after *c is set. */
+	int (*aio_write_full)(rckpt_io_t *io, const char *oid, const void *p, size_t len,
+			      rckpt_aio_t **c);
+	int (*aio_read)(rckpt_io_t *io, const char *oid, void *buf, size_t len, uint64_t off,
+			void (*done)(void *arg), void *arg, rckpt_aio_t **c);
 	int (*stat)(rckpt_io_t *io, const char *oid, uint64_t *size);
 	/* Reads up to len bytes at off into buf: the count read. */
 	int (*read)(rckpt_io_t *io, const char *oid, void *buf, size_t len, uint64_t off);

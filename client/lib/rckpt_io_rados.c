@@ -24,6 +24,8 @@ struct rckpt_aio {
 	char *ob; /* a read method's reply, librados' */
 	size_t olen;
 	rckpt_buf_t *out;
+	void (*done)(void *arg); /* aio_read's */
+	void *done_arg;
 };
 
 static int r_exec(rckpt_io_t *io, const char *oid, const char *cls, const char *method,
@@ -115,6 +117,63 @@ static int r_aio_wait(rckpt_aio_t *a)
 		rc = rckpt_buf_append(a->out, a->ob, a->olen);
 	aio_free(a);
 	return rc;
+}
+
+static int r_call(rckpt_io_t *io, const char *oid, const char *cls, const char *method,
+		  const void *in, size_t len, void *out, size_t cap)
+{
+	return rados_exec(IOX(io), oid, cls, method, in, len, out, cap);
+}
+
+static int r_aio_write_full(rckpt_io_t *io, const char *oid, const void *p, size_t len,
+			    rckpt_aio_t **c)
+{
+	rckpt_aio_t *a = calloc(1, sizeof(*a));
+	int rc;
+	*c = NULL;
+	if (a == NULL)
+		return -ENOMEM;
+	if (rados_aio_create_completion2(NULL, NULL, &a->c)) {
+		free(a);
+		return -ENOMEM;
+	}
+	if ((rc = rados_aio_write_full(IOX(io), oid, a->c, p, len))) {
+		aio_free(a);
+		return rc;
+	}
+	*c = a;
+	return 0;
+}
+
+/* librados' thread: the read completed. */
+static void read_complete(rados_completion_t c, void *arg)
+{
+	rckpt_aio_t *a = arg;
+	(void)c;
+	a->done(a->done_arg);
+}
+
+static int r_aio_read(rckpt_io_t *io, const char *oid, void *buf, size_t len, uint64_t off,
+		      void (*done)(void *arg), void *arg, rckpt_aio_t **c)
+{
+	rckpt_aio_t *a = calloc(1, sizeof(*a));
+	int rc;
+	*c = NULL;
+	if (a == NULL)
+		return -ENOMEM;
+	a->done = done;
+	a->done_arg = arg;
+	if (rados_aio_create_completion2(a, done ? read_complete : NULL, &a->c)) {
+		free(a);
+		return -ENOMEM;
+	}
+	*c = a; /* before the read can complete */
+	if ((rc = rados_aio_read(IOX(io), oid, a->c, buf, len, off))) {
+		*c = NULL;
+		aio_free(a);
+		return rc;
+	}
+	return 0;
 }
 
 static int r_stat(rckpt_io_t *io, const char *oid, uint64_t *size)
@@ -273,9 +332,26 @@ static void r_close(rckpt_io_t *io)
 }
 
 static const rckpt_io_ops_t rados_ops = {
-	r_exec,	       r_aio_exec, r_aio_wait, r_stat,	  r_read,  r_write_full, r_remove,
-	r_omap_list,   r_omap_get, r_omap_set, r_omap_rm, r_omap_rm_range,     r_objects,
-	r_lock,	       r_unlock,   r_client_id, r_close,
+	.exec = r_exec,
+	.aio_exec = r_aio_exec,
+	.aio_wait = r_aio_wait,
+	.call = r_call,
+	.aio_write_full = r_aio_write_full,
+	.aio_read = r_aio_read,
+	.stat = r_stat,
+	.read = r_read,
+	.write_full = r_write_full,
+	.remove = r_remove,
+	.omap_list = r_omap_list,
+	.omap_get = r_omap_get,
+	.omap_set = r_omap_set,
+	.omap_rm = r_omap_rm,
+	.omap_rm_range = r_omap_rm_range,
+	.objects = r_objects,
+	.lock = r_lock,
+	.unlock = r_unlock,
+	.client_id = r_client_id,
+	.close = r_close,
 };
 
 int rckpt_io_rados_open(void *ioctx, const char *ns, rckpt_io_t **out)

@@ -46,55 +46,55 @@ int rckpt_plugin_call(rckpt_t *h, void *out, size_t out_cap, const char *oid, co
 {
 	int rc;
 
+	rckpt_io_t *io;
+
 	rckpt_clear_error(h);
-	if (h->ioctx == NULL)
+	if (!rckpt_connected(h))
 		return rckpt_fail(h, -ENOTCONN, "rckpt_plugin_call", "handle not connected");
 	if (oid == NULL || *oid == '\0' || cls == NULL || *cls == '\0' || method == NULL ||
 	    *method == '\0' || (in == NULL && in_len) || (out == NULL && out_cap) ||
 	    out_cap > INT32_MAX)
 		return rckpt_fail(h, -EINVAL, "rckpt_plugin_call", "bad arguments");
-	rc = rados_exec(h->ioctx, oid, cls, method, in, in_len, out, out_cap);
+	if ((rc = rckpt_io_open(h, "", &io)))
+		return rckpt_fail(h, rc, "rckpt_plugin_call", "cannot open pool %s", h->pool);
+	rc = io->ops->call(io, oid, cls, method, in, in_len, out, out_cap);
+	io->ops->close(io);
 	return rc < 0 ? call_failed(h, rc, "rckpt_plugin_call", oid, cls, method) : rc;
-}
-
-/* Creates the empty probe object; idempotent. */
-static int create_probe(rckpt_t *h)
-{
-	rados_write_op_t op = rados_create_write_op();
-	int rc;
-
-	if (op == NULL)
-		return -ENOMEM;
-	rados_write_op_create(op, LIBRADOS_CREATE_IDEMPOTENT, NULL);
-	rc = rados_write_op_operate(op, h->ioctx, PROBE_OID, NULL, 0);
-	rados_release_write_op(op);
-	return rc;
 }
 
 int rckpt_plugin_version(rckpt_t *h, rckpt_plugin_info_t *out, const char *plugin)
 {
 	uint8_t buf[RCKPT_WIRE_VERSION_BOUND];
 	rckpt_wire_version_t v;
+	rckpt_io_t *io;
 	unsigned i;
 	int n, rc;
 
 	memset(out, 0, sizeof(*out));
 	rckpt_clear_error(h);
-	if (h->ioctx == NULL)
+	if (!rckpt_connected(h))
 		return rckpt_fail(h, -ENOTCONN, "rckpt_plugin_version", "handle not connected");
 	if (plugin == NULL || *plugin == '\0')
 		return rckpt_fail(h, -EINVAL, "rckpt_plugin_version", "no plugin named");
-	n = rados_exec(h->ioctx, PROBE_OID, plugin, "version", NULL, 0, (char *)buf, sizeof(buf));
+	if ((rc = rckpt_io_open(h, "", &io)))
+		return rckpt_fail(h, rc, "rckpt_plugin_version", "cannot open pool %s", h->pool);
+	n = io->ops->call(io, PROBE_OID, plugin, "version", NULL, 0, buf, sizeof(buf));
 	if (n == -ENOENT) {
-		rc = create_probe(h);
-		if (rc < 0)
+		/* the empty probe object; creating it again changes nothing */
+		uint64_t size;
+		rc = io->ops->stat(io, PROBE_OID, &size);
+		if (rc == -ENOENT)
+			rc = io->ops->write_full(io, PROBE_OID, NULL, 0);
+		if (rc < 0) {
+			io->ops->close(io);
 			return rckpt_fail(h, rc, "rckpt_plugin_version",
 					  "probe object '%s' is missing from pool '%s' and this user "
 					  "cannot create it",
 					  PROBE_OID, h->pool);
-		n = rados_exec(h->ioctx, PROBE_OID, plugin, "version", NULL, 0, (char *)buf,
-			       sizeof(buf));
+		}
+		n = io->ops->call(io, PROBE_OID, plugin, "version", NULL, 0, buf, sizeof(buf));
 	}
+	io->ops->close(io);
 	if (n < 0)
 		return call_failed(h, n, "rckpt_plugin_version", PROBE_OID, plugin, "version");
 	rc = rckpt_wire_version_decode(&v, buf, (size_t)n);

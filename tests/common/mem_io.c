@@ -80,6 +80,9 @@ struct rckpt_aio {
 	int done; /* run */
 };
 
+static int m_write_full(rckpt_io_t *io, const char *oid, const void *p, size_t len);
+static int m_read(rckpt_io_t *io, const char *oid, void *buf, size_t len, uint64_t off);
+
 static _Thread_local unsigned depth; /* > 0: inside the pool */
 
 int mem_pool_busy(void)
@@ -311,6 +314,64 @@ static int m_aio_wait(rckpt_aio_t *a)
 	free(a);
 	depth--;
 	return rc;
+}
+
+static int m_call(rckpt_io_t *io, const char *oid, const char *cls, const char *method,
+		  const void *in, size_t len, void *out, size_t cap)
+{
+	mem_io_t *m = M(io);
+	const struct method *meth = method_of(cls, method);
+	rckpt_buf_t reply = RCKPT_BUF_INIT;
+	int rc;
+	depth++;
+	if (hit(m->p, method, NULL))
+		rc = m->p->fault.rc;
+	else
+		rc = meth ? run(m, oid, meth, in, len, &reply) : -EOPNOTSUPP;
+	if (rc == 0 && reply.len > cap)
+		rc = -ERANGE;
+	if (rc == 0) {
+		if (reply.len)
+			memcpy(out, reply.p, reply.len);
+		rc = (int)reply.len;
+	}
+	rckpt_buf_free(&reply);
+	depth--;
+	return rc;
+}
+
+/* A plain operation started: done at once, its result kept for the wait. */
+static int started(int rc, rckpt_aio_t **c)
+{
+	rckpt_aio_t *a;
+	depth++;
+	a = calloc(1, sizeof(*a));
+	depth--;
+	if (a == NULL)
+		return -ENOMEM;
+	a->rc = rc;
+	a->done = 1;
+	*c = a;
+	return 0;
+}
+
+static int m_aio_write_full(rckpt_io_t *io, const char *oid, const void *p, size_t len,
+			    rckpt_aio_t **c)
+{
+	*c = NULL;
+	return started(m_write_full(io, oid, p, len), c);
+}
+
+static int m_aio_read(rckpt_io_t *io, const char *oid, void *buf, size_t len, uint64_t off,
+		      void (*done)(void *arg), void *arg, rckpt_aio_t **c)
+{
+	int rc;
+	*c = NULL;
+	if ((rc = started(m_read(io, oid, buf, len, off), c)))
+		return rc;
+	if (done) /* after *c is set, as the seam promises */
+		done(arg);
+	return 0;
 }
 
 static int m_stat(rckpt_io_t *io, const char *oid, uint64_t *size)
@@ -561,9 +622,26 @@ static void m_close(rckpt_io_t *io)
 }
 
 static const rckpt_io_ops_t mem_ops = {
-	m_exec,	     m_aio_exec, m_aio_wait, m_stat,	m_read,	 m_write_full,	 m_remove,
-	m_omap_list, m_omap_get, m_omap_set, m_omap_rm, m_omap_rm_range, m_objects,
-	m_lock,	     m_unlock,	 m_client_id, m_close,
+	.exec = m_exec,
+	.aio_exec = m_aio_exec,
+	.aio_wait = m_aio_wait,
+	.call = m_call,
+	.aio_write_full = m_aio_write_full,
+	.aio_read = m_aio_read,
+	.stat = m_stat,
+	.read = m_read,
+	.write_full = m_write_full,
+	.remove = m_remove,
+	.omap_list = m_omap_list,
+	.omap_get = m_omap_get,
+	.omap_set = m_omap_set,
+	.omap_rm = m_omap_rm,
+	.omap_rm_range = m_omap_rm_range,
+	.objects = m_objects,
+	.lock = m_lock,
+	.unlock = m_unlock,
+	.client_id = m_client_id,
+	.close = m_close,
 };
 
 int mem_pool_open(void *arg, const char *ns, rckpt_io_t **out)

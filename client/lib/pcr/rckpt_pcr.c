@@ -40,34 +40,28 @@ void rckpt_pcr_record_oid(char out[RCKPT_PCR_OID_MAX], uint32_t n)
 }
 
 
-int rckpt_pcr_ioctx(rckpt_t *h, const char *dataset, rados_ioctx_t *out)
+int rckpt_pcr_io(rckpt_t *h, const char *dataset, rckpt_io_t **out)
 {
 	char ns[80];
-	int rc;
 
 	*out = NULL;
-	if (h->cluster == NULL)
+	if (!rckpt_connected(h))
 		return -ENOTCONN;
 	if (dataset == NULL || !rckpt_valid_name(dataset))
 		return -EINVAL;
 	snprintf(ns, sizeof(ns), RCKPT_PCR_NS_PREFIX "%s", dataset);
-	rc = rados_ioctx_create(h->cluster, h->pool, out);
-	if (rc)
-		return rc;
-	rados_ioctx_set_namespace(*out, ns);
-	return 0;
+	return rckpt_io_open(h, ns, out);
 }
 
-int rckpt_pcr_read_object(rados_ioctx_t io, const char *oid, size_t max, uint8_t **out, size_t *len)
+int rckpt_pcr_read_object(rckpt_io_t *io, const char *oid, size_t max, uint8_t **out, size_t *len)
 {
 	uint64_t size;
-	time_t mtime;
 	uint8_t *p;
 	int rc;
 
 	*out = NULL;
 	*len = 0;
-	rc = rados_stat(io, oid, &size, &mtime);
+	rc = io->ops->stat(io, oid, &size);
 	if (rc)
 		return rc;
 	if (size > max)
@@ -75,7 +69,7 @@ int rckpt_pcr_read_object(rados_ioctx_t io, const char *oid, size_t max, uint8_t
 	p = malloc(size ? size : 1);
 	if (p == NULL)
 		return -ENOMEM;
-	rc = size ? rados_read(io, oid, (char *)p, size, 0) : 0;
+	rc = size ? io->ops->read(io, oid, p, size, 0) : 0;
 	if (rc >= 0 && (uint64_t)rc != size)
 		rc = -EBADMSG; /* changed under us */
 	if (rc < 0) {
@@ -102,7 +96,7 @@ typedef struct bimg {
 
 typedef struct builder {
 	rckpt_t *h;
-	rados_ioctx_t io;
+	rckpt_io_t *io;
 	rckpt_pcr_build_opts_t o;
 	const rckpt_pcr_input_t *in;
 	unsigned n;
@@ -360,7 +354,8 @@ static int run_window(builder_t *B, unsigned from, unsigned count, unsigned thre
 /* ---- writes in flight ---- */
 
 typedef struct wslot {
-	rados_completion_t c;
+	rckpt_aio_t *c;
+	rckpt_io_t *io;
 	rckpt_buf_t buf;
 	uint32_t no;
 } wslot_t;
@@ -369,9 +364,7 @@ static int wslot_wait(wslot_t *s)
 {
 	int rc = 0;
 	if (s->c) {
-		rados_aio_wait_for_complete(s->c);
-		rc = rados_aio_get_return_value(s->c);
-		rados_aio_release(s->c);
+		rc = s->io->ops->aio_wait(s->c);
 		s->c = NULL;
 	}
 	rckpt_buf_free(&s->buf);
@@ -380,46 +373,52 @@ static int wslot_wait(wslot_t *s)
 
 /* ---- removing a dataset's objects ---- */
 
-static int remove_all(rados_ioctx_t io, unsigned *removed)
+typedef struct names {
+	char **s;
+	unsigned n, cap;
+} names_t;
+
+static int name_one(void *arg, const char *oid, const char *ns)
 {
-	rados_list_ctx_t lc;
-	const char *oid;
-	char **names = NULL;
-	unsigned n = 0, cap = 0, i;
+	names_t *l = arg;
+	(void)ns;
+	if (l->n == l->cap) {
+		unsigned cap = l->cap ? 2 * l->cap : 64;
+		char **p = realloc(l->s, cap * sizeof(*p));
+		if (p == NULL)
+			return -ENOMEM;
+		l->s = p;
+		l->cap = cap;
+	}
+	if ((l->s[l->n] = strdup(oid)) == NULL)
+		return -ENOMEM;
+	l->n++;
+	return 0;
+}
+
+static int remove_all(rckpt_io_t *io, unsigned *removed)
+{
+	names_t l = { NULL, 0, 0 };
+	char **names;
+	unsigned n, i;
 	int rc;
 
 	*removed = 0;
-	if ((rc = rados_nobjects_list_open(io, &lc)))
-		return rc;
-	while ((rc = rados_nobjects_list_next(lc, &oid, NULL, NULL)) == 0) {
-		if (n == cap) {
-			char **p = realloc(names, (cap = cap ? 2 * cap : 64) * sizeof(*p));
-			if (p == NULL) {
-				rc = -ENOMEM;
-				break;
-			}
-			names = p;
-		}
-		if ((names[n] = strdup(oid)) == NULL) {
-			rc = -ENOMEM;
-			break;
-		}
-		n++;
-	}
-	rados_nobjects_list_close(lc);
-	if (rc == -ENOENT)
-		rc = 0;
+	/* collect first: removing while listing is not defined */
+	rc = io->ops->objects(io, name_one, &l);
+	names = l.s;
+	n = l.n;
 	/* the index first: the dataset disappears before its records */
 	for (i = 0; i < n && rc == 0; i++)
 		if (strcmp(names[i], RCKPT_PCR_INDEX_OID) == 0) {
-			rc = rados_remove(io, names[i]);
+			rc = io->ops->remove(io, names[i]);
 			if (rc == 0)
 				++*removed;
 		}
 	for (i = 0; i < n && (rc == 0 || rc == -ENOENT); i++) {
 		if (strcmp(names[i], RCKPT_PCR_INDEX_OID) == 0)
 			continue;
-		rc = rados_remove(io, names[i]);
+		rc = io->ops->remove(io, names[i]);
 		if (rc == 0)
 			++*removed;
 	}
@@ -433,15 +432,15 @@ static int remove_all(rados_ioctx_t io, unsigned *removed)
 
 int rckpt_pcr_delete(rckpt_t *h, const char *dataset)
 {
-	rados_ioctx_t io;
+	rckpt_io_t *io;
 	unsigned removed = 0;
 	int rc;
 
 	rckpt_clear_error(h);
-	if ((rc = rckpt_pcr_ioctx(h, dataset, &io)))
+	if ((rc = rckpt_pcr_io(h, dataset, &io)))
 		return rckpt_fail(h, rc, __func__, "cannot open dataset %s", dataset ? dataset : "(null)");
 	rc = remove_all(io, &removed);
-	rados_ioctx_destroy(io);
+	io->ops->close(io);
 	if (rc == 0 && removed == 0)
 		rc = -ENOENT;
 	return rc ? rckpt_fail(h, rc, __func__, "cannot delete dataset %s%s", dataset,
@@ -503,7 +502,6 @@ int rckpt_pcr_build(rckpt_t *h, const char *dataset, const rckpt_pcr_input_t *in
 	double ssum[RCKPT_PCR_MAX_GROUPS] = { 0 }, t0 = rckpt_now_s();
 	unsigned threads, wcount = 0, wnext = 0, sampled = 0, rec_cap = 0, i, g, first;
 	uint64_t size;
-	time_t mtime;
 	int rc;
 
 	rckpt_clear_error(h);
@@ -533,14 +531,14 @@ int rckpt_pcr_build(rckpt_t *h, const char *dataset, const rckpt_pcr_input_t *in
 		threads = 64;
 	if ((rc = check_names(h, in, n)))
 		return rc;
-	if ((rc = rckpt_pcr_ioctx(h, dataset, &B.io)))
+	if ((rc = rckpt_pcr_io(h, dataset, &B.io)))
 		return rckpt_fail(h, rc, __func__, "bad dataset name %s (1..63 of [A-Za-z0-9._-])",
 				  dataset ? dataset : "(null)");
 	B.h = h;
 	B.in = in;
 	B.n = n;
 	pthread_mutex_init(&B.mu, NULL);
-	rc = rados_stat(B.io, RCKPT_PCR_INDEX_OID, &size, &mtime);
+	rc = B.io->ops->stat(B.io, RCKPT_PCR_INDEX_OID, &size);
 	if (rc == 0) {
 		rc = rckpt_fail(h, -EEXIST, __func__, "dataset %s exists (rckpt pcr rm removes it)", dataset);
 		goto out;
@@ -656,8 +654,8 @@ int rckpt_pcr_build(rckpt_t *h, const char *dataset, const rckpt_pcr_input_t *in
 		{
 			char oid[RCKPT_PCR_OID_MAX];
 			rckpt_pcr_record_oid(oid, s->no);
-			if ((rc = rados_aio_create_completion2(NULL, NULL, &s->c)) ||
-			    (rc = rados_aio_write_full(B.io, oid, s->c, (const char *)s->buf.p, s->buf.len))) {
+			s->io = B.io;
+			if ((rc = B.io->ops->aio_write_full(B.io, oid, s->buf.p, s->buf.len, &s->c))) {
 				rc = rckpt_fail(h, rc, __func__, "cannot write record %u of %s", s->no, dataset);
 				goto out;
 			}
@@ -686,7 +684,7 @@ int rckpt_pcr_build(rckpt_t *h, const char *dataset, const rckpt_pcr_input_t *in
 	x.created = (uint64_t)time(NULL);
 	x.labels = labels.p;
 	if ((rc = rckpt_pcr_index_encode(&ib, &x)) ||
-	    (rc = rados_write_full(B.io, RCKPT_PCR_INDEX_OID, (const char *)ib.p, ib.len))) {
+	    (rc = B.io->ops->write_full(B.io, RCKPT_PCR_INDEX_OID, ib.p, ib.len))) {
 		rc = rckpt_fail(h, rc, __func__, "cannot write the index of %s", dataset);
 		goto out;
 	}
@@ -716,6 +714,6 @@ out:
 	rckpt_buf_free(&ib);
 	pthread_mutex_destroy(&B.mu);
 	if (B.io)
-		rados_ioctx_destroy(B.io);
+		B.io->ops->close(B.io);
 	return rc;
 }

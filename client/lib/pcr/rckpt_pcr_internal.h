@@ -5,8 +5,6 @@
 #ifndef RCKPT_PCR_INTERNAL_H
 #define RCKPT_PCR_INTERNAL_H
 
-#include <rados/librados.h>
-
 #include "rckpt_internal.h"
 #include "rckpt_pcr.h"
 
@@ -17,11 +15,11 @@
 /* "rec.<n>", n zero-padded to 8 digits. */
 void rckpt_pcr_record_oid(char out[RCKPT_PCR_OID_MAX], uint32_t n);
 
-/* An I/O context on the dataset's namespace; -EINVAL for a bad name. */
-int rckpt_pcr_ioctx(rckpt_t *h, const char *dataset, rados_ioctx_t *out);
+/* The dataset's namespace (rckpt_io.h); -EINVAL for a bad name. */
+int rckpt_pcr_io(rckpt_t *h, const char *dataset, rckpt_io_t **out);
 
 /* Reads a whole object (at most max bytes: -EFBIG) into a malloc'd buffer. */
-int rckpt_pcr_read_object(rados_ioctx_t io, const char *oid, size_t max, uint8_t **out,
+int rckpt_pcr_read_object(rckpt_io_t *io, const char *oid, size_t max, uint8_t **out,
 			  size_t *len);
 
 /* A batch of copies of it[0..n) (images the caller holds: the

@@ -4,7 +4,7 @@
  *
  * Iteration keeps a ring of up to prefetch+1 records: each is read with a
  * plain ranged read (head and groups 1..k; the index gave the offsets).
- * When a read completes, librados's callback queues the record for the
+ * When a read completes, the backend's callback queues the record for the
  * pool; a worker checks its head and group CRCs and queues one task per
  * image (assemble header + scans + EOI, decode if asked). rckpt_pcr_next
  * hands out the oldest record once all its tasks are done, and tops the
@@ -46,11 +46,11 @@ struct rckpt_pcr_batch {
 	rckpt_pcr_t *d;
 	uint32_t record;
 	unsigned k;          /* groups of this record read */
-	rados_completion_t c;
+	rckpt_aio_t *c;      /* the prefix read, until parsed */
 	uint8_t *rbuf;       /* the prefix read */
 	size_t rlen;
 	rckpt_pcr_head_t head;
-	char **replies;      /* fetch: the `images` replies (rados_buffer_free) */
+	rckpt_buf_t *replies; /* fetch: the `images` replies */
 	unsigned nreplies;
 	unsigned n;
 	pimg_t *img;
@@ -68,7 +68,7 @@ typedef struct task {
 
 struct rckpt_pcr {
 	rckpt_t *h;
-	rados_ioctx_t io;
+	rckpt_io_t *io;
 	char name[64];
 	rckpt_pcr_opts_t o;
 	rckpt_pcr_index_t x;
@@ -121,9 +121,10 @@ static void finish_locked(rckpt_pcr_t *d, rckpt_pcr_batch_t *b, int rc)
 static void parse(rckpt_pcr_t *d, rckpt_pcr_batch_t *b)
 {
 	const rckpt_pcr_index_rec_t *e = &d->x.rec[b->record];
-	int rc = rados_aio_get_return_value(b->c);
+	int rc = d->io->ops->aio_wait(b->c);
 	unsigned i;
 
+	b->c = NULL;
 	if (rc >= 0 && (size_t)rc != b->rlen)
 		rc = -EBADMSG; /* shorter than the index says */
 	if (rc >= 0)
@@ -235,12 +236,11 @@ static void *worker(void *arg)
 	return NULL;
 }
 
-/* librados's thread: queue the record for a worker. */
-static void read_done(rados_completion_t c, void *arg)
+/* The backend's thread: queue the record for a worker. */
+static void read_done(void *arg)
 {
 	rckpt_pcr_batch_t *b = arg;
 	rckpt_pcr_t *d = b->d;
-	(void)c;
 	pthread_mutex_lock(&d->mu);
 	if (push_locked(d, b, PARSE))
 		finish_locked(d, b, -ENOMEM);
@@ -254,15 +254,14 @@ void rckpt_pcr_batch_free(rckpt_pcr_batch_t *b)
 	unsigned i;
 	if (b == NULL)
 		return;
-	if (b->c)
-		rados_aio_release(b->c);
+	if (b->c) /* read, never parsed */
+		b->d->io->ops->aio_wait(b->c);
 	for (i = 0; b->img && i < b->n; i++) {
 		free(b->img[i].jpeg);
 		free(b->img[i].rgb);
 	}
-	for (i = 0; i < b->nreplies; i++)
-		if (b->replies[i])
-			rados_buffer_free(b->replies[i]);
+	for (i = 0; b->replies && i < b->nreplies; i++)
+		rckpt_buf_free(&b->replies[i]);
 	free(b->replies);
 	free(b->img);
 	free(b->rbuf);
@@ -321,9 +320,7 @@ static int issue(rckpt_pcr_t *d)
 		return -ENOMEM;
 	}
 	rckpt_pcr_record_oid(oid, b->record);
-	rc = rados_aio_create_completion2(b, read_done, &b->c);
-	if (rc == 0)
-		rc = rados_aio_read(d->io, oid, b->c, (char *)b->rbuf, b->rlen, 0);
+	rc = d->io->ops->aio_read(d->io, oid, b->rbuf, b->rlen, 0, read_done, b, &b->c);
 	if (rc) {
 		rckpt_pcr_batch_free(b);
 		return rc;
@@ -387,7 +384,7 @@ int rckpt_pcr_open(rckpt_t *h, rckpt_pcr_t **out, const char *dataset, const rck
 	pthread_mutex_init(&d->mu, NULL);
 	pthread_cond_init(&d->cv_work, NULL);
 	pthread_cond_init(&d->cv_done, NULL);
-	if ((rc = rckpt_pcr_ioctx(h, dataset, &d->io))) {
+	if ((rc = rckpt_pcr_io(h, dataset, &d->io))) {
 		rckpt_pcr_close(d);
 		return rckpt_fail(h, rc, __func__, "cannot open dataset %s", dataset ? dataset : "(null)");
 	}
@@ -426,7 +423,7 @@ void rckpt_pcr_close(rckpt_pcr_t *d)
 	for (t = 0; t < d->nthreads; t++)
 		pthread_join(d->tid[t], NULL);
 	if (d->io)
-		rados_ioctx_destroy(d->io);
+		d->io->ops->close(d->io);
 	rckpt_pcr_index_free(&d->x);
 	free(d->xbytes);
 	free(d->q);
@@ -550,15 +547,20 @@ static int cmp_pos(const void *a, const void *b, void *arg)
 	return x < y ? -1 : x > y;
 }
 
+/* The name of the q-th record of a fetch: recs[q]. */
+static void record_oid(void *arg, unsigned q, char *buf, size_t cap)
+{
+	const uint32_t *recs = arg;
+	(void)cap; /* RCKPT_PCR_OID_MAX */
+	rckpt_pcr_record_oid(buf, recs[q]);
+}
+
 int rckpt_pcr_fetch(rckpt_pcr_t *d, const uint32_t *ids, unsigned n, rckpt_pcr_batch_t **out)
 {
 	rckpt_pcr_batch_t *b;
 	uint32_t *u = NULL, *ord = NULL, nu = 0, i, r;
-	rados_completion_t *c = NULL;
-	rados_read_op_t *op = NULL;
 	rckpt_buf_t *req = NULL;
-	size_t *rlen = NULL;
-	int *prval = NULL;
+	uint32_t *recs = NULL;
 	unsigned nrec = 0, q;
 	int rc = 0;
 
@@ -592,19 +594,15 @@ int rckpt_pcr_fetch(rckpt_pcr_t *d, const uint32_t *ids, unsigned n, rckpt_pcr_b
 			nrec++;
 	b->img = calloc(n, sizeof(*b->img));
 	b->replies = calloc(nrec, sizeof(*b->replies));
-	c = calloc(nrec, sizeof(*c));
-	op = calloc(nrec, sizeof(*op));
 	req = calloc(nrec, sizeof(*req));
-	rlen = calloc(nrec, sizeof(*rlen));
-	prval = calloc(nrec, sizeof(*prval));
-	if (!b->img || !b->replies || !c || !op || !req || !rlen || !prval) {
+	recs = calloc(nrec, sizeof(*recs));
+	if (!b->img || !b->replies || !req || !recs) {
 		rc = -ENOMEM;
 		goto out;
 	}
 	b->nreplies = nrec;
 	for (i = 0, q = 0; i < nu && rc == 0; q++) {
 		uint32_t first = i, k;
-		char oid[RCKPT_PCR_OID_MAX];
 		r = record_of(&d->x, u[i]);
 		while (i < nu && record_of(&d->x, u[i]) == r)
 			i++;
@@ -615,32 +613,11 @@ int rckpt_pcr_fetch(rckpt_pcr_t *d, const uint32_t *ids, unsigned n, rckpt_pcr_b
 						 u + first, i - first);
 		for (k = first; k < i; k++)
 			u[k] += d->x.rec[r].first_id;
-		if (rc)
-			break;
-		rckpt_pcr_record_oid(oid, r);
-		op[q] = rados_create_read_op();
-		if (op[q] == NULL || (rc = rados_aio_create_completion2(NULL, NULL, &c[q]))) {
-			rc = rc ? rc : -ENOMEM;
-			break;
-		}
-		rados_read_op_exec(op[q], "pcr", "images", (const char *)req[q].p, req[q].len,
-				   &b->replies[q], &rlen[q], &prval[q]);
-		rc = rados_aio_read_op_operate(op[q], d->io, c[q], oid, 0);
+		recs[q] = r;
 	}
-	for (q = 0; q < nrec; q++) {
-		if (c[q]) {
-			int r2;
-			rados_aio_wait_for_complete(c[q]);
-			r2 = rados_aio_get_return_value(c[q]);
-			if (r2 == 0)
-				r2 = prval[q];
-			if (r2 && rc == 0)
-				rc = r2;
-			rados_aio_release(c[q]);
-		}
-		if (op[q])
-			rados_release_read_op(op[q]);
-	}
+	if (rc == 0)
+		rc = rckpt_io_fanout(d->io, nrec, nrec, record_oid, recs, "pcr", "images", req, 0,
+				     b->replies, NULL, NULL);
 	if (rc)
 		goto out;
 	/* place each reply's images at the positions that asked for them:
@@ -656,9 +633,9 @@ int rckpt_pcr_fetch(rckpt_pcr_t *d, const uint32_t *ids, unsigned n, rckpt_pcr_b
 	for (q = 0; q < nrec && rc == 0; q++) {
 		rckpt_pcr_jpegs_reader_t jr;
 		rckpt_pcr_jpeg_t e;
-		d->stats.wire_bytes += rlen[q];
+		d->stats.wire_bytes += b->replies[q].len;
 		d->stats.reads++;
-		rc = rckpt_msg_pcr_jpegs_open(&jr, (const uint8_t *)b->replies[q], rlen[q]);
+		rc = rckpt_msg_pcr_jpegs_open(&jr, b->replies[q].p, b->replies[q].len);
 		while (rc == 0 && (rc = rckpt_msg_pcr_jpegs_next(&jr, &e)) == 1) {
 			uint32_t lo = 0, hi = n;
 			rc = 0;
@@ -690,10 +667,7 @@ out:
 	for (q = 0; req && q < nrec; q++)
 		rckpt_buf_free(&req[q]);
 	free(req);
-	free(c);
-	free(op);
-	free(rlen);
-	free(prval);
+	free(recs);
 	free(u);
 	free(ord);
 	if (rc) {
