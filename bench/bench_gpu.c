@@ -223,12 +223,12 @@ static void run_size(uint64_t n, unsigned reps, unsigned threads, int do_cpu)
 			put(&tcopy, rckpt_now_s() - t0);
 		/* sketch of values alone, then with sensitivities */
 		t0 = rckpt_now_s();
-		CK("sketch", rckpt_gpu_sketch(dh, NULL, dsmall, dw, RCKPT_GPU_F32, NULL, n, 6, NULL, 0, stream));
+		CK("sketch", rckpt_gpu_sketch(dh, NULL, dsmall, dw, RCKPT_DT_F32, NULL, n, 6, NULL, 0, stream));
 		CK("sync", rckpt_gpu_stream_sync(stream));
 		if (keep)
 			put(&tsk, rckpt_now_s() - t0);
 		t0 = rckpt_now_s();
-		CK("sketch", rckpt_gpu_sketch(dh, dh + hl, dsmall, dw, RCKPT_GPU_F32, dg, n, 6, NULL, 0, stream));
+		CK("sketch", rckpt_gpu_sketch(dh, dh + hl, dsmall, dw, RCKPT_DT_F32, dg, n, 6, NULL, 0, stream));
 		CK("sync", rckpt_gpu_stream_sync(stream));
 		if (keep)
 			put(&tskg, rckpt_now_s() - t0);
@@ -257,7 +257,7 @@ static void run_size(uint64_t n, unsigned reps, unsigned threads, int do_cpu)
 		rckpt_gpu_qparams_make(&gq, &q);
 		/* bin assignment */
 		t0 = rckpt_now_s();
-		CK("quantize", rckpt_gpu_quantize(didx, dprot, dsmall, dw, RCKPT_GPU_F32, NULL, n, &gq, dtemp, tbytes, stream));
+		CK("quantize", rckpt_gpu_quantize(didx, dprot, dsmall, dw, RCKPT_DT_F32, NULL, n, &gq, dtemp, tbytes, stream));
 		CK("sync", rckpt_gpu_stream_sync(stream));
 		t1 = rckpt_now_s();
 		if (keep)
@@ -266,7 +266,7 @@ static void run_size(uint64_t n, unsigned reps, unsigned threads, int do_cpu)
 		if (keep)
 			put(&te2e, tsk.t[tsk.n - 1] + tkm.t[tkm.n - 1] + (t1 - t0));
 		t0 = rckpt_now_s();
-		CK("quantize", rckpt_gpu_quantize(didx, dprot, dsmall, dw, RCKPT_GPU_F32, dg, n, &gq, dtemp, tbytes, stream));
+		CK("quantize", rckpt_gpu_quantize(didx, dprot, dsmall, dw, RCKPT_DT_F32, dg, n, &gq, dtemp, tbytes, stream));
 		CK("nprot", rckpt_gpu_memcpy(&np, dsmall, 8, 1, stream));
 		CK("sync", rckpt_gpu_stream_sync(stream));
 		if (keep)
@@ -275,14 +275,14 @@ static void run_size(uint64_t n, unsigned reps, unsigned threads, int do_cpu)
 		if (df == NULL)
 			df = dcopy;
 		t0 = rckpt_now_s();
-		CK("dequantize", rckpt_gpu_dequantize(df, RCKPT_GPU_F32, (int *)(dsmall + 4), didx, n, &gq, dprot, np,
+		CK("dequantize", rckpt_gpu_dequantize(df, RCKPT_DT_F32, (int *)(dsmall + 4), didx, n, &gq, dprot, np,
 						      dtemp, tbytes, stream));
 		CK("sync", rckpt_gpu_stream_sync(stream));
 		if (keep)
 			put(&tdq, rckpt_now_s() - t0);
 		/* quality sums */
 		t0 = rckpt_now_s();
-		CK("qerr", rckpt_gpu_qerr(dsum, dw, RCKPT_GPU_F32, dg, n, &gq, dtemp, tbytes, stream));
+		CK("qerr", rckpt_gpu_qerr(dsum, dw, RCKPT_DT_F32, dg, n, &gq, dtemp, tbytes, stream));
 		CK("sync", rckpt_gpu_stream_sync(stream));
 		if (keep)
 			put(&terr, rckpt_now_s() - t0);
@@ -299,7 +299,7 @@ static void run_size(uint64_t n, unsigned reps, unsigned threads, int do_cpu)
 			put(&tdel, rckpt_now_s() - t0);
 		/* change distance, blocks of 64 Ki */
 		t0 = rckpt_now_s();
-		CK("dist", rckpt_gpu_block_dist((double *)dtemp, dw, RCKPT_GPU_F32, dcopy, n, 65536, stream));
+		CK("dist", rckpt_gpu_block_dist((double *)dtemp, dw, RCKPT_DT_F32, dcopy, n, 65536, stream));
 		CK("sync", rckpt_gpu_stream_sync(stream));
 		if (keep)
 			put(&tdist, rckpt_now_s() - t0);

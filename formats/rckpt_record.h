@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "rckpt_buf.h"
+#include "rckpt_dtype.h"
 #include "rckpt_estream.h"
 #include "rckpt_istream.h"
 
@@ -25,7 +26,6 @@
 
 enum rckpt_record_kind { RCKPT_REC_BASE = 1, RCKPT_REC_DELTA = 2, RCKPT_REC_SPARSE = 3 };
 enum rckpt_seg_encoding { RCKPT_SEG_QUANTIZED = 1, RCKPT_SEG_LOSSLESS = 2 };
-enum rckpt_dtype { RCKPT_DT_F32 = 1, RCKPT_DT_F16 = 2, RCKPT_DT_BF16 = 3 };
 
 /* Bytes per element of a dtype; 0 for an unknown one. */
 size_t rckpt_dtype_size(unsigned dtype);

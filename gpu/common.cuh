@@ -49,7 +49,7 @@ static inline int launched(void)
 
 static inline int dtype_ok(unsigned dt)
 {
-	return dt == RCKPT_GPU_F32 || dt == RCKPT_GPU_F16 || dt == RCKPT_GPU_BF16;
+	return dt == RCKPT_DT_F32 || dt == RCKPT_DT_F16 || dt == RCKPT_DT_BF16;
 }
 
 static inline size_t align_up(size_t v, size_t a)
@@ -113,17 +113,17 @@ __device__ __forceinline__ float bf16_to_f32(uint32_t h)
 
 template <int DT> __device__ __forceinline__ float ld1(const void *p, u64 i)
 {
-	if (DT == RCKPT_GPU_F32)
+	if (DT == RCKPT_DT_F32)
 		return ((const float *)p)[i];
 	const uint32_t h = ((const uint16_t *)p)[i];
-	return DT == RCKPT_GPU_F16 ? half_to_f32(h) : bf16_to_f32(h);
+	return DT == RCKPT_DT_F16 ? half_to_f32(h) : bf16_to_f32(h);
 }
 
 // Four consecutive elements from i (a multiple of 4) of an array whose base
 // is aligned for it: one 16-byte (fp32) or 8-byte (fp16, bf16) load.
 template <int DT> __device__ __forceinline__ void ld4(float x[4], const void *p, u64 i)
 {
-	if (DT == RCKPT_GPU_F32) {
+	if (DT == RCKPT_DT_F32) {
 		const float4 v = ((const float4 *)p)[i / 4];
 		x[0] = v.x, x[1] = v.y, x[2] = v.z, x[3] = v.w;
 	} else {
@@ -131,7 +131,7 @@ template <int DT> __device__ __forceinline__ void ld4(float x[4], const void *p,
 		const uint32_t h[4] = { v.x & 0xffffu, v.x >> 16, v.y & 0xffffu, v.y >> 16 };
 #pragma unroll
 		for (int e = 0; e < 4; e++)
-			x[e] = DT == RCKPT_GPU_F16 ? half_to_f32(h[e]) : bf16_to_f32(h[e]);
+			x[e] = DT == RCKPT_DT_F16 ? half_to_f32(h[e]) : bf16_to_f32(h[e]);
 	}
 }
 
@@ -144,7 +144,7 @@ __device__ __forceinline__ void ld_quad(float x[4], float gv[4], const void *w, 
 	if (VEC && i + 4 <= n) {
 		ld4<DT>(x, w, i);
 		if (G)
-			ld4<RCKPT_GPU_F32>(gv, g, i);
+			ld4<RCKPT_DT_F32>(gv, g, i);
 		return;
 	}
 #pragma unroll

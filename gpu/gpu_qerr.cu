@@ -115,14 +115,14 @@ extern "C" int rckpt_gpu_qerr(double *d_out, const void *d_w, unsigned dtype, co
 	if (n == 0)
 		return err_of(cudaMemsetAsync(d_out, 0, 16, s)); // +0.0, +0.0
 	switch (dtype) {
-	case RCKPT_GPU_F32:
-		rc = launch_qerr<RCKPT_GPU_F32>(tsum, d_w, d_g, n, q, s);
+	case RCKPT_DT_F32:
+		rc = launch_qerr<RCKPT_DT_F32>(tsum, d_w, d_g, n, q, s);
 		break;
-	case RCKPT_GPU_F16:
-		rc = launch_qerr<RCKPT_GPU_F16>(tsum, d_w, d_g, n, q, s);
+	case RCKPT_DT_F16:
+		rc = launch_qerr<RCKPT_DT_F16>(tsum, d_w, d_g, n, q, s);
 		break;
 	default:
-		rc = launch_qerr<RCKPT_GPU_BF16>(tsum, d_w, d_g, n, q, s);
+		rc = launch_qerr<RCKPT_DT_BF16>(tsum, d_w, d_g, n, q, s);
 		break;
 	}
 	if (rc)
@@ -165,14 +165,14 @@ extern "C" int rckpt_gpu_block_dist(double *d_out, const void *d_cur, unsigned d
 	if (nb == 0)
 		return 0;
 	switch (dtype) {
-	case RCKPT_GPU_F32:
-		k_block_dist<RCKPT_GPU_F32><<<(unsigned)nb, QE_LANES, 0, s>>>(d_out, d_cur, d_saved, n, block);
+	case RCKPT_DT_F32:
+		k_block_dist<RCKPT_DT_F32><<<(unsigned)nb, QE_LANES, 0, s>>>(d_out, d_cur, d_saved, n, block);
 		break;
-	case RCKPT_GPU_F16:
-		k_block_dist<RCKPT_GPU_F16><<<(unsigned)nb, QE_LANES, 0, s>>>(d_out, d_cur, d_saved, n, block);
+	case RCKPT_DT_F16:
+		k_block_dist<RCKPT_DT_F16><<<(unsigned)nb, QE_LANES, 0, s>>>(d_out, d_cur, d_saved, n, block);
 		break;
 	default:
-		k_block_dist<RCKPT_GPU_BF16><<<(unsigned)nb, QE_LANES, 0, s>>>(d_out, d_cur, d_saved, n, block);
+		k_block_dist<RCKPT_DT_BF16><<<(unsigned)nb, QE_LANES, 0, s>>>(d_out, d_cur, d_saved, n, block);
 		break;
 	}
 	return launched();

@@ -194,14 +194,14 @@ extern "C" int rckpt_gpu_quantize(uint8_t *d_idx, uint16_t *d_prot, uint64_t *d_
 		return rc;
 	if (n == 0)
 		return 0;
-	vec = aligned(d_w, dtype == RCKPT_GPU_F32 ? 16 : 8) && aligned(d_idx, 4) && (!d_g || aligned(d_g, 16));
+	vec = aligned(d_w, dtype == RCKPT_DT_F32 ? 16 : 8) && aligned(d_idx, 4) && (!d_g || aligned(d_g, 16));
 	switch (dtype) {
-	case RCKPT_GPU_F32:
-		return quantize_dt<RCKPT_GPU_F32>(d_idx, d_prot, (u64 *)d_nprot, d_w, d_g, n, q, temp, vec, s);
-	case RCKPT_GPU_F16:
-		return quantize_dt<RCKPT_GPU_F16>(d_idx, d_prot, (u64 *)d_nprot, d_w, d_g, n, q, temp, vec, s);
+	case RCKPT_DT_F32:
+		return quantize_dt<RCKPT_DT_F32>(d_idx, d_prot, (u64 *)d_nprot, d_w, d_g, n, q, temp, vec, s);
+	case RCKPT_DT_F16:
+		return quantize_dt<RCKPT_DT_F16>(d_idx, d_prot, (u64 *)d_nprot, d_w, d_g, n, q, temp, vec, s);
 	default:
-		return quantize_dt<RCKPT_GPU_BF16>(d_idx, d_prot, (u64 *)d_nprot, d_w, d_g, n, q, temp, vec, s);
+		return quantize_dt<RCKPT_DT_BF16>(d_idx, d_prot, (u64 *)d_nprot, d_w, d_g, n, q, temp, vec, s);
 	}
 }
 
@@ -210,10 +210,10 @@ extern "C" int rckpt_gpu_quantize(uint8_t *d_idx, uint16_t *d_prot, uint64_t *d_
 template <int ODT>
 __device__ __forceinline__ void st1(void *out, u64 i, float v)
 {
-	if (ODT == RCKPT_GPU_F32)
+	if (ODT == RCKPT_DT_F32)
 		((float *)out)[i] = v;
 	else
-		((uint16_t *)out)[i] = ODT == RCKPT_GPU_F16 ? f32_to_half(v) : f32_to_bf16(v);
+		((uint16_t *)out)[i] = ODT == RCKPT_DT_F16 ? f32_to_half(v) : f32_to_bf16(v);
 }
 
 template <int ODT, bool VEC>
@@ -280,7 +280,7 @@ __global__ __launch_bounds__(QT) void k_dequantize(void *out, int *bad, const ui
 				v[e] = 0.0f;
 			}
 		}
-		if (ODT == RCKPT_GPU_F32 && VEC && i + 4 <= n) {
+		if (ODT == RCKPT_DT_F32 && VEC && i + 4 <= n) {
 			((float4 *)out)[i / 4] = make_float4(v[0], v[1], v[2], v[3]);
 		} else {
 #pragma unroll
@@ -330,11 +330,11 @@ extern "C" int rckpt_gpu_dequantize(void *d_out, unsigned out_dtype, int *d_bad,
 		return nprot ? err_of(cudaMemsetAsync(d_bad, 1, 1, s)) : 0;
 	vec = aligned(d_idx, 4) && aligned(d_out, 16);
 	switch (out_dtype) {
-	case RCKPT_GPU_F32:
-		return launch_dequantize<RCKPT_GPU_F32>(d_out, d_bad, d_idx, n, q, d_prot, nprot, (u64 *)d_temp, vec, s);
-	case RCKPT_GPU_F16:
-		return launch_dequantize<RCKPT_GPU_F16>(d_out, d_bad, d_idx, n, q, d_prot, nprot, (u64 *)d_temp, vec, s);
+	case RCKPT_DT_F32:
+		return launch_dequantize<RCKPT_DT_F32>(d_out, d_bad, d_idx, n, q, d_prot, nprot, (u64 *)d_temp, vec, s);
+	case RCKPT_DT_F16:
+		return launch_dequantize<RCKPT_DT_F16>(d_out, d_bad, d_idx, n, q, d_prot, nprot, (u64 *)d_temp, vec, s);
 	default:
-		return launch_dequantize<RCKPT_GPU_BF16>(d_out, d_bad, d_idx, n, q, d_prot, nprot, (u64 *)d_temp, vec, s);
+		return launch_dequantize<RCKPT_DT_BF16>(d_out, d_bad, d_idx, n, q, d_prot, nprot, (u64 *)d_temp, vec, s);
 	}
 }

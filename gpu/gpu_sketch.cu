@@ -174,17 +174,17 @@ extern "C" int rckpt_gpu_sketch(uint64_t *d_hist, uint64_t *d_hsens, uint64_t *d
 	cudaGetDevice(&dev);
 	cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
 	shared = shbytes <= (size_t)optin;
-	vec = aligned(d_w, dtype == RCKPT_GPU_F32 ? 16 : 8) && (!d_g || aligned(d_g, 16));
+	vec = aligned(d_w, dtype == RCKPT_DT_F32 ? 16 : 8) && (!d_g || aligned(d_g, 16));
 	switch (dtype) {
-	case RCKPT_GPU_F32:
-		return vec ? sketch_dt<RCKPT_GPU_F32, true>(hv, hs, bd, d_w, d_g, n, mbits, shared, s)
-			   : sketch_dt<RCKPT_GPU_F32, false>(hv, hs, bd, d_w, d_g, n, mbits, shared, s);
-	case RCKPT_GPU_F16:
-		return vec ? sketch_dt<RCKPT_GPU_F16, true>(hv, hs, bd, d_w, d_g, n, mbits, shared, s)
-			   : sketch_dt<RCKPT_GPU_F16, false>(hv, hs, bd, d_w, d_g, n, mbits, shared, s);
+	case RCKPT_DT_F32:
+		return vec ? sketch_dt<RCKPT_DT_F32, true>(hv, hs, bd, d_w, d_g, n, mbits, shared, s)
+			   : sketch_dt<RCKPT_DT_F32, false>(hv, hs, bd, d_w, d_g, n, mbits, shared, s);
+	case RCKPT_DT_F16:
+		return vec ? sketch_dt<RCKPT_DT_F16, true>(hv, hs, bd, d_w, d_g, n, mbits, shared, s)
+			   : sketch_dt<RCKPT_DT_F16, false>(hv, hs, bd, d_w, d_g, n, mbits, shared, s);
 	default:
-		return vec ? sketch_dt<RCKPT_GPU_BF16, true>(hv, hs, bd, d_w, d_g, n, mbits, shared, s)
-			   : sketch_dt<RCKPT_GPU_BF16, false>(hv, hs, bd, d_w, d_g, n, mbits, shared, s);
+		return vec ? sketch_dt<RCKPT_DT_BF16, true>(hv, hs, bd, d_w, d_g, n, mbits, shared, s)
+			   : sketch_dt<RCKPT_DT_BF16, false>(hv, hs, bd, d_w, d_g, n, mbits, shared, s);
 	}
 }
 

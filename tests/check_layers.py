@@ -43,7 +43,7 @@ DIRS = {
 # What each module may include from others.
 ALLOWED = {
     "formats": set(),
-    "gpu": set(),
+    "gpu": {"formats"},
     "cls": {"formats"},
     "public": set(),
     "common": {"public", "formats", "gpu"},

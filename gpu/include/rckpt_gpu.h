@@ -28,6 +28,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rckpt_dtype.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -67,8 +69,7 @@ int rckpt_gpu_gather_d2h(void *dst, const void *d_src, size_t esize, size_t stri
 /* 1 when p is device (or managed) memory of the current device, else 0. */
 int rckpt_gpu_is_device_ptr(const void *p);
 
-/* Element types, the values of rckpt's dtypes: fp32, fp16, bf16. */
-enum rckpt_gpu_dtype { RCKPT_GPU_F32 = 1, RCKPT_GPU_F16 = 2, RCKPT_GPU_BF16 = 3 };
+/* Element types: enum rckpt_dtype (formats/rckpt_dtype.h). */
 
 /* ---- sketch: log-bucket histograms (twin: rckpt_sketch_add and
  * rckpt_sketch_add_abs_prod, client/lib/codec/rckpt_sketch.c) ---- */

@@ -184,10 +184,10 @@ static void check_bad_index(void)
 	g[123457] = -INFINITY;
 	dw = to_dev(w, 4 * n);
 	dg = to_dev(g, 4 * n);
-	assert_int_equal(rckpt_gpu_sketch(dh, dh + hl, dbad, dw, RCKPT_GPU_F32, dg, n, 6, NULL, 0, stream), 0);
+	assert_int_equal(rckpt_gpu_sketch(dh, dh + hl, dbad, dw, RCKPT_DT_F32, dg, n, 6, NULL, 0, stream), 0);
 	from_dev(&bad, dbad, 8);
 	assert_int_equal(bad, 123457);
-	assert_int_equal(rckpt_gpu_sketch(dh, NULL, dbad, dw, RCKPT_GPU_F32, NULL, n, 6, NULL, 0, stream), 0);
+	assert_int_equal(rckpt_gpu_sketch(dh, NULL, dbad, dw, RCKPT_DT_F32, NULL, n, 6, NULL, 0, stream), 0);
 	from_dev(&bad, dbad, 8);
 	assert_int_equal(bad, 190000);
 	rckpt_gpu_free(dw), rckpt_gpu_free(dg), rckpt_gpu_free(dh), rckpt_gpu_free(dbad);

@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rckpt_gpuenc.h"
 
 /* Elements [first, first + n) of t as fp32: in place when t is aligned
  * fp32, else widened into the block buffer (n <= BLK). */
@@ -89,7 +88,8 @@ static int quantize_piece(rckpt_ckenc_t *e, rckpt_seg_t *seg, const rckpt_st_ten
 			  const float *grads, const rckpt_qparams_t *q, uint64_t first, uint64_t n,
 			  uint64_t stride, uint8_t *summary, float *snap)
 {
-	uint64_t k, cap = 0, u;
+	uint64_t u;
+	int rc;
 
 	seg->n = n;
 	seg->first = first;
@@ -97,52 +97,10 @@ static int quantize_piece(rckpt_ckenc_t *e, rckpt_seg_t *seg, const rckpt_st_ten
 	seg->encoding = RCKPT_SEG_QUANTIZED;
 	seg->nbins = q->nbins;
 	memcpy(seg->centroids, q->centroids, sizeof(float) * q->nbins);
-	seg->idx = malloc(n ? (size_t)n : 1);
-	seg->prot = malloc(e->o.gpu ? 2 * (size_t)(n ? n : 1) : 2);
-	if (seg->idx == NULL || seg->prot == NULL)
+	if ((seg->idx = malloc(n ? (size_t)n : 1)) == NULL)
 		return -ENOMEM;
-	cap = 1;
-	if (e->o.gpu) {
-		size_t np = 0;
-		uint16_t *pr;
-		int rc = rckpt_gpuenc_quantize(e->o.gpu, seg->idx, seg->prot, &np, t, grads, first, n, q);
-		if (rc)
-			return rc;
-		seg->nprot = np;
-		if ((pr = realloc(seg->prot, 2 * (np ? np : 1))) != NULL)
-			seg->prot = pr;
-		if (snap) { /* the values as saved, for partial steps */
-			const size_t dsz = rckpt_dtype_size(t->dtype);
-			for (k = 0; k < n && rc == 0; k += BLK) {
-				const size_t m = n - k < BLK ? (size_t)(n - k) : BLK;
-				rc = rckpt_gpuenc_read(e->o.gpu, e->wblk, (const uint8_t *)t->data + (first + k) * dsz,
-						       m * dsz); /* wblk holds BLK fp32 */
-				if (rc == 0)
-					rckpt_widen_to_f32(snap + k, e->wblk, t->dtype, m);
-			}
-			if (rc)
-				return rc;
-		}
-		n = 0; /* done: skip the CPU's blocks */
-	}
-	for (k = 0; k < n; k += BLK) {
-		const size_t m = n - k < BLK ? (size_t)(n - k) : BLK;
-		const float *w = ckenc_values(e, t, first + k, m);
-		size_t np;
-		rckpt_quantize(seg->idx + k, e->pblk, &np, w, grads ? grads + first + k : NULL, m, q);
-		if (snap)
-			memcpy(snap + k, w, 4 * m);
-		if (seg->nprot + np > cap) {
-			uint64_t nc = (seg->nprot + np) * 2;
-			uint16_t *pr = realloc(seg->prot, 2 * (size_t)nc);
-			if (pr == NULL)
-				return -ENOMEM;
-			seg->prot = pr;
-			cap = nc;
-		}
-		memcpy(seg->prot + seg->nprot, e->pblk, 2 * np);
-		seg->nprot += np;
-	}
+	if ((rc = e->be->quantize(e, seg, t, grads, q, first, n, snap)))
+		return rc;
 	for (u = (first + stride - 1) / stride * stride; u < first + seg->n; u += stride)
 		summary[u / stride] = seg->idx[u - first];
 	return 0;
@@ -153,17 +111,12 @@ int ckenc_lossless_piece(rckpt_ckenc_t *e, rckpt_seg_t *seg, const rckpt_st_tens
 			  uint64_t first, uint64_t n)
 {
 	const size_t dsz = rckpt_dtype_size(t->dtype);
-	const uint8_t *src = (const uint8_t *)t->data + first * dsz;
-	uint8_t *h = NULL;
-	int rc = 0;
-	if (e->o.gpu) { /* the bytes may be in device memory */
-		h = malloc(n ? (size_t)n * dsz : 1);
-		rc = h ? rckpt_gpuenc_read(e->o.gpu, h, src, (size_t)n * dsz) : -ENOMEM;
-		src = h;
-	}
+	const void *src;
+	void *owned;
+	int rc = e->be->to_host(e, (const uint8_t *)t->data + first * dsz, (size_t)n * dsz, &src, &owned);
 	if (rc == 0)
 		rc = rckpt_codec_lossless_segment(seg, src, t->dtype, n);
-	free(h);
+	free(owned);
 	seg->first = first;
 	return rc;
 }

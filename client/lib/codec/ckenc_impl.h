@@ -9,6 +9,8 @@
  *                     into records and a manifest (full and partial steps)
  *   ckenc_partial.c   partial steps (SCAR): the blocks that moved most
  *   ckenc_resume.c    taking up a committed step written by another writer
+ *   ckenc_cpu.c       the compute backend on the CPU (the reference)
+ *   ckenc_cuda.c      the compute backend on a CUDA device, beside it
  *   rckpt_ckdec.c     the decoder (rckpt_ckdec.h), which needs none of this
  */
 #ifndef RCKPT_CKENC_IMPL_H
@@ -34,8 +36,11 @@ struct piece {
 	uint64_t first, n;
 };
 
+typedef struct ckenc_backend ckenc_backend_t;
+
 struct rckpt_ckenc {
 	rckpt_ckenc_opts_t o;
+	const ckenc_backend_t *be; /* where the passes over the values run */
 	rckpt_record_t prev; /* the last step's summary: per tensor its header and
 				codebook and, when quantized, its levels at the
 				sample positions (idx[j]: element j * stride) */
@@ -72,6 +77,47 @@ struct rckpt_ckenc {
 #define BLK 65536u
 _Static_assert(BLK % RCKPT_QERR_TILE == 0, "judge's blocks are whole tiles");
 
+/* ---- the compute backend: every pass of a save over the values ---- */
+
+/* Every stride-th element of a prepared tensor. */
+typedef struct sample {
+	float *w, *g;
+	size_t n;
+	uint64_t full, stride;
+} sample_t;
+
+/* Chosen with the device (rckpt_ckenc_set_gpu): e->be. Stages added later
+ * go here, with both implementations. g: the tensor's gradient RMS (fp32,
+ * host memory), or NULL. */
+struct ckenc_backend {
+	const char *name;
+	int partial; /* runs partial steps */
+	void (*step_begin)(rckpt_ckenc_t *e);
+	/* rckpt_codec_prep_begin .. end of tensor t, and every sp->stride-th
+	 * value and gradient into sp->w, sp->g (allocated; sp->n counts them).
+	 * -EDOM with *bad the element for a NaN or Inf. */
+	int (*prepare)(rckpt_ckenc_t *e, rckpt_tensor_prep_t *p, uint64_t *bad,
+		       const rckpt_st_tensor_t *t, const float *g, unsigned kind, sample_t *sp);
+	/* rckpt_qerr's sums over all of t quantized with q. */
+	int (*qerr)(rckpt_ckenc_t *e, double *num, double *den, const rckpt_st_tensor_t *t,
+		    const float *g, const rckpt_qparams_t *q);
+	/* t quantized with q and dequantized, as fp32 into out[0..t->n). */
+	int (*dequantize)(rckpt_ckenc_t *e, float *out, const rckpt_st_tensor_t *t, const float *g,
+			  const rckpt_qparams_t *q);
+	/* The levels of elements [first, first + n) of t into seg->idx (room
+	 * for n), its protected values into seg->prot (allocated here) and
+	 * seg->nprot; the values as saved, fp32, into snap when not NULL. */
+	int (*quantize)(rckpt_ckenc_t *e, rckpt_seg_t *seg, const rckpt_st_tensor_t *t,
+			const float *g, const rckpt_qparams_t *q, uint64_t first, uint64_t n,
+			float *snap);
+	/* bytes of a tensor's data at src in host memory: *out (src itself, or
+	 * a copy in *owned, which the caller frees). */
+	int (*to_host)(rckpt_ckenc_t *e, const void *src, size_t bytes, const void **out,
+		       void **owned);
+};
+
+extern const ckenc_backend_t ckenc_cpu_backend, ckenc_cuda_backend;
+
 /* ---- rckpt_ckenc.c ---- */
 void ckenc_free_names(rckpt_ckenc_t *e);
 void ckenc_free_saved(rckpt_ckenc_t *e);
@@ -81,13 +127,6 @@ void ckenc_free_layout(rckpt_ckenc_t *e);
 int ckenc_check_layout(rckpt_ckenc_t *e, const rckpt_st_t *params, char *msg, size_t msglen);
 
 /* ---- ckenc_search.c ---- */
-
-/* Every stride-th element of a prepared tensor. */
-typedef struct sample {
-	float *w, *g;
-	size_t n;
-	uint64_t full, stride;
-} sample_t;
 
 /* What evaluating a configuration on the samples reads. */
 typedef struct evalctx {

@@ -171,8 +171,8 @@ int rckpt_ckenc_step_partial(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink,
 		snprintf(msg, msglen, "fraction must be in (0, 1] and select known");
 		return -EINVAL;
 	}
-	if (e->o.gpu) {
-		snprintf(msg, msglen, "partial steps run on the CPU");
+	if (!e->be->partial) {
+		snprintf(msg, msglen, "partial steps run on the CPU, not on %s", e->be->name);
 		return -EINVAL;
 	}
 	if ((rc = ckenc_check_layout(e, params, msg, msglen)))

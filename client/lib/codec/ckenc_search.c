@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rckpt_gpuenc.h"
 
 /* The search space, each axis from most to least aggressive. */
 static const unsigned BINS[] = { 4, 6, 8, 12, 16, 24, 32, 48, 64 };
@@ -473,27 +472,14 @@ int ckenc_judge(rckpt_ckenc_t *e, const rckpt_st_t *params, const rckpt_tensor_p
 		const rckpt_st_tensor_t *t = &params->t[which[pi]];
 		const rckpt_qconfig_t ct = tensor_config(c, &prep[pi], tbins, pi);
 		double tn = 0, td = 0;
-		uint64_t k;
 		if (tbins && tbins[pi] == KEEP_LAST)
 			rc = rckpt_codec_qparams_keep(&qp[pi], &prep[pi], &ct, ckenc_warm_of(e, which[pi]));
 		else
 			rc = rckpt_codec_qparams(&qp[pi], &prep[pi], &ct,
 						 tbins ? ALLOC_QUANTIZER(tbins[pi]) : e->o.quantizer,
 						 ckenc_warm_of(e, which[pi]), &cache[pi]);
-		if (rc == 0 && e->o.gpu) {
-			rc = rckpt_gpuenc_qerr(e->o.gpu, &tn, &td, t, prep[pi].g, &qp[pi]);
-		} else {
-			rckpt_qerr_t *qe = &e->qerr;
-			rckpt_qerr_init(qe);
-			for (k = 0; k < t->n && rc == 0; k += BLK) {
-				const size_t m = t->n - k < BLK ? (size_t)(t->n - k) : BLK;
-				const float *w = ckenc_values(e, t, k, m), *g = prep[pi].g ? prep[pi].g + k : NULL;
-				size_t np;
-				rckpt_quantize(e->iblk, e->pblk, &np, w, g, m, &qp[pi]);
-				rc = rckpt_qerr_add(qe, e->iblk, w, g, m, &qp[pi]);
-			}
-			rckpt_qerr_end(qe, &tn, &td);
-		}
+		if (rc == 0)
+			rc = e->be->qerr(e, &tn, &td, t, prep[pi].g, &qp[pi]);
 		num += tn;
 		den += td;
 		if (td > 0 && tn / td > worst)
@@ -503,22 +489,15 @@ int ckenc_judge(rckpt_ckenc_t *e, const rckpt_st_t *params, const rckpt_tensor_p
 	return rc;
 }
 
-/* Tensor t as fp32 into out, from host or (on the GPU path) device memory. */
+/* Tensor t as fp32 into out, wherever its data is. */
 static int widen_any(rckpt_ckenc_t *e, float *out, const rckpt_st_tensor_t *t)
 {
-	const size_t bytes = (size_t)t->n * rckpt_dtype_size(t->dtype);
-	void *h;
-	int rc;
-	if (e->o.gpu == NULL) {
-		rckpt_widen_to_f32(out, t->data, t->dtype, t->n);
-		return 0;
-	}
-	if ((h = malloc(bytes ? bytes : 1)) == NULL)
-		return -ENOMEM;
-	rc = rckpt_gpuenc_read(e->o.gpu, h, t->data, bytes);
+	const void *h;
+	void *owned;
+	int rc = e->be->to_host(e, t->data, (size_t)t->n * rckpt_dtype_size(t->dtype), &h, &owned);
 	if (rc == 0)
 		rckpt_widen_to_f32(out, h, t->dtype, t->n);
-	free(h);
+	free(owned);
 	return rc;
 }
 
@@ -534,7 +513,6 @@ int ckenc_ask_callback(rckpt_ckenc_t *e, const rckpt_st_t *params, const rckpt_t
 
 	for (i = 0; rc == 0 && i < params->ntensors; i++) {
 		const rckpt_st_tensor_t *t = &params->t[i];
-		uint64_t k;
 		if ((v[i] = malloc(4 * (size_t)(t->n ? t->n : 1))) == NULL) {
 			rc = -ENOMEM;
 			break;
@@ -543,18 +521,7 @@ int ckenc_ask_callback(rckpt_ckenc_t *e, const rckpt_st_t *params, const rckpt_t
 			rc = widen_any(e, v[i], t);
 			continue;
 		}
-		if (e->o.gpu) {
-			rc = rckpt_gpuenc_dequantize_f32(e->o.gpu, v[i], t, prep[pi].g, &qp[pi]);
-			pi++;
-			continue;
-		}
-		for (k = 0; k < t->n && rc == 0; k += BLK) {
-			const size_t m = t->n - k < BLK ? (size_t)(t->n - k) : BLK;
-			const float *w = ckenc_values(e, t, k, m), *g = prep[pi].g ? prep[pi].g + k : NULL;
-			size_t np;
-			rckpt_quantize(e->iblk, e->pblk, &np, w, g, m, &qp[pi]);
-			rc = rckpt_dequantize(v[i] + k, e->iblk, m, &qp[pi], e->pblk, np);
-		}
+		rc = e->be->dequantize(e, v[i], t, prep[pi].g, &qp[pi]);
 		pi++;
 	}
 	if (rc == 0)

@@ -13,7 +13,6 @@
 
 #include "rckpt.h"
 #include "rckpt_clock.h"
-#include "rckpt_gpuenc.h"
 
 void rckpt_ckenc_opts_default(rckpt_ckenc_opts_t *o)
 {
@@ -121,6 +120,7 @@ int rckpt_ckenc_create(rckpt_ckenc_t **out, const rckpt_ckenc_opts_t *o)
 		return -ENOMEM;
 	e->o = *o;
 	e->o.is.scratch = &e->is_scratch;
+	e->be = o->gpu ? &ckenc_cuda_backend : &ckenc_cpu_backend;
 	e->wblk = malloc(4 * (size_t)BLK);
 	e->iblk = malloc(BLK);
 	e->pblk = malloc(2 * (size_t)BLK);
@@ -280,8 +280,7 @@ int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rc
 		return rc;
 	if ((rc = ckenc_check_layout(e, params, msg, msglen)))
 		return rc;
-	if (o->gpu)
-		rckpt_gpuenc_step_begin(o->gpu);
+	e->be->step_begin(e);
 
 	/* Prepare the quantized tensors block by block: widen, check,
 	 * sketch, sample. */
@@ -302,7 +301,7 @@ int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rc
 		unsigned kind = rckpt_layer_kind(t->name, t->ndim, t->shape);
 		const float *gd;
 		sample_t *sp = &smp[nprep];
-		uint64_t bad = 0, k, u;
+		uint64_t bad = 0;
 		st->raw_bytes += (size_t)t->n * 4;
 		stride[i] = t->n > o->sample_max ? (t->n + o->sample_max - 1) / o->sample_max : 1;
 		if (o->fixed.lossless_kinds & (1u << kind))
@@ -319,42 +318,13 @@ int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rc
 		sp->w = malloc(4 * (size_t)(t->n / sp->stride + 1));
 		sp->g = g ? malloc(4 * (size_t)(t->n / sp->stride + 1)) : NULL;
 		which[nprep] = i;
-		if (o->gpu) {
-			rc = sp->w == NULL || (g && sp->g == NULL)
-				     ? -ENOMEM
-				     : rckpt_gpuenc_prepare(o->gpu, &prep[nprep], &bad, t, gd, kind, sp->stride,
-							    sp->w, sp->g, &sp->n);
-			nprep++;
-			if (rc == -EDOM)
-				snprintf(msg, msglen, "tensor '%s' holds NaN or Inf at element %llu",
-					 t->name, (unsigned long long)bad);
-			if (rc)
-				goto out;
-			have_emb |= kind == RCKPT_LK_EMBEDDING;
-			have_g |= g != NULL;
-			continue;
-		}
 		rc = sp->w == NULL || (g && sp->g == NULL)
 			     ? -ENOMEM
-			     : rckpt_codec_prep_begin(&prep[nprep], t->dtype, t->n, gd, kind);
+			     : e->be->prepare(e, &prep[nprep], &bad, t, gd, kind, sp);
 		nprep++; /* from here on the cleanup frees it */
-		for (k = 0; k < t->n && rc == 0; k += BLK) {
-			const size_t m = t->n - k < BLK ? (size_t)(t->n - k) : BLK;
-			const float *w = ckenc_values(e, t, k, m);
-			rc = rckpt_codec_prep_add(&prep[nprep - 1], w, gd ? gd + k : NULL, m, &bad);
-			if (rc == -EDOM)
-				snprintf(msg, msglen, "tensor '%s' holds NaN or Inf at element %llu",
-					 t->name, (unsigned long long)(bad + k));
-			for (u = (k + sp->stride - 1) / sp->stride * sp->stride; rc == 0 && u < k + m;
-			     u += sp->stride) {
-				sp->w[sp->n] = w[u - k];
-				if (gd)
-					sp->g[sp->n] = gd[u];
-				sp->n++;
-			}
-		}
-		if (rc == 0)
-			rc = rckpt_codec_prep_end(&prep[nprep - 1]);
+		if (rc == -EDOM)
+			snprintf(msg, msglen, "tensor '%s' holds NaN or Inf at element %llu", t->name,
+				 (unsigned long long)bad);
 		if (rc)
 			goto out;
 		have_emb |= kind == RCKPT_LK_EMBEDDING;
@@ -572,6 +542,7 @@ int rckpt_ckenc_step(rckpt_ckenc_t *e, rckpt_ckenc_out_t *out, rckpt_ckenc_stats
 void rckpt_ckenc_set_gpu(rckpt_ckenc_t *e, struct rckpt_gpuenc *g)
 {
 	e->o.gpu = g;
+	e->be = g ? &ckenc_cuda_backend : &ckenc_cpu_backend;
 }
 
 void rckpt_ckenc_restart(rckpt_ckenc_t *e)

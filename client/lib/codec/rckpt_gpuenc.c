@@ -11,9 +11,6 @@
 #include "rckpt_record.h"
 
 _Static_assert(RCKPT_GPU_MAX_BINS == RCKPT_MAX_BINS, "the kernels take every codebook");
-_Static_assert((int)RCKPT_GPU_F32 == (int)RCKPT_DT_F32 && (int)RCKPT_GPU_F16 == (int)RCKPT_DT_F16 &&
-		       (int)RCKPT_GPU_BF16 == (int)RCKPT_DT_BF16,
-	       "one numbering of element types");
 
 enum { H2D = 0, D2H = 1 };
 
@@ -294,7 +291,7 @@ int rckpt_gpuenc_dequantize_f32(rckpt_gpuenc_t *g, float *out, const rckpt_st_te
 	rckpt_gpu_qparams_make(&gq, q);
 	if ((rc = quantize_dev(g, &np, t, grads, 0, t->n, &gq)) || (rc = rckpt_gpu_stream_sync(g->stream)) ||
 	    (rc = grow(&g->f32, 4 * (t->n ? (size_t)t->n : 1))) || (rc = grow(&g->temp, tb)) ||
-	    (rc = rckpt_gpu_dequantize(g->f32.d, RCKPT_GPU_F32, (int *)((char *)g->small.d + 16), g->idx.d,
+	    (rc = rckpt_gpu_dequantize(g->f32.d, RCKPT_DT_F32, (int *)((char *)g->small.d + 16), g->idx.d,
 				       t->n, &gq, g->prot.d, np, g->temp.d, tb, g->stream)) ||
 	    (rc = rckpt_gpu_memcpy(out, g->f32.d, 4 * (size_t)t->n, D2H, g->stream)) ||
 	    (rc = rckpt_gpu_memcpy(&bad, (char *)g->small.d + 16, sizeof(bad), D2H, g->stream)) ||

@@ -1,0 +1,88 @@
+/*
+ * ckenc_cuda.c — the encoder's compute backend on a CUDA device, over
+ * rckpt_gpuenc.h (the kernels are in gpu/): the same bin indices and
+ * bytes as ckenc_cpu.c, shown by tests/gpu/test_gpu_parity.c on a device.
+ * Built without CUDA too, where rckpt_gpuenc says -ENODEV.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "ckenc_impl.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rckpt_gpuenc.h"
+
+static void cuda_step_begin(rckpt_ckenc_t *e)
+{
+	rckpt_gpuenc_step_begin(e->o.gpu);
+}
+
+static int cuda_prepare(rckpt_ckenc_t *e, rckpt_tensor_prep_t *p, uint64_t *bad,
+			const rckpt_st_tensor_t *t, const float *g, unsigned kind, sample_t *sp)
+{
+	return rckpt_gpuenc_prepare(e->o.gpu, p, bad, t, g, kind, sp->stride, sp->w, sp->g, &sp->n);
+}
+
+static int cuda_qerr(rckpt_ckenc_t *e, double *num, double *den, const rckpt_st_tensor_t *t,
+		     const float *g, const rckpt_qparams_t *q)
+{
+	return rckpt_gpuenc_qerr(e->o.gpu, num, den, t, g, q);
+}
+
+static int cuda_dequantize(rckpt_ckenc_t *e, float *out, const rckpt_st_tensor_t *t,
+			   const float *g, const rckpt_qparams_t *q)
+{
+	return rckpt_gpuenc_dequantize_f32(e->o.gpu, out, t, g, q);
+}
+
+static int cuda_quantize(rckpt_ckenc_t *e, rckpt_seg_t *seg, const rckpt_st_tensor_t *t,
+			 const float *g, const rckpt_qparams_t *q, uint64_t first, uint64_t n,
+			 float *snap)
+{
+	const size_t dsz = rckpt_dtype_size(t->dtype);
+	size_t np = 0;
+	uint16_t *pr;
+	uint64_t k;
+	int rc;
+
+	if ((seg->prot = malloc(2 * (size_t)(n ? n : 1))) == NULL)
+		return -ENOMEM;
+	if ((rc = rckpt_gpuenc_quantize(e->o.gpu, seg->idx, seg->prot, &np, t, g, first, n, q)))
+		return rc;
+	seg->nprot = np;
+	if ((pr = realloc(seg->prot, 2 * (np ? np : 1))) != NULL)
+		seg->prot = pr;
+	for (k = 0; snap && k < n && rc == 0; k += BLK) { /* the values as saved, for partial steps */
+		const size_t m = n - k < BLK ? (size_t)(n - k) : BLK;
+		rc = rckpt_gpuenc_read(e->o.gpu, e->wblk, (const uint8_t *)t->data + (first + k) * dsz,
+				       m * dsz); /* wblk holds BLK fp32 */
+		if (rc == 0)
+			rckpt_widen_to_f32(snap + k, e->wblk, t->dtype, m);
+	}
+	return rc;
+}
+
+static int cuda_to_host(rckpt_ckenc_t *e, const void *src, size_t bytes, const void **out,
+			void **owned)
+{
+	void *h = malloc(bytes ? bytes : 1);
+	int rc = h ? rckpt_gpuenc_read(e->o.gpu, h, src, bytes) : -ENOMEM;
+	if (rc) {
+		free(h);
+		return rc;
+	}
+	*out = *owned = h;
+	return 0;
+}
+
+const ckenc_backend_t ckenc_cuda_backend = {
+	.name = "cuda",
+	.partial = 0, /* partial steps run on the CPU */
+	.step_begin = cuda_step_begin,
+	.prepare = cuda_prepare,
+	.qerr = cuda_qerr,
+	.dequantize = cuda_dequantize,
+	.quantize = cuda_quantize,
+	.to_host = cuda_to_host,
+};
