@@ -1,11 +1,14 @@
 /*
  * rckpt_io.c — what librckpt builds on the rckpt_io table for every
- * backend: the bounded fan-out of one method over many objects.
+ * backend: the bounded fan-out of one method over many objects, and the
+ * names of a namespace's objects.
  */
+#define _POSIX_C_SOURCE 200809L /* strdup */
 #include "rckpt_io.h"
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* Item i ended with r: kept in rcs, or the first failure kept in *rc. */
 static void ended(int r, unsigned i, int *rcs, int *rc, unsigned *failed)
@@ -52,5 +55,47 @@ int rckpt_io_fanout(rckpt_io_t *io, unsigned n, unsigned inflight,
 		if (c[done])
 			ended(io->ops->aio_wait(c[done]), done, rcs, &rc, failed);
 	free(c);
+	return rc;
+}
+
+typedef struct names {
+	char **s;
+	unsigned n, cap;
+} names_t;
+
+static int name_one(void *arg, const char *oid, const char *ns)
+{
+	names_t *l = arg;
+	(void)ns;
+	if (l->n == l->cap) {
+		unsigned cap = l->cap ? 2 * l->cap : 64;
+		char **p = realloc(l->s, cap * sizeof(*p));
+		if (p == NULL)
+			return -ENOMEM;
+		l->s = p;
+		l->cap = cap;
+	}
+	if ((l->s[l->n] = strdup(oid)) == NULL)
+		return -ENOMEM;
+	l->n++;
+	return 0;
+}
+
+int rckpt_io_names(rckpt_io_t *io, char ***names, unsigned *n)
+{
+	names_t l = { NULL, 0, 0 };
+	unsigned i;
+	int rc = io->ops->objects(io, name_one, &l);
+	if (rc == -ENOENT)
+		rc = 0;
+	if (rc) {
+		for (i = 0; i < l.n; i++)
+			free(l.s[i]);
+		free(l.s);
+		l.s = NULL;
+		l.n = 0;
+	}
+	*names = l.s;
+	*n = l.n;
 	return rc;
 }

@@ -109,4 +109,9 @@ int rckpt_io_fanout(rckpt_io_t *io, unsigned n, unsigned inflight,
 		    const char *cls, const char *method, const rckpt_buf_t *in, int same,
 		    rckpt_buf_t *out, int *rcs, unsigned *failed);
 
+/* The names of the namespace's objects, collected first (removing objects
+ * while listing them is not defined): *names[0..*n), freed with
+ * rckpt_names_free; nothing on failure. */
+int rckpt_io_names(rckpt_io_t *io, char ***names, unsigned *n);
+
 #endif /* RCKPT_IO_H */

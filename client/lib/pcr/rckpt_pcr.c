@@ -373,41 +373,14 @@ static int wslot_wait(wslot_t *s)
 
 /* ---- removing a dataset's objects ---- */
 
-typedef struct names {
-	char **s;
-	unsigned n, cap;
-} names_t;
-
-static int name_one(void *arg, const char *oid, const char *ns)
-{
-	names_t *l = arg;
-	(void)ns;
-	if (l->n == l->cap) {
-		unsigned cap = l->cap ? 2 * l->cap : 64;
-		char **p = realloc(l->s, cap * sizeof(*p));
-		if (p == NULL)
-			return -ENOMEM;
-		l->s = p;
-		l->cap = cap;
-	}
-	if ((l->s[l->n] = strdup(oid)) == NULL)
-		return -ENOMEM;
-	l->n++;
-	return 0;
-}
-
 static int remove_all(rckpt_io_t *io, unsigned *removed)
 {
-	names_t l = { NULL, 0, 0 };
 	char **names;
 	unsigned n, i;
 	int rc;
 
 	*removed = 0;
-	/* collect first: removing while listing is not defined */
-	rc = io->ops->objects(io, name_one, &l);
-	names = l.s;
-	n = l.n;
+	rc = rckpt_io_names(io, &names, &n);
 	/* the index first: the dataset disappears before its records */
 	for (i = 0; i < n && rc == 0; i++)
 		if (strcmp(names[i], RCKPT_PCR_INDEX_OID) == 0) {
@@ -424,9 +397,7 @@ static int remove_all(rckpt_io_t *io, unsigned *removed)
 	}
 	if (rc == -ENOENT)
 		rc = 0;
-	for (i = 0; i < n; i++)
-		free(names[i]);
-	free(names);
+	rckpt_names_free(names, n);
 	return rc;
 }
 

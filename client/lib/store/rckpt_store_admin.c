@@ -502,45 +502,14 @@ int rckpt_job_verify(rckpt_job_t *j, rckpt_verify_stats_t *st)
 
 typedef int (*each_fn)(rckpt_job_t *j, const char *oid, void *arg);
 
-typedef struct names {
-	char **s;
-	size_t n, cap;
-} names_t;
-
-static int name_one(void *arg, const char *oid, const char *ns)
-{
-	names_t *l = arg;
-	(void)ns;
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? 2 * l->cap : 64;
-		char **p = realloc(l->s, cap * sizeof(*p));
-		if (p == NULL)
-			return -ENOMEM;
-		l->s = p;
-		l->cap = cap;
-	}
-	if ((l->s[l->n] = strdup(oid)) == NULL)
-		return -ENOMEM;
-	l->n++;
-	return 0;
-}
-
 static int each_object(rckpt_job_t *j, each_fn fn, void *arg)
 {
-	names_t l = { NULL, 0, 0 };
 	char **names;
-	size_t n, i;
-	/* collect first: removing while listing is not defined */
-	int rc = j->io->ops->objects(j->io, name_one, &l);
-	names = l.s;
-	n = l.n;
-	if (rc == -ENOENT)
-		rc = 0;
+	unsigned n, i;
+	int rc = rckpt_io_names(j->io, &names, &n);
 	for (i = 0; i < n && rc == 0; i++)
 		rc = fn(j, names[i], arg);
-	for (i = 0; i < n; i++)
-		free(names[i]);
-	free(names);
+	rckpt_names_free(names, n);
 	return rc;
 }
 
