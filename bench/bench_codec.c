@@ -126,8 +126,8 @@ static int load_dir(const char *dir, ckpt_t **out, unsigned *n, unsigned limit)
 		}
 		c[i].have_grads = rckpt_st_read(&c[i].grads, gpath, err, sizeof(err)) == 0;
 		c[i].path = strdup(names[i]);
-		for (k = 0; k < c[i].params.ntensors; k++)
-			c[i].raw += (size_t)c[i].params.t[k].n * 4;
+		for (k = 0; k < c[i].params.set.ntensors; k++)
+			c[i].raw += (size_t)c[i].params.set.t[k].n * 4;
 	}
 	for (i = 0; i < cap && names && i < cnt; i++)
 		free(names[i]);
@@ -142,8 +142,8 @@ static size_t raw_f32(const ckpt_t *c, float *buf)
 {
 	size_t off = 0;
 	unsigned k;
-	for (k = 0; k < c->params.ntensors; k++) {
-		const rckpt_st_tensor_t *t = &c->params.t[k];
+	for (k = 0; k < c->params.set.ntensors; k++) {
+		const rckpt_ctensor_t *t = &c->params.set.t[k];
 		rckpt_widen_to_f32(buf + off, t->data, t->dtype, t->n);
 		off += t->n;
 	}
@@ -201,7 +201,7 @@ static int write_decoded(const char *dir, const char *method, const ckpt_t *c, c
 {
 	const char *base = strrchr(c->path, '/');
 	char path[4096];
-	rckpt_st_tensor_t *t = calloc(dec->mf.ntensors + 1, sizeof(*t));
+	rckpt_ctensor_t *t = calloc(dec->mf.ntensors + 1, sizeof(*t));
 	uint32_t k;
 	int rc = t ? 0 : -ENOMEM;
 
@@ -261,7 +261,7 @@ static int run_ckenc(const method_t *m, ckpt_t *c, unsigned n, double eps, int v
 	for (i = 0; i < n; i++) {
 		rckpt_ckenc_stats_t st;
 		double t0 = rckpt_now_s();
-		rc = rckpt_ckenc_step(e, &rec[i], &st, &c[i].params, c[i].have_grads ? &c[i].grads : NULL,
+		rc = rckpt_ckenc_step(e, &rec[i], &st, &c[i].params.set, c[i].have_grads ? &c[i].grads.set : NULL,
 				      (uint64_t)i + 1, msg, sizeof(msg));
 		r->t_enc += rckpt_now_s() - t0;
 		if (i >= 2) {

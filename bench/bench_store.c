@@ -111,17 +111,17 @@ static void load(ckpts_t *c, const char *dir, unsigned max)
 			fprintf(stderr, "bench_store: %s: %s\n", g.gl_pathv[i], err);
 			exit(1);
 		}
-		c->t[k] = calloc(c->st[k].ntensors, sizeof(rckpt_tensor_t));
+		c->t[k] = calloc(c->st[k].set.ntensors, sizeof(rckpt_tensor_t));
 		c->raw = 0;
-		for (j = 0; j < c->st[k].ntensors; j++) {
+		for (j = 0; j < c->st[k].set.ntensors; j++) {
 			rckpt_tensor_t *t = &c->t[k][j];
-			t->name = c->st[k].t[j].name;
-			t->dtype = c->st[k].t[j].dtype;
-			t->ndim = c->st[k].t[j].ndim;
+			t->name = c->st[k].set.t[j].name;
+			t->dtype = c->st[k].set.t[j].dtype;
+			t->ndim = c->st[k].set.t[j].ndim;
 			for (d = 0; d < t->ndim; d++)
-				t->shape[d] = c->st[k].t[j].shape[d];
-			t->data = c->st[k].t[j].data;
-			c->raw += c->st[k].t[j].n * 4;
+				t->shape[d] = c->st[k].set.t[j].shape[d];
+			t->data = c->st[k].set.t[j].data;
+			c->raw += c->st[k].set.t[j].n * 4;
 		}
 		k++;
 	}
@@ -154,7 +154,7 @@ static double save_seq(rckpt_t *h, const char *job, const ckpts_t *c, unsigned n
 	*stored = 0;
 	for (i = 0; i < n; i++) {
 		rckpt_save_stats_t ss;
-		int rc = rckpt_job_save(j, 25 * (uint64_t)(i + 1), c->t[i], c->st[i].ntensors, NULL, 0, &ss);
+		int rc = rckpt_job_save(j, 25 * (uint64_t)(i + 1), c->t[i], c->st[i].set.ntensors, NULL, 0, &ss);
 		if (rc) {
 			fprintf(stderr, "bench_store: %s\n", rckpt_errmsg(h));
 			exit(1);

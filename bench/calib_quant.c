@@ -36,14 +36,14 @@ static int usage(int code)
 }
 
 /* Encodes p (and g) under c, decodes, writes path. */
-static int one(const rckpt_st_t *p, const rckpt_st_t *g, const rckpt_qconfig_t *c, const char *path,
+static int one(const rckpt_tset_t *p, const rckpt_tset_t *g, const rckpt_qconfig_t *c, const char *path,
 	       size_t *bytes, rckpt_ckenc_stats_t *st)
 {
 	rckpt_ckenc_opts_t o;
 	rckpt_ckenc_t *e = NULL;
 	rckpt_ckenc_out_t out;
 	rckpt_ckdec_t d;
-	rckpt_st_tensor_t *t = NULL;
+	rckpt_ctensor_t *t = NULL;
 	const uint8_t **recs = NULL;
 	size_t *lens = NULL;
 	char msg[256] = "";
@@ -144,7 +144,7 @@ int main(int argc, char **argv)
 			break;
 		}
 		snprintf(path, sizeof(path), "%s/cfg-%04u.safetensors", dir, n);
-		if ((rc = one(&p, gpath ? &g : NULL, &q, path, &bytes, &st)))
+		if ((rc = one(&p.set, gpath ? &g.set : NULL, &q, path, &bytes, &st)))
 			break;
 		rckpt_qconfig_format(cfg, sizeof(cfg), &q);
 		printf("csv:%u,%zu,%zu,%.6e,%s\n", n, bytes, st.raw_bytes, st.quality, cfg);

@@ -62,7 +62,7 @@ EXPORTS = {
     "public": None,
     "common": {"rckpt_internal.h", "rckpt_io.h"},
     "codec": {"rckpt_ckenc.h", "rckpt_ckdec.h", "rckpt_codec.h", "rckpt_quant.h",
-              "rckpt_sketch.h", "rckpt_gpuenc.h", "rckpt_safetensors.h"},
+              "rckpt_sketch.h", "rckpt_gpuenc.h", "rckpt_safetensors.h", "rckpt_tset.h"},
     "store": set(),
     "pcr": set(),
     "cli": set(),

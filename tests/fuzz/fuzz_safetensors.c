@@ -30,8 +30,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort(); /* the reason is a string */
 		return 0;
 	}
-	for (i = 0; i < st.ntensors; i++) {
-		const rckpt_st_tensor_t *t = &st.t[i];
+	for (i = 0; i < st.set.ntensors; i++) {
+		const rckpt_ctensor_t *t = &st.set.t[i];
 		uint64_t n = 1, bytes;
 		if (t->ndim > RCKPT_ST_MAX_DIMS)
 			abort();
@@ -41,7 +41,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (n != t->n || (t->n && (t->data < st.buf || t->data > st.buf + st.size ||
 					   bytes > (uint64_t)(st.buf + st.size - t->data))))
 			abort();
-		if (rckpt_st_find(&st, t->name) != t)
+		if (rckpt_tset_find(&st.set, t->name) != t)
 			abort();
 		if (bytes) /* touch the first and last byte: ASan checks they are ours */
 			(void)(*(volatile const uint8_t *)t->data + *(volatile const uint8_t *)(t->data + bytes - 1));

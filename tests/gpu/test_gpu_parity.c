@@ -28,6 +28,7 @@
 #include "test_skip.h"
 
 #include "rckpt_ckenc.h"
+#include "rckpt_safetensors.h"
 #include "rckpt_codec.h"
 #include "rckpt_gpu.h"
 #include "rckpt_gpuenc.h"
@@ -401,8 +402,8 @@ static void test_big(void **state)
 /* ---- the encoder: GPU path against CPU path, record for record ---- */
 
 typedef struct model {
-	rckpt_st_t p, g;
-	rckpt_st_tensor_t t[5], gt[5];
+	rckpt_tset_t p, g;
+	rckpt_ctensor_t t[5], gt[5];
 	void *buf[5];
 	float *gbuf[5];
 } model_t;
@@ -417,9 +418,9 @@ static void model_make(model_t *m, unsigned dtype)
 	unsigned i, d;
 	memset(m, 0, sizeof(*m));
 	for (i = 0; i < 5; i++) {
-		rckpt_st_tensor_t *t = &m->t[i];
+		rckpt_ctensor_t *t = &m->t[i];
 		size_t k;
-		t->name = (char *)names[i];
+		t->name = names[i];
 		t->dtype = dtype;
 		t->ndim = ndim[i];
 		t->n = 1;
@@ -451,7 +452,7 @@ static void model_step(model_t *m)
 {
 	unsigned i;
 	for (i = 0; i < 5; i++) {
-		rckpt_st_tensor_t *t = &m->t[i];
+		rckpt_ctensor_t *t = &m->t[i];
 		float *f = malloc((size_t)t->n * 4);
 		size_t k;
 		rckpt_widen_to_f32(f, m->buf[i], t->dtype, t->n);
@@ -471,7 +472,7 @@ static void model_free(model_t *m)
 }
 
 /* A copy of st whose tensors live in device memory. */
-static void st_to_dev(rckpt_st_t *out, rckpt_st_tensor_t *tt, const rckpt_st_t *st)
+static void st_to_dev(rckpt_tset_t *out, rckpt_ctensor_t *tt, const rckpt_tset_t *st)
 {
 	unsigned i;
 	*out = *st;
@@ -482,7 +483,7 @@ static void st_to_dev(rckpt_st_t *out, rckpt_st_tensor_t *tt, const rckpt_st_t *
 	}
 }
 
-static void st_dev_free(rckpt_st_t *st)
+static void st_dev_free(rckpt_tset_t *st)
 {
 	unsigned i;
 	for (i = 0; i < st->ntensors; i++)
@@ -504,7 +505,7 @@ static void same_out(const rckpt_ckenc_out_t *a, const rckpt_ckenc_out_t *b)
 
 /* Three encoders over the same steps: CPU, GPU with host tensors, GPU with
  * device tensors. Every step's manifest and records are the same bytes. */
-static void encode_three(const rckpt_st_t *const *params, const rckpt_st_t *const *grads, unsigned nsteps,
+static void encode_three(const rckpt_tset_t *const *params, const rckpt_tset_t *const *grads, unsigned nsteps,
 			 uint64_t chunk_params)
 {
 	rckpt_ckenc_opts_t o;
@@ -522,8 +523,8 @@ static void encode_three(const rckpt_st_t *const *params, const rckpt_st_t *cons
 	for (s = 0; s < nsteps; s++) {
 		rckpt_ckenc_out_t out[3];
 		rckpt_ckenc_stats_t st[3];
-		rckpt_st_tensor_t dt[64], dgt[64];
-		rckpt_st_t dp, dg;
+		rckpt_ctensor_t dt[64], dgt[64];
+		rckpt_tset_t dp, dg;
 		char msg[256];
 		assert_true(params[s]->ntensors <= 64);
 		st_to_dev(&dp, dt, params[s]);
@@ -557,7 +558,7 @@ static void test_encoder_synthetic(void **state)
 	(void)state;
 	for (dt = RCKPT_DT_F32; dt <= RCKPT_DT_BF16; dt++) {
 		model_t m[4];
-		const rckpt_st_t *p[4], *g[4];
+		const rckpt_tset_t *p[4], *g[4];
 		unsigned s;
 		model_make(&m[0], dt);
 		for (s = 1; s < 4; s++) { /* each step a copy of the last, moved */
@@ -588,7 +589,7 @@ static void test_encoder_real(void **state)
 {
 	const char *d = getenv("RCKPT_TEST_CKPT_DIR");
 	rckpt_st_t st[6], gr[6];
-	const rckpt_st_t *p[6], *g[6];
+	const rckpt_tset_t *p[6], *g[6];
 	char path[512], err[256];
 	unsigned s;
 	(void)state;
@@ -601,8 +602,8 @@ static void test_encoder_real(void **state)
 		assert_int_equal(rckpt_st_read(&st[s], path, err, sizeof(err)), 0);
 		snprintf(path, sizeof(path), "%s/step-%06u.grads.safetensors", d, 25 * (s + 1));
 		assert_int_equal(rckpt_st_read(&gr[s], path, err, sizeof(err)), 0);
-		p[s] = &st[s];
-		g[s] = &gr[s];
+		p[s] = &st[s].set;
+		g[s] = &gr[s].set;
 	}
 	encode_three(p, g, 6, (uint64_t)1 << 22);
 	for (s = 0; s < 6; s++) {

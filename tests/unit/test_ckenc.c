@@ -19,6 +19,7 @@
 #include "test_skip.h"
 
 #include "rckpt_ckenc.h"
+#include "rckpt_safetensors.h"
 
 #define NSTEPS 6
 
@@ -79,8 +80,8 @@ static int not_more_aggressive(const rckpt_qconfig_t *a, const rckpt_qconfig_t *
 }
 
 /* Decodes out into d and returns the step's loss, recomputed. */
-static double decode_step(rckpt_ckdec_t *d, const rckpt_ckenc_out_t *out, const rckpt_st_t *p,
-			  const rckpt_st_t *g)
+static double decode_step(rckpt_ckdec_t *d, const rckpt_ckenc_out_t *out, const rckpt_tset_t *p,
+			  const rckpt_tset_t *g)
 {
 	const uint8_t *recs[64];
 	size_t lens[64], total = out->manifest.len;
@@ -97,7 +98,7 @@ static double decode_step(rckpt_ckdec_t *d, const rckpt_ckenc_out_t *out, const 
 	assert_int_equal(rckpt_ckdec_step(d, out->manifest.p, out->manifest.len, recs, lens), 0);
 	assert_int_equal(d->mf.ntensors, p->ntensors);
 	for (i = 0; i < p->ntensors; i++) {
-		const rckpt_st_tensor_t *t = &p->t[i], *gt = rckpt_st_find(g, t->name);
+		const rckpt_ctensor_t *t = &p->t[i], *gt = rckpt_tset_find(g, t->name);
 		float *w = malloc(4 * (t->n + 1)), *r = malloc(4 * (t->n + 1));
 		uint64_t k;
 		assert_string_equal(d->mf.t[i].name, t->name);
@@ -147,7 +148,7 @@ static void test_search_chain(void **state)
 		size_t total;
 		uint32_t c;
 		memset(&out, 0, sizeof(out));
-		assert_int_equal(rckpt_ckenc_step(e, &out, &st, &params[i], &grads[i], (uint64_t)(25 * (i + 1)),
+		assert_int_equal(rckpt_ckenc_step(e, &out, &st, &params[i].set, &grads[i].set, (uint64_t)(25 * (i + 1)),
 						  msg, sizeof(msg)),
 				 0);
 		assert_true(out.nchunks >= 2);
@@ -193,7 +194,7 @@ static void test_search_chain(void **state)
 			assert_int_equal(rckpt_ckdec_step(&d2, out.manifest.p, out.manifest.len, recs, lens),
 					 -ESTALE);
 		}
-		assert_float_equal(decode_step(&d, &out, &params[i], &grads[i]), st.quality, 1e-9);
+		assert_float_equal(decode_step(&d, &out, &params[i].set, &grads[i].set), st.quality, 1e-9);
 		rckpt_ckenc_out_free(&out);
 	}
 	rckpt_ckdec_free(&d);
@@ -219,7 +220,7 @@ static void test_deterministic(void **state)
 			rckpt_ckenc_out_t out;
 			uint32_t c;
 			memset(&out, 0, sizeof(out));
-			assert_int_equal(rckpt_ckenc_step(e, &out, &st, &params[i], &grads[i], (uint64_t)i, msg,
+			assert_int_equal(rckpt_ckenc_step(e, &out, &st, &params[i].set, &grads[i].set, (uint64_t)i, msg,
 							  sizeof(msg)),
 					 0);
 			rckpt_buf_append(&b[r], out.manifest.p, out.manifest.len);
@@ -241,7 +242,7 @@ static void test_fixed_and_errors(void **state)
 	rckpt_ckenc_t *e;
 	rckpt_ckenc_out_t b;
 	rckpt_ckenc_stats_t st;
-	rckpt_st_t bad;
+	rckpt_tset_t bad;
 	char msg[256];
 	float *w;
 
@@ -252,19 +253,19 @@ static void test_fixed_and_errors(void **state)
 	o.fixed.bins = 12;
 	assert_int_equal(rckpt_ckenc_create(&e, &o), 0);
 	memset(&b, 0, sizeof(b));
-	assert_int_equal(rckpt_ckenc_step(e, &b, &st, &params[0], NULL, 1, msg, sizeof(msg)), 0);
+	assert_int_equal(rckpt_ckenc_step(e, &b, &st, &params[0].set, NULL, 1, msg, sizeof(msg)), 0);
 	rckpt_ckenc_out_free(&b);
 	assert_int_equal(st.config.bins, 12);
 	assert_int_equal(st.configs_tried, 0);
 	/* the next step must have the same tensors */
-	bad = params[1];
+	bad = params[1].set;
 	bad.ntensors--;
 	assert_int_equal(rckpt_ckenc_step(e, &b, &st, &bad, NULL, 2, msg, sizeof(msg)), -EINVAL);
 	assert_non_null(strstr(msg, "tensors"));
 	/* NaN in a quantized tensor: refused, naming it; nothing appended */
-	bad = params[1];
+	bad = params[1].set;
 	{
-		const rckpt_st_tensor_t *t = rckpt_st_find(&params[1], "fc1.weight");
+		const rckpt_ctensor_t *t = rckpt_tset_find(&params[1].set, "fc1.weight");
 		w = (float *)(uintptr_t)t->data;
 		w[3] = NAN;
 		assert_int_equal(rckpt_ckenc_step(e, &b, &st, &bad, NULL, 2, msg, sizeof(msg)), -EDOM);
@@ -272,7 +273,7 @@ static void test_fixed_and_errors(void **state)
 		assert_int_equal(b.nchunks, 0); /* nothing produced */
 		w[3] = 0.0f;
 	}
-	assert_int_equal(rckpt_ckenc_step(e, &b, &st, &params[1], NULL, 2, msg, sizeof(msg)), 0);
+	assert_int_equal(rckpt_ckenc_step(e, &b, &st, &params[1].set, NULL, 2, msg, sizeof(msg)), 0);
 	assert_int_equal(st.is_base, 0);
 	rckpt_ckenc_out_free(&b);
 	rckpt_ckenc_destroy(e);
@@ -281,7 +282,7 @@ static void test_fixed_and_errors(void **state)
 }
 
 /* A "trainer" that judges only fc1.weight, by its relative error. */
-static int fc1_judge(void *arg, const rckpt_st_t *p, const float *const *values, double *loss)
+static int fc1_judge(void *arg, const rckpt_tset_t *p, const float *const *values, double *loss)
 {
 	unsigned i;
 	(void)arg;
@@ -293,7 +294,7 @@ static int fc1_judge(void *arg, const rckpt_st_t *p, const float *const *values,
 	return -ENOENT;
 }
 
-static int failing_judge(void *arg, const rckpt_st_t *p, const float *const *values, double *loss)
+static int failing_judge(void *arg, const rckpt_tset_t *p, const float *const *values, double *loss)
 {
 	(void)arg;
 	(void)p;
@@ -317,14 +318,14 @@ static void test_quality_callback(void **state)
 	rckpt_ckenc_opts_default(&o);
 	assert_int_equal(rckpt_ckenc_create(&e, &o), 0);
 	memset(&out, 0, sizeof(out));
-	assert_int_equal(rckpt_ckenc_step(e, &out, &plain, &params[0], &grads[0], 1, msg, sizeof(msg)), 0);
+	assert_int_equal(rckpt_ckenc_step(e, &out, &plain, &params[0].set, &grads[0].set, 1, msg, sizeof(msg)), 0);
 	rckpt_ckenc_out_free(&out);
 	rckpt_ckenc_destroy(e);
 
 	o.quality = fc1_judge;
 	o.quality_eps = 2e-3; /* stricter on fc1 than eps is on the model */
 	assert_int_equal(rckpt_ckenc_create(&e, &o), 0);
-	assert_int_equal(rckpt_ckenc_step(e, &out, &judged, &params[0], &grads[0], 1, msg, sizeof(msg)), 0);
+	assert_int_equal(rckpt_ckenc_step(e, &out, &judged, &params[0].set, &grads[0].set, 1, msg, sizeof(msg)), 0);
 	assert_true(judged.accepted);
 	assert_true(judged.cb_quality <= 2e-3);
 	assert_true(judged.config.bins > plain.config.bins ||
@@ -338,7 +339,7 @@ static void test_quality_callback(void **state)
 	 * the step says it is not accepted */
 	o.quality_eps = 1e-5;
 	assert_int_equal(rckpt_ckenc_create(&e, &o), 0);
-	assert_int_equal(rckpt_ckenc_step(e, &out, &judged, &params[0], &grads[0], 1, msg, sizeof(msg)), 0);
+	assert_int_equal(rckpt_ckenc_step(e, &out, &judged, &params[0].set, &grads[0].set, 1, msg, sizeof(msg)), 0);
 	assert_false(judged.accepted);
 	assert_int_equal(judged.config.bins, 64);
 	assert_true(judged.config.protect_frac == 0.01f);
@@ -348,7 +349,7 @@ static void test_quality_callback(void **state)
 
 	o.quality = failing_judge;
 	assert_int_equal(rckpt_ckenc_create(&e, &o), 0);
-	assert_int_equal(rckpt_ckenc_step(e, &out, &judged, &params[0], &grads[0], 1, msg, sizeof(msg)), -EIO);
+	assert_int_equal(rckpt_ckenc_step(e, &out, &judged, &params[0].set, &grads[0].set, 1, msg, sizeof(msg)), -EIO);
 	assert_non_null(strstr(msg, "callback"));
 	assert_int_equal(out.nchunks, 0);
 	rckpt_ckenc_destroy(e);

@@ -347,10 +347,10 @@ static void test_real_chain(void **state)
 		rec.kind = have_prev ? RCKPT_REC_DELTA : RCKPT_REC_BASE;
 		rec.step = (uint64_t)step;
 		rec.parent = have_prev ? prev_dec.step : RCKPT_NO_PARENT;
-		rec.nseg = st.ntensors;
-		rec.seg = calloc(st.ntensors, sizeof(rckpt_seg_t));
-		for (i = 0; i < st.ntensors; i++) {
-			const rckpt_st_tensor_t *t = &st.t[i], *g = rckpt_st_find(&gr, t->name);
+		rec.nseg = st.set.ntensors;
+		rec.seg = calloc(st.set.ntensors, sizeof(rckpt_seg_t));
+		for (i = 0; i < st.set.ntensors; i++) {
+			const rckpt_ctensor_t *t = &st.set.t[i], *g = rckpt_tset_find(&gr.set, t->name);
 			uint64_t bad;
 			unsigned kind = rckpt_layer_kind(t->name, t->ndim, t->shape);
 			float *r = malloc(sizeof(float) * (t->n + 1)), *w = malloc(sizeof(float) * (t->n + 1));

@@ -50,30 +50,30 @@ static void test_round_trip(void **state)
 {
 	float a[6] = { 1, -2, 3.5f, 0, 1e-30f, 7 };
 	uint16_t b[3] = { 0x3f80, 0xc000, 0x0001 };
-	rckpt_st_tensor_t t[3] = {
+	rckpt_ctensor_t t[3] = {
 		{ "layer.weight", RCKPT_DT_F32, 2, { 2, 3 }, 6, (const uint8_t *)a },
 		{ "emb", RCKPT_DT_BF16, 1, { 3 }, 3, (const uint8_t *)b },
 		{ "empty", RCKPT_DT_F16, 2, { 0, 4 }, 0, (const uint8_t *)b },
 	};
 	char path[128], err[256];
 	rckpt_st_t st;
-	const rckpt_st_tensor_t *x;
+	const rckpt_ctensor_t *x;
 
 	(void)state;
 	snprintf(path, sizeof(path), "%s/a.safetensors", dir);
 	assert_int_equal(rckpt_st_write(path, t, 3), 0);
 	assert_int_equal(rckpt_st_read(&st, path, err, sizeof(err)), 0);
-	assert_int_equal(st.ntensors, 3);
-	assert_string_equal(st.t[0].name, "emb"); /* sorted by name */
-	x = rckpt_st_find(&st, "layer.weight");
+	assert_int_equal(st.set.ntensors, 3);
+	assert_string_equal(st.set.t[0].name, "emb"); /* sorted by name */
+	x = rckpt_tset_find(&st.set, "layer.weight");
 	assert_non_null(x);
 	assert_int_equal(x->dtype, RCKPT_DT_F32);
 	assert_int_equal(x->ndim, 2);
 	assert_int_equal(x->shape[1], 3);
 	assert_memory_equal(x->data, a, sizeof(a));
-	x = rckpt_st_find(&st, "empty");
+	x = rckpt_tset_find(&st.set, "empty");
 	assert_int_equal(x->n, 0);
-	assert_null(rckpt_st_find(&st, "nope"));
+	assert_null(rckpt_tset_find(&st.set, "nope"));
 	assert_int_equal((8 + (size_t)st.buf[0]) % 8, 0); /* data aligned */
 	rckpt_st_free(&st);
 }
@@ -107,7 +107,7 @@ static void test_rejects(void **state)
 	assert_int_equal(parse_text(&st, "{\"__metadata__\":{\"format\":\"pt\"},"
 					 "\"a\":{\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[0,4]}}", 4, err),
 			 0); /* metadata is skipped */
-	assert_int_equal(st.ntensors, 1);
+	assert_int_equal(st.set.ntensors, 1);
 	rckpt_st_free(&st);
 	{
 		uint8_t *buf = calloc(1, 16);
@@ -125,7 +125,7 @@ static void test_reads_pytorch_checkpoint(void **state)
 	const char *d = getenv("RCKPT_TEST_CKPT_DIR");
 	char path[512], err[256];
 	rckpt_st_t st;
-	const rckpt_st_tensor_t *t;
+	const rckpt_ctensor_t *t;
 
 	(void)state;
 	snprintf(path, sizeof(path), "%s/step-000025.safetensors", d ? d : "");
@@ -134,12 +134,12 @@ static void test_reads_pytorch_checkpoint(void **state)
 					  "with python3-torch)");
 	}
 	assert_int_equal(rckpt_st_read(&st, path, err, sizeof(err)), 0);
-	t = rckpt_st_find(&st, "conv1.weight");
+	t = rckpt_tset_find(&st.set, "conv1.weight");
 	assert_non_null(t);
 	assert_int_equal(t->ndim, 4);
 	assert_int_equal(t->shape[0] * t->shape[1] * t->shape[2] * t->shape[3], t->n);
-	assert_non_null(rckpt_st_find(&st, "embed.weight"));
-	assert_non_null(rckpt_st_find(&st, "norm.weight"));
+	assert_non_null(rckpt_tset_find(&st.set, "embed.weight"));
+	assert_non_null(rckpt_tset_find(&st.set, "norm.weight"));
 	rckpt_st_free(&st);
 }
 

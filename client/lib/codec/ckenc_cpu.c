@@ -16,7 +16,7 @@ static void cpu_step_begin(rckpt_ckenc_t *e)
 }
 
 static int cpu_prepare(rckpt_ckenc_t *e, rckpt_tensor_prep_t *p, uint64_t *bad,
-		       const rckpt_st_tensor_t *t, const float *g, unsigned kind, sample_t *sp)
+		       const rckpt_ctensor_t *t, const float *g, unsigned kind, sample_t *sp)
 {
 	uint64_t k, u;
 	int rc = rckpt_codec_prep_begin(p, t->dtype, t->n, g, kind);
@@ -38,7 +38,7 @@ static int cpu_prepare(rckpt_ckenc_t *e, rckpt_tensor_prep_t *p, uint64_t *bad,
 	return rc ? rc : rckpt_codec_prep_end(p);
 }
 
-static int cpu_qerr(rckpt_ckenc_t *e, double *num, double *den, const rckpt_st_tensor_t *t,
+static int cpu_qerr(rckpt_ckenc_t *e, double *num, double *den, const rckpt_ctensor_t *t,
 		    const float *g, const rckpt_qparams_t *q)
 {
 	rckpt_qerr_t *qe = &e->qerr;
@@ -56,7 +56,7 @@ static int cpu_qerr(rckpt_ckenc_t *e, double *num, double *den, const rckpt_st_t
 	return rc;
 }
 
-static int cpu_dequantize(rckpt_ckenc_t *e, float *out, const rckpt_st_tensor_t *t,
+static int cpu_dequantize(rckpt_ckenc_t *e, float *out, const rckpt_ctensor_t *t,
 			  const float *g, const rckpt_qparams_t *q)
 {
 	uint64_t k;
@@ -71,7 +71,7 @@ static int cpu_dequantize(rckpt_ckenc_t *e, float *out, const rckpt_st_tensor_t 
 	return rc;
 }
 
-static int cpu_quantize(rckpt_ckenc_t *e, rckpt_seg_t *seg, const rckpt_st_tensor_t *t,
+static int cpu_quantize(rckpt_ckenc_t *e, rckpt_seg_t *seg, const rckpt_ctensor_t *t,
 			const float *g, const rckpt_qparams_t *q, uint64_t first, uint64_t n,
 			float *snap)
 {

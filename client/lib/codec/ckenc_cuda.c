@@ -19,24 +19,24 @@ static void cuda_step_begin(rckpt_ckenc_t *e)
 }
 
 static int cuda_prepare(rckpt_ckenc_t *e, rckpt_tensor_prep_t *p, uint64_t *bad,
-			const rckpt_st_tensor_t *t, const float *g, unsigned kind, sample_t *sp)
+			const rckpt_ctensor_t *t, const float *g, unsigned kind, sample_t *sp)
 {
 	return rckpt_gpuenc_prepare(e->o.gpu, p, bad, t, g, kind, sp->stride, sp->w, sp->g, &sp->n);
 }
 
-static int cuda_qerr(rckpt_ckenc_t *e, double *num, double *den, const rckpt_st_tensor_t *t,
+static int cuda_qerr(rckpt_ckenc_t *e, double *num, double *den, const rckpt_ctensor_t *t,
 		     const float *g, const rckpt_qparams_t *q)
 {
 	return rckpt_gpuenc_qerr(e->o.gpu, num, den, t, g, q);
 }
 
-static int cuda_dequantize(rckpt_ckenc_t *e, float *out, const rckpt_st_tensor_t *t,
+static int cuda_dequantize(rckpt_ckenc_t *e, float *out, const rckpt_ctensor_t *t,
 			   const float *g, const rckpt_qparams_t *q)
 {
 	return rckpt_gpuenc_dequantize_f32(e->o.gpu, out, t, g, q);
 }
 
-static int cuda_quantize(rckpt_ckenc_t *e, rckpt_seg_t *seg, const rckpt_st_tensor_t *t,
+static int cuda_quantize(rckpt_ckenc_t *e, rckpt_seg_t *seg, const rckpt_ctensor_t *t,
 			 const float *g, const rckpt_qparams_t *q, uint64_t first, uint64_t n,
 			 float *snap)
 {

@@ -13,7 +13,7 @@
 
 /* Elements [first, first + n) of t as fp32: in place when t is aligned
  * fp32, else widened into the block buffer (n <= BLK). */
-const float *ckenc_values(rckpt_ckenc_t *e, const rckpt_st_tensor_t *t, uint64_t first, size_t n)
+const float *ckenc_values(rckpt_ckenc_t *e, const rckpt_ctensor_t *t, uint64_t first, size_t n)
 {
 	if (t->dtype == RCKPT_DT_F32 && ((uintptr_t)t->data & 3) == 0)
 		return (const float *)t->data + first;
@@ -30,7 +30,7 @@ const rckpt_seg_t *ckenc_warm_of(const rckpt_ckenc_t *e, unsigned i)
 
 /* Lays the tensors out per kind (embedding, conv, linear, other,
  * norm/bias), in name order, and cuts each kind's space into chunks. */
-int ckenc_build_layout(rckpt_ckenc_t *e, const rckpt_st_t *params)
+int ckenc_build_layout(rckpt_ckenc_t *e, const rckpt_tset_t *params)
 {
 	static const unsigned order[RCKPT_LK_COUNT] = { RCKPT_LK_EMBEDDING, RCKPT_LK_CONV, RCKPT_LK_LINEAR,
 							 RCKPT_LK_OTHER, RCKPT_LK_NORM_BIAS };
@@ -43,7 +43,7 @@ int ckenc_build_layout(rckpt_ckenc_t *e, const rckpt_st_t *params)
 		int open = 0; /* a chunk of this kind with room */
 		uint64_t fill = 0;
 		for (i = 0; i < params->ntensors; i++) {
-			const rckpt_st_tensor_t *t = &params->t[i];
+			const rckpt_ctensor_t *t = &params->t[i];
 			uint64_t first = 0;
 			if (rckpt_layer_kind(t->name, t->ndim, t->shape) != order[k])
 				continue;
@@ -84,7 +84,7 @@ int ckenc_build_layout(rckpt_ckenc_t *e, const rckpt_st_t *params)
 /* Piece [first, first + n) of tensor t quantized with q into seg, a block
  * at a time. Levels at the tensor's sample positions (multiples of
  * stride) also go to summary[position / stride]. */
-static int quantize_piece(rckpt_ckenc_t *e, rckpt_seg_t *seg, const rckpt_st_tensor_t *t,
+static int quantize_piece(rckpt_ckenc_t *e, rckpt_seg_t *seg, const rckpt_ctensor_t *t,
 			  const float *grads, const rckpt_qparams_t *q, uint64_t first, uint64_t n,
 			  uint64_t stride, uint8_t *summary, float *snap)
 {
@@ -107,7 +107,7 @@ static int quantize_piece(rckpt_ckenc_t *e, rckpt_seg_t *seg, const rckpt_st_ten
 }
 
 /* Piece [first, first + n) of tensor t, kept whole in seg. */
-int ckenc_lossless_piece(rckpt_ckenc_t *e, rckpt_seg_t *seg, const rckpt_st_tensor_t *t,
+int ckenc_lossless_piece(rckpt_ckenc_t *e, rckpt_seg_t *seg, const rckpt_ctensor_t *t,
 			  uint64_t first, uint64_t n)
 {
 	const size_t dsz = rckpt_dtype_size(t->dtype);
@@ -131,7 +131,7 @@ static unsigned encoding_of(const rckpt_ckenc_t *e, unsigned kind)
 }
 
 int ckenc_emit_begin(ckenc_emit_t *x, rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink,
-		     rckpt_ckenc_stats_t *st, const rckpt_st_t *params, uint64_t step,
+		     rckpt_ckenc_stats_t *st, const rckpt_tset_t *params, uint64_t step,
 		     uint64_t parent)
 {
 	rckpt_manifest_t *mf = &x->mf;
@@ -151,7 +151,7 @@ int ckenc_emit_begin(ckenc_emit_t *x, rckpt_ckenc_t *e, const rckpt_ckenc_sink_t
 	mf->ntensors = params->ntensors;
 	mf->nchunks = e->nchunks;
 	for (i = 0; i < params->ntensors; i++) {
-		const rckpt_st_tensor_t *t = &params->t[i];
+		const rckpt_ctensor_t *t = &params->t[i];
 		const unsigned kind = rckpt_layer_kind(t->name, t->ndim, t->shape);
 		mf->t[i].name = (char *)t->name; /* borrowed; emit_free leaves it */
 		mf->t[i].dtype = (uint8_t)t->dtype;
@@ -250,7 +250,7 @@ void ckenc_emit_free(ckenc_emit_t *x)
  * hands each record to the sink as soon as it is encoded; then the
  * manifest. */
 int ckenc_emit_full(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rckpt_buf_t *manifest,
-		    rckpt_ckenc_stats_t *st, const rckpt_st_t *params, const rckpt_st_t *grads,
+		    rckpt_ckenc_stats_t *st, const rckpt_tset_t *params, const rckpt_tset_t *grads,
 		    const rckpt_qparams_t *const *tq, const uint64_t *stride, rckpt_record_t *sum,
 		    uint64_t step)
 {
@@ -271,9 +271,9 @@ int ckenc_emit_full(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rckpt_buf_
 			rc = -ENOMEM;
 		for (k = 0; k < r.nseg && rc == 0; k++) {
 			const struct piece *pc = &e->pieces[c][k];
-			const rckpt_st_tensor_t *t = &params->t[pc->tensor];
+			const rckpt_ctensor_t *t = &params->t[pc->tensor];
 			if (tq[pc->tensor]) {
-				const rckpt_st_tensor_t *g = grads ? rckpt_st_find(grads, t->name) : NULL;
+				const rckpt_ctensor_t *g = grads ? rckpt_tset_find(grads, t->name) : NULL;
 				rc = quantize_piece(e, &r.seg[k], t, g ? (const float *)g->data : NULL,
 						    tq[pc->tensor], pc->first, pc->n, stride[pc->tensor],
 						    sum->seg[pc->tensor].idx,
@@ -298,7 +298,7 @@ int ckenc_emit_full(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rckpt_buf_
 /* The next step's summary of this one: per tensor its header (dtype, size,
  * encoding, codebook) and, when quantized, its levels at the sample
  * positions, which ckenc_emit_full fills. */
-int ckenc_summary_init(rckpt_record_t *sum, const rckpt_st_t *params,
+int ckenc_summary_init(rckpt_record_t *sum, const rckpt_tset_t *params,
 			const rckpt_qparams_t *const *tq, const uint64_t *stride, uint64_t step)
 {
 	unsigned i;

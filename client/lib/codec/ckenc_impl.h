@@ -97,17 +97,17 @@ struct ckenc_backend {
 	 * value and gradient into sp->w, sp->g (allocated; sp->n counts them).
 	 * -EDOM with *bad the element for a NaN or Inf. */
 	int (*prepare)(rckpt_ckenc_t *e, rckpt_tensor_prep_t *p, uint64_t *bad,
-		       const rckpt_st_tensor_t *t, const float *g, unsigned kind, sample_t *sp);
+		       const rckpt_ctensor_t *t, const float *g, unsigned kind, sample_t *sp);
 	/* rckpt_qerr's sums over all of t quantized with q. */
-	int (*qerr)(rckpt_ckenc_t *e, double *num, double *den, const rckpt_st_tensor_t *t,
+	int (*qerr)(rckpt_ckenc_t *e, double *num, double *den, const rckpt_ctensor_t *t,
 		    const float *g, const rckpt_qparams_t *q);
 	/* t quantized with q and dequantized, as fp32 into out[0..t->n). */
-	int (*dequantize)(rckpt_ckenc_t *e, float *out, const rckpt_st_tensor_t *t, const float *g,
+	int (*dequantize)(rckpt_ckenc_t *e, float *out, const rckpt_ctensor_t *t, const float *g,
 			  const rckpt_qparams_t *q);
 	/* The levels of elements [first, first + n) of t into seg->idx (room
 	 * for n), its protected values into seg->prot (allocated here) and
 	 * seg->nprot; the values as saved, fp32, into snap when not NULL. */
-	int (*quantize)(rckpt_ckenc_t *e, rckpt_seg_t *seg, const rckpt_st_tensor_t *t,
+	int (*quantize)(rckpt_ckenc_t *e, rckpt_seg_t *seg, const rckpt_ctensor_t *t,
 			const float *g, const rckpt_qparams_t *q, uint64_t first, uint64_t n,
 			float *snap);
 	/* bytes of a tensor's data at src in host memory: *out (src itself, or
@@ -124,7 +124,7 @@ void ckenc_free_saved(rckpt_ckenc_t *e);
 void ckenc_free_prev_samples(rckpt_ckenc_t *e);
 void ckenc_free_layout(rckpt_ckenc_t *e);
 /* The first step fixes the tensors; later ones must have the same. */
-int ckenc_check_layout(rckpt_ckenc_t *e, const rckpt_st_t *params, char *msg, size_t msglen);
+int ckenc_check_layout(rckpt_ckenc_t *e, const rckpt_tset_t *params, char *msg, size_t msglen);
 
 /* ---- ckenc_search.c ---- */
 
@@ -172,19 +172,19 @@ int ckenc_search(evalctx_t *x, const cpoint_t *last, int have_emb, int have_g, c
 int ckenc_alloc_tables(evalctx_t *x, const rckpt_qconfig_t *c, alloc_t *a);
 int ckenc_alloc_pick(alloc_t *a, double eps, unsigned *bins);
 void ckenc_alloc_free(alloc_t *a);
-int ckenc_judge(rckpt_ckenc_t *e, const rckpt_st_t *params, const rckpt_tensor_prep_t *prep,
+int ckenc_judge(rckpt_ckenc_t *e, const rckpt_tset_t *params, const rckpt_tensor_prep_t *prep,
 		const unsigned *which, unsigned nprep, const rckpt_qconfig_t *c, const unsigned *tbins,
 		rckpt_codebook_cache_t *cache, rckpt_qparams_t *qp, double *quality);
-int ckenc_ask_callback(rckpt_ckenc_t *e, const rckpt_st_t *params, const rckpt_tensor_prep_t *prep,
+int ckenc_ask_callback(rckpt_ckenc_t *e, const rckpt_tset_t *params, const rckpt_tensor_prep_t *prep,
 		       const unsigned *which, unsigned nprep, const rckpt_qparams_t *qp, double *loss);
 
 /* ---- ckenc_emit.c ---- */
-const float *ckenc_values(rckpt_ckenc_t *e, const rckpt_st_tensor_t *t, uint64_t first, size_t n);
+const float *ckenc_values(rckpt_ckenc_t *e, const rckpt_ctensor_t *t, uint64_t first, size_t n);
 const rckpt_seg_t *ckenc_warm_of(const rckpt_ckenc_t *e, unsigned i);
-int ckenc_build_layout(rckpt_ckenc_t *e, const rckpt_st_t *params);
-int ckenc_lossless_piece(rckpt_ckenc_t *e, rckpt_seg_t *seg, const rckpt_st_tensor_t *t,
+int ckenc_build_layout(rckpt_ckenc_t *e, const rckpt_tset_t *params);
+int ckenc_lossless_piece(rckpt_ckenc_t *e, rckpt_seg_t *seg, const rckpt_ctensor_t *t,
 			 uint64_t first, uint64_t n);
-int ckenc_summary_init(rckpt_record_t *sum, const rckpt_st_t *params,
+int ckenc_summary_init(rckpt_record_t *sum, const rckpt_tset_t *params,
 		       const rckpt_qparams_t *const *tq, const uint64_t *stride, uint64_t step);
 
 /* One step's records going out, full or partial alike: begin (the manifest,
@@ -200,7 +200,7 @@ typedef struct ckenc_emit {
 } ckenc_emit_t;
 
 int ckenc_emit_begin(ckenc_emit_t *x, rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink,
-		     rckpt_ckenc_stats_t *st, const rckpt_st_t *params, uint64_t step,
+		     rckpt_ckenc_stats_t *st, const rckpt_tset_t *params, uint64_t step,
 		     uint64_t parent);
 /* r: chunk c's record (kind, step, parent, segments), taken over. sel: the
  * blocks a sparse record carries (block elements each), else NULL. */
@@ -212,13 +212,13 @@ void ckenc_emit_free(ckenc_emit_t *x);
 /* A full step's records: every piece quantized with tq[tensor] (NULL:
  * lossless). sum: the next step's summary, whose levels this fills. */
 int ckenc_emit_full(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rckpt_buf_t *manifest,
-		    rckpt_ckenc_stats_t *st, const rckpt_st_t *params, const rckpt_st_t *grads,
+		    rckpt_ckenc_stats_t *st, const rckpt_tset_t *params, const rckpt_tset_t *grads,
 		    const rckpt_qparams_t *const *tq, const uint64_t *stride, rckpt_record_t *sum,
 		    uint64_t step);
 
 /* ---- ckenc_resume.c ---- */
 /* Takes up e->resume when params are its tensors in the same layout: 0
  * taken up, 1 not (the next step is a base), or -ENOMEM. */
-int ckenc_adopt(rckpt_ckenc_t *e, const rckpt_st_t *params);
+int ckenc_adopt(rckpt_ckenc_t *e, const rckpt_tset_t *params);
 
 #endif

@@ -144,7 +144,7 @@ static int merge_prot(rckpt_seg_t *seg, const rckpt_seg_t *ps, uint32_t block, c
 
 int rckpt_ckenc_step_partial(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink,
 			     rckpt_buf_t *manifest, rckpt_ckenc_stats_t *st,
-			     const rckpt_st_t *params, const rckpt_st_t *grads, uint64_t step,
+			     const rckpt_tset_t *params, const rckpt_tset_t *grads, uint64_t step,
 			     const rckpt_ckenc_partial_t *p, char *msg, size_t msglen)
 {
 	const uint32_t block = e->o.partial_block;
@@ -178,8 +178,8 @@ int rckpt_ckenc_step_partial(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink,
 	if ((rc = ckenc_check_layout(e, params, msg, msglen)))
 		return rc;
 	for (i = 0; i < params->ntensors; i++)
-		if (grads && rckpt_st_find(grads, params->t[i].name) != NULL) {
-			const rckpt_st_tensor_t *g = rckpt_st_find(grads, params->t[i].name);
+		if (grads && rckpt_tset_find(grads, params->t[i].name) != NULL) {
+			const rckpt_ctensor_t *g = rckpt_tset_find(grads, params->t[i].name);
 			if (g->dtype != RCKPT_DT_F32 || g->n != params->t[i].n || ((uintptr_t)g->data & 3)) {
 				snprintf(msg, msglen, "gradients of '%s' are not aligned fp32 of its shape",
 					 params->t[i].name);
@@ -214,7 +214,7 @@ int rckpt_ckenc_step_partial(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink,
 	for (c = 0; c < e->nchunks && rc == 0; c++)
 		for (k = 0; k < e->npieces[c] && rc == 0; k++) {
 			const struct piece *pc = &e->pieces[c][k];
-			const rckpt_st_tensor_t *t = &params->t[pc->tensor];
+			const rckpt_ctensor_t *t = &params->t[pc->tensor];
 			const float *sv = e->saved[pc->tensor];
 			if (sv == NULL)
 				continue;
@@ -285,8 +285,8 @@ int rckpt_ckenc_step_partial(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink,
 		for (c = 0; c < e->nchunks && rc == 0; c++)
 			for (k = 0; k < e->npieces[c] && rc == 0; k++) {
 				const struct piece *pc = &e->pieces[c][k];
-				const rckpt_st_tensor_t *t = &params->t[pc->tensor];
-				const rckpt_st_tensor_t *g = grads ? rckpt_st_find(grads, t->name) : NULL;
+				const rckpt_ctensor_t *t = &params->t[pc->tensor];
+				const rckpt_ctensor_t *g = grads ? rckpt_tset_find(grads, t->name) : NULL;
 				if (e->saved[pc->tensor] == NULL)
 					continue;
 				for (b = 0; b < piece_blocks(pc->n, block) && rc == 0; b++) {
@@ -343,8 +343,8 @@ int rckpt_ckenc_step_partial(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink,
 		r.parent = prev->step;
 		for (k = 0; k < e->npieces[c] && rc == 0; k++) {
 			const struct piece *pc = &e->pieces[c][k];
-			const rckpt_st_tensor_t *t = &params->t[pc->tensor];
-			const rckpt_st_tensor_t *g = grads ? rckpt_st_find(grads, t->name) : NULL;
+			const rckpt_ctensor_t *t = &params->t[pc->tensor];
+			const rckpt_ctensor_t *g = grads ? rckpt_tset_find(grads, t->name) : NULL;
 			float *sv = e->saved[pc->tensor];
 			rckpt_seg_t *seg = &r.seg[k];
 			uint64_t npb, nnw = 0, cap = 0;

@@ -15,7 +15,7 @@
  * become the chunks' parents and its codebooks the warm starts, as if this
  * encoder had written it. 0 taken up, 1 not (the next step is a base), or
  * -ENOMEM. e->resume is gone either way. */
-int ckenc_adopt(rckpt_ckenc_t *e, const rckpt_st_t *params)
+int ckenc_adopt(rckpt_ckenc_t *e, const rckpt_tset_t *params)
 {
 	rckpt_ckdec_t *d = e->resume;
 	const rckpt_manifest_t *mf = &d->mf;
@@ -28,7 +28,7 @@ int ckenc_adopt(rckpt_ckenc_t *e, const rckpt_st_t *params)
 	if (mf->ntensors != params->ntensors || mf->chunk_params != e->o.chunk_params)
 		goto out;
 	for (i = 0; i < params->ntensors; i++) {
-		const rckpt_st_tensor_t *t = &params->t[i];
+		const rckpt_ctensor_t *t = &params->t[i];
 		const unsigned kind = rckpt_layer_kind(t->name, t->ndim, t->shape);
 		const unsigned enc = e->o.fixed.lossless_kinds & (1u << kind) ? RCKPT_SEG_LOSSLESS
 									       : RCKPT_SEG_QUANTIZED;

@@ -460,7 +460,7 @@ int ckenc_relax(cpoint_t *c)
  * all the data, judged block by block: nothing of the size of the model is
  * kept. The blocks' lengths are multiples of the tile, so the sums are
  * those of rckpt_qerr over each whole tensor, which the GPU's are too. */
-int ckenc_judge(rckpt_ckenc_t *e, const rckpt_st_t *params, const rckpt_tensor_prep_t *prep,
+int ckenc_judge(rckpt_ckenc_t *e, const rckpt_tset_t *params, const rckpt_tensor_prep_t *prep,
 		 const unsigned *which, unsigned nprep, const rckpt_qconfig_t *c, const unsigned *tbins,
 		 rckpt_codebook_cache_t *cache, rckpt_qparams_t *qp, double *quality)
 {
@@ -469,7 +469,7 @@ int ckenc_judge(rckpt_ckenc_t *e, const rckpt_st_t *params, const rckpt_tensor_p
 	int rc = 0;
 
 	for (pi = 0; pi < nprep && rc == 0; pi++) {
-		const rckpt_st_tensor_t *t = &params->t[which[pi]];
+		const rckpt_ctensor_t *t = &params->t[which[pi]];
 		const rckpt_qconfig_t ct = tensor_config(c, &prep[pi], tbins, pi);
 		double tn = 0, td = 0;
 		if (tbins && tbins[pi] == KEEP_LAST)
@@ -490,7 +490,7 @@ int ckenc_judge(rckpt_ckenc_t *e, const rckpt_st_t *params, const rckpt_tensor_p
 }
 
 /* Tensor t as fp32 into out, wherever its data is. */
-static int widen_any(rckpt_ckenc_t *e, float *out, const rckpt_st_tensor_t *t)
+static int widen_any(rckpt_ckenc_t *e, float *out, const rckpt_ctensor_t *t)
 {
 	const void *h;
 	void *owned;
@@ -503,7 +503,7 @@ static int widen_any(rckpt_ckenc_t *e, float *out, const rckpt_st_tensor_t *t)
 
 /* Dequantizes every tensor with qp and asks the trainer's callback. This
  * holds the model in fp32: the callback's price. */
-int ckenc_ask_callback(rckpt_ckenc_t *e, const rckpt_st_t *params, const rckpt_tensor_prep_t *prep,
+int ckenc_ask_callback(rckpt_ckenc_t *e, const rckpt_tset_t *params, const rckpt_tensor_prep_t *prep,
 			const unsigned *which, unsigned nprep, const rckpt_qparams_t *qp,
 			double *loss)
 {
@@ -512,7 +512,7 @@ int ckenc_ask_callback(rckpt_ckenc_t *e, const rckpt_st_t *params, const rckpt_t
 	int rc = v ? 0 : -ENOMEM;
 
 	for (i = 0; rc == 0 && i < params->ntensors; i++) {
-		const rckpt_st_tensor_t *t = &params->t[i];
+		const rckpt_ctensor_t *t = &params->t[i];
 		if ((v[i] = malloc(4 * (size_t)(t->n ? t->n : 1))) == NULL) {
 			rc = -ENOMEM;
 			break;

@@ -204,7 +204,7 @@ void rckpt_ckenc_destroy(rckpt_ckenc_t *e)
 
 /* ---- one step ---- */
 
-int ckenc_check_layout(rckpt_ckenc_t *e, const rckpt_st_t *params, char *msg, size_t msglen)
+int ckenc_check_layout(rckpt_ckenc_t *e, const rckpt_tset_t *params, char *msg, size_t msglen)
 {
 	unsigned i;
 	if (e->steps == 0) { /* the first successful step fixes the layout */
@@ -251,7 +251,7 @@ int rckpt_ckenc_resume(rckpt_ckenc_t *e, rckpt_ckdec_t *d)
 }
 
 int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rckpt_buf_t *manifest,
-			    rckpt_ckenc_stats_t *st, const rckpt_st_t *params, const rckpt_st_t *grads,
+			    rckpt_ckenc_stats_t *st, const rckpt_tset_t *params, const rckpt_tset_t *grads,
 			    uint64_t step, char *msg, size_t msglen)
 {
 	const rckpt_ckenc_opts_t *o = &e->o;
@@ -297,7 +297,7 @@ int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rc
 		goto out;
 	}
 	for (i = 0; i < params->ntensors; i++) {
-		const rckpt_st_tensor_t *t = &params->t[i], *g = NULL;
+		const rckpt_ctensor_t *t = &params->t[i], *g = NULL;
 		unsigned kind = rckpt_layer_kind(t->name, t->ndim, t->shape);
 		const float *gd;
 		sample_t *sp = &smp[nprep];
@@ -306,7 +306,7 @@ int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rc
 		stride[i] = t->n > o->sample_max ? (t->n + o->sample_max - 1) / o->sample_max : 1;
 		if (o->fixed.lossless_kinds & (1u << kind))
 			continue;
-		if (grads && (g = rckpt_st_find(grads, t->name)) != NULL &&
+		if (grads && (g = rckpt_tset_find(grads, t->name)) != NULL &&
 		    (g->dtype != RCKPT_DT_F32 || g->n != t->n || ((uintptr_t)g->data & 3))) {
 			snprintf(msg, msglen, "gradients of '%s' are not aligned fp32 of its shape", t->name);
 			rc = -EINVAL;
@@ -529,7 +529,7 @@ static int collect_record(void *arg, uint32_t c, rckpt_buf_t *rec)
 }
 
 int rckpt_ckenc_step(rckpt_ckenc_t *e, rckpt_ckenc_out_t *out, rckpt_ckenc_stats_t *st,
-		     const rckpt_st_t *params, const rckpt_st_t *grads, uint64_t step, char *msg,
+		     const rckpt_tset_t *params, const rckpt_tset_t *grads, uint64_t step, char *msg,
 		     size_t msglen)
 {
 	const rckpt_ckenc_sink_t sink = { collect_begin, collect_record, out };

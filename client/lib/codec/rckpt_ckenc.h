@@ -50,7 +50,7 @@
 #include "rckpt_codec.h"
 #include "rckpt_manifest.h"
 #include "rckpt_record.h"
-#include "rckpt_safetensors.h"
+#include "rckpt_tset.h"
 
 typedef struct rckpt_ckenc rckpt_ckenc_t;
 
@@ -67,7 +67,7 @@ enum rckpt_ckenc_mode {
  * (values[i] holds tensor i of the step, in params' order, n elements of
  * fp32), write the quality loss (e.g. the accuracy drop on a few held-out
  * batches) to *loss. Return 0, or a negative errno to abort the step. */
-typedef int (*rckpt_quality_fn)(void *arg, const rckpt_st_t *params, const float *const *values,
+typedef int (*rckpt_quality_fn)(void *arg, const rckpt_tset_t *params, const float *const *values,
 				double *loss);
 
 typedef struct rckpt_ckenc_opts {
@@ -139,7 +139,7 @@ void rckpt_ckenc_destroy(rckpt_ckenc_t *e);
  * dtype), -EDOM (NaN/Inf; msg names the tensor), -ENOMEM. On failure the
  * encoder keeps its last step. */
 int rckpt_ckenc_step(rckpt_ckenc_t *e, rckpt_ckenc_out_t *out, rckpt_ckenc_stats_t *st,
-		     const rckpt_st_t *params, const rckpt_st_t *grads, uint64_t step, char *msg,
+		     const rckpt_tset_t *params, const rckpt_tset_t *grads, uint64_t step, char *msg,
 		     size_t msglen);
 
 /* Where rckpt_ckenc_step_stream puts a step's records: begin(nchunks)
@@ -163,7 +163,7 @@ typedef struct rckpt_ckenc_sink {
  * rckpt_ckenc_step's. A failure before the first record leaves the encoder
  * as it was; a failure after it makes the next step a base. */
 int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rckpt_buf_t *manifest,
-			    rckpt_ckenc_stats_t *st, const rckpt_st_t *params, const rckpt_st_t *grads,
+			    rckpt_ckenc_stats_t *st, const rckpt_tset_t *params, const rckpt_tset_t *grads,
 			    uint64_t step, char *msg, size_t msglen);
 
 /* Prioritized partial checkpoints (SCAR). A partial step stores, in a
@@ -199,7 +199,7 @@ int rckpt_ckenc_partial_ready(const rckpt_ckenc_t *e);
  * p, tensors differ), -EDOM (NaN/Inf), -ENOMEM. The same failure rules. */
 int rckpt_ckenc_step_partial(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink,
 			     rckpt_buf_t *manifest, rckpt_ckenc_stats_t *st,
-			     const rckpt_st_t *params, const rckpt_st_t *grads, uint64_t step,
+			     const rckpt_tset_t *params, const rckpt_tset_t *grads, uint64_t step,
 			     const rckpt_ckenc_partial_t *p, char *msg, size_t msglen);
 
 /* Where the next steps' passes over the values run: g, or the CPU (NULL).

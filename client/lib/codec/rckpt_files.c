@@ -36,12 +36,12 @@ int rckpt_file_read(rckpt_file_t **out, const char *path, char *err, size_t errl
 		free(f);
 		return rc;
 	}
-	if ((f->t = calloc(f->st.ntensors ? f->st.ntensors : 1, sizeof(*f->t))) == NULL) {
+	if ((f->t = calloc(f->st.set.ntensors ? f->st.set.ntensors : 1, sizeof(*f->t))) == NULL) {
 		rckpt_file_free(f);
 		return -ENOMEM;
 	}
-	for (i = 0; i < f->st.ntensors; i++) {
-		const rckpt_st_tensor_t *s = &f->st.t[i];
+	for (i = 0; i < f->st.set.ntensors; i++) {
+		const rckpt_ctensor_t *s = &f->st.set.t[i];
 		f->t[i].name = s->name;
 		f->t[i].dtype = s->dtype;
 		f->t[i].ndim = s->ndim;
@@ -54,7 +54,7 @@ int rckpt_file_read(rckpt_file_t **out, const char *path, char *err, size_t errl
 
 unsigned rckpt_file_count(const rckpt_file_t *f)
 {
-	return f->st.ntensors;
+	return f->st.set.ntensors;
 }
 
 const rckpt_tensor_t *rckpt_file_tensors(const rckpt_file_t *f)
@@ -73,24 +73,11 @@ void rckpt_file_free(rckpt_file_t *f)
 
 int rckpt_file_write(const char *path, const rckpt_tensor_t *t, unsigned n)
 {
-	rckpt_st_tensor_t *s = calloc(n ? n : 1, sizeof(*s));
-	unsigned i, d;
-	int rc;
-	if (s == NULL)
-		return -ENOMEM;
-	for (i = 0; i < n; i++) {
-		s[i].name = (char *)t[i].name;
-		s[i].dtype = t[i].dtype;
-		s[i].ndim = t[i].ndim;
-		s[i].n = 1;
-		for (d = 0; d < t[i].ndim && d < RCKPT_MAX_DIMS; d++) {
-			s[i].shape[d] = t[i].shape[d];
-			s[i].n *= t[i].shape[d];
-		}
-		s[i].data = (void *)t[i].data;
-	}
-	rc = rckpt_st_write(path, s, n);
-	free(s);
+	rckpt_tset_t s;
+	int rc = rckpt_tset_view(&s, t, n);
+	if (rc == 0)
+		rc = rckpt_st_write(path, s.t, s.ntensors);
+	rckpt_tset_free(&s);
 	return rc;
 }
 
@@ -142,7 +129,7 @@ int rckpt_stepenc_file(rckpt_stepenc_t *e, const rckpt_file_t *params, const rck
 	memset(rep, 0, sizeof(*rep));
 	if (msglen)
 		msg[0] = '\0';
-	rc = rckpt_ckenc_step(e->e, &out, &st, &params->st, grads ? &grads->st : NULL, step, msg,
+	rc = rckpt_ckenc_step(e->e, &out, &st, &params->st.set, grads ? &grads->st.set : NULL, step, msg,
 			      msglen);
 	if (rc == 0 && (rc = rckpt_stepfile_write(path, &out)) != 0 && msglen)
 		snprintf(msg, msglen, "cannot write %s", path);
@@ -191,24 +178,30 @@ int rckpt_stepdec_write(const rckpt_stepdec_t *d, const char *path, uint64_t *st
 			unsigned *ntensors)
 {
 	const rckpt_manifest_t *mf = &d->d.mf;
-	rckpt_st_tensor_t *t;
+	rckpt_ctensor_t *t;
+	uint8_t **vals;
 	uint32_t k;
 	int rc = d->d.chunk ? 0 : -EINVAL;
 
 	if (rc)
 		return rc; /* nothing decoded */
-	if ((t = calloc(mf->ntensors ? mf->ntensors : 1, sizeof(*t))) == NULL)
+	t = calloc(mf->ntensors ? mf->ntensors : 1, sizeof(*t));
+	vals = calloc(mf->ntensors ? mf->ntensors : 1, sizeof(*vals));
+	if (t == NULL || vals == NULL) {
+		free(t);
+		free(vals);
 		return -ENOMEM;
+	}
 	for (k = 0; rc == 0 && k < mf->ntensors; k++) {
 		const rckpt_mf_tensor_t *m = &mf->t[k];
 		uint64_t n = 1;
 		unsigned dd;
 		float *f32;
-		void *data;
+		uint8_t *data;
 		for (dd = 0; dd < m->ndim; dd++)
 			n *= m->shape[dd];
 		f32 = malloc(4 * (size_t)(n ? n : 1));
-		t[k].data = data = malloc(rckpt_dtype_size(m->dtype) * (size_t)(n ? n : 1));
+		t[k].data = vals[k] = data = malloc(rckpt_dtype_size(m->dtype) * (size_t)(n ? n : 1));
 		if (!f32 || !data)
 			rc = -ENOMEM;
 		if (rc == 0 && (rc = rckpt_ckdec_tensor_f32(&d->d, k, f32)) == 0)
@@ -227,7 +220,8 @@ int rckpt_stepdec_write(const rckpt_stepdec_t *d, const char *path, uint64_t *st
 	if (rc == 0 && ntensors)
 		*ntensors = mf->ntensors;
 	for (k = 0; k < mf->ntensors; k++)
-		free((void *)t[k].data);
+		free(vals[k]);
+	free(vals);
 	free(t);
 	return rc;
 }

@@ -96,7 +96,7 @@ void rckpt_gpuenc_step_begin(rckpt_gpuenc_t *g)
 	g->st[0].src = g->st[1].src = NULL;
 }
 
-int rckpt_gpuenc_any_on_device(const rckpt_st_t *params, const rckpt_st_t *grads, const char **name)
+int rckpt_gpuenc_any_on_device(const rckpt_tset_t *params, const rckpt_tset_t *grads, const char **name)
 {
 	rckpt_gpu_probe_t pr;
 	unsigned i;
@@ -153,7 +153,7 @@ static int stage(rckpt_gpuenc_t *g, const void **out, unsigned k, const void *sr
 	return 0;
 }
 
-static int stage_tensor(rckpt_gpuenc_t *g, const void **dw, const float **dg, const rckpt_st_tensor_t *t,
+static int stage_tensor(rckpt_gpuenc_t *g, const void **dw, const float **dg, const rckpt_ctensor_t *t,
 			const float *grads)
 {
 	const void *gp = NULL;
@@ -165,7 +165,7 @@ static int stage_tensor(rckpt_gpuenc_t *g, const void **dw, const float **dg, co
 }
 
 int rckpt_gpuenc_prepare(rckpt_gpuenc_t *g, rckpt_tensor_prep_t *p, uint64_t *bad,
-			 const rckpt_st_tensor_t *t, const float *grads, unsigned kind, uint64_t stride,
+			 const rckpt_ctensor_t *t, const float *grads, unsigned kind, uint64_t stride,
 			 float *sw, float *sg, size_t *ns)
 {
 	const size_t dsz = rckpt_dtype_size(t->dtype);
@@ -220,7 +220,7 @@ int rckpt_gpuenc_prepare(rckpt_gpuenc_t *g, rckpt_tensor_prep_t *p, uint64_t *ba
 	return rc;
 }
 
-int rckpt_gpuenc_qerr(rckpt_gpuenc_t *g, double *num, double *den, const rckpt_st_tensor_t *t,
+int rckpt_gpuenc_qerr(rckpt_gpuenc_t *g, double *num, double *den, const rckpt_ctensor_t *t,
 		      const float *grads, const rckpt_qparams_t *q)
 {
 	rckpt_gpu_qparams_t gq;
@@ -243,7 +243,7 @@ int rckpt_gpuenc_qerr(rckpt_gpuenc_t *g, double *num, double *den, const rckpt_s
 
 /* Levels and protected values of [first, first + n) of t, left in g->idx
  * and g->prot; *nprot their count. */
-static int quantize_dev(rckpt_gpuenc_t *g, uint64_t *nprot, const rckpt_st_tensor_t *t,
+static int quantize_dev(rckpt_gpuenc_t *g, uint64_t *nprot, const rckpt_ctensor_t *t,
 			const float *grads, uint64_t first, uint64_t n, const rckpt_gpu_qparams_t *gq)
 {
 	const size_t dsz = rckpt_dtype_size(t->dtype), tb = rckpt_gpu_quantize_temp_bytes(n);
@@ -262,7 +262,7 @@ static int quantize_dev(rckpt_gpuenc_t *g, uint64_t *nprot, const rckpt_st_tenso
 }
 
 int rckpt_gpuenc_quantize(rckpt_gpuenc_t *g, uint8_t *idx, uint16_t *prot, size_t *nprot,
-			  const rckpt_st_tensor_t *t, const float *grads, uint64_t first, uint64_t n,
+			  const rckpt_ctensor_t *t, const float *grads, uint64_t first, uint64_t n,
 			  const rckpt_qparams_t *q)
 {
 	rckpt_gpu_qparams_t gq;
@@ -280,7 +280,7 @@ int rckpt_gpuenc_quantize(rckpt_gpuenc_t *g, uint8_t *idx, uint16_t *prot, size_
 	return 0;
 }
 
-int rckpt_gpuenc_dequantize_f32(rckpt_gpuenc_t *g, float *out, const rckpt_st_tensor_t *t,
+int rckpt_gpuenc_dequantize_f32(rckpt_gpuenc_t *g, float *out, const rckpt_ctensor_t *t,
 				const float *grads, const rckpt_qparams_t *q)
 {
 	rckpt_gpu_qparams_t gq;

@@ -18,7 +18,7 @@
 
 #include "rckpt_codec.h"
 #include "rckpt_gpu.h"
-#include "rckpt_safetensors.h"
+#include "rckpt_tset.h"
 
 typedef struct rckpt_gpuenc rckpt_gpuenc_t;
 
@@ -31,7 +31,7 @@ void rckpt_gpuenc_destroy(rckpt_gpuenc_t *g); /* accepts NULL */
 void rckpt_gpuenc_step_begin(rckpt_gpuenc_t *g);
 
 /* 1 when some tensor (or gradient) of params is in device memory. */
-int rckpt_gpuenc_any_on_device(const rckpt_st_t *params, const rckpt_st_t *grads, const char **name);
+int rckpt_gpuenc_any_on_device(const rckpt_tset_t *params, const rckpt_tset_t *grads, const char **name);
 
 /* The kernels' form of q, midpoints by the CPU's own code. */
 void rckpt_gpu_qparams_make(rckpt_gpu_qparams_t *out, const rckpt_qparams_t *q);
@@ -41,21 +41,21 @@ void rckpt_gpu_qparams_make(rckpt_gpu_qparams_t *out, const rckpt_qparams_t *q);
  * gradient into sw[], sg[] (*ns of them). -EDOM with *bad set for a NaN or
  * Inf. The prep is the CPU's, bit for bit. */
 int rckpt_gpuenc_prepare(rckpt_gpuenc_t *g, rckpt_tensor_prep_t *p, uint64_t *bad,
-			 const rckpt_st_tensor_t *t, const float *grads, unsigned kind, uint64_t stride,
+			 const rckpt_ctensor_t *t, const float *grads, unsigned kind, uint64_t stride,
 			 float *sw, float *sg, size_t *ns);
 
 /* rckpt_qerr over all of t with q: *num, *den. */
-int rckpt_gpuenc_qerr(rckpt_gpuenc_t *g, double *num, double *den, const rckpt_st_tensor_t *t,
+int rckpt_gpuenc_qerr(rckpt_gpuenc_t *g, double *num, double *den, const rckpt_ctensor_t *t,
 		      const float *grads, const rckpt_qparams_t *q);
 
 /* rckpt_quantize of elements [first, first + n) of t into idx[0..n) and
  * prot (room for n); *nprot protected values. */
 int rckpt_gpuenc_quantize(rckpt_gpuenc_t *g, uint8_t *idx, uint16_t *prot, size_t *nprot,
-			  const rckpt_st_tensor_t *t, const float *grads, uint64_t first, uint64_t n,
+			  const rckpt_ctensor_t *t, const float *grads, uint64_t first, uint64_t n,
 			  const rckpt_qparams_t *q);
 
 /* t quantized with q and dequantized, as fp32 into out[0..t->n). */
-int rckpt_gpuenc_dequantize_f32(rckpt_gpuenc_t *g, float *out, const rckpt_st_tensor_t *t,
+int rckpt_gpuenc_dequantize_f32(rckpt_gpuenc_t *g, float *out, const rckpt_ctensor_t *t,
 				const float *grads, const rckpt_qparams_t *q);
 
 /* bytes at src (device or host memory) into dst (host). */

@@ -41,17 +41,10 @@ static const char *dtype_name(unsigned d)
 	return d == RCKPT_DT_F32 ? "F32" : d == RCKPT_DT_F16 ? "F16" : d == RCKPT_DT_BF16 ? "BF16" : NULL;
 }
 
-static int by_name(const void *a, const void *b)
-{
-	return strcmp(((const rckpt_st_tensor_t *)a)->name, ((const rckpt_st_tensor_t *)b)->name);
-}
-
 void rckpt_st_free(rckpt_st_t *st)
 {
-	unsigned i;
-	for (i = 0; st->t && i < st->ntensors; i++)
-		free(st->t[i].name);
-	free(st->t);
+	free(st->set.t);
+	free(st->names);
 	free(st->buf);
 	memset(st, 0, sizeof(*st));
 }
@@ -62,7 +55,8 @@ int rckpt_st_parse(rckpt_st_t *out, uint8_t *buf, size_t size, char *err, size_t
 	json_error_t je;
 	const char *key;
 	uint64_t hlen = 0;
-	size_t data_at, data_len, i, count;
+	size_t data_at, data_len, i, count, nbytes = 0;
+	char *names;
 	int rc;
 
 	memset(out, 0, sizeof(*out));
@@ -93,14 +87,20 @@ int rckpt_st_parse(rckpt_st_t *out, uint8_t *buf, size_t size, char *err, size_t
 		goto out;
 	}
 	count = json_object_size(root) - (json_object_get(root, "__metadata__") != NULL);
-	out->t = calloc(count ? count : 1, sizeof(*out->t));
-	if (out->t == NULL) {
+	json_object_foreach(root, key, v)
+	{
+		nbytes += strlen(key) + 1;
+	}
+	out->set.t = calloc(count ? count : 1, sizeof(*out->set.t));
+	out->names = names = malloc(nbytes ? nbytes : 1);
+	if (out->set.t == NULL || names == NULL) {
 		rc = -ENOMEM;
 		goto out;
 	}
 	json_object_foreach(root, key, v)
 	{
-		rckpt_st_tensor_t *t = &out->t[out->ntensors];
+		rckpt_ctensor_t *t = &out->set.t[out->set.ntensors];
+		size_t klen = strlen(key) + 1;
 		json_t *dt = json_object_get(v, "dtype"), *shape = json_object_get(v, "shape"),
 		       *offs = json_object_get(v, "data_offsets"), *d;
 		json_int_t b, e;
@@ -145,15 +145,12 @@ int rckpt_st_parse(rckpt_st_t *out, uint8_t *buf, size_t size, char *err, size_t
 		}
 		t->n = n;
 		t->data = buf + data_at + b;
-		t->name = strdup(key);
-		if (t->name == NULL) {
-			rc = -ENOMEM;
-			goto out;
-		}
-		out->ntensors++;
+		memcpy(names, key, klen);
+		t->name = names;
+		names += klen;
+		out->set.ntensors++;
 	}
-	qsort(out->t, out->ntensors, sizeof(*out->t), by_name);
-	rc = 0;
+	rc = rckpt_tset_sort(&out->set); /* names are distinct: JSON_REJECT_DUPLICATES */
 out:
 	json_decref(root);
 	if (rc)
@@ -189,14 +186,7 @@ int rckpt_st_read(rckpt_st_t *out, const char *path, char *err, size_t errlen)
 	return rckpt_st_parse(out, buf, (size_t)size, err, errlen);
 }
 
-const rckpt_st_tensor_t *rckpt_st_find(const rckpt_st_t *st, const char *name)
-{
-	rckpt_st_tensor_t key;
-	key.name = (char *)name;
-	return bsearch(&key, st->t, st->ntensors, sizeof(*st->t), by_name);
-}
-
-int rckpt_st_write(const char *path, const rckpt_st_tensor_t *t, unsigned n)
+int rckpt_st_write(const char *path, const rckpt_ctensor_t *t, unsigned n)
 {
 	json_t *root = json_object();
 	char *head = NULL, *tmp = NULL;

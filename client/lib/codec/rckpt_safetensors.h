@@ -13,23 +13,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define RCKPT_ST_MAX_DIMS 8
+#include "rckpt_tset.h"
+
+#define RCKPT_ST_MAX_DIMS RCKPT_TSET_MAX_DIMS
 #define RCKPT_ST_MAX_HEADER (100u << 20)
 
-typedef struct rckpt_st_tensor {
-	char *name;
-	unsigned dtype; /* enum rckpt_dtype (formats/rckpt_record.h) */
-	unsigned ndim;
-	uint64_t shape[RCKPT_ST_MAX_DIMS];
-	uint64_t n;          /* elements */
-	const uint8_t *data; /* n * dtype size bytes, little-endian */
-} rckpt_st_tensor_t;
-
+/* A file read: one producer of the codec's tensor set. */
 typedef struct rckpt_st {
-	uint8_t *buf; /* the whole file; tensors point into it */
+	uint8_t *buf; /* the whole file; the tensors' values point into it */
 	size_t size;
-	unsigned ntensors;
-	rckpt_st_tensor_t *t; /* sorted by name */
+	char *names;      /* the tensors' names, one allocation */
+	rckpt_tset_t set; /* the file's tensors, sorted by name */
 } rckpt_st_t;
 
 /* Reads and checks the file at path. On failure err (if not NULL) gets a
@@ -41,13 +35,10 @@ int rckpt_st_read(rckpt_st_t *out, const char *path, char *err, size_t errlen);
 /* The same over bytes in memory; takes ownership of buf (malloc'd). */
 int rckpt_st_parse(rckpt_st_t *out, uint8_t *buf, size_t size, char *err, size_t errlen);
 
-/* The tensor called name, or NULL. */
-const rckpt_st_tensor_t *rckpt_st_find(const rckpt_st_t *st, const char *name);
-
 void rckpt_st_free(rckpt_st_t *st);
 
 /* Writes tensors t[0..n) to path (through a temporary file renamed into
  * place). 0, -EINVAL, -errno, -ENOMEM. */
-int rckpt_st_write(const char *path, const rckpt_st_tensor_t *t, unsigned n);
+int rckpt_st_write(const char *path, const rckpt_ctensor_t *t, unsigned n);
 
 #endif /* RCKPT_SAFETENSORS_H */

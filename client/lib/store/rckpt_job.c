@@ -66,7 +66,7 @@ int rckpt_take_lock(rckpt_job_t *j, int renew)
 
 /* The encoder's quality callback, handed on to the trainer's in the
  * public form. */
-static int call_quality(void *arg, const rckpt_st_t *params, const float *const *values, double *loss)
+static int call_quality(void *arg, const rckpt_tset_t *params, const float *const *values, double *loss)
 {
 	rckpt_job_t *j = arg;
 	rckpt_tensor_t *t = calloc(params->ntensors ? params->ntensors : 1, sizeof(*t));
@@ -76,7 +76,7 @@ static int call_quality(void *arg, const rckpt_st_t *params, const float *const 
 	if (t == NULL)
 		return -ENOMEM;
 	for (i = 0; i < params->ntensors; i++) {
-		const rckpt_st_tensor_t *p = &params->t[i];
+		const rckpt_ctensor_t *p = &params->t[i];
 		t[i].name = p->name;
 		t[i].dtype = RCKPT_F32;
 		t[i].ndim = p->ndim;

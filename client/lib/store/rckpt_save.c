@@ -23,47 +23,9 @@
 
 /* ---- save ---- */
 
-static int cmp_name(const void *a, const void *b)
-{
-	return strcmp(((const rckpt_st_tensor_t *)a)->name, ((const rckpt_st_tensor_t *)b)->name);
-}
-
-/* A borrowed view of the caller's tensors, sorted by name. */
-static int as_st(rckpt_st_t *st, const rckpt_tensor_t *t, unsigned n)
-{
-	unsigned i, d;
-	memset(st, 0, sizeof(*st));
-	st->t = calloc(n ? n : 1, sizeof(*st->t));
-	if (st->t == NULL)
-		return -ENOMEM;
-	for (i = 0; i < n; i++) {
-		rckpt_st_tensor_t *o = &st->t[i];
-		if (t[i].name == NULL || t[i].dtype < 1 || t[i].dtype > 3 || t[i].ndim > RCKPT_MAX_DIMS ||
-		    (t[i].data == NULL && t[i].ndim))
-			return -EINVAL;
-		o->name = (char *)t[i].name;
-		o->dtype = t[i].dtype;
-		o->ndim = t[i].ndim;
-		o->n = 1;
-		for (d = 0; d < t[i].ndim; d++) {
-			o->shape[d] = t[i].shape[d];
-			if (o->shape[d] && o->n > UINT64_MAX / o->shape[d])
-				return -EINVAL;
-			o->n *= o->shape[d];
-		}
-		o->data = t[i].data;
-	}
-	st->ntensors = n;
-	qsort(st->t, n, sizeof(*st->t), cmp_name);
-	for (i = 1; i < n; i++)
-		if (strcmp(st->t[i - 1].name, st->t[i].name) == 0)
-			return -EINVAL;
-	return 0;
-}
-
 /* Where this save's passes over the values run (rckpt_job_opts_t.compute).
  * On failure msg says why. */
-static int pick_compute(rckpt_job_t *j, const rckpt_st_t *params, const rckpt_st_t *grads, char *msg,
+static int pick_compute(rckpt_job_t *j, const rckpt_tset_t *params, const rckpt_tset_t *grads, char *msg,
 			size_t msglen)
 {
 	const char *name = NULL;
@@ -266,7 +228,7 @@ static int save_start(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t, un
 		      rckpt_save_t **outp, const char *fn)
 {
 	rckpt_t *h = j->h;
-	rckpt_st_t params, grads;
+	rckpt_tset_t params, grads;
 	rckpt_save_t *s = NULL;
 	char msg[256] = "";
 	const char *dev_name = NULL;
@@ -297,8 +259,9 @@ static int save_start(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t, un
 	s->t0 = rckpt_now_s();
 	s->attach = j->attach; /* it goes with this save, whatever happens */
 	memset(&j->attach, 0, sizeof(j->attach));
-	if ((rc = as_st(&params, t, n)) || (g && ng && (rc = as_st(&grads, g, ng)))) {
-		rc = rckpt_fail(h, rc, fn, "bad tensors (names, dtypes, shapes)");
+	if ((rc = rckpt_tset_view(&params, t, n)) || (g && ng && (rc = rckpt_tset_view(&grads, g, ng)))) {
+		rc = rckpt_fail(h, rc, fn, "%s",
+				rc == -ENOMEM ? "out of memory" : "bad tensors (names, dtypes, shapes)");
 		goto fail;
 	}
 	if (p && rckpt_gpuenc_any_on_device(&params, g && ng ? &grads : NULL, &dev_name)) {
@@ -349,9 +312,8 @@ static int save_start(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t, un
 						     g && ng ? &grads : NULL, step, msg, sizeof(msg));
 		}
 	}
-	free(params.t);
-	free(grads.t);
-	params.t = grads.t = NULL;
+	rckpt_tset_free(&params);
+	rckpt_tset_free(&grads);
 	if (rc) {
 		if (s->issued)
 			save_lost(j);
@@ -369,8 +331,8 @@ static int save_start(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t, un
 	*outp = s;
 	return 0;
 fail:
-	free(params.t);
-	free(grads.t);
+	rckpt_tset_free(&params);
+	rckpt_tset_free(&grads);
 	save_free(s);
 	return rc;
 }

@@ -1,0 +1,51 @@
+/*
+ * rckpt_tset.h — the codec's tensor set: the tensors of one step, sorted by
+ * name, each a name, a dtype, a shape and a pointer to its values. The
+ * codec reads tensors only through this; where they come from is the
+ * producer's business: a safetensors file (rckpt_safetensors.h), or the
+ * trainer's rckpt_tensor_t array (rckpt_tset_view).
+ *
+ * A set does not own its tensors' names or values. Its array `t` is owned
+ * by whoever filled it (rckpt_tset_free frees what rckpt_tset_view made).
+ */
+#ifndef RCKPT_TSET_H
+#define RCKPT_TSET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rckpt.h"
+
+#define RCKPT_TSET_MAX_DIMS RCKPT_MAX_DIMS
+
+typedef struct rckpt_ctensor {
+	const char *name;
+	unsigned dtype; /* enum rckpt_dtype (formats/rckpt_dtype.h) */
+	unsigned ndim;
+	uint64_t shape[RCKPT_TSET_MAX_DIMS];
+	uint64_t n;          /* elements: the product of the shape */
+	const uint8_t *data; /* n * dtype size bytes, little-endian; host or device memory */
+} rckpt_ctensor_t;
+
+typedef struct rckpt_tset {
+	unsigned ntensors;
+	rckpt_ctensor_t *t; /* sorted by name, names distinct */
+} rckpt_tset_t;
+
+/* Sorts t[0..ntensors) by name. -EINVAL when two share a name. */
+int rckpt_tset_sort(rckpt_tset_t *s);
+
+/* The tensor called name, or NULL. The set must be sorted. */
+const rckpt_ctensor_t *rckpt_tset_find(const rckpt_tset_t *s, const char *name);
+
+/* A set over the trainer's tensors t[0..n), borrowed (names and values are
+ * the caller's), sorted. -EINVAL for a tensor without a name, of an unknown
+ * dtype, of more than RCKPT_MAX_DIMS dimensions, with elements but no data,
+ * of a size that overflows, or named twice; -ENOMEM. On failure the set is
+ * empty and needs no free. */
+int rckpt_tset_view(rckpt_tset_t *s, const rckpt_tensor_t *t, unsigned n);
+
+/* Frees what rckpt_tset_view allocated; the set is empty after. */
+void rckpt_tset_free(rckpt_tset_t *s);
+
+#endif /* RCKPT_TSET_H */
