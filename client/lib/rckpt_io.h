@@ -97,6 +97,44 @@ typedef int (*rckpt_io_open_fn)(void *arg, const char *ns, rckpt_io_t **out);
  * pool, whose namespace each open sets on a new context of its own. */
 int rckpt_io_rados_open(void *ioctx, const char *ns, rckpt_io_t **out);
 
+/* A window of started operations, ended oldest first: at most cap in
+ * flight and, when budget is not 0, at most budget bytes of them. Each
+ * operation carries the caller's slot number and its bytes; reaped(arg,
+ * slot, rc) runs as each ends (on the caller's thread, inside the window
+ * call that waited for it), where the caller frees what the operation
+ * needed. Zeroed, a window is empty and safe to free. */
+typedef struct rckpt_io_pending {
+	rckpt_aio_t *c;
+	unsigned slot;
+	uint64_t bytes;
+} rckpt_io_pending_t;
+
+typedef struct rckpt_io_window {
+	rckpt_io_t *io;
+	unsigned cap, first, count;
+	uint64_t budget, held;
+	void (*reaped)(void *arg, unsigned slot, int rc);
+	void *arg;
+	rckpt_io_pending_t *q; /* ring of cap */
+} rckpt_io_window_t;
+
+/* 0 or -ENOMEM (the window is then empty). cap 0 counts as 1. */
+int rckpt_io_window_init(rckpt_io_window_t *w, rckpt_io_t *io, unsigned cap, uint64_t budget,
+			 void (*reaped)(void *arg, unsigned slot, int rc), void *arg);
+/* Waits for the oldest operation, if any, and reports it. */
+void rckpt_io_window_reap(rckpt_io_window_t *w);
+/* Reaps the oldest until one more operation of `bytes` fits. */
+void rckpt_io_window_room(rckpt_io_window_t *w, uint64_t bytes);
+/* Adds c, started by the caller after rckpt_io_window_room. */
+void rckpt_io_window_add(rckpt_io_window_t *w, rckpt_aio_t *c, unsigned slot, uint64_t bytes);
+/* Makes room for, starts and adds cls.method on oid (ops->aio_exec). A
+ * start that fails is returned and not added: reaped is not called for
+ * it. */
+int rckpt_io_window_exec(rckpt_io_window_t *w, const char *oid, const char *cls, const char *method,
+			 const void *in, size_t len, rckpt_buf_t *out, unsigned slot);
+/* Reaps every operation, then frees the window. */
+void rckpt_io_window_free(rckpt_io_window_t *w);
+
 /* Runs the object-class method cls.method on n objects, oid(arg, i) naming
  * object i, with inputs in[i] (or in[0] for all when same), `inflight` at
  * a time; out NULL for a write method, else out[i] gets reply i. Every

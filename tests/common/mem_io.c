@@ -54,6 +54,7 @@ struct mem_pool {
 	char fault_op[32];
 	unsigned fault_seen;
 	int struck;
+	char struck_op[32]; /* what the fault hit */
 	struct {
 		char name[32];
 		unsigned n;
@@ -130,6 +131,11 @@ int mem_pool_struck(const mem_pool_t *p)
 	return p->struck;
 }
 
+const char *mem_pool_struck_op(const mem_pool_t *p)
+{
+	return p->struck ? p->struck_op : "";
+}
+
 unsigned mem_pool_calls(const mem_pool_t *p, const char *op)
 {
 	unsigned i;
@@ -160,6 +166,7 @@ static int hit(mem_pool_t *p, const char *op, int *delay)
 	if (++p->fault_seen != p->fault.nth)
 		return 0;
 	p->struck = 1;
+	snprintf(p->struck_op, sizeof(p->struck_op), "%s", op);
 	if (p->fault.delay) {
 		if (delay)
 			*delay = 1;

@@ -42,6 +42,8 @@ typedef struct mem_fault {
 void mem_pool_fault(mem_pool_t *p, const mem_fault_t *f);
 /* Whether the armed fault has struck. */
 int mem_pool_struck(const mem_pool_t *p);
+/* The operation it struck ("" before it has). */
+const char *mem_pool_struck_op(const mem_pool_t *p);
 /* Calls of op (as above; NULL: every operation) since the pool was made. */
 unsigned mem_pool_calls(const mem_pool_t *p, const char *op);
 /* Whether the calling thread is inside the pool: allocations it makes

@@ -353,22 +353,22 @@ static int run_window(builder_t *B, unsigned from, unsigned count, unsigned thre
 
 /* ---- writes in flight ---- */
 
-typedef struct wslot {
-	rckpt_aio_t *c;
-	rckpt_io_t *io;
-	rckpt_buf_t buf;
-	uint32_t no;
-} wslot_t;
+/* Record writes in flight: slot i's bytes, until its write ends. */
+typedef struct wslots {
+	rckpt_buf_t *buf;
+	uint32_t *no;
+	int err;         /* the first write that failed */
+	uint32_t err_no; /* its record */
+} wslots_t;
 
-static int wslot_wait(wslot_t *s)
+static void wslot_reaped(void *arg, unsigned i, int rc)
 {
-	int rc = 0;
-	if (s->c) {
-		rc = s->io->ops->aio_wait(s->c);
-		s->c = NULL;
+	wslots_t *w = arg;
+	if (rc && w->err == 0) {
+		w->err = rc;
+		w->err_no = w->no[i];
 	}
-	rckpt_buf_free(&s->buf);
-	return rc;
+	rckpt_buf_free(&w->buf[i]);
 }
 
 /* ---- removing a dataset's objects ---- */
@@ -469,9 +469,10 @@ int rckpt_pcr_build(rckpt_t *h, const char *dataset, const rckpt_pcr_input_t *in
 	rckpt_buf_t labels = RCKPT_BUF_INIT, ib = RCKPT_BUF_INIT;
 	rckpt_pcr_progress_t pr;
 	rckpt_pcr_src_t *src = NULL;
-	wslot_t *ws = NULL;
+	wslots_t ws = { NULL, NULL, 0, 0 };
+	rckpt_io_window_t win;
 	double ssum[RCKPT_PCR_MAX_GROUPS] = { 0 }, t0 = rckpt_now_s();
-	unsigned threads, wcount = 0, wnext = 0, sampled = 0, rec_cap = 0, i, g, first;
+	unsigned threads, wcount = 0, wnext = 0, slot, sampled = 0, rec_cap = 0, i, g, first;
 	uint64_t size;
 	int rc;
 
@@ -479,6 +480,7 @@ int rckpt_pcr_build(rckpt_t *h, const char *dataset, const rckpt_pcr_input_t *in
 	memset(&x, 0, sizeof(x));
 	memset(&pr, 0, sizeof(pr));
 	memset(&B, 0, sizeof(B));
+	memset(&win, 0, sizeof(win));
 	if (st)
 		memset(st, 0, sizeof(*st));
 	if (opts == NULL)
@@ -527,16 +529,17 @@ int rckpt_pcr_build(rckpt_t *h, const char *dataset, const rckpt_pcr_input_t *in
 	}
 	B.win = calloc(B.o.images_per_record, sizeof(*B.win));
 	src = calloc(B.o.images_per_record, sizeof(*src));
-	ws = calloc(B.o.inflight, sizeof(*ws));
+	ws.buf = calloc(B.o.inflight, sizeof(*ws.buf));
+	ws.no = calloc(B.o.inflight, sizeof(*ws.no));
 	x.label_off = calloc((size_t)n + 1, sizeof(*x.label_off));
-	if (!B.win || !src || !ws || !x.label_off) {
+	if (!B.win || !src || !ws.buf || !ws.no || !x.label_off ||
+	    rckpt_io_window_init(&win, B.io, B.o.inflight, 0, wslot_reaped, &ws)) {
 		rc = rckpt_fail(h, -ENOMEM, __func__, "out of memory");
 		goto out;
 	}
 	pr.total = n;
 	for (first = 0; first < n; first += wcount) {
 		unsigned good = 0;
-		wslot_t *s;
 		wcount = n - first < B.o.images_per_record ? n - first : B.o.images_per_record;
 		run_window(&B, first, wcount, threads);
 		for (i = 0; i < wcount; i++) {
@@ -583,20 +586,21 @@ int rckpt_pcr_build(rckpt_t *h, const char *dataset, const rckpt_pcr_input_t *in
 			window_free(B.win, wcount);
 			continue;
 		}
-		/* a write slot: wait for the oldest when all are busy */
-		s = &ws[wnext];
-		if ((rc = wslot_wait(s))) {
+		/* a write slot: the oldest write ends first when all are busy */
+		rckpt_io_window_room(&win, 0);
+		if (ws.err) {
 			window_free(B.win, wcount);
-			rc = rckpt_fail(h, rc, __func__, "cannot write record %u of %s", s->no, dataset);
+			rc = rckpt_fail(h, ws.err, __func__, "cannot write record %u of %s", ws.err_no, dataset);
 			goto out;
 		}
+		slot = wnext;
 		wnext = (wnext + 1) % B.o.inflight;
-		s->no = x.nrecords;
-		s->buf.max = RCKPT_PCR_MAX_RECORD;
-		rc = rckpt_pcr_record_encode(&s->buf, s->no, src, good);
+		ws.no[slot] = x.nrecords;
+		ws.buf[slot].max = RCKPT_PCR_MAX_RECORD;
+		rc = rckpt_pcr_record_encode(&ws.buf[slot], ws.no[slot], src, good);
 		window_free(B.win, wcount);
 		if (rc) {
-			rc = rckpt_fail(h, rc, __func__, "record %u of %s is too large (%u images)", s->no,
+			rc = rckpt_fail(h, rc, __func__, "record %u of %s is too large (%u images)", ws.no[slot],
 					dataset, good);
 			goto out;
 		}
@@ -609,8 +613,8 @@ int rckpt_pcr_build(rckpt_t *h, const char *dataset, const rckpt_pcr_input_t *in
 		{
 			rckpt_pcr_head_t hd;
 			rckpt_pcr_index_rec_t *e = &x.rec[x.nrecords];
-			if ((rc = rckpt_pcr_head_decode(&hd, s->buf.p, s->buf.len))) {
-				rc = rckpt_fail(h, rc, __func__, "record %u does not decode (a bug)", s->no);
+			if ((rc = rckpt_pcr_head_decode(&hd, ws.buf[slot].p, ws.buf[slot].len))) {
+				rc = rckpt_fail(h, rc, __func__, "record %u does not decode (a bug)", ws.no[slot]);
 				goto out;
 			}
 			memset(e, 0, sizeof(*e));
@@ -624,27 +628,27 @@ int rckpt_pcr_build(rckpt_t *h, const char *dataset, const rckpt_pcr_input_t *in
 		}
 		{
 			char oid[RCKPT_PCR_OID_MAX];
-			rckpt_pcr_record_oid(oid, s->no);
-			s->io = B.io;
-			if ((rc = B.io->ops->aio_write_full(B.io, oid, s->buf.p, s->buf.len, &s->c))) {
-				rc = rckpt_fail(h, rc, __func__, "cannot write record %u of %s", s->no, dataset);
+			rckpt_aio_t *c;
+			rckpt_pcr_record_oid(oid, ws.no[slot]);
+			if ((rc = B.io->ops->aio_write_full(B.io, oid, ws.buf[slot].p, ws.buf[slot].len, &c))) {
+				rc = rckpt_fail(h, rc, __func__, "cannot write record %u of %s", ws.no[slot],
+						dataset);
 				goto out;
 			}
+			pr.bytes_written += ws.buf[slot].len;
+			rckpt_io_window_add(&win, c, slot, ws.buf[slot].len);
 		}
-		pr.bytes_written += s->buf.len;
 		x.nrecords++;
 		x.nimages += good;
 		pr.records_written = x.nrecords;
 		if (B.o.progress)
 			B.o.progress(B.o.arg, &pr);
 	}
-	for (i = 0; i < B.o.inflight; i++) {
-		int r = wslot_wait(&ws[i]);
-		if (r && !rc)
-			rc = rckpt_fail(h, r, __func__, "cannot write record %u of %s", ws[i].no, dataset);
-	}
-	if (rc)
+	rckpt_io_window_free(&win); /* every write ends */
+	if (ws.err) {
+		rc = rckpt_fail(h, ws.err, __func__, "cannot write record %u of %s", ws.err_no, dataset);
 		goto out;
+	}
 	if (x.nimages == 0) {
 		rc = rckpt_fail(h, -ENODATA, __func__, "no usable image among the %u inputs", n);
 		goto out;
@@ -673,10 +677,11 @@ int rckpt_pcr_build(rckpt_t *h, const char *dataset, const rckpt_pcr_input_t *in
 nomem:
 	rc = rckpt_fail(h, -ENOMEM, __func__, "out of memory");
 out:
-	if (ws)
-		for (i = 0; i < B.o.inflight; i++)
-			wslot_wait(&ws[i]);
-	free(ws);
+	rckpt_io_window_free(&win);
+	for (i = 0; ws.buf && i < B.o.inflight; i++)
+		rckpt_buf_free(&ws.buf[i]);
+	free(ws.buf);
+	free(ws.no);
 	free(src);
 	free(B.win);
 	free(x.rec);

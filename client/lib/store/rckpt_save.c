@@ -69,10 +69,9 @@ struct rckpt_save {
 	rckpt_buf_t attach;    /* the attachment it took from the job */
 	rckpt_ckenc_stats_t st;
 	unsigned nchunks;
-	rckpt_buf_t *msgs;    /* chunk i's append, until it completes */
-	rckpt_aio_t **c;      /* chunk i's append in flight */
-	unsigned issued, done; /* appends started: [0, issued); reaped: [0, done) */
-	uint64_t held;         /* bytes of the appends started and not reaped */
+	rckpt_buf_t *msgs;     /* chunk i's append, until it completes */
+	rckpt_io_window_t win; /* the appends in flight */
+	unsigned issued;       /* appends started: [0, issued) */
 	int err;               /* the first append that failed */
 	int trim_err;          /* the trim before the first append failed */
 	double t0, t1;         /* start; encoded */
@@ -83,16 +82,12 @@ struct rckpt_save {
 	char errmsg[RCKPT_ERRMSG_MAX];
 };
 
-/* Waits for the oldest append in flight and frees its message. */
-static void save_reap(rckpt_save_t *s)
+/* An append ended: its message goes. */
+static void save_reaped(void *arg, unsigned i, int rc)
 {
-	unsigned i = s->done++;
-	int r;
-	r = s->j->io->ops->aio_wait(s->c[i]);
-	if (r && s->err == 0)
-		s->err = r;
-	s->c[i] = NULL;
-	s->held -= s->msgs[i].len;
+	rckpt_save_t *s = arg;
+	if (rc && s->err == 0)
+		s->err = rc;
 	rckpt_buf_free(&s->msgs[i]);
 }
 
@@ -101,15 +96,12 @@ static void save_reap(rckpt_save_t *s)
 static void save_release(rckpt_save_t *s)
 {
 	unsigned i;
-	while (s->done < s->issued)
-		save_reap(s);
+	rckpt_io_window_free(&s->win);
 	for (i = 0; s->msgs && i < s->nchunks; i++)
 		rckpt_buf_free(&s->msgs[i]);
 	free(s->msgs);
-	free(s->c);
 	s->msgs = NULL;
-	s->c = NULL;
-	s->nchunks = s->issued = s->done = 0;
+	s->nchunks = s->issued = 0;
 	rckpt_buf_free(&s->manifest);
 	rckpt_buf_free(&s->attach);
 	if (s->j && s->j->pending == s)
@@ -145,8 +137,9 @@ static int save_begin(void *arg, uint32_t nchunks)
 
 	s->nchunks = nchunks;
 	s->msgs = calloc(n, sizeof(*s->msgs));
-	s->c = calloc(n, sizeof(*s->c));
-	if (!s->msgs || !s->c)
+	if (s->msgs == NULL ||
+	    rckpt_io_window_init(&s->win, j->io, j->o.inflight < n ? j->o.inflight : n, j->io_budget,
+				 save_reaped, s))
 		return -ENOMEM;
 	if (!j->trimmed) {
 		rckpt_buf_t tm = RCKPT_BUF_INIT;
@@ -167,24 +160,20 @@ static int save_begin(void *arg, uint32_t nchunks)
 static int save_record(void *arg, uint32_t i, rckpt_buf_t *rec)
 {
 	rckpt_save_t *s = arg;
-	rckpt_job_t *j = s->j;
 	char oid[64];
 	int rc = rckpt_msg_append_encode(&s->msgs[i], rec->p, rec->len);
 
 	rckpt_buf_free(rec);
 	if (rc)
 		return rc;
-	while (s->done < s->issued &&
-	       (s->issued - s->done >= j->o.inflight || s->held + s->msgs[i].len > j->io_budget))
-		save_reap(s);
+	rckpt_io_window_room(&s->win, s->msgs[i].len);
 	if (s->err)
 		return s->err;
 	rckpt_store_chunk_oid(oid, sizeof(oid), i);
-	if ((rc = j->io->ops->aio_exec(j->io, oid, "rckpt", "append", s->msgs[i].p, s->msgs[i].len,
-				       NULL, &s->c[i])))
+	if ((rc = rckpt_io_window_exec(&s->win, oid, "rckpt", "append", s->msgs[i].p, s->msgs[i].len,
+				       NULL, i)))
 		return s->err = rc;
 	s->issued = i + 1;
-	s->held += s->msgs[i].len;
 	return 0;
 }
 
@@ -364,8 +353,7 @@ static void save_finish(rckpt_save_t *s)
 	char oid[64];
 	int rc = 0;
 
-	while (s->done < s->issued)
-		save_reap(s);
+	rckpt_io_window_free(&s->win); /* every append ends */
 	if ((rc = s->err)) {
 		rc = rckpt_fail(h, rc, __func__, "cannot append step %" PRIu64 " to its chunks", s->step);
 		goto done;

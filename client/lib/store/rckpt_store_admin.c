@@ -249,18 +249,23 @@ static unsigned chunk_count(const steps_t *s)
 	return n;
 }
 
-static uint64_t chunk_bytes(rckpt_job_t *j, unsigned n)
+/* The data bytes of chunks [0, n) into *sum (a chunk that does not exist
+ * has none). */
+static int chunk_bytes(rckpt_job_t *j, unsigned n, uint64_t *sum)
 {
-	uint64_t sum = 0;
 	unsigned i;
+	*sum = 0;
 	for (i = 0; i < n; i++) {
 		char oid[64];
 		uint64_t size = 0;
+		int rc;
 		rckpt_store_chunk_oid(oid, sizeof(oid), i);
-		if (j->io->ops->stat(j->io, oid, &size) == 0)
-			sum += size;
+		rc = j->io->ops->stat(j->io, oid, &size);
+		if (rc && rc != -ENOENT)
+			return rc;
+		*sum += size;
 	}
-	return sum;
+	return 0;
 }
 
 /* Chunk 0's index: the steps it holds records of. */
@@ -350,7 +355,10 @@ int rckpt_job_compact(rckpt_job_t *j, const rckpt_retention_t *pol, rckpt_compac
 	st->steps_after = kept.n;
 	nchunks = chunk_count(&s);
 	st->chunks = nchunks;
-	st->bytes_before = chunk_bytes(j, nchunks);
+	if ((rc = chunk_bytes(j, nchunks, &st->bytes_before))) {
+		rc = rckpt_fail(h, rc, __func__, "cannot measure the chunks of job %s", j->name);
+		goto out;
+	}
 	keep = calloc(kept.n ? kept.n : 1, sizeof(*keep));
 	if (keep == NULL) {
 		rc = rckpt_fail(h, -ENOMEM, __func__, "out of memory");
@@ -419,7 +427,12 @@ int rckpt_job_compact(rckpt_job_t *j, const rckpt_retention_t *pol, rckpt_compac
 			rc = 0;
 		}
 	}
-	st->bytes_after = chunk_bytes(j, nchunks);
+	if ((rc = chunk_bytes(j, nchunks, &st->bytes_after))) {
+		rc = rckpt_fail(h, rc, __func__,
+				"job %s is compacted, but its chunks cannot be measured (compact again)",
+				j->name);
+		goto out;
+	}
 	st->seconds = rckpt_now_s() - t0;
 out:
 	free(s.s);
