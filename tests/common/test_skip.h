@@ -24,16 +24,18 @@
 
 enum { TEST_NEED_CLUSTER, TEST_NEED_DATA, TEST_NEED_GPU, TEST_NEED_NONE };
 
-static unsigned test_skipped; /* tests of this program skipped so far */
+/* Tests of this program skipped so far: one counter for all its files (a
+ * weak definition in each, merged into one by the linker). */
+__attribute__((weak)) unsigned test_skipped;
 
-static int test_env_is(const char *name, const char *value)
+static inline int test_env_is(const char *name, const char *value)
 {
 	const char *v = getenv(name);
 	return v != NULL && strcmp(v, value) == 0;
 }
 
 /* The variable that requires need here, or NULL when it may be skipped. */
-static const char *test_required_by(int need)
+static inline const char *test_required_by(int need)
 {
 	switch (need) {
 	case TEST_NEED_GPU:
@@ -61,7 +63,7 @@ static const char *test_required_by(int need)
 	} while (0)
 
 /* main's exit status from cmocka_run_group_tests' result. */
-static int test_exit(int failed)
+static inline int test_exit(int failed)
 {
 	if (failed)
 		return failed;

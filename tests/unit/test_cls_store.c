@@ -1,9 +1,10 @@
 /*
  * test_cls_store.c — the checkpoint store's object-class bodies
- * (cls/rckpt/cls_rckpt_*.c) on in-memory objects: append and its checks,
- * materialize (whole chains, a budget and resuming), index, trim, the job
- * object's compare-and-set commit, head and list, compaction, verify, drop
- * and pin, and malformed requests.
+ * (cls/rckpt/cls_rckpt_*.c) on in-memory objects, the chunk methods:
+ * append and its checks, materialize (whole chains, a budget and
+ * resuming), index, trim, compaction, verify, sparse records, and
+ * malformed requests to every method. The job object's methods:
+ * test_cls_job.c.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -255,118 +256,6 @@ static void test_trim_and_index(void **state)
 	mem_obj_free(&m);
 }
 
-static int commit_as(mem_obj_t *m, uint64_t expect, uint64_t step, uint64_t writer)
-{
-	rckpt_buf_t msg = RCKPT_BUF_INIT;
-	rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
-	uint8_t sum[3] = { (uint8_t)step, 7, 9 };
-	rckpt_msg_commit_t c = { expect, step, { sum, sizeof(sum) }, writer };
-	int rc;
-	assert_int_equal(rckpt_msg_commit_encode(&msg, &c), 0);
-	rc = mem_obj_call(m, cls_rckpt_commit, msg.p, msg.len, &out);
-	rckpt_buf_free(&msg);
-	rckpt_buf_free(&out);
-	return rc;
-}
-
-static int commit(mem_obj_t *m, uint64_t expect, uint64_t step)
-{
-	return commit_as(m, expect, step, 1);
-}
-
-static int claim(mem_obj_t *m, uint64_t token)
-{
-	rckpt_buf_t msg = RCKPT_BUF_INIT;
-	rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
-	int rc;
-	assert_int_equal(rckpt_msg_claim_encode(&msg, token), 0);
-	rc = mem_obj_call(m, cls_rckpt_claim, msg.p, msg.len, &out);
-	assert_int_equal(out.len, 0);
-	rckpt_buf_free(&msg);
-	rckpt_buf_free(&out);
-	return rc;
-}
-
-/* Fencing: once a writer claims the job, only its token commits; a newer
- * claim shuts out the older writer, whatever head it expects. */
-static void test_claim_fences_commit(void **state)
-{
-	mem_obj_t m = { 0 };
-	uint8_t bad[RCKPT_WIRE_HEADER_BYTES + 8];
-	rckpt_buf_t msg = RCKPT_BUF_INIT;
-	rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
-	(void)state;
-	assert_int_equal(commit_as(&m, RCKPT_STORE_NONE, 1, 7), 0); /* never claimed: any token */
-	assert_int_equal(claim(&m, 5), 0);
-	assert_int_equal(commit_as(&m, 1, 2, 7), -ESTALE);
-	assert_int_equal(commit_as(&m, 1, 2, 5), 0);
-	assert_int_equal(claim(&m, 6), 0); /* a new writer */
-	assert_int_equal(commit_as(&m, 2, 3, 5), -ESTALE); /* the old one is fenced */
-	assert_int_equal(commit_as(&m, 2, 3, 6), 0);
-	assert_int_equal(rckpt_msg_claim_encode(&msg, 0), -EINVAL);
-	assert_int_equal(rckpt_msg_claim_encode(&msg, 8), 0);
-	assert_true(msg.len <= sizeof(bad));
-	memcpy(bad, msg.p, msg.len);
-	memset(bad + msg.len - 8, 0, 8); /* token 0 */
-	assert_int_equal(mem_obj_call(&m, cls_rckpt_claim, bad, msg.len, &out), -EINVAL);
-	assert_int_equal(mem_obj_call(&m, cls_rckpt_claim, msg.p, msg.len - 1, &out), -EINVAL);
-	assert_int_equal(commit_as(&m, 3, 4, 6), 0); /* the bad claims changed nothing */
-	rckpt_buf_free(&msg);
-	rckpt_buf_free(&out);
-	mem_obj_free(&m);
-}
-
-static void test_job_commit_list(void **state)
-{
-	mem_obj_t m = { 0 };
-	rckpt_msg_head_t h;
-	rckpt_buf_t msg = RCKPT_BUF_INIT;
-	rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
-	rckpt_msg_list_t l = { RCKPT_STORE_NONE, 3 };
-	rckpt_msg_stepsum_reader_t rd;
-	rckpt_blob_t sum;
-	uint64_t step, seen = 0, expect[] = { 10, 20, 30 };
-	unsigned k = 0;
-
-	(void)state;
-	assert_int_equal(call_empty(&m, cls_rckpt_head, &h), 0);
-	assert_true(h.head == RCKPT_STORE_NONE && h.count == 0);
-	assert_int_equal(commit(&m, 5, 10), -ESTALE); /* the head is empty, not 5 */
-	assert_int_equal(commit(&m, RCKPT_STORE_NONE, 10), 0);
-	assert_int_equal(commit(&m, RCKPT_STORE_NONE, 20), -ESTALE); /* a second writer */
-	assert_int_equal(commit(&m, 10, 10), -EINVAL);                 /* not after the head */
-	assert_int_equal(commit(&m, 10, 20), 0);
-	assert_int_equal(commit(&m, 20, 30), 0);
-	assert_int_equal(commit(&m, 30, 40), 0);
-	assert_int_equal(call_empty(&m, cls_rckpt_head, &h), 0);
-	assert_true(h.head == 40 && h.count == 4);
-
-	assert_int_equal(rckpt_msg_list_encode(&msg, &l), 0);
-	assert_int_equal(mem_obj_call(&m, cls_rckpt_list, msg.p, msg.len, &out), 0);
-	assert_int_equal(rckpt_msg_stepsum_open(&rd, out.p, out.len), 0);
-	assert_int_equal(rd.more, 1);
-	while (rckpt_msg_stepsum_next(&rd, &step, &sum) == 1) {
-		assert_int_equal(step, expect[k++]);
-		assert_int_equal(sum.len, 3);
-		assert_int_equal(sum.p[0], (uint8_t)step);
-		seen = step;
-	}
-	assert_int_equal(k, 3);
-	rckpt_buf_free(&out);
-	msg.len = 0;
-	l.after = seen;
-	assert_int_equal(rckpt_msg_list_encode(&msg, &l), 0);
-	assert_int_equal(mem_obj_call(&m, cls_rckpt_list, msg.p, msg.len, &out), 0);
-	assert_int_equal(rckpt_msg_stepsum_open(&rd, out.p, out.len), 0);
-	assert_int_equal(rd.n, 1);
-	assert_int_equal(rd.more, 0);
-	assert_int_equal(rckpt_msg_stepsum_next(&rd, &step, &sum), 1);
-	assert_int_equal(step, 40);
-	rckpt_buf_free(&out);
-	rckpt_buf_free(&msg);
-	mem_obj_free(&m);
-}
-
 static int compact(mem_obj_t *m, uint64_t upto, const uint64_t *keep, uint32_t n)
 {
 	rckpt_buf_t msg = RCKPT_BUF_INIT;
@@ -609,48 +498,6 @@ static void test_compact_keeps_parents_and_fails_closed(void **state)
 	mem_obj_free(&m);
 }
 
-static int drop_or_pin(mem_obj_t *m, const uint64_t *steps, uint32_t n, int pin)
-{
-	rckpt_buf_t msg = RCKPT_BUF_INIT;
-	rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
-	int rc;
-	if (pin)
-		assert_int_equal(rckpt_msg_pin_encode(&msg, steps[0], pin > 0), 0);
-	else
-		assert_int_equal(rckpt_msg_drop_encode(&msg, steps, n), 0);
-	rc = mem_obj_call(m, pin ? cls_rckpt_pin : cls_rckpt_drop, msg.p, msg.len, &out);
-	rckpt_buf_free(&msg);
-	rckpt_buf_free(&out);
-	return rc;
-}
-
-static void test_drop_and_pin(void **state)
-{
-	mem_obj_t m = { 0 };
-	uint64_t all[] = { 10, 20, 30, 40 }, nope[] = { 25 };
-	rckpt_msg_head_t h;
-
-	(void)state;
-	assert_int_equal(commit(&m, RCKPT_STORE_NONE, 10), 0);
-	assert_int_equal(commit(&m, 10, 20), 0);
-	assert_int_equal(commit(&m, 20, 30), 0);
-	assert_int_equal(commit(&m, 30, 40), 0);
-	assert_int_equal(drop_or_pin(&m, nope, 1, 1), -ENOENT); /* not a step */
-	assert_int_equal(drop_or_pin(&m, &all[1], 1, 1), 0);
-	assert_int_equal(drop_or_pin(&m, all, 4, 0), 0);
-	/* the head (40) and the pinned step (20) stay */
-	assert_int_equal(call_empty(&m, cls_rckpt_head, &h), 0);
-	assert_true(h.head == 40 && h.count == 2);
-	assert_int_equal(drop_or_pin(&m, all, 4, 0), 0); /* twice: the same */
-	assert_int_equal(call_empty(&m, cls_rckpt_head, &h), 0);
-	assert_int_equal(h.count, 2);
-	assert_int_equal(drop_or_pin(&m, &all[1], 1, -1), 0); /* unpin */
-	assert_int_equal(drop_or_pin(&m, all, 4, 0), 0);
-	assert_int_equal(call_empty(&m, cls_rckpt_head, &h), 0);
-	assert_true(h.head == 40 && h.count == 1);
-	mem_obj_free(&m);
-}
-
 /* Every method turns garbage and truncations into -EINVAL, changing
  * nothing; the fuzz target goes further. */
 static void test_malformed(void **state)
@@ -695,137 +542,16 @@ static void test_malformed(void **state)
 	mem_obj_free(&m);
 }
 
-/* The attachment (store.md): round trips at sizes 0, 1 and odd; every
- * header field checked; any truncation refused; a flipped byte refused or
- * (a padding bit) harmless, never wrong bytes; never a read past the input
- * (ASan). */
-static void test_attachment(void **state)
-{
-	static const size_t sizes[] = { 0, 1, 3, 4097, 100003 };
-	unsigned k;
-	(void)state;
-	for (k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
-		const size_t n = sizes[k];
-		uint8_t *raw = malloc(n ? n : 1), *got;
-		rckpt_buf_t b = RCKPT_BUF_INIT;
-		size_t i, len;
-		uint32_t x = 12345;
-		for (i = 0; i < n; i++) {
-			x = x * 1664525u + 1013904223u;
-			raw[i] = (uint8_t)(i % 7 == 0 ? x >> 24 : i / 64); /* compressible, not trivially */
-		}
-		assert_int_equal(rckpt_attach_encode(&b, 42, raw, n), 0);
-		assert_true(b.len >= RCKPT_ATTACH_HEADER);
-		assert_int_equal(rckpt_attach_decode(&got, &len, 42, b.p, b.len), 0);
-		assert_int_equal(len, n);
-		assert_memory_equal(got, raw, n ? n : 0);
-		free(got);
-		/* another step's attachment */
-		assert_int_equal(rckpt_attach_decode(&got, &len, 43, b.p, b.len), -EBADMSG);
-		assert_null(got);
-		/* every truncation */
-		for (i = 0; i < b.len; i += 1 + b.len / 97)
-			assert_true(rckpt_attach_decode(&got, &len, 42, b.p, i) < 0);
-		/* flipped bytes: the header's fields, the frame, the CRC (not the
-		 * version: a later version that keeps compat 1 reads) */
-		for (i = 0; i < b.len; i += 1 + b.len / 61) {
-			int rc;
-			if (i == 4)
-				continue;
-			b.p[i] ^= 0x20;
-			rc = rckpt_attach_decode(&got, &len, 42, b.p, b.len);
-			if (rc == 0) { /* only a bit zstd never reads (padding) may pass:
-					  the bytes must then be the right ones */
-				assert_int_equal(len, n);
-				assert_memory_equal(got, raw, n);
-				free(got);
-			}
-			b.p[i] ^= 0x20;
-		}
-		b.p[5] = 2; /* compat */
-		assert_int_equal(rckpt_attach_decode(&got, &len, 42, b.p, b.len), RCKPT_FMT_EVERSION);
-		rckpt_buf_free(&b);
-		free(raw);
-	}
-	{
-		char oid[64];
-		assert_int_equal(rckpt_store_attach_oid(oid, sizeof(oid), 7), 0);
-		assert_string_equal(oid, "rckpt.attach.00000000000000000007");
-		assert_int_equal(rckpt_store_attach_oid(oid, 10, 7), -ERANGE);
-	}
-}
-
-/* retire removes a step's manifest or attachment, and nothing else. */
-static void test_retire(void **state)
-{
-	rckpt_manifest_t mf;
-	rckpt_buf_t man = RCKPT_BUF_INIT, att = RCKPT_BUF_INIT, req = RCKPT_BUF_INIT;
-	rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
-	mem_obj_t m;
-	static const uint8_t junk[32] = "not a manifest, not anything...";
-	(void)state;
-	memset(&mf, 0, sizeof(mf));
-	mf.step = 7;
-	mf.parent = RCKPT_STORE_NONE;
-	mf.chunk_params = 1;
-	assert_int_equal(rckpt_manifest_encode(&man, &mf), 0);
-	assert_int_equal(rckpt_attach_encode(&att, 7, "abc", 3), 0);
-	assert_int_equal(rckpt_msg_retire_encode(&req, 7), 0);
-	/* a manifest of step 7 and an attachment of step 7 go */
-	memset(&m, 0, sizeof(m));
-	assert_int_equal(mem_write(&(rckpt_cls_obj_t){ &mem_obj_ops, &m }, 0, man.p, man.len), 0);
-	assert_int_equal(mem_obj_call(&m, cls_rckpt_retire, req.p, req.len, &out), 0);
-	assert_false(m.exists);
-	memset(&m, 0, sizeof(m));
-	assert_int_equal(mem_write(&(rckpt_cls_obj_t){ &mem_obj_ops, &m }, 0, att.p, att.len), 0);
-	assert_int_equal(mem_obj_call(&m, cls_rckpt_retire, req.p, req.len, &out), 0);
-	assert_false(m.exists);
-	/* another step's, another object, a short one, none: refused, kept */
-	req.len = 0;
-	assert_int_equal(rckpt_msg_retire_encode(&req, 8), 0);
-	memset(&m, 0, sizeof(m));
-	assert_int_equal(mem_write(&(rckpt_cls_obj_t){ &mem_obj_ops, &m }, 0, man.p, man.len), 0);
-	assert_int_equal(mem_obj_call(&m, cls_rckpt_retire, req.p, req.len, &out), -EINVAL);
-	assert_true(m.exists && m.size == man.len);
-	mem_obj_free(&m);
-	memset(&m, 0, sizeof(m));
-	assert_int_equal(mem_write(&(rckpt_cls_obj_t){ &mem_obj_ops, &m }, 0, junk, sizeof(junk)), 0);
-	assert_int_equal(mem_obj_call(&m, cls_rckpt_retire, req.p, req.len, &out), -EINVAL);
-	assert_true(m.exists && m.size == sizeof(junk));
-	mem_obj_free(&m);
-	memset(&m, 0, sizeof(m));
-	assert_int_equal(mem_write(&(rckpt_cls_obj_t){ &mem_obj_ops, &m }, 0, man.p, 15), 0);
-	assert_int_equal(mem_obj_call(&m, cls_rckpt_retire, req.p, req.len, &out), -EINVAL);
-	mem_obj_free(&m);
-	memset(&m, 0, sizeof(m));
-	assert_int_equal(mem_obj_call(&m, cls_rckpt_retire, req.p, req.len, &out), -ENOENT);
-	/* a malformed request */
-	memset(&m, 0, sizeof(m));
-	assert_int_equal(mem_write(&(rckpt_cls_obj_t){ &mem_obj_ops, &m }, 0, man.p, man.len), 0);
-	assert_int_equal(mem_obj_call(&m, cls_rckpt_retire, req.p, req.len - 1, &out), -EINVAL);
-	assert_true(m.exists);
-	mem_obj_free(&m);
-	rckpt_buf_free(&out);
-	rckpt_buf_free(&req);
-	rckpt_buf_free(&man);
-	rckpt_buf_free(&att);
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_append_and_materialize),
 		cmocka_unit_test(test_materialize_errors),
 		cmocka_unit_test(test_trim_and_index),
-		cmocka_unit_test(test_claim_fences_commit),
-		cmocka_unit_test(test_job_commit_list),
 		cmocka_unit_test(test_compact),
 		cmocka_unit_test(test_compact_keeps_parents_and_fails_closed),
 		cmocka_unit_test(test_sparse),
-		cmocka_unit_test(test_drop_and_pin),
 		cmocka_unit_test(test_malformed),
-		cmocka_unit_test(test_attachment),
-		cmocka_unit_test(test_retire),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,277 @@
+"""bench_report.py — the report of rckpt_bench.py: the summary table,
+report.md, results.json and results.csv of a run, and the comparison of two
+runs (rckpt_bench.py compare A B).
+"""
+import json
+import os
+import re
+import statistics
+import sys
+
+
+def spread(ms):
+    """Error bars from min and max around each median."""
+    return [[m["median"] - m["min"] for m in ms], [m["max"] - m["median"] for m in ms]]
+
+
+def fmt(m):
+    if m is None:
+        return "-"
+    v = m["median"]
+    s = "%.3g" % v if abs(v) < 100 else "%.0f" % v
+    if m["n"] > 1 and m["max"] > m["min"]:
+        s += " [%.3g, %.3g]" % (m["min"], m["max"])
+    return s
+
+
+def find(metrics, name):
+    for m in metrics:
+        if m["name"] == name:
+            return m
+    return None
+
+
+def summary_rows(metrics, data):
+    rows = []
+
+    def add(label, name, unit=None):
+        m = find(metrics, name)
+        if m:
+            rows.append((label, fmt(m), unit or m["unit"]))
+    add("rados write, 64 KiB objects", "rados write, 64 KiB objects")
+    add("rados read, 64 KiB objects", "rados read, 64 KiB objects")
+    for m in metrics:
+        if m["name"].startswith("save throughput"):
+            rows.append(("checkpoint save (fp32 logical)", fmt(m), m["unit"]))
+    add("save / rados write (64 KiB)", "save logical MB/s / rados write MB/s (64 KiB)")
+    add("trainer stall: rckpt snapshot", "trainer stall per save: rckpt snapshot")
+    add("trainer stall: torch.save to a local file", "trainer stall per save: torch.save")
+    add("compression ratio over the run: rckpt", "ratio over the run: rckpt")
+    add("compression ratio over the run: qd (baseline)", "ratio over the run: qd")
+    add("compression ratio over the run: zstd -3", "ratio over the run: zstd-3")
+    add("transformer, ratio at <= 1% real loss: rckpt", "ratio at <= 1% real loss: rckpt")
+    add("transformer, ratio at <= 1% real loss: rckpt / qd", "rckpt / qd at <= 1% real loss")
+    rs = data.get("restore")
+    if rs:
+        L = rs[-1]["chain"]
+        add("restore, chain %d, server-side" % L, "restore, chain %d: server-side" % L)
+        add("restore, chain %d, after compaction" % L, "restore, chain %d: after compaction" % L)
+        add("restore, chain %d, client-side" % L, "restore, chain %d: client-side" % L)
+    pcr = data.get("pcr")
+    if pcr and pcr["rows"]:
+        r = next((r for r in pcr["rows"] if r["ssim"] >= 0.9), pcr["rows"][-1])
+        rows.append(("PCR, %d groups (SSIM %.2f): bytes / one object per JPEG" % (r["group"], r["ssim"]),
+                     "%.3f" % r["frac"], "ratio"))
+        rows.append(("PCR, %d groups: images/s / one object per JPEG" % r["group"], "%.2f" % r["speedup"], "ratio"))
+    for m in metrics:
+        if m["suite"] == "loader" and "bytes / regular: locality" in m["name"]:
+            rows.append(("loader, " + m["name"], fmt(m), m["unit"]))
+    return rows
+
+
+def summary_table(metrics, data):
+    rows = summary_rows(metrics, data)
+    lines = ["| measure | value | unit |", "|---|---:|---|"]
+    lines += ["| %s | %s | %s |" % r for r in rows]
+    return "\n".join(lines)
+
+
+def report(out, meta, metrics, data, status, plots):
+    L = []
+    L.append("# rckpt benchmark report (%s)" % meta["profile"])
+    L.append("")
+    L.append("- date: %s; the whole run: %.0f s" % (meta["date"], meta["seconds"]))
+    L.append("- command: `%s`" % meta["command"])
+    L.append("- machine: %s, %s CPUs, %s GiB, Linux %s (%s)" % (meta.get("cpu", "?"), meta["cpus"],
+                                                               meta.get("memory_gib", "?"), meta["kernel"], meta["host"]))
+    L.append("- cluster: conf `%s`, pool `%s`%s%s%s" % (
+        meta["conf"], meta["pool"], "; " + meta["osds"] if meta.get("osds") else "",
+        "; pool size " + meta["pool_size"].split()[-1] if meta.get("pool_size") else "",
+        "; " + meta["ceph_version"] if meta.get("ceph_version") else ""))
+    L.append("- timed figures: median [min, max] of %d runs unless the table says otherwise; seed %d"
+             % (meta["reps"], meta["seed"]))
+    L.append("")
+    L.append("```")
+    L.append(meta.get("rckpt", ""))
+    L.append(meta.get("cluster", ""))
+    L.append("```")
+    L.append("")
+    L.append("## Summary")
+    L.append("")
+    L.append(summary_table(metrics, data))
+    L.append("")
+    L.append("| suite | status |")
+    L.append("|---|---|")
+    for s, v in status.items():
+        L.append("| %s | %s |" % (s, v))
+    L.append("")
+
+    def table(suite):
+        ms = [m for m in metrics if m["suite"] == suite]
+        if not ms:
+            return
+        L.append("| measure | median [min, max] | unit | runs |")
+        L.append("|---|---:|---|---:|")
+        for m in ms:
+            L.append("| %s | %s | %s | %d |" % (m["name"], fmt(m), m["unit"], m["n"]))
+        L.append("")
+
+    def img(name, alt):
+        if name in plots:
+            L.append("![%s](%s)" % (alt, plots[name]))
+            L.append("")
+
+    sections = [
+        ("baseline", "Raw cluster baseline",
+         "`rados bench` write (16 in flight; at most a quarter of the cluster's free space, 256 MiB quick, "
+         "1 GiB full) then sequential read of the same objects, for object sizes around what the store "
+         "writes: a step's records appended to chunk objects (tens of KB for deltas) and whole bases (MB)."),
+        ("save", "Checkpoint save and trainer stall",
+         "`bench_store`: one writer saves the training run's checkpoints in order (encode + append + commit) "
+         "into a fresh job; MB/s of the fp32 bytes saved, and the library's peak extra memory. The cost of "
+         "an object-class call is a no-op `rckpt.ping` beside a 4 KiB read of the same object, interleaved. "
+         "`save_stall.py`: a trainer saves the same state four ways in turn (the stall is what the training "
+         "loop waits for; the spread is over the saves)."),
+        ("compression", "Compression ratio along a training run (Inshrinkerator Fig. 11/12 analogues)",
+         "`bench_codec` on every checkpoint of the run, every method on the same files at the same quality "
+         "threshold: rckpt, its ablations (`abl-*`), the baselines QD and Check-N-Run, and lossless zstd. "
+         "Ratios are exact (one run); encode MB/s is the median over the checkpoints."),
+        ("frontier", "Compression against real held-out loss",
+         "`frontier.py` on a transformer language model's run (`make_transformer.py`, AdamW, cosine to "
+         "zero): each method at a sweep of thresholds, every restored step evaluated on the model's "
+         "held-out data. A point is (loss increase of the last checkpoint, ratio over the run); methods "
+         "compare at equal real loss."),
+        ("restore", "Restore latency vs chain length",
+         "`bench_store`: restore the newest step of a chain of L deltas: materialized in the OSD "
+         "(server-side), the same after a compaction made it a base, and client-side (fetch every record, "
+         "fold here)."),
+        ("pcr", "PCR: bytes and images/s per scan group",
+         "`bench_pcr`: the same JPEGs as a PCR dataset and as one object per original JPEG; read and decode "
+         "every image through the first k scan groups (one thread)."),
+        ("loader", "Locality-aware vs regular loader",
+         "`loader_bytes.py`: 4 learners (processes on this machine, gloo on loopback) read a PCR dataset "
+         "per epoch with the regular loader, the locality-aware one with whole caches, and with caches of "
+         "half a share. `bench_locality`: the planner's imbalance traffic at larger scale, simulated."),
+        ("gpu", "GPU suites", "`bench_gpu`: the quantization stages on the device."),
+    ]
+    for suite, title, text in sections:
+        L.append("## " + title)
+        L.append("")
+        L.append(text)
+        L.append("")
+        st = status.get(suite)
+        if st is None:
+            L.append("Not run (not in --suites).")
+            L.append("")
+            continue
+        if not st.startswith("ok"):
+            L.append("**%s**" % st)
+            L.append("")
+        if suite == "save":
+            table("save")
+            img("save_stall", "trainer stall per save")
+        elif suite == "compression":
+            comp = data.get("compression")
+            if comp:
+                L.append("| method | ratio over the run | per checkpoint min | max | encode MB/s |")
+                L.append("|---|---:|---:|---:|---:|")
+                for n, rows in comp.items():
+                    r = [x["ratio"] for x in rows]
+                    L.append("| %s | %.1fx | %.1fx | %.1fx | %.0f |" % (
+                        n, sum(x["raw"] for x in rows) / sum(x["enc"] for x in rows), min(r), max(r),
+                        statistics.median(x["mbs"] for x in rows)))
+                L.append("")
+            img("compression_per_checkpoint", "ratio per checkpoint")
+            img("compression_overall", "overall ratio")
+        elif suite == "frontier":
+            table("frontier")
+            fr = data.get("frontier")
+            if fr:
+                L.append("| method | eps | ratio over the run | last checkpoint | worst checkpoint |")
+                L.append("|---|---:|---:|---:|---:|")
+                for r in fr:
+                    L.append("| %s | %g | %.1fx | %+.2f%% | %+.2f%% |" % (r["method"], r["eps"], r["ratio"],
+                                                                      100 * r["last"], 100 * r["worst"]))
+                L.append("")
+            img("frontier", "ratio against real loss")
+        elif suite == "restore":
+            rs = data.get("restore")
+            if rs:
+                L.append("| chain | server-side ms | wire KB | after compaction ms | wire KB | client-side ms | wire KB |")
+                L.append("|---:|---:|---:|---:|---:|---:|---:|")
+                for r in rs:
+                    L.append("| %d | %s | %.0f | %s | %.0f | %s | %.0f |" % (
+                        r["chain"], fmt(r["server"]), r["server_wire"] / 1e3, fmt(r["comp"]),
+                        r["comp_wire"] / 1e3, fmt(r["client"]), r["client_wire"] / 1e3))
+                L.append("")
+            m = [x for x in metrics if x["suite"] == "restore" and x["name"].startswith("OSD")]
+            for x in m:
+                L.append("%s (%d deltas): %s %s." % (x["name"], rs[-1]["chain"] if rs else 0, fmt(x), x["unit"]))
+                L.append("")
+            img("restore_vs_chain", "restore latency vs chain length")
+        elif suite == "pcr":
+            p = data.get("pcr")
+            if p:
+                b = p["build"]
+                L.append("%d images, %.1f MB of JPEGs; stored as PCR: %.1f MB. One object per JPEG: %s images/s."
+                         % (b["images"], b["src"] / 1e6, b["stored"] / 1e6, fmt(p["base"])))
+                L.append("")
+                L.append("| groups | MB read | / one object per JPEG | images/s | / one object per JPEG | SSIM |")
+                L.append("|---:|---:|---:|---:|---:|---:|")
+                for r in p["rows"]:
+                    L.append("| %d | %.2f | %.3f | %s | %.2f | %.3f |" % (r["group"], r["bytes"] / 1e6, r["frac"],
+                                                                          fmt(r["ips"]), r["speedup"], r["ssim"]))
+                L.append("")
+            img("pcr_groups", "PCR per scan group")
+        else:
+            table(suite)
+            if suite == "loader":
+                img("loader", "loader bytes per epoch")
+    L.append("## Files")
+    L.append("")
+    L.append("`results.json` (every figure, with the data behind the plots), `results.csv` (one line per "
+             "figure), `raw/` (each tool's output and command line). Compare two runs with "
+             "`rckpt bench compare A B`.")
+    L.append("")
+    with open(os.path.join(out, "report.md"), "w") as f:
+        f.write("\n".join(L))
+
+
+def load(path):
+    p = os.path.join(path, "results.json") if os.path.isdir(path) else path
+    try:
+        with open(p) as f:
+            r = json.load(f)
+        return r["meta"], {(m["suite"], m["name"]): m for m in r["metrics"]}
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        sys.exit("rckpt bench compare: %s: not a benchmark result (%s)" % (path, e))
+
+
+def compare(a, b):
+    ma, A = load(a)
+    mb, B = load(b)
+    print("A: %s  (%s, %s)" % (a, ma.get("date", "?"), ma.get("command", "?")))
+    print("B: %s  (%s, %s)" % (b, mb.get("date", "?"), mb.get("command", "?")))
+    print()
+    print("%-62s %-10s %12s %12s %8s" % ("measure", "unit", "A", "B", "B/A"))
+    worse = 0
+    for key in list(A) + [k for k in B if k not in A]:
+        x, y = A.get(key), B.get(key)
+        name = "%s: %s" % key
+        va = "%.4g" % x["median"] if x else "-"
+        vb = "%.4g" % y["median"] if y else "-"
+        ratio, mark = "-", ""
+        if x and y and x["median"]:
+            r = y["median"] / x["median"]
+            ratio = "%.3f" % r
+            better = (x or y).get("better")
+            # a change counts only outside both runs' spread
+            apart = y["min"] > x["max"] or y["max"] < x["min"]
+            if better and apart and abs(r - 1) > 0.05:
+                good = (r > 1) == (better == "higher")
+                mark = " better" if good else " WORSE"
+                worse += not good
+        print("%-62s %-10s %12s %12s %8s%s" % (name[:62], (x or y)["unit"][:10], va, vb, ratio, mark))
+    print()
+    print("%d measure(s) worse in B beyond both runs' spread and 5%%" % worse)
+    return 0
