@@ -20,16 +20,7 @@
 #include "rckpt_manifest.h"
 #include "rckpt_store_wire.h"
 
-/* The job object's head after a read method. */
-static int call_empty(mem_obj_t *m, rckpt_cls_obj_method_fn fn, rckpt_msg_head_t *h)
-{
-	rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
-	int rc = mem_obj_call(m, fn, NULL, 0, &out);
-	if (rc == 0)
-		assert_int_equal(rckpt_msg_head_decode(h, out.p, out.len), 0);
-	rckpt_buf_free(&out);
-	return rc;
-}
+#include "cls_head.h"
 
 static int commit_as(mem_obj_t *m, uint64_t expect, uint64_t step, uint64_t writer)
 {

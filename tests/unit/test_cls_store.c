@@ -22,6 +22,8 @@
 #include "rckpt_manifest.h"
 #include "rckpt_store_wire.h"
 
+#include "cls_head.h"
+
 #define N 20011 /* elements of the test chunk: a prime, divisible by nothing */
 #define STEPS 12
 
@@ -139,16 +141,6 @@ static unsigned materialize(mem_obj_t *m, unsigned s, uint64_t budget)
 	static uint8_t want[N];
 	levels_at(want, s);
 	return materialize_want(m, s, budget, want);
-}
-
-static int call_empty(mem_obj_t *m, rckpt_cls_obj_method_fn fn, rckpt_msg_head_t *h)
-{
-	rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
-	int rc = mem_obj_call(m, fn, NULL, 0, &out);
-	if (rc == 0)
-		assert_int_equal(rckpt_msg_head_decode(h, out.p, out.len), 0);
-	rckpt_buf_free(&out);
-	return rc;
 }
 
 static void test_append_and_materialize(void **state)
