@@ -37,10 +37,18 @@ static int put_u64(rckpt_buf_t *b, uint64_t v)
 	return rckpt_buf_put_u64(b, v);
 }
 
-/* A frame header with a zero length; returns 0 and its offset in *at. */
+/* A frame header with a zero length; returns 0 and its offset in *at.
+ * Version 1 (compat 1), or the fenced layout (version and compat 2: an
+ * older plugin refuses it rather than run it unfenced). */
 static int begin(rckpt_buf_t *b, uint16_t type, size_t *at)
 {
-	return rckpt_frame_buf_begin(b, type, RCKPT_STORE_WIRE_VERSION, 1, at);
+	return rckpt_frame_buf_begin(b, type, 1, 1, at);
+}
+
+static int begin_fenced(rckpt_buf_t *b, uint16_t type, size_t *at)
+{
+	return rckpt_frame_buf_begin(b, type, RCKPT_STORE_FENCED_VERSION, RCKPT_STORE_FENCED_VERSION,
+				     at);
 }
 
 static int end(rckpt_buf_t *b, size_t at, int rc)
@@ -54,6 +62,20 @@ static int open_frame(rckpt_reader_t *r, const uint8_t *src, size_t len, uint16_
 	int rc = rckpt_frame_open(&f, src, len, type, RCKPT_STORE_WIRE_VERSION);
 	if (rc)
 		return rc;
+	*r = rckpt_reader(f.payload, f.len);
+	return 0;
+}
+
+/* A message that must carry a writer token: a frame of an older layout
+ * (an unfenced writer's) is refused. */
+static int open_fenced(rckpt_reader_t *r, const uint8_t *src, size_t len, uint16_t type)
+{
+	rckpt_frame_t f;
+	int rc = rckpt_frame_open(&f, src, len, type, RCKPT_STORE_WIRE_VERSION);
+	if (rc)
+		return rc;
+	if (f.version < RCKPT_STORE_FENCED_VERSION)
+		return -EBADMSG;
 	*r = rckpt_reader(f.payload, f.len);
 	return 0;
 }
@@ -77,23 +99,63 @@ static int put_blob(rckpt_buf_t *b, const rckpt_blob_t *x)
 
 /* ---- append ---- */
 
-int rckpt_msg_append_encode(rckpt_buf_t *out, const uint8_t *record, size_t len)
+int rckpt_msg_append_encode(rckpt_buf_t *out, uint64_t writer, const uint8_t *record, size_t len)
 {
 	rckpt_blob_t x = { record, len };
 	size_t at;
-	int rc = begin(out, RCKPT_MSG_APPEND, &at);
+	int rc;
+	if (writer == 0)
+		return -EINVAL;
+	rc = begin_fenced(out, RCKPT_MSG_APPEND, &at);
+	if (!rc)
+		rc = put_u64(out, writer);
 	return end(out, at, rc ? rc : put_blob(out, &x));
 }
 
-int rckpt_msg_append_decode(rckpt_blob_t *record, const uint8_t *src, size_t len)
+int rckpt_msg_append_decode(uint64_t *writer, rckpt_blob_t *record, const uint8_t *src, size_t len)
 {
 	rckpt_reader_t r;
-	int rc = open_frame(&r, src, len, RCKPT_MSG_APPEND);
+	int rc = open_fenced(&r, src, len, RCKPT_MSG_APPEND);
 	memset(record, 0, sizeof(*record));
+	*writer = 0;
 	if (rc)
 		return rc;
+	*writer = rckpt_rd_u64(&r);
 	rd_blob(&r, record);
-	return r.err ? -EBADMSG : 0;
+	if (r.err || *writer == 0) {
+		memset(record, 0, sizeof(*record));
+		*writer = 0;
+		return -EBADMSG;
+	}
+	return 0;
+}
+
+/* Two u64 fields of a fenced message, the first a nonzero token. */
+static int fenced2_encode(rckpt_buf_t *out, uint16_t type, uint64_t a, uint64_t b)
+{
+	size_t at;
+	int rc = begin_fenced(out, type, &at);
+	if (!rc)
+		rc = put_u64(out, a);
+	if (!rc)
+		rc = put_u64(out, b);
+	return end(out, at, rc);
+}
+
+static int fenced2_decode(uint64_t *a, uint64_t *b, const uint8_t *src, size_t len, uint16_t type)
+{
+	rckpt_reader_t r;
+	int rc = open_fenced(&r, src, len, type);
+	*a = *b = 0;
+	if (rc)
+		return rc;
+	*a = rckpt_rd_u64(&r);
+	*b = rckpt_rd_u64(&r);
+	if (r.err) {
+		*a = *b = 0;
+		return -EBADMSG;
+	}
+	return 0;
 }
 
 /* ---- materialize ---- */
@@ -179,14 +241,19 @@ static int u64_decode(uint64_t *v, const uint8_t *src, size_t len, uint16_t type
 	return r.err ? -EBADMSG : 0;
 }
 
-int rckpt_msg_trim_encode(rckpt_buf_t *out, uint64_t after)
+int rckpt_msg_trim_encode(rckpt_buf_t *out, uint64_t writer, uint64_t after)
 {
-	return u64_encode(out, RCKPT_MSG_TRIM, after);
+	return writer ? fenced2_encode(out, RCKPT_MSG_TRIM, writer, after) : -EINVAL;
 }
 
-int rckpt_msg_trim_decode(uint64_t *after, const uint8_t *src, size_t len)
+int rckpt_msg_trim_decode(uint64_t *writer, uint64_t *after, const uint8_t *src, size_t len)
 {
-	return u64_decode(after, src, len, RCKPT_MSG_TRIM);
+	int rc = fenced2_decode(writer, after, src, len, RCKPT_MSG_TRIM);
+	if (rc == 0 && *writer == 0) {
+		*after = 0;
+		return -EBADMSG;
+	}
+	return rc;
 }
 
 int rckpt_msg_retire_encode(rckpt_buf_t *out, uint64_t step)
@@ -568,31 +635,19 @@ int rckpt_msg_pin_decode(uint64_t *step, int *on, const uint8_t *src, size_t len
 
 /* ---- claim ---- */
 
-int rckpt_msg_claim_encode(rckpt_buf_t *out, uint64_t token)
+int rckpt_msg_claim_encode(rckpt_buf_t *out, uint64_t prev, uint64_t token)
 {
-	size_t at;
-	int rc;
-	if (token == 0)
-		return -EINVAL;
-	rc = begin(out, RCKPT_MSG_CLAIM, &at);
-	if (!rc)
-		rc = put_u64(out, token);
-	return end(out, at, rc);
+	return token > prev ? fenced2_encode(out, RCKPT_MSG_CLAIM, prev, token) : -EINVAL;
 }
 
-int rckpt_msg_claim_decode(uint64_t *token, const uint8_t *src, size_t len)
+int rckpt_msg_claim_decode(uint64_t *prev, uint64_t *token, const uint8_t *src, size_t len)
 {
-	rckpt_reader_t r;
-	int rc = open_frame(&r, src, len, RCKPT_MSG_CLAIM);
-	*token = 0;
-	if (rc)
-		return rc;
-	*token = rckpt_rd_u64(&r);
-	if (r.err || *token == 0) {
-		*token = 0;
+	int rc = fenced2_decode(prev, token, src, len, RCKPT_MSG_CLAIM);
+	if (rc == 0 && *token <= *prev) {
+		*prev = *token = 0;
 		return -EBADMSG;
 	}
-	return 0;
+	return rc;
 }
 
 /* ---- verified ---- */

@@ -16,7 +16,10 @@
 
 #include "rckpt_buf.h"
 
-#define RCKPT_STORE_WIRE_VERSION 1u
+/* The newest message layout: 2, where APPEND, TRIM and CLAIM carry writer
+ * tokens (store.md "Fencing"); every other message is still version 1. */
+#define RCKPT_STORE_WIRE_VERSION 2u
+#define RCKPT_STORE_FENCED_VERSION 2u
 #define RCKPT_STORE_NONE UINT64_MAX /* no step: an empty head, a base's parent */
 
 #define RCKPT_STORE_SUMMARY_MAX 4096u  /* bytes of a step's summary */
@@ -50,9 +53,10 @@ typedef struct rckpt_blob {
 	size_t len;
 } rckpt_blob_t;
 
-/* append (chunk, write): one record. */
-int rckpt_msg_append_encode(rckpt_buf_t *out, const uint8_t *record, size_t len);
-int rckpt_msg_append_decode(rckpt_blob_t *record, const uint8_t *src, size_t len);
+/* append (chunk, write): one record, from the writer holding claim token
+ * `writer` (nonzero). */
+int rckpt_msg_append_encode(rckpt_buf_t *out, uint64_t writer, const uint8_t *record, size_t len);
+int rckpt_msg_append_decode(uint64_t *writer, rckpt_blob_t *record, const uint8_t *src, size_t len);
 
 /* materialize (chunk, read): step, an element budget (0: the plugin's),
  * and optionally a base record of an earlier step of the same chain to
@@ -78,9 +82,10 @@ int rckpt_msg_materialized_encode(rckpt_buf_t *out, const rckpt_msg_materialized
 int rckpt_msg_materialized_decode(rckpt_msg_materialized_t *m, const uint8_t *src, size_t len);
 
 /* trim (chunk, write): drop every record of a step after `after`
- * (RCKPT_STORE_NONE: drop all). */
-int rckpt_msg_trim_encode(rckpt_buf_t *out, uint64_t after);
-int rckpt_msg_trim_decode(uint64_t *after, const uint8_t *src, size_t len);
+ * (RCKPT_STORE_NONE: drop all), for the writer holding claim token
+ * `writer` (nonzero). */
+int rckpt_msg_trim_encode(rckpt_buf_t *out, uint64_t writer, uint64_t after);
+int rckpt_msg_trim_decode(uint64_t *writer, uint64_t *after, const uint8_t *src, size_t len);
 
 /* commit (job, write): move the head from `expect` to `step`, recording
  * `summary` (opaque to the plugin, <= RCKPT_STORE_SUMMARY_MAX bytes) for it;
@@ -187,10 +192,11 @@ int rckpt_msg_compact_decode(rckpt_msg_compact_t *m, const uint8_t *src, size_t 
 int rckpt_msg_drop_encode(rckpt_buf_t *out, const uint64_t *steps, uint32_t n);
 int rckpt_msg_drop_decode(rckpt_stepset_t *s, const uint8_t *src, size_t len);
 
-/* claim (job, write): writer `token` (nonzero) now owns the job; commits
- * with another token are refused from here on (fencing). */
-int rckpt_msg_claim_encode(rckpt_buf_t *out, uint64_t token);
-int rckpt_msg_claim_decode(uint64_t *token, const uint8_t *src, size_t len);
+/* claim (job, write): the writer holding the lock takes the job from the
+ * token `prev` it read (0: none) with `token` > prev; commits, appends and
+ * trims with an older token are refused from here on (fencing). */
+int rckpt_msg_claim_encode(rckpt_buf_t *out, uint64_t prev, uint64_t token);
+int rckpt_msg_claim_decode(uint64_t *prev, uint64_t *token, const uint8_t *src, size_t len);
 
 /* retire (a step's manifest or attachment object, write): remove it; the
  * object must be one (its magic) of step `step`. */

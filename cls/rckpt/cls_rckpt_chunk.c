@@ -2,7 +2,8 @@
  * cls_rckpt_chunk.c — the `rckpt` class's methods on chunk objects:
  * append, materialize, index, trim, tip, compact and verify. A chunk
  * object's data is an append-only log of chunk records; its omap holds
- * "r.<step>" -> index entry and "tip" -> the newest step appended.
+ * "r.<step>" -> index entry, "tip" -> the newest step appended, and
+ * "writer" -> the newest writer token that appended or trimmed (fencing).
  */
 #include "cls_rckpt_impl.h"
 
@@ -24,12 +25,14 @@ int cls_rckpt_append(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt
 	uint8_t val[RCKPT_STORE_ENTRY_BYTES];
 	char key[KEY_MAX];
 	unsigned kind;
-	uint64_t step, parent, tip = RCKPT_STORE_NONE, size = 0;
+	uint64_t writer, step, parent, tip = RCKPT_STORE_NONE, size = 0;
 	int rc;
 
 	(void)out;
-	if (rckpt_msg_append_decode(&rec, in, in_len))
+	if (rckpt_msg_append_decode(&writer, &rec, in, in_len))
 		return -EINVAL;
+	if ((rc = crk_fence(o, writer)))
+		return rc;
 	rc = rckpt_record_check(&kind, &step, &parent, rec.p, rec.len);
 	if (rc == RCKPT_FMT_ECHECKSUM || rc == -EBADMSG)
 		return -EINVAL;
@@ -216,14 +219,15 @@ int cls_rckpt_index(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_
 int cls_rckpt_trim(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out)
 {
 	walk_t w;
-	uint64_t after, end = 0, tip = RCKPT_STORE_NONE, size = 0;
+	uint64_t writer, after, end = 0, tip = RCKPT_STORE_NONE, size = 0;
 	uint32_t i;
 	int rc;
 
 	(void)out;
-	if (rckpt_msg_trim_decode(&after, in, in_len))
+	memset(&w, 0, sizeof(w));
+	if (rckpt_msg_trim_decode(&writer, &after, in, in_len))
 		return -EINVAL;
-	if ((rc = crk_all_entries(o, &w)))
+	if ((rc = crk_fence(o, writer)) || (rc = crk_all_entries(o, &w)))
 		goto done;
 	for (i = 0; i < w.n && rc == 0; i++) {
 		const rckpt_store_entry_t *e = &w.e[i];

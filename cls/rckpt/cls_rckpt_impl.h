@@ -17,6 +17,11 @@
 /* A u64 omap value of the object; -ENOENT when the key is absent. */
 int crk_get_u64(rckpt_cls_obj_t *o, const char *key, uint64_t *v);
 int crk_set_u64(rckpt_cls_obj_t *o, const char *key, uint64_t v);
+/* Fencing (store.md): a chunk remembers the newest writer token that
+ * changed it ("writer"). A request with an older token is -ESTALE; a newer
+ * one is remembered, in the same operation, so it is kept only when the
+ * method succeeds. */
+int crk_fence(rckpt_cls_obj_t *o, uint64_t writer);
 /* The index entry "r.<step>" of a chunk object. */
 int crk_get_entry(rckpt_cls_obj_t *o, uint64_t step, rckpt_store_entry_t *e);
 /* The record an index entry points at, bounds checked, into b. */

@@ -61,11 +61,17 @@ int cls_rckpt_commit(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt
 
 int cls_rckpt_claim(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out)
 {
-	uint64_t token;
+	uint64_t prev, token, cur = 0;
+	int rc;
 	(void)out;
-	if (rckpt_msg_claim_decode(&token, in, in_len))
+	if (rckpt_msg_claim_decode(&prev, &token, in, in_len))
 		return -EINVAL;
-	return crk_set_u64(o, "writer", token);
+	rc = crk_get_u64(o, "writer", &cur);
+	if (rc && rc != -ENOENT)
+		return rc;
+	if (cur != prev)
+		return -ESTALE; /* claimed since the claimer read it: a late claim, or a race */
+	return crk_set_u64(o, "writer", token); /* token > prev: claims only move forward */
 }
 
 /* ---- list (job, read) ---- */

@@ -68,6 +68,17 @@ int crk_set_u64(rckpt_cls_obj_t *o, const char *key, uint64_t v)
 	return o->ops->omap_set(o, key, t, sizeof(t));
 }
 
+int crk_fence(rckpt_cls_obj_t *o, uint64_t writer)
+{
+	uint64_t newest = 0;
+	int rc = crk_get_u64(o, "writer", &newest);
+	if (rc && rc != -ENOENT)
+		return rc;
+	if (writer < newest)
+		return -ESTALE; /* a writer whose successor has claimed the job */
+	return writer > newest ? crk_set_u64(o, "writer", writer) : 0;
+}
+
 int crk_get_entry(rckpt_cls_obj_t *o, uint64_t step, rckpt_store_entry_t *e)
 {
 	char key[KEY_MAX];

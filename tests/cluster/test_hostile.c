@@ -336,7 +336,7 @@ static void make_request(uint64_t *s, const method_t *m, rckpt_buf_t *b, int *ki
 			rec[i] = (uint8_t)rnd(s);
 		if (n >= 4)
 			memcpy(rec, "RKCR", 4); /* past the magic, into the checks */
-		assert_int_equal(rckpt_msg_append_encode(b, rec, n), 0);
+		assert_int_equal(rckpt_msg_append_encode(b, 0x1234, rec, n), 0);
 		return;
 	}
 	/* a valid request of some method */
@@ -348,12 +348,12 @@ static void make_request(uint64_t *s, const method_t *m, rckpt_buf_t *b, int *ki
 	switch (rnd(s) % 9) {
 	case 0: assert_int_equal(rckpt_msg_materialize_encode(b, &mm), 0); break;
 	case 1: assert_int_equal(rckpt_msg_list_encode(b, &ml), 0); break;
-	case 2: assert_int_equal(rckpt_msg_trim_encode(b, 1), 0); break;
+	case 2: assert_int_equal(rckpt_msg_trim_encode(b, 0x1234, 1), 0); break;
 	case 3: assert_int_equal(rckpt_msg_index_encode(b, &e, 1), 0); break;
 	case 4: assert_int_equal(rckpt_msg_compact_encode(b, 3, steps, 3), 0); break;
 	case 5: assert_int_equal(rckpt_msg_drop_encode(b, steps, 2), 0); break;
 	case 6: assert_int_equal(rckpt_msg_pin_encode(b, 2, 1), 0); break;
-	case 7: assert_int_equal(rckpt_msg_claim_encode(b, 0x1234), 0); break;
+	case 7: assert_int_equal(rckpt_msg_claim_encode(b, 0, 0x1234), 0); break;
 	default: assert_int_equal(rckpt_msg_pcr_images_encode(b, 2, idx, 3), 0); break;
 	}
 	if (*kind == 1) {

@@ -27,6 +27,7 @@
 #include "test_skip.h"
 #include <rados/librados.h>
 
+#include "rckpt_store_wire.h" /* a stale writer's requests, by hand */
 #include "store_fixture.h"
 
 /* A second asynchronous save finishes the first before it starts: the
@@ -237,6 +238,118 @@ static void test_lapsed_writer_fenced(void **state)
 	free(m);
 }
 
+/* Every tensor of step s of j, restored, into one buffer (name order). */
+#define MODEL_BYTES (4 * ROWS * COLS + 4 * COLS + 2 * ROWS * COLS)
+static void restore_bytes(rckpt_job_t *j, uint64_t s, uint8_t *buf)
+{
+	rckpt_restored_t *r = NULL;
+	assert_int_equal(rckpt_job_restore(j, s, &r, NULL), 0);
+	assert_int_equal(rckpt_restored_read(r, 0, buf, 4 * ROWS * COLS), 0);
+	assert_int_equal(rckpt_restored_read(r, 1, buf + 4 * ROWS * COLS, 4 * COLS), 0);
+	assert_int_equal(rckpt_restored_read(r, 2, buf + 4 * ROWS * COLS + 4 * COLS, 2 * ROWS * COLS), 0);
+	rckpt_restored_free(r);
+}
+
+/* A class call of the stale writer, sent by hand as librados would send
+ * its queued request once the partition heals. */
+static int late_call(fixture_t *f, const char *oid, const char *method, const rckpt_buf_t *msg)
+{
+	return rados_exec(f->io, oid, "rckpt", method, (const char *)msg->p, msg->len, NULL, 0);
+}
+
+/* Issue 25: writer A saves, then pauses past its lease with requests
+ * queued; B claims the job, trims past the head, saves on. Then A's
+ * queued requests land on the OSD: a trim that would cut every chunk back
+ * to step 0, an append, a claim. Each is refused (-ESTALE) and changes
+ * nothing: B's committed steps restore to the same bytes as before, and B
+ * saves on. */
+static void test_stale_writer_requests_refused(void **state)
+{
+	fixture_t *f = *state;
+	rckpt_job_opts_t o = RCKPT_JOB_OPTS_INIT;
+	model_t *m = malloc(sizeof(*m));
+	uint8_t *was[2], *now = malloc(MODEL_BYTES);
+	rckpt_job_t *a = NULL, *b = NULL;
+	rckpt_buf_t msg = RCKPT_BUF_INIT;
+	struct timespec nap = { 2, 500000000 };
+	uint64_t token_a = 0;
+	char name[64], tok[8];
+	int prval = 0;
+	unsigned i;
+
+	NEED_CLUSTER(f);
+	was[0] = malloc(MODEL_BYTES);
+	was[1] = malloc(MODEL_BYTES);
+	assert_true(m && now && was[0] && was[1]);
+	snprintf(name, sizeof(name), "api-stale-%d", (int)getpid());
+	rckpt_job_delete(f->h, name);
+	o.writer = 1;
+	o.lease_s = 2;
+	assert_int_equal(rckpt_job_open(f->h, &a, name, &o), 0);
+	for (i = 1; i <= 2; i++) {
+		model_init(m, i);
+		assert_int_equal(rckpt_job_save(a, i, m->t, NT, NULL, 0, NULL), 0);
+	}
+	/* A's token, as its queued requests carry it */
+	rados_ioctx_set_namespace(f->io, name);
+	{
+		rados_omap_iter_t it;
+		rados_read_op_t op = rados_create_read_op();
+		char *k = NULL, *v = NULL;
+		size_t vl = 0;
+		const char *keys[1] = { "writer" };
+		rados_read_op_omap_get_vals_by_keys(op, keys, 1, &it, &prval);
+		assert_int_equal(rados_read_op_operate(op, f->io, "rckpt.job", 0), 0);
+		assert_int_equal(rados_omap_get_next(it, &k, &v, &vl), 0);
+		assert_non_null(k);
+		assert_int_equal(vl, 8);
+		memcpy(tok, v, 8);
+		rados_omap_get_end(it);
+		rados_release_read_op(op);
+	}
+	for (i = 0; i < 8; i++)
+		token_a |= (uint64_t)(uint8_t)tok[i] << (8 * i);
+	assert_true(token_a != 0);
+	nanosleep(&nap, NULL); /* A's lease lapses */
+	assert_int_equal(rckpt_job_open(f->h, &b, name, &o), 0);
+	for (i = 3; i <= 4; i++) {
+		model_init(m, i);
+		assert_int_equal(rckpt_job_save(b, i, m->t, NT, NULL, 0, NULL), 0);
+	}
+	restore_bytes(b, 3, was[0]);
+	restore_bytes(b, 4, was[1]);
+
+	assert_int_equal(rckpt_msg_trim_encode(&msg, token_a, 0), 0);
+	assert_int_equal(late_call(f, "rckpt.chunk.00000", "trim", &msg), -ESTALE);
+	msg.len = 0;
+	assert_int_equal(rckpt_msg_trim_encode(&msg, token_a, RCKPT_STORE_NONE), 0);
+	assert_int_equal(late_call(f, "rckpt.chunk.00000", "trim", &msg), -ESTALE);
+	msg.len = 0;
+	assert_int_equal(rckpt_msg_append_encode(&msg, token_a, (const uint8_t *)"RKCR", 4), 0);
+	assert_int_equal(late_call(f, "rckpt.chunk.00000", "append", &msg), -ESTALE);
+	msg.len = 0;
+	assert_int_equal(rckpt_msg_claim_encode(&msg, 0, token_a), 0);
+	assert_int_equal(late_call(f, "rckpt.job", "claim", &msg), -ESTALE);
+	rados_ioctx_set_namespace(f->io, "");
+
+	assert_int_equal(head_of(f->h, name, NULL), 4);
+	restore_bytes(b, 3, now);
+	assert_memory_equal(now, was[0], MODEL_BYTES);
+	restore_bytes(b, 4, now);
+	assert_memory_equal(now, was[1], MODEL_BYTES);
+	model_init(m, 5);
+	assert_int_equal(rckpt_job_save(b, 5, m->t, NT, NULL, 0, NULL), 0); /* B saves on */
+	check_restored(b, 5, m);
+	rckpt_buf_free(&msg);
+	rckpt_job_close(a);
+	rckpt_job_close(b);
+	rckpt_job_delete(f->h, name);
+	free(m);
+	free(now);
+	free(was[0]);
+	free(was[1]);
+}
+
 /* A budget below what one chunk needs is refused at open, saying why;
  * the smallest accepted one saves and restores. */
 static void test_mem_budget(void **state)
@@ -438,6 +551,7 @@ int main(void)
 		cmocka_unit_test(test_failed_append_restarts_chain),
 		cmocka_unit_test(test_restart_continues_chain),
 		cmocka_unit_test(test_lapsed_writer_fenced),
+		cmocka_unit_test(test_stale_writer_requests_refused),
 		cmocka_unit_test(test_mem_budget),
 		cmocka_unit_test(test_attachment),
 		cmocka_unit_test(test_quality_callback),

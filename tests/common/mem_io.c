@@ -261,10 +261,13 @@ static int m_exec(rckpt_io_t *io, const char *oid, const char *cls, const char *
 	const struct method *meth = method_of(cls, method);
 	int rc;
 	depth++;
-	if (hit(m->p, method, NULL))
+	if (hit(m->p, method, NULL)) {
+		if (m->p->fault.lost && meth)
+			(void)run(m, oid, meth, in, len, out); /* it lands; its reply does not */
 		rc = m->p->fault.rc;
-	else
+	} else {
 		rc = meth ? run(m, oid, meth, in, len, out) : -EOPNOTSUPP;
+	}
 	depth--;
 	return rc;
 }

@@ -30,12 +30,15 @@ int mem_pool_open(void *arg, const char *ns, rckpt_io_t **out);
  * "omap_rm_range", "objects", "lock", "unlock"); NULL: any. The nth such
  * call from now (1-based) fails with rc and changes nothing; or, with
  * delay set, an asynchronous call runs only when it is waited for, after
- * the calls started later. */
+ * the calls started later; or, with lost set, a synchronous class call
+ * runs and its reply is lost: the caller gets rc though the change was
+ * made (a commit that landed while the network failed). */
 typedef struct mem_fault {
 	const char *op;
 	unsigned nth;
 	int rc;
 	int delay;
+	int lost;
 } mem_fault_t;
 
 /* Arms f (replacing any armed fault); NULL disarms. */

@@ -28,6 +28,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define N 97
 #define STEPS 8
+#define WRITER 9 /* the claim token of the seed's writer */
 
 static void levels(uint8_t *lv, unsigned s)
 {
@@ -105,16 +106,16 @@ static void seed(void)
 	unsigned s;
 	for (s = 1; s <= STEPS; s++) {
 		rec.len = 0;
-		if (encode(&rec, s, s == 1 || s == 5) || rckpt_msg_append_encode(&msg, rec.p, rec.len) ||
+		if (encode(&rec, s, s == 1 || s == 5) || rckpt_msg_append_encode(&msg, WRITER, rec.p, rec.len) ||
 		    call_msg(&chunk0, cls_rckpt_append, &msg))
 			abort();
 	}
 	if (rckpt_msg_compact_encode(&msg, 4, keep, 1) || call_msg(&chunk0, cls_rckpt_compact, &msg))
 		abort(); /* 2 (a delta on 4), 4 (a base), 5.. as written */
-	if (rckpt_msg_claim_encode(&msg, 9) || call_msg(&job0, cls_rckpt_claim, &msg))
+	if (rckpt_msg_claim_encode(&msg, 0, WRITER) || call_msg(&job0, cls_rckpt_claim, &msg))
 		abort();
 	for (s = 1; s <= 3; s++) {
-		rckpt_msg_commit_t c = { s == 1 ? RCKPT_STORE_NONE : s - 1, s, { sum, sizeof(sum) }, 9 };
+		rckpt_msg_commit_t c = { s == 1 ? RCKPT_STORE_NONE : s - 1, s, { sum, sizeof(sum) }, WRITER };
 		if (rckpt_msg_commit_encode(&msg, &c) || call_msg(&job0, cls_rckpt_commit, &msg))
 			abort();
 	}
@@ -231,7 +232,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (rckpt_msg_compact_encode(&msg, 7, keep, 2))
 			abort();
 		(void)call_msg(&m, cls_rckpt_compact, &msg);
-		if (rckpt_msg_trim_encode(&msg, 3))
+		if (rckpt_msg_trim_encode(&msg, WRITER, 3))
 			abort();
 		(void)call_msg(&m, cls_rckpt_trim, &msg);
 		rckpt_buf_free(&msg);

@@ -512,15 +512,18 @@ def write_safetensors(path, tensors):
 
 # ---- store messages (formats/store.md, frames of formats/cls-wire.md) ----
 
-def frame(b, want_type):
-    """A cls-wire frame of type want_type: its payload's Reader."""
+def frame(b, want_type, newest=1, oldest=1):
+    """A cls-wire frame of type want_type whose layout this decoder knows
+    (versions oldest..newest): its payload's Reader."""
     if len(b) < 12:
         raise Bad("frame: shorter than 12 bytes")
     magic, version, compat, typ, flags, length = struct.unpack("<HBBHHI", b[:12])
     if magic != 0x4B52 or flags or compat == 0 or compat > version or typ != want_type:
         raise Bad("frame: header")
-    if compat > 1:
+    if compat > newest:
         raise Bad("frame: a newer version")  # RCKPT_EVERSION
+    if version < oldest:
+        raise Bad("frame: an older layout than the message needs")
     if length != len(b) - 12:
         raise Bad("frame: length")
     return Reader(b[12:], f"message 0x{want_type:04x}")
@@ -562,6 +565,21 @@ def message(b, name):
         m["keep"] = steps_set(r)
         if m["upto"] == NONE or any(k > m["upto"] for k in m["keep"]):
             raise Bad("COMPACT")
+    elif name == "append":  # version 2: the writer's token first
+        r = frame(b, 0x0101, 2, 2)
+        m = {"writer": r.u64(), "record": wire_blob(r)}
+        if m["writer"] == 0:
+            raise Bad("APPEND")
+    elif name == "trim":
+        r = frame(b, 0x0104, 2, 2)
+        m = {"writer": r.u64(), "after": r.u64()}
+        if m["writer"] == 0:
+            raise Bad("TRIM")
+    elif name == "claim":
+        r = frame(b, 0x010E, 2, 2)
+        m = {"prev": r.u64(), "token": r.u64()}
+        if m["token"] <= m["prev"]:
+            raise Bad("CLAIM: a token not after the one it replaces")
     elif name == "steps":
         r = frame(b, 0x0108)
         n = r.u32()

@@ -100,6 +100,14 @@ class Golden(unittest.TestCase):
                          {"steps": [(42, b"s42"), (43, b"")], "more": 1})
         with self.assertRaises(R.Bad):  # a frame of another type
             R.message(golden("store-commit-v1.hex"), "steps")
+        # version 2: the messages that carry a writer's token (fencing)
+        self.assertEqual(R.message(golden("store-append-v2.hex"), "append"), {"writer": 7, "record": b"abc"})
+        self.assertEqual(R.message(golden("store-trim-v2.hex"), "trim"), {"writer": 7, "after": 42})
+        self.assertEqual(R.message(golden("store-claim-v2.hex"), "claim"), {"prev": 6, "token": 7})
+        old = bytearray(golden("store-trim-v2.hex"))
+        old[2] = old[3] = 1  # the same bytes as a version-1 frame: unfenced, refused
+        with self.assertRaises(R.Bad):
+            R.message(bytes(old), "trim")
 
     def test_attachment(self):
         self.assertEqual(R.attachment(golden("store-attach-v1.hex"), 43), b"hello")

@@ -41,12 +41,12 @@ static int commit(mem_obj_t *m, uint64_t expect, uint64_t step)
 	return commit_as(m, expect, step, 1);
 }
 
-static int claim(mem_obj_t *m, uint64_t token)
+static int claim(mem_obj_t *m, uint64_t prev, uint64_t token)
 {
 	rckpt_buf_t msg = RCKPT_BUF_INIT;
 	rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
 	int rc;
-	assert_int_equal(rckpt_msg_claim_encode(&msg, token), 0);
+	assert_int_equal(rckpt_msg_claim_encode(&msg, prev, token), 0);
 	rc = mem_obj_call(m, cls_rckpt_claim, msg.p, msg.len, &out);
 	assert_int_equal(out.len, 0);
 	rckpt_buf_free(&msg);
@@ -55,29 +55,40 @@ static int claim(mem_obj_t *m, uint64_t token)
 }
 
 /* Fencing: once a writer claims the job, only its token commits; a newer
- * claim shuts out the older writer, whatever head it expects. */
+ * claim shuts out the older writer, whatever head it expects. Claims only
+ * move forward: one from a token other than the job's newest (a late
+ * claim of a writer whose successor has claimed since) is refused and
+ * changes nothing. */
 static void test_claim_fences_commit(void **state)
 {
 	mem_obj_t m = { 0 };
-	uint8_t bad[RCKPT_WIRE_HEADER_BYTES + 8];
+	uint8_t bad[RCKPT_WIRE_HEADER_BYTES + 16];
 	rckpt_buf_t msg = RCKPT_BUF_INIT;
 	rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
 	(void)state;
 	assert_int_equal(commit_as(&m, RCKPT_STORE_NONE, 1, 7), 0); /* never claimed: any token */
-	assert_int_equal(claim(&m, 5), 0);
+	assert_int_equal(claim(&m, 1, 5), -ESTALE); /* there was no token 1 */
+	assert_int_equal(claim(&m, 0, 5), 0);
 	assert_int_equal(commit_as(&m, 1, 2, 7), -ESTALE);
 	assert_int_equal(commit_as(&m, 1, 2, 5), 0);
-	assert_int_equal(claim(&m, 6), 0); /* a new writer */
+	assert_int_equal(claim(&m, 5, 6), 0); /* a new writer */
 	assert_int_equal(commit_as(&m, 2, 3, 5), -ESTALE); /* the old one is fenced */
-	assert_int_equal(commit_as(&m, 2, 3, 6), 0);
-	assert_int_equal(rckpt_msg_claim_encode(&msg, 0), -EINVAL);
-	assert_int_equal(rckpt_msg_claim_encode(&msg, 8), 0);
+	assert_int_equal(claim(&m, 0, 5), -ESTALE); /* its claim, arriving late */
+	assert_int_equal(claim(&m, 4, 5), -ESTALE);
+	assert_int_equal(commit_as(&m, 2, 3, 6), 0); /* the new one goes on */
+	/* two claimers that read the same token: the second is refused */
+	assert_int_equal(claim(&m, 6, 7), 0);
+	assert_int_equal(claim(&m, 6, 7), -ESTALE);
+	assert_int_equal(commit_as(&m, 3, 4, 7), 0);
+	assert_int_equal(rckpt_msg_claim_encode(&msg, 0, 0), -EINVAL);
+	assert_int_equal(rckpt_msg_claim_encode(&msg, 9, 8), -EINVAL); /* backwards */
+	assert_int_equal(rckpt_msg_claim_encode(&msg, 7, 8), 0);
 	assert_true(msg.len <= sizeof(bad));
 	memcpy(bad, msg.p, msg.len);
-	memset(bad + msg.len - 8, 0, 8); /* token 0 */
+	memset(bad + msg.len - 8, 0, 8); /* token 0, not after prev */
 	assert_int_equal(mem_obj_call(&m, cls_rckpt_claim, bad, msg.len, &out), -EINVAL);
 	assert_int_equal(mem_obj_call(&m, cls_rckpt_claim, msg.p, msg.len - 1, &out), -EINVAL);
-	assert_int_equal(commit_as(&m, 3, 4, 6), 0); /* the bad claims changed nothing */
+	assert_int_equal(commit_as(&m, 4, 5, 7), 0); /* the bad claims changed nothing */
 	rckpt_buf_free(&msg);
 	rckpt_buf_free(&out);
 	mem_obj_free(&m);

@@ -26,6 +26,7 @@
 
 #define N 20011 /* elements of the test chunk: a prime, divisible by nothing */
 #define STEPS 12
+#define WRITER 1 /* the claim token of the writer these tests are */
 
 /* Levels of step s: a fixed start, then ~5% of positions change per step. */
 static void levels_at(uint8_t *lv, unsigned s)
@@ -79,19 +80,55 @@ static void encode_step(rckpt_buf_t *out, unsigned s, int base)
 	assert_int_equal(rckpt_record_encode(out, &r, base ? NULL : &p, &is), 0);
 }
 
-static int append(mem_obj_t *m, unsigned s, int base)
+/* Appends step s (a base, or a delta on s - 1) as the writer holding
+ * claim token `writer`. */
+static int append_as(mem_obj_t *m, uint64_t writer, unsigned s, int base)
 {
 	rckpt_buf_t rec = RCKPT_BUF_INIT, msg = RCKPT_BUF_INIT;
 	rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
 	int rc;
 	encode_step(&rec, s, base);
-	assert_int_equal(rckpt_msg_append_encode(&msg, rec.p, rec.len), 0);
+	assert_int_equal(rckpt_msg_append_encode(&msg, writer, rec.p, rec.len), 0);
 	rc = mem_obj_call(m, cls_rckpt_append, msg.p, msg.len, &out);
 	assert_int_equal(out.len, 0); /* write methods reply with nothing */
 	rckpt_buf_free(&rec);
 	rckpt_buf_free(&msg);
 	rckpt_buf_free(&out);
 	return rc;
+}
+
+static int append(mem_obj_t *m, unsigned s, int base)
+{
+	return append_as(m, WRITER, s, base);
+}
+
+static int trim_as(mem_obj_t *m, uint64_t writer, uint64_t after)
+{
+	rckpt_buf_t msg = RCKPT_BUF_INIT;
+	rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
+	int rc;
+	assert_int_equal(rckpt_msg_trim_encode(&msg, writer, after), 0);
+	rc = mem_obj_call(m, cls_rckpt_trim, msg.p, msg.len, &out);
+	rckpt_buf_free(&msg);
+	rckpt_buf_free(&out);
+	return rc;
+}
+
+/* The same object: data and every omap entry. */
+static void same_obj(const mem_obj_t *a, const mem_obj_t *b)
+{
+	size_t i;
+	assert_int_equal(a->exists, b->exists);
+	assert_int_equal(a->size, b->size);
+	if (a->size)
+		assert_memory_equal(a->data, b->data, a->size);
+	assert_int_equal(a->nkv, b->nkv);
+	for (i = 0; i < a->nkv; i++) {
+		assert_string_equal(a->kv[i].key, b->kv[i].key);
+		assert_int_equal(a->kv[i].len, b->kv[i].len);
+		if (a->kv[i].len)
+			assert_memory_equal(a->kv[i].val, b->kv[i].val, a->kv[i].len);
+	}
 }
 
 /* Materializes step s (resuming as long as the plugin asks), checks the
@@ -228,7 +265,7 @@ static void test_trim_and_index(void **state)
 	free(e);
 	rckpt_buf_free(&out);
 
-	assert_int_equal(rckpt_msg_trim_encode(&msg, 3), 0);
+	assert_int_equal(rckpt_msg_trim_encode(&msg, WRITER, 3), 0);
 	assert_int_equal(mem_obj_call(&m, cls_rckpt_trim, msg.p, msg.len, &out), 0);
 	assert_int_equal(m.size, size3);
 	assert_int_equal(mem_obj_call(&m, cls_rckpt_trim, msg.p, msg.len, &out), 0); /* twice: same */
@@ -239,7 +276,7 @@ static void test_trim_and_index(void **state)
 	assert_int_equal(append(&m, 4, 0), 0); /* the chain goes on from the tip */
 	assert_int_equal(materialize(&m, 4, 0), 1);
 	msg.len = 0;
-	assert_int_equal(rckpt_msg_trim_encode(&msg, RCKPT_STORE_NONE), 0);
+	assert_int_equal(rckpt_msg_trim_encode(&msg, WRITER, RCKPT_STORE_NONE), 0);
 	assert_int_equal(mem_obj_call(&m, cls_rckpt_trim, msg.p, msg.len, &out), 0);
 	assert_int_equal(m.size, 0);
 	assert_int_equal(call_empty(&m, cls_rckpt_tip, &h), 0);
@@ -390,7 +427,7 @@ static int append_sparse(mem_obj_t *m, uint8_t (*lv)[N], unsigned s, uint64_t pa
 	r.kind = RCKPT_REC_SPARSE;
 	make_record(&p, &pseg, lv[s - 1], parent, RCKPT_NO_PARENT);
 	assert_int_equal(rckpt_record_encode_sparse(&rec, &r, &p, SPB, &sel, &is), 0);
-	assert_int_equal(rckpt_msg_append_encode(&msg, rec.p, rec.len), 0);
+	assert_int_equal(rckpt_msg_append_encode(&msg, WRITER, rec.p, rec.len), 0);
 	rc = mem_obj_call(m, cls_rckpt_append, msg.p, msg.len, &out);
 	rckpt_buf_free(&rec);
 	rckpt_buf_free(&msg);
@@ -414,7 +451,7 @@ static void test_sparse(void **state)
 		rckpt_buf_t rec = RCKPT_BUF_INIT, msg = RCKPT_BUF_INIT;
 		rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
 		encode_step(&rec, 0, 1); /* levels_at(0) == lv[1], as step 0 */
-		assert_int_equal(rckpt_msg_append_encode(&msg, rec.p, rec.len), 0);
+		assert_int_equal(rckpt_msg_append_encode(&msg, WRITER, rec.p, rec.len), 0);
 		assert_int_equal(mem_obj_call(&m, cls_rckpt_append, msg.p, msg.len, &out), 0);
 		rckpt_buf_free(&rec);
 		rckpt_buf_free(&msg);
@@ -519,7 +556,7 @@ static void test_malformed(void **state)
 	}
 	/* an append frame cut anywhere, and a record with a bad CRC */
 	encode_step(&rec, 2, 0);
-	assert_int_equal(rckpt_msg_append_encode(&msg, rec.p, rec.len), 0);
+	assert_int_equal(rckpt_msg_append_encode(&msg, WRITER, rec.p, rec.len), 0);
 	for (cut = 0; cut < msg.len; cut += 97) {
 		rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
 		assert_int_equal(mem_obj_call(&m, cls_rckpt_append, msg.p, cut, &out), -EINVAL);
@@ -534,6 +571,51 @@ static void test_malformed(void **state)
 	mem_obj_free(&m);
 }
 
+/* A writer paused past its lease (issue 25): W1 (token 1) saved steps 1
+ * and 2; W2 claimed the job (token 2), trimmed past the head, saved 3 and
+ * 4. Then W1's queued requests land: a trim that would cut the chunk back
+ * to nothing, an append. Each is refused (-ESTALE) and changes nothing;
+ * every step still materializes to what was saved, and W2 saves on. On a
+ * chunk W2 has not touched yet W1's late append lands (as if it had come
+ * before W2's claim), and W2's trim removes it before W2 appends. */
+static void test_stale_writer_fenced(void **state)
+{
+	mem_obj_t c = { 0 }, before = { 0 }, d = { 0 };
+	unsigned s;
+
+	(void)state;
+	assert_int_equal(append_as(&c, 1, 1, 1), 0);
+	assert_int_equal(append_as(&c, 1, 2, 0), 0);
+	assert_int_equal(trim_as(&c, 2, 2), 0); /* W2's first save: trim, then a base */
+	assert_int_equal(append_as(&c, 2, 3, 1), 0);
+	assert_int_equal(append_as(&c, 2, 4, 0), 0);
+	assert_int_equal(mem_obj_copy(&before, &c), 0);
+	assert_int_equal(trim_as(&c, 1, 0), -ESTALE);
+	same_obj(&c, &before);
+	assert_int_equal(trim_as(&c, 1, RCKPT_STORE_NONE), -ESTALE);
+	assert_int_equal(append_as(&c, 1, 5, 1), -ESTALE);
+	assert_int_equal(append_as(&c, 1, 5, 0), -ESTALE);
+	same_obj(&c, &before);
+	for (s = 1; s <= 4; s++)
+		materialize(&c, s, 0);
+	assert_int_equal(append_as(&c, 2, 5, 0), 0); /* W2 goes on */
+	materialize(&c, 5, 0);
+	assert_int_equal(append_as(&c, 3, 6, 0), 0); /* a newer writer is taken */
+	assert_int_equal(append_as(&c, 2, 7, 0), -ESTALE); /* and fences W2 */
+
+	assert_int_equal(append_as(&d, 1, 1, 1), 0);
+	assert_int_equal(append_as(&d, 1, 2, 0), 0);
+	assert_int_equal(append_as(&d, 1, 3, 0), 0); /* W1's, never committed */
+	assert_int_equal(trim_as(&d, 2, 2), 0);
+	assert_int_equal(append_as(&d, 1, 3, 0), -ESTALE);
+	assert_int_equal(append_as(&d, 2, 3, 1), 0);
+	materialize(&d, 3, 0);
+	materialize(&d, 2, 0);
+	mem_obj_free(&c);
+	mem_obj_free(&before);
+	mem_obj_free(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -543,6 +625,7 @@ int main(void)
 		cmocka_unit_test(test_compact),
 		cmocka_unit_test(test_compact_keeps_parents_and_fails_closed),
 		cmocka_unit_test(test_sparse),
+		cmocka_unit_test(test_stale_writer_fenced),
 		cmocka_unit_test(test_malformed),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

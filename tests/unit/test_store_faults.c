@@ -332,7 +332,7 @@ static void test_allocation_fails_at_each_step_of_a_save(void **state)
 static void test_append_fails_mid_step(void **state)
 {
 	fx_t *f = *state;
-	const mem_fault_t fault = { "append", 3, -EIO, 0 };
+	const mem_fault_t fault = { "append", 3, -EIO, 0, 0 };
 	unsigned appends;
 
 	assert_int_equal(save_next(f), 0);
@@ -363,7 +363,7 @@ static void test_append_fails_mid_step(void **state)
 static void test_append_runs_late(void **state)
 {
 	fx_t *f = *state;
-	const mem_fault_t late = { "append", 2, 0, 1 };
+	const mem_fault_t late = { "append", 2, 0, 1, 0 };
 	assert_int_equal(save_next(f), 0);
 	mem_pool_fault(f->pool, &late);
 	assert_int_equal(save_next(f), 0);
@@ -378,7 +378,7 @@ static void test_append_runs_late(void **state)
 static void test_commit_fails(void **state)
 {
 	fx_t *f = *state;
-	const mem_fault_t fault = { "commit", 1, -EIO, 0 };
+	const mem_fault_t fault = { "commit", 1, -EIO, 0, 0 };
 	const uint64_t lost = 3;
 	rckpt_restored_t *r = NULL;
 
@@ -394,7 +394,7 @@ static void test_commit_fails(void **state)
 	assert_null(r);
 	/* a lost lease looks the same from here: the head moved under us */
 	{
-		const mem_fault_t stale = { "commit", 1, -ESTALE, 0 };
+		const mem_fault_t stale = { "commit", 1, -ESTALE, 0, 0 };
 		mem_pool_fault(f->pool, &stale);
 		model_at(&f->m, f->next);
 		assert_int_equal(rckpt_job_save(f->j, f->next++, f->m.t, NT, NULL, 0, NULL), -ESTALE);
@@ -405,11 +405,35 @@ static void test_commit_fails(void **state)
 	nothing_lost(f);
 }
 
+/* A commit lands but its reply is lost (the network failed as the OSD
+ * answered): the save reports the failure, yet the step is committed. The
+ * next save trims past the head as the job has it, not as the writer last
+ * saw it, so the step stays; before, its trim cut the step's records. */
+static void test_commit_reply_lost(void **state)
+{
+	fx_t *f = *state;
+	const mem_fault_t lost = { "commit", 1, -ETIMEDOUT, 0, 1 };
+
+	assert_int_equal(save_next(f), 0);
+	assert_int_equal(save_next(f), 0);
+	mem_pool_fault(f->pool, &lost);
+	model_at(&f->m, f->next);
+	assert_int_equal(rckpt_job_save(f->j, f->next, f->m.t, NT, NULL, 0, NULL), -ETIMEDOUT);
+	assert_true(mem_pool_struck(f->pool));
+	mem_pool_fault(f->pool, NULL);
+	assert_says(f, "cannot commit step 3");
+	committed(f, f->next++); /* it is, though the writer was told otherwise */
+	nothing_lost(f);
+	assert_int_equal(save_next(f), 0);
+	assert_int_equal(save_next(f), 0);
+	nothing_lost(f);
+}
+
 /* A manifest that cannot be written: nothing is committed. */
 static void test_manifest_write_fails(void **state)
 {
 	fx_t *f = *state;
-	const mem_fault_t fault = { "write_full", 1, -ENOSPC, 0 };
+	const mem_fault_t fault = { "write_full", 1, -ENOSPC, 0, 0 };
 	assert_int_equal(save_next(f), 0);
 	mem_pool_fault(f->pool, &fault);
 	model_at(&f->m, f->next);
@@ -428,7 +452,7 @@ static void test_materialize_fails(void **state)
 	fx_t *f = *state;
 	float *now[NT];
 	unsigned t;
-	const mem_fault_t fault = { "materialize", 2, -EIO, 0 };
+	const mem_fault_t fault = { "materialize", 2, -EIO, 0, 0 };
 
 	assert_int_equal(save_next(f), 0);
 	assert_int_equal(save_next(f), 0);
@@ -445,7 +469,7 @@ static void test_materialize_fails(void **state)
 	nothing_lost(f);
 	/* and a reader's restore fails alike, leaving the job as it was */
 	{
-		const mem_fault_t readfault = { "read", 1, -EIO, 0 };
+		const mem_fault_t readfault = { "read", 1, -EIO, 0, 0 };
 		mem_pool_fault(f->pool, &readfault);
 		assert_int_not_equal(rckpt_job_restore(f->j, 3, &(rckpt_restored_t *){ NULL }, NULL), 0);
 		mem_pool_fault(f->pool, NULL);
@@ -568,7 +592,7 @@ static void test_compaction_faults(void **state)
 		assert_int_equal(save_next(f), 0);
 	assert_int_equal(rckpt_job_pin(f->j, pinned, 1), 0);
 	for (k = 1;; k++) {
-		const mem_fault_t fault = { NULL, k, -EIO, 0 };
+		const mem_fault_t fault = { NULL, k, -EIO, 0, 0 };
 		char op[32];
 		int rc, struck;
 		mem_pool_fault(f->pool, &fault);
@@ -635,7 +659,7 @@ static void test_compaction_faults(void **state)
 static void test_gc_faults(void **state)
 {
 	fx_t *f = *state;
-	const mem_fault_t mid = { "append", 3, -EIO, 0 };
+	const mem_fault_t mid = { "append", 3, -EIO, 0, 0 };
 	unsigned k, removed = 0, failed = 0;
 
 	assert_int_equal(save_next(f), 0);
@@ -645,7 +669,7 @@ static void test_gc_faults(void **state)
 	assert_int_equal(rckpt_job_save(f->j, f->next++, f->m.t, NT, NULL, 0, NULL), -EIO);
 	mem_pool_fault(f->pool, NULL);
 	for (k = 1;; k++) {
-		const mem_fault_t fault = { NULL, k, -EIO, 0 };
+		const mem_fault_t fault = { NULL, k, -EIO, 0, 0 };
 		int rc, struck;
 		mem_pool_fault(f->pool, &fault);
 		rc = rckpt_job_gc(f->j, &removed);
@@ -720,7 +744,7 @@ static void test_policy_faults(void **state)
 	rckpt_policy_close(p);
 
 	for (k = 1;; k++) {
-		const mem_fault_t fault = { NULL, k, -EIO, 0 };
+		const mem_fault_t fault = { NULL, k, -EIO, 0, 0 };
 		int rc, struck;
 		mem_pool_fault(f->pool, &fault);
 		rc = rckpt_policy_open(f->j, &p, NULL);
@@ -745,7 +769,7 @@ static void test_policy_faults(void **state)
 	assert_float_equal(in.restart_s, 5.0, 0);
 	/* a notice whose record fails: the decision does not wait on it */
 	{
-		const mem_fault_t fault = { "omap_set", 1, -EIO, 0 };
+		const mem_fault_t fault = { "omap_set", 1, -EIO, 0, 0 };
 		mem_pool_fault(f->pool, &fault);
 		rckpt_policy_notify(p);
 		assert_int_equal(rckpt_policy_should_save(p, 1), RCKPT_POLICY_EMERGENCY);
@@ -769,6 +793,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_append_fails_mid_step, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_append_runs_late, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_commit_fails, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_commit_reply_lost, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_manifest_write_fails, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_materialize_fails, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_allocation_fails_in_a_restore, setup, teardown),

@@ -145,6 +145,52 @@ static void test_golden_store_messages(void **state)
 	rckpt_buf_free(&b);
 }
 
+/* The fenced messages (version 2): each golden vector decodes to its
+ * fields and encodes back to itself; the same bytes as a version-1 frame
+ * (an unfenced writer's) are refused. */
+static void test_golden_fenced(void **state)
+{
+	uint8_t want[256];
+	rckpt_buf_t b = RCKPT_BUF_INIT;
+	rckpt_blob_t rec;
+	uint64_t w, x;
+	size_t n;
+
+	(void)state;
+	n = golden_hex("store-append-v2.hex", want, sizeof(want));
+	assert_int_equal(rckpt_msg_append_decode(&w, &rec, want, n), 0);
+	assert_int_equal(w, 7);
+	assert_int_equal(rec.len, 3);
+	assert_memory_equal(rec.p, "abc", 3);
+	assert_int_equal(rckpt_msg_append_encode(&b, 7, (const uint8_t *)"abc", 3), 0);
+	same_bytes(&b, want, n);
+	assert_int_equal(rckpt_msg_append_encode(&b, 0, (const uint8_t *)"abc", 3), -EINVAL);
+	want[2] = want[3] = 1;
+	assert_int_equal(rckpt_msg_append_decode(&w, &rec, want, n), -EBADMSG);
+
+	n = golden_hex("store-trim-v2.hex", want, sizeof(want));
+	assert_int_equal(rckpt_msg_trim_decode(&w, &x, want, n), 0);
+	assert_int_equal(w, 7);
+	assert_int_equal(x, 42);
+	b.len = 0;
+	assert_int_equal(rckpt_msg_trim_encode(&b, 7, 42), 0);
+	same_bytes(&b, want, n);
+	want[2] = want[3] = 1;
+	assert_int_equal(rckpt_msg_trim_decode(&w, &x, want, n), -EBADMSG);
+
+	n = golden_hex("store-claim-v2.hex", want, sizeof(want));
+	assert_int_equal(rckpt_msg_claim_decode(&w, &x, want, n), 0);
+	assert_int_equal(w, 6);
+	assert_int_equal(x, 7);
+	b.len = 0;
+	assert_int_equal(rckpt_msg_claim_encode(&b, 6, 7), 0);
+	same_bytes(&b, want, n);
+	assert_int_equal(rckpt_msg_claim_encode(&b, 7, 7), -EINVAL);
+	want[RCKPT_WIRE_HEADER_BYTES + 8] = 5; /* token 5, before prev 6 */
+	assert_int_equal(rckpt_msg_claim_decode(&w, &x, want, n), -EBADMSG);
+	rckpt_buf_free(&b);
+}
+
 static void test_golden_attachment(void **state)
 {
 	uint8_t want[1024], *out = NULL;
@@ -381,6 +427,7 @@ int main(void)
 		cmocka_unit_test(test_round_trip),
 		cmocka_unit_test(test_golden_vector),
 		cmocka_unit_test(test_golden_store_messages),
+		cmocka_unit_test(test_golden_fenced),
 		cmocka_unit_test(test_golden_attachment),
 		cmocka_unit_test(test_deterministic),
 		cmocka_unit_test(test_truncation_and_trailing),

@@ -91,6 +91,42 @@ static int call_quality(void *arg, const rckpt_tset_t *params, const float *cons
 	return rc;
 }
 
+/* The writer's claim (store.md "Fencing"): the token after the job's
+ * newest, compared and set in the job object, so tokens only grow and an
+ * older writer's late requests are refused. Another claim can land between
+ * our read and our set only from a writer whose lease lapsed; then we read
+ * again, a bounded number of times. */
+static int claim(rckpt_job_t *j)
+{
+	unsigned tries;
+	int rc = -ESTALE;
+	for (tries = 0; tries < 8 && rc == -ESTALE; tries++) {
+		rckpt_buf_t v = RCKPT_BUF_INIT, cm = RCKPT_BUF_INIT;
+		uint64_t prev = 0;
+		rc = j->io->ops->omap_get(j->io, RCKPT_STORE_JOB_OID, "writer", &v);
+		if (rc == 0 && v.len != 8)
+			rc = -EBADMSG;
+		if (rc == 0)
+			{
+				rckpt_reader_t r = rckpt_reader(v.p, v.len);
+				prev = rckpt_rd_u64(&r);
+			}
+		if (rc == -ENOENT)
+			rc = 0;
+		if (rc == 0 && prev == UINT64_MAX)
+			rc = -EOVERFLOW;
+		if (rc == 0) {
+			j->token = prev + 1;
+			rc = rckpt_msg_claim_encode(&cm, prev, j->token);
+		}
+		if (rc == 0)
+			rc = rckpt_exec_write(j, RCKPT_STORE_JOB_OID, "claim", &cm);
+		rckpt_buf_free(&v);
+		rckpt_buf_free(&cm);
+	}
+	return rc;
+}
+
 int rckpt_job_open(rckpt_t *h, rckpt_job_t **out, const char *job, const rckpt_job_opts_t *opts)
 {
 	rckpt_job_opts_t def = RCKPT_JOB_OPTS_INIT;
@@ -186,23 +222,11 @@ int rckpt_job_open(rckpt_t *h, rckpt_job_t **out, const char *job, const rckpt_j
 			return rckpt_fail(h, rc, __func__, "cannot lock job %s", job);
 		}
 		j->locked = 1;
-		/* Fencing: a token of this writer's own, claimed before it reads
-		 * the head; a writer whose lock lapsed cannot commit after it. */
-		{
-			struct timespec ts;
-			rckpt_buf_t cm = RCKPT_BUF_INIT;
-			clock_gettime(CLOCK_REALTIME, &ts);
-			j->token = (j->io->ops->client_id(j->io) << 24) ^ (uint64_t)ts.tv_nsec ^
-				   ((uint64_t)ts.tv_sec << 32) ^ (uint64_t)getpid();
-			j->token |= 1; /* never 0 */
-			rc = rckpt_msg_claim_encode(&cm, j->token);
-			if (rc == 0)
-				rc = rckpt_exec_write(j, RCKPT_STORE_JOB_OID, "claim", &cm);
-			rckpt_buf_free(&cm);
-			if (rc) {
-				rckpt_job_close(j);
-				return rckpt_fail(h, rc, __func__, "cannot claim job %s", job);
-			}
+		/* Fencing: claimed before it reads the head. */
+		if ((rc = claim(j))) {
+			rckpt_job_close(j);
+			return rckpt_fail(h, rc, __func__, "cannot claim job %s%s", job,
+					  rc == -ESTALE ? " (claimed again and again under our lock)" : "");
 		}
 		rckpt_ckenc_opts_default(&eo);
 		eo.eps = j->o.eps;

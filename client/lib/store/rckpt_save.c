@@ -143,7 +143,7 @@ static int save_begin(void *arg, uint32_t nchunks)
 		return -ENOMEM;
 	if (!j->trimmed) {
 		rckpt_buf_t tm = RCKPT_BUF_INIT;
-		int rc = rckpt_msg_trim_encode(&tm, j->head);
+		int rc = rckpt_msg_trim_encode(&tm, j->token, j->head);
 		if (rc == 0)
 			rc = rckpt_chunk_writes(j, "trim", &tm, 1, nchunks);
 		rckpt_buf_free(&tm);
@@ -161,7 +161,7 @@ static int save_record(void *arg, uint32_t i, rckpt_buf_t *rec)
 {
 	rckpt_save_t *s = arg;
 	char oid[64];
-	int rc = rckpt_msg_append_encode(&s->msgs[i], rec->p, rec->len);
+	int rc = rckpt_msg_append_encode(&s->msgs[i], s->j->token, rec->p, rec->len);
 
 	rckpt_buf_free(rec);
 	if (rc)
@@ -237,6 +237,16 @@ static int save_start(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t, un
 			   result waits in its handle */
 		save_finish(j->pending);
 	rckpt_clear_error(h);
+	if (!j->trimmed) {
+		/* This save trims past the head first: the head as the job has
+		 * it now, not as this writer last saw it. A commit of ours whose
+		 * reply was lost did land; trimming past an older head would cut
+		 * that committed step (store.md "Fencing"). */
+		uint64_t head, count;
+		if ((rc = rckpt_read_head(j, &head, &count)))
+			return rckpt_fail(h, rc, fn, "cannot read the head of job %s", j->name);
+		j->head = head;
+	}
 	if (step == RCKPT_STORE_NONE || (j->head != RCKPT_STORE_NONE && step <= j->head))
 		return rckpt_fail(h, -EINVAL, fn, "step %" PRIu64 " is not after the head %" PRIu64,
 				  step, j->head);

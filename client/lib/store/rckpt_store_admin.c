@@ -621,7 +621,7 @@ int rckpt_job_gc(rckpt_job_t *j, unsigned *removed)
 		return rckpt_fail(h, rc, __func__, "lost the writer lock of job %s", j->name);
 	if ((rc = rckpt_read_head(j, &g.head, &count)) || (rc = all_steps(j, &g.s)))
 		return rckpt_fail(h, rc, __func__, "cannot list job %s", j->name);
-	rc = rckpt_msg_trim_encode(&in, g.head);
+	rc = rckpt_msg_trim_encode(&in, j->token, g.head);
 	if (rc == 0)
 		rc = rckpt_chunk_writes(j, "trim", &in, 1, chunk_count(&g.s));
 	rckpt_buf_free(&in);
