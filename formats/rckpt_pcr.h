@@ -33,6 +33,7 @@
 #define RCKPT_PCR_MAX_RECORD ((uint64_t)1 << 30) /* a record object */
 #define RCKPT_PCR_MAX_RECORDS (1u << 20)      /* records of a dataset */
 #define RCKPT_PCR_MAX_DATASET_IMAGES (1u << 26)
+#define RCKPT_PCR_MAX_PIXELS ((uint64_t)64 << 20) /* width x height of one image */
 
 /* ---- JPEG scans ---- */
 

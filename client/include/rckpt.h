@@ -552,7 +552,7 @@ typedef struct rckpt_pcr_build_opts {
 	unsigned inflight;          /* record writes in flight; 0: 4 */
 	unsigned fidelity_sample;   /* images (spread) whose SSIM per group is measured; 0: 64 */
 	int skip_bad;               /* skip and report an unusable file; else fail */
-	uint64_t max_pixels;        /* a larger image is refused; 0: 64 Mi */
+	uint64_t max_pixels;        /* a larger image is refused; 0: 64 Mi, the most */
 	/* Called from the building thread after each record, and with a
 	 * message for every file that is refused (skipped or fatal). */
 	void (*progress)(void *arg, const rckpt_pcr_progress_t *p);

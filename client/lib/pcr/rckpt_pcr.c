@@ -29,7 +29,7 @@
 #define DEFAULT_PER_RECORD 512u
 #define DEFAULT_INFLIGHT 4u
 #define DEFAULT_SAMPLE 64u
-#define DEFAULT_MAX_PIXELS ((uint64_t)64 << 20)
+#define DEFAULT_MAX_PIXELS RCKPT_PCR_MAX_PIXELS
 #define MAX_FILE_BYTES ((uint64_t)256 << 20)
 
 /* ---- shared with the reader ---- */
@@ -486,7 +486,8 @@ int rckpt_pcr_build(rckpt_t *h, const char *dataset, const rckpt_pcr_input_t *in
 	if (opts == NULL)
 		opts = &def;
 	if (opts->version != RCKPT_PCR_BUILD_OPTS_VERSION || opts->images_per_record > RCKPT_PCR_MAX_IMAGES ||
-	    n == 0 || n > RCKPT_PCR_MAX_DATASET_IMAGES || in == NULL)
+	    opts->max_pixels > RCKPT_PCR_MAX_PIXELS || n == 0 || n > RCKPT_PCR_MAX_DATASET_IMAGES ||
+	    in == NULL)
 		return rckpt_fail(h, -EINVAL, __func__, "bad options, or no inputs");
 	B.o = *opts;
 	if (B.o.images_per_record == 0)

@@ -170,8 +170,10 @@ static int decode_rgb(pimg_t *p, const uint8_t *jpg, size_t len, tjhandle th)
 	int w, hh, sub, cs;
 	if (th == NULL)
 		return -ENOMEM;
-	if (tjDecompressHeader3(th, jpg, (unsigned long)len, &w, &hh, &sub, &cs))
+	if (tjDecompressHeader3(th, jpg, (unsigned long)len, &w, &hh, &sub, &cs) || w <= 0 || hh <= 0)
 		return -EBADMSG;
+	if ((uint64_t)w * (uint64_t)hh > RCKPT_PCR_MAX_PIXELS)
+		return -E2BIG; /* the record's header says more pixels than any image may have */
 	p->rgb = malloc((size_t)w * hh * 3);
 	if (p->rgb == NULL)
 		return -ENOMEM;
