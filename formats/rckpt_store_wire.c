@@ -777,8 +777,8 @@ int rckpt_attach_decode(uint8_t **out, size_t *lenp, uint64_t step, const uint8_
 	s = rckpt_rd_u64(&r);
 	raw = rckpt_rd_u64(&r);
 	crc = rckpt_rd_u32(&r);
-	if (r.err || magic != RCKPT_ATTACH_MAGIC)
-		return -EBADMSG;
+	if (r.err || magic != RCKPT_ATTACH_MAGIC || compat == 0 || compat > version)
+		return -EBADMSG; /* no sane writer says either */
 	if (compat > 1)
 		return RCKPT_FMT_EVERSION;
 	if (version < 1 || flags != 0 || s != step || raw > RCKPT_ATTACH_RAW_MAX)

@@ -605,6 +605,8 @@ def attachment(b, step):
     if r.take(4) != b"RCKA":
         raise Bad("attachment: magic")
     version, compat, flags = r.u8(), r.u8(), r.u16()
+    if compat == 0 or compat > version:
+        raise Bad("attachment: compat")
     if compat > 1:
         raise Bad("attachment: a newer version")
     if compat == 0 or flags or r.u64() != step:

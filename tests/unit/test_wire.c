@@ -205,6 +205,14 @@ static void test_golden_attachment(void **state)
 	out = NULL;
 	/* of another step: refused */
 	assert_int_equal(rckpt_attach_decode(&out, &len, 44, want, n), -EBADMSG);
+	/* compat 0, or above the version: malformed; a newer compat: too new */
+	want[5] = 0;
+	assert_int_equal(rckpt_attach_decode(&out, &len, 43, want, n), -EBADMSG);
+	want[5] = 2;
+	assert_int_equal(rckpt_attach_decode(&out, &len, 43, want, n), -EBADMSG);
+	want[4] = 2;
+	assert_int_equal(rckpt_attach_decode(&out, &len, 43, want, n), RCKPT_FMT_EVERSION);
+	want[4] = want[5] = 1;
 	/* a raw byte changed: the CRC of the raw bytes refuses it */
 	want[n - 1] ^= 0x01;
 	assert_int_equal(rckpt_attach_decode(&out, &len, 43, want, n), RCKPT_FMT_ECHECKSUM);
