@@ -4,10 +4,36 @@
 #include "cls_common.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "rckpt_build_info.h"
+
+static void why(rckpt_cls_obj_t *o, const char *fmt, va_list ap)
+{
+	if (o->why[0] == '\0') /* the first reason is the cause */
+		vsnprintf(o->why, sizeof(o->why), fmt, ap);
+}
+
+int rckpt_cls_fail(rckpt_cls_obj_t *o, int rc, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	why(o, fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+int rckpt_cls_damaged(rckpt_cls_obj_t *o, int rc, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	why(o, fmt, ap);
+	va_end(ap);
+	o->damaged = 1;
+	return rc;
+}
 
 int rckpt_cls_version_reply(rckpt_cls_out_t *out, const char *plugin,
 			    const rckpt_wire_format_range_t *formats, unsigned nformats,

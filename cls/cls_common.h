@@ -52,10 +52,24 @@ typedef struct rckpt_cls_obj_ops {
 	int (*remove)(rckpt_cls_obj_t *o);
 } rckpt_cls_obj_ops_t;
 
+#define RCKPT_CLS_WHY_MAX 160
+
 struct rckpt_cls_obj {
 	const rckpt_cls_obj_ops_t *ops;
 	void *ctx; /* the implementation's */
+	/* Why the method failed, for the OSD's log: set by rckpt_cls_fail or
+	 * rckpt_cls_damaged ("" when the body gave no reason). */
+	char why[RCKPT_CLS_WHY_MAX];
+	int damaged; /* the stored data is at fault, not the request */
 };
+
+/* Says why the method fails ("method: reason", printf-style) and returns
+ * rc: a refused request. rckpt_cls_damaged: stored data that fails its
+ * checks. The glue logs the first at level 1, the second as an error. */
+int rckpt_cls_fail(rckpt_cls_obj_t *o, int rc, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+int rckpt_cls_damaged(rckpt_cls_obj_t *o, int rc, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
 /* A method that works on its object. */
 typedef int (*rckpt_cls_obj_method_fn)(rckpt_cls_obj_t *obj, const uint8_t *in, size_t in_len,

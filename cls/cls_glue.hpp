@@ -140,10 +140,24 @@ template <rckpt_cls_obj_method_fn Body>
 static int rckpt_cls_obj_call(cls_method_context_t hctx, ceph::bufferlist *in, ceph::bufferlist *out)
 {
 	rckpt_cls_out_t reply = RCKPT_CLS_OUT_INIT;
-	rckpt_cls_obj_t obj = { &rckpt_cls::ops, hctx };
+	rckpt_cls_obj_t obj = {};
+	obj.ops = &rckpt_cls::ops;
+	obj.ctx = hctx;
 	const size_t in_len = in->length();
 	const uint8_t *in_p = in_len ? reinterpret_cast<const uint8_t *>(in->c_str()) : nullptr;
 	int rc = Body(&obj, in_p, in_len, &reply);
+	// A trace of every failure: damage and a stale writer's request (-ESTALE)
+	// at level 0, in the log as Ceph is set up by default; another refused
+	// request at level 1 (debug objclass = 1 shows them); a failure the body
+	// gave no reason for at level 10.
+	if (rc < 0 && obj.damaged)
+		CLS_ERR("rckpt: damaged data: %s (%d)", obj.why, rc);
+	else if (rc == -ESTALE && obj.why[0])
+		CLS_LOG(0, "rckpt: refused: %s (%d)", obj.why, rc);
+	else if (rc < 0 && obj.why[0])
+		CLS_LOG(1, "rckpt: refused: %s (%d)", obj.why, rc);
+	else if (rc < 0)
+		CLS_LOG(10, "rckpt: a method failed (%d)", rc);
 	if (rc == 0 && reply.len)
 		out->append(reinterpret_cast<const char *>(reply.p), reply.len);
 	rckpt_buf_free(&reply);

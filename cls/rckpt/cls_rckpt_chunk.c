@@ -26,32 +26,34 @@ int cls_rckpt_append(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt
 	char key[KEY_MAX];
 	unsigned kind;
 	uint64_t writer, step, parent, tip = RCKPT_STORE_NONE, size = 0;
-	int rc;
+	int rc, record;
 
 	(void)out;
 	if (rckpt_msg_append_decode(&writer, &rec, in, in_len))
-		return -EINVAL;
-	if ((rc = crk_fence(o, writer)))
+		return rckpt_cls_fail(o, -EINVAL, "append: a malformed request");
+	if ((rc = crk_fence(o, writer, &record)))
 		return rc;
 	rc = rckpt_record_check(&kind, &step, &parent, rec.p, rec.len);
 	if (rc == RCKPT_FMT_ECHECKSUM || rc == -EBADMSG)
-		return -EINVAL;
+		return rckpt_cls_fail(o, -EINVAL, "append: a record that fails its checks (%d)", rc);
 	if (rc)
-		return rc;
+		return rckpt_cls_fail(o, rc, "append: a record this plugin cannot take");
 	rc = crk_get_u64(o, "tip", &tip);
 	if (rc && rc != -ENOENT)
 		return rc;
 	if (tip != RCKPT_STORE_NONE && step <= tip)
-		return -EEXIST; /* steps only grow; trim first to rewrite */
+		return rckpt_cls_fail(o, -EEXIST, "append: step %llu is not after the tip %llu",
+				      (unsigned long long)step, (unsigned long long)tip);
 	if (kind != RCKPT_REC_BASE && parent != tip)
-		return -ESTALE; /* a delta's or sparse record's parent must be the tip */
+		return rckpt_cls_fail(o, -ESTALE, "append: step %llu's parent %llu is not the tip",
+				      (unsigned long long)step, (unsigned long long)parent);
 	rc = o->ops->stat(o, &size);
 	if (rc == -ENOENT)
 		size = 0;
 	else if (rc)
 		return rc;
 	if (size > RCKPT_STORE_OBJECT_MAX || rec.len > RCKPT_STORE_OBJECT_MAX - size)
-		return -EFBIG;
+		return rckpt_cls_fail(o, -EFBIG, "append: the chunk would pass 1 GiB");
 	e.step = step;
 	e.offset = size;
 	e.length = (uint32_t)rec.len;
@@ -60,9 +62,9 @@ int cls_rckpt_append(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt
 	rckpt_store_entry_put(val, &e);
 	if ((rc = o->ops->write(o, size, rec.p, rec.len)) ||
 	    (rc = rckpt_store_step_key(key, sizeof(key), 'r', step)) ||
-	    (rc = o->ops->omap_set(o, key, val, sizeof(val))))
+	    (rc = o->ops->omap_set(o, key, val, sizeof(val))) || (rc = crk_set_u64(o, "tip", step)))
 		return rc;
-	return crk_set_u64(o, "tip", step);
+	return crk_fence_record(o, writer, record);
 }
 
 /* ---- materialize (chunk, read) ---- */
@@ -94,14 +96,14 @@ int cls_rckpt_materialize(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len,
 
 	memset(&cur, 0, sizeof(cur));
 	if (rckpt_msg_materialize_decode(&m, in, in_len))
-		return -EINVAL;
+		return rckpt_cls_fail(o, -EINVAL, "materialize: a malformed request");
 	budget = m.budget ? m.budget : MATERIALIZE_BUDGET_DEFAULT;
 	if (m.start.len) { /* resume from a base the caller hands back */
 		unsigned kind;
 		uint64_t parent;
 		rc = rckpt_record_check(&kind, &start_step, &parent, m.start.p, m.start.len);
 		if (rc || kind != RCKPT_REC_BASE)
-			return -EINVAL;
+			return rckpt_cls_fail(o, -EINVAL, "materialize: a resume record that is not a base");
 	}
 	chain = calloc(CHAIN_MAX, sizeof(*chain));
 	if (chain == NULL)
@@ -111,7 +113,8 @@ int cls_rckpt_materialize(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len,
 		uint64_t s = m.step;
 		for (;;) {
 			if (n == CHAIN_MAX) {
-				rc = -E2BIG;
+				rc = rckpt_cls_fail(o, -E2BIG, "materialize: step %llu's chain passes %u records",
+						    (unsigned long long)m.step, CHAIN_MAX);
 				goto out;
 			}
 			if (s == start_step)
@@ -130,7 +133,8 @@ int cls_rckpt_materialize(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len,
 	}
 	if (start_step != RCKPT_STORE_NONE && (n == 0 || chain[n - 1].parent != start_step)) {
 		if (!(n == 0 && start_step == m.step)) {
-			rc = -ESTALE; /* not on this step's chain (compacted since?) */
+			rc = rckpt_cls_fail(o, -ESTALE, "materialize: resume step %llu is not on step %llu's chain",
+					    (unsigned long long)start_step, (unsigned long long)m.step);
 			goto out;
 		}
 	}
@@ -221,13 +225,18 @@ int cls_rckpt_trim(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_c
 	walk_t w;
 	uint64_t writer, after, end = 0, tip = RCKPT_STORE_NONE, size = 0;
 	uint32_t i;
-	int rc;
+	int rc, record;
 
 	(void)out;
 	memset(&w, 0, sizeof(w));
 	if (rckpt_msg_trim_decode(&writer, &after, in, in_len))
-		return -EINVAL;
-	if ((rc = crk_fence(o, writer)) || (rc = crk_all_entries(o, &w)))
+		return rckpt_cls_fail(o, -EINVAL, "trim: a malformed request");
+	if ((rc = crk_fence(o, writer, &record)))
+		return rc;
+	rc = o->ops->stat(o, &size);
+	if (rc == -ENOENT) /* nothing was ever appended: the token is all there is to keep */
+		return crk_fence_record(o, writer, record);
+	if (rc || (rc = crk_all_entries(o, &w)))
 		goto done;
 	for (i = 0; i < w.n && rc == 0; i++) {
 		const rckpt_store_entry_t *e = &w.e[i];
@@ -244,17 +253,14 @@ int cls_rckpt_trim(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_c
 	}
 	if (rc)
 		goto done;
-	rc = o->ops->stat(o, &size);
-	if (rc == -ENOENT) {
-		rc = 0;
-		goto done; /* nothing was ever appended */
-	}
-	if (rc == 0 && size > end)
+	if (size > end)
 		rc = o->ops->truncate(o, end);
 	if (rc == 0)
 		rc = tip == RCKPT_STORE_NONE ? o->ops->omap_remove(o, "tip") : crk_set_u64(o, "tip", tip);
 	if (rc == -ENOENT)
 		rc = 0;
+	if (rc == 0)
+		rc = crk_fence_record(o, writer, record);
 done:
 	free(w.e);
 	return rc;

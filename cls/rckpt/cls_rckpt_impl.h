@@ -18,10 +18,13 @@
 int crk_get_u64(rckpt_cls_obj_t *o, const char *key, uint64_t *v);
 int crk_set_u64(rckpt_cls_obj_t *o, const char *key, uint64_t v);
 /* Fencing (store.md): a chunk remembers the newest writer token that
- * changed it ("writer"). A request with an older token is -ESTALE; a newer
- * one is remembered, in the same operation, so it is kept only when the
- * method succeeds. */
-int crk_fence(rckpt_cls_obj_t *o, uint64_t writer);
+ * changed it ("writer"). crk_fence refuses an older token (-ESTALE) and
+ * says whether this one is newer (*record); crk_fence_record remembers it,
+ * as the method's last write. (In the OSD a method's reads do not see its
+ * own earlier writes, and an object that one of them creates has no omap
+ * to read yet: every read comes first.) */
+int crk_fence(rckpt_cls_obj_t *o, uint64_t writer, int *record);
+int crk_fence_record(rckpt_cls_obj_t *o, uint64_t writer, int record);
 /* The index entry "r.<step>" of a chunk object. */
 int crk_get_entry(rckpt_cls_obj_t *o, uint64_t step, rckpt_store_entry_t *e);
 /* The record an index entry points at, bounds checked, into b. */

@@ -31,19 +31,21 @@ int cls_rckpt_commit(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt
 
 	(void)out;
 	if (rckpt_msg_commit_decode(&m, in, in_len))
-		return -EINVAL;
+		return rckpt_cls_fail(o, -EINVAL, "commit: a malformed request");
 	rc = crk_get_u64(o, "head", &head);
 	if (rc && rc != -ENOENT)
 		return rc;
 	if (head != m.expect)
-		return -ESTALE; /* another writer moved it */
+		return rckpt_cls_fail(o, -ESTALE, "commit: the head is %llu, not %llu", /* another writer moved it */
+				      (unsigned long long)head, (unsigned long long)m.expect);
 	{
 		uint64_t owner;
 		rc = crk_get_u64(o, "writer", &owner);
 		if (rc && rc != -ENOENT)
 			return rc;
 		if (rc == 0 && owner != m.writer)
-			return -ESTALE; /* fenced: a newer writer claimed the job */
+			return rckpt_cls_fail(o, -ESTALE, "commit: writer token %llu is not the job's %llu",
+					      (unsigned long long)m.writer, (unsigned long long)owner);
 	}
 	if (head != RCKPT_STORE_NONE && m.step <= head)
 		return -EINVAL;
@@ -65,12 +67,13 @@ int cls_rckpt_claim(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_
 	int rc;
 	(void)out;
 	if (rckpt_msg_claim_decode(&prev, &token, in, in_len))
-		return -EINVAL;
+		return rckpt_cls_fail(o, -EINVAL, "claim: a malformed request");
 	rc = crk_get_u64(o, "writer", &cur);
 	if (rc && rc != -ENOENT)
 		return rc;
-	if (cur != prev)
-		return -ESTALE; /* claimed since the claimer read it: a late claim, or a race */
+	if (cur != prev) /* claimed since the claimer read it: a late claim, or a race */
+		return rckpt_cls_fail(o, -ESTALE, "claim: from token %llu, but the job's is %llu",
+				      (unsigned long long)prev, (unsigned long long)cur);
 	return crk_set_u64(o, "writer", token); /* token > prev: claims only move forward */
 }
 

@@ -68,15 +68,25 @@ int crk_set_u64(rckpt_cls_obj_t *o, const char *key, uint64_t v)
 	return o->ops->omap_set(o, key, t, sizeof(t));
 }
 
-int crk_fence(rckpt_cls_obj_t *o, uint64_t writer)
+int crk_fence(rckpt_cls_obj_t *o, uint64_t writer, int *record)
 {
 	uint64_t newest = 0;
 	int rc = crk_get_u64(o, "writer", &newest);
+	*record = 0;
 	if (rc && rc != -ENOENT)
 		return rc;
 	if (writer < newest)
-		return -ESTALE; /* a writer whose successor has claimed the job */
-	return writer > newest ? crk_set_u64(o, "writer", writer) : 0;
+		return rckpt_cls_fail(o, -ESTALE,
+				      "writer token %llu is older than the chunk's %llu: a writer whose "
+				      "successor has claimed the job",
+				      (unsigned long long)writer, (unsigned long long)newest);
+	*record = writer > newest;
+	return 0;
+}
+
+int crk_fence_record(rckpt_cls_obj_t *o, uint64_t writer, int record)
+{
+	return record ? crk_set_u64(o, "writer", writer) : 0;
 }
 
 int crk_get_entry(rckpt_cls_obj_t *o, uint64_t step, rckpt_store_entry_t *e)
@@ -107,12 +117,16 @@ int crk_read_record(rckpt_cls_obj_t *o, const rckpt_store_entry_t *e, rckpt_buf_
 	if (rc)
 		return rc;
 	if (b->len != e->length)
-		return -EBADMSG; /* the log is shorter than its index says */
+		return rckpt_cls_damaged(o, -EBADMSG, "the record of step %llu runs past the log's end",
+					 (unsigned long long)e->step);
 	rc = rckpt_record_check(&kind, &step, &parent, b->p, b->len);
 	if (rc)
-		return rc;
+		return rckpt_cls_damaged(o, rc, "the record of step %llu fails its checks%s",
+					 (unsigned long long)e->step,
+					 rc == RCKPT_FMT_ECHECKSUM ? " (CRC-32C)" : "");
 	if (kind != e->kind || step != e->step || parent != e->parent)
-		return -EBADMSG;
+		return rckpt_cls_damaged(o, -EBADMSG, "the record of step %llu disagrees with its index entry",
+					 (unsigned long long)e->step);
 	return 0;
 }
 

@@ -242,7 +242,7 @@ static int run(mem_io_t *m, const char *oid, const struct method *meth, const vo
 		rc = mem_obj_call(&e->obj, meth->fn, in, len, &reply);
 	} else {
 		mem_obj_t scratch;
-		rckpt_cls_obj_t o = { &mem_obj_ops, &scratch };
+		rckpt_cls_obj_t o = { .ops = &mem_obj_ops, .ctx = &scratch };
 		rc = mem_obj_copy(&scratch, &e->obj);
 		if (rc == 0)
 			rc = meth->fn(&o, in, len, &reply);
@@ -543,7 +543,7 @@ static int m_omap_rm_range(rckpt_io_t *io, const char *oid, const char *lo, cons
 	while (i < e->obj.nkv) {
 		const char *k = e->obj.kv[i].key;
 		if (strcmp(k, lo) >= 0 && strcmp(k, hi) < 0) {
-			rckpt_cls_obj_t o = { &mem_obj_ops, &e->obj };
+			rckpt_cls_obj_t o = { .ops = &mem_obj_ops, .ctx = &e->obj };
 			mem_omap_remove(&o, k);
 		} else {
 			i++;

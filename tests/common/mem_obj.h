@@ -2,7 +2,10 @@
  * mem_obj.h — an object in memory behind rckpt_cls_obj_ops_t, for unit
  * tests and fuzzers of the object-class bodies. mem_obj_call runs a method
  * the way the OSD does: its changes are kept when it returns 0 and dropped
- * when it fails.
+ * when it fails; and, as in the OSD, its reads of data and omap see the
+ * object as it was before the method (not its own writes), while stat sees
+ * the size it has written. An object the method itself created has no omap
+ * to read yet (-ENOENT), as a store without the object answers.
  */
 #ifndef RCKPT_MEM_OBJ_H
 #define RCKPT_MEM_OBJ_H
@@ -25,6 +28,9 @@ typedef struct mem_obj {
 	size_t size;
 	mem_kv_t *kv; /* sorted by key */
 	size_t nkv;
+	char why[RCKPT_CLS_WHY_MAX]; /* the last failed call's reason, as the OSD would log it */
+	int damaged;
+	const struct mem_obj *before; /* during a call: the object as the method found it */
 } mem_obj_t;
 
 static char *mem_strdup(const char *k)
@@ -78,6 +84,23 @@ static mem_obj_t *mem_of(rckpt_cls_obj_t *o)
 	return (mem_obj_t *)o->ctx;
 }
 
+/* What a method's data reads see: the object before the method. */
+static const mem_obj_t *mem_seen(rckpt_cls_obj_t *o)
+{
+	const mem_obj_t *m = mem_of(o);
+	return m->before ? m->before : m;
+}
+
+/* What its omap reads see; NULL: -ENOENT (created by this method, with an
+ * omap the store does not have yet). */
+static const mem_obj_t *mem_omap_seen(rckpt_cls_obj_t *o)
+{
+	const mem_obj_t *m = mem_of(o), *b = mem_seen(o);
+	if (b != m && !b->exists && m->exists && m->nkv)
+		return NULL;
+	return b;
+}
+
 static int mem_stat(rckpt_cls_obj_t *o, uint64_t *size)
 {
 	mem_obj_t *m = mem_of(o);
@@ -89,7 +112,7 @@ static int mem_stat(rckpt_cls_obj_t *o, uint64_t *size)
 
 static int mem_read(rckpt_cls_obj_t *o, uint64_t off, size_t len, rckpt_buf_t *out)
 {
-	mem_obj_t *m = mem_of(o);
+	const mem_obj_t *m = mem_seen(o);
 	if (!m->exists)
 		return -ENOENT;
 	if (off >= m->size)
@@ -148,9 +171,12 @@ static size_t mem_find(const mem_obj_t *m, const char *key, int *found)
 
 static int mem_omap_get(rckpt_cls_obj_t *o, const char *key, rckpt_buf_t *out)
 {
-	mem_obj_t *m = mem_of(o);
+	const mem_obj_t *m = mem_omap_seen(o);
 	int found;
-	size_t i = mem_find(m, key, &found);
+	size_t i;
+	if (m == NULL)
+		return -ENOENT;
+	i = mem_find(m, key, &found);
 	if (!found)
 		return -ENOENT;
 	return m->kv[i].len ? rckpt_buf_append(out, m->kv[i].val, m->kv[i].len) : 0;
@@ -203,9 +229,13 @@ static int mem_omap_list(rckpt_cls_obj_t *o, const char *start_after, unsigned m
 			 int (*fn)(void *, const char *, const uint8_t *, size_t), void *arg,
 			 int *more)
 {
-	mem_obj_t *m = mem_of(o);
+	const mem_obj_t *m = mem_omap_seen(o);
 	int found;
-	size_t i = mem_find(m, start_after, &found), n = 0;
+	size_t i, n = 0;
+	*more = 0;
+	if (m == NULL)
+		return -ENOENT;
+	i = mem_find(m, start_after, &found);
 	if (found)
 		i++;
 	*more = 0;
@@ -257,14 +287,19 @@ static int mem_obj_call(mem_obj_t *m, rckpt_cls_obj_method_fn fn, const uint8_t 
 		mem_obj_free(&work);
 		return rc;
 	}
+	memset(&o, 0, sizeof(o));
 	o.ops = &mem_obj_ops;
 	o.ctx = &work;
+	work.before = m;
 	rc = fn(&o, in, len, out);
+	work.before = NULL;
 	if (rc == 0) {
 		mem_obj_free(m);
 		*m = work;
 	} else {
 		mem_obj_free(&work);
+		memcpy(m->why, o.why, sizeof(m->why));
+		m->damaged = o.damaged;
 	}
 	return rc;
 }

@@ -234,7 +234,9 @@ static void test_attachment(void **state)
 			}
 			b.p[i] ^= 0x20;
 		}
-		b.p[5] = 2; /* compat */
+		b.p[5] = 2; /* compat above the version: malformed */
+		assert_int_equal(rckpt_attach_decode(&got, &len, 42, b.p, b.len), -EBADMSG);
+		b.p[4] = 2; /* a newer version: too new */
 		assert_int_equal(rckpt_attach_decode(&got, &len, 42, b.p, b.len), RCKPT_FMT_EVERSION);
 		rckpt_buf_free(&b);
 		free(raw);
@@ -265,35 +267,35 @@ static void test_retire(void **state)
 	assert_int_equal(rckpt_msg_retire_encode(&req, 7), 0);
 	/* a manifest of step 7 and an attachment of step 7 go */
 	memset(&m, 0, sizeof(m));
-	assert_int_equal(mem_write(&(rckpt_cls_obj_t){ &mem_obj_ops, &m }, 0, man.p, man.len), 0);
+	assert_int_equal(mem_write(&(rckpt_cls_obj_t){ .ops = &mem_obj_ops, .ctx = &m }, 0, man.p, man.len), 0);
 	assert_int_equal(mem_obj_call(&m, cls_rckpt_retire, req.p, req.len, &out), 0);
 	assert_false(m.exists);
 	memset(&m, 0, sizeof(m));
-	assert_int_equal(mem_write(&(rckpt_cls_obj_t){ &mem_obj_ops, &m }, 0, att.p, att.len), 0);
+	assert_int_equal(mem_write(&(rckpt_cls_obj_t){ .ops = &mem_obj_ops, .ctx = &m }, 0, att.p, att.len), 0);
 	assert_int_equal(mem_obj_call(&m, cls_rckpt_retire, req.p, req.len, &out), 0);
 	assert_false(m.exists);
 	/* another step's, another object, a short one, none: refused, kept */
 	req.len = 0;
 	assert_int_equal(rckpt_msg_retire_encode(&req, 8), 0);
 	memset(&m, 0, sizeof(m));
-	assert_int_equal(mem_write(&(rckpt_cls_obj_t){ &mem_obj_ops, &m }, 0, man.p, man.len), 0);
+	assert_int_equal(mem_write(&(rckpt_cls_obj_t){ .ops = &mem_obj_ops, .ctx = &m }, 0, man.p, man.len), 0);
 	assert_int_equal(mem_obj_call(&m, cls_rckpt_retire, req.p, req.len, &out), -EINVAL);
 	assert_true(m.exists && m.size == man.len);
 	mem_obj_free(&m);
 	memset(&m, 0, sizeof(m));
-	assert_int_equal(mem_write(&(rckpt_cls_obj_t){ &mem_obj_ops, &m }, 0, junk, sizeof(junk)), 0);
+	assert_int_equal(mem_write(&(rckpt_cls_obj_t){ .ops = &mem_obj_ops, .ctx = &m }, 0, junk, sizeof(junk)), 0);
 	assert_int_equal(mem_obj_call(&m, cls_rckpt_retire, req.p, req.len, &out), -EINVAL);
 	assert_true(m.exists && m.size == sizeof(junk));
 	mem_obj_free(&m);
 	memset(&m, 0, sizeof(m));
-	assert_int_equal(mem_write(&(rckpt_cls_obj_t){ &mem_obj_ops, &m }, 0, man.p, 15), 0);
+	assert_int_equal(mem_write(&(rckpt_cls_obj_t){ .ops = &mem_obj_ops, .ctx = &m }, 0, man.p, 15), 0);
 	assert_int_equal(mem_obj_call(&m, cls_rckpt_retire, req.p, req.len, &out), -EINVAL);
 	mem_obj_free(&m);
 	memset(&m, 0, sizeof(m));
 	assert_int_equal(mem_obj_call(&m, cls_rckpt_retire, req.p, req.len, &out), -ENOENT);
 	/* a malformed request */
 	memset(&m, 0, sizeof(m));
-	assert_int_equal(mem_write(&(rckpt_cls_obj_t){ &mem_obj_ops, &m }, 0, man.p, man.len), 0);
+	assert_int_equal(mem_write(&(rckpt_cls_obj_t){ .ops = &mem_obj_ops, .ctx = &m }, 0, man.p, man.len), 0);
 	assert_int_equal(mem_obj_call(&m, cls_rckpt_retire, req.p, req.len - 1, &out), -EINVAL);
 	assert_true(m.exists);
 	mem_obj_free(&m);

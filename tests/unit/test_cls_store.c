@@ -226,7 +226,9 @@ static void test_materialize_errors(void **state)
 	q.start.len = rec.len;
 	assert_int_equal(rckpt_msg_materialize_encode(&msg, &q), 0);
 	assert_int_equal(mem_obj_call(&m, cls_rckpt_materialize, msg.p, msg.len, &out), -ESTALE);
-	/* a damaged record in the log fails closed */
+	assert_non_null(strstr(m.why, "not on step")); /* the OSD log says why */
+	assert_false(m.damaged);
+	/* a damaged record in the log fails closed, and is logged as damage */
 	m.data[m.size - 9] ^= 0x40;
 	msg.len = 0;
 	q.start.len = 0;
@@ -234,6 +236,8 @@ static void test_materialize_errors(void **state)
 	assert_int_equal(mem_obj_call(&m, cls_rckpt_materialize, msg.p, msg.len, &out),
 			 RCKPT_FMT_ECHECKSUM);
 	assert_int_equal(out.len, 0);
+	assert_true(m.damaged);
+	assert_non_null(strstr(m.why, "CRC-32C"));
 	rckpt_buf_free(&msg);
 	rckpt_buf_free(&rec);
 	mem_obj_free(&m);
@@ -591,6 +595,7 @@ static void test_stale_writer_fenced(void **state)
 	assert_int_equal(append_as(&c, 2, 4, 0), 0);
 	assert_int_equal(mem_obj_copy(&before, &c), 0);
 	assert_int_equal(trim_as(&c, 1, 0), -ESTALE);
+	assert_non_null(strstr(c.why, "older than the chunk's")); /* the OSD log says why */
 	same_obj(&c, &before);
 	assert_int_equal(trim_as(&c, 1, RCKPT_STORE_NONE), -ESTALE);
 	assert_int_equal(append_as(&c, 1, 5, 1), -ESTALE);
