@@ -25,6 +25,10 @@
 #define RCKPT_STORE_SUMMARY_MAX 4096u  /* bytes of a step's summary */
 #define RCKPT_STORE_LIST_MAX 1024u     /* steps per list reply */
 #define RCKPT_STORE_OBJECT_MAX ((uint64_t)1 << 30) /* bytes of a chunk object */
+/* What one chunk's record may hold: the plugin decodes no more, so the
+ * client lays no more into a chunk (store.md "Limits"). */
+#define RCKPT_STORE_CHUNK_ELEMENTS_MAX ((uint64_t)1 << 26)
+#define RCKPT_STORE_CHUNK_SEGMENTS_MAX (1u << 16)
 
 /* Message types (cls-wire), pinned. */
 enum rckpt_store_msg {

@@ -15,6 +15,7 @@
 #include "rckpt_cli.h"
 #define RCKPT_FILES_UNSTABLE
 #include "rckpt_files.h"
+#include "rckpt_store_wire.h" /* RCKPT_STORE_CHUNK_ELEMENTS_MAX */
 
 static int usage_error(const char *what)
 {
@@ -131,8 +132,9 @@ static int cmd_save(int argc, char **argv, const rckpt_connect_opts_t *conn)
 			jo.lease_s = (unsigned)v;
 			break;
 		case 'C':
-			if (cli_parse_u64(optarg, &v) || v == 0 || v > ((uint64_t)1 << 31))
-				return usage_error("--chunk-params must be 1..2^31");
+			if (cli_parse_u64(optarg, &v) || v == 0 || v > RCKPT_STORE_CHUNK_ELEMENTS_MAX)
+				return usage_error("--chunk-params must be 1..67108864 (2^26: what the OSD "
+						   "plugin decodes of one chunk)");
 			jo.chunk_params = v;
 			break;
 		case 'M':

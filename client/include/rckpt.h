@@ -170,7 +170,7 @@ typedef struct rckpt_job_opts {
 	int writer;            /* take the job's writer lock (save, trim); else read only */
 	double eps;            /* quality threshold of the compressor; 0:
 				  RCKPT_EPS_DEFAULT */
-	uint64_t chunk_params; /* parameters per chunk object; 0: 4 Mi */
+	uint64_t chunk_params; /* parameters per chunk object; 0: 4 Mi; at most 64 Mi */
 	unsigned base_every;   /* a base record every N saves; 0: only the first */
 	unsigned lease_s;      /* the writer lock's lease, renewed by every save; 0: 30 s */
 	unsigned inflight;     /* chunk operations in flight at once; 0: 16 */

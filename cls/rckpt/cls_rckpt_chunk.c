@@ -70,7 +70,7 @@ int cls_rckpt_append(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt
 /* ---- materialize (chunk, read) ---- */
 
 #define MATERIALIZE_BUDGET_DEFAULT ((uint64_t)96 << 20) /* levels decoded per call */
-#define RCKPT_CLS_ELEMENTS_MAX ((uint64_t)1 << 26)     /* elements of one record */
+#define RCKPT_CLS_ELEMENTS_MAX RCKPT_STORE_CHUNK_ELEMENTS_MAX /* elements of one record */
 
 static uint64_t record_elements(const rckpt_record_t *r)
 {
@@ -89,7 +89,7 @@ int cls_rckpt_materialize(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len,
 	rckpt_record_t cur, next;
 	rckpt_buf_t raw = RCKPT_BUF_INIT, enc = RCKPT_BUF_INIT;
 	rckpt_istream_opts_t is = { RCKPT_IS_REARRANGED | RCKPT_IS_RLE, RCKPT_EST_TRY_HUFF, 1, NULL };
-	const rckpt_record_limits_t lim = { 1u << 16, RCKPT_CLS_ELEMENTS_MAX };
+	const rckpt_record_limits_t lim = { RCKPT_STORE_CHUNK_SEGMENTS_MAX, RCKPT_CLS_ELEMENTS_MAX };
 	uint64_t start_step = RCKPT_STORE_NONE, done_elems = 0, budget;
 	unsigned n = 0, i, first, folded = 0;
 	int rc;
@@ -355,7 +355,7 @@ static long find_entry(const walk_t *w, uint64_t step)
 static int resolve(rckpt_cls_obj_t *o, const walk_t *w, dcache_t *c, uint64_t step,
 		   rckpt_record_t **outp, uint64_t *work)
 {
-	const rckpt_record_limits_t lim = { 1u << 16, RCKPT_CLS_ELEMENTS_MAX };
+	const rckpt_record_limits_t lim = { RCKPT_STORE_CHUNK_SEGMENTS_MAX, RCKPT_CLS_ELEMENTS_MAX };
 	uint32_t *chain = NULL;
 	rckpt_record_t cur, next;
 	rckpt_record_t *top = NULL;

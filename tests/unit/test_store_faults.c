@@ -259,6 +259,61 @@ static void test_allocation_fails_in_a_restore(void **state)
 	nothing_lost(f);
 }
 
+/* One limit rules the client and the plugin (issue 25 item 5): chunks of
+ * more parameters than the plugin decodes in one record are refused at
+ * open, before anything is written; and a model of more tensors than one
+ * record may hold segments of is laid into more chunks, so that it
+ * restores (before, the save succeeded and every restore failed). */
+static void test_chunk_limits(void **state)
+{
+	fx_t *f = *state;
+	rckpt_job_opts_t o = RCKPT_JOB_OPTS_INIT;
+	rckpt_job_t *j = NULL;
+	rckpt_restored_t *r = NULL;
+	enum { MANY = 70000 };
+	rckpt_tensor_t *t = calloc(MANY, sizeof(*t));
+	char(*names)[16] = calloc(MANY, sizeof(*names));
+	float *v = calloc(MANY, sizeof(*v)), got;
+	unsigned i;
+
+	assert_true(t && names && v);
+	o.writer = 1;
+	o.compute = RCKPT_COMPUTE_CPU;
+	o.mem_budget = (uint64_t)1 << 30;
+	o.chunk_params = ((uint64_t)1 << 26) + 1;
+	assert_int_equal(rckpt_job_open(f->h, &j, "limits", &o), -EINVAL);
+	assert_says(f, "more than the OSD plugin decodes");
+	o.chunk_params = (uint64_t)1 << 26;
+	assert_int_equal(rckpt_job_open(f->h, &j, "limits", &o), 0);
+	rckpt_job_close(j);
+
+	o.chunk_params = 0; /* the default, 4 Mi: room for all of them but for the segment limit */
+	assert_int_equal(rckpt_job_open(f->h, &j, "many", &o), 0);
+	for (i = 0; i < MANY; i++) {
+		snprintf(names[i], sizeof(names[i]), "b%06u.bias", i);
+		v[i] = 0.001f * (float)i;
+		t[i].name = names[i];
+		t[i].dtype = RCKPT_F32;
+		t[i].ndim = 1;
+		t[i].shape[0] = 1;
+		t[i].data = &v[i];
+	}
+	if (rckpt_job_save(j, 1, t, MANY, NULL, 0, NULL))
+		fail_msg("save: %s", rckpt_errmsg(f->h));
+	if (rckpt_job_restore(j, 1, &r, NULL))
+		fail_msg("restore: %s", rckpt_errmsg(f->h));
+	assert_int_equal(rckpt_restored_count(r), MANY);
+	for (i = 0; i < MANY; i += 997) {
+		assert_int_equal(rckpt_restored_read(r, i, &got, sizeof(got)), 0);
+		assert_memory_equal(&got, &v[i], sizeof(got)); /* biases are kept exactly */
+	}
+	rckpt_restored_free(r);
+	rckpt_job_close(j);
+	free(t);
+	free(names);
+	free(v);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -271,6 +326,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_manifest_write_fails, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_materialize_fails, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_allocation_fails_in_a_restore, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_chunk_limits, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,6 +5,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "ckenc_impl.h"
+#include "rckpt_store_wire.h" /* what one chunk record may hold */
 
 #include <errno.h>
 #include <stdlib.h>
@@ -29,7 +30,9 @@ const rckpt_seg_t *ckenc_warm_of(const rckpt_ckenc_t *e, unsigned i)
 }
 
 /* Lays the tensors out per kind (embedding, conv, linear, other,
- * norm/bias), in name order, and cuts each kind's space into chunks. */
+ * norm/bias), in name order, and cuts each kind's space into chunks of at
+ * most chunk_params elements and RCKPT_STORE_CHUNK_SEGMENTS_MAX pieces
+ * (what the plugin decodes of one record). */
 int ckenc_build_layout(rckpt_ckenc_t *e, const rckpt_tset_t *params)
 {
 	static const unsigned order[RCKPT_LK_COUNT] = { RCKPT_LK_EMBEDDING, RCKPT_LK_CONV, RCKPT_LK_LINEAR,
@@ -50,7 +53,8 @@ int ckenc_build_layout(rckpt_ckenc_t *e, const rckpt_tset_t *params)
 			do {
 				uint64_t take;
 				struct piece *pc;
-				if (!open || (fill == cap && t->n > first)) {
+				if (!open || (fill == cap && t->n > first) ||
+				    e->npieces[e->nchunks - 1] == RCKPT_STORE_CHUNK_SEGMENTS_MAX) {
 					void *a = realloc(e->pieces, sizeof(*e->pieces) * (e->nchunks + 1));
 					void *b = a ? realloc(e->npieces, sizeof(*e->npieces) * (e->nchunks + 1)) : NULL;
 					if (a)

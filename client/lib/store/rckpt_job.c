@@ -186,11 +186,19 @@ int rckpt_job_open(rckpt_t *h, rckpt_job_t **out, const char *job, const rckpt_j
 	 * coder's scratch (rckpt_ckenc_step_stream), with room to spare. The
 	 * rest of the budget is for appends in flight, whose messages librados
 	 * copies (so each counts twice), and at least one always goes. */
+	if (j->o.chunk_params > RCKPT_STORE_CHUNK_ELEMENTS_MAX) {
+		const uint64_t chunk = j->o.chunk_params;
+		free(j);
+		return rckpt_fail(h, -EINVAL, __func__,
+				  "chunks of %" PRIu64 " parameters are more than the OSD plugin decodes "
+				  "in one record (at most %" PRIu64 ")",
+				  chunk, RCKPT_STORE_CHUNK_ELEMENTS_MAX);
+	}
 	{
 		uint64_t work = 6 * j->o.chunk_params + ((uint64_t)4 << 20);
 		const uint64_t need = work + 2 * j->o.chunk_params, have = j->o.mem_budget;
 		const uint64_t chunk = j->o.chunk_params;
-		if (chunk > ((uint64_t)1 << 31) || have < need) {
+		if (have < need) {
 			free(j);
 			return rckpt_fail(h, -EINVAL, __func__,
 					  "a memory budget of %" PRIu64 " MiB is too small for chunks of %" PRIu64
