@@ -62,6 +62,13 @@ typedef struct rckpt_record_limits {
 
 #define RCKPT_RECORD_LIMITS_DEFAULT { 1u << 16, (uint64_t)1 << 31 }
 
+/* A record's shape without decoding it: its segments and their elements,
+ * from the segment headers, every payload skipped by its stated length
+ * (formats/checkpoint.md). Checks the header and CRC as
+ * rckpt_record_check does; -EBADMSG when a payload runs past the body.
+ * Allocates nothing: a bound for decoding a record of the same chain. */
+int rckpt_record_geometry(uint32_t *nseg, uint64_t *elements, const uint8_t *src, size_t len);
+
 /* Encodes rec's segments as a base (parent == NULL) or as a delta against
  * parent (a decoded record of the same layout), appending to out. Every
  * segment is checked first: -EINVAL for one that the format cannot hold

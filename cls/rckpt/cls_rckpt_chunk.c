@@ -157,9 +157,25 @@ int cls_rckpt_materialize(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len,
 	}
 	/* Fold forward: chain[n-1] is the oldest. */
 	if (start_step != RCKPT_STORE_NONE) {
-		rc = rckpt_record_decode(&cur, m.start.p, m.start.len, NULL, &lim);
-		if (rc) {
-			rc = -EINVAL;
+		/* The resume record is the caller's: it is decoded only within
+		 * the shape of the chunk's own record of that step, so a request
+		 * costs what the chunk really holds, never what the format
+		 * allows (issue 25). */
+		rckpt_store_entry_t se;
+		rckpt_record_limits_t shape;
+		rc = crk_get_entry(o, start_step, &se);
+		if (rc == -ENOENT)
+			rc = rckpt_cls_fail(o, -ESTALE, "materialize: resume step %llu is not in this chunk",
+					    (unsigned long long)start_step);
+		if (rc || (rc = crk_read_record(o, &se, &raw)) ||
+		    (rc = rckpt_record_geometry(&shape.max_segments, &shape.max_elements, raw.p, raw.len)))
+			goto out;
+		rc = rckpt_record_decode(&cur, m.start.p, m.start.len, NULL, &shape);
+		if (rc || cur.nseg != shape.max_segments || record_elements(&cur) != shape.max_elements) {
+			rc = rckpt_cls_fail(o, -EINVAL,
+					    "materialize: a resume record of step %llu that is not the shape of "
+					    "the chunk's (%d)",
+					    (unsigned long long)start_step, rc);
 			goto out;
 		}
 		first = n;

@@ -55,8 +55,23 @@ static void decode_both(const uint8_t *data, size_t size)
 	parent.nseg = 1;
 	parent.seg = &seg;
 
-	if (rckpt_record_decode(&out, data, size, NULL, &lim) == 0)
+	if (rckpt_record_decode(&out, data, size, NULL, &lim) == 0) {
+		/* what decodes has the shape the geometry walk says (the OSD
+		 * bounds a resume record's decode by it) */
+		uint32_t nseg, i;
+		uint64_t elements, sum = 0;
+		if (rckpt_record_geometry(&nseg, &elements, data, size) != 0 || nseg != out.nseg)
+			abort();
+		for (i = 0; i < out.nseg; i++)
+			sum += out.seg[i].n;
+		if (sum != elements)
+			abort();
 		rckpt_record_free(&out);
+	} else {
+		uint32_t nseg;
+		uint64_t elements;
+		(void)rckpt_record_geometry(&nseg, &elements, data, size); /* never crashes */
+	}
 	if (rckpt_record_decode(&out, data, size, &parent, &lim) == 0) {
 		uint32_t i;
 		uint64_t k;

@@ -575,6 +575,54 @@ static void test_malformed(void **state)
 	mem_obj_free(&m);
 }
 
+/* A resume record is decoded only within the shape of the chunk's own
+ * record of its step (issue 25 item 3): a reader's crafted one, a base of
+ * 4 Mi elements for a chunk of N, would otherwise be decoded, folded and
+ * sent back re-encoded; now it is refused before the decoder allocates
+ * for it. A resume record of the right shape still resumes. */
+static void test_resume_bounded_by_the_chunk(void **state)
+{
+	mem_obj_t m = { 0 };
+	static uint8_t lv[1u << 22];
+	rckpt_record_t r;
+	rckpt_seg_t seg;
+	rckpt_buf_t crafted = RCKPT_BUF_INIT, msg = RCKPT_BUF_INIT;
+	rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
+	rckpt_istream_opts_t is = { RCKPT_IS_RLE, RCKPT_EST_TRY_ALL, 1, NULL };
+	unsigned s;
+
+	(void)state;
+	for (s = 1; s <= 3; s++)
+		assert_int_equal(append(&m, s, s == 1), 0);
+	make_record(&r, &seg, lv, 3, RCKPT_NO_PARENT);
+	seg.n = sizeof(lv); /* all level 0: a few bytes once run-length coded */
+	assert_int_equal(rckpt_record_encode(&crafted, &r, NULL, &is), 0);
+	assert_true(crafted.len < 4096);
+	{
+		rckpt_msg_materialize_t q = { 3, 0, { crafted.p, crafted.len } };
+		assert_int_equal(rckpt_msg_materialize_encode(&msg, &q), 0);
+	}
+	assert_int_equal(mem_obj_call(&m, cls_rckpt_materialize, msg.p, msg.len, &out), -EINVAL);
+	assert_int_equal(out.len, 0);
+	assert_non_null(strstr(m.why, "shape"));
+	/* a step the chunk does not hold cannot be resumed from */
+	crafted.len = 0;
+	msg.len = 0;
+	r.step = 9;
+	assert_int_equal(rckpt_record_encode(&crafted, &r, NULL, &is), 0);
+	{
+		rckpt_msg_materialize_t q = { 9, 0, { crafted.p, crafted.len } };
+		assert_int_equal(rckpt_msg_materialize_encode(&msg, &q), 0);
+	}
+	assert_int_not_equal(mem_obj_call(&m, cls_rckpt_materialize, msg.p, msg.len, &out), 0);
+	/* resuming with what the plugin itself sent back still works */
+	assert_true(materialize(&m, 3, 1) > 1);
+	rckpt_buf_free(&crafted);
+	rckpt_buf_free(&msg);
+	rckpt_buf_free(&out);
+	mem_obj_free(&m);
+}
+
 /* A writer paused past its lease (issue 25): W1 (token 1) saved steps 1
  * and 2; W2 claimed the job (token 2), trimmed past the head, saved 3 and
  * 4. Then W1's queued requests land: a trim that would cut the chunk back
@@ -630,6 +678,7 @@ int main(void)
 		cmocka_unit_test(test_compact),
 		cmocka_unit_test(test_compact_keeps_parents_and_fails_closed),
 		cmocka_unit_test(test_sparse),
+		cmocka_unit_test(test_resume_bounded_by_the_chunk),
 		cmocka_unit_test(test_stale_writer_fenced),
 		cmocka_unit_test(test_malformed),
 	};

@@ -405,6 +405,15 @@ static void test_sparse_chain(void **state)
 		assert_same(&orig[s], &dec[s]);
 		if (blocks[s] && s)
 			assert_int_equal(dec[s].kind, RCKPT_REC_SPARSE);
+		{ /* the shape without decoding: the decoded record's, of every kind */
+			uint32_t nseg, i;
+			uint64_t elements, sum = 0;
+			assert_int_equal(rckpt_record_geometry(&nseg, &elements, enc[s].p, enc[s].len), 0);
+			for (i = 0; i < dec[s].nseg; i++)
+				sum += dec[s].seg[i].n;
+			assert_int_equal(nseg, dec[s].nseg);
+			assert_int_equal(elements, sum);
+		}
 	}
 	/* step 1 stored an eighth of the 64-element blocks at random levels:
 	 * far smaller than the base; step 8 stored none */
