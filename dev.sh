@@ -219,6 +219,8 @@ test)
 		export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 	fi
 	say "running the tests"
-	ctest --test-dir "$build" --output-on-failure
+	# two at a time: cluster tests take turns on the cluster (RESOURCE_LOCK,
+	# tests/CMakeLists.txt), unit tests run beside them
+	ctest --test-dir "$build" --output-on-failure --parallel 2
 	;;
 esac

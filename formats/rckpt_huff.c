@@ -203,9 +203,9 @@ int rckpt_huff_decode(uint16_t *syms, size_t n, unsigned nsym, const uint8_t *sr
 {
 	uint8_t lens[RCKPT_HUFF_MAX_SYMBOLS];
 	uint16_t codes[RCKPT_HUFF_MAX_SYMBOLS];
-	uint16_t *table = NULL;
+	uint16_t table[TABLE_SIZE];
 	uint64_t buf = 0, kraft = 0;
-	unsigned a, s, bits = 0;
+	unsigned a, s, bits = 0, maxlen = 0, mask;
 	size_t i, pos, hdr;
 	int rc = -EBADMSG;
 
@@ -221,20 +221,22 @@ int rckpt_huff_decode(uint16_t *syms, size_t n, unsigned nsym, const uint8_t *sr
 			return -EBADMSG;
 		if (lens[s])
 			kraft += 1u << (MAX_BITS - lens[s]);
+		if (lens[s] > maxlen)
+			maxlen = lens[s];
 	}
 	if (a & 1 && src[hdr - 1] >> 4) /* the unused nibble must be zero */
 		return -EBADMSG;
 	if (kraft != TABLE_SIZE) /* incomplete or over-full code */
 		return -EBADMSG;
-	table = malloc(sizeof(*table) * TABLE_SIZE);
-	if (table == NULL)
-		return -ENOMEM;
+	/* A table of 2^maxlen entries, not 2^MAX_BITS: small streams have
+	 * short codes, and filling the table is most of their cost. */
+	mask = (1u << maxlen) - 1;
 	canonical_codes(lens, a, codes);
 	for (s = 0; s < a; s++) {
 		unsigned k, step = 1u << lens[s];
 		if (lens[s] == 0)
 			continue;
-		for (k = codes[s]; k < TABLE_SIZE; k += step)
+		for (k = codes[s]; k <= mask; k += step)
 			table[k] = (uint16_t)(lens[s] << MAX_BITS | s);
 	}
 
@@ -257,7 +259,7 @@ int rckpt_huff_decode(uint16_t *syms, size_t n, unsigned nsym, const uint8_t *sr
 				}
 			}
 		}
-		e = table[buf & (TABLE_SIZE - 1)];
+		e = table[buf & mask];
 		l = e >> MAX_BITS;
 		if (l > bits) /* the code runs past the end of the block */
 			goto out;
@@ -270,6 +272,5 @@ int rckpt_huff_decode(uint16_t *syms, size_t n, unsigned nsym, const uint8_t *sr
 		goto out;
 	rc = 0;
 out:
-	free(table);
 	return rc;
 }

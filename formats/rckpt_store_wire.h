@@ -29,6 +29,12 @@
  * client lays no more into a chunk (store.md "Limits"). */
 #define RCKPT_STORE_CHUNK_ELEMENTS_MAX ((uint64_t)1 << 26)
 #define RCKPT_STORE_CHUNK_SEGMENTS_MAX (1u << 16)
+/* Chains: materialize folds at most RCKPT_STORE_CHAIN_MAX records from a
+ * base (-E2BIG past it). Nothing the system writes comes near it: a writer
+ * starts a new base once its chain has RCKPT_STORE_CHAIN_REBASE records,
+ * and compaction keeps every chain it builds under that too. */
+#define RCKPT_STORE_CHAIN_MAX 4096u
+#define RCKPT_STORE_CHAIN_REBASE 256u
 
 /* Message types (cls-wire), pinned. */
 enum rckpt_store_msg {

@@ -519,7 +519,13 @@ int cls_rckpt_compact(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckp
 		}
 		keep[at] = 1;
 	}
-	/* The new log, in step order. */
+	/* The new log, in step order. Of the kept steps <= upto, the newest
+	 * (top) is a base and each older one a delta on the next kept one,
+	 * except that no chain grows past RCKPT_STORE_CHAIN_REBASE records:
+	 * walking from top back, a step whose chain would pass it becomes a
+	 * base, and a base already there stays one when its chain would be
+	 * at least half that long (so that compactions that follow, with
+	 * newer steps kept, do not move the bases and rewrite the log). */
 	for (i = 0; i < w.n; i++) {
 		plan_t *p = &plan[np];
 		if (w.e[i].step <= m.upto && !keep[i]) {
@@ -528,44 +534,74 @@ int cls_rckpt_compact(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckp
 		}
 		p->from = i;
 		p->e = w.e[i];
-		if (w.e[i].step <= m.upto) {
-			uint32_t nx;
-			for (nx = i + 1; nx <= (uint32_t)top && !keep[nx]; nx++)
-				;
-			if ((long)i == top) {
-				if (w.e[i].kind != RCKPT_REC_BASE)
-					rc = reencode(o, &w, &cache, w.e[i].step, NULL, &enc, p, &work);
-			} else if (w.e[i].kind != RCKPT_REC_DELTA || w.e[i].parent != w.e[nx].step) {
-				rc = reencode(o, &w, &cache, w.e[i].step, &w.e[nx].step, &enc, p, &work);
-			}
+		np++;
+	}
+	{
+		unsigned depth = 0; /* of the kept step after the one at hand */
+		uint64_t next = RCKPT_STORE_NONE;
+		for (k = np; k-- > 0;) { /* newest first: each resolve finds the next one cached */
+			plan_t *p = &plan[k];
+			const rckpt_store_entry_t *e = &w.e[p->from];
+			int base;
+			if (e->step > m.upto)
+				continue; /* copied as it is */
+			base = (long)p->from == top || depth + 1 > RCKPT_STORE_CHAIN_REBASE ||
+			       (e->kind == RCKPT_REC_BASE && depth + 1 > RCKPT_STORE_CHAIN_REBASE / 2);
+			if (base && e->kind != RCKPT_REC_BASE)
+				rc = reencode(o, &w, &cache, e->step, NULL, &enc, p, &work);
+			else if (!base && (e->kind != RCKPT_REC_DELTA || e->parent != next))
+				rc = reencode(o, &w, &cache, e->step, &next, &enc, p, &work);
 			if (rc)
 				goto out;
 			changed |= p->fresh;
+			/* a delta on another layout comes back a base */
+			depth = p->e.kind == RCKPT_REC_BASE ? 1 : depth + 1;
+			next = e->step;
 		}
-		np++;
 	}
 	if (!changed)
 		goto out;
-	/* Write the new log over the old one, then its index. */
-	for (i = 0; i < np; i++) {
-		plan_t *p = &plan[i];
-		p->e.offset = log.len;
-		if (p->fresh) {
-			rc = rckpt_buf_append(&log, enc.p + p->at, p->e.length);
-		} else {
-			if ((rc = crk_read_record(o, &w.e[p->from], &raw)) == 0)
-				rc = rckpt_buf_append(&log, raw.p, raw.len);
+	/* Write the new log over the old one from the first record that
+	 * moves or changes (what precedes it stays where it is), then the
+	 * index entries that changed. */
+	{
+		uint64_t off = 0, from = 0;
+		uint32_t first = np;
+		for (i = 0; i < np; i++) {
+			plan_t *p = &plan[i];
+			p->e.offset = off;
+			off += p->e.length;
+			if (first == np && (p->fresh || p->e.offset != w.e[p->from].offset))
+				first = i;
 		}
-		if (rc)
+		if (first < np)
+			from = plan[first].e.offset;
+		for (i = first; i < np; i++) {
+			plan_t *p = &plan[i];
+			if (p->fresh) {
+				rc = rckpt_buf_append(&log, enc.p + p->at, p->e.length);
+			} else {
+				if ((rc = crk_read_record(o, &w.e[p->from], &raw)) == 0)
+					rc = rckpt_buf_append(&log, raw.p, raw.len);
+			}
+			if (rc)
+				goto out;
+		}
+		if ((log.len && (rc = o->ops->write(o, from, log.p, log.len))) ||
+		    (rc = o->ops->truncate(o, from + log.len)))
 			goto out;
 	}
-	if ((rc = o->ops->write(o, 0, log.p, log.len)) || (rc = o->ops->truncate(o, log.len)))
-		goto out;
 	for (i = 0, k = 0; i < w.n; i++) {
 		char key[KEY_MAX];
+		const int stays = k < np && plan[k].from == i;
+		if (stays && plan[k].e.offset == w.e[i].offset && plan[k].e.length == w.e[i].length &&
+		    plan[k].e.kind == w.e[i].kind && plan[k].e.parent == w.e[i].parent) {
+			k++;
+			continue; /* the same entry */
+		}
 		if ((rc = rckpt_store_step_key(key, sizeof(key), 'r', w.e[i].step)))
 			goto out;
-		if (k < np && plan[k].from == i) {
+		if (stays) {
 			uint8_t val[RCKPT_STORE_ENTRY_BYTES];
 			rckpt_store_entry_put(val, &plan[k].e);
 			rc = o->ops->omap_set(o, key, val, sizeof(val));

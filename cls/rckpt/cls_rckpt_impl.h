@@ -12,7 +12,7 @@
 #include "rckpt_store_wire.h"
 
 #define KEY_MAX 32
-#define CHAIN_MAX 4096u /* records one materialize folds */
+#define CHAIN_MAX RCKPT_STORE_CHAIN_MAX /* records one materialize folds */
 
 /* A u64 omap value of the object; -ENOENT when the key is absent. */
 int crk_get_u64(rckpt_cls_obj_t *o, const char *key, uint64_t *v);

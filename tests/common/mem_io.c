@@ -240,13 +240,11 @@ static int run(mem_io_t *m, const char *oid, const struct method *meth, const vo
 		return -ENOENT;
 	if (meth->write) {
 		rc = mem_obj_call(&e->obj, meth->fn, in, len, &reply);
-	} else {
-		mem_obj_t scratch;
-		rckpt_cls_obj_t o = { .ops = &mem_obj_ops, .ctx = &scratch };
-		rc = mem_obj_copy(&scratch, &e->obj);
-		if (rc == 0)
-			rc = meth->fn(&o, in, len, &reply);
-		mem_obj_free(&scratch);
+	} else { /* on the object itself: a read method cannot change it */
+		rckpt_cls_obj_t o = { .ops = &mem_obj_ops, .ctx = &e->obj };
+		e->obj.readonly = 1;
+		rc = meth->fn(&o, in, len, &reply);
+		e->obj.readonly = 0;
 	}
 	if (rc == 0 && out && reply.len)
 		rc = rckpt_buf_append(out, reply.p, reply.len);

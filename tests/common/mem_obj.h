@@ -31,6 +31,7 @@ typedef struct mem_obj {
 	char why[RCKPT_CLS_WHY_MAX]; /* the last failed call's reason, as the OSD would log it */
 	int damaged;
 	const struct mem_obj *before; /* during a call: the object as the method found it */
+	int readonly;                 /* during a read method's call: writes are -EPERM, as in the OSD */
 } mem_obj_t;
 
 static char *mem_strdup(const char *k)
@@ -125,6 +126,8 @@ static int mem_read(rckpt_cls_obj_t *o, uint64_t off, size_t len, rckpt_buf_t *o
 static int mem_write(rckpt_cls_obj_t *o, uint64_t off, const uint8_t *p, size_t len)
 {
 	mem_obj_t *m = mem_of(o);
+	if (m->readonly)
+		return -EPERM;
 	size_t end = (size_t)off + len;
 	if (end > m->size) {
 		uint8_t *d = realloc(m->data, end ? end : 1);
@@ -143,6 +146,8 @@ static int mem_write(rckpt_cls_obj_t *o, uint64_t off, const uint8_t *p, size_t 
 static int mem_truncate(rckpt_cls_obj_t *o, uint64_t size)
 {
 	mem_obj_t *m = mem_of(o);
+	if (m->readonly)
+		return -EPERM;
 	if (size > m->size)
 		return mem_write(o, size, NULL, 0);
 	m->size = (size_t)size;
@@ -185,6 +190,8 @@ static int mem_omap_get(rckpt_cls_obj_t *o, const char *key, rckpt_buf_t *out)
 static int mem_omap_set(rckpt_cls_obj_t *o, const char *key, const uint8_t *p, size_t len)
 {
 	mem_obj_t *m = mem_of(o);
+	if (m->readonly)
+		return -EPERM;
 	int found;
 	size_t i = mem_find(m, key, &found);
 	uint8_t *v = malloc(len ? len : 1);
@@ -214,6 +221,8 @@ static int mem_omap_set(rckpt_cls_obj_t *o, const char *key, const uint8_t *p, s
 static int mem_omap_remove(rckpt_cls_obj_t *o, const char *key)
 {
 	mem_obj_t *m = mem_of(o);
+	if (m->readonly)
+		return -EPERM;
 	int found;
 	size_t i = mem_find(m, key, &found);
 	if (!found)
@@ -255,6 +264,8 @@ static int mem_omap_list(rckpt_cls_obj_t *o, const char *start_after, unsigned m
 static int mem_remove(rckpt_cls_obj_t *o)
 {
 	mem_obj_t *m = mem_of(o);
+	if (m->readonly)
+		return -EPERM;
 	size_t i;
 	if (!m->exists)
 		return -ENOENT;

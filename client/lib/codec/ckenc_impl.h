@@ -47,6 +47,7 @@ struct rckpt_ckenc {
 	char **names;        /* the tensors of every step, sorted */
 	unsigned ntensors;
 	unsigned steps;
+	unsigned depth; /* records in the chain of the last step, its base included (0: none) */
 	int have_last;
 	cpoint_t last; /* the last accepted configuration */
 	struct prev_sample *psmp; /* the last step's samples, per prepared tensor */

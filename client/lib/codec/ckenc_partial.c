@@ -5,6 +5,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "ckenc_impl.h"
+#include "rckpt_store_wire.h" /* RCKPT_STORE_CHAIN_REBASE */
 
 #include <errno.h>
 #include <math.h>
@@ -16,7 +17,8 @@
 
 int rckpt_ckenc_partial_ready(const rckpt_ckenc_t *e)
 {
-	return e->o.partial_block && e->steps > 0 && !e->force_base && e->saved != NULL;
+	return e->o.partial_block && e->steps > 0 && !e->force_base && e->saved != NULL &&
+	       e->depth < RCKPT_STORE_CHAIN_REBASE; /* else a full step, a base */
 }
 
 static uint64_t splitmix64(uint64_t *x)
@@ -405,6 +407,7 @@ int rckpt_ckenc_step_partial(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink,
 	if (rc)
 		goto out;
 	e->force_base = 0;
+	e->depth++;
 	e->prev.step = step; /* the next step's parent */
 	if (p->select == RCKPT_CKENC_ROUND_ROBIN && nb)
 		e->rr_cursor = (e->rr_cursor + want) % nb;

@@ -5,6 +5,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "ckenc_impl.h"
+#include "rckpt_store_wire.h" /* RCKPT_STORE_CHAIN_REBASE */
 
 #include <errno.h>
 #include <stdio.h>
@@ -457,7 +458,8 @@ int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rc
 	}
 	if ((rc = ckenc_summary_init(&sum, params, tq, stride, step)))
 		goto out;
-	st->is_base = e->steps == 0 || e->force_base || (o->base_every && e->steps % o->base_every == 0);
+	st->is_base = e->steps == 0 || e->force_base || (o->base_every && e->steps % o->base_every == 0) ||
+		      e->depth >= RCKPT_STORE_CHAIN_REBASE; /* keep chains far from what the OSD folds */
 	/* From the first record handed out, a failure leaves the chunks'
 	 * parents half replaced: the next step must then be a base. */
 	e->force_base = 1;
@@ -476,6 +478,7 @@ int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rc
 	e->prev = sum;
 	memset(&sum, 0, sizeof(sum));
 	e->steps++;
+	e->depth = st->is_base ? 1 : e->depth + 1;
 	/* this step's samples become the next step's "last" */
 	ckenc_free_prev_samples(e);
 	e->psmp = calloc(nprep ? nprep : 1, sizeof(*e->psmp));
@@ -548,4 +551,14 @@ void rckpt_ckenc_set_gpu(rckpt_ckenc_t *e, struct rckpt_gpuenc *g)
 void rckpt_ckenc_restart(rckpt_ckenc_t *e)
 {
 	e->force_base = 1;
+}
+
+void rckpt_ckenc_set_depth(rckpt_ckenc_t *e, unsigned depth)
+{
+	e->depth = depth;
+}
+
+unsigned rckpt_ckenc_depth(const rckpt_ckenc_t *e)
+{
+	return e->depth;
 }

@@ -221,6 +221,13 @@ void rckpt_ckenc_restart(rckpt_ckenc_t *e);
  * empty), -ENOMEM. */
 int rckpt_ckenc_resume(rckpt_ckenc_t *e, rckpt_ckdec_t *d);
 
+/* The chain the next step extends: `depth` records from its base to the
+ * last step, the base included (a resumed writer learns it from the
+ * store). Once a chain has RCKPT_STORE_CHAIN_REBASE records the next step
+ * is a base. rckpt_ckenc_depth: the chain of the last step. */
+void rckpt_ckenc_set_depth(rckpt_ckenc_t *e, unsigned depth);
+unsigned rckpt_ckenc_depth(const rckpt_ckenc_t *e);
+
 /* Format a configuration as "bins=16 emb=32 prune=0.1 metric=mag protect=0.005". */
 void rckpt_qconfig_format(char *out, size_t cap, const rckpt_qconfig_t *c);
 

@@ -285,8 +285,15 @@ static int save_start(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t, un
 		rckpt_restored_t *r = NULL;
 		j->resume_tried = 1;
 		if (j->head != RCKPT_STORE_NONE &&
-		    rckpt_restore_sel(j, j->head, NULL, 0, NULL, 0, &r, NULL, 0, fn) == 0)
-			rckpt_ckenc_resume(j->enc, &r->dec);
+		    rckpt_restore_sel(j, j->head, NULL, 0, NULL, 0, &r, NULL, 0, fn) == 0 &&
+		    rckpt_ckenc_resume(j->enc, &r->dec) == 0) {
+			/* how long the chain it continues already is (unknown:
+			 * as long as a chain may get, so this step is a base) */
+			unsigned depth;
+			if (rckpt_chain_depth(j, j->head, &depth))
+				depth = RCKPT_STORE_CHAIN_REBASE;
+			rckpt_ckenc_set_depth(j->enc, depth);
+		}
 		rckpt_restored_free(r);
 		rckpt_clear_error(h);
 	}

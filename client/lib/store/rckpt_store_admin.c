@@ -284,6 +284,34 @@ static int chunk_index(rckpt_job_t *j, unsigned chunk, rckpt_store_entry_t **e, 
 	return rc == -ENOENT ? 0 : rc;
 }
 
+int rckpt_chain_depth(rckpt_job_t *j, uint64_t step, unsigned *depth)
+{
+	rckpt_store_entry_t *ix = NULL;
+	uint32_t n = 0, i;
+	unsigned d = 0;
+	int rc = chunk_index(j, 0, &ix, &n);
+	*depth = 0;
+	while (rc == 0) {
+		for (i = 0; i < n && ix[i].step != step; i++)
+			;
+		if (i == n) {
+			rc = -ENOENT; /* a parent that is not in the chunk */
+			break;
+		}
+		if (++d > RCKPT_STORE_CHAIN_MAX) {
+			rc = -E2BIG;
+			break;
+		}
+		if (ix[i].kind == RCKPT_REC_BASE)
+			break;
+		step = ix[i].parent;
+	}
+	free(ix);
+	if (rc == 0)
+		*depth = d;
+	return rc;
+}
+
 static int keeps(const rckpt_retention_t *r, const steps_t *s, unsigned i, uint64_t head,
 		 const uint64_t *pins, unsigned np)
 {

@@ -47,6 +47,9 @@ int rckpt_exec_write(rckpt_job_t *j, const char *oid, const char *method, const 
 
 /* The committed head and step count; RCKPT_STORE_NONE and 0 for a new job. */
 int rckpt_read_head(rckpt_job_t *j, uint64_t *head, uint64_t *count);
+/* The records of step's chain in chunk 0, from its base through it: what
+ * a writer that continues the chain adds to. */
+int rckpt_chain_depth(rckpt_job_t *j, uint64_t step, unsigned *depth);
 
 /* Takes (or, renew, extends) the writer lock. */
 int rckpt_take_lock(rckpt_job_t *j, int renew);
