@@ -55,7 +55,8 @@ enum rckpt_store_msg {
 	RCKPT_MSG_RETIRE = 0x010F,
 };
 
-#define RCKPT_STORE_STEPSET_MAX (1u << 20) /* steps in a COMPACT or DROP */
+#define RCKPT_STORE_STEPSET_MAX (1u << 20) /* steps in a COMPACT or DROP message */
+#define RCKPT_STORE_DROP_MAX 1024u          /* steps one drop call forgets (-E2BIG past it) */
 
 /* A blob inside a message: points into the decoded bytes. */
 typedef struct rckpt_blob {

@@ -97,7 +97,8 @@ int cls_rckpt_materialize(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len,
 	memset(&cur, 0, sizeof(cur));
 	if (rckpt_msg_materialize_decode(&m, in, in_len))
 		return rckpt_cls_fail(o, -EINVAL, "materialize: a malformed request");
-	budget = m.budget ? m.budget : MATERIALIZE_BUDGET_DEFAULT;
+	/* the caller may ask for less work per call, never more */
+	budget = m.budget && m.budget < MATERIALIZE_BUDGET_DEFAULT ? m.budget : MATERIALIZE_BUDGET_DEFAULT;
 	if (m.start.len) { /* resume from a base the caller hands back */
 		unsigned kind;
 		uint64_t parent;

@@ -141,7 +141,10 @@ int cls_rckpt_drop(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_c
 
 	(void)out;
 	if (rckpt_msg_drop_decode(&s, in, in_len))
-		return -EINVAL;
+		return rckpt_cls_fail(o, -EINVAL, "drop: a malformed request");
+	if (s.n > RCKPT_STORE_DROP_MAX) /* the work of one call is the plugin's to bound */
+		return rckpt_cls_fail(o, -E2BIG, "drop: %u steps in one call (at most %u)", s.n,
+				      RCKPT_STORE_DROP_MAX);
 	rc = crk_get_u64(o, "head", &head);
 	if (rc == 0)
 		rc = crk_get_u64(o, "count", &count);

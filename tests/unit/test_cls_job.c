@@ -181,6 +181,17 @@ static void test_drop_and_pin(void **state)
 	assert_int_equal(call_empty(&m, cls_rckpt_head, &h), 0);
 	assert_int_equal(h.count, 2);
 	assert_int_equal(drop_or_pin(&m, &all[1], 1, -1), 0); /* unpin */
+	{ /* more steps than one call may forget: refused, nothing changed */
+		uint64_t many[RCKPT_STORE_DROP_MAX + 1];
+		unsigned i;
+		for (i = 0; i <= RCKPT_STORE_DROP_MAX; i++)
+			many[i] = i + 1;
+		assert_int_equal(drop_or_pin(&m, many, RCKPT_STORE_DROP_MAX + 1, 0), -E2BIG);
+		assert_non_null(strstr(m.why, "at most"));
+		assert_int_equal(call_empty(&m, cls_rckpt_head, &h), 0);
+		assert_int_equal(h.count, 2);
+		assert_int_equal(drop_or_pin(&m, many, RCKPT_STORE_DROP_MAX, 0), 0);
+	}
 	assert_int_equal(drop_or_pin(&m, all, 4, 0), 0);
 	assert_int_equal(call_empty(&m, cls_rckpt_head, &h), 0);
 	assert_true(h.head == 40 && h.count == 1);

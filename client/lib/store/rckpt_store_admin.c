@@ -205,9 +205,9 @@ static int drop_steps(rckpt_job_t *j, const uint64_t *v, unsigned n)
 {
 	unsigned at;
 	int rc = 0;
-	for (at = 0; at < n && rc == 0; at += RCKPT_STORE_LIST_MAX) {
+	for (at = 0; at < n && rc == 0; at += RCKPT_STORE_DROP_MAX) {
 		rckpt_buf_t in = RCKPT_BUF_INIT;
-		unsigned k = n - at < RCKPT_STORE_LIST_MAX ? n - at : RCKPT_STORE_LIST_MAX;
+		unsigned k = n - at < RCKPT_STORE_DROP_MAX ? n - at : RCKPT_STORE_DROP_MAX;
 		rc = rckpt_msg_drop_encode(&in, v + at, k);
 		if (rc == 0)
 			rc = rckpt_exec_write(j, RCKPT_STORE_JOB_OID, "drop", &in);
