@@ -42,6 +42,8 @@ static int retire(rckpt_job_t *j, const char *oid, uint64_t step)
 	return rc == -ENOENT ? 0 : rc;
 }
 
+/* Every listed step, into *out (free out->s); on failure out holds
+ * nothing. */
 static int all_steps(rckpt_job_t *j, steps_t *out)
 {
 	uint64_t after = RCKPT_LATEST;
@@ -52,8 +54,10 @@ static int all_steps(rckpt_job_t *j, steps_t *out)
 		if (out->cap - out->n < RCKPT_STORE_LIST_MAX) {
 			unsigned cap = out->cap ? 2 * out->cap : 2 * RCKPT_STORE_LIST_MAX;
 			rckpt_step_info_t *s = realloc(out->s, cap * sizeof(*s));
-			if (s == NULL)
-				return -ENOMEM;
+			if (s == NULL) {
+				rc = -ENOMEM;
+				break;
+			}
 			out->s = s;
 			out->cap = cap;
 		}
@@ -63,6 +67,10 @@ static int all_steps(rckpt_job_t *j, steps_t *out)
 			after = out->s[out->n - 1].step;
 		else
 			more = 0;
+	}
+	if (rc) {
+		free(out->s);
+		memset(out, 0, sizeof(*out));
 	}
 	return rc;
 }
