@@ -762,9 +762,9 @@ int rckpt_record_decode(rckpt_record_t *out, const uint8_t *src, size_t len,
 		return RCKPT_FMT_ECHECKSUM;
 	if (kind != RCKPT_REC_BASE && kind != RCKPT_REC_DELTA && kind != RCKPT_REC_SPARSE)
 		return -EBADMSG;
-	if ((kind == RCKPT_REC_BASE) != (pstep == RCKPT_NO_PARENT) ||
+	if ((kind == RCKPT_REC_BASE) != (pstep == RCKPT_NO_PARENT) || step == RCKPT_NO_PARENT ||
 	    (kind != RCKPT_REC_BASE && pstep == step))
-		return -EBADMSG;
+		return -EBADMSG; /* as rckpt_record_check: 2^64-1 is no step */
 	if (kind != RCKPT_REC_BASE) {
 		if (parent == NULL)
 			return -EINVAL;
