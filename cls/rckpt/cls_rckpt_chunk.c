@@ -566,7 +566,7 @@ int cls_rckpt_compact(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckp
 	 * moves or changes (what precedes it stays where it is), then the
 	 * index entries that changed. */
 	{
-		uint64_t off = 0, from = 0;
+		uint64_t off = 0, from;
 		uint32_t first = np;
 		for (i = 0; i < np; i++) {
 			plan_t *p = &plan[i];
@@ -575,8 +575,7 @@ int cls_rckpt_compact(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckp
 			if (first == np && (p->fresh || p->e.offset != w.e[p->from].offset))
 				first = i;
 		}
-		if (first < np)
-			from = plan[first].e.offset;
+		from = first < np ? plan[first].e.offset : off; /* nothing moved: only a tail goes */
 		for (i = first; i < np; i++) {
 			plan_t *p = &plan[i];
 			if (p->fresh) {
