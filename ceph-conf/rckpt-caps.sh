@@ -15,20 +15,20 @@
 #              (the adaptive policy); nothing else
 #   reader     reads job JOB (or every job: --all) and restores it
 #              (materialize, a read method); no write of any kind
-#   compactor  every job of the pool, through the plugin only: read methods
-#              and write methods (compact, trim, drop, and retire, which
-#              removes the manifests and attachments of dropped steps); no
-#              plain write: it cannot save a step (a manifest), write or
-#              delete objects, nor delete a job
+#   compactor  every job of the pool, through the plugin only: its read
+#              methods, and of its write methods only compact, drop and
+#              retire (compaction and retention) and claim, trim and the
+#              lock class (gc, which takes the writer lock); no plain write
+#              and no append, commit or put: it cannot save a step, write
+#              or delete other objects, nor delete a job
 #   pcr-reader reads PCR dataset DATASET (namespace pcr/DATASET)
 #
-# Ceph grants by pool, namespace and object-name prefix, and separates
-# plain reads and writes from object-class reads and writes; it cannot tell
-# one class method from another: a compactor can also call the write
-# methods meant for writers, so it could claim a job (fencing its writer)
-# or append records no manifest names (the next writer trims them), and
-# retire a kept step's manifest. Give the compactor role to an operator's
-# job, not to users.
+# Ceph grants by pool, namespace and object-name prefix; object-class
+# calls by class-read and class-write, or by class and method ("allow
+# pool=P class rckpt compact"), which is how the compactor gets only its
+# own. gc claims the job as a writer does, so a misbehaving compactor
+# could fence a live writer out (nothing committed is lost: store.md,
+# "Fencing"). Give the compactor role to an operator's job, not to users.
 set -euo pipefail
 
 prog=rckpt-caps.sh
@@ -36,7 +36,7 @@ pool=rckpt
 print=0
 out=-
 die() { echo "$prog: $*" >&2; exit 2; }
-usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; }
 
 while [ $# -gt 0 ]; do
 	case "$1" in
@@ -70,7 +70,11 @@ reader)
 	;;
 compactor)
 	[ $# -eq 2 ] || die "compactor NAME"
-	osd="allow r class-read class-write pool=$pool"
+	osd="allow r class-read pool=$pool"
+	for m in compact drop retire claim trim; do
+		osd+=", allow pool=$pool class rckpt $m"
+	done
+	osd+=", allow pool=$pool class lock"
 	;;
 pcr-reader)
 	[ $# -eq 3 ] && valid "$3" || die "pcr-reader NAME DATASET"

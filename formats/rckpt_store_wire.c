@@ -51,6 +51,12 @@ static int begin_fenced(rckpt_buf_t *b, uint16_t type, size_t *at)
 				     at);
 }
 
+static int begin_fenced3(rckpt_buf_t *b, uint16_t type, size_t *at)
+{
+	return rckpt_frame_buf_begin(b, type, RCKPT_STORE_FENCED3_VERSION, RCKPT_STORE_FENCED3_VERSION,
+				     at);
+}
+
 static int end(rckpt_buf_t *b, size_t at, int rc)
 {
 	return rckpt_frame_buf_end(b, at, rc);
@@ -66,18 +72,29 @@ static int open_frame(rckpt_reader_t *r, const uint8_t *src, size_t len, uint16_
 	return 0;
 }
 
-/* A message that must carry a writer token: a frame of an older layout
- * (an unfenced writer's) is refused. */
-static int open_fenced(rckpt_reader_t *r, const uint8_t *src, size_t len, uint16_t type)
+/* A message that must carry a token: a frame of a layout older than
+ * `oldest` (an unfenced actor's) is refused. */
+static int open_since(rckpt_reader_t *r, const uint8_t *src, size_t len, uint16_t type,
+		      unsigned oldest)
 {
 	rckpt_frame_t f;
 	int rc = rckpt_frame_open(&f, src, len, type, RCKPT_STORE_WIRE_VERSION);
 	if (rc)
 		return rc;
-	if (f.version < RCKPT_STORE_FENCED_VERSION)
+	if (f.version < oldest)
 		return -EBADMSG;
 	*r = rckpt_reader(f.payload, f.len);
 	return 0;
+}
+
+static int open_fenced(rckpt_reader_t *r, const uint8_t *src, size_t len, uint16_t type)
+{
+	return open_since(r, src, len, type, RCKPT_STORE_FENCED_VERSION);
+}
+
+static int open_fenced3(rckpt_reader_t *r, const uint8_t *src, size_t len, uint16_t type)
+{
+	return open_since(r, src, len, type, RCKPT_STORE_FENCED3_VERSION);
 }
 
 /* A u32-length-prefixed blob. */
@@ -222,25 +239,6 @@ int rckpt_msg_materialized_decode(rckpt_msg_materialized_t *m, const uint8_t *sr
 
 /* ---- trim ---- */
 
-/* A frame of one u64 (trim, retire). */
-static int u64_encode(rckpt_buf_t *out, uint16_t type, uint64_t v)
-{
-	size_t at;
-	int rc = begin(out, type, &at);
-	return end(out, at, rc ? rc : put_u64(out, v));
-}
-
-static int u64_decode(uint64_t *v, const uint8_t *src, size_t len, uint16_t type)
-{
-	rckpt_reader_t r;
-	int rc = open_frame(&r, src, len, type);
-	*v = 0;
-	if (rc)
-		return rc;
-	*v = rckpt_rd_u64(&r);
-	return r.err ? -EBADMSG : 0;
-}
-
 int rckpt_msg_trim_encode(rckpt_buf_t *out, uint64_t writer, uint64_t after)
 {
 	return writer ? fenced2_encode(out, RCKPT_MSG_TRIM, writer, after) : -EINVAL;
@@ -256,14 +254,78 @@ int rckpt_msg_trim_decode(uint64_t *writer, uint64_t *after, const uint8_t *src,
 	return rc;
 }
 
-int rckpt_msg_retire_encode(rckpt_buf_t *out, uint64_t step)
+/* ---- retire, put ---- */
+
+int rckpt_msg_retire_encode(rckpt_buf_t *out, const rckpt_msg_retire_t *m)
 {
-	return u64_encode(out, RCKPT_MSG_RETIRE, step);
+	size_t at;
+	int rc;
+	if (m->kind > RCKPT_RETIRE_JOB || (m->kind == RCKPT_RETIRE_STEP) == (m->step == RCKPT_STORE_NONE) ||
+	    (m->kind == RCKPT_RETIRE_JOB && m->token == 0))
+		return -EINVAL;
+	rc = begin_fenced3(out, RCKPT_MSG_RETIRE, &at);
+	if (!rc)
+		rc = put_u64(out, m->token);
+	if (!rc)
+		rc = put_u64(out, m->step);
+	if (!rc)
+		rc = put_u8(out, m->kind);
+	return end(out, at, rc);
 }
 
-int rckpt_msg_retire_decode(uint64_t *step, const uint8_t *src, size_t len)
+int rckpt_msg_retire_decode(rckpt_msg_retire_t *m, const uint8_t *src, size_t len)
 {
-	return u64_decode(step, src, len, RCKPT_MSG_RETIRE);
+	rckpt_reader_t r;
+	int rc = open_fenced3(&r, src, len, RCKPT_MSG_RETIRE);
+	memset(m, 0, sizeof(*m));
+	if (rc)
+		return rc;
+	m->token = rckpt_rd_u64(&r);
+	m->step = rckpt_rd_u64(&r);
+	m->kind = rckpt_rd_u8(&r);
+	if (r.err || m->kind > RCKPT_RETIRE_JOB ||
+	    (m->kind == RCKPT_RETIRE_STEP) == (m->step == RCKPT_STORE_NONE) ||
+	    (m->kind == RCKPT_RETIRE_JOB && m->token == 0)) {
+		memset(m, 0, sizeof(*m));
+		return -EBADMSG;
+	}
+	return 0;
+}
+
+int rckpt_msg_put_encode(rckpt_buf_t *out, uint64_t token, uint64_t step, const uint8_t *bytes,
+			 size_t len)
+{
+	rckpt_blob_t x = { bytes, len };
+	size_t at;
+	int rc;
+	if (token == 0 || step == RCKPT_STORE_NONE || len > RCKPT_STORE_PUT_MAX)
+		return -EINVAL;
+	rc = begin_fenced3(out, RCKPT_MSG_PUT, &at);
+	if (!rc)
+		rc = put_u64(out, token);
+	if (!rc)
+		rc = put_u64(out, step);
+	return end(out, at, rc ? rc : put_blob(out, &x));
+}
+
+int rckpt_msg_put_decode(uint64_t *token, uint64_t *step, rckpt_blob_t *bytes, const uint8_t *src,
+			 size_t len)
+{
+	rckpt_reader_t r;
+	int rc = open_fenced3(&r, src, len, RCKPT_MSG_PUT);
+	*token = *step = 0;
+	memset(bytes, 0, sizeof(*bytes));
+	if (rc)
+		return rc;
+	*token = rckpt_rd_u64(&r);
+	*step = rckpt_rd_u64(&r);
+	rd_blob(&r, bytes);
+	if (r.err || *token == 0 || *step == RCKPT_STORE_NONE || bytes->len > RCKPT_STORE_PUT_MAX) {
+		*token = *step = 0;
+		memset(bytes, 0, sizeof(*bytes));
+		return -EBADMSG;
+	}
+	return 0;
 }
 
 /* ---- commit, head, list ---- */
@@ -558,13 +620,16 @@ static int rd_steps(rckpt_reader_t *r, rckpt_stepset_t *s, uint64_t max)
 	return 0;
 }
 
-int rckpt_msg_compact_encode(rckpt_buf_t *out, uint64_t upto, const uint64_t *keep, uint32_t n)
+int rckpt_msg_compact_encode(rckpt_buf_t *out, uint64_t token, uint64_t upto, const uint64_t *keep,
+			     uint32_t n)
 {
 	size_t at;
 	int rc;
 	if (upto == RCKPT_STORE_NONE)
 		return -EINVAL;
-	rc = begin(out, RCKPT_MSG_COMPACT, &at);
+	rc = begin_fenced3(out, RCKPT_MSG_COMPACT, &at);
+	if (!rc)
+		rc = put_u64(out, token);
 	if (!rc)
 		rc = put_u64(out, upto);
 	if (!rc)
@@ -575,40 +640,56 @@ int rckpt_msg_compact_encode(rckpt_buf_t *out, uint64_t upto, const uint64_t *ke
 int rckpt_msg_compact_decode(rckpt_msg_compact_t *m, const uint8_t *src, size_t len)
 {
 	rckpt_reader_t r;
-	int rc = open_frame(&r, src, len, RCKPT_MSG_COMPACT);
+	int rc = open_fenced3(&r, src, len, RCKPT_MSG_COMPACT);
 	memset(m, 0, sizeof(*m));
 	if (rc)
 		return rc;
+	m->token = rckpt_rd_u64(&r);
 	m->upto = rckpt_rd_u64(&r);
-	if (r.err || m->upto == RCKPT_STORE_NONE)
+	if (r.err || m->upto == RCKPT_STORE_NONE || rd_steps(&r, &m->keep, m->upto)) {
+		memset(m, 0, sizeof(*m));
 		return -EBADMSG;
-	return rd_steps(&r, &m->keep, m->upto);
+	}
+	return 0;
 }
 
-int rckpt_msg_drop_encode(rckpt_buf_t *out, const uint64_t *steps, uint32_t n)
+int rckpt_msg_drop_encode(rckpt_buf_t *out, uint64_t token, const uint64_t *steps, uint32_t n)
 {
 	size_t at;
-	int rc = begin(out, RCKPT_MSG_DROP, &at);
+	int rc = begin_fenced3(out, RCKPT_MSG_DROP, &at);
+	if (!rc)
+		rc = put_u64(out, token);
 	return end(out, at, rc ? rc : put_steps(out, steps, n, RCKPT_STORE_NONE - 1));
 }
 
-int rckpt_msg_drop_decode(rckpt_stepset_t *s, const uint8_t *src, size_t len)
+int rckpt_msg_drop_decode(uint64_t *token, rckpt_stepset_t *s, const uint8_t *src, size_t len)
 {
 	rckpt_reader_t r;
-	int rc = open_frame(&r, src, len, RCKPT_MSG_DROP);
+	int rc = open_fenced3(&r, src, len, RCKPT_MSG_DROP);
 	memset(s, 0, sizeof(*s));
-	return rc ? rc : rd_steps(&r, s, RCKPT_STORE_NONE - 1);
+	*token = 0;
+	if (rc)
+		return rc;
+	*token = rckpt_rd_u64(&r);
+	if (r.err || rd_steps(&r, s, RCKPT_STORE_NONE - 1)) {
+		memset(s, 0, sizeof(*s));
+		*token = 0;
+		return -EBADMSG;
+	}
+	return 0;
 }
 
 /* ---- pin ---- */
 
-int rckpt_msg_pin_encode(rckpt_buf_t *out, uint64_t step, int on)
+int rckpt_msg_pin_encode(rckpt_buf_t *out, uint64_t token, uint64_t step, int on)
 {
 	size_t at;
 	int rc;
 	if (step == RCKPT_STORE_NONE || (on != 0 && on != 1))
 		return -EINVAL;
-	rc = begin(out, RCKPT_MSG_PIN, &at);
+	rc = begin_fenced3(out, RCKPT_MSG_PIN, &at);
+	if (!rc)
+		rc = put_u64(out, token);
 	if (!rc)
 		rc = put_u64(out, step);
 	if (!rc)
@@ -616,46 +697,96 @@ int rckpt_msg_pin_encode(rckpt_buf_t *out, uint64_t step, int on)
 	return end(out, at, rc);
 }
 
-int rckpt_msg_pin_decode(uint64_t *step, int *on, const uint8_t *src, size_t len)
+int rckpt_msg_pin_decode(uint64_t *token, uint64_t *step, int *on, const uint8_t *src, size_t len)
 {
 	rckpt_reader_t r;
-	int rc = open_frame(&r, src, len, RCKPT_MSG_PIN);
+	int rc = open_fenced3(&r, src, len, RCKPT_MSG_PIN);
 	unsigned v;
-	*step = 0;
+	*token = *step = 0;
 	*on = 0;
 	if (rc)
 		return rc;
+	*token = rckpt_rd_u64(&r);
 	*step = rckpt_rd_u64(&r);
 	v = rckpt_rd_u8(&r);
-	if (r.err || *step == RCKPT_STORE_NONE || v > 1)
+	if (r.err || *step == RCKPT_STORE_NONE || v > 1) {
+		*token = *step = 0;
 		return -EBADMSG;
+	}
 	*on = (int)v;
 	return 0;
 }
 
 /* ---- claim ---- */
 
-int rckpt_msg_claim_encode(rckpt_buf_t *out, uint64_t prev, uint64_t token)
+int rckpt_msg_claim_encode(rckpt_buf_t *out, uint64_t prev, uint64_t token, unsigned flags)
 {
-	return token > prev ? fenced2_encode(out, RCKPT_MSG_CLAIM, prev, token) : -EINVAL;
+	size_t at;
+	int rc;
+	if (token <= prev || (flags & ~RCKPT_CLAIM_DELETE))
+		return -EINVAL;
+	rc = begin_fenced3(out, RCKPT_MSG_CLAIM, &at);
+	if (!rc)
+		rc = put_u64(out, prev);
+	if (!rc)
+		rc = put_u64(out, token);
+	if (!rc)
+		rc = put_u8(out, (uint8_t)flags);
+	return end(out, at, rc);
 }
 
-int rckpt_msg_claim_decode(uint64_t *prev, uint64_t *token, const uint8_t *src, size_t len)
+int rckpt_msg_claim_decode(uint64_t *prev, uint64_t *token, unsigned *flags, const uint8_t *src,
+			   size_t len)
 {
-	int rc = fenced2_decode(prev, token, src, len, RCKPT_MSG_CLAIM);
-	if (rc == 0 && *token <= *prev) {
+	rckpt_reader_t r;
+	int rc = open_fenced3(&r, src, len, RCKPT_MSG_CLAIM);
+	*prev = *token = 0;
+	*flags = 0;
+	if (rc)
+		return rc;
+	*prev = rckpt_rd_u64(&r);
+	*token = rckpt_rd_u64(&r);
+	*flags = rckpt_rd_u8(&r);
+	if (r.err || *token <= *prev || (*flags & ~RCKPT_CLAIM_DELETE)) {
 		*prev = *token = 0;
+		*flags = 0;
 		return -EBADMSG;
 	}
-	return rc;
+	return 0;
 }
 
 /* ---- verified ---- */
 
+int rckpt_msg_verify_encode(rckpt_buf_t *out, uint64_t after)
+{
+	size_t at;
+	int rc = begin(out, RCKPT_MSG_VERIFY, &at);
+	return end(out, at, rc ? rc : put_u64(out, after));
+}
+
+int rckpt_msg_verify_decode(uint64_t *after, const uint8_t *src, size_t len)
+{
+	rckpt_reader_t r;
+	int rc;
+	*after = RCKPT_STORE_NONE;
+	if (len == 0)
+		return 0; /* from the first */
+	if ((rc = open_frame(&r, src, len, RCKPT_MSG_VERIFY)))
+		return rc;
+	*after = rckpt_rd_u64(&r);
+	if (r.err) {
+		*after = RCKPT_STORE_NONE;
+		return -EBADMSG;
+	}
+	return 0;
+}
+
+/* Version 2 (compat 1): `next` after the version-1 fields, which a
+ * version-1 decoder reads and skips past. */
 int rckpt_msg_verified_encode(rckpt_buf_t *out, const rckpt_msg_verified_t *m)
 {
 	size_t at;
-	int rc = begin(out, RCKPT_MSG_VERIFIED, &at);
+	int rc = rckpt_frame_buf_begin(out, RCKPT_MSG_VERIFIED, 2, 1, &at);
 	if (!rc)
 		rc = put_u32(out, m->records);
 	if (!rc)
@@ -666,24 +797,31 @@ int rckpt_msg_verified_encode(rckpt_buf_t *out, const rckpt_msg_verified_t *m)
 		rc = put_u64(out, m->first_bad);
 	if (!rc)
 		rc = put_u32(out, (uint32_t)m->error);
+	if (!rc)
+		rc = put_u64(out, m->next);
 	return end(out, at, rc);
 }
 
 int rckpt_msg_verified_decode(rckpt_msg_verified_t *m, const uint8_t *src, size_t len)
 {
 	rckpt_reader_t r;
-	int rc = open_frame(&r, src, len, RCKPT_MSG_VERIFIED);
+	rckpt_frame_t f;
+	int rc = rckpt_frame_open(&f, src, len, RCKPT_MSG_VERIFIED, RCKPT_STORE_WIRE_VERSION);
 	memset(m, 0, sizeof(*m));
 	if (rc)
 		return rc;
+	r = rckpt_reader(f.payload, f.len);
 	m->records = rckpt_rd_u32(&r);
 	m->bytes = rckpt_rd_u64(&r);
 	m->bad = rckpt_rd_u32(&r);
 	m->first_bad = rckpt_rd_u64(&r);
 	m->error = (int32_t)rckpt_rd_u32(&r);
+	m->next = f.version >= 2 ? rckpt_rd_u64(&r) : RCKPT_STORE_NONE;
 	if (r.err || m->bad > m->records || (m->bad == 0) != (m->first_bad == RCKPT_STORE_NONE) ||
-	    m->error > 0)
+	    m->error > 0) {
+		memset(m, 0, sizeof(*m));
 		return -EBADMSG;
+	}
 	return 0;
 }
 

@@ -16,10 +16,14 @@
 
 #include "rckpt_buf.h"
 
-/* The newest message layout: 2, where APPEND, TRIM and CLAIM carry writer
- * tokens (store.md "Fencing"); every other message is still version 1. */
-#define RCKPT_STORE_WIRE_VERSION 2u
-#define RCKPT_STORE_FENCED_VERSION 2u
+/* The newest message layout: 3. Every message that changes stored data
+ * carries a token (store.md "Fencing"): APPEND and TRIM since version 2;
+ * CLAIM, COMPACT, DROP, PIN and RETIRE since 3, and PUT is new in 3. The
+ * other messages are still version 1 (COMMIT carried its token from the
+ * start). A decoder refuses a message of a layout older than its token's. */
+#define RCKPT_STORE_WIRE_VERSION 3u
+#define RCKPT_STORE_FENCED_VERSION 2u /* APPEND, TRIM */
+#define RCKPT_STORE_FENCED3_VERSION 3u /* CLAIM, COMPACT, DROP, PIN, RETIRE, PUT */
 #define RCKPT_STORE_NONE UINT64_MAX /* no step: an empty head, a base's parent */
 
 #define RCKPT_STORE_SUMMARY_MAX 4096u  /* bytes of a step's summary */
@@ -53,6 +57,8 @@ enum rckpt_store_msg {
 	RCKPT_MSG_VERIFIED = 0x010D,
 	RCKPT_MSG_CLAIM = 0x010E,
 	RCKPT_MSG_RETIRE = 0x010F,
+	RCKPT_MSG_PUT = 0x0110,
+	RCKPT_MSG_VERIFY = 0x0111,
 };
 
 #define RCKPT_STORE_STEPSET_MAX (1u << 20) /* steps in a COMPACT or DROP message */
@@ -186,45 +192,87 @@ typedef struct rckpt_stepset {
 
 uint64_t rckpt_stepset_at(const rckpt_stepset_t *s, uint32_t i);
 
+/* The token of an actor that is not the writer (a compactor, a pinner) is
+ * the job's writer token as it read it when it decided (0: none yet); the
+ * plugin refuses the request once a newer writer has claimed the job or
+ * touched the object (store.md "Fencing"). */
+
 /* compact (chunk, write): rewrite the log so that its newest step <= upto
  * is a base and, of the steps <= upto, only those in keep (and that one)
  * remain restorable. */
 typedef struct rckpt_msg_compact {
+	uint64_t token;
 	uint64_t upto;
 	rckpt_stepset_t keep; /* every step <= upto */
 } rckpt_msg_compact_t;
 
 /* steps: n strictly increasing values (encoders check). */
-int rckpt_msg_compact_encode(rckpt_buf_t *out, uint64_t upto, const uint64_t *keep, uint32_t n);
+int rckpt_msg_compact_encode(rckpt_buf_t *out, uint64_t token, uint64_t upto, const uint64_t *keep,
+			     uint32_t n);
 int rckpt_msg_compact_decode(rckpt_msg_compact_t *m, const uint8_t *src, size_t len);
 
 /* drop (job, write): forget these committed steps (never the head or a
  * pinned step). */
-int rckpt_msg_drop_encode(rckpt_buf_t *out, const uint64_t *steps, uint32_t n);
-int rckpt_msg_drop_decode(rckpt_stepset_t *s, const uint8_t *src, size_t len);
+int rckpt_msg_drop_encode(rckpt_buf_t *out, uint64_t token, const uint64_t *steps, uint32_t n);
+int rckpt_msg_drop_decode(uint64_t *token, rckpt_stepset_t *s, const uint8_t *src, size_t len);
 
 /* claim (job, write): the writer holding the lock takes the job from the
- * token `prev` it read (0: none) with `token` > prev; commits, appends and
- * trims with an older token are refused from here on (fencing). */
-int rckpt_msg_claim_encode(rckpt_buf_t *out, uint64_t prev, uint64_t token);
-int rckpt_msg_claim_decode(uint64_t *prev, uint64_t *token, const uint8_t *src, size_t len);
+ * token `prev` it read (0: none) with `token` > prev; requests with an
+ * older token are refused from here on (fencing). With
+ * RCKPT_CLAIM_DELETE the claimer is deleting the job: the job refuses
+ * every later claim that is not a deleter's, so no writer can take it
+ * over while its objects go. */
+#define RCKPT_CLAIM_DELETE 1u
+int rckpt_msg_claim_encode(rckpt_buf_t *out, uint64_t prev, uint64_t token, unsigned flags);
+int rckpt_msg_claim_decode(uint64_t *prev, uint64_t *token, unsigned *flags, const uint8_t *src,
+			   size_t len);
 
-/* retire (a step's manifest or attachment object, write): remove it; the
- * object must be one (its magic) of step `step`. */
-int rckpt_msg_retire_encode(rckpt_buf_t *out, uint64_t step);
-int rckpt_msg_retire_decode(uint64_t *step, const uint8_t *src, size_t len);
+/* retire (write): remove an object of the job for the actor holding
+ * `token`. What it may remove: */
+enum rckpt_retire_kind {
+	RCKPT_RETIRE_STEP = 0,  /* the manifest or attachment of `step` (its magic and step) */
+	RCKPT_RETIRE_CHUNK = 1, /* a chunk object (step RCKPT_STORE_NONE) */
+	RCKPT_RETIRE_JOB = 2,   /* the job object, claimed for deletion by `token` */
+};
+typedef struct rckpt_msg_retire {
+	uint64_t token;
+	uint64_t step;
+	uint8_t kind;
+} rckpt_msg_retire_t;
+
+int rckpt_msg_retire_encode(rckpt_buf_t *out, const rckpt_msg_retire_t *m);
+int rckpt_msg_retire_decode(rckpt_msg_retire_t *m, const uint8_t *src, size_t len);
 
 /* pin (job, write): pin (on = 1) or unpin (on = 0) a committed step. */
-int rckpt_msg_pin_encode(rckpt_buf_t *out, uint64_t step, int on);
-int rckpt_msg_pin_decode(uint64_t *step, int *on, const uint8_t *src, size_t len);
+int rckpt_msg_pin_encode(rckpt_buf_t *out, uint64_t token, uint64_t step, int on);
+int rckpt_msg_pin_decode(uint64_t *token, uint64_t *step, int *on, const uint8_t *src, size_t len);
 
-/* verify (chunk, read; empty input): what it found. */
+/* put (a step's manifest or attachment object, write): its whole content,
+ * from the writer holding `token` (nonzero); `bytes` must be a manifest or
+ * an attachment of `step`. Refused when a newer writer has put it. */
+#define RCKPT_STORE_PUT_MAX ((uint64_t)80 << 20) /* bytes of one put (under osd_max_write_size) */
+int rckpt_msg_put_encode(rckpt_buf_t *out, uint64_t token, uint64_t step, const uint8_t *bytes,
+			 size_t len);
+int rckpt_msg_put_decode(uint64_t *token, uint64_t *step, rckpt_blob_t *bytes, const uint8_t *src,
+			 size_t len);
+
+/* verify (chunk, read): the records of steps after `after`
+ * (RCKPT_STORE_NONE: from the first; an empty input is that too), as many
+ * as one call may read (the plugin's share: 64 MiB, and at least one). */
+int rckpt_msg_verify_encode(rckpt_buf_t *out, uint64_t after);
+int rckpt_msg_verify_decode(uint64_t *after, const uint8_t *src, size_t len);
+
+/* Its reply: what it found among the records it checked, and where to go
+ * on from (`next`: the last step it checked; RCKPT_STORE_NONE when it
+ * reached the end). Version 2 adds `next`; a version-1 reply (a plugin
+ * that checks a chunk whole) decodes with next = RCKPT_STORE_NONE. */
 typedef struct rckpt_msg_verified {
-	uint32_t records; /* indexed */
+	uint32_t records; /* indexed and checked in this call */
 	uint64_t bytes;   /* of records read and checked */
 	uint32_t bad;     /* records that fail a check */
 	uint64_t first_bad; /* its step; RCKPT_STORE_NONE if none */
 	int32_t error;      /* its error (negative errno or RCKPT_ECHECKSUM) */
+	uint64_t next;      /* the step to go on after; RCKPT_STORE_NONE: done */
 } rckpt_msg_verified_t;
 
 int rckpt_msg_verified_encode(rckpt_buf_t *out, const rckpt_msg_verified_t *m);

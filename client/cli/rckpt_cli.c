@@ -5,6 +5,7 @@
 #define _GNU_SOURCE /* getopt_long */
 #include <errno.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -247,6 +248,10 @@ int main(int argc, char **argv)
 	const char *cmd;
 	int c;
 
+	/* A process that resumes from a long pause (SIGSTOP, a frozen VM)
+	 * finds connections its peers closed meanwhile; librados writing to
+	 * one must get EPIPE and reconnect, not kill the tool. */
+	signal(SIGPIPE, SIG_IGN);
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "+:c:u:i:p:t:h", longopts, NULL)) != -1) {
 		switch (c) {

@@ -76,7 +76,11 @@ RCKPT_API int rckpt_create(rckpt_t **out);
 /* Connects h to the cluster and opens the pool. Errors include -EINVAL (bad
  * options, or h already connected), -ENOENT (no such config file or pool),
  * -EACCES/-EPERM (cephx refused), -ETIMEDOUT (no monitor answered within the
- * timeout). On failure h stays unconnected and rckpt_errmsg(h) says why. */
+ * timeout). On failure h stays unconnected and rckpt_errmsg(h) says why.
+ * A program that can be paused for long (SIGSTOP, a frozen VM) should
+ * ignore SIGPIPE, as Python and the rckpt tool do: librados may write to a
+ * connection its peer closed meanwhile, and the library leaves the
+ * process's signal dispositions alone. */
 RCKPT_API int rckpt_connect(rckpt_t *h, const rckpt_connect_opts_t *opts);
 
 /* Disconnects and frees h. Accepts NULL. Call it before the process exits

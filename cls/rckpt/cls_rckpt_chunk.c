@@ -31,7 +31,7 @@ int cls_rckpt_append(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt
 	(void)out;
 	if (rckpt_msg_append_decode(&writer, &rec, in, in_len))
 		return rckpt_cls_fail(o, -EINVAL, "append: a malformed request");
-	if ((rc = crk_fence(o, writer, &record)))
+	if ((rc = crk_fence(o, writer, &record)) || (rc = crk_is_chunk(o, "append")))
 		return rc;
 	rc = rckpt_record_check(&kind, &step, &parent, rec.p, rec.len);
 	if (rc == RCKPT_FMT_ECHECKSUM || rc == -EBADMSG)
@@ -248,7 +248,7 @@ int cls_rckpt_trim(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_c
 	memset(&w, 0, sizeof(w));
 	if (rckpt_msg_trim_decode(&writer, &after, in, in_len))
 		return rckpt_cls_fail(o, -EINVAL, "trim: a malformed request");
-	if ((rc = crk_fence(o, writer, &record)))
+	if ((rc = crk_fence(o, writer, &record)) || (rc = crk_is_chunk(o, "trim")))
 		return rc;
 	rc = o->ops->stat(o, &size);
 	if (rc == -ENOENT) /* nothing was ever appended: the token is all there is to keep */
@@ -304,6 +304,15 @@ int cls_rckpt_tip(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cl
  */
 
 #define COMPACT_CACHE 4
+/* Elements one compact call may decode and encode, whatever it is asked:
+ * a stage that needs more is refused (-E2BIG, nothing changed) and the
+ * client asks for a shorter one (cls-wire.md, "What one call may cost"). */
+#ifndef RCKPT_COMPACT_WORK_MAX /* (a unit test sets a smaller one to reach it cheaply) */
+#define RCKPT_COMPACT_WORK_MAX ((uint64_t)1 << 28)
+#endif
+#define COMPACT_WORK_MAX ((uint64_t)RCKPT_COMPACT_WORK_MAX)
+/* Bytes of re-encoded records one call may hold. */
+#define COMPACT_FRESH_MAX ((size_t)256 << 20)
 
 typedef struct dcache {
 	rckpt_record_t rec[COMPACT_CACHE];
@@ -414,6 +423,10 @@ static int resolve(rckpt_cls_obj_t *o, const walk_t *w, dcache_t *c, uint64_t st
 		*work += record_elements(&next);
 		rckpt_record_free(&cur);
 		cur = next;
+		if (*work > COMPACT_WORK_MAX) {
+			rc = -E2BIG;
+			goto out;
+		}
 	}
 	*outp = n ? dcache_put(c, &cur) : top;
 out:
@@ -449,6 +462,9 @@ static int reencode(rckpt_cls_obj_t *o, const walk_t *w, dcache_t *c, uint64_t s
 	/* resolving the parent may not evict self: the cache keeps the newest */
 	if ((self = dcache_find(c, step)) == NULL)
 		return -EFAULT;
+	*work += record_elements(self); /* the encode */
+	if (*work > COMPACT_WORK_MAX)
+		return -E2BIG;
 	r = *self;
 	r.kind = parent ? RCKPT_REC_DELTA : RCKPT_REC_BASE;
 	r.parent = parent ? parent->step : RCKPT_NO_PARENT;
@@ -478,22 +494,25 @@ int cls_rckpt_compact(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckp
 	dcache_t cache;
 	uint8_t *keep = NULL;
 	plan_t *plan = NULL;
-	rckpt_buf_t enc = RCKPT_BUF_INIT, log = RCKPT_BUF_INIT, raw = RCKPT_BUF_INIT;
+	rckpt_buf_t enc = RCKPT_BUF_INIT, raw = RCKPT_BUF_INIT;
 	uint64_t work = 0;
 	uint32_t i, k, np = 0;
 	long top = -1;
-	int changed = 0, rc;
+	int changed = 0, rc, newer;
 
 	(void)out;
 	memset(&cache, 0, sizeof(cache));
 	if (rckpt_msg_compact_decode(&m, in, in_len))
-		return -EINVAL;
+		return rckpt_cls_fail(o, -EINVAL, "compact: a malformed request");
+	/* a compactor's token is the job's writer as it read it: a writer
+	 * that has touched this chunk since has a newer one (store.md) */
+	if ((rc = crk_fence(o, m.token, &newer)) || (rc = crk_is_chunk(o, "compact")))
+		return rc;
 	if ((rc = crk_all_entries(o, &w)))
 		return rc == -ENOENT ? 0 : rc;
 	keep = calloc(w.n ? w.n : 1, 1);
 	plan = calloc(w.n ? w.n : 1, sizeof(*plan));
-	enc.max = (size_t)RCKPT_STORE_OBJECT_MAX;
-	log.max = (size_t)RCKPT_STORE_OBJECT_MAX;
+	enc.max = COMPACT_FRESH_MAX;
 	if (!keep || !plan) {
 		rc = -ENOMEM;
 		goto out;
@@ -552,6 +571,13 @@ int cls_rckpt_compact(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckp
 				rc = reencode(o, &w, &cache, e->step, NULL, &enc, p, &work);
 			else if (!base && (e->kind != RCKPT_REC_DELTA || e->parent != next))
 				rc = reencode(o, &w, &cache, e->step, &next, &enc, p, &work);
+			if (rc == -E2BIG || rc == -EFBIG) {
+				rc = rckpt_cls_fail(o, -E2BIG,
+						    "compact: up to step %llu is more than one call may do (%llu "
+						    "elements decoded and encoded); ask for less",
+						    (unsigned long long)m.upto, (unsigned long long)work);
+				goto out;
+			}
 			if (rc)
 				goto out;
 			changed |= p->fresh;
@@ -563,10 +589,13 @@ int cls_rckpt_compact(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckp
 	if (!changed)
 		goto out;
 	/* Write the new log over the old one from the first record that
-	 * moves or changes (what precedes it stays where it is), then the
-	 * index entries that changed. */
+	 * moves or changes (what precedes it stays where it is), record by
+	 * record: a record copied is read from where it was (a method's reads
+	 * see the object as it found it, not its own writes), so no more than
+	 * one record is held besides the re-encoded ones. Then the index
+	 * entries that changed. */
 	{
-		uint64_t off = 0, from;
+		uint64_t off = 0;
 		uint32_t first = np;
 		for (i = 0; i < np; i++) {
 			plan_t *p = &plan[i];
@@ -575,20 +604,17 @@ int cls_rckpt_compact(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckp
 			if (first == np && (p->fresh || p->e.offset != w.e[p->from].offset))
 				first = i;
 		}
-		from = first < np ? plan[first].e.offset : off; /* nothing moved: only a tail goes */
 		for (i = first; i < np; i++) {
 			plan_t *p = &plan[i];
 			if (p->fresh) {
-				rc = rckpt_buf_append(&log, enc.p + p->at, p->e.length);
-			} else {
-				if ((rc = crk_read_record(o, &w.e[p->from], &raw)) == 0)
-					rc = rckpt_buf_append(&log, raw.p, raw.len);
+				rc = o->ops->write(o, p->e.offset, enc.p + p->at, p->e.length);
+			} else if ((rc = crk_read_record(o, &w.e[p->from], &raw)) == 0) {
+				rc = o->ops->write(o, p->e.offset, raw.p, raw.len);
 			}
 			if (rc)
 				goto out;
 		}
-		if ((log.len && (rc = o->ops->write(o, from, log.p, log.len))) ||
-		    (rc = o->ops->truncate(o, from + log.len)))
+		if ((rc = o->ops->truncate(o, off))) /* nothing moved: only a tail goes */
 			goto out;
 	}
 	for (i = 0, k = 0; i < w.n; i++) {
@@ -615,7 +641,6 @@ int cls_rckpt_compact(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckp
 out:
 	dcache_free(&cache);
 	rckpt_buf_free(&enc);
-	rckpt_buf_free(&log);
 	rckpt_buf_free(&raw);
 	free(keep);
 	free(plan);
@@ -625,18 +650,23 @@ out:
 
 /* ---- verify (chunk, read) ---- */
 
+/* Record bytes one verify call reads and checks (then the caller goes on
+ * from where it stopped). */
+#ifndef RCKPT_VERIFY_BYTES_MAX /* (a unit test sets a smaller one) */
+#define RCKPT_VERIFY_BYTES_MAX ((uint64_t)64 << 20)
+#endif
+
 int cls_rckpt_verify(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out)
 {
-	rckpt_msg_verified_t v = { 0, 0, 0, RCKPT_STORE_NONE, 0 };
+	rckpt_msg_verified_t v = { 0, 0, 0, RCKPT_STORE_NONE, 0, RCKPT_STORE_NONE };
 	rckpt_buf_t raw = RCKPT_BUF_INIT;
 	walk_t w;
-	uint64_t size = 0;
+	uint64_t size = 0, after, read = 0;
 	uint32_t i;
 	int rc;
 
-	(void)in;
-	if (in_len != 0)
-		return -EINVAL;
+	if (rckpt_msg_verify_decode(&after, in, in_len))
+		return rckpt_cls_fail(o, -EINVAL, "verify: a malformed request");
 	if ((rc = crk_all_entries(o, &w)))
 		return rc;
 	rc = o->ops->stat(o, &size);
@@ -645,13 +675,21 @@ int cls_rckpt_verify(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt
 	for (i = 0; i < w.n && rc == 0; i++) {
 		const rckpt_store_entry_t *e = &w.e[i];
 		int bad = 0;
+		if (after != RCKPT_STORE_NONE && e->step <= after)
+			continue;
+		if (read >= RCKPT_VERIFY_BYTES_MAX) { /* one call's share: the caller goes on */
+			v.next = w.e[i - 1].step;
+			break;
+		}
 		v.records++;
 		if (e->offset > size || e->length > size - e->offset)
 			bad = -EBADMSG; /* past the data */
 		else if (e->kind != RCKPT_REC_BASE && find_entry(&w, e->parent) < 0)
 			bad = -EBADMSG; /* applies to a step that is gone */
-		else
+		else {
 			bad = crk_read_record(o, e, &raw);
+			read += e->length;
+		}
 		if (bad == -ENOMEM) {
 			rc = bad;
 			break;

@@ -32,4 +32,5 @@ CLS_INIT(rckpt)
 	rckpt_cls_register_obj<cls_rckpt_pin>(cls, "pin", CLS_METHOD_RD | CLS_METHOD_WR);
 	rckpt_cls_register_obj<cls_rckpt_claim>(cls, "claim", CLS_METHOD_RD | CLS_METHOD_WR);
 	rckpt_cls_register_obj<cls_rckpt_retire>(cls, "retire", CLS_METHOD_RD | CLS_METHOD_WR);
+	rckpt_cls_register_obj<cls_rckpt_put>(cls, "put", CLS_METHOD_RD | CLS_METHOD_WR);
 }

@@ -25,6 +25,11 @@ int crk_set_u64(rckpt_cls_obj_t *o, const char *key, uint64_t v);
  * to read yet: every read comes first.) */
 int crk_fence(rckpt_cls_obj_t *o, uint64_t writer, int *record);
 int crk_fence_record(rckpt_cls_obj_t *o, uint64_t writer, int record);
+/* 0 when the object is a chunk, or does not exist yet; -EINVAL (logged)
+ * when it is another object of the pool (the job object, or one with data
+ * and neither a writer token nor a tip: a manifest, a PCR record), which
+ * append, trim and compact must never touch. */
+int crk_is_chunk(rckpt_cls_obj_t *o, const char *method);
 /* The index entry "r.<step>" of a chunk object. */
 int crk_get_entry(rckpt_cls_obj_t *o, uint64_t step, rckpt_store_entry_t *e);
 /* The record an index entry points at, bounds checked, into b. */

@@ -1,8 +1,10 @@
 /*
  * cls_rckpt_job.c — the `rckpt` class's methods on the job object: head,
- * commit, claim, list, drop, pin and retire. Its omap holds "head" -> the
- * committed head, "count" -> steps committed, "s.<step>" -> a step's
- * summary, and the writers' fencing token.
+ * commit, claim, list, drop, pin; and retire and put on the job's other
+ * objects. Its omap holds "head" -> the committed head, "count" -> steps
+ * committed, "s.<step>" -> a step's summary, "p.<step>" -> a pin,
+ * "writer" -> the newest claim's token, "job" (empty: this is a job
+ * object) and, once a deleter has claimed it, "deleting" -> its token.
  */
 #include "cls_rckpt_impl.h"
 
@@ -14,6 +16,15 @@
 #include "rckpt_manifest.h"
 #include "rckpt_record.h"
 #include "rckpt_store_wire.h"
+
+/* 1 when the object's omap has key, 0 when not, or a negative errno. */
+static int has_key(rckpt_cls_obj_t *o, const char *key)
+{
+	rckpt_buf_t b = RCKPT_BUF_INIT;
+	int rc = o->ops->omap_get(o, key, &b);
+	rckpt_buf_free(&b);
+	return rc == 0 ? 1 : rc == -ENOENT ? 0 : rc;
+}
 
 int cls_rckpt_head(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out)
 {
@@ -52,6 +63,8 @@ int cls_rckpt_commit(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt
 	rc = crk_get_u64(o, "count", &count);
 	if (rc && rc != -ENOENT)
 		return rc;
+	if ((rc = has_key(o, "deleting")) != 0)
+		return rc < 0 ? rc : rckpt_cls_fail(o, -EIDRM, "commit: the job is being deleted");
 	if ((rc = rckpt_store_step_key(key, sizeof(key), 's', m.step)) ||
 	    (rc = o->ops->omap_set(o, key, m.summary.p, m.summary.len)) ||
 	    (rc = crk_set_u64(o, "count", count + 1)))
@@ -64,9 +77,10 @@ int cls_rckpt_commit(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt
 int cls_rckpt_claim(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out)
 {
 	uint64_t prev, token, cur = 0;
+	unsigned flags;
 	int rc;
 	(void)out;
-	if (rckpt_msg_claim_decode(&prev, &token, in, in_len))
+	if (rckpt_msg_claim_decode(&prev, &token, &flags, in, in_len))
 		return rckpt_cls_fail(o, -EINVAL, "claim: a malformed request");
 	rc = crk_get_u64(o, "writer", &cur);
 	if (rc && rc != -ENOENT)
@@ -74,7 +88,37 @@ int cls_rckpt_claim(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_
 	if (cur != prev) /* claimed since the claimer read it: a late claim, or a race */
 		return rckpt_cls_fail(o, -ESTALE, "claim: from token %llu, but the job's is %llu",
 				      (unsigned long long)prev, (unsigned long long)cur);
-	return crk_set_u64(o, "writer", token); /* token > prev: claims only move forward */
+	{ /* a job object holds no data: never claim another object */
+		uint64_t size = 0;
+		rc = o->ops->stat(o, &size);
+		if (rc && rc != -ENOENT)
+			return rc;
+		if (rc == 0 && size > 0)
+			return rckpt_cls_fail(o, -EINVAL, "claim: the object is not a job's");
+	}
+	if ((rc = has_key(o, "deleting")) < 0)
+		return rc;
+	if (rc && !(flags & RCKPT_CLAIM_DELETE)) /* only another deleter may go on */
+		return rckpt_cls_fail(o, -EIDRM, "claim: the job is being deleted");
+	/* token > prev (the decoder checks): claims only move forward */
+	if ((rc = o->ops->omap_set(o, "job", (const uint8_t *)"", 0)) ||
+	    ((flags & RCKPT_CLAIM_DELETE) && (rc = crk_set_u64(o, "deleting", token))))
+		return rc;
+	return crk_set_u64(o, "writer", token);
+}
+
+/* Fencing for an actor that is not the writer (store.md): refused once a
+ * writer newer than the token it read has claimed the job. */
+static int job_fence(rckpt_cls_obj_t *o, const char *what, uint64_t token)
+{
+	uint64_t cur = 0;
+	int rc = crk_get_u64(o, "writer", &cur);
+	if (rc && rc != -ENOENT)
+		return rc;
+	if (token < cur)
+		return rckpt_cls_fail(o, -ESTALE, "%s: token %llu is older than the job's %llu", what,
+				      (unsigned long long)token, (unsigned long long)cur);
+	return 0;
 }
 
 /* ---- list (job, read) ---- */
@@ -124,27 +168,21 @@ int cls_rckpt_list(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_c
 
 /* ---- drop, pin (job, write) ---- */
 
-static int has_key(rckpt_cls_obj_t *o, const char *key)
-{
-	rckpt_buf_t b = RCKPT_BUF_INIT;
-	int rc = o->ops->omap_get(o, key, &b);
-	rckpt_buf_free(&b);
-	return rc == 0 ? 1 : rc == -ENOENT ? 0 : rc;
-}
-
 int cls_rckpt_drop(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out)
 {
 	rckpt_stepset_t s;
-	uint64_t head = RCKPT_STORE_NONE, count = 0;
+	uint64_t token, head = RCKPT_STORE_NONE, count = 0;
 	uint32_t i, gone = 0;
 	int rc;
 
 	(void)out;
-	if (rckpt_msg_drop_decode(&s, in, in_len))
+	if (rckpt_msg_drop_decode(&token, &s, in, in_len))
 		return rckpt_cls_fail(o, -EINVAL, "drop: a malformed request");
 	if (s.n > RCKPT_STORE_DROP_MAX) /* the work of one call is the plugin's to bound */
 		return rckpt_cls_fail(o, -E2BIG, "drop: %u steps in one call (at most %u)", s.n,
 				      RCKPT_STORE_DROP_MAX);
+	if ((rc = job_fence(o, "drop", token)))
+		return rc;
 	rc = crk_get_u64(o, "head", &head);
 	if (rc == 0)
 		rc = crk_get_u64(o, "count", &count);
@@ -178,13 +216,15 @@ int cls_rckpt_drop(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_c
 
 int cls_rckpt_pin(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out)
 {
-	uint64_t step;
+	uint64_t token, step;
 	char key[KEY_MAX];
 	int on, rc;
 
 	(void)out;
-	if (rckpt_msg_pin_decode(&step, &on, in, in_len))
-		return -EINVAL;
+	if (rckpt_msg_pin_decode(&token, &step, &on, in, in_len))
+		return rckpt_cls_fail(o, -EINVAL, "pin: a malformed request");
+	if ((rc = job_fence(o, "pin", token)))
+		return rc;
 	if ((rc = rckpt_store_step_key(key, sizeof(key), 's', step)))
 		return rc;
 	if (on) {
@@ -199,30 +239,115 @@ int cls_rckpt_pin(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cl
 	return rc == -ENOENT ? 0 : rc;
 }
 
-int cls_rckpt_retire(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out)
+/* ---- retire, put (the job's other objects, write) ---- */
+
+/* The first 16 bytes of a manifest or an attachment: u32 magic, u8
+ * version, u8 compat, u16 flags, u64 step. 0 when p is one of step. */
+static int step_object(const uint8_t *p, size_t len, uint64_t step)
+{
+	rckpt_reader_t r = rckpt_reader(p, len);
+	uint32_t magic = rckpt_rd_u32(&r);
+	(void)rckpt_rd_u32(&r);
+	if (r.err || (magic != RCKPT_MANIFEST_MAGIC && magic != RCKPT_ATTACH_MAGIC) ||
+	    rckpt_rd_u64(&r) != step || r.err)
+		return -EINVAL;
+	return 0;
+}
+
+static int retire_step(rckpt_cls_obj_t *o, const rckpt_msg_retire_t *m)
 {
 	rckpt_buf_t head = RCKPT_BUF_INIT;
-	uint64_t step, size = 0;
-	uint32_t magic;
-	int rc;
+	uint64_t size = 0;
+	int rc, record;
 
-	(void)out;
-	if (rckpt_msg_retire_decode(&step, in, in_len))
-		return -EINVAL;
 	if ((rc = o->ops->stat(o, &size)))
 		return rc;
 	if (size < 16)
-		return -EINVAL;
-	if ((rc = o->ops->read(o, 0, 16, &head)) == 0 && head.len != 16)
-		rc = -EINVAL;
-	if (rc == 0) {
-		/* both formats: u32 magic, u8 version, u8 compat, u16 flags, u64 step */
-		rckpt_reader_t r = rckpt_reader(head.p, head.len);
-		magic = rckpt_rd_u32(&r);
-		(void)rckpt_rd_u32(&r);
-		if ((magic != RCKPT_MANIFEST_MAGIC && magic != RCKPT_ATTACH_MAGIC) || rckpt_rd_u64(&r) != step)
-			rc = -EINVAL;
-	}
+		return rckpt_cls_fail(o, -EINVAL, "retire: not a manifest or an attachment");
+	if ((rc = o->ops->read(o, 0, 16, &head)) == 0)
+		rc = head.len == 16 ? step_object(head.p, head.len, m->step) : -EINVAL;
 	rckpt_buf_free(&head);
+	if (rc)
+		return rckpt_cls_fail(o, rc, "retire: not a manifest or an attachment of step %llu",
+				      (unsigned long long)m->step);
+	return crk_fence(o, m->token, &record);
+}
+
+/* A chunk: an object with a writer token (every fenced append and trim
+ * leaves one) that is not the job object. */
+static int retire_chunk(rckpt_cls_obj_t *o, const rckpt_msg_retire_t *m)
+{
+	static const char *const job_keys[] = { "job", "head", "deleting" };
+	unsigned i;
+	int rc, record;
+	for (i = 0; i < sizeof(job_keys) / sizeof(job_keys[0]); i++) {
+		if ((rc = has_key(o, job_keys[i])) < 0)
+			return rc;
+		if (rc)
+			return rckpt_cls_fail(o, -EPERM, "retire: a job object is not a chunk");
+	}
+	if ((rc = has_key(o, "writer")) <= 0)
+		return rc < 0 ? rc : rckpt_cls_fail(o, -EINVAL, "retire: not a chunk (no writer token)");
+	return crk_fence(o, m->token, &record);
+}
+
+static int retire_job(rckpt_cls_obj_t *o, const rckpt_msg_retire_t *m)
+{
+	uint64_t del = 0, cur = 0;
+	int rc = crk_get_u64(o, "deleting", &del);
+	if (rc == 0)
+		rc = crk_get_u64(o, "writer", &cur);
+	if (rc && rc != -ENOENT)
+		return rc;
+	if (rc == -ENOENT || del != m->token || cur != m->token)
+		return rckpt_cls_fail(o, -ESTALE, "retire: the job is not being deleted by token %llu",
+				      (unsigned long long)m->token);
+	return 0;
+}
+
+int cls_rckpt_retire(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out)
+{
+	rckpt_msg_retire_t m;
+	int rc;
+
+	(void)out;
+	if (rckpt_msg_retire_decode(&m, in, in_len))
+		return rckpt_cls_fail(o, -EINVAL, "retire: a malformed request");
+	rc = m.kind == RCKPT_RETIRE_STEP    ? retire_step(o, &m)
+	     : m.kind == RCKPT_RETIRE_CHUNK ? retire_chunk(o, &m)
+					    : retire_job(o, &m);
 	return rc ? rc : o->ops->remove(o);
+}
+
+int cls_rckpt_put(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out)
+{
+	rckpt_blob_t b;
+	uint64_t token, step, size = 0;
+	int rc, record;
+
+	(void)out;
+	if (rckpt_msg_put_decode(&token, &step, &b, in, in_len))
+		return rckpt_cls_fail(o, -EINVAL, "put: a malformed request");
+	if (step_object(b.p, b.len, step))
+		return rckpt_cls_fail(o, -EINVAL, "put: not a manifest or an attachment of step %llu",
+				      (unsigned long long)step);
+	if ((rc = crk_fence(o, token, &record)))
+		return rc;
+	rc = o->ops->stat(o, &size);
+	if (rc && rc != -ENOENT)
+		return rc;
+	if (rc == 0) { /* it replaces only a step's object of that step, never another object */
+		rckpt_buf_t head = RCKPT_BUF_INIT;
+		rc = size < 16 ? -EINVAL : o->ops->read(o, 0, 16, &head);
+		if (rc == 0)
+			rc = head.len == 16 ? step_object(head.p, head.len, step) : -EINVAL;
+		rckpt_buf_free(&head);
+		if (rc)
+			return rckpt_cls_fail(o, -EINVAL, "put: the object is not step %llu's",
+					      (unsigned long long)step);
+	}
+	if ((rc = o->ops->write(o, 0, b.p, b.len)) ||
+	    (size > b.len && (rc = o->ops->truncate(o, b.len))))
+		return rc;
+	return crk_fence_record(o, token, record);
 }

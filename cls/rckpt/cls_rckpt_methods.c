@@ -84,6 +84,23 @@ int crk_fence(rckpt_cls_obj_t *o, uint64_t writer, int *record)
 	return 0;
 }
 
+int crk_is_chunk(rckpt_cls_obj_t *o, const char *method)
+{
+	rckpt_buf_t b = RCKPT_BUF_INIT;
+	uint64_t size = 0;
+	int rc = o->ops->stat(o, &size), job, keyed;
+	if (rc == -ENOENT)
+		return 0; /* a new chunk */
+	if (rc)
+		return rc;
+	job = o->ops->omap_get(o, "job", &b);
+	keyed = o->ops->omap_get(o, "writer", &b) == 0 || o->ops->omap_get(o, "tip", &b) == 0;
+	rckpt_buf_free(&b);
+	if (job == 0 || (size > 0 && !keyed))
+		return rckpt_cls_fail(o, -EINVAL, "%s: the object is not a chunk", method);
+	return 0;
+}
+
 int crk_fence_record(rckpt_cls_obj_t *o, uint64_t writer, int record)
 {
 	return record ? crk_set_u64(o, "writer", writer) : 0;

@@ -62,10 +62,14 @@ int cls_rckpt_head(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_c
  * writer claimed the job). */
 int cls_rckpt_commit(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out);
 
-/* claim (RD|WR, job) — Input: a CLAIM frame (token). Records the token as
- * the job's writer ("writer"); commits carrying another token get -ESTALE
- * from then on, so a writer whose lock lapsed (paused, partitioned) cannot
- * commit over its successor. Returns 0, -EINVAL. */
+/* claim (RD|WR, job) — Input: a CLAIM frame (prev, token, flags).
+ * Compare-and-set of the job's writer token ("writer") from prev to token;
+ * requests carrying an older token are refused from then on, so a writer
+ * whose lock lapsed (paused, partitioned) cannot change what its successor
+ * wrote. A deleter's claim (RCKPT_CLAIM_DELETE) also marks the job
+ * "deleting": later claims and commits that are not a deleter's are
+ * refused. Returns 0, -EINVAL, -ESTALE (writer is not prev), -EIDRM (the
+ * job is being deleted). */
 int cls_rckpt_claim(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out);
 
 /* list (RD, job) — Input: a LIST frame (after, max <= 1024). Output: a
@@ -73,7 +77,8 @@ int cls_rckpt_claim(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_
  * order, and whether more follow. */
 int cls_rckpt_list(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out);
 
-/* compact (RD|WR, chunk) — Input: a COMPACT frame (upto, steps to keep).
+/* compact (RD|WR, chunk) — Input: a COMPACT frame (token, upto, steps to
+ * keep); -ESTALE when a writer newer than the token has touched the chunk.
  * Rewrites the log in one operation: of the steps <= upto, the kept ones
  * (those asked for, the newest, and any a later record applies to) stay
  * and the others go; the newest kept step becomes a base and each older
@@ -89,21 +94,33 @@ int cls_rckpt_compact(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckp
  * is gone) and the first of them. Returns 0, -EINVAL, -EBADMSG (index). */
 int cls_rckpt_verify(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out);
 
-/* drop (RD|WR, job) — Input: a DROP frame (steps). Forgets each listed
- * step ("s.<step>") except the head and pinned steps; steps not listed are
- * skipped. Returns 0, -EINVAL. */
+/* drop (RD|WR, job) — Input: a DROP frame (token, steps). Forgets each
+ * listed step ("s.<step>") except the head and pinned steps; steps not
+ * listed are skipped. Returns 0, -EINVAL, -E2BIG (more than
+ * RCKPT_STORE_DROP_MAX steps), -ESTALE (a newer writer claimed the job). */
 int cls_rckpt_drop(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out);
 
-/* pin (RD|WR, job) — Input: a PIN frame (step, on). Pins ("p.<step>") a
- * listed step so that retention keeps it, or unpins it. Returns 0,
- * -EINVAL, -ENOENT (pinning a step that is not listed). */
+/* pin (RD|WR, job) — Input: a PIN frame (token, step, on). Pins
+ * ("p.<step>") a listed step so that retention keeps it, or unpins it.
+ * Returns 0, -EINVAL, -ENOENT (pinning a step that is not listed),
+ * -ESTALE (a newer writer claimed the job). */
 int cls_rckpt_pin(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out);
 
-/* retire (RD|WR, a step's manifest or attachment) — Input: a RETIRE frame
- * (step). Removes the object when its first bytes are a manifest's or an
- * attachment's magic and that step (compaction and gc, so that they need
- * no plain write access). Returns 0, -EINVAL (another object, another
- * step), -ENOENT. */
+/* retire (RD|WR, an object of the job) — Input: a RETIRE frame (token,
+ * step, kind). Removes, so that compaction, gc and rm need no plain write
+ * access: a step's manifest or attachment (its magic and step), a chunk
+ * (never a job object), or the job object once its deleter (this token)
+ * has removed the rest. The object's own token (manifests, attachments,
+ * chunks: "writer") must not be newer. Returns 0, -EINVAL (another object,
+ * another step), -EPERM (a job object as a chunk), -ESTALE, -ENOENT. */
 int cls_rckpt_retire(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out);
+
+/* put (RD|WR, a step's manifest or attachment) — Input: a PUT frame
+ * (token, step, bytes <= RCKPT_STORE_PUT_MAX). Replaces the object's data
+ * with the bytes, which must be a manifest or an attachment of that step,
+ * and records the token ("writer"). The object must be new or already one
+ * of that step's, never another object of the pool. Returns 0, -EINVAL,
+ * -ESTALE (a newer writer put it). */
+int cls_rckpt_put(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out);
 
 #endif

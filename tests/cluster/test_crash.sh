@@ -11,6 +11,14 @@
 #   osd-read  SIGKILL an OSD during a restore
 #   osd-keep  SIGKILL an OSD during a compaction of a second job with a
 #             retention policy (--keep-last 3 --keep-every 5) and a pinned step
+#   pause     SIGSTOP the saving client past its lease (2 s); another writer
+#             takes the job and saves a step; then SIGCONT: the paused
+#             writer's requests go out late, and must change nothing
+#             committed (formats/store.md, "Fencing")
+#   pause-comp SIGSTOP a compaction; a writer saves a step (claiming the
+#             job anew); then SIGCONT: the compaction's late stages are
+#             refused, and it starts again from the new head or fails
+#             cleanly
 #
 # The oracle is the writer's own acknowledgement, not the store's listing:
 # every step a save printed as committed ("step N ...", printed once
@@ -74,7 +82,7 @@ declare -A sha     # job's acknowledged step -> SHA-256 of its first restore
 declare -A rsha    # the same for the retention job, while its policy keeps it
 declare -A pinned  # the retention job's pinned steps
 declare -a plan    # step -> the checkpoint file it is being saved from
-faults=(client osd-save osd-comp osd-read osd-keep)
+faults=(client osd-save osd-comp osd-read osd-keep pause pause-comp)
 [ "$osds" -gt 1 ] && faults_all=("${faults[@]}" osd-away) || faults_all=("${faults[@]}")
 declare -A count
 verified=0 lost=0 changed=0 wrong=0 resumed=0 failed_resume=0 verify_failed=0 acked=0 died=0
@@ -176,11 +184,11 @@ for ((r = 1; r <= runs; r++)); do
 	# the operation in flight, then the fault; a killed OSD is restarted at
 	# once (the operation waits for it, as a client waits for a real OSD)
 	case $f in
-	client | osd-save)
+	client | osd-save | pause)
 		plan_save "$next" $((RANDOM % (n - 4))) 4
 		(save "$job" "$next") >"$t/save.log" 2>&1 &
 		;;
-	osd-comp) "$rckpt" --timeout 60 ckpt compact --job "$job" >"$t/op.log" 2>&1 & ;;
+	osd-comp | pause-comp) "$rckpt" --timeout 60 ckpt compact --job "$job" >"$t/op.log" 2>&1 & ;;
 	osd-keep) "$rckpt" --timeout 60 ckpt compact --job "$rjob" --keep-last 3 --keep-every 5 >"$t/op.log" 2>&1 & ;;
 	osd-read)
 		s=$(steps_now | shuf -n 1)
@@ -188,9 +196,21 @@ for ((r = 1; r <= runs; r++)); do
 		;;
 	esac
 	pid=$!
-	if [ "$f" = client ] || [ "$f" = osd-save ]; then sleep "0.$((RANDOM % 60))"; else sleep "0.0$((RANDOM % 10))"; fi
+	case $f in client | osd-save | pause) sleep "0.$((RANDOM % 60))" ;; *) sleep "0.0$((RANDOM % 10))" ;; esac
 	if [ "$f" = client ]; then
 		kill -9 "$pid" 2>/dev/null
+	elif [ "$f" = pause ] || [ "$f" = pause-comp ]; then
+		# the actor stops with whatever it had in flight; a writer takes
+		# the job (for a paused writer, once its lease has lapsed) and saves
+		kill -STOP "$pid" 2>/dev/null
+		[ "$f" = pause ] && sleep 2.5
+		last=$(steps_now | tail -1)
+		plan_save $((${last:-0} + 1)) $((RANDOM % n)) 1
+		if ! (save "$job" $((${last:-0} + 1))) >"$t/other.log" 2>&1; then
+			reaped "run $r: the writer beside the paused $f" 1 "$t/other.log"
+		fi
+		take_acks "$job" "$t/other.log" sha
+		kill -CONT "$pid" 2>/dev/null # its late requests go out now
 	else
 		kill_osd "$victim"
 		restart
@@ -205,6 +225,7 @@ for ((r = 1; r <= runs; r++)); do
 	case $f in
 	client) reaped "run $r: the save we killed" "$st" "$t/save.log" 137 || { [ "$st" -gt 128 ] && died=$((died + 1)); } ;;
 	osd-save) ;; # said below, with its log
+	pause) [ "$st" -gt 128 ] && { reaped "run $r: the paused save" "$st" "$t/save.log"; died=$((died + 1)); } ;; # it may fail (-ESTALE): it lost the job
 	*) if [ "$st" -gt 128 ]; then
 		reaped "run $r: the $f operation" "$st" "$t/op.log"; died=$((died + 1))
 	   elif [ "$st" -ne 0 ]; then
@@ -213,7 +234,7 @@ for ((r = 1; r <= runs; r++)); do
 	esac
 	# what the writer acknowledged before the fault (the OSD's restart
 	# included: a save beside it should go on)
-	if [ "$f" = client ] || [ "$f" = osd-save ]; then
+	if [ "$f" = client ] || [ "$f" = osd-save ] || [ "$f" = pause ]; then
 		take_acks "$job" "$t/save.log" sha
 		if [ "$f" = osd-save ] && [ "$st" -ne 0 ]; then
 			reaped "run $r: the save beside the killed OSD" "$st" "$t/save.log"

@@ -50,7 +50,7 @@ static const method_t methods[] = {
 	{ "rckpt", "tip", 0 },      { "rckpt", "head", 0 },      { "rckpt", "commit", 1 },
 	{ "rckpt", "list", 0 },     { "rckpt", "compact", 1 },   { "rckpt", "verify", 0 },
 	{ "rckpt", "drop", 1 },     { "rckpt", "pin", 1 },       { "rckpt", "claim", 1 },
-	{ "rckpt", "retire", 1 },
+	{ "rckpt", "retire", 1 },   { "rckpt", "put", 1 },
 	{ "pcr", "version", 0 },    { "pcr", "read", 0 },        { "pcr", "images", 0 },
 	{ "pcr", "stat", 0 },
 };
@@ -75,6 +75,7 @@ typedef struct {
 	snap_t *snaps;
 	unsigned nsnaps;
 	uint64_t seed;
+	uint64_t token; /* the job's writer token: kind 5 sends older ones */
 } fixture_t;
 
 static uint64_t rnd(uint64_t *s)
@@ -273,6 +274,25 @@ static int setup(void **state)
 			f->snaps[i].ns = strdup(ns);
 	}
 	f->seed = 20261122;
+	{ /* the job's writer token, as a stale actor would have read an older one */
+		rados_omap_iter_t it;
+		rados_read_op_t op = rados_create_read_op();
+		const char *keys[1] = { "writer" };
+		char *k = NULL, *v = NULL;
+		size_t vl = 0;
+		int prval = 0;
+		rados_ioctx_set_namespace(f->io, f->job);
+		rados_read_op_omap_get_vals_by_keys(op, keys, 1, &it, &prval);
+		assert_int_equal(rados_read_op_operate(op, f->io, "rckpt.job", 0), 0);
+		assert_int_equal(rados_omap_get_next(it, &k, &v, &vl), 0);
+		assert_true(k != NULL && vl == 8);
+		for (i = 0; i < 8; i++)
+			f->token |= (uint64_t)(uint8_t)v[i] << (8 * i);
+		rados_omap_get_end(it);
+		rados_release_read_op(op);
+		rados_ioctx_set_namespace(f->io, "");
+		assert_true(f->token > 2);
+	}
 	*state = f;
 	return 0;
 }
@@ -298,11 +318,57 @@ static int teardown(void **state)
 	return 0;
 }
 
+/* A well-formed request of method m whose token is older than the job's
+ * (a stale writer's, or a compactor's or deleter's that read an older
+ * one), aimed at the fencing: every field valid, so that only the token
+ * can refuse it. 0, or -1 when m carries no token. */
+static int stale_request(uint64_t *s, const method_t *m, uint64_t token, rckpt_buf_t *b)
+{
+	const uint64_t t = 2 + rnd(s) % (token - 2), step = 1 + rnd(s) % 5;
+	uint64_t steps[3] = { 1, 2, 3 };
+	const char *meth = m->method;
+	if (strcmp(m->cls, "rckpt") != 0)
+		return -1;
+	if (strcmp(meth, "append") == 0)
+		assert_int_equal(rckpt_msg_append_encode(b, t, (const uint8_t *)"RKCR", 4), 0);
+	else if (strcmp(meth, "trim") == 0)
+		assert_int_equal(rckpt_msg_trim_encode(b, t, (rnd(s) & 1) ? RCKPT_STORE_NONE : rnd(s) % 5), 0);
+	else if (strcmp(meth, "commit") == 0) {
+		uint8_t sum[8] = { 0 };
+		rckpt_msg_commit_t c = { 4, 5, { sum, sizeof(sum) }, t };
+		assert_int_equal(rckpt_msg_commit_encode(b, &c), 0);
+	} else if (strcmp(meth, "compact") == 0)
+		assert_int_equal(rckpt_msg_compact_encode(b, t, 3, steps, (uint32_t)(rnd(s) % 4)), 0);
+	else if (strcmp(meth, "drop") == 0)
+		assert_int_equal(rckpt_msg_drop_encode(b, t, steps, 3), 0);
+	else if (strcmp(meth, "pin") == 0)
+		assert_int_equal(rckpt_msg_pin_encode(b, t, step, (int)(rnd(s) & 1)), 0);
+	else if (strcmp(meth, "claim") == 0)
+		assert_int_equal(rckpt_msg_claim_encode(b, t - 1, t, (unsigned)(rnd(s) & 1)), 0);
+	else if (strcmp(meth, "retire") == 0) {
+		rckpt_msg_retire_t r = { t, step, (uint8_t)(rnd(s) % 3) };
+		if (r.kind != RCKPT_RETIRE_STEP)
+			r.step = RCKPT_STORE_NONE;
+		assert_int_equal(rckpt_msg_retire_encode(b, &r), 0);
+	} else if (strcmp(meth, "put") == 0) {
+		rckpt_buf_t a = RCKPT_BUF_INIT;
+		assert_int_equal(rckpt_attach_encode(&a, step, "x", 1), 0);
+		assert_int_equal(rckpt_msg_put_encode(b, t, step, a.p, a.len), 0);
+		rckpt_buf_free(&a);
+	} else
+		return -1;
+	return 0;
+}
+
 /* A request for method m: kind 0 random bytes, 1 a valid frame of some
  * type cut short, 2 a frame header of m's type with a random payload,
  * 3 a valid request with flipped bits (read methods), 4 an append of a
- * random record. */
-static void make_request(uint64_t *s, const method_t *m, rckpt_buf_t *b, int *kind)
+ * random record, 5 a well-formed request with a stale token (write
+ * methods, on an object that exists). Every kind but 5 must be refused;
+ * a stale request may succeed only where it changes nothing (a drop on an
+ * object with no steps): the objects are compared after all calls. */
+static void make_request(uint64_t *s, const method_t *m, rckpt_buf_t *b, int *kind, uint64_t token,
+			 int exists)
 {
 	static const size_t lens[] = { 0, 1, 2, 3, 4, 7, 8, 11, 12, 13, 16, 20, 28, 64, 300, 4096 };
 	rckpt_msg_materialize_t mm = { 3, 0, { NULL, 0 } };
@@ -313,7 +379,12 @@ static void make_request(uint64_t *s, const method_t *m, rckpt_buf_t *b, int *ki
 	size_t n, i;
 
 	b->len = 0;
-	*kind = (int)(rnd(s) % 5);
+	*kind = (int)(rnd(s) % 6);
+	if (*kind == 5 && (!m->write || !exists || stale_request(s, m, token, b)))
+		*kind = 0;
+	if (*kind == 5)
+		return;
+	b->len = 0;
 	/* a write method gets only what no valid request can be: a random
 	 * payload behind a right header may be a legitimate request (trim
 	 * after some step), and so may a flipped bit */
@@ -350,10 +421,10 @@ static void make_request(uint64_t *s, const method_t *m, rckpt_buf_t *b, int *ki
 	case 1: assert_int_equal(rckpt_msg_list_encode(b, &ml), 0); break;
 	case 2: assert_int_equal(rckpt_msg_trim_encode(b, 0x1234, 1), 0); break;
 	case 3: assert_int_equal(rckpt_msg_index_encode(b, &e, 1), 0); break;
-	case 4: assert_int_equal(rckpt_msg_compact_encode(b, 3, steps, 3), 0); break;
-	case 5: assert_int_equal(rckpt_msg_drop_encode(b, steps, 2), 0); break;
-	case 6: assert_int_equal(rckpt_msg_pin_encode(b, 2, 1), 0); break;
-	case 7: assert_int_equal(rckpt_msg_claim_encode(b, 0, 0x1234), 0); break;
+	case 4: assert_int_equal(rckpt_msg_compact_encode(b, 0x1234, 3, steps, 3), 0); break;
+	case 5: assert_int_equal(rckpt_msg_drop_encode(b, 0x1234, steps, 2), 0); break;
+	case 6: assert_int_equal(rckpt_msg_pin_encode(b, 0x1234, 2, 1), 0); break;
+	case 7: assert_int_equal(rckpt_msg_claim_encode(b, 0, 0x1234, 0), 0); break;
 	default: assert_int_equal(rckpt_msg_pcr_images_encode(b, 2, idx, 3), 0); break;
 	}
 	if (*kind == 1) {
@@ -379,7 +450,7 @@ static void test_hostile_requests(void **state)
 	fixture_t *f = *state;
 	const char *env = getenv("RCKPT_HOSTILE_CALLS");
 	unsigned calls = env ? (unsigned)strtoul(env, NULL, 10) : 6000, c, i, nb = 0, na = 0;
-	unsigned refused = 0, answered = 0, per_kind[5] = { 0 };
+	unsigned refused = 0, answered = 0, per_kind[6] = { 0 }, stale = 0;
 	snap_t *before, *after;
 	rckpt_buf_t req = RCKPT_BUF_INIT;
 	char reply[1 << 16];
@@ -394,23 +465,28 @@ static void test_hostile_requests(void **state)
 		const char *oid = o < nb ? before[o].oid : "no-such-object";
 		int kind, rc;
 		rados_ioctx_set_namespace(f->io, o < nb ? before[o].ns : f->job);
-		make_request(&f->seed, m, &req, &kind);
+		make_request(&f->seed, m, &req, &kind, f->token, o < nb);
 		rc = rados_exec(f->io, oid, m->cls, m->method, (const char *)req.p, req.len, reply,
 				sizeof(reply));
 		per_kind[kind]++;
+		stale += kind == 5 && rc == -ESTALE;
 		if (rc < 0) {
 			refused++;
 		} else {
 			answered++;
-			if (m->write)
+			if (m->write && kind != 5) /* a stale one may succeed as a no-op: the snapshot says */
 				fail_msg("%s.%s on %s accepted a hostile request (kind %d, %zu bytes): %d", m->cls,
 					 m->method, oid, kind, req.len, rc);
 		}
 	}
 	rckpt_buf_free(&req);
-	print_message("%u calls (random %u, cut %u, random payload %u, flipped %u, bad appends %u): "
-		      "%u refused, %u answered (read methods)\n",
-		      calls, per_kind[0], per_kind[1], per_kind[2], per_kind[3], per_kind[4], refused, answered);
+	print_message("%u calls (random %u, cut %u, random payload %u, flipped %u, bad appends %u, "
+		      "stale tokens %u of which %u -ESTALE): %u refused, %u answered (read methods)\n",
+		      calls, per_kind[0], per_kind[1], per_kind[2], per_kind[3], per_kind[4], per_kind[5], stale,
+		      refused, answered);
+	/* the stale requests met the fencing: most of them (those on the
+	 * job's own objects) were refused for their token, not their shape */
+	assert_true(per_kind[5] > 0 && stale > 0);
 	/* nothing changed */
 	take_all(f, &after, &na);
 	assert_int_equal(na, nb);
@@ -421,7 +497,9 @@ static void test_hostile_requests(void **state)
 		    (before[i].omap_len && memcmp(after[i].omap, before[i].omap, before[i].omap_len)) ||
 		    after[i].xattrs_len != before[i].xattrs_len ||
 		    (before[i].xattrs_len && memcmp(after[i].xattrs, before[i].xattrs, before[i].xattrs_len)))
-			fail_msg("object %s/%s changed", before[i].ns, before[i].oid);
+			fail_msg("object %s/%s changed (data %zu -> %zu bytes, omap %zu -> %zu, xattrs %zu -> %zu)",
+				 before[i].ns, before[i].oid, before[i].len, after[i].len, before[i].omap_len,
+				 after[i].omap_len, before[i].xattrs_len, after[i].xattrs_len);
 		snap_free(&before[i]);
 		snap_free(&after[i]);
 	}

@@ -27,6 +27,7 @@
 #include "test_skip.h"
 #include <rados/librados.h>
 
+#include "rckpt_manifest.h"
 #include "rckpt_store_wire.h" /* a stale writer's requests, by hand */
 #include "store_fixture.h"
 
@@ -260,9 +261,10 @@ static int late_call(fixture_t *f, const char *oid, const char *method, const rc
 /* Issue 25: writer A saves, then pauses past its lease with requests
  * queued; B claims the job, trims past the head, saves on. Then A's
  * queued requests land on the OSD: a trim that would cut every chunk back
- * to step 0, an append, a claim. Each is refused (-ESTALE) and changes
- * nothing: B's committed steps restore to the same bytes as before, and B
- * saves on. */
+ * to step 0, an append, a claim, its manifest of step 3; and those of
+ * other actors that read A's token (a compactor, gc, rm). Each is refused
+ * (-ESTALE) and changes nothing: B's committed steps restore to the same
+ * bytes as before, and B saves on. */
 static void test_stale_writer_requests_refused(void **state)
 {
 	fixture_t *f = *state;
@@ -328,8 +330,49 @@ static void test_stale_writer_requests_refused(void **state)
 	assert_int_equal(rckpt_msg_append_encode(&msg, token_a, (const uint8_t *)"RKCR", 4), 0);
 	assert_int_equal(late_call(f, "rckpt.chunk.00000", "append", &msg), -ESTALE);
 	msg.len = 0;
-	assert_int_equal(rckpt_msg_claim_encode(&msg, 0, token_a), 0);
+	assert_int_equal(rckpt_msg_claim_encode(&msg, 0, token_a, 0), 0);
 	assert_int_equal(late_call(f, "rckpt.job", "claim", &msg), -ESTALE);
+	msg.len = 0;
+	assert_int_equal(rckpt_msg_claim_encode(&msg, 0, token_a, RCKPT_CLAIM_DELETE), 0);
+	assert_int_equal(late_call(f, "rckpt.job", "claim", &msg), -ESTALE);
+	{ /* A's manifest of step 3 (B has put its own), and the late requests
+	   * of actors that read A's token: a compactor's stage and drop, an
+	   * operator's pin, gc's or rm's retire of a manifest and a chunk */
+		rckpt_manifest_t mf;
+		rckpt_buf_t man = RCKPT_BUF_INIT;
+		const uint64_t keep[1] = { 4 }, three[1] = { 3 };
+		rckpt_msg_retire_t r = { token_a, 3, RCKPT_RETIRE_STEP };
+		memset(&mf, 0, sizeof(mf));
+		mf.step = 3;
+		mf.parent = RCKPT_STORE_NONE;
+		mf.chunk_params = 1;
+		assert_int_equal(rckpt_manifest_encode(&man, &mf), 0);
+		msg.len = 0;
+		assert_int_equal(rckpt_msg_put_encode(&msg, token_a, 3, man.p, man.len), 0);
+		assert_int_equal(late_call(f, "rckpt.manifest.00000000000000000003", "put", &msg), -ESTALE);
+		rckpt_buf_free(&man);
+		msg.len = 0;
+		assert_int_equal(rckpt_msg_compact_encode(&msg, token_a, 4, keep, 1), 0);
+		assert_int_equal(late_call(f, "rckpt.chunk.00000", "compact", &msg), -ESTALE);
+		msg.len = 0;
+		assert_int_equal(rckpt_msg_drop_encode(&msg, token_a, three, 1), 0);
+		assert_int_equal(late_call(f, "rckpt.job", "drop", &msg), -ESTALE);
+		msg.len = 0;
+		assert_int_equal(rckpt_msg_pin_encode(&msg, token_a, 3, 1), 0);
+		assert_int_equal(late_call(f, "rckpt.job", "pin", &msg), -ESTALE);
+		msg.len = 0;
+		assert_int_equal(rckpt_msg_retire_encode(&msg, &r), 0);
+		assert_int_equal(late_call(f, "rckpt.manifest.00000000000000000003", "retire", &msg), -ESTALE);
+		r.step = RCKPT_STORE_NONE;
+		r.kind = RCKPT_RETIRE_CHUNK;
+		msg.len = 0;
+		assert_int_equal(rckpt_msg_retire_encode(&msg, &r), 0);
+		assert_int_equal(late_call(f, "rckpt.chunk.00000", "retire", &msg), -ESTALE);
+		r.kind = RCKPT_RETIRE_JOB;
+		msg.len = 0;
+		assert_int_equal(rckpt_msg_retire_encode(&msg, &r), 0);
+		assert_int_equal(late_call(f, "rckpt.job", "retire", &msg), -ESTALE);
+	}
 	rados_ioctx_set_namespace(f->io, "");
 
 	assert_int_equal(head_of(f->h, name, NULL), 4);

@@ -35,6 +35,7 @@ static const struct method {
 	{ "rckpt", "pin", cls_rckpt_pin, 1 },
 	{ "rckpt", "claim", cls_rckpt_claim, 1 },
 	{ "rckpt", "retire", cls_rckpt_retire, 1 },
+	{ "rckpt", "put", cls_rckpt_put, 1 },
 };
 
 typedef struct entry {
@@ -61,6 +62,12 @@ struct mem_pool {
 	} calls[MAX_OPS];
 	unsigned ncalls;
 	unsigned all_calls;
+	struct held { /* a held class call (mem_fault_t.held) */
+		char *ns, *oid;
+		const struct method *meth;
+		uint8_t *in;
+		size_t len;
+	} held;
 };
 
 typedef struct mem_io {
@@ -82,6 +89,8 @@ struct rckpt_aio {
 };
 
 static int m_write_full(rckpt_io_t *io, const char *oid, const void *p, size_t len);
+static int run(mem_io_t *m, const char *oid, const struct method *meth, const void *in, size_t len,
+	       rckpt_buf_t *out);
 static int m_read(rckpt_io_t *io, const char *oid, void *buf, size_t len, uint64_t off);
 
 static _Thread_local unsigned depth; /* > 0: inside the pool */
@@ -97,11 +106,20 @@ int mem_pool_create(mem_pool_t **out)
 	return *out ? 0 : -ENOMEM;
 }
 
+static void held_free(struct held *h)
+{
+	free(h->ns);
+	free(h->oid);
+	free(h->in);
+	memset(h, 0, sizeof(*h));
+}
+
 void mem_pool_destroy(mem_pool_t *p)
 {
 	size_t i;
 	if (p == NULL)
 		return;
+	held_free(&p->held);
 	for (i = 0; i < p->n; i++) {
 		free(p->e[i].ns);
 		free(p->e[i].oid);
@@ -124,6 +142,23 @@ void mem_pool_fault(mem_pool_t *p, const mem_fault_t *f)
 		strncpy(p->fault_op, f->op, sizeof(p->fault_op) - 1);
 		p->fault.op = p->fault_op;
 	}
+}
+
+int mem_pool_release(mem_pool_t *p)
+{
+	struct held *h = &p->held;
+	mem_io_t m;
+	int rc;
+	if (h->meth == NULL)
+		return -ENOENT;
+	memset(&m, 0, sizeof(m));
+	m.p = p;
+	m.ns = h->ns;
+	depth++;
+	rc = run(&m, h->oid, h->meth, h->in, h->len, NULL);
+	depth--;
+	held_free(h);
+	return rc;
 }
 
 int mem_pool_struck(const mem_pool_t *p)
@@ -178,6 +213,28 @@ static int hit(mem_pool_t *p, const char *op, int *delay)
 static mem_io_t *M(rckpt_io_t *io)
 {
 	return (mem_io_t *)io->ctx;
+}
+
+/* Keeps a struck call of a write method for mem_pool_release; 1 when it
+ * is held (not to be run), 0 when it is not a call to hold. */
+static int hold(mem_io_t *m, const char *oid, const struct method *meth, const void *in, size_t len)
+{
+	struct held *h = &m->p->held;
+	if (!m->p->fault.held || meth == NULL || !meth->write || m->ns == NULL)
+		return 0;
+	held_free(h);
+	h->ns = strdup(m->ns);
+	h->oid = strdup(oid);
+	h->in = malloc(len ? len : 1);
+	if (!h->ns || !h->oid || !h->in) {
+		held_free(h);
+		return 0;
+	}
+	if (len)
+		memcpy(h->in, in, len);
+	h->len = len;
+	h->meth = meth;
+	return 1;
 }
 
 /* The object ns/oid, made (not existing yet) when make. */
@@ -240,6 +297,8 @@ static int run(mem_io_t *m, const char *oid, const struct method *meth, const vo
 		return -ENOENT;
 	if (meth->write) {
 		rc = mem_obj_call(&e->obj, meth->fn, in, len, &reply);
+		if (!e->obj.exists)
+			e->lock_name[0] = '\0'; /* a lock is the object's: it goes with it */
 	} else { /* on the object itself: a read method cannot change it */
 		rckpt_cls_obj_t o = { .ops = &mem_obj_ops, .ctx = &e->obj };
 		e->obj.readonly = 1;
@@ -262,6 +321,8 @@ static int m_exec(rckpt_io_t *io, const char *oid, const char *cls, const char *
 	if (hit(m->p, method, NULL)) {
 		if (m->p->fault.lost && meth)
 			(void)run(m, oid, meth, in, len, out); /* it lands; its reply does not */
+		else
+			(void)hold(m, oid, meth, in, len);
 		rc = m->p->fault.rc;
 	} else {
 		rc = meth ? run(m, oid, meth, in, len, out) : -EOPNOTSUPP;
@@ -279,6 +340,7 @@ static int m_aio_exec(rckpt_io_t *io, const char *oid, const char *cls, const ch
 	depth++;
 	*c = NULL;
 	if (hit(m->p, method, &delay)) {
+		(void)hold(m, oid, method_of(cls, method), in, len);
 		rc = m->p->fault.rc;
 		goto out;
 	}
@@ -332,10 +394,12 @@ static int m_call(rckpt_io_t *io, const char *oid, const char *cls, const char *
 	rckpt_buf_t reply = RCKPT_BUF_INIT;
 	int rc;
 	depth++;
-	if (hit(m->p, method, NULL))
+	if (hit(m->p, method, NULL)) {
+		(void)hold(m, oid, meth, in, len);
 		rc = m->p->fault.rc;
-	else
+	} else {
 		rc = meth ? run(m, oid, meth, in, len, &reply) : -EOPNOTSUPP;
+	}
 	if (rc == 0 && reply.len > cap)
 		rc = -ERANGE;
 	if (rc == 0) {

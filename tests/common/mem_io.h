@@ -32,17 +32,25 @@ int mem_pool_open(void *arg, const char *ns, rckpt_io_t **out);
  * delay set, an asynchronous call runs only when it is waited for, after
  * the calls started later; or, with lost set, a synchronous class call
  * runs and its reply is lost: the caller gets rc though the change was
- * made (a commit that landed while the network failed). */
+ * made (a commit that landed while the network failed); or, with held
+ * set, a class call of a write method is kept, not run, and the caller
+ * gets rc: the request of a client that paused or was cut off, still
+ * queued, which mem_pool_release lands later (after its successor has
+ * moved on). */
 typedef struct mem_fault {
 	const char *op;
 	unsigned nth;
 	int rc;
 	int delay;
 	int lost;
+	int held;
 } mem_fault_t;
 
 /* Arms f (replacing any armed fault); NULL disarms. */
 void mem_pool_fault(mem_pool_t *p, const mem_fault_t *f);
+/* Runs the held call now, as the OSD would once it arrives: its result,
+ * or -ENOENT when no call is held. */
+int mem_pool_release(mem_pool_t *p);
 /* Whether the armed fault has struck. */
 int mem_pool_struck(const mem_pool_t *p);
 /* The operation it struck ("" before it has). */

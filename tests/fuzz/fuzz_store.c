@@ -4,7 +4,8 @@
  * The first byte picks what to do:
  *   0..15  call a method with the rest as its input, on a chunk object
  *          holding a real log (base, deltas, a compacted part) or on a job
- *          object with committed steps and a pin;
+ *          object with committed steps and a pin (put and retire, on odd
+ *          lengths, on a manifest object its writer put);
  *   16..   damage the chunk object (the rest: offset, then bytes written
  *          over its data or over one omap value; bit 0 of the first byte
  *          picks which), then materialize one step (bits 2..7 pick it,
@@ -21,6 +22,7 @@
 
 #include "cls_rckpt_methods.h"
 #include "mem_obj.h"
+#include "rckpt_manifest.h"
 #include "rckpt_record.h"
 #include "rckpt_store_wire.h"
 
@@ -96,7 +98,7 @@ static int call_msg(mem_obj_t *m, rckpt_cls_obj_method_fn fn, rckpt_buf_t *msg)
 }
 
 /* The seeded objects, built once. */
-static mem_obj_t chunk0, job0;
+static mem_obj_t chunk0, job0, man0;
 
 static void seed(void)
 {
@@ -110,17 +112,28 @@ static void seed(void)
 		    call_msg(&chunk0, cls_rckpt_append, &msg))
 			abort();
 	}
-	if (rckpt_msg_compact_encode(&msg, 4, keep, 1) || call_msg(&chunk0, cls_rckpt_compact, &msg))
+	if (rckpt_msg_compact_encode(&msg, WRITER, 4, keep, 1) || call_msg(&chunk0, cls_rckpt_compact, &msg))
 		abort(); /* 2 (a delta on 4), 4 (a base), 5.. as written */
-	if (rckpt_msg_claim_encode(&msg, 0, WRITER) || call_msg(&job0, cls_rckpt_claim, &msg))
+	if (rckpt_msg_claim_encode(&msg, 0, WRITER, 0) || call_msg(&job0, cls_rckpt_claim, &msg))
 		abort();
 	for (s = 1; s <= 3; s++) {
 		rckpt_msg_commit_t c = { s == 1 ? RCKPT_STORE_NONE : s - 1, s, { sum, sizeof(sum) }, WRITER };
 		if (rckpt_msg_commit_encode(&msg, &c) || call_msg(&job0, cls_rckpt_commit, &msg))
 			abort();
 	}
-	if (rckpt_msg_pin_encode(&msg, 2, 1) || call_msg(&job0, cls_rckpt_pin, &msg))
+	if (rckpt_msg_pin_encode(&msg, WRITER, 2, 1) || call_msg(&job0, cls_rckpt_pin, &msg))
 		abort();
+	{
+		rckpt_manifest_t mf;
+		memset(&mf, 0, sizeof(mf));
+		mf.step = 3;
+		mf.parent = 2;
+		mf.chunk_params = N;
+		rec.len = 0;
+		if (rckpt_manifest_encode(&rec, &mf) || rckpt_msg_put_encode(&msg, WRITER, 3, rec.p, rec.len) ||
+		    call_msg(&man0, cls_rckpt_put, &msg))
+			abort();
+	}
 	rckpt_buf_free(&rec);
 	rckpt_buf_free(&msg);
 }
@@ -131,7 +144,7 @@ static const rckpt_cls_obj_method_fn chunk_fns[] = {
 };
 static const rckpt_cls_obj_method_fn job_fns[] = {
 	cls_rckpt_head, cls_rckpt_commit, cls_rckpt_list, cls_rckpt_drop, cls_rckpt_pin,
-	cls_rckpt_claim, cls_rckpt_retire,
+	cls_rckpt_claim, cls_rckpt_retire, cls_rckpt_put,
 };
 
 /* Replies of read methods must decode. */
@@ -174,10 +187,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size--;
 	if (op < 16) {
 		int is_job = op >= 8;
-		rckpt_cls_obj_method_fn fn =
-			is_job ? job_fns[(op - 8) % 7] : chunk_fns[op % 8];
+		rckpt_cls_obj_method_fn fn = is_job ? job_fns[(op - 8) % 8] : chunk_fns[op % 8];
 		rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
-		if (mem_obj_copy(&m, is_job ? &job0 : &chunk0))
+		const mem_obj_t *on = is_job ? &job0 : &chunk0;
+		if ((fn == cls_rckpt_put || fn == cls_rckpt_retire) && (size & 1))
+			on = &man0; /* a step's manifest, put by the seed's writer */
+		if (mem_obj_copy(&m, on))
 			abort();
 		if (mem_obj_call(&m, fn, data, size, &out) == 0)
 			check_reply(fn, &out);
@@ -229,7 +244,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		out.len = 0;
 		if (mem_obj_call(&m, cls_rckpt_index, NULL, 0, &out) == 0)
 			check_reply(cls_rckpt_index, &out);
-		if (rckpt_msg_compact_encode(&msg, 7, keep, 2))
+		if (rckpt_msg_compact_encode(&msg, WRITER, 7, keep, 2))
 			abort();
 		(void)call_msg(&m, cls_rckpt_compact, &msg);
 		if (rckpt_msg_trim_encode(&msg, WRITER, 3))

@@ -559,12 +559,31 @@ def message(b, name):
         m = {"step": r.u64(), "budget": r.u64(), "start": wire_blob(r)}
         if m["step"] == NONE:
             raise Bad("MATERIALIZE")
-    elif name == "compact":
-        r = frame(b, 0x010A)
-        m = {"upto": r.u64()}
+    elif name == "compact":  # version 3: the compactor's token first
+        r = frame(b, 0x010A, 3, 3)
+        m = {"token": r.u64(), "upto": r.u64()}
         m["keep"] = steps_set(r)
         if m["upto"] == NONE or any(k > m["upto"] for k in m["keep"]):
             raise Bad("COMPACT")
+    elif name == "drop":
+        r = frame(b, 0x010B, 3, 3)
+        m = {"token": r.u64()}
+        m["steps"] = steps_set(r)
+    elif name == "pin":
+        r = frame(b, 0x010C, 3, 3)
+        m = {"token": r.u64(), "step": r.u64(), "on": r.u8()}
+        if m["step"] == NONE or m["on"] > 1:
+            raise Bad("PIN")
+    elif name == "retire":
+        r = frame(b, 0x010F, 3, 3)
+        m = {"token": r.u64(), "step": r.u64(), "kind": r.u8()}
+        if m["kind"] > 2 or (m["kind"] == 0) == (m["step"] == NONE) or (m["kind"] == 2 and m["token"] == 0):
+            raise Bad("RETIRE")
+    elif name == "put":
+        r = frame(b, 0x0110, 3, 3)
+        m = {"token": r.u64(), "step": r.u64(), "bytes": wire_blob(r)}
+        if m["token"] == 0 or m["step"] == NONE or len(m["bytes"]) > 80 << 20:
+            raise Bad("PUT")
     elif name == "append":  # version 2: the writer's token first
         r = frame(b, 0x0101, 2, 2)
         m = {"writer": r.u64(), "record": wire_blob(r)}
@@ -575,11 +594,13 @@ def message(b, name):
         m = {"writer": r.u64(), "after": r.u64()}
         if m["writer"] == 0:
             raise Bad("TRIM")
-    elif name == "claim":
-        r = frame(b, 0x010E, 2, 2)
-        m = {"prev": r.u64(), "token": r.u64()}
+    elif name == "claim":  # version 3: flags (bit 0, a deleter's claim)
+        r = frame(b, 0x010E, 3, 3)
+        m = {"prev": r.u64(), "token": r.u64(), "flags": r.u8()}
         if m["token"] <= m["prev"]:
             raise Bad("CLAIM: a token not after the one it replaces")
+        if m["flags"] & ~1:
+            raise Bad("CLAIM: an unknown flag")
     elif name == "steps":
         r = frame(b, 0x0108)
         n = r.u32()

@@ -95,7 +95,10 @@ class Golden(unittest.TestCase):
                          {"expect": 42, "step": 43, "summary": b"abc", "writer": 7})
         self.assertEqual(R.message(golden("store-materialize-v1.hex"), "materialize"),
                          {"step": 43, "budget": 0, "start": b""})
-        self.assertEqual(R.message(golden("store-compact-v1.hex"), "compact"), {"upto": 50, "keep": [10, 20, 50]})
+        self.assertEqual(R.message(golden("store-compact-v3.hex"), "compact"),
+                         {"token": 7, "upto": 50, "keep": [10, 20, 50]})
+        with self.assertRaises(R.Bad):  # the version-1 layout: no token, refused
+            R.message(golden("store-compact-v1.hex"), "compact")
         self.assertEqual(R.message(golden("store-steps-v1.hex"), "steps"),
                          {"steps": [(42, b"s42"), (43, b"")], "more": 1})
         with self.assertRaises(R.Bad):  # a frame of another type
@@ -103,7 +106,14 @@ class Golden(unittest.TestCase):
         # version 2: the messages that carry a writer's token (fencing)
         self.assertEqual(R.message(golden("store-append-v2.hex"), "append"), {"writer": 7, "record": b"abc"})
         self.assertEqual(R.message(golden("store-trim-v2.hex"), "trim"), {"writer": 7, "after": 42})
-        self.assertEqual(R.message(golden("store-claim-v2.hex"), "claim"), {"prev": 6, "token": 7})
+        # version 3: CLAIM with flags, and the other actors' tokens
+        self.assertEqual(R.message(golden("store-claim-v3.hex"), "claim"), {"prev": 6, "token": 7, "flags": 1})
+        with self.assertRaises(R.Bad):
+            R.message(golden("store-claim-v2.hex"), "claim")
+        self.assertEqual(R.message(golden("store-drop-v3.hex"), "drop"), {"token": 7, "steps": [3, 5]})
+        self.assertEqual(R.message(golden("store-pin-v3.hex"), "pin"), {"token": 7, "step": 43, "on": 1})
+        self.assertEqual(R.message(golden("store-retire-v3.hex"), "retire"), {"token": 7, "step": 43, "kind": 0})
+        self.assertEqual(R.message(golden("store-put-v3.hex"), "put"), {"token": 7, "step": 43, "bytes": b"abc"})
         old = bytearray(golden("store-trim-v2.hex"))
         old[2] = old[3] = 1  # the same bytes as a version-1 frame: unfenced, refused
         with self.assertRaises(R.Bad):

@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "cls_rckpt_impl.h"
 #include "cls_rckpt_methods.h"
 #include "mem_obj.h"
 #include "rckpt_record.h"
@@ -41,17 +42,22 @@ static int commit(mem_obj_t *m, uint64_t expect, uint64_t step)
 	return commit_as(m, expect, step, 1);
 }
 
-static int claim(mem_obj_t *m, uint64_t prev, uint64_t token)
+static int claim_flags(mem_obj_t *m, uint64_t prev, uint64_t token, unsigned flags)
 {
 	rckpt_buf_t msg = RCKPT_BUF_INIT;
 	rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
 	int rc;
-	assert_int_equal(rckpt_msg_claim_encode(&msg, prev, token), 0);
+	assert_int_equal(rckpt_msg_claim_encode(&msg, prev, token, flags), 0);
 	rc = mem_obj_call(m, cls_rckpt_claim, msg.p, msg.len, &out);
 	assert_int_equal(out.len, 0);
 	rckpt_buf_free(&msg);
 	rckpt_buf_free(&out);
 	return rc;
+}
+
+static int claim(mem_obj_t *m, uint64_t prev, uint64_t token)
+{
+	return claim_flags(m, prev, token, 0);
 }
 
 /* Fencing: once a writer claims the job, only its token commits; a newer
@@ -62,7 +68,7 @@ static int claim(mem_obj_t *m, uint64_t prev, uint64_t token)
 static void test_claim_fences_commit(void **state)
 {
 	mem_obj_t m = { 0 };
-	uint8_t bad[RCKPT_WIRE_HEADER_BYTES + 16];
+	uint8_t bad[RCKPT_WIRE_HEADER_BYTES + 17];
 	rckpt_buf_t msg = RCKPT_BUF_INIT;
 	rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
 	(void)state;
@@ -80,12 +86,12 @@ static void test_claim_fences_commit(void **state)
 	assert_int_equal(claim(&m, 6, 7), 0);
 	assert_int_equal(claim(&m, 6, 7), -ESTALE);
 	assert_int_equal(commit_as(&m, 3, 4, 7), 0);
-	assert_int_equal(rckpt_msg_claim_encode(&msg, 0, 0), -EINVAL);
-	assert_int_equal(rckpt_msg_claim_encode(&msg, 9, 8), -EINVAL); /* backwards */
-	assert_int_equal(rckpt_msg_claim_encode(&msg, 7, 8), 0);
+	assert_int_equal(rckpt_msg_claim_encode(&msg, 0, 0, 0), -EINVAL);
+	assert_int_equal(rckpt_msg_claim_encode(&msg, 9, 8, 0), -EINVAL); /* backwards */
+	assert_int_equal(rckpt_msg_claim_encode(&msg, 7, 8, 0), 0);
 	assert_true(msg.len <= sizeof(bad));
 	memcpy(bad, msg.p, msg.len);
-	memset(bad + msg.len - 8, 0, 8); /* token 0, not after prev */
+	memset(bad + msg.len - 9, 0, 8); /* token 0, not after prev */
 	assert_int_equal(mem_obj_call(&m, cls_rckpt_claim, bad, msg.len, &out), -EINVAL);
 	assert_int_equal(mem_obj_call(&m, cls_rckpt_claim, msg.p, msg.len - 1, &out), -EINVAL);
 	assert_int_equal(commit_as(&m, 4, 5, 7), 0); /* the bad claims changed nothing */
@@ -145,19 +151,24 @@ static void test_job_commit_list(void **state)
 	mem_obj_free(&m);
 }
 
-static int drop_or_pin(mem_obj_t *m, const uint64_t *steps, uint32_t n, int pin)
+static int drop_or_pin_as(mem_obj_t *m, uint64_t token, const uint64_t *steps, uint32_t n, int pin)
 {
 	rckpt_buf_t msg = RCKPT_BUF_INIT;
 	rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
 	int rc;
 	if (pin)
-		assert_int_equal(rckpt_msg_pin_encode(&msg, steps[0], pin > 0), 0);
+		assert_int_equal(rckpt_msg_pin_encode(&msg, token, steps[0], pin > 0), 0);
 	else
-		assert_int_equal(rckpt_msg_drop_encode(&msg, steps, n), 0);
+		assert_int_equal(rckpt_msg_drop_encode(&msg, token, steps, n), 0);
 	rc = mem_obj_call(m, pin ? cls_rckpt_pin : cls_rckpt_drop, msg.p, msg.len, &out);
 	rckpt_buf_free(&msg);
 	rckpt_buf_free(&out);
 	return rc;
+}
+
+static int drop_or_pin(mem_obj_t *m, const uint64_t *steps, uint32_t n, int pin)
+{
+	return drop_or_pin_as(m, 0, steps, n, pin);
 }
 
 static void test_drop_and_pin(void **state)
@@ -195,6 +206,76 @@ static void test_drop_and_pin(void **state)
 	assert_int_equal(drop_or_pin(&m, all, 4, 0), 0);
 	assert_int_equal(call_empty(&m, cls_rckpt_head, &h), 0);
 	assert_true(h.head == 40 && h.count == 1);
+	mem_obj_free(&m);
+}
+
+/* A compactor's drop and an operator's pin carry the job's writer token as
+ * they read it: once a newer writer has claimed the job, a late one is
+ * refused and changes nothing; one of the current token goes on. */
+static void test_drop_and_pin_fenced(void **state)
+{
+	mem_obj_t m = { 0 };
+	uint64_t all[] = { 10, 20, 30 };
+	rckpt_msg_head_t h;
+
+	(void)state;
+	assert_int_equal(claim(&m, 0, 5), 0);
+	assert_int_equal(commit_as(&m, RCKPT_STORE_NONE, 10, 5), 0);
+	assert_int_equal(commit_as(&m, 10, 20, 5), 0);
+	assert_int_equal(commit_as(&m, 20, 30, 5), 0);
+	assert_int_equal(claim(&m, 5, 6), 0); /* a new writer */
+	assert_int_equal(drop_or_pin_as(&m, 5, all, 3, 0), -ESTALE);
+	assert_non_null(strstr(m.why, "older than the job's"));
+	assert_int_equal(drop_or_pin_as(&m, 5, &all[1], 1, -1), -ESTALE);
+	assert_int_equal(drop_or_pin_as(&m, 0, &all[1], 1, 1), -ESTALE);
+	assert_int_equal(call_empty(&m, cls_rckpt_head, &h), 0);
+	assert_true(h.head == 30 && h.count == 3);
+	assert_int_equal(drop_or_pin_as(&m, 6, &all[1], 1, 1), 0);
+	assert_int_equal(drop_or_pin_as(&m, 6, all, 3, 0), 0);
+	assert_int_equal(call_empty(&m, cls_rckpt_head, &h), 0);
+	assert_true(h.head == 30 && h.count == 2); /* 10 went; 20 (pinned) and 30 (head) stay */
+	mem_obj_free(&m);
+}
+
+/* rm's claim marks the job deleting: no writer may claim it or commit
+ * from then on (-EIDRM), only another deleter (an rm run again); the job
+ * object goes only by retire from the deleter that holds the token. */
+static void test_delete_claim(void **state)
+{
+	mem_obj_t m = { 0 };
+	rckpt_buf_t req = RCKPT_BUF_INIT;
+	rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
+	rckpt_msg_retire_t r = { 8, RCKPT_STORE_NONE, RCKPT_RETIRE_JOB };
+
+	(void)state;
+	assert_int_equal(claim(&m, 0, 5), 0);
+	assert_int_equal(commit_as(&m, RCKPT_STORE_NONE, 10, 5), 0);
+	/* the job object is retired only by its deleter */
+	assert_int_equal(rckpt_msg_retire_encode(&req, &r), 0);
+	assert_int_equal(mem_obj_call(&m, cls_rckpt_retire, req.p, req.len, &out), -ESTALE);
+	r.kind = RCKPT_RETIRE_CHUNK; /* nor as a chunk */
+	req.len = 0;
+	assert_int_equal(rckpt_msg_retire_encode(&req, &r), 0);
+	assert_int_equal(mem_obj_call(&m, cls_rckpt_retire, req.p, req.len, &out), -EPERM);
+	assert_true(m.exists);
+	assert_int_equal(claim_flags(&m, 5, 7, RCKPT_CLAIM_DELETE), 0);
+	assert_int_equal(claim(&m, 7, 8), -EIDRM); /* a writer */
+	assert_non_null(strstr(m.why, "being deleted"));
+	assert_int_equal(commit_as(&m, 10, 11, 7), -EIDRM);
+	assert_int_equal(claim_flags(&m, 7, 8, RCKPT_CLAIM_DELETE), 0); /* rm run again */
+	r.kind = RCKPT_RETIRE_JOB;
+	r.token = 7; /* the first deleter's, late */
+	req.len = 0;
+	assert_int_equal(rckpt_msg_retire_encode(&req, &r), 0);
+	assert_int_equal(mem_obj_call(&m, cls_rckpt_retire, req.p, req.len, &out), -ESTALE);
+	assert_true(m.exists);
+	r.token = 8;
+	req.len = 0;
+	assert_int_equal(rckpt_msg_retire_encode(&req, &r), 0);
+	assert_int_equal(mem_obj_call(&m, cls_rckpt_retire, req.p, req.len, &out), 0);
+	assert_false(m.exists);
+	rckpt_buf_free(&req);
+	rckpt_buf_free(&out);
 	mem_obj_free(&m);
 }
 
@@ -275,7 +356,7 @@ static void test_retire(void **state)
 	mf.chunk_params = 1;
 	assert_int_equal(rckpt_manifest_encode(&man, &mf), 0);
 	assert_int_equal(rckpt_attach_encode(&att, 7, "abc", 3), 0);
-	assert_int_equal(rckpt_msg_retire_encode(&req, 7), 0);
+	assert_int_equal(rckpt_msg_retire_encode(&req, &(rckpt_msg_retire_t){ 1, 7, RCKPT_RETIRE_STEP }), 0);
 	/* a manifest of step 7 and an attachment of step 7 go */
 	memset(&m, 0, sizeof(m));
 	assert_int_equal(mem_write(&(rckpt_cls_obj_t){ .ops = &mem_obj_ops, .ctx = &m }, 0, man.p, man.len), 0);
@@ -287,7 +368,7 @@ static void test_retire(void **state)
 	assert_false(m.exists);
 	/* another step's, another object, a short one, none: refused, kept */
 	req.len = 0;
-	assert_int_equal(rckpt_msg_retire_encode(&req, 8), 0);
+	assert_int_equal(rckpt_msg_retire_encode(&req, &(rckpt_msg_retire_t){ 1, 8, RCKPT_RETIRE_STEP }), 0);
 	memset(&m, 0, sizeof(m));
 	assert_int_equal(mem_write(&(rckpt_cls_obj_t){ .ops = &mem_obj_ops, .ctx = &m }, 0, man.p, man.len), 0);
 	assert_int_equal(mem_obj_call(&m, cls_rckpt_retire, req.p, req.len, &out), -EINVAL);
@@ -316,12 +397,93 @@ static void test_retire(void **state)
 	rckpt_buf_free(&att);
 }
 
+static int put_as(mem_obj_t *m, uint64_t token, uint64_t step, const rckpt_buf_t *b)
+{
+	rckpt_buf_t msg = RCKPT_BUF_INIT;
+	rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
+	int rc;
+	assert_int_equal(rckpt_msg_put_encode(&msg, token, step, b->p, b->len), 0);
+	rc = mem_obj_call(m, cls_rckpt_put, msg.p, msg.len, &out);
+	rckpt_buf_free(&msg);
+	rckpt_buf_free(&out);
+	return rc;
+}
+
+static int retire_as(mem_obj_t *m, uint64_t token, uint64_t step, unsigned kind)
+{
+	rckpt_buf_t msg = RCKPT_BUF_INIT;
+	rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
+	rckpt_msg_retire_t r = { token, step, (uint8_t)kind };
+	int rc;
+	assert_int_equal(rckpt_msg_retire_encode(&msg, &r), 0);
+	rc = mem_obj_call(m, cls_rckpt_retire, msg.p, msg.len, &out);
+	rckpt_buf_free(&msg);
+	rckpt_buf_free(&out);
+	return rc;
+}
+
+/* A manifest goes in by put, which records the writer's token: a late put
+ * of an older writer cannot replace it, nor a late retire of an actor
+ * that read an older token remove it (store.md "Fencing"). Put takes only
+ * a manifest or an attachment of its step; a shorter one replaces a longer
+ * one whole. A chunk retires only for a token as new as its own. */
+static void test_put_and_retire_fenced(void **state)
+{
+	rckpt_manifest_t mf;
+	rckpt_buf_t man = RCKPT_BUF_INIT, big = RCKPT_BUF_INIT, att = RCKPT_BUF_INIT;
+	rckpt_buf_t junk = RCKPT_BUF_INIT;
+	mem_obj_t m = { 0 }, c = { 0 };
+	uint64_t w = 0;
+
+	(void)state;
+	memset(&mf, 0, sizeof(mf));
+	mf.step = 7;
+	mf.parent = RCKPT_STORE_NONE;
+	mf.chunk_params = 1;
+	assert_int_equal(rckpt_manifest_encode(&man, &mf), 0);
+	assert_int_equal(rckpt_attach_encode(&att, 7, "abc", 3), 0);
+	assert_int_equal(rckpt_attach_encode(&big, 7, "a longer attachment than that", 30), 0);
+	assert_int_equal(rckpt_buf_append(&junk, "not a manifest, not anything...", 32), 0);
+
+	assert_int_equal(put_as(&m, 5, 7, &big), 0);
+	assert_int_equal(put_as(&m, 5, 7, &att), 0); /* the same writer again: replaced whole */
+	assert_true(m.exists && m.size == att.len);
+	assert_memory_equal(m.data, att.p, att.len);
+	assert_int_equal(put_as(&m, 6, 7, &man), 0); /* a newer writer */
+	assert_int_equal(put_as(&m, 5, 7, &att), -ESTALE); /* the older one's, late */
+	assert_int_equal(put_as(&m, 6, 8, &man), -EINVAL); /* not of step 8 */
+	assert_int_equal(put_as(&m, 6, 7, &junk), -EINVAL);
+	assert_true(m.size == man.len && memcmp(m.data, man.p, man.len) == 0);
+	assert_int_equal(retire_as(&m, 5, 7, RCKPT_RETIRE_STEP), -ESTALE);
+	assert_true(m.exists);
+	assert_int_equal(retire_as(&m, 6, 7, RCKPT_RETIRE_STEP), 0);
+	assert_false(m.exists);
+	mem_obj_free(&m);
+
+	/* a chunk: its token is the newest writer's that touched it */
+	assert_int_equal(crk_set_u64(&(rckpt_cls_obj_t){ .ops = &mem_obj_ops, .ctx = &c }, "writer", 9), 0);
+	assert_int_equal(retire_as(&c, 8, RCKPT_STORE_NONE, RCKPT_RETIRE_CHUNK), -ESTALE);
+	assert_true(c.exists);
+	assert_int_equal(crk_get_u64(&(rckpt_cls_obj_t){ .ops = &mem_obj_ops, .ctx = &c }, "writer", &w), 0);
+	assert_int_equal(w, 9);
+	assert_int_equal(retire_as(&c, 9, RCKPT_STORE_NONE, RCKPT_RETIRE_CHUNK), 0);
+	assert_false(c.exists);
+	mem_obj_free(&c);
+	rckpt_buf_free(&man);
+	rckpt_buf_free(&big);
+	rckpt_buf_free(&att);
+	rckpt_buf_free(&junk);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_claim_fences_commit),
 		cmocka_unit_test(test_job_commit_list),
 		cmocka_unit_test(test_drop_and_pin),
+		cmocka_unit_test(test_drop_and_pin_fenced),
+		cmocka_unit_test(test_delete_claim),
+		cmocka_unit_test(test_put_and_retire_fenced),
 		cmocka_unit_test(test_attachment),
 		cmocka_unit_test(test_retire),
 	};

@@ -289,17 +289,22 @@ static void test_trim_and_index(void **state)
 	mem_obj_free(&m);
 }
 
-static int compact(mem_obj_t *m, uint64_t upto, const uint64_t *keep, uint32_t n)
+static int compact_as(mem_obj_t *m, uint64_t token, uint64_t upto, const uint64_t *keep, uint32_t n)
 {
 	rckpt_buf_t msg = RCKPT_BUF_INIT;
 	rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
 	int rc;
-	assert_int_equal(rckpt_msg_compact_encode(&msg, upto, keep, n), 0);
+	assert_int_equal(rckpt_msg_compact_encode(&msg, token, upto, keep, n), 0);
 	rc = mem_obj_call(m, cls_rckpt_compact, msg.p, msg.len, &out);
 	assert_int_equal(out.len, 0);
 	rckpt_buf_free(&msg);
 	rckpt_buf_free(&out);
 	return rc;
+}
+
+static int compact(mem_obj_t *m, uint64_t upto, const uint64_t *keep, uint32_t n)
+{
+	return compact_as(m, WRITER, upto, keep, n);
 }
 
 static int materialize_rc(mem_obj_t *m, uint64_t s)
@@ -323,12 +328,35 @@ static void index_of(mem_obj_t *m, rckpt_store_entry_t **e, uint32_t *n)
 	rckpt_buf_free(&out);
 }
 
-static void verify(mem_obj_t *m, rckpt_msg_verified_t *v)
+/* Verifies the whole chunk as a client does: the first call with an empty
+ * input, then from where each reply says to go on (this program's plugin
+ * reads 64 KiB per call, so a chunk takes a few). Returns the calls. */
+static unsigned verify(mem_obj_t *m, rckpt_msg_verified_t *v)
 {
-	rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
-	assert_int_equal(mem_obj_call(m, cls_rckpt_verify, NULL, 0, &out), 0);
-	assert_int_equal(rckpt_msg_verified_decode(v, out.p, out.len), 0);
-	rckpt_buf_free(&out);
+	rckpt_msg_verified_t one;
+	unsigned calls = 0;
+	memset(v, 0, sizeof(*v));
+	v->first_bad = RCKPT_STORE_NONE;
+	do {
+		rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
+		rckpt_buf_t in = RCKPT_BUF_INIT;
+		if (calls)
+			assert_int_equal(rckpt_msg_verify_encode(&in, one.next), 0);
+		assert_int_equal(mem_obj_call(m, cls_rckpt_verify, in.p, in.len, &out), 0);
+		assert_int_equal(rckpt_msg_verified_decode(&one, out.p, out.len), 0);
+		assert_true(one.records > 0 || calls == 0); /* every call moves on */
+		v->records += one.records;
+		v->bytes += one.bytes;
+		if (one.bad && v->bad == 0) {
+			v->first_bad = one.first_bad;
+			v->error = one.error;
+		}
+		v->bad += one.bad;
+		calls++;
+		rckpt_buf_free(&out);
+		rckpt_buf_free(&in);
+	} while (one.next != RCKPT_STORE_NONE);
+	return calls;
 }
 
 /* Compaction keeps exactly the steps asked for (and the newest <= upto)
@@ -623,6 +651,42 @@ static void test_resume_bounded_by_the_chunk(void **state)
 	mem_obj_free(&m);
 }
 
+/* One compact call does a bounded amount of work, whatever it is asked
+ * (cls-wire.md): a stage over a chain of 100 records, all kept, is
+ * refused (-E2BIG) and changes nothing; the same compaction in stages of
+ * 10 (what the client does when told so) goes through, and every step
+ * restores as before. (This program builds the plugin's code with a cap
+ * scaled to its small chunks.) */
+static void test_compact_bounded(void **state)
+{
+	mem_obj_t m = { 0 }, before = { 0 };
+	uint64_t keep[101];
+	unsigned s, n = 0;
+
+	(void)state;
+	for (s = 1; s <= 100; s++) {
+		assert_int_equal(append(&m, s, s == 1), 0);
+		keep[n++] = s;
+	}
+	assert_int_equal(mem_obj_copy(&before, &m), 0);
+	assert_int_equal(compact(&m, 100, keep, 100), -E2BIG);
+	assert_non_null(strstr(m.why, "more than one call may do"));
+	same_obj(&m, &before);
+	for (s = 10; s <= 100; s += 10)
+		assert_int_equal(compact(&m, s, keep, s), 0);
+	for (s = 1; s <= 100; s += 9)
+		materialize(&m, s, 0);
+	materialize(&m, 100, 0);
+	{ /* verify too reads a share per call: the chunk (> 64 KiB) takes
+	   * several, and they count every record once */
+		rckpt_msg_verified_t v;
+		assert_true(verify(&m, &v) > 1);
+		assert_true(v.records == 100 && v.bad == 0 && v.bytes == m.size);
+	}
+	mem_obj_free(&m);
+	mem_obj_free(&before);
+}
+
 /* A writer paused past its lease (issue 25): W1 (token 1) saved steps 1
  * and 2; W2 claimed the job (token 2), trimmed past the head, saved 3 and
  * 4. Then W1's queued requests land: a trim that would cut the chunk back
@@ -651,6 +715,14 @@ static void test_stale_writer_fenced(void **state)
 	same_obj(&c, &before);
 	for (s = 1; s <= 4; s++)
 		materialize(&c, s, 0);
+	{ /* a compactor that read W1's token, paused: its late stage is
+	   * refused too, whatever it keeps */
+		const uint64_t keep[] = { 3 };
+		assert_int_equal(compact_as(&c, 1, 4, keep, 1), -ESTALE);
+		same_obj(&c, &before);
+		assert_int_equal(compact_as(&c, 0, 4, NULL, 0), -ESTALE);
+		same_obj(&c, &before);
+	}
 	assert_int_equal(append_as(&c, 2, 5, 0), 0); /* W2 goes on */
 	materialize(&c, 5, 0);
 	assert_int_equal(append_as(&c, 3, 6, 0), 0); /* a newer writer is taken */
@@ -679,6 +751,7 @@ int main(void)
 		cmocka_unit_test(test_compact_keeps_parents_and_fails_closed),
 		cmocka_unit_test(test_sparse),
 		cmocka_unit_test(test_resume_bounded_by_the_chunk),
+		cmocka_unit_test(test_compact_bounded),
 		cmocka_unit_test(test_stale_writer_fenced),
 		cmocka_unit_test(test_malformed),
 	};

@@ -80,7 +80,7 @@ static void test_allocation_fails_at_each_step_of_a_save(void **state)
 static void test_append_fails_mid_step(void **state)
 {
 	fx_t *f = *state;
-	const mem_fault_t fault = { "append", 3, -EIO, 0, 0 };
+	const mem_fault_t fault = { "append", 3, -EIO, 0, 0, 0 };
 	unsigned appends;
 
 	assert_int_equal(save_next(f), 0);
@@ -111,7 +111,7 @@ static void test_append_fails_mid_step(void **state)
 static void test_append_runs_late(void **state)
 {
 	fx_t *f = *state;
-	const mem_fault_t late = { "append", 2, 0, 1, 0 };
+	const mem_fault_t late = { "append", 2, 0, 1, 0, 0 };
 	assert_int_equal(save_next(f), 0);
 	mem_pool_fault(f->pool, &late);
 	assert_int_equal(save_next(f), 0);
@@ -126,7 +126,7 @@ static void test_append_runs_late(void **state)
 static void test_commit_fails(void **state)
 {
 	fx_t *f = *state;
-	const mem_fault_t fault = { "commit", 1, -EIO, 0, 0 };
+	const mem_fault_t fault = { "commit", 1, -EIO, 0, 0, 0 };
 	const uint64_t lost = 3;
 	rckpt_restored_t *r = NULL;
 
@@ -142,7 +142,7 @@ static void test_commit_fails(void **state)
 	assert_null(r);
 	/* a lost lease looks the same from here: the head moved under us */
 	{
-		const mem_fault_t stale = { "commit", 1, -ESTALE, 0, 0 };
+		const mem_fault_t stale = { "commit", 1, -ESTALE, 0, 0, 0 };
 		mem_pool_fault(f->pool, &stale);
 		model_at(&f->m, f->next);
 		assert_int_equal(rckpt_job_save(f->j, f->next++, f->m.t, NT, NULL, 0, NULL), -ESTALE);
@@ -160,7 +160,7 @@ static void test_commit_fails(void **state)
 static void test_commit_reply_lost(void **state)
 {
 	fx_t *f = *state;
-	const mem_fault_t lost = { "commit", 1, -ETIMEDOUT, 0, 1 };
+	const mem_fault_t lost = { "commit", 1, -ETIMEDOUT, 0, 1, 0 };
 
 	assert_int_equal(save_next(f), 0);
 	assert_int_equal(save_next(f), 0);
@@ -181,7 +181,7 @@ static void test_commit_reply_lost(void **state)
 static void test_manifest_write_fails(void **state)
 {
 	fx_t *f = *state;
-	const mem_fault_t fault = { "write_full", 1, -ENOSPC, 0, 0 };
+	const mem_fault_t fault = { "put", 1, -ENOSPC, 0, 0, 0 };
 	assert_int_equal(save_next(f), 0);
 	mem_pool_fault(f->pool, &fault);
 	model_at(&f->m, f->next);
@@ -200,7 +200,7 @@ static void test_materialize_fails(void **state)
 	fx_t *f = *state;
 	float *now[NT];
 	unsigned t;
-	const mem_fault_t fault = { "materialize", 2, -EIO, 0, 0 };
+	const mem_fault_t fault = { "materialize", 2, -EIO, 0, 0, 0 };
 
 	assert_int_equal(save_next(f), 0);
 	assert_int_equal(save_next(f), 0);
@@ -217,7 +217,7 @@ static void test_materialize_fails(void **state)
 	nothing_lost(f);
 	/* and a reader's restore fails alike, leaving the job as it was */
 	{
-		const mem_fault_t readfault = { "read", 1, -EIO, 0, 0 };
+		const mem_fault_t readfault = { "read", 1, -EIO, 0, 0, 0 };
 		mem_pool_fault(f->pool, &readfault);
 		assert_int_not_equal(rckpt_job_restore(f->j, 3, &(rckpt_restored_t *){ NULL }, NULL), 0);
 		mem_pool_fault(f->pool, NULL);

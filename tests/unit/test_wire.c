@@ -117,13 +117,18 @@ static void test_golden_store_messages(void **state)
 	assert_int_equal(rckpt_msg_materialize_encode(&b, &m), 0);
 	same_bytes(&b, want, n);
 
-	n = golden_hex("store-compact-v1.hex", want, sizeof(want));
+	n = golden_hex("store-compact-v3.hex", want, sizeof(want));
 	assert_int_equal(rckpt_msg_compact_decode(&k, want, n), 0);
+	assert_int_equal(k.token, 7);
 	assert_int_equal(k.upto, 50);
 	assert_int_equal(k.keep.n, 3);
+	assert_int_equal(rckpt_stepset_at(&k.keep, 1), 20);
 	b.len = 0;
-	assert_int_equal(rckpt_msg_compact_encode(&b, 50, kept, 3), 0);
+	assert_int_equal(rckpt_msg_compact_encode(&b, 7, 50, kept, 3), 0);
 	same_bytes(&b, want, n);
+	/* the version-1 layout (no token: an unfenced compactor's) is refused */
+	n = golden_hex("store-compact-v1.hex", want, sizeof(want));
+	assert_int_equal(rckpt_msg_compact_decode(&k, want, n), -EBADMSG);
 
 	n = golden_hex("store-steps-v1.hex", want, sizeof(want));
 	assert_int_equal(rckpt_msg_stepsum_open(&r, want, n), 0);
@@ -173,7 +178,7 @@ static void test_golden_fenced(void **state)
 	uint8_t want[256];
 	rckpt_buf_t b = RCKPT_BUF_INIT;
 	rckpt_blob_t rec;
-	uint64_t w, x;
+	uint64_t w;
 	size_t n;
 
 	(void)state;
@@ -189,12 +194,165 @@ static void test_golden_fenced(void **state)
 	assert_int_equal(rckpt_msg_append_decode(&w, &rec, want, n), -EBADMSG);
 
 	golden_fenced2("store-trim-v2.hex", rckpt_msg_trim_decode, rckpt_msg_trim_encode, 7, 42);
-	golden_fenced2("store-claim-v2.hex", rckpt_msg_claim_decode, rckpt_msg_claim_encode, 6, 7);
-	b.len = 0;
-	assert_int_equal(rckpt_msg_claim_encode(&b, 7, 7), -EINVAL); /* a token not after prev */
-	n = golden_hex("store-claim-v2.hex", want, sizeof(want));
+	rckpt_buf_free(&b);
+}
+
+/* Version 3: CLAIM, DROP, PIN, RETIRE and PUT carry a token (and CLAIM a
+ * deleter's flag). Each golden vector decodes to its fields and encodes
+ * back to itself; its fields' limits are refused both ways; the same
+ * bytes as a version-2 frame are refused, as is the version-2 CLAIM. */
+static void older_refused(uint8_t *want, size_t n, int (*check)(const uint8_t *, size_t))
+{
+	want[2] = want[3] = 2;
+	assert_int_equal(check(want, n), -EBADMSG);
+	want[2] = want[3] = 3;
+	assert_int_equal(check(want, n), 0);
+}
+
+static int claim_ok(const uint8_t *p, size_t n)
+{
+	uint64_t a, b;
+	unsigned f;
+	return rckpt_msg_claim_decode(&a, &b, &f, p, n);
+}
+
+static int drop_ok(const uint8_t *p, size_t n)
+{
+	uint64_t t;
+	rckpt_stepset_t s;
+	return rckpt_msg_drop_decode(&t, &s, p, n);
+}
+
+static int pin_ok(const uint8_t *p, size_t n)
+{
+	uint64_t t, s;
+	int on;
+	return rckpt_msg_pin_decode(&t, &s, &on, p, n);
+}
+
+static int retire_ok(const uint8_t *p, size_t n)
+{
+	rckpt_msg_retire_t m;
+	return rckpt_msg_retire_decode(&m, p, n);
+}
+
+static int put_ok(const uint8_t *p, size_t n)
+{
+	uint64_t t, s;
+	rckpt_blob_t x;
+	return rckpt_msg_put_decode(&t, &s, &x, p, n);
+}
+
+static void test_golden_fenced3(void **state)
+{
+	uint8_t want[256];
+	rckpt_buf_t b = RCKPT_BUF_INIT;
+	rckpt_stepset_t set;
+	rckpt_msg_retire_t rm;
+	rckpt_blob_t x;
+	uint64_t t, s;
+	unsigned flags;
+	int on;
+	size_t n;
+	static const uint64_t steps[2] = { 3, 5 };
+
+	(void)state;
+	n = golden_hex("store-claim-v3.hex", want, sizeof(want));
+	assert_int_equal(rckpt_msg_claim_decode(&t, &s, &flags, want, n), 0);
+	assert_true(t == 6 && s == 7 && flags == RCKPT_CLAIM_DELETE);
+	assert_int_equal(rckpt_msg_claim_encode(&b, 6, 7, RCKPT_CLAIM_DELETE), 0);
+	same_bytes(&b, want, n);
+	assert_int_equal(rckpt_msg_claim_encode(&b, 7, 7, 0), -EINVAL); /* a token not after prev */
+	assert_int_equal(rckpt_msg_claim_encode(&b, 6, 7, 2), -EINVAL); /* an unknown flag */
+	older_refused(want, n, claim_ok);
+	want[n - 1] = 2;
+	assert_int_equal(claim_ok(want, n), -EBADMSG);
+	want[n - 1] = 1;
 	want[RCKPT_WIRE_HEADER_BYTES + 8] = 5; /* token 5, before prev 6 */
-	assert_int_equal(rckpt_msg_claim_decode(&w, &x, want, n), -EBADMSG);
+	assert_int_equal(claim_ok(want, n), -EBADMSG);
+	n = golden_hex("store-claim-v2.hex", want, sizeof(want)); /* the old layout */
+	assert_int_equal(claim_ok(want, n), -EBADMSG);
+
+	b.len = 0;
+	n = golden_hex("store-drop-v3.hex", want, sizeof(want));
+	assert_int_equal(rckpt_msg_drop_decode(&t, &set, want, n), 0);
+	assert_true(t == 7 && set.n == 2 && rckpt_stepset_at(&set, 1) == 5);
+	assert_int_equal(rckpt_msg_drop_encode(&b, 7, steps, 2), 0);
+	same_bytes(&b, want, n);
+	older_refused(want, n, drop_ok);
+
+	b.len = 0;
+	n = golden_hex("store-pin-v3.hex", want, sizeof(want));
+	assert_int_equal(rckpt_msg_pin_decode(&t, &s, &on, want, n), 0);
+	assert_true(t == 7 && s == 43 && on == 1);
+	assert_int_equal(rckpt_msg_pin_encode(&b, 7, 43, 1), 0);
+	same_bytes(&b, want, n);
+	older_refused(want, n, pin_ok);
+
+	b.len = 0;
+	n = golden_hex("store-retire-v3.hex", want, sizeof(want));
+	assert_int_equal(rckpt_msg_retire_decode(&rm, want, n), 0);
+	assert_true(rm.token == 7 && rm.step == 43 && rm.kind == RCKPT_RETIRE_STEP);
+	assert_int_equal(rckpt_msg_retire_encode(&b, &rm), 0);
+	same_bytes(&b, want, n);
+	older_refused(want, n, retire_ok);
+	want[n - 1] = RCKPT_RETIRE_CHUNK; /* a chunk names no step */
+	assert_int_equal(retire_ok(want, n), -EBADMSG);
+	want[n - 1] = 3;
+	assert_int_equal(retire_ok(want, n), -EBADMSG);
+	rm.kind = RCKPT_RETIRE_CHUNK;
+	assert_int_equal(rckpt_msg_retire_encode(&b, &rm), -EINVAL);
+	rm.step = RCKPT_STORE_NONE;
+	rm.kind = RCKPT_RETIRE_JOB;
+	rm.token = 0; /* the job only for its deleter, who has a token */
+	assert_int_equal(rckpt_msg_retire_encode(&b, &rm), -EINVAL);
+
+	b.len = 0;
+	n = golden_hex("store-put-v3.hex", want, sizeof(want));
+	assert_int_equal(rckpt_msg_put_decode(&t, &s, &x, want, n), 0);
+	assert_true(t == 7 && s == 43 && x.len == 3 && memcmp(x.p, "abc", 3) == 0);
+	assert_int_equal(rckpt_msg_put_encode(&b, 7, 43, (const uint8_t *)"abc", 3), 0);
+	same_bytes(&b, want, n);
+	assert_int_equal(rckpt_msg_put_encode(&b, 0, 43, (const uint8_t *)"abc", 3), -EINVAL);
+	older_refused(want, n, put_ok);
+	memset(want + RCKPT_WIRE_HEADER_BYTES, 0, 8); /* token 0 */
+	assert_int_equal(put_ok(want, n), -EBADMSG);
+	rckpt_buf_free(&b);
+}
+
+/* VERIFY (a cursor) and VERIFIED version 2 (where to go on): each golden
+ * vector decodes and encodes back; an empty VERIFY is from the first; a
+ * version-1 VERIFIED (its first 12 + 28 bytes) decodes as done. */
+static void test_golden_verify(void **state)
+{
+	uint8_t want[256];
+	rckpt_buf_t b = RCKPT_BUF_INIT;
+	rckpt_msg_verified_t v;
+	uint64_t after = 0;
+	size_t n;
+
+	(void)state;
+	n = golden_hex("store-verify-v1.hex", want, sizeof(want));
+	assert_int_equal(rckpt_msg_verify_decode(&after, want, n), 0);
+	assert_int_equal(after, 42);
+	assert_int_equal(rckpt_msg_verify_encode(&b, 42), 0);
+	same_bytes(&b, want, n);
+	assert_int_equal(rckpt_msg_verify_decode(&after, NULL, 0), 0);
+	assert_true(after == RCKPT_STORE_NONE);
+	assert_int_equal(rckpt_msg_verify_decode(&after, want, n - 1), -EBADMSG);
+
+	b.len = 0;
+	n = golden_hex("store-verified-v2.hex", want, sizeof(want));
+	assert_int_equal(rckpt_msg_verified_decode(&v, want, n), 0);
+	assert_true(v.records == 3 && v.bytes == 1000 && v.bad == 1 && v.first_bad == 7);
+	assert_true(v.error == -EBADMSG && v.next == 9);
+	assert_int_equal(rckpt_msg_verified_encode(&b, &v), 0);
+	same_bytes(&b, want, n);
+	/* the version-1 layout: no `next` */
+	want[2] = 1;
+	want[8] = 28;
+	assert_int_equal(rckpt_msg_verified_decode(&v, want, RCKPT_WIRE_HEADER_BYTES + 28), 0);
+	assert_true(v.records == 3 && v.next == RCKPT_STORE_NONE);
 	rckpt_buf_free(&b);
 }
 
@@ -443,6 +601,8 @@ int main(void)
 		cmocka_unit_test(test_golden_vector),
 		cmocka_unit_test(test_golden_store_messages),
 		cmocka_unit_test(test_golden_fenced),
+		cmocka_unit_test(test_golden_fenced3),
+		cmocka_unit_test(test_golden_verify),
 		cmocka_unit_test(test_golden_attachment),
 		cmocka_unit_test(test_deterministic),
 		cmocka_unit_test(test_truncation_and_trailing),

@@ -91,43 +91,59 @@ static int call_quality(void *arg, const rckpt_tset_t *params, const float *cons
 	return rc;
 }
 
-/* The writer's claim (store.md "Fencing"): the token after the job's
- * newest, compared and set in the job object, so tokens only grow and an
- * older writer's late requests are refused. Another claim can land between
- * our read and our set only from a writer whose lease lapsed; then we read
- * again, a bounded number of times. */
-static int claim(rckpt_job_t *j)
+int rckpt_read_writer(rckpt_job_t *j, uint64_t *token)
+{
+	rckpt_buf_t v = RCKPT_BUF_INIT;
+	int rc = j->io->ops->omap_get(j->io, RCKPT_STORE_JOB_OID, "writer", &v);
+	*token = 0;
+	if (rc == 0 && v.len != 8)
+		rc = -EBADMSG;
+	if (rc == 0) {
+		rckpt_reader_t r = rckpt_reader(v.p, v.len);
+		*token = rckpt_rd_u64(&r);
+	}
+	rckpt_buf_free(&v);
+	return rc == -ENOENT ? 0 : rc;
+}
+
+/* The writer's claim (store.md "Fencing"): a token after the job's newest,
+ * compared and set in the job object, so tokens only grow and an older
+ * writer's late requests are refused. It is at least the wall clock in
+ * microseconds, so that a job deleted and made again under the same name
+ * starts past every token of its earlier life. Another claim can land
+ * between our read and our set only from a writer whose lease lapsed; then
+ * we read again, a bounded number of times. */
+static int claim(rckpt_job_t *j, unsigned flags)
 {
 	unsigned tries;
 	int rc = -ESTALE;
 	for (tries = 0; tries < 8 && rc == -ESTALE; tries++) {
-		rckpt_buf_t v = RCKPT_BUF_INIT, cm = RCKPT_BUF_INIT;
-		uint64_t prev = 0;
-		rc = j->io->ops->omap_get(j->io, RCKPT_STORE_JOB_OID, "writer", &v);
-		if (rc == 0 && v.len != 8)
-			rc = -EBADMSG;
-		if (rc == 0)
-			{
-				rckpt_reader_t r = rckpt_reader(v.p, v.len);
-				prev = rckpt_rd_u64(&r);
-			}
-		if (rc == -ENOENT)
-			rc = 0;
+		rckpt_buf_t cm = RCKPT_BUF_INIT;
+		struct timespec ts;
+		uint64_t prev, now;
+		rc = rckpt_read_writer(j, &prev);
 		if (rc == 0 && prev == UINT64_MAX)
 			rc = -EOVERFLOW;
 		if (rc == 0) {
-			j->token = prev + 1;
-			rc = rckpt_msg_claim_encode(&cm, prev, j->token);
+			clock_gettime(CLOCK_REALTIME, &ts);
+			now = (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+			j->token = now > prev ? now : prev + 1;
+			rc = rckpt_msg_claim_encode(&cm, prev, j->token, flags);
 		}
 		if (rc == 0)
 			rc = rckpt_exec_write(j, RCKPT_STORE_JOB_OID, "claim", &cm);
-		rckpt_buf_free(&v);
 		rckpt_buf_free(&cm);
 	}
 	return rc;
 }
 
 int rckpt_job_open(rckpt_t *h, rckpt_job_t **out, const char *job, const rckpt_job_opts_t *opts)
+{
+	return rckpt_job_open_claim(h, out, job, opts, 0);
+}
+
+int rckpt_job_open_claim(rckpt_t *h, rckpt_job_t **out, const char *job,
+			 const rckpt_job_opts_t *opts, unsigned claim_flags)
 {
 	rckpt_job_opts_t def = RCKPT_JOB_OPTS_INIT;
 	rckpt_job_t *j;
@@ -139,16 +155,16 @@ int rckpt_job_open(rckpt_t *h, rckpt_job_t **out, const char *job, const rckpt_j
 	if (opts == NULL)
 		opts = &def;
 	if (!rckpt_connected(h))
-		return rckpt_fail(h, -ENOTCONN, __func__, "not connected");
+		return rckpt_fail(h, -ENOTCONN, "rckpt_job_open", "not connected");
 	if (opts->version < 1 || opts->version > RCKPT_JOB_OPTS_VERSION || job == NULL ||
 	    !rckpt_valid_name(job) || opts->eps < 0 ||
 	    (opts->version >= 3 && opts->compute > RCKPT_COMPUTE_GPU) ||
 	    (opts->version >= 4 && !(opts->quality_eps >= 0)) ||
 	    (opts->version >= 5 && opts->partial_block > 65536))
-		return rckpt_fail(h, -EINVAL, __func__, "bad job name or options");
+		return rckpt_fail(h, -EINVAL, "rckpt_job_open", "bad job name or options");
 	j = calloc(1, sizeof(*j));
 	if (j == NULL)
-		return rckpt_fail(h, -ENOMEM, __func__, "out of memory");
+		return rckpt_fail(h, -ENOMEM, "rckpt_job_open", "out of memory");
 	j->h = h;
 	/* what the caller's version has; later fields keep their defaults */
 	memcpy(&j->o, opts, opts->version == 1   ? offsetof(rckpt_job_opts_t, mem_budget)
@@ -165,7 +181,7 @@ int rckpt_job_open(rckpt_t *h, rckpt_job_t **out, const char *job, const rckpt_j
 			j->o.compute = RCKPT_COMPUTE_GPU;
 		else if (env && *env && strcmp(env, "auto") != 0) {
 			free(j);
-			return rckpt_fail(h, -EINVAL, __func__,
+			return rckpt_fail(h, -EINVAL, "rckpt_job_open",
 					  "RCKPT_COMPUTE is '%s'; it must be auto, cpu or gpu", env);
 		}
 	}
@@ -189,7 +205,7 @@ int rckpt_job_open(rckpt_t *h, rckpt_job_t **out, const char *job, const rckpt_j
 	if (j->o.chunk_params > RCKPT_STORE_CHUNK_ELEMENTS_MAX) {
 		const uint64_t chunk = j->o.chunk_params;
 		free(j);
-		return rckpt_fail(h, -EINVAL, __func__,
+		return rckpt_fail(h, -EINVAL, "rckpt_job_open",
 				  "chunks of %" PRIu64 " parameters are more than the OSD plugin decodes "
 				  "in one record (at most %" PRIu64 ")",
 				  chunk, RCKPT_STORE_CHUNK_ELEMENTS_MAX);
@@ -200,7 +216,7 @@ int rckpt_job_open(rckpt_t *h, rckpt_job_t **out, const char *job, const rckpt_j
 		const uint64_t chunk = j->o.chunk_params;
 		if (have < need) {
 			free(j);
-			return rckpt_fail(h, -EINVAL, __func__,
+			return rckpt_fail(h, -EINVAL, "rckpt_job_open",
 					  "a memory budget of %" PRIu64 " MiB is too small for chunks of %" PRIu64
 					  " parameters (needs %" PRIu64 " MiB)",
 					  have >> 20, chunk, (need + (1 << 20) - 1) >> 20);
@@ -211,7 +227,7 @@ int rckpt_job_open(rckpt_t *h, rckpt_job_t **out, const char *job, const rckpt_j
 	rc = rckpt_io_open(h, job, &j->io);
 	if (rc) {
 		free(j);
-		return rckpt_fail(h, rc, __func__, "cannot open pool %s", h->pool);
+		return rckpt_fail(h, rc, "rckpt_job_open", "cannot open pool %s", h->pool);
 	}
 	if (j->o.writer) {
 		rckpt_ckenc_opts_t eo;
@@ -220,21 +236,23 @@ int rckpt_job_open(rckpt_t *h, rckpt_job_t **out, const char *job, const rckpt_j
 		rc = rckpt_take_lock(j, 0);
 		if (rc == -EBUSY || rc == -EEXIST) {
 			rckpt_job_close(j);
-			return rckpt_fail(h, -EBUSY, __func__,
+			return rckpt_fail(h, -EBUSY, "rckpt_job_open",
 					  "job %s has another writer (its lock expires %u s after that "
 					  "writer's last save if it died)",
 					  job, opts->lease_s ? opts->lease_s : 30);
 		}
 		if (rc) {
 			rckpt_job_close(j);
-			return rckpt_fail(h, rc, __func__, "cannot lock job %s", job);
+			return rckpt_fail(h, rc, "rckpt_job_open", "cannot lock job %s", job);
 		}
 		j->locked = 1;
 		/* Fencing: claimed before it reads the head. */
-		if ((rc = claim(j))) {
+		if ((rc = claim(j, claim_flags))) {
 			rckpt_job_close(j);
-			return rckpt_fail(h, rc, __func__, "cannot claim job %s%s", job,
-					  rc == -ESTALE ? " (claimed again and again under our lock)" : "");
+			return rckpt_fail(h, rc, "rckpt_job_open", "cannot claim job %s%s", job,
+					  rc == -ESTALE ? " (claimed again and again under our lock)"
+					  : rc == -EIDRM ? ": it is being deleted (run rm again to finish)"
+							 : "");
 		}
 		rckpt_ckenc_opts_default(&eo);
 		eo.eps = j->o.eps;
@@ -248,12 +266,12 @@ int rckpt_job_open(rckpt_t *h, rckpt_job_t **out, const char *job, const rckpt_j
 		}
 		if ((rc = rckpt_ckenc_create(&j->enc, &eo))) {
 			rckpt_job_close(j);
-			return rckpt_fail(h, rc, __func__, "cannot create the encoder");
+			return rckpt_fail(h, rc, "rckpt_job_open", "cannot create the encoder");
 		}
 	}
 	if ((rc = rckpt_read_head(j, &j->head, &count))) {
 		rckpt_job_close(j);
-		return rckpt_fail(h, rc, __func__, "cannot read the head of job %s", job);
+		return rckpt_fail(h, rc, "rckpt_job_open", "cannot read the head of job %s", job);
 	}
 	*out = j;
 	return 0;

@@ -18,7 +18,8 @@
 
 #define POLICY_KEY "policy"
 #define POLICY_BYTES 12
-#define COMPACT_STRIDE 16 /* records a compact call folds at most, per stage */
+#define COMPACT_STRIDE 16 /* records a compact call folds at most, per stage; fewer when
+			   * the plugin says a stage is more than one call may do */
 
 /* ---- steps, pins, policy ---- */
 
@@ -27,18 +28,21 @@ typedef struct steps {
 	unsigned n, cap;
 } steps_t;
 
-/* Removes a step's manifest or attachment through the plugin's `retire`
- * (so that a compactor needs no plain write access), or directly when the
- * plugin predates it. 0 when it is gone (or was never there). */
-static int retire(rckpt_job_t *j, const char *oid, uint64_t step)
+/* Removes an object of the job through the plugin's `retire` (so that a
+ * compactor needs no plain write access), for the actor holding token
+ * (store.md "Fencing"). 0 when it is gone (or was never there). */
+static int retire(rckpt_job_t *j, const char *oid, uint64_t token, uint64_t step, unsigned kind)
 {
 	rckpt_buf_t in = RCKPT_BUF_INIT;
-	int rc = rckpt_msg_retire_encode(&in, step);
+	rckpt_msg_retire_t m;
+	int rc;
+	m.token = token;
+	m.step = step;
+	m.kind = (uint8_t)kind;
+	rc = rckpt_msg_retire_encode(&in, &m);
 	if (rc == 0)
 		rc = rckpt_exec_write(j, oid, "retire", &in);
 	rckpt_buf_free(&in);
-	if (rc == -EOPNOTSUPP)
-		rc = j->io->ops->remove(j->io, oid);
 	return rc == -ENOENT ? 0 : rc;
 }
 
@@ -184,9 +188,12 @@ int rckpt_job_retention(rckpt_job_t *j, rckpt_retention_t *r)
 int rckpt_job_pin(rckpt_job_t *j, uint64_t step, int on)
 {
 	rckpt_buf_t in = RCKPT_BUF_INIT;
+	uint64_t token;
 	int rc;
 	rckpt_clear_error(j->h);
-	rc = rckpt_msg_pin_encode(&in, step, on ? 1 : 0);
+	rc = rckpt_read_writer(j, &token); /* as it is when we decide */
+	if (rc == 0)
+		rc = rckpt_msg_pin_encode(&in, token, step, on ? 1 : 0);
 	if (rc == 0)
 		rc = rckpt_exec_write(j, RCKPT_STORE_JOB_OID, "pin", &in);
 	rckpt_buf_free(&in);
@@ -209,14 +216,14 @@ int rckpt_job_pinned(rckpt_job_t *j, uint64_t step)
 	return found;
 }
 
-static int drop_steps(rckpt_job_t *j, const uint64_t *v, unsigned n)
+static int drop_steps(rckpt_job_t *j, uint64_t token, const uint64_t *v, unsigned n)
 {
 	unsigned at;
 	int rc = 0;
 	for (at = 0; at < n && rc == 0; at += RCKPT_STORE_DROP_MAX) {
 		rckpt_buf_t in = RCKPT_BUF_INIT;
 		unsigned k = n - at < RCKPT_STORE_DROP_MAX ? n - at : RCKPT_STORE_DROP_MAX;
-		rc = rckpt_msg_drop_encode(&in, v + at, k);
+		rc = rckpt_msg_drop_encode(&in, token, v + at, k);
 		if (rc == 0)
 			rc = rckpt_exec_write(j, RCKPT_STORE_JOB_OID, "drop", &in);
 		rckpt_buf_free(&in);
@@ -226,11 +233,11 @@ static int drop_steps(rckpt_job_t *j, const uint64_t *v, unsigned n)
 
 int rckpt_job_drop(rckpt_job_t *j, uint64_t step)
 {
-	uint64_t head, count, count2;
+	uint64_t head, count, count2, token;
 	int rc, pinned;
 
 	rckpt_clear_error(j->h);
-	if ((rc = rckpt_read_head(j, &head, &count)))
+	if ((rc = rckpt_read_writer(j, &token)) || (rc = rckpt_read_head(j, &head, &count)))
 		return rckpt_fail(j->h, rc, __func__, "cannot read the head of job %s", j->name);
 	if (step == head)
 		return rckpt_fail(j->h, -EBUSY, __func__, "step %" PRIu64 " is the head", step);
@@ -238,7 +245,7 @@ int rckpt_job_drop(rckpt_job_t *j, uint64_t step)
 		return pinned;
 	if (pinned)
 		return rckpt_fail(j->h, -EBUSY, __func__, "step %" PRIu64 " is pinned", step);
-	if ((rc = drop_steps(j, &step, 1)) || (rc = rckpt_read_head(j, &head, &count2)))
+	if ((rc = drop_steps(j, token, &step, 1)) || (rc = rckpt_read_head(j, &head, &count2)))
 		return rckpt_fail(j->h, rc, __func__, "cannot drop step %" PRIu64, step);
 	if (count2 == count)
 		return rckpt_fail(j->h, -ENOENT, __func__, "step %" PRIu64 " is not committed", step);
@@ -337,12 +344,15 @@ static int keeps(const rckpt_retention_t *r, const steps_t *s, unsigned i, uint6
 	return 0;
 }
 
-int rckpt_job_compact(rckpt_job_t *j, const rckpt_retention_t *pol, rckpt_compact_stats_t *st)
+/* One compaction, for a compactor whose token is the job's writer token
+ * as it read it first: a writer that claims the job meanwhile makes it
+ * -ESTALE before it changes anything that writer touched. */
+static int compact_once(rckpt_job_t *j, const rckpt_retention_t *pol, rckpt_compact_stats_t *st)
 {
 	rckpt_t *h = j->h;
 	rckpt_retention_t r;
 	steps_t s, kept;
-	uint64_t *pins = NULL, *drop = NULL, *keep = NULL, head, count;
+	uint64_t *pins = NULL, *drop = NULL, *keep = NULL, head, count, token;
 	rckpt_store_entry_t *ix = NULL;
 	uint32_t nix = 0;
 	unsigned np = 0, nd = 0, nk = 0, i, nchunks;
@@ -360,7 +370,7 @@ int rckpt_job_compact(rckpt_job_t *j, const rckpt_retention_t *pol, rckpt_compac
 		r = *pol;
 	else if ((rc = rckpt_job_retention(j, &r)))
 		return rc;
-	if ((rc = rckpt_read_head(j, &head, &count)))
+	if ((rc = rckpt_read_writer(j, &token)) || (rc = rckpt_read_head(j, &head, &count)))
 		return rckpt_fail(h, rc, __func__, "cannot read the head of job %s", j->name);
 	if (head == RCKPT_STORE_NONE)
 		return 0; /* nothing committed */
@@ -379,7 +389,7 @@ int rckpt_job_compact(rckpt_job_t *j, const rckpt_retention_t *pol, rckpt_compac
 	for (i = 0; i < s.n; i++)
 		if (s.s[i].step <= head && !keeps(&r, &s, i, head, pins, np))
 			drop[nd++] = s.s[i].step;
-	if (nd && (rc = drop_steps(j, drop, nd))) {
+	if (nd && (rc = drop_steps(j, token, drop, nd))) {
 		rc = rckpt_fail(h, rc, __func__, "cannot drop steps of job %s", j->name);
 		goto out;
 	}
@@ -417,20 +427,29 @@ int rckpt_job_compact(rckpt_job_t *j, const rckpt_retention_t *pol, rckpt_compac
 				from = at;
 				break;
 			}
+		uint32_t stride = COMPACT_STRIDE;
 		/* none: everything up to the head is in shape, one stage at it */
 		for (;;) {
 			uint64_t upto = head;
 			rckpt_buf_t in = RCKPT_BUF_INIT;
 			unsigned nkeep = 0;
 			double c0 = rckpt_now_s(), dt;
-			if (from < nix && from + COMPACT_STRIDE < nix && ix[from + COMPACT_STRIDE].step < head)
-				upto = ix[from + COMPACT_STRIDE].step;
+			if (from < nix && from + stride < nix && ix[from + stride].step < head)
+				upto = ix[from + stride].step;
 			while (nkeep < nk && keep[nkeep] <= upto)
 				nkeep++;
-			rc = rckpt_msg_compact_encode(&in, upto, keep, nkeep);
+			rc = rckpt_msg_compact_encode(&in, token, upto, keep, nkeep);
 			if (rc == 0)
 				rc = rckpt_chunk_writes(j, "compact", &in, 1, nchunks);
 			rckpt_buf_free(&in);
+			if (rc == -E2BIG && stride > 1 && upto != head) {
+				stride /= 2; /* more than one call may do: a shorter stage */
+				continue;
+			}
+			if (rc == -E2BIG && stride > 1 && from < nix) {
+				stride /= 2; /* the last stage too */
+				continue;
+			}
 			if (rc) {
 				rc = rckpt_fail(h, rc, __func__, "cannot compact job %s up to step %" PRIu64 "%s",
 						j->name, upto,
@@ -443,7 +462,7 @@ int rckpt_job_compact(rckpt_job_t *j, const rckpt_retention_t *pol, rckpt_compac
 				st->max_call_seconds = dt; /* every chunk's call ran within it */
 			if (upto == head)
 				break;
-			from += COMPACT_STRIDE;
+			from += stride;
 		}
 	}
 	/* 4. The manifests of steps that are gone. */
@@ -451,10 +470,10 @@ int rckpt_job_compact(rckpt_job_t *j, const rckpt_retention_t *pol, rckpt_compac
 		char oid[64];
 		if (s.s[i].step < head && !has_step(&kept, s.s[i].step)) {
 			rckpt_store_attach_oid(oid, sizeof(oid), s.s[i].step);
-			rc = retire(j, oid, s.s[i].step);
+			rc = retire(j, oid, token, s.s[i].step, RCKPT_RETIRE_STEP);
 			if (rc == 0) {
 				rckpt_store_manifest_oid(oid, sizeof(oid), s.s[i].step);
-				rc = retire(j, oid, s.s[i].step);
+				rc = retire(j, oid, token, s.s[i].step, RCKPT_RETIRE_STEP);
 			}
 			if (rc) {
 				rc = rckpt_fail(h, rc, __func__, "cannot remove %s", oid);
@@ -480,6 +499,17 @@ out:
 	return rc;
 }
 
+int rckpt_job_compact(rckpt_job_t *j, const rckpt_retention_t *pol, rckpt_compact_stats_t *st)
+{
+	unsigned tries;
+	int rc = -ESTALE;
+	/* a writer that took the job over meanwhile: start again from what
+	 * it committed, a few times */
+	for (tries = 0; tries < 3 && rc == -ESTALE; tries++)
+		rc = compact_once(j, pol, st);
+	return rc;
+}
+
 /* ---- verify ---- */
 
 int rckpt_job_verify(rckpt_job_t *j, rckpt_verify_stats_t *st)
@@ -501,25 +531,34 @@ int rckpt_job_verify(rckpt_job_t *j, rckpt_verify_stats_t *st)
 	st->steps = s.n;
 	nchunks = chunk_count(&s);
 	for (i = 0; i < nchunks && rc == 0; i++) {
-		rckpt_buf_t out = RCKPT_BUF_INIT;
-		rckpt_msg_verified_t v;
+		uint64_t after = RCKPT_STORE_NONE;
 		char oid[64];
 		rckpt_store_chunk_oid(oid, sizeof(oid), i);
-		rc = rckpt_exec_read(j, oid, "verify", NULL, &out);
-		if (rc == 0)
-			rc = rckpt_msg_verified_decode(&v, out.p, out.len);
-		rckpt_buf_free(&out);
-		if (rc) {
-			rc = rckpt_fail(h, rc, __func__, "cannot verify %s", oid);
-			break;
-		}
-		st->records += v.records;
-		st->bytes += v.bytes;
-		if (v.bad && st->bad == 0) {
-			st->first_bad_step = v.first_bad;
-			st->first_bad_chunk = i;
-		}
-		st->bad += v.bad;
+		do { /* the plugin checks a share of the chunk per call */
+			rckpt_buf_t in = RCKPT_BUF_INIT, out = RCKPT_BUF_INIT;
+			rckpt_msg_verified_t v;
+			rc = rckpt_msg_verify_encode(&in, after);
+			if (rc == 0)
+				rc = rckpt_exec_read(j, oid, "verify", &in, &out);
+			if (rc == 0)
+				rc = rckpt_msg_verified_decode(&v, out.p, out.len);
+			rckpt_buf_free(&in);
+			rckpt_buf_free(&out);
+			if (rc == 0 && v.next != RCKPT_STORE_NONE && after != RCKPT_STORE_NONE && v.next <= after)
+				rc = -EBADMSG; /* a reply that does not move on */
+			if (rc) {
+				rc = rckpt_fail(h, rc, __func__, "cannot verify %s", oid);
+				break;
+			}
+			st->records += v.records;
+			st->bytes += v.bytes;
+			if (v.bad && st->bad == 0) {
+				st->first_bad_step = v.first_bad;
+				st->first_bad_chunk = i;
+			}
+			st->bad += v.bad;
+			after = v.next;
+		} while (after != RCKPT_STORE_NONE);
 	}
 	for (i = 0; i < s.n && rc == 0; i++) {
 		char oid[64];
@@ -568,31 +607,37 @@ typedef struct gc_arg {
 	unsigned removed;
 } gc_arg_t;
 
+/* The step of a manifest's or an attachment's name; 0 when oid is one. */
+static int step_oid(const char *oid, uint64_t *step)
+{
+	const char *pre = strncmp(oid, "rckpt.attach.", 13) == 0 ? "rckpt.attach." : "rckpt.manifest.";
+	size_t i, pl = strlen(pre);
+	*step = 0;
+	if (strncmp(oid, pre, pl) != 0 || strlen(oid) != pl + 20)
+		return -EINVAL;
+	for (i = pl; oid[i]; i++) {
+		if (oid[i] < '0' || oid[i] > '9')
+			return -EINVAL;
+		*step = *step * 10 + (uint64_t)(oid[i] - '0');
+	}
+	return 0;
+}
+
 static int gc_one(rckpt_job_t *j, const char *oid, void *arg)
 {
 	gc_arg_t *g = arg;
-	const char *pre = "rckpt.manifest.";
-	uint64_t step = 0;
-	size_t i, pl;
+	uint64_t step;
 	int rc;
-	if (strncmp(oid, "rckpt.attach.", 13) == 0)
-		pre = "rckpt.attach."; /* an attachment goes with its manifest */
-	pl = strlen(pre);
-	if (strncmp(oid, pre, pl) != 0 || strlen(oid) != pl + 20)
+	if (step_oid(oid, &step)) /* an attachment goes with its manifest */
 		return 0;
-	for (i = pl; oid[i]; i++) {
-		if (oid[i] < '0' || oid[i] > '9')
-			return 0;
-		step = step * 10 + (uint64_t)(oid[i] - '0');
-	}
 	if (step <= g->head && has_step(&g->s, step))
 		return 0;
-	rc = retire(j, oid, step);
-	if (rc == -EINVAL) /* not what its name says (a torn write): a plain remove */
-		rc = j->io->ops->remove(j->io, oid);
+	rc = retire(j, oid, j->token, step, RCKPT_RETIRE_STEP);
+	if (rc == -EINVAL)
+		return 0; /* not what its name says: not the store's, left alone */
 	if (rc == 0)
 		g->removed++;
-	return rc == -ENOENT ? 0 : rc;
+	return rc;
 }
 
 int rckpt_job_stored(rckpt_job_t *j, uint64_t *bytes, unsigned *objects)
@@ -671,12 +716,25 @@ int rckpt_job_gc(rckpt_job_t *j, unsigned *removed)
 	return rc ? rckpt_fail(h, rc, __func__, "cannot collect the garbage of job %s", j->name) : 0;
 }
 
+/* rm's removal of one object of the job, fenced by the deleter's token:
+ * the store's objects through `retire`, anything else plainly. */
 static int remove_one(rckpt_job_t *j, const char *oid, void *arg)
 {
+	uint64_t step;
 	int rc;
 	if (strcmp(oid, RCKPT_STORE_JOB_OID) == 0)
-		return 0; /* last: it holds the lock */
-	rc = j->io->ops->remove(j->io, oid);
+		return 0; /* last: it holds the lock and the claim */
+	if (step_oid(oid, &step) == 0) {
+		rc = retire(j, oid, j->token, step, RCKPT_RETIRE_STEP);
+		if (rc == -EINVAL) /* not what its name says */
+			rc = j->io->ops->remove(j->io, oid);
+	} else if (strncmp(oid, "rckpt.chunk.", 12) == 0) {
+		rc = retire(j, oid, j->token, RCKPT_STORE_NONE, RCKPT_RETIRE_CHUNK);
+		if (rc == -EINVAL) /* a chunk no fenced writer touched */
+			rc = j->io->ops->remove(j->io, oid);
+	} else {
+		rc = j->io->ops->remove(j->io, oid);
+	}
 	if (rc == 0)
 		++*(unsigned *)arg;
 	return rc == -ENOENT ? 0 : rc;
@@ -690,26 +748,28 @@ int rckpt_job_delete(rckpt_t *h, const char *job)
 	unsigned removed = 0;
 	int rc;
 
-	o.writer = 1;
+	/* May this user remove the job object at all? A plain write to it
+	 * (removing an omap key that is not there) says, before anything
+	 * changes: a user who may run the class's methods (a compactor) but
+	 * not write the job must not half-delete it, nor mark it deleted. */
 	if ((rc = rckpt_job_open(h, &j, job, &o)))
 		return rc;
+	rc = j->io->ops->omap_rm(j->io, RCKPT_STORE_JOB_OID, "x.delete-probe");
+	rckpt_job_close(j);
+	if (rc && rc != -ENOENT)
+		return rckpt_fail(h, rc, __func__, "cannot delete job %s", job);
+	/* A deleter's claim: from here no writer can take the job, and every
+	 * removal carries our token, so a late one of ours cannot touch a job
+	 * made again under this name (store.md "Fencing"). */
+	o.writer = 1;
+	if ((rc = rckpt_job_open_claim(h, &j, job, &o, RCKPT_CLAIM_DELETE)))
+		return rc;
 	head = j->head;
-	/* May this user remove the job object at all? A plain write to it
-	 * (removing an omap key that is not there) says, before anything is
-	 * removed: a user who may remove some objects of the job (a
-	 * compactor: manifests) but not the job must not half-delete it. */
-	{
-		rc = j->io->ops->omap_rm(j->io, RCKPT_STORE_JOB_OID, "x.delete-probe");
-		if (rc == -ENOENT)
-			rc = 0;
-	}
-	if (rc == 0)
-		rc = each_object(j, remove_one, &removed);
+	rc = each_object(j, remove_one, &removed);
 	if (rc == 0) {
-		rc = j->io->ops->remove(j->io, RCKPT_STORE_JOB_OID);
-		if (rc == -ENOENT)
-			rc = 0;
-		j->locked = 0; /* the lock went with the object */
+		rc = retire(j, RCKPT_STORE_JOB_OID, j->token, RCKPT_STORE_NONE, RCKPT_RETIRE_JOB);
+		if (rc == 0)
+			j->locked = 0; /* the lock went with the object */
 	}
 	rckpt_job_close(j);
 	if (rc == 0 && head == RCKPT_STORE_NONE && removed == 0)

@@ -47,6 +47,13 @@ int rckpt_exec_write(rckpt_job_t *j, const char *oid, const char *method, const 
 
 /* The committed head and step count; RCKPT_STORE_NONE and 0 for a new job. */
 int rckpt_read_head(rckpt_job_t *j, uint64_t *head, uint64_t *count);
+/* The job's writer token as it is now (0: never claimed): the token of an
+ * actor that is not the writer (store.md "Fencing"). */
+int rckpt_read_writer(rckpt_job_t *j, uint64_t *token);
+/* rckpt_job_open, a writer's claim with these flags (RCKPT_CLAIM_DELETE:
+ * rm's). */
+int rckpt_job_open_claim(rckpt_t *h, rckpt_job_t **out, const char *job,
+			 const rckpt_job_opts_t *opts, unsigned claim_flags);
 /* The records of step's chain in chunk 0, from its base through it: what
  * a writer that continues the chain adds to. */
 int rckpt_chain_depth(rckpt_job_t *j, uint64_t step, unsigned *depth);
