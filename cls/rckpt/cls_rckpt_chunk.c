@@ -303,7 +303,12 @@ int cls_rckpt_tip(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cl
  * kept steps in order folds each record about once.
  */
 
-#define COMPACT_CACHE 4
+/* Decoded records a compact call keeps: up to COMPACT_CACHE, within
+ * COMPACT_CACHE_BYTES (at least the one in use and one more). A stage of
+ * the client's 16 records at the default chunk size fits whole, so each
+ * record of it is folded once. */
+#define COMPACT_CACHE 32
+#define COMPACT_CACHE_BYTES ((uint64_t)256 << 20)
 /* Elements one compact call may decode and encode, whatever it is asked:
  * a stage that needs more is refused (-E2BIG, nothing changed) and the
  * client asks for a shorter one (cls-wire.md, "What one call may cost"). */
@@ -316,9 +321,31 @@ int cls_rckpt_tip(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cl
 
 typedef struct dcache {
 	rckpt_record_t rec[COMPACT_CACHE];
-	uint64_t used[COMPACT_CACHE]; /* 0: empty */
-	uint64_t clock;
+	uint64_t used[COMPACT_CACHE]; /* 0: empty; else when last used */
+	uint64_t bytes[COMPACT_CACHE];
+	uint64_t clock, total;
+	int pinned; /* an entry eviction leaves alone (-1: none) */
 } dcache_t;
+
+/* What a decoded record holds, about: a byte per level, its protected
+ * values and its lossless bytes. */
+static uint64_t record_bytes(const rckpt_record_t *r)
+{
+	uint64_t n = sizeof(*r);
+	uint32_t i;
+	for (i = 0; i < r->nseg; i++) {
+		const rckpt_seg_t *g = &r->seg[i];
+		n += sizeof(*g) + (g->idx ? g->n : 0) + 2 * g->nprot +
+		     (g->raw ? g->n * rckpt_dtype_size(g->dtype) : 0);
+	}
+	return n;
+}
+
+static void dcache_init(dcache_t *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->pinned = -1;
+}
 
 static void dcache_free(dcache_t *c)
 {
@@ -326,7 +353,7 @@ static void dcache_free(dcache_t *c)
 	for (i = 0; i < COMPACT_CACHE; i++)
 		if (c->used[i])
 			rckpt_record_free(&c->rec[i]);
-	memset(c, 0, sizeof(*c));
+	dcache_init(c);
 }
 
 static rckpt_record_t *dcache_find(dcache_t *c, uint64_t step)
@@ -340,21 +367,51 @@ static rckpt_record_t *dcache_find(dcache_t *c, uint64_t step)
 	return NULL;
 }
 
-/* Takes ownership of *r; evicts the least recently used entry. */
+static int dcache_index(const dcache_t *c, const rckpt_record_t *r)
+{
+	return r ? (int)(r - c->rec) : -1;
+}
+
+/* The least recently used entry but the pinned one; -1 if none. */
+static int dcache_lru(const dcache_t *c)
+{
+	int i, v = -1;
+	for (i = 0; i < COMPACT_CACHE; i++)
+		if (c->used[i] && i != c->pinned && (v < 0 || c->used[i] < c->used[v]))
+			v = i;
+	return v;
+}
+
+/* Takes ownership of *r and returns where it went, evicting the least
+ * recently used entries (never the pinned one) while the cache is full or
+ * past its bytes. Nothing in the cache is in use across a put but the
+ * pinned entry: a fold decodes a record, then puts it. */
 static rckpt_record_t *dcache_put(dcache_t *c, rckpt_record_t *r)
 {
-	unsigned i, v = 0;
-	for (i = 0; i < COMPACT_CACHE; i++) {
-		if (!c->used[i]) {
-			v = i;
-			break;
-		}
-		if (c->used[i] < c->used[v])
-			v = i;
+	const uint64_t nb = record_bytes(r);
+	unsigned i, live = 0;
+	int v = -1;
+	for (i = 0; i < COMPACT_CACHE; i++)
+		live += c->used[i] != 0;
+	while (live == COMPACT_CACHE || (live > 0 && c->total + nb > COMPACT_CACHE_BYTES)) {
+		int e = dcache_lru(c);
+		if (e < 0)
+			break; /* only the pinned one is left */
+		rckpt_record_free(&c->rec[e]);
+		c->total -= c->bytes[e];
+		c->used[e] = 0;
+		live--;
 	}
-	if (c->used[v])
-		rckpt_record_free(&c->rec[v]);
+	for (i = 0; i < COMPACT_CACHE && v < 0; i++)
+		if (!c->used[i])
+			v = (int)i; /* there is one: at most one entry is pinned */
+	if (v < 0) {
+		rckpt_record_free(r);
+		return NULL;
+	}
 	c->rec[v] = *r;
+	c->bytes[v] = nb;
+	c->total += nb;
 	c->used[v] = ++c->clock;
 	memset(r, 0, sizeof(*r));
 	return &c->rec[v];
@@ -383,7 +440,7 @@ static int resolve(rckpt_cls_obj_t *o, const walk_t *w, dcache_t *c, uint64_t st
 {
 	const rckpt_record_limits_t lim = { RCKPT_STORE_CHUNK_SEGMENTS_MAX, RCKPT_CLS_ELEMENTS_MAX };
 	uint32_t *chain = NULL;
-	rckpt_record_t cur, next;
+	rckpt_record_t next;
 	rckpt_record_t *top = NULL;
 	rckpt_buf_t raw = RCKPT_BUF_INIT;
 	unsigned n = 0, i;
@@ -392,7 +449,6 @@ static int resolve(rckpt_cls_obj_t *o, const walk_t *w, dcache_t *c, uint64_t st
 
 	if ((*outp = dcache_find(c, step)) != NULL)
 		return 0;
-	memset(&cur, 0, sizeof(cur));
 	chain = malloc(CHAIN_MAX * sizeof(*chain));
 	if (chain == NULL)
 		return -ENOMEM;
@@ -413,24 +469,27 @@ static int resolve(rckpt_cls_obj_t *o, const walk_t *w, dcache_t *c, uint64_t st
 			break;
 		s = w->e[at].parent;
 	}
+	/* fold forward, keeping every step of the way: the steps a stage
+	 * re-encodes next are older ones of this chain */
 	for (i = n; i-- > 0;) {
 		const rckpt_store_entry_t *e = &w->e[chain[i]];
-		const rckpt_record_t *parent = i + 1 < n ? &cur : top;
 		if ((rc = crk_read_record(o, e, &raw)) ||
 		    (rc = rckpt_record_decode(&next, raw.p, raw.len,
-					      e->kind == RCKPT_REC_BASE ? NULL : parent, &lim)))
+					      e->kind == RCKPT_REC_BASE ? NULL : top, &lim)))
 			goto out;
 		*work += record_elements(&next);
-		rckpt_record_free(&cur);
-		cur = next;
 		if (*work > COMPACT_WORK_MAX) {
+			rckpt_record_free(&next);
 			rc = -E2BIG;
 			goto out;
 		}
+		if ((top = dcache_put(c, &next)) == NULL) { /* the parent of the next one: spared */
+			rc = -ENOMEM;
+			goto out;
+		}
 	}
-	*outp = n ? dcache_put(c, &cur) : top;
+	*outp = top;
 out:
-	rckpt_record_free(&cur);
 	rckpt_buf_free(&raw);
 	free(chain);
 	return rc;
@@ -455,13 +514,14 @@ static int reencode(rckpt_cls_obj_t *o, const walk_t *w, dcache_t *c, uint64_t s
 	size_t before = enc->len;
 	int rc;
 
-	if ((rc = resolve(o, w, c, step, &self, work)))
-		return rc;
+	/* the target first, kept (pinned) while self is resolved */
 	if (to && (rc = resolve(o, w, c, *to, &parent, work)))
 		return rc;
-	/* resolving the parent may not evict self: the cache keeps the newest */
-	if ((self = dcache_find(c, step)) == NULL)
-		return -EFAULT;
+	c->pinned = dcache_index(c, parent);
+	rc = resolve(o, w, c, step, &self, work);
+	c->pinned = -1;
+	if (rc)
+		return rc;
 	*work += record_elements(self); /* the encode */
 	if (*work > COMPACT_WORK_MAX)
 		return -E2BIG;
@@ -501,7 +561,7 @@ int cls_rckpt_compact(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckp
 	int changed = 0, rc, newer;
 
 	(void)out;
-	memset(&cache, 0, sizeof(cache));
+	dcache_init(&cache);
 	if (rckpt_msg_compact_decode(&m, in, in_len))
 		return rckpt_cls_fail(o, -EINVAL, "compact: a malformed request");
 	/* a compactor's token is the job's writer as it read it: a writer
