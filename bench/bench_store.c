@@ -12,9 +12,14 @@
  *      server-side materialization, the same after compaction, and
  *      client-side (fetch the chain's records, fold them here), with bytes
  *      over the wire for each; and the OSD's materialize throughput.
+ *   4. (--per-call MI) what one call of each rckpt method costs in the OSD
+ *      on a chunk of MI Mi elements (4: the largest a client writes): the
+ *      slowest call, and with --osd-pid the OSD's peak memory above its
+ *      resident size before the method's calls.
  *
  * usage: bench_store [--conf PATH] [--pool NAME] [--chains 1,2,...] [--reps N]
- *                    [--no-rados-bench] [--mem-sizes 16,64,256] [--mem-budget MIB] DIR
+ *                    [--no-rados-bench] [--mem-sizes 16,64,256] [--mem-budget MIB]
+ *                    [--per-call MI [--osd-pid PID]] DIR
  * DIR holds step-*.safetensors (bench/make_checkpoints.py): at least as many
  * as the longest chain plus one.
  */
@@ -521,17 +526,264 @@ static void materialize_rate(rckpt_t *h, rados_ioctx_t io, const char *job, cons
 	rckpt_job_delete(h, j2);
 }
 
+/* ---- 4. one call of each method, in the OSD ---- */
+
+/* A field of /proc/PID/status in KiB (-1: none). */
+static long pid_kib(long pid, const char *field)
+{
+	char path[64], line[256];
+	long v = -1;
+	size_t n = strlen(field);
+	FILE *f;
+	snprintf(path, sizeof(path), "/proc/%ld/status", pid);
+	f = fopen(path, "r");
+	while (f && fgets(line, sizeof(line), f))
+		if (strncmp(line, field, n) == 0 && line[n] == ':')
+			v = strtol(line + n + 1, NULL, 10);
+	if (f)
+		fclose(f);
+	return v;
+}
+
+static void pid_reset_hwm(long pid)
+{
+	char path[64];
+	FILE *f;
+	snprintf(path, sizeof(path), "/proc/%ld/clear_refs", pid);
+	if ((f = fopen(path, "w")) != NULL) {
+		fputs("5", f);
+		fclose(f);
+	}
+}
+
+typedef struct cost {
+	const char *method, *what;
+	double slowest; /* s */
+	unsigned calls;
+	long peak_kib; /* -1: not measured */
+	long rss0;
+} cost_t;
+
+static void cost_begin(cost_t *c, const char *method, const char *what, long osd)
+{
+	memset(c, 0, sizeof(*c));
+	c->method = method;
+	c->what = what;
+	c->peak_kib = -1;
+	if (osd > 0) {
+		pid_reset_hwm(osd);
+		c->rss0 = pid_kib(osd, "VmRSS");
+	}
+}
+
+/* One call, timed. */
+static int cost_call(cost_t *c, rados_ioctx_t io, const char *oid, const char *method,
+		     const rckpt_buf_t *in, char *out, size_t cap)
+{
+	double t0 = rckpt_now_s(), dt;
+	int rc = rados_exec(io, oid, "rckpt", method, in ? (const char *)in->p : "", in ? in->len : 0,
+			    out, cap);
+	dt = rckpt_now_s() - t0;
+	if (dt > c->slowest)
+		c->slowest = dt;
+	c->calls++;
+	return rc;
+}
+
+static void cost_end(cost_t *c, long osd)
+{
+	char peak[32] = "-";
+	if (osd > 0) {
+		long hwm = pid_kib(osd, "VmHWM");
+		c->peak_kib = hwm >= 0 && c->rss0 >= 0 ? hwm - c->rss0 : -1;
+	}
+	if (c->peak_kib >= 0)
+		snprintf(peak, sizeof(peak), "%.1f", c->peak_kib / 1024.0);
+	printf("   %-12s %-44s %6u %10.1f %12s\n", c->method, c->what, c->calls, c->slowest * 1e3,
+	       peak);
+	printf("csv:call,%s,%u,%.3f,%ld\n", c->method, c->calls, c->slowest * 1e3, c->peak_kib);
+}
+
+static uint64_t job_token(rados_ioctx_t io)
+{
+	rados_omap_iter_t it;
+	rados_read_op_t op = rados_create_read_op();
+	const char *keys[1] = { "writer" };
+	char *k = NULL, *v = NULL;
+	size_t vl = 0;
+	uint64_t t = 0;
+	int prval = 0, i;
+	rados_read_op_omap_get_vals_by_keys(op, keys, 1, &it, &prval);
+	if (rados_read_op_operate(op, io, RCKPT_STORE_JOB_OID, 0) == 0 &&
+	    rados_omap_get_next(it, &k, &v, &vl) == 0 && k && vl == 8)
+		for (i = 0; i < 8; i++)
+			t |= (uint64_t)(uint8_t)v[i] << (8 * i);
+	rados_omap_get_end(it);
+	rados_release_read_op(op);
+	return t;
+}
+
+static void per_call(rckpt_t *h, rados_ioctx_t io, unsigned mi, long osd)
+{
+	const char *chunk = "rckpt.chunk.00000";
+	const unsigned steps = 6; /* a base and 5 deltas */
+	size_t cap = (size_t)80 << 20;
+	char *out = malloc(cap), job[64];
+	synth_t m;
+	rckpt_job_opts_t o = RCKPT_JOB_OPTS_INIT;
+	rckpt_job_t *j;
+	rckpt_store_entry_t *ix = NULL;
+	uint32_t nix = 0;
+	uint64_t seed = 11, token, newest = 0;
+	double slowest_save = 0;
+	unsigned k;
+	int rc;
+	cost_t c;
+
+	if (out == NULL || mi == 0 || (uint64_t)mi << 20 > RCKPT_STORE_CHUNK_ELEMENTS_MAX)
+		die("--per-call takes 1..4 (Mi elements in one chunk: 4 is the most a client writes)",
+		    -EINVAL);
+	synth_make(&m, mi);
+	snprintf(job, sizeof(job), "bench-calls-%d", (int)getpid());
+	rckpt_job_delete(h, job);
+	o.writer = 1;
+	o.chunk_params = m.params; /* the whole model in one chunk */
+	o.mem_budget = 8 * m.params + ((uint64_t)64 << 20);
+	if ((rc = rckpt_job_open(h, &j, job, &o)))
+		die(rckpt_errmsg(h), rc);
+	for (k = 0; k < steps; k++) {
+		double t0 = rckpt_now_s();
+		if (k)
+			synth_drift(&m, &seed);
+		if ((rc = rckpt_job_save(j, k + 1, m.t, m.n, NULL, 0, NULL)))
+			die(rckpt_errmsg(h), rc);
+		if (rckpt_now_s() - t0 > slowest_save)
+			slowest_save = rckpt_now_s() - t0;
+	}
+	rados_ioctx_set_namespace(io, job);
+	token = job_token(io);
+	printf("\n4. one call of each rckpt method on a chunk of %" PRIu64 " elements (%u steps: a "
+	       "base and %u deltas; slowest save %.2f s)\n",
+	       m.params, steps, steps - 1, slowest_save);
+	printf("   %-12s %-44s %6s %10s %12s\n", "method", "what", "calls", "slowest ms", "OSD peak MiB");
+	{ /* the chunk's index */
+		rckpt_buf_t in = RCKPT_BUF_INIT;
+		int n;
+		cost_begin(&c, "index", "every entry", osd);
+		n = cost_call(&c, io, chunk, "index", NULL, out, cap);
+		if (n < 0 || rckpt_msg_index_decode(&ix, &nix, (const uint8_t *)out, (size_t)n) || nix < 2)
+			die("index", n < 0 ? n : -EBADMSG);
+		cost_end(&c, osd);
+		newest = ix[nix - 1].step;
+		rckpt_buf_free(&in);
+	}
+	{ /* trim the newest record, then append it again: the largest append */
+		const rckpt_store_entry_t *e = &ix[nix - 1];
+		char *rec = malloc(e->length);
+		rckpt_buf_t in = RCKPT_BUF_INIT;
+		if (rec == NULL || rados_read(io, chunk, rec, e->length, e->offset) != (int)e->length)
+			die("read the newest record", -EIO);
+		cost_begin(&c, "trim", "the newest record", osd);
+		if (rckpt_msg_trim_encode(&in, token, e->parent) ||
+		    (rc = cost_call(&c, io, chunk, "trim", &in, NULL, 0)) < 0)
+			die("trim", rc);
+		cost_end(&c, osd);
+		in.len = 0;
+		cost_begin(&c, "append", "it again (a delta)", osd);
+		if (rckpt_msg_append_encode(&in, token, (const uint8_t *)rec, e->length) ||
+		    (rc = cost_call(&c, io, chunk, "append", &in, NULL, 0)) < 0)
+			die("append", rc);
+		cost_end(&c, osd);
+		rckpt_buf_free(&in);
+		free(rec);
+	}
+	{ /* materialize the newest step: its whole chain, call after call */
+		rckpt_msg_materialize_t q = { newest, 0, { NULL, 0 } };
+		rckpt_msg_materialized_t a;
+		rckpt_buf_t in = RCKPT_BUF_INIT, start = RCKPT_BUF_INIT;
+		int n;
+		cost_begin(&c, "materialize", "the newest step (base + 5 deltas)", osd);
+		for (;;) {
+			in.len = 0;
+			q.start.p = start.p;
+			q.start.len = start.len;
+			if (rckpt_msg_materialize_encode(&in, &q) ||
+			    (n = cost_call(&c, io, chunk, "materialize", &in, out, cap)) < 0 ||
+			    rckpt_msg_materialized_decode(&a, (const uint8_t *)out, (size_t)n))
+				die("materialize", -EIO);
+			if (a.done)
+				break;
+			start.len = 0;
+			if (rckpt_buf_append(&start, a.record.p, a.record.len))
+				die("materialize", -ENOMEM);
+		}
+		cost_end(&c, osd);
+		rckpt_buf_free(&in);
+		rckpt_buf_free(&start);
+	}
+	{ /* verify, from where each reply says */
+		uint64_t after = RCKPT_STORE_NONE;
+		rckpt_buf_t in = RCKPT_BUF_INIT;
+		rckpt_msg_verified_t v;
+		int n;
+		cost_begin(&c, "verify", "the chunk, call after call", osd);
+		do {
+			in.len = 0;
+			if (rckpt_msg_verify_encode(&in, after) ||
+			    (n = cost_call(&c, io, chunk, "verify", &in, out, cap)) < 0 ||
+			    rckpt_msg_verified_decode(&v, (const uint8_t *)out, (size_t)n))
+				die("verify", -EIO);
+			after = v.next;
+		} while (after != RCKPT_STORE_NONE);
+		cost_end(&c, osd);
+		rckpt_buf_free(&in);
+	}
+	{ /* the job object: head, list */
+		rckpt_msg_list_t l = { RCKPT_STORE_NONE, RCKPT_STORE_LIST_MAX };
+		rckpt_buf_t in = RCKPT_BUF_INIT;
+		cost_begin(&c, "head", "the job's head", osd);
+		if ((rc = cost_call(&c, io, RCKPT_STORE_JOB_OID, "head", NULL, out, cap)) < 0)
+			die("head", rc);
+		cost_end(&c, osd);
+		cost_begin(&c, "list", "every step", osd);
+		if (rckpt_msg_list_encode(&in, &l) ||
+		    (rc = cost_call(&c, io, RCKPT_STORE_JOB_OID, "list", &in, out, cap)) < 0)
+			die("list", rc);
+		cost_end(&c, osd);
+		rckpt_buf_free(&in);
+	}
+	rados_ioctx_set_namespace(io, "");
+	{ /* compaction, keep-all: its stages, through the client (which
+	   * shortens a stage the plugin refuses as too much for one call) */
+		rckpt_compact_stats_t cs;
+		rckpt_retention_t all = { 0, 0 };
+		cost_begin(&c, "compact", "keep-all: every stage", osd);
+		if ((rc = rckpt_job_compact(j, &all, &cs)))
+			die(rckpt_errmsg(h), rc);
+		c.calls = cs.stages;
+		c.slowest = cs.max_call_seconds;
+		cost_end(&c, osd);
+	}
+	rckpt_job_close(j);
+	rckpt_job_delete(h, job);
+	synth_free(&m);
+	free(ix);
+	free(out);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option lo[] = { { "conf", 1, 0, 'c' },	   { "pool", 1, 0, 'p' },
 					    { "chains", 1, 0, 'L' },	   { "reps", 1, 0, 'r' },
 					    { "no-rados-bench", 0, 0, 'n' }, { "help", 0, 0, 'h' },
 					    { "mem-sizes", 1, 0, 'm' },	   { "mem-budget", 1, 0, 'B' },
+					    { "per-call", 1, 0, 'P' },	   { "osd-pid", 1, 0, 'O' },
 					    { 0, 0, 0, 0 } };
 	rckpt_connect_opts_t co = RCKPT_CONNECT_OPTS_INIT;
 	const char *pool = "rckpt", *chains = "1,2,4,8,16,32,64", *mem_sizes = "16,64,256";
 	uint64_t budget_mib = 256;
-	unsigned chain[16], nchain = 0, maxchain = 0, i;
+	unsigned chain[16], nchain = 0, maxchain = 0, i, per_call_mi = 0;
+	long osd_pid = 0;
 	int reps = 5, do_rb = 1, c, rc;
 	rckpt_t *h;
 	rados_t cl;
@@ -539,7 +791,7 @@ int main(int argc, char **argv)
 	ckpts_t ck;
 	char job[64];
 
-	while ((c = getopt_long(argc, argv, "c:p:L:r:nhm:B:", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "c:p:L:r:nhm:B:P:O:", lo, NULL)) != -1) {
 		switch (c) {
 		case 'c': co.conf_path = optarg; break;
 		case 'p': pool = optarg; break;
@@ -548,11 +800,15 @@ int main(int argc, char **argv)
 		case 'n': do_rb = 0; break;
 		case 'm': mem_sizes = optarg; break;
 		case 'B': budget_mib = strtoull(optarg, NULL, 10); break;
+		case 'P': per_call_mi = (unsigned)atoi(optarg); break;
+		case 'O': osd_pid = atol(optarg); break;
 		default:
 			printf("usage: bench_store [--conf PATH] [--pool NAME] [--chains 1,2,4,...]\n"
 			       "                   [--reps N] [--no-rados-bench]\n"
 			       "                   [--mem-sizes MI,MI,... (Mi parameters; 0: skip)]\n"
-			       "                   [--mem-budget MIB] DIR\n");
+			       "                   [--mem-budget MIB]\n"
+			       "                   [--per-call MI (a chunk of MI Mi elements, 1..4; 0: skip)\n"
+			       "                    [--osd-pid PID (the OSD's memory)]] DIR\n");
 			return c == 'h' ? 0 : 2;
 		}
 	}
@@ -665,9 +921,12 @@ int main(int argc, char **argv)
 			materialize_rate(h, io, job, &ck, L);
 		rckpt_job_delete(h, job);
 	}
+	/* 4. one call of each method */
+	if (per_call_mi)
+		per_call(h, io, per_call_mi, osd_pid);
 	printf("\ncommand: bench_store %s%s --chains %s --reps %d --mem-sizes %s --mem-budget %" PRIu64
-	       " %s\n", co.conf_path ? "--conf " : "", co.conf_path ? co.conf_path : "", chains, reps,
-	       mem_sizes, budget_mib, argv[optind]);
+	       " --per-call %u %s\n", co.conf_path ? "--conf " : "", co.conf_path ? co.conf_path : "",
+	       chains, reps, mem_sizes, budget_mib, per_call_mi, argv[optind]);
 	rados_ioctx_destroy(io);
 	rados_shutdown(cl);
 	rckpt_destroy(h);

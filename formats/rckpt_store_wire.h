@@ -29,9 +29,13 @@
 #define RCKPT_STORE_SUMMARY_MAX 4096u  /* bytes of a step's summary */
 #define RCKPT_STORE_LIST_MAX 1024u     /* steps per list reply */
 #define RCKPT_STORE_OBJECT_MAX ((uint64_t)1 << 30) /* bytes of a chunk object */
-/* What one chunk's record may hold: the plugin decodes no more, so the
- * client lays no more into a chunk (store.md "Limits"). */
-#define RCKPT_STORE_CHUNK_ELEMENTS_MAX ((uint64_t)1 << 26)
+/* What one chunk's record may hold (store.md "Limits"). A client lays no
+ * more than RCKPT_STORE_CHUNK_ELEMENTS_MAX into a chunk, so that one
+ * record costs an OSD call about 100 ms; the plugin decodes records of up
+ * to RCKPT_STORE_RECORD_ELEMENTS_MAX, what clients before it could write,
+ * so that their jobs stay readable. */
+#define RCKPT_STORE_CHUNK_ELEMENTS_MAX ((uint64_t)1 << 22)
+#define RCKPT_STORE_RECORD_ELEMENTS_MAX ((uint64_t)1 << 26)
 #define RCKPT_STORE_CHUNK_SEGMENTS_MAX (1u << 16)
 /* Chains: materialize folds at most RCKPT_STORE_CHAIN_MAX records from a
  * base (-E2BIG past it). Nothing the system writes comes near it: a writer

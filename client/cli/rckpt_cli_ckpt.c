@@ -47,7 +47,7 @@ static void usage(void)
 	       "         seconds (default 30) after its last save. --mem-budget (default 256 MiB)\n"
 	       "         bounds what a save holds beyond the encoder's state of one byte per\n"
 	       "         parameter, whatever the model's size; chunks hold --chunk-params\n"
-	       "         parameters (default 4 Mi). Prints each step's ratio and timings.\n"
+	       "         parameters (default and most: 4 Mi). Prints each step's ratio and timings.\n"
 	       "restore  materialize a committed step (default: the latest) in the OSDs, check\n"
 	       "         every chunk's SHA-256, and write its tensors (or only those --tensors\n"
 	       "         names, reading only the chunks that hold them) to OUT.safetensors.\n"
@@ -133,8 +133,8 @@ static int cmd_save(int argc, char **argv, const rckpt_connect_opts_t *conn)
 			break;
 		case 'C':
 			if (cli_parse_u64(optarg, &v) || v == 0 || v > RCKPT_STORE_CHUNK_ELEMENTS_MAX)
-				return usage_error("--chunk-params must be 1..67108864 (2^26: what the OSD "
-						   "plugin decodes of one chunk)");
+				return usage_error("--chunk-params must be 1..4194304 (2^22: what one "
+						   "call of the OSD plugin takes of a chunk)");
 			jo.chunk_params = v;
 			break;
 		case 'M':

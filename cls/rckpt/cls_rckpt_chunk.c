@@ -69,8 +69,10 @@ int cls_rckpt_append(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt
 
 /* ---- materialize (chunk, read) ---- */
 
-#define MATERIALIZE_BUDGET_DEFAULT ((uint64_t)96 << 20) /* levels decoded per call */
-#define RCKPT_CLS_ELEMENTS_MAX RCKPT_STORE_CHUNK_ELEMENTS_MAX /* elements of one record */
+/* levels decoded per call: 8 records of the largest chunk a client writes
+ * now (at least one record is folded, whatever its size) */
+#define MATERIALIZE_BUDGET_DEFAULT ((uint64_t)32 << 20)
+#define RCKPT_CLS_ELEMENTS_MAX RCKPT_STORE_RECORD_ELEMENTS_MAX /* elements of one record */
 
 static uint64_t record_elements(const rckpt_record_t *r)
 {
@@ -310,12 +312,15 @@ int cls_rckpt_tip(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cl
 #define COMPACT_CACHE 32
 #define COMPACT_CACHE_BYTES ((uint64_t)256 << 20)
 /* Elements one compact call may decode and encode, whatever it is asked:
- * a stage that needs more is refused (-E2BIG, nothing changed) and the
- * client asks for a shorter one (cls-wire.md, "What one call may cost"). */
+ * 2^27, or six records of the chunk's largest where that is more (a stage
+ * of one step, at its first compaction, folds a base and two deltas and
+ * encodes two records). A stage that needs more is refused (-E2BIG,
+ * nothing changed) and the client asks for a shorter one (cls-wire.md,
+ * "What one call may cost"). */
 #ifndef RCKPT_COMPACT_WORK_MAX /* (a unit test sets a smaller one to reach it cheaply) */
-#define RCKPT_COMPACT_WORK_MAX ((uint64_t)1 << 28)
+#define RCKPT_COMPACT_WORK_MAX ((uint64_t)1 << 27)
 #endif
-#define COMPACT_WORK_MAX ((uint64_t)RCKPT_COMPACT_WORK_MAX)
+#define COMPACT_WORK_RECORDS 6
 /* Bytes of re-encoded records one call may hold. */
 #define COMPACT_FRESH_MAX ((size_t)256 << 20)
 
@@ -324,8 +329,16 @@ typedef struct dcache {
 	uint64_t used[COMPACT_CACHE]; /* 0: empty; else when last used */
 	uint64_t bytes[COMPACT_CACHE];
 	uint64_t clock, total;
-	int pinned; /* an entry eviction leaves alone (-1: none) */
+	int pinned;          /* an entry eviction leaves alone (-1: none) */
+	uint64_t record_max; /* elements of the largest record decoded */
 } dcache_t;
+
+/* The work one call may do, by the records it has seen. */
+static uint64_t work_max(const dcache_t *c)
+{
+	const uint64_t by_records = COMPACT_WORK_RECORDS * c->record_max;
+	return by_records > RCKPT_COMPACT_WORK_MAX ? by_records : RCKPT_COMPACT_WORK_MAX;
+}
 
 /* What a decoded record holds, about: a byte per level, its protected
  * values and its lossless bytes. */
@@ -478,7 +491,9 @@ static int resolve(rckpt_cls_obj_t *o, const walk_t *w, dcache_t *c, uint64_t st
 					      e->kind == RCKPT_REC_BASE ? NULL : top, &lim)))
 			goto out;
 		*work += record_elements(&next);
-		if (*work > COMPACT_WORK_MAX) {
+		if (record_elements(&next) > c->record_max)
+			c->record_max = record_elements(&next);
+		if (*work > work_max(c)) {
 			rckpt_record_free(&next);
 			rc = -E2BIG;
 			goto out;
@@ -523,7 +538,7 @@ static int reencode(rckpt_cls_obj_t *o, const walk_t *w, dcache_t *c, uint64_t s
 	if (rc)
 		return rc;
 	*work += record_elements(self); /* the encode */
-	if (*work > COMPACT_WORK_MAX)
+	if (*work > work_max(c))
 		return -E2BIG;
 	r = *self;
 	r.kind = parent ? RCKPT_REC_DELTA : RCKPT_REC_BASE;

@@ -27,6 +27,7 @@
 #include "mem_io.h"
 #include "rckpt.h"
 #include "rckpt_internal.h"
+#include "rckpt_store_wire.h"
 #include "store_fx.h"
 
 /* ---- the fault points ---- */
@@ -280,10 +281,10 @@ static void test_chunk_limits(void **state)
 	o.writer = 1;
 	o.compute = RCKPT_COMPUTE_CPU;
 	o.mem_budget = (uint64_t)1 << 30;
-	o.chunk_params = ((uint64_t)1 << 26) + 1;
+	o.chunk_params = RCKPT_STORE_CHUNK_ELEMENTS_MAX + 1;
 	assert_int_equal(rckpt_job_open(f->h, &j, "limits", &o), -EINVAL);
-	assert_says(f, "more than the OSD plugin decodes");
-	o.chunk_params = (uint64_t)1 << 26;
+	assert_says(f, "more than the OSD plugin takes");
+	o.chunk_params = RCKPT_STORE_CHUNK_ELEMENTS_MAX;
 	assert_int_equal(rckpt_job_open(f->h, &j, "limits", &o), 0);
 	rckpt_job_close(j);
 

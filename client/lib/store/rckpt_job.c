@@ -206,7 +206,7 @@ int rckpt_job_open_claim(rckpt_t *h, rckpt_job_t **out, const char *job,
 		const uint64_t chunk = j->o.chunk_params;
 		free(j);
 		return rckpt_fail(h, -EINVAL, "rckpt_job_open",
-				  "chunks of %" PRIu64 " parameters are more than the OSD plugin decodes "
+				  "chunks of %" PRIu64 " parameters are more than the OSD plugin takes "
 				  "in one record (at most %" PRIu64 ")",
 				  chunk, RCKPT_STORE_CHUNK_ELEMENTS_MAX);
 	}

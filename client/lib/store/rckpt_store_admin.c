@@ -20,6 +20,7 @@
 #define POLICY_BYTES 12
 #define COMPACT_STRIDE 16 /* records a compact call folds at most, per stage; fewer when
 			   * the plugin says a stage is more than one call may do */
+#define COMPACT_CALL_WORK ((uint64_t)32 << 20) /* elements a stage aims at: ~100 ms */
 
 /* ---- steps, pins, policy ---- */
 
@@ -427,7 +428,14 @@ static int compact_once(rckpt_job_t *j, const rckpt_retention_t *pol, rckpt_comp
 				from = at;
 				break;
 			}
-		uint32_t stride = COMPACT_STRIDE;
+		/* stages of about COMPACT_CALL_WORK elements: a stage of s
+		 * records folds and encodes about 2 s + 1 of them */
+		const uint64_t per = j->o.chunk_params ? j->o.chunk_params : 1;
+		uint32_t stride = COMPACT_CALL_WORK / (2 * per) < COMPACT_STRIDE
+					  ? (uint32_t)(COMPACT_CALL_WORK / (2 * per))
+					  : COMPACT_STRIDE;
+		if (stride == 0)
+			stride = 1;
 		/* none: everything up to the head is in shape, one stage at it */
 		for (;;) {
 			uint64_t upto = head;
