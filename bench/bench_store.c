@@ -752,6 +752,61 @@ static void per_call(rckpt_t *h, rados_ioctx_t io, unsigned mi, long osd)
 		cost_end(&c, osd);
 		rckpt_buf_free(&in);
 	}
+	{ /* the small ones: tip, ping, pin and unpin, a drop of no step, a
+	   * put of a step's manifest and an attachment's put and retire */
+		rckpt_buf_t in = RCKPT_BUF_INIT, obj = RCKPT_BUF_INIT;
+		char oid[64];
+		uint64_t none = 999999;
+		int n;
+		cost_begin(&c, "tip", "the chunk's tip", osd);
+		if ((rc = cost_call(&c, io, chunk, "tip", NULL, out, cap)) < 0)
+			die("tip", rc);
+		cost_end(&c, osd);
+		cost_begin(&c, "ping", "nothing (the floor)", osd);
+		if ((rc = cost_call(&c, io, chunk, "ping", NULL, out, cap)) < 0)
+			die("ping", rc);
+		cost_end(&c, osd);
+		cost_begin(&c, "pin", "pin and unpin a step", osd);
+		for (k = 0; k < 2; k++) {
+			in.len = 0;
+			if (rckpt_msg_pin_encode(&in, token, 2, k == 0) ||
+			    (rc = cost_call(&c, io, RCKPT_STORE_JOB_OID, "pin", &in, NULL, 0)) < 0)
+				die("pin", rc);
+		}
+		cost_end(&c, osd);
+		cost_begin(&c, "drop", "a step that is not listed", osd);
+		in.len = 0;
+		if (rckpt_msg_drop_encode(&in, token, &none, 1) ||
+		    (rc = cost_call(&c, io, RCKPT_STORE_JOB_OID, "drop", &in, NULL, 0)) < 0)
+			die("drop", rc);
+		cost_end(&c, osd);
+		rckpt_store_manifest_oid(oid, sizeof(oid), newest);
+		if ((n = rados_read(io, oid, out, cap, 0)) <= 0 || rckpt_buf_append(&obj, out, (size_t)n))
+			die("read the newest manifest", n < 0 ? n : -EIO);
+		cost_begin(&c, "put", "the newest step's manifest again", osd);
+		in.len = 0;
+		if (rckpt_msg_put_encode(&in, token, newest, obj.p, obj.len) ||
+		    (rc = cost_call(&c, io, oid, "put", &in, NULL, 0)) < 0)
+			die("put", rc);
+		cost_end(&c, osd);
+		obj.len = 0;
+		in.len = 0;
+		rckpt_store_attach_oid(oid, sizeof(oid), none);
+		if (rckpt_attach_encode(&obj, none, "x", 1) || rckpt_msg_put_encode(&in, token, none, obj.p, obj.len) ||
+		    (rc = rados_exec(io, oid, "rckpt", "put", (const char *)in.p, in.len, NULL, 0)) < 0)
+			die("put an attachment", rc);
+		cost_begin(&c, "retire", "an attachment", osd);
+		{
+			rckpt_msg_retire_t r = { token, none, RCKPT_RETIRE_STEP };
+			in.len = 0;
+			if (rckpt_msg_retire_encode(&in, &r) ||
+			    (rc = cost_call(&c, io, oid, "retire", &in, NULL, 0)) < 0)
+				die("retire", rc);
+		}
+		cost_end(&c, osd);
+		rckpt_buf_free(&in);
+		rckpt_buf_free(&obj);
+	}
 	rados_ioctx_set_namespace(io, "");
 	{ /* compaction, keep-all: its stages, through the client (which
 	   * shortens a stage the plugin refuses as too much for one call) */
@@ -763,6 +818,17 @@ static void per_call(rckpt_t *h, rados_ioctx_t io, unsigned mi, long osd)
 		c.calls = cs.stages;
 		c.slowest = cs.max_call_seconds;
 		cost_end(&c, osd);
+	}
+	{ /* a claim (the last thing: it fences this job's writer) */
+		rckpt_buf_t in = RCKPT_BUF_INIT;
+		rados_ioctx_set_namespace(io, job);
+		cost_begin(&c, "claim", "a new writer's", osd);
+		if (rckpt_msg_claim_encode(&in, token, token + 1, 0) ||
+		    (rc = cost_call(&c, io, RCKPT_STORE_JOB_OID, "claim", &in, NULL, 0)) < 0)
+			die("claim", rc);
+		cost_end(&c, osd);
+		rados_ioctx_set_namespace(io, "");
+		rckpt_buf_free(&in);
 	}
 	rckpt_job_close(j);
 	rckpt_job_delete(h, job);
