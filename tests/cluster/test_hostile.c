@@ -90,7 +90,8 @@ static void append_bytes(char **buf, size_t *len, const void *p, size_t n)
 {
 	*buf = realloc(*buf, *len + n + 1);
 	assert_non_null(*buf);
-	memcpy(*buf + *len, p, n);
+	if (n) /* an empty omap value comes as NULL (the job object's "job" key) */
+		memcpy(*buf + *len, p, n);
 	*len += n;
 }
 
