@@ -56,19 +56,25 @@ static double pct(double *v, int n, double p)
 	return v[(int)(p * (n - 1) + 0.5)];
 }
 
-/* VmRSS / VmHWM of this process, in KiB. */
-static long proc_kib(const char *field)
+/* A field (VmRSS, VmHWM) of a /proc/.../status file, in KiB; -1: none. */
+static long status_kib(const char *path, const char *field)
 {
 	char line[256];
 	long v = -1;
 	size_t n = strlen(field);
-	FILE *f = fopen("/proc/self/status", "r");
+	FILE *f = fopen(path, "r");
 	while (f && fgets(line, sizeof(line), f))
 		if (strncmp(line, field, n) == 0 && line[n] == ':')
 			v = strtol(line + n + 1, NULL, 10);
 	if (f)
 		fclose(f);
 	return v;
+}
+
+/* ... of this process. */
+static long proc_kib(const char *field)
+{
+	return status_kib("/proc/self/status", field);
 }
 
 /* Resets VmHWM to VmRSS, after handing freed heap back to the kernel:
@@ -528,21 +534,12 @@ static void materialize_rate(rckpt_t *h, rados_ioctx_t io, const char *job, cons
 
 /* ---- 4. one call of each method, in the OSD ---- */
 
-/* A field of /proc/PID/status in KiB (-1: none). */
+/* ... of process pid (the OSD). */
 static long pid_kib(long pid, const char *field)
 {
-	char path[64], line[256];
-	long v = -1;
-	size_t n = strlen(field);
-	FILE *f;
+	char path[64];
 	snprintf(path, sizeof(path), "/proc/%ld/status", pid);
-	f = fopen(path, "r");
-	while (f && fgets(line, sizeof(line), f))
-		if (strncmp(line, field, n) == 0 && line[n] == ':')
-			v = strtol(line + n + 1, NULL, 10);
-	if (f)
-		fclose(f);
-	return v;
+	return status_kib(path, field);
 }
 
 static void pid_reset_hwm(long pid)
