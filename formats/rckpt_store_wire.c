@@ -837,6 +837,47 @@ int rckpt_store_chunk_oid(char *out, size_t cap, uint32_t chunk)
 	return fmt(cap, snprintf(out, cap, "rckpt.chunk.%05" PRIu32, chunk));
 }
 
+int rckpt_store_segment_oid(char *out, size_t cap, uint32_t chunk, uint64_t seg)
+{
+	if (seg == RCKPT_STORE_NONE)
+		return rckpt_store_chunk_oid(out, cap, chunk);
+	return fmt(cap, snprintf(out, cap, "rckpt.chunk.%05" PRIu32 ".%020" PRIu64, chunk, seg));
+}
+
+/* digits [p, p + n) as a number; -EINVAL if any is not one or it overflows */
+static int digits(const char *p, size_t n, uint64_t *v)
+{
+	size_t i;
+	*v = 0;
+	for (i = 0; i < n; i++) {
+		unsigned d = (unsigned char)p[i] - '0';
+		if (d > 9 || *v > (UINT64_MAX - d) / 10)
+			return -EINVAL;
+		*v = *v * 10 + d;
+	}
+	return 0;
+}
+
+int rckpt_store_parse_chunk_oid(const char *oid, uint32_t *chunk, uint64_t *seg)
+{
+	const char *p = oid + 12, *dot;
+	uint64_t c;
+	size_t n;
+	if (strncmp(oid, "rckpt.chunk.", 12) != 0)
+		return -EINVAL;
+	dot = strchr(p, '.');
+	n = dot ? (size_t)(dot - p) : strlen(p);
+	/* what rckpt_store_segment_oid writes, and nothing else: at least 5
+	 * digits, no leading zero past them */
+	if (n < 5 || n > 10 || (n > 5 && p[0] == '0') || digits(p, n, &c) || c > UINT32_MAX)
+		return -EINVAL;
+	*seg = RCKPT_STORE_NONE;
+	if (dot && (strlen(dot + 1) != 20 || digits(dot + 1, 20, seg) || *seg == RCKPT_STORE_NONE))
+		return -EINVAL;
+	*chunk = (uint32_t)c;
+	return 0;
+}
+
 int rckpt_store_manifest_oid(char *out, size_t cap, uint64_t step)
 {
 	return fmt(cap, snprintf(out, cap, "rckpt.manifest.%020" PRIu64, step));
@@ -867,6 +908,39 @@ int rckpt_store_parse_step_key(uint64_t *step, const char *key, char prefix)
 	if (key[22] != '\0')
 		return -EBADMSG;
 	*step = v;
+	return 0;
+}
+
+/* ---- summary ---- */
+
+void rckpt_store_summary_put(uint8_t out[RCKPT_STORE_SUMMARY_BYTES], const rckpt_store_summary_t *s)
+{
+	rckpt_writer_t w = rckpt_writer(out, RCKPT_STORE_SUMMARY_BYTES);
+	rckpt_wr_u64(&w, s->raw_bytes);
+	rckpt_wr_u64(&w, s->enc_bytes);
+	rckpt_wr_u64(&w, s->parent);
+	rckpt_wr_u32(&w, s->nchunks);
+	rckpt_wr_u64(&w, rckpt_d2u(s->quality));
+	rckpt_wr_u64(&w, s->segment);
+	rckpt_wr_u32(&w, s->flags);
+}
+
+int rckpt_store_summary_get(rckpt_store_summary_t *s, const uint8_t *p, size_t len)
+{
+	rckpt_reader_t r = rckpt_reader(p, len);
+	memset(s, 0, sizeof(*s));
+	s->segment = RCKPT_STORE_NONE;
+	if (len < RCKPT_STORE_SUMMARY_V1_BYTES)
+		return -EBADMSG;
+	s->raw_bytes = rckpt_rd_u64(&r);
+	s->enc_bytes = rckpt_rd_u64(&r);
+	s->parent = rckpt_rd_u64(&r);
+	s->nchunks = rckpt_rd_u32(&r);
+	s->quality = rckpt_u2d(rckpt_rd_u64(&r));
+	if (len >= RCKPT_STORE_SUMMARY_BYTES) {
+		s->segment = rckpt_rd_u64(&r);
+		s->flags = rckpt_rd_u32(&r);
+	}
 	return 0;
 }
 

@@ -285,7 +285,15 @@ int rckpt_msg_verified_decode(rckpt_msg_verified_t *m, const uint8_t *src, size_
 /* Object names (NUL-terminated into out[cap]): the job object, a chunk, a
  * manifest. 0 or -ERANGE. */
 #define RCKPT_STORE_JOB_OID "rckpt.job"
+/* A chunk's object in the job's first segment: "rckpt.chunk.<c>". */
 int rckpt_store_chunk_oid(char *out, size_t cap, uint32_t chunk);
+/* A chunk's object in segment seg (store.md "Segments"): the first
+ * segment's (seg RCKPT_STORE_NONE) is rckpt_store_chunk_oid's; a later one
+ * is "rckpt.chunk.<c>.<seg>", seg the step that began it (20 digits). */
+int rckpt_store_segment_oid(char *out, size_t cap, uint32_t chunk, uint64_t seg);
+/* The inverse: 0 and the chunk and segment when oid names a chunk object
+ * in either form, else -EINVAL. */
+int rckpt_store_parse_chunk_oid(const char *oid, uint32_t *chunk, uint64_t *seg);
 int rckpt_store_manifest_oid(char *out, size_t cap, uint64_t step);
 /* The object of a step's attachment: "rckpt.attach.<step>". */
 int rckpt_store_attach_oid(char *out, size_t cap, uint64_t step);
@@ -294,6 +302,27 @@ int rckpt_store_attach_oid(char *out, size_t cap, uint64_t step);
  * as 20 decimal digits so that keys sort as steps do. */
 int rckpt_store_step_key(char *out, size_t cap, char prefix, uint64_t step);
 int rckpt_store_parse_step_key(uint64_t *step, const char *key, char prefix);
+
+/* A step's summary in the job object (store.md "Objects"), opaque to the
+ * plugin. A client writes RCKPT_STORE_SUMMARY_BYTES; readers take the
+ * fields a shorter one has (36 bytes: an earlier client's, in the first
+ * segment, not exact) and ignore any that follow. */
+#define RCKPT_STORE_SUMMARY_BYTES 48u
+#define RCKPT_STORE_SUMMARY_V1_BYTES 36u
+#define RCKPT_SUMMARY_EXACT 1u /* flags: the step is stored bit-exact */
+typedef struct rckpt_store_summary {
+	uint64_t raw_bytes; /* of the step's tensors as fp32 */
+	uint64_t enc_bytes; /* stored: records, manifest, attachment */
+	uint64_t parent;    /* the manifest's parent step; RCKPT_STORE_NONE: a base */
+	uint32_t nchunks;
+	double quality;     /* the compressor's loss measure */
+	uint64_t segment;   /* the segment holding its records */
+	uint32_t flags;     /* RCKPT_SUMMARY_* */
+} rckpt_store_summary_t;
+
+void rckpt_store_summary_put(uint8_t out[RCKPT_STORE_SUMMARY_BYTES], const rckpt_store_summary_t *s);
+/* 0, or -EBADMSG for a summary shorter than the first layout's. */
+int rckpt_store_summary_get(rckpt_store_summary_t *s, const uint8_t *p, size_t len);
 
 /* A step's attachment (store.md, "Attachment"): bytes the trainer keeps
  * with a step (optimizer state, counters), zstd-compressed, CRC-32C of the

@@ -159,7 +159,7 @@ typedef struct rckpt_job rckpt_job_t;
  * each ask holds the model in fp32 once. */
 typedef int (*rckpt_quality_cb)(void *arg, const rckpt_tensor_t *t, unsigned n, double *loss);
 
-#define RCKPT_JOB_OPTS_VERSION 5
+#define RCKPT_JOB_OPTS_VERSION 6
 #define RCKPT_LATEST UINT64_MAX
 
 /* The compressor's default quality threshold: the Fisher-weighted relative
@@ -174,7 +174,7 @@ typedef struct rckpt_job_opts {
 	int writer;            /* take the job's writer lock (save, trim); else read only */
 	double eps;            /* quality threshold of the compressor; 0:
 				  RCKPT_EPS_DEFAULT */
-	uint64_t chunk_params; /* parameters per chunk object; 0: 4 Mi; at most 64 Mi */
+	uint64_t chunk_params; /* parameters per chunk; 0: 4 Mi; at most 4 Mi */
 	unsigned base_every;   /* a base record every N saves; 0: only the first */
 	unsigned lease_s;      /* the writer lock's lease, renewed by every save; 0: 30 s */
 	unsigned inflight;     /* chunk operations in flight at once; 0: 16 */
@@ -198,6 +198,12 @@ typedef struct rckpt_job_opts {
 				   job takes no partial saves. A writer with it
 				   keeps every quantized value as last saved:
 				   4 bytes per parameter, between saves */
+	/* version 6: */
+	uint64_t segment_bytes; /* a chunk's log goes on in a new object (a
+				   segment, starting with a base) before one
+				   passes this many bytes; 0: 64 MiB, or half
+				   the OSDs' osd_max_object_size when that is
+				   less. More than that half is -EINVAL */
 } rckpt_job_opts_t;
 
 /* AUTO: on the GPU when this build has CUDA, the machine a device, and a
@@ -209,7 +215,7 @@ typedef struct rckpt_job_opts {
 enum rckpt_compute { RCKPT_COMPUTE_AUTO = 0, RCKPT_COMPUTE_CPU = 1, RCKPT_COMPUTE_GPU = 2 };
 
 #define RCKPT_JOB_OPTS_INIT \
-	{ RCKPT_JOB_OPTS_VERSION, 0, 0.0, 0, 0, 0, 0, 0, RCKPT_COMPUTE_AUTO, NULL, NULL, 0.0, 0 }
+	{ RCKPT_JOB_OPTS_VERSION, 0, 0.0, 0, 0, 0, 0, 0, RCKPT_COMPUTE_AUTO, NULL, NULL, 0.0, 0, 0 }
 
 /* Opens job `job` (a RADOS namespace of the pool, 1..63 characters of
  * [A-Za-z0-9._-]). A writer takes an exclusive lock on the job object:

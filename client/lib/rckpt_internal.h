@@ -19,6 +19,9 @@ struct rckpt {
 	rckpt_io_open_fn io_open; /* opens a namespace of the pool (rckpt_io.h);
 				     NULL until connected */
 	void *io_arg;
+	int limits_known;     /* the pool's limits, asked once (rckpt_io.h pool_limits) */
+	uint64_t max_object;  /* the OSDs' osd_max_object_size; 0: unknown */
+	int erasure;          /* the pool is erasure-coded */
 	char errmsg[RCKPT_ERRMSG_MAX];
 };
 

@@ -76,6 +76,11 @@ typedef struct rckpt_io_ops {
 	int (*lock)(rckpt_io_t *io, const char *oid, const char *name, const char *cookie,
 		    unsigned seconds, int renew);
 	int (*unlock)(rckpt_io_t *io, const char *oid, const char *name, const char *cookie);
+	/* What the pool allows the store (store.md "Segments", "Pools"):
+	 * the OSDs' largest object (osd_max_object_size; 0 when it cannot be
+	 * told) and whether the pool is erasure-coded (1; such a pool has no
+	 * omap). */
+	int (*pool_limits)(rckpt_io_t *io, uint64_t *max_object, int *erasure);
 	/* A number that tells this client from the others (the cluster's
 	 * instance id for librados). */
 	uint64_t (*client_id)(rckpt_io_t *io);

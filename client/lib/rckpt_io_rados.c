@@ -8,6 +8,7 @@
 #include "rckpt_io.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
@@ -318,6 +319,63 @@ static int r_unlock(rckpt_io_t *io, const char *oid, const char *name, const cha
 	return rados_unlock(IOX(io), oid, name, cookie);
 }
 
+/* A monitor command's reply, NUL-terminated into out (cap bytes). */
+static int mon_command(rados_t cl, const char *cmd, char *out, size_t cap)
+{
+	const char *argv[1] = { cmd };
+	char *ob = NULL, *os = NULL;
+	size_t olen = 0, oslen = 0;
+	int rc = rados_mon_command(cl, argv, 1, "", 0, &ob, &olen, &os, &oslen);
+	if (rc == 0) {
+		size_t n = olen < cap - 1 ? olen : cap - 1;
+		memcpy(out, ob ? ob : "", n);
+		out[n] = '\0';
+	}
+	rados_buffer_free(ob);
+	rados_buffer_free(os);
+	return rc;
+}
+
+/* osd_max_object_size as the monitors' configuration gives it to the
+ * OSDs, else as this client's configuration has it; whether the pool is
+ * erasure-coded: it needs aligned appends, or the monitor has an
+ * erasure-code profile for it (an erasure-coded pool that allows
+ * overwrites does not need alignment, and has no omap either). */
+static int r_pool_limits(rckpt_io_t *io, uint64_t *max_object, int *erasure)
+{
+	rados_t cl = rados_ioctx_get_cluster(IOX(io));
+	char buf[512], pool[256], cmd[600];
+	int req = 0, rc;
+
+	*max_object = 0;
+	*erasure = 0;
+	if (mon_command(cl, "{\"prefix\": \"config get\", \"who\": \"osd\", \"key\": \"osd_max_object_size\"}",
+			buf, sizeof(buf)) == 0 ||
+	    rados_conf_get(cl, "osd_max_object_size", buf, sizeof(buf)) == 0) {
+		char *end;
+		unsigned long long v = strtoull(buf, &end, 10);
+		if (end != buf)
+			*max_object = v;
+	}
+	if ((rc = rados_ioctx_pool_requires_alignment2(IOX(io), &req)))
+		return rc;
+	if (req) {
+		*erasure = 1;
+		return 0;
+	}
+	rc = rados_ioctx_get_pool_name(IOX(io), pool, sizeof(pool));
+	if (rc < 0)
+		return rc;
+	if (strpbrk(pool, "\"\\"))
+		return 0; /* a name JSON would need escapes for: not asked */
+	snprintf(cmd, sizeof(cmd),
+		 "{\"prefix\": \"osd pool get\", \"pool\": \"%s\", \"var\": \"erasure_code_profile\"}", pool);
+	/* -EACCES: "not a erasure pool"; other failures (no rights to ask)
+	 * say nothing, and the first write would fail */
+	*erasure = mon_command(cl, cmd, buf, sizeof(buf)) == 0;
+	return 0;
+}
+
 static uint64_t r_client_id(rckpt_io_t *io)
 {
 	return rados_get_instance_id(rados_ioctx_get_cluster(IOX(io)));
@@ -350,6 +408,7 @@ static const rckpt_io_ops_t rados_ops = {
 	.objects = r_objects,
 	.lock = r_lock,
 	.unlock = r_unlock,
+	.pool_limits = r_pool_limits,
 	.client_id = r_client_id,
 	.close = r_close,
 };

@@ -62,6 +62,8 @@ struct mem_pool {
 	} calls[MAX_OPS];
 	unsigned ncalls;
 	unsigned all_calls;
+	uint64_t max_object; /* pool_limits' answers */
+	int erasure;
 	struct held { /* a held class call (mem_fault_t.held) */
 		char *ns, *oid;
 		const struct method *meth;
@@ -127,6 +129,12 @@ void mem_pool_destroy(mem_pool_t *p)
 	}
 	free(p->e);
 	free(p);
+}
+
+void mem_pool_set_limits(mem_pool_t *p, uint64_t max_object, int erasure)
+{
+	p->max_object = max_object;
+	p->erasure = erasure;
 }
 
 void mem_pool_fault(mem_pool_t *p, const mem_fault_t *f)
@@ -296,6 +304,7 @@ static int run(mem_io_t *m, const char *oid, const struct method *meth, const vo
 	if (!meth->write && !e->obj.exists)
 		return -ENOENT;
 	if (meth->write) {
+		e->obj.limit = (size_t)m->p->max_object;
 		rc = mem_obj_call(&e->obj, meth->fn, in, len, &reply);
 		if (!e->obj.exists)
 			e->lock_name[0] = '\0'; /* a lock is the object's: it goes with it */
@@ -489,6 +498,10 @@ static int m_write_full(rckpt_io_t *io, const char *oid, const void *p, size_t l
 		free(d);
 		return e ? -ENOMEM : -EINVAL;
 	}
+	if (m->p->max_object && len > m->p->max_object) {
+		free(d);
+		return -EFBIG;
+	}
 	if (len)
 		memcpy(d, p, len);
 	free(e->obj.data);
@@ -678,6 +691,16 @@ static int m_unlock(rckpt_io_t *io, const char *oid, const char *name, const cha
 	return 0;
 }
 
+static int m_pool_limits(rckpt_io_t *io, uint64_t *max_object, int *erasure)
+{
+	mem_io_t *m = M(io);
+	if (hit(m->p, "pool_limits", NULL))
+		return m->p->fault.rc;
+	*max_object = m->p->max_object;
+	*erasure = m->p->erasure;
+	return 0;
+}
+
 static uint64_t m_client_id(rckpt_io_t *io)
 {
 	return M(io)->client;
@@ -712,6 +735,7 @@ static const rckpt_io_ops_t mem_ops = {
 	.objects = m_objects,
 	.lock = m_lock,
 	.unlock = m_unlock,
+	.pool_limits = m_pool_limits,
 	.client_id = m_client_id,
 	.close = m_close,
 };

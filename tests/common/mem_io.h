@@ -21,6 +21,11 @@ typedef struct mem_pool mem_pool_t;
 int mem_pool_create(mem_pool_t **out);
 void mem_pool_destroy(mem_pool_t *p);
 
+/* What pool_limits answers: the OSDs' largest object (0: unknown), which
+ * writes past it then fail with -EFBIG as in the OSD, and whether the pool
+ * is erasure-coded. A new pool: 0, 0. */
+void mem_pool_set_limits(mem_pool_t *p, uint64_t max_object, int erasure);
+
 /* rckpt_io_open_fn: arg is the mem_pool_t. */
 int mem_pool_open(void *arg, const char *ns, rckpt_io_t **out);
 

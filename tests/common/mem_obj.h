@@ -31,6 +31,8 @@ typedef struct mem_obj {
 	char why[RCKPT_CLS_WHY_MAX]; /* the last failed call's reason, as the OSD would log it */
 	int damaged;
 	const struct mem_obj *before; /* during a call: the object as the method found it */
+	size_t limit;                 /* the OSD's osd_max_object_size (0: none): a method that
+					 would pass it fails with -EFBIG, as in the OSD */
 	int readonly;                 /* during a read method's call: writes are -EPERM, as in the OSD */
 } mem_obj_t;
 
@@ -304,7 +306,10 @@ static int mem_obj_call(mem_obj_t *m, rckpt_cls_obj_method_fn fn, const uint8_t 
 	work.before = m;
 	rc = fn(&o, in, len, out);
 	work.before = NULL;
+	if (rc == 0 && m->limit && work.size > m->limit)
+		rc = -EFBIG;
 	if (rc == 0) {
+		work.limit = m->limit;
 		mem_obj_free(m);
 		*m = work;
 	} else {

@@ -176,7 +176,9 @@ int ckenc_adopt(rckpt_ckenc_t *e, const rckpt_tset_t *params)
 	 * weigh how stable each configuration is); after a delta, a later one
 	 * (the neighbourhood of the configuration the chain runs with). */
 	e->steps = mf->parent == RCKPT_NO_PARENT ? 1 : 2;
-	e->force_base = 0;
+	/* e->force_base stays: a restart after the resume (a writer that
+	 * begins a segment) makes this step a base, with the step's
+	 * codebooks as warm starts all the same */
 	rc = 0;
 	goto out;
 fail:

@@ -207,7 +207,8 @@ int rckpt_ckenc_step_partial(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink,
 void rckpt_ckenc_set_gpu(rckpt_ckenc_t *e, struct rckpt_gpuenc *g);
 
 /* The next step will be a base: the caller lost this step's records (its
- * appends or its commit failed), so they cannot be the next step's parents. */
+ * appends or its commit failed), so they cannot be the next step's parents;
+ * or it begins a new segment of the store. After rckpt_ckenc_resume too. */
 void rckpt_ckenc_restart(rckpt_ckenc_t *e);
 
 /* Continue a chain this encoder did not write: d holds a committed step,

@@ -57,7 +57,65 @@ int rckpt_read_head(rckpt_job_t *j, uint64_t *head, uint64_t *count)
 	return rc;
 }
 
+int rckpt_step_summary(rckpt_job_t *j, uint64_t step, rckpt_store_summary_t *s)
+{
+	rckpt_buf_t v = RCKPT_BUF_INIT;
+	char key[32];
+	int rc = rckpt_store_step_key(key, sizeof(key), 's', step);
+	if (rc == 0)
+		rc = j->io->ops->omap_get(j->io, RCKPT_STORE_JOB_OID, key, &v);
+	if (rc == 0)
+		rc = rckpt_store_summary_get(s, v.p, v.len);
+	rckpt_buf_free(&v);
+	return rc;
+}
+
 /* ---- open, close ---- */
+
+/* The pool's limits, asked once per handle: an erasure-coded pool is
+ * refused (chunk objects need omap), and a writer's segments stay well
+ * under the OSDs' largest object (store.md "Segments", "Pools"). */
+static int pool_check(rckpt_job_t *j, const char *job)
+{
+	rckpt_t *h = j->h;
+	if (!h->limits_known) {
+		int rc = j->io->ops->pool_limits(j->io, &h->max_object, &h->erasure);
+		if (rc)
+			return rckpt_fail(h, rc, "rckpt_job_open", "cannot tell what pool %s allows", h->pool);
+		h->limits_known = 1;
+	}
+	if (h->erasure)
+		return rckpt_fail(h, -EOPNOTSUPP, "rckpt_job_open",
+				  "pool %s is erasure-coded, and a job's objects need omap, which such "
+				  "pools do not have: use a replicated pool (ceph osd pool create NAME "
+				  "replicated; see ceph-conf/README.md)", h->pool);
+	(void)job;
+	return 0;
+}
+
+/* A writer's segment cap: the job's, or the default, never more than half
+ * the OSDs' largest object (the rest is room for one record the writer
+ * did not foresee). */
+static int segment_cap(rckpt_job_t *j)
+{
+	rckpt_t *h = j->h;
+	const uint64_t half = h->max_object ? h->max_object / 2 : SEGMENT_BYTES_DEFAULT;
+	uint64_t cap = j->o.segment_bytes;
+	if (cap == 0)
+		cap = SEGMENT_BYTES_DEFAULT < half ? SEGMENT_BYTES_DEFAULT : half;
+	if (cap > half)
+		return rckpt_fail(h, -EINVAL, "rckpt_job_open",
+				  "segments of %" PRIu64 " bytes: more than half the OSDs' osd_max_object_size "
+				  "(%" PRIu64 ")", cap, h->max_object);
+	if (cap < ((uint64_t)1 << 20))
+		return rckpt_fail(h, -EINVAL, "rckpt_job_open",
+				  "segments of %" PRIu64 " bytes: at least 1 MiB%s", cap,
+				  h->max_object && h->max_object < ((uint64_t)2 << 20)
+					  ? " (the OSDs' osd_max_object_size is too small for the store)"
+					  : "");
+	j->seg_cap = cap;
+	return 0;
+}
 
 int rckpt_take_lock(rckpt_job_t *j, int renew)
 {
@@ -171,6 +229,7 @@ int rckpt_job_open_claim(rckpt_t *h, rckpt_job_t **out, const char *job,
 			    : opts->version == 2 ? offsetof(rckpt_job_opts_t, compute)
 			    : opts->version == 3 ? offsetof(rckpt_job_opts_t, quality)
 			    : opts->version == 4 ? offsetof(rckpt_job_opts_t, partial_block)
+			    : opts->version == 5 ? offsetof(rckpt_job_opts_t, segment_bytes)
 						 : sizeof(j->o));
 	j->o.version = RCKPT_JOB_OPTS_VERSION;
 	if (j->o.compute == RCKPT_COMPUTE_AUTO) {
@@ -229,6 +288,11 @@ int rckpt_job_open_claim(rckpt_t *h, rckpt_job_t **out, const char *job,
 		free(j);
 		return rckpt_fail(h, rc, "rckpt_job_open", "cannot open pool %s", h->pool);
 	}
+	if ((rc = pool_check(j, job)) || (j->o.writer && (rc = segment_cap(j)))) {
+		rckpt_job_close(j);
+		return rc;
+	}
+	j->seg = RCKPT_STORE_NONE;
 	if (j->o.writer) {
 		rckpt_ckenc_opts_t eo;
 		snprintf(j->cookie, sizeof(j->cookie), "%" PRIu64 ".%ld", j->io->ops->client_id(j->io),
@@ -288,6 +352,8 @@ void rckpt_job_close(rckpt_job_t *j)
 	rckpt_ckenc_destroy(j->enc);
 	rckpt_gpuenc_destroy(j->gpu);
 	rckpt_buf_free(&j->attach);
+	free(j->seg_bytes);
+	free(j->rec_max);
 	if (j->io)
 		j->io->ops->close(j->io);
 	free(j);
@@ -295,16 +361,13 @@ void rckpt_job_close(rckpt_job_t *j)
 
 static void chunk_oid(void *arg, unsigned i, char *buf, size_t cap)
 {
-	(void)arg;
-	rckpt_store_chunk_oid(buf, cap, i);
+	rckpt_store_segment_oid(buf, cap, i, *(const uint64_t *)arg);
 }
 
-/* Runs one write method on objects [0, n) of the chunks, `inflight` at a
- * time; msgs[i] is object i's input. */
-int rckpt_chunk_writes(rckpt_job_t *j, const char *method, const rckpt_buf_t *msgs, int same,
-		       unsigned n)
+int rckpt_chunk_writes(rckpt_job_t *j, uint64_t seg, const char *method, const rckpt_buf_t *msgs,
+		       int same, unsigned n)
 {
-	return rckpt_io_fanout(j->io, n, j->o.inflight, chunk_oid, NULL, "rckpt", method, msgs, same,
+	return rckpt_io_fanout(j->io, n, j->o.inflight, chunk_oid, &seg, "rckpt", method, msgs, same,
 			       NULL, NULL, NULL);
 }
 
@@ -312,6 +375,12 @@ int rckpt_chunk_writes(rckpt_job_t *j, const char *method, const rckpt_buf_t *ms
 
 int rckpt_job_steps(rckpt_job_t *j, uint64_t after, rckpt_step_info_t *out, unsigned cap,
 		    unsigned *n, int *more)
+{
+	return rckpt_list_steps(j, after, out, NULL, cap, n, more);
+}
+
+int rckpt_list_steps(rckpt_job_t *j, uint64_t after, rckpt_step_info_t *out, uint64_t *segs,
+		     unsigned cap, unsigned *n, int *more)
 {
 	rckpt_buf_t in = RCKPT_BUF_INIT, rep = RCKPT_BUF_INIT;
 	rckpt_msg_list_t l = { after, cap > RCKPT_STORE_LIST_MAX ? RCKPT_STORE_LIST_MAX : cap };
@@ -332,19 +401,23 @@ int rckpt_job_steps(rckpt_job_t *j, uint64_t after, rckpt_step_info_t *out, unsi
 		rc = 0; /* a new job: nothing yet */
 	else if (rc == 0 && (rc = rckpt_msg_stepsum_open(&rd, rep.p, rep.len)) == 0) {
 		while ((rc = rckpt_msg_stepsum_next(&rd, &step, &sum)) == 1) {
-			rckpt_step_info_t *s = &out[(*n)++];
-			rckpt_reader_t r = rckpt_reader(sum.p, sum.len);
+			rckpt_step_info_t *s = &out[*n];
+			rckpt_store_summary_t v;
+			rckpt_store_summary_get(&v, sum.p, sum.len); /* too short: zeros */
 			memset(s, 0, sizeof(*s));
 			s->step = step;
-			s->raw_bytes = rckpt_rd_u64(&r);
-			s->enc_bytes = rckpt_rd_u64(&r);
-			s->parent = rckpt_rd_u64(&r);
-			s->nchunks = rckpt_rd_u32(&r);
+			s->raw_bytes = v.raw_bytes;
+			s->enc_bytes = v.enc_bytes;
+			s->parent = v.parent;
+			s->nchunks = v.nchunks;
+			if (segs)
+				segs[*n] = v.segment;
+			++*n;
 		}
 		*more = rd.more;
 	}
 	rckpt_buf_free(&in);
 	rckpt_buf_free(&rep);
-	return rc ? rckpt_fail(j->h, rc, __func__, "cannot list the steps of job %s", j->name) : 0;
+	return rc ? rckpt_fail(j->h, rc, "rckpt_job_steps", "cannot list the steps of job %s", j->name) : 0;
 }
 

@@ -94,11 +94,16 @@ static void want_chunks(const rckpt_manifest_t *mf, mat_t *m, unsigned *left, un
 	}
 }
 
-/* The name of the k-th chunk of a round: which[k]. */
+/* The chunks of a round: which[k] of segment seg. */
+typedef struct round {
+	const unsigned *which;
+	uint64_t seg;
+} round_t;
+
 static void pending_oid(void *arg, unsigned k, char *buf, size_t cap)
 {
-	const unsigned *which = arg;
-	rckpt_store_chunk_oid(buf, cap, which[k]);
+	const round_t *r = arg;
+	rckpt_store_segment_oid(buf, cap, r->which[k], r->seg);
 }
 
 int rckpt_restore_sel(rckpt_job_t *j, uint64_t step, const char *const *names, unsigned nnames,
@@ -112,7 +117,7 @@ int rckpt_restore_sel(rckpt_job_t *j, uint64_t step, const char *const *names, u
 	mat_t *m = NULL;
 	const uint8_t **recs = NULL;
 	size_t *lens = NULL;
-	uint64_t head, count, size = 0, wire = 0;
+	uint64_t head, count, size = 0, wire = 0, seg;
 	unsigned i, calls = 0, left, restarts = 0, bad_chunk = UINT_MAX;
 	char oid[64];
 	double t0 = rckpt_now_s();
@@ -128,6 +133,17 @@ int rckpt_restore_sel(rckpt_job_t *j, uint64_t step, const char *const *names, u
 	if (head == RCKPT_STORE_NONE || step > head)
 		return rckpt_fail(h, -ENOENT, fn, "job %s has no committed step %" PRIu64, j->name,
 				  step);
+	{
+		/* the segment that holds its records */
+		rckpt_store_summary_t sum;
+		rc = rckpt_step_summary(j, step, &sum);
+		if (rc == -ENOENT)
+			return rckpt_fail(h, rc, fn, "job %s has no step %" PRIu64 " (never saved, or dropped)",
+					  j->name, step);
+		if (rc)
+			return rckpt_fail(h, rc, fn, "cannot read the summary of step %" PRIu64, step);
+		seg = sum.segment;
+	}
 	rckpt_store_manifest_oid(oid, sizeof(oid), step);
 	rc = j->io->ops->stat(j->io, oid, &size);
 	if (rc == 0 && size > ((uint64_t)1 << 30))
@@ -210,7 +226,8 @@ int rckpt_restore_sel(rckpt_job_t *j, uint64_t step, const char *const *names, u
 			which[nw++] = i;
 		}
 		if (rc == 0) {
-			rc = rckpt_io_fanout(j->io, nw, j->o.inflight, pending_oid, which, "rckpt",
+			round_t rd = { which, seg };
+			rc = rckpt_io_fanout(j->io, nw, j->o.inflight, pending_oid, &rd, "rckpt",
 					     "materialize", in, 0, out, res, NULL);
 			calls += nw;
 		}
@@ -252,7 +269,7 @@ int rckpt_restore_sel(rckpt_job_t *j, uint64_t step, const char *const *names, u
 	}
 	if (rc) {
 		if (bad_chunk != UINT_MAX) {
-			rckpt_store_chunk_oid(oid, sizeof(oid), bad_chunk);
+			rckpt_store_segment_oid(oid, sizeof(oid), bad_chunk, seg);
 			rc = rckpt_fail(h, rc, fn, "cannot materialize step %" PRIu64 " from %s/%s", step, j->name,
 					oid);
 		} else {

@@ -50,14 +50,74 @@ static int pick_compute(rckpt_job_t *j, const rckpt_tset_t *params, const rckpt_
 	return 0;
 }
 
-static void put_summary(uint8_t *b, const rckpt_ckenc_stats_t *st, uint64_t parent, unsigned nchunks)
+/* ---- segments (store.md "Segments") ---- */
+
+/* What a chunk's next record may take, for the roll: the largest this
+ * writer appended to it, or before any, 4 bytes per parameter. */
+static uint64_t record_estimate(const rckpt_job_t *j, unsigned c)
 {
-	rckpt_writer_t w = rckpt_writer(b, SUMMARY_BYTES);
-	rckpt_wr_u64(&w, st->raw_bytes);
-	rckpt_wr_u64(&w, st->enc_bytes);
-	rckpt_wr_u64(&w, parent);
-	rckpt_wr_u32(&w, nchunks);
-	rckpt_wr_u64(&w, rckpt_d2u(st->quality));
+	return j->rec_max[c] ? j->rec_max[c] : 4 * j->o.chunk_params + ((uint64_t)64 << 10);
+}
+
+/* Sizes chunks [from, n) of the writer's segment (one that does not exist
+ * has none), growing the arrays to n. */
+static int seg_measure(rckpt_job_t *j, unsigned from, unsigned n)
+{
+	unsigned c;
+	if (n > j->seg_n) {
+		uint64_t *b = realloc(j->seg_bytes, n * sizeof(*b));
+		if (b)
+			j->seg_bytes = b;
+		uint64_t *m = b ? realloc(j->rec_max, n * sizeof(*m)) : NULL;
+		if (m == NULL)
+			return -ENOMEM;
+		j->rec_max = m;
+		for (c = j->seg_n; c < n; c++)
+			j->seg_bytes[c] = j->rec_max[c] = 0;
+		j->seg_n = n;
+	}
+	for (c = from; c < n; c++) {
+		char oid[64];
+		uint64_t size = 0;
+		int rc;
+		rckpt_store_segment_oid(oid, sizeof(oid), c, j->seg);
+		rc = j->io->ops->stat(j->io, oid, &size);
+		if (rc && rc != -ENOENT)
+			return rc;
+		j->seg_bytes[c] = size;
+	}
+	return 0;
+}
+
+/* Where the head's records are, and how full its chunk objects are
+ * (records a crashed writer left past the head count too: an early roll,
+ * never a late one). */
+static int seg_learn(rckpt_job_t *j)
+{
+	rckpt_store_summary_t sum;
+	int rc;
+	j->seg = RCKPT_STORE_NONE;
+	j->seg_n = 0;
+	if (j->head != RCKPT_STORE_NONE) {
+		if ((rc = rckpt_step_summary(j, j->head, &sum)))
+			return rc;
+		j->seg = sum.segment;
+		if ((rc = seg_measure(j, 0, sum.nchunks)))
+			return rc;
+	}
+	j->seg_known = 1;
+	return 0;
+}
+
+/* Whether the next step goes to a new segment: some chunk's object could
+ * pass the cap with its next record. */
+static int seg_full(const rckpt_job_t *j)
+{
+	unsigned c;
+	for (c = 0; c < j->seg_n; c++)
+		if (j->seg_bytes[c] + record_estimate(j, c) > j->seg_cap)
+			return 1;
+	return 0;
 }
 
 /* A save in flight: its manifest and its chunk appends. */
@@ -69,6 +129,8 @@ struct rckpt_save {
 	rckpt_buf_t attach;    /* the attachment it took from the job */
 	rckpt_ckenc_stats_t st;
 	unsigned nchunks;
+	uint64_t seg;          /* the segment its records go to */
+	int roll;              /* it begins that segment */
 	rckpt_buf_t *msgs;     /* chunk i's append, until it completes */
 	rckpt_io_window_t win; /* the appends in flight */
 	unsigned issued;       /* appends started: [0, issued) */
@@ -145,12 +207,35 @@ static int save_begin(void *arg, uint32_t nchunks)
 		rckpt_buf_t tm = RCKPT_BUF_INIT;
 		int rc = rckpt_msg_trim_encode(&tm, j->token, j->head);
 		if (rc == 0)
-			rc = rckpt_chunk_writes(j, "trim", &tm, 1, nchunks);
+			rc = rckpt_chunk_writes(j, j->seg, "trim", &tm, 1, nchunks);
 		rckpt_buf_free(&tm);
 		if (rc)
 			return s->trim_err = rc;
 		j->trimmed = 1;
 	}
+	if (s->roll) {
+		/* A new segment, named by this step: whatever a writer left
+		 * under its names goes first, and our token with it fences any
+		 * late append of theirs. */
+		rckpt_buf_t tm = RCKPT_BUF_INIT;
+		unsigned c;
+		int rc = rckpt_msg_trim_encode(&tm, j->token, RCKPT_STORE_NONE);
+		if (rc == 0)
+			rc = rckpt_chunk_writes(j, s->step, "trim", &tm, 1, nchunks);
+		rckpt_buf_free(&tm);
+		if (rc)
+			return s->trim_err = rc;
+		j->seg = s->step;
+		if (nchunks > j->seg_n && (rc = seg_measure(j, j->seg_n, nchunks)))
+			return rc;
+		for (c = 0; c < j->seg_n; c++)
+			j->seg_bytes[c] = j->rec_max[c] = 0;
+	} else if (nchunks > j->seg_n) {
+		int rc = seg_measure(j, j->seg_n, nchunks); /* a model with more chunks */
+		if (rc)
+			return rc;
+	}
+	s->seg = j->seg;
 	return 0;
 }
 
@@ -160,16 +245,23 @@ static int save_begin(void *arg, uint32_t nchunks)
 static int save_record(void *arg, uint32_t i, rckpt_buf_t *rec)
 {
 	rckpt_save_t *s = arg;
+	rckpt_job_t *j = s->j;
+	const uint64_t len = rec->len;
 	char oid[64];
-	int rc = rckpt_msg_append_encode(&s->msgs[i], s->j->token, rec->p, rec->len);
+	int rc = rckpt_msg_append_encode(&s->msgs[i], j->token, rec->p, rec->len);
 
 	rckpt_buf_free(rec);
 	if (rc)
 		return rc;
+	if (i < j->seg_n) {
+		j->seg_bytes[i] += len;
+		if (len > j->rec_max[i])
+			j->rec_max[i] = len;
+	}
 	rckpt_io_window_room(&s->win, s->msgs[i].len);
 	if (s->err)
 		return s->err;
-	rckpt_store_chunk_oid(oid, sizeof(oid), i);
+	rckpt_store_segment_oid(oid, sizeof(oid), i, s->seg);
 	if ((rc = rckpt_io_window_exec(&s->win, oid, "rckpt", "append", s->msgs[i].p, s->msgs[i].len,
 				       NULL, i)))
 		return s->err = rc;
@@ -184,6 +276,7 @@ static void save_finish(rckpt_save_t *s);
 static void save_lost(rckpt_job_t *j)
 {
 	j->trimmed = 0;
+	j->seg_known = 0; /* the head's segment, learnt again */
 	rckpt_ckenc_restart(j->enc);
 }
 
@@ -247,6 +340,9 @@ static int save_start(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t, un
 			return rckpt_fail(h, rc, fn, "cannot read the head of job %s", j->name);
 		j->head = head;
 	}
+	if (!j->seg_known && (rc = seg_learn(j)))
+		return rckpt_fail(h, rc, fn, "cannot read where job %s's head %" PRIu64 " is stored",
+				  j->name, j->head);
 	if (step == RCKPT_STORE_NONE || (j->head != RCKPT_STORE_NONE && step <= j->head))
 		return rckpt_fail(h, -EINVAL, fn, "step %" PRIu64 " is not after the head %" PRIu64,
 				  step, j->head);
@@ -290,13 +386,15 @@ static int save_start(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t, un
 			/* how long the chain it continues already is (unknown:
 			 * as long as a chain may get, so this step is a base) */
 			unsigned depth;
-			if (rckpt_chain_depth(j, j->head, &depth))
+			if (rckpt_chain_depth(j, j->seg, j->head, &depth))
 				depth = RCKPT_STORE_CHAIN_REBASE;
 			rckpt_ckenc_set_depth(j->enc, depth);
 		}
 		rckpt_restored_free(r);
 		rckpt_clear_error(h);
 	}
+	if ((s->roll = seg_full(j)))
+		rckpt_ckenc_restart(j->enc); /* a segment begins with a base */
 	{
 		/* Chunks are encoded and appended as they come: the encoder never
 		 * holds the step, and appends wait when the budget is out. */
@@ -415,8 +513,16 @@ static void save_finish(rckpt_save_t *s)
 			parent = mf.parent;
 			rckpt_manifest_free(&mf);
 		}
+		rckpt_store_summary_t sum;
+		memset(&sum, 0, sizeof(sum));
 		s->st.enc_bytes += s->attach.len; /* what the step stores, attachment included */
-		put_summary(summary, &s->st, parent, s->nchunks);
+		sum.raw_bytes = s->st.raw_bytes;
+		sum.enc_bytes = s->st.enc_bytes;
+		sum.parent = parent;
+		sum.nchunks = s->nchunks;
+		sum.quality = s->st.quality;
+		sum.segment = s->seg;
+		rckpt_store_summary_put(summary, &sum);
 	}
 	{
 		rckpt_msg_commit_t c = { j->head, s->step, { summary, sizeof(summary) }, j->token };

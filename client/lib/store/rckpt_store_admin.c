@@ -26,8 +26,16 @@
 
 typedef struct steps {
 	rckpt_step_info_t *s;
+	uint64_t *seg; /* the segment of each step's records */
 	unsigned n, cap;
 } steps_t;
+
+static void steps_free(steps_t *s)
+{
+	free(s->s);
+	free(s->seg);
+	memset(s, 0, sizeof(*s));
+}
 
 /* Removes an object of the job through the plugin's `retire` (so that a
  * compactor needs no plain write access), for the actor holding token
@@ -59,24 +67,26 @@ static int all_steps(rckpt_job_t *j, steps_t *out)
 		if (out->cap - out->n < RCKPT_STORE_LIST_MAX) {
 			unsigned cap = out->cap ? 2 * out->cap : 2 * RCKPT_STORE_LIST_MAX;
 			rckpt_step_info_t *s = realloc(out->s, cap * sizeof(*s));
-			if (s == NULL) {
+			uint64_t *g = s ? realloc(out->seg, cap * sizeof(*g)) : NULL;
+			if (s)
+				out->s = s;
+			if (g == NULL) {
 				rc = -ENOMEM;
 				break;
 			}
-			out->s = s;
+			out->seg = g;
 			out->cap = cap;
 		}
-		rc = rckpt_job_steps(j, after, out->s + out->n, RCKPT_STORE_LIST_MAX, &got, &more);
+		rc = rckpt_list_steps(j, after, out->s + out->n, out->seg + out->n, RCKPT_STORE_LIST_MAX,
+				      &got, &more);
 		out->n += got;
 		if (got)
 			after = out->s[out->n - 1].step;
 		else
 			more = 0;
 	}
-	if (rc) {
-		free(out->s);
-		memset(out, 0, sizeof(*out));
-	}
+	if (rc)
+		steps_free(out);
 	return rc;
 }
 
@@ -255,6 +265,45 @@ int rckpt_job_drop(rckpt_job_t *j, uint64_t step)
 
 /* ---- compaction ---- */
 
+/* A segment (store.md "Segments") as the listed steps show it: the
+ * steps [first, first + n) of a steps_t hold their records in it, and it
+ * has as many chunk objects as the most any of them has. */
+typedef struct segrun {
+	uint64_t seg;
+	unsigned first, n, nchunks;
+} segrun_t;
+
+/* The segments of s's steps, in step order, into *out (free it). */
+static int seg_runs(const steps_t *s, segrun_t **out, unsigned *n)
+{
+	segrun_t *r = NULL;
+	unsigned i, k = 0, cap = 0;
+	*out = NULL;
+	*n = 0;
+	for (i = 0; i < s->n; i++) {
+		if (k == 0 || r[k - 1].seg != s->seg[i]) {
+			if (k == cap) {
+				segrun_t *q = realloc(r, (cap = cap ? 2 * cap : 16) * sizeof(*q));
+				if (q == NULL) {
+					free(r);
+					return -ENOMEM;
+				}
+				r = q;
+			}
+			r[k].seg = s->seg[i];
+			r[k].first = i;
+			r[k].n = r[k].nchunks = 0;
+			k++;
+		}
+		r[k - 1].n++;
+		if (s->s[i].nchunks > r[k - 1].nchunks)
+			r[k - 1].nchunks = s->s[i].nchunks;
+	}
+	*out = r;
+	*n = k;
+	return 0;
+}
+
 /* Chunk objects: as many as the most any listed step has. */
 static unsigned chunk_count(const steps_t *s)
 {
@@ -265,34 +314,42 @@ static unsigned chunk_count(const steps_t *s)
 	return n;
 }
 
-/* The data bytes of chunks [0, n) into *sum (a chunk that does not exist
- * has none). */
-static int chunk_bytes(rckpt_job_t *j, unsigned n, uint64_t *sum)
+/* The data bytes of the chunk objects of s's segments into *sum (one that
+ * does not exist has none), and how many there are into *objects. */
+static int chunk_bytes(rckpt_job_t *j, const steps_t *s, uint64_t *sum, unsigned *objects)
 {
-	unsigned i;
+	segrun_t *r;
+	unsigned nr, k, i;
+	int rc = seg_runs(s, &r, &nr);
 	*sum = 0;
-	for (i = 0; i < n; i++) {
-		char oid[64];
-		uint64_t size = 0;
-		int rc;
-		rckpt_store_chunk_oid(oid, sizeof(oid), i);
-		rc = j->io->ops->stat(j->io, oid, &size);
-		if (rc && rc != -ENOENT)
-			return rc;
-		*sum += size;
-	}
-	return 0;
+	if (objects)
+		*objects = 0;
+	for (k = 0; k < nr && rc == 0; k++)
+		for (i = 0; i < r[k].nchunks && rc == 0; i++) {
+			char oid[64];
+			uint64_t size = 0;
+			rckpt_store_segment_oid(oid, sizeof(oid), i, r[k].seg);
+			rc = j->io->ops->stat(j->io, oid, &size);
+			if (rc == 0 && objects)
+				++*objects;
+			if (rc == -ENOENT)
+				rc = 0;
+			*sum += size;
+		}
+	free(r);
+	return rc;
 }
 
-/* Chunk 0's index: the steps it holds records of. */
-static int chunk_index(rckpt_job_t *j, unsigned chunk, rckpt_store_entry_t **e, uint32_t *n)
+/* A chunk's index in segment seg: the steps it holds records of. */
+static int chunk_index(rckpt_job_t *j, uint64_t seg, unsigned chunk, rckpt_store_entry_t **e,
+		       uint32_t *n)
 {
 	rckpt_buf_t out = RCKPT_BUF_INIT;
 	char oid[64];
 	int rc;
 	*e = NULL;
 	*n = 0;
-	rckpt_store_chunk_oid(oid, sizeof(oid), chunk);
+	rckpt_store_segment_oid(oid, sizeof(oid), chunk, seg);
 	rc = rckpt_exec_read(j, oid, "index", NULL, &out);
 	if (rc == 0)
 		rc = rckpt_msg_index_decode(e, n, out.p, out.len);
@@ -300,12 +357,12 @@ static int chunk_index(rckpt_job_t *j, unsigned chunk, rckpt_store_entry_t **e, 
 	return rc == -ENOENT ? 0 : rc;
 }
 
-int rckpt_chain_depth(rckpt_job_t *j, uint64_t step, unsigned *depth)
+int rckpt_chain_depth(rckpt_job_t *j, uint64_t seg, uint64_t step, unsigned *depth)
 {
 	rckpt_store_entry_t *ix = NULL;
 	uint32_t n = 0, i;
 	unsigned d = 0;
-	int rc = chunk_index(j, 0, &ix, &n);
+	int rc = chunk_index(j, seg, 0, &ix, &n);
 	*depth = 0;
 	while (rc == 0) {
 		for (i = 0; i < n && ix[i].step != step; i++)
@@ -345,6 +402,70 @@ static int keeps(const rckpt_retention_t *r, const steps_t *s, unsigned i, uint6
 	return 0;
 }
 
+/* Compacts the chunks of one segment up to step `end` (the head, or the
+ * segment's newest kept step), keeping keep[0, nk) (its kept steps), in
+ * stages: from chunk 0's first record that a writer left (a delta on an
+ * earlier step: what compaction has not reshaped yet), at most
+ * COMPACT_STRIDE records each, the last one at `end`. */
+static int compact_segment(rckpt_job_t *j, uint64_t seg, unsigned nchunks, uint64_t token,
+			   uint64_t end, const uint64_t *keep, unsigned nk, rckpt_compact_stats_t *st)
+{
+	rckpt_store_entry_t *ix = NULL;
+	uint32_t nix = 0, from, at, stride;
+	int rc;
+
+	if ((rc = chunk_index(j, seg, 0, &ix, &nix)))
+		return rckpt_fail(j->h, rc, "rckpt_job_compact", "cannot read the index of job %s", j->name);
+	from = nix;
+	for (at = 0; at < nix && ix[at].step <= end; at++)
+		if (ix[at].kind != RCKPT_REC_BASE && ix[at].parent < ix[at].step) {
+			from = at;
+			break;
+		}
+	{
+		/* stages of about COMPACT_CALL_WORK elements: a stage of s
+		 * records folds and encodes about 2 s + 1 of them */
+		const uint64_t per = j->o.chunk_params ? j->o.chunk_params : 1;
+		stride = COMPACT_CALL_WORK / (2 * per) < COMPACT_STRIDE ? (uint32_t)(COMPACT_CALL_WORK / (2 * per))
+									: COMPACT_STRIDE;
+		if (stride == 0)
+			stride = 1;
+	}
+	/* none: everything up to `end` is in shape, one stage at it */
+	for (;;) {
+		uint64_t upto = end;
+		rckpt_buf_t in = RCKPT_BUF_INIT;
+		unsigned nkeep = 0;
+		double c0 = rckpt_now_s(), dt;
+		if (from < nix && from + stride < nix && ix[from + stride].step < end)
+			upto = ix[from + stride].step;
+		while (nkeep < nk && keep[nkeep] <= upto)
+			nkeep++;
+		rc = rckpt_msg_compact_encode(&in, token, upto, keep, nkeep);
+		if (rc == 0)
+			rc = rckpt_chunk_writes(j, seg, "compact", &in, 1, nchunks);
+		rckpt_buf_free(&in);
+		if (rc == -E2BIG && stride > 1 && (upto != end || from < nix)) {
+			stride /= 2; /* more than one call may do: a shorter stage */
+			continue;
+		}
+		if (rc) {
+			rc = rckpt_fail(j->h, rc, "rckpt_job_compact", "cannot compact job %s up to step %" PRIu64 "%s",
+					j->name, upto, rc == RCKPT_ECHECKSUM ? " (a damaged record: run verify)" : "");
+			break;
+		}
+		st->stages++;
+		dt = rckpt_now_s() - c0;
+		if (dt > st->max_call_seconds)
+			st->max_call_seconds = dt; /* every chunk's call ran within it */
+		if (upto == end)
+			break;
+		from += stride;
+	}
+	free(ix);
+	return rc;
+}
+
 /* One compaction, for a compactor whose token is the job's writer token
  * as it read it first: a writer that claims the job meanwhile makes it
  * -ESTALE before it changes anything that writer touched. */
@@ -353,10 +474,9 @@ static int compact_once(rckpt_job_t *j, const rckpt_retention_t *pol, rckpt_comp
 	rckpt_t *h = j->h;
 	rckpt_retention_t r;
 	steps_t s, kept;
-	uint64_t *pins = NULL, *drop = NULL, *keep = NULL, head, count, token;
-	rckpt_store_entry_t *ix = NULL;
-	uint32_t nix = 0;
-	unsigned np = 0, nd = 0, nk = 0, i, nchunks;
+	uint64_t *pins = NULL, *drop = NULL, *keep = NULL, head, count, token, head_seg;
+	segrun_t *runs = NULL;
+	unsigned np = 0, nd = 0, nk, nruns = 0, i, k;
 	double t0 = rckpt_now_s();
 	rckpt_compact_stats_t local;
 	int rc;
@@ -387,9 +507,13 @@ static int compact_once(rckpt_job_t *j, const rckpt_retention_t *pol, rckpt_comp
 		rc = rckpt_fail(h, -ENOMEM, __func__, "out of memory");
 		goto out;
 	}
-	for (i = 0; i < s.n; i++)
+	head_seg = RCKPT_STORE_NONE;
+	for (i = 0; i < s.n; i++) {
 		if (s.s[i].step <= head && !keeps(&r, &s, i, head, pins, np))
 			drop[nd++] = s.s[i].step;
+		if (s.s[i].step == head)
+			head_seg = s.seg[i];
+	}
 	if (nd && (rc = drop_steps(j, token, drop, nd))) {
 		rc = rckpt_fail(h, rc, __func__, "cannot drop steps of job %s", j->name);
 		goto out;
@@ -400,9 +524,8 @@ static int compact_once(rckpt_job_t *j, const rckpt_retention_t *pol, rckpt_comp
 		goto out;
 	}
 	st->steps_after = kept.n;
-	nchunks = chunk_count(&s);
-	st->chunks = nchunks;
-	if ((rc = chunk_bytes(j, nchunks, &st->bytes_before))) {
+	st->chunks = chunk_count(&s);
+	if ((rc = chunk_bytes(j, &s, &st->bytes_before, NULL)) || (rc = seg_runs(&s, &runs, &nruns))) {
 		rc = rckpt_fail(h, rc, __func__, "cannot measure the chunks of job %s", j->name);
 		goto out;
 	}
@@ -411,68 +534,34 @@ static int compact_once(rckpt_job_t *j, const rckpt_retention_t *pol, rckpt_comp
 		rc = rckpt_fail(h, -ENOMEM, __func__, "out of memory");
 		goto out;
 	}
-	for (i = 0; i < kept.n; i++)
-		if (kept.s[i].step <= head)
-			keep[nk++] = kept.s[i].step;
-	/* 3. Stages: from chunk 0's first record a writer left (a delta on an
-	 * earlier step: what compaction has not reshaped yet), at most
-	 * COMPACT_STRIDE records each, the last one at the head. */
-	if ((rc = chunk_index(j, 0, &ix, &nix))) {
-		rc = rckpt_fail(h, rc, __func__, "cannot read the index of job %s", j->name);
-		goto out;
-	}
-	{
-		uint32_t from = nix, at;
-		for (at = 0; at < nix && ix[at].step <= head; at++)
-			if (ix[at].kind != RCKPT_REC_BASE && ix[at].parent < ix[at].step) {
-				from = at;
-				break;
+	/* 3. Each segment on its own: one whose steps are all gone goes
+	 * whole; the others are compacted up to the head (its segment) or
+	 * their newest kept step. */
+	for (k = 0; k < nruns && rc == 0; k++) {
+		const segrun_t *g = &runs[k];
+		nk = 0;
+		for (i = 0; i < kept.n; i++)
+			if (kept.s[i].step <= head && kept.seg[i] == g->seg)
+				keep[nk++] = kept.s[i].step;
+		if (nk == 0 && g->seg != head_seg) {
+			unsigned c;
+			for (c = 0; c < g->nchunks && rc == 0; c++) {
+				char oid[64];
+				rckpt_store_segment_oid(oid, sizeof(oid), c, g->seg);
+				rc = retire(j, oid, token, RCKPT_STORE_NONE, RCKPT_RETIRE_CHUNK);
+				if (rc == -EINVAL)
+					rc = 0; /* a chunk no fenced writer touched: gc's or rm's */
+				if (rc)
+					rc = rckpt_fail(h, rc, __func__, "cannot remove %s/%s", j->name, oid);
 			}
-		/* stages of about COMPACT_CALL_WORK elements: a stage of s
-		 * records folds and encodes about 2 s + 1 of them */
-		const uint64_t per = j->o.chunk_params ? j->o.chunk_params : 1;
-		uint32_t stride = COMPACT_CALL_WORK / (2 * per) < COMPACT_STRIDE
-					  ? (uint32_t)(COMPACT_CALL_WORK / (2 * per))
-					  : COMPACT_STRIDE;
-		if (stride == 0)
-			stride = 1;
-		/* none: everything up to the head is in shape, one stage at it */
-		for (;;) {
-			uint64_t upto = head;
-			rckpt_buf_t in = RCKPT_BUF_INIT;
-			unsigned nkeep = 0;
-			double c0 = rckpt_now_s(), dt;
-			if (from < nix && from + stride < nix && ix[from + stride].step < head)
-				upto = ix[from + stride].step;
-			while (nkeep < nk && keep[nkeep] <= upto)
-				nkeep++;
-			rc = rckpt_msg_compact_encode(&in, token, upto, keep, nkeep);
-			if (rc == 0)
-				rc = rckpt_chunk_writes(j, "compact", &in, 1, nchunks);
-			rckpt_buf_free(&in);
-			if (rc == -E2BIG && stride > 1 && upto != head) {
-				stride /= 2; /* more than one call may do: a shorter stage */
-				continue;
-			}
-			if (rc == -E2BIG && stride > 1 && from < nix) {
-				stride /= 2; /* the last stage too */
-				continue;
-			}
-			if (rc) {
-				rc = rckpt_fail(h, rc, __func__, "cannot compact job %s up to step %" PRIu64 "%s",
-						j->name, upto,
-						rc == RCKPT_ECHECKSUM ? " (a damaged record: run verify)" : "");
-				goto out;
-			}
-			st->stages++;
-			dt = rckpt_now_s() - c0;
-			if (dt > st->max_call_seconds)
-				st->max_call_seconds = dt; /* every chunk's call ran within it */
-			if (upto == head)
-				break;
-			from += stride;
+			continue;
 		}
+		if (nk)
+			rc = compact_segment(j, g->seg, g->nchunks, token, g->seg == head_seg ? head : keep[nk - 1],
+					     keep, nk, st);
 	}
+	if (rc)
+		goto out;
 	/* 4. The manifests of steps that are gone. */
 	for (i = 0; i < s.n; i++) {
 		char oid[64];
@@ -490,7 +579,7 @@ static int compact_once(rckpt_job_t *j, const rckpt_retention_t *pol, rckpt_comp
 			rc = 0;
 		}
 	}
-	if ((rc = chunk_bytes(j, nchunks, &st->bytes_after))) {
+	if ((rc = chunk_bytes(j, &s, &st->bytes_after, NULL))) {
 		rc = rckpt_fail(h, rc, __func__,
 				"job %s is compacted, but its chunks cannot be measured (compact again)",
 				j->name);
@@ -498,12 +587,12 @@ static int compact_once(rckpt_job_t *j, const rckpt_retention_t *pol, rckpt_comp
 	}
 	st->seconds = rckpt_now_s() - t0;
 out:
-	free(s.s);
-	free(kept.s);
+	steps_free(&s);
+	steps_free(&kept);
+	free(runs);
 	free(pins);
 	free(drop);
 	free(keep);
-	free(ix);
 	return rc;
 }
 
@@ -524,7 +613,9 @@ int rckpt_job_verify(rckpt_job_t *j, rckpt_verify_stats_t *st)
 {
 	rckpt_t *h = j->h;
 	steps_t s;
-	unsigned nchunks, i;
+	segrun_t *runs = NULL;
+	unsigned nruns = 0, i, k;
+	uint64_t bad_seg = RCKPT_STORE_NONE;
 	rckpt_verify_stats_t local;
 	int rc;
 
@@ -537,11 +628,15 @@ int rckpt_job_verify(rckpt_job_t *j, rckpt_verify_stats_t *st)
 	if ((rc = all_steps(j, &s)))
 		return rckpt_fail(h, rc, __func__, "cannot list job %s", j->name);
 	st->steps = s.n;
-	nchunks = chunk_count(&s);
-	for (i = 0; i < nchunks && rc == 0; i++) {
+	if ((rc = seg_runs(&s, &runs, &nruns))) {
+		steps_free(&s);
+		return rckpt_fail(h, rc, __func__, "out of memory");
+	}
+	for (k = 0; k < nruns && rc == 0; k++)
+	for (i = 0; i < runs[k].nchunks && rc == 0; i++) {
 		uint64_t after = RCKPT_STORE_NONE;
 		char oid[64];
-		rckpt_store_chunk_oid(oid, sizeof(oid), i);
+		rckpt_store_segment_oid(oid, sizeof(oid), i, runs[k].seg);
 		do { /* the plugin checks a share of the chunk per call */
 			rckpt_buf_t in = RCKPT_BUF_INIT, out = RCKPT_BUF_INIT;
 			rckpt_msg_verified_t v;
@@ -563,6 +658,7 @@ int rckpt_job_verify(rckpt_job_t *j, rckpt_verify_stats_t *st)
 			if (v.bad && st->bad == 0) {
 				st->first_bad_step = v.first_bad;
 				st->first_bad_chunk = i;
+				bad_seg = runs[k].seg;
 			}
 			st->bad += v.bad;
 			after = v.next;
@@ -577,13 +673,14 @@ int rckpt_job_verify(rckpt_job_t *j, rckpt_verify_stats_t *st)
 				st->first_bad_step = s.s[i].step;
 		}
 	}
-	free(s.s);
+	steps_free(&s);
+	free(runs);
 	if (rc)
 		return rc;
 	if (st->bad) {
 		char oid[64];
 		if (st->first_bad_chunk != UINT_MAX)
-			rckpt_store_chunk_oid(oid, sizeof(oid), st->first_bad_chunk);
+			rckpt_store_segment_oid(oid, sizeof(oid), st->first_bad_chunk, bad_seg);
 		else
 			rckpt_store_manifest_oid(oid, sizeof(oid), st->first_bad_step);
 		return rckpt_fail(h, RCKPT_ECHECKSUM, __func__,
@@ -615,6 +712,16 @@ typedef struct gc_arg {
 	unsigned removed;
 } gc_arg_t;
 
+/* Whether seg holds some listed step's records. */
+static int seg_listed(const steps_t *s, uint64_t seg)
+{
+	unsigned i;
+	for (i = 0; i < s->n; i++)
+		if (s->seg[i] == seg)
+			return 1;
+	return 0;
+}
+
 /* The step of a manifest's or an attachment's name; 0 when oid is one. */
 static int step_oid(const char *oid, uint64_t *step)
 {
@@ -634,8 +741,21 @@ static int step_oid(const char *oid, uint64_t *step)
 static int gc_one(rckpt_job_t *j, const char *oid, void *arg)
 {
 	gc_arg_t *g = arg;
-	uint64_t step;
+	uint64_t step, seg;
+	uint32_t chunk;
 	int rc;
+	if (rckpt_store_parse_chunk_oid(oid, &chunk, &seg) == 0) {
+		/* a segment no listed step is in: a crashed writer's, or one a
+		 * compaction did not finish removing */
+		if (seg_listed(&g->s, seg))
+			return 0;
+		rc = retire(j, oid, j->token, RCKPT_STORE_NONE, RCKPT_RETIRE_CHUNK);
+		if (rc == -EINVAL)
+			return 0; /* no fenced writer's chunk: left alone */
+		if (rc == 0)
+			g->removed++;
+		return rc;
+	}
 	if (step_oid(oid, &step)) /* an attachment goes with its manifest */
 		return 0;
 	if (step <= g->head && has_step(&g->s, step))
@@ -650,45 +770,36 @@ static int gc_one(rckpt_job_t *j, const char *oid, void *arg)
 
 int rckpt_job_stored(rckpt_job_t *j, uint64_t *bytes, unsigned *objects)
 {
-	rckpt_step_info_t si[256];
-	uint64_t after = RCKPT_LATEST, size;
-	unsigned n = 0, i, nchunks = 0;
+	steps_t s;
+	uint64_t size, chunks;
+	unsigned i, nchunk_objs = 0;
 	char oid[64];
-	int more = 1, rc = 0;
+	int rc;
 
 	rckpt_clear_error(j->h);
 	*bytes = 0;
 	*objects = 0;
-	while (more && rc == 0) {
-		if ((rc = rckpt_job_steps(j, after, si, 256, &n, &more)) || n == 0)
-			break;
-		for (i = 0; i < n && rc == 0; i++) {
-			rckpt_store_manifest_oid(oid, sizeof(oid), si[i].step);
-			rc = j->io->ops->stat(j->io, oid, &size);
-			if (rc == 0) {
-				*bytes += size;
-				++*objects;
-			}
-			rc = rc == -ENOENT ? 0 : rc;
-			rckpt_store_attach_oid(oid, sizeof(oid), si[i].step);
-			if (rc == 0 && (rc = j->io->ops->stat(j->io, oid, &size)) == 0) {
-				*bytes += size;
-				++*objects;
-			}
-			rc = rc == -ENOENT ? 0 : rc;
-			after = si[i].step;
-			nchunks = si[i].nchunks; /* the head's, at the end */
-		}
-	}
-	for (i = 0; i < nchunks && rc == 0; i++) {
-		rckpt_store_chunk_oid(oid, sizeof(oid), i);
+	rc = all_steps(j, &s);
+	for (i = 0; i < s.n && rc == 0; i++) {
+		rckpt_store_manifest_oid(oid, sizeof(oid), s.s[i].step);
 		rc = j->io->ops->stat(j->io, oid, &size);
 		if (rc == 0) {
 			*bytes += size;
 			++*objects;
 		}
 		rc = rc == -ENOENT ? 0 : rc;
+		rckpt_store_attach_oid(oid, sizeof(oid), s.s[i].step);
+		if (rc == 0 && (rc = j->io->ops->stat(j->io, oid, &size)) == 0) {
+			*bytes += size;
+			++*objects;
+		}
+		rc = rc == -ENOENT ? 0 : rc;
 	}
+	if (rc == 0 && (rc = chunk_bytes(j, &s, &chunks, &nchunk_objs)) == 0) {
+		*bytes += chunks;
+		*objects += nchunk_objs;
+	}
+	steps_free(&s);
 	if (rc)
 		return rckpt_fail(j->h, rc, __func__, "cannot size job %s", j->name);
 	return 0;
@@ -711,14 +822,20 @@ int rckpt_job_gc(rckpt_job_t *j, unsigned *removed)
 	if ((rc = rckpt_read_head(j, &g.head, &count)) || (rc = all_steps(j, &g.s)))
 		return rckpt_fail(h, rc, __func__, "cannot list job %s", j->name);
 	rc = rckpt_msg_trim_encode(&in, j->token, g.head);
-	if (rc == 0)
-		rc = rckpt_chunk_writes(j, "trim", &in, 1, chunk_count(&g.s));
+	if (rc == 0 && g.s.n) { /* past the head in its segment; other segments go whole */
+		segrun_t *runs;
+		unsigned nruns;
+		if ((rc = seg_runs(&g.s, &runs, &nruns)) == 0) {
+			rc = rckpt_chunk_writes(j, runs[nruns - 1].seg, "trim", &in, 1, runs[nruns - 1].nchunks);
+			free(runs);
+		}
+	}
 	rckpt_buf_free(&in);
 	if (rc == 0) {
 		j->trimmed = 1;
 		rc = each_object(j, gc_one, &g);
 	}
-	free(g.s.s);
+	steps_free(&g.s);
 	if (removed)
 		*removed = g.removed;
 	return rc ? rckpt_fail(h, rc, __func__, "cannot collect the garbage of job %s", j->name) : 0;

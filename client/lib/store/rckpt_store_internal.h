@@ -11,10 +11,14 @@
 #include "rckpt_ckenc.h"
 #include "rckpt_internal.h"
 #include "rckpt_io.h"
+#include "rckpt_store_wire.h"
 
 #define LOCK_NAME "rckpt.writer"
 #define LOCK_COOKIE_MAX 64
-#define SUMMARY_BYTES 36
+#define SUMMARY_BYTES RCKPT_STORE_SUMMARY_BYTES
+/* A segment's cap when the job names none, and what the OSDs' largest
+ * object must leave over it (store.md "Segments"). */
+#define SEGMENT_BYTES_DEFAULT ((uint64_t)64 << 20)
 
 /* Objects past this size are refused by the OSD's osd_max_write_size
  * (90 MiB by default) in one write_full: attachments stay under it. */
@@ -37,6 +41,13 @@ struct rckpt_job {
 	struct rckpt_gpuenc *gpu; /* writer: made at its first save on the GPU */
 	rckpt_buf_t attach; /* writer: the next save's attachment, encoded
 			       (store.md), its step filled in at the save */
+	/* writer: the segment it appends to (store.md "Segments") */
+	uint64_t seg_cap;    /* a chunk object of a segment stays under it */
+	uint64_t seg;        /* the segment (RCKPT_STORE_NONE: the first) */
+	uint64_t *seg_bytes; /* chunk c's object in seg: its bytes, [0, seg_n) */
+	uint64_t *rec_max;   /* chunk c's largest record this writer appended */
+	unsigned seg_n;
+	int seg_known;       /* seg and seg_bytes are as stored */
 };
 
 
@@ -47,6 +58,12 @@ int rckpt_exec_write(rckpt_job_t *j, const char *oid, const char *method, const 
 
 /* The committed head and step count; RCKPT_STORE_NONE and 0 for a new job. */
 int rckpt_read_head(rckpt_job_t *j, uint64_t *head, uint64_t *count);
+/* rckpt_job_steps, and each step's segment into segs[] when not NULL. */
+int rckpt_list_steps(rckpt_job_t *j, uint64_t after, rckpt_step_info_t *out, uint64_t *segs,
+		     unsigned cap, unsigned *n, int *more);
+/* A listed step's summary (-ENOENT: not listed). */
+int rckpt_step_summary(rckpt_job_t *j, uint64_t step, rckpt_store_summary_t *s);
+
 /* The job's writer token as it is now (0: never claimed): the token of an
  * actor that is not the writer (store.md "Fencing"). */
 int rckpt_read_writer(rckpt_job_t *j, uint64_t *token);
@@ -54,17 +71,18 @@ int rckpt_read_writer(rckpt_job_t *j, uint64_t *token);
  * rm's). */
 int rckpt_job_open_claim(rckpt_t *h, rckpt_job_t **out, const char *job,
 			 const rckpt_job_opts_t *opts, unsigned claim_flags);
-/* The records of step's chain in chunk 0, from its base through it: what
- * a writer that continues the chain adds to. */
-int rckpt_chain_depth(rckpt_job_t *j, uint64_t step, unsigned *depth);
+/* The records of step's chain in chunk 0 of segment seg, from its base
+ * through it: what a writer that continues the chain adds to. */
+int rckpt_chain_depth(rckpt_job_t *j, uint64_t seg, uint64_t step, unsigned *depth);
 
 /* Takes (or, renew, extends) the writer lock. */
 int rckpt_take_lock(rckpt_job_t *j, int renew);
 
-/* Runs write method `method` on chunk objects [0, n), `inflight` at a
- * time: msgs[i] is chunk i's input, or msgs[0] for all when `same`. */
-int rckpt_chunk_writes(rckpt_job_t *j, const char *method, const rckpt_buf_t *msgs, int same,
-		       unsigned n);
+/* Runs write method `method` on the chunk objects [0, n) of segment seg,
+ * `inflight` at a time: msgs[i] is chunk i's input, or msgs[0] for all
+ * when `same`. */
+int rckpt_chunk_writes(rckpt_job_t *j, uint64_t seg, const char *method, const rckpt_buf_t *msgs,
+		       int same, unsigned n);
 
 /* ---- rckpt_save.c ---- */
 

@@ -1,0 +1,341 @@
+/*
+ * test_segments.c — chunk logs as segment objects (store.md "Segments",
+ * issue 26 item 1), over the in-memory pool that runs the real object-class
+ * methods and, like an OSD, refuses any write that would make an object
+ * larger than its osd_max_object_size. A job far larger than that limit
+ * saves every step (the writer rolls to a new segment before a chunk
+ * object could pass its cap, never after a refusal), restores every step
+ * to what it restored to when saved, survives a new writer, a save that
+ * failed as it rolled, compaction under retention (old segments go whole),
+ * gc and verify. The pool's limits are also checked at open: a segment cap
+ * the OSDs cannot hold, and an erasure-coded pool.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "mem_io.h"
+#include "rckpt.h"
+#include "rckpt_internal.h"
+#include "rckpt_store_wire.h"
+
+#define N ((uint64_t)1 << 18)      /* parameters: 4 chunks of 64 Ki */
+#define NW ((uint64_t)1 << 14)     /* of them in a matrix (lossy); the rest a vector
+				      (kept lossless: large records, so segments fill fast) */
+#define CHUNK ((uint64_t)1 << 16)
+#define LIMIT ((uint64_t)2 << 20)  /* the OSDs' largest object: segments of 1 MiB */
+#define STEPS 120
+
+typedef struct sj {
+	mem_pool_t *pool;
+	rckpt_t *h;
+	rckpt_job_t *j;
+	rckpt_job_opts_t o;
+	float *w;
+	uint64_t hash[STEPS + 3]; /* what step s restored to when saved (FNV-1a) */
+} sj_t;
+
+static uint64_t fnv(const void *p, size_t n)
+{
+	const uint8_t *b = p;
+	uint64_t h = 0xcbf29ce484222325ull;
+	size_t i;
+	for (i = 0; i < n; i++)
+		h = (h ^ b[i]) * 0x100000001b3ull;
+	return h;
+}
+
+/* Step s's weights: a smooth field that drifts, and noise that changes
+ * every step, so that each delta carries real changes. */
+static void model_at(float *w, unsigned s)
+{
+	uint64_t i;
+	for (i = 0; i < N; i++) {
+		uint32_t x = (uint32_t)(i * 2654435761u) ^ (s * 40503u);
+		x ^= x >> 13;
+		x *= 0x5bd1e995u;
+		x ^= x >> 15;
+		w[i] = (float)(0.05 * sin(0.001 * (double)i + 0.002 * s) +
+			       0.0004 * ((double)(x & 0xffff) / 65536.0 - 0.5));
+	}
+}
+
+/* Restores step s: 0 and the hash of its bytes; the weights within the
+ * codec's error of the source. */
+static int restore(sj_t *J, unsigned s, uint64_t *hash)
+{
+	rckpt_restored_t *r = NULL;
+	float *got = malloc(N * sizeof(float));
+	double num = 0, den = 0;
+	uint64_t i;
+	int rc;
+	assert_non_null(got);
+	if ((rc = rckpt_job_restore(J->j, s, &r, NULL))) {
+		free(got);
+		return rc;
+	}
+	/* name order: "b", "w" */
+	assert_int_equal(rckpt_restored_read(r, 0, got + NW, (N - NW) * sizeof(float)), 0);
+	assert_int_equal(rckpt_restored_read(r, 1, got, NW * sizeof(float)), 0);
+	rckpt_restored_free(r);
+	model_at(J->w, s);
+	assert_memory_equal(got + NW, J->w + NW, (N - NW) * sizeof(float)); /* lossless */
+	for (i = 0; i < NW; i++) {
+		num += (got[i] - J->w[i]) * (double)(got[i] - J->w[i]);
+		den += J->w[i] * (double)J->w[i];
+	}
+	if (!(num / den < 0.05))
+		fail_msg("step %u restores with relative error %g", s, num / den);
+	*hash = fnv(got, N * sizeof(float));
+	free(got);
+	return 0;
+}
+
+typedef struct census {
+	unsigned chunks, segments; /* chunk objects; distinct segments */
+	uint64_t seg[64];
+	uint64_t biggest;          /* bytes of the largest object */
+	mem_pool_t *pool;
+} census_t;
+
+static int count_one(void *arg, const char *oid, const char *ns)
+{
+	census_t *c = arg;
+	uint32_t chunk;
+	uint64_t seg, size = 0;
+	unsigned k;
+	rckpt_io_t *io;
+	if (strcmp(ns, "seg") != 0)
+		return 0;
+	assert_int_equal(mem_pool_open(c->pool, "seg", &io), 0);
+	assert_int_equal(io->ops->stat(io, oid, &size), 0);
+	io->ops->close(io);
+	if (size > c->biggest)
+		c->biggest = size;
+	if (rckpt_store_parse_chunk_oid(oid, &chunk, &seg))
+		return 0;
+	c->chunks++;
+	for (k = 0; k < c->segments && c->seg[k] != seg; k++)
+		;
+	if (k == c->segments && k < 64)
+		c->seg[c->segments++] = seg;
+	return 0;
+}
+
+static census_t census(sj_t *J)
+{
+	census_t c;
+	rckpt_io_t *io;
+	memset(&c, 0, sizeof(c));
+	c.pool = J->pool;
+	assert_int_equal(mem_pool_open(J->pool, RCKPT_IO_ALL_NS, &io), 0);
+	assert_int_equal(io->ops->objects(io, count_one, &c), 0);
+	io->ops->close(io);
+	return c;
+}
+
+static void open_pool(sj_t *J, uint64_t limit, int erasure)
+{
+	memset(J, 0, sizeof(*J));
+	assert_int_equal(mem_pool_create(&J->pool), 0);
+	mem_pool_set_limits(J->pool, limit, erasure);
+	assert_int_equal(rckpt_create(&J->h), 0);
+	assert_int_equal(rckpt_set_io(J->h, mem_pool_open, J->pool, "mem"), 0);
+	J->o = (rckpt_job_opts_t)RCKPT_JOB_OPTS_INIT;
+	J->o.writer = 1;
+	J->o.compute = RCKPT_COMPUTE_CPU;
+	J->o.chunk_params = CHUNK;
+	assert_non_null(J->w = malloc(N * sizeof(float)));
+}
+
+static void close_pool(sj_t *J)
+{
+	rckpt_job_close(J->j);
+	rckpt_destroy(J->h);
+	mem_pool_destroy(J->pool);
+	free(J->w);
+}
+
+static int save(sj_t *J, unsigned s)
+{
+	rckpt_tensor_t t[2] = { { "b", RCKPT_F32, 1, { N - NW }, J->w + NW },
+				{ "w", RCKPT_F32, 2, { 128, NW / 128 }, J->w } };
+	model_at(J->w, s);
+	return rckpt_job_save(J->j, s, t, 2, NULL, 0, NULL);
+}
+
+/* Every listed step restores to the hash it had when saved. */
+static unsigned check_all(sj_t *J, const char *when)
+{
+	rckpt_step_info_t si[STEPS + 3];
+	unsigned n = 0, k;
+	int more = 0;
+	uint64_t h;
+	assert_int_equal(rckpt_job_steps(J->j, RCKPT_LATEST, si, STEPS + 3, &n, &more), 0);
+	for (k = 0; k < n; k++) {
+		unsigned s = (unsigned)si[k].step;
+		if (restore(J, s, &h))
+			fail_msg("%s: step %u does not restore: %s", when, s, rckpt_errmsg(J->h));
+		if (h != J->hash[s])
+			fail_msg("%s: step %u restores to other bytes", when, s);
+	}
+	return n;
+}
+
+/* The first step that begins a segment, saving [1, upto] into a fresh job
+ * of a pool with the test's limit (0: none within). */
+static unsigned first_roll(unsigned upto)
+{
+	sj_t J;
+	unsigned s, at = 0;
+	open_pool(&J, LIMIT, 0);
+	assert_int_equal(rckpt_job_open(J.h, &J.j, "seg", &J.o), 0);
+	for (s = 1; s <= upto && at == 0; s++) {
+		assert_int_equal(save(&J, s), 0);
+		if (census(&J).segments > 1)
+			at = s;
+	}
+	close_pool(&J);
+	return at;
+}
+
+static void test_long_job_in_segments(void **state)
+{
+	sj_t J;
+	const rckpt_retention_t some = { 10, 25 };
+	rckpt_compact_stats_t cs;
+	rckpt_verify_stats_t vs;
+	census_t before, after;
+	unsigned s, removed, listed;
+	uint64_t bytes;
+	unsigned objects;
+
+	(void)state;
+	open_pool(&J, LIMIT, 0);
+	assert_int_equal(rckpt_job_open(J.h, &J.j, "seg", &J.o), 0);
+	for (s = 1; s <= STEPS; s++) {
+		if (save(&J, s)) {
+			census_t c = census(&J);
+			unsigned k;
+			for (k = 0; k < c.segments; k++) print_message("seg %llu\n", (unsigned long long)c.seg[k]);
+			fail_msg("save %u: %s", s, rckpt_errmsg(J.h));
+		}
+		assert_int_equal(restore(&J, s, &J.hash[s]), 0);
+		if (s == STEPS / 2) { /* a new writer: it goes on in the head's segment */
+			rckpt_job_close(J.j);
+			assert_int_equal(rckpt_job_open(J.h, &J.j, "seg", &J.o), 0);
+		}
+	}
+	before = census(&J);
+	print_message("%u steps of %u KiB: %u segments, %u chunk objects, the largest object %.2f MiB "
+		      "(limit %.0f MiB)\n",
+		      STEPS, (unsigned)(N * 4 >> 10), before.segments, before.chunks,
+		      before.biggest / 1048576.0, LIMIT / 1048576.0);
+	assert_true(before.segments >= 3);
+	assert_true(before.biggest <= LIMIT / 2 + 4 * CHUNK + (64 << 10));
+	assert_int_equal(check_all(&J, "as saved"), STEPS);
+	assert_int_equal(rckpt_job_verify(J.j, &vs), 0);
+	assert_int_equal(vs.bad, 0);
+	assert_int_equal(rckpt_job_stored(J.j, &bytes, &objects), 0);
+	assert_int_equal(objects, before.chunks + STEPS); /* and a manifest per step */
+
+	/* Retention: old segments go whole, kept steps restore as saved. */
+	assert_int_equal(rckpt_job_compact(J.j, &some, &cs), 0);
+	after = census(&J);
+	print_message("compacted (keep-last 10, keep-every 25): %" PRIu64 " -> %" PRIu64 " steps, "
+		      "%.2f -> %.2f MiB of chunks, %u -> %u segments\n",
+		      cs.steps_before, cs.steps_after, cs.bytes_before / 1048576.0, cs.bytes_after / 1048576.0,
+		      before.segments, after.segments);
+	listed = check_all(&J, "after compaction");
+	assert_int_equal(listed, cs.steps_after);
+	assert_true(cs.bytes_after < cs.bytes_before);
+	assert_true(after.chunks < before.chunks);
+	assert_int_equal(rckpt_job_verify(J.j, &vs), 0);
+	assert_int_equal(rckpt_job_gc(J.j, &removed), 0);
+	assert_int_equal(check_all(&J, "after gc"), listed);
+
+	/* The writer goes on after all that. */
+	for (s = STEPS + 1; s <= STEPS + 2; s++) {
+		assert_int_equal(save(&J, s), 0);
+		assert_int_equal(restore(&J, s, &J.hash[s]), 0);
+	}
+	assert_int_equal(check_all(&J, "saved on"), listed + 2);
+	close_pool(&J);
+}
+
+/* A save that fails as it begins a segment (its commit lost) leaves that
+ * segment's objects as garbage: the next save begins another, and gc
+ * removes the orphan. */
+static void test_failed_roll(void **state)
+{
+	sj_t J;
+	const unsigned roll = first_roll(STEPS);
+	const mem_fault_t fail_commit = { "commit", 1, -EIO, 0, 0, 0 };
+	census_t c0, c1;
+	unsigned s, removed;
+
+	(void)state;
+	assert_true(roll > 1);
+	open_pool(&J, LIMIT, 0);
+	assert_int_equal(rckpt_job_open(J.h, &J.j, "seg", &J.o), 0);
+	for (s = 1; s < roll; s++) {
+		assert_int_equal(save(&J, s), 0);
+		assert_int_equal(restore(&J, s, &J.hash[s]), 0);
+	}
+	c0 = census(&J);
+	mem_pool_fault(J.pool, &fail_commit);
+	assert_int_equal(save(&J, roll), -EIO);
+	mem_pool_fault(J.pool, NULL);
+	assert_int_equal(census(&J).segments, c0.segments + 1); /* the orphan */
+	assert_int_equal(save(&J, roll + 1), 0);
+	assert_int_equal(restore(&J, roll + 1, &J.hash[roll + 1]), 0);
+	c1 = census(&J);
+	assert_int_equal(c1.segments, c0.segments + 2);
+	assert_int_equal(rckpt_job_gc(J.j, &removed), 0);
+	assert_true(removed >= 4); /* the orphan segment's chunk objects */
+	assert_int_equal(census(&J).segments, c0.segments + 1);
+	assert_int_equal(check_all(&J, "after gc"), roll);
+	close_pool(&J);
+}
+
+static void test_limits_at_open(void **state)
+{
+	sj_t J;
+	(void)state;
+	/* a cap over half the OSDs' largest object */
+	open_pool(&J, LIMIT, 0);
+	J.o.segment_bytes = LIMIT / 2 + 1;
+	assert_int_equal(rckpt_job_open(J.h, &J.j, "seg", &J.o), -EINVAL);
+	assert_non_null(strstr(rckpt_errmsg(J.h), "osd_max_object_size"));
+	J.o.segment_bytes = LIMIT / 2;
+	assert_int_equal(rckpt_job_open(J.h, &J.j, "seg", &J.o), 0);
+	close_pool(&J);
+	/* an erasure-coded pool: refused, readers too, naming the fix */
+	open_pool(&J, 0, 1);
+	assert_int_equal(rckpt_job_open(J.h, &J.j, "seg", &J.o), -EOPNOTSUPP);
+	assert_non_null(strstr(rckpt_errmsg(J.h), "use a replicated pool"));
+	J.o.writer = 0;
+	assert_int_equal(rckpt_job_open(J.h, &J.j, "seg", &J.o), -EOPNOTSUPP);
+	assert_int_equal(mem_pool_calls(J.pool, "claim"), 0); /* nothing changed */
+	close_pool(&J);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_limits_at_open),
+		cmocka_unit_test(test_long_job_in_segments),
+		cmocka_unit_test(test_failed_roll),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
