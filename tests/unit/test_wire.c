@@ -594,6 +594,58 @@ static void test_random_inputs(void **state)
 	assert_true(accepted > 0);
 }
 
+/* A step's summary and the names of segment objects (store.md "Objects",
+ * "Segments"), against vectors derived by hand. */
+static void test_summary_and_segments(void **state)
+{
+	uint8_t want[256], got[RCKPT_STORE_SUMMARY_BYTES];
+	rckpt_store_summary_t s;
+	size_t n;
+	char oid[64];
+	uint32_t chunk;
+	uint64_t seg;
+	static const char *const bad[] = {
+		"rckpt.chunk.0001", "rckpt.chunk.00001.", "rckpt.chunk.00001.1",
+		"rckpt.chunk.00001.000000000000000000131", "rckpt.chunk.00001.18446744073709551615",
+		"rckpt.chunk.x0001", "rckpt.chunk.012345", "rckpt.chunk.00001.0000000000000000013a",
+		"rckpt.chunk.4294967296", "rckpt.chunks.00001", "rckpt.manifest.00000000000000000001",
+	};
+	unsigned i;
+
+	(void)state;
+	n = golden_hex("store-summary-v2.hex", want, sizeof(want));
+	assert_int_equal(n, RCKPT_STORE_SUMMARY_BYTES);
+	assert_int_equal(rckpt_store_summary_get(&s, want, n), 0);
+	assert_true(s.raw_bytes == 16777216 && s.enc_bytes == 1048576 && s.parent == 129);
+	assert_true(s.nchunks == 1 && s.quality == 0.5 && s.segment == 131 && s.flags == 0);
+	rckpt_store_summary_put(got, &s);
+	assert_memory_equal(got, want, n);
+	/* the first layout: the first segment, lossy; fields past what a
+	 * reader knows are ignored; shorter than the first layout is refused */
+	n = golden_hex("store-summary-v1.hex", want, sizeof(want));
+	assert_int_equal(n, RCKPT_STORE_SUMMARY_V1_BYTES);
+	assert_int_equal(rckpt_store_summary_get(&s, want, n), 0);
+	assert_true(s.parent == 129 && s.segment == RCKPT_STORE_NONE && s.flags == 0);
+	memset(want, 0xab, 64);
+	rckpt_store_summary_put(want, &s);
+	assert_int_equal(rckpt_store_summary_get(&s, want, 64), 0);
+	assert_true(s.segment == RCKPT_STORE_NONE && s.parent == 129);
+	assert_int_equal(rckpt_store_summary_get(&s, want, RCKPT_STORE_SUMMARY_V1_BYTES - 1), -EBADMSG);
+
+	assert_int_equal(rckpt_store_segment_oid(oid, sizeof(oid), 1, RCKPT_STORE_NONE), 0);
+	assert_string_equal(oid, "rckpt.chunk.00001");
+	assert_int_equal(rckpt_store_segment_oid(oid, sizeof(oid), 1, 131), 0);
+	assert_string_equal(oid, "rckpt.chunk.00001.00000000000000000131");
+	assert_int_equal(rckpt_store_parse_chunk_oid(oid, &chunk, &seg), 0);
+	assert_true(chunk == 1 && seg == 131);
+	assert_int_equal(rckpt_store_parse_chunk_oid("rckpt.chunk.123456", &chunk, &seg), 0);
+	assert_true(chunk == 123456 && seg == RCKPT_STORE_NONE);
+	assert_int_equal(rckpt_store_segment_oid(oid, 38, 1, 131), -ERANGE);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		if (rckpt_store_parse_chunk_oid(bad[i], &chunk, &seg) != -EINVAL)
+			fail_msg("%s parses as a chunk object", bad[i]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -612,6 +664,7 @@ int main(void)
 		cmocka_unit_test(test_encoder_rejects),
 		cmocka_unit_test(test_bound_is_enough),
 		cmocka_unit_test(test_random_inputs),
+		cmocka_unit_test(test_summary_and_segments),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
