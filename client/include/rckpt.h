@@ -172,8 +172,11 @@ typedef int (*rckpt_quality_cb)(void *arg, const rckpt_tensor_t *t, unsigned n, 
 typedef struct rckpt_job_opts {
 	unsigned version;      /* RCKPT_JOB_OPTS_VERSION */
 	int writer;            /* take the job's writer lock (save, trim); else read only */
-	double eps;            /* quality threshold of the compressor; 0:
-				  RCKPT_EPS_DEFAULT */
+	double eps;            /* quality threshold of the compressor, > 0
+				  (RCKPT_JOB_OPTS_INIT: RCKPT_EPS_DEFAULT).
+				  0 is refused (-EINVAL): no threshold makes
+				  a step bit-exact. Callers of versions 1-5
+				  had 0 mean the default, and still do */
 	uint64_t chunk_params; /* parameters per chunk; 0: 4 Mi; at most 4 Mi */
 	unsigned base_every;   /* a base record every N saves; 0: only the first */
 	unsigned lease_s;      /* the writer lock's lease, renewed by every save; 0: 30 s */
@@ -215,7 +218,7 @@ typedef struct rckpt_job_opts {
 enum rckpt_compute { RCKPT_COMPUTE_AUTO = 0, RCKPT_COMPUTE_CPU = 1, RCKPT_COMPUTE_GPU = 2 };
 
 #define RCKPT_JOB_OPTS_INIT \
-	{ RCKPT_JOB_OPTS_VERSION, 0, 0.0, 0, 0, 0, 0, 0, RCKPT_COMPUTE_AUTO, NULL, NULL, 0.0, 0, 0 }
+	{ RCKPT_JOB_OPTS_VERSION, 0, RCKPT_EPS_DEFAULT, 0, 0, 0, 0, 0, RCKPT_COMPUTE_AUTO, NULL, NULL, 0.0, 0, 0 }
 
 /* Opens job `job` (a RADOS namespace of the pool, 1..63 characters of
  * [A-Za-z0-9._-]). A writer takes an exclusive lock on the job object:

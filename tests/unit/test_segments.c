@@ -308,6 +308,7 @@ static void test_failed_roll(void **state)
 	close_pool(&J);
 }
 
+/* What open refuses before it changes anything. */
 static void test_limits_at_open(void **state)
 {
 	sj_t J;
@@ -318,6 +319,19 @@ static void test_limits_at_open(void **state)
 	assert_int_equal(rckpt_job_open(J.h, &J.j, "seg", &J.o), -EINVAL);
 	assert_non_null(strstr(rckpt_errmsg(J.h), "osd_max_object_size"));
 	J.o.segment_bytes = LIMIT / 2;
+	assert_int_equal(rckpt_job_open(J.h, &J.j, "seg", &J.o), 0);
+	close_pool(&J);
+	/* eps 0 is refused, not taken as the default nor as exact; a caller
+	 * of version 5 (before 0 was refused) still gets the default */
+	open_pool(&J, LIMIT, 0);
+	J.o.eps = 0;
+	assert_int_equal(rckpt_job_open(J.h, &J.j, "seg", &J.o), -EINVAL);
+	assert_non_null(strstr(rckpt_errmsg(J.h), "eps 0"));
+	J.o.eps = 1;
+	assert_int_equal(rckpt_job_open(J.h, &J.j, "seg", &J.o), -EINVAL);
+	assert_int_equal(mem_pool_calls(J.pool, "claim"), 0); /* nothing changed */
+	J.o.eps = 0;
+	J.o.version = 5;
 	assert_int_equal(rckpt_job_open(J.h, &J.j, "seg", &J.o), 0);
 	close_pool(&J);
 	/* an erasure-coded pool: refused, readers too, naming the fix */

@@ -220,6 +220,11 @@ int rckpt_job_open_claim(rckpt_t *h, rckpt_job_t **out, const char *job,
 	    (opts->version >= 4 && !(opts->quality_eps >= 0)) ||
 	    (opts->version >= 5 && opts->partial_block > 65536))
 		return rckpt_fail(h, -EINVAL, "rckpt_job_open", "bad job name or options");
+	if (opts->version >= 6 && !(opts->eps > 0 && opts->eps < 1))
+		return rckpt_fail(h, -EINVAL, "rckpt_job_open",
+				  "eps %g: the compressor's threshold is in (0, 1) (default %g); eps 0 "
+				  "would not make a step bit-exact",
+				  opts->eps, RCKPT_EPS_DEFAULT);
 	j = calloc(1, sizeof(*j));
 	if (j == NULL)
 		return rckpt_fail(h, -ENOMEM, "rckpt_job_open", "out of memory");

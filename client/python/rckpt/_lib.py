@@ -48,7 +48,7 @@ class JobOpts(ctypes.Structure):
                 ("chunk_params", c_u64), ("base_every", c_uint), ("lease_s", c_uint),
                 ("inflight", c_uint), ("mem_budget", c_u64), ("compute", c_uint),
                 ("quality", QUALITY_CB), ("quality_arg", c_voidp), ("quality_eps", c_double),
-                ("partial_block", ctypes.c_uint32)]
+                ("partial_block", ctypes.c_uint32), ("segment_bytes", c_u64)]
 
 
 class SaveStats(ctypes.Structure):

@@ -14,6 +14,8 @@ import torch
 from . import _lib, _plain
 from ._lib import RckptError, check, lib
 
+EPS_DEFAULT = 0.0012  # RCKPT_EPS_DEFAULT (rckpt.h)
+
 _DTYPES = {torch.float32: _lib.RCKPT_F32, torch.float16: _lib.RCKPT_F16,
            torch.bfloat16: _lib.RCKPT_BF16}
 _TORCH = {v: k for k, v in _DTYPES.items()}
@@ -167,10 +169,10 @@ class Checkpointer:
         self._h = _lib.connect(conf, user, pool, timeout_s)
         self._j = _lib.c_voidp()
         o = _lib.JobOpts()
-        o.version = 5
+        o.version = 6
         o.partial_block = partial_block
         o.writer = 1 if writer else 0
-        o.eps = 0.0 if eps is None else eps
+        o.eps = EPS_DEFAULT if eps is None else eps
         o.chunk_params = chunk_params
         o.base_every = base_every
         o.compute = _lib.RCKPT_COMPUTE[compute]
