@@ -11,7 +11,9 @@ modules is checked against the table below:
   public   client/include/rckpt.h, the library's one public header
   common   client/lib/*: the handle, errors, names, time, plugin calls
   codec    client/lib/codec: checkpoint encoding and decoding
-  store    client/lib/store: jobs, saves, restores, policy on RADOS
+  store    client/lib/store: jobs, saves, restores, policy on RADOS (and
+           the rckpt class's read methods, run in the client when the
+           OSDs cannot: cls exports their header to it)
   pcr      client/lib/pcr: training data (PCR records, the loader)
   cli      client/cli: the rckpt command
 
@@ -48,7 +50,7 @@ ALLOWED = {
     "public": set(),
     "common": {"public", "formats", "gpu"},
     "codec": {"common", "public", "formats", "gpu"},
-    "store": {"codec", "common", "public", "formats"},
+    "store": {"codec", "common", "public", "formats", "cls"},
     "pcr": {"common", "public", "formats"},
     "cli": {"public", "formats"},
 }
@@ -58,7 +60,7 @@ ALLOWED = {
 EXPORTS = {
     "formats": None,
     "gpu": None,
-    "cls": set(),
+    "cls": {"cls_common.h", "cls_rckpt_methods.h"},
     "public": None,
     "common": {"rckpt_internal.h", "rckpt_io.h"},
     "codec": {"rckpt_ckenc.h", "rckpt_ckdec.h", "rckpt_codec.h", "rckpt_quant.h",

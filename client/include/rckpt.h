@@ -346,6 +346,15 @@ typedef struct rckpt_range {
 } rckpt_range_t;
 RCKPT_API int rckpt_job_restore_ranges(rckpt_job_t *j, uint64_t step, const rckpt_range_t *ranges,
 				       unsigned n, rckpt_restored_t **out, rckpt_restore_stats_t *st);
+/* Where j's restores fold chains: 0 in the OSDs (the rckpt class), 1 here
+ * in the client (slower: every record of a chain crosses the network),
+ * with why (NUL-terminated, cap bytes) saying why: the class is missing,
+ * not permitted, or cannot read this client's records, or RCKPT_FOLD=client
+ * is set (auto, osd or client; auto by default). Both give the same bytes
+ * (formats/store.md, "Restore without the plugin"). Negative: an error
+ * (the job object cannot be asked). */
+RCKPT_API int rckpt_job_folds_here(rckpt_job_t *j, char *why, size_t cap);
+
 RCKPT_API uint64_t rckpt_restored_step(const rckpt_restored_t *r);
 RCKPT_API unsigned rckpt_restored_count(const rckpt_restored_t *r);
 /* Tensor i's description (data is NULL): name, dtype, shape. */

@@ -9,6 +9,7 @@
 
 #include "rckpt.h"
 #include "rckpt_io.h"
+#include "rckpt_wire.h"
 
 #define RCKPT_ERRMSG_MAX 512
 
@@ -33,6 +34,12 @@ static inline int rckpt_connected(const rckpt_t *h)
 
 /* Namespace ns of h's pool; close it with io->ops->close. */
 int rckpt_io_open(rckpt_t *h, const char *ns, rckpt_io_t **out);
+
+/* The `version` of object class `plugin`, asked on object oid of io (which
+ * must exist): 0, or the call's error (rckpt_plugin_hint says what the
+ * OSD means by it), or the decoder's. */
+int rckpt_plugin_probe(rckpt_io_t *io, const char *oid, const char *plugin, rckpt_wire_version_t *v);
+const char *rckpt_plugin_hint(int rc);
 
 /* Points h at another rckpt_io backend instead of a cluster: the store's
  * and the datasets' unit tests run over memory this way. pool names it in

@@ -14,7 +14,7 @@
 #define PROBE_OID "rckpt.probe"
 
 /* What the OSD means by the codes of a failed class call. */
-static const char *call_hint(int rc)
+const char *rckpt_plugin_hint(int rc)
 {
 	switch (rc) {
 	case -EOPNOTSUPP:
@@ -38,7 +38,17 @@ static int call_failed(rckpt_t *h, int rc, const char *func, const char *oid, co
 		       const char *method)
 {
 	return rckpt_fail(h, rc, func, "%s.%s on object '%s' in pool '%s': %s", cls, method, oid,
-			  h->pool, call_hint(rc));
+			  h->pool, rckpt_plugin_hint(rc));
+}
+
+int rckpt_plugin_probe(rckpt_io_t *io, const char *oid, const char *plugin, rckpt_wire_version_t *v)
+{
+	uint8_t buf[RCKPT_WIRE_VERSION_BOUND];
+	int n = io->ops->call(io, oid, plugin, "version", NULL, 0, buf, sizeof(buf));
+	memset(v, 0, sizeof(*v));
+	if (n < 0)
+		return n;
+	return rckpt_wire_version_decode(v, buf, (size_t)n);
 }
 
 int rckpt_plugin_call(rckpt_t *h, void *out, size_t out_cap, const char *oid, const char *cls,

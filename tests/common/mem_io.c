@@ -14,12 +14,20 @@
 #include "cls_rckpt_methods.h"
 #include "mem_obj.h"
 
+/* `version` takes no object; the OSD runs it on any. */
+static int m_version(rckpt_cls_obj_t *o, const uint8_t *in, size_t len, rckpt_cls_out_t *out)
+{
+	(void)o;
+	return cls_rckpt_version(in, len, out);
+}
+
 /* The class methods this pool runs, as cls_rckpt_glue.cc registers them. */
 static const struct method {
 	const char *cls, *name;
 	rckpt_cls_obj_method_fn fn;
 	int write;
 } METHODS[] = {
+	{ "rckpt", "version", m_version, 0 },
 	{ "rckpt", "ping", cls_rckpt_ping, 0 },
 	{ "rckpt", "append", cls_rckpt_append, 1 },
 	{ "rckpt", "materialize", cls_rckpt_materialize, 0 },
@@ -62,6 +70,7 @@ struct mem_pool {
 	} calls[MAX_OPS];
 	unsigned ncalls;
 	unsigned all_calls;
+	char no_class[32];   /* a class the "OSD" has not loaded */
 	uint64_t max_object; /* pool_limits' answers */
 	int erasure;
 	struct held { /* a held class call (mem_fault_t.held) */
@@ -129,6 +138,11 @@ void mem_pool_destroy(mem_pool_t *p)
 	}
 	free(p->e);
 	free(p);
+}
+
+void mem_pool_unload_class(mem_pool_t *p, const char *cls)
+{
+	snprintf(p->no_class, sizeof(p->no_class), "%s", cls ? cls : "");
 }
 
 void mem_pool_set_limits(mem_pool_t *p, uint64_t max_object, int erasure)
@@ -279,9 +293,11 @@ static entry_t *existing(mem_io_t *m, const char *oid)
 	return e && e->obj.exists ? e : NULL;
 }
 
-static const struct method *method_of(const char *cls, const char *name)
+static const struct method *method_of(const mem_pool_t *p, const char *cls, const char *name)
 {
 	size_t i;
+	if (strcmp(cls, p->no_class) == 0)
+		return NULL; /* the class is not loaded: -EOPNOTSUPP */
 	for (i = 0; i < sizeof(METHODS) / sizeof(METHODS[0]); i++)
 		if (strcmp(METHODS[i].cls, cls) == 0 && strcmp(METHODS[i].name, name) == 0)
 			return &METHODS[i];
@@ -324,7 +340,7 @@ static int m_exec(rckpt_io_t *io, const char *oid, const char *cls, const char *
 		  const void *in, size_t len, rckpt_buf_t *out)
 {
 	mem_io_t *m = M(io);
-	const struct method *meth = method_of(cls, method);
+	const struct method *meth = method_of(m->p, cls, method);
 	int rc;
 	depth++;
 	if (hit(m->p, method, NULL)) {
@@ -349,7 +365,7 @@ static int m_aio_exec(rckpt_io_t *io, const char *oid, const char *cls, const ch
 	depth++;
 	*c = NULL;
 	if (hit(m->p, method, &delay)) {
-		(void)hold(m, oid, method_of(cls, method), in, len);
+		(void)hold(m, oid, method_of(m->p, cls, method), in, len);
 		rc = m->p->fault.rc;
 		goto out;
 	}
@@ -366,7 +382,7 @@ static int m_aio_exec(rckpt_io_t *io, const char *oid, const char *cls, const ch
 	a->m = m;
 	a->len = len;
 	a->out = out;
-	a->meth = method_of(cls, method);
+	a->meth = method_of(m->p, cls, method);
 	if (a->meth && a->meth->write && !delay) {
 		/* a write runs now, as if the OSD were quick, and its result
 		 * waits; a read (no effects) or a delayed write runs when it is
@@ -399,7 +415,7 @@ static int m_call(rckpt_io_t *io, const char *oid, const char *cls, const char *
 		  const void *in, size_t len, void *out, size_t cap)
 {
 	mem_io_t *m = M(io);
-	const struct method *meth = method_of(cls, method);
+	const struct method *meth = method_of(m->p, cls, method);
 	rckpt_buf_t reply = RCKPT_BUF_INIT;
 	int rc;
 	depth++;

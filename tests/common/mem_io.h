@@ -26,6 +26,10 @@ void mem_pool_destroy(mem_pool_t *p);
  * is erasure-coded. A new pool: 0, 0. */
 void mem_pool_set_limits(mem_pool_t *p, uint64_t max_object, int erasure);
 
+/* Calls of class cls's methods answer -EOPNOTSUPP from now on, as an OSD
+ * without the class does (NULL or "": every class is there again). */
+void mem_pool_unload_class(mem_pool_t *p, const char *cls);
+
 /* rckpt_io_open_fn: arg is the mem_pool_t. */
 int mem_pool_open(void *arg, const char *ns, rckpt_io_t **out);
 

@@ -344,12 +344,71 @@ static void test_limits_at_open(void **state)
 	close_pool(&J);
 }
 
+/* Restores that do not depend on the plugin (store.md "Restore without
+ * the plugin"): with the class gone from the "OSD", every step restores
+ * to the same bytes, folded in the client by the class's own code; a
+ * reader that found the class and then lost it mid-way goes on in the
+ * client; RCKPT_FOLD=client asks for it. */
+static void test_restore_without_the_class(void **state)
+{
+	sj_t J;
+	const rckpt_retention_t some = { 8, 5 };
+	rckpt_job_t *before, *after;
+	rckpt_job_opts_t ro = RCKPT_JOB_OPTS_INIT;
+	char why[160];
+	unsigned s, kept;
+
+	(void)state;
+	open_pool(&J, LIMIT, 0);
+	assert_int_equal(rckpt_job_open(J.h, &J.j, "seg", &J.o), 0);
+	for (s = 1; s <= 30; s++) {
+		assert_int_equal(save(&J, s), 0);
+		assert_int_equal(restore(&J, s, &J.hash[s]), 0);
+	}
+	assert_int_equal(rckpt_job_compact(J.j, &some, NULL), 0); /* deltas on later steps too */
+	assert_true(census(&J).segments >= 3);
+	rckpt_job_close(J.j);
+	J.j = NULL;
+	ro.compute = RCKPT_COMPUTE_CPU;
+	assert_int_equal(rckpt_job_open(J.h, &before, "seg", &ro), 0);
+	assert_int_equal(rckpt_job_folds_here(before, why, sizeof(why)), 0);
+	J.j = before;
+	kept = check_all(&J, "with the class");
+	assert_int_equal(kept, 12); /* 23..30, and 5, 10, 15, 20 */
+
+	mem_pool_unload_class(J.pool, "rckpt");
+	assert_int_equal(rckpt_job_open(J.h, &after, "seg", &ro), 0);
+	assert_int_equal(rckpt_job_folds_here(after, why, sizeof(why)), 1);
+	assert_non_null(strstr(why, "not available"));
+	J.j = after;
+	assert_int_equal(check_all(&J, "without the class"), kept);
+	J.j = before; /* it found the class; its first materialize is refused */
+	assert_int_equal(check_all(&J, "the class gone since"), kept);
+	assert_int_equal(rckpt_job_folds_here(before, why, sizeof(why)), 1);
+	assert_non_null(strstr(why, "refused"));
+	rckpt_job_close(before);
+	rckpt_job_close(after);
+
+	mem_pool_unload_class(J.pool, NULL);
+	setenv("RCKPT_FOLD", "client", 1);
+	assert_int_equal(rckpt_job_open(J.h, &J.j, "seg", &ro), 0);
+	assert_int_equal(rckpt_job_folds_here(J.j, why, sizeof(why)), 1);
+	assert_int_equal(check_all(&J, "RCKPT_FOLD=client"), kept);
+	rckpt_job_close(J.j);
+	setenv("RCKPT_FOLD", "sideways", 1);
+	assert_int_equal(rckpt_job_open(J.h, &J.j, "seg", &ro), 0);
+	assert_true(rckpt_job_folds_here(J.j, why, sizeof(why)) == -EINVAL);
+	unsetenv("RCKPT_FOLD");
+	close_pool(&J);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_limits_at_open),
 		cmocka_unit_test(test_long_job_in_segments),
 		cmocka_unit_test(test_failed_roll),
+		cmocka_unit_test(test_restore_without_the_class),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -25,11 +25,21 @@
 
 /* ---- calls ---- */
 
-/* A read method's reply appended to out. */
+/* A read method's reply appended to out: run by the OSD, or here when
+ * the OSDs will not (store.md "Restore without the plugin"). */
 int rckpt_exec_read(rckpt_job_t *j, const char *oid, const char *method, const rckpt_buf_t *in,
 		    rckpt_buf_t *out)
 {
-	return j->io->ops->exec(j->io, oid, "rckpt", method, in ? in->p : NULL, in ? in->len : 0, out);
+	int rc = -EOPNOTSUPP;
+	if (j->fold != RCKPT_FOLD_CLIENT)
+		rc = j->io->ops->exec(j->io, oid, "rckpt", method, in ? in->p : NULL, in ? in->len : 0, out);
+	if (rckpt_fold_refused(rc)) {
+		const int osd = rc;
+		rc = rckpt_fold_exec(j, oid, method, in, out);
+		if (rc == -EOPNOTSUPP)
+			rc = osd; /* not a method a client may run */
+	}
+	return rc;
 }
 
 int rckpt_exec_write(rckpt_job_t *j, const char *oid, const char *method, const rckpt_buf_t *in)

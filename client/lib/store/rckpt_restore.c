@@ -166,6 +166,10 @@ int rckpt_restore_sel(rckpt_job_t *j, uint64_t step, const char *const *names, u
 		rc = rckpt_fail(h, rc, fn, "cannot read the manifest of step %" PRIu64, step);
 		goto done;
 	}
+	if ((rc = rckpt_fold_decide(j))) {
+		rc = rckpt_fail(h, rc, fn, "cannot ask the OSDs for the rckpt class");
+		goto done;
+	}
 	m = calloc(mf.nchunks ? mf.nchunks : 1, sizeof(*m));
 	recs = calloc(mf.nchunks ? mf.nchunks : 1, sizeof(*recs));
 	lens = calloc(mf.nchunks ? mf.nchunks : 1, sizeof(*lens));
@@ -225,11 +229,28 @@ int rckpt_restore_sel(rckpt_job_t *j, uint64_t step, const char *const *names, u
 			rc = rckpt_msg_materialize_encode(&in[nw], &q);
 			which[nw++] = i;
 		}
-		if (rc == 0) {
+		int osd_ran = 0;
+		if (rc == 0 && j->fold == RCKPT_FOLD_OSD) {
 			round_t rd = { which, seg };
+			osd_ran = 1;
 			rc = rckpt_io_fanout(j->io, nw, j->o.inflight, pending_oid, &rd, "rckpt",
 					     "materialize", in, 0, out, res, NULL);
 			calls += nw;
+			for (k = 0; rc == 0 && k < nw; k++)
+				if (rckpt_fold_refused(res[k])) {
+					/* the class went (or an OSD of the pool lacks it): here from now on */
+					j->fold = RCKPT_FOLD_CLIENT;
+					snprintf(j->fold_why, sizeof(j->fold_why),
+						 "an OSD refused rckpt.materialize (%s)", rckpt_plugin_hint(res[k]));
+				}
+		}
+		for (k = 0; rc == 0 && j->fold == RCKPT_FOLD_CLIENT && k < nw; k++) {
+			round_t rd = { which, seg };
+			if (osd_ran && !rckpt_fold_refused(res[k]))
+				continue; /* the OSD's own answer stands */
+			out[k].len = 0;
+			pending_oid(&rd, k, oid, sizeof(oid));
+			res[k] = rckpt_fold_exec(j, oid, "materialize", &in[k], &out[k]);
 		}
 		for (k = 0; rc == 0 && k < nw; k++) {
 			int e = res[k];

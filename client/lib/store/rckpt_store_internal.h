@@ -48,7 +48,28 @@ struct rckpt_job {
 	uint64_t *rec_max;   /* chunk c's largest record this writer appended */
 	unsigned seg_n;
 	int seg_known;       /* seg and seg_bytes are as stored */
+	int fold;            /* where restores fold chains: enum rckpt_fold */
+	char fold_why[160];  /* why in the client */
 };
+
+/* ---- rckpt_fold.c (store.md "Restore without the plugin") ---- */
+
+enum rckpt_fold { RCKPT_FOLD_UNKNOWN = 0, RCKPT_FOLD_OSD = 1, RCKPT_FOLD_CLIENT = 2 };
+
+/* Decides j->fold once: RCKPT_FOLD (auto, osd, client) in the environment,
+ * else whether the OSDs' rckpt class answers and reads this client's
+ * records. 0, or an error that leaves it undecided. */
+int rckpt_fold_decide(rckpt_job_t *j);
+/* Whether an OSD's answer to a class call says it will not run it: the
+ * class is missing or not permitted. (One that fails to load answers
+ * -EIO, which a damaged object may answer too: rckpt_fold_decide's probe
+ * tells them apart.) */
+int rckpt_fold_refused(int rc);
+/* A read method of the rckpt class (materialize, index, verify, head,
+ * list, tip) run here
+ * on oid as the OSD would run it: its reply appended to out. */
+int rckpt_fold_exec(rckpt_job_t *j, const char *oid, const char *method, const rckpt_buf_t *in,
+		    rckpt_buf_t *out);
 
 
 /* A read method's reply appended to out; a write method (no reply). */

@@ -1,0 +1,209 @@
+/*
+ * rckpt_fold.c — restores that do not depend on the plugin (formats/store.md,
+ * "Restore without the plugin"). When the OSDs cannot fold a job's chains
+ * (the rckpt class is not installed, not in osd_class_load_list, or of a
+ * version that cannot read this client's records), the client runs the
+ * class's own read methods itself, on a read-only view of the object that
+ * it reads through librados: the same code as in the OSD, so the same
+ * bytes, at the cost of moving every record of a chain over the network.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cls_rckpt_methods.h"
+#include "rckpt_record.h"
+#include "rckpt_store_internal.h"
+
+/* ---- a read-only object over rckpt_io ---- */
+
+typedef struct view {
+	rckpt_io_t *io;
+	const char *oid;
+} view_t;
+
+#define V(o) ((view_t *)(o)->ctx)
+
+static int v_stat(rckpt_cls_obj_t *o, uint64_t *size)
+{
+	return V(o)->io->ops->stat(V(o)->io, V(o)->oid, size);
+}
+
+static int v_read(rckpt_cls_obj_t *o, uint64_t off, size_t len, rckpt_buf_t *out)
+{
+	size_t at = out->len;
+	int rc, got;
+	if (len > INT32_MAX)
+		return -EFBIG; /* the plugin reads records, each far smaller */
+	if ((rc = rckpt_buf_reserve(out, len ? len : 1)))
+		return rc;
+	got = V(o)->io->ops->read(V(o)->io, V(o)->oid, out->p + at, len, off);
+	if (got < 0)
+		return got;
+	out->len = at + (size_t)got;
+	return 0;
+}
+
+static int v_omap_get(rckpt_cls_obj_t *o, const char *key, rckpt_buf_t *out)
+{
+	return V(o)->io->ops->omap_get(V(o)->io, V(o)->oid, key, out);
+}
+
+static int v_omap_list(rckpt_cls_obj_t *o, const char *start_after, unsigned max,
+		       int (*fn)(void *arg, const char *key, const uint8_t *val, size_t len), void *arg,
+		       int *more)
+{
+	return V(o)->io->ops->omap_list(V(o)->io, V(o)->oid, start_after, "", max, fn, arg, more);
+}
+
+/* A read method that tries to write: a bug, refused as the OSD would. */
+static int v_write(rckpt_cls_obj_t *o, uint64_t off, const uint8_t *p, size_t len)
+{
+	(void)o, (void)off, (void)p, (void)len;
+	return -EROFS;
+}
+
+static int v_truncate(rckpt_cls_obj_t *o, uint64_t size)
+{
+	(void)o, (void)size;
+	return -EROFS;
+}
+
+static int v_omap_set(rckpt_cls_obj_t *o, const char *key, const uint8_t *p, size_t len)
+{
+	(void)o, (void)key, (void)p, (void)len;
+	return -EROFS;
+}
+
+static int v_omap_remove(rckpt_cls_obj_t *o, const char *key)
+{
+	(void)o, (void)key;
+	return -EROFS;
+}
+
+static int v_remove(rckpt_cls_obj_t *o)
+{
+	(void)o;
+	return -EROFS;
+}
+
+static const rckpt_cls_obj_ops_t view_ops = {
+	v_stat, v_read, v_write, v_truncate, v_omap_get, v_omap_set, v_omap_remove, v_omap_list, v_remove,
+};
+
+/* The class's read methods a client may run for itself. */
+static rckpt_cls_obj_method_fn read_method(const char *method)
+{
+	if (strcmp(method, "materialize") == 0)
+		return cls_rckpt_materialize;
+	if (strcmp(method, "index") == 0)
+		return cls_rckpt_index;
+	if (strcmp(method, "verify") == 0)
+		return cls_rckpt_verify;
+	if (strcmp(method, "head") == 0)
+		return cls_rckpt_head;
+	if (strcmp(method, "list") == 0)
+		return cls_rckpt_list;
+	if (strcmp(method, "tip") == 0)
+		return cls_rckpt_tip;
+	return NULL;
+}
+
+int rckpt_fold_exec(rckpt_job_t *j, const char *oid, const char *method, const rckpt_buf_t *in,
+		    rckpt_buf_t *out)
+{
+	rckpt_cls_obj_method_fn fn = read_method(method);
+	view_t v = { j->io, oid };
+	rckpt_cls_obj_t o;
+	rckpt_cls_out_t reply = RCKPT_CLS_OUT_INIT;
+	uint64_t size;
+	int rc;
+
+	if (fn == NULL)
+		return -EOPNOTSUPP;
+	/* a read method on an object that does not exist: -ENOENT, as in the OSD */
+	if ((rc = j->io->ops->stat(j->io, oid, &size)))
+		return rc;
+	memset(&o, 0, sizeof(o));
+	o.ops = &view_ops;
+	o.ctx = &v;
+	rc = fn(&o, in ? in->p : NULL, in ? in->len : 0, &reply);
+	if (rc == 0 && reply.len)
+		rc = rckpt_buf_append(out, reply.p, reply.len);
+	rckpt_buf_free(&reply);
+	return rc;
+}
+
+int rckpt_fold_refused(int rc)
+{
+	return rc == -EOPNOTSUPP || rc == -EPERM;
+}
+
+/* ---- where restores fold ---- */
+
+/* Whether the class's answer to `version` says it reads what this client
+ * writes: the store's messages and the records' layout. */
+static int plugin_reads_ours(const rckpt_wire_version_t *v)
+{
+	unsigned i, store = 0, record = 0;
+	for (i = 0; i < v->nformats; i++) {
+		const rckpt_wire_format_range_t *f = &v->formats[i];
+		if (strcmp(f->name, "store") == 0 && f->max_version >= RCKPT_STORE_WIRE_VERSION)
+			store = 1;
+		if (strcmp(f->name, "ckpt-record") == 0 && f->max_version >= RCKPT_RECORD_VERSION)
+			record = 1;
+	}
+	return store && record;
+}
+
+int rckpt_fold_decide(rckpt_job_t *j)
+{
+	const char *env = getenv("RCKPT_FOLD");
+	rckpt_wire_version_t v;
+	int rc;
+
+	if (j->fold != RCKPT_FOLD_UNKNOWN)
+		return 0;
+	if (env && strcmp(env, "client") == 0) {
+		j->fold = RCKPT_FOLD_CLIENT;
+		snprintf(j->fold_why, sizeof(j->fold_why), "RCKPT_FOLD=client");
+		return 0;
+	}
+	if (env && strcmp(env, "osd") == 0) {
+		j->fold = RCKPT_FOLD_OSD;
+		return 0;
+	}
+	if (env && *env && strcmp(env, "auto") != 0)
+		return rckpt_fail(j->h, -EINVAL, "rckpt_job_restore",
+				  "RCKPT_FOLD is '%s'; it must be auto, osd or client", env);
+	rc = rckpt_plugin_probe(j->io, RCKPT_STORE_JOB_OID, "rckpt", &v);
+	if (rc == 0 && plugin_reads_ours(&v)) {
+		j->fold = RCKPT_FOLD_OSD;
+		return 0;
+	}
+	if (rc == -ENOENT || rc == -ETIMEDOUT || rc == -ENOTCONN || rc == -ENOMEM)
+		return rc; /* no job object, or no answer: nothing to decide on */
+	j->fold = RCKPT_FOLD_CLIENT;
+	if (rc == 0)
+		snprintf(j->fold_why, sizeof(j->fold_why),
+			 "the OSDs' rckpt class %u.%u.%u cannot read this client's records", v.major, v.minor,
+			 v.patch);
+	else
+		snprintf(j->fold_why, sizeof(j->fold_why), "the OSDs' rckpt class is not available (%s)",
+			 rckpt_plugin_hint(rc));
+	return 0;
+}
+
+int rckpt_job_folds_here(rckpt_job_t *j, char *why, size_t cap)
+{
+	int rc;
+	rckpt_clear_error(j->h);
+	if ((rc = rckpt_fold_decide(j)))
+		return rckpt_fail(j->h, rc, __func__, "cannot tell whether the OSDs fold job %s's chains",
+				  j->name);
+	if (why && cap)
+		snprintf(why, cap, "%s", j->fold == RCKPT_FOLD_CLIENT ? j->fold_why : "");
+	return j->fold == RCKPT_FOLD_CLIENT;
+}
