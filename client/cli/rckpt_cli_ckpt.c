@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "rckpt_cli.h"
@@ -28,6 +29,7 @@ static void usage(void)
 	       "                                 [--chunk-params N] [--mem-budget MIB]\n"
 	       "                                 [--grads G.safetensors] MODEL.safetensors...\n"
 	       "       rckpt [options] ckpt restore --job J [--step N] [--tensors a,b] -o OUT.safetensors\n"
+	       "       rckpt [options] ckpt export --job J [--step N] [--from-dump FILE] -o DIR\n"
 	       "       rckpt [options] ckpt ls --job J\n"
 	       "       rckpt [options] ckpt compact --job J [--keep-last N] [--keep-every M]\n"
 	       "       rckpt [options] ckpt pin --job J --step N [--off]\n"
@@ -51,6 +53,12 @@ static void usage(void)
 	       "restore  materialize a committed step (default: the latest) in the OSDs, check\n"
 	       "         every chunk's SHA-256, and write its tensors (or only those --tensors\n"
 	       "         names, reading only the chunks that hold them) to OUT.safetensors.\n"
+	       "         When the OSDs lack the rckpt class (or refuse it), the chains are\n"
+	       "         folded here instead, to the same bytes, slower; it says so.\n"
+	       "export   write every listed step (or step N) of job J to DIR/step-NNNNNN.safetensors,\n"
+	       "         folding each chain here, without the OSDs' rckpt class; with --from-dump,\n"
+	       "         from a file that `rados -p POOL --all export FILE` wrote, with no cluster\n"
+	       "         at all. DIR is made if it does not exist.\n"
 	       "ls       list the committed steps as they were saved (kind, size, ratio; a\n"
 	       "         compaction rewrites them later), what the job stores now, and its\n"
 	       "         retention policy.\n"
@@ -241,7 +249,7 @@ static int cmd_restore(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	rckpt_tensor_t *t = NULL;
 	uint8_t **bufs = NULL;
 	unsigned i, n = 0;
-	int c, rc;
+	int c, rc, here = 0;
 
 	optind = 1;
 	opterr = 0;
@@ -284,6 +292,11 @@ static int cmd_restore(int argc, char **argv, const rckpt_connect_opts_t *conn)
 		fprintf(stderr, "rckpt ckpt: %s\n", rckpt_errmsg(h));
 		goto done;
 	}
+	{
+		char why[160];
+		if ((here = rckpt_job_folds_here(j, why, sizeof(why))) == 1)
+			fprintf(stderr, "rckpt ckpt: folded in the client (slower): %s\n", why);
+	}
 	n = rckpt_restored_count(r);
 	t = calloc(n ? n : 1, sizeof(*t));
 	bufs = calloc(n ? n : 1, sizeof(*bufs));
@@ -314,7 +327,8 @@ static int cmd_restore(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	else
 		printf("restored step %" PRIu64 " of job %s: %u tensors, %u materialize calls, %" PRIu64
 		       " bytes from the OSDs, %.1f ms -> %s\n",
-		       rckpt_restored_step(r), job, nout, rs.calls, rs.wire_bytes, rs.seconds * 1e3, outp);
+		       rckpt_restored_step(r), job, nout, here == 1 ? 0 : rs.calls,
+		       here == 1 ? 0 : rs.wire_bytes, rs.seconds * 1e3, outp);
 done:
 	for (i = 0; bufs && i < nout; i++)
 		free(bufs[i]);
@@ -322,6 +336,139 @@ done:
 	free(bufs);
 	free(t);
 	rckpt_restored_free(r);
+	rckpt_job_close(j);
+	rckpt_destroy(h);
+	return rc ? 1 : 0;
+}
+
+/* Writes every tensor of r to path (safetensors). */
+static int write_all(const rckpt_restored_t *r, const char *path)
+{
+	const unsigned n = rckpt_restored_count(r);
+	rckpt_tensor_t *t = calloc(n ? n : 1, sizeof(*t));
+	uint8_t **bufs = calloc(n ? n : 1, sizeof(*bufs));
+	unsigned i, k;
+	int rc = t && bufs ? 0 : -ENOMEM;
+	for (i = 0; i < n && rc == 0; i++) {
+		uint64_t e = 1;
+		size_t bytes;
+		rckpt_restored_tensor(r, i, &t[i]);
+		for (k = 0; k < t[i].ndim; k++)
+			e *= t[i].shape[k];
+		bytes = (size_t)e * (t[i].dtype == RCKPT_F32 ? 4 : 2);
+		bufs[i] = malloc(bytes ? bytes : 1);
+		rc = bufs[i] ? rckpt_restored_read(r, i, bufs[i], bytes) : -ENOMEM;
+		t[i].data = bufs[i];
+	}
+	if (rc == 0)
+		rc = rckpt_file_write(path, t, n);
+	for (i = 0; bufs && i < n; i++)
+		free(bufs[i]);
+	free(bufs);
+	free(t);
+	return rc;
+}
+
+static int cmd_export(int argc, char **argv, const rckpt_connect_opts_t *conn)
+{
+	static const struct option lo[] = { { "job", 1, 0, 'j' },	{ "step", 1, 0, 's' },
+					    { "output", 1, 0, 'o' },	{ "from-dump", 1, 0, 'd' },
+					    { 0, 0, 0, 0 } };
+	const char *job = NULL, *dir = NULL, *dump = NULL;
+	uint64_t step = RCKPT_LATEST, after = RCKPT_LATEST;
+	rckpt_job_opts_t jo = RCKPT_JOB_OPTS_INIT;
+	rckpt_t *h = NULL;
+	rckpt_job_t *j = NULL;
+	unsigned done = 0;
+	char why[160];
+	int c, rc = 0, more = 1;
+
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "j:s:o:d:", lo, NULL)) != -1) {
+		switch (c) {
+		case 'j': job = optarg; break;
+		case 's':
+			if (cli_parse_u64(optarg, &step) || step == RCKPT_LATEST)
+				return usage_error("--step needs a number");
+			break;
+		case 'o': dir = optarg; break;
+		case 'd': dump = optarg; break;
+		default: return usage_error("bad option for export");
+		}
+	}
+	if (job == NULL || dir == NULL || optind != argc)
+		return usage_error("export needs --job and -o DIR, nothing else");
+	if (mkdir(dir, 0777) && errno != EEXIST) {
+		fprintf(stderr, "rckpt ckpt: cannot make %s: %s\n", dir, strerror(errno));
+		return 1;
+	}
+	/* the plugin-free path, whatever the OSDs have (RCKPT_FOLD, when
+	 * set, says otherwise) */
+	if (getenv("RCKPT_FOLD") == NULL)
+		setenv("RCKPT_FOLD", "client", 1);
+	if (dump) {
+		if ((rc = rckpt_create(&h)) || (rc = rckpt_open_dump(h, dump))) {
+			fprintf(stderr, "rckpt ckpt: %s\n", h ? rckpt_errmsg(h) : rckpt_strerror(rc));
+			rckpt_destroy(h);
+			return 1;
+		}
+		if ((rc = rckpt_job_open(h, &j, job, &jo))) {
+			fprintf(stderr, "rckpt ckpt: %s\n", rckpt_errmsg(h));
+			rckpt_destroy(h);
+			return 1;
+		}
+	} else if (open_job(&h, &j, conn, job, &jo)) {
+		return 1;
+	}
+	if ((rc = rckpt_job_folds_here(j, why, sizeof(why))) < 0) {
+		fprintf(stderr, "rckpt ckpt: %s\n", rckpt_errmsg(h));
+		goto out;
+	}
+	printf("exporting job %s from %s, %s%s%s\n", job, dump ? dump : rckpt_pool_name(h),
+	       rc == 1 ? "folding chains here (" : "folding chains in the OSDs", rc == 1 ? why : "",
+	       rc == 1 ? ")" : "");
+	rc = 0;
+	while (more && rc == 0) {
+		rckpt_step_info_t si[64];
+		unsigned n = 0, k;
+		if (step != RCKPT_LATEST) {
+			si[0].step = step;
+			n = 1;
+			more = 0;
+		} else if ((rc = rckpt_job_steps(j, after, si, 64, &n, &more))) {
+			fprintf(stderr, "rckpt ckpt: %s\n", rckpt_errmsg(h));
+			break;
+		}
+		for (k = 0; k < n && rc == 0; k++) {
+			rckpt_restored_t *r = NULL;
+			rckpt_restore_stats_t rs;
+			char path[4096];
+			snprintf(path, sizeof(path), "%s/step-%06" PRIu64 ".safetensors", dir, si[k].step);
+			if ((rc = rckpt_job_restore(j, si[k].step, &r, &rs))) {
+				fprintf(stderr, "rckpt ckpt: %s\n", rckpt_errmsg(h));
+				break;
+			}
+			if ((rc = write_all(r, path)))
+				fprintf(stderr, "rckpt ckpt: cannot write %s: %s\n", path, rckpt_strerror(rc));
+			else
+				printf("step %-8" PRIu64 " %.1f ms -> %s\n", si[k].step, rs.seconds * 1e3, path);
+			fflush(stdout);
+			rckpt_restored_free(r);
+			after = si[k].step;
+			done++;
+		}
+		if (n == 0)
+			more = 0;
+	}
+	if (rc == 0 && done == 0) {
+		fprintf(stderr, "rckpt ckpt: job %s has no committed step in %s\n", job,
+			dump ? dump : rckpt_pool_name(h));
+		rc = -ENOENT;
+	}
+	if (rc == 0)
+		printf("exported %u steps of job %s to %s\n", done, job, dir);
+out:
 	rckpt_job_close(j);
 	rckpt_destroy(h);
 	return rc ? 1 : 0;
@@ -699,13 +846,15 @@ int rckpt_cli_ckpt(int argc, char **argv, const rckpt_connect_opts_t *conn)
 			return 0;
 		}
 	if (argc < 2)
-		return usage_error("missing subcommand (save, restore, ls, compact, pin, verify, gc, rm)");
+		return usage_error("missing subcommand (save, restore, export, ls, compact, pin, verify, gc, rm)");
 	if (strcmp(argv[1], "save") == 0)
 		return cmd_save(argc - 1, argv + 1, conn);
 	if (strcmp(argv[1], "restore") == 0)
 		return cmd_restore(argc - 1, argv + 1, conn);
 	if (strcmp(argv[1], "ls") == 0)
 		return cmd_ls(argc - 1, argv + 1, conn);
+	if (strcmp(argv[1], "export") == 0)
+		return cmd_export(argc - 1, argv + 1, conn);
 	if (strcmp(argv[1], "compact") == 0)
 		return cmd_compact(argc - 1, argv + 1, conn);
 	if (strcmp(argv[1], "pin") == 0)

@@ -83,6 +83,14 @@ RCKPT_API int rckpt_create(rckpt_t **out);
  * process's signal dispositions alone. */
 RCKPT_API int rckpt_connect(rckpt_t *h, const rckpt_connect_opts_t *opts);
 
+/* Points an unconnected h at a dump that `rados export` wrote (of the
+ * pool, all namespaces: `rados -p POOL --all export FILE`) instead of a
+ * cluster: its jobs can be listed and restored, folded here, with no
+ * cluster at all; nothing can be written (-EROFS). rckpt_pool_name(h) is
+ * then the file's path. -EINVAL (connected already), -ENOENT and other
+ * errors of opening the file, -EBADMSG (not such a dump), -ENOMEM. */
+RCKPT_API int rckpt_open_dump(rckpt_t *h, const char *path);
+
 /* Disconnects and frees h. Accepts NULL. Call it before the process exits
  * (returning from main included): a connected handle keeps librados'
  * threads running into the process's teardown, where they crash it

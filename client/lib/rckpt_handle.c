@@ -77,6 +77,7 @@ void rckpt_destroy(rckpt_t *h)
 		rados_ioctx_destroy(h->ioctx);
 	if (h->cluster)
 		rados_shutdown(h->cluster);
+	rckpt_dump_close(h->dump);
 	free(h->pool);
 	free(h);
 }

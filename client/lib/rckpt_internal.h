@@ -13,6 +13,8 @@
 
 #define RCKPT_ERRMSG_MAX 512
 
+typedef struct rckpt_dump rckpt_dump_t; /* rckpt_io_dump.c */
+
 struct rckpt {
 	rados_t cluster;      /* NULL until connected */
 	rados_ioctx_t ioctx;  /* NULL until connected */
@@ -20,6 +22,7 @@ struct rckpt {
 	rckpt_io_open_fn io_open; /* opens a namespace of the pool (rckpt_io.h);
 				     NULL until connected */
 	void *io_arg;
+	rckpt_dump_t *dump;   /* rckpt_open_dump's file, or NULL */
 	int limits_known;     /* the pool's limits, asked once (rckpt_io.h pool_limits) */
 	uint64_t max_object;  /* the OSDs' osd_max_object_size; 0: unknown */
 	int erasure;          /* the pool is erasure-coded */
@@ -40,6 +43,9 @@ int rckpt_io_open(rckpt_t *h, const char *ns, rckpt_io_t **out);
  * OSD means by it), or the decoder's. */
 int rckpt_plugin_probe(rckpt_io_t *io, const char *oid, const char *plugin, rckpt_wire_version_t *v);
 const char *rckpt_plugin_hint(int rc);
+
+/* Frees a dump that rckpt_open_dump indexed. */
+void rckpt_dump_close(rckpt_dump_t *d);
 
 /* Points h at another rckpt_io backend instead of a cluster: the store's
  * and the datasets' unit tests run over memory this way. pool names it in

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# test_plugin_free.sh RCKPT LOCAL_CLUSTER_SH PLUGIN_DIR — restores never
+# depend on the plugin (issue 26, formats/store.md "Restore without the
+# plugin"), on a cluster of its own: a real sequence saved and compacted
+# (deltas on later steps too), each kept step restored by the OSDs; then
+# `rckpt ckpt export` (folding in the client) and a `rados export` dump
+# taken; then the OSD restarted with the rckpt class out of its
+# `osd class load list`: every kept step restores through the client to the
+# same bytes, saying so, `export` gives them again, and `export
+# --from-dump` gives them from the dump with no cluster at all. Exit 77
+# (skipped) without Ceph or the real checkpoints.
+set -u
+. "$(dirname "$0")/../testlib.sh"
+rckpt=$1 script=$2 plugins=$3
+if ! command -v ceph-osd >/dev/null; then
+	skip_test cluster "Ceph is not installed (./dev.sh test installs it)"
+fi
+need_real_checkpoints
+src=$RCKPT_TEST_CKPT_DIR
+t=$(mktemp -d)
+dir=$t/cluster
+export HOME=$t/home
+mkdir -p "$HOME"
+cleanup() {
+	"$script" --dir "$dir" stop >/dev/null 2>&1
+	rm -rf "$t"
+}
+trap cleanup EXIT
+"$script" --dir "$dir" --plugins "$plugins" --osd-bytes 2147483648 start >"$t/start.log" 2>&1 ||
+	{ cat "$t/start.log"; exit 1; }
+export CEPH_CONF=$dir/ceph.conf
+mapfile -t ckpts < <(ls "$src"/step-*.safetensors | grep -v '\.grads\.' | sort | head -n 16)
+job=free-$$
+
+check "save 16 real steps" expect_run 0 "$t/o" "$rckpt" ckpt save --job "$job" "${ckpts[@]}"
+check "compact: keep-last 4, keep-every 3" expect_run 0 "$t/o" "$rckpt" ckpt compact --job "$job" --keep-last 4 --keep-every 3
+mapfile -t steps < <("$rckpt" ckpt ls --job "$job" | awk '$1 ~ /^[0-9]+$/ && $2 !~ /^steps?,/ {print $1}')
+check "  some steps kept" test "${#steps[@]}" -ge 6
+declare -A osd
+bad=0
+for s in "${steps[@]}"; do
+	RCKPT_FOLD=osd "$rckpt" ckpt restore --job "$job" --step "$s" -o "$t/osd-$s.safetensors" >"$t/r" 2>&1 &&
+		osd[$s]=$(sha256sum <"$t/osd-$s.safetensors" | cut -c1-64) || { bad=$((bad + 1)); cat "$t/r" >&2; }
+done
+check "every kept step restores in the OSDs" test "$bad" -eq 0
+
+check "export folds in the client" expect_run 0 "$t/o" "$rckpt" ckpt export --job "$job" -o "$t/ex1"
+check "  and says so" contains "$t/o" "folding chains here"
+same() { # DIR: how many kept steps DIR holds other bytes of than the OSDs gave
+	local d=$1 s n=0
+	for s in "${steps[@]}"; do
+		f=$(printf '%s/step-%06d.safetensors' "$d" "$s")
+		[ "$(sha256sum <"$f" 2>/dev/null | cut -c1-64)" = "${osd[$s]}" ] || { n=$((n + 1)); echo "  step $s differs in $d" >&2; }
+	done
+	echo "$n"
+}
+check "  every step bit-identical to the OSDs'" test "$(same "$t/ex1")" -eq 0
+check "  nothing else" test "$(ls "$t/ex1" | wc -l)" -eq "${#steps[@]}"
+check "a dump of the pool" expect_run 0 "$t/o" rados -p rckpt --all export "$t/pool.dump"
+
+# The class out of the OSD's load list (as an operator disables it).
+"$script" --dir "$dir" stop >>"$t/start.log" 2>&1
+sed -i -e '/^osd class load list/s/ rckpt//' -e '/^osd class default list/s/ rckpt//' "$CEPH_CONF"
+"$script" --dir "$dir" --plugins "$plugins" start >>"$t/start.log" 2>&1 || { tail -20 "$t/start.log"; exit 1; }
+check "status: the rckpt class is refused" expect_run 1 "$t/o" "$rckpt" status
+check "  not permitted" contains "$t/o" "not permitted"
+bad=0 said=0
+for s in "${steps[@]}"; do
+	"$rckpt" ckpt restore --job "$job" --step "$s" -o "$t/x.safetensors" >"$t/r" 2>&1 &&
+		[ "$(sha256sum <"$t/x.safetensors" | cut -c1-64)" = "${osd[$s]}" ] || { bad=$((bad + 1)); cat "$t/r" >&2; }
+	grep -q "folded in the client" "$t/r" && said=$((said + 1))
+done
+check "without the class, every kept step restores bit-identically" test "$bad" -eq 0
+check "  each saying it folded in the client" test "$said" -eq "${#steps[@]}"
+check "ls works without the class" expect_run 0 "$t/o" "$rckpt" ckpt ls --job "$job"
+check "export works without the class" expect_run 0 "$t/o" "$rckpt" ckpt export --job "$job" -o "$t/ex2"
+check "  bit-identical" test "$(same "$t/ex2")" -eq 0
+check "a save is refused, clearly" expect_run 1 "$t/o" "$rckpt" ckpt save --job "$job" "${ckpts[0]}"
+check "  naming the class" contains "$t/o" "not permitted"
+
+# No cluster at all.
+"$script" --dir "$dir" stop >>"$t/start.log" 2>&1
+check "export --from-dump with the cluster down" expect_run 0 "$t/o" env -u CEPH_CONF "$rckpt" ckpt export --job "$job" --from-dump "$t/pool.dump" -o "$t/ex3"
+check "  bit-identical" test "$(same "$t/ex3")" -eq 0
+check "  one step of it" expect_run 0 "$t/o" "$rckpt" ckpt export --job "$job" --step "${steps[0]}" --from-dump "$t/pool.dump" -o "$t/ex4"
+check "    only that one" test "$(ls "$t/ex4" | wc -l)" -eq 1
+head -c 100 "$t/pool.dump" >"$t/cut.dump"
+check "a cut dump is refused" expect_run 1 "$t/o" "$rckpt" ckpt export --job "$job" --from-dump "$t/cut.dump" -o "$t/ex5"
+check "  saying what it is not" contains "$t/o" "not a dump"
+check "a job the dump lacks" expect_run 1 "$t/o" "$rckpt" ckpt export --job nosuchjob --from-dump "$t/pool.dump" -o "$t/ex6"
+check "  says so" contains "$t/o" "no committed step"
+finish
