@@ -717,6 +717,38 @@ int rckpt_msg_pin_decode(uint64_t *token, uint64_t *step, int *on, const uint8_t
 	return 0;
 }
 
+/* ---- rewind ---- */
+
+int rckpt_msg_rewind_encode(rckpt_buf_t *out, uint64_t token, uint64_t step)
+{
+	size_t at;
+	int rc;
+	if (token == 0 || step == RCKPT_STORE_NONE)
+		return -EINVAL;
+	rc = begin_fenced3(out, RCKPT_MSG_REWIND, &at);
+	if (!rc)
+		rc = put_u64(out, token);
+	if (!rc)
+		rc = put_u64(out, step);
+	return end(out, at, rc);
+}
+
+int rckpt_msg_rewind_decode(uint64_t *token, uint64_t *step, const uint8_t *src, size_t len)
+{
+	rckpt_reader_t r;
+	int rc = open_fenced3(&r, src, len, RCKPT_MSG_REWIND);
+	*token = *step = 0;
+	if (rc)
+		return rc;
+	*token = rckpt_rd_u64(&r);
+	*step = rckpt_rd_u64(&r);
+	if (r.err || *token == 0 || *step == RCKPT_STORE_NONE) {
+		*token = *step = 0;
+		return -EBADMSG;
+	}
+	return 0;
+}
+
 /* ---- claim ---- */
 
 int rckpt_msg_claim_encode(rckpt_buf_t *out, uint64_t prev, uint64_t token, unsigned flags)
@@ -940,6 +972,8 @@ int rckpt_store_summary_get(rckpt_store_summary_t *s, const uint8_t *p, size_t l
 	if (len >= RCKPT_STORE_SUMMARY_BYTES) {
 		s->segment = rckpt_rd_u64(&r);
 		s->flags = rckpt_rd_u32(&r);
+	} else {
+		s->flags = RCKPT_SUMMARY_ATTACH;
 	}
 	return 0;
 }

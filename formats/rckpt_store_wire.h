@@ -63,6 +63,7 @@ enum rckpt_store_msg {
 	RCKPT_MSG_RETIRE = 0x010F,
 	RCKPT_MSG_PUT = 0x0110,
 	RCKPT_MSG_VERIFY = 0x0111,
+	RCKPT_MSG_REWIND = 0x0112,
 };
 
 #define RCKPT_STORE_STEPSET_MAX (1u << 20) /* steps in a COMPACT or DROP message */
@@ -247,6 +248,13 @@ typedef struct rckpt_msg_retire {
 int rckpt_msg_retire_encode(rckpt_buf_t *out, const rckpt_msg_retire_t *m);
 int rckpt_msg_retire_decode(rckpt_msg_retire_t *m, const uint8_t *src, size_t len);
 
+/* rewind (job, write): the writer holding `token` moves the head back to
+ * committed step `step`, forgetting the steps after it, at most
+ * RCKPT_STORE_REWIND_MAX per call (store.md "Rewind"). */
+#define RCKPT_STORE_REWIND_MAX 1024u
+int rckpt_msg_rewind_encode(rckpt_buf_t *out, uint64_t token, uint64_t step);
+int rckpt_msg_rewind_decode(uint64_t *token, uint64_t *step, const uint8_t *src, size_t len);
+
 /* pin (job, write): pin (on = 1) or unpin (on = 0) a committed step. */
 int rckpt_msg_pin_encode(rckpt_buf_t *out, uint64_t token, uint64_t step, int on);
 int rckpt_msg_pin_decode(uint64_t *token, uint64_t *step, int *on, const uint8_t *src, size_t len);
@@ -309,7 +317,9 @@ int rckpt_store_parse_step_key(uint64_t *step, const char *key, char prefix);
  * segment, not exact) and ignore any that follow. */
 #define RCKPT_STORE_SUMMARY_BYTES 48u
 #define RCKPT_STORE_SUMMARY_V1_BYTES 36u
-#define RCKPT_SUMMARY_EXACT 1u /* flags: the step is stored bit-exact */
+#define RCKPT_SUMMARY_EXACT 1u  /* flags: the step is stored bit-exact */
+#define RCKPT_SUMMARY_ATTACH 2u /* flags: the step has an attachment (a first-layout
+				   summary may: readers look for one) */
 typedef struct rckpt_store_summary {
 	uint64_t raw_bytes; /* of the step's tensors as fp32 */
 	uint64_t enc_bytes; /* stored: records, manifest, attachment */

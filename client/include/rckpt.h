@@ -354,6 +354,17 @@ typedef struct rckpt_range {
 } rckpt_range_t;
 RCKPT_API int rckpt_job_restore_ranges(rckpt_job_t *j, uint64_t step, const rckpt_range_t *ranges,
 				       unsigned n, rckpt_restored_t **out, rckpt_restore_stats_t *st);
+/* Rewinds writer j to committed step `step` (a loss spike: go back, skip
+ * some batches, save a new step + 1): atomically and fenced by the
+ * writer's token, the head moves back to it and the steps after it are
+ * forgotten; their objects are garbage that the next save trims and
+ * rckpt_job_gc removes (formats/store.md "Rewind"). Later saves go on
+ * from the step, as a new writer would. -EPERM (read-only), -EINVAL (not
+ * a committed step: after the head), -ENOENT (not listed: dropped),
+ * -EBUSY (a later step is pinned; nothing changed), -ESTALE (another
+ * writer has taken the job). */
+RCKPT_API int rckpt_job_rewind(rckpt_job_t *j, uint64_t step);
+
 /* Where j's restores fold chains: 0 in the OSDs (the rckpt class), 1 here
  * in the client (slower: every record of a chain crosses the network),
  * with why (NUL-terminated, cap bytes) saying why: the class is missing,

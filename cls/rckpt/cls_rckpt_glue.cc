@@ -30,6 +30,7 @@ CLS_INIT(rckpt)
 	rckpt_cls_register_obj<cls_rckpt_verify>(cls, "verify", CLS_METHOD_RD);
 	rckpt_cls_register_obj<cls_rckpt_drop>(cls, "drop", CLS_METHOD_RD | CLS_METHOD_WR);
 	rckpt_cls_register_obj<cls_rckpt_pin>(cls, "pin", CLS_METHOD_RD | CLS_METHOD_WR);
+	rckpt_cls_register_obj<cls_rckpt_rewind>(cls, "rewind", CLS_METHOD_RD | CLS_METHOD_WR);
 	rckpt_cls_register_obj<cls_rckpt_claim>(cls, "claim", CLS_METHOD_RD | CLS_METHOD_WR);
 	rckpt_cls_register_obj<cls_rckpt_retire>(cls, "retire", CLS_METHOD_RD | CLS_METHOD_WR);
 	rckpt_cls_register_obj<cls_rckpt_put>(cls, "put", CLS_METHOD_RD | CLS_METHOD_WR);

@@ -166,6 +166,109 @@ int cls_rckpt_list(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_c
 	return rckpt_msg_stepsum_end(&w, more);
 }
 
+/* ---- rewind (job, write) ---- */
+
+typedef struct after_walk {
+	char prefix;    /* 's' or 'p' */
+	uint64_t *step; /* the steps found, at most max */
+	uint32_t n, max;
+} after_walk_t;
+
+static int after_one(void *arg, const char *key, const uint8_t *val, size_t len)
+{
+	after_walk_t *w = arg;
+	uint64_t step;
+	(void)val;
+	(void)len;
+	if (key[0] != w->prefix || key[1] != '.')
+		return 1; /* past the prefix's keys ("policy" follows the pins) */
+	if (rckpt_store_parse_step_key(&step, key, w->prefix))
+		return -EBADMSG;
+	if (w->n == w->max)
+		return 2; /* more than one call takes */
+	w->step[w->n++] = step;
+	return 0;
+}
+
+/* The steps of keys "<prefix>.<s>" for s > after, at most max of them into
+ * step[]: the count, or -E2BIG when there are more. */
+static int steps_after(rckpt_cls_obj_t *o, char prefix, uint64_t after, uint64_t *step, uint32_t max)
+{
+	char from[KEY_MAX];
+	after_walk_t w = { prefix, step, 0, max };
+	int more = 0, rc = rckpt_store_step_key(from, sizeof(from), prefix, after);
+	if (rc == 0)
+		rc = o->ops->omap_list(o, from, max + 1, after_one, &w, &more);
+	if (rc == 2)
+		return -E2BIG;
+	if (rc < 0)
+		return rc;
+	return rc == 0 && more ? -E2BIG : (int)w.n;
+}
+
+int cls_rckpt_rewind(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out)
+{
+	uint64_t token, step, owner = 0, head = RCKPT_STORE_NONE, count = 0, *gone = NULL;
+	char key[KEY_MAX];
+	int rc, n, i;
+
+	(void)out;
+	if (rckpt_msg_rewind_decode(&token, &step, in, in_len))
+		return rckpt_cls_fail(o, -EINVAL, "rewind: a malformed request");
+	rc = crk_get_u64(o, "writer", &owner);
+	if (rc && rc != -ENOENT)
+		return rc;
+	if (rc || owner != token) /* only the writer that holds the job */
+		return rckpt_cls_fail(o, -ESTALE, "rewind: writer token %llu is not the job's %llu",
+				      (unsigned long long)token, (unsigned long long)owner);
+	if ((rc = has_key(o, "deleting")) != 0)
+		return rc < 0 ? rc : rckpt_cls_fail(o, -EIDRM, "rewind: the job is being deleted");
+	rc = crk_get_u64(o, "head", &head);
+	if (rc == 0)
+		rc = crk_get_u64(o, "count", &count);
+	if (rc && rc != -ENOENT)
+		return rc;
+	if (head == RCKPT_STORE_NONE || step > head)
+		return rckpt_cls_fail(o, -EINVAL, "rewind: step %llu is not committed (the head is %llu)",
+				      (unsigned long long)step, (unsigned long long)head);
+	if ((rc = rckpt_store_step_key(key, sizeof(key), 's', step)) || (rc = has_key(o, key)) < 0)
+		return rc;
+	if (rc == 0)
+		return rckpt_cls_fail(o, -ENOENT, "rewind: step %llu is not listed (dropped)",
+				      (unsigned long long)step);
+	if ((gone = calloc(RCKPT_STORE_REWIND_MAX, sizeof(*gone))) == NULL)
+		return -ENOMEM;
+	/* a pinned step after it: refused, nothing changed */
+	n = steps_after(o, 'p', step, gone, RCKPT_STORE_REWIND_MAX);
+	if (n != 0) {
+		rc = n < 0 ? (n == -E2BIG ? rckpt_cls_fail(o, -EBUSY, "rewind: pinned steps after %llu",
+							    (unsigned long long)step)
+					  : n)
+			   : rckpt_cls_fail(o, -EBUSY, "rewind: step %llu is pinned: unpin it first",
+					    (unsigned long long)gone[0]);
+		goto out;
+	}
+	/* the listed steps after it go, at most a call's worth: the head
+	 * moves once none is left */
+	n = steps_after(o, 's', step, gone, RCKPT_STORE_REWIND_MAX);
+	if (n == -E2BIG) {
+		n = (int)RCKPT_STORE_REWIND_MAX;
+	} else if (n < 0) {
+		rc = n;
+		goto out;
+	} else {
+		rc = crk_set_u64(o, "head", step);
+	}
+	for (i = 0; i < n && rc == 0; i++)
+		if ((rc = rckpt_store_step_key(key, sizeof(key), 's', gone[i])) == 0)
+			rc = o->ops->omap_remove(o, key);
+	if (rc == 0 && n)
+		rc = crk_set_u64(o, "count", count >= (uint64_t)n ? count - (uint64_t)n : 0);
+out:
+	free(gone);
+	return rc;
+}
+
 /* ---- drop, pin (job, write) ---- */
 
 int cls_rckpt_drop(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out)

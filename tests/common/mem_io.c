@@ -41,6 +41,7 @@ static const struct method {
 	{ "rckpt", "verify", cls_rckpt_verify, 0 },
 	{ "rckpt", "drop", cls_rckpt_drop, 1 },
 	{ "rckpt", "pin", cls_rckpt_pin, 1 },
+	{ "rckpt", "rewind", cls_rckpt_rewind, 1 },
 	{ "rckpt", "claim", cls_rckpt_claim, 1 },
 	{ "rckpt", "retire", cls_rckpt_retire, 1 },
 	{ "rckpt", "put", cls_rckpt_put, 1 },

@@ -144,6 +144,7 @@ static const rckpt_cls_obj_method_fn chunk_fns[] = {
 };
 static const rckpt_cls_obj_method_fn job_fns[] = {
 	cls_rckpt_head, cls_rckpt_commit, cls_rckpt_list, cls_rckpt_drop, cls_rckpt_pin,
+	cls_rckpt_rewind,
 	cls_rckpt_claim, cls_rckpt_retire, cls_rckpt_put,
 };
 

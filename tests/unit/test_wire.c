@@ -230,6 +230,12 @@ static int pin_ok(const uint8_t *p, size_t n)
 	return rckpt_msg_pin_decode(&t, &s, &on, p, n);
 }
 
+static int rewind_ok(const uint8_t *p, size_t n)
+{
+	uint64_t t, s;
+	return rckpt_msg_rewind_decode(&t, &s, p, n);
+}
+
 static int retire_ok(const uint8_t *p, size_t n)
 {
 	rckpt_msg_retire_t m;
@@ -288,6 +294,16 @@ static void test_golden_fenced3(void **state)
 	assert_int_equal(rckpt_msg_pin_encode(&b, 7, 43, 1), 0);
 	same_bytes(&b, want, n);
 	older_refused(want, n, pin_ok);
+
+	b.len = 0;
+	n = golden_hex("store-rewind-v3.hex", want, sizeof(want));
+	assert_int_equal(rckpt_msg_rewind_decode(&t, &s, want, n), 0);
+	assert_true(t == 7 && s == 60);
+	assert_int_equal(rckpt_msg_rewind_encode(&b, 7, 60), 0);
+	same_bytes(&b, want, n);
+	older_refused(want, n, rewind_ok);
+	assert_int_equal(rckpt_msg_rewind_encode(&b, 0, 60), -EINVAL); /* a writer's token */
+	assert_int_equal(rckpt_msg_rewind_encode(&b, 7, RCKPT_STORE_NONE), -EINVAL);
 
 	b.len = 0;
 	n = golden_hex("store-retire-v3.hex", want, sizeof(want));
@@ -625,7 +641,7 @@ static void test_summary_and_segments(void **state)
 	n = golden_hex("store-summary-v1.hex", want, sizeof(want));
 	assert_int_equal(n, RCKPT_STORE_SUMMARY_V1_BYTES);
 	assert_int_equal(rckpt_store_summary_get(&s, want, n), 0);
-	assert_true(s.parent == 129 && s.segment == RCKPT_STORE_NONE && s.flags == 0);
+	assert_true(s.parent == 129 && s.segment == RCKPT_STORE_NONE && s.flags == RCKPT_SUMMARY_ATTACH);
 	memset(want, 0xab, 64);
 	rckpt_store_summary_put(want, &s);
 	assert_int_equal(rckpt_store_summary_get(&s, want, 64), 0);

@@ -159,6 +159,22 @@ static int call_quality(void *arg, const rckpt_tset_t *params, const float *cons
 	return rc;
 }
 
+int rckpt_job_encoder(rckpt_job_t *j, rckpt_ckenc_t **out)
+{
+	rckpt_ckenc_opts_t eo;
+	rckpt_ckenc_opts_default(&eo);
+	eo.eps = j->o.eps;
+	eo.chunk_params = j->o.chunk_params;
+	eo.base_every = j->o.base_every;
+	eo.partial_block = j->o.partial_block;
+	if (j->o.quality) {
+		eo.quality = call_quality;
+		eo.quality_arg = j;
+		eo.quality_eps = j->o.quality_eps;
+	}
+	return rckpt_ckenc_create(out, &eo);
+}
+
 int rckpt_read_writer(rckpt_job_t *j, uint64_t *token)
 {
 	rckpt_buf_t v = RCKPT_BUF_INIT;
@@ -309,7 +325,6 @@ int rckpt_job_open_claim(rckpt_t *h, rckpt_job_t **out, const char *job,
 	}
 	j->seg = RCKPT_STORE_NONE;
 	if (j->o.writer) {
-		rckpt_ckenc_opts_t eo;
 		snprintf(j->cookie, sizeof(j->cookie), "%" PRIu64 ".%ld", j->io->ops->client_id(j->io),
 			 (long)getpid());
 		rc = rckpt_take_lock(j, 0);
@@ -333,17 +348,7 @@ int rckpt_job_open_claim(rckpt_t *h, rckpt_job_t **out, const char *job,
 					  : rc == -EIDRM ? ": it is being deleted (run rm again to finish)"
 							 : "");
 		}
-		rckpt_ckenc_opts_default(&eo);
-		eo.eps = j->o.eps;
-		eo.chunk_params = j->o.chunk_params;
-		eo.base_every = j->o.base_every;
-		eo.partial_block = j->o.partial_block;
-		if (j->o.quality) {
-			eo.quality = call_quality;
-			eo.quality_arg = j;
-			eo.quality_eps = j->o.quality_eps;
-		}
-		if ((rc = rckpt_ckenc_create(&j->enc, &eo))) {
+		if ((rc = rckpt_job_encoder(j, &j->enc))) {
 			rckpt_job_close(j);
 			return rckpt_fail(h, rc, "rckpt_job_open", "cannot create the encoder");
 		}

@@ -143,6 +143,10 @@ int rckpt_restore_sel(rckpt_job_t *j, uint64_t step, const char *const *names, u
 		if (rc)
 			return rckpt_fail(h, rc, fn, "cannot read the summary of step %" PRIu64, step);
 		seg = sum.segment;
+		/* a rewound job may hold an attachment of an abandoned step of
+		 * this number: only one the summary names is the step's */
+		if (!(sum.flags & RCKPT_SUMMARY_ATTACH))
+			attach = 0;
 	}
 	rckpt_store_manifest_oid(oid, sizeof(oid), step);
 	rc = j->io->ops->stat(j->io, oid, &size);

@@ -522,6 +522,7 @@ static void save_finish(rckpt_save_t *s)
 		sum.nchunks = s->nchunks;
 		sum.quality = s->st.quality;
 		sum.segment = s->seg;
+		sum.flags = s->attach.len ? RCKPT_SUMMARY_ATTACH : 0;
 		rckpt_store_summary_put(summary, &sum);
 	}
 	{
@@ -571,6 +572,60 @@ int rckpt_save_wait(rckpt_save_t *s, rckpt_save_stats_t *sst)
 		*sst = s->stats;
 	free(s);
 	return rc;
+}
+
+/* ---- rewind ---- */
+
+int rckpt_job_rewind(rckpt_job_t *j, uint64_t step)
+{
+	rckpt_t *h = j->h;
+	uint64_t head = RCKPT_STORE_NONE, count;
+	unsigned calls;
+	int rc = 0;
+
+	rckpt_clear_error(h);
+	if (!j->o.writer)
+		return rckpt_fail(h, -EPERM, __func__, "job %s was opened read-only", j->name);
+	if (step == RCKPT_LATEST)
+		return rckpt_fail(h, -EINVAL, __func__, "no step to rewind to");
+	if (j->pending) /* the save in flight commits (or fails) first */
+		save_finish(j->pending);
+	rckpt_clear_error(h);
+	if ((rc = rckpt_take_lock(j, 1)))
+		return rckpt_fail(h, rc, __func__, "lost the writer lock of job %s", j->name);
+	/* each call forgets a bounded number of steps; the last moves the head */
+	for (calls = 0; rc == 0 && head != step && calls < 1u << 20; calls++) {
+		rckpt_buf_t in = RCKPT_BUF_INIT;
+		rc = rckpt_msg_rewind_encode(&in, j->token, step);
+		if (rc == 0)
+			rc = rckpt_exec_write(j, RCKPT_STORE_JOB_OID, "rewind", &in);
+		rckpt_buf_free(&in);
+		if (rc == 0)
+			rc = rckpt_read_head(j, &head, &count);
+	}
+	if (rc)
+		return rckpt_fail(h, rc, __func__, "cannot rewind job %s to step %" PRIu64 "%s", j->name, step,
+				  rc == -ESTALE   ? " (another writer has taken the job)"
+				  : rc == -ENOENT ? ": not a listed step (dropped)"
+				  : rc == -EINVAL ? ": not a committed step"
+				  : rc == -EBUSY  ? ": a later step is pinned (unpin it first)"
+						  : "");
+	/* The next save goes on from the step as a new writer would: it
+	 * trims what lies past it, learns its segment, and continues its
+	 * chain with a fresh encoder (the old one's parents are abandoned). */
+	j->head = step;
+	j->trimmed = 0;
+	j->seg_known = 0;
+	j->resume_tried = 0;
+	{
+		rckpt_ckenc_t *e = NULL;
+		if ((rc = rckpt_job_encoder(j, &e)))
+			return rckpt_fail(h, rc, __func__, "rewound job %s to step %" PRIu64
+					  ", but cannot make a new encoder", j->name, step);
+		rckpt_ckenc_destroy(j->enc);
+		j->enc = e;
+	}
+	return 0;
 }
 
 int rckpt_job_save(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t, unsigned n,

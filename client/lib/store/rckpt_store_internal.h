@@ -96,6 +96,9 @@ int rckpt_job_open_claim(rckpt_t *h, rckpt_job_t **out, const char *job,
  * through it: what a writer that continues the chain adds to. */
 int rckpt_chain_depth(rckpt_job_t *j, uint64_t seg, uint64_t step, unsigned *depth);
 
+/* A writer's encoder, made from the job's options. */
+int rckpt_job_encoder(rckpt_job_t *j, rckpt_ckenc_t **out);
+
 /* Takes (or, renew, extends) the writer lock. */
 int rckpt_take_lock(rckpt_job_t *j, int renew);
 

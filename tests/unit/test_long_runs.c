@@ -1,14 +1,21 @@
 /*
- * test_segments.c — chunk logs as segment objects (store.md "Segments",
- * issue 26 item 1), over the in-memory pool that runs the real object-class
- * methods and, like an OSD, refuses any write that would make an object
- * larger than its osd_max_object_size. A job far larger than that limit
- * saves every step (the writer rolls to a new segment before a chunk
- * object could pass its cap, never after a refusal), restores every step
- * to what it restored to when saved, survives a new writer, a save that
- * failed as it rolled, compaction under retention (old segments go whole),
- * gc and verify. The pool's limits are also checked at open: a segment cap
- * the OSDs cannot hold, and an erasure-coded pool.
+ * test_long_runs.c — long runs on a stock cluster (issue 26), over the
+ * in-memory pool that runs the real object-class methods and, like an OSD,
+ * refuses any write that would make an object larger than its
+ * osd_max_object_size:
+ *  - chunk logs as segment objects (store.md "Segments"): a job far larger
+ *    than that limit saves every step (the writer rolls to a new segment
+ *    before a chunk object could pass its cap, never after a refusal),
+ *    restores every step to what it restored to when saved, survives a new
+ *    writer, a save that failed as it rolled, compaction under retention
+ *    (old segments go whole), gc and verify;
+ *  - what open refuses: a segment cap the OSDs cannot hold, an
+ *    erasure-coded pool, eps 0;
+ *  - rewind (store.md "Rewind"): back to a committed step and on anew,
+ *    across segments, a restarted writer continuing the new line, gc
+ *    removing the abandoned line; refused to an uncommitted or dropped
+ *    step, past a pinned one, and for a stale writer;
+ *  - restores without the class (store.md "Restore without the plugin").
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -21,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -42,6 +50,7 @@ typedef struct sj {
 	rckpt_job_t *j;
 	rckpt_job_opts_t o;
 	float *w;
+	unsigned drift; /* added to the step: another line of values */
 	uint64_t hash[STEPS + 3]; /* what step s restored to when saved (FNV-1a) */
 } sj_t;
 
@@ -88,7 +97,7 @@ static int restore(sj_t *J, unsigned s, uint64_t *hash)
 	assert_int_equal(rckpt_restored_read(r, 0, got + NW, (N - NW) * sizeof(float)), 0);
 	assert_int_equal(rckpt_restored_read(r, 1, got, NW * sizeof(float)), 0);
 	rckpt_restored_free(r);
-	model_at(J->w, s);
+	model_at(J->w, s + J->drift);
 	assert_memory_equal(got + NW, J->w + NW, (N - NW) * sizeof(float)); /* lossless */
 	for (i = 0; i < NW; i++) {
 		num += (got[i] - J->w[i]) * (double)(got[i] - J->w[i]);
@@ -170,7 +179,7 @@ static int save(sj_t *J, unsigned s)
 {
 	rckpt_tensor_t t[2] = { { "b", RCKPT_F32, 1, { N - NW }, J->w + NW },
 				{ "w", RCKPT_F32, 2, { 128, NW / 128 }, J->w } };
-	model_at(J->w, s);
+	model_at(J->w, s + J->drift);
 	return rckpt_job_save(J->j, s, t, 2, NULL, 0, NULL);
 }
 
@@ -402,6 +411,138 @@ static void test_restore_without_the_class(void **state)
 	close_pool(&J);
 }
 
+/* Rewind 100 -> 60 and save 61..120 anew, across segments: every new step
+ * restores by content (the source's values, within the codec's error), a
+ * writer restarted after the rewind continues the new line, and gc removes
+ * what the abandoned line left (store.md "Rewind"). */
+static void test_rewind(void **state)
+{
+	sj_t J;
+	uint64_t old_hash[STEPS + 3], h;
+	census_t c0, c1;
+	unsigned s, removed, same = 0;
+
+	(void)state;
+	open_pool(&J, LIMIT, 0);
+	assert_int_equal(rckpt_job_open(J.h, &J.j, "seg", &J.o), 0);
+	for (s = 1; s <= 100; s++) {
+		assert_int_equal(save(&J, s), 0);
+		assert_int_equal(restore(&J, s, &J.hash[s]), 0);
+		old_hash[s] = J.hash[s];
+	}
+	c0 = census(&J);
+	assert_true(c0.segments >= 10);
+	/* the bad cases first: nothing changes */
+	assert_int_equal(rckpt_job_rewind(J.j, 101), -EINVAL); /* not committed */
+	assert_non_null(strstr(rckpt_errmsg(J.h), "not a committed step"));
+	assert_int_equal(rckpt_job_pin(J.j, 70, 1), 0);
+	assert_int_equal(rckpt_job_rewind(J.j, 60), -EBUSY);
+	assert_non_null(strstr(rckpt_errmsg(J.h), "pinned"));
+	assert_int_equal(rckpt_job_pin(J.j, 70, 0), 0);
+	assert_int_equal(rckpt_job_drop(J.j, 50), 0);
+	assert_int_equal(rckpt_job_rewind(J.j, 50), -ENOENT); /* dropped */
+	{
+		rckpt_job_opts_t ro = RCKPT_JOB_OPTS_INIT;
+		rckpt_job_t *r;
+		assert_int_equal(rckpt_job_open(J.h, &r, "seg", &ro), 0);
+		assert_int_equal(rckpt_job_rewind(r, 60), -EPERM); /* a reader */
+		rckpt_job_close(r);
+	}
+	assert_int_equal(check_all(&J, "after refused rewinds"), 99); /* 1..100 but 50 */
+
+	/* 100 -> 60, then 61..120 anew: other values than the first line's */
+	assert_int_equal(rckpt_job_rewind(J.j, 60), 0);
+	{
+		rckpt_step_info_t si[STEPS + 3];
+		unsigned n = 0;
+		int more = 0;
+		assert_int_equal(rckpt_job_steps(J.j, 60, si, STEPS + 3, &n, &more), 0);
+		assert_int_equal(n, 0); /* nothing after it is listed */
+		rckpt_restored_t *r = NULL;
+		assert_int_equal(rckpt_job_restore(J.j, 61, &r, NULL), -ENOENT);
+	}
+	assert_int_equal(rckpt_job_gc(J.j, &removed), 0);
+	c1 = census(&J);
+	print_message("rewound 100 -> 60: gc removed %u objects; segments %u -> %u\n", removed, c0.segments,
+		      c1.segments);
+	assert_true(removed >= 40); /* the abandoned manifests, and segments */
+	assert_true(c1.segments < c0.segments);
+	J.drift = 1000; /* the new line: other values */
+	for (s = 61; s <= 120; s++) {
+		assert_int_equal(save(&J, s), 0);
+		assert_int_equal(restore(&J, s, &J.hash[s]), 0);
+		if (s <= 100 && J.hash[s] == old_hash[s])
+			same++;
+		if (s == 90) { /* a writer restarted after the rewind goes on in the new line */
+			rckpt_job_close(J.j);
+			assert_int_equal(rckpt_job_open(J.h, &J.j, "seg", &J.o), 0);
+		}
+	}
+	assert_int_equal(same, 0);
+	for (s = 61; s <= 120; s++) {
+		assert_int_equal(restore(&J, s, &h), 0);
+		assert_true(h == J.hash[s]);
+	}
+	J.drift = 0; /* the steps before the rewind are as they were */
+	for (s = 1; s <= 60; s++) {
+		if (s == 50)
+			continue;
+		assert_int_equal(restore(&J, s, &h), 0);
+		assert_true(h == old_hash[s]);
+	}
+	close_pool(&J);
+}
+
+/* A rewind is fenced: a writer whose successor claimed the job cannot
+ * move the head, by the API (its lock is gone) nor by a late request
+ * carrying its token. */
+static void test_rewind_by_a_stale_writer(void **state)
+{
+	sj_t J;
+	rckpt_job_t *w2;
+	rckpt_io_t *io;
+	rckpt_buf_t msg = RCKPT_BUF_INIT, out = RCKPT_BUF_INIT;
+	uint64_t old_token;
+	rckpt_msg_head_t hd;
+	unsigned s;
+	int rc;
+
+	(void)state;
+	open_pool(&J, LIMIT, 0);
+	J.o.lease_s = 1;
+	assert_int_equal(rckpt_job_open(J.h, &J.j, "seg", &J.o), 0);
+	for (s = 1; s <= 10; s++)
+		assert_int_equal(save(&J, s), 0);
+	{
+		rckpt_buf_t v = RCKPT_BUF_INIT;
+		assert_int_equal(mem_pool_open(J.pool, "seg", &io), 0);
+		assert_int_equal(io->ops->omap_get(io, RCKPT_STORE_JOB_OID, "writer", &v), 0);
+		assert_int_equal(v.len, 8);
+		memcpy(&old_token, v.p, 8); /* little-endian, as this machine */
+		rckpt_buf_free(&v);
+		io->ops->close(io);
+	}
+	{
+		struct timespec ts = { 1, 200000000 };
+		nanosleep(&ts, NULL); /* its lease lapses */
+	}
+	assert_int_equal(rckpt_job_open(J.h, &w2, "seg", &J.o), 0); /* the successor */
+	rc = rckpt_job_rewind(J.j, 5); /* its lock is gone */
+	assert_true(rc == -EBUSY || rc == -EEXIST || rc == -ENOENT);
+	assert_int_equal(mem_pool_open(J.pool, "seg", &io), 0);
+	assert_int_equal(rckpt_msg_rewind_encode(&msg, old_token, 5), 0);
+	assert_int_equal(io->ops->exec(io, RCKPT_STORE_JOB_OID, "rckpt", "rewind", msg.p, msg.len, NULL), -ESTALE);
+	assert_int_equal(io->ops->exec(io, RCKPT_STORE_JOB_OID, "rckpt", "head", NULL, 0, &out), 0);
+	assert_int_equal(rckpt_msg_head_decode(&hd, out.p, out.len), 0);
+	assert_int_equal(hd.head, 10); /* unmoved */
+	io->ops->close(io);
+	rckpt_buf_free(&msg);
+	rckpt_buf_free(&out);
+	assert_int_equal(rckpt_job_rewind(w2, 5), 0); /* the successor may */
+	rckpt_job_close(w2);
+	close_pool(&J);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -409,6 +550,8 @@ int main(void)
 		cmocka_unit_test(test_long_job_in_segments),
 		cmocka_unit_test(test_failed_roll),
 		cmocka_unit_test(test_restore_without_the_class),
+		cmocka_unit_test(test_rewind),
+		cmocka_unit_test(test_rewind_by_a_stale_writer),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
