@@ -33,6 +33,7 @@ static void usage(void)
 	       "       rckpt [options] ckpt ls --job J\n"
 	       "       rckpt [options] ckpt compact --job J [--keep-last N] [--keep-every M]\n"
 	       "       rckpt [options] ckpt pin --job J --step N [--off]\n"
+	       "       rckpt [options] ckpt rewind --job J --step N\n"
 	       "       rckpt [options] ckpt verify --job J [--deep]\n"
 	       "       rckpt [options] ckpt gc --job J\n"
 	       "       rckpt [options] ckpt rm --job J [--step N]\n"
@@ -67,6 +68,11 @@ static void usage(void)
 	       "         options are stored as the job's policy) and rewrite the chunks so that the\n"
 	       "         latest step is a base. Safe beside a running writer, and to repeat.\n"
 	       "pin      keep step N whatever the policy (--off: unpin it).\n"
+	       "rewind   move the head back to committed step N (a loss spike: restore N, skip\n"
+	       "         some batches, save N+1 anew). The later steps are forgotten at once;\n"
+	       "         the next save trims their records and 'gc' removes the rest. Takes the\n"
+	       "         writer lock; refused past a pinned step. A writer restarted later goes\n"
+	       "         on from N.\n"
 	       "verify   check every stored record's CRC in the OSDs and every step's manifest;\n"
 	       "         --deep also materializes every committed step and checks each chunk's\n"
 	       "         SHA-256; exit 1 when anything is damaged.\n"
@@ -653,6 +659,47 @@ static int cmd_pin(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	return rc ? 1 : 0;
 }
 
+static int cmd_rewind(int argc, char **argv, const rckpt_connect_opts_t *conn)
+{
+	admin_opts_t a;
+	rckpt_t *h = NULL;
+	rckpt_job_t *j = NULL;
+	rckpt_job_opts_t jo = RCKPT_JOB_OPTS_INIT;
+	uint64_t head = RCKPT_LATEST;
+	unsigned n = 0, gone = 0, k;
+	int rc = admin_parse(argc, argv, &a, "js", "rewind"), more = 1;
+	if (rc)
+		return rc;
+	if (!a.have_step || a.step == RCKPT_LATEST)
+		return usage_error("rewind needs --step N (a committed step)");
+	jo.writer = 1;
+	if (open_job(&h, &j, conn, a.job, &jo))
+		return 1;
+	{ /* what it abandons, for the message */
+		rckpt_step_info_t si[64];
+		uint64_t after = a.step;
+		while (more && rckpt_job_steps(j, after, si, 64, &n, &more) == 0 && n) {
+			for (k = 0; k < n; k++)
+				head = si[k].step;
+			gone += n;
+			after = head;
+		}
+	}
+	rc = rckpt_job_rewind(j, a.step);
+	if (rc)
+		fprintf(stderr, "rckpt ckpt: %s\n", rckpt_errmsg(h));
+	else if (gone)
+		printf("job %s rewound to step %" PRIu64 ": %u later steps (to %" PRIu64
+		       ") forgotten; the next save follows step %" PRIu64 ", and 'rckpt ckpt gc' removes "
+		       "what they stored\n",
+		       a.job, a.step, gone, head, a.step);
+	else
+		printf("job %s: step %" PRIu64 " is the head already\n", a.job, a.step);
+	rckpt_job_close(j);
+	rckpt_destroy(h);
+	return rc ? 1 : 0;
+}
+
 static int cmd_verify(int argc, char **argv, const rckpt_connect_opts_t *conn)
 {
 	admin_opts_t a;
@@ -846,7 +893,7 @@ int rckpt_cli_ckpt(int argc, char **argv, const rckpt_connect_opts_t *conn)
 			return 0;
 		}
 	if (argc < 2)
-		return usage_error("missing subcommand (save, restore, export, ls, compact, pin, verify, gc, rm)");
+		return usage_error("missing subcommand (save, restore, export, ls, compact, pin, rewind, verify, gc, rm)");
 	if (strcmp(argv[1], "save") == 0)
 		return cmd_save(argc - 1, argv + 1, conn);
 	if (strcmp(argv[1], "restore") == 0)
@@ -859,6 +906,8 @@ int rckpt_cli_ckpt(int argc, char **argv, const rckpt_connect_opts_t *conn)
 		return cmd_compact(argc - 1, argv + 1, conn);
 	if (strcmp(argv[1], "pin") == 0)
 		return cmd_pin(argc - 1, argv + 1, conn);
+	if (strcmp(argv[1], "rewind") == 0)
+		return cmd_rewind(argc - 1, argv + 1, conn);
 	if (strcmp(argv[1], "verify") == 0)
 		return cmd_verify(argc - 1, argv + 1, conn);
 	if (strcmp(argv[1], "gc") == 0)

@@ -459,6 +459,37 @@ class WithCluster(unittest.TestCase):
                 ro.save(7, sd)
             self.assertEqual(e.exception.code, -1)
 
+    def test_rewind(self):
+        """A loss spike: rewind to an earlier step and save on anew; the new
+        line restores, a restarted writer continues it, and eps=0 is refused."""
+        job = self.job("rewind")
+        torch.manual_seed(0)
+        first = {s: {"w": torch.randn(64, 64), "b": torch.randn(64)} for s in range(1, 7)}
+        with rckpt.Checkpointer(job=job) as ck:
+            for s in range(1, 7):
+                ck.save(s, first[s])
+            with self.assertRaises(rckpt.RckptError) as e:  # not committed
+                ck.rewind(9)
+            self.assertEqual(e.exception.code, -22)
+            ck.rewind(3)
+            self.assertEqual([x.step for x in ck.steps()], [1, 2, 3])
+            self.assertIsNone(ck.folds_here())
+            again = {s: {"w": torch.randn(64, 64), "b": torch.randn(64)} for s in range(4, 7)}
+            for s in range(4, 6):
+                ck.save(s, again[s]).wait()
+        with rckpt.Checkpointer(job=job) as ck:  # a restarted writer continues the new line
+            ck.save(6, again[6]).wait()
+            self.assertEqual([x.step for x in ck.steps()], [1, 2, 3, 4, 5, 6])
+            for s in range(4, 7):
+                got = ck.restore(step=s)
+                self.assertTrue(torch.equal(got["b"], again[s]["b"]))  # 1-D: kept exactly
+                self.assertLess(rel_err(got["w"], again[s]["w"]), 0.05)
+            self.assertTrue(torch.equal(ck.restore(step=2)["b"], first[2]["b"]))
+        with self.assertRaises(rckpt.RckptError) as e:
+            rckpt.Checkpointer(job=job, eps=0)
+        self.assertEqual(e.exception.code, -22)
+        self.assertIn("eps 0", str(e.exception))
+
     @unittest.skipIf(not os.environ.get("RCKPT_CLI") or not os.environ.get("RCKPT_TEST_PCR_DIR"),
                      "RCKPT_CLI or RCKPT_TEST_PCR_DIR not set")
     def test_pcr_distributed_locality(self):

@@ -209,6 +209,8 @@ _sigs = {
     "rckpt_restored_free": (None, [c_voidp]),
     "rckpt_job_steps": (c_int, [c_voidp, c_u64, P(StepInfo), c_uint, P(c_uint), P(c_int)]),
     "rckpt_job_delete": (c_int, [c_voidp, c_charp]),
+    "rckpt_job_rewind": (c_int, [c_voidp, c_u64]),
+    "rckpt_job_folds_here": (c_int, [c_voidp, c_charp, c_size]),
     "rckpt_gpu_info": (c_int, [P(GpuInfo)]),
     "rckpt_policy_interval": (c_double, [c_double, c_double, c_double]),
     "rckpt_policy_open": (c_int, [c_voidp, P(c_voidp), P(PolicyOpts)]),

@@ -577,6 +577,29 @@ class Checkpointer:
             lib.rckpt_restored_free(r)
         return got
 
+    def rewind(self, step):
+        """Moves the head back to committed step `step` (a loss spike: go
+        back, skip some batches, save step + 1 anew). The later steps are
+        forgotten at once, fenced by this writer's claim; the next save goes
+        on from `step`, and the job's gc removes what they stored. Waits for
+        a save in flight first. Raises RckptError: a step after the head
+        (not committed), a dropped one, a pinned step after it, or a job
+        another writer has taken."""
+        if self._pending is not None:
+            self._pending._done.wait()
+            self._pending = None
+        with self._lock:
+            check(lib.rckpt_job_rewind(self._j, step), self._h)
+
+    def folds_here(self):
+        """Where restores fold chains: None in the OSDs, else why they fold
+        in this process (the OSDs lack or refuse the rckpt class, or
+        RCKPT_FOLD=client): slower, the same bytes."""
+        why = ctypes.create_string_buffer(160)
+        with self._lock:
+            rc = check(lib.rckpt_job_folds_here(self._j, why, 160), self._h)
+        return why.value.decode(errors="replace") if rc == 1 else None
+
     def steps(self):
         """The committed steps, oldest first, as StepInfo."""
         out = []
