@@ -144,12 +144,14 @@ class Checkpointer:
     partial_block: elements per block of partial saves (save(partial=...));
       0 (default) takes none. The writer then keeps every compressed value
       as last saved, 4 bytes per parameter, to rank blocks.
+    segment_bytes: a chunk's log goes on in a new object before one passes
+      this (0: 64 MiB, or half the OSDs' osd_max_object_size when less).
     """
 
     def __init__(self, pool="rckpt", job=None, conf=None, user=None, eps=None, *,
                  quality=None, quality_eps=0.01, optimizer_state="lossless",
                  snapshot=False, writer=True, chunk_params=0, base_every=0,
-                 compute="auto", timeout_s=0, partial_block=0):
+                 compute="auto", timeout_s=0, partial_block=0, segment_bytes=0):
         if not job:
             raise ValueError("job is required")
         if optimizer_state not in ("lossless", "quantize"):
@@ -171,6 +173,7 @@ class Checkpointer:
         o = _lib.JobOpts()
         o.version = 6
         o.partial_block = partial_block
+        o.segment_bytes = segment_bytes
         o.writer = 1 if writer else 0
         o.eps = EPS_DEFAULT if eps is None else eps
         o.chunk_params = chunk_params
