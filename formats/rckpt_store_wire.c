@@ -719,31 +719,34 @@ int rckpt_msg_pin_decode(uint64_t *token, uint64_t *step, int *on, const uint8_t
 
 /* ---- rewind ---- */
 
-int rckpt_msg_rewind_encode(rckpt_buf_t *out, uint64_t token, uint64_t step)
+int rckpt_msg_rewind_encode(rckpt_buf_t *out, const rckpt_msg_rewind_t *m)
 {
 	size_t at;
 	int rc;
-	if (token == 0 || step == RCKPT_STORE_NONE)
+	if (m->token == 0 || m->step == RCKPT_STORE_NONE || m->expect == RCKPT_STORE_NONE)
 		return -EINVAL;
 	rc = begin_fenced3(out, RCKPT_MSG_REWIND, &at);
 	if (!rc)
-		rc = put_u64(out, token);
+		rc = put_u64(out, m->token);
 	if (!rc)
-		rc = put_u64(out, step);
+		rc = put_u64(out, m->expect);
+	if (!rc)
+		rc = put_u64(out, m->step);
 	return end(out, at, rc);
 }
 
-int rckpt_msg_rewind_decode(uint64_t *token, uint64_t *step, const uint8_t *src, size_t len)
+int rckpt_msg_rewind_decode(rckpt_msg_rewind_t *m, const uint8_t *src, size_t len)
 {
 	rckpt_reader_t r;
 	int rc = open_fenced3(&r, src, len, RCKPT_MSG_REWIND);
-	*token = *step = 0;
+	memset(m, 0, sizeof(*m));
 	if (rc)
 		return rc;
-	*token = rckpt_rd_u64(&r);
-	*step = rckpt_rd_u64(&r);
-	if (r.err || *token == 0 || *step == RCKPT_STORE_NONE) {
-		*token = *step = 0;
+	m->token = rckpt_rd_u64(&r);
+	m->expect = rckpt_rd_u64(&r);
+	m->step = rckpt_rd_u64(&r);
+	if (r.err || m->token == 0 || m->step == RCKPT_STORE_NONE || m->expect == RCKPT_STORE_NONE) {
+		memset(m, 0, sizeof(*m));
 		return -EBADMSG;
 	}
 	return 0;

@@ -248,12 +248,16 @@ typedef struct rckpt_msg_retire {
 int rckpt_msg_retire_encode(rckpt_buf_t *out, const rckpt_msg_retire_t *m);
 int rckpt_msg_retire_decode(rckpt_msg_retire_t *m, const uint8_t *src, size_t len);
 
-/* rewind (job, write): the writer holding `token` moves the head back to
- * committed step `step`, forgetting the steps after it, at most
- * RCKPT_STORE_REWIND_MAX per call (store.md "Rewind"). */
+/* rewind (job, write): the writer holding `token`, which read the head
+ * `expect`, moves the head back to committed step `step`, forgetting the
+ * steps after it, at most RCKPT_STORE_REWIND_MAX per call (store.md
+ * "Rewind"). */
 #define RCKPT_STORE_REWIND_MAX 1024u
-int rckpt_msg_rewind_encode(rckpt_buf_t *out, uint64_t token, uint64_t step);
-int rckpt_msg_rewind_decode(uint64_t *token, uint64_t *step, const uint8_t *src, size_t len);
+typedef struct rckpt_msg_rewind {
+	uint64_t token, expect, step;
+} rckpt_msg_rewind_t;
+int rckpt_msg_rewind_encode(rckpt_buf_t *out, const rckpt_msg_rewind_t *m);
+int rckpt_msg_rewind_decode(rckpt_msg_rewind_t *m, const uint8_t *src, size_t len);
 
 /* pin (job, write): pin (on = 1) or unpin (on = 0) a committed step. */
 int rckpt_msg_pin_encode(rckpt_buf_t *out, uint64_t token, uint64_t step, int on);

@@ -208,13 +208,16 @@ static int steps_after(rckpt_cls_obj_t *o, char prefix, uint64_t after, uint64_t
 
 int cls_rckpt_rewind(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out)
 {
+	rckpt_msg_rewind_t m;
 	uint64_t token, step, owner = 0, head = RCKPT_STORE_NONE, count = 0, *gone = NULL;
 	char key[KEY_MAX];
 	int rc, n, i;
 
 	(void)out;
-	if (rckpt_msg_rewind_decode(&token, &step, in, in_len))
+	if (rckpt_msg_rewind_decode(&m, in, in_len))
 		return rckpt_cls_fail(o, -EINVAL, "rewind: a malformed request");
+	token = m.token;
+	step = m.step;
 	rc = crk_get_u64(o, "writer", &owner);
 	if (rc && rc != -ENOENT)
 		return rc;
@@ -228,6 +231,9 @@ int cls_rckpt_rewind(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt
 		rc = crk_get_u64(o, "count", &count);
 	if (rc && rc != -ENOENT)
 		return rc;
+	if (head != m.expect) /* a late rewind, after the writer saved on */
+		return rckpt_cls_fail(o, -ESTALE, "rewind: the head is %llu, not %llu",
+				      (unsigned long long)head, (unsigned long long)m.expect);
 	if (head == RCKPT_STORE_NONE || step > head)
 		return rckpt_cls_fail(o, -EINVAL, "rewind: step %llu is not committed (the head is %llu)",
 				      (unsigned long long)step, (unsigned long long)head);

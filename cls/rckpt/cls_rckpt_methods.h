@@ -77,11 +77,12 @@ int cls_rckpt_claim(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_
  * order, and whether more follow. */
 int cls_rckpt_list(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out);
 
-/* rewind (RD|WR, job) — Input: a REWIND frame (the writer's token, a
- * committed step). Forgets the listed steps after the step, at most
+/* rewind (RD|WR, job) — Input: a REWIND frame (the writer's token, the
+ * head it read, a committed step). Forgets the listed steps after the step, at most
  * RCKPT_STORE_REWIND_MAX per call, and once none is left moves the head
  * to it (the caller calls again until the head is there). Returns 0,
- * -EINVAL, -ESTALE (not the job's writer token), -EIDRM (being deleted),
+ * -EINVAL, -ESTALE (not the job's writer token, or the head is
+ * not the one expected: a late request), -EIDRM (being deleted),
  * -ENOENT (the step is not listed), -EBUSY (a pinned step after it;
  * nothing changed). */
 int cls_rckpt_rewind(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out);

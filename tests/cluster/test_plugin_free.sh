@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# test_plugin_free.sh RCKPT LOCAL_CLUSTER_SH PLUGIN_DIR — restores never
+# test_plugin_free.sh RCKPT LOCAL_CLUSTER_SH PLUGIN_DIR — an erasure-coded
+# pool refused at once; and restores never
 # depend on the plugin (issue 26, formats/store.md "Restore without the
 # plugin"), on a cluster of its own: a real sequence saved and compacted
 # (deltas on later steps too), each kept step restored by the OSDs; then
@@ -31,6 +32,13 @@ trap cleanup EXIT
 export CEPH_CONF=$dir/ceph.conf
 mapfile -t ckpts < <(ls "$src"/step-*.safetensors | grep -v '\.grads\.' | sort | head -n 16)
 job=free-$$
+
+# A pool the store cannot use (issue 26 item 5): refused at once, naming the fix.
+ceph osd erasure-code-profile set rckpt-ec k=2 m=1 crush-failure-domain=osd >/dev/null 2>&1
+check "an erasure-coded pool" expect_run 0 "$t/o" ceph osd pool create ecpool 8 8 erasure rckpt-ec
+check "  a job on it is refused" expect_run 1 "$t/o" "$rckpt" --pool ecpool ckpt save --job "$job" "${ckpts[0]}"
+check "  naming the fix" contains "$t/o" "use a replicated pool"
+check "  before it wrote anything" test "$(rados -p ecpool --all ls 2>/dev/null | wc -l)" -eq 0
 
 check "save 16 real steps" expect_run 0 "$t/o" "$rckpt" ckpt save --job "$job" "${ckpts[@]}"
 check "compact: keep-last 4, keep-every 3" expect_run 0 "$t/o" "$rckpt" ckpt compact --job "$job" --keep-last 4 --keep-every 3

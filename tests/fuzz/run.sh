@@ -15,7 +15,8 @@
 # Targets: wire istream record manifest store pcr (what runs in the OSDs),
 # safetensors (the client's reader of user files), replies (what clients
 # decode from the OSDs: every reply of the rckpt class, attachments),
-# loader (the locality-aware loader's messages from peers).
+# loader (the locality-aware loader's messages from peers), dump (restores
+# from a `rados export` dump, with no cluster).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -24,7 +25,7 @@ seconds=600
 jobs=$(nproc 2>/dev/null || echo 2)
 workers=1
 build=$repo/build-fuzz
-all=(wire istream record manifest store pcr safetensors replies loader)
+all=(wire istream record manifest store pcr safetensors replies loader dump)
 targets=()
 
 usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; }

@@ -495,7 +495,8 @@ static void test_rewind(void **state)
 
 /* A rewind is fenced: a writer whose successor claimed the job cannot
  * move the head, by the API (its lock is gone) nor by a late request
- * carrying its token. */
+ * carrying its token; and a writer's own rewind that lands late, after it
+ * saved on, is refused too (it names the head it read). */
 static void test_rewind_by_a_stale_writer(void **state)
 {
 	sj_t J;
@@ -530,7 +531,10 @@ static void test_rewind_by_a_stale_writer(void **state)
 	rc = rckpt_job_rewind(J.j, 5); /* its lock is gone */
 	assert_true(rc == -EBUSY || rc == -EEXIST || rc == -ENOENT);
 	assert_int_equal(mem_pool_open(J.pool, "seg", &io), 0);
-	assert_int_equal(rckpt_msg_rewind_encode(&msg, old_token, 5), 0);
+	{
+		const rckpt_msg_rewind_t m = { old_token, 10, 5 };
+		assert_int_equal(rckpt_msg_rewind_encode(&msg, &m), 0);
+	}
 	assert_int_equal(io->ops->exec(io, RCKPT_STORE_JOB_OID, "rckpt", "rewind", msg.p, msg.len, NULL), -ESTALE);
 	assert_int_equal(io->ops->exec(io, RCKPT_STORE_JOB_OID, "rckpt", "head", NULL, 0, &out), 0);
 	assert_int_equal(rckpt_msg_head_decode(&hd, out.p, out.len), 0);
@@ -539,6 +543,32 @@ static void test_rewind_by_a_stale_writer(void **state)
 	rckpt_buf_free(&msg);
 	rckpt_buf_free(&out);
 	assert_int_equal(rckpt_job_rewind(w2, 5), 0); /* the successor may */
+	{
+		/* and its own rewind, landing again late after it saved on (a
+		 * request held in the network), is refused: the head moved */
+		rckpt_job_t *keep = J.j;
+		rckpt_buf_t v = RCKPT_BUF_INIT;
+		uint64_t t2;
+		J.j = w2;
+		assert_int_equal(save(&J, 6), 0);
+		J.j = keep;
+		assert_int_equal(mem_pool_open(J.pool, "seg", &io), 0);
+		assert_int_equal(io->ops->omap_get(io, RCKPT_STORE_JOB_OID, "writer", &v), 0);
+		memcpy(&t2, v.p, 8);
+		rckpt_buf_free(&v);
+		{
+			const rckpt_msg_rewind_t m = { t2, 10, 5 };
+			assert_int_equal(rckpt_msg_rewind_encode(&msg, &m), 0);
+		}
+		assert_int_equal(io->ops->exec(io, RCKPT_STORE_JOB_OID, "rckpt", "rewind", msg.p, msg.len, NULL),
+				 -ESTALE);
+		assert_int_equal(io->ops->exec(io, RCKPT_STORE_JOB_OID, "rckpt", "head", NULL, 0, &out), 0);
+		assert_int_equal(rckpt_msg_head_decode(&hd, out.p, out.len), 0);
+		assert_int_equal(hd.head, 6); /* step 6 stays */
+		io->ops->close(io);
+		rckpt_buf_free(&msg);
+		rckpt_buf_free(&out);
+	}
 	rckpt_job_close(w2);
 	close_pool(&J);
 }

@@ -232,8 +232,8 @@ static int pin_ok(const uint8_t *p, size_t n)
 
 static int rewind_ok(const uint8_t *p, size_t n)
 {
-	uint64_t t, s;
-	return rckpt_msg_rewind_decode(&t, &s, p, n);
+	rckpt_msg_rewind_t m;
+	return rckpt_msg_rewind_decode(&m, p, n);
 }
 
 static int retire_ok(const uint8_t *p, size_t n)
@@ -297,13 +297,20 @@ static void test_golden_fenced3(void **state)
 
 	b.len = 0;
 	n = golden_hex("store-rewind-v3.hex", want, sizeof(want));
-	assert_int_equal(rckpt_msg_rewind_decode(&t, &s, want, n), 0);
-	assert_true(t == 7 && s == 60);
-	assert_int_equal(rckpt_msg_rewind_encode(&b, 7, 60), 0);
-	same_bytes(&b, want, n);
-	older_refused(want, n, rewind_ok);
-	assert_int_equal(rckpt_msg_rewind_encode(&b, 0, 60), -EINVAL); /* a writer's token */
-	assert_int_equal(rckpt_msg_rewind_encode(&b, 7, RCKPT_STORE_NONE), -EINVAL);
+	{
+		rckpt_msg_rewind_t rw, bad;
+		assert_int_equal(rckpt_msg_rewind_decode(&rw, want, n), 0);
+		assert_true(rw.token == 7 && rw.expect == 100 && rw.step == 60);
+		assert_int_equal(rckpt_msg_rewind_encode(&b, &rw), 0);
+		same_bytes(&b, want, n);
+		older_refused(want, n, rewind_ok);
+		bad = rw;
+		bad.token = 0; /* a writer's token */
+		assert_int_equal(rckpt_msg_rewind_encode(&b, &bad), -EINVAL);
+		bad = rw;
+		bad.step = RCKPT_STORE_NONE;
+		assert_int_equal(rckpt_msg_rewind_encode(&b, &bad), -EINVAL);
+	}
 
 	b.len = 0;
 	n = golden_hex("store-retire-v3.hex", want, sizeof(want));

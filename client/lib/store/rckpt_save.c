@@ -581,7 +581,7 @@ int rckpt_job_rewind(rckpt_job_t *j, uint64_t step)
 	rckpt_t *h = j->h;
 	uint64_t head = RCKPT_STORE_NONE, count;
 	unsigned calls;
-	int rc = 0;
+	int rc;
 
 	rckpt_clear_error(h);
 	if (!j->o.writer)
@@ -593,10 +593,16 @@ int rckpt_job_rewind(rckpt_job_t *j, uint64_t step)
 	rckpt_clear_error(h);
 	if ((rc = rckpt_take_lock(j, 1)))
 		return rckpt_fail(h, rc, __func__, "lost the writer lock of job %s", j->name);
-	/* each call forgets a bounded number of steps; the last moves the head */
+	/* each call forgets a bounded number of steps; the last moves the
+	 * head. Each names the head it read: a late one, landing after the
+	 * writer saved on, is refused. */
+	rc = rckpt_read_head(j, &head, &count);
+	if (rc == 0 && head == RCKPT_STORE_NONE)
+		rc = -EINVAL; /* nothing committed */
 	for (calls = 0; rc == 0 && head != step && calls < 1u << 20; calls++) {
 		rckpt_buf_t in = RCKPT_BUF_INIT;
-		rc = rckpt_msg_rewind_encode(&in, j->token, step);
+		const rckpt_msg_rewind_t m = { j->token, head, step };
+		rc = rckpt_msg_rewind_encode(&in, &m);
 		if (rc == 0)
 			rc = rckpt_exec_write(j, RCKPT_STORE_JOB_OID, "rewind", &in);
 		rckpt_buf_free(&in);
