@@ -314,7 +314,8 @@ static int dump_index(rckpt_dump_t *d)
 	{
 		size_t i;
 		for (i = 0; i < d->n; i++)
-			qsort(d->o[i].kv, d->o[i].nkv, sizeof(kv_t), cmp_kv);
+			if (d->o[i].nkv > 1)
+				qsort(d->o[i].kv, d->o[i].nkv, sizeof(kv_t), cmp_kv);
 	}
 	return rc;
 }
@@ -433,7 +434,7 @@ static int d_omap_get(rckpt_io_t *io, const char *oid, const char *key, rckpt_bu
 	if (o == NULL)
 		return -ENOENT;
 	want.key = (char *)key;
-	e = bsearch(&want, o->kv, o->nkv, sizeof(kv_t), cmp_kv);
+	e = o->nkv ? bsearch(&want, o->kv, o->nkv, sizeof(kv_t), cmp_kv) : NULL;
 	return e ? rckpt_buf_append(out, e->val, e->len) : -ENOENT;
 }
 
