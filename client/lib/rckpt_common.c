@@ -84,7 +84,8 @@ int rckpt_ns_list(rckpt_t *h, const char *oid_want, const char *prefix, const ch
 		rckpt_names_free(w.names, w.n);
 		return rckpt_fail(h, rc, fn, "cannot list the %s of pool %s", what, h->pool);
 	}
-	qsort(w.names, w.n, sizeof(*w.names), cmp_str);
+	if (w.n > 1)
+		qsort(w.names, w.n, sizeof(*w.names), cmp_str);
 	*names = w.names;
 	*n = w.n;
 	return 0;
