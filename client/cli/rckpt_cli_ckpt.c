@@ -33,7 +33,8 @@ static void usage(void)
 	       "       rckpt [options] ckpt ls --job J\n"
 	       "       rckpt [options] ckpt compact --job J [--keep-last N] [--keep-every M]\n"
 	       "       rckpt [options] ckpt pin --job J --step N [--off]\n"
-	       "       rckpt [options] ckpt rewind --job J --step N\n"
+	       "       rckpt [options] ckpt rewind --job J --step N [--branch NAME]\n"
+	       "       rckpt [options] ckpt branch --job J --step N [--upto M] --to NEWJOB\n"
 	       "       rckpt [options] ckpt verify --job J [--deep]\n"
 	       "       rckpt [options] ckpt gc --job J\n"
 	       "       rckpt [options] ckpt rm --job J [--step N]\n"
@@ -70,9 +71,13 @@ static void usage(void)
 	       "pin      keep step N whatever the policy (--off: unpin it).\n"
 	       "rewind   move the head back to committed step N (a loss spike: restore N, skip\n"
 	       "         some batches, save N+1 anew). The later steps are forgotten at once;\n"
-	       "         the next save trims their records and 'gc' removes the rest. Takes the\n"
-	       "         writer lock; refused past a pinned step. A writer restarted later goes\n"
-	       "         on from N.\n"
+	       "         the next save trims their records and 'gc' removes the rest; with\n"
+	       "         --branch NAME they are first copied (with N) into job J.NAME, which\n"
+	       "         'ls' lists. Takes the writer lock; refused past a pinned step. A writer\n"
+	       "         restarted later goes on from N.\n"
+	       "branch   start NEWJOB from step N of job J (through --upto M), copied once (a\n"
+	       "         chain lives in one object): fine-tune from a checkpoint, then save on\n"
+	       "         into NEWJOB.\n"
 	       "verify   check every stored record's CRC in the OSDs and every step's manifest;\n"
 	       "         --deep also materializes every committed step and checks each chunk's\n"
 	       "         SHA-256; exit 1 when anything is damaged.\n"
@@ -542,6 +547,15 @@ static int cmd_ls(int argc, char **argv, const rckpt_connect_opts_t *conn)
 				       pol.keep_last, pol.keep_every);
 		}
 	}
+	if (rc == 0) {
+		rckpt_branch_info_t b[64];
+		unsigned nb = 0, k;
+		if ((rc = rckpt_job_branches(j, b, 64, &nb)) == 0)
+			for (k = 0; k < nb; k++)
+				printf(b[k].made_from ? "branch of job %s: made from its steps %" PRIu64 "..%" PRIu64 "\n"
+						      : "branch %s: steps %" PRIu64 "..%" PRIu64 " kept at a rewind\n",
+				       b[k].job, b[k].from, b[k].upto);
+	}
 	if (rc)
 		fprintf(stderr, "rckpt ckpt: %s\n", rckpt_errmsg(h));
 	rckpt_job_close(j);
@@ -560,9 +574,9 @@ static void print_compact(const char *job, const rckpt_compact_stats_t *cs)
 /* Options shared by the housekeeping commands: --job, --step, --keep-last,
  * --keep-every, --off. */
 typedef struct admin_opts {
-	const char *job;
-	uint64_t step;
-	int have_step, off, have_policy, deep;
+	const char *job, *branch, *to;
+	uint64_t step, upto;
+	int have_step, have_upto, off, have_policy, deep;
 	rckpt_retention_t pol;
 } admin_opts_t;
 
@@ -571,7 +585,8 @@ static int admin_parse(int argc, char **argv, admin_opts_t *a, const char *allow
 	static const struct option lo[] = { { "job", 1, 0, 'j' },       { "step", 1, 0, 's' },
 					    { "keep-last", 1, 0, 'L' }, { "keep-every", 1, 0, 'M' },
 					    { "off", 0, 0, 'O' },       { "deep", 0, 0, 'D' },
-					    { 0, 0, 0, 0 } };
+					    { "branch", 1, 0, 'B' },    { "to", 1, 0, 'T' },
+					    { "upto", 1, 0, 'U' },      { 0, 0, 0, 0 } };
 	uint64_t v;
 	int c;
 	memset(a, 0, sizeof(*a));
@@ -603,6 +618,13 @@ static int admin_parse(int argc, char **argv, admin_opts_t *a, const char *allow
 			break;
 		case 'O': a->off = 1; break;
 		case 'D': a->deep = 1; break;
+		case 'B': a->branch = optarg; break;
+		case 'T': a->to = optarg; break;
+		case 'U':
+			if (cli_parse_u64(optarg, &a->upto))
+				return usage_error("--upto needs a number");
+			a->have_upto = 1;
+			break;
 		}
 	}
 	if (a->job == NULL || optind != argc) {
@@ -667,7 +689,7 @@ static int cmd_rewind(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	rckpt_job_opts_t jo = RCKPT_JOB_OPTS_INIT;
 	uint64_t head = RCKPT_LATEST;
 	unsigned n = 0, gone = 0, k;
-	int rc = admin_parse(argc, argv, &a, "js", "rewind"), more = 1;
+	int rc = admin_parse(argc, argv, &a, "jsB", "rewind"), more = 1;
 	if (rc)
 		return rc;
 	if (!a.have_step || a.step == RCKPT_LATEST)
@@ -685,9 +707,16 @@ static int cmd_rewind(int argc, char **argv, const rckpt_connect_opts_t *conn)
 			after = head;
 		}
 	}
-	rc = rckpt_job_rewind(j, a.step);
+	if (a.branch && gone)
+		printf("copying steps %" PRIu64 "..%" PRIu64 " into job %s.%s ...\n", a.step, head, a.job, a.branch);
+	fflush(stdout);
+	rc = rckpt_job_rewind(j, a.step, a.branch);
 	if (rc)
 		fprintf(stderr, "rckpt ckpt: %s\n", rckpt_errmsg(h));
+	else if (gone && a.branch)
+		printf("job %s rewound to step %" PRIu64 ": %u later steps (to %" PRIu64
+		       ") kept as job %s.%s; the next save follows step %" PRIu64 "\n",
+		       a.job, a.step, gone, head, a.job, a.branch, a.step);
 	else if (gone)
 		printf("job %s rewound to step %" PRIu64 ": %u later steps (to %" PRIu64
 		       ") forgotten; the next save follows step %" PRIu64 ", and 'rckpt ckpt gc' removes "
@@ -695,6 +724,29 @@ static int cmd_rewind(int argc, char **argv, const rckpt_connect_opts_t *conn)
 		       a.job, a.step, gone, head, a.step);
 	else
 		printf("job %s: step %" PRIu64 " is the head already\n", a.job, a.step);
+	rckpt_job_close(j);
+	rckpt_destroy(h);
+	return rc ? 1 : 0;
+}
+
+static int cmd_branch(int argc, char **argv, const rckpt_connect_opts_t *conn)
+{
+	admin_opts_t a;
+	rckpt_t *h = NULL;
+	rckpt_job_t *j = NULL;
+	int rc = admin_parse(argc, argv, &a, "jsUT", "branch");
+	if (rc)
+		return rc;
+	if (!a.have_step || a.to == NULL)
+		return usage_error("branch needs --step N and --to NEWJOB");
+	if (open_job(&h, &j, conn, a.job, NULL))
+		return 1;
+	rc = rckpt_job_branch(j, a.step, a.have_upto ? a.upto : a.step, a.to);
+	if (rc)
+		fprintf(stderr, "rckpt ckpt: %s\n", rckpt_errmsg(h));
+	else
+		printf("job %s starts from step %" PRIu64 " of job %s%s (copied); save on into it\n", a.to,
+		       a.step, a.job, a.have_upto ? " and the steps after it" : "");
 	rckpt_job_close(j);
 	rckpt_destroy(h);
 	return rc ? 1 : 0;
@@ -893,7 +945,7 @@ int rckpt_cli_ckpt(int argc, char **argv, const rckpt_connect_opts_t *conn)
 			return 0;
 		}
 	if (argc < 2)
-		return usage_error("missing subcommand (save, restore, export, ls, compact, pin, rewind, verify, gc, rm)");
+		return usage_error("missing subcommand (save, restore, export, ls, compact, pin, rewind, branch, verify, gc, rm)");
 	if (strcmp(argv[1], "save") == 0)
 		return cmd_save(argc - 1, argv + 1, conn);
 	if (strcmp(argv[1], "restore") == 0)
@@ -908,6 +960,8 @@ int rckpt_cli_ckpt(int argc, char **argv, const rckpt_connect_opts_t *conn)
 		return cmd_pin(argc - 1, argv + 1, conn);
 	if (strcmp(argv[1], "rewind") == 0)
 		return cmd_rewind(argc - 1, argv + 1, conn);
+	if (strcmp(argv[1], "branch") == 0)
+		return cmd_branch(argc - 1, argv + 1, conn);
 	if (strcmp(argv[1], "verify") == 0)
 		return cmd_verify(argc - 1, argv + 1, conn);
 	if (strcmp(argv[1], "gc") == 0)

@@ -357,13 +357,37 @@ RCKPT_API int rckpt_job_restore_ranges(rckpt_job_t *j, uint64_t step, const rckp
 /* Rewinds writer j to committed step `step` (a loss spike: go back, skip
  * some batches, save a new step + 1): atomically and fenced by the
  * writer's token, the head moves back to it and the steps after it are
- * forgotten; their objects are garbage that the next save trims and
- * rckpt_job_gc removes (formats/store.md "Rewind"). Later saves go on
- * from the step, as a new writer would. -EPERM (read-only), -EINVAL (not
- * a committed step: after the head), -ENOENT (not listed: dropped),
- * -EBUSY (a later step is pinned; nothing changed), -ESTALE (another
- * writer has taken the job). */
-RCKPT_API int rckpt_job_rewind(rckpt_job_t *j, uint64_t step);
+ * forgotten (formats/store.md "Rewind"). With branch NULL their objects
+ * are garbage that the next save trims and rckpt_job_gc removes; with a
+ * branch name, they are first copied, with the step itself, into a new
+ * job "<job>.<branch>" (copied once: a branch needs objects of its own),
+ * which rckpt_job_branches lists. Later saves go on from the step, as a
+ * new writer would. -EPERM (read-only), -EINVAL (not a committed step:
+ * after the head; or a branch name that makes no job name), -ENOENT (not
+ * listed: dropped), -EBUSY (a later step is pinned; nothing changed),
+ * -EEXIST (the branch's job exists), -ESTALE (another writer has taken
+ * the job). */
+RCKPT_API int rckpt_job_rewind(rckpt_job_t *j, uint64_t step, const char *branch);
+
+/* Starts job `dst` (it must have no committed step) as a branch of src's
+ * listed steps in [from, upto] (fine-tuning from a checkpoint: from =
+ * upto), copied once, the first as its materialized base, the rest as
+ * stored where they are deltas on the step before: the same contents, bit
+ * for bit. A writer of dst then goes on from its head. -EINVAL, -EEXIST,
+ * -ENOENT (no listed step in the range), or a copy's error (dst then
+ * holds the steps copied before it). */
+RCKPT_API int rckpt_job_branch(rckpt_job_t *src, uint64_t from, uint64_t upto, const char *dst);
+
+typedef struct rckpt_branch_info {
+	char job[64];        /* the other job */
+	uint64_t from, upto; /* the steps copied */
+	int made_from;       /* 1: j was made from that job's steps; 0: that job
+				was made from j's (a rewind that kept them) */
+} rckpt_branch_info_t;
+
+/* The branches of j: the job it was made from, if any, then the jobs made
+ * of its steps, at most cap into out; *n gets how many. */
+RCKPT_API int rckpt_job_branches(rckpt_job_t *j, rckpt_branch_info_t *out, unsigned cap, unsigned *n);
 
 /* Where j's restores fold chains: 0 in the OSDs (the rckpt class), 1 here
  * in the client (slower: every record of a chain crosses the network),

@@ -433,25 +433,25 @@ static void test_rewind(void **state)
 	c0 = census(&J);
 	assert_true(c0.segments >= 10);
 	/* the bad cases first: nothing changes */
-	assert_int_equal(rckpt_job_rewind(J.j, 101), -EINVAL); /* not committed */
+	assert_int_equal(rckpt_job_rewind(J.j, 101, NULL), -EINVAL); /* not committed */
 	assert_non_null(strstr(rckpt_errmsg(J.h), "not a committed step"));
 	assert_int_equal(rckpt_job_pin(J.j, 70, 1), 0);
-	assert_int_equal(rckpt_job_rewind(J.j, 60), -EBUSY);
+	assert_int_equal(rckpt_job_rewind(J.j, 60, NULL), -EBUSY);
 	assert_non_null(strstr(rckpt_errmsg(J.h), "pinned"));
 	assert_int_equal(rckpt_job_pin(J.j, 70, 0), 0);
 	assert_int_equal(rckpt_job_drop(J.j, 50), 0);
-	assert_int_equal(rckpt_job_rewind(J.j, 50), -ENOENT); /* dropped */
+	assert_int_equal(rckpt_job_rewind(J.j, 50, NULL), -ENOENT); /* dropped */
 	{
 		rckpt_job_opts_t ro = RCKPT_JOB_OPTS_INIT;
 		rckpt_job_t *r;
 		assert_int_equal(rckpt_job_open(J.h, &r, "seg", &ro), 0);
-		assert_int_equal(rckpt_job_rewind(r, 60), -EPERM); /* a reader */
+		assert_int_equal(rckpt_job_rewind(r, 60, NULL), -EPERM); /* a reader */
 		rckpt_job_close(r);
 	}
 	assert_int_equal(check_all(&J, "after refused rewinds"), 99); /* 1..100 but 50 */
 
 	/* 100 -> 60, then 61..120 anew: other values than the first line's */
-	assert_int_equal(rckpt_job_rewind(J.j, 60), 0);
+	assert_int_equal(rckpt_job_rewind(J.j, 60, NULL), 0);
 	{
 		rckpt_step_info_t si[STEPS + 3];
 		unsigned n = 0;
@@ -528,7 +528,7 @@ static void test_rewind_by_a_stale_writer(void **state)
 		nanosleep(&ts, NULL); /* its lease lapses */
 	}
 	assert_int_equal(rckpt_job_open(J.h, &w2, "seg", &J.o), 0); /* the successor */
-	rc = rckpt_job_rewind(J.j, 5); /* its lock is gone */
+	rc = rckpt_job_rewind(J.j, 5, NULL); /* its lock is gone */
 	assert_true(rc == -EBUSY || rc == -EEXIST || rc == -ENOENT);
 	assert_int_equal(mem_pool_open(J.pool, "seg", &io), 0);
 	{
@@ -542,7 +542,7 @@ static void test_rewind_by_a_stale_writer(void **state)
 	io->ops->close(io);
 	rckpt_buf_free(&msg);
 	rckpt_buf_free(&out);
-	assert_int_equal(rckpt_job_rewind(w2, 5), 0); /* the successor may */
+	assert_int_equal(rckpt_job_rewind(w2, 5, NULL), 0); /* the successor may */
 	{
 		/* and its own rewind, landing again late after it saved on (a
 		 * request held in the network), is refused: the head moved */
@@ -573,6 +573,73 @@ static void test_rewind_by_a_stale_writer(void **state)
 	close_pool(&J);
 }
 
+/* A rewind that keeps what it abandons (store.md "Branches"): the steps
+ * from the rewind's step to the head, copied once into job "seg.spike",
+ * restore there to the bytes they had, across segments and after a
+ * compaction made some deltas point forward; both jobs list the branch;
+ * the main line goes on. A new job started from a step (fine-tuning)
+ * restores it and saves on from it. */
+static void test_branches(void **state)
+{
+	sj_t J;
+	const rckpt_retention_t some = { 20, 3 };
+	rckpt_job_opts_t ro = RCKPT_JOB_OPTS_INIT;
+	rckpt_branch_info_t b[4];
+	rckpt_step_info_t si[STEPS + 3];
+	rckpt_job_t *main_j;
+	unsigned s, n = 0, nb = 0, k;
+	uint64_t h;
+	int more = 0;
+
+	(void)state;
+	open_pool(&J, LIMIT, 0);
+	assert_int_equal(rckpt_job_open(J.h, &J.j, "seg", &J.o), 0);
+	for (s = 1; s <= 100; s++) {
+		assert_int_equal(save(&J, s), 0);
+		assert_int_equal(restore(&J, s, &J.hash[s]), 0);
+	}
+	assert_int_equal(rckpt_job_compact(J.j, &some, NULL), 0); /* deltas on later steps too */
+	assert_int_equal(rckpt_job_steps(J.j, 59, si, STEPS + 3, &n, &more), 0);
+	assert_int_equal(rckpt_job_rewind(J.j, 60, "spike"), 0);
+	assert_int_equal(rckpt_job_rewind(J.j, 60, "spike"), -EEXIST); /* it is there */
+	assert_int_equal(rckpt_job_branches(J.j, b, 4, &nb), 0);
+	assert_int_equal(nb, 1);
+	assert_string_equal(b[0].job, "seg.spike");
+	assert_true(b[0].from == 60 && b[0].upto == 100 && !b[0].made_from);
+	main_j = J.j;
+	ro.compute = RCKPT_COMPUTE_CPU;
+	assert_int_equal(rckpt_job_open(J.h, &J.j, "seg.spike", &ro), 0);
+	assert_int_equal(check_all(&J, "the branch"), n); /* every listed step from 60 on, as it was */
+	assert_int_equal(rckpt_job_branches(J.j, b, 4, &nb), 0);
+	assert_true(nb == 1 && b[0].made_from && strcmp(b[0].job, "seg") == 0);
+	print_message("rewind 100 -> 60 kept %u steps as job seg.spike (%u segments in the pool)\n", n,
+		      census(&J).segments);
+	rckpt_job_close(J.j);
+	J.j = main_j;
+	J.drift = 500;
+	for (s = 61; s <= 70; s++) { /* the main line goes on */
+		assert_int_equal(save(&J, s), 0);
+		assert_int_equal(restore(&J, s, &h), 0);
+	}
+	J.drift = 0;
+	/* fine-tuning from step 30 of the job: a new job from it */
+	assert_int_equal(rckpt_job_branch(J.j, 30, 30, "ft"), 0);
+	assert_int_equal(rckpt_job_branch(J.j, 30, 30, "ft"), -EEXIST);
+	rckpt_job_close(J.j);
+	assert_int_equal(rckpt_job_open(J.h, &J.j, "ft", &J.o), 0);
+	assert_int_equal(restore(&J, 30, &h), 0);
+	assert_true(h == J.hash[30]);
+	for (s = 31; s <= 35; s++) {
+		assert_int_equal(save(&J, s), 0);
+		assert_int_equal(restore(&J, s, &h), 0);
+	}
+	assert_int_equal(rckpt_job_steps(J.j, RCKPT_LATEST, si, STEPS + 3, &n, &more), 0);
+	assert_int_equal(n, 6);
+	for (k = 0; k < n; k++)
+		assert_int_equal(si[k].step, 30 + k);
+	close_pool(&J);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -582,6 +649,7 @@ int main(void)
 		cmocka_unit_test(test_restore_without_the_class),
 		cmocka_unit_test(test_rewind),
 		cmocka_unit_test(test_rewind_by_a_stale_writer),
+		cmocka_unit_test(test_branches),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -576,11 +576,12 @@ int rckpt_save_wait(rckpt_save_t *s, rckpt_save_stats_t *sst)
 
 /* ---- rewind ---- */
 
-int rckpt_job_rewind(rckpt_job_t *j, uint64_t step)
+int rckpt_job_rewind(rckpt_job_t *j, uint64_t step, const char *branch)
 {
 	rckpt_t *h = j->h;
 	uint64_t head = RCKPT_STORE_NONE, count;
 	unsigned calls;
+	char bname[96];
 	int rc;
 
 	rckpt_clear_error(h);
@@ -593,6 +594,34 @@ int rckpt_job_rewind(rckpt_job_t *j, uint64_t step)
 	rckpt_clear_error(h);
 	if ((rc = rckpt_take_lock(j, 1)))
 		return rckpt_fail(h, rc, __func__, "lost the writer lock of job %s", j->name);
+	if (branch) {
+		/* the steps it abandons, and the step itself, copied into a job of
+		 * their own first: nothing is forgotten if that fails */
+		unsigned copied = 0;
+		char key[128];
+		snprintf(bname, sizeof(bname), "%s.%s", j->name, branch);
+		if (!rckpt_valid_name(bname) || !*branch)
+			return rckpt_fail(h, -EINVAL, __func__, "branch '%s' of job %s: '%s' is no job name (1..63 of [A-Za-z0-9._-])",
+					  branch, j->name, bname);
+		if ((rc = rckpt_read_head(j, &head, &count)))
+			return rckpt_fail(h, rc, __func__, "cannot read the head of job %s", j->name);
+		if (head == RCKPT_STORE_NONE || step > head)
+			return rckpt_fail(h, -EINVAL, __func__, "cannot rewind job %s to step %" PRIu64 ": not a committed step",
+					  j->name, step);
+		{
+			rckpt_store_summary_t sum;
+			if ((rc = rckpt_step_summary(j, step, &sum)))
+				return rckpt_fail(h, rc, __func__, "cannot rewind job %s to step %" PRIu64 "%s", j->name, step,
+						  rc == -ENOENT ? ": not a listed step (dropped)" : "");
+		}
+		if ((rc = rckpt_branch_copy(j, step, head, bname, &copied)))
+			return rc; /* its message says */
+		snprintf(key, sizeof(key), "b.%s", bname);
+		if ((rc = rckpt_branch_note(j, key, bname, step, head)))
+			return rckpt_fail(h, rc, __func__, "copied steps %" PRIu64 "..%" PRIu64 " into job %s, but cannot note it in job %s",
+					  step, head, bname, j->name);
+		head = RCKPT_STORE_NONE;
+	}
 	/* each call forgets a bounded number of steps; the last moves the
 	 * head. Each names the head it read: a late one, landing after the
 	 * writer saved on, is refused. */

@@ -96,6 +96,15 @@ int rckpt_job_open_claim(rckpt_t *h, rckpt_job_t **out, const char *job,
  * through it: what a writer that continues the chain adds to. */
 int rckpt_chain_depth(rckpt_job_t *j, uint64_t seg, uint64_t step, unsigned *depth);
 
+/* ---- rckpt_branch.c ---- */
+
+/* Copies src's listed steps in [from, upto] into the new job dst_name
+ * (store.md "Branches"); *copied gets how many. */
+int rckpt_branch_copy(rckpt_job_t *src, uint64_t from, uint64_t upto, const char *dst_name,
+		      unsigned *copied);
+/* Notes in j's job object, under key, a branch: job's steps [from, upto]. */
+int rckpt_branch_note(rckpt_job_t *j, const char *key, const char *job, uint64_t from, uint64_t upto);
+
 /* A writer's encoder, made from the job's options. */
 int rckpt_job_encoder(rckpt_job_t *j, rckpt_ckenc_t **out);
 

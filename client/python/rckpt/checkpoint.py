@@ -580,19 +580,29 @@ class Checkpointer:
             lib.rckpt_restored_free(r)
         return got
 
-    def rewind(self, step):
+    def rewind(self, step, branch=None):
         """Moves the head back to committed step `step` (a loss spike: go
         back, skip some batches, save step + 1 anew). The later steps are
         forgotten at once, fenced by this writer's claim; the next save goes
-        on from `step`, and the job's gc removes what they stored. Waits for
-        a save in flight first. Raises RckptError: a step after the head
-        (not committed), a dropped one, a pinned step after it, or a job
-        another writer has taken."""
+        on from `step`. With branch=None the job's gc removes what they
+        stored; with a name, they are first copied (with `step`) into a new
+        job "<job>.<branch>". Waits for a save in flight first. Raises
+        RckptError: a step after the head (not committed), a dropped one, a
+        pinned step after it, a branch job that exists, or a job another
+        writer has taken."""
         if self._pending is not None:
             self._pending._done.wait()
             self._pending = None
         with self._lock:
-            check(lib.rckpt_job_rewind(self._j, step), self._h)
+            check(lib.rckpt_job_rewind(self._j, step, branch.encode() if branch else None), self._h)
+
+    def branch(self, job, step, upto=None):
+        """Starts job `job` as a branch of this job's step (through `upto`,
+        default `step` alone), its records copied once: fine-tuning from a
+        checkpoint. Open it with Checkpointer(job=...) and save on."""
+        with self._lock:
+            check(lib.rckpt_job_branch(self._j, step, step if upto is None else upto, job.encode()),
+                  self._h)
 
     def folds_here(self):
         """Where restores fold chains: None in the OSDs, else why they fold
