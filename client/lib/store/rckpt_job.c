@@ -221,6 +221,11 @@ static int claim(rckpt_job_t *j, unsigned flags)
 	return rc;
 }
 
+int rckpt_job_reclaim(rckpt_job_t *j)
+{
+	return claim(j, 0);
+}
+
 int rckpt_job_open(rckpt_t *h, rckpt_job_t **out, const char *job, const rckpt_job_opts_t *opts)
 {
 	return rckpt_job_open_claim(h, out, job, opts, 0);

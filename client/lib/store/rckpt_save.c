@@ -622,6 +622,13 @@ int rckpt_job_rewind(rckpt_job_t *j, uint64_t step, const char *branch)
 					  step, head, bname, j->name);
 		head = RCKPT_STORE_NONE;
 	}
+	/* A newer token first: a compactor that read the older one may trim
+	 * the tail of an old segment (store.md "Compaction"), which is
+	 * garbage only as long as no writer goes on in it, as this one may
+	 * now; whatever this writer touches from here is refused to it. */
+	if ((rc = rckpt_job_reclaim(j)))
+		return rckpt_fail(h, rc, __func__, "cannot claim job %s again%s", j->name,
+				  rc == -ESTALE ? " (another writer has taken it)" : "");
 	/* each call forgets a bounded number of steps; the last moves the
 	 * head. Each names the head it read: a late one, landing after the
 	 * writer saved on, is refused. */

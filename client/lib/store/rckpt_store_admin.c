@@ -559,6 +559,21 @@ static int compact_once(rckpt_job_t *j, const rckpt_retention_t *pol, rckpt_comp
 		if (nk)
 			rc = compact_segment(j, g->seg, g->nchunks, token, g->seg == head_seg ? head : keep[nk - 1],
 					     keep, nk, st);
+		if (nk && rc == 0 && g->seg != head_seg) {
+			/* An old segment: no writer appends to it (only to the
+			 * head's, or a new one), so what follows its newest kept
+			 * step is of steps no longer listed. A writer that
+			 * rewinds into it claims anew first, and then our token
+			 * is refused on whatever it touches. */
+			rckpt_buf_t in = RCKPT_BUF_INIT;
+			rc = rckpt_msg_trim_encode(&in, token, keep[nk - 1]);
+			if (rc == 0)
+				rc = rckpt_chunk_writes(j, g->seg, "trim", &in, 1, g->nchunks);
+			rckpt_buf_free(&in);
+			if (rc)
+				rc = rckpt_fail(h, rc, __func__, "cannot trim an old segment of job %s after step %" PRIu64,
+						j->name, keep[nk - 1]);
+		}
 	}
 	if (rc)
 		goto out;

@@ -105,6 +105,11 @@ int rckpt_branch_copy(rckpt_job_t *src, uint64_t from, uint64_t upto, const char
 /* Notes in j's job object, under key, a branch: job's steps [from, upto]. */
 int rckpt_branch_note(rckpt_job_t *j, const char *key, const char *job, uint64_t from, uint64_t upto);
 
+/* A writer claims the job again, under a newer token (store.md "Rewind"):
+ * requests of actors that read the older one are refused from then on on
+ * whatever the writer touches. */
+int rckpt_job_reclaim(rckpt_job_t *j);
+
 /* A writer's encoder, made from the job's options. */
 int rckpt_job_encoder(rckpt_job_t *j, rckpt_ckenc_t **out);
 
