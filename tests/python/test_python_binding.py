@@ -461,7 +461,8 @@ class WithCluster(unittest.TestCase):
 
     def test_rewind(self):
         """A loss spike: rewind to an earlier step and save on anew; the new
-        line restores, a restarted writer continues it, and eps=0 is refused."""
+        line restores, a restarted writer continues it; a rewind keeps a
+        branch, a new job starts from a step; eps=0 is refused."""
         job = self.job("rewind")
         torch.manual_seed(0)
         first = {s: {"w": torch.randn(64, 64), "b": torch.randn(64)} for s in range(1, 7)}
@@ -485,6 +486,17 @@ class WithCluster(unittest.TestCase):
                 self.assertTrue(torch.equal(got["b"], again[s]["b"]))  # 1-D: kept exactly
                 self.assertLess(rel_err(got["w"], again[s]["w"]), 0.05)
             self.assertTrue(torch.equal(ck.restore(step=2)["b"], first[2]["b"]))
+            ck.rewind(5, branch="spike")  # 6 kept as a job of its own
+            ft = self.job("rewind-ft")
+            ck.branch(ft, 2)  # a new job from step 2
+        with rckpt.Checkpointer(job=job + ".spike", writer=False) as br:
+            self.assertEqual([x.step for x in br.steps()], [5, 6])
+            self.assertTrue(torch.equal(br.restore(step=6)["b"], again[6]["b"]))
+        rckpt.Checkpointer.delete(job=job + ".spike")
+        with rckpt.Checkpointer(job=ft) as f:
+            self.assertTrue(torch.equal(f.restore(step=2)["b"], first[2]["b"]))
+            f.save(3, again[4]).wait()  # fine-tuning goes on from it
+            self.assertEqual([x.step for x in f.steps()], [2, 3])
         with self.assertRaises(rckpt.RckptError) as e:
             rckpt.Checkpointer(job=job, eps=0)
         self.assertEqual(e.exception.code, -22)
