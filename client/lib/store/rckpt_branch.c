@@ -376,9 +376,10 @@ int rckpt_branch_copy(rckpt_job_t *src, uint64_t from, uint64_t upto, const char
 	if ((rc = rckpt_job_open(h, &dst, dst_name, &o)))
 		return rc;
 	if (dst->head != RCKPT_STORE_NONE) {
+		const uint64_t head = dst->head;
 		rckpt_job_close(dst);
 		return rckpt_fail(h, -EEXIST, "rckpt_job_branch", "job %s exists (its head is %" PRIu64 ")",
-				  dst_name, dst->head);
+				  dst_name, head);
 	}
 	while (more && rc == 0) {
 		rckpt_step_info_t si[64];
