@@ -108,6 +108,9 @@ int rckpt_cli_status(int argc, char **argv, const rckpt_connect_opts_t *conn)
 		int rc = rckpt_plugin_version(h, &pi, plugins[i]);
 		if (rc) {
 			printf("plugin    %-6s MISSING: %s\n", plugins[i], rckpt_errmsg(h));
+			if (strcmp(plugins[i], "rckpt") == 0)
+				printf("          (checkpoints still restore, folded in the client, slower; "
+				       "saves, compaction and gc need the class)\n");
 			failed = 1;
 			continue;
 		}

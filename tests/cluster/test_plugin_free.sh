@@ -75,6 +75,7 @@ sed -i -e '/^osd class load list/s/ rckpt//' -e '/^osd class default list/s/ rck
 "$script" --dir "$dir" --plugins "$plugins" start >>"$t/start.log" 2>&1 || { tail -20 "$t/start.log"; exit 1; }
 check "status: the rckpt class is refused" expect_run 1 "$t/o" "$rckpt" status
 check "  not permitted" contains "$t/o" "not permitted"
+check "  restores still work, it says" contains "$t/o" "still restore, folded in the client"
 bad=0 said=0
 for s in "${steps[@]}"; do
 	"$rckpt" ckpt restore --job "$job" --step "$s" -o "$t/x.safetensors" >"$t/r" 2>&1 &&
