@@ -151,22 +151,6 @@ static int base_of(rckpt_job_t *j, uint64_t seg, unsigned c, uint64_t s, rckpt_b
 	return rc ? rc : done ? 0 : -E2BIG;
 }
 
-/* Chunk c's index in segment seg of the source (the entries of its steps). */
-static int index_of(rckpt_job_t *j, uint64_t seg, unsigned c, rckpt_store_entry_t **e, uint32_t *n)
-{
-	rckpt_buf_t out = RCKPT_BUF_INIT;
-	char oid[64];
-	int rc;
-	*e = NULL;
-	*n = 0;
-	rckpt_store_segment_oid(oid, sizeof(oid), c, seg);
-	rc = rckpt_exec_read(j, oid, "index", NULL, &out);
-	if (rc == 0)
-		rc = rckpt_msg_index_decode(e, n, out.p, out.len);
-	rckpt_buf_free(&out);
-	return rc;
-}
-
 static const rckpt_store_entry_t *entry_of(const rckpt_store_entry_t *e, uint32_t n, uint64_t s)
 {
 	uint32_t lo = 0, hi = n;
@@ -214,7 +198,7 @@ static int src_seg_load(rckpt_job_t *src, src_seg_t *g, uint64_t seg, unsigned n
 		return -ENOMEM;
 	g->n = n;
 	for (c = 0; c < n && rc == 0; c++)
-		rc = index_of(src, seg, c, &g->ix[c], &g->nix[c]);
+		rc = rckpt_chunk_index(src, seg, c, &g->ix[c], &g->nix[c]);
 	if (rc == 0)
 		g->seg = seg;
 	return rc;

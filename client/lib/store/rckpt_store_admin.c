@@ -341,8 +341,8 @@ static int chunk_bytes(rckpt_job_t *j, const steps_t *s, uint64_t *sum, unsigned
 }
 
 /* A chunk's index in segment seg: the steps it holds records of. */
-static int chunk_index(rckpt_job_t *j, uint64_t seg, unsigned chunk, rckpt_store_entry_t **e,
-		       uint32_t *n)
+int rckpt_chunk_index(rckpt_job_t *j, uint64_t seg, unsigned chunk, rckpt_store_entry_t **e,
+		      uint32_t *n)
 {
 	rckpt_buf_t out = RCKPT_BUF_INIT;
 	char oid[64];
@@ -362,7 +362,7 @@ int rckpt_chain_depth(rckpt_job_t *j, uint64_t seg, uint64_t step, unsigned *dep
 	rckpt_store_entry_t *ix = NULL;
 	uint32_t n = 0, i;
 	unsigned d = 0;
-	int rc = chunk_index(j, seg, 0, &ix, &n);
+	int rc = rckpt_chunk_index(j, seg, 0, &ix, &n);
 	*depth = 0;
 	while (rc == 0) {
 		for (i = 0; i < n && ix[i].step != step; i++)
@@ -414,7 +414,7 @@ static int compact_segment(rckpt_job_t *j, uint64_t seg, unsigned nchunks, uint6
 	uint32_t nix = 0, from, at, stride;
 	int rc;
 
-	if ((rc = chunk_index(j, seg, 0, &ix, &nix)))
+	if ((rc = rckpt_chunk_index(j, seg, 0, &ix, &nix)))
 		return rckpt_fail(j->h, rc, "rckpt_job_compact", "cannot read the index of job %s", j->name);
 	from = nix;
 	for (at = 0; at < nix && ix[at].step <= end; at++)

@@ -92,6 +92,10 @@ int rckpt_read_writer(rckpt_job_t *j, uint64_t *token);
  * rm's). */
 int rckpt_job_open_claim(rckpt_t *h, rckpt_job_t **out, const char *job,
 			 const rckpt_job_opts_t *opts, unsigned claim_flags);
+/* Chunk `chunk`'s index in segment seg: the entries of the steps it holds
+ * records of, in step order (none when the object does not exist). */
+int rckpt_chunk_index(rckpt_job_t *j, uint64_t seg, unsigned chunk, rckpt_store_entry_t **e,
+		      uint32_t *n);
 /* The records of step's chain in chunk 0 of segment seg, from its base
  * through it: what a writer that continues the chain adds to. */
 int rckpt_chain_depth(rckpt_job_t *j, uint64_t seg, uint64_t step, unsigned *depth);
