@@ -981,6 +981,36 @@ int rckpt_store_summary_get(rckpt_store_summary_t *s, const uint8_t *p, size_t l
 	return 0;
 }
 
+int rckpt_store_exact_oid(char *out, size_t cap, uint64_t step, uint32_t chunk)
+{
+	return fmt(cap, snprintf(out, cap, "rckpt.exact.%020" PRIu64 ".%05" PRIu32, step, chunk));
+}
+
+int rckpt_store_parse_exact_oid(const char *oid, uint64_t *step, uint32_t *chunk)
+{
+	const char *p = oid + 12;
+	uint64_t c = 0;
+	size_t i;
+	*step = 0;
+	*chunk = 0;
+	if (strncmp(oid, "rckpt.exact.", 12) != 0 || strlen(p) < 26 || p[20] != '.')
+		return -EINVAL;
+	for (i = 0; i < 20; i++) {
+		if (p[i] < '0' || p[i] > '9')
+			return -EINVAL;
+		*step = *step * 10 + (uint64_t)(p[i] - '0');
+	}
+	for (i = 21; p[i]; i++) {
+		if (p[i] < '0' || p[i] > '9' || i > 30)
+			return -EINVAL;
+		c = c * 10 + (uint64_t)(p[i] - '0');
+	}
+	if (c > UINT32_MAX)
+		return -EINVAL;
+	*chunk = (uint32_t)c;
+	return 0;
+}
+
 /* ---- attachment ---- */
 
 int rckpt_attach_encode(rckpt_buf_t *out, uint64_t step, const void *data, size_t len)

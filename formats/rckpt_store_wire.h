@@ -309,6 +309,11 @@ int rckpt_store_parse_chunk_oid(const char *oid, uint32_t *chunk, uint64_t *seg)
 int rckpt_store_manifest_oid(char *out, size_t cap, uint64_t step);
 /* The object of a step's attachment: "rckpt.attach.<step>". */
 int rckpt_store_attach_oid(char *out, size_t cap, uint64_t step);
+/* The object of chunk c's residual in exact step `step` (store.md "Exact
+ * steps"): "rckpt.exact.<step>.<c>" (20 and 5 digits). */
+int rckpt_store_exact_oid(char *out, size_t cap, uint64_t step, uint32_t chunk);
+/* The inverse: 0 and the step and chunk when oid names one, else -EINVAL. */
+int rckpt_store_parse_exact_oid(const char *oid, uint64_t *step, uint32_t *chunk);
 /* omap keys: "r.<step>" (chunk index), "s.<step>" (job steps) and
  * "p.<step>" (job pins), the step
  * as 20 decimal digits so that keys sort as steps do. */
@@ -352,5 +357,11 @@ int rckpt_attach_encode(rckpt_buf_t *out, uint64_t step, const void *data, size_
  * or of another step), RCKPT_FMT_EVERSION, RCKPT_FMT_ECHECKSUM, -ENOMEM. */
 int rckpt_attach_decode(uint8_t **out, size_t *len, uint64_t step, const uint8_t *src,
 			size_t srclen);
+
+/* A chunk's residual in an exact step (store.md "Exact steps"): the raw
+ * bytes of an attachment-format object (the envelope's step is the
+ * step's), a 72-byte header then the byte planes. */
+#define RCKPT_EXACT_MAGIC 0x584b4352u /* "RCKX" as little-endian bytes */
+#define RCKPT_EXACT_HEADER 72u
 
 #endif /* RCKPT_STORE_WIRE_H */

@@ -25,14 +25,14 @@ static int usage_error(const char *what)
 
 static void usage(void)
 {
-	printf("usage: rckpt [options] ckpt save --job J [--step N] [--eps E] [--lease S]\n"
+	printf("usage: rckpt [options] ckpt save --job J [--step N] [--eps E] [--exact] [--lease S]\n"
 	       "                                 [--chunk-params N] [--mem-budget MIB]\n"
 	       "                                 [--grads G.safetensors] MODEL.safetensors...\n"
 	       "       rckpt [options] ckpt restore --job J [--step N] [--tensors a,b] -o OUT.safetensors\n"
 	       "       rckpt [options] ckpt export --job J [--step N] [--from-dump FILE] -o DIR\n"
 	       "       rckpt [options] ckpt ls --job J\n"
 	       "       rckpt [options] ckpt compact --job J [--keep-last N] [--keep-every M]\n"
-	       "       rckpt [options] ckpt pin --job J --step N [--off]\n"
+	       "       rckpt [options] ckpt pin --job J --step N [--exact | --off]\n"
 	       "       rckpt [options] ckpt rewind --job J --step N [--branch NAME]\n"
 	       "       rckpt [options] ckpt branch --job J --step N [--upto M] --to NEWJOB\n"
 	       "       rckpt [options] ckpt verify --job J [--deep]\n"
@@ -46,7 +46,10 @@ static void usage(void)
 	       "         tensors (its levels come from the OSDs). The gradient RMS that weighs errors\n"
 	       "         comes from --grads (one file only) or a sibling MODEL.grads.safetensors;\n"
 	       "         --eps bounds the Fisher-weighted relative error (default 0.0012: see\n"
-	       "         'rckpt codec --help'). Takes the job's writer\n"
+	       "         'rckpt codec --help'). --exact stores the steps bit-exact: lossy records\n"
+	       "         plus the bits quantization changed, in byte planes (zstd); their\n"
+	       "         restores match the files' SHA-256, and later lossy saves are deltas on\n"
+	       "         them. Takes the job's writer\n"
 	       "         lock: a second writer is refused; a dead writer's lock expires --lease\n"
 	       "         seconds (default 30) after its last save. --mem-budget (default 256 MiB)\n"
 	       "         bounds what a save holds beyond the encoder's state of one byte per\n"
@@ -68,7 +71,8 @@ static void usage(void)
 	       "         steps that are multiples of M; the head and pinned steps always stay; given\n"
 	       "         options are stored as the job's policy) and rewrite the chunks so that the\n"
 	       "         latest step is a base. Safe beside a running writer, and to repeat.\n"
-	       "pin      keep step N whatever the policy (--off: unpin it).\n"
+	       "pin      keep step N whatever the policy (--off: unpin it); --exact: a milestone\n"
+	       "         that must stay bit-exact, refused for a step not saved with --exact.\n"
 	       "rewind   move the head back to committed step N (a loss spike: restore N, skip\n"
 	       "         some batches, save N+1 anew). The later steps are forgotten at once;\n"
 	       "         the next save trims their records and 'gc' removes the rest; with\n"
@@ -97,7 +101,7 @@ static int open_job(rckpt_t **h, rckpt_job_t **j, const rckpt_connect_opts_t *co
 }
 
 /* Waits for a save's commit and prints its line. */
-static int finish(rckpt_t *h, rckpt_save_t *pend, uint64_t s, uint64_t *raw, uint64_t *enc)
+static int finish(rckpt_t *h, rckpt_save_t *pend, uint64_t s, int exact, uint64_t *raw, uint64_t *enc)
 {
 	rckpt_save_stats_t ss;
 	int rc = rckpt_save_wait(pend, &ss);
@@ -109,7 +113,7 @@ static int finish(rckpt_t *h, rckpt_save_t *pend, uint64_t s, uint64_t *raw, uin
 	*enc += ss.enc_bytes;
 	printf("step %-8" PRIu64 " %-5s %6.1fx  %9" PRIu64 " -> %8" PRIu64
 	       " bytes  %2u chunks  encode %6.1f ms  write %6.1f ms\n",
-	       s, ss.is_base ? "base" : "delta", (double)ss.raw_bytes / (double)ss.enc_bytes,
+	       s, exact ? "exact" : ss.is_base ? "base" : "delta", (double)ss.raw_bytes / (double)ss.enc_bytes,
 	       ss.raw_bytes, ss.enc_bytes, ss.nchunks, ss.t_encode * 1e3, ss.t_write * 1e3);
 	fflush(stdout);
 	return 0;
@@ -120,7 +124,8 @@ static int cmd_save(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	static const struct option lo[] = { { "job", 1, 0, 'j' },   { "step", 1, 0, 's' },
 					    { "eps", 1, 0, 'e' },   { "lease", 1, 0, 'l' },
 					    { "chunk-params", 1, 0, 'C' }, { "grads", 1, 0, 'g' },
-					    { "mem-budget", 1, 0, 'M' }, { 0, 0, 0, 0 } };
+					    { "mem-budget", 1, 0, 'M' }, { "exact", 0, 0, 'X' },
+					    { 0, 0, 0, 0 } };
 	rckpt_job_opts_t jo = RCKPT_JOB_OPTS_INIT;
 	const char *job = NULL, *gfile = NULL;
 	uint64_t step = UINT64_MAX, v, raw = 0, enc = 0;
@@ -135,6 +140,7 @@ static int cmd_save(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	while ((c = getopt_long(argc, argv, "j:s:e:l:C:g:M:", lo, NULL)) != -1) {
 		switch (c) {
 		case 'j': job = optarg; break;
+		case 'X': jo.exact = 1; break;
 		case 'g': gfile = optarg; break;
 		case 's':
 			if (cli_parse_u64(optarg, &step))
@@ -216,7 +222,7 @@ static int cmd_save(int argc, char **argv, const rckpt_connect_opts_t *conn)
 				gs = NULL;
 		}
 		/* The previous step's appends ran while this file was read. */
-		if (pend && (rc = finish(h, pend, pend_step, &raw, &enc)) != 0) {
+		if (pend && (rc = finish(h, pend, pend_step, jo.exact, &raw, &enc)) != 0) {
 			pend = NULL;
 			rckpt_file_free(st);
 			rckpt_file_free(gs);
@@ -233,7 +239,7 @@ static int cmd_save(int argc, char **argv, const rckpt_connect_opts_t *conn)
 		rckpt_file_free(gs);
 	}
 	if (rc == 0 && pend)
-		rc = finish(h, pend, pend_step, &raw, &enc);
+		rc = finish(h, pend, pend_step, jo.exact, &raw, &enc);
 	if (rc == 0 && nfiles > 1)
 		printf("saved %d steps: %.1fx overall (%" PRIu64 " -> %" PRIu64 " bytes)\n", nfiles,
 		       enc ? (double)raw / (double)enc : 0.0, raw, enc);
@@ -336,10 +342,10 @@ static int cmd_restore(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	if (rc)
 		fprintf(stderr, "rckpt ckpt: cannot write %s: %s\n", outp, rckpt_strerror(rc));
 	else
-		printf("restored step %" PRIu64 " of job %s: %u tensors, %u materialize calls, %" PRIu64
+		printf("restored step %" PRIu64 " of job %s%s: %u tensors, %u materialize calls, %" PRIu64
 		       " bytes from the OSDs, %.1f ms -> %s\n",
-		       rckpt_restored_step(r), job, nout, here == 1 ? 0 : rs.calls,
-		       here == 1 ? 0 : rs.wire_bytes, rs.seconds * 1e3, outp);
+		       rckpt_restored_step(r), job, rckpt_restored_exact(r) ? " (exact)" : "", nout,
+		       here == 1 ? 0 : rs.calls, here == 1 ? 0 : rs.wire_bytes, rs.seconds * 1e3, outp);
 done:
 	for (i = 0; bufs && i < nout; i++)
 		free(bufs[i]);
@@ -512,10 +518,10 @@ static int cmd_ls(int argc, char **argv, const rckpt_connect_opts_t *conn)
 		unsigned n, i;
 		rc = rckpt_job_steps(j, after, s, 256, &n, &more);
 		for (i = 0; rc == 0 && i < n; i++) {
-			printf("%-10" PRIu64 " %-8s %14" PRIu64 " %12" PRIu64 " %7.1fx %7u\n", s[i].step,
+			printf("%-10" PRIu64 " %-8s %14" PRIu64 " %12" PRIu64 " %7.1fx %7u%s\n", s[i].step,
 			       s[i].parent == RCKPT_LATEST ? "base" : "delta", s[i].raw_bytes, s[i].enc_bytes,
 			       s[i].enc_bytes ? (double)s[i].raw_bytes / (double)s[i].enc_bytes : 0.0,
-			       s[i].nchunks);
+			       s[i].nchunks, s[i].flags & RCKPT_STEP_EXACT ? "  exact" : "");
 			raw += s[i].raw_bytes;
 			enc += s[i].enc_bytes;
 			after = s[i].step;
@@ -576,7 +582,7 @@ static void print_compact(const char *job, const rckpt_compact_stats_t *cs)
 typedef struct admin_opts {
 	const char *job, *branch, *to;
 	uint64_t step, upto;
-	int have_step, have_upto, off, have_policy, deep;
+	int have_step, have_upto, off, have_policy, deep, exact;
 	rckpt_retention_t pol;
 } admin_opts_t;
 
@@ -586,7 +592,8 @@ static int admin_parse(int argc, char **argv, admin_opts_t *a, const char *allow
 					    { "keep-last", 1, 0, 'L' }, { "keep-every", 1, 0, 'M' },
 					    { "off", 0, 0, 'O' },       { "deep", 0, 0, 'D' },
 					    { "branch", 1, 0, 'B' },    { "to", 1, 0, 'T' },
-					    { "upto", 1, 0, 'U' },      { 0, 0, 0, 0 } };
+					    { "upto", 1, 0, 'U' },      { "exact", 0, 0, 'X' },
+					    { 0, 0, 0, 0 } };
 	uint64_t v;
 	int c;
 	memset(a, 0, sizeof(*a));
@@ -617,6 +624,7 @@ static int admin_parse(int argc, char **argv, admin_opts_t *a, const char *allow
 			a->have_policy = 1;
 			break;
 		case 'O': a->off = 1; break;
+		case 'X': a->exact = 1; break;
 		case 'D': a->deep = 1; break;
 		case 'B': a->branch = optarg; break;
 		case 'T': a->to = optarg; break;
@@ -664,18 +672,21 @@ static int cmd_pin(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	admin_opts_t a;
 	rckpt_t *h = NULL;
 	rckpt_job_t *j = NULL;
-	int rc = admin_parse(argc, argv, &a, "jsO", "pin");
+	int rc = admin_parse(argc, argv, &a, "jsOX", "pin");
 	if (rc)
 		return rc;
 	if (!a.have_step)
 		return usage_error("pin needs --step");
+	if (a.exact && a.off)
+		return usage_error("pin takes --exact or --off, not both");
 	if (open_job(&h, &j, conn, a.job, NULL))
 		return 1;
-	rc = rckpt_job_pin(j, a.step, !a.off);
+	rc = rckpt_job_pin(j, a.step, a.off ? 0 : a.exact ? RCKPT_PIN_EXACT : 1);
 	if (rc)
 		fprintf(stderr, "rckpt ckpt: %s\n", rckpt_errmsg(h));
 	else
-		printf("step %" PRIu64 " of job %s %s\n", a.step, a.job, a.off ? "unpinned" : "pinned");
+		printf("step %" PRIu64 " of job %s %s\n", a.step, a.job,
+		       a.off ? "unpinned" : a.exact ? "pinned, exact" : "pinned");
 	rckpt_job_close(j);
 	rckpt_destroy(h);
 	return rc ? 1 : 0;

@@ -167,7 +167,7 @@ typedef struct rckpt_job rckpt_job_t;
  * each ask holds the model in fp32 once. */
 typedef int (*rckpt_quality_cb)(void *arg, const rckpt_tensor_t *t, unsigned n, double *loss);
 
-#define RCKPT_JOB_OPTS_VERSION 6
+#define RCKPT_JOB_OPTS_VERSION 7
 #define RCKPT_LATEST UINT64_MAX
 
 /* The compressor's default quality threshold: the Fisher-weighted relative
@@ -183,8 +183,9 @@ typedef struct rckpt_job_opts {
 	double eps;            /* quality threshold of the compressor, > 0
 				  (RCKPT_JOB_OPTS_INIT: RCKPT_EPS_DEFAULT).
 				  0 is refused (-EINVAL): no threshold makes
-				  a step bit-exact. Callers of versions 1-5
-				  had 0 mean the default, and still do */
+				  a step bit-exact; `exact` does. Callers of
+				  versions 1-5 had 0 mean the default, and
+				  still do */
 	uint64_t chunk_params; /* parameters per chunk; 0: 4 Mi; at most 4 Mi */
 	unsigned base_every;   /* a base record every N saves; 0: only the first */
 	unsigned lease_s;      /* the writer lock's lease, renewed by every save; 0: 30 s */
@@ -215,6 +216,9 @@ typedef struct rckpt_job_opts {
 				   passes this many bytes; 0: 64 MiB, or half
 				   the OSDs' osd_max_object_size when that is
 				   less. More than that half is -EINVAL */
+	/* version 7: */
+	int exact;              /* the writer's saves store their steps
+				   bit-exact (rckpt_job_set_exact) */
 } rckpt_job_opts_t;
 
 /* AUTO: on the GPU when this build has CUDA, the machine a device, and a
@@ -226,7 +230,7 @@ typedef struct rckpt_job_opts {
 enum rckpt_compute { RCKPT_COMPUTE_AUTO = 0, RCKPT_COMPUTE_CPU = 1, RCKPT_COMPUTE_GPU = 2 };
 
 #define RCKPT_JOB_OPTS_INIT \
-	{ RCKPT_JOB_OPTS_VERSION, 0, RCKPT_EPS_DEFAULT, 0, 0, 0, 0, 0, RCKPT_COMPUTE_AUTO, NULL, NULL, 0.0, 0, 0 }
+	{ RCKPT_JOB_OPTS_VERSION, 0, RCKPT_EPS_DEFAULT, 0, 0, 0, 0, 0, RCKPT_COMPUTE_AUTO, NULL, NULL, 0.0, 0, 0, 0 }
 
 /* Opens job `job` (a RADOS namespace of the pool, 1..63 characters of
  * [A-Za-z0-9._-]). A writer takes an exclusive lock on the job object:
@@ -326,6 +330,17 @@ RCKPT_API int rckpt_job_save_partial(rckpt_job_t *j, uint64_t step, const rckpt_
  * compressed), -ENOMEM. */
 RCKPT_API int rckpt_job_attach(rckpt_job_t *j, const void *data, size_t len);
 
+/* The exact tier (formats/store.md "Exact steps"). With on = 1, the
+ * writer's next saves store their steps bit-exact: each is a base record,
+ * as lossy as any, and per chunk the bits quantization changed (the
+ * source XOR the lossy values, in byte planes, zstd-coded): a restore
+ * then reads every tensor as it was handed in, bit for bit (its SHA-256
+ * checked), before and after compactions. The lossy saves that follow
+ * are deltas on it. Costs about 2-3 bytes a parameter (fp32) more than a
+ * lossy step; tensors must be in host memory, and a partial save is never
+ * exact (-EINVAL). on = 0: lossy again. 0, -EPERM (read-only job). */
+RCKPT_API int rckpt_job_set_exact(rckpt_job_t *j, int on);
+
 /* A restored step: its tensors, decoded (every chunk's SHA-256 checked). */
 typedef struct rckpt_restored rckpt_restored_t;
 
@@ -412,6 +427,9 @@ RCKPT_API int rckpt_restored_read(const rckpt_restored_t *r, unsigned i, void *d
  * holding the range was not restored. */
 RCKPT_API int rckpt_restored_read_range(const rckpt_restored_t *r, unsigned i, uint64_t first,
 					uint64_t count, void *dst);
+/* 1 when r holds the saved bits (an exact step: every tensor restored
+ * reads as it was handed in), 0 when the lossy values. */
+RCKPT_API int rckpt_restored_exact(const rckpt_restored_t *r);
 /* The index of tensor `name` in r, or -ENOENT. */
 RCKPT_API int rckpt_restored_find(const rckpt_restored_t *r, const char *name);
 /* The step's attachment: *data (valid as long as r) and *len; -ENOENT
@@ -419,10 +437,14 @@ RCKPT_API int rckpt_restored_find(const rckpt_restored_t *r, const char *name);
 RCKPT_API int rckpt_restored_attachment(const rckpt_restored_t *r, const void **data, size_t *len);
 RCKPT_API void rckpt_restored_free(rckpt_restored_t *r);
 
+#define RCKPT_STEP_EXACT 1u  /* stored bit-exact */
+#define RCKPT_STEP_ATTACH 2u /* has an attachment (steps of early clients
+				may have one and not say so) */
 typedef struct rckpt_step_info {
 	uint64_t step, parent; /* parent: RCKPT_LATEST for a base */
 	uint64_t raw_bytes, enc_bytes;
 	unsigned nchunks;
+	unsigned flags;        /* RCKPT_STEP_* */
 } rckpt_step_info_t;
 
 /* The committed steps after `after` (RCKPT_LATEST: from the first), at
@@ -442,8 +464,12 @@ typedef struct rckpt_retention {
 RCKPT_API int rckpt_job_set_retention(rckpt_job_t *j, const rckpt_retention_t *r);
 RCKPT_API int rckpt_job_retention(rckpt_job_t *j, rckpt_retention_t *r);
 
-/* Pins (on = 1) a committed step so that retention keeps it, or unpins it.
- * -ENOENT for a step that is not committed. */
+/* Pins (on = 1) a committed step so that retention keeps it, or unpins it
+ * (0). RCKPT_PIN_EXACT pins a milestone that must stay exact: it is
+ * refused (-EINVAL) for a step that was not saved exact, and an exact
+ * step keeps its residuals as long as it is kept. -ENOENT for a step that
+ * is not committed. */
+#define RCKPT_PIN_EXACT 2
 RCKPT_API int rckpt_job_pin(rckpt_job_t *j, uint64_t step, int on);
 /* Whether step is pinned: 1, 0, or a negative code. */
 RCKPT_API int rckpt_job_pinned(rckpt_job_t *j, uint64_t step);

@@ -502,6 +502,57 @@ class WithCluster(unittest.TestCase):
         self.assertEqual(e.exception.code, -22)
         self.assertIn("eps 0", str(e.exception))
 
+    def test_lossless(self):
+        """The exact tier: a transformer trained a few steps with AdamW,
+        its milestone saved lossless=True, restores to the source's SHA-256
+        for every tensor (fp32, and a bf16 copy of the model in another
+        job); the lossy saves after it are deltas on it; pin(exact=True) is
+        refused for a lossy step."""
+        import hashlib
+
+        def sha(t):
+            return hashlib.sha256(t.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes()).hexdigest()
+
+        torch.manual_seed(3)
+        model = torch.nn.TransformerEncoderLayer(d_model=64, nhead=4, dim_feedforward=128, batch_first=True)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        job = self.job("lossless")
+        sums = {}
+        with rckpt.Checkpointer(job=job) as ck:
+            for s in range(1, 5):
+                x = torch.randn(8, 16, 64)
+                loss = (model(x) - x).pow(2).mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                sd = {k: v.detach().clone() for k, v in model.state_dict().items()}
+                r = ck.save(s, sd, lossless=(s == 2)).wait()
+                sums[s] = {k: sha(v) for k, v in sd.items()}
+            steps = {x.step: x for x in ck.steps()}
+            self.assertTrue(steps[2].exact and steps[2].parent is None)
+            self.assertFalse(steps[3].exact)
+            self.assertEqual(steps[3].parent, 2)
+            with self.assertRaises(rckpt.RckptError) as e:
+                ck.pin(3, exact=True)
+            self.assertEqual(e.exception.code, -22)
+            self.assertFalse(ck.pinned(3))
+            ck.pin(2, exact=True)
+            self.assertTrue(ck.pinned(2))
+        with rckpt.Checkpointer(job=job, writer=False) as rd:
+            got = rd.restore_full(step=2)
+            self.assertTrue(got.stats["exact"])
+            self.assertEqual({k: sha(v) for k, v in got.state_dict.items()}, sums[2])
+            lossy = rd.restore_full(step=3)
+            self.assertFalse(lossy.stats["exact"])
+            self.assertNotEqual({k: sha(v) for k, v in lossy.state_dict.items()}, sums[3])
+        bf = {k: v.detach().to(torch.bfloat16) for k, v in model.state_dict().items()}
+        with rckpt.Checkpointer(job=self.job("lossless-bf16"), lossless=True) as ck:
+            ck.save(1, bf).wait()
+            got = ck.restore(step=1)
+            self.assertEqual({k: sha(v) for k, v in got.items()}, {k: sha(v) for k, v in bf.items()})
+            with self.assertRaises(ValueError):
+                ck.save(2, bf, partial=0.5)
+
     @unittest.skipIf(not os.environ.get("RCKPT_CLI") or not os.environ.get("RCKPT_TEST_PCR_DIR"),
                      "RCKPT_CLI or RCKPT_TEST_PCR_DIR not set")
     def test_pcr_distributed_locality(self):

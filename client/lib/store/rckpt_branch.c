@@ -99,27 +99,6 @@ int rckpt_job_branch(rckpt_job_t *src, uint64_t from, uint64_t upto, const char 
 	return rckpt_branch_copy(src, from, upto, dst, &copied);
 }
 
-/* A whole object's bytes into b (at most max). */
-static int read_object(rckpt_job_t *j, const char *oid, uint64_t max, rckpt_buf_t *b)
-{
-	uint64_t size = 0;
-	int rc = j->io->ops->stat(j->io, oid, &size), got;
-	if (rc)
-		return rc;
-	if (size > max)
-		return -EFBIG;
-	b->len = 0;
-	if ((rc = rckpt_buf_reserve(b, size ? (size_t)size : 1)))
-		return rc;
-	got = j->io->ops->read(j->io, oid, b->p, (size_t)size, 0);
-	if (got < 0)
-		return got;
-	if ((uint64_t)got != size)
-		return -EBADMSG;
-	b->len = (size_t)size;
-	return 0;
-}
-
 /* Chunk c's record of step s in segment seg, materialized: a base. */
 static int base_of(rckpt_job_t *j, uint64_t seg, unsigned c, uint64_t s, rckpt_buf_t *rec)
 {
@@ -219,7 +198,7 @@ static int copy_step(rckpt_job_t *src, rckpt_job_t *dst, src_seg_t *g, uint64_t 
 
 	memset(&mf, 0, sizeof(mf));
 	rckpt_store_manifest_oid(oid, sizeof(oid), s);
-	if ((rc = read_object(src, oid, (uint64_t)1 << 30, &man)) ||
+	if ((rc = rckpt_read_object(src, oid, (uint64_t)1 << 30, &man)) ||
 	    (rc = rckpt_manifest_decode(&mf, man.p, man.len)))
 		goto out;
 	n = mf.nchunks;
@@ -295,7 +274,7 @@ static int copy_step(rckpt_job_t *src, rckpt_job_t *dst, src_seg_t *g, uint64_t 
 		goto out;
 	if (sum->flags & RCKPT_SUMMARY_ATTACH) {
 		rckpt_store_attach_oid(oid, sizeof(oid), s);
-		rc = read_object(src, oid, (uint64_t)64 << 20, &att);
+		rc = rckpt_read_object(src, oid, (uint64_t)64 << 20, &att);
 		if (rc == -ENOENT)
 			out.flags &= ~RCKPT_SUMMARY_ATTACH, rc = 0;
 		else if (rc == 0) {
@@ -305,6 +284,24 @@ static int copy_step(rckpt_job_t *src, rckpt_job_t *dst, src_seg_t *g, uint64_t 
 				rc = rckpt_exec_write(dst, oid, "put", &in);
 			rckpt_buf_free(&in);
 		}
+		if (rc)
+			goto out;
+	}
+	for (c = 0; c < n && (sum->flags & RCKPT_SUMMARY_EXACT); c++) {
+		/* an exact step's residuals: of its content, which the copy
+		 * keeps bit for bit, so they stay as they are */
+		rckpt_buf_t in = RCKPT_BUF_INIT;
+		rckpt_store_exact_oid(oid, sizeof(oid), s, c);
+		rc = rckpt_read_object(src, oid, ATTACH_STORED_MAX, &att);
+		if (rc == -ENOENT) {
+			rc = 0; /* a chunk of lossless segments has none */
+			continue;
+		}
+		if (rc == 0)
+			rc = rckpt_msg_put_encode(&in, dst->token, s, att.p, att.len);
+		if (rc == 0)
+			rc = rckpt_exec_write(dst, oid, "put", &in);
+		rckpt_buf_free(&in);
 		if (rc)
 			goto out;
 	}

@@ -266,8 +266,10 @@ int rckpt_job_open_claim(rckpt_t *h, rckpt_job_t **out, const char *job,
 			    : opts->version == 3 ? offsetof(rckpt_job_opts_t, quality)
 			    : opts->version == 4 ? offsetof(rckpt_job_opts_t, partial_block)
 			    : opts->version == 5 ? offsetof(rckpt_job_opts_t, segment_bytes)
+			    : opts->version == 6 ? offsetof(rckpt_job_opts_t, exact)
 						 : sizeof(j->o));
 	j->o.version = RCKPT_JOB_OPTS_VERSION;
+	j->exact = j->o.writer && j->o.exact;
 	if (j->o.compute == RCKPT_COMPUTE_AUTO) {
 		const char *env = getenv("RCKPT_COMPUTE");
 		if (env && strcmp(env, "cpu") == 0)
@@ -398,6 +400,35 @@ int rckpt_chunk_writes(rckpt_job_t *j, uint64_t seg, const char *method, const r
 
 /* ---- steps ---- */
 
+int rckpt_read_object(rckpt_job_t *j, const char *oid, uint64_t max, rckpt_buf_t *b)
+{
+	uint64_t size = 0;
+	int rc = j->io->ops->stat(j->io, oid, &size), got;
+	if (rc)
+		return rc;
+	if (size > max)
+		return -EFBIG;
+	b->len = 0;
+	if ((rc = rckpt_buf_reserve(b, size ? (size_t)size : 1)))
+		return rc;
+	got = j->io->ops->read(j->io, oid, b->p, (size_t)size, 0);
+	if (got < 0)
+		return got;
+	if ((uint64_t)got != size)
+		return -EBADMSG;
+	b->len = (size_t)size;
+	return 0;
+}
+
+int rckpt_job_set_exact(rckpt_job_t *j, int on)
+{
+	rckpt_clear_error(j->h);
+	if (!j->o.writer)
+		return rckpt_fail(j->h, -EPERM, __func__, "job %s was opened read-only", j->name);
+	j->exact = on != 0;
+	return 0;
+}
+
 int rckpt_job_steps(rckpt_job_t *j, uint64_t after, rckpt_step_info_t *out, unsigned cap,
 		    unsigned *n, int *more)
 {
@@ -435,6 +466,7 @@ int rckpt_list_steps(rckpt_job_t *j, uint64_t after, rckpt_step_info_t *out, uin
 			s->enc_bytes = v.enc_bytes;
 			s->parent = v.parent;
 			s->nchunks = v.nchunks;
+			s->flags = v.flags & (RCKPT_STEP_EXACT | RCKPT_STEP_ATTACH);
 			if (segs)
 				segs[*n] = v.segment;
 			++*n;

@@ -58,13 +58,13 @@ static int read_attachment(rckpt_job_t *j, uint64_t step, uint8_t **out, size_t 
 
 int rckpt_job_restore(rckpt_job_t *j, uint64_t step, rckpt_restored_t **outp, rckpt_restore_stats_t *rst)
 {
-	return rckpt_restore_sel(j, step, NULL, 0, NULL, 0, outp, rst, 1, __func__);
+	return rckpt_restore_sel(j, step, NULL, 0, NULL, 0, outp, rst, RCKPT_RESTORE_ATTACH | RCKPT_RESTORE_EXACT, __func__);
 }
 
 int rckpt_job_restore_tensors(rckpt_job_t *j, uint64_t step, const char *const *names,
 			      unsigned nnames, rckpt_restored_t **outp, rckpt_restore_stats_t *rst)
 {
-	return rckpt_restore_sel(j, step, names, nnames, NULL, 0, outp, rst, 1, __func__);
+	return rckpt_restore_sel(j, step, names, nnames, NULL, 0, outp, rst, RCKPT_RESTORE_ATTACH | RCKPT_RESTORE_EXACT, __func__);
 }
 
 int rckpt_job_restore_ranges(rckpt_job_t *j, uint64_t step, const rckpt_range_t *ranges,
@@ -74,7 +74,7 @@ int rckpt_job_restore_ranges(rckpt_job_t *j, uint64_t step, const rckpt_range_t 
 		*outp = NULL;
 		return rckpt_fail(j->h, -EINVAL, __func__, "no ranges");
 	}
-	return rckpt_restore_sel(j, step, NULL, 0, ranges, n, outp, rst, 1, __func__);
+	return rckpt_restore_sel(j, step, NULL, 0, ranges, n, outp, rst, RCKPT_RESTORE_ATTACH | RCKPT_RESTORE_EXACT, __func__);
 }
 
 /* Marks the chunks holding elements [first, first + count) of tensor t. */
@@ -108,11 +108,12 @@ static void pending_oid(void *arg, unsigned k, char *buf, size_t cap)
 
 int rckpt_restore_sel(rckpt_job_t *j, uint64_t step, const char *const *names, unsigned nnames,
 		       const rckpt_range_t *ranges, unsigned nranges, rckpt_restored_t **outp,
-		       rckpt_restore_stats_t *rst, int attach, const char *fn)
+		       rckpt_restore_stats_t *rst, unsigned what, const char *fn)
 {
 	rckpt_t *h = j->h;
 	rckpt_restored_t *r = NULL;
 	rckpt_manifest_t mf;
+	int attach = (what & RCKPT_RESTORE_ATTACH) != 0, exact = (what & RCKPT_RESTORE_EXACT) != 0;
 	rckpt_buf_t man = RCKPT_BUF_INIT;
 	mat_t *m = NULL;
 	const uint8_t **recs = NULL;
@@ -147,6 +148,8 @@ int rckpt_restore_sel(rckpt_job_t *j, uint64_t step, const char *const *names, u
 		 * this number: only one the summary names is the step's */
 		if (!(sum.flags & RCKPT_SUMMARY_ATTACH))
 			attach = 0;
+		if (!(sum.flags & RCKPT_SUMMARY_EXACT))
+			exact = 0;
 	}
 	rckpt_store_manifest_oid(oid, sizeof(oid), step);
 	rc = j->io->ops->stat(j->io, oid, &size);
@@ -327,6 +330,31 @@ int rckpt_restore_sel(rckpt_job_t *j, uint64_t step, const char *const *names, u
 		r = NULL;
 		goto done;
 	}
+	if (exact) {
+		rckpt_buf_t obj = RCKPT_BUF_INIT;
+		for (i = 0; i < mf.nchunks && rc == 0; i++) {
+			rckpt_record_t *rec = &r->dec.chunk[i];
+			if (m[i].skip || !rckpt_exact_quantized(rec))
+				continue;
+			rckpt_store_exact_oid(oid, sizeof(oid), step, i);
+			if ((rc = rckpt_read_object(j, oid, ATTACH_STORED_MAX, &obj)) == 0) {
+				wire += obj.len;
+				rc = rckpt_exact_apply(rec, &r->dec.mf, step, i, obj.p, obj.len);
+			}
+		}
+		rckpt_buf_free(&obj);
+		if (rc) {
+			rc = rckpt_fail(h, rc, fn, "cannot restore step %" PRIu64 " bit-exact: %s %s", step,
+					oid,
+					rc == -ENOENT		? "is missing"
+					: rc == RCKPT_ECHECKSUM ? "does not give the saved bits (SHA-256)"
+								: "is damaged");
+			rckpt_restored_free(r);
+			r = NULL;
+			goto done;
+		}
+		r->exact = 1;
+	}
 	if (rst) {
 		rst->wire_bytes = wire + man.len;
 		rst->calls = calls;
@@ -441,6 +469,11 @@ void rckpt_restored_free(rckpt_restored_t *r)
 	rckpt_ckdec_free(&r->dec);
 	free(r->attach);
 	free(r);
+}
+
+int rckpt_restored_exact(const rckpt_restored_t *r)
+{
+	return r->exact;
 }
 
 int rckpt_restored_attachment(const rckpt_restored_t *r, const void **data, size_t *len)

@@ -138,6 +138,10 @@ struct rckpt_save {
 	int trim_err;          /* the trim before the first append failed */
 	double t0, t1;         /* start; encoded */
 	int partial;           /* a sparse partial step */
+	int exact;             /* a step stored bit-exact: msgs[nchunks + i] is
+				  chunk i's residual put */
+	const rckpt_tset_t *params; /* the trainer's tensors, while encoding */
+	uint64_t exact_bytes;  /* the residuals' */
 	int finished;          /* committed or failed: rc, stats and errmsg hold */
 	int rc;
 	rckpt_save_stats_t stats;
@@ -159,7 +163,7 @@ static void save_release(rckpt_save_t *s)
 {
 	unsigned i;
 	rckpt_io_window_free(&s->win);
-	for (i = 0; s->msgs && i < s->nchunks; i++)
+	for (i = 0; s->msgs && i < (s->exact ? 2 : 1) * s->nchunks; i++)
 		rckpt_buf_free(&s->msgs[i]);
 	free(s->msgs);
 	s->msgs = NULL;
@@ -198,7 +202,7 @@ static int save_begin(void *arg, uint32_t nchunks)
 	unsigned n = nchunks ? nchunks : 1;
 
 	s->nchunks = nchunks;
-	s->msgs = calloc(n, sizeof(*s->msgs));
+	s->msgs = calloc(s->exact ? 2 * (size_t)n : n, sizeof(*s->msgs));
 	if (s->msgs == NULL ||
 	    rckpt_io_window_init(&s->win, j->io, j->o.inflight < n ? j->o.inflight : n, j->io_budget,
 				 save_reaped, s))
@@ -247,9 +251,19 @@ static int save_record(void *arg, uint32_t i, rckpt_buf_t *rec)
 	rckpt_save_t *s = arg;
 	rckpt_job_t *j = s->j;
 	const uint64_t len = rec->len;
+	rckpt_buf_t res = RCKPT_BUF_INIT;
 	char oid[64];
-	int rc = rckpt_msg_append_encode(&s->msgs[i], j->token, rec->p, rec->len);
+	int rc = 0;
 
+	/* An exact step's residual, from the base record and the trainer's
+	 * values, before the record goes. */
+	if (s->exact && (rc = rckpt_exact_build(&res, s->step, i, rec->p, rec->len, s->params)) == 0 &&
+	    res.len)
+		rc = rckpt_msg_put_encode(&s->msgs[s->nchunks + i], j->token, s->step, res.p, res.len);
+	s->exact_bytes += res.len;
+	rckpt_buf_free(&res);
+	if (rc == 0)
+		rc = rckpt_msg_append_encode(&s->msgs[i], j->token, rec->p, rec->len);
 	rckpt_buf_free(rec);
 	if (rc)
 		return rc;
@@ -266,6 +280,15 @@ static int save_record(void *arg, uint32_t i, rckpt_buf_t *rec)
 				       NULL, i)))
 		return s->err = rc;
 	s->issued = i + 1;
+	if (s->exact && s->msgs[s->nchunks + i].len) {
+		rckpt_io_window_room(&s->win, s->msgs[s->nchunks + i].len);
+		if (s->err)
+			return s->err;
+		rckpt_store_exact_oid(oid, sizeof(oid), s->step, i);
+		if ((rc = rckpt_io_window_exec(&s->win, oid, "rckpt", "put", s->msgs[s->nchunks + i].p,
+					       s->msgs[s->nchunks + i].len, NULL, s->nchunks + i)))
+			return s->err = rc;
+	}
 	return 0;
 }
 
@@ -359,9 +382,14 @@ static int save_start(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t, un
 				rc == -ENOMEM ? "out of memory" : "bad tensors (names, dtypes, shapes)");
 		goto fail;
 	}
-	if (p && rckpt_gpuenc_any_on_device(&params, g && ng ? &grads : NULL, &dev_name)) {
-		rc = rckpt_fail(h, -EINVAL, fn, "tensor '%s' is in GPU memory; partial saves read host memory",
-				dev_name);
+	s->exact = j->exact;
+	if (p && s->exact) {
+		rc = rckpt_fail(h, -EINVAL, fn, "an exact save stores the whole step: not a partial one");
+		goto fail;
+	}
+	if ((p || s->exact) && rckpt_gpuenc_any_on_device(&params, g && ng ? &grads : NULL, &dev_name)) {
+		rc = rckpt_fail(h, -EINVAL, fn, "tensor '%s' is in GPU memory; %s saves read host memory",
+				dev_name, p ? "partial" : "exact");
 		goto fail;
 	}
 	if ((rc = pick_compute(j, &params, g && ng ? &grads : NULL, msg, sizeof(msg)))) {
@@ -393,8 +421,11 @@ static int save_start(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t, un
 		rckpt_restored_free(r);
 		rckpt_clear_error(h);
 	}
-	if ((s->roll = seg_full(j)))
-		rckpt_ckenc_restart(j->enc); /* a segment begins with a base */
+	if ((s->roll = seg_full(j)) || s->exact)
+		rckpt_ckenc_restart(j->enc); /* a segment begins with a base, and
+						an exact step is one: its residual
+						is of its record alone */
+	s->params = &params;
 	{
 		/* Chunks are encoded and appended as they come: the encoder never
 		 * holds the step, and appends wait when the budget is out. */
@@ -416,6 +447,7 @@ static int save_start(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t, un
 						     g && ng ? &grads : NULL, step, msg, sizeof(msg));
 		}
 	}
+	s->params = NULL;
 	rckpt_tset_free(&params);
 	rckpt_tset_free(&grads);
 	if (rc) {
@@ -515,14 +547,15 @@ static void save_finish(rckpt_save_t *s)
 		}
 		rckpt_store_summary_t sum;
 		memset(&sum, 0, sizeof(sum));
-		s->st.enc_bytes += s->attach.len; /* what the step stores, attachment included */
+		s->st.enc_bytes += s->attach.len + s->exact_bytes; /* what the step stores,
+								      attachment and residuals included */
 		sum.raw_bytes = s->st.raw_bytes;
 		sum.enc_bytes = s->st.enc_bytes;
 		sum.parent = parent;
 		sum.nchunks = s->nchunks;
 		sum.quality = s->st.quality;
 		sum.segment = s->seg;
-		sum.flags = s->attach.len ? RCKPT_SUMMARY_ATTACH : 0;
+		sum.flags = (s->attach.len ? RCKPT_SUMMARY_ATTACH : 0) | (s->exact ? RCKPT_SUMMARY_EXACT : 0);
 		rckpt_store_summary_put(summary, &sum);
 	}
 	{

@@ -90,19 +90,38 @@ static int all_steps(rckpt_job_t *j, steps_t *out)
 	return rc;
 }
 
-static int has_step(const steps_t *s, uint64_t step)
+/* The listed step `step`, or NULL. */
+static const rckpt_step_info_t *find_step(const steps_t *s, uint64_t step)
 {
 	unsigned a = 0, b = s->n;
 	while (a < b) {
 		unsigned c = a + (b - a) / 2;
 		if (s->s[c].step == step)
-			return 1;
+			return &s->s[c];
 		if (s->s[c].step < step)
 			a = c + 1;
 		else
 			b = c;
 	}
-	return 0;
+	return NULL;
+}
+
+static int has_step(const steps_t *s, uint64_t step)
+{
+	return find_step(s, step) != NULL;
+}
+
+/* Retires the residuals of exact step si (store.md "Exact steps"). */
+static int retire_exact(rckpt_job_t *j, uint64_t token, const rckpt_step_info_t *si)
+{
+	char oid[64];
+	unsigned c;
+	int rc = 0;
+	for (c = 0; c < si->nchunks && rc == 0 && (si->flags & RCKPT_STEP_EXACT); c++) {
+		rckpt_store_exact_oid(oid, sizeof(oid), si->step, c);
+		rc = retire(j, oid, token, si->step, RCKPT_RETIRE_STEP);
+	}
+	return rc;
 }
 
 typedef struct pins {
@@ -202,6 +221,19 @@ int rckpt_job_pin(rckpt_job_t *j, uint64_t step, int on)
 	uint64_t token;
 	int rc;
 	rckpt_clear_error(j->h);
+	if (on == RCKPT_PIN_EXACT) {
+		/* a milestone that must stay exact: it must be one */
+		rckpt_store_summary_t sum;
+		rc = rckpt_step_summary(j, step, &sum);
+		if (rc == 0 && !(sum.flags & RCKPT_SUMMARY_EXACT))
+			return rckpt_fail(j->h, -EINVAL, __func__,
+					  "step %" PRIu64 " was not saved exact: only an exact save makes one "
+					  "(rckpt_job_set_exact, lossless=True, --exact)",
+					  step);
+		if (rc)
+			return rckpt_fail(j->h, rc, __func__, "cannot pin step %" PRIu64 "%s", step,
+					  rc == -ENOENT ? ": not a committed step" : "");
+	}
 	rc = rckpt_read_writer(j, &token); /* as it is when we decide */
 	if (rc == 0)
 		rc = rckpt_msg_pin_encode(&in, token, step, on ? 1 : 0);
@@ -582,7 +614,9 @@ static int compact_once(rckpt_job_t *j, const rckpt_retention_t *pol, rckpt_comp
 		char oid[64];
 		if (s.s[i].step < head && !has_step(&kept, s.s[i].step)) {
 			rckpt_store_attach_oid(oid, sizeof(oid), s.s[i].step);
-			rc = retire(j, oid, token, s.s[i].step, RCKPT_RETIRE_STEP);
+			rc = retire_exact(j, token, &s.s[i]);
+			if (rc == 0)
+				rc = retire(j, oid, token, s.s[i].step, RCKPT_RETIRE_STEP);
 			if (rc == 0) {
 				rckpt_store_manifest_oid(oid, sizeof(oid), s.s[i].step);
 				rc = retire(j, oid, token, s.s[i].step, RCKPT_RETIRE_STEP);
@@ -771,10 +805,17 @@ static int gc_one(rckpt_job_t *j, const char *oid, void *arg)
 			g->removed++;
 		return rc;
 	}
-	if (step_oid(oid, &step)) /* an attachment goes with its manifest */
+	if (rckpt_store_parse_exact_oid(oid, &step, &chunk) == 0) {
+		/* a residual of a listed exact step stays; one of a step
+		 * forgotten, or of an abandoned step of a listed number, goes */
+		const rckpt_step_info_t *si = step <= g->head ? find_step(&g->s, step) : NULL;
+		if (si && (si->flags & RCKPT_STEP_EXACT) && chunk < si->nchunks)
+			return 0;
+	} else if (step_oid(oid, &step)) { /* an attachment goes with its manifest */
 		return 0;
-	if (step <= g->head && has_step(&g->s, step))
+	} else if (step <= g->head && has_step(&g->s, step)) {
 		return 0;
+	}
 	rc = retire(j, oid, j->token, step, RCKPT_RETIRE_STEP);
 	if (rc == -EINVAL)
 		return 0; /* not what its name says: not the store's, left alone */
@@ -787,7 +828,7 @@ int rckpt_job_stored(rckpt_job_t *j, uint64_t *bytes, unsigned *objects)
 {
 	steps_t s;
 	uint64_t size, chunks;
-	unsigned i, nchunk_objs = 0;
+	unsigned i, c, nchunk_objs = 0;
 	char oid[64];
 	int rc;
 
@@ -809,6 +850,14 @@ int rckpt_job_stored(rckpt_job_t *j, uint64_t *bytes, unsigned *objects)
 			++*objects;
 		}
 		rc = rc == -ENOENT ? 0 : rc;
+		for (c = 0; rc == 0 && (s.s[i].flags & RCKPT_STEP_EXACT) && c < s.s[i].nchunks; c++) {
+			rckpt_store_exact_oid(oid, sizeof(oid), s.s[i].step, c);
+			if ((rc = j->io->ops->stat(j->io, oid, &size)) == 0) {
+				*bytes += size;
+				++*objects;
+			}
+			rc = rc == -ENOENT ? 0 : rc;
+		}
 	}
 	if (rc == 0 && (rc = chunk_bytes(j, &s, &chunks, &nchunk_objs)) == 0) {
 		*bytes += chunks;

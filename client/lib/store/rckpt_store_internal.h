@@ -48,6 +48,7 @@ struct rckpt_job {
 	uint64_t *rec_max;   /* chunk c's largest record this writer appended */
 	unsigned seg_n;
 	int seg_known;       /* seg and seg_bytes are as stored */
+	int exact;           /* writer: its saves store their steps bit-exact */
 	int fold;            /* where restores fold chains: enum rckpt_fold */
 	char fold_why[160];  /* why in the client */
 };
@@ -77,6 +78,10 @@ int rckpt_exec_read(rckpt_job_t *j, const char *oid, const char *method, const r
 		    rckpt_buf_t *out);
 int rckpt_exec_write(rckpt_job_t *j, const char *oid, const char *method, const rckpt_buf_t *in);
 
+/* Object oid's data, at most max bytes (-EFBIG past it), into b (its
+ * bytes replaced). */
+int rckpt_read_object(rckpt_job_t *j, const char *oid, uint64_t max, rckpt_buf_t *b);
+
 /* The committed head and step count; RCKPT_STORE_NONE and 0 for a new job. */
 int rckpt_read_head(rckpt_job_t *j, uint64_t *head, uint64_t *count);
 /* rckpt_job_steps, and each step's segment into segs[] when not NULL. */
@@ -99,6 +104,25 @@ int rckpt_chunk_index(rckpt_job_t *j, uint64_t seg, unsigned chunk, rckpt_store_
 /* The records of step's chain in chunk 0 of segment seg, from its base
  * through it: what a writer that continues the chain adds to. */
 int rckpt_chain_depth(rckpt_job_t *j, uint64_t seg, uint64_t step, unsigned *depth);
+
+/* ---- rckpt_exact.c (store.md "Exact steps") ---- */
+
+/* The residual object of chunk `chunk` of exact step `step`: from the
+ * chunk's encoded base record rec[0..len) and the trainer's tensors
+ * (host memory), appended to out; nothing when the chunk has no quantized
+ * segment. 0, -EINVAL (the record is not of these tensors),
+ * -EBADMSG, -ENOMEM. */
+int rckpt_exact_build(rckpt_buf_t *out, uint64_t step, uint32_t chunk, const uint8_t *rec,
+		      size_t len, const rckpt_tset_t *params);
+/* Whether decoded record rec has a quantized segment (a residual). */
+int rckpt_exact_quantized(const rckpt_record_t *rec);
+/* Makes decoded chunk rec of step (manifest mf) exact with its residual
+ * object obj[0..len) (untrusted): each quantized segment becomes a
+ * lossless one holding the saved bits, once their SHA-256 matches; on
+ * failure rec is unchanged. 0, -EBADMSG, RCKPT_FMT_ECHECKSUM,
+ * RCKPT_FMT_EVERSION, -ENOMEM. */
+int rckpt_exact_apply(rckpt_record_t *rec, const rckpt_manifest_t *mf, uint64_t step,
+		      uint32_t chunk, const uint8_t *obj, size_t len);
 
 /* ---- rckpt_branch.c ---- */
 
@@ -139,12 +163,17 @@ struct rckpt_restored {
 	rckpt_ckdec_t dec;
 	uint8_t *attach; /* the step's attachment, decompressed; NULL: none */
 	size_t attach_len;
+	int exact;       /* the tensors read are the saved bits */
 };
 
-/* Restores step (all of it, or the chunks holding names or ranges); the
- * step's attachment too when attach. fn names the caller in errors. */
+/* What rckpt_restore_sel reads besides the chunks. */
+enum { RCKPT_RESTORE_ATTACH = 1, RCKPT_RESTORE_EXACT = 2 };
+
+/* Restores step (all of it, or the chunks holding names or ranges); with
+ * `what` (RCKPT_RESTORE_*) the step's attachment, and the saved bits of an
+ * exact step. fn names the caller in errors. */
 int rckpt_restore_sel(rckpt_job_t *j, uint64_t step, const char *const *names, unsigned nnames,
 		      const rckpt_range_t *ranges, unsigned nranges, rckpt_restored_t **outp,
-		      rckpt_restore_stats_t *rst, int attach, const char *fn);
+		      rckpt_restore_stats_t *rst, unsigned what, const char *fn);
 
 #endif /* RCKPT_STORE_INTERNAL_H */

@@ -48,7 +48,7 @@ class JobOpts(ctypes.Structure):
                 ("chunk_params", c_u64), ("base_every", c_uint), ("lease_s", c_uint),
                 ("inflight", c_uint), ("mem_budget", c_u64), ("compute", c_uint),
                 ("quality", QUALITY_CB), ("quality_arg", c_voidp), ("quality_eps", c_double),
-                ("partial_block", ctypes.c_uint32), ("segment_bytes", c_u64)]
+                ("partial_block", ctypes.c_uint32), ("segment_bytes", c_u64), ("exact", c_int)]
 
 
 class SaveStats(ctypes.Structure):
@@ -89,7 +89,7 @@ class RestoreStats(ctypes.Structure):
 
 class StepInfo(ctypes.Structure):
     _fields_ = [("step", c_u64), ("parent", c_u64), ("raw_bytes", c_u64),
-                ("enc_bytes", c_u64), ("nchunks", c_uint)]
+                ("enc_bytes", c_u64), ("nchunks", c_uint), ("flags", c_uint)]
 
 
 class GpuInfo(ctypes.Structure):
@@ -207,6 +207,10 @@ _sigs = {
     "rckpt_restored_read": (c_int, [c_voidp, c_uint, c_voidp, c_size]),
     "rckpt_restored_attachment": (c_int, [c_voidp, P(c_voidp), P(c_size)]),
     "rckpt_restored_free": (None, [c_voidp]),
+    "rckpt_job_set_exact": (c_int, [c_voidp, c_int]),
+    "rckpt_restored_exact": (c_int, [c_voidp]),
+    "rckpt_job_pin": (c_int, [c_voidp, c_u64, c_int]),
+    "rckpt_job_pinned": (c_int, [c_voidp, c_u64]),
     "rckpt_job_steps": (c_int, [c_voidp, c_u64, P(StepInfo), c_uint, P(c_uint), P(c_int)]),
     "rckpt_job_delete": (c_int, [c_voidp, c_charp]),
     "rckpt_job_rewind": (c_int, [c_voidp, c_u64, c_charp]),

@@ -25,7 +25,7 @@ _FORMAT = "rckpt-python/1"
 SaveResult = collections.namedtuple(
     "SaveResult", "step raw_bytes enc_bytes ratio nchunks is_base quality t_encode t_write t_blocked "
     "is_partial blocks blocks_saved")
-StepInfo = collections.namedtuple("StepInfo", "step parent raw_bytes enc_bytes nchunks")
+StepInfo = collections.namedtuple("StepInfo", "step parent raw_bytes enc_bytes nchunks exact")
 Restored = collections.namedtuple("Restored", "step state_dict optimizer extra stats")
 
 
@@ -146,12 +146,17 @@ class Checkpointer:
       as last saved, 4 bytes per parameter, to rank blocks.
     segment_bytes: a chunk's log goes on in a new object before one passes
       this (0: 64 MiB, or half the OSDs' osd_max_object_size when less).
+    lossless: True stores every save bit-exact (the exact tier: the lossy
+      records plus the bits quantization changed, in zstd-coded byte
+      planes; restores match the source's SHA-256); save(lossless=...)
+      decides per save. eps=0 does not mean exact: it is refused.
     """
 
     def __init__(self, pool="rckpt", job=None, conf=None, user=None, eps=None, *,
                  quality=None, quality_eps=0.01, optimizer_state="lossless",
                  snapshot=False, writer=True, chunk_params=0, base_every=0,
-                 compute="auto", timeout_s=0, partial_block=0, segment_bytes=0):
+                 compute="auto", timeout_s=0, partial_block=0, segment_bytes=0,
+                 lossless=False):
         if not job:
             raise ValueError("job is required")
         if optimizer_state not in ("lossless", "quantize"):
@@ -161,6 +166,7 @@ class Checkpointer:
         self.job = job
         self.optimizer_state = optimizer_state
         self.snapshot = snapshot
+        self.lossless = bool(lossless)
         self._lock = threading.Lock()     # one C call on the handle at a time
         self._pending = None              # the SaveHandle in flight
         self._quality_fn = quality
@@ -171,7 +177,8 @@ class Checkpointer:
         self._h = _lib.connect(conf, user, pool, timeout_s)
         self._j = _lib.c_voidp()
         o = _lib.JobOpts()
-        o.version = 6
+        o.version = 7
+        o.exact = 1 if lossless else 0
         o.partial_block = partial_block
         o.segment_bytes = segment_bytes
         o.writer = 1 if writer else 0
@@ -354,7 +361,7 @@ class Checkpointer:
         return out
 
     def save(self, step, state_dict, grads=None, optimizer=None, extra=None, partial=None,
-             select="priority", seed=0):
+             select="priority", seed=0, lossless=None):
         """Saves state_dict as `step` (steps grow) and returns a SaveHandle.
 
         partial: a fraction in (0, 1]: a prioritized partial save (SCAR)
@@ -371,9 +378,16 @@ class Checkpointer:
         are kept exactly in the step's attachment. grads: a GradientEMA or
         name -> gradient RMS tensor (sqrt of a moving average of grad**2);
         None with an Adam-style optimizer: its exp_avg_sq stands in. One
-        save is in flight at a time: a second waits for the first."""
+        save is in flight at a time: a second waits for the first.
+
+        lossless: True stores this step bit-exact (a milestone; see the
+        class's lossless), False lossy, None as the checkpointer says. The
+        lossy saves after an exact one are deltas on it."""
         if self._h is None:
             raise ValueError("the checkpointer is closed")
+        exact = self.lossless if lossless is None else bool(lossless)
+        if exact and partial is not None:
+            raise ValueError("a lossless save stores the whole step: not a partial one")
         part = None
         if partial is not None:
             if select not in _lib.RCKPT_SELECT:
@@ -389,26 +403,29 @@ class Checkpointer:
             comp = self._snapshot(comp, "w")
             g = self._snapshot(g, "g")
             th = threading.Thread(target=self._run_save,
-                                  args=(handle, step, comp, g, blob, t0, part), daemon=True)
+                                  args=(handle, step, comp, g, blob, t0, part, exact), daemon=True)
             self._pending = handle
             handle.t_blocked = time.perf_counter() - t0  # before the thread reads it
             th.start()
             return handle
-        s = self._encode(step, comp, g, blob, part)  # raises; the tensors are free after it
+        s = self._encode(step, comp, g, blob, part, exact)  # raises; the tensors are free after it
         blocked = time.perf_counter() - t0
         self._pending = handle
         threading.Thread(target=self._finish_save, args=(handle, s, blocked), daemon=True).start()
         handle.t_blocked = blocked
         return handle
 
-    def _encode(self, step, comp, g, blob, part=None):
+    def _encode(self, step, comp, g, blob, part=None, exact=False):
         keep = []
-        t = self._describe(comp, keep, host=part is not None)
-        gt = self._describe(g, keep, host=part is not None) if g else None
+        host = part is not None or exact  # partial and exact saves read host memory
+        t = self._describe(comp, keep, host=host)
+        gt = self._describe(g, keep, host=host) if g else None
         s = _lib.c_voidp()
         self._quality_error = None
         with self._lock:
-            rc = lib.rckpt_job_attach(self._j, blob, len(blob))
+            rc = lib.rckpt_job_set_exact(self._j, 1 if exact else 0)
+            if rc >= 0:
+                rc = lib.rckpt_job_attach(self._j, blob, len(blob))
             if rc >= 0 and part is not None:
                 rc = lib.rckpt_job_save_partial_async(self._j, step, t, len(comp), gt, len(g),
                                                       ctypes.byref(part), ctypes.byref(s))
@@ -443,9 +460,9 @@ class Checkpointer:
                                   bool(st.is_base), st.quality, st.t_encode, st.t_write, blocked,
                                   bool(st.is_partial), st.blocks, st.blocks_saved))
 
-    def _run_save(self, handle, step, comp, g, blob, t0, part=None):
+    def _run_save(self, handle, step, comp, g, blob, t0, part=None, exact=False):
         try:
-            s = self._encode(step, comp, g, blob, part)
+            s = self._encode(step, comp, g, blob, part, exact)
         except BaseException as e:
             handle._finish(error=e)
             return
@@ -486,10 +503,11 @@ class Checkpointer:
                 raw = ctypes.string_at(p, n.value)
                 meta = _plain.loads(raw)
             step_got = lib.rckpt_restored_step(r)
+            exact = bool(lib.rckpt_restored_exact(r))
         finally:
             lib.rckpt_restored_free(r)
         return step_got, tensors, meta, {"wire_bytes": rs.wire_bytes, "calls": rs.calls,
-                                         "seconds": rs.seconds}
+                                         "seconds": rs.seconds, "exact": exact}
 
     def restore_full(self, step=None, names=None, device=None):
         """A committed step (None: the latest) as Restored(step, state_dict,
@@ -604,6 +622,23 @@ class Checkpointer:
             check(lib.rckpt_job_branch(self._j, step, step if upto is None else upto, job.encode()),
                   self._h)
 
+    def pin(self, step, exact=False):
+        """Keeps committed step `step` whatever the retention policy.
+        exact=True: a milestone that must stay bit-exact; refused
+        (RckptError) for a step that was not saved lossless."""
+        with self._lock:
+            check(lib.rckpt_job_pin(self._j, step, 2 if exact else 1), self._h)
+
+    def unpin(self, step):
+        """Lets retention decide about step `step` again."""
+        with self._lock:
+            check(lib.rckpt_job_pin(self._j, step, 0), self._h)
+
+    def pinned(self, step):
+        """Whether step `step` is pinned."""
+        with self._lock:
+            return bool(check(lib.rckpt_job_pinned(self._j, step), self._h))
+
     def folds_here(self):
         """Where restores fold chains: None in the OSDs, else why they fold
         in this process (the OSDs lack or refuse the rckpt class, or
@@ -627,7 +662,7 @@ class Checkpointer:
             for i in range(n.value):
                 s = buf[i]
                 out.append(StepInfo(s.step, None if s.parent == _lib.RCKPT_LATEST else s.parent,
-                                    s.raw_bytes, s.enc_bytes, s.nchunks))
+                                    s.raw_bytes, s.enc_bytes, s.nchunks, bool(s.flags & 1)))
             if n.value == 0:
                 break
             after = buf[n.value - 1].step

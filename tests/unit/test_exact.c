@@ -1,0 +1,402 @@
+/*
+ * test_exact.c — the exact tier (issue 26, store.md "Exact steps"), over
+ * the in-memory pool that runs the real object-class methods:
+ *  - an exact step restores every tensor (fp32, bf16, fp16, and a lossless
+ *    vector) to the bytes handed in, their SHA-256 equal, before and after
+ *    compactions and through a branch; lossy saves after it are deltas on
+ *    it; it restores exact with the chain folded in the client too;
+ *  - `pin --exact` keeps a milestone exact under retention, and is refused
+ *    for a step not saved exact; retention that drops an exact step drops
+ *    its residuals; gc removes residuals of an abandoned step;
+ *  - damage: every residual byte flipped, or a residual missing, fails the
+ *    restore and says so; exact and partial, exact on a read-only job, are
+ *    refused.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <openssl/evp.h>
+
+#include "mem_io.h"
+#include "rckpt.h"
+#include "rckpt_internal.h"
+#include "rckpt_store_wire.h"
+
+#define CHUNK ((uint64_t)1 << 15)
+#define NW ((uint64_t)80000) /* fp32 matrix: 3 chunks */
+#define NB ((uint64_t)20000) /* bf16 */
+#define NH ((uint64_t)12000) /* fp16 */
+#define NV ((uint64_t)300)   /* fp32 vector, kept lossless */
+#define NT 4
+
+typedef struct model {
+	float w[NW], v[NV];
+	uint16_t b[NB], f[NH];
+} model_t;
+
+typedef struct fx {
+	mem_pool_t *pool;
+	rckpt_t *h;
+	rckpt_job_t *j;
+	rckpt_job_opts_t o;
+	model_t m;
+} fx_t;
+
+static uint32_t mix(uint32_t x)
+{
+	x ^= x >> 16;
+	x *= 0x7feb352du;
+	x ^= x >> 15;
+	x *= 0x846ca68bu;
+	x ^= x >> 16;
+	return x;
+}
+
+/* Step s's model: smooth fields with noise that changes every step, full
+ * mantissas (nothing a lossless coder could shortcut). */
+static void model_at(model_t *m, unsigned s)
+{
+	uint64_t i;
+	for (i = 0; i < NW; i++)
+		m->w[i] = (float)(0.05 * sin(0.003 * (double)i + 0.01 * s) +
+				  0.001 * ((double)(mix((uint32_t)i ^ (s << 20)) & 0xffff) / 65536.0 - 0.5));
+	for (i = 0; i < NV; i++)
+		m->v[i] = 1.0f + 0.01f * (float)((mix((uint32_t)i * 7 + s) & 0xff) - 128) / 128.0f;
+	for (i = 0; i < NB; i++) { /* bf16: the top half of an fp32 */
+		float x = (float)(0.02 * cos(0.01 * (double)i + 0.02 * s)) +
+			  0.0005f * (float)((mix((uint32_t)i * 3 + (s << 18)) & 0xff) - 128) / 128.0f;
+		uint32_t u;
+		memcpy(&u, &x, 4);
+		m->b[i] = (uint16_t)(u >> 16);
+	}
+	for (i = 0; i < NH; i++) { /* fp16: sign, exponent 8..13 (2^-7..2^-2), any mantissa */
+		uint32_t r = mix((uint32_t)i * 11 + (s << 16));
+		m->f[i] = (uint16_t)(((r >> 31) << 15) | ((8 + (r >> 10) % 6) << 10) | (r & 0x3ff));
+	}
+}
+
+static unsigned tensors(model_t *m, rckpt_tensor_t *t)
+{
+	/* name order: "b", "f", "v", "w" */
+	t[0] = (rckpt_tensor_t){ "b", RCKPT_BF16, 2, { 100, NB / 100 }, m->b };
+	t[1] = (rckpt_tensor_t){ "f", RCKPT_F16, 2, { 120, NH / 120 }, m->f };
+	t[2] = (rckpt_tensor_t){ "v", RCKPT_F32, 1, { NV }, m->v };
+	t[3] = (rckpt_tensor_t){ "w", RCKPT_F32, 2, { 400, NW / 400 }, m->w };
+	return NT;
+}
+
+static void sha256(uint8_t out[32], const void *p, size_t n)
+{
+	EVP_MD_CTX *c = EVP_MD_CTX_new();
+	assert_non_null(c);
+	assert_true(EVP_DigestInit_ex(c, EVP_sha256(), NULL) && EVP_DigestUpdate(c, p, n) &&
+		    EVP_DigestFinal_ex(c, out, NULL));
+	EVP_MD_CTX_free(c);
+}
+
+static void open_fx(fx_t *F)
+{
+	memset(F, 0, sizeof(*F));
+	assert_int_equal(mem_pool_create(&F->pool), 0);
+	assert_int_equal(rckpt_create(&F->h), 0);
+	assert_int_equal(rckpt_set_io(F->h, mem_pool_open, F->pool, "mem"), 0);
+	F->o = (rckpt_job_opts_t)RCKPT_JOB_OPTS_INIT;
+	F->o.writer = 1;
+	F->o.compute = RCKPT_COMPUTE_CPU;
+	F->o.chunk_params = CHUNK;
+	assert_int_equal(rckpt_job_open(F->h, &F->j, "ex", &F->o), 0);
+}
+
+static void close_fx(fx_t *F)
+{
+	rckpt_job_close(F->j);
+	rckpt_destroy(F->h);
+	mem_pool_destroy(F->pool);
+}
+
+static int save(fx_t *F, unsigned s, int exact)
+{
+	rckpt_tensor_t t[NT];
+	unsigned n;
+	model_at(&F->m, s);
+	n = tensors(&F->m, t);
+	assert_int_equal(rckpt_job_set_exact(F->j, exact), 0);
+	return rckpt_job_save(F->j, s, t, n, NULL, 0, NULL);
+}
+
+/* How step s of job j restores against the model of step s: 1 when every
+ * tensor's SHA-256 is the source's (and the handle says exact), 0 when
+ * lossy (the fp32 matrix within 5% relative error). */
+static int restore_cmp(rckpt_job_t *j, unsigned s)
+{
+	rckpt_restored_t *r = NULL;
+	static model_t src;
+	rckpt_tensor_t t[NT];
+	unsigned i, same = 0;
+	int rc;
+
+	if ((rc = rckpt_job_restore(j, s, &r, NULL)))
+		fail_msg("step %u does not restore (%d)", s, rc);
+	model_at(&src, s);
+	tensors(&src, t);
+	assert_int_equal(rckpt_restored_count(r), NT);
+	for (i = 0; i < NT; i++) {
+		uint64_t n = t[i].ndim == 1 ? t[i].shape[0] : t[i].shape[0] * t[i].shape[1];
+		size_t bytes = (size_t)n * (t[i].dtype == RCKPT_F32 ? 4 : 2);
+		uint8_t *got = malloc(bytes), a[32], b[32];
+		assert_non_null(got);
+		assert_int_equal(rckpt_restored_read(r, i, got, bytes), 0);
+		sha256(a, got, bytes);
+		sha256(b, t[i].data, bytes);
+		same += memcmp(a, b, 32) == 0;
+		if (i == 2) /* the vector is lossless either way */
+			assert_memory_equal(got, t[i].data, bytes);
+		if (i == 3) {
+			double num = 0, den = 0;
+			const float *g = (const float *)got, *w = t[i].data;
+			uint64_t k;
+			for (k = 0; k < n; k++) {
+				num += (g[k] - w[k]) * (double)(g[k] - w[k]);
+				den += w[k] * (double)w[k];
+			}
+			if (!(num / den < 0.05))
+				fail_msg("step %u: relative error %g", s, num / den);
+		}
+		free(got);
+	}
+	rc = rckpt_restored_exact(r);
+	rckpt_restored_free(r);
+	if (rc)
+		assert_int_equal(same, NT); /* exact: every tensor's bytes */
+	else
+		assert_true(same < NT); /* lossy: the quantized ones differ */
+	return rc;
+}
+
+static const rckpt_step_info_t *info(fx_t *F, unsigned s, rckpt_step_info_t *si, unsigned cap)
+{
+	unsigned n = 0, k;
+	int more = 0;
+	assert_int_equal(rckpt_job_steps(F->j, RCKPT_LATEST, si, cap, &n, &more), 0);
+	for (k = 0; k < n; k++)
+		if (si[k].step == s)
+			return &si[k];
+	return NULL;
+}
+
+typedef struct count {
+	mem_pool_t *pool;
+	const char *ns;
+	unsigned exact[64]; /* residual objects by step */
+} count_t;
+
+static int count_one(void *arg, const char *oid, const char *ns)
+{
+	count_t *c = arg;
+	uint64_t step;
+	uint32_t chunk;
+	if (strcmp(ns, c->ns) == 0 && rckpt_store_parse_exact_oid(oid, &step, &chunk) == 0 && step < 64)
+		c->exact[step]++;
+	return 0;
+}
+
+static count_t residuals(fx_t *F, const char *ns)
+{
+	count_t c;
+	rckpt_io_t *io;
+	memset(&c, 0, sizeof(c));
+	c.pool = F->pool;
+	c.ns = ns;
+	assert_int_equal(mem_pool_open(F->pool, RCKPT_IO_ALL_NS, &io), 0);
+	assert_int_equal(io->ops->objects(io, count_one, &c), 0);
+	io->ops->close(io);
+	return c;
+}
+
+static void test_exact_steps(void **state)
+{
+	fx_t F;
+	rckpt_step_info_t si[64];
+	const rckpt_step_info_t *x;
+	const rckpt_retention_t keep2 = { 2, 0 };
+	rckpt_job_opts_t ro = RCKPT_JOB_OPTS_INIT;
+	rckpt_job_t *main_j;
+	uint64_t lossy_bytes, exact_bytes;
+	unsigned s, nres;
+
+	(void)state;
+	open_fx(&F);
+	assert_int_equal(save(&F, 1, 0), 0);
+	assert_int_equal(save(&F, 2, 1), 0);
+	for (s = 3; s <= 6; s++)
+		assert_int_equal(save(&F, s, s == 4), 0);
+	assert_int_equal(restore_cmp(F.j, 1), 0);
+	assert_int_equal(restore_cmp(F.j, 2), 1);
+	assert_int_equal(restore_cmp(F.j, 3), 0);
+	assert_int_equal(restore_cmp(F.j, 4), 1);
+	assert_int_equal(restore_cmp(F.j, 5), 0);
+	/* the exact step is a base, and the lossy steps after it chain from it */
+	x = info(&F, 2, si, 64);
+	assert_non_null(x);
+	assert_true((x->flags & RCKPT_STEP_EXACT) && x->parent == RCKPT_LATEST);
+	exact_bytes = x->enc_bytes;
+	x = info(&F, 3, si, 64);
+	assert_true(!(x->flags & RCKPT_STEP_EXACT) && x->parent == 2);
+	x = info(&F, 1, si, 64);
+	lossy_bytes = x->enc_bytes;
+	print_message("exact step: %" PRIu64 " bytes, lossy base %" PRIu64 ", raw %" PRIu64 "\n",
+		      exact_bytes, lossy_bytes, x->raw_bytes);
+	assert_true(exact_bytes > lossy_bytes && exact_bytes < x->raw_bytes);
+	nres = residuals(&F, "ex").exact[2]; /* a residual per chunk with quantized values */
+	assert_true(nres >= 3 && nres <= x->nchunks);
+
+	/* pin --exact: refused for a lossy step, taken for an exact one */
+	assert_int_equal(rckpt_job_pin(F.j, 3, RCKPT_PIN_EXACT), -EINVAL);
+	assert_int_equal(rckpt_job_pinned(F.j, 3), 0);
+	assert_int_equal(rckpt_job_pin(F.j, 2, RCKPT_PIN_EXACT), 0);
+	assert_int_equal(rckpt_job_pinned(F.j, 2), 1);
+	assert_int_equal(rckpt_job_pin(F.j, 77, RCKPT_PIN_EXACT), -ENOENT);
+
+	/* retention: the pinned milestone stays exact; exact step 4, dropped,
+	 * takes its residuals with it */
+	assert_true(residuals(&F, "ex").exact[4] >= 3);
+	assert_int_equal(rckpt_job_compact(F.j, &keep2, NULL), 0);
+	assert_null(info(&F, 4, si, 64));
+	assert_int_equal(residuals(&F, "ex").exact[4], 0);
+	assert_int_equal(residuals(&F, "ex").exact[2], nres);
+	assert_int_equal(restore_cmp(F.j, 2), 1);
+	for (s = 7; s <= 9; s++) /* a delta on the last one, then compacted again */
+		assert_int_equal(save(&F, s, 0), 0);
+	assert_int_equal(rckpt_job_compact(F.j, &keep2, NULL), 0);
+	assert_int_equal(restore_cmp(F.j, 2), 1);
+	assert_int_equal(restore_cmp(F.j, 9), 0);
+
+	/* the chain folded in the client: still the saved bits */
+	setenv("RCKPT_FOLD", "client", 1);
+	ro.compute = RCKPT_COMPUTE_CPU;
+	main_j = F.j;
+	assert_int_equal(rckpt_job_open(F.h, &F.j, "ex", &ro), 0);
+	assert_int_equal(rckpt_job_set_exact(F.j, 1), -EPERM); /* read-only */
+	assert_int_equal(restore_cmp(F.j, 2), 1);
+	rckpt_job_close(F.j);
+	unsetenv("RCKPT_FOLD");
+	F.j = main_j;
+
+	/* a branch from the exact step: its copy restores exact too */
+	assert_int_equal(rckpt_job_branch(F.j, 2, 2, "ft"), 0);
+	assert_int_equal(residuals(&F, "ft").exact[2], nres);
+	main_j = F.j;
+	assert_int_equal(rckpt_job_open(F.h, &F.j, "ft", &ro), 0);
+	assert_int_equal(restore_cmp(F.j, 2), 1);
+	rckpt_job_close(F.j);
+	F.j = main_j;
+	close_fx(&F);
+}
+
+static void test_rewind_over_an_exact_step(void **state)
+{
+	fx_t F;
+	rckpt_step_info_t si[64];
+	unsigned removed = 0, s;
+
+	(void)state;
+	open_fx(&F);
+	for (s = 1; s <= 4; s++)
+		assert_int_equal(save(&F, s, s == 3), 0);
+	assert_true(residuals(&F, "ex").exact[3] >= 3);
+	assert_int_equal(rckpt_job_rewind(F.j, 2, NULL), 0);
+	/* a new, lossy step 3: the old one's residuals are not its */
+	assert_int_equal(save(&F, 3, 0), 0);
+	assert_false(info(&F, 3, si, 64)->flags & RCKPT_STEP_EXACT);
+	assert_int_equal(restore_cmp(F.j, 3), 0);
+	rckpt_job_close(F.j);
+	F.j = NULL;
+	{
+		rckpt_job_opts_t o = F.o;
+		o.writer = 1;
+		assert_int_equal(rckpt_job_open(F.h, &F.j, "ex", &o), 0);
+	}
+	assert_int_equal(rckpt_job_gc(F.j, &removed), 0);
+	assert_int_equal(residuals(&F, "ex").exact[3], 0);
+	assert_true(removed >= 3);
+	assert_int_equal(restore_cmp(F.j, 3), 0);
+	close_fx(&F);
+}
+
+static void test_damage(void **state)
+{
+	fx_t F;
+	rckpt_io_t *io;
+	rckpt_restored_t *r = NULL;
+	rckpt_partial_t part = { 0.5, RCKPT_SELECT_ROUND_ROBIN, 0 };
+	rckpt_tensor_t t[NT];
+	uint8_t *obj;
+	uint64_t size = 0;
+	char oid[64];
+	unsigned k, caught = 0;
+	int rc;
+
+	(void)state;
+	open_fx(&F);
+	assert_int_equal(save(&F, 1, 1), 0);
+	assert_int_equal(mem_pool_open(F.pool, "ex", &io), 0);
+	rckpt_store_exact_oid(oid, sizeof(oid), 1, 1);
+	assert_int_equal(io->ops->stat(io, oid, &size), 0);
+	assert_non_null(obj = malloc((size_t)size));
+	assert_int_equal(io->ops->read(io, oid, obj, (size_t)size, 0), (int)size);
+	/* every byte flipped in turn (200 of them spread over the object):
+	 * each one fails the restore */
+	for (k = 0; k < 200; k++) {
+		size_t at = (size_t)((uint64_t)k * size / 200);
+		obj[at] ^= 0x5a;
+		assert_int_equal(io->ops->write_full(io, oid, obj, (size_t)size), 0);
+		rc = rckpt_job_restore(F.j, 1, &r, NULL);
+		if (rc == 0)
+			rckpt_restored_free(r);
+		caught += rc != 0;
+		obj[at] ^= 0x5a;
+	}
+	assert_int_equal(caught, 200);
+	assert_int_equal(io->ops->write_full(io, oid, obj, (size_t)size), 0);
+	assert_int_equal(restore_cmp(F.j, 1), 1);
+	/* a missing residual: the restore fails and names it */
+	assert_int_equal(io->ops->remove(io, oid), 0);
+	assert_int_equal(rckpt_job_restore(F.j, 1, &r, NULL), -ENOENT);
+	assert_non_null(strstr(rckpt_errmsg(F.h), "is missing"));
+	assert_non_null(strstr(rckpt_errmsg(F.h), oid));
+	io->ops->close(io);
+	free(obj);
+	/* an exact partial save is refused, and nothing is written */
+	close_fx(&F);
+	open_fx(&F);
+	rckpt_job_close(F.j);
+	F.o.partial_block = 1024;
+	assert_int_equal(rckpt_job_open(F.h, &F.j, "ex", &F.o), 0);
+	assert_int_equal(save(&F, 1, 0), 0);
+	model_at(&F.m, 2);
+	tensors(&F.m, t);
+	assert_int_equal(rckpt_job_set_exact(F.j, 1), 0);
+	assert_int_equal(rckpt_job_save_partial(F.j, 2, t, NT, NULL, 0, &part, NULL), -EINVAL);
+	assert_null(info(&F, 2, (rckpt_step_info_t[64]){ { 0 } }, 64));
+	close_fx(&F);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_exact_steps),
+		cmocka_unit_test(test_rewind_over_an_exact_step),
+		cmocka_unit_test(test_damage),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
