@@ -183,6 +183,14 @@ static int src_seg_load(rckpt_job_t *src, src_seg_t *g, uint64_t seg, unsigned n
 	return rc;
 }
 
+/* Copies step s's object oid of src into dst, through buf (-ENOENT: src
+ * has none). */
+static int copy_object(rckpt_job_t *src, rckpt_job_t *dst, const char *oid, uint64_t s, rckpt_buf_t *buf)
+{
+	int rc = rckpt_read_object(src, oid, ATTACH_STORED_MAX, buf);
+	return rc ? rc : rckpt_put_object(dst, oid, s, buf);
+}
+
 /* Copies step s of src (listed, with summary sum) into dst, a writer whose
  * head is prev (RCKPT_STORE_NONE: none yet). */
 static int copy_step(rckpt_job_t *src, rckpt_job_t *dst, src_seg_t *g, uint64_t s,
@@ -274,45 +282,23 @@ static int copy_step(rckpt_job_t *src, rckpt_job_t *dst, src_seg_t *g, uint64_t 
 		goto out;
 	if (sum->flags & RCKPT_SUMMARY_ATTACH) {
 		rckpt_store_attach_oid(oid, sizeof(oid), s);
-		rc = rckpt_read_object(src, oid, (uint64_t)64 << 20, &att);
+		rc = copy_object(src, dst, oid, s, &att);
 		if (rc == -ENOENT)
 			out.flags &= ~RCKPT_SUMMARY_ATTACH, rc = 0;
-		else if (rc == 0) {
-			rckpt_buf_t in = RCKPT_BUF_INIT;
-			rc = rckpt_msg_put_encode(&in, dst->token, s, att.p, att.len);
-			if (rc == 0)
-				rc = rckpt_exec_write(dst, oid, "put", &in);
-			rckpt_buf_free(&in);
-		}
 		if (rc)
 			goto out;
 	}
 	for (c = 0; c < n && (sum->flags & RCKPT_SUMMARY_EXACT); c++) {
 		/* an exact step's residuals: of its content, which the copy
-		 * keeps bit for bit, so they stay as they are */
-		rckpt_buf_t in = RCKPT_BUF_INIT;
+		 * keeps bit for bit, so they stay as they are (a chunk of
+		 * lossless segments has none) */
 		rckpt_store_exact_oid(oid, sizeof(oid), s, c);
-		rc = rckpt_read_object(src, oid, ATTACH_STORED_MAX, &att);
-		if (rc == -ENOENT) {
-			rc = 0; /* a chunk of lossless segments has none */
-			continue;
-		}
-		if (rc == 0)
-			rc = rckpt_msg_put_encode(&in, dst->token, s, att.p, att.len);
-		if (rc == 0)
-			rc = rckpt_exec_write(dst, oid, "put", &in);
-		rckpt_buf_free(&in);
-		if (rc)
+		if ((rc = copy_object(src, dst, oid, s, &att)) && rc != -ENOENT)
 			goto out;
+		rc = 0;
 	}
-	{
-		rckpt_buf_t in = RCKPT_BUF_INIT;
-		rckpt_store_manifest_oid(oid, sizeof(oid), s);
-		rc = rckpt_msg_put_encode(&in, dst->token, s, man.p, man.len);
-		if (rc == 0)
-			rc = rckpt_exec_write(dst, oid, "put", &in);
-		rckpt_buf_free(&in);
-	}
+	rckpt_store_manifest_oid(oid, sizeof(oid), s);
+	rc = rckpt_put_object(dst, oid, s, &man);
 	if (rc == 0) {
 		rckpt_buf_t in = RCKPT_BUF_INIT;
 		rckpt_msg_commit_t cm;

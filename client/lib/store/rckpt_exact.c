@@ -38,6 +38,21 @@ static int width_slot(unsigned dtype)
 	return w == 4 ? 0 : w == 2 ? 1 : -1;
 }
 
+/* Counts quantized segment s, of tensor dtype `dtype`, into p: its width
+ * slot, or -1 for a dtype the residual has no planes for. */
+static int plan_add(plan_t *p, const rckpt_seg_t *s, unsigned dtype)
+{
+	int ws = width_slot(dtype);
+	if (ws < 0)
+		return -1;
+	p->nseg++;
+	p->elems[ws] += s->n;
+	p->bytes += s->n * widths[ws];
+	if (s->n > p->max_n)
+		p->max_n = s->n;
+	return ws;
+}
+
 /* The lossy values of quantized segment s in dtype (n elements of its
  * width into out; f: n floats of scratch). */
 static int lossy_bytes(uint8_t *out, float *f, const rckpt_seg_t *s, unsigned dtype)
@@ -83,7 +98,6 @@ int rckpt_exact_build(rckpt_buf_t *out, uint64_t step, uint32_t chunk, const uin
 	for (i = 0; i < d.nseg; i++) {
 		const rckpt_seg_t *s = &d.seg[i];
 		const rckpt_ctensor_t *t;
-		int ws;
 		if (s->encoding != RCKPT_SEG_QUANTIZED)
 			continue;
 		if (s->tensor >= params->ntensors) {
@@ -91,15 +105,10 @@ int rckpt_exact_build(rckpt_buf_t *out, uint64_t step, uint32_t chunk, const uin
 			goto out;
 		}
 		t = &params->t[s->tensor];
-		if ((ws = width_slot(t->dtype)) < 0 || s->first > t->n || s->n > t->n - s->first) {
+		if (s->first > t->n || s->n > t->n - s->first || plan_add(&p, s, t->dtype) < 0) {
 			rc = -EINVAL;
 			goto out;
 		}
-		p.nseg++;
-		p.elems[ws] += s->n;
-		p.bytes += s->n * widths[ws];
-		if (s->n > p.max_n)
-			p.max_n = s->n;
 	}
 	if (p.nseg == 0)
 		goto out; /* lossless already: no residual, out stays empty */
@@ -216,18 +225,12 @@ int rckpt_exact_apply(rckpt_record_t *rec, const rckpt_manifest_t *mf, uint64_t 
 	 * covers, in dtypes of the manifest's tensors. */
 	for (i = 0; i < rec->nseg; i++) {
 		const rckpt_seg_t *s = &rec->seg[i];
-		int ws;
 		if (s->encoding != RCKPT_SEG_QUANTIZED)
 			continue;
-		if (s->tensor >= mf->ntensors || (ws = width_slot(mf->t[s->tensor].dtype)) < 0) {
+		if (s->tensor >= mf->ntensors || plan_add(&p, s, mf->t[s->tensor].dtype) < 0) {
 			rc = -EBADMSG;
 			goto out;
 		}
-		p.nseg++;
-		p.elems[ws] += s->n;
-		p.bytes += s->n * widths[ws];
-		if (s->n > p.max_n)
-			p.max_n = s->n;
 	}
 	if (p.nseg != want.nseg || p.elems[0] != want.elems[0] || p.elems[1] != want.elems[1] ||
 	    rawlen != RCKPT_EXACT_HEADER + p.bytes) {

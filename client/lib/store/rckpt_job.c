@@ -420,6 +420,18 @@ int rckpt_read_object(rckpt_job_t *j, const char *oid, uint64_t max, rckpt_buf_t
 	return 0;
 }
 
+int rckpt_put_object(rckpt_job_t *j, const char *oid, uint64_t step, const rckpt_buf_t *b)
+{
+	rckpt_buf_t in = RCKPT_BUF_INIT;
+	int rc = rckpt_msg_put_encode(&in, j->token, step, b->p, b->len);
+	if (rc == -EINVAL && b->len > RCKPT_STORE_PUT_MAX)
+		rc = -EFBIG;
+	if (rc == 0)
+		rc = rckpt_exec_write(j, oid, "put", &in);
+	rckpt_buf_free(&in);
+	return rc;
+}
+
 int rckpt_job_set_exact(rckpt_job_t *j, int on)
 {
 	rckpt_clear_error(j->h);

@@ -490,21 +490,6 @@ int rckpt_job_save_partial_async(rckpt_job_t *j, uint64_t step, const rckpt_tens
 	return save_start(j, step, t, n, g, ng, p, outp, __func__);
 }
 
-/* Writes a step's manifest or attachment through the plugin's `put`, so
- * that a late write of a writer whose lease lapsed cannot replace what its
- * successor wrote (store.md "Fencing"). */
-static int put_object(rckpt_job_t *j, const char *oid, uint64_t step, const rckpt_buf_t *b)
-{
-	rckpt_buf_t in = RCKPT_BUF_INIT;
-	int rc = rckpt_msg_put_encode(&in, j->token, step, b->p, b->len);
-	if (rc == -EINVAL && b->len > RCKPT_STORE_PUT_MAX)
-		rc = -EFBIG;
-	if (rc == 0)
-		rc = rckpt_exec_write(j, oid, "put", &in);
-	rckpt_buf_free(&in);
-	return rc;
-}
-
 /* Finishes s: its appends, manifest and commit; keeps the result in it. */
 static void save_finish(rckpt_save_t *s)
 {
@@ -524,7 +509,7 @@ static void save_finish(rckpt_save_t *s)
 		rckpt_writer_t w = rckpt_writer(s->attach.p + 8, 8);
 		rckpt_wr_u64(&w, s->step);
 		rckpt_store_attach_oid(oid, sizeof(oid), s->step);
-		rc = put_object(j, oid, s->step, &s->attach);
+		rc = rckpt_put_object(j, oid, s->step, &s->attach);
 		if (rc) {
 			rc = rckpt_fail(h, rc, __func__, "cannot write the attachment of step %" PRIu64,
 					s->step);
@@ -532,7 +517,7 @@ static void save_finish(rckpt_save_t *s)
 		}
 	}
 	rckpt_store_manifest_oid(oid, sizeof(oid), s->step);
-	rc = put_object(j, oid, s->step, &s->manifest);
+	rc = rckpt_put_object(j, oid, s->step, &s->manifest);
 	if (rc) {
 		rc = rckpt_fail(h, rc, __func__, "cannot write the manifest of step %" PRIu64 "%s", s->step,
 				rc == -ESTALE ? " (another writer has taken the job)" : "");

@@ -82,6 +82,12 @@ int rckpt_exec_write(rckpt_job_t *j, const char *oid, const char *method, const 
  * bytes replaced). */
 int rckpt_read_object(rckpt_job_t *j, const char *oid, uint64_t max, rckpt_buf_t *b);
 
+/* Writes step's object oid (a manifest, attachment or residual: the
+ * whole object) through the plugin's `put`, with j's token, so that a late
+ * write of a writer whose lease lapsed cannot replace what its successor
+ * wrote (store.md "Fencing"). */
+int rckpt_put_object(rckpt_job_t *j, const char *oid, uint64_t step, const rckpt_buf_t *b);
+
 /* The committed head and step count; RCKPT_STORE_NONE and 0 for a new job. */
 int rckpt_read_head(rckpt_job_t *j, uint64_t *head, uint64_t *count);
 /* rckpt_job_steps, and each step's segment into segs[] when not NULL. */
