@@ -502,6 +502,75 @@ class WithCluster(unittest.TestCase):
         self.assertEqual(e.exception.code, -22)
         self.assertIn("eps 0", str(e.exception))
 
+    def test_nested_state_dict(self):
+        """A trainer's usual nested checkpoint ({"model", "optim", scheduler,
+        RNG, counters}, lists and tuples inside) is flattened by path: the
+        model's float tensors are compressed (not kept whole in the
+        attachment), the optimizer's state stays lossless, and with
+        lossless=True every leaf round-trips equal; restore_into loads it in
+        place into the live tensors."""
+        torch.manual_seed(5)
+        model = torch.nn.TransformerEncoderLayer(d_model=64, nhead=4, dim_feedforward=128, batch_first=True)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        for _ in range(3):
+            x = torch.randn(8, 16, 64)
+            loss = (model(x) - x).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+
+        def tree(epoch):
+            return {"model": model.state_dict(), "optim": opt.state_dict(),
+                    "sched": {"epoch": epoch, "lrs": [1e-3, 5e-4], "#odd/key%": torch.ones(3)},
+                    "rng": torch.get_rng_state(), "pair": (torch.arange(4.0), "tag"), "step": 7}
+
+        def same(a, b, path=""):
+            if isinstance(a, dict):  # an OrderedDict comes back a dict, in the same order
+                self.assertIsInstance(b, dict, path)
+            else:
+                self.assertIs(type(a), type(b), path)
+            if isinstance(a, torch.Tensor):
+                self.assertEqual(a.dtype, b.dtype, path)
+                self.assertTrue(torch.equal(a, b), path)
+            elif isinstance(a, dict):
+                self.assertEqual(list(a.keys()), list(b.keys()), path)
+                for k in a:
+                    same(a[k], b[k], "%s/%s" % (path, k))
+            elif isinstance(a, (list, tuple)):
+                self.assertEqual(len(a), len(b), path)
+                for i, (x, y) in enumerate(zip(a, b)):
+                    same(x, y, "%s/%d" % (path, i))
+            else:
+                self.assertEqual(a, b, path)
+
+        job = self.job("nested")
+        with rckpt.Checkpointer(job=job, lossless=True) as ck:
+            want = tree(3)
+            r = ck.save(1, want).wait()
+            model_bytes = sum(v.numel() * 4 for v in model.state_dict().values())
+            self.assertGreater(r.raw_bytes, model_bytes)  # the model's tensors went to the compressor
+            got = ck.restore_full(step=1)
+            self.assertTrue(got.stats["exact"])
+            same(want, got.state_dict)
+            ck.save(2, tree(4), lossless=False).wait()  # lossy, a delta on step 1
+            self.assertEqual(ck.steps()[1].parent, 1)
+            lossy = ck.restore(step=2)
+            same(lossy["optim"], opt.state_dict())  # the optimizer's state: lossless
+            self.assertEqual(lossy["sched"]["epoch"], 4)
+            self.assertLess(rel_err(lossy["model"]["linear1.weight"],
+                                    model.state_dict()["linear1.weight"]), 0.05)
+            # in place: the live tensors themselves get the saved values
+            ref = {k: v.clone() for k, v in model.state_dict().items()}
+            live = tree(0)
+            live["model"] = {k: torch.zeros_like(v) for k, v in ref.items()}
+            w = live["model"]["linear1.weight"]
+            ck.restore_into(live, step=1)
+            self.assertIs(live["model"]["linear1.weight"], w)
+            self.assertTrue(torch.equal(w, ref["linear1.weight"]))
+            self.assertEqual(live["sched"]["epoch"], 3)
+            with self.assertRaises(TypeError):
+                ck.save(3, [1, 2])
+
     def test_lossless(self):
         """The exact tier: a transformer trained a few steps with AdamW,
         its milestone saved lossless=True, restores to the source's SHA-256

@@ -18,6 +18,18 @@ _DT = {str(d).replace("torch.", ""): d for d in (
     torch.int16, torch.int32, torch.int64, torch.bool, torch.complex64, torch.complex128)}
 
 
+class Ref:
+    """A tensor kept outside the attachment (compressed as a tensor of the
+    step), named by its path: what a nested state dict's skeleton holds."""
+    __slots__ = ("name",)
+
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return "Ref(%r)" % (self.name,)
+
+
 def dumps(obj):
     blobs = []
     pos = [0]
@@ -25,6 +37,8 @@ def dumps(obj):
     def enc(v):
         if v is None or isinstance(v, (bool, int, float, str)):
             return v
+        if isinstance(v, Ref):
+            return {"__ref__": v.name}
         if isinstance(v, torch.Tensor):
             t = v.detach().cpu().contiguous()
             dt = str(t.dtype).replace("torch.", "")
@@ -65,6 +79,10 @@ def loads(raw):
                 return {_key(dec(k)): dec(x) for k, x in v["__dict__"]}
             if "__tuple__" in v:
                 return tuple(dec(x) for x in v["__tuple__"])
+            if "__ref__" in v:
+                if not isinstance(v["__ref__"], str):
+                    raise ValueError("bad reference in attachment")
+                return Ref(v["__ref__"])
             if "__tensor__" in v:
                 dt, shape, off, ln = v["__tensor__"]
                 if dt not in _DT or off < 0 or ln < 0 or base + off + ln > len(raw):

@@ -20,7 +20,8 @@ _DTYPES = {torch.float32: _lib.RCKPT_F32, torch.float16: _lib.RCKPT_F16,
            torch.bfloat16: _lib.RCKPT_BF16}
 _TORCH = {v: k for k, v in _DTYPES.items()}
 _OPT_PREFIX = "@optimizer/"
-_FORMAT = "rckpt-python/1"
+_FORMAT = "rckpt-python/1"       # a flat state_dict: its keys name the tensors
+_FORMAT_TREE = "rckpt-python/2"  # a nested one: its tensors named by path
 
 SaveResult = collections.namedtuple(
     "SaveResult", "step raw_bytes enc_bytes ratio nchunks is_base quality t_encode t_write t_blocked "
@@ -32,6 +33,72 @@ Restored = collections.namedtuple("Restored", "step state_dict optimizer extra s
 def _compressible(v):
     return (isinstance(v, torch.Tensor) and v.dtype in _DTYPES and v.numel() > 0
             and not v.is_sparse and not v.is_quantized)
+
+
+def _is_flat(sd):
+    """A module's state_dict: string keys, no containers among the values."""
+    return all(isinstance(k, str) for k in sd) and \
+        not any(isinstance(v, (dict, list, tuple)) for v in sd.values())
+
+
+def _is_optimizer_state(v):
+    return isinstance(v, dict) and set(v.keys()) == {"state", "param_groups"}
+
+
+def _segment(k):
+    """A dict key or list index as one component of a tensor's path,
+    injectively: '/' and '%' escaped, an int key (or an index) as '#N', a
+    string that starts with '#' escaped, the empty string '%E'. None: a key
+    of another type (the subtree then stays in the attachment)."""
+    if isinstance(k, str):
+        if k == "":
+            return "%E"
+        e = k.replace("%", "%25").replace("/", "%2F")
+        return "%23" + e[1:] if e.startswith("#") else e
+    if isinstance(k, int) and not isinstance(k, bool):
+        return "#%d" % k
+    return None
+
+
+def _fill_tree(v, tensors):
+    """The skeleton of a nested state dict with its references resolved
+    (None for a tensor a partial restore left out)."""
+    if isinstance(v, _plain.Ref):
+        return tensors.get(v.name)
+    if isinstance(v, dict):
+        return type(v)((k, _fill_tree(x, tensors)) for k, x in v.items())
+    if isinstance(v, list):
+        return [_fill_tree(x, tensors) for x in v]
+    if isinstance(v, tuple):
+        return tuple(_fill_tree(x, tensors) for x in v)
+    return v
+
+
+def _load_tree(live, got, strict, path=""):
+    """Copies restored tree `got` into `live` in place: tensors into the
+    tensors that are there, containers recursively, other leaves set."""
+    if isinstance(live, dict):
+        items = got.items() if isinstance(got, dict) else ()
+        missing = [k for k in live if not isinstance(got, dict) or k not in got]
+    else:
+        items = enumerate(got) if isinstance(got, (list, tuple)) else ()
+        missing = [] if isinstance(got, (list, tuple)) and len(got) == len(live) else ["(length)"]
+    if strict and missing:
+        raise KeyError("the step lacks %s" % ", ".join("%s/%s" % (path, k) for k in missing[:5]))
+    for k, v in items:
+        here = "%s/%s" % (path, k)
+        cur = live[k] if (isinstance(live, dict) and k in live) or \
+            (not isinstance(live, dict) and k < len(live)) else None
+        if isinstance(cur, torch.Tensor) and isinstance(v, torch.Tensor):
+            with torch.no_grad():
+                cur.copy_(v)
+        elif isinstance(cur, (dict, list, tuple)) and isinstance(v, type(cur)) and not \
+                isinstance(cur, tuple):
+            _load_tree(cur, v, strict, here)
+        elif isinstance(live, dict) or isinstance(live, list):
+            if v is None and cur is not None:
+                continue  # left out by a partial restore
+            live[k] = v
 
 
 class GradientEMA:
@@ -284,6 +351,11 @@ class Checkpointer:
 
     def _split(self, state_dict, optimizer, extra):
         """The tensors the compressor takes, and the attachment's bytes."""
+        if not isinstance(state_dict, dict):
+            raise TypeError("state_dict must be a dict (a module's state_dict, or nested "
+                            "dicts, lists and tuples)")
+        if not _is_flat(state_dict):
+            return self._split_tree(state_dict, optimizer, extra)
         comp = collections.OrderedDict()
         other = collections.OrderedDict()
         for k, v in state_dict.items():
@@ -309,6 +381,46 @@ class Checkpointer:
                 osd = {"state": state, "param_groups": osd["param_groups"]}
         meta = {"format": _FORMAT, "keys": list(state_dict.keys()), "other": other,
                 "optimizer": osd, "quantized_optimizer": qopt, "extra": extra}
+        return comp, _plain.dumps(meta)
+
+    def _split_tree(self, tree, optimizer, extra):
+        """A nested state dict ({"model": ..., "optim": ..., "epoch": 3}):
+        every float tensor goes to the compressor under its path
+        ("model/fc1.weight", "optim/state/#0/exp_avg"); the skeleton, with
+        references in their place, and every other leaf go to the
+        attachment. An optimizer's state_dict found in the tree follows
+        optimizer_state: kept whole (lossless) or its tensors compressed."""
+        comp = collections.OrderedDict()
+
+        def walk(v, path, in_opt):
+            if _compressible(v) and v.dim() <= _lib.RCKPT_MAX_DIMS and path and \
+                    (not in_opt or v.numel() > 1):
+                if path in comp:
+                    raise ValueError("two tensors would be saved as %r" % path)
+                comp[path] = v.detach()
+                return _plain.Ref(path)
+            if _is_optimizer_state(v) and self.optimizer_state == "lossless":
+                return v
+            if isinstance(v, dict):
+                segs = [_segment(k) for k in v]
+                if any(g is None for g in segs):
+                    return v  # keys the paths cannot name: kept as they are
+                opt = in_opt or _is_optimizer_state(v)
+                return type(v)((k, walk(x, (path + "/" if path else "") + g, opt))
+                               for (k, x), g in zip(v.items(), segs))
+            if isinstance(v, (list, tuple)):
+                out = [walk(x, (path + "/" if path else "") + "#%d" % i, in_opt)
+                       for i, x in enumerate(v)]
+                return out if isinstance(v, list) else tuple(out)
+            return v
+
+        skeleton = walk(tree, "", False)
+        osd = None
+        if optimizer is not None:
+            osd = optimizer.state_dict() if hasattr(optimizer, "state_dict") else optimizer
+            if self.optimizer_state == "quantize":
+                osd = walk(osd, _OPT_PREFIX.rstrip("/"), True)
+        meta = {"format": _FORMAT_TREE, "tree": skeleton, "optimizer": osd, "extra": extra}
         return comp, _plain.dumps(meta)
 
     @staticmethod
@@ -516,6 +628,9 @@ class Checkpointer:
         step, tensors, meta, stats = self._restore(step, names, device)
         sd = collections.OrderedDict()
         osd, extra = None, None
+        if meta is not None and meta.get("format") == _FORMAT_TREE:
+            return Restored(step, _fill_tree(meta["tree"], tensors),
+                            _fill_tree(meta["optimizer"], tensors), meta["extra"], stats)
         if meta is None or meta.get("format") != _FORMAT:
             sd.update((k, v) for k, v in tensors.items() if not k.startswith(_OPT_PREFIX))
         else:
@@ -540,6 +655,8 @@ class Checkpointer:
         r = self.restore_full(step)
         if isinstance(model, torch.nn.Module):
             model.load_state_dict(r.state_dict, strict=strict)
+        elif not _is_flat(model) or not _is_flat(r.state_dict):
+            _load_tree(model, r.state_dict, strict)
         else:
             missing = [k for k in model if k not in r.state_dict]
             if strict and missing:
