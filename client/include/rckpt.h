@@ -853,6 +853,22 @@ RCKPT_API void rckpt_loader_close(rckpt_loader_t *l);
  * number of global batches. */
 RCKPT_API int rckpt_loader_epoch(rckpt_loader_t *l, uint64_t epoch, uint32_t *steps);
 
+/* The data position (what a checkpoint keeps so that a resumed job sees
+ * the samples it would have seen): *epoch, the epoch started last, and
+ * *consumed, the samples of its order that the global batches given out
+ * so far hold, over all learners (steps x p x b, from where it started,
+ * at most the epoch's size). -EINVAL before any epoch. */
+RCKPT_API int rckpt_loader_position(const rckpt_loader_t *l, uint64_t *epoch, uint32_t *consumed);
+
+/* Starts epoch `epoch` after its first `consumed` samples (a position
+ * rckpt_loader_position gave, on any number of learners: the global
+ * batches are the epoch's remaining samples in order, p x b at a time);
+ * *steps is the number of global batches left. In locality mode, the
+ * first epoch a loader runs fills the caches with what it reads. -ERANGE
+ * past the epoch's size. */
+RCKPT_API int rckpt_loader_seek(rckpt_loader_t *l, uint64_t epoch, uint32_t consumed,
+				uint32_t *steps);
+
 /* This learner's local batch of the next step (its share of the global
  * batch: the same samples over all learners as the regular mode, in
  * global-batch order); *out is NULL after the epoch's last step. Every

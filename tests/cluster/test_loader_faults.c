@@ -6,7 +6,10 @@
  * exchange: a flipped id, a wrong count, a length past the message, a
  * message cut short, and a transport that fails. The learner that gets a
  * bad message fails the step with an error (never a crash, never a wrong
- * image), and every loader closes cleanly (no leak under ASan).
+ * image), and every loader closes cleanly (no leak under ASan). And the
+ * data position: a loader resumed at a saved position (rckpt_loader_seek),
+ * on as many learners or fewer, gives exactly the samples the epoch had
+ * left, in their global batches; in locality mode too.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -130,6 +133,7 @@ typedef struct {
 	unsigned ngot[8];
 	int rc1;                /* epoch 1's first error */
 	uint64_t storage1;      /* bytes from the cluster in epoch 1 */
+	uint32_t start;         /* nonzero: run only epoch 1, from this position */
 } learner_t;
 
 static void *learner(void *arg)
@@ -155,8 +159,8 @@ static void *learner(void *arg)
 	if (rckpt_loader_open(h, &l, L->ds, &tr, &o))
 		goto out;
 	L->rc1 = 0;
-	for (e = 0; e < 2; e++) {
-		if ((rc = rckpt_loader_epoch(l, e, NULL))) {
+	for (e = L->start ? 1 : 0; e < 2; e++) {
+		if ((rc = L->start ? rckpt_loader_seek(l, e, L->start, NULL) : rckpt_loader_epoch(l, e, NULL))) {
 			L->rc1 = rc;
 			break;
 		}
@@ -261,7 +265,7 @@ static int teardown(void **state)
 	return 0;
 }
 
-static void run(enum fault f, learner_t *L)
+static void run_from(enum fault f, learner_t *L, uint32_t start)
 {
 	hub_t hub;
 	pthread_t t[P];
@@ -275,6 +279,7 @@ static void run(enum fault f, learner_t *L)
 		L[r].hub = &hub;
 		L[r].ctx = (ctx_t){ &hub, r };
 		L[r].ds = dsname;
+		L[r].start = start;
 		assert_int_equal(pthread_create(&t[r], NULL, learner, &L[r]), 0);
 	}
 	for (r = 0; r < P; r++)
@@ -282,6 +287,104 @@ static void run(enum fault f, learner_t *L)
 	hub_drain(&hub);
 	pthread_mutex_destroy(&hub.mu);
 	pthread_cond_destroy(&hub.cv);
+}
+
+static void run(enum fault f, learner_t *L)
+{
+	run_from(f, L, 0);
+}
+
+/* Steps s of every learner's batches in L[0..p) hold, together, the ids
+ * want[0..n) (any order within a global batch). */
+static void assert_batches(uint32_t (*got)[8][2 * B], const unsigned (*ngot)[8], unsigned p,
+			   const uint32_t *want, uint32_t n, uint32_t g)
+{
+	uint32_t all[P * B], w[P * B];
+	unsigned s, r, k, i;
+	for (s = 0; s * g < n; s++) {
+		const uint32_t gl = n - s * g < g ? n - s * g : g;
+		for (r = 0, k = 0; r < p; r++)
+			for (i = 0; i < ngot[r][s]; i++)
+				all[k++] = got[r][s][i];
+		assert_int_equal(k, gl);
+		memcpy(w, want + s * g, gl * sizeof(w[0]));
+		qsort(all, k, sizeof(all[0]), cmp_u32);
+		qsort(w, gl, sizeof(w[0]), cmp_u32);
+		assert_memory_equal(all, w, gl * sizeof(w[0]));
+	}
+}
+
+/* The data position: after one step of epoch 1 on P learners, the
+ * position says 1 x P x B samples; P - 1 learners resumed there read the
+ * rest of the epoch in their global batches. Regular mode, one thread. */
+static void test_resume(void **state)
+{
+	rckpt_connect_opts_t co = RCKPT_CONNECT_OPTS_INIT;
+	rckpt_loader_opts_t o = RCKPT_LOADER_OPTS_INIT;
+	static uint32_t got[P][8][2 * B];
+	unsigned ngot[P][8];
+	uint32_t perm[NIMG], consumed = 0, steps = 0;
+	uint64_t epoch = 0;
+	rckpt_loader_t *l[P];
+	rckpt_pcr_batch_t *b;
+	learner_t L[P];
+	rckpt_t *h = NULL;
+	unsigned r, s, i;
+
+	if (*state == NULL)
+		TEST_SKIP(TEST_NEED_CLUSTER, "needs CEPH_CONF and RCKPT_TEST_PCR_DIR");
+	assert_int_equal(rckpt_create(&h), 0);
+	assert_int_equal(rckpt_connect(h, &co), 0);
+	assert_int_equal(rckpt_loc_order(5, 1, NIMG, perm), 0);
+	o.local_batch = B;
+	o.seed = 5;
+	o.groups = 2;
+	for (r = 0; r < P; r++) {
+		rckpt_loc_transport_t tr = { NULL, r, P, NULL, NULL };
+		assert_int_equal(rckpt_loader_open(h, &l[r], dsname, &tr, &o), 0);
+		assert_int_equal(rckpt_loader_position(l[r], &epoch, &consumed), -EINVAL); /* no epoch yet */
+		assert_int_equal(rckpt_loader_epoch(l[r], 1, NULL), 0);
+		assert_int_equal(rckpt_loader_next(l[r], &b), 0);
+		rckpt_pcr_batch_free(b);
+		assert_int_equal(rckpt_loader_position(l[r], &epoch, &consumed), 0);
+		assert_true(epoch == 1 && consumed == P * B);
+		assert_int_equal(rckpt_loader_seek(l[r], 1, NIMG + 1, NULL), -ERANGE);
+		rckpt_loader_close(l[r]);
+	}
+	/* resumed on P - 1 learners */
+	memset(ngot, 0, sizeof(ngot));
+	for (r = 0; r < P - 1; r++) {
+		rckpt_loc_transport_t tr = { NULL, r, P - 1, NULL, NULL };
+		assert_int_equal(rckpt_loader_open(h, &l[r], dsname, &tr, &o), 0);
+		assert_int_equal(rckpt_loader_seek(l[r], epoch, consumed, &steps), 0);
+		assert_int_equal(steps, (NIMG - consumed + (P - 1) * B - 1) / ((P - 1) * B));
+		for (s = 0; rckpt_loader_next(l[r], &b) == 0 && b; s++) {
+			assert_true(s < 8);
+			for (i = 0; i < rckpt_pcr_batch_count(b); i++) {
+				rckpt_pcr_image_t im;
+				rckpt_pcr_batch_image(b, i, &im);
+				got[r][s][ngot[r][s]++] = im.id;
+			}
+			rckpt_pcr_batch_free(b);
+		}
+		assert_int_equal(s, steps);
+		assert_int_equal(rckpt_loader_position(l[r], &epoch, &consumed), 0);
+		assert_int_equal(consumed, NIMG);
+		consumed = P * B;
+		rckpt_loader_close(l[r]);
+	}
+	assert_batches(got, (const unsigned(*)[8])ngot, P - 1, perm + P * B, NIMG - P * B, (P - 1) * B);
+	rckpt_destroy(h);
+
+	/* locality mode, resumed at the same position: the epoch it resumes
+	 * fills the caches with what it reads, the rest */
+	run_from(F_NONE, L, P * B);
+	for (r = 0; r < P; r++) {
+		assert_int_equal(L[r].rc1, 0);
+		memcpy(got[r], L[r].got, sizeof(L[r].got));
+		memcpy(ngot[r], L[r].ngot, sizeof(L[r].ngot));
+	}
+	assert_batches(got, (const unsigned(*)[8])ngot, P, perm + P * B, NIMG - P * B, P * B);
 }
 
 static void test_clean(void **state)
@@ -342,6 +445,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_clean),
 		cmocka_unit_test(test_faults),
+		cmocka_unit_test(test_resume),
 	};
 	return test_exit(cmocka_run_group_tests(tests, setup, teardown));
 }

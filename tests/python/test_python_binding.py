@@ -694,6 +694,50 @@ class WithCluster(unittest.TestCase):
 
     @unittest.skipIf(not os.environ.get("RCKPT_CLI") or not os.environ.get("RCKPT_TEST_PCR_DIR"),
                      "RCKPT_CLI or RCKPT_TEST_PCR_DIR not set")
+    def test_pcr_data_position(self):
+        """The data position saved with a step (loader.state_dict() in the
+        step's tree) and restored into a new loader mid-epoch: it yields
+        exactly the samples the epoch had left; a position of another seed
+        is refused."""
+        src = os.environ["RCKPT_TEST_PCR_DIR"]
+        files = sorted(f for f in os.listdir(src) if f.endswith(".jpg"))[:40]
+        ds = TAG + "-pos"
+        cli = os.environ["RCKPT_CLI"]
+        subprocess.run([cli, "pcr", "rm", "--dataset", ds], capture_output=True)
+        self.addCleanup(subprocess.run, [cli, "pcr", "rm", "--dataset", ds], capture_output=True)
+        subprocess.run([cli, "pcr", "build", "--dataset", ds, "--images-per-record", "10"] +
+                       [os.path.join(src, f) for f in files], check=True, capture_output=True)
+
+        def loader(seed=9):
+            return rckpt.PCRDataset(ds, decode=False).distributed(local_batch=4, seed=seed)
+
+        ref = loader()
+        ref.set_epoch(2)
+        want = []
+        for _ in ref:
+            want.append(list(ref.ids))
+        self.assertEqual(len(want), 10)
+        first = loader()
+        first.set_epoch(2)
+        it = iter(first)
+        for _ in range(3):
+            next(it)
+        job = self.job("pos")
+        with rckpt.Checkpointer(job=job) as ck:
+            ck.save(1, {"model": {"w": torch.randn(8, 8)}, "data": first.state_dict()}).wait()
+        with rckpt.Checkpointer(job=job, writer=False) as ck:
+            pos = ck.restore(step=1)["data"]
+        self.assertEqual((pos["epoch"], pos["consumed"]), (2, 12))
+        again = loader()
+        again.load_state_dict(pos)
+        got = []
+        for _ in again:
+            got.append(list(again.ids))
+        self.assertEqual(got, want[3:])
+        self.assertEqual(again.state_dict()["consumed"], 40)
+        with self.assertRaises(ValueError):
+            loader(seed=10).load_state_dict(pos)
+
     def test_pcr_dataset(self):
         src = os.environ["RCKPT_TEST_PCR_DIR"]
         files = sorted(f for f in os.listdir(src) if f.endswith(".jpg"))[:120]

@@ -46,6 +46,8 @@ struct rckpt_loader {
 	uint32_t n;         /* samples */
 	uint32_t *owner;    /* the directory; NULL until the first epoch */
 	uint32_t *perm;     /* this epoch's order */
+	uint64_t epoch;     /* the epoch started last */
+	uint32_t start;     /* its samples skipped by a seek: perm[0..start) */
 	uint32_t steps, step;
 	int started, filling;
 	uint32_t capacity;  /* samples the directory gives each learner */
@@ -166,13 +168,22 @@ void rckpt_loader_close(rckpt_loader_t *l)
 
 int rckpt_loader_epoch(rckpt_loader_t *l, uint64_t epoch, uint32_t *steps)
 {
+	return rckpt_loader_seek(l, epoch, 0, steps);
+}
+
+int rckpt_loader_seek(rckpt_loader_t *l, uint64_t epoch, uint32_t consumed, uint32_t *steps)
+{
 	int rc;
 	rckpt_clear_error(l->h);
+	if (consumed > l->n)
+		return rckpt_fail(l->h, -ERANGE, __func__, "epoch %" PRIu64 " of %s has %" PRIu32
+				  " samples, not %" PRIu32, epoch, l->name, l->n, consumed);
 	if ((rc = rckpt_loc_order(l->o.seed, epoch, l->n, l->perm)))
 		return rckpt_fail(l->h, rc, __func__, "cannot order epoch %" PRIu64, epoch);
 	if (l->o.mode == RCKPT_LOADER_LOCALITY && !l->started) {
-		rc = rckpt_loc_directory(l->o.seed, epoch, l->n, l->tr.size, l->o.local_batch, l->capacity,
-					 l->owner);
+		/* the caches fill with what this epoch reads: from `consumed` on */
+		rc = rckpt_loc_directory_from(l->o.seed, epoch, l->n, l->tr.size, l->o.local_batch,
+					      l->capacity, consumed, l->owner);
 		if (rc)
 			return rckpt_fail(l->h, rc, __func__, "cannot build the cache directory");
 		l->filling = 1;
@@ -180,10 +191,23 @@ int rckpt_loader_epoch(rckpt_loader_t *l, uint64_t epoch, uint32_t *steps)
 		l->filling = 0;
 	}
 	l->started = 1;
-	l->steps = (uint32_t)(((uint64_t)l->n + gsize(l) - 1) / gsize(l));
+	l->epoch = epoch;
+	l->start = consumed;
+	l->steps = (uint32_t)(((uint64_t)(l->n - consumed) + gsize(l) - 1) / gsize(l));
 	l->step = 0;
 	if (steps)
 		*steps = l->steps;
+	return 0;
+}
+
+int rckpt_loader_position(const rckpt_loader_t *l, uint64_t *epoch, uint32_t *consumed)
+{
+	uint64_t c;
+	if (!l->started)
+		return -EINVAL;
+	c = (uint64_t)l->start + (uint64_t)l->step * gsize(l);
+	*epoch = l->epoch;
+	*consumed = c > l->n ? l->n : (uint32_t)c;
 	return 0;
 }
 
@@ -503,7 +527,7 @@ out:
 int rckpt_loader_next(rckpt_loader_t *l, rckpt_pcr_batch_t **out)
 {
 	const uint32_t G = gsize(l);
-	uint32_t g;
+	uint32_t g, at;
 	int rc;
 
 	*out = NULL;
@@ -512,11 +536,12 @@ int rckpt_loader_next(rckpt_loader_t *l, rckpt_pcr_batch_t **out)
 		return rckpt_fail(l->h, -EINVAL, __func__, "no epoch started (rckpt_loader_epoch)");
 	if (l->step >= l->steps)
 		return 0;
-	g = l->n - l->step * G < G ? l->n - l->step * G : G;
+	at = l->start + l->step * G;
+	g = l->n - at < G ? l->n - at : G;
 	if (l->o.mode == RCKPT_LOADER_REGULAR || l->filling)
-		rc = step_regular(l, l->perm + (size_t)l->step * G, g, out);
+		rc = step_regular(l, l->perm + at, g, out);
 	else
-		rc = step_locality(l, l->perm + (size_t)l->step * G, g, out);
+		rc = step_locality(l, l->perm + at, g, out);
 	if (rc)
 		return rckpt_fail(l->h, rc, __func__, "step %" PRIu32 " of %s (learner %u of %u)", l->step, l->name,
 				  l->tr.rank, l->tr.size);

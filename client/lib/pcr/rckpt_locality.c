@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "rckpt.h"
+#include "rckpt_pcr_internal.h"
 
 /* splitmix64: the stream behind the epoch order (documented in rckpt.h, so
  * another implementation can reproduce it). */
@@ -56,11 +57,18 @@ static uint32_t share_start(uint32_t g, unsigned p, unsigned r)
 int rckpt_loc_directory(uint64_t seed, uint64_t epoch, uint32_t n, unsigned p, uint32_t local_batch,
 			uint32_t capacity, uint32_t *owner)
 {
+	return rckpt_loc_directory_from(seed, epoch, n, p, local_batch, capacity, 0, owner);
+}
+
+int rckpt_loc_directory_from(uint64_t seed, uint64_t epoch, uint32_t n, unsigned p,
+			     uint32_t local_batch, uint32_t capacity, uint32_t start, uint32_t *owner)
+{
 	uint32_t *perm, *held, g, t, k;
 	unsigned r;
 	int rc;
 
-	if (p == 0 || local_batch == 0 || (uint64_t)p * local_batch > UINT32_MAX || (n && !owner))
+	if (p == 0 || local_batch == 0 || (uint64_t)p * local_batch > UINT32_MAX || (n && !owner) ||
+	    start > n)
 		return -EINVAL;
 	if (n == 0)
 		return 0;
@@ -73,7 +81,9 @@ int rckpt_loc_directory(uint64_t seed, uint64_t epoch, uint32_t n, unsigned p, u
 	}
 	if ((rc = rckpt_loc_order(seed, epoch, n, perm)) == 0) {
 		g = p * local_batch;
-		for (t = 0; t < n; t += g) {
+		for (t = 0; t < start; t++) /* not read in this epoch: in no cache */
+			owner[perm[t]] = RCKPT_LOC_STORAGE;
+		for (t = start; t < n; t += g) {
 			const uint32_t gl = n - t < g ? n - t : g;
 			for (r = 0; r < p; r++) {
 				const uint32_t s0 = share_start(gl, p, r), sn = share(gl, p, r);

@@ -36,4 +36,10 @@ int rckpt_pcr_batch_make(rckpt_pcr_t *d, const rckpt_pcr_jpeg_t *it, unsigned n,
 int rckpt_loader_parse_items(const uint8_t *m, size_t len, const uint32_t *want, unsigned n,
 			     rckpt_pcr_jpeg_t *it);
 
+/* rckpt_loc_directory for an epoch started after its first `start`
+ * samples (rckpt_loader_seek): those are in no cache, and the global
+ * batches that fill the caches begin at perm[start]. */
+int rckpt_loc_directory_from(uint64_t seed, uint64_t epoch, uint32_t n, unsigned p,
+			     uint32_t local_batch, uint32_t capacity, uint32_t start, uint32_t *owner);
+
 #endif

@@ -242,6 +242,8 @@ _sigs = {
     "rckpt_loader_close": (None, [c_voidp]),
     "rckpt_loader_epoch": (c_int, [c_voidp, c_u64, P(ctypes.c_uint32)]),
     "rckpt_loader_next": (c_int, [c_voidp, P(c_voidp)]),
+    "rckpt_loader_seek": (c_int, [c_voidp, c_u64, ctypes.c_uint32, P(ctypes.c_uint32)]),
+    "rckpt_loader_position": (c_int, [c_voidp, P(c_u64), P(ctypes.c_uint32)]),
     "rckpt_loader_stats": (c_int, [c_voidp, P(LoaderStats)]),
 }
 for _name, (_res, _args) in _sigs.items():

@@ -251,8 +251,10 @@ class PCRDistributedLoader:
         self.ds = ds
         self.collate = collate
         self.local_batch = local_batch
+        self.seed = seed
         self.epoch = 0
         self.ids = []
+        self._resume = None  # the position the next epoch starts from
         if locality:
             self._tr = _TorchTransport(group)
         else:
@@ -280,6 +282,38 @@ class PCRDistributedLoader:
 
     def set_epoch(self, epoch):
         self.epoch = epoch
+        self._resume = None
+
+    def state_dict(self):
+        """The data position, for a checkpoint (save it in the step's tree,
+        e.g. {"model": ..., "data": loader.state_dict()}): the epoch and the
+        samples of its order the global batches given out so far hold, over
+        all learners, with what fixes the order. Taken between batches, it
+        says what the trainer has consumed."""
+        e = ctypes.c_uint64(self.epoch)
+        c = ctypes.c_uint32(0)
+        if self._resume is not None:
+            c.value = self._resume
+        elif lib.rckpt_loader_position(self._l, ctypes.byref(e), ctypes.byref(c)) < 0:
+            e.value, c.value = self.epoch, 0  # no epoch run yet: its start
+        r = self.ds._r
+        return {"dataset": r.args[0], "seed": self.seed, "fidelity": r.fidelity or 0,
+                "epoch": e.value, "consumed": c.value}
+
+    def load_state_dict(self, sd):
+        """Resumes at a saved position: the next iteration runs the rest of
+        that epoch (on any number of learners: the remaining samples in
+        global batches of this loader's size), then set_epoch goes on as
+        usual. ValueError when the position is of another dataset, seed or
+        fidelity (another order or other bytes)."""
+        r = self.ds._r
+        for k, mine in (("dataset", r.args[0]), ("seed", self.seed), ("fidelity", r.fidelity or 0)):
+            if sd.get(k) != mine:
+                raise ValueError("the saved position is of %s %r, this loader's is %r" % (k, sd.get(k), mine))
+        if not 0 <= sd["consumed"] <= len(self.ds):
+            raise ValueError("the saved position is past the dataset")
+        self.epoch = sd["epoch"]
+        self._resume = sd["consumed"]
 
     def __len__(self):
         """Steps per epoch."""
@@ -288,7 +322,8 @@ class PCRDistributedLoader:
 
     def __iter__(self):
         steps = ctypes.c_uint32()
-        check(lib.rckpt_loader_epoch(self._l, self.epoch, ctypes.byref(steps)), self._h)
+        start, self._resume = self._resume or 0, None
+        check(lib.rckpt_loader_seek(self._l, self.epoch, start, ctypes.byref(steps)), self._h)
         while True:
             b = _lib.c_voidp()
             rc = lib.rckpt_loader_next(self._l, ctypes.byref(b))
