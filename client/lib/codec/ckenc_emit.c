@@ -35,52 +35,15 @@ const rckpt_seg_t *ckenc_warm_of(const rckpt_ckenc_t *e, unsigned i)
  * (what the plugin decodes of one record). */
 int ckenc_build_layout(rckpt_ckenc_t *e, const rckpt_tset_t *params)
 {
-	static const unsigned order[RCKPT_LK_COUNT] = { RCKPT_LK_EMBEDDING, RCKPT_LK_CONV, RCKPT_LK_LINEAR,
-							 RCKPT_LK_OTHER, RCKPT_LK_NORM_BIAS };
-	const uint64_t cap = e->o.chunk_params;
-	uint32_t c;
-	unsigned k, i;
+	rckpt_layout_t l;
+	int rc;
 
 	ckenc_free_layout(e);
-	for (k = 0; k < RCKPT_LK_COUNT; k++) {
-		int open = 0; /* a chunk of this kind with room */
-		uint64_t fill = 0;
-		for (i = 0; i < params->ntensors; i++) {
-			const rckpt_ctensor_t *t = &params->t[i];
-			uint64_t first = 0;
-			if (rckpt_layer_kind(t->name, t->ndim, t->shape) != order[k])
-				continue;
-			do {
-				uint64_t take;
-				struct piece *pc;
-				if (!open || (fill == cap && t->n > first) ||
-				    e->npieces[e->nchunks - 1] == RCKPT_STORE_CHUNK_SEGMENTS_MAX) {
-					void *a = realloc(e->pieces, sizeof(*e->pieces) * (e->nchunks + 1));
-					void *b = a ? realloc(e->npieces, sizeof(*e->npieces) * (e->nchunks + 1)) : NULL;
-					if (a)
-						e->pieces = a;
-					if (b)
-						e->npieces = b;
-					if (!a || !b)
-						return -ENOMEM;
-					e->pieces[e->nchunks] = NULL;
-					e->npieces[e->nchunks] = 0;
-					e->nchunks++;
-					open = 1;
-					fill = 0;
-				}
-				c = e->nchunks - 1;
-				take = t->n - first < cap - fill ? t->n - first : cap - fill;
-				pc = realloc(e->pieces[c], sizeof(*pc) * (e->npieces[c] + 1));
-				if (pc == NULL)
-					return -ENOMEM;
-				e->pieces[c] = pc;
-				pc[e->npieces[c]++] = (struct piece){ i, first, take };
-				first += take;
-				fill += take;
-			} while (first < t->n);
-		}
-	}
+	if ((rc = rckpt_layout_build(&l, params, e->o.chunk_params)))
+		return rc;
+	e->nchunks = l.nchunks;
+	e->pieces = l.pieces;
+	e->npieces = l.npieces;
 	e->prev_chunks = calloc(e->nchunks ? e->nchunks : 1, sizeof(*e->prev_chunks));
 	return e->prev_chunks ? 0 : -ENOMEM;
 }
@@ -274,7 +237,7 @@ int ckenc_emit_full(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rckpt_buf_
 		if (r.seg == NULL)
 			rc = -ENOMEM;
 		for (k = 0; k < r.nseg && rc == 0; k++) {
-			const struct piece *pc = &e->pieces[c][k];
+			const rckpt_piece_t *pc = &e->pieces[c][k];
 			const rckpt_ctensor_t *t = &params->t[pc->tensor];
 			if (tq[pc->tensor]) {
 				const rckpt_ctensor_t *g = grads ? rckpt_tset_find(grads, t->name) : NULL;

@@ -17,6 +17,7 @@
 #define RCKPT_CKENC_IMPL_H
 
 #include "rckpt_ckenc.h"
+#include "rckpt_layout.h"
 
 /* A point of the search space: an index per axis (bins, embedding bins,
  * pruning, metric, protection); higher is less aggressive. */
@@ -30,11 +31,6 @@ struct prev_sample {
 	size_t n;
 };
 
-/* Elements [first, first + n) of a tensor, in one chunk. */
-struct piece {
-	uint32_t tensor;
-	uint64_t first, n;
-};
 
 typedef struct ckenc_backend ckenc_backend_t;
 
@@ -54,7 +50,7 @@ struct rckpt_ckenc {
 	unsigned npsmp;
 	/* the chunk layout, fixed at the first step */
 	uint32_t nchunks;
-	struct piece **pieces; /* pieces[c][0..npieces[c]) */
+	rckpt_piece_t **pieces; /* pieces[c][0..npieces[c]) */
 	uint32_t *npieces;
 	rckpt_record_t *prev_chunks; /* the last step's chunk records */
 	rckpt_istream_scratch_t is_scratch; /* reused by every record */

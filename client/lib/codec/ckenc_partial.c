@@ -215,7 +215,7 @@ int rckpt_ckenc_step_partial(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink,
 		st->raw_bytes += (size_t)params->t[i].n * 4;
 	for (c = 0; c < e->nchunks && rc == 0; c++)
 		for (k = 0; k < e->npieces[c] && rc == 0; k++) {
-			const struct piece *pc = &e->pieces[c][k];
+			const rckpt_piece_t *pc = &e->pieces[c][k];
 			const rckpt_ctensor_t *t = &params->t[pc->tensor];
 			const float *sv = e->saved[pc->tensor];
 			if (sv == NULL)
@@ -286,7 +286,7 @@ int rckpt_ckenc_step_partial(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink,
 		}
 		for (c = 0; c < e->nchunks && rc == 0; c++)
 			for (k = 0; k < e->npieces[c] && rc == 0; k++) {
-				const struct piece *pc = &e->pieces[c][k];
+				const rckpt_piece_t *pc = &e->pieces[c][k];
 				const rckpt_ctensor_t *t = &params->t[pc->tensor];
 				const rckpt_ctensor_t *g = grads ? rckpt_tset_find(grads, t->name) : NULL;
 				if (e->saved[pc->tensor] == NULL)
@@ -344,7 +344,7 @@ int rckpt_ckenc_step_partial(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink,
 		r.step = step;
 		r.parent = prev->step;
 		for (k = 0; k < e->npieces[c] && rc == 0; k++) {
-			const struct piece *pc = &e->pieces[c][k];
+			const rckpt_piece_t *pc = &e->pieces[c][k];
 			const rckpt_ctensor_t *t = &params->t[pc->tensor];
 			const rckpt_ctensor_t *g = grads ? rckpt_tset_find(grads, t->name) : NULL;
 			float *sv = e->saved[pc->tensor];

@@ -50,7 +50,7 @@ int ckenc_adopt(rckpt_ckenc_t *e, const rckpt_tset_t *params)
 		uint64_t at = 0;
 		for (k = 0; k < mf->t[i].nseg; k++, total--) {
 			const rckpt_mf_seg_t *ms = &mf->t[i].seg[k];
-			const struct piece *pc;
+			const rckpt_piece_t *pc;
 			const rckpt_seg_t *sg;
 			if (total == 0 || ms->chunk >= e->nchunks || ms->index >= e->npieces[ms->chunk])
 				goto fail;
@@ -97,7 +97,7 @@ int ckenc_adopt(rckpt_ckenc_t *e, const rckpt_tset_t *params)
 	}
 	for (c = 0; c < e->nchunks; c++)
 		for (k = 0; k < e->npieces[c]; k++) {
-			const struct piece *pc = &e->pieces[c][k];
+			const rckpt_piece_t *pc = &e->pieces[c][k];
 			rckpt_seg_t *sg = &d->chunk[c].seg[k], *s = &e->prev.seg[pc->tensor];
 			uint64_t u;
 			sg->tensor = pc->tensor;
@@ -143,7 +143,7 @@ int ckenc_adopt(rckpt_ckenc_t *e, const rckpt_tset_t *params)
 	}
 	for (c = 0; c < e->nchunks; c++)
 		for (k = 0, i = 0; k < e->npieces[c]; k++) {
-			const struct piece *pc = &e->pieces[c][k];
+			const rckpt_piece_t *pc = &e->pieces[c][k];
 			const rckpt_seg_t *sg = &d->chunk[c].seg[k];
 			const uint64_t st = stride[pc->tensor];
 			struct prev_sample *ps = NULL;

@@ -1,0 +1,357 @@
+/*
+ * test_group_plan.c — the plan of a group save (rckpt_group_plan.h) on a
+ * transformer-shaped model of many tensors, over 1 to 5 ranks:
+ *  - replicated (DDP): nothing moves, every chunk has an owner, the loads
+ *    are within one chunk of each other;
+ *  - sharded ZeRO-3 style (rank r holds a contiguous slice of every
+ *    flattened tensor): each chunk goes to a rank holding the most of it,
+ *    and what moves to it is exactly what it lacks, each element once, from
+ *    a rank that holds it, in (from, to, chunk, tensor, first) order;
+ *  - the plan does not depend on the order a rank lists its ranges in, and
+ *    the layout does not depend on the ranks at all;
+ *  - refusals: an element nobody holds, a range past its tensor, a tensor
+ *    out of the set, no ranks.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "rckpt_group_plan.h"
+#include "rckpt_layout.h"
+#include "rckpt_tset.h"
+
+#define NT 27
+#define CHUNK ((uint64_t)1 << 14)
+#define PMAX 5
+
+typedef struct model {
+	rckpt_tensor_t t[NT];
+	char names[NT][48];
+	rckpt_tset_t ts;
+} model_t;
+
+/* A small transformer's tensors: an embedding, per block two matrices and
+ * two norms' vectors, a head. Data is never read: a non-NULL pointer. */
+static void model_init(model_t *m)
+{
+	static const float dummy = 0;
+	unsigned i = 0, b;
+	snprintf(m->names[i], sizeof(m->names[i]), "embed.weight");
+	m->t[i] = (rckpt_tensor_t){ m->names[i], RCKPT_F32, 2, { 500, 64 }, &dummy };
+	i++;
+	for (b = 0; b < 6; b++) {
+		snprintf(m->names[i], sizeof(m->names[i]), "blocks.%u.attn.weight", b);
+		m->t[i] = (rckpt_tensor_t){ m->names[i], RCKPT_F32, 2, { 192, 64 }, &dummy };
+		i++;
+		snprintf(m->names[i], sizeof(m->names[i]), "blocks.%u.mlp.weight", b);
+		m->t[i] = (rckpt_tensor_t){ m->names[i], RCKPT_BF16, 2, { 256, 64 }, &dummy };
+		i++;
+		snprintf(m->names[i], sizeof(m->names[i]), "blocks.%u.norm1.weight", b);
+		m->t[i] = (rckpt_tensor_t){ m->names[i], RCKPT_F32, 1, { 64 }, &dummy };
+		i++;
+		snprintf(m->names[i], sizeof(m->names[i]), "blocks.%u.norm2.bias", b);
+		m->t[i] = (rckpt_tensor_t){ m->names[i], RCKPT_F32, 1, { 64 }, &dummy };
+		i++;
+	}
+	snprintf(m->names[i], sizeof(m->names[i]), "head.weight");
+	m->t[i] = (rckpt_tensor_t){ m->names[i], RCKPT_F32, 2, { 10, 64 }, &dummy };
+	i++;
+	assert_int_equal(i, NT - 1);
+	snprintf(m->names[i], sizeof(m->names[i]), "head.bias");
+	m->t[i] = (rckpt_tensor_t){ m->names[i], RCKPT_F32, 1, { 10 }, &dummy };
+	assert_int_equal(rckpt_tset_view(&m->ts, m->t, NT), 0);
+}
+
+typedef struct holdings {
+	rckpt_piece_t *r[PMAX];
+	size_t n[PMAX];
+} holdings_t;
+
+static void holdings_free(holdings_t *h)
+{
+	unsigned r;
+	for (r = 0; r < PMAX; r++)
+		free(h->r[r]);
+	memset(h, 0, sizeof(*h));
+}
+
+/* Every rank holds every tensor whole. */
+static holdings_t replicated(const model_t *m, unsigned p)
+{
+	holdings_t h;
+	unsigned r, i;
+	memset(&h, 0, sizeof(h));
+	for (r = 0; r < p; r++) {
+		assert_non_null(h.r[r] = calloc(NT, sizeof(rckpt_piece_t)));
+		for (i = 0; i < NT; i++)
+			h.r[r][h.n[r]++] = (rckpt_piece_t){ i, 0, m->ts.t[i].n };
+	}
+	return h;
+}
+
+/* ZeRO-3: rank r holds elements [r * s, (r + 1) * s) of every tensor, s =
+ * ceil(n / p), listed backwards (the plan must not care). */
+static holdings_t sharded(const model_t *m, unsigned p)
+{
+	holdings_t h;
+	unsigned r, i;
+	memset(&h, 0, sizeof(h));
+	for (r = 0; r < p; r++) {
+		assert_non_null(h.r[r] = calloc(NT, sizeof(rckpt_piece_t)));
+		for (i = NT; i-- > 0;) {
+			const uint64_t n = m->ts.t[i].n, s = (n + p - 1) / p;
+			const uint64_t a = r * s < n ? r * s : n, b = (r + 1) * s < n ? (r + 1) * s : n;
+			if (b > a)
+				h.r[r][h.n[r]++] = (rckpt_piece_t){ i, a, b - a };
+		}
+	}
+	return h;
+}
+
+static uint64_t overlap(const rckpt_piece_t *rs, size_t n, uint32_t t, uint64_t a, uint64_t len)
+{
+	uint64_t got = 0;
+	size_t i;
+	for (i = 0; i < n; i++) {
+		uint64_t x = rs[i].first > a ? rs[i].first : a;
+		uint64_t y = rs[i].first + rs[i].n < a + len ? rs[i].first + rs[i].n : a + len;
+		if (rs[i].tensor == t && y > x)
+			got += y - x;
+	}
+	return got;
+}
+
+/* The properties every plan has; returns the elements moved. */
+static uint64_t check_plan(const rckpt_group_plan_t *g, const rckpt_layout_t *l, const model_t *m,
+			   const holdings_t *h, unsigned p)
+{
+	uint64_t moved = 0, load[PMAX] = { 0 }, sent[PMAX] = { 0 };
+	uint32_t c, k;
+	size_t x;
+	unsigned r;
+	(void)m;
+	assert_int_equal(g->nchunks, l->nchunks);
+	for (x = 0; x < g->nxfer; x++) {
+		const rckpt_xfer_t *a = &g->xfer[x];
+		assert_true(a->from < p && a->to < p && a->from != a->to && a->n > 0);
+		assert_int_equal(a->to, g->owner[a->chunk]);
+		/* the sender holds all of it; the owner none of it */
+		assert_true(overlap(h->r[a->from], h->n[a->from], a->tensor, a->first, a->n) == a->n);
+		assert_true(overlap(h->r[a->to], h->n[a->to], a->tensor, a->first, a->n) == 0);
+		if (x) { /* in (from, to, chunk, tensor, first) order */
+			const rckpt_xfer_t *b = &g->xfer[x - 1];
+			assert_true(b->from < a->from ||
+				    (b->from == a->from &&
+				     (b->to < a->to ||
+				      (b->to == a->to &&
+				       (b->chunk < a->chunk ||
+					(b->chunk == a->chunk &&
+					 (b->tensor < a->tensor ||
+					  (b->tensor == a->tensor && b->first + b->n <= a->first))))))));
+		}
+		moved += a->n;
+		sent[a->from] += a->n;
+	}
+	for (c = 0; c < l->nchunks; c++) {
+		const unsigned o = g->owner[c];
+		uint64_t mine = 0, best = 0;
+		assert_true(o < p);
+		load[o] += rckpt_layout_chunk_elements(l, c);
+		for (r = 0; r < p; r++) {
+			uint64_t have = 0;
+			for (k = 0; k < l->npieces[c]; k++)
+				have += overlap(h->r[r], h->n[r], l->pieces[c][k].tensor, l->pieces[c][k].first,
+						l->pieces[c][k].n);
+			if (have > best)
+				best = have;
+			if (r == o)
+				mine = have;
+		}
+		assert_true(mine == best); /* a rank holding the most of it */
+		/* what it holds and what comes cover each piece exactly once */
+		for (k = 0; k < l->npieces[c]; k++) {
+			const rckpt_piece_t *pc = &l->pieces[c][k];
+			uint64_t got = overlap(h->r[o], h->n[o], pc->tensor, pc->first, pc->n);
+			for (x = 0; x < g->nxfer; x++)
+				if (g->xfer[x].chunk == c && g->xfer[x].tensor == pc->tensor) {
+					/* a tensor has one piece in a chunk: within it */
+					assert_true(g->xfer[x].first >= pc->first &&
+						    g->xfer[x].first + g->xfer[x].n <= pc->first + pc->n);
+					got += g->xfer[x].n;
+				}
+			assert_true(got == pc->n);
+		}
+	}
+	for (r = 0; r < p; r++) {
+		assert_true(g->load[r] == load[r]);
+		assert_true(g->sent[r] == sent[r]);
+	}
+	return moved;
+}
+
+static void test_replicated(void **state)
+{
+	model_t m;
+	rckpt_layout_t l;
+	unsigned p, r;
+	(void)state;
+	model_init(&m);
+	assert_int_equal(rckpt_layout_build(&l, &m.ts, CHUNK), 0);
+	assert_true(l.nchunks >= 4);
+	for (p = 1; p <= PMAX; p++) {
+		holdings_t h = replicated(&m, p);
+		rckpt_group_plan_t g;
+		uint64_t lo = UINT64_MAX, hi = 0;
+		assert_int_equal(rckpt_group_plan(&g, &l, &m.ts, p, (const rckpt_piece_t *const *)h.r, h.n), 0);
+		assert_int_equal(check_plan(&g, &l, &m, &h, p), 0);
+		assert_int_equal(g.nxfer, 0);
+		for (r = 0; r < p; r++) {
+			lo = g.load[r] < lo ? g.load[r] : lo;
+			hi = g.load[r] > hi ? g.load[r] : hi;
+		}
+		print_message("replicated over %u: %u chunks, loads %llu..%llu\n", p, l.nchunks,
+			      (unsigned long long)lo, (unsigned long long)hi);
+		if (p <= l.nchunks)
+			assert_true(lo > 0);
+		assert_true(hi - lo <= CHUNK);
+		rckpt_group_plan_free(&g);
+		holdings_free(&h);
+	}
+	rckpt_layout_free(&l);
+	rckpt_tset_free(&m.ts);
+}
+
+static void test_sharded(void **state)
+{
+	model_t m;
+	rckpt_layout_t l;
+	uint64_t total = 0;
+	unsigned p, i;
+	(void)state;
+	model_init(&m);
+	for (i = 0; i < NT; i++)
+		total += m.ts.t[i].n;
+	assert_int_equal(rckpt_layout_build(&l, &m.ts, CHUNK), 0);
+	for (p = 1; p <= PMAX; p++) {
+		holdings_t h = sharded(&m, p), h2;
+		rckpt_group_plan_t g, g2;
+		uint64_t moved;
+		unsigned r;
+		assert_int_equal(rckpt_group_plan(&g, &l, &m.ts, p, (const rckpt_piece_t *const *)h.r, h.n), 0);
+		moved = check_plan(&g, &l, &m, &h, p);
+		print_message("sharded over %u: %llu of %llu elements move (%.0f%%)\n", p,
+			      (unsigned long long)moved, (unsigned long long)total, 100.0 * moved / total);
+		if (p == 1)
+			assert_int_equal(moved, 0);
+		else
+			assert_true(moved > 0 && moved < total * (p - 1) / p);
+		/* the same holdings listed in another order: the same plan */
+		memset(&h2, 0, sizeof(h2));
+		for (r = 0; r < p; r++) {
+			size_t k;
+			assert_non_null(h2.r[r] = calloc(h.n[r] ? h.n[r] : 1, sizeof(rckpt_piece_t)));
+			for (k = 0; k < h.n[r]; k++)
+				h2.r[r][k] = h.r[r][(k * 7 + 3) % h.n[r]];
+			h2.n[r] = h.n[r];
+		}
+		if (p > 1)
+			for (r = 0; r < p; r++) /* 7 and the counts are coprime here */
+				assert_true(h.n[r] % 7 != 0);
+		assert_int_equal(rckpt_group_plan(&g2, &l, &m.ts, p, (const rckpt_piece_t *const *)h2.r, h2.n), 0);
+		assert_int_equal(g2.nxfer, g.nxfer);
+		assert_memory_equal(g2.owner, g.owner, l.nchunks * sizeof(*g.owner));
+		if (g.nxfer)
+			assert_memory_equal(g2.xfer, g.xfer, g.nxfer * sizeof(*g.xfer));
+		rckpt_group_plan_free(&g2);
+		holdings_free(&h2);
+		rckpt_group_plan_free(&g);
+		holdings_free(&h);
+	}
+	rckpt_layout_free(&l);
+	rckpt_tset_free(&m.ts);
+}
+
+/* Tensors much larger than a chunk (a real model's): slices of a ZeRO-3
+ * split hold whole chunks but at their edges, and little moves. */
+static void test_sharded_large(void **state)
+{
+	static const float dummy = 0;
+	rckpt_tensor_t t[3] = { { "a.weight", RCKPT_F32, 2, { 1000, 1003 }, &dummy },
+				{ "b.weight", RCKPT_F32, 2, { 999, 1001 }, &dummy },
+				{ "c.weight", RCKPT_BF16, 2, { 1200, 801 }, &dummy } };
+	model_t m;
+	rckpt_layout_t l;
+	rckpt_group_plan_t g;
+	holdings_t h;
+	uint64_t moved, total = 0;
+	unsigned i;
+	(void)state;
+	memset(&m, 0, sizeof(m));
+	assert_int_equal(rckpt_tset_view(&m.ts, t, 3), 0);
+	for (i = 0; i < 3; i++)
+		total += m.ts.t[i].n;
+	assert_int_equal(rckpt_layout_build(&l, &m.ts, CHUNK), 0);
+	memset(&h, 0, sizeof(h));
+	for (i = 0; i < 4; i++) { /* sharded() over these three */
+		unsigned k;
+		assert_non_null(h.r[i] = calloc(3, sizeof(rckpt_piece_t)));
+		for (k = 0; k < 3; k++) {
+			const uint64_t n = m.ts.t[k].n, s = (n + 3) / 4;
+			const uint64_t a = i * s, b = (i + 1) * s < n ? (i + 1) * s : n;
+			h.r[i][h.n[i]++] = (rckpt_piece_t){ k, a, b - a };
+		}
+	}
+	assert_int_equal(rckpt_group_plan(&g, &l, &m.ts, 4, (const rckpt_piece_t *const *)h.r, h.n), 0);
+	moved = check_plan(&g, &l, &m, &h, 4);
+	print_message("3 large tensors sharded over 4: %llu of %llu elements move (%.1f%%)\n",
+		      (unsigned long long)moved, (unsigned long long)total, 100.0 * moved / total);
+	assert_true(moved * 20 < total);
+	rckpt_group_plan_free(&g);
+	holdings_free(&h);
+	rckpt_layout_free(&l);
+	rckpt_tset_free(&m.ts);
+}
+
+static void test_refusals(void **state)
+{
+	model_t m;
+	rckpt_layout_t l;
+	rckpt_group_plan_t g;
+	holdings_t h;
+	(void)state;
+	model_init(&m);
+	assert_int_equal(rckpt_layout_build(&l, &m.ts, CHUNK), 0);
+	h = sharded(&m, 3);
+	assert_int_equal(rckpt_group_plan(&g, &l, &m.ts, 0, (const rckpt_piece_t *const *)h.r, h.n), -EINVAL);
+	/* rank 2's share of the first tensor is lost: nobody holds it */
+	h.n[2]--;
+	assert_int_equal(rckpt_group_plan(&g, &l, &m.ts, 3, (const rckpt_piece_t *const *)h.r, h.n), -ENOENT);
+	h.n[2]++;
+	h.r[1][0].n = m.ts.t[h.r[1][0].tensor].n; /* past its tensor */
+	assert_int_equal(rckpt_group_plan(&g, &l, &m.ts, 3, (const rckpt_piece_t *const *)h.r, h.n), -ERANGE);
+	h.r[1][0] = (rckpt_piece_t){ NT, 0, 1 };
+	assert_int_equal(rckpt_group_plan(&g, &l, &m.ts, 3, (const rckpt_piece_t *const *)h.r, h.n), -EINVAL);
+	assert_null(g.owner);
+	holdings_free(&h);
+	rckpt_layout_free(&l);
+	rckpt_tset_free(&m.ts);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_replicated),
+		cmocka_unit_test(test_sharded),
+		cmocka_unit_test(test_sharded_large),
+		cmocka_unit_test(test_refusals),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
