@@ -203,7 +203,7 @@ int rckpt_group_plan(rckpt_group_plan_t *out, const rckpt_layout_t *l, const rck
 			rc = plan_piece(&g, &cap, h, c, l->pieces[c][k].tensor, l->pieces[c][k].first,
 					l->pieces[c][k].n);
 	}
-	if (rc == 0)
+	if (rc == 0 && g.nxfer)
 		qsort(g.xfer, g.nxfer, sizeof(*g.xfer), cmp_xfer);
 out:
 	for (r = 0; h && r < p; r++)

@@ -1,6 +1,7 @@
 /*
- * test_group_plan.c — the plan of a group save (rckpt_group_plan.h) on a
- * transformer-shaped model of many tensors, over 1 to 5 ranks:
+ * test_group.c — a group save's plan (rckpt_group_plan.h) and exchange
+ * (rckpt_group_xchg.h) on a transformer-shaped model of many tensors, over
+ * 1 to 5 ranks. The plan:
  *  - replicated (DDP): nothing moves, every chunk has an owner, the loads
  *    are within one chunk of each other;
  *  - sharded ZeRO-3 style (rank r holds a contiguous slice of every
@@ -11,9 +12,15 @@
  *    the layout does not depend on the ranks at all;
  *  - refusals: an element nobody holds, a range past its tensor, a tensor
  *    out of the set, no ranks.
+ * The exchange, ranks as threads over an in-memory rendezvous transport
+ * (a send waits for its receive, as MPI's synchronous sends do): every
+ * rank ends with each piece of the chunks it encodes holding the model's
+ * values, bit for bit, sharded or replicated (then nothing is copied); a
+ * header other than the plan's fails the receiver with -EBADMSG.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -25,6 +32,8 @@
 #include <cmocka.h>
 
 #include "rckpt_group_plan.h"
+#include "rckpt_group_xchg.h"
+#include "rckpt_record.h"
 #include "rckpt_layout.h"
 #include "rckpt_tset.h"
 
@@ -345,6 +354,221 @@ static void test_refusals(void **state)
 	rckpt_tset_free(&m.ts);
 }
 
+/* ---- the exchange ---- */
+
+/* A rendezvous transport: a message waits in its slot until the receiver
+ * takes it; the sender waits for that. */
+typedef struct hub {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	const void *msg[PMAX][PMAX]; /* [from][to], at most one in flight */
+	size_t len[PMAX][PMAX];
+	int taken[PMAX][PMAX];
+	int corrupt;                 /* flip the first header's magic */
+	int closed;                  /* a rank gave up: waits end with -EPIPE */
+} hub_t;
+
+typedef struct port {
+	hub_t *hub;
+	unsigned rank;
+} port_t;
+
+static int hub_send(void *ctx, unsigned peer, const void *buf, size_t len)
+{
+	port_t *p = ctx;
+	hub_t *h = p->hub;
+	uint8_t *copy = NULL;
+	int ok;
+	pthread_mutex_lock(&h->mu);
+	if (h->corrupt && len == 16) {
+		copy = malloc(len);
+		memcpy(copy, buf, len);
+		copy[0] ^= 1;
+		buf = copy;
+		h->corrupt = 0;
+	}
+	h->msg[p->rank][peer] = buf;
+	h->len[p->rank][peer] = len;
+	h->taken[p->rank][peer] = 0;
+	pthread_cond_broadcast(&h->cv);
+	while (!h->taken[p->rank][peer] && !h->closed)
+		pthread_cond_wait(&h->cv, &h->mu);
+	ok = h->taken[p->rank][peer];
+	h->msg[p->rank][peer] = NULL;
+	pthread_mutex_unlock(&h->mu);
+	free(copy);
+	return ok ? 0 : -EPIPE;
+}
+
+static int hub_recv(void *ctx, unsigned peer, void *buf, size_t len)
+{
+	port_t *p = ctx;
+	hub_t *h = p->hub;
+	int rc = 0;
+	pthread_mutex_lock(&h->mu);
+	while ((h->msg[peer][p->rank] == NULL || h->taken[peer][p->rank]) && !h->closed)
+		pthread_cond_wait(&h->cv, &h->mu);
+	if (h->msg[peer][p->rank] == NULL || h->taken[peer][p->rank])
+		rc = -EPIPE;
+	else if (h->len[peer][p->rank] != len)
+		rc = -EIO;
+	else
+		memcpy(buf, h->msg[peer][p->rank], len);
+	if (rc != -EPIPE)
+		h->taken[peer][p->rank] = 1;
+	pthread_cond_broadcast(&h->cv);
+	pthread_mutex_unlock(&h->mu);
+	return rc;
+}
+
+/* Element i of tensor t of the model: its bytes, a function of (t, i). */
+static void value_at(uint8_t *out, const rckpt_tset_t *ts, uint32_t t, uint64_t i)
+{
+	uint32_t x = (uint32_t)(i * 2654435761u) ^ (t * 40503u) ^ 0x9e3779b9u;
+	size_t k, es = rckpt_dtype_size(ts->t[t].dtype);
+	x ^= x >> 15;
+	x *= 0x2c1b3c6du;
+	x ^= x >> 12;
+	for (k = 0; k < es; k++)
+		out[k] = (uint8_t)(x >> (8 * k));
+}
+
+typedef struct xrank {
+	hub_t *hub;
+	const rckpt_group_plan_t *g;
+	const rckpt_layout_t *l;
+	const model_t *m;
+	rckpt_hold_t held[NT];
+	size_t nheld;
+	unsigned rank, p;
+	rckpt_group_data_t out;
+	int rc;
+} xrank_t;
+
+static void *xchg_rank(void *arg)
+{
+	xrank_t *x = arg;
+	port_t port = { x->hub, x->rank };
+	rckpt_loc_transport_t tr = { &port, x->rank, x->p, hub_send, hub_recv };
+	x->rc = rckpt_group_exchange(&x->out, x->g, x->l, &x->m->ts, x->held, x->nheld, &tr);
+	if (x->rc) { /* its peers must not wait for it */
+		pthread_mutex_lock(&x->hub->mu);
+		x->hub->closed = 1;
+		pthread_cond_broadcast(&x->hub->cv);
+		pthread_mutex_unlock(&x->hub->mu);
+	}
+	return NULL;
+}
+
+/* Runs the exchange of holdings h over p ranks (their values filled in
+ * from value_at); corrupt: the first header sent is damaged. Checks every
+ * owned piece when all succeed; returns the bytes copied into buffers. */
+static uint64_t run_exchange(const model_t *m, const rckpt_layout_t *l, const holdings_t *h, unsigned p,
+			     int corrupt, int *failed, int *badmsg)
+{
+	rckpt_group_plan_t g;
+	xrank_t X[PMAX];
+	pthread_t th[PMAX];
+	hub_t hub;
+	uint64_t copied = 0;
+	unsigned r, c, k;
+
+	assert_int_equal(rckpt_group_plan(&g, l, &m->ts, p, (const rckpt_piece_t *const *)h->r, h->n), 0);
+	memset(&hub, 0, sizeof(hub));
+	pthread_mutex_init(&hub.mu, NULL);
+	pthread_cond_init(&hub.cv, NULL);
+	hub.corrupt = corrupt;
+	memset(X, 0, sizeof(X));
+	for (r = 0; r < p; r++) {
+		X[r] = (xrank_t){ &hub, &g, l, m, { { 0 } }, 0, r, p, { 0 }, 0 };
+		for (k = 0; k < h->n[r]; k++) {
+			const rckpt_piece_t *pc = &h->r[r][k];
+			size_t es = rckpt_dtype_size(m->ts.t[pc->tensor].dtype);
+			uint8_t *v = malloc(pc->n * es);
+			uint64_t i;
+			assert_non_null(v);
+			for (i = 0; i < pc->n; i++)
+				value_at(v + i * es, &m->ts, pc->tensor, pc->first + i);
+			X[r].held[X[r].nheld++] = (rckpt_hold_t){ pc->tensor, pc->first, pc->n, v };
+		}
+		assert_int_equal(pthread_create(&th[r], NULL, xchg_rank, &X[r]), 0);
+	}
+	for (r = 0; r < p; r++)
+		pthread_join(th[r], NULL);
+	*failed = *badmsg = 0;
+	for (r = 0; r < p; r++) {
+		*failed += X[r].rc != 0;
+		*badmsg += X[r].rc == -EBADMSG;
+		if (X[r].rc && X[r].rc != -EBADMSG)
+			assert_int_equal(X[r].rc, -EPIPE); /* a peer of the one that failed */
+	}
+	for (r = 0; r < p && !*failed; r++) {
+		uint32_t owned = 0;
+		for (c = 0; c < l->nchunks; c++)
+			owned += g.owner[c] == r;
+		assert_int_equal(X[r].out.nowned, owned);
+		for (c = 0; c < X[r].out.nowned; c++) {
+			const rckpt_owned_t *o = &X[r].out.owned[c];
+			assert_int_equal(g.owner[o->chunk], r);
+			for (k = 0; k < l->npieces[o->chunk]; k++) {
+				const rckpt_piece_t *pc = &l->pieces[o->chunk][k];
+				size_t es = rckpt_dtype_size(m->ts.t[pc->tensor].dtype);
+				uint8_t want[8];
+				uint64_t i;
+				for (i = 0; i < pc->n; i++) {
+					value_at(want, &m->ts, pc->tensor, pc->first + i);
+					if (memcmp((const uint8_t *)o->data[k] + i * es, want, es) != 0)
+						fail_msg("rank %u, chunk %u, piece %u: element %llu differs", r,
+							 o->chunk, k, (unsigned long long)i);
+				}
+			}
+		}
+		assert_true(X[r].out.received == 0 || X[r].out.nbufs > 0);
+		for (k = 0; k < X[r].out.nbufs; k++)
+			copied++;
+	}
+	for (r = 0; r < p; r++) {
+		for (k = 0; k < X[r].nheld; k++)
+			free((void *)X[r].held[k].data);
+		rckpt_group_data_free(&X[r].out);
+	}
+	rckpt_group_plan_free(&g);
+	pthread_mutex_destroy(&hub.mu);
+	pthread_cond_destroy(&hub.cv);
+	return copied;
+}
+
+static void test_exchange(void **state)
+{
+	model_t m;
+	rckpt_layout_t l;
+	unsigned p;
+	int failed, bad;
+	(void)state;
+	model_init(&m);
+	assert_int_equal(rckpt_layout_build(&l, &m.ts, CHUNK), 0);
+	for (p = 1; p <= PMAX; p++) {
+		holdings_t h = sharded(&m, p);
+		uint64_t bufs = run_exchange(&m, &l, &h, p, 0, &failed, &bad);
+		assert_int_equal(failed, 0);
+		print_message("sharded over %u: %llu buffers\n", p, (unsigned long long)bufs);
+		holdings_free(&h);
+		h = replicated(&m, p);
+		assert_int_equal(run_exchange(&m, &l, &h, p, 0, &failed, &bad), 0); /* nothing copied */
+		assert_int_equal(failed, 0);
+		holdings_free(&h);
+	}
+	{ /* a damaged header: its receiver fails, naming it */
+		holdings_t h = sharded(&m, 3);
+		run_exchange(&m, &l, &h, 3, 1, &failed, &bad);
+		assert_int_equal(bad, 1);
+		assert_true(failed >= 1);
+		holdings_free(&h);
+	}
+	rckpt_layout_free(&l);
+	rckpt_tset_free(&m.ts);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -352,6 +576,7 @@ int main(void)
 		cmocka_unit_test(test_sharded),
 		cmocka_unit_test(test_sharded_large),
 		cmocka_unit_test(test_refusals),
+		cmocka_unit_test(test_exchange),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
