@@ -39,7 +39,8 @@ int ckenc_build_layout(rckpt_ckenc_t *e, const rckpt_tset_t *params)
 	int rc;
 
 	ckenc_free_layout(e);
-	if ((rc = rckpt_layout_build(&l, params, e->o.chunk_params)))
+	if ((rc = e->o.layout ? rckpt_layout_copy(&l, e->o.layout)
+			      : rckpt_layout_build(&l, params, e->o.chunk_params)))
 		return rc;
 	e->nchunks = l.nchunks;
 	e->pieces = l.pieces;
@@ -119,7 +120,7 @@ int ckenc_emit_begin(ckenc_emit_t *x, rckpt_ckenc_t *e, const rckpt_ckenc_sink_t
 	mf->nchunks = e->nchunks;
 	for (i = 0; i < params->ntensors; i++) {
 		const rckpt_ctensor_t *t = &params->t[i];
-		const unsigned kind = rckpt_layer_kind(t->name, t->ndim, t->shape);
+		const unsigned kind = rckpt_ctensor_kind(t);
 		mf->t[i].name = (char *)t->name; /* borrowed; emit_free leaves it */
 		mf->t[i].dtype = (uint8_t)t->dtype;
 		mf->t[i].kind = (uint8_t)kind;
@@ -249,7 +250,8 @@ int ckenc_emit_full(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rckpt_buf_
 			} else {
 				rc = ckenc_lossless_piece(e, &r.seg[k], t, pc->first, pc->n);
 			}
-			r.seg[k].tensor = pc->tensor;
+			r.seg[k].tensor = pc->gtensor; /* the record names the global tensor */
+			r.seg[k].first = pc->gfirst;
 		}
 		if (rc == 0)
 			rc = ckenc_emit_chunk(&x, c, &r, 0, NULL);

@@ -29,7 +29,7 @@ int ckenc_adopt(rckpt_ckenc_t *e, const rckpt_tset_t *params)
 		goto out;
 	for (i = 0; i < params->ntensors; i++) {
 		const rckpt_ctensor_t *t = &params->t[i];
-		const unsigned kind = rckpt_layer_kind(t->name, t->ndim, t->shape);
+		const unsigned kind = rckpt_ctensor_kind(t);
 		const unsigned enc = e->o.fixed.lossless_kinds & (1u << kind) ? RCKPT_SEG_LOSSLESS
 									       : RCKPT_SEG_QUANTIZED;
 		if (strcmp(mf->t[i].name, t->name) != 0 || mf->t[i].dtype != t->dtype ||

@@ -299,7 +299,7 @@ int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rc
 	}
 	for (i = 0; i < params->ntensors; i++) {
 		const rckpt_ctensor_t *t = &params->t[i], *g = NULL;
-		unsigned kind = rckpt_layer_kind(t->name, t->ndim, t->shape);
+		unsigned kind = rckpt_ctensor_kind(t);
 		const float *gd;
 		sample_t *sp = &smp[nprep];
 		uint64_t bad = 0;

@@ -101,6 +101,13 @@ typedef struct rckpt_ckenc_opts {
 				      (rckpt_gpuenc.h); NULL: on the CPU. The
 				      records are the same bytes either way.
 				      Borrowed; rckpt_ckenc_set_gpu changes it */
+	const struct rckpt_layout *layout; /* NULL: the layout of the tensors
+				      (checkpoint.md "Chunks"). Else a group
+				      save's part: these chunks, whose pieces
+				      are of the step's tensors (parts of the
+				      global ones, rckpt_layout.h) and whose
+				      records name the global tensors. Copied
+				      at the first step */
 } rckpt_ckenc_opts_t;
 
 /* One step's output: the manifest and a record per chunk. */

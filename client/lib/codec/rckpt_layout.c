@@ -53,7 +53,7 @@ int rckpt_layout_build(rckpt_layout_t *out, const rckpt_tset_t *ts, uint64_t cap
 		for (i = 0; i < ts->ntensors && rc == 0; i++) {
 			const rckpt_ctensor_t *t = &ts->t[i];
 			uint64_t first = 0;
-			if (rckpt_layer_kind(t->name, t->ndim, t->shape) != order[k])
+			if (rckpt_ctensor_kind(t) != order[k])
 				continue;
 			do {
 				uint64_t take;
@@ -74,7 +74,7 @@ int rckpt_layout_build(rckpt_layout_t *out, const rckpt_tset_t *ts, uint64_t cap
 					break;
 				}
 				l.pieces[c] = pc;
-				pc[l.npieces[c]++] = (rckpt_piece_t){ i, first, take };
+				pc[l.npieces[c]++] = (rckpt_piece_t){ i, first, take, i, first };
 				first += take;
 				fill += take;
 			} while (first < t->n);
@@ -95,4 +95,27 @@ uint64_t rckpt_layout_chunk_elements(const rckpt_layout_t *l, uint32_t c)
 	for (k = 0; c < l->nchunks && k < l->npieces[c]; k++)
 		n += l->pieces[c][k].n;
 	return n;
+}
+
+int rckpt_layout_copy(rckpt_layout_t *out, const rckpt_layout_t *l)
+{
+	uint32_t c;
+	memset(out, 0, sizeof(*out));
+	out->pieces = calloc(l->nchunks ? l->nchunks : 1, sizeof(*out->pieces));
+	out->npieces = calloc(l->nchunks ? l->nchunks : 1, sizeof(*out->npieces));
+	if (!out->pieces || !out->npieces) {
+		rckpt_layout_free(out);
+		return -ENOMEM;
+	}
+	out->nchunks = l->nchunks;
+	for (c = 0; c < l->nchunks; c++) {
+		out->pieces[c] = malloc(sizeof(**out->pieces) * (l->npieces[c] ? l->npieces[c] : 1));
+		if (out->pieces[c] == NULL) {
+			rckpt_layout_free(out);
+			return -ENOMEM;
+		}
+		memcpy(out->pieces[c], l->pieces[c], sizeof(**out->pieces) * l->npieces[c]);
+		out->npieces[c] = l->npieces[c];
+	}
+	return 0;
 }

@@ -12,10 +12,15 @@
 #include "rckpt_tset.h"
 
 /* Elements [first, first + n) of tensor `tensor` (its index in the sorted
- * set), one segment of a chunk. */
+ * set), one segment of a chunk. In a group save a rank encodes parts of
+ * the global tensors: its records name each segment by its global
+ * identity, elements [gfirst, gfirst + n) of global tensor gtensor (the
+ * same as tensor, first otherwise). */
 typedef struct rckpt_piece {
 	uint32_t tensor;
 	uint64_t first, n;
+	uint32_t gtensor;
+	uint64_t gfirst;
 } rckpt_piece_t;
 
 typedef struct rckpt_layout {
@@ -31,6 +36,8 @@ typedef struct rckpt_layout {
  * RCKPT_STORE_CHUNK_SEGMENTS_MAX segments. 0 or -ENOMEM (*out empty). */
 int rckpt_layout_build(rckpt_layout_t *out, const rckpt_tset_t *ts, uint64_t chunk_params);
 void rckpt_layout_free(rckpt_layout_t *l);
+/* A deep copy of l. 0 or -ENOMEM (*out empty). */
+int rckpt_layout_copy(rckpt_layout_t *out, const rckpt_layout_t *l);
 
 /* Elements in chunk c. */
 uint64_t rckpt_layout_chunk_elements(const rckpt_layout_t *l, uint32_t c);

@@ -8,6 +8,8 @@
 #include "rckpt_dtype.h"
 #include "rckpt_tset.h"
 
+#include "rckpt_codec.h"
+
 _Static_assert(RCKPT_TSET_MAX_DIMS == RCKPT_MAX_DIMS, "a set's tensor has the public tensor's rank");
 
 static int by_name(const void *a, const void *b)
@@ -79,4 +81,9 @@ void rckpt_tset_free(rckpt_tset_t *s)
 {
 	free(s->t);
 	memset(s, 0, sizeof(*s));
+}
+
+unsigned rckpt_ctensor_kind(const rckpt_ctensor_t *t)
+{
+	return t->kind1 ? t->kind1 - 1 : rckpt_layer_kind(t->name, t->ndim, t->shape);
 }

@@ -25,7 +25,13 @@ typedef struct rckpt_ctensor {
 	uint64_t shape[RCKPT_TSET_MAX_DIMS];
 	uint64_t n;          /* elements: the product of the shape */
 	const uint8_t *data; /* n * dtype size bytes, little-endian; host or device memory */
+	unsigned kind1;      /* the layer kind + 1 when set by the caller (a
+				group save's part of a tensor: its kind is the
+				whole tensor's); 0: from the name and shape */
 } rckpt_ctensor_t;
+
+/* t's layer kind (enum rckpt_layer_kind). */
+unsigned rckpt_ctensor_kind(const rckpt_ctensor_t *t);
 
 typedef struct rckpt_tset {
 	unsigned ntensors;

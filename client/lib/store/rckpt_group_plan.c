@@ -7,6 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rckpt_codec.h"
+#include "rckpt_record.h"
+
 /* One rank's holdings, sorted by (tensor, first) and merged. */
 typedef struct holds {
 	rckpt_piece_t *r;
@@ -224,4 +227,56 @@ void rckpt_group_plan_free(rckpt_group_plan_t *g)
 	free(g->sent);
 	free(g->xfer);
 	memset(g, 0, sizeof(*g));
+}
+
+int rckpt_group_manifest(rckpt_buf_t *out, const rckpt_layout_t *l, const rckpt_tset_t *ts,
+			 unsigned lossless_kinds, const rckpt_mf_chunk_t *chunks, const rckpt_manifest_t *mf)
+{
+	rckpt_manifest_t m = *mf;
+	uint32_t c, k, i;
+	int rc = 0;
+
+	m.ntensors = ts->ntensors;
+	m.nchunks = l->nchunks;
+	m.chunk = (rckpt_mf_chunk_t *)chunks;
+	m.t = calloc(ts->ntensors ? ts->ntensors : 1, sizeof(*m.t));
+	if (m.t == NULL)
+		return -ENOMEM;
+	for (i = 0; i < ts->ntensors; i++) {
+		const rckpt_ctensor_t *t = &ts->t[i];
+		const unsigned kind = rckpt_ctensor_kind(t);
+		m.t[i].name = (char *)t->name;
+		m.t[i].dtype = (uint8_t)t->dtype;
+		m.t[i].kind = (uint8_t)kind;
+		m.t[i].encoding = lossless_kinds & (1u << kind) ? RCKPT_SEG_LOSSLESS : RCKPT_SEG_QUANTIZED;
+		m.t[i].ndim = t->ndim;
+		memcpy(m.t[i].shape, t->shape, sizeof(t->shape));
+	}
+	/* each tensor's segments in element order: the layout's pieces, which
+	 * follow each tensor's elements chunk after chunk */
+	for (c = 0; c < l->nchunks && rc == 0; c++) {
+		uint64_t n = 0;
+		if (chunks[c].nseg != l->npieces[c])
+			rc = -EINVAL;
+		for (k = 0; k < l->npieces[c] && rc == 0; k++) {
+			const rckpt_piece_t *pc = &l->pieces[c][k];
+			rckpt_mf_tensor_t *t = &m.t[pc->tensor];
+			rckpt_mf_seg_t *sg = realloc(t->seg, sizeof(*sg) * (t->nseg + 1));
+			if (sg == NULL) {
+				rc = -ENOMEM;
+				break;
+			}
+			t->seg = sg;
+			t->seg[t->nseg++] = (rckpt_mf_seg_t){ c, k, pc->n };
+			n += pc->n;
+		}
+		if (rc == 0 && chunks[c].elements != n)
+			rc = -EINVAL;
+	}
+	if (rc == 0)
+		rc = rckpt_manifest_encode(out, &m);
+	for (i = 0; i < ts->ntensors; i++)
+		free(m.t[i].seg);
+	free(m.t);
+	return rc;
 }

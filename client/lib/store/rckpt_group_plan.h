@@ -13,7 +13,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rckpt_buf.h"
 #include "rckpt_layout.h"
+#include "rckpt_manifest.h"
 #include "rckpt_tset.h"
 
 /* Elements [first, first + n) of global tensor `tensor` go from rank
@@ -47,5 +49,16 @@ typedef struct rckpt_group_plan {
 int rckpt_group_plan(rckpt_group_plan_t *out, const rckpt_layout_t *l, const rckpt_tset_t *ts,
 		     unsigned p, const rckpt_piece_t *const *held, const size_t *nheld);
 void rckpt_group_plan_free(rckpt_group_plan_t *g);
+
+/* The manifest of a group step (checkpoint.md "Manifest"): the global
+ * tensors ts (sorted; their encoding lossless for the kinds in the mask
+ * lossless_kinds), their segments as layout l cuts them, and chunk c's
+ * entry (elements, segments, record bytes, SHA-256) as the rank that
+ * encoded it described it, chunks[c]. `mf` supplies step, parent,
+ * chunk_params, config and stats; its tensors and chunks are ignored.
+ * Appended to out. 0, -EINVAL (an entry that disagrees with the layout),
+ * -ENOMEM. */
+int rckpt_group_manifest(rckpt_buf_t *out, const rckpt_layout_t *l, const rckpt_tset_t *ts,
+			 unsigned lossless_kinds, const rckpt_mf_chunk_t *chunks, const rckpt_manifest_t *mf);
 
 #endif /* RCKPT_GROUP_PLAN_H */
