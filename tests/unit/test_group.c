@@ -40,6 +40,7 @@
 #include "rckpt_ckdec.h"
 #include "rckpt_ckenc.h"
 #include "rckpt_codec.h"
+#include "rckpt_group_part.h"
 #include "rckpt_group_plan.h"
 #include "rckpt_group_xchg.h"
 #include "rckpt_record.h"
@@ -578,6 +579,61 @@ static void test_exchange(void **state)
 	rckpt_tset_free(&m.ts);
 }
 
+/* ---- the allgather ---- */
+
+typedef struct grank {
+	hub_t *hub;
+	unsigned rank, p;
+	uint8_t **all;
+	size_t *lens;
+	int rc;
+} grank_t;
+
+static void *gather_rank(void *arg)
+{
+	grank_t *x = arg;
+	port_t port = { x->hub, x->rank };
+	rckpt_loc_transport_t tr = { &port, x->rank, x->p, hub_send, hub_recv };
+	uint8_t mine[64];
+	size_t n = 3 + 11 * x->rank, i; /* rank 0: 3 bytes, ... */
+	for (i = 0; i < n; i++)
+		mine[i] = (uint8_t)(x->rank * 31 + i);
+	x->rc = rckpt_group_allgather(&tr, mine, n, 64, &x->all, &x->lens);
+	return NULL;
+}
+
+static void test_allgather(void **state)
+{
+	unsigned p, r, q;
+	(void)state;
+	for (p = 1; p <= PMAX; p++) {
+		grank_t X[PMAX];
+		pthread_t th[PMAX];
+		hub_t hub;
+		memset(&hub, 0, sizeof(hub));
+		pthread_mutex_init(&hub.mu, NULL);
+		pthread_cond_init(&hub.cv, NULL);
+		for (r = 0; r < p; r++) {
+			X[r] = (grank_t){ &hub, r, p, NULL, NULL, 0 };
+			assert_int_equal(pthread_create(&th[r], NULL, gather_rank, &X[r]), 0);
+		}
+		for (r = 0; r < p; r++)
+			pthread_join(th[r], NULL);
+		for (r = 0; r < p; r++) {
+			assert_int_equal(X[r].rc, 0);
+			for (q = 0; q < p; q++) {
+				size_t i;
+				assert_int_equal(X[r].lens[q], 3 + 11 * q);
+				for (i = 0; i < X[r].lens[q]; i++)
+					assert_int_equal(X[r].all[q][i], (uint8_t)(q * 31 + i));
+			}
+			rckpt_group_gathered_free(X[r].all, X[r].lens, p);
+		}
+		pthread_mutex_destroy(&hub.mu);
+		pthread_cond_destroy(&hub.cv);
+	}
+}
+
 /* ---- encoding a part ---- */
 
 #define GN 4
@@ -606,71 +662,35 @@ static void gmodel(rckpt_tensor_t *t, rckpt_tset_t *ts)
 	assert_int_equal(rckpt_tset_view(ts, t, GN), 0);
 }
 
-/* Rank r's part: its owned chunks' pieces as tensors of their own (per
- * global tensor, its owned pieces end to end), and the layout of those
- * chunks in their terms, naming the global tensors. Encoded; its records
- * go to recs[global chunk], their manifest entries to ent[]. */
+/* Rank r's part (rckpt_group_part_make), encoded: its records go to
+ * recs[global chunk], their manifest entries to ent[]. */
 static void encode_part(const rckpt_tset_t *ts, const rckpt_layout_t *l, const rckpt_group_data_t *d,
 			uint64_t step, rckpt_buf_t *recs, rckpt_mf_chunk_t *ent)
 {
-	rckpt_tensor_t lt[GN];
-	uint8_t *buf[GN] = { NULL };
-	uint64_t have[GN] = { 0 }, at[GN] = { 0 };
-	uint32_t map[GN], nl = 0, i, k, c;
-	rckpt_tset_t lts;
-	rckpt_layout_t ll;
+	rckpt_group_part_t part;
 	rckpt_ckenc_opts_t o;
 	rckpt_ckenc_t *e = NULL;
 	rckpt_ckenc_out_t out;
 	rckpt_ckenc_stats_t st;
 	rckpt_manifest_t mf;
 	char msg[256];
+	uint32_t c, k;
 
-	for (c = 0; c < d->nowned; c++)
-		for (k = 0; k < l->npieces[d->owned[c].chunk]; k++)
-			have[l->pieces[d->owned[c].chunk][k].tensor] += l->pieces[d->owned[c].chunk][k].n;
-	for (i = 0; i < GN; i++) {
-		const size_t es = rckpt_dtype_size(ts->t[i].dtype);
-		if (have[i] == 0)
-			continue;
-		assert_non_null(buf[i] = malloc(have[i] * es));
-		map[i] = nl;
-		lt[nl] = (rckpt_tensor_t){ ts->t[i].name, ts->t[i].dtype == RCKPT_DT_F32 ? RCKPT_F32 : RCKPT_BF16,
-					   1, { have[i] }, buf[i] };
-		nl++;
-	}
-	memset(&ll, 0, sizeof(ll));
-	ll.nchunks = d->nowned;
-	assert_non_null(ll.pieces = calloc(d->nowned ? d->nowned : 1, sizeof(*ll.pieces)));
-	assert_non_null(ll.npieces = calloc(d->nowned ? d->nowned : 1, sizeof(*ll.npieces)));
-	for (c = 0; c < d->nowned; c++) {
-		const uint32_t g = d->owned[c].chunk;
-		assert_non_null(ll.pieces[c] = calloc(l->npieces[g], sizeof(rckpt_piece_t)));
-		ll.npieces[c] = l->npieces[g];
-		for (k = 0; k < l->npieces[g]; k++) {
-			const rckpt_piece_t *pc = &l->pieces[g][k];
-			const size_t es = rckpt_dtype_size(ts->t[pc->tensor].dtype);
-			memcpy(buf[pc->tensor] + at[pc->tensor] * es, d->owned[c].data[k], pc->n * es);
-			ll.pieces[c][k] = (rckpt_piece_t){ map[pc->tensor], at[pc->tensor], pc->n, pc->tensor, pc->first };
-			at[pc->tensor] += pc->n;
-		}
-	}
-	assert_int_equal(rckpt_tset_view(&lts, lt, nl), 0); /* the same name order as the global set */
-	for (i = 0; i < GN; i++)
-		if (have[i])
-			lts.t[map[i]].kind1 = rckpt_ctensor_kind(&ts->t[i]) + 1;
+	assert_int_equal(rckpt_group_part_make(&part, ts, l, d), 0);
+	assert_int_equal(part.layout.nchunks, d->nowned);
 	rckpt_ckenc_opts_default(&o);
 	o.chunk_params = CHUNK;
-	o.layout = &ll;
+	o.layout = &part.layout;
 	assert_int_equal(rckpt_ckenc_create(&e, &o), 0);
 	memset(&out, 0, sizeof(out));
-	if (rckpt_ckenc_step(e, &out, &st, &lts, NULL, step, msg, sizeof(msg)))
+	if (rckpt_ckenc_step(e, &out, &st, &part.ts, NULL, step, msg, sizeof(msg)))
 		fail_msg("encode: %s", msg);
 	assert_int_equal(out.nchunks, d->nowned);
 	assert_int_equal(rckpt_manifest_decode(&mf, out.manifest.p, out.manifest.len), 0);
 	for (c = 0; c < d->nowned; c++) {
-		const uint32_t g = d->owned[c].chunk;
+		const uint32_t g = part.chunk[c];
 		rckpt_record_t rec;
+		assert_int_equal(g, d->owned[c].chunk);
 		recs[g] = out.records[c];
 		memset(&out.records[c], 0, sizeof(out.records[c]));
 		ent[g] = mf.chunk[c];
@@ -686,10 +706,7 @@ static void encode_part(const rckpt_tset_t *ts, const rckpt_layout_t *l, const r
 	rckpt_manifest_free(&mf);
 	rckpt_ckenc_out_free(&out);
 	rckpt_ckenc_destroy(e);
-	rckpt_tset_free(&lts);
-	rckpt_layout_free(&ll);
-	for (i = 0; i < GN; i++)
-		free(buf[i]);
+	rckpt_group_part_free(&part);
 }
 
 static void test_encode_parts(void **state)
@@ -797,6 +814,7 @@ int main(void)
 		cmocka_unit_test(test_sharded_large),
 		cmocka_unit_test(test_refusals),
 		cmocka_unit_test(test_exchange),
+		cmocka_unit_test(test_allgather),
 		cmocka_unit_test(test_encode_parts),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
