@@ -886,6 +886,45 @@ typedef struct rckpt_loader_stats {
 
 RCKPT_API int rckpt_loader_stats(rckpt_loader_t *l, rckpt_loader_stats_t *out);
 
+/* ---- group saves (distributed training) ---- */
+
+/* A rank's share of a tensor for a group save: global tensor `name` of
+ * dtype and global shape, elements [offset, offset + count) of it
+ * flattened in row-major order, at data (host memory). Under DDP every
+ * rank hands every tensor whole (offset 0, count all); under ZeRO-3 or
+ * FSDP each rank its slice. Ranks may hold the same elements. */
+typedef struct rckpt_shard {
+	const char *name;
+	unsigned dtype; /* enum rckpt_dtype_public */
+	unsigned ndim;
+	uint64_t shape[RCKPT_MAX_DIMS];
+	uint64_t offset, count;
+	const void *data;
+} rckpt_shard_t;
+
+typedef struct rckpt_group rckpt_group_t;
+
+/* Opens job `job` for a group of tr->size ranks, collectively (every rank
+ * calls it, with the same job and options, over the trainer's transport:
+ * rckpt_loc_transport_t, MPI or torch.distributed). Rank 0 takes the job's
+ * writer lock and claims it; the others join under that claim, so a
+ * writer that later takes the job fences every rank. A second group is
+ * refused as a second writer is (-EBUSY, on every rank). */
+RCKPT_API int rckpt_group_open(rckpt_t *h, rckpt_group_t **out, const char *job,
+			       const rckpt_job_opts_t *opts, const rckpt_loc_transport_t *tr);
+/* Saves step `step` collectively: every rank hands its shards s[0..n).
+ * The chunks follow the global tensors (checkpoint.md "Chunks"), never
+ * the ranks: each chunk is encoded and appended by one rank, the one
+ * holding most of it (what it lacks comes over the transport first), in
+ * parallel; rank 0 commits the step once every rank's chunks are
+ * appended, and every rank returns its result. A failure on any rank
+ * fails the step on every rank (the head stays; the next save trims what
+ * it left). The step restores as any other (rckpt_job_restore), on any
+ * number of processes. st (may be NULL): the whole step's bytes. */
+RCKPT_API int rckpt_group_save(rckpt_group_t *g, uint64_t step, const rckpt_shard_t *s, unsigned n,
+			       rckpt_save_stats_t *st);
+RCKPT_API void rckpt_group_close(rckpt_group_t *g);
+
 /* ---- build and machine ---- */
 
 typedef struct rckpt_gpu_info {

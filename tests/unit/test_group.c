@@ -46,6 +46,7 @@
 #include "rckpt_record.h"
 #include "rckpt_layout.h"
 #include "rckpt_tset.h"
+#include "rv_hub.h"
 
 #define NT 27
 #define CHUNK ((uint64_t)1 << 14)
@@ -366,71 +367,6 @@ static void test_refusals(void **state)
 
 /* ---- the exchange ---- */
 
-/* A rendezvous transport: a message waits in its slot until the receiver
- * takes it; the sender waits for that. */
-typedef struct hub {
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	const void *msg[PMAX][PMAX]; /* [from][to], at most one in flight */
-	size_t len[PMAX][PMAX];
-	int taken[PMAX][PMAX];
-	int corrupt;                 /* flip the first header's magic */
-	int closed;                  /* a rank gave up: waits end with -EPIPE */
-} hub_t;
-
-typedef struct port {
-	hub_t *hub;
-	unsigned rank;
-} port_t;
-
-static int hub_send(void *ctx, unsigned peer, const void *buf, size_t len)
-{
-	port_t *p = ctx;
-	hub_t *h = p->hub;
-	uint8_t *copy = NULL;
-	int ok;
-	pthread_mutex_lock(&h->mu);
-	if (h->corrupt && len == 16) {
-		copy = malloc(len);
-		memcpy(copy, buf, len);
-		copy[0] ^= 1;
-		buf = copy;
-		h->corrupt = 0;
-	}
-	h->msg[p->rank][peer] = buf;
-	h->len[p->rank][peer] = len;
-	h->taken[p->rank][peer] = 0;
-	pthread_cond_broadcast(&h->cv);
-	while (!h->taken[p->rank][peer] && !h->closed)
-		pthread_cond_wait(&h->cv, &h->mu);
-	ok = h->taken[p->rank][peer];
-	h->msg[p->rank][peer] = NULL;
-	pthread_mutex_unlock(&h->mu);
-	free(copy);
-	return ok ? 0 : -EPIPE;
-}
-
-static int hub_recv(void *ctx, unsigned peer, void *buf, size_t len)
-{
-	port_t *p = ctx;
-	hub_t *h = p->hub;
-	int rc = 0;
-	pthread_mutex_lock(&h->mu);
-	while ((h->msg[peer][p->rank] == NULL || h->taken[peer][p->rank]) && !h->closed)
-		pthread_cond_wait(&h->cv, &h->mu);
-	if (h->msg[peer][p->rank] == NULL || h->taken[peer][p->rank])
-		rc = -EPIPE;
-	else if (h->len[peer][p->rank] != len)
-		rc = -EIO;
-	else
-		memcpy(buf, h->msg[peer][p->rank], len);
-	if (rc != -EPIPE)
-		h->taken[peer][p->rank] = 1;
-	pthread_cond_broadcast(&h->cv);
-	pthread_mutex_unlock(&h->mu);
-	return rc;
-}
-
 /* Element i of tensor t of the model: its bytes, a function of (t, i). */
 static void value_at(uint8_t *out, const rckpt_tset_t *ts, uint32_t t, uint64_t i)
 {
@@ -461,12 +397,8 @@ static void *xchg_rank(void *arg)
 	port_t port = { x->hub, x->rank };
 	rckpt_loc_transport_t tr = { &port, x->rank, x->p, hub_send, hub_recv };
 	x->rc = rckpt_group_exchange(&x->out, x->g, x->l, &x->m->ts, x->held, x->nheld, &tr);
-	if (x->rc) { /* its peers must not wait for it */
-		pthread_mutex_lock(&x->hub->mu);
-		x->hub->closed = 1;
-		pthread_cond_broadcast(&x->hub->cv);
-		pthread_mutex_unlock(&x->hub->mu);
-	}
+	if (x->rc) /* its peers must not wait for it */
+		hub_close(x->hub);
 	return NULL;
 }
 
@@ -484,9 +416,7 @@ static uint64_t run_exchange(const model_t *m, const rckpt_layout_t *l, const ho
 	unsigned r, c, k;
 
 	assert_int_equal(rckpt_group_plan(&g, l, &m->ts, p, (const rckpt_piece_t *const *)h->r, h->n), 0);
-	memset(&hub, 0, sizeof(hub));
-	pthread_mutex_init(&hub.mu, NULL);
-	pthread_cond_init(&hub.cv, NULL);
+	hub_init(&hub);
 	hub.corrupt = corrupt;
 	memset(X, 0, sizeof(X));
 	for (r = 0; r < p; r++) {
@@ -543,8 +473,7 @@ static uint64_t run_exchange(const model_t *m, const rckpt_layout_t *l, const ho
 		rckpt_group_data_free(&X[r].out);
 	}
 	rckpt_group_plan_free(&g);
-	pthread_mutex_destroy(&hub.mu);
-	pthread_cond_destroy(&hub.cv);
+	hub_destroy(&hub);
 	return copied;
 }
 
@@ -610,9 +539,7 @@ static void test_allgather(void **state)
 		grank_t X[PMAX];
 		pthread_t th[PMAX];
 		hub_t hub;
-		memset(&hub, 0, sizeof(hub));
-		pthread_mutex_init(&hub.mu, NULL);
-		pthread_cond_init(&hub.cv, NULL);
+		hub_init(&hub);
 		for (r = 0; r < p; r++) {
 			X[r] = (grank_t){ &hub, r, p, NULL, NULL, 0 };
 			assert_int_equal(pthread_create(&th[r], NULL, gather_rank, &X[r]), 0);
@@ -629,8 +556,7 @@ static void test_allgather(void **state)
 			}
 			rckpt_group_gathered_free(X[r].all, X[r].lens, p);
 		}
-		pthread_mutex_destroy(&hub.mu);
-		pthread_cond_destroy(&hub.cv);
+		hub_destroy(&hub);
 	}
 }
 
@@ -738,9 +664,7 @@ static void test_encode_parts(void **state)
 	m.ts = ts;
 	h = sharded(&m, 3); /* NT-agnostic: it reads m.ts */
 	assert_int_equal(rckpt_group_plan(&g, &l, &ts, 3, (const rckpt_piece_t *const *)h.r, h.n), 0);
-	memset(&hub, 0, sizeof(hub));
-	pthread_mutex_init(&hub.mu, NULL);
-	pthread_cond_init(&hub.cv, NULL);
+	hub_init(&hub);
 	memset(recs, 0, sizeof(recs));
 	for (r = 0; r < 3; r++) {
 		X[r] = (xrank_t){ &hub, &g, &l, &m, { { 0 } }, 0, r, 3, { 0 }, 0 };
@@ -802,8 +726,7 @@ static void test_encode_parts(void **state)
 	rckpt_group_plan_free(&g);
 	rckpt_layout_free(&l);
 	rckpt_tset_free(&ts);
-	pthread_mutex_destroy(&hub.mu);
-	pthread_cond_destroy(&hub.cv);
+	hub_destroy(&hub);
 }
 
 int main(void)

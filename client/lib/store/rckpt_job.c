@@ -161,8 +161,14 @@ static int call_quality(void *arg, const rckpt_tset_t *params, const float *cons
 
 int rckpt_job_encoder(rckpt_job_t *j, rckpt_ckenc_t **out)
 {
+	return rckpt_job_encoder_for(j, NULL, out);
+}
+
+int rckpt_job_encoder_for(rckpt_job_t *j, const rckpt_layout_t *layout, rckpt_ckenc_t **out)
+{
 	rckpt_ckenc_opts_t eo;
 	rckpt_ckenc_opts_default(&eo);
+	eo.layout = layout;
 	eo.eps = j->o.eps;
 	eo.chunk_params = j->o.chunk_params;
 	eo.base_every = j->o.base_every;

@@ -11,6 +11,7 @@
 #include "rckpt_ckenc.h"
 #include "rckpt_internal.h"
 #include "rckpt_io.h"
+#include "rckpt_layout.h"
 #include "rckpt_store_wire.h"
 
 #define LOCK_NAME "rckpt.writer"
@@ -146,6 +147,9 @@ int rckpt_job_reclaim(rckpt_job_t *j);
 
 /* A writer's encoder, made from the job's options. */
 int rckpt_job_encoder(rckpt_job_t *j, rckpt_ckenc_t **out);
+/* The same for a group save's part: its chunks are `layout`'s (copied at
+ * the encoder's first step). */
+int rckpt_job_encoder_for(rckpt_job_t *j, const rckpt_layout_t *layout, rckpt_ckenc_t **out);
 
 /* Takes (or, renew, extends) the writer lock. */
 int rckpt_take_lock(rckpt_job_t *j, int renew);

@@ -1,0 +1,782 @@
+/*
+ * rckpt_group.c — group saves (issue 27): a job saved by a group of ranks
+ * over the trainer's transport, each rank encoding and appending only the
+ * chunks the plan gives it, the step committed once by rank 0 when every
+ * rank's chunks are appended.
+ *
+ * open:  rank 0 opens the job as its writer (lock, claim) and sends the
+ *        others its token and segment cap; they join under that claim.
+ * save:  every rank's shard descriptions to every rank (allgather); the
+ *        global tensors, their layout, the plan, the exchange; each rank
+ *        decides whether its chunks need a new segment, rank 0 the step's
+ *        (gather, broadcast); each rank encodes its part and appends its
+ *        records; each sends rank 0 its chunks' manifest entries and its
+ *        result; rank 0 puts the manifest and commits when every rank
+ *        succeeded, and sends every rank the step's result.
+ * Every message goes in one global order, so blocking transports cannot
+ * deadlock. A rank's failure fails the step on every rank; what it had
+ * appended lies past the head, and the next save trims it.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rckpt_bytes.h"
+#include "rckpt_clock.h"
+#include "rckpt_dtype.h"
+#include "rckpt_group_part.h"
+#include "rckpt_group_plan.h"
+#include "rckpt_group_xchg.h"
+#include "rckpt_store_internal.h"
+#include "rckpt_store_wire.h"
+
+/* A rank's description of its shards, at most this many bytes. */
+#define DESC_MAX ((size_t)16 << 20)
+
+struct rckpt_group {
+	rckpt_t *h;
+	rckpt_job_t *j;           /* rank 0: the writer; others: joined */
+	rckpt_loc_transport_t tr;
+	rckpt_ckenc_t *enc;       /* this rank's part's encoder, across saves */
+	rckpt_layout_t enc_layout; /* the part it was made for */
+	int trimmed;              /* this rank's chunks trimmed past the head */
+};
+
+/* ---- small collectives over the transport, in one global order ---- */
+
+/* Rank 0 sends every other rank n bytes of p; they receive them. */
+static int bcast(const rckpt_loc_transport_t *tr, void *p, size_t n)
+{
+	unsigned r;
+	int rc = 0;
+	if (tr->rank != 0)
+		return tr->recv(tr->ctx, 0, p, n);
+	for (r = 1; r < tr->size && rc == 0; r++)
+		rc = tr->send(tr->ctx, r, p, n);
+	return rc;
+}
+
+/* Every rank sends rank 0 n bytes; rank 0 gets rank r's at all + r * n. */
+static int gather(const rckpt_loc_transport_t *tr, const void *mine, size_t n, uint8_t *all)
+{
+	unsigned r;
+	int rc = 0;
+	if (tr->rank != 0)
+		return tr->send(tr->ctx, 0, mine, n);
+	memcpy(all, mine, n);
+	for (r = 1; r < tr->size && rc == 0; r++)
+		rc = tr->recv(tr->ctx, r, all + (size_t)r * n, n);
+	return rc;
+}
+
+/* ---- open ---- */
+
+int rckpt_group_open(rckpt_t *h, rckpt_group_t **out, const char *job, const rckpt_job_opts_t *opts,
+		     const rckpt_loc_transport_t *tr)
+{
+	rckpt_job_opts_t o = RCKPT_JOB_OPTS_INIT;
+	rckpt_group_t *g;
+	uint8_t msg[24];
+	int rc, rc0;
+
+	*out = NULL;
+	rckpt_clear_error(h);
+	if (tr == NULL || tr->size == 0 || tr->rank >= tr->size || (tr->size > 1 && (!tr->send || !tr->recv)))
+		return rckpt_fail(h, -EINVAL, __func__, "bad transport");
+	if ((g = calloc(1, sizeof(*g))) == NULL)
+		return rckpt_fail(h, -ENOMEM, __func__, "out of memory");
+	g->h = h;
+	g->tr = *tr;
+	if (opts)
+		o = *opts;
+	o.writer = tr->rank == 0;
+	rc0 = rckpt_job_open(h, &g->j, job, &o);
+	{
+		rckpt_writer_t w = rckpt_writer(msg, sizeof(msg));
+		rckpt_wr_u32(&w, (uint32_t)rc0);
+		rckpt_wr_u32(&w, 0);
+		rckpt_wr_u64(&w, rc0 == 0 && tr->rank == 0 ? g->j->token : 0);
+		rckpt_wr_u64(&w, rc0 == 0 && tr->rank == 0 ? g->j->seg_cap : 0);
+	}
+	/* rank 0's verdict and claim go to every rank (the others' own
+	 * opens failing is theirs to report, after the collective) */
+	if ((rc = bcast(tr, msg, sizeof(msg)))) {
+		rckpt_group_close(g);
+		return rckpt_fail(h, rc, __func__, "the group's transport failed (rank %u of %u)", tr->rank,
+				  tr->size);
+	}
+	{
+		rckpt_reader_t r = rckpt_reader(msg, sizeof(msg));
+		int rc_root = (int)rckpt_rd_u32(&r);
+		(void)rckpt_rd_u32(&r);
+		if (rc_root) {
+			rckpt_group_close(g);
+			return tr->rank == 0 ? rc_root
+					     : rckpt_fail(h, rc_root, __func__, "rank 0 cannot open job %s", job);
+		}
+		if (rc0) {
+			rckpt_group_close(g);
+			return rc0;
+		}
+		if (tr->rank != 0) { /* joined under rank 0's claim */
+			g->j->token = rckpt_rd_u64(&r);
+			g->j->seg_cap = rckpt_rd_u64(&r);
+		}
+	}
+	*out = g;
+	return 0;
+}
+
+void rckpt_group_close(rckpt_group_t *g)
+{
+	if (g == NULL)
+		return;
+	rckpt_ckenc_destroy(g->enc);
+	rckpt_layout_free(&g->enc_layout);
+	rckpt_job_close(g->j);
+	free(g);
+}
+
+/* ---- the shards' descriptions ---- */
+
+/* s[0..n) as bytes: u32 n, then per shard u16 name length, the name, u8
+ * dtype (public), u8 ndim, u64 shape[ndim], u64 offset, u64 count. */
+static int describe(rckpt_buf_t *b, const rckpt_shard_t *s, unsigned n)
+{
+	unsigned i, d;
+	int rc = rckpt_buf_put_u32(b, n);
+	for (i = 0; i < n && rc == 0; i++) {
+		size_t nl = s[i].name ? strlen(s[i].name) : 0;
+		if (nl == 0 || nl > 1024 || s[i].ndim > RCKPT_MAX_DIMS)
+			return -EINVAL;
+		rc = rckpt_buf_put_u16(b, (uint16_t)nl);
+		if (rc == 0)
+			rc = rckpt_buf_append(b, s[i].name, nl);
+		if (rc == 0)
+			rc = rckpt_buf_put_u8(b, (uint8_t)s[i].dtype);
+		if (rc == 0)
+			rc = rckpt_buf_put_u8(b, (uint8_t)s[i].ndim);
+		for (d = 0; d < s[i].ndim && rc == 0; d++)
+			rc = rckpt_buf_put_u64(b, s[i].shape[d]);
+		if (rc == 0)
+			rc = rckpt_buf_put_u64(b, s[i].offset);
+		if (rc == 0)
+			rc = rckpt_buf_put_u64(b, s[i].count);
+	}
+	return rc;
+}
+
+/* One shard as a rank described it. */
+typedef struct sdesc {
+	unsigned rank, dtype, ndim;
+	char name[1025];
+	uint64_t shape[RCKPT_MAX_DIMS], offset, count;
+} sdesc_t;
+
+/* The group's global tensors and every rank's holdings, from the
+ * gathered descriptions. */
+typedef struct world {
+	rckpt_tensor_t *t;   /* the global tensors, by name (data: a placeholder) */
+	sdesc_t *s;          /* every shard; t[].name points into these */
+	size_t ns;
+	unsigned nt;
+	rckpt_tset_t ts;     /* the same, as the encoder's set */
+	rckpt_piece_t **held; /* [p]: each rank's ranges, tensors as in ts */
+	size_t *nheld;
+	unsigned p;
+} world_t;
+
+static void world_free(world_t *w)
+{
+	unsigned i;
+	for (i = 0; w->held && i < w->p; i++)
+		free(w->held[i]);
+	free(w->held);
+	free(w->nheld);
+	free(w->t);
+	free(w->s);
+	rckpt_tset_free(&w->ts);
+	memset(w, 0, sizeof(*w));
+}
+
+static int cmp_sdesc(const void *a, const void *b)
+{
+	const sdesc_t *x = a, *y = b;
+	int c = strcmp(x->name, y->name);
+	return c ? c : (x->rank > y->rank) - (x->rank < y->rank);
+}
+
+/* Every rank computes the same world from the same bytes, so a bad
+ * description fails the step on every rank alike. -EINVAL: descriptions
+ * that disagree about a tensor's dtype or shape, a range past its tensor,
+ * a malformed one; -ENOMEM. */
+static int world_make(world_t *w, uint8_t **all, const size_t *lens, unsigned p)
+{
+	static const uint8_t placeholder = 0;
+	size_t cap = 0, i;
+	unsigned r, d;
+	int rc = 0;
+
+	memset(w, 0, sizeof(*w));
+	w->p = p;
+	w->held = calloc(p, sizeof(*w->held));
+	w->nheld = calloc(p, sizeof(*w->nheld));
+	if (!w->held || !w->nheld)
+		return -ENOMEM;
+	for (r = 0; r < p && rc == 0; r++) {
+		rckpt_reader_t rd = rckpt_reader(all[r], lens[r]);
+		uint32_t n = rckpt_rd_u32(&rd), k;
+		if (rd.err || n > (1u << 20))
+			return -EINVAL;
+		for (k = 0; k < n; k++) {
+			sdesc_t *x;
+			uint16_t nl;
+			const uint8_t *name;
+			uint64_t numel = 1;
+			if (w->ns == cap) {
+				size_t nc = cap ? 2 * cap : 64;
+				sdesc_t *g = realloc(w->s, nc * sizeof(*g));
+				if (g == NULL)
+					return -ENOMEM;
+				w->s = g;
+				cap = nc;
+			}
+			x = &w->s[w->ns];
+			memset(x, 0, sizeof(*x));
+			x->rank = r;
+			nl = rckpt_rd_u16(&rd);
+			name = rckpt_rd_bytes(&rd, nl);
+			x->dtype = rckpt_rd_u8(&rd);
+			x->ndim = rckpt_rd_u8(&rd);
+			for (d = 0; d < x->ndim && d < RCKPT_MAX_DIMS; d++)
+				x->shape[d] = rckpt_rd_u64(&rd);
+			x->offset = rckpt_rd_u64(&rd);
+			x->count = rckpt_rd_u64(&rd);
+			if (rd.err || nl == 0 || nl > 1024 || x->ndim > RCKPT_MAX_DIMS)
+				return -EINVAL;
+			memcpy(x->name, name, nl);
+			x->name[nl] = '\0';
+			for (d = 0; d < x->ndim; d++)
+				numel *= x->shape[d];
+			if (x->offset > numel || x->count > numel - x->offset)
+				return -EINVAL;
+			w->ns++;
+		}
+		if (rd.pos != lens[r])
+			return -EINVAL;
+	}
+	qsort(w->s, w->ns, sizeof(*w->s), cmp_sdesc);
+	if ((w->t = calloc(w->ns ? w->ns : 1, sizeof(*w->t))) == NULL)
+		return -ENOMEM;
+	for (i = 0; i < w->ns; i++) {
+		const sdesc_t *x = &w->s[i];
+		if (i && strcmp(x->name, w->s[i - 1].name) == 0) {
+			const rckpt_tensor_t *t = &w->t[w->nt - 1];
+			if (t->dtype != x->dtype || t->ndim != x->ndim ||
+			    memcmp(t->shape, x->shape, sizeof(x->shape)) != 0)
+				return -EINVAL; /* two ranks disagree about the tensor */
+			continue;
+		}
+		w->t[w->nt] = (rckpt_tensor_t){ x->name, x->dtype, x->ndim, { 0 }, &placeholder };
+		memcpy(w->t[w->nt].shape, x->shape, sizeof(x->shape));
+		w->nt++;
+	}
+	if ((rc = rckpt_tset_view(&w->ts, w->t, w->nt)))
+		return rc;
+	for (r = 0; r < p; r++)
+		if ((w->held[r] = calloc(w->ns ? w->ns : 1, sizeof(rckpt_piece_t))) == NULL)
+			return -ENOMEM;
+	for (i = 0; i < w->ns; i++) {
+		const sdesc_t *x = &w->s[i];
+		const rckpt_ctensor_t *ct = rckpt_tset_find(&w->ts, x->name);
+		const uint32_t ti = (uint32_t)(ct - w->ts.t);
+		if (x->count)
+			w->held[x->rank][w->nheld[x->rank]++] = (rckpt_piece_t){ ti, x->offset, x->count, ti, x->offset };
+	}
+	return 0;
+}
+
+/* ---- save ---- */
+
+/* Rank 0 gets every rank's bytes (a u64 length, then them), at most max
+ * each; the others send theirs. Rank 0: all[r], lens[r] (malloc'd). */
+static int gatherv(const rckpt_loc_transport_t *tr, const rckpt_buf_t *mine, size_t max, uint8_t **all,
+		   size_t *lens)
+{
+	uint8_t hdr[8];
+	unsigned r;
+	int rc = 0;
+	if (tr->rank != 0) {
+		rckpt_writer_t w = rckpt_writer(hdr, sizeof(hdr));
+		rckpt_wr_u64(&w, mine->len);
+		rc = tr->send(tr->ctx, 0, hdr, sizeof(hdr));
+		if (rc == 0 && mine->len)
+			rc = tr->send(tr->ctx, 0, mine->p, mine->len);
+		return rc;
+	}
+	if ((all[0] = malloc(mine->len ? mine->len : 1)) == NULL)
+		return -ENOMEM;
+	memcpy(all[0], mine->p, mine->len);
+	lens[0] = mine->len;
+	for (r = 1; r < tr->size && rc == 0; r++) {
+		rckpt_reader_t rd = rckpt_reader(hdr, sizeof(hdr));
+		uint64_t n;
+		if ((rc = tr->recv(tr->ctx, r, hdr, sizeof(hdr))))
+			break;
+		n = rckpt_rd_u64(&rd);
+		if (n > max)
+			return -EBADMSG;
+		if ((all[r] = malloc(n ? (size_t)n : 1)) == NULL)
+			return -ENOMEM;
+		lens[r] = (size_t)n;
+		if (n)
+			rc = tr->recv(tr->ctx, r, all[r], (size_t)n);
+	}
+	return rc;
+}
+
+/* A part's encoder sink: each record appended to its chunk's object. */
+typedef struct gsink {
+	rckpt_group_t *g;
+	const rckpt_group_part_t *part;
+	uint64_t seg;
+	uint64_t bytes;
+} gsink_t;
+
+static int gsink_begin(void *arg, uint32_t nchunks)
+{
+	gsink_t *s = arg;
+	return nchunks == s->part->layout.nchunks ? 0 : -EINVAL;
+}
+
+static int gsink_record(void *arg, uint32_t c, rckpt_buf_t *rec)
+{
+	gsink_t *s = arg;
+	rckpt_job_t *j = s->g->j;
+	rckpt_buf_t msg = RCKPT_BUF_INIT;
+	char oid[64];
+	int rc = rckpt_msg_append_encode(&msg, j->token, rec->p, rec->len);
+	s->bytes += rec->len;
+	rckpt_store_segment_oid(oid, sizeof(oid), s->part->chunk[c], s->seg);
+	if (rc == 0)
+		rc = rckpt_exec_write(j, oid, "append", &msg);
+	rckpt_buf_free(&msg);
+	return rc;
+}
+
+/* Trims this rank's chunk objects of segment seg after `after`. */
+static int trim_part(rckpt_group_t *g, const rckpt_group_part_t *part, uint64_t seg, uint64_t after)
+{
+	rckpt_buf_t tm = RCKPT_BUF_INIT;
+	uint32_t c;
+	int rc = rckpt_msg_trim_encode(&tm, g->j->token, after);
+	for (c = 0; c < part->layout.nchunks && rc == 0; c++) {
+		char oid[64];
+		rckpt_store_segment_oid(oid, sizeof(oid), part->chunk[c], seg);
+		rc = rckpt_exec_write(g->j, oid, "trim", &tm);
+	}
+	rckpt_buf_free(&tm);
+	return rc;
+}
+
+/* Whether one of this rank's chunk objects of segment seg could pass the
+ * cap with its next record (4 bytes a parameter, at most). */
+static int part_full(rckpt_group_t *g, const rckpt_group_part_t *part, uint64_t seg, int *full)
+{
+	uint32_t c, k;
+	*full = 0;
+	for (c = 0; c < part->layout.nchunks; c++) {
+		uint64_t size = 0, n = 0;
+		char oid[64];
+		int rc;
+		rckpt_store_segment_oid(oid, sizeof(oid), part->chunk[c], seg);
+		rc = g->j->io->ops->stat(g->j->io, oid, &size);
+		if (rc && rc != -ENOENT)
+			return rc;
+		for (k = 0; k < part->layout.npieces[c]; k++)
+			n += part->layout.pieces[c][k].n;
+		if (size + 4 * n + ((uint64_t)64 << 10) > g->j->seg_cap)
+			*full = 1;
+	}
+	return 0;
+}
+
+static int same_layout(const rckpt_layout_t *a, const rckpt_layout_t *b)
+{
+	uint32_t c;
+	if (a->nchunks != b->nchunks)
+		return 0;
+	for (c = 0; c < a->nchunks; c++)
+		if (a->npieces[c] != b->npieces[c] ||
+		    memcmp(a->pieces[c], b->pieces[c], a->npieces[c] * sizeof(*a->pieces[c])) != 0)
+			return 0;
+	return 1;
+}
+
+/* This rank's part of step `step`: encoded and appended (seg: its
+ * segment; roll: it begins it). Its report to rank 0 into rep: u32 rc,
+ * u32 chunks, u64 raw, u64 stored, f64 quality, u8 base, then per chunk
+ * u32 global number and its manifest entry. */
+static int encode_part(rckpt_group_t *g, const rckpt_group_part_t *part, uint64_t step, uint64_t head,
+		       uint64_t seg, int roll, rckpt_buf_t *rep, rckpt_mf_config_t *cfg, char *msg, size_t msglen)
+{
+	rckpt_buf_t man = RCKPT_BUF_INIT;
+	rckpt_ckenc_stats_t st;
+	rckpt_manifest_t mf;
+	gsink_t sk = { g, part, roll ? step : seg, 0 };
+	const rckpt_ckenc_sink_t sink = { gsink_begin, gsink_record, &sk };
+	uint32_t c;
+	int rc = 0;
+
+	memset(&mf, 0, sizeof(mf));
+	memset(&st, 0, sizeof(st));
+	if (!g->trimmed && (rc = trim_part(g, part, seg, head)))
+		snprintf(msg, msglen, "cannot trim what an unfinished save left past the head");
+	if (rc == 0 && roll && (rc = trim_part(g, part, step, RCKPT_STORE_NONE)))
+		snprintf(msg, msglen, "cannot begin a new segment");
+	if (rc == 0 && (g->enc == NULL || roll || !g->trimmed || !same_layout(&g->enc_layout, &part->layout))) {
+		/* a new part (the first save, other owners, another segment, a
+		 * failed save): its chunks start with bases */
+		rckpt_ckenc_destroy(g->enc);
+		g->enc = NULL;
+		rckpt_layout_free(&g->enc_layout);
+		if ((rc = rckpt_job_encoder_for(g->j, &part->layout, &g->enc)) ||
+		    (rc = rckpt_layout_copy(&g->enc_layout, &part->layout)))
+			snprintf(msg, msglen, "cannot make the encoder");
+	}
+	if (rc == 0) {
+		rc = rckpt_ckenc_step_stream(g->enc, &sink, &man, &st, &part->ts, NULL, step, msg, msglen);
+		if (rc && !msg[0])
+			snprintf(msg, msglen, "cannot encode or append its chunks");
+	}
+	if (rc == 0 && (rc = rckpt_manifest_decode(&mf, man.p, man.len)) == 0)
+		*cfg = mf.cfg;
+	g->trimmed = rc == 0;
+	rckpt_buf_put_u32(rep, (uint32_t)rc);
+	rckpt_buf_put_u32(rep, rc ? 0 : part->layout.nchunks);
+	rckpt_buf_put_u64(rep, st.raw_bytes);
+	rckpt_buf_put_u64(rep, sk.bytes);
+	rckpt_buf_put_u64(rep, rckpt_d2u(st.quality));
+	rckpt_buf_put_u8(rep, (uint8_t)(st.is_base ? 1 : 0));
+	for (c = 0; rc == 0 && c < part->layout.nchunks; c++) {
+		rckpt_buf_put_u32(rep, part->chunk[c]);
+		rckpt_buf_put_u32(rep, mf.chunk[c].elements);
+		rckpt_buf_put_u32(rep, mf.chunk[c].nseg);
+		rckpt_buf_put_u64(rep, mf.chunk[c].record_bytes);
+		rckpt_buf_append(rep, mf.chunk[c].sha256, 32);
+	}
+	rckpt_manifest_free(&mf);
+	rckpt_buf_free(&man);
+	if (rc) {
+		rckpt_ckenc_destroy(g->enc);
+		g->enc = NULL;
+	}
+	return rc;
+}
+
+/* Rank 0: the reports, the manifest and the commit. */
+static int commit_step(rckpt_group_t *g, const world_t *w, const rckpt_layout_t *l, uint64_t step, uint64_t head,
+		       uint64_t seg, const rckpt_mf_config_t *cfg, uint8_t **rep, const size_t *replen,
+		       uint64_t *raw, uint64_t *stored, unsigned *bad_rank, int *bad_rc)
+{
+	rckpt_mf_chunk_t *ent = calloc(l->nchunks ? l->nchunks : 1, sizeof(*ent));
+	uint8_t *seen = calloc(l->nchunks ? l->nchunks : 1, 1);
+	rckpt_buf_t man = RCKPT_BUF_INIT, in = RCKPT_BUF_INIT;
+	rckpt_ckenc_opts_t dflt;
+	rckpt_manifest_t mf;
+	double quality = 0;
+	int rc = 0, all_delta = 1;
+	unsigned r;
+	uint32_t c;
+
+	*raw = *stored = 0;
+	if (!ent || !seen) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (r = 0; r < g->tr.size && rc == 0; r++) {
+		rckpt_reader_t rd = rckpt_reader(rep[r], replen[r]);
+		int rrc = (int)rckpt_rd_u32(&rd);
+		uint32_t n = rckpt_rd_u32(&rd), k;
+		double q;
+		*raw += rckpt_rd_u64(&rd);
+		*stored += rckpt_rd_u64(&rd);
+		q = rckpt_u2d(rckpt_rd_u64(&rd));
+		all_delta &= rckpt_rd_u8(&rd) == 0;
+		quality = q > quality ? q : quality;
+		if (rd.err) {
+			rc = -EBADMSG;
+			break;
+		}
+		if (rrc) {
+			*bad_rank = r;
+			*bad_rc = rc = rrc;
+			break;
+		}
+		for (k = 0; k < n; k++) {
+			uint32_t gc = rckpt_rd_u32(&rd);
+			rckpt_mf_chunk_t e;
+			e.elements = rckpt_rd_u32(&rd);
+			e.nseg = rckpt_rd_u32(&rd);
+			e.record_bytes = rckpt_rd_u64(&rd);
+			{
+				const uint8_t *sh = rckpt_rd_bytes(&rd, 32);
+				if (sh)
+					memcpy(e.sha256, sh, 32);
+			}
+			if (rd.err || gc >= l->nchunks || seen[gc]) {
+				rc = -EBADMSG;
+				break;
+			}
+			seen[gc] = 1;
+			ent[gc] = e;
+		}
+	}
+	for (c = 0; c < l->nchunks && rc == 0; c++)
+		if (!seen[c])
+			rc = -EBADMSG; /* a chunk no rank encoded */
+	if (rc)
+		goto out;
+	memset(&mf, 0, sizeof(mf));
+	mf.step = step;
+	mf.parent = all_delta && head != RCKPT_STORE_NONE ? head : RCKPT_NO_PARENT;
+	mf.chunk_params = g->j->o.chunk_params;
+	mf.cfg = *cfg;
+	mf.quality = quality;
+	mf.raw_bytes = *raw;
+	mf.enc_bytes = *stored;
+	rckpt_ckenc_opts_default(&dflt);
+	if ((rc = rckpt_group_manifest(&man, l, &w->ts, dflt.fixed.lossless_kinds, ent, &mf)))
+		goto out;
+	*stored += man.len;
+	{
+		char oid[64];
+		rckpt_store_manifest_oid(oid, sizeof(oid), step);
+		if ((rc = rckpt_put_object(g->j, oid, step, &man)))
+			goto out;
+	}
+	{
+		rckpt_store_summary_t sum;
+		uint8_t summary[SUMMARY_BYTES];
+		rckpt_msg_commit_t cm;
+		memset(&sum, 0, sizeof(sum));
+		sum.raw_bytes = *raw;
+		sum.enc_bytes = *stored;
+		sum.parent = mf.parent;
+		sum.nchunks = l->nchunks;
+		sum.quality = quality;
+		sum.segment = seg;
+		rckpt_store_summary_put(summary, &sum);
+		cm = (rckpt_msg_commit_t){ head, step, { summary, sizeof(summary) }, g->j->token };
+		rc = rckpt_msg_commit_encode(&in, &cm);
+		if (rc == 0)
+			rc = rckpt_exec_write(g->j, RCKPT_STORE_JOB_OID, "commit", &in);
+	}
+out:
+	free(ent);
+	free(seen);
+	rckpt_buf_free(&man);
+	rckpt_buf_free(&in);
+	return rc;
+}
+
+int rckpt_group_save(rckpt_group_t *g, uint64_t step, const rckpt_shard_t *s, unsigned n,
+		     rckpt_save_stats_t *st)
+{
+	const rckpt_loc_transport_t *tr = &g->tr;
+	rckpt_t *h = g->h;
+	rckpt_buf_t desc = RCKPT_BUF_INIT, rep = RCKPT_BUF_INIT;
+	uint8_t **all = NULL, **reps = NULL;
+	size_t *lens = NULL, *replens = NULL, k;
+	world_t w;
+	rckpt_layout_t l;
+	rckpt_group_plan_t plan;
+	rckpt_group_data_t data;
+	rckpt_group_part_t part;
+	rckpt_hold_t *held = NULL;
+	rckpt_mf_config_t cfg;
+	uint64_t head = RCKPT_STORE_NONE, count, seg = RCKPT_STORE_NONE, raw = 0, stored = 0;
+	uint8_t res[24], *flags = NULL;
+	char msg[256] = "";
+	unsigned bad_rank = 0, r;
+	int rc, head_rc, bad_rc = 0, full = 0, roll = 0;
+	double t0 = rckpt_now_s();
+
+	rckpt_clear_error(h);
+	memset(&w, 0, sizeof(w));
+	memset(&l, 0, sizeof(l));
+	memset(&plan, 0, sizeof(plan));
+	memset(&data, 0, sizeof(data));
+	memset(&part, 0, sizeof(part));
+	memset(&cfg, 0, sizeof(cfg));
+	/* 1. every rank's shards to every rank (a bad list still goes, as
+	 *    bytes every rank rejects alike) */
+	if (describe(&desc, s, n)) {
+		desc.len = 0;
+		rckpt_buf_put_u32(&desc, UINT32_MAX);
+	}
+	if ((rc = rckpt_group_allgather(tr, desc.p, desc.len, DESC_MAX, &all, &lens))) {
+		rc = rckpt_fail(h, rc, __func__, "the group's transport failed describing the shards");
+		goto out;
+	}
+	if ((rc = world_make(&w, all, lens, tr->size))) {
+		rc = rckpt_fail(h, rc, __func__,
+				"the ranks' shards do not make one model (a malformed list, a range past its "
+				"tensor, or ranks that disagree about a tensor's dtype or shape)");
+		goto out;
+	}
+	/* 2. the head as every rank reads it (rank 0 holds the lock: nothing
+	 *    moves it meanwhile), and its segment */
+	if ((rc = rckpt_read_head(g->j, &head, &count)) == 0 && head != RCKPT_STORE_NONE) {
+		rckpt_store_summary_t sum;
+		if ((rc = rckpt_step_summary(g->j, head, &sum)) == 0)
+			seg = sum.segment;
+	}
+	head_rc = rc; /* reported to rank 0 with this rank's part, below */
+	rc = 0;
+	/* 3. the layout, the plan, the exchange, this rank's part */
+	held = calloc(n ? n : 1, sizeof(*held));
+	if (held == NULL) {
+		rc = rckpt_fail(h, -ENOMEM, __func__, "out of memory");
+		goto out;
+	}
+	for (k = 0; k < n; k++) {
+		const rckpt_ctensor_t *ct = rckpt_tset_find(&w.ts, s[k].name);
+		held[k] = (rckpt_hold_t){ (uint32_t)(ct - w.ts.t), s[k].offset, s[k].count, s[k].data };
+	}
+	{
+		int e = rckpt_layout_build(&l, &w.ts, g->j->o.chunk_params);
+		if (e == 0)
+			e = rckpt_group_plan(&plan, &l, &w.ts, tr->size, (const rckpt_piece_t *const *)w.held, w.nheld);
+		if (e) { /* the same on every rank */
+			rc = rckpt_fail(h, e, __func__, "cannot plan the step (%s)",
+					e == -ENOENT ? "an element no rank holds" : rckpt_strerror(e));
+			goto out;
+		}
+	}
+	if ((rc = rckpt_group_exchange(&data, &plan, &l, &w.ts, held, n, tr))) {
+		rc = rckpt_fail(h, rc, __func__, "the exchange of the shards failed (rank %u of %u)", tr->rank,
+				tr->size);
+		goto out;
+	}
+	if ((rc = rckpt_group_part_make(&part, &w.ts, &l, &data))) {
+		rc = rckpt_fail(h, rc, __func__, "out of memory");
+		goto out;
+	}
+	/* 4. a new segment when any rank's chunk could pass the cap */
+	flags = calloc(tr->size, 1);
+	if (flags == NULL) {
+		rc = rckpt_fail(h, -ENOMEM, __func__, "out of memory");
+		goto out;
+	}
+	{
+		uint8_t mine = 0, verdict = 0;
+		if (part_full(g, &part, seg, &full) == 0)
+			mine = (uint8_t)full;
+		if ((rc = gather(tr, &mine, 1, flags)) == 0) {
+			for (r = 0; tr->rank == 0 && r < tr->size; r++)
+				verdict |= flags[r];
+			rc = bcast(tr, &verdict, 1);
+		}
+		if (rc) {
+			rc = rckpt_fail(h, rc, __func__, "the group's transport failed");
+			goto out;
+		}
+		roll = verdict != 0 && head != RCKPT_STORE_NONE;
+	}
+	/* 5. this rank's part, encoded and appended; its report to rank 0 */
+	{
+		int e = head_rc ? head_rc : head != RCKPT_STORE_NONE && step <= head ? -EINVAL : 0;
+		if (e == 0 && tr->rank == 0 && (e = rckpt_take_lock(g->j, 1)))
+			snprintf(msg, sizeof(msg), "rank 0 lost the writer lock");
+		if (e == 0)
+			e = encode_part(g, &part, step, head, seg, roll, &rep, &cfg, msg, sizeof(msg));
+		else {
+			rckpt_buf_put_u32(&rep, (uint32_t)e);
+			rckpt_buf_put_u32(&rep, 0);
+			rckpt_buf_put_u64(&rep, 0);
+			rckpt_buf_put_u64(&rep, 0);
+			rckpt_buf_put_u64(&rep, 0);
+			rckpt_buf_put_u8(&rep, 0);
+		}
+		if (e && !msg[0])
+			snprintf(msg, sizeof(msg), "%s", e == -EINVAL ? "the step is not after the head" : rckpt_strerror(e));
+	}
+	reps = calloc(tr->size, sizeof(*reps));
+	replens = calloc(tr->size, sizeof(*replens));
+	if (!reps || !replens) {
+		rc = rckpt_fail(h, -ENOMEM, __func__, "out of memory");
+		goto out;
+	}
+	if ((rc = gatherv(tr, &rep, DESC_MAX, reps, replens))) {
+		rc = rckpt_fail(h, rc, __func__, "the group's transport failed");
+		goto out;
+	}
+	/* 6. rank 0 commits when every rank succeeded; everyone learns how it went */
+	{
+		int final = 0;
+		if (tr->rank == 0)
+			final = commit_step(g, &w, &l, step, head, roll ? step : seg, &cfg, reps, replens, &raw,
+					    &stored, &bad_rank, &bad_rc);
+		{
+			rckpt_writer_t wr = rckpt_writer(res, sizeof(res));
+			rckpt_wr_u32(&wr, (uint32_t)final);
+			rckpt_wr_u32(&wr, bad_rc ? bad_rank : UINT32_MAX);
+			rckpt_wr_u64(&wr, raw);
+			rckpt_wr_u64(&wr, stored);
+		}
+		if ((rc = bcast(tr, res, sizeof(res)))) {
+			rc = rckpt_fail(h, rc, __func__, "the group's transport failed");
+			goto out;
+		}
+		{
+			rckpt_reader_t rd = rckpt_reader(res, sizeof(res));
+			uint32_t br;
+			final = (int)rckpt_rd_u32(&rd);
+			br = rckpt_rd_u32(&rd);
+			raw = rckpt_rd_u64(&rd);
+			stored = rckpt_rd_u64(&rd);
+			if (final) {
+				g->trimmed = 0; /* what this step appended lies past the head */
+				rckpt_ckenc_destroy(g->enc);
+				g->enc = NULL;
+				if (br == tr->rank && msg[0])
+					rc = rckpt_fail(h, final, __func__, "step %" PRIu64 ": %s", step, msg);
+				else if (br != UINT32_MAX)
+					rc = rckpt_fail(h, final, __func__, "step %" PRIu64 " failed on rank %u of %u",
+							step, br, tr->size);
+				else
+					rc = rckpt_fail(h, final, __func__, "cannot commit step %" PRIu64 "%s", step,
+							final == -ESTALE ? " (another writer has taken the job)" : "");
+				goto out;
+			}
+		}
+	}
+	g->j->head = step;
+	if (st) {
+		memset(st, 0, sizeof(*st));
+		st->raw_bytes = raw;
+		st->enc_bytes = stored;
+		st->nchunks = l.nchunks;
+		st->t_encode = rckpt_now_s() - t0;
+	}
+	rc = 0;
+out:
+	if (all)
+		rckpt_group_gathered_free(all, lens, tr->size);
+	if (reps)
+		rckpt_group_gathered_free(reps, replens, tr->size);
+	free(flags);
+	free(held);
+	rckpt_buf_free(&desc);
+	rckpt_buf_free(&rep);
+	rckpt_group_part_free(&part);
+	rckpt_group_data_free(&data);
+	rckpt_group_plan_free(&plan);
+	rckpt_layout_free(&l);
+	world_free(&w);
+	return rc;
+}
