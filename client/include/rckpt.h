@@ -923,6 +923,9 @@ RCKPT_API int rckpt_group_open(rckpt_t *h, rckpt_group_t **out, const char *job,
  * number of processes. st (may be NULL): the whole step's bytes. */
 RCKPT_API int rckpt_group_save(rckpt_group_t *g, uint64_t step, const rckpt_shard_t *s, unsigned n,
 			       rckpt_save_stats_t *st);
+/* Bytes kept with the next group save, as rckpt_job_attach: rank 0's are
+ * the step's attachment; the other ranks' calls do nothing. */
+RCKPT_API int rckpt_group_attach(rckpt_group_t *g, const void *data, size_t len);
 RCKPT_API void rckpt_group_close(rckpt_group_t *g);
 
 /* ---- build and machine ---- */

@@ -5,7 +5,8 @@
  *  - three ranks holding ZeRO-3 slices save three steps; one process
  *    restores each, every tensor within the codec's error and the
  *    lossless one bit for bit; the later steps are deltas;
- *  - the job restarted on two ranks saves on;
+ *  - the job restarted on two ranks saves on, its next step a delta (each
+ *    rank takes up the head's levels of the chunks it now owns);
  *  - three ranks holding everything (DDP) save into another job;
  *  - a rank whose shard disagrees about a tensor's shape fails the step
  *    on every rank, and the head stays;
@@ -291,6 +292,7 @@ static void test_group_save(void **state)
 	check_step(j, 4, &steps[4]);
 	assert_int_equal(rckpt_job_steps(j, RCKPT_LATEST, si, 8, &n, &more), 0);
 	assert_int_equal(n, 4);
+	assert_int_equal(si[3].parent, 3); /* restarted on 2 ranks: a delta on the head */
 	rckpt_job_close(j);
 	/* DDP: every rank holds everything */
 	run(R, 3, job2, REPLICATED, 1, 2, steps);

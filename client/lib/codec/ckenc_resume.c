@@ -100,8 +100,8 @@ int ckenc_adopt(rckpt_ckenc_t *e, const rckpt_tset_t *params)
 			const rckpt_piece_t *pc = &e->pieces[c][k];
 			rckpt_seg_t *sg = &d->chunk[c].seg[k], *s = &e->prev.seg[pc->tensor];
 			uint64_t u;
-			sg->tensor = pc->tensor;
-			sg->first = pc->first;
+			sg->tensor = pc->gtensor; /* as this encoder's records name it */
+			sg->first = pc->gfirst;
 			if (s->idx == NULL)
 				continue;
 			if (pc->first == 0) { /* every piece of a tensor has its codebook */

@@ -99,37 +99,6 @@ int rckpt_job_branch(rckpt_job_t *src, uint64_t from, uint64_t upto, const char 
 	return rckpt_branch_copy(src, from, upto, dst, &copied);
 }
 
-/* Chunk c's record of step s in segment seg, materialized: a base. */
-static int base_of(rckpt_job_t *j, uint64_t seg, unsigned c, uint64_t s, rckpt_buf_t *rec)
-{
-	rckpt_buf_t start = RCKPT_BUF_INIT;
-	char oid[64];
-	unsigned rounds;
-	int rc = 0, done = 0;
-
-	rckpt_store_segment_oid(oid, sizeof(oid), c, seg);
-	for (rounds = 0; rc == 0 && !done && rounds < 4 * RCKPT_STORE_CHAIN_MAX; rounds++) {
-		rckpt_buf_t in = RCKPT_BUF_INIT, out = RCKPT_BUF_INIT;
-		rckpt_msg_materialize_t q = { s, 0, { start.p, start.len } };
-		rckpt_msg_materialized_t a;
-		rc = rckpt_msg_materialize_encode(&in, &q);
-		if (rc == 0)
-			rc = rckpt_exec_read(j, oid, "materialize", &in, &out);
-		if (rc == 0)
-			rc = rckpt_msg_materialized_decode(&a, out.p, out.len);
-		if (rc == 0) {
-			rckpt_buf_t *dst = a.done ? rec : &start;
-			dst->len = 0;
-			rc = rckpt_buf_append(dst, a.record.p, a.record.len);
-			done = a.done;
-		}
-		rckpt_buf_free(&in);
-		rckpt_buf_free(&out);
-	}
-	rckpt_buf_free(&start);
-	return rc ? rc : done ? 0 : -E2BIG;
-}
-
 static const rckpt_store_entry_t *entry_of(const rckpt_store_entry_t *e, uint32_t n, uint64_t s)
 {
 	uint32_t lo = 0, hi = n;
@@ -263,7 +232,7 @@ static int copy_step(rckpt_job_t *src, rckpt_job_t *dst, src_seg_t *g, uint64_t 
 				rec.len = e->length;
 			}
 		} else {
-			rc = base_of(src, g->seg, c, s, &rec);
+			rc = rckpt_chunk_base(src, g->seg, c, s, &rec);
 		}
 		msg.len = 0;
 		if (rc == 0)

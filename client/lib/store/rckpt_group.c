@@ -130,6 +130,13 @@ int rckpt_group_open(rckpt_t *h, rckpt_group_t **out, const char *job, const rck
 	return 0;
 }
 
+int rckpt_group_attach(rckpt_group_t *g, const void *data, size_t len)
+{
+	if (g->tr.rank != 0)
+		return 0; /* rank 0's is the step's */
+	return rckpt_job_attach(g->j, data, len);
+}
+
 void rckpt_group_close(rckpt_group_t *g)
 {
 	if (g == NULL)
@@ -416,6 +423,84 @@ static int same_layout(const rckpt_layout_t *a, const rckpt_layout_t *b)
 	return 1;
 }
 
+/* A new encoder of this rank's part takes up the head's levels of its
+ * chunks (a group restarted on another number of ranks, or with other
+ * owners): each chunk materialized at the head, and a manifest of the
+ * part that the encoder checks them against. Then its first step is a
+ * delta, as a restarted single writer's is. Best effort: on any failure
+ * the step is a base. */
+static void resume_part(rckpt_group_t *g, const rckpt_group_part_t *part, uint64_t head, uint64_t seg)
+{
+	rckpt_job_t *j = g->j;
+	rckpt_buf_t man = RCKPT_BUF_INIT, rec = RCKPT_BUF_INIT;
+	rckpt_manifest_t gm;
+	rckpt_ckdec_t *d = NULL;
+	char oid[64];
+	uint32_t c, k, i;
+	unsigned depth;
+	int rc;
+
+	memset(&gm, 0, sizeof(gm));
+	rckpt_store_manifest_oid(oid, sizeof(oid), head);
+	if (rckpt_read_object(j, oid, (uint64_t)1 << 30, &man) || rckpt_manifest_decode(&gm, man.p, man.len))
+		goto out;
+	if ((d = calloc(1, sizeof(*d))) == NULL)
+		goto out;
+	d->mf.step = head;
+	d->mf.parent = gm.parent;
+	d->mf.chunk_params = gm.chunk_params;
+	d->mf.cfg = gm.cfg;
+	d->mf.ntensors = part->ts.ntensors;
+	d->mf.nchunks = part->layout.nchunks;
+	d->mf.t = calloc(part->ts.ntensors ? part->ts.ntensors : 1, sizeof(*d->mf.t));
+	d->mf.chunk = calloc(part->layout.nchunks ? part->layout.nchunks : 1, sizeof(*d->mf.chunk));
+	d->chunk = calloc(part->layout.nchunks ? part->layout.nchunks : 1, sizeof(*d->chunk));
+	if (!d->mf.t || !d->mf.chunk || !d->chunk)
+		goto out;
+	for (i = 0; i < part->ts.ntensors; i++) {
+		const rckpt_ctensor_t *t = &part->ts.t[i];
+		uint32_t x;
+		for (x = 0; x < gm.ntensors && strcmp(gm.t[x].name, t->name) != 0; x++)
+			;
+		if (x == gm.ntensors || (d->mf.t[i].name = strdup(t->name)) == NULL)
+			goto out; /* another model: a base */
+		d->mf.t[i].dtype = (uint8_t)t->dtype;
+		d->mf.t[i].kind = (uint8_t)rckpt_ctensor_kind(t);
+		d->mf.t[i].encoding = gm.t[x].encoding;
+		d->mf.t[i].ndim = 1;
+		d->mf.t[i].shape[0] = t->n;
+	}
+	for (c = 0; c < part->layout.nchunks; c++) {
+		for (k = 0; k < part->layout.npieces[c]; k++) {
+			const rckpt_piece_t *pc = &part->layout.pieces[c][k];
+			rckpt_mf_tensor_t *mt = &d->mf.t[pc->tensor];
+			rckpt_mf_seg_t *sg = realloc(mt->seg, sizeof(*sg) * (mt->nseg + 1));
+			if (sg == NULL)
+				goto out;
+			mt->seg = sg;
+			mt->seg[mt->nseg++] = (rckpt_mf_seg_t){ c, k, pc->n };
+		}
+		rec.len = 0;
+		if (rckpt_chunk_base(j, seg, part->chunk[c], head, &rec) ||
+		    rckpt_record_decode(&d->chunk[c], rec.p, rec.len, NULL, NULL))
+			goto out;
+	}
+	if (rckpt_ckenc_resume(g->enc, d) == 0) {
+		if (rckpt_chain_depth(j, seg, head, &depth))
+			depth = RCKPT_STORE_CHAIN_REBASE;
+		rckpt_ckenc_set_depth(g->enc, depth);
+	}
+out:
+	if (d) {
+		rckpt_ckdec_free(d);
+		free(d);
+	}
+	rckpt_manifest_free(&gm);
+	rckpt_buf_free(&man);
+	rckpt_buf_free(&rec);
+	(void)rc;
+}
+
 /* This rank's part of step `step`: encoded and appended (seg: its
  * segment; roll: it begins it). Its report to rank 0 into rep: u32 rc,
  * u32 chunks, u64 raw, u64 stored, f64 quality, u8 base, then per chunk
@@ -446,6 +531,8 @@ static int encode_part(rckpt_group_t *g, const rckpt_group_part_t *part, uint64_
 		if ((rc = rckpt_job_encoder_for(g->j, &part->layout, &g->enc)) ||
 		    (rc = rckpt_layout_copy(&g->enc_layout, &part->layout)))
 			snprintf(msg, msglen, "cannot make the encoder");
+		else if (head != RCKPT_STORE_NONE && !roll)
+			resume_part(g, part, head, seg);
 	}
 	if (rc == 0) {
 		rc = rckpt_ckenc_step_stream(g->enc, &sink, &man, &st, &part->ts, NULL, step, msg, msglen);
@@ -488,7 +575,7 @@ static int commit_step(rckpt_group_t *g, const world_t *w, const rckpt_layout_t 
 	rckpt_ckenc_opts_t dflt;
 	rckpt_manifest_t mf;
 	double quality = 0;
-	int rc = 0, all_delta = 1;
+	int rc = 0, all_delta = 1, attached = 0;
 	unsigned r;
 	uint32_t c;
 
@@ -552,6 +639,16 @@ static int commit_step(rckpt_group_t *g, const world_t *w, const rckpt_layout_t 
 	if ((rc = rckpt_group_manifest(&man, l, &w->ts, dflt.fixed.lossless_kinds, ent, &mf)))
 		goto out;
 	*stored += man.len;
+	if (g->j->attach.len) { /* rank 0's attachment goes with the step */
+		char oid[64];
+		rckpt_writer_t aw = rckpt_writer(g->j->attach.p + 8, 8);
+		rckpt_wr_u64(&aw, step);
+		rckpt_store_attach_oid(oid, sizeof(oid), step);
+		if ((rc = rckpt_put_object(g->j, oid, step, &g->j->attach)))
+			goto out;
+		*stored += g->j->attach.len;
+		attached = 1;
+	}
 	{
 		char oid[64];
 		rckpt_store_manifest_oid(oid, sizeof(oid), step);
@@ -569,6 +666,7 @@ static int commit_step(rckpt_group_t *g, const world_t *w, const rckpt_layout_t 
 		sum.nchunks = l->nchunks;
 		sum.quality = quality;
 		sum.segment = seg;
+		sum.flags = attached ? RCKPT_SUMMARY_ATTACH : 0;
 		rckpt_store_summary_put(summary, &sum);
 		cm = (rckpt_msg_commit_t){ head, step, { summary, sizeof(summary) }, g->j->token };
 		rc = rckpt_msg_commit_encode(&in, &cm);
@@ -740,6 +838,7 @@ int rckpt_group_save(rckpt_group_t *g, uint64_t step, const rckpt_shard_t *s, un
 			raw = rckpt_rd_u64(&rd);
 			stored = rckpt_rd_u64(&rd);
 			if (final) {
+				rckpt_buf_free(&g->j->attach); /* it went with this save */
 				g->trimmed = 0; /* what this step appended lies past the head */
 				rckpt_ckenc_destroy(g->enc);
 				g->enc = NULL;
@@ -756,6 +855,7 @@ int rckpt_group_save(rckpt_group_t *g, uint64_t step, const rckpt_shard_t *s, un
 		}
 	}
 	g->j->head = step;
+	rckpt_buf_free(&g->j->attach);
 	if (st) {
 		memset(st, 0, sizeof(*st));
 		st->raw_bytes = raw;

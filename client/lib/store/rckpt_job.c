@@ -406,6 +406,36 @@ int rckpt_chunk_writes(rckpt_job_t *j, uint64_t seg, const char *method, const r
 
 /* ---- steps ---- */
 
+int rckpt_chunk_base(rckpt_job_t *j, uint64_t seg, unsigned c, uint64_t s, rckpt_buf_t *rec)
+{
+	rckpt_buf_t start = RCKPT_BUF_INIT;
+	char oid[64];
+	unsigned rounds;
+	int rc = 0, done = 0;
+
+	rckpt_store_segment_oid(oid, sizeof(oid), c, seg);
+	for (rounds = 0; rc == 0 && !done && rounds < 4 * RCKPT_STORE_CHAIN_MAX; rounds++) {
+		rckpt_buf_t in = RCKPT_BUF_INIT, out = RCKPT_BUF_INIT;
+		rckpt_msg_materialize_t q = { s, 0, { start.p, start.len } };
+		rckpt_msg_materialized_t a;
+		rc = rckpt_msg_materialize_encode(&in, &q);
+		if (rc == 0)
+			rc = rckpt_exec_read(j, oid, "materialize", &in, &out);
+		if (rc == 0)
+			rc = rckpt_msg_materialized_decode(&a, out.p, out.len);
+		if (rc == 0) {
+			rckpt_buf_t *dst = a.done ? rec : &start;
+			dst->len = 0;
+			rc = rckpt_buf_append(dst, a.record.p, a.record.len);
+			done = a.done;
+		}
+		rckpt_buf_free(&in);
+		rckpt_buf_free(&out);
+	}
+	rckpt_buf_free(&start);
+	return rc ? rc : done ? 0 : -E2BIG;
+}
+
 int rckpt_read_object(rckpt_job_t *j, const char *oid, uint64_t max, rckpt_buf_t *b)
 {
 	uint64_t size = 0;

@@ -79,6 +79,10 @@ int rckpt_exec_read(rckpt_job_t *j, const char *oid, const char *method, const r
 		    rckpt_buf_t *out);
 int rckpt_exec_write(rckpt_job_t *j, const char *oid, const char *method, const rckpt_buf_t *in);
 
+/* Chunk c's record of step s in segment seg, materialized (the OSD's
+ * materialize, resumed until done): a base, into rec. */
+int rckpt_chunk_base(rckpt_job_t *j, uint64_t seg, unsigned c, uint64_t s, rckpt_buf_t *rec);
+
 /* Object oid's data, at most max bytes (-EFBIG past it), into b (its
  * bytes replaced). */
 int rckpt_read_object(rckpt_job_t *j, const char *oid, uint64_t max, rckpt_buf_t *b);

@@ -9,11 +9,11 @@ project's README, "From Python".
     ck.restore_into(model, optimizer=opt)                  # the latest step
 """
 from ._lib import RckptError, gpu_info, version
-from .checkpoint import Checkpointer, GradientEMA, Restored, SaveHandle, SaveResult, StepInfo
+from .checkpoint import Checkpointer, GradientEMA, Restored, SaveHandle, SaveResult, Shard, StepInfo
 from .pcr import PCRDataset, PCRIterableDataset
 from .policy import Policy, interval
 
-__all__ = ["Checkpointer", "GradientEMA", "PCRDataset", "PCRIterableDataset", "RckptError",
+__all__ = ["Checkpointer", "GradientEMA", "Shard", "PCRDataset", "PCRIterableDataset", "RckptError",
            "Policy", "Restored", "SaveHandle", "SaveResult", "StepInfo", "gpu_info", "interval",
            "version"]
 __version__ = "0.1.0"

@@ -87,6 +87,12 @@ class RestoreStats(ctypes.Structure):
     _fields_ = [("wire_bytes", c_u64), ("calls", c_uint), ("seconds", c_double)]
 
 
+class Shard(ctypes.Structure):
+    _fields_ = [("name", c_charp), ("dtype", c_uint), ("ndim", c_uint),
+                ("shape", c_u64 * RCKPT_MAX_DIMS), ("offset", c_u64), ("count", c_u64),
+                ("data", c_voidp)]
+
+
 class StepInfo(ctypes.Structure):
     _fields_ = [("step", c_u64), ("parent", c_u64), ("raw_bytes", c_u64),
                 ("enc_bytes", c_u64), ("nchunks", c_uint), ("flags", c_uint)]
@@ -208,6 +214,10 @@ _sigs = {
     "rckpt_restored_attachment": (c_int, [c_voidp, P(c_voidp), P(c_size)]),
     "rckpt_restored_free": (None, [c_voidp]),
     "rckpt_job_set_exact": (c_int, [c_voidp, c_int]),
+    "rckpt_group_open": (c_int, [c_voidp, P(c_voidp), c_charp, P(JobOpts), P(LocTransport)]),
+    "rckpt_group_save": (c_int, [c_voidp, c_u64, P(Shard), c_uint, P(SaveStats)]),
+    "rckpt_group_attach": (c_int, [c_voidp, c_charp, c_size]),
+    "rckpt_group_close": (None, [c_voidp]),
     "rckpt_restored_exact": (c_int, [c_voidp]),
     "rckpt_job_pin": (c_int, [c_voidp, c_u64, c_int]),
     "rckpt_job_pinned": (c_int, [c_voidp, c_u64]),

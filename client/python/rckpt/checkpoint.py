@@ -30,9 +30,32 @@ StepInfo = collections.namedtuple("StepInfo", "step parent raw_bytes enc_bytes n
 Restored = collections.namedtuple("Restored", "step state_dict optimizer extra stats")
 
 
+class Shard:
+    """A rank's slice of a tensor in a group save (Checkpointer(group=...)):
+    `tensor` holds elements [offset, offset + tensor.numel()) of a tensor
+    of `global_shape`, flattened in row-major order (a ZeRO-3 or FSDP flat
+    parameter's slice, a DTensor's local shard laid out so). Tensors that
+    are not Shards are taken as whole on every rank (DDP)."""
+    __slots__ = ("tensor", "global_shape", "offset")
+
+    def __init__(self, tensor, global_shape, offset):
+        self.tensor = tensor
+        self.global_shape = tuple(int(d) for d in global_shape)
+        self.offset = int(offset)
+
+    def detach(self):
+        return Shard(self.tensor.detach(), self.global_shape, self.offset)
+
+
 def _compressible(v):
+    if isinstance(v, Shard):
+        v = v.tensor
     return (isinstance(v, torch.Tensor) and v.dtype in _DTYPES and v.numel() > 0
             and not v.is_sparse and not v.is_quantized)
+
+
+def _tensor_of(v):
+    return v.tensor if isinstance(v, Shard) else v
 
 
 def _is_flat(sd):
@@ -217,13 +240,22 @@ class Checkpointer:
       records plus the bits quantization changed, in zstd-coded byte
       planes; restores match the source's SHA-256); save(lossless=...)
       decides per save. eps=0 does not mean exact: it is refused.
+    group: a torch.distributed process group (True: the default group):
+      every rank of it opens the job and calls save() together; each hands
+      its tensors (whole, as under DDP) or its Shards (ZeRO-3, FSDP), and
+      each chunk of the model is encoded and written by one rank, in
+      parallel; rank 0 commits once every rank's part is written, and a
+      failure on any rank fails the step on all. Restores work on any
+      number of processes (restore_slice: a rank's own slice). Group
+      saves are synchronous; rank 0's non-tensor leaves are the step's
+      attachment; no exact or partial saves, no gradient weighting yet.
     """
 
     def __init__(self, pool="rckpt", job=None, conf=None, user=None, eps=None, *,
                  quality=None, quality_eps=0.01, optimizer_state="lossless",
                  snapshot=False, writer=True, chunk_params=0, base_every=0,
                  compute="auto", timeout_s=0, partial_block=0, segment_bytes=0,
-                 lossless=False):
+                 lossless=False, group=None):
         if not job:
             raise ValueError("job is required")
         if optimizer_state not in ("lossless", "quantize"):
@@ -257,8 +289,28 @@ class Checkpointer:
         if quality is not None:
             self._cb = _lib.QUALITY_CB(self._quality)  # kept alive with self
             o.quality = self._cb
-        rc = lib.rckpt_job_open(self._h, ctypes.byref(self._j), job.encode(), ctypes.byref(o))
+        self._g = None
+        rc = 0
+        if group is not None:
+            from .pcr import _TorchTransport
+            if lossless or partial_block:
+                raise ValueError("group saves are neither exact nor partial yet")
+            self._tr = _TorchTransport(None if group is True else group)
+            self._g = _lib.c_voidp()
+            rc = lib.rckpt_group_open(self._h, ctypes.byref(self._g), job.encode(), ctypes.byref(o),
+                                      ctypes.byref(self._tr.c))
+            if rc < 0 and self._tr.error is not None:
+                lib.rckpt_destroy(self._h)
+                self._h = None
+                raise self._tr.error
+            if rc >= 0:  # restores and steps go through a reader of its own
+                o.writer = 0
+        if rc >= 0:
+            rc = lib.rckpt_job_open(self._h, ctypes.byref(self._j), job.encode(), ctypes.byref(o))
         if rc < 0:
+            if self._g:
+                lib.rckpt_group_close(self._g)
+                self._g = None
             msg = lib.rckpt_errmsg(self._h).decode(errors="replace")
             lib.rckpt_destroy(self._h)
             self._h = None
@@ -282,6 +334,9 @@ class Checkpointer:
             self._pending._done.wait()
             self._pending = None
         with self._lock:
+            if self._g:
+                lib.rckpt_group_close(self._g)
+                self._g = None
             lib.rckpt_job_close(self._j)
             lib.rckpt_destroy(self._h)
             self._h = None
@@ -359,7 +414,9 @@ class Checkpointer:
         comp = collections.OrderedDict()
         other = collections.OrderedDict()
         for k, v in state_dict.items():
-            if _compressible(v) and v.dim() <= _lib.RCKPT_MAX_DIMS:
+            if isinstance(v, Shard) and v.tensor.numel() == 0:
+                continue  # this rank holds none of it
+            if _compressible(v) and _tensor_of(v).dim() <= _lib.RCKPT_MAX_DIMS:
                 comp[k] = v.detach()
             else:
                 other[k] = v
@@ -393,8 +450,10 @@ class Checkpointer:
         comp = collections.OrderedDict()
 
         def walk(v, path, in_opt):
-            if _compressible(v) and v.dim() <= _lib.RCKPT_MAX_DIMS and path and \
-                    (not in_opt or v.numel() > 1):
+            if isinstance(v, Shard) and v.tensor.numel() == 0:
+                return None  # this rank holds none of it
+            if _compressible(v) and _tensor_of(v).dim() <= _lib.RCKPT_MAX_DIMS and path and \
+                    (not in_opt or _tensor_of(v).numel() > 1):
                 if path in comp:
                     raise ValueError("two tensors would be saved as %r" % path)
                 comp[path] = v.detach()
@@ -500,6 +559,10 @@ class Checkpointer:
         exact = self.lossless if lossless is None else bool(lossless)
         if exact and partial is not None:
             raise ValueError("a lossless save stores the whole step: not a partial one")
+        if self._g:
+            if exact or partial is not None:
+                raise ValueError("group saves are neither exact nor partial yet")
+            return self._group_save(step, state_dict, optimizer, extra)
         part = None
         if partial is not None:
             if select not in _lib.RCKPT_SELECT:
@@ -526,6 +589,68 @@ class Checkpointer:
         threading.Thread(target=self._finish_save, args=(handle, s, blocked), daemon=True).start()
         handle.t_blocked = blocked
         return handle
+
+    def _group_save(self, step, state_dict, optimizer, extra):
+        """A group save: every rank's tensors and Shards, collectively."""
+        t0 = time.perf_counter()
+        comp, blob = self._split(state_dict, optimizer, extra)
+        keep = []
+        arr = (_lib.Shard * max(len(comp), 1))()
+        for i, (name, v) in enumerate(comp.items()):
+            sh = v if isinstance(v, Shard) else Shard(v, v.shape, 0)
+            t = sh.tensor.detach()
+            if t.is_cuda:
+                t = t.cpu()
+            t = t.contiguous()
+            b = name.encode()
+            keep += [t, b]
+            arr[i].name = b
+            arr[i].dtype = _DTYPES[t.dtype]
+            arr[i].ndim = len(sh.global_shape)
+            for d, n in enumerate(sh.global_shape):
+                arr[i].shape[d] = n
+            arr[i].offset = sh.offset
+            arr[i].count = t.numel()
+            arr[i].data = t.data_ptr()
+        st = _lib.SaveStats()
+        with self._lock:
+            rc = lib.rckpt_group_attach(self._g, blob, len(blob))
+            if rc >= 0:
+                rc = lib.rckpt_group_save(self._g, step, arr, len(comp), ctypes.byref(st))
+            msg = lib.rckpt_errmsg(self._h).decode(errors="replace") if rc < 0 else ""
+        if rc < 0:
+            if self._tr.error is not None:
+                raise RckptError(rc, "%s (the process group: %s)" % (msg, self._tr.error))
+            raise RckptError(rc, msg)
+        blocked = time.perf_counter() - t0
+        ratio = st.raw_bytes / st.enc_bytes if st.enc_bytes else float("inf")
+        h = SaveHandle(step)
+        h._finish(SaveResult(step, st.raw_bytes, st.enc_bytes, ratio, st.nchunks, False, 0.0,
+                             st.t_encode, 0.0, blocked, False, 0, 0))
+        h.t_blocked = blocked
+        return h
+
+    def restore_slice(self, name, offset, count, step=None):
+        """Elements [offset, offset + count) of tensor `name` of a committed
+        step (None: the latest), flattened, as a 1-D tensor of its dtype:
+        a rank's own slice on any number of ranks. Reads only the chunks
+        that hold it."""
+        b = name.encode()
+        arr = (_lib.Range * 1)(_lib.Range(b, offset, count))
+        r = _lib.c_voidp()
+        st = _lib.RCKPT_LATEST if step is None else step
+        with self._lock:
+            check(lib.rckpt_job_restore_ranges(self._j, st, arr, 1, ctypes.byref(r), None), self._h)
+        try:
+            i = check(lib.rckpt_restored_find(r, b), None, "the step lacks %s" % name)
+            d = _lib.Tensor()
+            check(lib.rckpt_restored_tensor(r, i, ctypes.byref(d)), None)
+            out = torch.empty(count, dtype=_TORCH[d.dtype])
+            check(lib.rckpt_restored_read_range(r, i, offset, count, ctypes.c_void_p(out.data_ptr())),
+                  None, "cannot read %s" % name)
+        finally:
+            lib.rckpt_restored_free(r)
+        return out
 
     def _encode(self, step, comp, g, blob, part=None, exact=False):
         keep = []
