@@ -152,6 +152,13 @@ def report(out, meta, metrics, data, status, plots):
          "`loader_bytes.py`: 4 learners (processes on this machine, gloo on loopback) read a PCR dataset "
          "per epoch with the regular loader, the locality-aware one with whole caches, and with caches of "
          "half a share. `bench_locality`: the planner's imbalance traffic at larger scale, simulated."),
+        ("group", "Group saves (distributed training)",
+         "`group_bench.py`: the suite's real checkpoints saved by 1, 2 and 4 ranks (processes, gloo on "
+         "loopback), each holding a ZeRO-3 slice of every tensor; each repetition runs every rank count in "
+         "a rotating order, and a case's figure is the median of its per-repetition ratio to 1 rank. A "
+         "save's time is its slowest rank's. Bytes: what a step stores, and what each rank sent over the "
+         "transport. Resharding: a step saved by 4 ranks restored by 2 (each its slice) against one "
+         "process restoring it whole. With fewer cores than ranks the ranks share them."),
         ("gpu", "GPU suites", "`bench_gpu`: the quantization stages on the device."),
     ]
     for suite, title, text in sections:

@@ -21,6 +21,8 @@ Suites (each a tool of bench/, run here and parsed; see the report):
                JPEG (bench_pcr)
   loader       bytes from the cluster per epoch, locality-aware vs regular
                loader (loader_bytes.py; bench_locality's simulation)
+  group        group saves (distributed training) by 1, 2 and 4 ranks, and a
+               4-rank step restored by 2 (group_bench.py)
   gpu          GPU quantization stages (bench_gpu), when this machine has a
                CUDA device
 
@@ -49,7 +51,7 @@ import time
 from bench_report import compare, report, spread, summary_table
 
 here = os.path.dirname(os.path.abspath(__file__))
-SUITES = ["baseline", "save", "compression", "frontier", "restore", "pcr", "loader", "gpu"]
+SUITES = ["baseline", "save", "compression", "frontier", "restore", "pcr", "loader", "group", "gpu"]
 PROFILES = {
     # reps: runs of each timed tool; the rest sizes the data and the tools
     "quick": dict(reps=3, ckpt_width=512, ckpt_steps=600, images=1000, chains="1,2,4,8,16",
@@ -387,6 +389,27 @@ class Bench:
         for p_, v in sorted(box.items()):
             self.metric("loader", "simulated imbalance traffic, %d learners" % p_, "% of batch", v, "lower")
         self.data["loader"] = dict(run=lb, box=box)
+
+    def suite_group(self):
+        js = os.path.join(self.raw, "group_bench.json")
+        self.tool("group_bench", [self.py, os.path.join(here, "group_bench.py"), self.checkpoints(),
+                                  "--ranks", "1,2,4", "--steps", "4" if self.a.profile == "quick" else "8",
+                                  "--reps", str(self.p["reps"]), "--json", js])
+        with open(js) as f:
+            gb = json.load(f)
+        for p_, s in sorted(gb["summary"].items(), key=lambda kv: int(kv[0])):
+            if p_ != "1":
+                self.metric("group", "save time, %s ranks / 1 rank (deltas)" % p_, "ratio",
+                            s["ratio_later_to_1"], "lower")
+                self.metric("group", "save time, %s ranks / 1 rank (the first, bases)" % p_, "ratio",
+                            s["ratio_first_to_1"], "lower")
+                self.metric("group", "bytes sent per rank, %s ranks (mean)" % p_, "B",
+                            sum(s["sent_bytes_per_rank"]) / len(s["sent_bytes_per_rank"]), "lower")
+            self.metric("group", "bytes a step stores, %s rank(s)" % p_, "B", s["stored_bytes"], "lower")
+            if "restore_ratio_2_to_1" in s:
+                self.metric("group", "restore of a %s-rank step: 2 ranks' slices / 1 process whole" % p_,
+                            "ratio", s["restore_ratio_2_to_1"], "lower")
+        self.data["group"] = gb
 
     def suite_gpu(self):
         o = self.tool("rckpt-version", [self.a.rckpt, "version"])

@@ -46,7 +46,7 @@ static void usage(FILE *f)
 		"                 suites create and delete their own jobs and datasets there\n"
 		"  --seed N       seed of the generated data and of every random choice (1)\n"
 		"  --suites LIST  some of: baseline,save,compression,frontier,restore,pcr,loader,\n"
-		"                 gpu\n"
+		"                 group,gpu\n"
 		"  --data DIR     where generated data (a trained model's checkpoints, JPEGs)\n"
 		"                 is kept between runs (default: DIR/../rckpt-bench-data)\n"
 		"  --checkpoints DIR  your own model's checkpoints (step-N.safetensors, at\n"

@@ -202,6 +202,7 @@ class _TorchTransport:
         self.rank = dist.get_rank(group)
         self.size = dist.get_world_size(group)
         self.error = None
+        self.sent = 0  # bytes this rank sent
         self._send = _lib.LOC_SEND(self.send)
         self._recv = _lib.LOC_RECV(self.recv)
         self.c = _lib.LocTransport(None, self.rank, self.size, self._send, self._recv)
@@ -216,6 +217,7 @@ class _TorchTransport:
         try:
             t = torch.frombuffer((ctypes.c_uint8 * n).from_address(buf), dtype=torch.uint8)
             self.dist.send(t, self._peer(peer), group=self.group)
+            self.sent += n
             return 0
         except Exception as e:  # reported by the loader's caller
             self.error = e
