@@ -157,7 +157,8 @@ def report(out, meta, metrics, data, status, plots):
          "loopback), each holding a ZeRO-3 slice of every tensor; each repetition runs every rank count in "
          "a rotating order, and a case's figure is the median of its per-repetition ratio to 1 rank. A "
          "save's time is its slowest rank's. Bytes: what a step stores, and what each rank sent over the "
-         "transport. Resharding: a step saved by 4 ranks restored by 2 (each its slice) against one "
+         "transport. Chunks of 256 Ki parameters (the suite's models would have too few of the default 4 Mi "
+         "to share). Resharding: a step saved by 4 ranks restored by 2 (each its slice) against one "
          "process restoring it whole. With fewer cores than ranks the ranks share them."),
         ("gpu", "GPU suites", "`bench_gpu`: the quantization stages on the device."),
     ]

@@ -5,7 +5,7 @@ gloo on loopback), each rank holding a ZeRO-3 slice of every tensor; and a
 step saved by 4 ranks restored by 2, each its own slice (resharding),
 against one process restoring it whole.
 
-    group_bench.py CKPT_DIR --ranks 1,2,4 --steps N --reps R --json OUT.json
+    group_bench.py CKPT_DIR --ranks 1,2,4 --steps N --reps R [--chunk-params C] --json OUT.json
 
 Measured side by side: each repetition runs every rank count once, in an
 order that rotates, so every case has neighbours of every kind; a case's
@@ -14,9 +14,12 @@ figure is the median over repetitions of its per-repetition ratio to the
 rank (the step is committed when it returns), the bytes the step stores
 and the bytes each rank sent over the transport (what straddles the
 ranks' slices). On a machine with fewer cores than ranks the ranks share
-them: the ratios then measure that sharing, not the cluster.
+them: the ratios then measure that sharing, not the cluster. Chunks of
+--chunk-params (default 256 Ki): a model of a few million parameters has
+too few chunks of the default 4 Mi to share among ranks (each chunk is one
+rank's work).
 
-Worker mode (internal): group_bench.py --worker RANK WORLD RDV JOB CKPT_DIR STEPS MODE OUT.json
+Worker mode (internal): group_bench.py --worker RANK WORLD RDV JOB CKPT_DIR STEPS MODE OUT.json CHUNK
 """
 import argparse
 import glob
@@ -43,13 +46,13 @@ def worker(a):
     from eval_checkpoint import read_safetensors
 
     rank, world = int(a[0]), int(a[1])
-    rdv, job, ckdir, nsteps, mode, out = a[2], a[3], a[4], int(a[5]), a[6], a[7]
+    rdv, job, ckdir, nsteps, mode, out, chunk = a[2], a[3], a[4], int(a[5]), a[6], a[7], int(a[8])
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method="file://" + rdv, rank=rank, world_size=world)
     files = steps_of(ckdir)[:nsteps]
     res = {"saves": [], "restore": None}
     if mode == "save":
-        with rckpt.Checkpointer(job=job, group=True, compute="cpu") as ck:
+        with rckpt.Checkpointer(job=job, group=True, compute="cpu", chunk_params=chunk) as ck:
             for i, f in enumerate(files):
                 sd = {}
                 for name, t in read_safetensors(f).items():
@@ -80,12 +83,12 @@ def worker(a):
     dist.destroy_process_group()
 
 
-def launch(world, job, ckdir, nsteps, mode, tmp):
+def launch(world, job, ckdir, nsteps, mode, tmp, chunk):
     rdv = os.path.join(tmp, "rdv-%s-%d-%d" % (mode, world, time.monotonic_ns()))
     env = dict(os.environ, GLOO_SOCKET_IFNAME="lo")
     outs = [os.path.join(tmp, "%s-%d-%d.json" % (mode, world, r)) for r in range(world)]
     procs = [subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", str(r), str(world), rdv, job,
-                               ckdir, str(nsteps), mode, outs[r]], env=env) for r in range(world)]
+                               ckdir, str(nsteps), mode, outs[r], str(chunk)], env=env) for r in range(world)]
     for p in procs:
         if p.wait(timeout=1800) != 0:
             raise SystemExit("a rank of %d failed (%s)" % (world, mode))
@@ -109,6 +112,7 @@ def main():
     ap.add_argument("--ranks", default="1,2,4")
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--chunk-params", type=int, default=1 << 18)
     ap.add_argument("--json", required=True)
     a = ap.parse_args()
     sys.path.insert(0, os.path.join(here, "..", "client", "python"))
@@ -123,15 +127,15 @@ def main():
             for p in order:
                 job = "bench-group-%d-%d-%d" % (os.getpid(), rep, p)
                 delete(job)
-                res = launch(p, job, a.ckpt, a.steps, "save", tmp)
+                res = launch(p, job, a.ckpt, a.steps, "save", tmp, a.chunk_params)
                 # a step's time: its slowest rank's; the first save (bases) apart
                 t = [max(r["saves"][i]["seconds"] for r in res) for i in range(len(res[0]["saves"]))]
                 per[p] = {"first": t[0], "later": statistics.median(t[1:]) if len(t) > 1 else t[0],
                           "stored": res[0]["saves"][-1]["stored"], "raw": res[0]["saves"][-1]["raw"],
                           "sent": [r["saves"][-1]["sent"] for r in res]}
                 if p == max(ranks) and p >= 4:  # resharding: 4 -> 2, against 1 whole
-                    r2 = launch(2, job, a.ckpt, a.steps, "restore", tmp)
-                    r1 = launch(1, job, a.ckpt, a.steps, "restore", tmp)
+                    r2 = launch(2, job, a.ckpt, a.steps, "restore", tmp, a.chunk_params)
+                    r1 = launch(1, job, a.ckpt, a.steps, "restore", tmp, a.chunk_params)
                     per[p]["reshard2"] = max(r["restore"] for r in r2)
                     per[p]["whole1"] = r1[0]["restore"]
                 delete(job)
@@ -156,7 +160,8 @@ def main():
             summary[p]["restore_ratio_2_to_1"] = statistics.median(x["reshard2"] / x["whole1"] for x in v)
     with open(a.json, "w") as f:
         json.dump({"ranks": ranks, "rows": {str(k): v for k, v in rows.items()},
-                   "summary": {str(k): v for k, v in summary.items()}, "cores": os.cpu_count()}, f, indent=1)
+                   "summary": {str(k): v for k, v in summary.items()}, "cores": os.cpu_count(),
+                   "chunk_params": a.chunk_params}, f, indent=1)
     for p in ranks:
         s = summary[p]
         print("%d rank(s): later saves %.3f s (x%.2f of 1 rank), first %.3f s (x%.2f); stored %d B of %d raw; "
