@@ -564,9 +564,18 @@ class WithCluster(unittest.TestCase):
             live = tree(0)
             live["model"] = {k: torch.zeros_like(v) for k, v in ref.items()}
             w = live["model"]["linear1.weight"]
+            ptr = w.data_ptr()
             ck.restore_into(live, step=1)
             self.assertIs(live["model"]["linear1.weight"], w)
+            self.assertEqual(w.data_ptr(), ptr)  # read in place, no second copy
             self.assertTrue(torch.equal(w, ref["linear1.weight"]))
+            m2 = torch.nn.TransformerEncoderLayer(d_model=64, nhead=4, dim_feedforward=128, batch_first=True)
+            p2 = m2.linear1.weight.data_ptr()
+            ck.restore_into({"model": m2.state_dict(), "optim": opt.state_dict(),
+                             "sched": {"epoch": 0, "lrs": [0, 0], "#odd/key%": torch.zeros(3)},
+                             "rng": torch.get_rng_state(), "pair": (torch.zeros(4), "x"), "step": 0}, step=1)
+            self.assertEqual(m2.linear1.weight.data_ptr(), p2)
+            self.assertTrue(torch.equal(m2.linear1.weight, ref["linear1.weight"]))  # the module's own
             self.assertEqual(live["sched"]["epoch"], 3)
             with self.assertRaises(TypeError):
                 ck.save(3, [1, 2])
@@ -657,11 +666,12 @@ class WithCluster(unittest.TestCase):
                 if name.startswith("model/"):
                     self.assertLess(rel_err(got[name], t), 0.05, name)
         ddp = self.job("group-ddp")
-        for r in self._group(ddp, 4, {"mode": "ddp", "first": 1, "last": 2}):
+        for r in self._group(ddp, 4, {"mode": "ddp", "first": 1, "last": 10}):
             self.assertIsNone(r["error"])
         with rckpt.Checkpointer(job=ddp, writer=False) as ck:
-            got = ck.restore(step=2)
-            for name, t in group_worker.model_at(2).items():
+            self.assertEqual([s.step for s in ck.steps()], list(range(1, 11)))
+            got = ck.restore(step=10)
+            for name, t in group_worker.model_at(10).items():
                 if name.startswith("model/"):
                     self.assertLess(rel_err(got[name], t), 0.05, name)
 

@@ -83,6 +83,28 @@ def _segment(k):
     return None
 
 
+def _paths(tree, path=""):
+    """(name, tensor) for every tensor of a state dict, named as a save
+    names it: a flat dict's keys, a nested one's paths."""
+    if not isinstance(tree, (dict, list, tuple)):
+        return
+    if isinstance(tree, dict) and not path and _is_flat(tree):
+        for k, v in tree.items():
+            if isinstance(v, torch.Tensor):
+                yield k, v
+        return
+    items = tree.items() if isinstance(tree, dict) else enumerate(tree)
+    for k, v in items:
+        g = _segment(k) if isinstance(tree, dict) else "#%d" % k
+        if g is None:
+            continue
+        p = (path + "/" if path else "") + g
+        if isinstance(v, torch.Tensor):
+            yield p, v
+        else:
+            yield from _paths(v, p)
+
+
 def _fill_tree(v, tensors):
     """The skeleton of a nested state dict with its references resolved
     (None for a tensor a partial restore left out)."""
@@ -113,8 +135,9 @@ def _load_tree(live, got, strict, path=""):
         cur = live[k] if (isinstance(live, dict) and k in live) or \
             (not isinstance(live, dict) and k < len(live)) else None
         if isinstance(cur, torch.Tensor) and isinstance(v, torch.Tensor):
-            with torch.no_grad():
-                cur.copy_(v)
+            if cur is not v:  # else read into it in place already
+                with torch.no_grad():
+                    cur.copy_(v)
         elif isinstance(cur, (dict, list, tuple)) and isinstance(v, type(cur)) and not \
                 isinstance(cur, tuple):
             _load_tree(cur, v, strict, here)
@@ -707,7 +730,7 @@ class Checkpointer:
 
     # ---- restore ----
 
-    def _restore(self, step, names, device):
+    def _restore(self, step, names, device, into=None):
         r = _lib.c_voidp()
         rs = _lib.RestoreStats()
         st = _lib.RCKPT_LATEST if step is None else step
@@ -726,7 +749,12 @@ class Checkpointer:
                 check(lib.rckpt_restored_tensor(r, i, ctypes.byref(d)), None)
                 name = d.name.decode()
                 shape = tuple(d.shape[k] for k in range(d.ndim))
-                out = torch.empty(shape, dtype=_TORCH[d.dtype])
+                live = into.get(name) if into else None
+                if (isinstance(live, torch.Tensor) and not live.is_cuda and live.is_contiguous()
+                        and live.dtype == _TORCH[d.dtype] and tuple(live.shape) == shape):
+                    out = live  # read in place: no second copy of the model
+                else:
+                    out = torch.empty(shape, dtype=_TORCH[d.dtype])
                 rc = lib.rckpt_restored_read(r, i, ctypes.c_void_p(out.data_ptr()),
                                              out.numel() * out.element_size())
                 if rc == -2:  # left out by a partial restore
@@ -746,11 +774,12 @@ class Checkpointer:
         return step_got, tensors, meta, {"wire_bytes": rs.wire_bytes, "calls": rs.calls,
                                          "seconds": rs.seconds, "exact": exact}
 
-    def restore_full(self, step=None, names=None, device=None):
+    def restore_full(self, step=None, names=None, device=None, into=None):
         """A committed step (None: the latest) as Restored(step, state_dict,
         optimizer state_dict or None, extra, stats). names: restore only
-        these tensors (partial recovery)."""
-        step, tensors, meta, stats = self._restore(step, names, device)
+        these tensors (partial recovery). into: name -> a CPU tensor of the
+        same dtype and shape to read that tensor into, in place."""
+        step, tensors, meta, stats = self._restore(step, names, device, into)
         sd = collections.OrderedDict()
         osd, extra = None, None
         if meta is not None and meta.get("format") == _FORMAT_TREE:
@@ -777,7 +806,10 @@ class Checkpointer:
         """Loads a committed step (None: the latest) into a module or a
         state_dict (in place, on its tensors' devices) and, when given, into
         an optimizer. Returns the Restored record (step, extra, ...)."""
-        r = self.restore_full(step)
+        # the live tensors, by the names a save gives them: read in place
+        live = model.state_dict() if isinstance(model, torch.nn.Module) else model
+        into = dict(_paths(live))
+        r = self.restore_full(step, into=into)
         if isinstance(model, torch.nn.Module):
             model.load_state_dict(r.state_dict, strict=strict)
         elif not _is_flat(model) or not _is_flat(r.state_dict):
@@ -789,7 +821,8 @@ class Checkpointer:
             with torch.no_grad():
                 for k, v in r.state_dict.items():
                     if k in model and isinstance(model[k], torch.Tensor):
-                        model[k].copy_(v)
+                        if model[k] is not v:  # else read into it in place already
+                            model[k].copy_(v)
                     else:
                         model[k] = v
         if optimizer is not None:
