@@ -958,6 +958,7 @@ void rckpt_store_summary_put(uint8_t out[RCKPT_STORE_SUMMARY_BYTES], const rckpt
 	rckpt_wr_u64(&w, rckpt_d2u(s->quality));
 	rckpt_wr_u64(&w, s->segment);
 	rckpt_wr_u32(&w, s->flags);
+	rckpt_wr_u32(&w, s->ranks);
 }
 
 int rckpt_store_summary_get(rckpt_store_summary_t *s, const uint8_t *p, size_t len)
@@ -972,12 +973,14 @@ int rckpt_store_summary_get(rckpt_store_summary_t *s, const uint8_t *p, size_t l
 	s->parent = rckpt_rd_u64(&r);
 	s->nchunks = rckpt_rd_u32(&r);
 	s->quality = rckpt_u2d(rckpt_rd_u64(&r));
-	if (len >= RCKPT_STORE_SUMMARY_BYTES) {
+	if (len >= RCKPT_STORE_SUMMARY_V2_BYTES) {
 		s->segment = rckpt_rd_u64(&r);
 		s->flags = rckpt_rd_u32(&r);
 	} else {
 		s->flags = RCKPT_SUMMARY_ATTACH;
 	}
+	if (len >= RCKPT_STORE_SUMMARY_BYTES)
+		s->ranks = rckpt_rd_u32(&r);
 	return 0;
 }
 

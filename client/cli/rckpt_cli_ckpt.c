@@ -518,10 +518,13 @@ static int cmd_ls(int argc, char **argv, const rckpt_connect_opts_t *conn)
 		unsigned n, i;
 		rc = rckpt_job_steps(j, after, s, 256, &n, &more);
 		for (i = 0; rc == 0 && i < n; i++) {
-			printf("%-10" PRIu64 " %-8s %14" PRIu64 " %12" PRIu64 " %7.1fx %7u%s\n", s[i].step,
+			char by[32] = "";
+			if (s[i].ranks)
+				snprintf(by, sizeof(by), "  %u ranks", s[i].ranks);
+			printf("%-10" PRIu64 " %-8s %14" PRIu64 " %12" PRIu64 " %7.1fx %7u%s%s\n", s[i].step,
 			       s[i].parent == RCKPT_LATEST ? "base" : "delta", s[i].raw_bytes, s[i].enc_bytes,
 			       s[i].enc_bytes ? (double)s[i].raw_bytes / (double)s[i].enc_bytes : 0.0,
-			       s[i].nchunks, s[i].flags & RCKPT_STEP_EXACT ? "  exact" : "");
+			       s[i].nchunks, by, s[i].flags & RCKPT_STEP_EXACT ? "  exact" : "");
 			raw += s[i].raw_bytes;
 			enc += s[i].enc_bytes;
 			after = s[i].step;

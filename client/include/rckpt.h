@@ -445,6 +445,8 @@ typedef struct rckpt_step_info {
 	uint64_t raw_bytes, enc_bytes;
 	unsigned nchunks;
 	unsigned flags;        /* RCKPT_STEP_* */
+	unsigned ranks;        /* the ranks of the group that saved it
+				  (rckpt_group_save); 0: one writer */
 } rckpt_step_info_t;
 
 /* The committed steps after `after` (RCKPT_LATEST: from the first), at

@@ -279,6 +279,7 @@ static void test_group_save(void **state)
 	assert_int_equal(rckpt_job_steps(j, RCKPT_LATEST, si, 8, &n, &more), 0);
 	assert_int_equal(n, 3);
 	assert_true(si[0].parent == RCKPT_LATEST && si[1].parent == 1 && si[2].parent == 2);
+	assert_true(si[0].ranks == 3 && si[2].ranks == 3); /* the summary says who saved it */
 	rckpt_job_close(j);
 	/* restarted on two ranks: it saves on */
 	run(R, 2, job, SHARDED, 4, 4, steps);
@@ -293,6 +294,7 @@ static void test_group_save(void **state)
 	assert_int_equal(rckpt_job_steps(j, RCKPT_LATEST, si, 8, &n, &more), 0);
 	assert_int_equal(n, 4);
 	assert_int_equal(si[3].parent, 3); /* restarted on 2 ranks: a delta on the head */
+	assert_int_equal(si[3].ranks, 2);
 	rckpt_job_close(j);
 	/* DDP: every rank holds everything */
 	run(R, 3, job2, REPLICATED, 1, 2, steps);

@@ -633,6 +633,7 @@ class WithCluster(unittest.TestCase):
             steps = ck.steps()
             self.assertEqual([s.step for s in steps], list(range(1, 11)))
             self.assertTrue(all(s.parent == s.step - 1 for s in steps[1:]))  # deltas
+            self.assertTrue(all(s.ranks == 4 for s in steps))
             got = ck.restore_full(step=10)
             self.assertEqual(got.state_dict["step"], 10)
             for name, t in want.items():  # (how well Adam's state compresses is issue 28's)
@@ -660,6 +661,7 @@ class WithCluster(unittest.TestCase):
         with rckpt.Checkpointer(job=job, writer=False) as ck:
             steps = {s.step: s for s in ck.steps()}
             self.assertEqual(steps[11].parent, 10)
+            self.assertEqual(steps[11].ranks, 2)
             self.assertEqual(steps[12].parent, 11)
             got = ck.restore(step=12)
             for name, t in group_worker.model_at(12).items():

@@ -667,6 +667,7 @@ static int commit_step(rckpt_group_t *g, const world_t *w, const rckpt_layout_t 
 		sum.quality = quality;
 		sum.segment = seg;
 		sum.flags = attached ? RCKPT_SUMMARY_ATTACH : 0;
+		sum.ranks = g->tr.size;
 		rckpt_store_summary_put(summary, &sum);
 		cm = (rckpt_msg_commit_t){ head, step, { summary, sizeof(summary) }, g->j->token };
 		rc = rckpt_msg_commit_encode(&in, &cm);

@@ -515,6 +515,7 @@ int rckpt_list_steps(rckpt_job_t *j, uint64_t after, rckpt_step_info_t *out, uin
 			s->parent = v.parent;
 			s->nchunks = v.nchunks;
 			s->flags = v.flags & (RCKPT_STEP_EXACT | RCKPT_STEP_ATTACH);
+			s->ranks = v.ranks;
 			if (segs)
 				segs[*n] = v.segment;
 			++*n;

@@ -95,7 +95,7 @@ class Shard(ctypes.Structure):
 
 class StepInfo(ctypes.Structure):
     _fields_ = [("step", c_u64), ("parent", c_u64), ("raw_bytes", c_u64),
-                ("enc_bytes", c_u64), ("nchunks", c_uint), ("flags", c_uint)]
+                ("enc_bytes", c_u64), ("nchunks", c_uint), ("flags", c_uint), ("ranks", c_uint)]
 
 
 class GpuInfo(ctypes.Structure):

@@ -26,7 +26,7 @@ _FORMAT_TREE = "rckpt-python/2"  # a nested one: its tensors named by path
 SaveResult = collections.namedtuple(
     "SaveResult", "step raw_bytes enc_bytes ratio nchunks is_base quality t_encode t_write t_blocked "
     "is_partial blocks blocks_saved")
-StepInfo = collections.namedtuple("StepInfo", "step parent raw_bytes enc_bytes nchunks exact")
+StepInfo = collections.namedtuple("StepInfo", "step parent raw_bytes enc_bytes nchunks exact ranks")
 Restored = collections.namedtuple("Restored", "step state_dict optimizer extra stats")
 
 
@@ -937,7 +937,8 @@ class Checkpointer:
             for i in range(n.value):
                 s = buf[i]
                 out.append(StepInfo(s.step, None if s.parent == _lib.RCKPT_LATEST else s.parent,
-                                    s.raw_bytes, s.enc_bytes, s.nchunks, bool(s.flags & 1)))
+                                    s.raw_bytes, s.enc_bytes, s.nchunks, bool(s.flags & 1),
+                                    s.ranks or 1))
             if n.value == 0:
                 break
             after = buf[n.value - 1].step
