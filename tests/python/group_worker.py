@@ -5,8 +5,10 @@ file rendezvous on loopback), or restores its slices. Writes JSON.
 
     group_worker.py JOB RANK WORLD RENDEZVOUS-FILE OUT.json SPEC.json
 
-SPEC: {"mode": "zero3" | "ddp", "first": N, "last": M, "kill_at": K or
-null, "restore": null or step}. zero3: every tensor (the model's and
+SPEC: {"mode": "zero3" | "ddp" | "hold", "first": N, "last": M, "kill_at":
+K or null, "restore": null or step}. hold: open the job as a group and
+keep it while the file spec["hold"] exists (spec["opened"].RANK says it
+is open). zero3: every tensor (the model's and
 AdamW's exp_avg, exp_avg_sq) as this rank's contiguous slice of it
 flattened, as ZeRO-3 lays it out; ddp: every tensor whole. kill_at: this
 rank SIGKILLs itself as step K's save begins. restore: no training; this
@@ -17,6 +19,7 @@ import json
 import os
 import signal
 import sys
+import time
 
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(here, "..", "..", "client", "python"))
@@ -62,16 +65,28 @@ def main():
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method="file://" + rdv, rank=rank, world_size=world)
     res = {"saved": [], "error": None}
+    ck = None
     if spec.get("restore") is not None:
-        with rckpt.Checkpointer(job=job, writer=False) as ck:
+        with rckpt.Checkpointer(job=job, writer=False) as rd:
             want = model_at(spec["restore"])
             res["slices"] = {}
             for name, t in want.items():
                 a, b = slice_of(t.numel(), rank, world)
-                got = ck.restore_slice(name, a, b - a, step=spec["restore"])
+                got = rd.restore_slice(name, a, b - a, step=spec["restore"])
                 res["slices"][name] = [a, b, hashlib.sha256(got.numpy().tobytes()).hexdigest()]
+    elif spec.get("mode") == "hold":  # hold the job while a file exists
+        with rckpt.Checkpointer(job=job, group=True, chunk_params=1 << 14, compute="cpu"):
+            open(spec["opened"] + ".%d" % rank, "w").close()
+            while os.path.exists(spec["hold"]):
+                time.sleep(0.05)
     else:
-        with rckpt.Checkpointer(job=job, group=True, chunk_params=1 << 14, compute="cpu") as ck:
+        try:
+            ck = rckpt.Checkpointer(job=job, group=True, chunk_params=1 << 14, compute="cpu")
+        except rckpt.RckptError as e:
+            res["error"] = ["open", e.code, str(e)]
+            ck = None
+    if ck is not None:
+        with ck:
             for step in range(spec["first"], spec["last"] + 1):
                 tensors = model_at(step)
                 sd = {}

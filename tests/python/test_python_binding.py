@@ -583,35 +583,43 @@ class WithCluster(unittest.TestCase):
     def _group(self, job, world, spec, expect_killed=None):
         """Runs `world` group_worker.py ranks with spec; their JSON results
         (None for a rank killed as spec says)."""
-        import json
-        import signal
         import tempfile
         with tempfile.TemporaryDirectory() as tmp:
-            with open(os.path.join(tmp, "spec.json"), "w") as f:
-                json.dump(spec, f)
-            env = dict(os.environ, GLOO_SOCKET_IFNAME="lo")
-            errs = [open(os.path.join(tmp, "%d.err" % r), "w+") for r in range(world)]
-            procs = [subprocess.Popen([sys.executable, os.path.join(here, "group_worker.py"), job, str(r),
-                                       str(world), os.path.join(tmp, "rdv"), os.path.join(tmp, "%d.json" % r),
-                                       os.path.join(tmp, "spec.json")], env=env, stderr=errs[r])
-                     for r in range(world)]
-            out, bad = [], []
-            for r, p in enumerate(procs):
-                rc = p.wait(timeout=300)
-                errs[r].seek(0)
-                err = errs[r].read()
-                errs[r].close()
-                if r == expect_killed and rc == -signal.SIGKILL:
-                    out.append(None)
-                    continue
-                if rc != 0:
-                    why = "signal %s" % signal.Signals(-rc).name if rc < 0 else "exit %d" % rc
-                    bad.append("rank %d: %s\n%s" % (r, why, err[-2000:]))
-                    continue
-                with open(os.path.join(tmp, "%d.json" % r)) as f:
-                    out.append(json.load(f))
-            self.assertEqual(bad, [])
-            return out
+            return self._group_wait(self._group_start(job, world, spec, tmp), expect_killed)
+
+    def _group_start(self, job, world, spec, tmp):
+        import json
+        with open(os.path.join(tmp, "spec.json"), "w") as f:
+            json.dump(spec, f)
+        env = dict(os.environ, GLOO_SOCKET_IFNAME="lo")
+        errs = [open(os.path.join(tmp, "%d.err" % r), "w+") for r in range(world)]
+        procs = [subprocess.Popen([sys.executable, os.path.join(here, "group_worker.py"), job, str(r),
+                                   str(world), os.path.join(tmp, "rdv"), os.path.join(tmp, "%d.json" % r),
+                                   os.path.join(tmp, "spec.json")], env=env, stderr=errs[r])
+                 for r in range(world)]
+        return tmp, procs, errs
+
+    def _group_wait(self, started, expect_killed=None):
+        import json
+        import signal
+        tmp, procs, errs = started
+        out, bad = [], []
+        for r, p in enumerate(procs):
+            rc = p.wait(timeout=300)
+            errs[r].seek(0)
+            err = errs[r].read()
+            errs[r].close()
+            if r == expect_killed and rc == -signal.SIGKILL:
+                out.append(None)
+                continue
+            if rc != 0:
+                why = "signal %s" % signal.Signals(-rc).name if rc < 0 else "exit %d" % rc
+                bad.append("rank %d: %s\n%s" % (r, why, err[-2000:]))
+                continue
+            with open(os.path.join(tmp, "%d.json" % r)) as f:
+                out.append(json.load(f))
+        self.assertEqual(bad, [])
+        return out
 
     def test_group_save(self):
         """Distributed training (issue 27): a transformer layer with its
@@ -619,7 +627,8 @@ class WithCluster(unittest.TestCase):
         restored on 1, 2, 3 and 4 ranks, every slice bit-identical to one
         process's decode; a rank SIGKILLed mid-save fails the step on every
         rank and the head stays; restarted on 2 ranks, the next step is a
-        delta; the same model saved DDP style restores too."""
+        delta; a second group is refused while one holds the job; the same
+        model saved DDP style for 10 steps restores too."""
         import hashlib
         sys.path.insert(0, here)
         import group_worker
@@ -667,6 +676,22 @@ class WithCluster(unittest.TestCase):
             for name, t in group_worker.model_at(12).items():
                 if name.startswith("model/"):
                     self.assertLess(rel_err(got[name], t), 0.05, name)
+        # a second group while one holds the job: refused on every rank
+        import tempfile
+        with tempfile.TemporaryDirectory() as t1, tempfile.TemporaryDirectory() as t2:
+            hold = os.path.join(t1, "hold")
+            open(hold, "w").close()
+            holders = self._group_start(job, 2, {"mode": "hold", "hold": hold,
+                                                 "opened": os.path.join(t1, "opened")}, t1)
+            deadline = time.time() + 120
+            while not all(os.path.exists(os.path.join(t1, "opened.%d" % r)) for r in range(2)):
+                self.assertLess(time.time(), deadline, "the first group never opened the job")
+                time.sleep(0.1)
+            second = self._group_wait(self._group_start(job, 2, {"mode": "zero3", "first": 13, "last": 13}, t2))
+            os.unlink(hold)
+            self._group_wait(holders)
+            for r in second:
+                self.assertEqual(r["error"][:2], ["open", -16])  # EBUSY
         ddp = self.job("group-ddp")
         for r in self._group(ddp, 4, {"mode": "ddp", "first": 1, "last": 10}):
             self.assertIsNone(r["error"])
