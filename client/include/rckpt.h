@@ -925,6 +925,11 @@ RCKPT_API int rckpt_group_open(rckpt_t *h, rckpt_group_t **out, const char *job,
  * number of processes. st (may be NULL): the whole step's bytes. */
 RCKPT_API int rckpt_group_save(rckpt_group_t *g, uint64_t step, const rckpt_shard_t *s, unsigned n,
 			       rckpt_save_stats_t *st);
+/* The exact tier for a group (rckpt_job_set_exact; opts->exact at open):
+ * the next group saves store their steps bit-exact, every rank its own
+ * chunks' residuals. Every rank must say the same: a step is exact only
+ * when every rank saved it so. */
+RCKPT_API int rckpt_group_set_exact(rckpt_group_t *g, int on);
 /* Bytes kept with the next group save, as rckpt_job_attach: rank 0's are
  * the step's attachment; the other ranks' calls do nothing. */
 RCKPT_API int rckpt_group_attach(rckpt_group_t *g, const void *data, size_t len);

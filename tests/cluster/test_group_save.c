@@ -10,7 +10,9 @@
  *  - three ranks holding everything (DDP) save into another job;
  *  - a rank whose shard disagrees about a tensor's shape fails the step
  *    on every rank, and the head stays;
- *  - a second group is refused while the first holds the job.
+ *  - a second group is refused while the first holds the job;
+ *  - a group's exact step restores every tensor bit for bit, and the
+ *    next lossy step is a delta on it.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -88,6 +90,7 @@ typedef struct rank {
 	const model_t *steps;   /* the model at each step */
 	int open_rc, save_rc;   /* the first failure */
 	int hold;               /* keep the group open until released */
+	unsigned exact_at;      /* this step is saved bit-exact */
 	pthread_mutex_t *mu;
 	pthread_cond_t *cv;
 	int *release, *opened;
@@ -144,6 +147,7 @@ static void *rank_main(void *arg)
 			if (R->mode == BAD_SHAPE && R->rank == 1 && t == 1)
 				sh[t].shape[0] += 1;
 		}
+		rckpt_group_set_exact(g, s == R->exact_at);
 		R->save_rc = rckpt_group_save(g, s, sh, NT, NULL);
 		if (R->save_rc)
 			print_message("rank %u, step %u: %s\n", R->rank, s, rckpt_errmsg(h));
@@ -155,8 +159,8 @@ out:
 }
 
 /* Runs p ranks saving steps [first, last] of job in mode; the ranks' results in R. */
-static void run(rank_t *R, unsigned p, const char *job, enum mode mode, unsigned first, unsigned last,
-		const model_t *steps)
+static void run_x(rank_t *R, unsigned p, const char *job, enum mode mode, unsigned first, unsigned last,
+		  const model_t *steps, unsigned exact_at)
 {
 	hub_t hub;
 	pthread_t th[RV_HUB_MAX];
@@ -164,12 +168,19 @@ static void run(rank_t *R, unsigned p, const char *job, enum mode mode, unsigned
 	hub_init(&hub);
 	for (r = 0; r < p; r++) {
 		memset(&R[r], 0, sizeof(R[r]));
-		R[r] = (rank_t){ &hub, job, r, p, mode, first, last, steps, 0, 0, 0, NULL, NULL, NULL, NULL };
+		R[r] = (rank_t){ &hub, job, r, p, mode, first, last, steps, 0, 0, 0, 0, NULL, NULL, NULL, NULL };
+		R[r].exact_at = exact_at;
 		assert_int_equal(pthread_create(&th[r], NULL, rank_main, &R[r]), 0);
 	}
 	for (r = 0; r < p; r++)
 		pthread_join(th[r], NULL);
 	hub_destroy(&hub);
+}
+
+static void run(rank_t *R, unsigned p, const char *job, enum mode mode, unsigned first, unsigned last,
+		const model_t *steps)
+{
+	run_x(R, p, job, mode, first, last, steps, 0);
 }
 
 /* Step s of job restores (one process) to the model within the codec's
@@ -259,7 +270,7 @@ static void test_group_save(void **state)
 	rank_t R[4];
 	rckpt_job_t *j = NULL;
 	rckpt_step_info_t si[8];
-	unsigned r, s, n = 0;
+	unsigned r, s, t, n = 0;
 	int more = 0;
 
 	if (*state == NULL)
@@ -304,6 +315,32 @@ static void test_group_save(void **state)
 	check_step(j, 1, &steps[1]);
 	check_step(j, 2, &steps[2]);
 	rckpt_job_close(j);
+	/* an exact step in a group: every tensor comes back as saved */
+	rckpt_job_delete(H, job2);
+	run_x(R, 3, job2, SHARDED, 1, 3, steps, 2);
+	for (r = 0; r < 3; r++)
+		assert_int_equal(R[r].save_rc, 0);
+	assert_int_equal(rckpt_job_open(H, &j, job2, NULL), 0);
+	assert_int_equal(rckpt_job_steps(j, RCKPT_LATEST, si, 8, &n, &more), 0);
+	assert_true(n == 3 && (si[1].flags & RCKPT_STEP_EXACT) && !(si[2].flags & RCKPT_STEP_EXACT));
+	assert_int_equal(si[2].parent, 2); /* the next lossy step is a delta on it */
+	{
+		rckpt_restored_t *x = NULL;
+		assert_int_equal(rckpt_job_restore(j, 2, &x, NULL), 0);
+		assert_int_equal(rckpt_restored_exact(x), 1);
+		for (t = 0; t < NT; t++) {
+			const size_t es = dtypes[t] == RCKPT_BF16 ? 2 : 4;
+			uint8_t *got = malloc(numel(t) * es);
+			const int i = rckpt_restored_find(x, names[t]);
+			assert_true(i >= 0 && got != NULL);
+			assert_int_equal(rckpt_restored_read(x, (unsigned)i, got, numel(t) * es), 0);
+			assert_memory_equal(got, steps[2].v[t], numel(t) * es);
+			free(got);
+		}
+		rckpt_restored_free(x);
+	}
+	check_step(j, 3, &steps[3]);
+	rckpt_job_close(j);
 	for (s = 1; s <= 5; s++)
 		model_free(&steps[s]);
 }
@@ -327,7 +364,7 @@ static void test_second_group(void **state)
 	hub_init(&ha);
 	hub_init(&hb);
 	for (r = 0; r < 2; r++) {
-		A[r] = (rank_t){ &ha, job, r, 2, SHARDED, 1, 0, steps, 0, 0, 1, &mu, &cv, &release, &opened };
+		A[r] = (rank_t){ &ha, job, r, 2, SHARDED, 1, 0, steps, 0, 0, 1, 0, &mu, &cv, &release, &opened };
 		assert_int_equal(pthread_create(&ta[r], NULL, rank_main, &A[r]), 0);
 	}
 	pthread_mutex_lock(&mu);
@@ -335,7 +372,7 @@ static void test_second_group(void **state)
 		pthread_cond_wait(&cv, &mu);
 	pthread_mutex_unlock(&mu);
 	for (r = 0; r < 2; r++) {
-		B[r] = (rank_t){ &hb, job, r, 2, SHARDED, 1, 0, steps, 0, 0, 0, NULL, NULL, NULL, NULL };
+		B[r] = (rank_t){ &hb, job, r, 2, SHARDED, 1, 0, steps, 0, 0, 0, 0, NULL, NULL, NULL, NULL };
 		assert_int_equal(pthread_create(&tb[r], NULL, rank_main, &B[r]), 0);
 	}
 	for (r = 0; r < 2; r++)

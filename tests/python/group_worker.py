@@ -6,7 +6,8 @@ file rendezvous on loopback), or restores its slices. Writes JSON.
     group_worker.py JOB RANK WORLD RENDEZVOUS-FILE OUT.json SPEC.json
 
 SPEC: {"mode": "zero3" | "ddp" | "hold", "first": N, "last": M, "kill_at":
-K or null, "restore": null or step}. hold: open the job as a group and
+K or null, "restore": null or step, "nested": true: the tensors in a
+nested tree, saved lossless}. hold: open the job as a group and
 keep it while the file spec["hold"] exists (spec["opened"].RANK says it
 is open). zero3: every tensor (the model's and
 AdamW's exp_avg, exp_avg_sq) as this rank's contiguous slice of it
@@ -98,8 +99,13 @@ def main():
                         sd[name] = t
                 if spec.get("kill_at") == step and rank == world - 1:
                     os.kill(os.getpid(), signal.SIGKILL)
+                tree = {"step": step, **sd}
+                if spec.get("nested"):  # a trainer's usual tree, kept exact
+                    tree = {"model": {k[6:]: v for k, v in sd.items() if k.startswith("model/")},
+                            "optim": {k[6:]: v for k, v in sd.items() if k.startswith("optim/")},
+                            "sched": {"epoch": 3, "lrs": [1e-3, 5e-4], "ids": (1, "x")}, "step": step}
                 try:
-                    r = ck.save(step, {"step": step, **sd}).wait()
+                    r = ck.save(step, tree, lossless=bool(spec.get("nested"))).wait()
                     res["saved"].append([step, r.raw_bytes, r.enc_bytes])
                 except rckpt.RckptError as e:
                     res["error"] = [step, e.code, str(e)]

@@ -627,8 +627,9 @@ class WithCluster(unittest.TestCase):
         restored on 1, 2, 3 and 4 ranks, every slice bit-identical to one
         process's decode; a rank SIGKILLed mid-save fails the step on every
         rank and the head stays; restarted on 2 ranks, the next step is a
-        delta; a second group is refused while one holds the job; the same
-        model saved DDP style for 10 steps restores too."""
+        delta; a second group is refused while one holds the job; a nested
+        tree saved exact by the group comes back with every leaf equal; the
+        same model saved DDP style for 10 steps restores too."""
         import hashlib
         sys.path.insert(0, here)
         import group_worker
@@ -692,6 +693,19 @@ class WithCluster(unittest.TestCase):
             self._group_wait(holders)
             for r in second:
                 self.assertEqual(r["error"][:2], ["open", -16])  # EBUSY
+        # a nested tree saved exact by the group: every leaf comes back equal
+        nested = self.job("group-nested")
+        for r in self._group(nested, 4, {"mode": "zero3", "first": 1, "last": 2, "nested": True}):
+            self.assertIsNone(r["error"])
+        with rckpt.Checkpointer(job=nested, writer=False) as ck:
+            got = ck.restore_full(step=2)
+            self.assertTrue(got.stats["exact"])
+            tree = got.state_dict
+            self.assertEqual(tree["sched"], {"epoch": 3, "lrs": [1e-3, 5e-4], "ids": (1, "x")})
+            self.assertEqual(tree["step"], 2)
+            for name, t in group_worker.model_at(2).items():
+                part, key = name.split("/", 1)
+                self.assertTrue(torch.equal(tree[part][key], t), name)
         ddp = self.job("group-ddp")
         for r in self._group(ddp, 4, {"mode": "ddp", "first": 1, "last": 10}):
             self.assertIsNone(r["error"])

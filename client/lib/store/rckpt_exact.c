@@ -79,7 +79,7 @@ static size_t plane_at(const plan_t *p, int ws, unsigned b, uint64_t k)
 }
 
 int rckpt_exact_build(rckpt_buf_t *out, uint64_t step, uint32_t chunk, const uint8_t *rec,
-		      size_t len, const rckpt_tset_t *params)
+		      size_t len, const rckpt_tset_t *params, const rckpt_piece_t *pieces)
 {
 	const rckpt_record_limits_t lim = RCKPT_RECORD_LIMITS_DEFAULT;
 	rckpt_record_t d;
@@ -98,14 +98,16 @@ int rckpt_exact_build(rckpt_buf_t *out, uint64_t step, uint32_t chunk, const uin
 	for (i = 0; i < d.nseg; i++) {
 		const rckpt_seg_t *s = &d.seg[i];
 		const rckpt_ctensor_t *t;
+		uint32_t ti = pieces ? pieces[i].tensor : s->tensor;
+		uint64_t first = pieces ? pieces[i].first : s->first;
 		if (s->encoding != RCKPT_SEG_QUANTIZED)
 			continue;
-		if (s->tensor >= params->ntensors) {
+		if (ti >= params->ntensors || (pieces && pieces[i].n != s->n)) {
 			rc = -EINVAL;
 			goto out;
 		}
-		t = &params->t[s->tensor];
-		if (s->first > t->n || s->n > t->n - s->first || plan_add(&p, s, t->dtype) < 0) {
+		t = &params->t[ti];
+		if (first > t->n || s->n > t->n - first || plan_add(&p, s, t->dtype) < 0) {
 			rc = -EINVAL;
 			goto out;
 		}
@@ -130,10 +132,10 @@ int rckpt_exact_build(rckpt_buf_t *out, uint64_t step, uint32_t chunk, const uin
 		int ws;
 		if (s->encoding != RCKPT_SEG_QUANTIZED)
 			continue;
-		t = &params->t[s->tensor];
+		t = &params->t[pieces ? pieces[i].tensor : s->tensor];
 		ws = width_slot(t->dtype);
 		w = widths[ws];
-		src = t->data + (size_t)s->first * w;
+		src = t->data + (size_t)(pieces ? pieces[i].first : s->first) * w;
 		if ((rc = lossy_bytes(lossy, f, s, t->dtype)))
 			goto out;
 		if (!EVP_DigestUpdate(ctx, src, (size_t)s->n * w)) {

@@ -43,6 +43,7 @@ struct rckpt_group {
 	rckpt_ckenc_t *enc;       /* this rank's part's encoder, across saves */
 	rckpt_layout_t enc_layout; /* the part it was made for */
 	int trimmed;              /* this rank's chunks trimmed past the head */
+	int exact;                /* the next saves store their steps bit-exact */
 };
 
 /* ---- small collectives over the transport, in one global order ---- */
@@ -92,7 +93,9 @@ int rckpt_group_open(rckpt_t *h, rckpt_group_t **out, const char *job, const rck
 	g->tr = *tr;
 	if (opts)
 		o = *opts;
+	g->exact = opts && opts->version >= 7 && opts->exact;
 	o.writer = tr->rank == 0;
+	o.exact = 0; /* the group's, not the job handle's */
 	rc0 = rckpt_job_open(h, &g->j, job, &o);
 	{
 		rckpt_writer_t w = rckpt_writer(msg, sizeof(msg));
@@ -127,6 +130,12 @@ int rckpt_group_open(rckpt_t *h, rckpt_group_t **out, const char *job, const rck
 		}
 	}
 	*out = g;
+	return 0;
+}
+
+int rckpt_group_set_exact(rckpt_group_t *g, int on)
+{
+	g->exact = on != 0;
 	return 0;
 }
 
@@ -345,12 +354,15 @@ static int gatherv(const rckpt_loc_transport_t *tr, const rckpt_buf_t *mine, siz
 	return rc;
 }
 
-/* A part's encoder sink: each record appended to its chunk's object. */
+/* A part's encoder sink: each record appended to its chunk's object, and
+ * in an exact step its residual put beside it. */
 typedef struct gsink {
 	rckpt_group_t *g;
 	const rckpt_group_part_t *part;
 	uint64_t seg;
 	uint64_t bytes;
+	uint64_t step;
+	int exact;
 } gsink_t;
 
 static int gsink_begin(void *arg, uint32_t nchunks)
@@ -368,6 +380,18 @@ static int gsink_record(void *arg, uint32_t c, rckpt_buf_t *rec)
 	int rc = rckpt_msg_append_encode(&msg, j->token, rec->p, rec->len);
 	s->bytes += rec->len;
 	rckpt_store_segment_oid(oid, sizeof(oid), s->part->chunk[c], s->seg);
+	if (rc == 0 && s->exact) {
+		rckpt_buf_t res = RCKPT_BUF_INIT;
+		rc = rckpt_exact_build(&res, s->step, s->part->chunk[c], rec->p, rec->len, &s->part->ts,
+				       s->part->layout.pieces[c]);
+		if (rc == 0 && res.len) {
+			char xoid[64];
+			rckpt_store_exact_oid(xoid, sizeof(xoid), s->step, s->part->chunk[c]);
+			rc = rckpt_put_object(j, xoid, s->step, &res);
+			s->bytes += res.len;
+		}
+		rckpt_buf_free(&res);
+	}
 	if (rc == 0)
 		rc = rckpt_exec_write(j, oid, "append", &msg);
 	rckpt_buf_free(&msg);
@@ -511,7 +535,7 @@ static int encode_part(rckpt_group_t *g, const rckpt_group_part_t *part, uint64_
 	rckpt_buf_t man = RCKPT_BUF_INIT;
 	rckpt_ckenc_stats_t st;
 	rckpt_manifest_t mf;
-	gsink_t sk = { g, part, roll ? step : seg, 0 };
+	gsink_t sk = { g, part, roll ? step : seg, 0, step, g->exact };
 	const rckpt_ckenc_sink_t sink = { gsink_begin, gsink_record, &sk };
 	uint32_t c;
 	int rc = 0;
@@ -534,6 +558,8 @@ static int encode_part(rckpt_group_t *g, const rckpt_group_part_t *part, uint64_
 		else if (head != RCKPT_STORE_NONE && !roll)
 			resume_part(g, part, head, seg);
 	}
+	if (rc == 0 && g->exact)
+		rckpt_ckenc_restart(g->enc); /* an exact step is a base: its residual is of its record */
 	if (rc == 0) {
 		rc = rckpt_ckenc_step_stream(g->enc, &sink, &man, &st, &part->ts, NULL, step, msg, msglen);
 		if (rc && !msg[0])
@@ -548,6 +574,7 @@ static int encode_part(rckpt_group_t *g, const rckpt_group_part_t *part, uint64_
 	rckpt_buf_put_u64(rep, sk.bytes);
 	rckpt_buf_put_u64(rep, rckpt_d2u(st.quality));
 	rckpt_buf_put_u8(rep, (uint8_t)(st.is_base ? 1 : 0));
+	rckpt_buf_put_u8(rep, (uint8_t)(g->exact ? 1 : 0));
 	for (c = 0; rc == 0 && c < part->layout.nchunks; c++) {
 		rckpt_buf_put_u32(rep, part->chunk[c]);
 		rckpt_buf_put_u32(rep, mf.chunk[c].elements);
@@ -575,7 +602,7 @@ static int commit_step(rckpt_group_t *g, const world_t *w, const rckpt_layout_t 
 	rckpt_ckenc_opts_t dflt;
 	rckpt_manifest_t mf;
 	double quality = 0;
-	int rc = 0, all_delta = 1, attached = 0;
+	int rc = 0, all_delta = 1, attached = 0, all_exact = 1;
 	unsigned r;
 	uint32_t c;
 
@@ -593,6 +620,7 @@ static int commit_step(rckpt_group_t *g, const world_t *w, const rckpt_layout_t 
 		*stored += rckpt_rd_u64(&rd);
 		q = rckpt_u2d(rckpt_rd_u64(&rd));
 		all_delta &= rckpt_rd_u8(&rd) == 0;
+		all_exact &= rckpt_rd_u8(&rd) == 1;
 		quality = q > quality ? q : quality;
 		if (rd.err) {
 			rc = -EBADMSG;
@@ -666,7 +694,7 @@ static int commit_step(rckpt_group_t *g, const world_t *w, const rckpt_layout_t 
 		sum.nchunks = l->nchunks;
 		sum.quality = quality;
 		sum.segment = seg;
-		sum.flags = attached ? RCKPT_SUMMARY_ATTACH : 0;
+		sum.flags = (attached ? RCKPT_SUMMARY_ATTACH : 0) | (all_exact ? RCKPT_SUMMARY_EXACT : 0);
 		sum.ranks = g->tr.size;
 		rckpt_store_summary_put(summary, &sum);
 		cm = (rckpt_msg_commit_t){ head, step, { summary, sizeof(summary) }, g->j->token };
@@ -799,6 +827,7 @@ int rckpt_group_save(rckpt_group_t *g, uint64_t step, const rckpt_shard_t *s, un
 			rckpt_buf_put_u64(&rep, 0);
 			rckpt_buf_put_u64(&rep, 0);
 			rckpt_buf_put_u64(&rep, 0);
+			rckpt_buf_put_u8(&rep, 0);
 			rckpt_buf_put_u8(&rep, 0);
 		}
 		if (e && !msg[0])

@@ -257,7 +257,7 @@ static int save_record(void *arg, uint32_t i, rckpt_buf_t *rec)
 
 	/* An exact step's residual, from the base record and the trainer's
 	 * values, before the record goes. */
-	if (s->exact && (rc = rckpt_exact_build(&res, s->step, i, rec->p, rec->len, s->params)) == 0 &&
+	if (s->exact && (rc = rckpt_exact_build(&res, s->step, i, rec->p, rec->len, s->params, NULL)) == 0 &&
 	    res.len)
 		rc = rckpt_msg_put_encode(&s->msgs[s->nchunks + i], j->token, s->step, res.p, res.len);
 	s->exact_bytes += res.len;

@@ -121,10 +121,11 @@ int rckpt_chain_depth(rckpt_job_t *j, uint64_t seg, uint64_t step, unsigned *dep
 /* The residual object of chunk `chunk` of exact step `step`: from the
  * chunk's encoded base record rec[0..len) and the trainer's tensors
  * (host memory), appended to out; nothing when the chunk has no quantized
- * segment. 0, -EINVAL (the record is not of these tensors),
+ * segment. pieces (NULL: the record's own tensors and offsets index
+ * params): the chunk's pieces in params' terms, a group save's part. 0, -EINVAL (the record is not of these tensors),
  * -EBADMSG, -ENOMEM. */
 int rckpt_exact_build(rckpt_buf_t *out, uint64_t step, uint32_t chunk, const uint8_t *rec,
-		      size_t len, const rckpt_tset_t *params);
+		      size_t len, const rckpt_tset_t *params, const rckpt_piece_t *pieces);
 /* Whether decoded record rec has a quantized segment (a residual). */
 int rckpt_exact_quantized(const rckpt_record_t *rec);
 /* Makes decoded chunk rec of step (manifest mf) exact with its residual

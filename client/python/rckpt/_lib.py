@@ -217,6 +217,7 @@ _sigs = {
     "rckpt_group_open": (c_int, [c_voidp, P(c_voidp), c_charp, P(JobOpts), P(LocTransport)]),
     "rckpt_group_save": (c_int, [c_voidp, c_u64, P(Shard), c_uint, P(SaveStats)]),
     "rckpt_group_attach": (c_int, [c_voidp, c_charp, c_size]),
+    "rckpt_group_set_exact": (c_int, [c_voidp, c_int]),
     "rckpt_group_close": (None, [c_voidp]),
     "rckpt_restored_exact": (c_int, [c_voidp]),
     "rckpt_job_pin": (c_int, [c_voidp, c_u64, c_int]),

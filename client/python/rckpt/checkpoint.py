@@ -271,7 +271,8 @@ class Checkpointer:
       failure on any rank fails the step on all. Restores work on any
       number of processes (restore_slice: a rank's own slice). Group
       saves are synchronous; rank 0's non-tensor leaves are the step's
-      attachment; no exact or partial saves, no gradient weighting yet.
+      attachment; lossless=True works as alone (every rank's chunks
+      exact); no partial saves or gradient weighting yet.
     """
 
     def __init__(self, pool="rckpt", job=None, conf=None, user=None, eps=None, *,
@@ -316,8 +317,8 @@ class Checkpointer:
         rc = 0
         if group is not None:
             from .pcr import _TorchTransport
-            if lossless or partial_block:
-                raise ValueError("group saves are neither exact nor partial yet")
+            if partial_block:
+                raise ValueError("group saves are not partial yet")
             self._tr = _TorchTransport(None if group is True else group)
             self._g = _lib.c_voidp()
             rc = lib.rckpt_group_open(self._h, ctypes.byref(self._g), job.encode(), ctypes.byref(o),
@@ -583,9 +584,9 @@ class Checkpointer:
         if exact and partial is not None:
             raise ValueError("a lossless save stores the whole step: not a partial one")
         if self._g:
-            if exact or partial is not None:
-                raise ValueError("group saves are neither exact nor partial yet")
-            return self._group_save(step, state_dict, optimizer, extra)
+            if partial is not None:
+                raise ValueError("group saves are not partial yet")
+            return self._group_save(step, state_dict, optimizer, extra, exact)
         part = None
         if partial is not None:
             if select not in _lib.RCKPT_SELECT:
@@ -613,7 +614,7 @@ class Checkpointer:
         handle.t_blocked = blocked
         return handle
 
-    def _group_save(self, step, state_dict, optimizer, extra):
+    def _group_save(self, step, state_dict, optimizer, extra, exact=False):
         """A group save: every rank's tensors and Shards, collectively."""
         t0 = time.perf_counter()
         comp, blob = self._split(state_dict, optimizer, extra)
@@ -637,7 +638,9 @@ class Checkpointer:
             arr[i].data = t.data_ptr()
         st = _lib.SaveStats()
         with self._lock:
-            rc = lib.rckpt_group_attach(self._g, blob, len(blob))
+            rc = lib.rckpt_group_set_exact(self._g, 1 if exact else 0)
+            if rc >= 0:
+                rc = lib.rckpt_group_attach(self._g, blob, len(blob))
             if rc >= 0:
                 rc = lib.rckpt_group_save(self._g, step, arr, len(comp), ctypes.byref(st))
             msg = lib.rckpt_errmsg(self._h).decode(errors="replace") if rc < 0 else ""
