@@ -46,6 +46,13 @@ skip_test() {
 }
 
 # need_cluster: skip_test unless CEPH_CONF names a cluster.
+# The model files of a folder of real checkpoints (not their gradients), in
+# step order; the step a checkpoint file is (step-000025.safetensors: 25);
+# a file's SHA-256.
+model_files() { ls "$1"/step-*.safetensors | grep -v '\.grads\.' | sort; }
+stepof() { basename "$1" .safetensors | sed 's/[^0-9]//g; s/^0*//'; }
+sha() { sha256sum <"$1" | cut -c1-64; }
+
 need_cluster() {
 	[ -n "${CEPH_CONF:-}" ] || skip_test cluster "no cluster (CEPH_CONF is not set; ./dev.sh test starts one)"
 }

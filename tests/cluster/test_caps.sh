@@ -31,8 +31,7 @@ cleanup() {
 	rm -rf "$t"
 }
 trap cleanup EXIT
-mapfile -t ckpts < <(ls "$src"/step-*.safetensors | grep -v '\.grads\.' | sort | head -6)
-stepno() { basename "$1" .safetensors | sed 's/^step-0*//'; }
+mapfile -t ckpts < <(model_files "$src" | head -6)
 
 # The test users' keyrings live here, named by a conf of their own.
 mkdir -p "$t/keyring"
@@ -69,7 +68,7 @@ u=${users[1]}
 check "make a reader of A" mk reader "$u" "$job"
 check "reader lists A" expect_run 0 "$t/o" as "$u" ckpt ls --job "$job"
 check "  5 steps" contains "$t/o" "5 steps"
-check "reader restores A's 4th step" expect_run 0 "$t/o" as "$u" ckpt restore --job "$job" --step "$(stepno "${ckpts[3]}")" -o "$t/reader.safetensors"
+check "reader restores A's 4th step" expect_run 0 "$t/o" as "$u" ckpt restore --job "$job" --step "$(stepof "${ckpts[3]}")" -o "$t/reader.safetensors"
 check "  the admin's bytes" cmp -s "$t/admin.safetensors" "$t/reader.safetensors"
 check "reader cannot save A" refused as "$u" ckpt save --job "$job" "${ckpts[1]}"
 check "reader cannot compact A" refused as "$u" ckpt compact --job "$job" --keep-last 1

@@ -20,7 +20,7 @@ t=$(mktemp -d)
 trap 'rm -rf "$t"' EXIT
 cts() { /usr/bin/python3 "$(dirname "$0")/../close_to_source.py" "$@"; }
 job=store-$$-$RANDOM
-mapfile -t ckpts < <(ls "$src"/step-*.safetensors | grep -v '\.grads\.' | sort)
+mapfile -t ckpts < <(model_files "$src")
 n=${#ckpts[@]}
 
 check "30+ real checkpoints" test "$n" -ge 30
@@ -37,7 +37,7 @@ mapfile -t steps < <(ls "$t/enc"/*.rckpt | sort)
 bad=0 far=0
 all=()
 for ((i = 0; i < n; i++)); do
-	s=$(basename "${ckpts[$i]}" .safetensors | sed 's/[^0-9]//g; s/^0*//')
+	s=$(stepof "${ckpts[$i]}")
 	"$rckpt" codec decode -o "$t/want.safetensors" "${steps[@]:0:$((i + 1))}" >/dev/null &&
 		"$rckpt" ckpt restore --job "$job" --step "$s" -o "$t/got.safetensors" >"$t/r" &&
 		cmp -s "$t/want.safetensors" "$t/got.safetensors" || { bad=$((bad + 1)); echo "  step $s differs" >&2; }
@@ -301,7 +301,7 @@ cp "$t/entry" "$t/entry.bad"
 printf '\x07' | dd of="$t/entry.bad" bs=1 seek=9 conv=notrunc status=none # the record's offset
 rados -p rckpt -N "$fjob" setomapval "${chunks[0]}" "$key" <"$t/entry.bad"
 check "a damaged index entry: verify exits 1" expect_run 1 "$t/o" "$rckpt" ckpt verify --job "$fjob"
-check "  restore of that step fails closed" expect_run 1 "$t/o" "$rckpt" ckpt restore --job "$fjob" --step "$(basename "${ckpts[0]}" .safetensors | sed 's/^step-0*//')" -o "$t/x.safetensors"
+check "  restore of that step fails closed" expect_run 1 "$t/o" "$rckpt" ckpt restore --job "$fjob" --step "$(stepof "${ckpts[0]}")" -o "$t/x.safetensors"
 rados -p rckpt -N "$fjob" setomapval "${chunks[0]}" "$key" <"$t/entry"
 check "  repaired, it verifies again" expect_run 0 "$t/o" "$rckpt" ckpt verify --job "$fjob" --deep
 "$rckpt" ckpt rm --job "$fjob" >/dev/null 2>&1

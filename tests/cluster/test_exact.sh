@@ -15,9 +15,7 @@ src=$RCKPT_TEST_CKPT_DIR
 t=$(mktemp -d)
 job=ex-$$-$RANDOM
 trap '"$rckpt" ckpt rm --job "$job" >/dev/null 2>&1; rm -rf "$t"' EXIT
-mapfile -t ckpts < <(ls "$src"/step-*.safetensors | grep -v '\.grads\.' | sort | head -n 6)
-stepof() { basename "$1" .safetensors | sed 's/[^0-9]//g; s/^0*//'; }
-sha() { sha256sum <"$1" | cut -c1-64; }
+mapfile -t ckpts < <(model_files "$src" | head -n 6)
 s2=$(stepof "${ckpts[1]}") s3=$(stepof "${ckpts[2]}") s6=$(stepof "${ckpts[5]}")
 
 check "save 2 lossy steps" expect_run 0 "$t/o" "$rckpt" ckpt save --job "$job" "${ckpts[@]:0:2}"

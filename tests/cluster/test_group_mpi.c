@@ -30,16 +30,7 @@
 
 static int rank, size;
 
-#define CHECK(c, ...)                                                              \
-	do {                                                                       \
-		if (!(c)) {                                                        \
-			fprintf(stderr, "rank %d: %s:%d: check failed: %s: ", rank, \
-				__FILE__, __LINE__, #c);                           \
-			fprintf(stderr, __VA_ARGS__);                              \
-			fputc('\n', stderr);                                       \
-			MPI_Abort(MPI_COMM_WORLD, 1);                              \
-		}                                                                  \
-	} while (0)
+#include "mpi_test.h"
 
 static const char *const names[NT] = { "blocks.0.weight", "blocks.1.weight", "embed.weight", "norm.weight" };
 static const unsigned ndims[NT] = { 2, 2, 2, 1 };
@@ -115,15 +106,8 @@ int main(int argc, char **argv)
 	MPI_Init(&argc, &argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
-	if (!conf || !*conf) {
-		const char *rc_ = getenv("RCKPT_REQUIRE_CLUSTER"), *ra = getenv("RCKPT_REQUIRE_ALL");
-		const int required = (rc_ && strcmp(rc_, "1") == 0) || (ra && strcmp(ra, "1") == 0);
-		if (rank == 0)
-			printf(required ? "failed: RCKPT_REQUIRE_CLUSTER=1 or RCKPT_REQUIRE_ALL=1 requires a cluster\n"
-					: "skipped: needs CEPH_CONF\n");
-		MPI_Finalize();
-		return rank == 0 ? (required ? 1 : 77) : 0;
-	}
+	if (!conf || !*conf)
+		return mpi_test_skip(rank, "needs CEPH_CONF");
 	CHECK(size >= 2 && size <= 8, "run with 2..8 ranks (mpirun -np 4)");
 	MPI_Comm_dup(MPI_COMM_WORLD, &comm);
 	co.timeout_s = 30;

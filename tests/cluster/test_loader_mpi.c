@@ -29,16 +29,7 @@
 
 static int rank, size;
 
-#define CHECK(c, ...)                                                              \
-	do {                                                                       \
-		if (!(c)) {                                                        \
-			fprintf(stderr, "rank %d: %s:%d: check failed: %s: ", rank, \
-				__FILE__, __LINE__, #c);                           \
-			fprintf(stderr, __VA_ARGS__);                              \
-			fputc('\n', stderr);                                       \
-			MPI_Abort(MPI_COMM_WORLD, 1);                              \
-		}                                                                  \
-	} while (0)
+#include "mpi_test.h"
 
 static uint32_t fnv(const uint8_t *p, size_t n)
 {
@@ -176,25 +167,13 @@ int main(int argc, char **argv)
 	uint64_t seed = 2026, per_epoch[3][EPOCHS];
 	rckpt_t *h = NULL;
 	MPI_Comm comm;
-	int skip = 0, mode, rc;
+	int mode, rc;
 
 	MPI_Init(&argc, &argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
-	if (!conf || !*conf || !dir || access(dir, R_OK)) {
-		if (rank == 0)
-			printf("skipped: needs CEPH_CONF and RCKPT_TEST_PCR_DIR\n");
-		skip = 1;
-	}
-	if (skip) {
-		/* ./dev.sh test requires the cluster, CI everything (tests/common/test_skip.h) */
-		const char *rc_ = getenv("RCKPT_REQUIRE_CLUSTER"), *ra = getenv("RCKPT_REQUIRE_ALL");
-		const int required = (rc_ && strcmp(rc_, "1") == 0) || (ra && strcmp(ra, "1") == 0);
-		if (rank == 0 && required)
-			printf("failed: RCKPT_REQUIRE_CLUSTER=1 or RCKPT_REQUIRE_ALL=1 requires it to run\n");
-		MPI_Finalize();
-		return rank == 0 ? (required ? 1 : 77) : 0;
-	}
+	if (!conf || !*conf || !dir || access(dir, R_OK))
+		return mpi_test_skip(rank, "needs CEPH_CONF and RCKPT_TEST_PCR_DIR");
 	CHECK(size >= 2 && size <= 16, "run with 2..16 learners (mpirun -np 4)");
 	MPI_Comm_dup(MPI_COMM_WORLD, &comm);
 	co.timeout_s = 30;

@@ -30,7 +30,7 @@ trap cleanup EXIT
 "$script" --dir "$dir" --plugins "$plugins" --osd-bytes 2147483648 start >"$t/start.log" 2>&1 ||
 	{ cat "$t/start.log"; exit 1; }
 export CEPH_CONF=$dir/ceph.conf
-mapfile -t ckpts < <(ls "$src"/step-*.safetensors | grep -v '\.grads\.' | sort | head -n 16)
+mapfile -t ckpts < <(model_files "$src" | head -n 16)
 job=free-$$
 
 # A pool the store cannot use (issue 26 item 5): refused at once, naming the fix.
@@ -51,7 +51,7 @@ declare -A osd
 bad=0
 for s in "${steps[@]}"; do
 	RCKPT_FOLD=osd "$rckpt" ckpt restore --job "$job" --step "$s" -o "$t/osd-$s.safetensors" >"$t/r" 2>&1 &&
-		osd[$s]=$(sha256sum <"$t/osd-$s.safetensors" | cut -c1-64) || { bad=$((bad + 1)); cat "$t/r" >&2; }
+		osd[$s]=$(sha "$t/osd-$s.safetensors") || { bad=$((bad + 1)); cat "$t/r" >&2; }
 done
 check "every kept step restores in the OSDs" test "$bad" -eq 0
 
@@ -61,7 +61,7 @@ same() { # DIR: how many kept steps DIR holds other bytes of than the OSDs gave
 	local d=$1 s n=0
 	for s in "${steps[@]}"; do
 		f=$(printf '%s/step-%06d.safetensors' "$d" "$s")
-		[ "$(sha256sum <"$f" 2>/dev/null | cut -c1-64)" = "${osd[$s]}" ] || { n=$((n + 1)); echo "  step $s differs in $d" >&2; }
+		[ "$(sha "$f" 2>/dev/null)" = "${osd[$s]}" ] || { n=$((n + 1)); echo "  step $s differs in $d" >&2; }
 	done
 	echo "$n"
 }
@@ -79,7 +79,7 @@ check "  restores still work, it says" contains "$t/o" "still restore, folded in
 bad=0 said=0
 for s in "${steps[@]}"; do
 	"$rckpt" ckpt restore --job "$job" --step "$s" -o "$t/x.safetensors" >"$t/r" 2>&1 &&
-		[ "$(sha256sum <"$t/x.safetensors" | cut -c1-64)" = "${osd[$s]}" ] || { bad=$((bad + 1)); cat "$t/r" >&2; }
+		[ "$(sha "$t/x.safetensors")" = "${osd[$s]}" ] || { bad=$((bad + 1)); cat "$t/r" >&2; }
 	grep -q "folded in the client" "$t/r" && said=$((said + 1))
 done
 check "without the class, every kept step restores bit-identically" test "$bad" -eq 0

@@ -15,10 +15,8 @@ src=$RCKPT_TEST_CKPT_DIR
 t=$(mktemp -d)
 job=rw-$$-$RANDOM
 trap '"$rckpt" ckpt rm --job "$job" >/dev/null 2>&1; "$rckpt" ckpt rm --job "$job.spike" >/dev/null 2>&1; "$rckpt" ckpt rm --job "$job-ft" >/dev/null 2>&1; rm -rf "$t"' EXIT
-mapfile -t ckpts < <(ls "$src"/step-*.safetensors | grep -v '\.grads\.' | sort | head -n 12)
-stepof() { basename "$1" .safetensors | sed 's/[^0-9]//g; s/^0*//'; }
+mapfile -t ckpts < <(model_files "$src" | head -n 12)
 steps_of() { "$rckpt" ckpt ls --job "$1" | awk '$1 ~ /^[0-9]+$/ && $2 !~ /^steps?,/ {print $1}' | tr '\n' ' '; }
-sha() { sha256sum <"$1" | cut -c1-64; }
 
 check "save 8 real steps" expect_run 0 "$t/o" "$rckpt" ckpt save --job "$job" "${ckpts[@]:0:8}"
 declare -A want
