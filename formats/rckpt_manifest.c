@@ -37,9 +37,21 @@ static void wr_config(rckpt_writer_t *w, const rckpt_mf_config_t *c)
 	rckpt_wr_u32(w, rckpt_f2u(c->lambda));
 }
 
+/* 2 when a tensor is of an optimizer kind, else 1. */
+static unsigned manifest_version(const rckpt_manifest_t *m)
+{
+	uint32_t i;
+	for (i = 0; i < m->ntensors; i++)
+		if (m->t[i].kind >= RCKPT_MF_KIND_OPTIM_FIRST)
+			return 2;
+	return 1;
+}
+
 int rckpt_manifest_encode(rckpt_buf_t *out, const rckpt_manifest_t *m)
 {
-	size_t need = 40 + 32 + 24 + 4 + (size_t)m->nchunks * 48, start = out->len;
+	const unsigned version = manifest_version(m);
+	size_t need = 40 + 32 + 24 + (version > 1 ? 8 : 0) + 4 + (size_t)m->nchunks * 48,
+	       start = out->len;
 	rckpt_writer_t w;
 	uint32_t i, k;
 	int rc;
@@ -48,7 +60,8 @@ int rckpt_manifest_encode(rckpt_buf_t *out, const rckpt_manifest_t *m)
 		return -EINVAL;
 	for (i = 0; i < m->ntensors; i++) {
 		size_t nl = strlen(m->t[i].name);
-		if (nl == 0 || nl > RCKPT_MF_MAX_NAME || m->t[i].ndim > RCKPT_MF_MAX_DIMS)
+		if (nl == 0 || nl > RCKPT_MF_MAX_NAME || m->t[i].ndim > RCKPT_MF_MAX_DIMS ||
+		    m->t[i].kind >= RCKPT_MF_TENSOR_KINDS)
 			return -EINVAL;
 		need += 2 + nl + 4 + 8 * m->t[i].ndim + 4 + 16 * (size_t)m->t[i].nseg;
 	}
@@ -56,8 +69,8 @@ int rckpt_manifest_encode(rckpt_buf_t *out, const rckpt_manifest_t *m)
 		return rc;
 	w = rckpt_writer(out->p + start, need);
 	rckpt_wr_u32(&w, RCKPT_MANIFEST_MAGIC);
-	rckpt_wr_u8(&w, 1);
-	rckpt_wr_u8(&w, 1);
+	rckpt_wr_u8(&w, (uint8_t)version);
+	rckpt_wr_u8(&w, (uint8_t)version);
 	rckpt_wr_u16(&w, 0);
 	rckpt_wr_u64(&w, m->step);
 	rckpt_wr_u64(&w, m->parent);
@@ -86,6 +99,8 @@ int rckpt_manifest_encode(rckpt_buf_t *out, const rckpt_manifest_t *m)
 	rckpt_wr_u64(&w, rckpt_d2u(m->quality));
 	rckpt_wr_u64(&w, m->raw_bytes);
 	rckpt_wr_u64(&w, m->enc_bytes);
+	if (version > 1)
+		rckpt_wr_u64(&w, rckpt_d2u(m->opt_quality));
 	for (i = 0; i < m->nchunks; i++) {
 		rckpt_wr_u32(&w, m->chunk[i].elements);
 		rckpt_wr_u32(&w, m->chunk[i].nseg);
@@ -113,7 +128,7 @@ int rckpt_manifest_decode(rckpt_manifest_t *out, const uint8_t *src, size_t len)
 	compat = rckpt_rd_u8(&r);
 	if (rckpt_rd_u16(&r) != 0 || compat == 0 || compat > version)
 		return -EBADMSG;
-	if (compat > 1)
+	if (compat > 2)
 		return RCKPT_FMT_EVERSION;
 	crc = rckpt_le32(src + len - 4);
 	if (rckpt_crc32c(0, src, len - 4) != crc)
@@ -154,7 +169,7 @@ int rckpt_manifest_decode(rckpt_manifest_t *out, const uint8_t *src, size_t len)
 		t->kind = rckpt_rd_u8(&r);
 		t->encoding = rckpt_rd_u8(&r);
 		t->ndim = rckpt_rd_u8(&r);
-		if (r.err || rckpt_dtype_size(t->dtype) == 0 || t->kind >= RCKPT_MF_KINDS ||
+		if (r.err || rckpt_dtype_size(t->dtype) == 0 || t->kind >= (version > 1 ? RCKPT_MF_TENSOR_KINDS : RCKPT_MF_KINDS) ||
 		    (t->encoding != RCKPT_SEG_QUANTIZED && t->encoding != RCKPT_SEG_LOSSLESS) ||
 		    t->ndim > RCKPT_MF_MAX_DIMS)
 			goto bad;
@@ -194,6 +209,8 @@ int rckpt_manifest_decode(rckpt_manifest_t *out, const uint8_t *src, size_t len)
 	out->quality = rckpt_u2d(rckpt_rd_u64(&r));
 	out->raw_bytes = rckpt_rd_u64(&r);
 	out->enc_bytes = rckpt_rd_u64(&r);
+	if (version > 1)
+		out->opt_quality = rckpt_u2d(rckpt_rd_u64(&r));
 	for (i = 0; i < out->nchunks; i++) {
 		const uint8_t *h;
 		out->chunk[i].elements = rckpt_rd_u32(&r);
@@ -231,6 +248,8 @@ int rckpt_record_digest(uint8_t out[32], const rckpt_record_t *rec)
 		rckpt_wr_u64(&w, s->n);
 		rckpt_wr_u8(&w, s->encoding);
 		rckpt_wr_u8(&w, s->dtype);
+		if (s->transform != RCKPT_XF_NONE) /* absent when none: v1 digests stand */
+			rckpt_wr_u8(&w, s->transform);
 		if (s->encoding == RCKPT_SEG_QUANTIZED) {
 			rckpt_wr_u8(&w, (uint8_t)s->nbins);
 			for (j = 0; j < s->nbins; j++)

@@ -18,7 +18,11 @@
 #define RCKPT_MF_MAX_CHUNKS (1u << 20)
 #define RCKPT_MF_MAX_NAME 1024
 #define RCKPT_MF_MAX_DIMS 8
-#define RCKPT_MF_KINDS 5
+#define RCKPT_MF_KINDS 5        /* layer kinds of a config's pruned fractions */
+#define RCKPT_MF_TENSOR_KINDS 8 /* a tensor's kind: those, then the optimizer's
+				   (5 first moment, 6 second moment, 7 other
+				   optimizer state): version 2 */
+#define RCKPT_MF_KIND_OPTIM_FIRST 5
 
 typedef struct rckpt_mf_seg {
 	uint32_t chunk; /* chunk number */
@@ -53,9 +57,13 @@ typedef struct rckpt_manifest {
 	rckpt_mf_config_t cfg;
 	double quality;
 	uint64_t raw_bytes, enc_bytes;
+	double opt_quality; /* version 2: the optimizer state's update error
+			       (checkpoint.md "Optimizer state"); 0 without */
 	rckpt_mf_chunk_t *chunk;
 } rckpt_manifest_t;
 
+/* Written as version 2 when a tensor is of an optimizer kind (>= 5), else
+ * as version 1, byte for byte as before. */
 int rckpt_manifest_encode(rckpt_buf_t *out, const rckpt_manifest_t *m);
 int rckpt_manifest_decode(rckpt_manifest_t *out, const uint8_t *src, size_t len);
 void rckpt_manifest_free(rckpt_manifest_t *m);

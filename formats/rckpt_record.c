@@ -101,17 +101,18 @@ static int blob_get(void *dst, size_t n, rckpt_reader_t *r)
 static int same_layout(const rckpt_seg_t *a, const rckpt_seg_t *b)
 {
 	return a->tensor == b->tensor && a->first == b->first && a->n == b->n &&
-	       a->encoding == b->encoding && a->dtype == b->dtype;
+	       a->encoding == b->encoding && a->dtype == b->dtype && a->transform == b->transform;
 }
 
 static int seg_check(const rckpt_seg_t *s)
 {
 	uint64_t i, np = 0;
 
-	if (rckpt_dtype_size(s->dtype) == 0 || s->n > RCKPT_EST_MAX_COUNT)
+	if (rckpt_dtype_size(s->dtype) == 0 || s->n > RCKPT_EST_MAX_COUNT ||
+	    s->transform >= RCKPT_XF_COUNT)
 		return -EINVAL;
 	if (s->encoding == RCKPT_SEG_LOSSLESS)
-		return s->n == 0 || s->raw ? 0 : -EINVAL;
+		return (s->n == 0 || s->raw) && s->transform == RCKPT_XF_NONE ? 0 : -EINVAL;
 	if (s->encoding != RCKPT_SEG_QUANTIZED || !centroids_ok(s->centroids, s->nbins) ||
 	    s->nprot > s->n || (s->n && !s->idx) || (s->nprot && !s->prot))
 		return -EINVAL;
@@ -140,7 +141,8 @@ static int seg_encode(rckpt_buf_t *out, const rckpt_seg_t *s, const rckpt_seg_t 
 	rckpt_wr_u64(&w, s->n);
 	rckpt_wr_u8(&w, s->encoding);
 	rckpt_wr_u8(&w, s->dtype);
-	rckpt_wr_u16(&w, 0);
+	rckpt_wr_u8(&w, s->transform);
+	rckpt_wr_u8(&w, 0);
 	if (s->encoding == RCKPT_SEG_LOSSLESS) {
 		if ((rc = rckpt_buf_append(out, hdr, w.pos)))
 			return rc;
@@ -172,6 +174,18 @@ static int seg_encode(rckpt_buf_t *out, const rckpt_seg_t *s, const rckpt_seg_t 
 				    ps ? ps->nbins + 2 : 0, o);
 }
 
+/* The version a record is written in: 2 when a segment has a transform
+ * (older decoders then answer RCKPT_EVERSION rather than misread it),
+ * else 1, which every decoder reads. Compat is the same. */
+static unsigned record_version(const rckpt_record_t *rec)
+{
+	uint32_t i;
+	for (i = 0; i < rec->nseg; i++)
+		if (rec->seg[i].transform != RCKPT_XF_NONE)
+			return 2;
+	return 1;
+}
+
 /* Fills in the header of the record that starts at out->p + start (its
  * segments follow it) and appends the CRC. */
 static int record_close(rckpt_buf_t *out, size_t start, const rckpt_record_t *rec)
@@ -181,8 +195,8 @@ static int record_close(rckpt_buf_t *out, size_t start, const rckpt_record_t *re
 	rckpt_writer_t w = rckpt_writer(hdr, sizeof(hdr));
 
 	rckpt_wr_u32(&w, RCKPT_RECORD_MAGIC);
-	rckpt_wr_u8(&w, RCKPT_RECORD_VERSION);
-	rckpt_wr_u8(&w, 1);
+	rckpt_wr_u8(&w, (uint8_t)record_version(rec));
+	rckpt_wr_u8(&w, (uint8_t)record_version(rec));
 	rckpt_wr_u8(&w, (uint8_t)rec->kind);
 	rckpt_wr_u8(&w, 0);
 	rckpt_wr_u64(&w, rec->step);
@@ -263,7 +277,8 @@ static void seg_head_put(rckpt_writer_t *w, const rckpt_seg_t *s)
 	rckpt_wr_u64(w, s->n);
 	rckpt_wr_u8(w, s->encoding);
 	rckpt_wr_u8(w, s->dtype);
-	rckpt_wr_u16(w, 0);
+	rckpt_wr_u8(w, s->transform);
+	rckpt_wr_u8(w, 0);
 }
 
 static int sparse_seg_encode(rckpt_buf_t *out, const rckpt_seg_t *s, const rckpt_seg_t *ps,
@@ -508,7 +523,7 @@ int rckpt_record_geometry(uint32_t *nseg, uint64_t *elements, const uint8_t *src
 		e = rckpt_rd_u64(&r);
 		enc = rckpt_rd_u8(&r);
 		(void)rckpt_rd_u8(&r); /* dtype */
-		(void)rckpt_rd_u16(&r);
+		(void)rckpt_rd_u16(&r); /* transform: read by the decoder */
 		if (r.err || e > RCKPT_EST_MAX_COUNT || e > UINT64_MAX - sum)
 			return -EBADMSG;
 		sum += e;
@@ -544,17 +559,30 @@ int rckpt_record_geometry(uint32_t *nseg, uint64_t *elements, const uint8_t *src
 	return 0;
 }
 
-static int seg_decode(rckpt_seg_t *s, rckpt_reader_t *r, const rckpt_seg_t *ps)
+/* The 24-byte segment header. A transform is known, on a quantized segment,
+ * in a version 2 record; the byte after it is 0. */
+static int seg_head_get(rckpt_seg_t *s, rckpt_reader_t *r, unsigned version)
 {
-	unsigned j;
-	size_t dsz;
-
+	unsigned res;
 	s->tensor = rckpt_rd_u32(r);
 	s->first = rckpt_rd_u64(r);
 	s->n = rckpt_rd_u64(r);
 	s->encoding = rckpt_rd_u8(r);
 	s->dtype = rckpt_rd_u8(r);
-	if (rckpt_rd_u16(r) != 0 || r->err)
+	s->transform = rckpt_rd_u8(r);
+	res = rckpt_rd_u8(r);
+	if (r->err || res != 0 || s->transform >= RCKPT_XF_COUNT ||
+	    (s->transform != RCKPT_XF_NONE && (version < 2 || s->encoding != RCKPT_SEG_QUANTIZED)))
+		return -EBADMSG;
+	return 0;
+}
+
+static int seg_decode(rckpt_seg_t *s, rckpt_reader_t *r, const rckpt_seg_t *ps, unsigned version)
+{
+	unsigned j;
+	size_t dsz;
+
+	if (seg_head_get(s, r, version))
 		return -EBADMSG;
 	dsz = rckpt_dtype_size(s->dtype);
 	if (dsz == 0 || s->n > RCKPT_EST_MAX_COUNT ||
@@ -610,7 +638,8 @@ static int seg_decode(rckpt_seg_t *s, rckpt_reader_t *r, const rckpt_seg_t *ps)
 /* A sparse record's segment on top of its parent's ps (formats/checkpoint.md,
  * "Sparse partial record"): ps with the stored blocks' levels and protected
  * values replaced. */
-static int sparse_seg_decode(rckpt_seg_t *s, rckpt_reader_t *r, const rckpt_seg_t *ps)
+static int sparse_seg_decode(rckpt_seg_t *s, rckpt_reader_t *r, const rckpt_seg_t *ps,
+			     unsigned version)
 {
 	uint8_t *cur = NULL, *prev = NULL, *bb = NULL, *pb = NULL;
 	uint32_t *blocks = NULL, block, nblocks, i;
@@ -619,12 +648,7 @@ static int sparse_seg_decode(rckpt_seg_t *s, rckpt_reader_t *r, const rckpt_seg_
 	size_t dsz;
 	int rc = -EBADMSG;
 
-	s->tensor = rckpt_rd_u32(r);
-	s->first = rckpt_rd_u64(r);
-	s->n = rckpt_rd_u64(r);
-	s->encoding = rckpt_rd_u8(r);
-	s->dtype = rckpt_rd_u8(r);
-	if (rckpt_rd_u16(r) != 0 || r->err || !same_layout(s, ps))
+	if (seg_head_get(s, r, version) || !same_layout(s, ps))
 		return -EBADMSG;
 	dsz = rckpt_dtype_size(s->dtype);
 	if (dsz == 0 || s->n > RCKPT_EST_MAX_COUNT)
@@ -801,9 +825,9 @@ int rckpt_record_decode(rckpt_record_t *out, const uint8_t *src, size_t len,
 		/* Same layout as the parent's segment, encoding included; a
 		 * lossless segment is whole in every record. */
 		if (kind == RCKPT_REC_SPARSE)
-			rc = sparse_seg_decode(&out->seg[i], &r, ps);
+			rc = sparse_seg_decode(&out->seg[i], &r, ps, version);
 		else
-			rc = seg_decode(&out->seg[i], &r, ps);
+			rc = seg_decode(&out->seg[i], &r, ps, version);
 		if (rc)
 			goto fail;
 	}

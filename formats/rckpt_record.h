@@ -19,13 +19,20 @@
 #include "rckpt_istream.h"
 
 #define RCKPT_RECORD_MAGIC 0x524b4352u /* "RCKR" as little-endian bytes */
-#define RCKPT_RECORD_VERSION 1u
+#define RCKPT_RECORD_VERSION 2u /* the newest this code reads and writes;
+				  a record without transforms is written as
+				  version 1, byte for byte as before */
 #define RCKPT_RECORD_HEADER_BYTES 40u
 #define RCKPT_NO_PARENT UINT64_MAX
 #define RCKPT_SEG_MAX_BINS 64
 
 enum rckpt_record_kind { RCKPT_REC_BASE = 1, RCKPT_REC_DELTA = 2, RCKPT_REC_SPARSE = 3 };
 enum rckpt_seg_encoding { RCKPT_SEG_QUANTIZED = 1, RCKPT_SEG_LOSSLESS = 2 };
+/* A quantized segment's levels are values of a transform of the tensor's
+ * (formats/checkpoint.md "Transforms"): none, or LOG2 (a non-negative
+ * value's binary32 bits read as a fixed-point base-2 logarithm: Adam's
+ * exp_avg_sq). Version 2 records only. */
+enum rckpt_seg_transform { RCKPT_XF_NONE = 0, RCKPT_XF_LOG2 = 1, RCKPT_XF_COUNT = 2 };
 
 /* Bytes per element of a dtype; 0 for an unknown one. */
 size_t rckpt_dtype_size(unsigned dtype);
@@ -36,6 +43,7 @@ typedef struct rckpt_seg {
 	uint64_t n;
 	uint8_t encoding; /* enum rckpt_seg_encoding */
 	uint8_t dtype;    /* enum rckpt_dtype */
+	uint8_t transform; /* enum rckpt_seg_transform; NONE when lossless */
 	/* quantized */
 	unsigned nbins;
 	float centroids[RCKPT_SEG_MAX_BINS];

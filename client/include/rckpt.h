@@ -177,6 +177,13 @@ typedef int (*rckpt_quality_cb)(void *arg, const rckpt_tensor_t *t, unsigned n, 
  * at this value no model of the calibration suite lost more than 1%. */
 #define RCKPT_EPS_DEFAULT 0.0012
 
+/* The threshold of the optimizer state's update error (rckpt_job_set_roles):
+ * the relative squared error of the update the restored optimizer takes,
+ * sum (u' - u)^2 / sum u^2, u = exp_avg / (sqrt(exp_avg_sq) + eps).
+ * Calibrated by resuming real AdamW training from compressed state
+ * (README "Adam's state"). */
+#define RCKPT_OPT_EPS_DEFAULT 0.01
+
 typedef struct rckpt_job_opts {
 	unsigned version;      /* RCKPT_JOB_OPTS_VERSION */
 	int writer;            /* take the job's writer lock (save, trim); else read only */

@@ -265,8 +265,8 @@ static void test_limits_and_versions(void **state)
 	encode(&b, &rec, NULL);
 	assert_int_equal(rckpt_record_decode(&dec, b.p, b.len, NULL, &few_segs), -E2BIG);
 	assert_int_equal(rckpt_record_decode(&dec, b.p, b.len, NULL, &few_elems), -E2BIG);
-	b.p[5] = 2; /* compat 2: a newer format */
-	b.p[4] = 2;
+	b.p[5] = 3; /* compat 3: a newer format */
+	b.p[4] = 3;
 	assert_int_equal(rckpt_record_decode(&dec, b.p, b.len, NULL, NULL), RCKPT_FMT_EVERSION);
 	rckpt_record_free(&rec);
 	rckpt_buf_free(&b);
@@ -668,6 +668,79 @@ static void test_digest(void **state)
 	rckpt_buf_free(&b2);
 }
 
+/* Re-seals a record whose bytes a test changed. */
+static void reseal(uint8_t *p, size_t len)
+{
+	const uint32_t crc = rckpt_crc32c(0, p, len - 4);
+	p[len - 4] = (uint8_t)crc;
+	p[len - 3] = (uint8_t)(crc >> 8);
+	p[len - 2] = (uint8_t)(crc >> 16);
+	p[len - 1] = (uint8_t)(crc >> 24);
+}
+
+/* Version 2: a segment's transform (checkpoint.md "Transforms"). */
+static void test_transform_segments(void **state)
+{
+	const size_t xf_at = RCKPT_RECORD_HEADER_BYTES + 22; /* segment 0's transform byte */
+	rckpt_record_t rec, dec, next, dnext;
+	rckpt_buf_t b = RCKPT_BUF_INIT, b2 = RCKPT_BUF_INIT;
+	uint8_t h0[32], h1[32];
+	uint8_t *c;
+
+	(void)state;
+	build_base(&rec, 8);
+	encode(&b, &rec, NULL);
+	assert_int_equal(b.p[4], 1); /* without transforms: version 1, as before */
+	assert_int_equal(rckpt_record_digest(h0, &rec), 0);
+	rec.seg[0].transform = RCKPT_XF_LOG2;
+	encode(&b, &rec, NULL);
+	assert_int_equal(b.p[4], 2);
+	assert_int_equal(b.p[5], 2);
+	assert_int_equal(b.p[xf_at], RCKPT_XF_LOG2);
+	assert_int_equal(rckpt_record_decode(&dec, b.p, b.len, NULL, NULL), 0);
+	assert_int_equal(dec.seg[0].transform, RCKPT_XF_LOG2);
+	assert_int_equal(dec.seg[1].transform, RCKPT_XF_NONE);
+	encode(&b2, &dec, NULL);
+	assert_int_equal(b2.len, b.len);
+	assert_memory_equal(b2.p, b.p, b.len);
+	assert_int_equal(rckpt_record_digest(h1, &dec), 0);
+	assert_memory_not_equal(h0, h1, 32); /* the transform is content */
+
+	/* a delta's segment keeps its parent's transform */
+	build_next(&next, &dec, 9, 12);
+	assert_int_equal(rckpt_record_encode(&b2, &next, &dec, &opts), -EINVAL);
+	next.seg[0].transform = RCKPT_XF_LOG2;
+	encode(&b2, &next, &dec);
+	assert_int_equal(rckpt_record_decode(&dnext, b2.p, b2.len, &dec, NULL), 0);
+	assert_int_equal(dnext.seg[0].transform, RCKPT_XF_LOG2);
+	rckpt_record_free(&dnext);
+	rckpt_record_free(&next);
+
+	/* what a decoder refuses */
+	c = malloc(b.len);
+	memcpy(c, b.p, b.len);
+	c[4] = c[5] = 1; /* a transform in a version 1 record */
+	reseal(c, b.len);
+	assert_int_equal(rckpt_record_decode(&next, c, b.len, NULL, NULL), -EBADMSG);
+	memcpy(c, b.p, b.len);
+	c[xf_at] = RCKPT_XF_COUNT; /* unknown */
+	reseal(c, b.len);
+	assert_int_equal(rckpt_record_decode(&next, c, b.len, NULL, NULL), -EBADMSG);
+	memcpy(c, b.p, b.len);
+	c[xf_at + 1] = 1; /* the reserved byte */
+	reseal(c, b.len);
+	assert_int_equal(rckpt_record_decode(&next, c, b.len, NULL, NULL), -EBADMSG);
+	free(c);
+
+	/* and an encoder: no transform on a lossless segment */
+	rec.seg[3].transform = RCKPT_XF_LOG2;
+	assert_int_equal(rckpt_record_encode(&b2, &rec, NULL, &opts), -EINVAL);
+	rckpt_record_free(&dec);
+	rckpt_record_free(&rec);
+	rckpt_buf_free(&b);
+	rckpt_buf_free(&b2);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -683,6 +756,7 @@ int main(void)
 		cmocka_unit_test(test_golden_zstd),
 		cmocka_unit_test(test_golden_sparse),
 		cmocka_unit_test(test_digest),
+		cmocka_unit_test(test_transform_segments),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

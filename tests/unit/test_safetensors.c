@@ -51,9 +51,9 @@ static void test_round_trip(void **state)
 	float a[6] = { 1, -2, 3.5f, 0, 1e-30f, 7 };
 	uint16_t b[3] = { 0x3f80, 0xc000, 0x0001 };
 	rckpt_ctensor_t t[3] = {
-		{ "layer.weight", RCKPT_DT_F32, 2, { 2, 3 }, 6, (const uint8_t *)a, 0 },
-		{ "emb", RCKPT_DT_BF16, 1, { 3 }, 3, (const uint8_t *)b, 0 },
-		{ "empty", RCKPT_DT_F16, 2, { 0, 4 }, 0, (const uint8_t *)b, 0 },
+		{ "layer.weight", RCKPT_DT_F32, 2, { 2, 3 }, 6, (const uint8_t *)a, 0, NULL, 0 },
+		{ "emb", RCKPT_DT_BF16, 1, { 3 }, 3, (const uint8_t *)b, 0, NULL, 0 },
+		{ "empty", RCKPT_DT_F16, 2, { 0, 4 }, 0, (const uint8_t *)b, 0, NULL, 0 },
 	};
 	char path[128], err[256];
 	rckpt_st_t st;

@@ -16,10 +16,12 @@
  * fp32, else widened into the block buffer (n <= BLK). */
 const float *ckenc_values(rckpt_ckenc_t *e, const rckpt_ctensor_t *t, uint64_t first, size_t n)
 {
-	if (t->dtype == RCKPT_DT_F32 && ((uintptr_t)t->data & 3) == 0)
+	const unsigned xf = rckpt_lk_transform(rckpt_ctensor_kind(t));
+	if (t->dtype == RCKPT_DT_F32 && ((uintptr_t)t->data & 3) == 0 && xf == RCKPT_XF_NONE)
 		return (const float *)t->data + first;
 	rckpt_widen_to_f32(e->wblk, (const uint8_t *)t->data + first * rckpt_dtype_size(t->dtype),
 			   t->dtype, n);
+	rckpt_xf_forward(e->wblk, n, xf); /* the encoder works in the transform's domain */
 	return e->wblk;
 }
 
@@ -63,6 +65,7 @@ static int quantize_piece(rckpt_ckenc_t *e, rckpt_seg_t *seg, const rckpt_ctenso
 	seg->first = first;
 	seg->dtype = (uint8_t)t->dtype;
 	seg->encoding = RCKPT_SEG_QUANTIZED;
+	seg->transform = (uint8_t)rckpt_lk_transform(rckpt_ctensor_kind(t));
 	seg->nbins = q->nbins;
 	memcpy(seg->centroids, q->centroids, sizeof(float) * q->nbins);
 	if ((seg->idx = malloc(n ? (size_t)n : 1)) == NULL)
@@ -188,6 +191,7 @@ int ckenc_emit_end(ckenc_emit_t *x, rckpt_buf_t *manifest)
 	int rc;
 	mf->raw_bytes = st->raw_bytes;
 	mf->quality = st->quality;
+	mf->opt_quality = st->opt_quality;
 	mf->cfg.bins = (uint8_t)st->config.bins;
 	mf->cfg.emb_bins = (uint8_t)st->config.emb_bins;
 	mf->cfg.metric = (uint8_t)st->config.prune_metric;
@@ -218,7 +222,7 @@ void ckenc_emit_free(ckenc_emit_t *x)
  * hands each record to the sink as soon as it is encoded; then the
  * manifest. */
 int ckenc_emit_full(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rckpt_buf_t *manifest,
-		    rckpt_ckenc_stats_t *st, const rckpt_tset_t *params, const rckpt_tset_t *grads,
+		    rckpt_ckenc_stats_t *st, const rckpt_tset_t *params, const float *const *tg,
 		    const rckpt_qparams_t *const *tq, const uint64_t *stride, rckpt_record_t *sum,
 		    uint64_t step)
 {
@@ -241,9 +245,7 @@ int ckenc_emit_full(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rckpt_buf_
 			const rckpt_piece_t *pc = &e->pieces[c][k];
 			const rckpt_ctensor_t *t = &params->t[pc->tensor];
 			if (tq[pc->tensor]) {
-				const rckpt_ctensor_t *g = grads ? rckpt_tset_find(grads, t->name) : NULL;
-				rc = quantize_piece(e, &r.seg[k], t, g ? (const float *)g->data : NULL,
-						    tq[pc->tensor], pc->first, pc->n, stride[pc->tensor],
+				rc = quantize_piece(e, &r.seg[k], t, tg[pc->tensor], tq[pc->tensor], pc->first, pc->n, stride[pc->tensor],
 						    sum->seg[pc->tensor].idx,
 						    e->saved && e->saved[pc->tensor] ? e->saved[pc->tensor] + pc->first
 										      : NULL);
@@ -285,6 +287,7 @@ int ckenc_summary_init(rckpt_record_t *sum, const rckpt_tset_t *params,
 		s->encoding = tq[i] ? RCKPT_SEG_QUANTIZED : RCKPT_SEG_LOSSLESS;
 		if (tq[i] == NULL)
 			continue;
+		s->transform = (uint8_t)rckpt_lk_transform(rckpt_ctensor_kind(&params->t[i]));
 		s->nbins = tq[i]->nbins;
 		memcpy(s->centroids, tq[i]->centroids, sizeof(float) * tq[i]->nbins);
 		s->idx = calloc(s->n / stride[i] + 1, 1);

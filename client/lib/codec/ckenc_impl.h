@@ -46,6 +46,8 @@ struct rckpt_ckenc {
 	unsigned depth; /* records in the chain of the last step, its base included (0: none) */
 	int have_last;
 	cpoint_t last; /* the last accepted configuration */
+	int have_olast;
+	cpoint_t olast; /* ... of the optimizer's state, searched apart */
 	struct prev_sample *psmp; /* the last step's samples, per prepared tensor */
 	unsigned npsmp;
 	/* the chunk layout, fixed at the first step */
@@ -139,6 +141,11 @@ typedef struct evalctx {
 	rckpt_codebook_cache_t *cache;    /* per prepared tensor, this step */
 	int drift;                        /* a fresh codebook's recurring cost is
 					     its switch cost (see alloc_tables) */
+	const double *dfix;               /* per prepared tensor: the denominator of
+					     its error, or < 0 for its own sum g^2 w^2
+					     (NULL: every one its own) */
+	const uint8_t *dsum;              /* ... and whether it adds to the step's
+					     (NULL: every one does) */
 } evalctx_t;
 
 /* A per-tensor allocation's tables: option k of prepared tensor t has loss
@@ -171,9 +178,33 @@ int ckenc_alloc_pick(alloc_t *a, double eps, unsigned *bins);
 void ckenc_alloc_free(alloc_t *a);
 int ckenc_judge(rckpt_ckenc_t *e, const rckpt_tset_t *params, const rckpt_tensor_prep_t *prep,
 		const unsigned *which, unsigned nprep, const rckpt_qconfig_t *c, const unsigned *tbins,
-		rckpt_codebook_cache_t *cache, rckpt_qparams_t *qp, double *quality);
+		rckpt_codebook_cache_t *cache, const double *dfix, const uint8_t *dsum,
+		rckpt_qparams_t *qp, double *quality);
 int ckenc_ask_callback(rckpt_ckenc_t *e, const rckpt_tset_t *params, const rckpt_tensor_prep_t *prep,
 		       const unsigned *which, unsigned nprep, const rckpt_qparams_t *qp, double *loss);
+
+/* ---- ckenc_optim.c ---- */
+
+/* The quantized tensors in the order a step prepares them: the model's in
+ * name order, then the optimizer's (searched apart, under opts.opt_eps).
+ * order[] gets their indices, *nmodel (may be NULL) the model's count;
+ * returns the count. */
+unsigned ckenc_prep_order(const rckpt_tset_t *params, unsigned lossless_kinds, unsigned *order,
+			  unsigned *nmodel);
+
+/* The update error's terms for the optimizer's tensors (rckpt_ckenc.h,
+ * "The optimizer's state"), per tensor of params: w[i] the weights g of
+ * its elements (NULL: 1), den[i] the denominator of its error (< 0: its
+ * own sum g^2 w^2), counted[i] whether that adds to the step's. */
+typedef struct ckenc_upd {
+	float **w;
+	double *den;
+	uint8_t *counted;
+	unsigned n;
+} ckenc_upd_t;
+
+int ckenc_update_terms(rckpt_ckenc_t *e, ckenc_upd_t *u, const rckpt_tset_t *params);
+void ckenc_update_free(ckenc_upd_t *u);
 
 /* ---- ckenc_emit.c ---- */
 const float *ckenc_values(rckpt_ckenc_t *e, const rckpt_ctensor_t *t, uint64_t first, size_t n);
@@ -207,9 +238,10 @@ int ckenc_emit_end(ckenc_emit_t *x, rckpt_buf_t *manifest);
 void ckenc_emit_free(ckenc_emit_t *x);
 
 /* A full step's records: every piece quantized with tq[tensor] (NULL:
- * lossless). sum: the next step's summary, whose levels this fills. */
+ * lossless) and the weights tg[tensor] it was judged with (NULL: none).
+ * sum: the next step's summary, whose levels this fills. */
 int ckenc_emit_full(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rckpt_buf_t *manifest,
-		    rckpt_ckenc_stats_t *st, const rckpt_tset_t *params, const rckpt_tset_t *grads,
+		    rckpt_ckenc_stats_t *st, const rckpt_tset_t *params, const float *const *tg,
 		    const rckpt_qparams_t *const *tq, const uint64_t *stride, rckpt_record_t *sum,
 		    uint64_t step);
 

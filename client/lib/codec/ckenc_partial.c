@@ -144,6 +144,18 @@ static int merge_prot(rckpt_seg_t *seg, const rckpt_seg_t *ps, uint32_t block, c
 	}
 }
 
+/* The weights of tensor i's error: the update error's for the optimizer's
+ * state, the gradients' for the model's. */
+static const float *weights_of(const ckenc_upd_t *upd, const rckpt_tset_t *grads,
+			       const rckpt_ctensor_t *t, unsigned i)
+{
+	const rckpt_ctensor_t *g;
+	if (rckpt_lk_is_optim(rckpt_ctensor_kind(t)))
+		return upd->w ? upd->w[i] : NULL;
+	g = grads ? rckpt_tset_find(grads, t->name) : NULL;
+	return g ? (const float *)g->data : NULL;
+}
+
 int rckpt_ckenc_step_partial(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink,
 			     rckpt_buf_t *manifest, rckpt_ckenc_stats_t *st,
 			     const rckpt_tset_t *params, const rckpt_tset_t *grads, uint64_t step,
@@ -160,6 +172,7 @@ int rckpt_ckenc_step_partial(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink,
 	unsigned i;
 	int rc = 0;
 	double t0 = rckpt_now_s();
+	ckenc_upd_t upd = { 0 };
 
 	memset(st, 0, sizeof(*st));
 	memset(&x, 0, sizeof(x));
@@ -188,6 +201,11 @@ int rckpt_ckenc_step_partial(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink,
 				return -EINVAL;
 			}
 		}
+	for (i = 0; i < params->ntensors; i++)
+		if (rckpt_lk_is_optim(rckpt_ctensor_kind(&params->t[i])))
+			break;
+	if (i < params->ntensors && (rc = ckenc_update_terms(e, &upd, params)))
+		return rc;
 	/* Number the blocks in layout order and measure how far each moved. */
 	boff = calloc(e->nchunks ? e->nchunks : 1, sizeof(*boff));
 	if (boff == NULL)
@@ -288,7 +306,7 @@ int rckpt_ckenc_step_partial(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink,
 			for (k = 0; k < e->npieces[c] && rc == 0; k++) {
 				const rckpt_piece_t *pc = &e->pieces[c][k];
 				const rckpt_ctensor_t *t = &params->t[pc->tensor];
-				const rckpt_ctensor_t *g = grads ? rckpt_tset_find(grads, t->name) : NULL;
+				const float *g0 = weights_of(&upd, grads, t, pc->tensor);
 				if (e->saved[pc->tensor] == NULL)
 					continue;
 				for (b = 0; b < piece_blocks(pc->n, block) && rc == 0; b++) {
@@ -298,7 +316,7 @@ int rckpt_ckenc_step_partial(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink,
 					if (!chosen[boff[c][k] + b])
 						continue;
 					w = ckenc_values(e, t, pc->first + lo, (size_t)len);
-					gd = g ? (const float *)g->data + pc->first + lo : NULL;
+					gd = g0 ? g0 + pc->first + lo : NULL;
 					rckpt_quantize(e->iblk, nw, &np, w, gd, (size_t)len, &e->lastq[pc->tensor]);
 					rc = rckpt_dequantize(deq, e->iblk, (size_t)len, &e->lastq[pc->tensor], nw, np);
 					for (j = 0; rc == 0 && j < len; j++) {
@@ -346,7 +364,7 @@ int rckpt_ckenc_step_partial(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink,
 		for (k = 0; k < e->npieces[c] && rc == 0; k++) {
 			const rckpt_piece_t *pc = &e->pieces[c][k];
 			const rckpt_ctensor_t *t = &params->t[pc->tensor];
-			const rckpt_ctensor_t *g = grads ? rckpt_tset_find(grads, t->name) : NULL;
+			const float *g0 = weights_of(&upd, grads, t, pc->tensor);
 			float *sv = e->saved[pc->tensor];
 			rckpt_seg_t *seg = &r.seg[k];
 			uint64_t npb, nnw = 0, cap = 0;
@@ -371,7 +389,7 @@ int rckpt_ckenc_step_partial(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink,
 					continue;
 				w = ckenc_values(e, t, pc->first + lo, (size_t)len);
 				rckpt_quantize(seg->idx + lo, nw, &np, w,
-					       g ? (const float *)g->data + pc->first + lo : NULL, (size_t)len,
+					       g0 ? g0 + pc->first + lo : NULL, (size_t)len,
 					       &e->lastq[pc->tensor]);
 				memcpy(sv + pc->first + lo, w, 4 * (size_t)len);
 				if (nnw + np > cap) {
@@ -418,6 +436,7 @@ out:
 		free(boff[c]);
 	free(boff);
 	free(dist);
+	ckenc_update_free(&upd);
 	free(chosen);
 	free(nw);
 	return rc;

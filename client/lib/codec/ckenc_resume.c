@@ -20,7 +20,7 @@ int ckenc_adopt(rckpt_ckenc_t *e, const rckpt_tset_t *params)
 	rckpt_ckdec_t *d = e->resume;
 	const rckpt_manifest_t *mf = &d->mf;
 	uint64_t *stride = NULL;
-	unsigned i, total = 0;
+	unsigned i, total = 0, *slot = NULL, nq = 0;
 	uint32_t c, k;
 	int rc = 1;
 
@@ -87,6 +87,8 @@ int ckenc_adopt(rckpt_ckenc_t *e, const rckpt_tset_t *params)
 		s->n = n;
 		s->dtype = (uint8_t)params->t[i].dtype;
 		s->encoding = mf->t[i].encoding;
+		if (s->encoding == RCKPT_SEG_QUANTIZED)
+			s->transform = (uint8_t)rckpt_lk_transform(mf->t[i].kind);
 		stride[i] = n > e->o.sample_max ? (n + e->o.sample_max - 1) / e->o.sample_max : 1;
 		if (s->encoding != RCKPT_SEG_QUANTIZED || mf->t[i].nseg == 0)
 			continue;
@@ -130,10 +132,14 @@ int ckenc_adopt(rckpt_ckenc_t *e, const rckpt_tset_t *params)
 		rc = -ENOMEM;
 		goto fail;
 	}
-	for (i = 0; i < params->ntensors; i++) {
+	if ((slot = calloc(params->ntensors ? params->ntensors : 1, sizeof(*slot))) == NULL) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	nq = ckenc_prep_order(params, e->o.fixed.lossless_kinds, slot, NULL);
+	for (k = 0; k < nq; k++) { /* in the order a step prepares them */
 		struct prev_sample *ps = &e->psmp[e->npsmp];
-		if (e->prev.seg[i].encoding != RCKPT_SEG_QUANTIZED)
-			continue;
+		i = slot[k];
 		e->npsmp++;
 		ps->n = (size_t)((params->t[i].n + stride[i] - 1) / stride[i]);
 		if ((ps->w = malloc(4 * (ps->n ? ps->n : 1))) == NULL) {
@@ -149,11 +155,13 @@ int ckenc_adopt(rckpt_ckenc_t *e, const rckpt_tset_t *params)
 			struct prev_sample *ps = NULL;
 			float *f;
 			uint64_t u;
-			unsigned pi, t;
+			unsigned pi;
 			if (sg->encoding != RCKPT_SEG_QUANTIZED || pc->n == 0)
 				continue;
-			for (t = 0, pi = 0; t < pc->tensor; t++) /* its place among the quantized */
-				pi += e->prev.seg[t].encoding == RCKPT_SEG_QUANTIZED;
+			for (pi = 0; pi < nq && slot[pi] != pc->tensor; pi++) /* its place */
+				;
+			if (pi == nq)
+				continue;
 			ps = &e->psmp[pi];
 			if ((f = malloc(4 * (size_t)pc->n)) == NULL) {
 				rc = -ENOMEM;
@@ -189,6 +197,7 @@ fail:
 	memset(&e->prev, 0, sizeof(e->prev));
 out:
 	free(stride);
+	free(slot);
 	rckpt_ckdec_free(d);
 	free(d);
 	return rc;

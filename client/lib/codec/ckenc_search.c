@@ -75,6 +75,13 @@ static double step_loss(double num, double den, double worst)
 	return worst / TENSOR_CAP > g ? worst / TENSOR_CAP : g;
 }
 
+/* Tensor t's denominator: fixed (the update error of an optimizer's
+ * state), or its own sum g^2 w^2. */
+static double den_of(const double *dfix, unsigned t, double own)
+{
+	return dfix && dfix[t] >= 0 ? dfix[t] : own;
+}
+
 /* Steps over which a configuration's recurring cost is weighed against the
  * one-time cost of switching to it. */
 #define HORIZON 3.0
@@ -209,8 +216,9 @@ int ckenc_evaluate(evalctx_t *x, cpoint_t cp, double *loss, double *bytes)
 		int rc = eval_tensor(x, t, &c, x->o->quantizer, NULL, &tn, &td, &tb);
 		if (rc)
 			return rc;
+		td = den_of(x->dfix, t, td);
 		num += tn;
-		den += td;
+		den += !x->dsum || x->dsum[t] ? td : 0;
 		est += tb;
 		if (td > 0 && tn / td > worst)
 			worst = tn / td;
@@ -292,7 +300,8 @@ int ckenc_alloc_tables(evalctx_t *x, const rckpt_qconfig_t *c, alloc_t *a)
 		double n0, d0, b0;
 		rckpt_qparams_t keep;
 		rc = eval_tensor(x, t, c, x->o->quantizer, NULL, &n0, &d0, &b0);
-		a->den += d0;
+		d0 = den_of(x->dfix, t, d0);
+		a->den += !x->dsum || x->dsum[t] ? d0 : 0;
 		a->tden[t] = d0;
 		a->c_num += n0;
 		a->c_bytes += b0;
@@ -462,7 +471,8 @@ int ckenc_relax(cpoint_t *c)
  * those of rckpt_qerr over each whole tensor, which the GPU's are too. */
 int ckenc_judge(rckpt_ckenc_t *e, const rckpt_tset_t *params, const rckpt_tensor_prep_t *prep,
 		 const unsigned *which, unsigned nprep, const rckpt_qconfig_t *c, const unsigned *tbins,
-		 rckpt_codebook_cache_t *cache, rckpt_qparams_t *qp, double *quality)
+		 rckpt_codebook_cache_t *cache, const double *dfix, const uint8_t *dsum,
+		 rckpt_qparams_t *qp, double *quality)
 {
 	double num = 0, den = 0, worst = 0;
 	unsigned pi;
@@ -480,8 +490,9 @@ int ckenc_judge(rckpt_ckenc_t *e, const rckpt_tset_t *params, const rckpt_tensor
 						 ckenc_warm_of(e, which[pi]), &cache[pi]);
 		if (rc == 0)
 			rc = e->be->qerr(e, &tn, &td, t, prep[pi].g, &qp[pi]);
+		td = den_of(dfix, pi, td);
 		num += tn;
-		den += td;
+		den += !dsum || dsum[pi] ? td : 0;
 		if (td > 0 && tn / td > worst)
 			worst = tn / td;
 	}
@@ -507,28 +518,34 @@ int ckenc_ask_callback(rckpt_ckenc_t *e, const rckpt_tset_t *params, const rckpt
 			const unsigned *which, unsigned nprep, const rckpt_qparams_t *qp,
 			double *loss)
 {
-	float **v = calloc(params->ntensors ? params->ntensors : 1, sizeof(*v));
-	unsigned i, pi = 0;
-	int rc = v ? 0 : -ENOMEM;
+	const size_t nt = params->ntensors ? params->ntensors : 1;
+	float **v = calloc(nt, sizeof(*v));
+	unsigned *slot = malloc(nt * sizeof(*slot)), i, pi;
+	int rc = v && slot ? 0 : -ENOMEM;
 
+	for (i = 0; rc == 0 && i < params->ntensors; i++)
+		slot[i] = nprep;
+	for (pi = 0; rc == 0 && pi < nprep; pi++)
+		slot[which[pi]] = pi;
 	for (i = 0; rc == 0 && i < params->ntensors; i++) {
 		const rckpt_ctensor_t *t = &params->t[i];
 		if ((v[i] = malloc(4 * (size_t)(t->n ? t->n : 1))) == NULL) {
 			rc = -ENOMEM;
 			break;
 		}
-		if (pi >= nprep || which[pi] != i) {
+		if ((pi = slot[i]) == nprep) { /* lossless */
 			rc = widen_any(e, v[i], t);
 			continue;
 		}
 		rc = e->be->dequantize(e, v[i], t, prep[pi].g, &qp[pi]);
-		pi++;
+		rckpt_xf_inverse(v[i], (size_t)t->n, rckpt_lk_transform(rckpt_ctensor_kind(t)));
 	}
 	if (rc == 0)
 		rc = e->o.quality(e->o.quality_arg, params, (const float *const *)v, loss);
 	for (i = 0; v && i < params->ntensors; i++)
 		free(v[i]);
 	free(v);
+	free(slot);
 	return rc;
 }
 

@@ -138,6 +138,7 @@ int rckpt_ckdec_range_f32(const rckpt_ckdec_t *d, uint32_t t, uint64_t first, ui
 			if ((rc = rckpt_dequantize(out, s->idx + a, (size_t)(b - a), &q, s->prot + pk,
 						   (size_t)np)))
 				return rc;
+			rckpt_xf_inverse(out, (size_t)(b - a), s->transform);
 		}
 		out += b - a;
 		count -= b - a;

@@ -20,6 +20,7 @@ void rckpt_ckenc_opts_default(rckpt_ckenc_opts_t *o)
 	memset(o, 0, sizeof(*o));
 	o->mode = RCKPT_CKENC_SEARCH;
 	o->eps = RCKPT_EPS_DEFAULT;
+	o->opt_eps = RCKPT_OPT_EPS_DEFAULT;
 	rckpt_qconfig_default(&o->fixed);
 	o->quantizer = RCKPT_QUANTIZER_KMEANS;
 	o->use_grads = 1;
@@ -251,27 +252,176 @@ int rckpt_ckenc_resume(rckpt_ckenc_t *e, rckpt_ckdec_t *d)
 	return 0;
 }
 
+/* One of a step's two searches: the model's tensors under eps, or the
+ * optimizer's state under opt_eps (its own configuration and its own last
+ * accepted point). Prepared tensors [off, off + n) of the step's. */
+typedef struct part {
+	rckpt_ckenc_opts_t o; /* eps: this search's threshold */
+	unsigned off, n;
+	cpoint_t *last;
+	int *have_last;
+	int have_emb, have_g;
+	int callback; /* the trainer's callback judges this one (the model's) */
+} part_t;
+
+/* What a step's searches share. */
+typedef struct stepctx {
+	const rckpt_tset_t *params;
+	rckpt_tensor_prep_t *prep;
+	sample_t *smp;
+	unsigned *which;
+	rckpt_codebook_cache_t *cache;
+	rckpt_qparams_t *qp;
+	double *dfix;
+	uint8_t *dsum;
+	unsigned nprep; /* all of them */
+} stepctx_t;
+
+/* Chooses P's configuration, its per-tensor allocation, and its
+ * quantization parameters (x->qp[P->off ..]), judged on all the data
+ * (and by the callback) until within P->o.eps or nothing is less
+ * aggressive. */
+static int choose(rckpt_ckenc_t *e, const part_t *P, const stepctx_t *x, rckpt_ckenc_stats_t *st,
+		  rckpt_qconfig_t *config, double *quality, int *accepted, char *msg, size_t msglen)
+{
+	const rckpt_ckenc_opts_t *o = &P->o;
+	rckpt_tensor_prep_t *prep = x->prep + P->off;
+	const unsigned *which = x->which + P->off;
+	rckpt_codebook_cache_t *cache = x->cache + P->off;
+	rckpt_qparams_t *qp = x->qp + P->off;
+	const double *dfix = x->dfix + P->off;
+	const uint8_t *dsum = x->dsum + P->off;
+	const struct prev_sample *psmp =
+		e->npsmp == x->nprep && e->psmp ? e->psmp + P->off : NULL;
+	unsigned *tbins = NULL; /* the per-tensor allocation, when there is one */
+	alloc_t alloc = { 0 };  /* its tables */
+	double alloc_eps = o->eps, cbq = 0;
+	unsigned alloc_tries = 0;
+	cpoint_t best = ckenc_point_safest();
+	evalctx_t ex = { o,	   prep, x->smp + P->off, P->n, 0,    NULL, e->steps ? &e->prev : NULL,
+			 which, psmp, cache,		  0,	dfix, dsum };
+	int rc = 0, found = 0;
+
+	*accepted = 0;
+	if (o->mode == RCKPT_CKENC_FIXED) {
+		*config = o->fixed;
+	} else if (o->mode == RCKPT_CKENC_BITWIDTH) {
+		rckpt_qconfig_t c = o->fixed;
+		unsigned bits, k;
+		for (bits = 2; bits <= 6; bits++) {
+			double loss, bytes;
+			cpoint_t dummy = { 0, 0, 0, 0, 0 };
+			c.bins = c.emb_bins = 1u << bits;
+			for (k = 0; k < RCKPT_LK_COUNT; k++)
+				c.prune_frac[k] = 0.0f;
+			c.protect_frac = 0.0f;
+			*config = c;
+			ex.fixed_cfg = &c;
+			if ((rc = ckenc_evaluate(&ex, dummy, &loss, &bytes)))
+				goto out;
+			if (loss <= o->eps)
+				break;
+		}
+		*config = c;
+	} else {
+		/* The first step's choice is provisional: it is made without
+		 * knowing how stable each configuration's levels are. The second
+		 * step, the first that can measure it, searches the whole space
+		 * again; "never more aggressive" holds from there on. */
+		rc = ckenc_search(&ex, *P->have_last && e->steps != 1 ? P->last : NULL, P->have_emb,
+				  P->have_g, &best, &found);
+		if (rc)
+			goto out;
+		if (!found && *P->have_last)
+			best = ckenc_point_safest();
+		*P->last = best;
+		*P->have_last = 1;
+		*config = ckenc_config_of(o, best);
+		if (found && o->alloc) {
+			if ((tbins = calloc(P->n ? P->n : 1, sizeof(*tbins))) == NULL) {
+				rc = -ENOMEM;
+				goto out;
+			}
+			if ((rc = ckenc_alloc_tables(&ex, config, &alloc)) < 0)
+				goto out;
+			if (!ckenc_alloc_pick(&alloc, alloc_eps, tbins)) { /* no smaller than the search's choice */
+				free(tbins);
+				tbins = NULL;
+			}
+		}
+	}
+	st->configs_tried += ex.tried;
+
+	/* Judge it on all the data (the search judged samples) and, while
+	 * over eps, step one axis less aggressive. */
+	for (;;) {
+		int ok;
+		rc = ckenc_judge(e, x->params, prep, which, P->n, config, tbins, cache, dfix, dsum, qp,
+				 quality);
+		if (rc == 0 && P->callback && e->o.quality) {
+			rc = ckenc_ask_callback(e, x->params, x->prep, x->which, x->nprep, x->qp, &cbq);
+			st->cb_quality = cbq;
+			if (rc)
+				snprintf(msg, msglen, "the quality callback failed");
+		}
+		ok = *quality <= o->eps && (!P->callback || !e->o.quality || cbq <= e->o.quality_eps);
+		if (rc || o->mode == RCKPT_CKENC_FIXED || ok)
+			break;
+		if (tbins) {
+			/* The allocation failed on all the data, where the samples
+			 * said it passed: choose again within a budget smaller by
+			 * the miss, a few times (falling back to the search's
+			 * choice would switch every tensor's codebook at once,
+			 * which costs more than a margin), then the search's
+			 * choice. The cap on each tensor shrinks with it. (When
+			 * the quality callback refused it, by a margin only.) */
+			alloc_eps *= 0.98 * (*quality > o->eps ? o->eps / *quality : 1.0);
+			if (++alloc_tries > ALLOC_RETRIES || !ckenc_alloc_pick(&alloc, alloc_eps, tbins)) {
+				free(tbins);
+				tbins = NULL;
+			}
+			st->configs_tried++;
+			continue;
+		}
+		if (o->mode == RCKPT_CKENC_BITWIDTH) { /* one bit more */
+			if (config->bins >= 64)
+				break;
+			config->bins *= 2;
+			config->emb_bins = config->bins;
+		} else {
+			if (!ckenc_relax(&best))
+				break;
+			*config = ckenc_config_of(o, best);
+			*P->last = best;
+		}
+		st->configs_tried++;
+	}
+	if (rc == 0)
+		*accepted = *quality <= o->eps &&
+			    (!P->callback || !e->o.quality || cbq <= e->o.quality_eps);
+out:
+	free(tbins);
+	ckenc_alloc_free(&alloc);
+	return rc;
+}
+
 int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rckpt_buf_t *manifest,
 			    rckpt_ckenc_stats_t *st, const rckpt_tset_t *params, const rckpt_tset_t *grads,
 			    uint64_t step, char *msg, size_t msglen)
 {
 	const rckpt_ckenc_opts_t *o = &e->o;
-	rckpt_tensor_prep_t *prep = NULL;
-	rckpt_codebook_cache_t *cache = NULL;
-	rckpt_qparams_t *qp = NULL;
+	const size_t nt = params->ntensors ? params->ntensors : 1;
+	stepctx_t x = { params, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0 };
+	ckenc_upd_t upd = { 0 };
 	const rckpt_qparams_t **tq = NULL;
+	const float **tg = NULL;
 	uint64_t *stride = NULL;
-	unsigned *tbins = NULL; /* the per-tensor allocation, when there is one */
-	alloc_t alloc = { 0 };  /* its tables */
-	double alloc_eps = o->eps;
-	unsigned alloc_tries = 0;
-	sample_t *smp = NULL;
-	unsigned *which = NULL, nprep = 0, i;
+	unsigned nprep = 0, nmodel = 0, nq, i, k, *order = NULL;
 	rckpt_record_t sum;
-	cpoint_t best = ckenc_point_safest();
-	const cpoint_t last_before = e->last;
-	const int had_last = e->have_last;
-	int rc, found = 0, emitting = 0, have_emb = 0, have_g = 0;
+	const cpoint_t last_before = e->last, olast_before = e->olast;
+	const int had_last = e->have_last, had_olast = e->have_olast;
+	part_t P[2];
+	int rc, emitting = 0, ok_model = 1, ok_opt = 1;
 	double t0;
 
 	memset(st, 0, sizeof(*st));
@@ -284,169 +434,115 @@ int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rc
 	e->be->step_begin(e);
 
 	/* Prepare the quantized tensors block by block: widen, check,
-	 * sketch, sample. */
+	 * sketch, sample; the model's first, then the optimizer's state. */
 	t0 = rckpt_now_s();
-	prep = calloc(params->ntensors ? params->ntensors : 1, sizeof(*prep));
-	cache = calloc(params->ntensors ? params->ntensors : 1, sizeof(*cache));
-	smp = calloc(params->ntensors ? params->ntensors : 1, sizeof(*smp));
-	which = calloc(params->ntensors ? params->ntensors : 1, sizeof(*which));
-	qp = calloc(params->ntensors ? params->ntensors : 1, sizeof(*qp));
-	tq = calloc(params->ntensors ? params->ntensors : 1, sizeof(*tq));
-	stride = calloc(params->ntensors ? params->ntensors : 1, sizeof(*stride));
-	if (!prep || !smp || !which || !cache || !qp || !tq || !stride) {
+	x.prep = calloc(nt, sizeof(*x.prep));
+	x.cache = calloc(nt, sizeof(*x.cache));
+	x.smp = calloc(nt, sizeof(*x.smp));
+	x.which = calloc(nt, sizeof(*x.which));
+	x.qp = calloc(nt, sizeof(*x.qp));
+	x.dfix = calloc(nt, sizeof(*x.dfix));
+	x.dsum = calloc(nt, sizeof(*x.dsum));
+	order = calloc(nt, sizeof(*order));
+	tq = calloc(nt, sizeof(*tq));
+	tg = calloc(nt, sizeof(*tg));
+	stride = calloc(nt, sizeof(*stride));
+	if (!x.prep || !x.smp || !x.which || !x.cache || !x.qp || !x.dfix || !x.dsum || !order ||
+	    !tq || !tg || !stride) {
 		rc = -ENOMEM;
 		goto out;
 	}
 	for (i = 0; i < params->ntensors; i++) {
-		const rckpt_ctensor_t *t = &params->t[i], *g = NULL;
-		unsigned kind = rckpt_ctensor_kind(t);
-		const float *gd;
-		sample_t *sp = &smp[nprep];
-		uint64_t bad = 0;
+		const rckpt_ctensor_t *t = &params->t[i];
 		st->raw_bytes += (size_t)t->n * 4;
 		stride[i] = t->n > o->sample_max ? (t->n + o->sample_max - 1) / o->sample_max : 1;
-		if (o->fixed.lossless_kinds & (1u << kind))
-			continue;
-		if (grads && (g = rckpt_tset_find(grads, t->name)) != NULL &&
-		    (g->dtype != RCKPT_DT_F32 || g->n != t->n || ((uintptr_t)g->data & 3))) {
-			snprintf(msg, msglen, "gradients of '%s' are not aligned fp32 of its shape", t->name);
-			rc = -EINVAL;
-			goto out;
+	}
+	nq = ckenc_prep_order(params, o->fixed.lossless_kinds, order, &nmodel);
+	if (nq > nmodel && (rc = ckenc_update_terms(e, &upd, params)))
+		goto out;
+	memset(P, 0, sizeof(P));
+	for (k = 0; k < nq; k++) {
+		const rckpt_ctensor_t *t = &params->t[order[k]], *g = NULL;
+		const unsigned kind = rckpt_ctensor_kind(t);
+		part_t *pp = &P[k >= nmodel];
+		const float *gd = NULL;
+		sample_t *sp = &x.smp[nprep];
+		uint64_t bad = 0;
+		i = order[k];
+		x.dfix[nprep] = -1;
+		x.dsum[nprep] = 1;
+		if (k >= nmodel) { /* the update error's terms */
+			gd = upd.w[i];
+			x.dfix[nprep] = upd.den[i];
+			x.dsum[nprep] = upd.counted[i];
+		} else if (grads && (g = rckpt_tset_find(grads, t->name)) != NULL) {
+			if (g->dtype != RCKPT_DT_F32 || g->n != t->n || ((uintptr_t)g->data & 3)) {
+				snprintf(msg, msglen, "gradients of '%s' are not aligned fp32 of its shape",
+					 t->name);
+				rc = -EINVAL;
+				goto out;
+			}
+			gd = (const float *)g->data;
 		}
-		gd = g ? (const float *)g->data : NULL;
 		sp->full = t->n;
 		sp->stride = stride[i];
 		sp->w = malloc(4 * (size_t)(t->n / sp->stride + 1));
-		sp->g = g ? malloc(4 * (size_t)(t->n / sp->stride + 1)) : NULL;
-		which[nprep] = i;
-		rc = sp->w == NULL || (g && sp->g == NULL)
+		sp->g = gd ? malloc(4 * (size_t)(t->n / sp->stride + 1)) : NULL;
+		x.which[nprep] = i;
+		rc = sp->w == NULL || (gd && sp->g == NULL)
 			     ? -ENOMEM
-			     : e->be->prepare(e, &prep[nprep], &bad, t, gd, kind, sp);
+			     : e->be->prepare(e, &x.prep[nprep], &bad, t, gd, kind, sp);
 		nprep++; /* from here on the cleanup frees it */
 		if (rc == -EDOM)
-			snprintf(msg, msglen, "tensor '%s' holds NaN or Inf at element %llu", t->name,
-				 (unsigned long long)bad);
+			snprintf(msg, msglen,
+				 kind == RCKPT_LK_MOMENT2
+					 ? "tensor '%s' (a second moment) holds a negative value, NaN or Inf at element %llu"
+					 : "tensor '%s' holds NaN or Inf at element %llu",
+				 t->name, (unsigned long long)bad);
 		if (rc)
 			goto out;
-		have_emb |= kind == RCKPT_LK_EMBEDDING;
-		have_g |= g != NULL;
+		pp->have_emb |= kind == RCKPT_LK_EMBEDDING;
+		pp->have_g |= gd != NULL;
 	}
+	x.nprep = nprep;
 	st->t_prepare = rckpt_now_s() - t0;
 
-	/* Choose the configuration. */
+	/* Choose the configurations: the optimizer's state first, so that the
+	 * trainer's callback, which judges the model's, sees both. */
 	t0 = rckpt_now_s();
-	if (o->mode == RCKPT_CKENC_FIXED) {
-		st->config = o->fixed;
-	} else if (o->mode == RCKPT_CKENC_BITWIDTH) {
-		evalctx_t x = { o, prep, smp, nprep, 0, NULL, e->steps ? &e->prev : NULL, which,
-				e->npsmp == nprep ? e->psmp : NULL, cache, 0 };
-		rckpt_qconfig_t c = o->fixed;
-		unsigned bits, k;
-		for (bits = 2; bits <= 6; bits++) {
-			double loss, bytes;
-			cpoint_t dummy = { 0, 0, 0, 0, 0 };
-			c.bins = c.emb_bins = 1u << bits;
-			for (k = 0; k < RCKPT_LK_COUNT; k++)
-				c.prune_frac[k] = 0.0f;
-			c.protect_frac = 0.0f;
-			st->config = c;
-			x.fixed_cfg = &c;
-			if ((rc = ckenc_evaluate(&x, dummy, &loss, &bytes)))
-				goto out;
-			if (loss <= o->eps)
-				break;
-		}
-		st->configs_tried = x.tried;
-	} else {
-		evalctx_t x = { o, prep, smp, nprep, 0, NULL, e->steps ? &e->prev : NULL, which,
-				e->npsmp == nprep ? e->psmp : NULL, cache, 0 };
-		/* The first step's choice is provisional: it is made without
-		 * knowing how stable each configuration's levels are. The second
-		 * step, the first that can measure it, searches the whole space
-		 * again; "never more aggressive" holds from there on. */
-		rc = ckenc_search(&x, e->have_last && e->steps != 1 ? &e->last : NULL, have_emb, have_g, &best,
-			    &found);
-		st->configs_tried = x.tried;
-		if (rc)
-			goto out;
-		if (!found && e->have_last)
-			best = ckenc_point_safest();
-		e->last = best;
-		e->have_last = 1;
-		st->config = ckenc_config_of(o, best);
-		if (found && o->alloc) {
-			if ((tbins = calloc(nprep ? nprep : 1, sizeof(*tbins))) == NULL) {
-				rc = -ENOMEM;
-				goto out;
-			}
-			if ((rc = ckenc_alloc_tables(&x, &st->config, &alloc)) < 0)
-				goto out;
-			if (!ckenc_alloc_pick(&alloc, alloc_eps, tbins)) { /* no smaller than the search's choice */
-				free(tbins);
-				tbins = NULL;
-			}
-			st->configs_tried = x.tried;
-		}
-	}
-	st->t_search = rckpt_now_s() - t0;
-
-	/* Judge it on all the data (the search judged samples) and, while
-	 * over eps, step one axis less aggressive. */
-	t0 = rckpt_now_s();
-	for (;;) {
-		int ok;
-		rc = ckenc_judge(e, params, prep, which, nprep, &st->config, tbins, cache, qp, &st->quality);
-		if (rc == 0 && o->quality) {
-			rc = ckenc_ask_callback(e, params, prep, which, nprep, qp, &st->cb_quality);
-			if (rc)
-				snprintf(msg, msglen, "the quality callback failed");
-		}
-		ok = st->quality <= o->eps && (!o->quality || st->cb_quality <= o->quality_eps);
-		if (rc || o->mode == RCKPT_CKENC_FIXED || ok)
-			break;
-		if (tbins) {
-			/* The allocation failed on all the data, where the samples
-			 * said it passed: choose again within a budget smaller by
-			 * the miss, a few times (falling back to the search's
-			 * choice would switch every tensor's codebook at once,
-			 * which costs more than a margin), then the search's
-			 * choice. The cap on each tensor shrinks with it. (When
-			 * the quality callback refused it, by a margin only.) */
-			alloc_eps *= 0.98 * (st->quality > o->eps ? o->eps / st->quality : 1.0);
-			if (++alloc_tries > ALLOC_RETRIES || !ckenc_alloc_pick(&alloc, alloc_eps, tbins)) {
-				free(tbins);
-				tbins = NULL;
-			}
-			st->configs_tried++;
-			continue;
-		}
-		if (o->mode == RCKPT_CKENC_BITWIDTH) { /* one bit more */
-			if (st->config.bins >= 64)
-				break;
-			st->config.bins *= 2;
-			st->config.emb_bins = st->config.bins;
-		} else {
-			if (!ckenc_relax(&best))
-				break;
-			st->config = ckenc_config_of(o, best);
-			e->last = best;
-		}
-		st->configs_tried++;
-	}
-	if (rc)
+	P[0].o = *o;
+	P[0].off = 0;
+	P[0].n = nmodel;
+	P[0].last = &e->last;
+	P[0].have_last = &e->have_last;
+	P[0].callback = 1;
+	P[1].o = *o;
+	P[1].o.eps = o->opt_eps;
+	P[1].off = nmodel;
+	P[1].n = nprep - nmodel;
+	P[1].last = &e->olast;
+	P[1].have_last = &e->have_olast;
+	st->opt_config = o->fixed;
+	if (P[1].n && (rc = choose(e, &P[1], &x, st, &st->opt_config, &st->opt_quality, &ok_opt, msg,
+				   msglen)))
 		goto out;
-	st->accepted = st->quality <= o->eps && (!o->quality || st->cb_quality <= o->quality_eps);
-	st->t_quantize = rckpt_now_s() - t0;
+	if ((rc = choose(e, &P[0], &x, st, &st->config, &st->quality, &ok_model, msg, msglen)))
+		goto out;
+	st->accepted = ok_model && ok_opt;
+	st->t_search = rckpt_now_s() - t0;
+	st->t_quantize = 0;
 
 	/* Quantize again, chunk by chunk, and hand out each record. */
 	t0 = rckpt_now_s();
-	for (i = 0; i < nprep; i++)
-		tq[which[i]] = &qp[i];
+	for (i = 0; i < nprep; i++) {
+		tq[x.which[i]] = &x.qp[i];
+		tg[x.which[i]] = x.prep[i].g;
+	}
 	if (e->steps == 0 && (rc = ckenc_build_layout(e, params)))
 		goto out;
 	if (o->partial_block && e->saved == NULL) {
-		e->saved = calloc(params->ntensors ? params->ntensors : 1, sizeof(*e->saved));
-		e->lastq = calloc(params->ntensors ? params->ntensors : 1, sizeof(*e->lastq));
+		e->saved = calloc(nt, sizeof(*e->saved));
+		e->lastq = calloc(nt, sizeof(*e->lastq));
 		for (i = 0; e->saved && e->lastq && i < params->ntensors; i++)
 			if (tq[i] && (e->saved[i] = malloc(params->t[i].n ? 4 * (size_t)params->t[i].n : 4)) == NULL)
 				break;
@@ -464,7 +560,7 @@ int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rc
 	 * parents half replaced: the next step must then be a base. */
 	e->force_base = 1;
 	emitting = 1;
-	if ((rc = ckenc_emit_full(e, sink, manifest, st, params, grads, tq, stride, &sum, step)))
+	if ((rc = ckenc_emit_full(e, sink, manifest, st, params, tg, tq, stride, &sum, step)))
 		goto out;
 	e->force_base = 0;
 	st->t_encode = rckpt_now_s() - t0;
@@ -484,10 +580,10 @@ int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rc
 	e->psmp = calloc(nprep ? nprep : 1, sizeof(*e->psmp));
 	if (e->psmp) {
 		for (i = 0; i < nprep; i++) {
-			e->psmp[i].w = smp[i].w;
-			e->psmp[i].g = smp[i].g;
-			e->psmp[i].n = smp[i].n;
-			smp[i].w = smp[i].g = NULL;
+			e->psmp[i].w = x.smp[i].w;
+			e->psmp[i].g = x.smp[i].g;
+			e->psmp[i].n = x.smp[i].n;
+			x.smp[i].w = x.smp[i].g = NULL;
 		}
 		e->npsmp = nprep;
 	}
@@ -495,22 +591,27 @@ out:
 	if (rc && !emitting) { /* nothing handed out: as if never called */
 		e->last = last_before;
 		e->have_last = had_last;
+		e->olast = olast_before;
+		e->have_olast = had_olast;
 	}
 	rckpt_record_free(&sum);
 	for (i = 0; i < nprep; i++) {
-		rckpt_codec_prep_free(&prep[i]);
-		free(smp[i].w);
-		free(smp[i].g);
+		rckpt_codec_prep_free(&x.prep[i]);
+		free(x.smp[i].w);
+		free(x.smp[i].g);
 	}
-	free(prep);
-	free(cache);
-	free(smp);
-	free(which);
-	free(qp);
+	free(x.prep);
+	free(x.cache);
+	free(x.smp);
+	free(x.which);
+	free(x.qp);
+	free(x.dfix);
+	free(x.dsum);
+	free(order);
 	free(tq);
+	free(tg);
 	free(stride);
-	free(tbins);
-	ckenc_alloc_free(&alloc);
+	ckenc_update_free(&upd);
 	return rc;
 }
 

@@ -39,6 +39,21 @@
  *    starts from the committed step's configuration and codebooks.
  * When nothing is acceptable the least aggressive configuration is used and
  * the step's statistics say so (accepted = 0).
+ *
+ * The optimizer's state. Tensors of the optimizer kinds (rckpt_codec.h:
+ * first moments, second moments, other state) have a search of their own,
+ * over the same space, with its own last accepted point, under opts.opt_eps
+ * on the update error: the relative error of the update the restored
+ * optimizer takes, sum (u' - u)^2 / sum u^2 with u = m / (sqrt(v) + eps)
+ * over every pair of moments (ckenc_optim.c: its first-order terms, as
+ * per-element weights of the quantization error), or for state without a
+ * pair the relative error of the state itself; a tensor's own error
+ * capped as the model's are. Second moments are quantized in the LOG2
+ * domain (never pruned), and the first moment's sensitivity metric is
+ * then the magnitude of the update. The model's search and the quality
+ * callback (which sees every tensor, the optimizer's dequantized too) go
+ * on as without it. A step with optimizer state holds 4 bytes per value of
+ * it (the weights) while it runs.
  */
 #ifndef RCKPT_CKENC_H
 #define RCKPT_CKENC_H
@@ -101,6 +116,8 @@ typedef struct rckpt_ckenc_opts {
 				      (rckpt_gpuenc.h); NULL: on the CPU. The
 				      records are the same bytes either way.
 				      Borrowed; rckpt_ckenc_set_gpu changes it */
+	double opt_eps;            /* the optimizer's state: threshold of its
+				      update error (below; RCKPT_OPT_EPS_DEFAULT) */
 	const struct rckpt_layout *layout; /* NULL: the layout of the tensors
 				      (checkpoint.md "Chunks"). Else a group
 				      save's part: these chunks, whose pieces
@@ -126,6 +143,8 @@ typedef struct rckpt_ckenc_stats {
 	size_t raw_bytes;      /* the checkpoint's tensors as fp32 */
 	size_t enc_bytes;      /* the records and the manifest */
 	double quality;        /* the chosen configuration's loss, on all data */
+	double opt_quality;    /* the optimizer state's update error (0: none) */
+	rckpt_qconfig_t opt_config; /* ... and its configuration */
 	double cb_quality;     /* the callback's loss, when there is a callback */
 	int accepted;          /* quality <= eps (and cb_quality <= quality_eps) */
 	int is_base;

@@ -35,7 +35,8 @@ unsigned rckpt_layer_kind(const char *name, unsigned ndim, const uint64_t *shape
 const char *rckpt_layer_kind_name(unsigned kind)
 {
 	static const char *const names[RCKPT_LK_COUNT] = { "other", "embedding", "conv", "linear",
-							   "norm/bias" };
+							   "norm/bias", "moment1", "moment2",
+							   "optimizer" };
 	return kind < RCKPT_LK_COUNT ? names[kind] : "?";
 }
 
@@ -276,7 +277,9 @@ static int warm_fits(const float *c, unsigned b, const double *x, size_t n)
  * or pruned, and a tensor of equal values is neither. No codebook. */
 static void thresholds(rckpt_qparams_t *q, const rckpt_tensor_prep_t *p, const rckpt_qconfig_t *c)
 {
-	const float prune_frac = c->prune_frac[p->kind];
+	/* A second moment is never pruned: its pruned level is no zero in the
+	 * LOG2 domain, and a value lost there makes the update explode. */
+	const float prune_frac = p->kind == RCKPT_LK_MOMENT2 ? 0.0f : c->prune_frac[p->kind];
 	memset(q, 0, sizeof(*q));
 	q->protect_mag = q->protect_sens = INFINITY;
 	if (c->protect_frac > 0) {

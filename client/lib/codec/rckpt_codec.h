@@ -30,8 +30,27 @@ enum rckpt_layer_kind {
 	RCKPT_LK_CONV = 2,
 	RCKPT_LK_LINEAR = 3,
 	RCKPT_LK_NORM_BIAS = 4, /* 1-D and 0-D tensors */
-	RCKPT_LK_COUNT = 5,
+	/* An optimizer's state, as its trainer declares it (rckpt_job_set_roles);
+	 * never inferred. Laid out after the model's tensors, in chunks of their
+	 * own, and judged by the update error (rckpt_ckenc.h). */
+	RCKPT_LK_MOMENT1 = 5, /* a first moment: Adam's exp_avg, SGD's momentum */
+	RCKPT_LK_MOMENT2 = 6, /* Adam's exp_avg_sq: quantized in the LOG2 domain */
+	RCKPT_LK_OPTIM = 7,   /* any other float state of an optimizer */
+	RCKPT_LK_COUNT = 8,
 };
+#define RCKPT_LK_MODEL_COUNT 5 /* kinds 0..4: a model's tensors */
+
+static inline int rckpt_lk_is_optim(unsigned kind)
+{
+	return kind >= RCKPT_LK_MOMENT1 && kind < RCKPT_LK_COUNT;
+}
+
+/* The transform of a quantized tensor of this kind (enum
+ * rckpt_seg_transform): LOG2 for a second moment, else none. */
+static inline unsigned rckpt_lk_transform(unsigned kind)
+{
+	return kind == RCKPT_LK_MOMENT2 ? RCKPT_XF_LOG2 : RCKPT_XF_NONE;
+}
 
 /* From the shape, and the name for embeddings ("embed", "wte", "wpe",
  * "tok_emb" in a 2-D tensor's name). */

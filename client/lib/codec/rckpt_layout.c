@@ -39,8 +39,10 @@ static int add_chunk(rckpt_layout_t *l)
 
 int rckpt_layout_build(rckpt_layout_t *out, const rckpt_tset_t *ts, uint64_t cap)
 {
-	static const unsigned order[RCKPT_LK_COUNT] = { RCKPT_LK_EMBEDDING, RCKPT_LK_CONV, RCKPT_LK_LINEAR,
-							 RCKPT_LK_OTHER, RCKPT_LK_NORM_BIAS };
+	static const unsigned order[RCKPT_LK_COUNT] = {
+		RCKPT_LK_EMBEDDING, RCKPT_LK_CONV,    RCKPT_LK_LINEAR,	 RCKPT_LK_OTHER,
+		RCKPT_LK_NORM_BIAS, RCKPT_LK_MOMENT1, RCKPT_LK_MOMENT2, RCKPT_LK_OPTIM
+	};
 	rckpt_layout_t l;
 	unsigned k, i;
 	int rc = 0;

@@ -9,6 +9,7 @@
 #include "rckpt_quant.h"
 
 #include "rckpt_bytes.h"
+#include "rckpt_record.h" /* enum rckpt_seg_transform */
 
 #include <errno.h>
 #include <math.h>
@@ -244,4 +245,51 @@ void rckpt_block_dist(double *out, const float *cur, const float *saved, uint64_
 		}
 		*out++ = fold(a);
 	}
+}
+
+/* ---- transforms ---- */
+
+float rckpt_xf_log2_fwd(float v)
+{
+	uint32_t b;
+	memcpy(&b, &v, 4);
+	if (b == 0x80000000u) /* -0 */
+		b = 0;
+	if (b >= 0x7f800000u) /* Inf, NaN, and every negative value */
+		return NAN;
+	return (float)((int32_t)b - 0x3f800000) * 0x1p-23f;
+}
+
+float rckpt_xf_log2_inv(float x)
+{
+	const float y = x * 0x1p23f; /* exact: a power of two */
+	int32_t k;
+	uint32_t b;
+	float v;
+	if (x != x)
+		return x;
+	if (!(y > -1065353216.0f)) /* -127 * 2^23: bits 0 and below */
+		return 0.0f;
+	if (y >= 1073741824.0f) /* past FLT_MAX's bits */
+		return 0x1.fffffep127f;
+	k = (int32_t)rintf(y) + 0x3f800000;
+	b = k < 0 ? 0 : (uint32_t)k;
+	memcpy(&v, &b, 4);
+	return v;
+}
+
+void rckpt_xf_forward(float *v, size_t n, unsigned xf)
+{
+	size_t i;
+	if (xf == RCKPT_XF_LOG2)
+		for (i = 0; i < n; i++)
+			v[i] = rckpt_xf_log2_fwd(v[i]);
+}
+
+void rckpt_xf_inverse(float *v, size_t n, unsigned xf)
+{
+	size_t i;
+	if (xf == RCKPT_XF_LOG2)
+		for (i = 0; i < n; i++)
+			v[i] = rckpt_xf_log2_inv(v[i]);
 }

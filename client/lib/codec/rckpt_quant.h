@@ -95,6 +95,21 @@ void rckpt_qerr_end(const rckpt_qerr_t *e, double *num, double *den);
  * tree. The GPU twin is rckpt_gpu_block_dist. block >= 1. */
 void rckpt_block_dist(double *out, const float *cur, const float *saved, uint64_t n, uint64_t block);
 
+/* The LOG2 transform (formats/checkpoint.md "Transforms"): a non-negative
+ * float's binary32 bits b read as the fixed-point number (b - 0x3f800000) /
+ * 2^23, a piecewise-linear log2 that is exact integer arithmetic on every
+ * machine (the GPU's twin gives the same floats). 0 maps to -127. The
+ * forward map gives NaN for what it cannot take (a negative value, NaN,
+ * Inf; -0 is 0), so the encoder's NaN check refuses it. The inverse rounds
+ * x * 2^23 to the nearest integer (ties to even), adds 0x3f800000 and
+ * clamps the bits to [0, FLT_MAX's]; NaN stays NaN. */
+float rckpt_xf_log2_fwd(float v);
+float rckpt_xf_log2_inv(float x);
+/* In place, over v[0..n), for transform xf (enum rckpt_seg_transform);
+ * none leaves v. */
+void rckpt_xf_forward(float *v, size_t n, unsigned xf);
+void rckpt_xf_inverse(float *v, size_t n, unsigned xf);
+
 /* bf16 <-> float, round to nearest even (finite input). */
 uint16_t rckpt_f32_to_bf16(float f);
 float rckpt_bf16_to_f32(uint16_t h);

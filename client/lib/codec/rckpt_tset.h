@@ -28,6 +28,13 @@ typedef struct rckpt_ctensor {
 	unsigned kind1;      /* the layer kind + 1 when set by the caller (a
 				group save's part of a tensor: its kind is the
 				whole tensor's); 0: from the name and shape */
+	/* An optimizer's state (kind1 - 1 >= RCKPT_LK_MOMENT1): */
+	const char *param;   /* the parameter whose state it is, or NULL: a first
+				and a second moment of the same parameter pair
+				up for the update error */
+	double eps;          /* a second moment's eps in the update
+				m / (sqrt(v) + eps), in v's units (Adam's eps
+				times sqrt(1 - beta2^t)); 0: 1e-8 */
 } rckpt_ctensor_t;
 
 /* t's layer kind (enum rckpt_layer_kind). */

@@ -66,6 +66,7 @@ static int lossy_bytes(uint8_t *out, float *f, const rckpt_seg_t *s, unsigned dt
 	memcpy(q.centroids, s->centroids, sizeof(float) * s->nbins);
 	if ((rc = rckpt_dequantize(f, s->idx, (size_t)s->n, &q, s->prot, (size_t)s->nprot)))
 		return rc;
+	rckpt_xf_inverse(f, (size_t)s->n, s->transform);
 	rckpt_narrow_from_f32(out, f, dtype, s->n);
 	return 0;
 }
