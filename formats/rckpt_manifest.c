@@ -4,6 +4,7 @@
 #include "rckpt_manifest.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -63,7 +64,8 @@ int rckpt_manifest_encode(rckpt_buf_t *out, const rckpt_manifest_t *m)
 		if (nl == 0 || nl > RCKPT_MF_MAX_NAME || m->t[i].ndim > RCKPT_MF_MAX_DIMS ||
 		    m->t[i].kind >= RCKPT_MF_TENSOR_KINDS)
 			return -EINVAL;
-		need += 2 + nl + 4 + 8 * m->t[i].ndim + 4 + 16 * (size_t)m->t[i].nseg;
+		need += 2 + nl + 4 + 8 * m->t[i].ndim + 4 + 16 * (size_t)m->t[i].nseg +
+			(m->t[i].kind >= RCKPT_MF_KIND_OPTIM_FIRST ? 8 : 0);
 	}
 	if ((rc = rckpt_buf_reserve(out, need)))
 		return rc;
@@ -94,6 +96,10 @@ int rckpt_manifest_encode(rckpt_buf_t *out, const rckpt_manifest_t *m)
 			rckpt_wr_u32(&w, t->seg[k].index);
 			rckpt_wr_u64(&w, t->seg[k].n);
 		}
+		if (t->kind >= RCKPT_MF_KIND_OPTIM_FIRST) {
+			rckpt_wr_u32(&w, t->norm);
+			rckpt_wr_u32(&w, rckpt_f2u(t->eps));
+		}
 	}
 	wr_config(&w, &m->cfg);
 	rckpt_wr_u64(&w, rckpt_d2u(m->quality));
@@ -112,6 +118,15 @@ int rckpt_manifest_encode(rckpt_buf_t *out, const rckpt_manifest_t *m)
 		return w.err;
 	out->len += w.pos;
 	return 0;
+}
+
+static uint64_t mf_elements(const rckpt_mf_tensor_t *t)
+{
+	uint64_t n = 0;
+	uint32_t k;
+	for (k = 0; k < t->nseg; k++)
+		n += t->seg[k].n;
+	return n;
 }
 
 int rckpt_manifest_decode(rckpt_manifest_t *out, const uint8_t *src, size_t len)
@@ -169,7 +184,8 @@ int rckpt_manifest_decode(rckpt_manifest_t *out, const uint8_t *src, size_t len)
 		t->kind = rckpt_rd_u8(&r);
 		t->encoding = rckpt_rd_u8(&r);
 		t->ndim = rckpt_rd_u8(&r);
-		if (r.err || rckpt_dtype_size(t->dtype) == 0 || t->kind >= (version > 1 ? RCKPT_MF_TENSOR_KINDS : RCKPT_MF_KINDS) ||
+		if (r.err || rckpt_dtype_size(t->dtype) == 0 || t->kind >= (version > 1 ? RCKPT_MF_TENSOR_KINDS
+									      : RCKPT_MF_KINDS) ||
 		    (t->encoding != RCKPT_SEG_QUANTIZED && t->encoding != RCKPT_SEG_LOSSLESS) ||
 		    t->ndim > RCKPT_MF_MAX_DIMS)
 			goto bad;
@@ -196,6 +212,26 @@ int rckpt_manifest_decode(rckpt_manifest_t *out, const uint8_t *src, size_t len)
 			covered += t->seg[k].n;
 		}
 		if (r.err || covered != elems)
+			goto bad;
+		t->norm = RCKPT_MF_NO_NORM;
+		if (t->kind >= RCKPT_MF_KIND_OPTIM_FIRST) {
+			t->norm = rckpt_rd_u32(&r);
+			t->eps = rckpt_u2f(rckpt_rd_u32(&r));
+			if (r.err || (t->norm != RCKPT_MF_NO_NORM &&
+				      (t->kind != RCKPT_MF_KIND_OPTIM_FIRST || !(t->eps >= 0) ||
+				       !isfinite(t->eps))))
+				goto bad;
+		}
+	}
+	/* a first moment's norm is a second moment of as many elements */
+	for (i = 0; i < out->ntensors; i++) {
+		const rckpt_mf_tensor_t *t = &out->t[i], *v;
+		if (t->norm == RCKPT_MF_NO_NORM)
+			continue;
+		if (t->norm >= out->ntensors)
+			goto bad;
+		v = &out->t[t->norm];
+		if (v->kind != RCKPT_MF_KIND_OPTIM_FIRST + 1 || mf_elements(v) != mf_elements(t))
 			goto bad;
 	}
 	out->cfg.bins = rckpt_rd_u8(&r);
@@ -273,4 +309,24 @@ int rckpt_record_digest(uint8_t out[32], const rckpt_record_t *rec)
 		ok = EVP_DigestFinal_ex(ctx, out, NULL);
 	EVP_MD_CTX_free(ctx);
 	return ok ? 0 : -ENOMEM;
+}
+
+void rckpt_manifest_optim_bytes(const rckpt_manifest_t *m, uint64_t *raw, uint64_t *enc)
+{
+	uint8_t *kinds = calloc(m->nchunks ? m->nchunks : 1, 1); /* bit 0 optimizer, bit 1 model */
+	uint32_t i, k;
+	*raw = *enc = 0;
+	for (i = 0; i < m->ntensors; i++) {
+		const rckpt_mf_tensor_t *t = &m->t[i];
+		const int opt = t->kind >= RCKPT_MF_KIND_OPTIM_FIRST;
+		for (k = 0; k < t->nseg; k++) {
+			*raw += opt ? 4 * t->seg[k].n : 0;
+			if (kinds && t->seg[k].chunk < m->nchunks)
+				kinds[t->seg[k].chunk] |= opt ? 1 : 2;
+		}
+	}
+	for (k = 0; kinds && k < m->nchunks; k++)
+		if (kinds[k] == 1)
+			*enc += m->chunk[k].record_bytes;
+	free(kinds);
 }

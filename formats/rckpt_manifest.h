@@ -37,7 +37,13 @@ typedef struct rckpt_mf_tensor {
 	uint64_t shape[RCKPT_MF_MAX_DIMS];
 	uint32_t nseg;
 	rckpt_mf_seg_t *seg;
+	/* version 2, optimizer kinds: */
+	uint32_t norm; /* a first moment's NORM segments: the second moment
+			  whose restored values normalize them (a tensor index);
+			  RCKPT_MF_NO_NORM: none */
+	float eps;     /* ... and the eps of m / (sqrt(v) + eps) */
 } rckpt_mf_tensor_t;
+#define RCKPT_MF_NO_NORM UINT32_MAX
 
 typedef struct rckpt_mf_chunk {
 	uint32_t elements, nseg;
@@ -67,6 +73,12 @@ typedef struct rckpt_manifest {
 int rckpt_manifest_encode(rckpt_buf_t *out, const rckpt_manifest_t *m);
 int rckpt_manifest_decode(rckpt_manifest_t *out, const uint8_t *src, size_t len);
 void rckpt_manifest_free(rckpt_manifest_t *m);
+
+/* The optimizer's share of a step: its tensors' elements as fp32 bytes
+ * (*raw) and the record bytes of the chunks that hold them (*enc). Chunks
+ * hold one kind each (checkpoint.md "Chunks"); a chunk named by both kinds
+ * counts as the model's (*enc 0 when memory runs out). */
+void rckpt_manifest_optim_bytes(const rckpt_manifest_t *m, uint64_t *raw, uint64_t *enc);
 
 /* SHA-256 of a chunk's decoded content (formats/checkpoint.md). 0 or
  * -ENOMEM. */

@@ -29,10 +29,17 @@
 enum rckpt_record_kind { RCKPT_REC_BASE = 1, RCKPT_REC_DELTA = 2, RCKPT_REC_SPARSE = 3 };
 enum rckpt_seg_encoding { RCKPT_SEG_QUANTIZED = 1, RCKPT_SEG_LOSSLESS = 2 };
 /* A quantized segment's levels are values of a transform of the tensor's
- * (formats/checkpoint.md "Transforms"): none, or LOG2 (a non-negative
- * value's binary32 bits read as a fixed-point base-2 logarithm: Adam's
- * exp_avg_sq). Version 2 records only. */
-enum rckpt_seg_transform { RCKPT_XF_NONE = 0, RCKPT_XF_LOG2 = 1, RCKPT_XF_COUNT = 2 };
+ * (formats/checkpoint.md "Transforms"): none; LOG2 (a non-negative value's
+ * binary32 bits read as a fixed-point base-2 logarithm: Adam's
+ * exp_avg_sq); NORM (a first moment divided by sqrt of its second, as
+ * restored, plus eps: Adam's update; the manifest names the second moment).
+ * Version 2 records only. */
+enum rckpt_seg_transform {
+	RCKPT_XF_NONE = 0,
+	RCKPT_XF_LOG2 = 1,
+	RCKPT_XF_NORM = 2,
+	RCKPT_XF_COUNT = 3
+};
 
 /* Bytes per element of a dtype; 0 for an unknown one. */
 size_t rckpt_dtype_size(unsigned dtype);

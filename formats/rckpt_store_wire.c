@@ -959,6 +959,8 @@ void rckpt_store_summary_put(uint8_t out[RCKPT_STORE_SUMMARY_BYTES], const rckpt
 	rckpt_wr_u64(&w, s->segment);
 	rckpt_wr_u32(&w, s->flags);
 	rckpt_wr_u32(&w, s->ranks);
+	rckpt_wr_u64(&w, s->opt_raw_bytes);
+	rckpt_wr_u64(&w, s->opt_enc_bytes);
 }
 
 int rckpt_store_summary_get(rckpt_store_summary_t *s, const uint8_t *p, size_t len)
@@ -979,8 +981,12 @@ int rckpt_store_summary_get(rckpt_store_summary_t *s, const uint8_t *p, size_t l
 	} else {
 		s->flags = RCKPT_SUMMARY_ATTACH;
 	}
-	if (len >= RCKPT_STORE_SUMMARY_BYTES)
+	if (len >= RCKPT_STORE_SUMMARY_V3_BYTES)
 		s->ranks = rckpt_rd_u32(&r);
+	if (len >= RCKPT_STORE_SUMMARY_BYTES) {
+		s->opt_raw_bytes = rckpt_rd_u64(&r);
+		s->opt_enc_bytes = rckpt_rd_u64(&r);
+	}
 	return 0;
 }
 

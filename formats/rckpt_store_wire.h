@@ -323,9 +323,10 @@ int rckpt_store_parse_step_key(uint64_t *step, const char *key, char prefix);
 /* A step's summary in the job object (store.md "Objects"), opaque to the
  * plugin. A client writes RCKPT_STORE_SUMMARY_BYTES; readers take the
  * fields a shorter one has (36 bytes: an earlier client's, in the first
- * segment, not exact; 48: written by one writer) and ignore any that
- * follow. */
-#define RCKPT_STORE_SUMMARY_BYTES 52u
+ * segment, not exact; 48: written by one writer; 52: no optimizer state
+ * counted apart) and ignore any that follow. */
+#define RCKPT_STORE_SUMMARY_BYTES 68u
+#define RCKPT_STORE_SUMMARY_V3_BYTES 52u
 #define RCKPT_STORE_SUMMARY_V2_BYTES 48u
 #define RCKPT_STORE_SUMMARY_V1_BYTES 36u
 #define RCKPT_SUMMARY_EXACT 1u  /* flags: the step is stored bit-exact */
@@ -340,6 +341,8 @@ typedef struct rckpt_store_summary {
 	uint64_t segment;   /* the segment holding its records */
 	uint32_t flags;     /* RCKPT_SUMMARY_* */
 	uint32_t ranks;     /* the ranks of the group that saved it; 0: one writer */
+	uint64_t opt_raw_bytes; /* the optimizer state's share of raw_bytes */
+	uint64_t opt_enc_bytes; /* ... and the bytes of the records of its chunks */
 } rckpt_store_summary_t;
 
 void rckpt_store_summary_put(uint8_t out[RCKPT_STORE_SUMMARY_BYTES], const rckpt_store_summary_t *s);

@@ -167,7 +167,7 @@ typedef struct rckpt_job rckpt_job_t;
  * each ask holds the model in fp32 once. */
 typedef int (*rckpt_quality_cb)(void *arg, const rckpt_tensor_t *t, unsigned n, double *loss);
 
-#define RCKPT_JOB_OPTS_VERSION 7
+#define RCKPT_JOB_OPTS_VERSION 8
 #define RCKPT_LATEST UINT64_MAX
 
 /* The compressor's default quality threshold: the Fisher-weighted relative
@@ -226,6 +226,10 @@ typedef struct rckpt_job_opts {
 	/* version 7: */
 	int exact;              /* the writer's saves store their steps
 				   bit-exact (rckpt_job_set_exact) */
+	/* version 8: */
+	double opt_eps;         /* threshold of the optimizer state's update
+				   error, in (0, 1); 0: RCKPT_OPT_EPS_DEFAULT
+				   (rckpt_job_set_roles) */
 } rckpt_job_opts_t;
 
 /* AUTO: on the GPU when this build has CUDA, the machine a device, and a
@@ -237,7 +241,8 @@ typedef struct rckpt_job_opts {
 enum rckpt_compute { RCKPT_COMPUTE_AUTO = 0, RCKPT_COMPUTE_CPU = 1, RCKPT_COMPUTE_GPU = 2 };
 
 #define RCKPT_JOB_OPTS_INIT \
-	{ RCKPT_JOB_OPTS_VERSION, 0, RCKPT_EPS_DEFAULT, 0, 0, 0, 0, 0, RCKPT_COMPUTE_AUTO, NULL, NULL, 0.0, 0, 0, 0 }
+	{ RCKPT_JOB_OPTS_VERSION, 0, RCKPT_EPS_DEFAULT, 0, 0, 0, 0, 0, RCKPT_COMPUTE_AUTO, NULL, NULL, 0.0, \
+	  0, 0, 0, 0.0 }
 
 /* Opens job `job` (a RADOS namespace of the pool, 1..63 characters of
  * [A-Za-z0-9._-]). A writer takes an exclusive lock on the job object:
@@ -261,6 +266,10 @@ typedef struct rckpt_save_stats {
 	int is_partial;           /* a sparse partial step */
 	uint64_t blocks;          /* a partial save: quantized blocks in the model */
 	uint64_t blocks_saved;    /* ... and those it stored */
+	/* since optimizer roles (rckpt_job_set_roles): */
+	double opt_quality;       /* the optimizer state's update error (0: none) */
+	uint64_t opt_raw_bytes;   /* its share of raw_bytes */
+	uint64_t opt_enc_bytes;   /* and of the records' bytes */
 } rckpt_save_stats_t;
 
 /* Compresses tensors t[0..n) (and the gradient RMS g[0..ng), fp32, same
@@ -326,6 +335,42 @@ RCKPT_API int rckpt_job_save_partial_async(rckpt_job_t *j, uint64_t step, const 
 RCKPT_API int rckpt_job_save_partial(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t,
 				     unsigned n, const rckpt_tensor_t *g, unsigned ng,
 				     const rckpt_partial_t *p, rckpt_save_stats_t *st);
+
+/* Optimizer state as first-class tensors of a step (formats/checkpoint.md
+ * "Optimizer state"). A save's tensors are the model's unless declared
+ * here: an optimizer's float state goes in the same save, each tensor
+ * under a name of its own ("exp_avg.fc1.weight", a path), with its role.
+ * It is compressed apart from the model: laid out in chunks of its own,
+ * second moments in the log domain, and judged by the update error (the
+ * relative error of the update u = m / (sqrt(v) + eps) the restored
+ * optimizer takes, <= opt_eps) instead of the model's measure. Integer
+ * state (a step count) is not a tensor: attach it. */
+enum rckpt_role {
+	RCKPT_ROLE_MODEL = 0,   /* a model's tensor (the default) */
+	RCKPT_ROLE_MOMENT1 = 1, /* a first moment: Adam's exp_avg, SGD's momentum_buffer */
+	RCKPT_ROLE_MOMENT2 = 2, /* Adam's exp_avg_sq (non-negative) */
+	RCKPT_ROLE_OPTIM = 3,   /* any other float state of an optimizer */
+};
+
+typedef struct rckpt_tensor_role {
+	const char *name;  /* a tensor of the saves */
+	unsigned role;     /* enum rckpt_role */
+	const char *param; /* MOMENT1, MOMENT2: the parameter whose state it is
+			      (any string; NULL: none). A first and a second
+			      moment of the same param pair up for the update
+			      error; unpaired state is judged by its own
+			      relative error */
+	double eps;        /* MOMENT2: the eps of the update, in the units of
+			      sqrt(this tensor): Adam's eps * sqrt(1 - beta2^t)
+			      folds in the bias corrections; 0: 1e-8 */
+} rckpt_tensor_role_t;
+
+/* Declares the roles of the writer's next saves' tensors (a copy; it
+ * replaces the last declaration; n = 0 clears it). A declared name that a
+ * save lacks is ignored. 0, -EINVAL (no name, a name twice, an unknown
+ * role, eps < 0), -EPERM (read-only job), -ENOMEM. A save whose second
+ * moment holds a negative value fails with -EDOM, naming it. */
+RCKPT_API int rckpt_job_set_roles(rckpt_job_t *j, const rckpt_tensor_role_t *r, unsigned n);
 
 /* Attaches a copy of data[0..len) to the job's next save: the bytes are
  * stored with that step, zstd-compressed and checksummed, and come back
@@ -424,6 +469,8 @@ RCKPT_API uint64_t rckpt_restored_step(const rckpt_restored_t *r);
 RCKPT_API unsigned rckpt_restored_count(const rckpt_restored_t *r);
 /* Tensor i's description (data is NULL): name, dtype, shape. */
 RCKPT_API int rckpt_restored_tensor(const rckpt_restored_t *r, unsigned i, rckpt_tensor_t *out);
+/* Tensor i's role (enum rckpt_role) as saved, or -EINVAL. */
+RCKPT_API int rckpt_restored_role(const rckpt_restored_t *r, unsigned i);
 /* Writes tensor i, dequantized, in its own dtype into dst (elements x the
  * dtype's size bytes). -ENOENT for a tensor a partial restore left out. */
 RCKPT_API int rckpt_restored_read(const rckpt_restored_t *r, unsigned i, void *dst, size_t cap);
@@ -454,6 +501,9 @@ typedef struct rckpt_step_info {
 	unsigned flags;        /* RCKPT_STEP_* */
 	unsigned ranks;        /* the ranks of the group that saved it
 				  (rckpt_group_save); 0: one writer */
+	uint64_t opt_raw_bytes, opt_enc_bytes; /* the optimizer state's share of
+				  raw_bytes and of the records' bytes (0: none,
+				  or saved before roles) */
 } rckpt_step_info_t;
 
 /* The committed steps after `after` (RCKPT_LATEST: from the first), at

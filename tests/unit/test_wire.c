@@ -636,11 +636,20 @@ static void test_summary_and_segments(void **state)
 	unsigned i;
 
 	(void)state;
-	n = golden_hex("store-summary-v3.hex", want, sizeof(want));
+	n = golden_hex("store-summary-v4.hex", want, sizeof(want));
 	assert_int_equal(n, RCKPT_STORE_SUMMARY_BYTES);
 	assert_int_equal(rckpt_store_summary_get(&s, want, n), 0);
 	assert_true(s.raw_bytes == 16777216 && s.enc_bytes == 1048576 && s.parent == 129);
 	assert_true(s.nchunks == 1 && s.quality == 0.5 && s.segment == 131 && s.flags == 2 && s.ranks == 4);
+	assert_true(s.opt_raw_bytes == 8388608 && s.opt_enc_bytes == 262144);
+	rckpt_store_summary_put(got, &s);
+	assert_memory_equal(got, want, n);
+	/* without the optimizer's share */
+	n = golden_hex("store-summary-v3.hex", want, sizeof(want));
+	assert_int_equal(n, RCKPT_STORE_SUMMARY_V3_BYTES);
+	assert_int_equal(rckpt_store_summary_get(&s, want, n), 0);
+	assert_true(s.nchunks == 1 && s.quality == 0.5 && s.segment == 131 && s.flags == 2 && s.ranks == 4);
+	assert_true(s.opt_raw_bytes == 0 && s.opt_enc_bytes == 0);
 	rckpt_store_summary_put(got, &s);
 	assert_memory_equal(got, want, n);
 	/* one writer's layout: no ranks */

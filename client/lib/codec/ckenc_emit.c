@@ -9,14 +9,37 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 
 
 /* Elements [first, first + n) of t as fp32: in place when t is aligned
  * fp32, else widened into the block buffer (n <= BLK). */
+int ckenc_norm_of(const rckpt_ckenc_t *e, const rckpt_ctensor_t *t)
+{
+	const rckpt_tset_t *p = e->xparams;
+	if (p == NULL || e->xnorm == NULL || t < p->t || t >= p->t + p->ntensors)
+		return -1;
+	return e->xnorm[t - p->t];
+}
+
+unsigned ckenc_transform_of(const rckpt_ckenc_t *e, const rckpt_ctensor_t *t)
+{
+	return ckenc_norm_of(e, t) >= 0 ? RCKPT_XF_NORM : rckpt_lk_transform(rckpt_ctensor_kind(t));
+}
+
 const float *ckenc_values(rckpt_ckenc_t *e, const rckpt_ctensor_t *t, uint64_t first, size_t n)
 {
+	const int v = ckenc_norm_of(e, t);
 	const unsigned xf = rckpt_lk_transform(rckpt_ctensor_kind(t));
+	if (v >= 0) {
+		const rckpt_ctensor_t *vt = &e->xparams->t[v];
+		if (ckenc_norm_values(e, e->wblk, t, vt, e->xg[v], e->xq[v], (float)ckenc_eps(vt), first,
+				      n))
+			for (size_t i = 0; i < n; i++) /* unreachable with checked parameters */
+				e->wblk[i] = NAN;
+		return e->wblk;
+	}
 	if (t->dtype == RCKPT_DT_F32 && ((uintptr_t)t->data & 3) == 0 && xf == RCKPT_XF_NONE)
 		return (const float *)t->data + first;
 	rckpt_widen_to_f32(e->wblk, (const uint8_t *)t->data + first * rckpt_dtype_size(t->dtype),
@@ -65,7 +88,7 @@ static int quantize_piece(rckpt_ckenc_t *e, rckpt_seg_t *seg, const rckpt_ctenso
 	seg->first = first;
 	seg->dtype = (uint8_t)t->dtype;
 	seg->encoding = RCKPT_SEG_QUANTIZED;
-	seg->transform = (uint8_t)rckpt_lk_transform(rckpt_ctensor_kind(t));
+	seg->transform = (uint8_t)ckenc_transform_of(e, t);
 	seg->nbins = q->nbins;
 	memcpy(seg->centroids, q->centroids, sizeof(float) * q->nbins);
 	if ((seg->idx = malloc(n ? (size_t)n : 1)) == NULL)
@@ -130,6 +153,11 @@ int ckenc_emit_begin(ckenc_emit_t *x, rckpt_ckenc_t *e, const rckpt_ckenc_sink_t
 		mf->t[i].encoding = (uint8_t)encoding_of(e, kind);
 		mf->t[i].ndim = t->ndim;
 		memcpy(mf->t[i].shape, t->shape, sizeof(t->shape));
+		mf->t[i].norm = RCKPT_MF_NO_NORM;
+		if (ckenc_norm_of(e, t) >= 0) {
+			mf->t[i].norm = (uint32_t)ckenc_norm_of(e, t);
+			mf->t[i].eps = (float)ckenc_eps(&params->t[mf->t[i].norm]);
+		}
 	}
 	return sink->begin ? sink->begin(sink->arg, e->nchunks) : 0;
 }
@@ -203,6 +231,7 @@ int ckenc_emit_end(ckenc_emit_t *x, rckpt_buf_t *manifest)
 	rc = rckpt_manifest_encode(manifest, mf);
 	if (rc == 0)
 		x->st->enc_bytes = mf->enc_bytes + manifest->len;
+	rckpt_manifest_optim_bytes(mf, &x->st->opt_raw_bytes, &x->st->opt_enc_bytes);
 	return rc;
 }
 
@@ -269,7 +298,7 @@ int ckenc_emit_full(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rckpt_buf_
 /* The next step's summary of this one: per tensor its header (dtype, size,
  * encoding, codebook) and, when quantized, its levels at the sample
  * positions, which ckenc_emit_full fills. */
-int ckenc_summary_init(rckpt_record_t *sum, const rckpt_tset_t *params,
+int ckenc_summary_init(const rckpt_ckenc_t *e, rckpt_record_t *sum, const rckpt_tset_t *params,
 			const rckpt_qparams_t *const *tq, const uint64_t *stride, uint64_t step)
 {
 	unsigned i;
@@ -287,7 +316,7 @@ int ckenc_summary_init(rckpt_record_t *sum, const rckpt_tset_t *params,
 		s->encoding = tq[i] ? RCKPT_SEG_QUANTIZED : RCKPT_SEG_LOSSLESS;
 		if (tq[i] == NULL)
 			continue;
-		s->transform = (uint8_t)rckpt_lk_transform(rckpt_ctensor_kind(&params->t[i]));
+		s->transform = (uint8_t)ckenc_transform_of(e, &params->t[i]);
 		s->nbins = tq[i]->nbins;
 		memcpy(s->centroids, tq[i]->centroids, sizeof(float) * tq[i]->nbins);
 		s->idx = calloc(s->n / stride[i] + 1, 1);

@@ -44,10 +44,10 @@ struct rckpt_ckenc {
 	unsigned ntensors;
 	unsigned steps;
 	unsigned depth; /* records in the chain of the last step, its base included (0: none) */
-	int have_last;
-	cpoint_t last; /* the last accepted configuration */
-	int have_olast;
-	cpoint_t olast; /* ... of the optimizer's state, searched apart */
+	/* the last accepted configuration of each of a step's searches: the
+	 * model's, the optimizer's state's, its normalized first moments' */
+	int have_plast[3];
+	cpoint_t plast[3];
 	struct prev_sample *psmp; /* the last step's samples, per prepared tensor */
 	unsigned npsmp;
 	/* the chunk layout, fixed at the first step */
@@ -58,6 +58,12 @@ struct rckpt_ckenc {
 	rckpt_istream_scratch_t is_scratch; /* reused by every record */
 	int force_base;      /* the next step is a base (a step failed midway) */
 	float *wblk;         /* BLK values widened to fp32 */
+	float *nblk;         /* BLK values of a normalizing second moment */
+	/* this step's NORM first moments (ckenc_values), per tensor: */
+	const rckpt_tset_t *xparams;
+	int *xnorm;                      /* the partner, or -1 */
+	const rckpt_qparams_t *const *xq; /* tensors' parameters (NULL: lossless) */
+	const float *const *xg;          /* and weights */
 	uint8_t *iblk;       /* BLK levels */
 	uint16_t *pblk;      /* BLK protected values */
 	rckpt_qerr_t qerr;   /* judge's sums */
@@ -185,12 +191,23 @@ int ckenc_ask_callback(rckpt_ckenc_t *e, const rckpt_tset_t *params, const rckpt
 
 /* ---- ckenc_optim.c ---- */
 
-/* The quantized tensors in the order a step prepares them: the model's in
- * name order, then the optimizer's (searched apart, under opts.opt_eps).
- * order[] gets their indices, *nmodel (may be NULL) the model's count;
- * returns the count. */
-unsigned ckenc_prep_order(const rckpt_tset_t *params, unsigned lossless_kinds, unsigned *order,
-			  unsigned *nmodel);
+/* The second moment whose restored values normalize first moment i (its
+ * NORM segments), or -1: none (not a first moment, no partner, or
+ * o->plain_moments). */
+int ckenc_norm_partner(const rckpt_ckenc_opts_t *o, const rckpt_tset_t *params, unsigned i);
+
+/* The quantized tensors in the order a step prepares them, each group in
+ * name order: the model's (*n0 of them), the optimizer's state that stands
+ * alone (up to *n1), the normalized first moments (the rest; they need
+ * their second moments' quantization). Returns the count. */
+unsigned ckenc_prep_order(const rckpt_ckenc_opts_t *o, const rckpt_tset_t *params, unsigned *order,
+			  unsigned *n0, unsigned *n1);
+
+/* The NORM values of elements [first, first + n) of first moment m:
+ * m / (sqrtf(v') + eps), v' its second moment v quantized with qv (and
+ * weights gv, as it was judged) and restored, into out (room for n). */
+int ckenc_norm_values(rckpt_ckenc_t *e, float *out, const rckpt_ctensor_t *m, const rckpt_ctensor_t *v,
+		      const float *gv, const rckpt_qparams_t *qv, float eps, uint64_t first, size_t n);
 
 /* The update error's terms for the optimizer's tensors (rckpt_ckenc.h,
  * "The optimizer's state"), per tensor of params: w[i] the weights g of
@@ -207,12 +224,22 @@ int ckenc_update_terms(rckpt_ckenc_t *e, ckenc_upd_t *u, const rckpt_tset_t *par
 void ckenc_update_free(ckenc_upd_t *u);
 
 /* ---- ckenc_emit.c ---- */
+/* Elements [first, first + n) of t as the encoder quantizes them: fp32, in
+ * the domain of t's transform. */
 const float *ckenc_values(rckpt_ckenc_t *e, const rckpt_ctensor_t *t, uint64_t first, size_t n);
+/* t's transform this step, and its NORM partner (-1: none). */
+unsigned ckenc_transform_of(const rckpt_ckenc_t *e, const rckpt_ctensor_t *t);
+int ckenc_norm_of(const rckpt_ckenc_t *e, const rckpt_ctensor_t *t);
+/* A second moment's eps, as the manifest keeps it (f32; 0 given: 1e-8). */
+static inline double ckenc_eps(const rckpt_ctensor_t *v)
+{
+	return (double)(float)(v->eps > 0 ? v->eps : 1e-8);
+}
 const rckpt_seg_t *ckenc_warm_of(const rckpt_ckenc_t *e, unsigned i);
 int ckenc_build_layout(rckpt_ckenc_t *e, const rckpt_tset_t *params);
 int ckenc_lossless_piece(rckpt_ckenc_t *e, rckpt_seg_t *seg, const rckpt_ctensor_t *t,
 			 uint64_t first, uint64_t n);
-int ckenc_summary_init(rckpt_record_t *sum, const rckpt_tset_t *params,
+int ckenc_summary_init(const rckpt_ckenc_t *e, rckpt_record_t *sum, const rckpt_tset_t *params,
 		       const rckpt_qparams_t *const *tq, const uint64_t *stride, uint64_t step);
 
 /* One step's records going out, full or partial alike: begin (the manifest,

@@ -1,20 +1,31 @@
 /*
- * ckenc_optim.c — the optimizer's state in a step: the order tensors are
- * prepared in, and the terms of the update error that judges the state by
- * the update the restored optimizer takes (rckpt_ckenc.h).
+ * ckenc_optim.c — the optimizer's state in a step: which tensors are
+ * normalized, the order tensors are prepared in, the terms of the errors
+ * that judge the state by the update the restored optimizer takes
+ * (rckpt_ckenc.h), and the NORM transform's values.
  *
  * Adam's update is u = m / (sqrt(v) + eps) (bias corrections fold into
- * eps, which the trainer hands in per second moment). A first moment's
- * error moves it by dm / (sqrt(v) + eps): its weights are 1 / (sqrt(v) +
- * eps). A second moment is quantized as x = LOG2(v), where dv / v = dx /
- * (1 + f), f the fraction of v's mantissa; so to first order its error
- * moves u by |u| rho / (2 (1 + f)) dx, rho = sqrt(v) / (sqrt(v) + eps):
- * those are its weights. Both errors are relative to sum u^2, which the
- * pair adds to the step's denominator once. A second moment without its
- * first is judged by the relative error of sqrt(v) + eps (weights rho /
- * (2 (1 + f)), denominator its count); a first moment without a second
- * (SGD's momentum: its update) and any other state by their relative
- * error, as the model's tensors without gradients.
+ * eps, which the trainer hands in per second moment). A first moment with
+ * its second is quantized as that very update, y = m / (sqrt(v') + eps)
+ * with v' the second moment as restored (NORM): its relative error is the
+ * update error, and a restore multiplies back, so the first update after
+ * it is y' whatever v' is. The second moment, quantized as x = LOG2(v),
+ * sets the scale of the updates that follow (of the new gradients, while
+ * the old first moment decays), and the first update too, measured
+ * against the original's: y - u = u (sqrt(v) + eps) / (sqrt(v') + eps) - u,
+ * whose first-order terms are |u| rho / (2 (1 + f)) dx, rho = sqrt(v) /
+ * (sqrt(v) + eps), f the fraction of v's mantissa (dv / v = dx / (1 + f)),
+ * relative to sum u^2. The two errors add (the first moment's quantization
+ * error is not correlated with the second's), so the second moments take
+ * half of opt_eps and the first moments what the second left. A second
+ * moment without a first is judged by the relative error of sqrt(v) + eps
+ * (terms rho / (2 (1 + f)) dx over its count). Without normalization (plain_moments: partial
+ * steps need every tensor to decode alone) a first moment's error moves u
+ * by dm / (sqrt(v) + eps), and its second's by |u| rho / (2 (1 + f)) dx:
+ * those are their weights, relative to sum u^2, which the pair counts
+ * once. State without a pair (SGD's momentum: its update) and any other
+ * is judged by its own relative error, as the model's tensors without
+ * gradients.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "ckenc_impl.h"
@@ -24,19 +35,50 @@
 #include <stdlib.h>
 #include <string.h>
 
-unsigned ckenc_prep_order(const rckpt_tset_t *params, unsigned lossless_kinds, unsigned *order,
-			  unsigned *nmodel)
+/* The second moment of the same parameter as first moment i, or -1. */
+static int partner_of(const rckpt_tset_t *params, unsigned i)
+{
+	const rckpt_ctensor_t *m = &params->t[i];
+	unsigned j;
+	if (m->param == NULL || rckpt_ctensor_kind(m) != RCKPT_LK_MOMENT1)
+		return -1;
+	for (j = 0; j < params->ntensors; j++) {
+		const rckpt_ctensor_t *v = &params->t[j];
+		if (rckpt_ctensor_kind(v) == RCKPT_LK_MOMENT2 && v->param && v->n == m->n &&
+		    strcmp(m->param, v->param) == 0)
+			return (int)j;
+	}
+	return -1;
+}
+
+int ckenc_norm_partner(const rckpt_ckenc_opts_t *o, const rckpt_tset_t *params, unsigned i)
+{
+	const unsigned ll = o->fixed.lossless_kinds;
+	int j;
+	if (o->plain_moments || (ll & (1u << RCKPT_LK_MOMENT1)) || (ll & (1u << RCKPT_LK_MOMENT2)))
+		return -1;
+	j = partner_of(params, i);
+	return j;
+}
+
+unsigned ckenc_prep_order(const rckpt_ckenc_opts_t *o, const rckpt_tset_t *params, unsigned *order,
+			  unsigned *n0, unsigned *n1)
 {
 	unsigned i, n = 0, pass;
-	for (pass = 0; pass < 2; pass++) {
+	for (pass = 0; pass < 3; pass++) {
 		for (i = 0; i < params->ntensors; i++) {
 			const unsigned kind = rckpt_ctensor_kind(&params->t[i]);
-			if ((lossless_kinds & (1u << kind)) || rckpt_lk_is_optim(kind) != (int)pass)
+			unsigned g;
+			if (o->fixed.lossless_kinds & (1u << kind))
 				continue;
-			order[n++] = i;
+			g = !rckpt_lk_is_optim(kind) ? 0 : ckenc_norm_partner(o, params, i) >= 0 ? 2 : 1;
+			if (g == pass)
+				order[n++] = i;
 		}
-		if (pass == 0 && nmodel)
-			*nmodel = n;
+		if (pass == 0 && n0)
+			*n0 = n;
+		if (pass == 1 && n1)
+			*n1 = n;
 	}
 	return n;
 }
@@ -85,22 +127,6 @@ static double mant1(float v)
 	return 1.0 + (double)(b & 0x7fffffu) * 0x1p-23;
 }
 
-/* The first moment of the same parameter as second moment j, or -1. */
-static int partner_of(const rckpt_tset_t *params, unsigned j)
-{
-	const rckpt_ctensor_t *v = &params->t[j];
-	unsigned i;
-	if (v->param == NULL)
-		return -1;
-	for (i = 0; i < params->ntensors; i++) {
-		const rckpt_ctensor_t *m = &params->t[i];
-		if (rckpt_ctensor_kind(m) == RCKPT_LK_MOMENT1 && m->param && m->n == v->n &&
-		    strcmp(m->param, v->param) == 0)
-			return (int)i;
-	}
-	return -1;
-}
-
 int ckenc_update_terms(rckpt_ckenc_t *e, ckenc_upd_t *u, const rckpt_tset_t *params)
 {
 	const unsigned lossless = e->o.fixed.lossless_kinds;
@@ -125,18 +151,20 @@ int ckenc_update_terms(rckpt_ckenc_t *e, ckenc_upd_t *u, const rckpt_tset_t *par
 		const double eps = vt->eps > 0 ? vt->eps : 1e-8;
 		const float *v = NULL, *m = NULL;
 		float *vown = NULL, *mown = NULL, *wv, *wm = NULL;
-		int mi;
+		int mi = -1;
 		double den = 0;
 		uint64_t k;
 		if (rckpt_ctensor_kind(vt) != RCKPT_LK_MOMENT2 || (lossless & (1u << RCKPT_LK_MOMENT2)))
 			continue;
-		mi = partner_of(params, j);
-		if (mi >= 0 && (lossless & (1u << RCKPT_LK_MOMENT1)))
-			mi = -1; /* a lossless first moment adds no error */
+		/* its first moment: the update it scales */
+		for (i = 0; i < u->n && mi < 0; i++)
+			if (partner_of(params, i) == (int)j && !(lossless & (1u << RCKPT_LK_MOMENT1)))
+				mi = (int)i;
 		if ((rc = host_f32(e, vt, &v, &vown)) == 0 && mi >= 0)
 			rc = host_f32(e, &params->t[mi], &m, &mown);
 		wv = rc ? NULL : malloc(vt->n ? 4 * (size_t)vt->n : 4);
-		if (rc == 0 && mi >= 0 && (wm = malloc(vt->n ? 4 * (size_t)vt->n : 4)) == NULL)
+		if (rc == 0 && mi >= 0 && e->o.plain_moments &&
+		    (wm = malloc(vt->n ? 4 * (size_t)vt->n : 4)) == NULL)
 			rc = -ENOMEM;
 		if (rc == 0 && wv == NULL)
 			rc = -ENOMEM;
@@ -147,7 +175,8 @@ int ckenc_update_terms(rckpt_ckenc_t *e, ckenc_upd_t *u, const rckpt_tset_t *par
 			const double sv = sqrt(vv), d = sv + eps, rho = sv / d, f1 = mant1(v[k]);
 			if (mi >= 0) {
 				const double mm = isfinite(m[k]) ? (double)m[k] : 0.0, up = mm / d;
-				wm[k] = (float)(1.0 / d);
+				if (wm)
+					wm[k] = (float)(1.0 / d);
 				wv[k] = (float)(fabs(up) * rho / (2.0 * f1));
 				den += up * up;
 			} else {
@@ -164,13 +193,39 @@ int ckenc_update_terms(rckpt_ckenc_t *e, ckenc_upd_t *u, const rckpt_tset_t *par
 		}
 		u->w[j] = wv;
 		u->den[j] = den;
-		if (mi >= 0) {
+		if (wm) { /* plain moments: one search, whose sum u^2 the pair counts once */
 			u->w[mi] = wm;
 			u->den[mi] = den;
-			u->counted[j] = 0; /* the pair's sum u^2 counts once */
+			u->counted[j] = 0;
 		}
 	}
 	if (rc)
 		ckenc_update_free(u);
 	return rc;
+}
+
+int ckenc_norm_values(rckpt_ckenc_t *e, float *out, const rckpt_ctensor_t *m, const rckpt_ctensor_t *v,
+		      const float *gv, const rckpt_qparams_t *qv, float eps, uint64_t first, size_t n)
+{
+	const size_t dm = rckpt_dtype_size(m->dtype), dv = rckpt_dtype_size(v->dtype);
+	const void *hm, *hv;
+	void *om = NULL, *ov = NULL;
+	size_t np, i;
+	int rc = e->be->to_host(e, m->data + first * dm, n * dm, &hm, &om);
+	if (rc == 0 && (rc = e->be->to_host(e, v->data + first * dv, n * dv, &hv, &ov)) == 0) {
+		rckpt_widen_to_f32(out, hm, m->dtype, n);
+		rckpt_widen_to_f32(e->nblk, hv, v->dtype, n);
+	}
+	free(om);
+	free(ov);
+	if (rc)
+		return rc;
+	rckpt_xf_forward(e->nblk, n, RCKPT_XF_LOG2);
+	rckpt_quantize(e->iblk, e->pblk, &np, e->nblk, gv ? gv + first : NULL, n, qv);
+	if ((rc = rckpt_dequantize(e->nblk, e->iblk, n, qv, e->pblk, np)))
+		return rc;
+	rckpt_xf_inverse(e->nblk, n, RCKPT_XF_LOG2);
+	for (i = 0; i < n; i++)
+		out[i] = out[i] / (sqrtf(e->nblk[i]) + eps);
+	return 0;
 }

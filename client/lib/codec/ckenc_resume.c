@@ -32,8 +32,10 @@ int ckenc_adopt(rckpt_ckenc_t *e, const rckpt_tset_t *params)
 		const unsigned kind = rckpt_ctensor_kind(t);
 		const unsigned enc = e->o.fixed.lossless_kinds & (1u << kind) ? RCKPT_SEG_LOSSLESS
 									       : RCKPT_SEG_QUANTIZED;
+		const int norm = ckenc_norm_partner(&e->o, params, i);
 		if (strcmp(mf->t[i].name, t->name) != 0 || mf->t[i].dtype != t->dtype ||
-		    mf->t[i].kind != kind || mf->t[i].encoding != enc)
+		    mf->t[i].kind != kind || mf->t[i].encoding != enc ||
+		    (norm < 0 ? mf->t[i].norm != RCKPT_MF_NO_NORM : mf->t[i].norm != (uint32_t)norm))
 			goto out;
 	}
 	if ((rc = ckenc_build_layout(e, params)) != 0)
@@ -88,7 +90,9 @@ int ckenc_adopt(rckpt_ckenc_t *e, const rckpt_tset_t *params)
 		s->dtype = (uint8_t)params->t[i].dtype;
 		s->encoding = mf->t[i].encoding;
 		if (s->encoding == RCKPT_SEG_QUANTIZED)
-			s->transform = (uint8_t)rckpt_lk_transform(mf->t[i].kind);
+			s->transform = (uint8_t)(mf->t[i].norm != RCKPT_MF_NO_NORM
+							 ? RCKPT_XF_NORM
+							 : rckpt_lk_transform(mf->t[i].kind));
 		stride[i] = n > e->o.sample_max ? (n + e->o.sample_max - 1) / e->o.sample_max : 1;
 		if (s->encoding != RCKPT_SEG_QUANTIZED || mf->t[i].nseg == 0)
 			continue;
@@ -136,7 +140,7 @@ int ckenc_adopt(rckpt_ckenc_t *e, const rckpt_tset_t *params)
 		rc = -ENOMEM;
 		goto fail;
 	}
-	nq = ckenc_prep_order(params, e->o.fixed.lossless_kinds, slot, NULL);
+	nq = ckenc_prep_order(&e->o, params, slot, NULL, NULL);
 	for (k = 0; k < nq; k++) { /* in the order a step prepares them */
 		struct prev_sample *ps = &e->psmp[e->npsmp];
 		i = slot[k];
@@ -178,7 +182,7 @@ int ckenc_adopt(rckpt_ckenc_t *e, const rckpt_tset_t *params)
 		e->prev_chunks[c] = d->chunk[c];
 		memset(&d->chunk[c], 0, sizeof(d->chunk[c]));
 	}
-	e->have_last = ckenc_point_of(&e->last, &mf->cfg);
+	e->have_plast[0] = ckenc_point_of(&e->plast[0], &mf->cfg); /* the optimizer's: searched anew */
 	/* As if this encoder had written the chain: after a base the next step
 	 * is the second (which searches the whole space again, now that it can
 	 * weigh how stable each configuration is); after a delta, a later one

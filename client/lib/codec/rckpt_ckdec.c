@@ -5,6 +5,7 @@
 #include "rckpt_ckdec.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -85,8 +86,10 @@ int rckpt_ckdec_tensor_f32(const rckpt_ckdec_t *d, uint32_t t, float *out)
 	return rckpt_ckdec_range_f32(d, t, 0, numel, out);
 }
 
-int rckpt_ckdec_range_f32(const rckpt_ckdec_t *d, uint32_t t, uint64_t first, uint64_t count,
-			  float *out)
+/* The values of the segments, their LOG2 undone; a NORM segment's are
+ * still the normalized ones (norm: whether the tensor's manifest entry
+ * names a second moment, which its segments must agree with). */
+static int range_raw(const rckpt_ckdec_t *d, uint32_t t, uint64_t first, uint64_t count, float *out)
 {
 	const rckpt_mf_tensor_t *mt;
 	uint64_t off = 0, numel = 1;
@@ -115,7 +118,8 @@ int rckpt_ckdec_range_f32(const rckpt_ckdec_t *d, uint32_t t, uint64_t first, ui
 		if (ms->index >= d->chunk[ms->chunk].nseg)
 			return -EBADMSG;
 		s = &d->chunk[ms->chunk].seg[ms->index];
-		if (s->tensor != t || s->first != off || s->n != ms->n)
+		if (s->tensor != t || s->first != off || s->n != ms->n ||
+		    (s->transform == RCKPT_XF_NORM) != (mt->norm != RCKPT_MF_NO_NORM))
 			return -EBADMSG;
 		a = first - off; /* within the segment */
 		b = s->n - a < count ? s->n : a + count;
@@ -146,4 +150,34 @@ int rckpt_ckdec_range_f32(const rckpt_ckdec_t *d, uint32_t t, uint64_t first, ui
 		off += ms->n;
 	}
 	return count == 0 ? 0 : -EBADMSG;
+}
+
+/* Elements of a first moment stored as NORM: y (sqrtf(v') + eps), v' its
+ * second moment as restored, in blocks. */
+#define NORM_BLK 65536u
+
+int rckpt_ckdec_range_f32(const rckpt_ckdec_t *d, uint32_t t, uint64_t first, uint64_t count,
+			  float *out)
+{
+	const rckpt_mf_tensor_t *mt;
+	float *v;
+	uint64_t k;
+	int rc = range_raw(d, t, first, count, out);
+
+	if (rc || (mt = &d->mf.t[t])->norm == RCKPT_MF_NO_NORM)
+		return rc;
+	if (mt->norm >= d->mf.ntensors || d->mf.t[mt->norm].norm != RCKPT_MF_NO_NORM)
+		return -EBADMSG; /* the manifest's decoder checked it; a second moment is plain */
+	if ((v = malloc(4 * (size_t)(count < NORM_BLK ? count + 1 : NORM_BLK))) == NULL)
+		return -ENOMEM;
+	for (k = 0; k < count && rc == 0; k += NORM_BLK) {
+		const size_t n = count - k < NORM_BLK ? (size_t)(count - k) : NORM_BLK;
+		size_t i;
+		if ((rc = range_raw(d, mt->norm, first + k, n, v)) != 0)
+			break;
+		for (i = 0; i < n; i++)
+			out[k + i] = out[k + i] * (sqrtf(v[i]) + mt->eps);
+	}
+	free(v);
+	return rc;
 }

@@ -122,11 +122,14 @@ int rckpt_ckenc_create(rckpt_ckenc_t **out, const rckpt_ckenc_opts_t *o)
 		return -ENOMEM;
 	e->o = *o;
 	e->o.is.scratch = &e->is_scratch;
+	if (o->partial_block) /* a partial step's blocks decode alone */
+		e->o.plain_moments = 1;
 	e->be = o->gpu ? &ckenc_cuda_backend : &ckenc_cpu_backend;
 	e->wblk = malloc(4 * (size_t)BLK);
+	e->nblk = malloc(4 * (size_t)BLK);
 	e->iblk = malloc(BLK);
 	e->pblk = malloc(2 * (size_t)BLK);
-	if (!e->wblk || !e->iblk || !e->pblk) {
+	if (!e->wblk || !e->nblk || !e->iblk || !e->pblk) {
 		rckpt_ckenc_destroy(e);
 		return -ENOMEM;
 	}
@@ -199,6 +202,7 @@ void rckpt_ckenc_destroy(rckpt_ckenc_t *e)
 	ckenc_free_saved(e);
 	ckenc_free_names(e);
 	free(e->wblk);
+	free(e->nblk);
 	free(e->iblk);
 	free(e->pblk);
 	free(e);
@@ -405,6 +409,65 @@ out:
 	return rc;
 }
 
+/* Prepares the tensors order[k0 .. k1) as x's next prepared ones: their
+ * weights (the gradients, or the update error's terms), sketches and
+ * samples. A tensor of partition P[j] marks it (have_emb, have_g). */
+static int prep_range(rckpt_ckenc_t *e, stepctx_t *x, const rckpt_tset_t *params,
+		      const rckpt_tset_t *grads, const ckenc_upd_t *upd, const unsigned *order,
+		      unsigned k0, unsigned k1, const uint64_t *stride, part_t *P, char *msg,
+		      size_t msglen)
+{
+	unsigned k;
+	int rc = 0;
+	for (k = k0; k < k1; k++) {
+		const unsigned i = order[k];
+		const rckpt_ctensor_t *t = &params->t[i], *g = NULL;
+		const unsigned kind = rckpt_ctensor_kind(t);
+		const unsigned n = x->nprep;
+		part_t *pp = &P[n >= P[2].off ? 2 : n >= P[1].off ? 1 : 0];
+		const float *gd = NULL;
+		sample_t *sp = &x->smp[n];
+		uint64_t bad = 0;
+		x->dfix[n] = -1;
+		x->dsum[n] = 1;
+		if (rckpt_lk_is_optim(kind)) { /* the update error's terms */
+			if (upd->w) {
+				gd = upd->w[i];
+				x->dfix[n] = upd->den[i];
+				x->dsum[n] = upd->counted[i];
+			}
+		} else if (grads && (g = rckpt_tset_find(grads, t->name)) != NULL) {
+			if (g->dtype != RCKPT_DT_F32 || g->n != t->n || ((uintptr_t)g->data & 3)) {
+				snprintf(msg, msglen, "gradients of '%s' are not aligned fp32 of its shape",
+					 t->name);
+				return -EINVAL;
+			}
+			gd = (const float *)g->data;
+		}
+		sp->full = t->n;
+		sp->stride = stride[i];
+		sp->w = malloc(4 * (size_t)(t->n / sp->stride + 1));
+		sp->g = gd ? malloc(4 * (size_t)(t->n / sp->stride + 1)) : NULL;
+		x->which[n] = i;
+		rc = sp->w == NULL || (gd && sp->g == NULL)
+			     ? -ENOMEM
+			     : e->be->prepare(e, &x->prep[n], &bad, t, gd, kind, sp);
+		x->nprep++; /* from here on the cleanup frees it */
+		if (rc == -EDOM)
+			snprintf(msg, msglen,
+				 kind == RCKPT_LK_MOMENT2
+					 ? "tensor '%s' (a second moment) holds a negative value, NaN or "
+					   "Inf at element %llu"
+					 : "tensor '%s' holds NaN or Inf at element %llu",
+				 t->name, (unsigned long long)bad);
+		if (rc)
+			return rc;
+		pp->have_emb |= kind == RCKPT_LK_EMBEDDING;
+		pp->have_g |= gd != NULL;
+	}
+	return 0;
+}
+
 int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rckpt_buf_t *manifest,
 			    rckpt_ckenc_stats_t *st, const rckpt_tset_t *params, const rckpt_tset_t *grads,
 			    uint64_t step, char *msg, size_t msglen)
@@ -416,16 +479,19 @@ int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rc
 	const rckpt_qparams_t **tq = NULL;
 	const float **tg = NULL;
 	uint64_t *stride = NULL;
-	unsigned nprep = 0, nmodel = 0, nq, i, k, *order = NULL;
+	unsigned nprep = 0, nmodel = 0, n1 = 0, nq, i, k, *order = NULL;
+	int *xnorm = NULL;
 	rckpt_record_t sum;
-	const cpoint_t last_before = e->last, olast_before = e->olast;
-	const int had_last = e->have_last, had_olast = e->have_olast;
-	part_t P[2];
+	cpoint_t plast_before[3];
+	int had_plast[3];
+	part_t P[3];
 	int rc, emitting = 0, ok_model = 1, ok_opt = 1;
 	double t0;
 
 	memset(st, 0, sizeof(*st));
 	memset(&sum, 0, sizeof(sum));
+	memcpy(plast_before, e->plast, sizeof(plast_before));
+	memcpy(had_plast, e->have_plast, sizeof(had_plast));
 	st->step = step;
 	if (e->resume && (rc = ckenc_adopt(e, params)) < 0)
 		return rc;
@@ -446,9 +512,10 @@ int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rc
 	order = calloc(nt, sizeof(*order));
 	tq = calloc(nt, sizeof(*tq));
 	tg = calloc(nt, sizeof(*tg));
+	xnorm = calloc(nt, sizeof(*xnorm));
 	stride = calloc(nt, sizeof(*stride));
 	if (!x.prep || !x.smp || !x.which || !x.cache || !x.qp || !x.dfix || !x.dsum || !order ||
-	    !tq || !tg || !stride) {
+	    !tq || !tg || !xnorm || !stride) {
 		rc = -ENOMEM;
 		goto out;
 	}
@@ -457,79 +524,84 @@ int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rc
 		st->raw_bytes += (size_t)t->n * 4;
 		stride[i] = t->n > o->sample_max ? (t->n + o->sample_max - 1) / o->sample_max : 1;
 	}
-	nq = ckenc_prep_order(params, o->fixed.lossless_kinds, order, &nmodel);
+	nq = ckenc_prep_order(o, params, order, &nmodel, &n1);
 	if (nq > nmodel && (rc = ckenc_update_terms(e, &upd, params)))
 		goto out;
-	memset(P, 0, sizeof(P));
-	for (k = 0; k < nq; k++) {
-		const rckpt_ctensor_t *t = &params->t[order[k]], *g = NULL;
-		const unsigned kind = rckpt_ctensor_kind(t);
-		part_t *pp = &P[k >= nmodel];
-		const float *gd = NULL;
-		sample_t *sp = &x.smp[nprep];
-		uint64_t bad = 0;
-		i = order[k];
-		x.dfix[nprep] = -1;
-		x.dsum[nprep] = 1;
-		if (k >= nmodel) { /* the update error's terms */
-			gd = upd.w[i];
-			x.dfix[nprep] = upd.den[i];
-			x.dsum[nprep] = upd.counted[i];
-		} else if (grads && (g = rckpt_tset_find(grads, t->name)) != NULL) {
-			if (g->dtype != RCKPT_DT_F32 || g->n != t->n || ((uintptr_t)g->data & 3)) {
-				snprintf(msg, msglen, "gradients of '%s' are not aligned fp32 of its shape",
-					 t->name);
-				rc = -EINVAL;
-				goto out;
-			}
-			gd = (const float *)g->data;
-		}
-		sp->full = t->n;
-		sp->stride = stride[i];
-		sp->w = malloc(4 * (size_t)(t->n / sp->stride + 1));
-		sp->g = gd ? malloc(4 * (size_t)(t->n / sp->stride + 1)) : NULL;
-		x.which[nprep] = i;
-		rc = sp->w == NULL || (gd && sp->g == NULL)
-			     ? -ENOMEM
-			     : e->be->prepare(e, &x.prep[nprep], &bad, t, gd, kind, sp);
-		nprep++; /* from here on the cleanup frees it */
-		if (rc == -EDOM)
-			snprintf(msg, msglen,
-				 kind == RCKPT_LK_MOMENT2
-					 ? "tensor '%s' (a second moment) holds a negative value, NaN or Inf at element %llu"
-					 : "tensor '%s' holds NaN or Inf at element %llu",
-				 t->name, (unsigned long long)bad);
-		if (rc)
-			goto out;
-		pp->have_emb |= kind == RCKPT_LK_EMBEDDING;
-		pp->have_g |= gd != NULL;
+	/* the normalized first moments' partners, and what ckenc_values reads
+	 * of them once their quantization is chosen */
+	for (i = 0; i < params->ntensors; i++) {
+		xnorm[i] = ckenc_norm_partner(o, params, i);
+		if (xnorm[i] >= 0 && (o->fixed.lossless_kinds & (1u << rckpt_ctensor_kind(&params->t[i]))))
+			xnorm[i] = -1;
 	}
-	x.nprep = nprep;
-	st->t_prepare = rckpt_now_s() - t0;
-
-	/* Choose the configurations: the optimizer's state first, so that the
-	 * trainer's callback, which judges the model's, sees both. */
-	t0 = rckpt_now_s();
-	P[0].o = *o;
+	e->xparams = params;
+	e->xnorm = xnorm;
+	e->xq = tq;
+	e->xg = tg;
+	memset(P, 0, sizeof(P));
+	for (k = 0; k < 3; k++) {
+		P[k].o = *o;
+		P[k].o.eps = k == 0 ? o->eps : n1 < nq ? o->opt_eps / 2 : o->opt_eps;
+		P[k].last = &e->plast[k];
+		P[k].have_last = &e->have_plast[k];
+	}
 	P[0].off = 0;
 	P[0].n = nmodel;
-	P[0].last = &e->last;
-	P[0].have_last = &e->have_last;
 	P[0].callback = 1;
-	P[1].o = *o;
-	P[1].o.eps = o->opt_eps;
 	P[1].off = nmodel;
-	P[1].n = nprep - nmodel;
-	P[1].last = &e->olast;
-	P[1].have_last = &e->have_olast;
-	st->opt_config = o->fixed;
-	if (P[1].n && (rc = choose(e, &P[1], &x, st, &st->opt_config, &st->opt_quality, &ok_opt, msg,
-				   msglen)))
+	P[1].n = n1 - nmodel;
+	P[2].off = n1;
+	P[2].n = nq - n1;
+
+	/* Prepare the model's tensors and the optimizer's state that stands
+	 * alone, choose the latter's configuration (its second moments' levels
+	 * normalize the first moments), prepare those, choose theirs, then the
+	 * model's last, so that the trainer's callback sees every tensor as it
+	 * will be saved. */
+	t0 = rckpt_now_s();
+	if ((rc = prep_range(e, &x, params, grads, &upd, order, 0, n1, stride, P, msg, msglen)))
 		goto out;
-	if ((rc = choose(e, &P[0], &x, st, &st->config, &st->quality, &ok_model, msg, msglen)))
+	st->t_prepare = rckpt_now_s() - t0;
+	st->opt_config = o->fixed;
+	if (P[1].n) {
+		t0 = rckpt_now_s();
+		rc = choose(e, &P[1], &x, st, &st->opt_config, &st->opt_quality, &ok_opt, msg, msglen);
+		st->t_search += rckpt_now_s() - t0;
+		if (rc)
+			goto out;
+		for (i = P[1].off; i < P[1].off + P[1].n; i++) /* the partners' parameters */
+			tq[x.which[i]] = &x.qp[i];
+		for (i = 0; i < x.nprep; i++)
+			tg[x.which[i]] = x.prep[i].g;
+	}
+	if (P[2].n) {
+		double q2 = 0;
+		int ok2 = 1;
+		rckpt_qconfig_t c2;
+		t0 = rckpt_now_s();
+		rc = prep_range(e, &x, params, grads, &upd, order, n1, nq, stride, P, msg, msglen);
+		st->t_prepare += rckpt_now_s() - t0;
+		t0 = rckpt_now_s();
+		/* what the second moments left of the update error's budget */
+		if (P[1].n && st->opt_quality < o->opt_eps / 2)
+			P[2].o.eps = o->opt_eps - st->opt_quality;
+		if (rc == 0)
+			rc = choose(e, &P[2], &x, st, &c2, &q2, &ok2, msg, msglen);
+		st->t_search += rckpt_now_s() - t0;
+		if (rc)
+			goto out;
+		/* the state's update error: the two add */
+		st->opt_quality += q2;
+		st->opt_config = c2;
+		ok_opt &= ok2;
+	}
+	nprep = x.nprep;
+	t0 = rckpt_now_s();
+	rc = choose(e, &P[0], &x, st, &st->config, &st->quality, &ok_model, msg, msglen);
+	st->t_search += rckpt_now_s() - t0;
+	if (rc)
 		goto out;
 	st->accepted = ok_model && ok_opt;
-	st->t_search = rckpt_now_s() - t0;
 	st->t_quantize = 0;
 
 	/* Quantize again, chunk by chunk, and hand out each record. */
@@ -552,7 +624,7 @@ int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rc
 			goto out;
 		}
 	}
-	if ((rc = ckenc_summary_init(&sum, params, tq, stride, step)))
+	if ((rc = ckenc_summary_init(e, &sum, params, tq, stride, step)))
 		goto out;
 	st->is_base = e->steps == 0 || e->force_base || (o->base_every && e->steps % o->base_every == 0) ||
 		      e->depth >= RCKPT_STORE_CHAIN_REBASE; /* keep chains far from what the OSD folds */
@@ -589,11 +661,13 @@ int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rc
 	}
 out:
 	if (rc && !emitting) { /* nothing handed out: as if never called */
-		e->last = last_before;
-		e->have_last = had_last;
-		e->olast = olast_before;
-		e->have_olast = had_olast;
+		memcpy(e->plast, plast_before, sizeof(plast_before));
+		memcpy(e->have_plast, had_plast, sizeof(had_plast));
 	}
+	e->xparams = NULL; /* what they point at goes now */
+	e->xnorm = NULL;
+	e->xq = NULL;
+	e->xg = NULL;
 	rckpt_record_free(&sum);
 	for (i = 0; i < nprep; i++) {
 		rckpt_codec_prep_free(&x.prep[i]);
@@ -610,6 +684,7 @@ out:
 	free(order);
 	free(tq);
 	free(tg);
+	free(xnorm);
 	free(stride);
 	ckenc_update_free(&upd);
 	return rc;

@@ -118,6 +118,9 @@ typedef struct rckpt_ckenc_opts {
 				      Borrowed; rckpt_ckenc_set_gpu changes it */
 	double opt_eps;            /* the optimizer's state: threshold of its
 				      update error (below; RCKPT_OPT_EPS_DEFAULT) */
+	int plain_moments;         /* first moments are quantized as they are,
+				      not normalized by their second moments
+				      (NORM): what partial steps need */
 	const struct rckpt_layout *layout; /* NULL: the layout of the tensors
 				      (checkpoint.md "Chunks"). Else a group
 				      save's part: these chunks, whose pieces
@@ -145,6 +148,8 @@ typedef struct rckpt_ckenc_stats {
 	double quality;        /* the chosen configuration's loss, on all data */
 	double opt_quality;    /* the optimizer state's update error (0: none) */
 	rckpt_qconfig_t opt_config; /* ... and its configuration */
+	uint64_t opt_raw_bytes, opt_enc_bytes; /* the optimizer's share of
+				  raw_bytes and of the records' bytes */
 	double cb_quality;     /* the callback's loss, when there is a callback */
 	int accepted;          /* quality <= eps (and cb_quality <= quality_eps) */
 	int is_base;

@@ -272,6 +272,17 @@ static int warm_fits(const float *c, unsigned b, const double *x, size_t n)
 	return c[0] >= lo - span && c[b - 1] <= hi + span && (double)c[b - 1] - c[0] >= 0.25 * span;
 }
 
+/* An optimizer's first moment (and other state) prunes by magnitude, and
+ * what lies nearer 0 than the smallest centroid takes the pruned level, 0:
+ * a value over a tiny second moment (a parameter with almost no gradient:
+ * a key's bias, an embedding's unused row) is then 0, whose update is 0,
+ * where the nearest centroid would make it explode. Its sensitivity metric
+ * (|m g|, the size of the update) ranks protection only. */
+static int optim_linear(const rckpt_tensor_prep_t *p)
+{
+	return p->kind == RCKPT_LK_MOMENT1 || p->kind == RCKPT_LK_OPTIM;
+}
+
 /* q's prune and protect thresholds for configuration c, on bucket edges
  * (rckpt_sketch_quantile_bounds): at most the asked fraction is protected
  * or pruned, and a tensor of equal values is neither. No codebook. */
@@ -288,7 +299,7 @@ static void thresholds(rckpt_qparams_t *q, const rckpt_tensor_prep_t *p, const r
 		if (p->g && c->protect_by_sensitivity)
 			rckpt_sketch_view_abs_bounds(&p->vsens, 1.0 - c->protect_frac, &lo, &q->protect_sens);
 	}
-	q->prune_by_sensitivity = p->g && c->prune_metric == RCKPT_PRUNE_SENSITIVITY;
+	q->prune_by_sensitivity = p->g && c->prune_metric == RCKPT_PRUNE_SENSITIVITY && !optim_linear(p);
 	if (prune_frac > 0) {
 		float hi;
 		rckpt_sketch_view_abs_bounds(q->prune_by_sensitivity ? &p->vsens : &p->vvalue, prune_frac,
@@ -296,6 +307,21 @@ static void thresholds(rckpt_qparams_t *q, const rckpt_tensor_prep_t *p, const r
 		if (q->prune_below < 0.0f)
 			q->prune_below = 0.0f;
 	}
+}
+
+static void zero_is_a_level(rckpt_qparams_t *q, const rckpt_tensor_prep_t *p)
+{
+	float m = INFINITY;
+	unsigned j;
+	if (!optim_linear(p))
+		return;
+	for (j = 0; j < q->nbins; j++)
+		if (fabsf(q->centroids[j]) < m)
+			m = fabsf(q->centroids[j]);
+	if (m * 0.5f > q->prune_below)
+		q->prune_below = m * 0.5f;
+	if (q->prune_below < 0x1p-149f)
+		q->prune_below = 0x1p-149f; /* exact zeros at least */
 }
 
 int rckpt_codec_qparams_keep(rckpt_qparams_t *q, const rckpt_tensor_prep_t *p, const rckpt_qconfig_t *c,
@@ -307,6 +333,7 @@ int rckpt_codec_qparams_keep(rckpt_qparams_t *q, const rckpt_tensor_prep_t *p, c
 	thresholds(q, p, c);
 	q->nbins = parent->nbins;
 	memcpy(q->centroids, parent->centroids, sizeof(float) * parent->nbins);
+	zero_is_a_level(q, p);
 	return rckpt_qparams_check(q);
 }
 
@@ -341,6 +368,7 @@ int rckpt_codec_qparams(rckpt_qparams_t *q, const rckpt_tensor_prep_t *p, const 
 				k = (int)cache->e[j].k;
 				memcpy(q->centroids, cache->e[j].centroids, sizeof(float) * (size_t)k);
 				q->nbins = (unsigned)k;
+				zero_is_a_level(q, p);
 				rc = 0;
 				goto out;
 			}
@@ -381,6 +409,7 @@ int rckpt_codec_qparams(rckpt_qparams_t *q, const rckpt_tensor_prep_t *p, const 
 		k = 1;
 	}
 	q->nbins = (unsigned)k;
+	zero_is_a_level(q, p);
 	rc = rckpt_qparams_check(q);
 	if (rc == 0 && cache) { /* round-robin once full */
 		unsigned j = cache->n < RCKPT_CB_CACHE_SIZE ? cache->n++ : cache->next++ % RCKPT_CB_CACHE_SIZE;

@@ -249,6 +249,7 @@ int rckpt_group_manifest(rckpt_buf_t *out, const rckpt_layout_t *l, const rckpt_
 		m.t[i].dtype = (uint8_t)t->dtype;
 		m.t[i].kind = (uint8_t)kind;
 		m.t[i].encoding = lossless_kinds & (1u << kind) ? RCKPT_SEG_LOSSLESS : RCKPT_SEG_QUANTIZED;
+		m.t[i].norm = RCKPT_MF_NO_NORM;
 		m.t[i].ndim = t->ndim;
 		memcpy(m.t[i].shape, t->shape, sizeof(t->shape));
 	}

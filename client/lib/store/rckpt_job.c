@@ -170,6 +170,7 @@ int rckpt_job_encoder_for(rckpt_job_t *j, const rckpt_layout_t *layout, rckpt_ck
 	rckpt_ckenc_opts_default(&eo);
 	eo.layout = layout;
 	eo.eps = j->o.eps;
+	eo.opt_eps = j->o.opt_eps;
 	eo.chunk_params = j->o.chunk_params;
 	eo.base_every = j->o.base_every;
 	eo.partial_block = j->o.partial_block;
@@ -257,6 +258,11 @@ int rckpt_job_open_claim(rckpt_t *h, rckpt_job_t **out, const char *job,
 	    (opts->version >= 4 && !(opts->quality_eps >= 0)) ||
 	    (opts->version >= 5 && opts->partial_block > 65536))
 		return rckpt_fail(h, -EINVAL, "rckpt_job_open", "bad job name or options");
+	if (opts->version >= 8 && !(opts->opt_eps >= 0 && opts->opt_eps < 1))
+		return rckpt_fail(h, -EINVAL, "rckpt_job_open",
+				  "opt_eps %g: the update error's threshold is in (0, 1) (0: the "
+				  "default %g)",
+				  opts->opt_eps, RCKPT_OPT_EPS_DEFAULT);
 	if (opts->version >= 6 && !(opts->eps > 0 && opts->eps < 1))
 		return rckpt_fail(h, -EINVAL, "rckpt_job_open",
 				  "eps %g: the compressor's threshold is in (0, 1) (default %g); eps 0 "
@@ -273,6 +279,7 @@ int rckpt_job_open_claim(rckpt_t *h, rckpt_job_t **out, const char *job,
 			    : opts->version == 4 ? offsetof(rckpt_job_opts_t, partial_block)
 			    : opts->version == 5 ? offsetof(rckpt_job_opts_t, segment_bytes)
 			    : opts->version == 6 ? offsetof(rckpt_job_opts_t, exact)
+			    : opts->version == 7 ? offsetof(rckpt_job_opts_t, opt_eps)
 						 : sizeof(j->o));
 	j->o.version = RCKPT_JOB_OPTS_VERSION;
 	j->exact = j->o.writer && j->o.exact;
@@ -290,6 +297,8 @@ int rckpt_job_open_claim(rckpt_t *h, rckpt_job_t **out, const char *job,
 	}
 	if (j->o.eps == 0)
 		j->o.eps = RCKPT_EPS_DEFAULT;
+	if (j->o.opt_eps == 0)
+		j->o.opt_eps = RCKPT_OPT_EPS_DEFAULT;
 	if (j->o.chunk_params == 0)
 		j->o.chunk_params = (uint64_t)1 << 22;
 	if (j->o.lease_s == 0)
@@ -385,6 +394,7 @@ void rckpt_job_close(rckpt_job_t *j)
 	rckpt_ckenc_destroy(j->enc);
 	rckpt_gpuenc_destroy(j->gpu);
 	rckpt_buf_free(&j->attach);
+	rckpt_roles_free(&j->roles);
 	free(j->seg_bytes);
 	free(j->rec_max);
 	if (j->io)
@@ -468,6 +478,94 @@ int rckpt_put_object(rckpt_job_t *j, const char *oid, uint64_t step, const rckpt
 	return rc;
 }
 
+void rckpt_roles_free(rckpt_roles_t *r)
+{
+	unsigned i;
+	for (i = 0; r->r && i < r->n; i++) {
+		free(r->r[i].name);
+		free(r->r[i].param);
+	}
+	free(r->r);
+	memset(r, 0, sizeof(*r));
+}
+
+static int role_cmp(const void *a, const void *b)
+{
+	return strcmp(((const rckpt_role_t *)a)->name, ((const rckpt_role_t *)b)->name);
+}
+
+int rckpt_roles_set(rckpt_roles_t *out, const rckpt_tensor_role_t *r, unsigned n, char *msg,
+		    size_t msglen)
+{
+	rckpt_roles_t x = { NULL, 0 };
+	unsigned i;
+
+	for (i = 0; i < n; i++)
+		if (r[i].name == NULL || r[i].name[0] == '\0' || r[i].role > RCKPT_ROLE_OPTIM ||
+		    !(r[i].eps >= 0)) {
+			snprintf(msg, msglen, "role %u: %s", i,
+				 r[i].name == NULL || r[i].name[0] == '\0' ? "no tensor name"
+				 : r[i].role > RCKPT_ROLE_OPTIM	   ? "an unknown role"
+								   : "eps must be >= 0");
+			return -EINVAL;
+		}
+	if (n && (x.r = calloc(n, sizeof(*x.r))) == NULL)
+		return -ENOMEM;
+	for (x.n = 0; x.n < n; x.n++) {
+		rckpt_role_t *d = &x.r[x.n];
+		d->role = r[x.n].role;
+		d->eps = r[x.n].eps;
+		d->name = strdup(r[x.n].name);
+		d->param = r[x.n].param ? strdup(r[x.n].param) : NULL;
+		if (d->name == NULL || (r[x.n].param && d->param == NULL)) {
+			x.n++;
+			rckpt_roles_free(&x);
+			return -ENOMEM;
+		}
+	}
+	if (n)
+		qsort(x.r, n, sizeof(*x.r), role_cmp);
+	for (i = 1; i < n; i++)
+		if (strcmp(x.r[i - 1].name, x.r[i].name) == 0) {
+			snprintf(msg, msglen, "tensor '%s' is given a role twice", x.r[i].name);
+			rckpt_roles_free(&x);
+			return -EINVAL;
+		}
+	rckpt_roles_free(out);
+	*out = x;
+	return 0;
+}
+
+void rckpt_roles_apply(const rckpt_roles_t *r, rckpt_tset_t *ts)
+{
+	unsigned i;
+	for (i = 0; r->n && i < ts->ntensors; i++) {
+		rckpt_ctensor_t *t = &ts->t[i];
+		const rckpt_role_t key = { (char *)t->name, 0, NULL, 0 };
+		const rckpt_role_t *f = bsearch(&key, r->r, r->n, sizeof(*r->r), role_cmp);
+		static const unsigned kind[] = { 0, RCKPT_LK_MOMENT1, RCKPT_LK_MOMENT2, RCKPT_LK_OPTIM };
+		if (f == NULL || f->role == RCKPT_ROLE_MODEL)
+			continue;
+		t->kind1 = kind[f->role] + 1;
+		t->param = f->param;
+		t->eps = f->eps;
+	}
+}
+
+int rckpt_job_set_roles(rckpt_job_t *j, const rckpt_tensor_role_t *r, unsigned n)
+{
+	char msg[200];
+	int rc;
+	rckpt_clear_error(j->h);
+	if (!j->o.writer)
+		return rckpt_fail(j->h, -EPERM, __func__, "job %s was opened read-only", j->name);
+	if (n && r == NULL)
+		return rckpt_fail(j->h, -EINVAL, __func__, "no roles");
+	if ((rc = rckpt_roles_set(&j->roles, r, n, msg, sizeof(msg))))
+		return rckpt_fail(j->h, rc, __func__, "%s", rc == -ENOMEM ? "out of memory" : msg);
+	return 0;
+}
+
 int rckpt_job_set_exact(rckpt_job_t *j, int on)
 {
 	rckpt_clear_error(j->h);
@@ -516,6 +614,8 @@ int rckpt_list_steps(rckpt_job_t *j, uint64_t after, rckpt_step_info_t *out, uin
 			s->nchunks = v.nchunks;
 			s->flags = v.flags & (RCKPT_STEP_EXACT | RCKPT_STEP_ATTACH);
 			s->ranks = v.ranks;
+			s->opt_raw_bytes = v.opt_raw_bytes;
+			s->opt_enc_bytes = v.opt_enc_bytes;
 			if (segs)
 				segs[*n] = v.segment;
 			++*n;

@@ -400,6 +400,18 @@ int rckpt_restored_tensor(const rckpt_restored_t *r, unsigned i, rckpt_tensor_t 
 	return 0;
 }
 
+int rckpt_restored_role(const rckpt_restored_t *r, unsigned i)
+{
+	if (i >= r->dec.mf.ntensors)
+		return -EINVAL;
+	switch (r->dec.mf.t[i].kind) {
+	case RCKPT_LK_MOMENT1: return RCKPT_ROLE_MOMENT1;
+	case RCKPT_LK_MOMENT2: return RCKPT_ROLE_MOMENT2;
+	case RCKPT_LK_OPTIM: return RCKPT_ROLE_OPTIM;
+	default: return RCKPT_ROLE_MODEL;
+	}
+}
+
 int rckpt_restored_read(const rckpt_restored_t *r, unsigned i, void *dst, size_t cap)
 {
 	const rckpt_mf_tensor_t *t;

@@ -382,6 +382,7 @@ static int save_start(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t, un
 				rc == -ENOMEM ? "out of memory" : "bad tensors (names, dtypes, shapes)");
 		goto fail;
 	}
+	rckpt_roles_apply(&j->roles, &params);
 	s->exact = j->exact;
 	if (p && s->exact) {
 		rc = rckpt_fail(h, -EINVAL, fn, "an exact save stores the whole step: not a partial one");
@@ -541,6 +542,8 @@ static void save_finish(rckpt_save_t *s)
 		sum.quality = s->st.quality;
 		sum.segment = s->seg;
 		sum.flags = (s->attach.len ? RCKPT_SUMMARY_ATTACH : 0) | (s->exact ? RCKPT_SUMMARY_EXACT : 0);
+		sum.opt_raw_bytes = s->st.opt_raw_bytes;
+		sum.opt_enc_bytes = s->st.opt_enc_bytes;
 		rckpt_store_summary_put(summary, &sum);
 	}
 	{
@@ -563,6 +566,9 @@ static void save_finish(rckpt_save_t *s)
 	s->stats.is_partial = s->partial;
 	s->stats.blocks = s->st.blocks;
 	s->stats.blocks_saved = s->st.blocks_saved;
+	s->stats.opt_quality = s->st.opt_quality;
+	s->stats.opt_raw_bytes = s->st.opt_raw_bytes;
+	s->stats.opt_enc_bytes = s->st.opt_enc_bytes;
 	s->stats.t_encode = s->t1 - s->t0;
 	s->stats.t_write = rckpt_now_s() - s->t1;
 done:

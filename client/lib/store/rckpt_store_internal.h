@@ -25,6 +25,27 @@
  * (90 MiB by default) in one write_full: attachments stay under it. */
 #define ATTACH_STORED_MAX ((size_t)64 << 20)
 
+/* The roles a writer declared (rckpt_job_set_roles), sorted by name. */
+typedef struct rckpt_role_ent {
+	char *name;
+	unsigned role;
+	char *param;
+	double eps;
+} rckpt_role_t;
+
+typedef struct rckpt_roles {
+	rckpt_role_t *r;
+	unsigned n;
+} rckpt_roles_t;
+
+/* A copy of r[0..n) into *out (replacing it): 0, -EINVAL (msg says why),
+ * -ENOMEM; *out unchanged on failure. */
+int rckpt_roles_set(rckpt_roles_t *out, const rckpt_tensor_role_t *r, unsigned n, char *msg,
+		    size_t msglen);
+void rckpt_roles_free(rckpt_roles_t *r);
+/* Gives ts's declared tensors their kinds, params and eps (borrowed from r). */
+void rckpt_roles_apply(const rckpt_roles_t *r, rckpt_tset_t *ts);
+
 struct rckpt_job {
 	rckpt_t *h;
 	rckpt_io_t *io;     /* the job's namespace */
@@ -50,6 +71,7 @@ struct rckpt_job {
 	unsigned seg_n;
 	int seg_known;       /* seg and seg_bytes are as stored */
 	int exact;           /* writer: its saves store their steps bit-exact */
+	rckpt_roles_t roles; /* writer: its saves' optimizer tensors */
 	int fold;            /* where restores fold chains: enum rckpt_fold */
 	char fold_why[160];  /* why in the client */
 };
