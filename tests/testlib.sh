@@ -49,7 +49,7 @@ skip_test() {
 # The model files of a folder of real checkpoints (not their gradients), in
 # step order; the step a checkpoint file is (step-000025.safetensors: 25);
 # a file's SHA-256.
-model_files() { ls "$1"/step-*.safetensors | grep -v '\.grads\.' | sort; }
+model_files() { ls "$1"/step-*.safetensors | grep -vE '\.(grads|optim)\.' | sort; }
 stepof() { basename "$1" .safetensors | sed 's/[^0-9]//g; s/^0*//'; }
 sha() { sha256sum <"$1" | cut -c1-64; }
 

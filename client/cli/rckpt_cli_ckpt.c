@@ -49,22 +49,27 @@ static void usage(void)
 	       "         'rckpt codec --help'). --exact stores the steps bit-exact: lossy records\n"
 	       "         plus the bits quantization changed, in byte planes (zstd); their\n"
 	       "         restores match the files' SHA-256, and later lossy saves are deltas on\n"
-	       "         them. Takes the job's writer\n"
-	       "         lock: a second writer is refused; a dead writer's lock expires --lease\n"
+	       "         them. An optimizer's state beside a model, MODEL.optim.safetensors\n"
+	       "         (exp_avg.P, exp_avg_sq.P: Adam's moments of P; momentum_buffer.P; other\n"
+	       "         tensors), is saved as the step's optimizer state: compressed apart, judged\n"
+	       "         by the error of the update it makes (README \"Adam's state\").\n"
+	       "         Takes the job's writer lock: a second writer is refused; a dead writer's lock expires --lease\n"
 	       "         seconds (default 30) after its last save. --mem-budget (default 256 MiB)\n"
 	       "         bounds what a save holds beyond the encoder's state of one byte per\n"
 	       "         parameter, whatever the model's size; chunks hold --chunk-params\n"
 	       "         parameters (default and most: 4 Mi). Prints each step's ratio and timings.\n"
 	       "restore  materialize a committed step (default: the latest) in the OSDs, check\n"
 	       "         every chunk's SHA-256, and write its tensors (or only those --tensors\n"
-	       "         names, reading only the chunks that hold them) to OUT.safetensors.\n"
+	       "         names, reading only the chunks that hold them) to OUT.safetensors, and\n"
+	       "         its optimizer's state, if it has one, to OUT.optim.safetensors.\n"
 	       "         When the OSDs lack the rckpt class (or refuse it), the chains are\n"
 	       "         folded here instead, to the same bytes, slower; it says so.\n"
 	       "export   write every listed step (or step N) of job J to DIR/step-NNNNNN.safetensors,\n"
 	       "         folding each chain here, without the OSDs' rckpt class; with --from-dump,\n"
 	       "         from a file that `rados -p POOL --all export FILE` wrote, with no cluster\n"
 	       "         at all. DIR is made if it does not exist.\n"
-	       "ls       list the committed steps as they were saved (kind, size, ratio; a\n"
+	       "ls       list the committed steps as they were saved (kind, size, ratio, and\n"
+	       "         the weights' and the optimizer state's bytes and ratios apart; a\n"
 	       "         compaction rewrites them later), what the job stores now, and its\n"
 	       "         retention policy.\n"
 	       "compact  apply the retention policy (--keep-last N newest steps, --keep-every M:\n"
@@ -117,6 +122,51 @@ static int finish(rckpt_t *h, rckpt_save_t *pend, uint64_t s, int exact, uint64_
 	       ss.raw_bytes, ss.enc_bytes, ss.nchunks, ss.t_encode * 1e3, ss.t_write * 1e3);
 	fflush(stdout);
 	return 0;
+}
+
+/* The tensors of a step: the model's file st and, when there is one, the
+ * optimizer's (a sibling STEP.optim.safetensors, as bench/make_transformer.py
+ * writes it): exp_avg.P and momentum_buffer.P are first moments of P,
+ * exp_avg_sq.P its second (Adam's eps, 1e-8: the file has no step count
+ * to correct it by), any other tensor other state. Declares their roles
+ * and hands back one array (*out, freed by the caller). */
+static int optim_join(rckpt_job_t *j, const rckpt_file_t *st, const rckpt_file_t *os,
+		      rckpt_tensor_t **out, unsigned *n)
+{
+	const unsigned nm = rckpt_file_count(st), no = os ? rckpt_file_count(os) : 0;
+	rckpt_tensor_role_t *r = NULL;
+	unsigned i;
+	int rc;
+
+	*out = malloc(sizeof(**out) * (nm + no + 1));
+	r = malloc(sizeof(*r) * (no + 1));
+	if (*out == NULL || r == NULL) {
+		free(r);
+		return -ENOMEM;
+	}
+	memcpy(*out, rckpt_file_tensors(st), sizeof(**out) * nm);
+	for (i = 0; i < no; i++) {
+		const rckpt_tensor_t *t = &rckpt_file_tensors(os)[i];
+		(*out)[nm + i] = *t;
+		r[i].name = t->name;
+		r[i].eps = 0;
+		r[i].param = NULL;
+		r[i].role = RCKPT_ROLE_OPTIM;
+		if (strncmp(t->name, "exp_avg_sq.", 11) == 0) {
+			r[i].role = RCKPT_ROLE_MOMENT2;
+			r[i].param = t->name + 11;
+		} else if (strncmp(t->name, "exp_avg.", 8) == 0) {
+			r[i].role = RCKPT_ROLE_MOMENT1;
+			r[i].param = t->name + 8;
+		} else if (strncmp(t->name, "momentum_buffer.", 16) == 0) {
+			r[i].role = RCKPT_ROLE_MOMENT1;
+			r[i].param = t->name + 16;
+		}
+	}
+	*n = nm + no;
+	rc = rckpt_job_set_roles(j, r, no);
+	free(r);
+	return rc;
 }
 
 static int cmd_save(int argc, char **argv, const rckpt_connect_opts_t *conn)
@@ -197,7 +247,9 @@ static int cmd_save(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	if (open_job(&h, &j, conn, job, &jo))
 		return 1;
 	for (i = optind, nfiles = 0; i < argc && rc == 0; i++) {
-		rckpt_file_t *st = NULL, *gs = NULL;
+		rckpt_file_t *st = NULL, *gs = NULL, *os = NULL;
+		rckpt_tensor_t *all = NULL;
+		unsigned nall = 0;
 		char err[256], gpath[4096];
 		uint64_t s = step != UINT64_MAX ? step + (uint64_t)nfiles : cli_step_of(argv[i], 0);
 		size_t n = strlen(argv[i]);
@@ -221,22 +273,37 @@ static int cmd_save(int argc, char **argv, const rckpt_connect_opts_t *conn)
 			if (rckpt_file_read(&gs, gpath, err, sizeof(err)))
 				gs = NULL;
 		}
+		if (n > 12 && strcmp(argv[i] + n - 12, ".safetensors") == 0 && n + 6 < sizeof(gpath)) {
+			snprintf(gpath, sizeof(gpath), "%.*s.optim.safetensors", (int)(n - 12), argv[i]);
+			if (access(gpath, F_OK) == 0 && rckpt_file_read(&os, gpath, err, sizeof(err))) {
+				fprintf(stderr, "rckpt ckpt: %s: %s\n", gpath, err);
+				rckpt_file_free(st);
+				rckpt_file_free(gs);
+				rc = -EINVAL;
+				break;
+			}
+		}
 		/* The previous step's appends ran while this file was read. */
 		if (pend && (rc = finish(h, pend, pend_step, jo.exact, &raw, &enc)) != 0) {
 			pend = NULL;
 			rckpt_file_free(st);
 			rckpt_file_free(gs);
+			rckpt_file_free(os);
 			break;
 		}
 		pend = NULL;
-		rc = rckpt_job_save_async(j, s, rckpt_file_tensors(st), rckpt_file_count(st),
-					  gs ? rckpt_file_tensors(gs) : NULL, gs ? rckpt_file_count(gs) : 0,
-					  &pend);
+		rc = optim_join(j, st, os, &all, &nall);
+		if (rc == 0)
+			rc = rckpt_job_save_async(j, s, all, nall, gs ? rckpt_file_tensors(gs) : NULL,
+						  gs ? rckpt_file_count(gs) : 0, &pend);
 		if (rc)
 			fprintf(stderr, "rckpt ckpt: %s: %s\n", argv[i], rckpt_errmsg(h));
 		pend_step = s;
+		free(all);
+		all = NULL;
 		rckpt_file_free(st);
 		rckpt_file_free(gs);
+		rckpt_file_free(os);
 	}
 	if (rc == 0 && pend)
 		rc = finish(h, pend, pend_step, jo.exact, &raw, &enc);
@@ -265,8 +332,9 @@ static int cmd_restore(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	rckpt_restore_stats_t rs;
 	rckpt_tensor_t *t = NULL;
 	uint8_t **bufs = NULL;
-	unsigned i, n = 0;
-	int c, rc, here = 0;
+	unsigned i, n = 0, nopt = 0;
+	int c, rc, here = 0, *opt = NULL;
+	char optp[4096];
 
 	optind = 1;
 	opterr = 0;
@@ -317,7 +385,8 @@ static int cmd_restore(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	n = rckpt_restored_count(r);
 	t = calloc(n ? n : 1, sizeof(*t));
 	bufs = calloc(n ? n : 1, sizeof(*bufs));
-	rc = t && bufs ? 0 : -ENOMEM;
+	opt = calloc(n ? n : 1, sizeof(*opt));
+	rc = t && bufs && opt ? 0 : -ENOMEM;
 	for (i = 0; i < n && rc == 0; i++) {
 		rckpt_tensor_t d;
 		uint64_t e = 1;
@@ -335,22 +404,51 @@ static int cmd_restore(int argc, char **argv, const rckpt_connect_opts_t *conn)
 						      (size_t)e * (d.dtype == RCKPT_F32 ? 4 : 2))
 				: -ENOMEM;
 		t[nout].data = bufs[nout];
+		opt[nout] = rckpt_restored_role(r, i) != RCKPT_ROLE_MODEL;
+		nopt += opt[nout];
 		nout++;
 	}
-	if (rc == 0)
-		rc = rckpt_file_write(outp, t, nout);
-	if (rc)
+	/* the model's tensors to OUT, the optimizer's state to its sibling
+	 * OUT.optim.safetensors (what `ckpt save` reads beside a model) */
+	if (rc == 0 && nopt) {
+		rckpt_tensor_t *to = calloc(nopt, sizeof(*to));
+		const size_t ol = strlen(outp);
+		unsigned a = 0, b = 0;
+		if (to == NULL) {
+			rc = -ENOMEM;
+			goto done;
+		}
+		for (i = 0; i < nout; i++) {
+			if (opt[i])
+				to[b++] = t[i];
+			else
+				t[a++] = t[i];
+		}
+		if (ol > 12 && strcmp(outp + ol - 12, ".safetensors") == 0)
+			snprintf(optp, sizeof(optp), "%.*s.optim.safetensors", (int)(ol - 12), outp);
+		else
+			snprintf(optp, sizeof(optp), "%s.optim.safetensors", outp);
+		rc = rckpt_file_write(optp, to, nopt);
+		free(to);
+		if (rc)
+			fprintf(stderr, "rckpt ckpt: cannot write %s: %s\n", optp, rckpt_strerror(rc));
+	}
+	if (rc == 0 && (rc = rckpt_file_write(outp, t, nout - nopt)))
 		fprintf(stderr, "rckpt ckpt: cannot write %s: %s\n", outp, rckpt_strerror(rc));
-	else
+	if (rc == 0) {
 		printf("restored step %" PRIu64 " of job %s%s: %u tensors, %u materialize calls, %" PRIu64
 		       " bytes from the OSDs, %.1f ms -> %s\n",
 		       rckpt_restored_step(r), job, rckpt_restored_exact(r) ? " (exact)" : "", nout,
 		       here == 1 ? 0 : rs.calls, here == 1 ? 0 : rs.wire_bytes, rs.seconds * 1e3, outp);
+		if (nopt)
+			printf("  of which %u of the optimizer's state -> %s\n", nopt, optp);
+	}
 done:
 	for (i = 0; bufs && i < nout; i++)
 		free(bufs[i]);
 	free(tcopy);
 	free(bufs);
+	free(opt);
 	free(t);
 	rckpt_restored_free(r);
 	rckpt_job_close(j);
@@ -498,7 +596,7 @@ static int cmd_ls(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	rckpt_t *h = NULL;
 	rckpt_job_t *j = NULL;
 	rckpt_step_info_t s[256];
-	uint64_t after = RCKPT_LATEST, raw = 0, enc = 0, total = 0;
+	uint64_t after = RCKPT_LATEST, raw = 0, enc = 0, total = 0, oraw = 0, oenc = 0;
 	int c, more = 1, rc = 0;
 
 	optind = 1;
@@ -512,21 +610,34 @@ static int cmd_ls(int argc, char **argv, const rckpt_connect_opts_t *conn)
 		return usage_error("ls needs --job, nothing else");
 	if (open_job(&h, &j, conn, job, NULL))
 		return 1;
-	printf("%-10s %-8s %14s %12s %8s %7s\n", "step", "saved as", "raw bytes", "saved", "ratio",
-	       "chunks");
+	printf("%-10s %-8s %14s %12s %8s %7s %21s %21s\n", "step", "saved as", "raw bytes", "saved",
+	       "ratio", "chunks", "weights: saved ratio", "optimizer: saved ratio");
 	while (more && rc == 0) {
 		unsigned n, i;
 		rc = rckpt_job_steps(j, after, s, 256, &n, &more);
 		for (i = 0; rc == 0 && i < n; i++) {
-			char by[32] = "";
+			/* the optimizer's state: its chunks' records; the weights:
+			 * the rest (manifest and attachment included) */
+			const uint64_t wraw = s[i].raw_bytes - s[i].opt_raw_bytes,
+				       wenc = s[i].enc_bytes - s[i].opt_enc_bytes;
+			char by[32] = "", opt[32] = "-";
 			if (s[i].ranks)
 				snprintf(by, sizeof(by), "  %u ranks", s[i].ranks);
-			printf("%-10" PRIu64 " %-8s %14" PRIu64 " %12" PRIu64 " %7.1fx %7u%s%s\n", s[i].step,
-			       s[i].parent == RCKPT_LATEST ? "base" : "delta", s[i].raw_bytes, s[i].enc_bytes,
+			if (s[i].opt_raw_bytes)
+				snprintf(opt, sizeof(opt), "%" PRIu64 " %6.1fx", s[i].opt_enc_bytes,
+					 s[i].opt_enc_bytes ? (double)s[i].opt_raw_bytes / (double)s[i].opt_enc_bytes
+							    : 0.0);
+			printf("%-10" PRIu64 " %-8s %14" PRIu64 " %12" PRIu64 " %7.1fx %7u %13" PRIu64
+			       " %6.1fx %22s%s%s\n",
+			       s[i].step, s[i].parent == RCKPT_LATEST ? "base" : "delta", s[i].raw_bytes,
+			       s[i].enc_bytes,
 			       s[i].enc_bytes ? (double)s[i].raw_bytes / (double)s[i].enc_bytes : 0.0,
-			       s[i].nchunks, by, s[i].flags & RCKPT_STEP_EXACT ? "  exact" : "");
+			       s[i].nchunks, wenc, wenc ? (double)wraw / (double)wenc : 0.0, opt, by,
+			       s[i].flags & RCKPT_STEP_EXACT ? "  exact" : "");
 			raw += s[i].raw_bytes;
 			enc += s[i].enc_bytes;
+			oraw += s[i].opt_raw_bytes;
+			oenc += s[i].opt_enc_bytes;
 			after = s[i].step;
 			total++;
 		}
@@ -536,8 +647,13 @@ static int cmd_ls(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	if (rc == 0) {
 		uint64_t stored = 0;
 		unsigned objects = 0;
-		printf("%" PRIu64 " steps, %.1fx overall as saved\n", total,
+		printf("%" PRIu64 " steps, %.1fx overall as saved", total,
 		       enc ? (double)raw / (double)enc : 0.0);
+		if (oraw)
+			printf(": weights %.1fx, optimizer state %.1fx",
+			       enc > oenc ? (double)(raw - oraw) / (double)(enc - oenc) : 0.0,
+			       oenc ? (double)oraw / (double)oenc : 0.0);
+		printf("\n");
 		if ((rc = rckpt_job_stored(j, &stored, &objects)) == 0)
 			printf("stored now: %" PRIu64 " bytes in %u objects (%.1fx of the steps' raw bytes)\n",
 			       stored, objects, stored ? (double)raw / (double)stored : 0.0);

@@ -12,6 +12,7 @@ RCKPT_REQUIRE_CLUSTER=1. Env: RCKPT_LIBRARY (the librckpt.so to test),
 RCKPT_CLI (the rckpt command, to build a PCR dataset) and
 RCKPT_TEST_PCR_DIR (JPEGs); the PCR tests skip without the last two.
 """
+import copy
 import os
 import subprocess
 import sys
@@ -271,8 +272,71 @@ class WithCluster(unittest.TestCase):
         # the momentum went through the compressor: far fewer bytes than
         # keeping it exactly
         job2 = self.job("qo2")
-        with rckpt.Checkpointer(job=job2) as ck:
+        with rckpt.Checkpointer(job=job2, optimizer_state="lossless") as ck:
             r2 = ck.save(1, t.model.state_dict(), optimizer=t.opt).wait()
+        self.assertLess(r.enc_bytes * 2, r2.enc_bytes)
+
+    def test_adam_state(self):
+        """AdamW's state, compressed by default as the optimizer's (issue
+        28): the step reports the optimizer's share and its update error;
+        a restored optimizer's next step moves every tensor as the original
+        state's would, within the update error's bound; the state takes a
+        fraction of its fp32 bytes; optimizer_state="lossless" keeps it
+        exact."""
+        torch.manual_seed(7)
+        model = torch.nn.TransformerEncoderLayer(d_model=64, nhead=4, dim_feedforward=128,
+                                                 batch_first=True)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        for _ in range(40):
+            x = torch.randn(16, 16, 64)
+            loss = (model(x) - x.roll(1, dims=1)).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        job = self.job("adam")
+        with rckpt.Checkpointer(job=job) as ck:
+            r = ck.save(1, model.state_dict(), optimizer=opt).wait()
+            back = ck.restore_full()
+            info = ck.steps()[-1]
+        nparam = sum(p.numel() for p in model.parameters())
+        self.assertEqual(r.opt_raw_bytes, 2 * 4 * nparam)  # exp_avg, exp_avg_sq in fp32
+        self.assertEqual((info.opt_raw_bytes, info.opt_enc_bytes), (r.opt_raw_bytes, r.opt_enc_bytes))
+        self.assertGreater(r.opt_quality, 0)
+        self.assertLessEqual(r.opt_quality, 0.01)  # RCKPT_OPT_EPS_DEFAULT
+        self.assertLess(r.opt_enc_bytes * 5, r.opt_raw_bytes)
+        for pid, st in opt.state_dict()["state"].items():
+            got = back.optimizer["state"][pid]
+            self.assertTrue(torch.equal(got["step"], st["step"]))  # integer state: exact
+            self.assertTrue(bool((got["exp_avg_sq"] >= 0).all()))
+
+        # the next step from the original state and from the restored one,
+        # on the same weights and the same batch
+        def step_from(state):
+            m = copy.deepcopy(model)
+            o = torch.optim.AdamW(m.parameters(), lr=1e-3)
+            o.load_state_dict(state)
+            before = [p.detach().clone() for p in m.parameters()]
+            torch.manual_seed(99)
+            x = torch.randn(16, 16, 64)
+            (m(x) - x.roll(1, dims=1)).pow(2).mean().backward()
+            o.step()
+            return [p.detach() - b for p, b in zip(m.parameters(), before)]
+
+        want = step_from(opt.state_dict())
+        got = step_from(back.optimizer)
+        num = sum(float((a - b).pow(2).sum()) for a, b in zip(got, want))
+        den = sum(float(b.pow(2).sum()) for b in want)
+        self.assertLess(num / den, 0.01)
+        for a, b in zip(got, want):
+            ratio = float(a.norm() / b.norm())
+            self.assertTrue(0.8 < ratio < 1.25, ratio)
+        # lossless: the state exactly, at its cost
+        with rckpt.Checkpointer(job=self.job("adam2"), optimizer_state="lossless") as ck:
+            r2 = ck.save(1, model.state_dict(), optimizer=opt).wait()
+            back2 = ck.restore_full()
+        self.assertEqual(r2.opt_raw_bytes, 0)
+        for pid, st in opt.state_dict()["state"].items():
+            self.assertTrue(torch.equal(back2.optimizer["state"][pid]["exp_avg_sq"], st["exp_avg_sq"]))
         self.assertLess(r.enc_bytes * 2, r2.enc_bytes)
 
     def test_quality_callback(self):
@@ -506,7 +570,7 @@ class WithCluster(unittest.TestCase):
         """A trainer's usual nested checkpoint ({"model", "optim", scheduler,
         RNG, counters}, lists and tuples inside) is flattened by path: the
         model's float tensors are compressed (not kept whole in the
-        attachment), the optimizer's state stays lossless, and with
+        attachment), the optimizer's state stays lossless when asked, and with
         lossless=True every leaf round-trips equal; restore_into loads it in
         place into the live tensors."""
         torch.manual_seed(5)
@@ -544,7 +608,7 @@ class WithCluster(unittest.TestCase):
                 self.assertEqual(a, b, path)
 
         job = self.job("nested")
-        with rckpt.Checkpointer(job=job, lossless=True) as ck:
+        with rckpt.Checkpointer(job=job, lossless=True, optimizer_state="lossless") as ck:
             want = tree(3)
             r = ck.save(1, want).wait()
             model_bytes = sum(v.numel() * 4 for v in model.state_dict().values())

@@ -409,6 +409,18 @@ out:
 	return rc;
 }
 
+/* Whether a quantized tensor's transform differs from the last step's:
+ * its records cannot be deltas then. */
+static int transforms_changed(const rckpt_ckenc_t *e, const rckpt_tset_t *params)
+{
+	unsigned i;
+	for (i = 0; e->steps && i < params->ntensors && i < e->prev.nseg; i++)
+		if (e->prev.seg[i].encoding == RCKPT_SEG_QUANTIZED &&
+		    e->prev.seg[i].transform != ckenc_transform_of(e, &params->t[i]))
+			return 1;
+	return 0;
+}
+
 /* Prepares the tensors order[k0 .. k1) as x's next prepared ones: their
  * weights (the gradients, or the update error's terms), sketches and
  * samples. A tensor of partition P[j] marks it (have_emb, have_g). */
@@ -627,7 +639,8 @@ int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rc
 	if ((rc = ckenc_summary_init(e, &sum, params, tq, stride, step)))
 		goto out;
 	st->is_base = e->steps == 0 || e->force_base || (o->base_every && e->steps % o->base_every == 0) ||
-		      e->depth >= RCKPT_STORE_CHAIN_REBASE; /* keep chains far from what the OSD folds */
+		      e->depth >= RCKPT_STORE_CHAIN_REBASE || /* keep chains far from what the OSD folds */
+		      transforms_changed(e, params);
 	/* From the first record handed out, a failure leaves the chunks'
 	 * parents half replaced: the next step must then be a base. */
 	e->force_base = 1;
@@ -722,6 +735,11 @@ void rckpt_ckenc_set_gpu(rckpt_ckenc_t *e, struct rckpt_gpuenc *g)
 {
 	e->o.gpu = g;
 	e->be = g ? &ckenc_cuda_backend : &ckenc_cpu_backend;
+}
+
+void rckpt_ckenc_set_plain_moments(rckpt_ckenc_t *e, int on)
+{
+	e->o.plain_moments = on || e->o.partial_block;
 }
 
 void rckpt_ckenc_restart(rckpt_ckenc_t *e)

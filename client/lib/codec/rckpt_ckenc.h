@@ -233,6 +233,11 @@ int rckpt_ckenc_step_partial(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink,
 			     const rckpt_tset_t *params, const rckpt_tset_t *grads, uint64_t step,
 			     const rckpt_ckenc_partial_t *p, char *msg, size_t msglen);
 
+/* Whether the next steps quantize first moments as they are (on = 1) or
+ * normalized (0; rckpt_ckenc_opts_t.plain_moments). A tensor whose
+ * transform changes makes its step a base. Partial steps keep them plain. */
+void rckpt_ckenc_set_plain_moments(rckpt_ckenc_t *e, int on);
+
 /* Where the next steps' passes over the values run: g, or the CPU (NULL).
  * With the CPU, every tensor must be in host memory. */
 void rckpt_ckenc_set_gpu(rckpt_ckenc_t *e, struct rckpt_gpuenc *g);

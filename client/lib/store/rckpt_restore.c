@@ -216,6 +216,8 @@ int rckpt_restore_sel(rckpt_job_t *j, uint64_t step, const char *const *names, u
 				count = numel;
 			}
 			want_chunks(&mf, m, &left, t, first, count);
+			if (mf.t[t].norm != RCKPT_MF_NO_NORM) /* its values need its second moment's */
+				want_chunks(&mf, m, &left, mf.t[t].norm, first, count);
 		}
 		for (i = 0; i < mf.nchunks; i++)
 			m[i].skip = m[i].done;

@@ -384,6 +384,9 @@ static int save_start(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t, un
 	}
 	rckpt_roles_apply(&j->roles, &params);
 	s->exact = j->exact;
+	/* an exact step's residuals are per chunk: no first moment normalized
+	 * by another chunk's second (the step after it is then a base) */
+	rckpt_ckenc_set_plain_moments(j->enc, s->exact);
 	if (p && s->exact) {
 		rc = rckpt_fail(h, -EINVAL, fn, "an exact save stores the whole step: not a partial one");
 		goto fail;

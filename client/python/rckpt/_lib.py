@@ -48,14 +48,23 @@ class JobOpts(ctypes.Structure):
                 ("chunk_params", c_u64), ("base_every", c_uint), ("lease_s", c_uint),
                 ("inflight", c_uint), ("mem_budget", c_u64), ("compute", c_uint),
                 ("quality", QUALITY_CB), ("quality_arg", c_voidp), ("quality_eps", c_double),
-                ("partial_block", ctypes.c_uint32), ("segment_bytes", c_u64), ("exact", c_int)]
+                ("partial_block", ctypes.c_uint32), ("segment_bytes", c_u64), ("exact", c_int),
+                ("opt_eps", c_double)]
 
 
 class SaveStats(ctypes.Structure):
     _fields_ = [("raw_bytes", c_u64), ("enc_bytes", c_u64), ("nchunks", c_uint),
                 ("is_base", c_int), ("quality", c_double), ("t_encode", c_double),
                 ("t_write", c_double), ("is_partial", c_int), ("blocks", c_u64),
-                ("blocks_saved", c_u64)]
+                ("blocks_saved", c_u64), ("opt_quality", c_double), ("opt_raw_bytes", c_u64),
+                ("opt_enc_bytes", c_u64)]
+
+
+class TensorRole(ctypes.Structure):
+    _fields_ = [("name", c_charp), ("role", c_uint), ("param", c_charp), ("eps", c_double)]
+
+
+RCKPT_ROLE = {"model": 0, "moment1": 1, "moment2": 2, "optim": 3}
 
 
 class Partial(ctypes.Structure):
@@ -95,7 +104,8 @@ class Shard(ctypes.Structure):
 
 class StepInfo(ctypes.Structure):
     _fields_ = [("step", c_u64), ("parent", c_u64), ("raw_bytes", c_u64),
-                ("enc_bytes", c_u64), ("nchunks", c_uint), ("flags", c_uint), ("ranks", c_uint)]
+                ("enc_bytes", c_u64), ("nchunks", c_uint), ("flags", c_uint), ("ranks", c_uint),
+                ("opt_raw_bytes", c_u64), ("opt_enc_bytes", c_u64)]
 
 
 class GpuInfo(ctypes.Structure):
@@ -214,6 +224,8 @@ _sigs = {
     "rckpt_restored_attachment": (c_int, [c_voidp, P(c_voidp), P(c_size)]),
     "rckpt_restored_free": (None, [c_voidp]),
     "rckpt_job_set_exact": (c_int, [c_voidp, c_int]),
+    "rckpt_job_set_roles": (c_int, [c_voidp, P(TensorRole), c_uint]),
+    "rckpt_restored_role": (c_int, [c_voidp, c_uint]),
     "rckpt_group_open": (c_int, [c_voidp, P(c_voidp), c_charp, P(JobOpts), P(LocTransport)]),
     "rckpt_group_save": (c_int, [c_voidp, c_u64, P(Shard), c_uint, P(SaveStats)]),
     "rckpt_group_attach": (c_int, [c_voidp, c_charp, c_size]),

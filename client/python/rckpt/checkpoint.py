@@ -25,8 +25,9 @@ _FORMAT_TREE = "rckpt-python/2"  # a nested one: its tensors named by path
 
 SaveResult = collections.namedtuple(
     "SaveResult", "step raw_bytes enc_bytes ratio nchunks is_base quality t_encode t_write t_blocked "
-    "is_partial blocks blocks_saved")
-StepInfo = collections.namedtuple("StepInfo", "step parent raw_bytes enc_bytes nchunks exact ranks")
+    "is_partial blocks blocks_saved opt_quality opt_raw_bytes opt_enc_bytes")
+StepInfo = collections.namedtuple("StepInfo", "step parent raw_bytes enc_bytes nchunks exact ranks "
+                                  "opt_raw_bytes opt_enc_bytes")
 Restored = collections.namedtuple("Restored", "step state_dict optimizer extra stats")
 
 
@@ -103,6 +104,27 @@ def _paths(tree, path=""):
             yield p, v
         else:
             yield from _paths(v, p)
+
+
+def _role(name, key, param, pid, osd):
+    """(name, role, param, eps) for an optimizer's tensor `key` of parameter
+    `pid` in state_dict osd: Adam's exp_avg and SGD's momentum_buffer are
+    first moments, exp_avg_sq a second (with its group's eps times
+    sqrt(1 - beta2^step), Adam's bias correction), the rest other state.
+    param names the pair (the prefix their paths share)."""
+    if key in ("exp_avg", "momentum_buffer"):
+        return (name, _lib.RCKPT_ROLE["moment1"], param, 0.0)
+    if key != "exp_avg_sq":
+        return (name, _lib.RCKPT_ROLE["optim"], None, 0.0)
+    eps, beta2, t = 1e-8, 0.999, 0.0
+    for g in osd.get("param_groups", ()):
+        if pid in g.get("params", ()):
+            eps = float(g.get("eps", eps))
+            beta2 = float(g.get("betas", (0.9, beta2))[1])
+    n = osd.get("state", {}).get(pid, {}).get("step", 0)
+    t = float(n.item() if isinstance(n, torch.Tensor) else n)
+    corr = (1.0 - beta2 ** t) ** 0.5 if t > 0 else 1.0
+    return (name, _lib.RCKPT_ROLE["moment2"], param, eps * corr)
 
 
 def _fill_tree(v, tensors):
@@ -241,12 +263,15 @@ class Checkpointer:
       configuration a save chose: the dequantized model's float tensors (views
       valid during the call only); while loss > quality_eps the compressor
       steps less aggressive (the Inshrinkerator method).
-    optimizer_state: "lossless" (default: kept exactly, zstd, in the step's
-      attachment) or "quantize" (its float tensors go through the compressor
-      like the model's). Lossless is the default because an optimizer's
-      state is not judged by eps or the quality callback, and an error in
-      Adam's second moment divides every later update; quantize when the
-      state is large and you have measured that your run tolerates it.
+    optimizer_state: "quantize" (default: its float tensors are compressed
+      as the optimizer's state, apart from the model: Adam's exp_avg as the
+      update exp_avg / (sqrt(exp_avg_sq) + eps) itself, exp_avg_sq in the
+      log domain, judged by the error of the update the restored optimizer
+      takes, at most opt_eps) or "lossless" (kept exactly, zstd, in the
+      step's attachment). Integer state (a step count) is kept exactly
+      either way. Group saves compress it as model tensors for now.
+    opt_eps: the update error's threshold (None: the library's default,
+      RCKPT_OPT_EPS_DEFAULT; see the README, "Adam's state").
     snapshot: False (default): save() reads the tensors in place and returns
       once they are encoded (the trainer may then change them); the writes
       and the commit finish in the background. True: save() copies the
@@ -276,7 +301,7 @@ class Checkpointer:
     """
 
     def __init__(self, pool="rckpt", job=None, conf=None, user=None, eps=None, *,
-                 quality=None, quality_eps=0.01, optimizer_state="lossless",
+                 quality=None, quality_eps=0.01, optimizer_state="quantize", opt_eps=None,
                  snapshot=False, writer=True, chunk_params=0, base_every=0,
                  compute="auto", timeout_s=0, partial_block=0, segment_bytes=0,
                  lossless=False, group=None):
@@ -300,7 +325,8 @@ class Checkpointer:
         self._h = _lib.connect(conf, user, pool, timeout_s)
         self._j = _lib.c_voidp()
         o = _lib.JobOpts()
-        o.version = 7
+        o.version = 8
+        o.opt_eps = 0.0 if opt_eps is None else opt_eps
         o.exact = 1 if lossless else 0
         o.partial_block = partial_block
         o.segment_bytes = segment_bytes
@@ -444,7 +470,7 @@ class Checkpointer:
                 comp[k] = v.detach()
             else:
                 other[k] = v
-        osd, qopt = None, []
+        osd, qopt, roles = None, [], []
         if optimizer is not None:
             osd = optimizer.state_dict() if hasattr(optimizer, "state_dict") else optimizer
             if self.optimizer_state == "quantize":
@@ -456,13 +482,14 @@ class Checkpointer:
                             name = "%s%s/%s" % (_OPT_PREFIX, pid, key)
                             comp[name] = v.detach()
                             qopt.append((pid, key, name, str(v.dtype).replace("torch.", "")))
+                            roles.append(_role(name, key, "%s%s" % (_OPT_PREFIX, pid), pid, osd))
                             state[pid][key] = None
                         else:
                             state[pid][key] = v
                 osd = {"state": state, "param_groups": osd["param_groups"]}
         meta = {"format": _FORMAT, "keys": list(state_dict.keys()), "other": other,
                 "optimizer": osd, "quantized_optimizer": qopt, "extra": extra}
-        return comp, _plain.dumps(meta)
+        return comp, _plain.dumps(meta), roles
 
     def _split_tree(self, tree, optimizer, extra):
         """A nested state dict ({"model": ..., "optim": ..., "epoch": 3}):
@@ -472,8 +499,9 @@ class Checkpointer:
         attachment. An optimizer's state_dict found in the tree follows
         optimizer_state: kept whole (lossless) or its tensors compressed."""
         comp = collections.OrderedDict()
+        roles = []
 
-        def walk(v, path, in_opt):
+        def walk(v, path, in_opt, osd=None):
             if isinstance(v, Shard) and v.tensor.numel() == 0:
                 return None  # this rank holds none of it
             if _compressible(v) and _tensor_of(v).dim() <= _lib.RCKPT_MAX_DIMS and path and \
@@ -481,6 +509,11 @@ class Checkpointer:
                 if path in comp:
                     raise ValueError("two tensors would be saved as %r" % path)
                 comp[path] = v.detach()
+                if in_opt and osd is not None:  # .../state/#PID/KEY
+                    parent, _, key = path.rpartition("/")
+                    pid = parent.rpartition("/")[2]
+                    pid = int(pid[1:]) if pid.startswith("#") and pid[1:].isdigit() else pid
+                    roles.append(_role(path, key, parent, pid, osd))
                 return _plain.Ref(path)
             if _is_optimizer_state(v) and self.optimizer_state == "lossless":
                 return v
@@ -489,10 +522,12 @@ class Checkpointer:
                 if any(g is None for g in segs):
                     return v  # keys the paths cannot name: kept as they are
                 opt = in_opt or _is_optimizer_state(v)
-                return type(v)((k, walk(x, (path + "/" if path else "") + g, opt))
+                if _is_optimizer_state(v):
+                    osd = v
+                return type(v)((k, walk(x, (path + "/" if path else "") + g, opt, osd))
                                for (k, x), g in zip(v.items(), segs))
             if isinstance(v, (list, tuple)):
-                out = [walk(x, (path + "/" if path else "") + "#%d" % i, in_opt)
+                out = [walk(x, (path + "/" if path else "") + "#%d" % i, in_opt, osd)
                        for i, x in enumerate(v)]
                 return out if isinstance(v, list) else tuple(out)
             return v
@@ -502,9 +537,9 @@ class Checkpointer:
         if optimizer is not None:
             osd = optimizer.state_dict() if hasattr(optimizer, "state_dict") else optimizer
             if self.optimizer_state == "quantize":
-                osd = walk(osd, _OPT_PREFIX.rstrip("/"), True)
+                osd = walk(osd, _OPT_PREFIX.rstrip("/"), True, osd)
         meta = {"format": _FORMAT_TREE, "tree": skeleton, "optimizer": osd, "extra": extra}
-        return comp, _plain.dumps(meta)
+        return comp, _plain.dumps(meta), roles
 
     @staticmethod
     def _adam_rms(optimizer, comp):
@@ -595,19 +630,20 @@ class Checkpointer:
         t0 = time.perf_counter()
         if self._pending is not None:
             self._pending._done.wait()  # back-pressure; its result stays in its handle
-        comp, blob = self._split(state_dict, optimizer, extra)
+        comp, blob, roles = self._split(state_dict, optimizer, extra)
         g = self._grads(grads, comp, optimizer)
         handle = SaveHandle(step)
         if self.snapshot:
             comp = self._snapshot(comp, "w")
             g = self._snapshot(g, "g")
             th = threading.Thread(target=self._run_save,
-                                  args=(handle, step, comp, g, blob, t0, part, exact), daemon=True)
+                                  args=(handle, step, comp, g, blob, t0, part, exact, roles),
+                                  daemon=True)
             self._pending = handle
             handle.t_blocked = time.perf_counter() - t0  # before the thread reads it
             th.start()
             return handle
-        s = self._encode(step, comp, g, blob, part, exact)  # raises; the tensors are free after it
+        s = self._encode(step, comp, g, blob, part, exact, roles)  # raises; the tensors are free after
         blocked = time.perf_counter() - t0
         self._pending = handle
         threading.Thread(target=self._finish_save, args=(handle, s, blocked), daemon=True).start()
@@ -617,7 +653,7 @@ class Checkpointer:
     def _group_save(self, step, state_dict, optimizer, extra, exact=False):
         """A group save: every rank's tensors and Shards, collectively."""
         t0 = time.perf_counter()
-        comp, blob = self._split(state_dict, optimizer, extra)
+        comp, blob, _ = self._split(state_dict, optimizer, extra)  # no roles in groups yet
         keep = []
         arr = (_lib.Shard * max(len(comp), 1))()
         for i, (name, v) in enumerate(comp.items()):
@@ -652,7 +688,7 @@ class Checkpointer:
         ratio = st.raw_bytes / st.enc_bytes if st.enc_bytes else float("inf")
         h = SaveHandle(step)
         h._finish(SaveResult(step, st.raw_bytes, st.enc_bytes, ratio, st.nchunks, False, 0.0,
-                             st.t_encode, 0.0, blocked, False, 0, 0))
+                             st.t_encode, 0.0, blocked, False, 0, 0, 0.0, 0, 0))
         h.t_blocked = blocked
         return h
 
@@ -678,8 +714,13 @@ class Checkpointer:
             lib.rckpt_restored_free(r)
         return out
 
-    def _encode(self, step, comp, g, blob, part=None, exact=False):
+    def _encode(self, step, comp, g, blob, part=None, exact=False, roles=()):
         keep = []
+        ra = (_lib.TensorRole * max(len(roles), 1))()
+        for i, (name, role, param, eps) in enumerate(roles):
+            b, pb = name.encode(), param.encode() if param is not None else None
+            keep += [b, pb]
+            ra[i].name, ra[i].role, ra[i].param, ra[i].eps = b, role, pb, eps
         host = part is not None or exact  # partial and exact saves read host memory
         t = self._describe(comp, keep, host=host)
         gt = self._describe(g, keep, host=host) if g else None
@@ -687,6 +728,8 @@ class Checkpointer:
         self._quality_error = None
         with self._lock:
             rc = lib.rckpt_job_set_exact(self._j, 1 if exact else 0)
+            if rc >= 0:
+                rc = lib.rckpt_job_set_roles(self._j, ra, len(roles))
             if rc >= 0:
                 rc = lib.rckpt_job_attach(self._j, blob, len(blob))
             if rc >= 0 and part is not None:
@@ -721,11 +764,12 @@ class Checkpointer:
         ratio = st.raw_bytes / st.enc_bytes if st.enc_bytes else float("inf")
         handle._finish(SaveResult(handle.step, st.raw_bytes, st.enc_bytes, ratio, st.nchunks,
                                   bool(st.is_base), st.quality, st.t_encode, st.t_write, blocked,
-                                  bool(st.is_partial), st.blocks, st.blocks_saved))
+                                  bool(st.is_partial), st.blocks, st.blocks_saved, st.opt_quality,
+                                  st.opt_raw_bytes, st.opt_enc_bytes))
 
-    def _run_save(self, handle, step, comp, g, blob, t0, part=None, exact=False):
+    def _run_save(self, handle, step, comp, g, blob, t0, part=None, exact=False, roles=()):
         try:
-            s = self._encode(step, comp, g, blob, part, exact)
+            s = self._encode(step, comp, g, blob, part, exact, roles)
         except BaseException as e:
             handle._finish(error=e)
             return
@@ -941,7 +985,7 @@ class Checkpointer:
                 s = buf[i]
                 out.append(StepInfo(s.step, None if s.parent == _lib.RCKPT_LATEST else s.parent,
                                     s.raw_bytes, s.enc_bytes, s.nchunks, bool(s.flags & 1),
-                                    s.ranks or 1))
+                                    s.ranks or 1, s.opt_raw_bytes, s.opt_enc_bytes))
             if n.value == 0:
                 break
             after = buf[n.value - 1].step
