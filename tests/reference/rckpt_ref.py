@@ -250,12 +250,15 @@ def blob(r, k):
 DTYPE_SIZE = {1: 4, 2: 2, 3: 2}
 
 
-def segment_header(r):
-    s = {"tensor": r.u32(), "first": r.u64(), "n": r.u64(), "encoding": r.u8(), "dtype": r.u8()}
-    if r.u16():
-        raise Bad("segment: reserved bytes")
+def segment_header(r, version=1):
+    s = {"tensor": r.u32(), "first": r.u64(), "n": r.u64(), "encoding": r.u8(), "dtype": r.u8(),
+         "transform": r.u8()}
+    if r.u8():
+        raise Bad("segment: reserved byte")
     if s["encoding"] not in (1, 2) or s["dtype"] not in DTYPE_SIZE:
         raise Bad("segment: encoding or dtype")
+    if s["transform"] not in (0, 1, 2) or (s["transform"] and (version < 2 or s["encoding"] != 1)):
+        raise Bad("segment: transform")  # "Transforms": quantized, version 2
     return s
 
 
@@ -282,9 +285,10 @@ def check_prot(s):
         raise Bad("protected values and protected levels disagree")
 
 
-def segment(r, parent=None, sparse=False):
-    s = segment_header(r)
-    if parent is not None and any(s[k] != parent[k] for k in ("tensor", "first", "n", "encoding", "dtype")):
+def segment(r, parent=None, sparse=False, version=1):
+    s = segment_header(r, version)
+    if parent is not None and any(s[k] != parent[k]
+                                  for k in ("tensor", "first", "n", "encoding", "dtype", "transform")):
         raise Bad("a segment that is not its parent's")
     n = s["n"]
     if s["encoding"] == 2:
@@ -336,7 +340,7 @@ def record(b, parent=None):
         raise Bad("record: magic")
     version, compat, kind, flags = r.u8(), r.u8(), r.u8(), r.u8()
     step, par, nseg, reserved, body = r.u64(), r.u64(), r.u32(), r.u32(), r.u64()
-    if compat > 1:
+    if compat > 2:
         raise Bad("record: a newer version")  # RCKPT_EVERSION
     if compat == 0 or compat > version or flags or reserved or kind not in (1, 2, 3):
         raise Bad("record: header")
@@ -352,7 +356,8 @@ def record(b, parent=None):
         if len(parent["seg"]) != nseg:
             raise Bad("record: not the parent's layout")
     rb = Reader(b[40:40 + body], "segments")
-    segs = [segment(rb, parent["seg"][i] if kind != 1 else None, kind == 3) for i in range(nseg)]
+    segs = [segment(rb, parent["seg"][i] if kind != 1 else None, kind == 3, version)
+            for i in range(nseg)]
     rb.end()
     return {"step": step, "kind": kind, "parent": par, "seg": segs}
 
@@ -362,6 +367,8 @@ def digest(rec):
     h = hashlib.sha256()
     for s in rec["seg"]:
         h.update(struct.pack("<IQQBB", s["tensor"], s["first"], s["n"], s["encoding"], s["dtype"]))
+        if s["transform"]:
+            h.update(bytes([s["transform"]]))
         if s["encoding"] == 1:
             h.update(bytes([s["B"]]) + s["centroids"] + struct.pack("<Q", len(s["prot"])))
             h.update(s["prot"].astype("<u2").tobytes() + s["levels"].tobytes())
@@ -379,7 +386,7 @@ def manifest(b):
     if r.take(4) != b"RCKM":
         raise Bad("manifest: magic")
     version, compat, flags = r.u8(), r.u8(), r.u16()
-    if compat != 1 or version < 1 or flags:
+    if compat not in (1, 2) or version < compat or flags:
         raise Bad("manifest: header")
     m = {"step": r.u64(), "parent": r.u64()}
     nt, nc = r.u32(), r.u32()
@@ -393,19 +400,34 @@ def manifest(b):
             raise Bad("manifest: name length")
         name = r.take(ln).decode("utf-8")
         dtype, kind, enc, ndim = r.u8(), r.u8(), r.u8(), r.u8()
-        if ndim > 8 or dtype not in DTYPE_SIZE or enc not in (1, 2) or kind > 4:
+        if ndim > 8 or dtype not in DTYPE_SIZE or enc not in (1, 2) or kind > (7 if version > 1 else 4):
             raise Bad("manifest: tensor")
         shape = [r.u64() for _ in range(ndim)]
         segs = [(r.u32(), r.u32(), r.u64()) for _ in range(r.u32())]
         if sum(s[2] for s in segs) != int(np.prod(shape, dtype=np.uint64)) or any(s[0] >= nc for s in segs):
             raise Bad(f"manifest: segments of {name}")
-        m["tensors"].append({"name": name, "dtype": dtype, "kind": kind, "encoding": enc,
-                             "shape": shape, "segs": segs})
+        t = {"name": name, "dtype": dtype, "kind": kind, "encoding": enc, "shape": shape,
+             "segs": segs, "norm": None, "eps": 0.0}
+        if kind >= 5:  # an optimizer's: its second moment, if NORM
+            norm, eps = r.u32(), r.f32()[0]
+            if norm != 2**32 - 1:
+                if kind != 5 or not np.isfinite(eps) or eps < 0:
+                    raise Bad(f"manifest: norm of {name}")
+                t["norm"], t["eps"] = norm, eps
+        m["tensors"].append(t)
     names = [t["name"] for t in m["tensors"]]
     if names != sorted(set(names), key=lambda x: x.encode()):
         raise Bad("manifest: names not sorted and distinct")
+    for t in m["tensors"]:
+        if t["norm"] is not None:
+            v = m["tensors"][t["norm"]] if t["norm"] < nt else None
+            if v is None or v["kind"] != 6 or v["norm"] is not None or \
+                    int(np.prod(v["shape"], dtype=np.uint64)) != int(np.prod(t["shape"], dtype=np.uint64)):
+                raise Bad(f"manifest: {t['name']} is normalized by no second moment")
     m["config"] = r.take(32)
     m["quality"], m["raw_bytes"], m["enc_bytes"] = struct.unpack("<dQQ", r.take(24))
+    if version > 1:
+        m["update_error"] = struct.unpack("<d", r.take(8))[0]
     m["chunks"] = [{"elements": r.u32(), "nseg": r.u32(), "record_bytes": r.u64(), "sha256": r.take(32)}
                    for _ in range(nc)]
     r.end()
@@ -441,19 +463,52 @@ def f32_to_bf16(x):
     return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)  # round to nearest even
 
 
+def log2_inverse(x):
+    """"Transforms", LOG2: x * 2^23 rounded (ties to even), plus 0x3f800000,
+    as binary32 bits clamped to [0, FLT_MAX]; NaN stays NaN."""
+    x = x.astype(np.float32)
+    y = x.astype(np.float64) * 2.0**23  # exact
+    k = np.clip(np.rint(np.nan_to_num(y, nan=0.0)), -2.0**31, 2.0**31) + 0x3F800000
+    bits = np.clip(k, 0, 0x7F7FFFFF).astype(np.uint32)
+    out = bits.view(np.float32).copy()
+    out[np.isnan(x)] = np.nan
+    return out
+
+
 def values(s):
-    """A quantized segment's values (f32): "Concepts"."""
+    """A quantized segment's values (f32): "Concepts", then LOG2 undone
+    (NORM needs the second moment: tensor_bytes)."""
     c = np.frombuffer(s["centroids"], dtype="<f4")
     B = s["B"]
     P = int((c < 0).sum())
     lv = np.concatenate([c[:P], [np.float32(0)], c[P:], [np.float32(0)]]).astype(np.float32)
     out = lv[s["levels"]]
     out[s["levels"] == B + 1] = bf16_to_f32(s["prot"])
-    return out
+    return log2_inverse(out) if s["transform"] == 1 else out
+
+
+def tensor_f32(t, chunks):
+    """A quantized tensor's values (f32), NORM multiplied back."""
+    if any(chunks[c]["seg"][i]["n"] != n for c, i, n in t["segs"]):
+        raise Bad(f"{t['name']}: a segment of another size")
+    v = np.concatenate([values(chunks[c]["seg"][i]) for c, i, n in t["segs"]])
+    if any((chunks[c]["seg"][i]["transform"] == 2) != (t["norm"] is not None) for c, i, n in t["segs"]):
+        raise Bad(f"{t['name']}: NORM segments and the manifest's norm disagree")
+    if t["norm"] is not None:  # m = y * (sqrtf(v') + eps), in binary32
+        w = tensor_f32(t["norm_t"], chunks)
+        v = (v * (np.sqrt(w, dtype=np.float32) + np.float32(t["eps"]))).astype(np.float32)
+    return v
 
 
 def tensor_bytes(t, chunks):
     parts = []
+    if t["encoding"] == 1:
+        v = tensor_f32(t, chunks)
+        if t["dtype"] == 1:
+            return v.astype("<f4").tobytes()
+        if t["dtype"] == 2:
+            return v.astype("<f2").tobytes()
+        return f32_to_bf16(v).astype("<u2").tobytes()
     for c, i, n in t["segs"]:
         s = chunks[c]["seg"][i]
         if s["n"] != n:
@@ -482,6 +537,8 @@ def decode_chain(paths):
             if digest(rec) != want["sha256"]:
                 raise Bad(f"{p}: chunk {i}: SHA-256 of the decoded chunk differs from the manifest's")
     names = {1: "F32", 2: "F16", 3: "BF16"}
+    for t in m["tensors"]:
+        t["norm_t"] = m["tensors"][t["norm"]] if t["norm"] is not None else None
     return {t["name"]: (names[t["dtype"]], t["shape"], tensor_bytes(t, chunks)) for t in m["tensors"]}
 
 

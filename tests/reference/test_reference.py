@@ -8,10 +8,13 @@ make_test_checkpoints fixture) for the second part; ctest sets both.
 """
 import glob
 import os
+import struct
 import subprocess
 import sys
 import tempfile
 import unittest
+
+import numpy as np
 
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, here)
@@ -61,6 +64,28 @@ class Golden(unittest.TestCase):
         self.assertEqual(a["raw"], bytes.fromhex("0000803f000000c0"))
         self.assertEqual(list(b["levels"]), [1, 0, 1, 1])
         self.assertEqual(list(R.values(b)), [0.5, 0.0, 0.5, 0.5])
+
+    def test_optimizer_state_v2(self):
+        """Version 2: a first moment as NORM beside its second as LOG2, and
+        the manifest that names the pair; the values the spec gives."""
+        rec = R.record(golden("ckpt-xform-v2.hex"))
+        m = R.manifest(golden("ckpt-manifest-v2.hex"))
+        self.assertEqual([s["transform"] for s in rec["seg"]], [2, 1])
+        self.assertEqual(R.digest(rec), m["chunks"][0]["sha256"])
+        self.assertEqual(m["update_error"], 2.0**-7)
+        t = {x["name"]: x for x in m["tensors"]}
+        for x in m["tensors"]:
+            x["norm_t"] = m["tensors"][x["norm"]] if x["norm"] is not None else None
+        v = R.tensor_f32(t["exp_avg_sq.w"], [rec])
+        self.assertEqual(v.tolist(), [0.75, 1, 1.25, 1.25, 1.25, 1.25, 1024, 0.75])
+        y = np.array([-0.5, 0, 0.25, 0.25, 0.25, 0.25, 10, -0.5], dtype=np.float32)
+        want = y * (np.sqrt(v) + np.float32(1e-8))
+        self.assertEqual(R.tensor_f32(t["exp_avg.w"], [rec]).tolist(), want.tolist())
+        b = bytearray(golden("ckpt-xform-v2.hex"))
+        b[4] = b[5] = 1  # a transform in a version 1 record
+        b[-4:] = struct.pack("<I", R.crc32c(bytes(b[:-4])))
+        with self.assertRaises(R.Bad):
+            R.record(bytes(b))
 
     def test_manifest(self):
         m = R.manifest(golden("ckpt-manifest-v1.hex"))

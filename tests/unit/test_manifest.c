@@ -73,6 +73,59 @@ static void refresh_crc(uint8_t *p, size_t len)
 	p[len - 1] = (uint8_t)(c >> 24);
 }
 
+/* Version 2 (tests/golden/ckpt-manifest-v2.hex): an optimizer's state,
+ * a first moment normalized by its second; encoded back to the same bytes;
+ * a norm that is no second moment of as many elements is refused. */
+static void test_golden_manifest_v2(void **state)
+{
+	uint8_t want[4096], bad[4096];
+	size_t n, at;
+	rckpt_manifest_t m, m2;
+	rckpt_buf_t b = RCKPT_BUF_INIT;
+
+	(void)state;
+	n = golden_hex("ckpt-manifest-v2.hex", want, sizeof(want));
+	assert_int_equal(rckpt_manifest_decode(&m, want, n), 0);
+	assert_int_equal(m.step, 42);
+	assert_true(m.parent == UINT64_MAX);
+	assert_int_equal(m.ntensors, 2);
+	assert_string_equal(m.t[0].name, "exp_avg.w");
+	assert_int_equal(m.t[0].kind, 5);
+	assert_int_equal(m.t[0].norm, 1);
+	assert_true(m.t[0].eps == 1e-8f);
+	assert_string_equal(m.t[1].name, "exp_avg_sq.w");
+	assert_int_equal(m.t[1].kind, 6);
+	assert_true(m.t[1].norm == RCKPT_MF_NO_NORM);
+	assert_true(m.opt_quality == 0.0078125);
+	assert_int_equal(m.raw_bytes, 64);
+	assert_int_equal(m.chunk[0].record_bytes, 208);
+	assert_int_equal(rckpt_manifest_encode(&b, &m), 0);
+	assert_int_equal(b.len, n);
+	assert_memory_equal(b.p, want, n);
+	/* the norm byte of exp_avg.w: after its name, 4 bytes, shape, nseg, segment */
+	at = 40 + 2 + 9 + 4 + 8 + 4 + 16;
+	assert_int_equal(want[at], 1);
+	memcpy(bad, want, n);
+	bad[at] = 0; /* itself: a first moment */
+	refresh_crc(bad, n);
+	assert_int_equal(rckpt_manifest_decode(&m2, bad, n), -EBADMSG);
+	memcpy(bad, want, n);
+	bad[at] = 2; /* no such tensor */
+	refresh_crc(bad, n);
+	assert_int_equal(rckpt_manifest_decode(&m2, bad, n), -EBADMSG);
+	memcpy(bad, want, n);
+	bad[4] = 1; /* an optimizer's kind in a version 1 manifest */
+	bad[5] = 1;
+	refresh_crc(bad, n);
+	assert_int_equal(rckpt_manifest_decode(&m2, bad, n), -EBADMSG);
+	memcpy(bad, want, n);
+	bad[5] = bad[4] = 3; /* newer */
+	refresh_crc(bad, n);
+	assert_int_equal(rckpt_manifest_decode(&m2, bad, n), RCKPT_FMT_EVERSION);
+	rckpt_buf_free(&b);
+	rckpt_manifest_free(&m);
+}
+
 /* A manifest derived by hand (tests/golden/ckpt-manifest-v1.hex): decoded
  * to the spec's fields, and encoded back to the same bytes. */
 static void test_golden_manifest(void **state)
@@ -185,6 +238,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_golden_manifest),
+		cmocka_unit_test(test_golden_manifest_v2),
 		cmocka_unit_test(test_manifest),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

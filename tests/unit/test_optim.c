@@ -18,6 +18,7 @@
 
 #include <cmocka.h>
 
+#include "golden_hex.h"
 #include "test_skip.h"
 
 #include "rckpt_ckenc.h"
@@ -352,10 +353,41 @@ static void test_negative_second_moment(void **state)
 	rckpt_ckenc_destroy(e);
 }
 
+/* The spec's golden step (ckpt-manifest-v2.hex, ckpt-xform-v2.hex) through
+ * the decoder: the second moment's LOG2 values, and the first moment's
+ * NORM values times sqrtf(v) + eps, in binary32. */
+static void test_golden_step(void **state)
+{
+	static uint8_t man[4096], rec[4096];
+	const float y[8] = { -0.5f, 0, 0.25f, 0.25f, 0.25f, 0.25f, 10.0f, -0.5f };
+	const float v[8] = { 0.75f, 1, 1.25f, 1.25f, 1.25f, 1.25f, 1024, 0.75f };
+	const uint8_t *recs[1];
+	size_t lens[1], mn;
+	rckpt_ckdec_t d;
+	float got[8];
+	unsigned k;
+
+	(void)state;
+	mn = golden_hex("ckpt-manifest-v2.hex", man, sizeof(man));
+	lens[0] = golden_hex("ckpt-xform-v2.hex", rec, sizeof(rec));
+	recs[0] = rec;
+	memset(&d, 0, sizeof(d));
+	assert_int_equal(rckpt_ckdec_step(&d, man, mn, recs, lens), 0);
+	assert_int_equal(rckpt_ckdec_tensor_f32(&d, 1, got), 0);
+	assert_memory_equal(got, v, sizeof(v));
+	assert_int_equal(rckpt_ckdec_tensor_f32(&d, 0, got), 0);
+	for (k = 0; k < 8; k++)
+		assert_true(got[k] == y[k] * (sqrtf(v[k]) + 1e-8f));
+	assert_int_equal(rckpt_ckdec_range_f32(&d, 0, 6, 2, got), 0);
+	assert_true(got[0] == 10.0f * (32.0f + 1e-8f) && got[1] == y[7] * (sqrtf(v[7]) + 1e-8f));
+	rckpt_ckdec_free(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_log2_transform),
+		cmocka_unit_test(test_golden_step),
 		cmocka_unit_test(test_adam_state),
 		cmocka_unit_test(test_negative_second_moment),
 	};

@@ -534,6 +534,52 @@ static void test_golden_vector(void **state)
 	rckpt_buf_free(&b);
 }
 
+/* Version 2 (tests/golden/ckpt-xform-v2.hex): the v1 segment twice, as
+ * NORM and as LOG2, encoded to the spec's bytes and decoded back. */
+static void test_golden_xform(void **state)
+{
+	uint8_t want[4096];
+	size_t n;
+	rckpt_record_t rec, dec;
+	rckpt_buf_t b = RCKPT_BUF_INIT;
+	unsigned i;
+
+	(void)state;
+	memset(&rec, 0, sizeof(rec));
+	rec.kind = RCKPT_REC_BASE;
+	rec.step = 42;
+	rec.parent = RCKPT_NO_PARENT;
+	rec.nseg = 2;
+	rec.seg = calloc(2, sizeof(rckpt_seg_t));
+	for (i = 0; i < 2; i++) {
+		rckpt_seg_t *s = &rec.seg[i];
+		s->tensor = i;
+		s->n = 8;
+		s->encoding = RCKPT_SEG_QUANTIZED;
+		s->dtype = RCKPT_DT_F32;
+		s->transform = i == 0 ? RCKPT_XF_NORM : RCKPT_XF_LOG2;
+		s->nbins = 2;
+		s->centroids[0] = -0.5f;
+		s->centroids[1] = 0.25f;
+		s->idx = malloc(8);
+		memcpy(s->idx, (uint8_t[]){ 0, 1, 2, 2, 2, 2, 3, 0 }, 8);
+		s->nprot = 1;
+		s->prot = malloc(2);
+		s->prot[0] = 0x4120; /* bf16 10.0 */
+	}
+	encode(&b, &rec, NULL);
+	n = golden_hex("ckpt-xform-v2.hex", want, sizeof(want));
+	assert_int_equal(b.len, n);
+	assert_memory_equal(b.p, want, n);
+	assert_int_equal(rckpt_record_decode(&dec, want, n, NULL, NULL), 0);
+	assert_same(&rec, &dec);
+	assert_int_equal(dec.seg[0].transform, RCKPT_XF_NORM);
+	assert_int_equal(dec.seg[1].transform, RCKPT_XF_LOG2);
+	rckpt_record_free(&dec);
+	rckpt_record_free(&rec);
+	rckpt_buf_free(&b);
+}
+
 /* A delta record, derived by hand (tests/golden/ckpt-delta-v1.hex): delta,
  * rearrangement by the parent's levels, a Huffman block in an entropy
  * stream. The decoder must give the levels, codebook and protected values
@@ -753,6 +799,7 @@ int main(void)
 		cmocka_unit_test(test_sparse_rejects),
 		cmocka_unit_test(test_golden_vector),
 		cmocka_unit_test(test_golden_delta),
+		cmocka_unit_test(test_golden_xform),
 		cmocka_unit_test(test_golden_zstd),
 		cmocka_unit_test(test_golden_sparse),
 		cmocka_unit_test(test_digest),
