@@ -18,21 +18,36 @@ static void cuda_step_begin(rckpt_ckenc_t *e)
 	rckpt_gpuenc_step_begin(e->o.gpu);
 }
 
+/* A tensor with a transform (LOG2, NORM: an optimizer's state) takes the
+ * CPU's passes, its values copied from the device block by block
+ * (ckenc_values): the same floats, so the same bytes. Kernels of their
+ * own are issue 31's. */
+static int transformed(const rckpt_ckenc_t *e, const rckpt_ctensor_t *t)
+{
+	return ckenc_transform_of(e, t) != RCKPT_XF_NONE;
+}
+
 static int cuda_prepare(rckpt_ckenc_t *e, rckpt_tensor_prep_t *p, uint64_t *bad,
 			const rckpt_ctensor_t *t, const float *g, unsigned kind, sample_t *sp)
 {
+	if (transformed(e, t))
+		return ckenc_cpu_backend.prepare(e, p, bad, t, g, kind, sp);
 	return rckpt_gpuenc_prepare(e->o.gpu, p, bad, t, g, kind, sp->stride, sp->w, sp->g, &sp->n);
 }
 
 static int cuda_qerr(rckpt_ckenc_t *e, double *num, double *den, const rckpt_ctensor_t *t,
 		     const float *g, const rckpt_qparams_t *q)
 {
+	if (transformed(e, t))
+		return ckenc_cpu_backend.qerr(e, num, den, t, g, q);
 	return rckpt_gpuenc_qerr(e->o.gpu, num, den, t, g, q);
 }
 
 static int cuda_dequantize(rckpt_ckenc_t *e, float *out, const rckpt_ctensor_t *t,
 			   const float *g, const rckpt_qparams_t *q)
 {
+	if (transformed(e, t))
+		return ckenc_cpu_backend.dequantize(e, out, t, g, q);
 	return rckpt_gpuenc_dequantize_f32(e->o.gpu, out, t, g, q);
 }
 
@@ -46,6 +61,8 @@ static int cuda_quantize(rckpt_ckenc_t *e, rckpt_seg_t *seg, const rckpt_ctensor
 	uint64_t k;
 	int rc;
 
+	if (transformed(e, t))
+		return ckenc_cpu_backend.quantize(e, seg, t, g, q, first, n, snap);
 	if ((seg->prot = malloc(2 * (size_t)(n ? n : 1))) == NULL)
 		return -ENOMEM;
 	if ((rc = rckpt_gpuenc_quantize(e->o.gpu, seg->idx, seg->prot, &np, t, g, first, n, q)))

@@ -40,10 +40,23 @@ const float *ckenc_values(rckpt_ckenc_t *e, const rckpt_ctensor_t *t, uint64_t f
 				e->wblk[i] = NAN;
 		return e->wblk;
 	}
+	const size_t dsz = rckpt_dtype_size(t->dtype);
+	if (e->be != &ckenc_cpu_backend) { /* a transformed tensor on the device: by the host */
+		const void *h;
+		void *owned = NULL;
+		if (e->be->to_host(e, (const uint8_t *)t->data + first * dsz, n * dsz, &h, &owned)) {
+			for (size_t i = 0; i < n; i++)
+				e->wblk[i] = NAN; /* refused as NaN, as a value it cannot read */
+			return e->wblk;
+		}
+		rckpt_widen_to_f32(e->wblk, h, t->dtype, n);
+		free(owned);
+		rckpt_xf_forward(e->wblk, n, xf);
+		return e->wblk;
+	}
 	if (t->dtype == RCKPT_DT_F32 && ((uintptr_t)t->data & 3) == 0 && xf == RCKPT_XF_NONE)
 		return (const float *)t->data + first;
-	rckpt_widen_to_f32(e->wblk, (const uint8_t *)t->data + first * rckpt_dtype_size(t->dtype),
-			   t->dtype, n);
+	rckpt_widen_to_f32(e->wblk, (const uint8_t *)t->data + first * dsz, t->dtype, n);
 	rckpt_xf_forward(e->wblk, n, xf); /* the encoder works in the transform's domain */
 	return e->wblk;
 }
