@@ -6,7 +6,10 @@
  *
  * DIR holds checkpoints X.safetensors, in file-name order; a sibling
  * X.grads.safetensors, if present, holds the gradient EMA of the same
- * tensors (sensitivity). Every method encodes the whole sequence; decoding
+ * tensors (sensitivity); a sibling X.optim.safetensors, an optimizer's
+ * state (exp_avg.P, exp_avg_sq.P, momentum_buffer.P: Adam's moments and
+ * SGD's momentum of P), which every method saves as the optimizer's
+ * (rckpt_ckenc.h), its ratio reported apart. Every method encodes the whole sequence; decoding
  * rebuilds each step from its chain and dequantizes it to fp32. Reported:
  * the compression ratio against the fp32 bytes per checkpoint and overall,
  * the chosen configuration, the quality loss (sensitivity-weighted relative
@@ -78,10 +81,45 @@ static int ends_with(const char *s, const char *suf)
 
 typedef struct ckpt {
 	char *path;
-	rckpt_st_t params, grads;
-	int have_grads;
-	size_t raw; /* fp32 bytes */
+	rckpt_st_t params, grads, optim;
+	int have_grads, have_optim;
+	rckpt_tset_t set; /* what is saved: the model's tensors, and the
+			     optimizer's state when there is a sibling */
+	size_t raw;       /* fp32 bytes */
+	size_t opt_raw;   /* of them the optimizer's */
 } ckpt_t;
+
+/* X.optim.safetensors beside X.safetensors (bench/make_transformer.py's):
+ * exp_avg.P and momentum_buffer.P first moments of P, exp_avg_sq.P its
+ * second (Adam's eps 1e-8), the rest other state: c->set holds both. */
+static int join_optim(ckpt_t *c)
+{
+	const rckpt_tset_t *m = &c->params.set, *o = &c->optim.set;
+	unsigned k, n = 0;
+	c->set.t = calloc(m->ntensors + o->ntensors + 1, sizeof(*c->set.t));
+	if (c->set.t == NULL)
+		return -ENOMEM;
+	for (k = 0; k < m->ntensors; k++)
+		c->set.t[n++] = m->t[k];
+	for (k = 0; k < o->ntensors; k++) {
+		rckpt_ctensor_t t = o->t[k];
+		t.kind1 = RCKPT_LK_OPTIM + 1;
+		if (strncmp(t.name, "exp_avg_sq.", 11) == 0) {
+			t.kind1 = RCKPT_LK_MOMENT2 + 1;
+			t.param = t.name + 11;
+		} else if (strncmp(t.name, "exp_avg.", 8) == 0) {
+			t.kind1 = RCKPT_LK_MOMENT1 + 1;
+			t.param = t.name + 8;
+		} else if (strncmp(t.name, "momentum_buffer.", 16) == 0) {
+			t.kind1 = RCKPT_LK_MOMENT1 + 1;
+			t.param = t.name + 16;
+		}
+		c->opt_raw += (size_t)t.n * 4;
+		c->set.t[n++] = t;
+	}
+	c->set.ntensors = n;
+	return rckpt_tset_sort(&c->set);
+}
 
 static int load_dir(const char *dir, ckpt_t **out, unsigned *n, unsigned limit)
 {
@@ -125,9 +163,16 @@ static int load_dir(const char *dir, ckpt_t **out, unsigned *n, unsigned limit)
 			return -1;
 		}
 		c[i].have_grads = rckpt_st_read(&c[i].grads, gpath, err, sizeof(err)) == 0;
+		snprintf(gpath, sizeof(gpath), "%.*s.optim.safetensors", (int)(strlen(path) - 12), path);
+		c[i].have_optim = rckpt_st_read(&c[i].optim, gpath, err, sizeof(err)) == 0;
+		c[i].set = c[i].params.set;
+		if (c[i].have_optim && join_optim(&c[i])) {
+			fprintf(stderr, "bench_codec: %s: cannot join its optimizer's state\n", path);
+			return -1;
+		}
 		c[i].path = strdup(names[i]);
-		for (k = 0; k < c[i].params.set.ntensors; k++)
-			c[i].raw += (size_t)c[i].params.set.t[k].n * 4;
+		for (k = 0; k < c[i].set.ntensors; k++)
+			c[i].raw += (size_t)c[i].set.t[k].n * 4;
 	}
 	for (i = 0; i < cap && names && i < cnt; i++)
 		free(names[i]);
@@ -142,8 +187,8 @@ static size_t raw_f32(const ckpt_t *c, float *buf)
 {
 	size_t off = 0;
 	unsigned k;
-	for (k = 0; k < c->params.set.ntensors; k++) {
-		const rckpt_ctensor_t *t = &c->params.set.t[k];
+	for (k = 0; k < c->set.ntensors; k++) {
+		const rckpt_ctensor_t *t = &c->set.t[k];
 		rckpt_widen_to_f32(buf + off, t->data, t->dtype, t->n);
 		off += t->n;
 	}
@@ -158,6 +203,8 @@ typedef struct result {
 	double t_prep, t_search, t_quant, t_code; /* encode, split by stage */
 	unsigned n, accepted;
 	double first_ratio, last_ratio;
+	size_t opt_raw, opt_enc; /* the optimizer's state, when there is one */
+	double oq_max;           /* its worst update error */
 } result_t;
 
 static int run_zstd(const method_t *m, ckpt_t *c, unsigned n, result_t *r, float *buf)
@@ -261,7 +308,7 @@ static int run_ckenc(const method_t *m, ckpt_t *c, unsigned n, double eps, int v
 	for (i = 0; i < n; i++) {
 		rckpt_ckenc_stats_t st;
 		double t0 = rckpt_now_s();
-		rc = rckpt_ckenc_step(e, &rec[i], &st, &c[i].params.set, c[i].have_grads ? &c[i].grads.set : NULL,
+		rc = rckpt_ckenc_step(e, &rec[i], &st, &c[i].set, c[i].have_grads ? &c[i].grads.set : NULL,
 				      (uint64_t)i + 1, msg, sizeof(msg));
 		r->t_enc += rckpt_now_s() - t0;
 		if (i >= 2) {
@@ -274,6 +321,10 @@ static int run_ckenc(const method_t *m, ckpt_t *c, unsigned n, double eps, int v
 		}
 		r->raw += st.raw_bytes;
 		r->enc += st.enc_bytes;
+		r->opt_raw += st.opt_raw_bytes;
+		r->opt_enc += st.opt_enc_bytes;
+		if (st.opt_quality > r->oq_max)
+			r->oq_max = st.opt_quality;
 		r->t_prep += st.t_prepare;
 		r->t_search += st.t_search;
 		r->t_quant += st.t_quantize;
@@ -345,7 +396,8 @@ static void usage(FILE *f)
 	fprintf(f, "usage: bench_codec [--eps E] [--methods a,b,...] [--limit N] [--verbose]\n"
 		   "                   [--decode-dir OUT] DIR\n\n"
 		   "Compress the checkpoints DIR/*.safetensors (file-name order; gradients in\n"
-		   "X.grads.safetensors beside X.safetensors) with every method, side by side.\n"
+		   "X.grads.safetensors beside X.safetensors; an optimizer's state in\n"
+		   "X.optim.safetensors, reported apart) with every method, side by side.\n"
 		   "--verbose prints each step's configurations tried and stage times to stderr.\n"
 		   "--decode-dir writes each lossy method's decoded steps, fp32, to\n"
 		   "OUT/METHOD/NAME.safetensors (to judge them by the model's real loss).\n\n"
@@ -389,8 +441,10 @@ int main(int argc, char **argv)
 	for (i = 0; i < n; i++)
 		maxraw = c[i].raw > maxraw ? c[i].raw : maxraw;
 	buf = malloc(maxraw + 4);
-	printf("checkpoints: %u from %s (%.2f MB of fp32 each), gradients: %s, eps %g\n\n", n, argv[optind],
-	       c[0].raw / 1e6, c[0].have_grads ? "yes" : "no", eps);
+	printf("checkpoints: %u from %s (%.2f MB of fp32 each), gradients: %s, optimizer state: %s, "
+	       "eps %g\n\n",
+	       n, argv[optind], c[0].raw / 1e6, c[0].have_grads ? "yes" : "no",
+	       c[0].have_optim ? "yes" : "no", eps);
 	printf("csv:method,checkpoint,raw_bytes,enc_bytes,ratio,quality_loss,accepted,config,encode_MBps\n");
 	memset(res, 0, sizeof(res));
 	for (j = 0; j < NMETHODS; j++) {
@@ -411,6 +465,18 @@ int main(int argc, char **argv)
 		       r->q_max, r->raw / 1e6 / r->t_enc,
 		       r->t_enc_steady > 0 ? r->raw_steady / 1e6 / r->t_enc_steady : 0.0, r->raw / 1e6 / r->t_dec,
 		       r->accepted == r->n ? "" : "  (some steps over eps)");
+	}
+	if (c[0].have_optim) {
+		printf("\nthe optimizer's state (X.optim.safetensors): its share of the bytes, and the\n"
+		       "worst update error (sum (u'-u)^2 / sum u^2, u = exp_avg / (sqrt(exp_avg_sq) + eps)):\n");
+		for (j = 0; j < NMETHODS; j++) {
+			const result_t *r = &res[j];
+			if (r->n == 0 || methods[j].kind)
+				continue;
+			printf("  %-20s weights %7.1fx  optimizer %7.1fx  worst update error %.4f\n",
+			       methods[j].name, (double)(r->raw - r->opt_raw) / (double)(r->enc - r->opt_enc),
+			       r->opt_enc ? (double)r->opt_raw / (double)r->opt_enc : 0.0, r->oq_max);
+		}
 	}
 	printf("\nencode time by stage (prepare: widen, check, sketch; search; quantize with\n"
 	       "verification; record: delta, rearrangement, RLE, entropy):\n");
