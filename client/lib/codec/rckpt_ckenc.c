@@ -682,7 +682,7 @@ out:
 	e->xq = NULL;
 	e->xg = NULL;
 	rckpt_record_free(&sum);
-	for (i = 0; i < nprep; i++) {
+	for (i = 0; i < x.nprep; i++) {
 		rckpt_codec_prep_free(&x.prep[i]);
 		free(x.smp[i].w);
 		free(x.smp[i].g);
