@@ -491,6 +491,7 @@ static void resume_part(rckpt_group_t *g, const rckpt_group_part_t *part, uint64
 		d->mf.t[i].dtype = (uint8_t)t->dtype;
 		d->mf.t[i].kind = (uint8_t)rckpt_ctensor_kind(t);
 		d->mf.t[i].encoding = gm.t[x].encoding;
+		d->mf.t[i].norm = RCKPT_MF_NO_NORM; /* group saves have no optimizer roles yet */
 		d->mf.t[i].ndim = 1;
 		d->mf.t[i].shape[0] = t->n;
 	}
