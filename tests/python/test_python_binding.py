@@ -139,7 +139,7 @@ class WithCluster(unittest.TestCase):
         t = trained_digits()
         sd = t.model.state_dict()
         job = self.job("rt")
-        with rckpt.Checkpointer(job=job, compute="cpu") as ck:
+        with rckpt.Checkpointer(job=job, compute="cpu", optimizer_state="lossless") as ck:
             h = ck.save(60, sd, optimizer=t.opt, extra={"epoch": 2, "note": "x"})
             r = h.wait()
             self.assertEqual(r.step, 60)
@@ -157,7 +157,7 @@ class WithCluster(unittest.TestCase):
             else:
                 self.assertLess(rel_err(back.state_dict[k], v), 0.1, k)
                 self.assertFalse(torch.equal(back.state_dict[k], v), k)  # it was compressed
-        # momentum kept exactly (the default)
+        # momentum kept exactly (optimizer_state="lossless")
         want = t.opt.state_dict()
         for pid, st in want["state"].items():
             self.assertTrue(torch.equal(back.optimizer["state"][pid]["momentum_buffer"],
