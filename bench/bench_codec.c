@@ -29,6 +29,8 @@
 #include <zstd.h>
 
 #include "rckpt.h"
+#define RCKPT_FILES_UNSTABLE
+#include "rckpt_files.h"
 #include "rckpt_ckenc.h"
 #include "rckpt_codec.h"
 #include "rckpt_safetensors.h"
@@ -89,9 +91,8 @@ typedef struct ckpt {
 	size_t opt_raw;   /* of them the optimizer's */
 } ckpt_t;
 
-/* X.optim.safetensors beside X.safetensors (bench/make_transformer.py's):
- * exp_avg.P and momentum_buffer.P first moments of P, exp_avg_sq.P its
- * second (Adam's eps 1e-8), the rest other state: c->set holds both. */
+/* X.optim.safetensors beside X.safetensors (bench/make_transformer.py's),
+ * its tensors' roles by rckpt_file_optim_role: c->set holds both. */
 static int join_optim(ckpt_t *c)
 {
 	const rckpt_tset_t *m = &c->params.set, *o = &c->optim.set;
@@ -103,17 +104,9 @@ static int join_optim(ckpt_t *c)
 		c->set.t[n++] = m->t[k];
 	for (k = 0; k < o->ntensors; k++) {
 		rckpt_ctensor_t t = o->t[k];
-		t.kind1 = RCKPT_LK_OPTIM + 1;
-		if (strncmp(t.name, "exp_avg_sq.", 11) == 0) {
-			t.kind1 = RCKPT_LK_MOMENT2 + 1;
-			t.param = t.name + 11;
-		} else if (strncmp(t.name, "exp_avg.", 8) == 0) {
-			t.kind1 = RCKPT_LK_MOMENT1 + 1;
-			t.param = t.name + 8;
-		} else if (strncmp(t.name, "momentum_buffer.", 16) == 0) {
-			t.kind1 = RCKPT_LK_MOMENT1 + 1;
-			t.param = t.name + 16;
-		}
+		rckpt_tensor_role_t r;
+		rckpt_file_optim_role(t.name, &r);
+		rckpt_ctensor_set_role(&t, &r);
 		c->opt_raw += (size_t)t.n * 4;
 		c->set.t[n++] = t;
 	}

@@ -127,10 +127,8 @@ static int finish(rckpt_t *h, rckpt_save_t *pend, uint64_t s, int exact, uint64_
 
 /* The tensors of a step: the model's file st and, when there is one, the
  * optimizer's (a sibling STEP.optim.safetensors, as bench/make_transformer.py
- * writes it): exp_avg.P and momentum_buffer.P are first moments of P,
- * exp_avg_sq.P its second (Adam's eps, 1e-8: the file has no step count
- * to correct it by), any other tensor other state. Declares their roles
- * and hands back one array (*out, freed by the caller). */
+ * writes it; roles by rckpt_file_optim_role's convention). Declares their
+ * roles and hands back one array (*out, freed by the caller). */
 static int optim_join(rckpt_job_t *j, const rckpt_file_t *st, const rckpt_file_t *os,
 		      rckpt_tensor_t **out, unsigned *n)
 {
@@ -149,20 +147,7 @@ static int optim_join(rckpt_job_t *j, const rckpt_file_t *st, const rckpt_file_t
 	for (i = 0; i < no; i++) {
 		const rckpt_tensor_t *t = &rckpt_file_tensors(os)[i];
 		(*out)[nm + i] = *t;
-		r[i].name = t->name;
-		r[i].eps = 0;
-		r[i].param = NULL;
-		r[i].role = RCKPT_ROLE_OPTIM;
-		if (strncmp(t->name, "exp_avg_sq.", 11) == 0) {
-			r[i].role = RCKPT_ROLE_MOMENT2;
-			r[i].param = t->name + 11;
-		} else if (strncmp(t->name, "exp_avg.", 8) == 0) {
-			r[i].role = RCKPT_ROLE_MOMENT1;
-			r[i].param = t->name + 8;
-		} else if (strncmp(t->name, "momentum_buffer.", 16) == 0) {
-			r[i].role = RCKPT_ROLE_MOMENT1;
-			r[i].param = t->name + 16;
-		}
+		rckpt_file_optim_role(t->name, &r[i]);
 	}
 	*n = nm + no;
 	rc = rckpt_job_set_roles(j, r, no);

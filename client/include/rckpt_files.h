@@ -41,6 +41,14 @@ RCKPT_API void rckpt_file_free(rckpt_file_t *f);
 /* Writes t[0..n) to path (through a temporary file renamed into place). */
 RCKPT_API int rckpt_file_write(const char *path, const rckpt_tensor_t *t, unsigned n);
 
+/* The role of a tensor of an optimizer's file (MODEL.optim.safetensors
+ * beside MODEL.safetensors, as `rckpt ckpt save` reads and `rckpt ckpt
+ * restore` writes it) from its name: exp_avg.P and momentum_buffer.P are
+ * first moments of P, exp_avg_sq.P its second, anything else other state.
+ * r->name and r->param point into name; r->eps is 0 (Adam's 1e-8: the
+ * file has no step count to correct it by). */
+RCKPT_API void rckpt_file_optim_role(const char *name, rckpt_tensor_role_t *r);
+
 /* ---- step files ---- */
 
 /* An encoder across the checkpoints of a run: the first step a base, each

@@ -22,6 +22,8 @@
 #include "test_skip.h"
 
 #include "rckpt_ckenc.h"
+#define RCKPT_FILES_UNSTABLE
+#include "rckpt_files.h"
 #include "rckpt_safetensors.h"
 
 #define NSTEPS 4 /* the fixture's steps 150, 300, 450, 600 */
@@ -124,16 +126,11 @@ static void make_set(rckpt_tset_t *s, int i, int with_optim, unsigned opt_kind_o
 		s->t[n++] = m->t[k];
 	for (k = 0; with_optim && k < o->ntensors; k++) {
 		rckpt_ctensor_t c = o->t[k];
-		if (strncmp(c.name, "exp_avg_sq.", 11) == 0) {
-			c.kind1 = RCKPT_LK_MOMENT2 + 1;
-			c.param = c.name + 11;
-			c.eps = ADAM_EPS * sqrt(1.0 - pow(BETA2, t));
-		} else if (strncmp(c.name, "exp_avg.", 8) == 0) {
-			c.kind1 = RCKPT_LK_MOMENT1 + 1;
-			c.param = c.name + 8;
-		} else {
-			c.kind1 = RCKPT_LK_OPTIM + 1;
-		}
+		rckpt_tensor_role_t r;
+		rckpt_file_optim_role(c.name, &r);
+		if (r.role == RCKPT_ROLE_MOMENT2)
+			r.eps = ADAM_EPS * sqrt(1.0 - pow(BETA2, t));
+		rckpt_ctensor_set_role(&c, &r);
 		if (opt_kind_override)
 			c.kind1 = opt_kind_override + 1;
 		s->t[n++] = c;

@@ -87,6 +87,30 @@ struct rckpt_stepenc {
 	rckpt_ckenc_t *e;
 };
 
+void rckpt_file_optim_role(const char *name, rckpt_tensor_role_t *r)
+{
+	static const struct {
+		const char *prefix;
+		unsigned role;
+	} conv[] = { { "exp_avg_sq.", RCKPT_ROLE_MOMENT2 },
+		     { "exp_avg.", RCKPT_ROLE_MOMENT1 },
+		     { "momentum_buffer.", RCKPT_ROLE_MOMENT1 } };
+	unsigned i;
+
+	r->name = name;
+	r->role = RCKPT_ROLE_OPTIM;
+	r->param = NULL;
+	r->eps = 0;
+	for (i = 0; i < sizeof(conv) / sizeof(conv[0]); i++) {
+		const size_t n = strlen(conv[i].prefix);
+		if (strncmp(name, conv[i].prefix, n) == 0 && name[n] != '\0') {
+			r->role = conv[i].role;
+			r->param = name + n;
+			return;
+		}
+	}
+}
+
 int rckpt_stepenc_create(rckpt_stepenc_t **out, const rckpt_stepenc_opts_t *o)
 {
 	rckpt_ckenc_opts_t eo;

@@ -87,3 +87,13 @@ unsigned rckpt_ctensor_kind(const rckpt_ctensor_t *t)
 {
 	return t->kind1 ? t->kind1 - 1 : rckpt_layer_kind(t->name, t->ndim, t->shape);
 }
+
+void rckpt_ctensor_set_role(rckpt_ctensor_t *t, const rckpt_tensor_role_t *r)
+{
+	static const unsigned kind[] = { 0, RCKPT_LK_MOMENT1, RCKPT_LK_MOMENT2, RCKPT_LK_OPTIM };
+	if (r->role == RCKPT_ROLE_MODEL || r->role >= sizeof(kind) / sizeof(kind[0]))
+		return;
+	t->kind1 = kind[r->role] + 1;
+	t->param = r->param;
+	t->eps = r->eps;
+}

@@ -40,6 +40,11 @@ typedef struct rckpt_ctensor {
 /* t's layer kind (enum rckpt_layer_kind). */
 unsigned rckpt_ctensor_kind(const rckpt_ctensor_t *t);
 
+/* Gives t the role r->role (enum rckpt_role; RCKPT_ROLE_MODEL leaves t as
+ * it is), r->param and r->eps: the kind, partner and eps the encoder
+ * reads. The role must be valid (rckpt_job_set_roles checks it). */
+void rckpt_ctensor_set_role(rckpt_ctensor_t *t, const rckpt_tensor_role_t *r);
+
 typedef struct rckpt_tset {
 	unsigned ntensors;
 	rckpt_ctensor_t *t; /* sorted by name, names distinct */

@@ -543,12 +543,10 @@ void rckpt_roles_apply(const rckpt_roles_t *r, rckpt_tset_t *ts)
 		rckpt_ctensor_t *t = &ts->t[i];
 		const rckpt_role_t key = { (char *)t->name, 0, NULL, 0 };
 		const rckpt_role_t *f = bsearch(&key, r->r, r->n, sizeof(*r->r), role_cmp);
-		static const unsigned kind[] = { 0, RCKPT_LK_MOMENT1, RCKPT_LK_MOMENT2, RCKPT_LK_OPTIM };
-		if (f == NULL || f->role == RCKPT_ROLE_MODEL)
-			continue;
-		t->kind1 = kind[f->role] + 1;
-		t->param = f->param;
-		t->eps = f->eps;
+		if (f != NULL) {
+			const rckpt_tensor_role_t tr = { f->name, f->role, f->param, f->eps };
+			rckpt_ctensor_set_role(t, &tr);
+		}
 	}
 }
 
