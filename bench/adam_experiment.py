@@ -51,7 +51,10 @@ here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, here)
 sys.path.insert(0, os.path.join(here, "..", "client", "python"))
 import make_transformer as mt  # noqa: E402
-import rckpt  # noqa: E402
+try:
+    import rckpt  # noqa: E402
+except ImportError as _missing:  # --help works without the library
+    rckpt, _rckpt_missing = None, _missing
 
 RESUME_STEPS = 50
 
@@ -235,8 +238,12 @@ def run(a, seed, mode, job, opt_eps=None):
         rckpt.Checkpointer.delete(a.pool, job, a.conf)
         ck = open_ck()
     t0 = time.perf_counter()
+    tick = max(1, a.steps // 10)
     while t.step < a.steps:
-        t.train_step()
+        loss = t.train_step()
+        if t.step % tick == 0:
+            print("  seed %d %s: step %d/%d, loss %.4f, %.0f s"
+                  % (seed, mode, t.step, a.steps, loss, time.perf_counter() - t0), flush=True)
         if t.step % a.every == 0 or t.step == a.steps:
             if mode == "torch":
                 local = (t.step, torch_bytes({"model": t.net.state_dict(), "opt": t.opt.state_dict()}))
@@ -341,6 +348,8 @@ def main():
     ap.add_argument("--conf", default=None, help="ceph.conf (default: $CEPH_CONF)")
     ap.add_argument("--json", default=None, help="also write every run's figures here")
     a = ap.parse_args()
+    if rckpt is None:
+        sys.exit(str(_rckpt_missing))
     if a.short:
         a.seeds, a.steps, a.failures, a.every, a.warmup = 1, 600, 4, 50, 100
     torch.set_num_threads(1)  # the trainer on one core, the checkpointer's on the other

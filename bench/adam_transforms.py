@@ -22,7 +22,10 @@ sys.path.insert(0, os.path.join(here, "..", "client", "python"))
 
 import torch  # noqa: E402
 
-import rckpt  # noqa: E402
+try:
+    import rckpt  # noqa: E402
+except ImportError as _missing:  # --help works without the library
+    rckpt, _rckpt_missing = None, _missing
 from eval_checkpoint import read_safetensors  # noqa: E402
 
 ADAM_EPS = 1e-8
@@ -43,6 +46,8 @@ def main():
     ap.add_argument("--eps", type=float, default=None, help="the compressor's threshold (default: the library's)")
     ap.add_argument("--json")
     a = ap.parse_args()
+    if rckpt is None:
+        sys.exit(str(_rckpt_missing))
     files = sorted(f for f in os.listdir(a.dir) if f.endswith(".optim.safetensors"))
     if not files:
         raise SystemExit("no *.optim.safetensors in %s" % a.dir)

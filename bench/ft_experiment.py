@@ -32,8 +32,11 @@ import torch
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(here, "..", "client", "python"))
 sys.path.insert(0, os.path.join(here, "..", "client", "python", "examples"))
-import rckpt  # noqa: E402
-import digits  # noqa: E402
+try:
+    import rckpt  # noqa: E402
+    import digits  # noqa: E402  (it needs rckpt too)
+except ImportError as _missing:  # --help works without the library
+    rckpt, _rckpt_missing = None, _missing
 
 
 def torch_bytes(obj):
@@ -152,6 +155,8 @@ def main():
     ap.add_argument("--conf", default=None, help="ceph.conf (default: $CEPH_CONF)")
     ap.add_argument("--json", default=None, help="also write every run's figures here")
     a = ap.parse_args()
+    if rckpt is None:
+        sys.exit(str(_rckpt_missing))
     if a.short:
         a.seeds, a.steps, a.failures, a.every = 1, 400, 4, 25
     torch.set_num_threads(1)  # the trainer on one core, the checkpointer's thread on the other

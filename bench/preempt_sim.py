@@ -23,7 +23,10 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "client", "python"))
-import rckpt  # noqa: E402
+try:
+    import rckpt  # noqa: E402
+except ImportError as _missing:  # --help works without the library
+    rckpt, _rckpt_missing = None, _missing
 
 
 def simulate(policy, a, rng):
@@ -73,6 +76,8 @@ def main():
     p.add_argument("--runs", type=int, default=100)
     p.add_argument("--seed", type=int, default=1)
     a = p.parse_args()
+    if rckpt is None:
+        sys.exit(str(_rckpt_missing))
     pols = [10, 51, 100, 0]
     res = {q: [] for q in pols}
     for r in range(a.runs):

@@ -40,8 +40,11 @@ import torch.nn.functional as F
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(here, "..", "client", "python"))
 sys.path.insert(0, os.path.join(here, "..", "client", "python", "examples"))
-import rckpt  # noqa: E402
-import digits  # noqa: E402
+try:
+    import rckpt  # noqa: E402
+    import digits  # noqa: E402  (it needs rckpt too)
+except ImportError as _missing:  # --help works without the library
+    rckpt, _rckpt_missing = None, _missing
 
 SCHEMES = ("full", "partial", "priority", "roundrobin", "random")
 SELECT = {"priority": "priority", "roundrobin": "round_robin", "random": "random"}
@@ -215,6 +218,8 @@ def main():
     p.add_argument("--conf", default=os.environ.get("CEPH_CONF"))
     p.add_argument("--json", help="write the results here")
     a = p.parse_args()
+    if rckpt is None:
+        sys.exit(str(_rckpt_missing))
     a.fractions = [float(v) for v in a.fractions.split(",")]
     if not a.conf:
         sys.exit("scar_experiment: no cluster (set CEPH_CONF or --conf)")
