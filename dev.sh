@@ -130,12 +130,13 @@ demo)
 	"$build/client/rckpt" status
 	echo
 	ck=$build/demo-checkpoints
-	if ! ls "$ck"/step-*.safetensors >/dev/null 2>&1; then
-		say "training a small real model for its checkpoints (bench/make_checkpoints.py)"
-		/usr/bin/python3 "$repo/bench/make_checkpoints.py" "$ck" | tail -1
+	if ! ls "$ck"/step-*.optim.safetensors >/dev/null 2>&1; then
+		say "training a small real model with AdamW for its checkpoints and the optimizer's state (bench/make_checkpoints.py)"
+		rm -rf "$ck"
+		/usr/bin/python3 "$repo/bench/make_checkpoints.py" --optim adamw "$ck" | tail -1
 	fi
 	job=demo-$(date +%Y%m%d-%H%M%S)
-	mapfile -t ckpts < <(ls "$ck"/step-*.safetensors | grep -v '\.grads\.' | sort)
+	mapfile -t ckpts < <(ls "$ck"/step-*.safetensors | grep -v '\.\(grads\|gmean\|optim\)\.' | sort)
 	say "main job: save ${#ckpts[@]} checkpoints into job $job"
 	"$build/client/rckpt" ckpt save --job "$job" "${ckpts[@]}"
 	say "main job: compact (keep the last 4 steps and every 100th; the latest becomes a base)"

@@ -116,8 +116,9 @@ static void load(ckpts_t *c, const char *dir, unsigned max)
 	c->t = calloc(g.gl_pathc, sizeof(*c->t));
 	for (i = 0; i < g.gl_pathc && k < max; i++) {
 		unsigned j, d;
-		if (strstr(g.gl_pathv[i], ".grads."))
-			continue;
+		if (strstr(g.gl_pathv[i], ".grads.") || strstr(g.gl_pathv[i], ".gmean.") ||
+		    strstr(g.gl_pathv[i], ".optim."))
+			continue; /* a checkpoint's siblings, not checkpoints */
 		if (rckpt_st_read(&c->st[k], g.gl_pathv[i], err, sizeof(err))) {
 			fprintf(stderr, "bench_store: %s: %s\n", g.gl_pathv[i], err);
 			exit(1);

@@ -35,7 +35,8 @@ here = os.path.dirname(os.path.abspath(__file__))
 
 
 def steps_of(d):
-    return sorted(f for f in glob.glob(os.path.join(d, "step-*.safetensors")) if not f.endswith(".grads.safetensors"))
+    return sorted(f for f in glob.glob(os.path.join(d, "step-*.safetensors"))
+                  if not f.endswith((".grads.safetensors", ".gmean.safetensors", ".optim.safetensors")))
 
 
 def worker(a):
