@@ -2,7 +2,7 @@
  * bench_codec.c — compression of a sequence of real checkpoints by every
  * method, side by side in one run, at one quality threshold.
  *
- * usage: bench_codec [--eps E] [--methods a,b,...] [--limit N] [--verbose] DIR
+ * usage: bench_codec [--eps E] [--opt-eps E] [--methods a,b,...] [--limit N] [--verbose] DIR
  *
  * DIR holds checkpoints X.safetensors, in file-name order; a sibling
  * X.grads.safetensors, if present, holds the gradient EMA of the same
@@ -20,6 +20,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,30 +44,39 @@ typedef struct method {
 	int zstd_level;
 	unsigned mode, quantizer, stages, policy, base_every;
 	int use_grads;
+	unsigned opt_abl; /* the optimizer's state: 0 as rckpt stores it, 1 first
+			     moments plain (no NORM), 2 second moments linear
+			     (no LOG2) */
 } method_t;
 
 static const method_t methods[] = {
 	{ "rckpt", "k-means + prune/protect + search, rearranged delta, RLE, entropy", 0, 0,
 	  RCKPT_CKENC_SEARCH, RCKPT_QUANTIZER_KMEANS, RCKPT_IS_REARRANGED | RCKPT_IS_RLE, RCKPT_EST_TRY_ALL, 0,
-	  1 },
+	  1, 0 },
 	{ "abl-huffman-delta", "ablation: delta + Huffman only", 0, 0, RCKPT_CKENC_SEARCH,
-	  RCKPT_QUANTIZER_KMEANS, 0, RCKPT_EST_TRY_HUFF, 0, 1 },
+	  RCKPT_QUANTIZER_KMEANS, 0, RCKPT_EST_TRY_HUFF, 0, 1, 0 },
 	{ "abl-rle-huffman", "ablation: delta + RLE + Huffman", 0, 0, RCKPT_CKENC_SEARCH,
-	  RCKPT_QUANTIZER_KMEANS, RCKPT_IS_RLE, RCKPT_EST_TRY_HUFF, 0, 1 },
+	  RCKPT_QUANTIZER_KMEANS, RCKPT_IS_RLE, RCKPT_EST_TRY_HUFF, 0, 1, 0 },
 	{ "abl-no-rearrange", "ablation: no rearrangement", 0, 0, RCKPT_CKENC_SEARCH,
-	  RCKPT_QUANTIZER_KMEANS, RCKPT_IS_RLE, RCKPT_EST_TRY_ALL, 0, 1 },
+	  RCKPT_QUANTIZER_KMEANS, RCKPT_IS_RLE, RCKPT_EST_TRY_ALL, 0, 1, 0 },
 	{ "abl-uniform-bins", "ablation: uniform bins, same prune/protect and search", 0, 0,
 	  RCKPT_CKENC_SEARCH, RCKPT_QUANTIZER_UNIFORM, RCKPT_IS_REARRANGED | RCKPT_IS_RLE,
-	  RCKPT_EST_TRY_ALL, 0, 1 },
+	  RCKPT_EST_TRY_ALL, 0, 1, 0 },
 	{ "abl-magnitude-only", "ablation: no gradients (magnitude ranking only)", 0, 0,
 	  RCKPT_CKENC_SEARCH, RCKPT_QUANTIZER_KMEANS, RCKPT_IS_REARRANGED | RCKPT_IS_RLE,
-	  RCKPT_EST_TRY_ALL, 0, 0 },
+	  RCKPT_EST_TRY_ALL, 0, 0, 0 },
+	{ "abl-opt-plain-m", "ablation: Adam's first moments as they are, not NORM", 0, 0,
+	  RCKPT_CKENC_SEARCH, RCKPT_QUANTIZER_KMEANS, RCKPT_IS_REARRANGED | RCKPT_IS_RLE,
+	  RCKPT_EST_TRY_ALL, 0, 1, 1 },
+	{ "abl-opt-linear-v", "ablation: Adam's second moments as they are, not LOG2", 0, 0,
+	  RCKPT_CKENC_SEARCH, RCKPT_QUANTIZER_KMEANS, RCKPT_IS_REARRANGED | RCKPT_IS_RLE,
+	  RCKPT_EST_TRY_ALL, 0, 1, 2 },
 	{ "qd", "baseline: uniform quantization, bit-width search, delta + Huffman", 0, 0,
-	  RCKPT_CKENC_BITWIDTH, RCKPT_QUANTIZER_UNIFORM, 0, RCKPT_EST_TRY_HUFF, 0, 0 },
+	  RCKPT_CKENC_BITWIDTH, RCKPT_QUANTIZER_UNIFORM, 0, RCKPT_EST_TRY_HUFF, 0, 0, 0 },
 	{ "checknrun", "baseline: adaptive uniform quantization per checkpoint, no delta", 0, 0,
-	  RCKPT_CKENC_BITWIDTH, RCKPT_QUANTIZER_UNIFORM, 0, RCKPT_EST_TRY_ALL, 1, 0 },
-	{ "zstd-1", "lossless: zstd -1 on the raw tensors", 1, 1, 0, 0, 0, 0, 0, 0 },
-	{ "zstd-3", "lossless: zstd -3 on the raw tensors", 1, 3, 0, 0, 0, 0, 0, 0 },
+	  RCKPT_CKENC_BITWIDTH, RCKPT_QUANTIZER_UNIFORM, 0, RCKPT_EST_TRY_ALL, 1, 0, 0 },
+	{ "zstd-1", "lossless: zstd -1 on the raw tensors", 1, 1, 0, 0, 0, 0, 0, 0, 0 },
+	{ "zstd-3", "lossless: zstd -3 on the raw tensors", 1, 3, 0, 0, 0, 0, 0, 0, 0 },
 };
 #define NMETHODS (sizeof(methods) / sizeof(methods[0]))
 
@@ -197,8 +207,61 @@ typedef struct result {
 	unsigned n, accepted;
 	double first_ratio, last_ratio;
 	size_t opt_raw, opt_enc; /* the optimizer's state, when there is one */
-	double oq_max;           /* its worst update error */
+	double oq_max;           /* its worst update error, as the encoder estimated it */
+	double ou_max;           /* ... as measured on the decoded state */
+	double onorm_worst;      /* the worst per-tensor ratio of the decoded update's
+				    norm to the original's (farthest from 1) */
 } result_t;
+
+/* The update error of a decoded step, measured: per first moment m of P
+ * with its second v (their param P, rckpt_file_optim_role's pairing),
+ * u = m / (sqrt(v) + eps) from the original and from the decoded values
+ * (dec[k]: tensor k of the set, fp32); sum (u'-u)^2 / sum u^2 into *err,
+ * and the per-tensor norm ratio farthest from 1 into *worst. */
+static void measure_update(const rckpt_tset_t *set, float *const *dec, double *err, double *worst)
+{
+	double num = 0, den = 0;
+	unsigned a, b;
+	for (a = 0; a < set->ntensors; a++) {
+		const rckpt_ctensor_t *m = &set->t[a];
+		if (m->kind1 != RCKPT_LK_MOMENT1 + 1 || m->param == NULL)
+			continue;
+		for (b = 0; b < set->ntensors; b++) {
+			const rckpt_ctensor_t *v = &set->t[b];
+			if (v->kind1 == RCKPT_LK_MOMENT2 + 1 && v->param && strcmp(v->param, m->param) == 0 &&
+			    v->n == m->n)
+				break;
+		}
+		if (b == set->ntensors)
+			continue;
+		const rckpt_ctensor_t *v = &set->t[b];
+		const double eps = v->eps > 0 ? v->eps : 1e-8;
+		float *mo = malloc(4 * (size_t)(m->n ? m->n : 1)), *vo = malloc(4 * (size_t)(m->n ? m->n : 1));
+		double tn = 0, t0 = 0, t1 = 0;
+		if (mo && vo) {
+			rckpt_widen_to_f32(mo, m->data, m->dtype, m->n);
+			rckpt_widen_to_f32(vo, v->data, v->dtype, v->n);
+			for (uint64_t k = 0; k < m->n; k++) {
+				const double u = mo[k] / (sqrt(vo[k]) + eps);
+				const double u2 = dec[a][k] / (sqrt(dec[b][k] > 0 ? dec[b][k] : 0) + eps);
+				tn += (u2 - u) * (u2 - u);
+				t0 += u * u;
+				t1 += u2 * u2;
+			}
+			num += tn;
+			den += t0;
+			if (t0 > 0) {
+				const double r = sqrt(t1 / t0);
+				if (fabs(log(r > 0 ? r : 1e-30)) > fabs(log(*worst)))
+					*worst = r;
+			}
+		}
+		free(mo);
+		free(vo);
+	}
+	if (den > 0 && num / den > *err)
+		*err = num / den;
+}
 
 static int run_zstd(const method_t *m, ckpt_t *c, unsigned n, result_t *r, float *buf)
 {
@@ -277,8 +340,8 @@ static int write_decoded(const char *dir, const char *method, const ckpt_t *c, c
 	return rc;
 }
 
-static int run_ckenc(const method_t *m, ckpt_t *c, unsigned n, double eps, int verbose, result_t *r,
-		     const char *decode_dir)
+static int run_ckenc(const method_t *m, ckpt_t *c, unsigned n, double eps, double opt_eps, int verbose,
+		     result_t *r, const char *decode_dir)
 {
 	rckpt_ckenc_opts_t o;
 	rckpt_ckenc_t *e;
@@ -296,6 +359,10 @@ static int run_ckenc(const method_t *m, ckpt_t *c, unsigned n, double eps, int v
 	o.is.stages = m->stages;
 	o.is.est_policy = m->policy;
 	o.base_every = m->base_every;
+	o.opt_eps = opt_eps;
+	o.plain_moments = m->opt_abl == 1;
+	o.moment2_linear = m->opt_abl == 2;
+	r->onorm_worst = 1;
 	if ((rc = rckpt_ckenc_create(&e, &o)))
 		return rc;
 	for (i = 0; i < n; i++) {
@@ -349,7 +416,10 @@ static int run_ckenc(const method_t *m, ckpt_t *c, unsigned n, double eps, int v
 		const uint8_t **recs = malloc(sizeof(*recs) * (rec[i].nchunks + 1));
 		size_t *lens = malloc(sizeof(*lens) * (rec[i].nchunks + 1));
 		double t0 = rckpt_now_s();
+		float **vals = calloc(c[i].set.ntensors + 1, sizeof(*vals));
 		uint32_t k;
+		if (vals == NULL)
+			return -ENOMEM;
 		for (k = 0; k < rec[i].nchunks; k++) {
 			recs[k] = rec[i].records[k].p;
 			lens[k] = rec[i].records[k].len;
@@ -364,9 +434,22 @@ static int run_ckenc(const method_t *m, ckpt_t *c, unsigned n, double eps, int v
 				elems *= t->shape[dd];
 			out = malloc(4 * (size_t)(elems ? elems : 1));
 			rc = out ? rckpt_ckdec_tensor_f32(&dec, k, out) : -ENOMEM;
-			free(out);
+			const rckpt_ctensor_t *ct = rckpt_tset_find(&c[i].set, t->name);
+			if (ct && ct->n == elems && vals[ct - c[i].set.t] == NULL)
+				vals[ct - c[i].set.t] = out;
+			else
+				free(out);
 		}
 		r->t_dec += rckpt_now_s() - t0;
+		if (rc == 0 && c[i].have_optim) {
+			for (k = 0; k < c[i].set.ntensors && vals[k]; k++)
+				;
+			if (k == c[i].set.ntensors)
+				measure_update(&c[i].set, vals, &r->ou_max, &r->onorm_worst);
+		}
+		for (k = 0; k < c[i].set.ntensors; k++)
+			free(vals[k]);
+		free(vals);
 		free(recs);
 		free(lens);
 		if (rc == 0 && decode_dir)
@@ -386,15 +469,17 @@ static int run_ckenc(const method_t *m, ckpt_t *c, unsigned n, double eps, int v
 static void usage(FILE *f)
 {
 	unsigned i;
-	fprintf(f, "usage: bench_codec [--eps E] [--methods a,b,...] [--limit N] [--verbose]\n"
-		   "                   [--decode-dir OUT] DIR\n\n"
+	fprintf(f, "usage: bench_codec [--eps E] [--opt-eps E] [--methods a,b,...] [--limit N]\n"
+		   "                   [--verbose] [--decode-dir OUT] DIR\n\n"
 		   "Compress the checkpoints DIR/*.safetensors (file-name order; gradients in\n"
 		   "X.grads.safetensors beside X.safetensors; an optimizer's state in\n"
 		   "X.optim.safetensors, reported apart) with every method, side by side.\n"
+		   "--opt-eps is the optimizer state's threshold (its update error; default %g);\n"
+		   "the abl-opt-* methods run only where there is optimizer state.\n"
 		   "--verbose prints each step's configurations tried and stage times to stderr.\n"
 		   "--decode-dir writes each lossy method's decoded steps, fp32, to\n"
 		   "OUT/METHOD/NAME.safetensors (to judge them by the model's real loss).\n\n"
-		   "methods:\n");
+		   "methods:\n", RCKPT_OPT_EPS_DEFAULT);
 	for (i = 0; i < NMETHODS; i++)
 		fprintf(f, "  %-20s %s\n", methods[i].name, methods[i].what);
 }
@@ -404,9 +489,9 @@ int main(int argc, char **argv)
 	static const struct option lo[] = { { "eps", 1, 0, 'e' }, { "methods", 1, 0, 'm' },
 					    { "limit", 1, 0, 'l' }, { "verbose", 0, 0, 'v' },
 					    { "help", 0, 0, 'h' },  { "decode-dir", 1, 0, 'd' },
-					    { 0, 0, 0, 0 } };
+					    { "opt-eps", 1, 0, 'o' }, { 0, 0, 0, 0 } };
 	const char *only = NULL, *decode_dir = NULL;
-	double eps = RCKPT_EPS_DEFAULT;
+	double eps = RCKPT_EPS_DEFAULT, opt_eps = RCKPT_OPT_EPS_DEFAULT;
 	unsigned limit = 0, n, i, j;
 	result_t res[NMETHODS];
 	ckpt_t *c;
@@ -421,11 +506,12 @@ int main(int argc, char **argv)
 		case 'l': limit = (unsigned)atoi(optarg); break;
 		case 'v': verbose = 1; break;
 		case 'd': decode_dir = optarg; break;
+		case 'o': opt_eps = atof(optarg); break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
 	}
-	if (optind != argc - 1 || !(eps > 0)) {
+	if (optind != argc - 1 || !(eps > 0) || !(opt_eps > 0)) {
 		usage(stderr);
 		return 2;
 	}
@@ -442,9 +528,10 @@ int main(int argc, char **argv)
 	memset(res, 0, sizeof(res));
 	for (j = 0; j < NMETHODS; j++) {
 		const method_t *m = &methods[j];
-		if (only && !strstr(only, m->name))
+		if ((only && !strstr(only, m->name)) || (m->opt_abl && !c[0].have_optim))
 			continue;
-		if ((m->kind ? run_zstd(m, c, n, &res[j], buf) : run_ckenc(m, c, n, eps, verbose, &res[j], decode_dir)))
+		if ((m->kind ? run_zstd(m, c, n, &res[j], buf)
+			     : run_ckenc(m, c, n, eps, opt_eps, verbose, &res[j], decode_dir)))
 			return 1;
 	}
 	printf("\n%-20s %8s %8s %8s %11s %11s %9s %9s %9s\n", "method", "overall", "first", "last",
@@ -460,15 +547,20 @@ int main(int argc, char **argv)
 		       r->accepted == r->n ? "" : "  (some steps over eps)");
 	}
 	if (c[0].have_optim) {
-		printf("\nthe optimizer's state (X.optim.safetensors): its share of the bytes, and the\n"
-		       "worst update error (sum (u'-u)^2 / sum u^2, u = exp_avg / (sqrt(exp_avg_sq) + eps)):\n");
+		printf("\nthe optimizer's state (X.optim.safetensors, opt_eps %g): its share of the bytes,\n"
+		       "the worst update error (sum (u'-u)^2 / sum u^2, u = exp_avg / (sqrt(exp_avg_sq) + eps))\n"
+		       "as the encoder estimated it and as measured on the decoded state, and the\n"
+		       "per-tensor ratio of the decoded update's norm to the original's farthest from 1:\n",
+		       opt_eps);
 		for (j = 0; j < NMETHODS; j++) {
 			const result_t *r = &res[j];
 			if (r->n == 0 || methods[j].kind)
 				continue;
-			printf("  %-20s weights %7.1fx  optimizer %7.1fx  worst update error %.4f\n",
+			printf("  %-20s weights %7.1fx  optimizer %7.1fx  update error %.4f est, %.4f "
+			       "measured  norm ratio %.3f\n",
 			       methods[j].name, (double)(r->raw - r->opt_raw) / (double)(r->enc - r->opt_enc),
-			       r->opt_enc ? (double)r->opt_raw / (double)r->opt_enc : 0.0, r->oq_max);
+			       r->opt_enc ? (double)r->opt_raw / (double)r->opt_enc : 0.0, r->oq_max, r->ou_max,
+			       r->onorm_worst);
 		}
 	}
 	printf("\nencode time by stage (prepare: widen, check, sketch; search; quantize with\n"
@@ -490,7 +582,7 @@ int main(int argc, char **argv)
 		       res[0].t_enc_steady > 0 ? (res[NMETHODS - 2].t_enc_steady / res[NMETHODS - 2].raw_steady) /
 						 (res[0].t_enc_steady / res[0].raw_steady)
 					       : 0.0);
-	printf("\nreproduce: %s --eps %g%s%s%s DIR=%s\n", argv[0], eps, only ? " --methods " : "",
+	printf("\nreproduce: %s --eps %g --opt-eps %g%s%s%s DIR=%s\n", argv[0], eps, opt_eps, only ? " --methods " : "",
 	       only ? only : "", limit ? " --limit N" : "", argv[optind]);
 	free(buf);
 	return 0;

@@ -23,15 +23,20 @@ int ckenc_norm_of(const rckpt_ckenc_t *e, const rckpt_ctensor_t *t)
 	return e->xnorm[t - p->t];
 }
 
+unsigned ckenc_value_xf(const rckpt_ckenc_t *e, unsigned kind)
+{
+	return kind == RCKPT_LK_MOMENT2 && e->o.moment2_linear ? RCKPT_XF_NONE : rckpt_lk_transform(kind);
+}
+
 unsigned ckenc_transform_of(const rckpt_ckenc_t *e, const rckpt_ctensor_t *t)
 {
-	return ckenc_norm_of(e, t) >= 0 ? RCKPT_XF_NORM : rckpt_lk_transform(rckpt_ctensor_kind(t));
+	return ckenc_norm_of(e, t) >= 0 ? RCKPT_XF_NORM : ckenc_value_xf(e, rckpt_ctensor_kind(t));
 }
 
 const float *ckenc_values(rckpt_ckenc_t *e, const rckpt_ctensor_t *t, uint64_t first, size_t n)
 {
 	const int v = ckenc_norm_of(e, t);
-	const unsigned xf = rckpt_lk_transform(rckpt_ctensor_kind(t));
+	const unsigned xf = ckenc_value_xf(e, rckpt_ctensor_kind(t));
 	if (v >= 0) {
 		const rckpt_ctensor_t *vt = &e->xparams->t[v];
 		if (ckenc_norm_values(e, e->wblk, t, vt, e->xg[v], e->xq[v], (float)ckenc_eps(vt), first,

@@ -229,6 +229,9 @@ void ckenc_update_free(ckenc_upd_t *u);
 const float *ckenc_values(rckpt_ckenc_t *e, const rckpt_ctensor_t *t, uint64_t first, size_t n);
 /* t's transform this step, and its NORM partner (-1: none). */
 unsigned ckenc_transform_of(const rckpt_ckenc_t *e, const rckpt_ctensor_t *t);
+/* The transform a tensor of this kind's values go through (LOG2 for second
+ * moments unless o.moment2_linear; NORM aside). */
+unsigned ckenc_value_xf(const rckpt_ckenc_t *e, unsigned kind);
 int ckenc_norm_of(const rckpt_ckenc_t *e, const rckpt_ctensor_t *t);
 /* A second moment's eps, as the manifest keeps it (f32; 0 given: 1e-8). */
 static inline double ckenc_eps(const rckpt_ctensor_t *v)

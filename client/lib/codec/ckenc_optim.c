@@ -15,7 +15,8 @@
  * against the original's: y - u = u (sqrt(v) + eps) / (sqrt(v') + eps) - u,
  * whose first-order terms are |u| rho / (2 (1 + f)) dx, rho = sqrt(v) /
  * (sqrt(v) + eps), f the fraction of v's mantissa (dv / v = dx / (1 + f)),
- * relative to sum u^2. The two errors add (the first moment's quantization
+ * relative to sum u^2 (the ablation o.moment2_linear stores x = v: 1 + f
+ * becomes v, floored at eps^2). The two errors add (the first moment's quantization
  * error is not correlated with the second's), so the second moments take
  * half of opt_eps and the first moments what the second left. A second
  * moment without a first is judged by the relative error of sqrt(v) + eps
@@ -149,6 +150,7 @@ int ckenc_update_terms(rckpt_ckenc_t *e, ckenc_upd_t *u, const rckpt_tset_t *par
 	for (j = 0; j < u->n && rc == 0; j++) {
 		const rckpt_ctensor_t *vt = &params->t[j];
 		const double eps = vt->eps > 0 ? vt->eps : 1e-8;
+		const int lin = ckenc_value_xf(e, RCKPT_LK_MOMENT2) == RCKPT_XF_NONE;
 		const float *v = NULL, *m = NULL;
 		float *vown = NULL, *mown = NULL, *wv, *wm = NULL;
 		int mi = -1;
@@ -172,7 +174,10 @@ int ckenc_update_terms(rckpt_ckenc_t *e, ckenc_upd_t *u, const rckpt_tset_t *par
 			/* a value the LOG2 transform refuses is the encoder's to
 			 * report (-EDOM); its weights here are only kept finite */
 			const double vv = v[k] > 0 && isfinite(v[k]) ? (double)v[k] : 0.0;
-			const double sv = sqrt(vv), d = sv + eps, rho = sv / d, f1 = mant1(v[k]);
+			const double sv = sqrt(vv), d = sv + eps, rho = sv / d;
+			/* d(log v) per unit of the stored value: 1 / (1 + f) in
+			 * LOG2 (f the mantissa's fraction), 1 / v as it is */
+			const double f1 = lin ? (vv > eps * eps ? vv : eps * eps) : mant1(v[k]);
 			if (mi >= 0) {
 				const double mm = isfinite(m[k]) ? (double)m[k] : 0.0, up = mm / d;
 				if (wm)
@@ -220,11 +225,11 @@ int ckenc_norm_values(rckpt_ckenc_t *e, float *out, const rckpt_ctensor_t *m, co
 	free(ov);
 	if (rc)
 		return rc;
-	rckpt_xf_forward(e->nblk, n, RCKPT_XF_LOG2);
+	rckpt_xf_forward(e->nblk, n, ckenc_value_xf(e, RCKPT_LK_MOMENT2));
 	rckpt_quantize(e->iblk, e->pblk, &np, e->nblk, gv ? gv + first : NULL, n, qv);
 	if ((rc = rckpt_dequantize(e->nblk, e->iblk, n, qv, e->pblk, np)))
 		return rc;
-	rckpt_xf_inverse(e->nblk, n, RCKPT_XF_LOG2);
+	rckpt_xf_inverse(e->nblk, n, ckenc_value_xf(e, RCKPT_LK_MOMENT2));
 	for (i = 0; i < n; i++)
 		out[i] = out[i] / (sqrtf(e->nblk[i]) + eps);
 	return 0;

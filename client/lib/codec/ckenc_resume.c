@@ -92,7 +92,7 @@ int ckenc_adopt(rckpt_ckenc_t *e, const rckpt_tset_t *params)
 		if (s->encoding == RCKPT_SEG_QUANTIZED)
 			s->transform = (uint8_t)(mf->t[i].norm != RCKPT_MF_NO_NORM
 							 ? RCKPT_XF_NORM
-							 : rckpt_lk_transform(mf->t[i].kind));
+							 : ckenc_value_xf(e, mf->t[i].kind));
 		stride[i] = n > e->o.sample_max ? (n + e->o.sample_max - 1) / e->o.sample_max : 1;
 		if (s->encoding != RCKPT_SEG_QUANTIZED || mf->t[i].nseg == 0)
 			continue;

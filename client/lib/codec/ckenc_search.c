@@ -538,7 +538,7 @@ int ckenc_ask_callback(rckpt_ckenc_t *e, const rckpt_tset_t *params, const rckpt
 			continue;
 		}
 		rc = e->be->dequantize(e, v[i], t, prep[pi].g, &qp[pi]);
-		rckpt_xf_inverse(v[i], (size_t)t->n, rckpt_lk_transform(rckpt_ctensor_kind(t)));
+		rckpt_xf_inverse(v[i], (size_t)t->n, ckenc_value_xf(e, rckpt_ctensor_kind(t)));
 	}
 	if (rc == 0)
 		rc = e->o.quality(e->o.quality_arg, params, (const float *const *)v, loss);

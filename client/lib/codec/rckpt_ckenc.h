@@ -121,6 +121,9 @@ typedef struct rckpt_ckenc_opts {
 	int plain_moments;         /* first moments are quantized as they are,
 				      not normalized by their second moments
 				      (NORM): what partial steps need */
+	int moment2_linear;        /* an ablation (bench_codec): second moments
+				      quantized as they are, not in LOG2, the
+				      search still judging the update error */
 	const struct rckpt_layout *layout; /* NULL: the layout of the tensors
 				      (checkpoint.md "Chunks"). Else a group
 				      save's part: these chunks, whose pieces
