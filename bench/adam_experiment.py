@@ -32,7 +32,14 @@ worst excess training loss over the 50 steps.
     export CEPH_CONF=$PWD/build/cluster/ceph.conf
     /usr/bin/python3 bench/adam_experiment.py                   # 3 seeds (the issue's run)
     /usr/bin/python3 bench/adam_experiment.py --short           # 1 seed, a short run
-    /usr/bin/python3 bench/adam_experiment.py --frontier 0.01,0.03,0.1,0.3 --seeds 1
+    /usr/bin/python3 bench/adam_experiment.py --frontier 0.01,0.05,0.004:0.05 --seeds 1
+
+--frontier trains once, without failures, and saves every checkpoint under
+each setting EPS:OPT_EPS (the weights' threshold and the update error's; a
+bare OPT_EPS keeps the weights' default) into a job of its own; at peak
+learning rate and late it resumes from each beside the exact state, as
+above, and also reports the held-out loss of each restored model against
+the exact model's.
 """
 import argparse
 import copy
@@ -297,6 +304,67 @@ def run(a, seed, mode, job, opt_eps=None):
     return out
 
 
+def frontier_run(a, seed, settings, tag):
+    """One training run without failures, each checkpoint saved under every
+    setting (eps, opt_eps) into a job of its own: per setting the ratio over
+    the run and, at peak learning rate and late, the damage of resuming from
+    it (weights and Adam's state from rckpt, "all"; exact weights and Adam's
+    state from rckpt, "adam"), beside one exact resume on the same batches."""
+    t = LM(a, seed)
+    jobs = ["%s-%d-f%d" % (tag, seed, i) for i in range(len(settings))]
+    cks = []
+    for job, (eps, oe) in zip(jobs, settings):
+        rckpt.Checkpointer.delete(a.pool, job, a.conf)
+        cks.append(rckpt.Checkpointer(a.pool, job, a.conf, eps=eps, opt_eps=oe))
+    saves = [[] for _ in settings]
+    torch_sizes, resumes = [], {}
+    resume_at = {"peak": a.warmup - a.warmup % a.every or a.every,
+                 "late": a.steps - a.steps // 20 - (a.steps - a.steps // 20) % a.every}
+    tick = max(1, a.steps // 10)
+    t0 = time.perf_counter()
+    while t.step < a.steps:
+        loss = t.train_step()
+        if t.step % tick == 0:
+            print("  seed %d frontier: step %d/%d, loss %.4f, %.0f s"
+                  % (seed, t.step, a.steps, loss, time.perf_counter() - t0), flush=True)
+        if t.step % a.every and t.step != a.steps:
+            continue
+        torch_sizes.append(len(torch_bytes({"model": t.net.state_dict(), "opt": t.opt.state_dict()})))
+        for i, ck in enumerate(cks):
+            saves[i].append(ck.save(t.step, t.net.state_dict(), optimizer=t.opt).wait())
+        for which, st in resume_at.items():
+            if st != t.step:
+                continue
+            exact_m = copy.deepcopy(t.net.state_dict())
+            exact_o = copy.deepcopy(t.opt.state_dict())
+            exact = t.clone_from(exact_m, exact_o, st)
+            h_exact = exact.heldout()
+            variants, info = {}, []
+            for i, ck in enumerate(cks):
+                back = ck.restore_full(step=st)
+                variants["all%d" % i] = t.clone_from(back.state_dict, back.optimizer, st)
+                variants["adam%d" % i] = t.clone_from(exact_m, back.optimizer, st)
+                info.append({"update_error": update_error(exact_o, back.optimizer),
+                             "heldout_excess": variants["all%d" % i].heldout() / h_exact - 1})
+            cmp = resume_compare(exact, variants, RESUME_STEPS)
+            for i, x in enumerate(info):
+                x.update(all=cmp["all%d" % i], adam=cmp["adam%d" % i])
+            resumes[which] = {"step": st, "lr": a.lr * mt.lr_factor(st, a.steps, a.warmup), "per": info}
+    pn = sum(p.numel() for p in t.net.parameters())
+    tb = sum(torch_sizes)
+    out = []
+    for i, (eps, oe) in enumerate(settings):
+        enc = sum(x.enc_bytes for x in saves[i])
+        oenc = sum(x.opt_enc_bytes for x in saves[i])
+        out.append({"mode": "frontier", "seed": seed, "eps": eps, "opt_eps": oe, "ratio": tb / enc,
+                    "weights_ratio": len(saves[i]) * 4 * pn / (enc - oenc),
+                    "adam_ratio": len(saves[i]) * 8 * pn / oenc,
+                    "resumes": {w: dict(r, per=r["per"][i]) for w, r in resumes.items()}})
+        cks[i].close()
+        rckpt.Checkpointer.delete(a.pool, jobs[i], a.conf)
+    return out
+
+
 def resume_tests(a, t, ck, step):
     """At `step` (just saved): the exact state against rckpt's and the
     baselines', RESUME_STEPS steps each."""
@@ -327,6 +395,7 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog=__doc__.split("\n\n", 1)[1])
     ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--seed0", type=int, default=0, help="the first seed (to split seeds over processes)")
     ap.add_argument("--steps", type=int, default=4000)
     ap.add_argument("--every", type=int, default=100, help="checkpoint every K steps")
     ap.add_argument("--failures", type=int, default=10)
@@ -342,7 +411,8 @@ def main():
     ap.add_argument("--opt-eps", type=float, default=None, help="the update error's (library default)")
     ap.add_argument("--modes", default="none,rckpt,rckpt-adam-ll,torch")
     ap.add_argument("--frontier", default=None,
-                    help="comma-separated opt_eps values: only the no-failure run and its resumes, per value")
+                    help="comma-separated settings EPS:OPT_EPS (or OPT_EPS alone: the weights' default): "
+                         "one run without failures saving every checkpoint under each, and the resumes")
     ap.add_argument("--short", action="store_true", help="1 seed, 600 steps, 4 failures (a smoke run)")
     ap.add_argument("--pool", default="rckpt")
     ap.add_argument("--conf", default=None, help="ceph.conf (default: $CEPH_CONF)")
@@ -359,14 +429,15 @@ def main():
     print("AdamW transformer: %d parameters, %d steps, a checkpoint every %d, %d failures, %d seeds"
           % (pn, a.steps, a.every, a.failures, a.seeds), flush=True)
     if a.frontier:
-        for oe in [float(x) for x in a.frontier.split(",")]:
-            for seed in range(a.seeds):
-                r = run(a, seed, "none", "%s-%d-f" % (tag, seed), oe)
-                runs.append(r)
-                print_run(r)
+        settings = []
+        for x in a.frontier.split(","):
+            e, _, o = x.rpartition(":")
+            settings.append((float(e) if e else a.eps, float(o)))
+        for seed in range(a.seed0, a.seed0 + a.seeds):
+            runs += frontier_run(a, seed, settings, tag)
         report_frontier(runs)
     else:
-        for seed in range(a.seeds):
+        for seed in range(a.seed0, a.seed0 + a.seeds):
             for mode in a.modes.split(","):
                 r = run(a, seed, mode, "%s-%d-%s" % (tag, seed, mode), a.opt_eps)
                 runs.append(r)
@@ -417,11 +488,22 @@ def report(a, runs):
 
 
 def report_frontier(runs):
-    print("\nfrontier (opt_eps: ratio, Adam ratio, worst excess loss of the resumes)")
+    print("\nfrontier: per setting the whole checkpoint's ratio against torch.save over the run\n"
+          "(weights, Adam's state), and per resume (peak, late) the update error, the held-out\n"
+          "loss of the restored model against the exact one's, and for weights and Adam's\n"
+          "state from rckpt (all) and Adam's state alone (adam) the worst per-tensor first-update\n"
+          "norm ratio and the worst excess training loss over %d steps" % RESUME_STEPS)
     for r in runs:
-        worst = max(v["worst_excess_loss"] for x in r["resumes"].values()
-                    for k, v in x["compare"].items() if k in ("all", "adam"))
-        print("  %-6s %.1fx  %.1fx  %+.2f%%" % (r["opt_eps"], r["ratio"], r["adam_ratio"], 100 * worst))
+        line = "  seed %d eps %-7s opt_eps %-5g %5.1fx (%5.1fx, %5.1fx)" % (
+            r["seed"], "%g" % r["eps"] if r["eps"] else "default", r["opt_eps"], r["ratio"],
+            r["weights_ratio"], r["adam_ratio"])
+        for w, x in r["resumes"].items():
+            p = x["per"]
+            line += "  %s: upd %.3f held %+.2f%% all %.2f %+.2f%% adam %.2f %+.2f%%" % (
+                w, p["update_error"], 100 * p["heldout_excess"], p["all"]["worst_norm_ratio"],
+                100 * p["all"]["worst_excess_loss"], p["adam"]["worst_norm_ratio"],
+                100 * p["adam"]["worst_excess_loss"])
+        print(line, flush=True)
 
 
 if __name__ == "__main__":
