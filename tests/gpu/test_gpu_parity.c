@@ -8,7 +8,8 @@
  *
  * Sizes from 0 to 100M + 7 parameters (RCKPT_TEST_GPU_BIG=0 leaves the big
  * one out), fp32, fp16 and bf16, random data of several shapes and the real
- * checkpoints when RCKPT_TEST_CKPT_DIR names them. Exits 77 (skipped) on a
+ * checkpoints when RCKPT_TEST_CKPT_DIR names them, and the test transformer's
+ * model with its AdamW state (RCKPT_TEST_LM_DIR). Exits 77 (skipped) on a
  * machine without a CUDA device. No cluster.
  */
 #include <errno.h>
@@ -28,6 +29,8 @@
 #include "test_skip.h"
 
 #include "rckpt_ckenc.h"
+#define RCKPT_FILES_UNSTABLE
+#include "rckpt_files.h"
 #include "rckpt_safetensors.h"
 #include "rckpt_codec.h"
 #include "rckpt_gpu.h"
@@ -523,10 +526,10 @@ static void encode_three(const rckpt_tset_t *const *params, const rckpt_tset_t *
 	for (s = 0; s < nsteps; s++) {
 		rckpt_ckenc_out_t out[3];
 		rckpt_ckenc_stats_t st[3];
-		rckpt_ctensor_t dt[64], dgt[64];
+		rckpt_ctensor_t dt[128], dgt[128];
 		rckpt_tset_t dp, dg;
 		char msg[256];
-		assert_true(params[s]->ntensors <= 64);
+		assert_true(params[s]->ntensors <= 128 && (!grads[s] || grads[s]->ntensors <= 128));
 		st_to_dev(&dp, dt, params[s]);
 		if (grads[s])
 			st_to_dev(&dg, dgt, grads[s]);
@@ -612,6 +615,56 @@ static void test_encoder_real(void **state)
 	}
 }
 
+/* AdamW's state beside the model (the test transformer's X.optim.safetensors:
+ * second moments in LOG2, first moments NORM): the GPU encoder reads the
+ * transformed tensors back and gives them the CPU's passes, the model's
+ * tensors the kernels; every step must still be the CPU's bytes. */
+static void test_encoder_optim(void **state)
+{
+	const char *d = getenv("RCKPT_TEST_LM_DIR");
+	rckpt_st_t st[4], os[4], gr[4];
+	rckpt_tset_t set[4];
+	const rckpt_tset_t *p[4], *g[4];
+	char path[512], err[256];
+	unsigned s, k;
+	(void)state;
+	snprintf(path, sizeof(path), "%s/step-000150.optim.safetensors", d ? d : "");
+	if (d == NULL || access(path, R_OK) != 0) {
+		TEST_SKIP(TEST_NEED_DATA, "no test transformer with optimizer state (RCKPT_TEST_LM_DIR)");
+	}
+	for (s = 0; s < 4; s++) {
+		const unsigned step = 150 * (s + 1);
+		unsigned n = 0;
+		snprintf(path, sizeof(path), "%s/step-%06u.safetensors", d, step);
+		assert_int_equal(rckpt_st_read(&st[s], path, err, sizeof(err)), 0);
+		snprintf(path, sizeof(path), "%s/step-%06u.optim.safetensors", d, step);
+		assert_int_equal(rckpt_st_read(&os[s], path, err, sizeof(err)), 0);
+		snprintf(path, sizeof(path), "%s/step-%06u.grads.safetensors", d, step);
+		assert_int_equal(rckpt_st_read(&gr[s], path, err, sizeof(err)), 0);
+		set[s].t = calloc(st[s].set.ntensors + os[s].set.ntensors, sizeof(*set[s].t));
+		assert_non_null(set[s].t);
+		for (k = 0; k < st[s].set.ntensors; k++)
+			set[s].t[n++] = st[s].set.t[k];
+		for (k = 0; k < os[s].set.ntensors; k++) {
+			rckpt_tensor_role_t r;
+			set[s].t[n] = os[s].set.t[k];
+			rckpt_file_optim_role(set[s].t[n].name, &r);
+			rckpt_ctensor_set_role(&set[s].t[n++], &r);
+		}
+		set[s].ntensors = n;
+		assert_int_equal(rckpt_tset_sort(&set[s]), 0);
+		p[s] = &set[s];
+		g[s] = &gr[s].set;
+	}
+	encode_three(p, g, 4, (uint64_t)1 << 16); /* several chunks of each */
+	for (s = 0; s < 4; s++) {
+		free(set[s].t);
+		rckpt_st_free(&st[s]);
+		rckpt_st_free(&os[s]);
+		rckpt_st_free(&gr[s]);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -619,6 +672,7 @@ int main(void)
 		cmocka_unit_test(test_bad_index),
 		cmocka_unit_test(test_encoder_synthetic),
 		cmocka_unit_test(test_encoder_real),
+		cmocka_unit_test(test_encoder_optim),
 		cmocka_unit_test(test_big),
 	};
 	rckpt_gpu_probe_t pr;
