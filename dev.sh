@@ -190,8 +190,8 @@ demo)
 	pre=() # with sanitizers, Python loads the instrumented library with their runtimes
 	[ "$sanitize" = 1 ] && pre=(env "LD_PRELOAD=$(cc -print-file-name=libasan.so):$(cc -print-file-name=libubsan.so)" ASAN_OPTIONS=detect_leaks=0)
 	if /usr/bin/python3 -c 'import torch, sklearn' 2>/dev/null; then
-		say "main job: fault-tolerant training from Python, short version (bench/ft_experiment.py --short)"
-		"${pre[@]}" env RCKPT_LIBRARY="$build/client/librckpt.so" /usr/bin/python3 "$repo/bench/ft_experiment.py" --short || exit 1
+		say "main job: fault-tolerant AdamW training from Python, short version (bench/ft_experiment.py --short --optim adamw)"
+		"${pre[@]}" env RCKPT_LIBRARY="$build/client/librckpt.so" /usr/bin/python3 "$repo/bench/ft_experiment.py" --short --optim adamw || exit 1
 	else
 		say "skipped the fault-tolerant training experiment: python3-torch or python3-sklearn is not installed"
 	fi

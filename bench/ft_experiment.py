@@ -47,7 +47,7 @@ def torch_bytes(obj):
 
 def run(a, seed, mode, job):
     """One training run; mode: nockpt, none, rckpt, uncompressed."""
-    t = digits.Trainer(seed, a.steps, width=a.width, momentum=a.momentum)
+    t = digits.Trainer(seed, a.steps, width=a.width, momentum=a.momentum, optim=a.optim)
     fail_at = set()
     if mode in ("rckpt", "uncompressed"):
         fail_at = {round(a.steps * (i + 1) / (a.failures + 1)) for i in range(a.failures)}
@@ -93,7 +93,7 @@ def run(a, seed, mode, job):
         if t.step in fail_at and t.step not in failed:
             failed.add(t.step)
             r0 = time.perf_counter()
-            nt = digits.Trainer(seed, a.steps, width=a.width, momentum=a.momentum)
+            nt = digits.Trainer(seed, a.steps, width=a.width, momentum=a.momentum, optim=a.optim)
             if mode == "uncompressed":
                 if local is not None:
                     st = torch.load(io.BytesIO(local[1]))
@@ -147,6 +147,9 @@ def main():
     ap.add_argument("--width", type=int, default=512, help="hidden width of the MLP")
     ap.add_argument("--momentum", type=float, default=0.0,
                     help="SGD momentum (default %(default)s: no optimizer state; see README)")
+    ap.add_argument("--optim", choices=("sgd", "adamw"), default="sgd",
+                    help="sgd (default: the paper's setting) or adamw (lr 3e-3, weight decay 0.01: "
+                         "Adam's state saved and compressed with the weights; the demo's)")
     ap.add_argument("--eps", type=float, default=None, help="compressor threshold (default: the library's, 0.0012)")
     ap.add_argument("--quality-eps", type=float, default=0.01,
                     help="the quality callback's threshold: relative rise of the val loss")

@@ -61,12 +61,20 @@ class Trainer:
     generator seeded by (seed, s), so a run restored at step s and replayed
     sees the same batches as a run that never failed."""
 
-    def __init__(self, seed, steps, width=512, lr=0.1, batch=64, momentum=0.9):
+    def __init__(self, seed, steps, width=512, lr=None, batch=64, momentum=0.9, optim="sgd"):
+        """optim: "sgd" (with momentum; lr 0.1 by default) or "adamw"
+        (weight decay 0.01; lr 3e-3 by default)."""
         torch.manual_seed(seed)
+        if optim not in ("sgd", "adamw"):
+            raise ValueError("optim: sgd or adamw, not %r" % (optim,))
+        lr = lr if lr is not None else (0.1 if optim == "sgd" else 3e-3)
         self.seed, self.steps, self.lr, self.batch = seed, steps, lr, batch
         self.data = load_digits()
         self.model = make_model(width)
-        self.opt = torch.optim.SGD(self.model.parameters(), lr=lr, momentum=momentum)
+        if optim == "sgd":
+            self.opt = torch.optim.SGD(self.model.parameters(), lr=lr, momentum=momentum)
+        else:
+            self.opt = torch.optim.AdamW(self.model.parameters(), lr=lr, weight_decay=0.01)
         self.step = 0
 
     def lr_at(self, s):
