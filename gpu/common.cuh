@@ -119,6 +119,16 @@ template <int DT> __device__ __forceinline__ float ld1(const void *p, u64 i)
 	return DT == RCKPT_DT_F16 ? half_to_f32(h) : bf16_to_f32(h);
 }
 
+// The same, the dtype known at run time: rckpt_widen_to_f32's value of element i of an array of dtype dt.
+__device__ __forceinline__ float ld_dt(const void *p, unsigned dt, u64 i)
+{
+	if (dt == RCKPT_DT_F32)
+		return ld1<RCKPT_DT_F32>(p, i);
+	if (dt == RCKPT_DT_F16)
+		return ld1<RCKPT_DT_F16>(p, i);
+	return ld1<RCKPT_DT_BF16>(p, i);
+}
+
 // Four consecutive elements from i (a multiple of 4) of an array whose base
 // is aligned for it: one 16-byte (fp32) or 8-byte (fp16, bf16) load.
 template <int DT> __device__ __forceinline__ void ld4(float x[4], const void *p, u64 i)

@@ -1,5 +1,6 @@
-// gpu_qerr.cu — the quality sums (rckpt_qerr's fixed tiles and folds) and
-// the per-block change distance of partial steps (rckpt_block_dist's).
+// gpu_qerr.cu — the quality sums (rckpt_qerr's fixed tiles and folds), the
+// update error's weights (rckpt_update_weights') and the per-block change
+// distance of partial steps (rckpt_block_dist's).
 #include "common.cuh"
 
 // ---------------------------------------------------------------- quality sums
@@ -128,6 +129,97 @@ extern "C" int rckpt_gpu_qerr(double *d_out, const void *d_w, unsigned dtype, co
 	if (rc)
 		return rc;
 	k_qerr_fold<<<1, QE_LANES, 0, s>>>(d_out, tsum, qetiles(n));
+	return launched();
+}
+
+// ---------------------------------------------------------------- update error's weights
+
+// One block per tile, as k_qerr_tiles: the weights of its elements, and the
+// tile's sum of u^2 (or of 1) in tsum[tile].
+template <bool M, bool WM>
+__global__ __launch_bounds__(QE_LANES) void k_upd_tiles(double *tsum, float *wv, float *wm, const void *v,
+							unsigned vdt, const void *m, unsigned mdt, u64 n,
+							double eps, int lin)
+{
+	__shared__ double a[QE_LANES];
+	const u64 t0 = (u64)blockIdx.x * QE_TILE;
+	const double e2 = __dmul_rn(eps, eps);
+	double acc = 0.0;
+#pragma unroll
+	for (int r = 0; r < QE_TILE / QE_LANES; r++) {
+		const u64 k = t0 + (u64)r * QE_LANES + threadIdx.x;
+		if (k < n) {
+			const float vf = ld_dt(v, vdt, k);
+			const double vv = vf > 0.0f && isfinite(vf) ? (double)vf : 0.0;
+			const double sv = __dsqrt_rn(vv), d = __dadd_rn(sv, eps), rho = __ddiv_rn(sv, d);
+			const double mant = __dadd_rn(1.0, __dmul_rn((double)(__float_as_uint(vf) & 0x7fffffu), 0x1p-23));
+			const double f1 = lin ? (vv > e2 ? vv : e2) : mant;
+			const double two_f1 = __dmul_rn(2.0, f1);
+			double term = 1.0;
+			if (M) {
+				const float mf = ld_dt(m, mdt, k);
+				const double mm = isfinite(mf) ? (double)mf : 0.0, up = __ddiv_rn(mm, d);
+				if (WM)
+					wm[k] = __double2float_rn(__ddiv_rn(1.0, d));
+				wv[k] = __double2float_rn(__ddiv_rn(__dmul_rn(fabs(up), rho), two_f1));
+				term = __dmul_rn(up, up);
+			} else {
+				wv[k] = __double2float_rn(__ddiv_rn(rho, two_f1));
+			}
+			acc = __dadd_rn(acc, term);
+		}
+	}
+	a[threadIdx.x] = acc;
+	__syncthreads();
+	const double sum = fold256(a);
+	if (threadIdx.x == 0)
+		tsum[blockIdx.x] = sum;
+}
+
+// Outer lanes over the tiles' sums, in order; then the fold.
+__global__ __launch_bounds__(QE_LANES) void k_upd_fold(double *out, const double *tsum, u64 ntiles)
+{
+	__shared__ double a[QE_LANES];
+	double acc = 0.0;
+	for (u64 t = threadIdx.x; t < ntiles; t += QE_LANES)
+		acc = __dadd_rn(acc, tsum[t]);
+	a[threadIdx.x] = acc;
+	__syncthreads();
+	const double sum = fold256(a);
+	if (threadIdx.x == 0)
+		out[0] = sum;
+}
+
+extern "C" size_t rckpt_gpu_update_weights_temp_bytes(uint64_t n)
+{
+	return 8 * (qetiles(n) ? qetiles(n) : 1);
+}
+
+extern "C" int rckpt_gpu_update_weights(float *d_wv, float *d_wm, double *d_den, const void *d_v, unsigned vdtype,
+					const void *d_m, unsigned mdtype, uint64_t n, double eps, int lin,
+					void *d_temp, size_t temp_bytes, void *stream)
+{
+	const cudaStream_t s = ST(stream);
+	double *tsum = (double *)d_temp;
+	const unsigned nt = (unsigned)qetiles(n);
+
+	if (!dtype_ok(vdtype) || (d_m && !dtype_ok(mdtype)) || (d_wm && !d_m) || !d_den ||
+	    (n && (!d_wv || !d_v)) || !aligned(d_temp, 8) || qetiles(n) > 0x7fffffffu)
+		return -EINVAL;
+	if (temp_bytes < rckpt_gpu_update_weights_temp_bytes(n))
+		return -ENOSPC;
+	if (n == 0)
+		return err_of(cudaMemsetAsync(d_den, 0, 8, s)); // +0.0
+	if (d_m && d_wm)
+		k_upd_tiles<true, true><<<nt, QE_LANES, 0, s>>>(tsum, d_wv, d_wm, d_v, vdtype, d_m, mdtype, n, eps, lin);
+	else if (d_m)
+		k_upd_tiles<true, false><<<nt, QE_LANES, 0, s>>>(tsum, d_wv, NULL, d_v, vdtype, d_m, mdtype, n, eps, lin);
+	else
+		k_upd_tiles<false, false><<<nt, QE_LANES, 0, s>>>(tsum, d_wv, NULL, d_v, vdtype, NULL, 0, n, eps, lin);
+	int rc = launched();
+	if (rc)
+		return rc;
+	k_upd_fold<<<1, QE_LANES, 0, s>>>(d_den, tsum, qetiles(n));
 	return launched();
 }
 

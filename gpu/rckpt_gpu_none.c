@@ -163,3 +163,37 @@ int rckpt_gpu_block_dist(double *d_out, const void *d_cur, unsigned dtype, const
 	(void)d_out, (void)d_cur, (void)dtype, (void)d_saved, (void)n, (void)block, (void)stream;
 	return -ENODEV;
 }
+
+int rckpt_gpu_xf_values(float *d_out, const void *d_in, unsigned dtype, uint64_t n, unsigned xf,
+			void *stream)
+{
+	(void)d_out, (void)d_in, (void)dtype, (void)n, (void)xf, (void)stream;
+	return -ENODEV;
+}
+
+int rckpt_gpu_xf_inverse(float *d_v, uint64_t n, unsigned xf, void *stream)
+{
+	(void)d_v, (void)n, (void)xf, (void)stream;
+	return -ENODEV;
+}
+
+int rckpt_gpu_norm_divide(float *d_out, const void *d_m, unsigned mdtype, const float *d_v, float eps,
+			  uint64_t n, void *stream)
+{
+	(void)d_out, (void)d_m, (void)mdtype, (void)d_v, (void)eps, (void)n, (void)stream;
+	return -ENODEV;
+}
+
+size_t rckpt_gpu_update_weights_temp_bytes(uint64_t n)
+{
+	return 8 * (n ? (n + 2047) / 2048 : 1);
+}
+
+int rckpt_gpu_update_weights(float *d_wv, float *d_wm, double *d_den, const void *d_v, unsigned vdtype,
+			     const void *d_m, unsigned mdtype, uint64_t n, double eps, int lin,
+			     void *d_temp, size_t temp_bytes, void *stream)
+{
+	(void)d_wv, (void)d_wm, (void)d_den, (void)d_v, (void)vdtype, (void)d_m, (void)mdtype, (void)n;
+	(void)eps, (void)lin, (void)d_temp, (void)temp_bytes, (void)stream;
+	return -ENODEV;
+}

@@ -143,6 +143,30 @@ size_t rckpt_gpu_qerr_temp_bytes(uint64_t n);
 int rckpt_gpu_qerr(double *d_out, const void *d_w, unsigned dtype, const float *d_g, uint64_t n,
 		   const rckpt_gpu_qparams_t *q, void *d_temp, size_t temp_bytes, void *stream);
 
+/* ---- an optimizer's state ---- */
+
+/* d_in[0..n) (dtype) widened to fp32 and through transform xf (0: none,
+ * 1: LOG2; enum rckpt_seg_transform) into d_out (twin: rckpt_widen_to_f32
+ * then rckpt_xf_forward). */
+int rckpt_gpu_xf_values(float *d_out, const void *d_in, unsigned dtype, uint64_t n, unsigned xf,
+			void *stream);
+/* In place, the inverse (twin: rckpt_xf_inverse). */
+int rckpt_gpu_xf_inverse(float *d_v, uint64_t n, unsigned xf, void *stream);
+/* d_out[i] = m[i] / (sqrtf(d_v[i]) + eps), m of mdtype widened (twin:
+ * rckpt_norm_divide). */
+int rckpt_gpu_norm_divide(float *d_out, const void *d_m, unsigned mdtype, const float *d_v, float eps,
+			  uint64_t n, void *stream);
+
+/* The update error's weights of a second moment d_v (vdtype) and its first
+ * moment d_m (mdtype; NULL: none) into d_wv and, when not NULL (d_m
+ * given), d_wm, and their denominator into *d_den (one double), summed in
+ * rckpt_qerr's fixed order (twin: rckpt_update_weights,
+ * client/lib/codec/rckpt_quant.h). */
+size_t rckpt_gpu_update_weights_temp_bytes(uint64_t n);
+int rckpt_gpu_update_weights(float *d_wv, float *d_wm, double *d_den, const void *d_v, unsigned vdtype,
+			     const void *d_m, unsigned mdtype, uint64_t n, double eps, int lin,
+			     void *d_temp, size_t temp_bytes, void *stream);
+
 /* ---- index deltas ---- */
 
 /* The symbols of an index stream before run-length and entropy coding

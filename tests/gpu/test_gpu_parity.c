@@ -2,7 +2,8 @@
  * test_gpu_parity.c — every CUDA kernel against its CPU twin, exactly:
  * histogram counts, quantile bounds, bin indices, protected values, index
  * symbols, fixed-order sums (bit for bit), dequantized values (bit for bit
- * in fp32, fp16 and bf16), and the encoder's records: the same bytes from
+ * in fp32, fp16 and bf16), an optimizer's state's transforms and update
+ * error weights, and the encoder's records: the same bytes from
  * the GPU path (tensors in device memory, or staged from host memory) as
  * from the CPU path, step after step.
  *
@@ -381,6 +382,133 @@ static void test_kernels(void **state)
 	(void)dist_name;
 }
 
+/* ---- an optimizer's state: transforms and the update error's weights ---- */
+
+/* A second moment: decades of positives, zeros, subnormals, and what LOG2
+ * refuses (negatives, -0, NaN, Inf). */
+static float moment2(size_t i)
+{
+	switch (i % 89) {
+	case 1:
+		return 0.0f;
+	case 2:
+		return -0.0f;
+	case 3:
+		return -2e-7f;
+	case 4:
+		return NAN;
+	case 5:
+		return INFINITY;
+	case 6:
+		return 3e-41f;
+	case 7:
+		return FLT_MAX;
+	default:
+		return (float)exp(nrand() * 6.0 - 14.0);
+	}
+}
+
+static void check_optim_case(size_t n, unsigned dt)
+{
+	const size_t dsz = rckpt_dtype_size(dt);
+	float *v = malloc(4 * n + 4), *m = malloc(4 * n + 4), *want = malloc(4 * n + 4);
+	float *got = malloc(4 * n + 4), *x = malloc(4 * n + 4), *wm = malloc(4 * n + 4);
+	float *gwm = malloc(4 * n + 4);
+	void *rv = malloc(dsz * n + 4), *rm = malloc(dsz * n + 4);
+	void *dv, *dm, *dx, *dout, *dwm, *dtemp;
+	const size_t tb = rckpt_gpu_update_weights_temp_bytes(n);
+	double den, gden, *dden;
+	size_t i;
+	unsigned xf, mode;
+
+	for (i = 0; i < n; i++) {
+		v[i] = moment2(i);
+		m[i] = i % 131 == 17 ? INFINITY : nrand() * 1e-3f;
+		x[i] = i % 53 == 0 ? NAN : (float)((urand() - 0.5) * 400.0); /* LOG2's domain and past it */
+	}
+	if (n > 2)
+		x[1] = -1e30f, x[2] = 1e30f;
+	rckpt_narrow_from_f32(rv, v, dt, n);
+	rckpt_narrow_from_f32(rm, m, dt, n);
+	rckpt_widen_to_f32(v, rv, dt, n);
+	rckpt_widen_to_f32(m, rm, dt, n);
+	dv = to_dev(rv, dsz * n);
+	dm = to_dev(rm, dsz * n);
+	dx = to_dev(x, 4 * n);
+	dout = dalloc(4 * n);
+	dwm = dalloc(4 * n);
+	dtemp = dalloc(tb);
+	dden = dalloc(8);
+
+	/* forward, both transforms, from each dtype */
+	for (xf = RCKPT_XF_NONE; xf <= RCKPT_XF_LOG2; xf++) {
+		memcpy(want, v, 4 * n);
+		rckpt_xf_forward(want, n, xf);
+		assert_int_equal(rckpt_gpu_xf_values(dout, dv, dt, n, xf, stream), 0);
+		from_dev(got, dout, 4 * n);
+		assert_memory_equal(got, want, 4 * n);
+		checks += n;
+	}
+	/* the inverse, over its whole domain */
+	memcpy(want, x, 4 * n);
+	rckpt_xf_inverse(want, n, RCKPT_XF_LOG2);
+	assert_int_equal(rckpt_gpu_xf_inverse(dx, n, RCKPT_XF_LOG2, stream), 0);
+	from_dev(got, dx, 4 * n);
+	assert_memory_equal(got, want, 4 * n);
+	checks += n;
+	/* NORM's division by a restored second moment (finite, >= 0) */
+	for (i = 0; i < n; i++)
+		x[i] = isfinite(v[i]) && v[i] > 0 ? v[i] : 0.0f;
+	assert_int_equal(rckpt_gpu_memcpy(dx, x, 4 * n, 0, stream), 0);
+	rckpt_norm_divide(want, m, x, 1e-8f, n);
+	assert_int_equal(rckpt_gpu_norm_divide(dout, dm, dt, dx, 1e-8f, n, stream), 0);
+	from_dev(got, dout, 4 * n);
+	assert_memory_equal(got, want, 4 * n);
+	checks += n;
+	/* the update error's weights: no first moment; one; one and its own
+	 * weights (plain moments); linear second moments */
+	for (mode = 0; mode < 4; mode++) {
+		const int withm = mode > 0, withwm = mode == 2, lin = mode == 3;
+		rckpt_update_weights(want, withwm ? wm : NULL, &den, v, withm ? m : NULL, n, 1e-8, lin);
+		assert_int_equal(rckpt_gpu_update_weights(dout, withwm ? dwm : NULL, dden, dv, dt, withm ? dm : NULL,
+							  dt, n, 1e-8, lin, dtemp, tb, stream),
+				 0);
+		from_dev(got, dout, 4 * n);
+		from_dev(&gden, dden, 8);
+		assert_memory_equal(got, want, 4 * n);
+		assert_memory_equal(&gden, &den, 8); /* the fixed order: bit for bit */
+		if (withwm) {
+			from_dev(gwm, dwm, 4 * n);
+			assert_memory_equal(gwm, wm, 4 * n);
+		}
+		checks += n + 1;
+	}
+	/* refusals change nothing */
+	assert_int_equal(rckpt_gpu_xf_values(dout, dv, 99, n, RCKPT_XF_LOG2, stream), -EINVAL);
+	assert_int_equal(rckpt_gpu_xf_values(dout, dv, dt, n, RCKPT_XF_NORM, stream), -EINVAL);
+	assert_int_equal(rckpt_gpu_update_weights(dout, dwm, dden, dv, dt, NULL, dt, n, 1e-8, 0, dtemp, tb, stream),
+			 -EINVAL); /* wm without m */
+	if (n)
+		assert_int_equal(rckpt_gpu_update_weights(dout, NULL, dden, dv, dt, NULL, dt, n, 1e-8, 0, dtemp,
+							  tb - 8, stream),
+				 -ENOSPC);
+	rckpt_gpu_free(dv), rckpt_gpu_free(dm), rckpt_gpu_free(dx), rckpt_gpu_free(dout);
+	rckpt_gpu_free(dwm), rckpt_gpu_free(dtemp), rckpt_gpu_free(dden);
+	free(v), free(m), free(want), free(got), free(x), free(wm), free(gwm), free(rv), free(rm);
+}
+
+static void test_optim_kernels(void **state)
+{
+	static const size_t sizes[] = { 0, 1, 2047, 2048, 2049, 2048 * 257 + 3, (1u << 22) + 5 };
+	unsigned si, dt;
+	(void)state;
+	for (si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++)
+		for (dt = RCKPT_DT_F32; dt <= RCKPT_DT_BF16; dt++)
+			check_optim_case(sizes[si], dt);
+	print_message("optimizer kernels: %zu sizes x 3 dtypes, %llu values compared so far\n",
+		      sizeof(sizes) / sizeof(sizes[0]), checks);
+}
+
 static void test_bad_index(void **state)
 {
 	(void)state;
@@ -616,9 +744,9 @@ static void test_encoder_real(void **state)
 }
 
 /* AdamW's state beside the model (the test transformer's X.optim.safetensors:
- * second moments in LOG2, first moments NORM): the GPU encoder reads the
- * transformed tensors back and gives them the CPU's passes, the model's
- * tensors the kernels; every step must still be the CPU's bytes. */
+ * second moments in LOG2, first moments NORM): the GPU encoder transforms
+ * them on the device (rckpt_gpuenc_xvalues) and computes the update
+ * error's weights there; every step must still be the CPU's bytes. */
 static void test_encoder_optim(void **state)
 {
 	const char *d = getenv("RCKPT_TEST_LM_DIR");
@@ -670,6 +798,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_kernels),
 		cmocka_unit_test(test_bad_index),
+		cmocka_unit_test(test_optim_kernels),
 		cmocka_unit_test(test_encoder_synthetic),
 		cmocka_unit_test(test_encoder_real),
 		cmocka_unit_test(test_encoder_optim),

@@ -4,7 +4,9 @@
  * order and agree with plain sums; the index-stream symbols are a stable
  * sort of the deltas; a histogram laid out as the GPU writes it becomes the
  * same sketch; the kernels' parameters carry the CPU's midpoints and
- * levels; and without a device the GPU path says -ENODEV.
+ * levels; the update error's weights and the NORM division are the
+ * documented element formulas, their sum in the documented order; and
+ * without a device the GPU path says -ENODEV.
  */
 #include <errno.h>
 #include <float.h>
@@ -184,6 +186,119 @@ static void test_block_dist(void **state)
 	free(c), free(s), free(out);
 }
 
+/* A second moment's values: decades of positives, zeros, and what the
+ * LOG2 transform refuses (negatives, NaN, Inf), every few. */
+static float moment2(size_t i)
+{
+	switch (i % 97) {
+	case 3:
+		return 0.0f;
+	case 5:
+		return -1e-9f;
+	case 7:
+		return NAN;
+	case 11:
+		return INFINITY;
+	case 13:
+		return 1e-42f; /* subnormal */
+	default:
+		return (float)exp(nrand() * 6.0 - 14.0);
+	}
+}
+
+/* rckpt_update_weights, from rckpt_quant.h's words: the element formulas,
+ * and the sum in rckpt_qerr's order. */
+static void test_update_weights(void **state)
+{
+	static const size_t sizes[] = { 0, 1, 2047, 2048, 2049, 2048 * 257 + 3 };
+	static const double epss[] = { 1e-8, 3e-6 };
+	unsigned si, mode, ei;
+	(void)state;
+	for (si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++)
+		for (ei = 0; ei < 2; ei++)
+			for (mode = 0; mode < 4; mode++) { /* no m; m; m and wm; m, linear */
+				const size_t n = sizes[si];
+				const double eps = epss[ei];
+				const int withm = mode > 0, withwm = mode == 2, lin = mode == 3;
+				float *v = malloc(4 * n + 4), *m = malloc(4 * n + 4);
+				float *wv = malloc(4 * n + 4), *wm = malloc(4 * n + 4);
+				double on[256] = { 0 }, den = -1, spec, plain = 0;
+				size_t i, t, ntiles = (n + 2047) / 2048;
+				for (i = 0; i < n; i++) {
+					v[i] = moment2(i);
+					m[i] = i % 101 == 9 ? NAN : nrand() * 1e-3f;
+				}
+				rckpt_update_weights(wv, withwm ? wm : NULL, &den, v, withm ? m : NULL, n, eps, lin);
+				for (t = 0; t < ntiles; t++) {
+					double a[256] = { 0 };
+					unsigned j, r;
+					for (j = 0; j < 256; j++)
+						for (r = 0; r < 8; r++) {
+							const size_t k = t * 2048 + (size_t)r * 256 + j;
+							double vv, s, d, rho, f1, term = 1.0;
+							float want;
+							uint32_t b;
+							if (k >= n)
+								continue;
+							vv = v[k] > 0 && isfinite(v[k]) ? v[k] : 0.0;
+							s = sqrt(vv), d = s + eps, rho = s / d;
+							memcpy(&b, &v[k], 4);
+							f1 = lin ? fmax(vv, eps * eps) : 1.0 + (double)(b & 0x7fffff) * 0x1p-23;
+							if (withm) {
+								const double u = (isfinite(m[k]) ? m[k] : 0.0) / d;
+								want = (float)(fabs(u) * rho / (2.0 * f1));
+								term = u * u;
+								if (withwm) {
+									const float w1 = (float)(1.0 / d);
+									assert_memory_equal(&wm[k], &w1, 4);
+								}
+							} else {
+								want = (float)(rho / (2.0 * f1));
+							}
+							assert_memory_equal(&wv[k], &want, 4);
+							assert_true(isfinite(wv[k]) && wv[k] >= 0);
+							a[j] += term;
+							plain += term;
+						}
+					on[t % 256] += tree(a);
+				}
+				spec = tree(on);
+				assert_memory_equal(&den, &spec, sizeof(den)); /* bit for bit */
+				assert_true(fabs(den - plain) <= 1e-12 * plain);
+				if (!withm)
+					assert_true(den == (double)n);
+				free(v), free(m), free(wv), free(wm);
+			}
+}
+
+/* rckpt_norm_divide: m / (sqrtf(v) + eps), one float rounding per step;
+ * in place too (out == m), as the encoder calls it. */
+static void test_norm_divide(void **state)
+{
+	const size_t n = 10007;
+	float *m = malloc(4 * n), *v = malloc(4 * n), *out = malloc(4 * n);
+	size_t i;
+	(void)state;
+	for (i = 0; i < n; i++) {
+		m[i] = nrand() * 1e-3f;
+		v[i] = i % 9 == 0 ? 0.0f : (float)exp(nrand() * 6.0 - 14.0);
+	}
+	rckpt_norm_divide(out, m, v, 1e-8f, n);
+	for (i = 0; i < n; i++) {
+		volatile float s = sqrtf(v[i]), d = s + 1e-8f, q = m[i] / d;
+		assert_memory_equal(&out[i], (const float *)&q, 4);
+		if (v[i] == 0.0f)
+			assert_true(fabsf(out[i] - m[i] * 1e8f) <= 1e-6f * fabsf(m[i] * 1e8f));
+	}
+	memcpy(out, m, 4 * n);
+	rckpt_norm_divide(out, out, v, 1e-8f, n);
+	for (i = 0; i < n; i++) {
+		volatile float s = sqrtf(v[i]), d = s + 1e-8f, q = m[i] / d;
+		assert_memory_equal(&out[i], (const float *)&q, 4);
+	}
+	free(m), free(v), free(out);
+}
+
 static void test_symbols(void **state)
 {
 	const size_t n = 50000;
@@ -302,7 +417,13 @@ static void test_no_device(void **state)
 	assert_null(g);
 	{
 		float x = 1.0f;
+		double den;
 		assert_int_equal(rckpt_gpu_is_device_ptr(&x), 0);
+		assert_int_equal(rckpt_gpu_xf_values(&x, &x, RCKPT_DT_F32, 1, 1, NULL), -ENODEV);
+		assert_int_equal(rckpt_gpu_xf_inverse(&x, 1, 1, NULL), -ENODEV);
+		assert_int_equal(rckpt_gpu_norm_divide(&x, &x, RCKPT_DT_F32, &x, 1e-8f, 1, NULL), -ENODEV);
+		assert_int_equal(rckpt_gpu_update_weights(&x, NULL, &den, &x, RCKPT_DT_F32, NULL, 0, 1, 1e-8, 0,
+							  &den, 8, NULL), -ENODEV);
 	}
 }
 
@@ -311,6 +432,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_qerr_order),
 		cmocka_unit_test(test_block_dist),
+		cmocka_unit_test(test_update_weights),
+		cmocka_unit_test(test_norm_divide),
 		cmocka_unit_test(test_symbols),
 		cmocka_unit_test(test_adopt_counts),
 		cmocka_unit_test(test_qparams_make),

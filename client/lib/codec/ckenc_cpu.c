@@ -118,4 +118,5 @@ const ckenc_backend_t ckenc_cpu_backend = {
 	.dequantize = cpu_dequantize,
 	.quantize = cpu_quantize,
 	.to_host = cpu_to_host,
+	.update_weights = NULL, /* the reference: ckenc_optim.c's host path */
 };

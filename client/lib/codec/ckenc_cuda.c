@@ -18,51 +18,74 @@ static void cuda_step_begin(rckpt_ckenc_t *e)
 	rckpt_gpuenc_step_begin(e->o.gpu);
 }
 
-/* A tensor with a transform (LOG2, NORM: an optimizer's state) takes the
- * CPU's passes, its values copied from the device block by block
- * (ckenc_values): the same floats, so the same bytes. Kernels of their
- * own are issue 31's. */
-static int transformed(const rckpt_ckenc_t *e, const rckpt_ctensor_t *t)
+/* A tensor with a transform (LOG2, NORM: an optimizer's state) goes
+ * through the same passes over its values in the transform's domain, fp32
+ * on the device (rckpt_gpuenc_xvalues): *t becomes that shadow. Its
+ * records keep the tensor's own dtype. */
+static int dev_values(rckpt_ckenc_t *e, const rckpt_ctensor_t **t, rckpt_ctensor_t *shadow)
 {
-	return ckenc_transform_of(e, t) != RCKPT_XF_NONE;
+	const int v = ckenc_norm_of(e, *t);
+	const unsigned xf = ckenc_value_xf(e, rckpt_ctensor_kind(*t));
+	const rckpt_ctensor_t *vt;
+	int rc;
+
+	if (v < 0 && xf == RCKPT_XF_NONE)
+		return 0;
+	if (v >= 0) {
+		vt = &e->xparams->t[v];
+		rc = rckpt_gpuenc_xvalues(e->o.gpu, shadow, *t, RCKPT_XF_NONE, vt,
+					  ckenc_value_xf(e, RCKPT_LK_MOMENT2), e->xg[v], e->xq[v],
+					  (float)ckenc_eps(vt));
+	} else {
+		rc = rckpt_gpuenc_xvalues(e->o.gpu, shadow, *t, xf, NULL, RCKPT_XF_NONE, NULL, NULL, 0.0f);
+	}
+	if (rc == 0)
+		*t = shadow;
+	return rc;
 }
 
 static int cuda_prepare(rckpt_ckenc_t *e, rckpt_tensor_prep_t *p, uint64_t *bad,
 			const rckpt_ctensor_t *t, const float *g, unsigned kind, sample_t *sp)
 {
-	if (transformed(e, t))
-		return ckenc_cpu_backend.prepare(e, p, bad, t, g, kind, sp);
-	return rckpt_gpuenc_prepare(e->o.gpu, p, bad, t, g, kind, sp->stride, sp->w, sp->g, &sp->n);
+	const unsigned dtype = t->dtype;
+	rckpt_ctensor_t sh;
+	int rc = dev_values(e, &t, &sh);
+	if (rc == 0)
+		rc = rckpt_gpuenc_prepare(e->o.gpu, p, bad, t, g, kind, sp->stride, sp->w, sp->g, &sp->n);
+	if (rc == 0)
+		p->dtype = dtype; /* the record's: the values' own */
+	return rc;
 }
 
 static int cuda_qerr(rckpt_ckenc_t *e, double *num, double *den, const rckpt_ctensor_t *t,
 		     const float *g, const rckpt_qparams_t *q)
 {
-	if (transformed(e, t))
-		return ckenc_cpu_backend.qerr(e, num, den, t, g, q);
-	return rckpt_gpuenc_qerr(e->o.gpu, num, den, t, g, q);
+	rckpt_ctensor_t sh;
+	int rc = dev_values(e, &t, &sh);
+	return rc ? rc : rckpt_gpuenc_qerr(e->o.gpu, num, den, t, g, q);
 }
 
 static int cuda_dequantize(rckpt_ckenc_t *e, float *out, const rckpt_ctensor_t *t,
 			   const float *g, const rckpt_qparams_t *q)
 {
-	if (transformed(e, t))
-		return ckenc_cpu_backend.dequantize(e, out, t, g, q);
-	return rckpt_gpuenc_dequantize_f32(e->o.gpu, out, t, g, q);
+	rckpt_ctensor_t sh;
+	int rc = dev_values(e, &t, &sh);
+	return rc ? rc : rckpt_gpuenc_dequantize_f32(e->o.gpu, out, t, g, q);
 }
 
 static int cuda_quantize(rckpt_ckenc_t *e, rckpt_seg_t *seg, const rckpt_ctensor_t *t,
 			 const float *g, const rckpt_qparams_t *q, uint64_t first, uint64_t n,
 			 float *snap)
 {
-	const size_t dsz = rckpt_dtype_size(t->dtype);
-	size_t np = 0;
+	rckpt_ctensor_t sh;
+	size_t dsz, np = 0;
 	uint16_t *pr;
 	uint64_t k;
 	int rc;
 
-	if (transformed(e, t))
-		return ckenc_cpu_backend.quantize(e, seg, t, g, q, first, n, snap);
+	if ((rc = dev_values(e, &t, &sh)))
+		return rc;
+	dsz = rckpt_dtype_size(t->dtype);
 	if ((seg->prot = malloc(2 * (size_t)(n ? n : 1))) == NULL)
 		return -ENOMEM;
 	if ((rc = rckpt_gpuenc_quantize(e->o.gpu, seg->idx, seg->prot, &np, t, g, first, n, q)))
@@ -78,6 +101,12 @@ static int cuda_quantize(rckpt_ckenc_t *e, rckpt_seg_t *seg, const rckpt_ctensor
 			rckpt_widen_to_f32(snap + k, e->wblk, t->dtype, m);
 	}
 	return rc;
+}
+
+static int cuda_update_weights(rckpt_ckenc_t *e, float *wv, float *wm, double *den,
+			       const rckpt_ctensor_t *vt, const rckpt_ctensor_t *mt, double eps, int lin)
+{
+	return rckpt_gpuenc_update_weights(e->o.gpu, wv, wm, den, vt, mt, eps, lin);
 }
 
 static int cuda_to_host(rckpt_ckenc_t *e, const void *src, size_t bytes, const void **out,
@@ -102,4 +131,5 @@ const ckenc_backend_t ckenc_cuda_backend = {
 	.dequantize = cuda_dequantize,
 	.quantize = cuda_quantize,
 	.to_host = cuda_to_host,
+	.update_weights = cuda_update_weights,
 };

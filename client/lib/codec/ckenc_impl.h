@@ -119,6 +119,10 @@ struct ckenc_backend {
 	 * a copy in *owned, which the caller frees). */
 	int (*to_host)(rckpt_ckenc_t *e, const void *src, size_t bytes, const void **out,
 		       void **owned);
+	/* rckpt_update_weights of second moment vt and first moment mt (or
+	 * NULL) into host memory; NULL: the host computes them. */
+	int (*update_weights)(rckpt_ckenc_t *e, float *wv, float *wm, double *den,
+			      const rckpt_ctensor_t *vt, const rckpt_ctensor_t *mt, double eps, int lin);
 };
 
 extern const ckenc_backend_t ckenc_cpu_backend, ckenc_cuda_backend;

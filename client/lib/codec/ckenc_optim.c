@@ -120,12 +120,21 @@ static int host_f32(rckpt_ckenc_t *e, const rckpt_ctensor_t *t, const float **ou
 	return 0;
 }
 
-/* 1 + the fraction of v's binary32 mantissa: dv / v = dx / that, x = LOG2(v). */
-static double mant1(float v)
+/* The weights of second moment vt (and first moment mt, or NULL) by the
+ * host: the CPU's path, and any backend's without update_weights. */
+static int host_weights(rckpt_ckenc_t *e, float *wv, float *wm, double *den, const rckpt_ctensor_t *vt,
+			const rckpt_ctensor_t *mt, double eps, int lin)
 {
-	uint32_t b;
-	memcpy(&b, &v, 4);
-	return 1.0 + (double)(b & 0x7fffffu) * 0x1p-23;
+	const float *v = NULL, *m = NULL;
+	float *vown = NULL, *mown = NULL;
+	int rc = host_f32(e, vt, &v, &vown);
+	if (rc == 0 && mt)
+		rc = host_f32(e, mt, &m, &mown);
+	if (rc == 0)
+		rckpt_update_weights(wv, wm, den, v, m, vt->n, eps, lin);
+	free(vown);
+	free(mown);
+	return rc;
 }
 
 int ckenc_update_terms(rckpt_ckenc_t *e, ckenc_upd_t *u, const rckpt_tset_t *params)
@@ -151,46 +160,24 @@ int ckenc_update_terms(rckpt_ckenc_t *e, ckenc_upd_t *u, const rckpt_tset_t *par
 		const rckpt_ctensor_t *vt = &params->t[j];
 		const double eps = vt->eps > 0 ? vt->eps : 1e-8;
 		const int lin = ckenc_value_xf(e, RCKPT_LK_MOMENT2) == RCKPT_XF_NONE;
-		const float *v = NULL, *m = NULL;
-		float *vown = NULL, *mown = NULL, *wv, *wm = NULL;
+		const size_t bytes = vt->n ? 4 * (size_t)vt->n : 4;
+		float *wv, *wm = NULL;
 		int mi = -1;
 		double den = 0;
-		uint64_t k;
 		if (rckpt_ctensor_kind(vt) != RCKPT_LK_MOMENT2 || (lossless & (1u << RCKPT_LK_MOMENT2)))
 			continue;
 		/* its first moment: the update it scales */
 		for (i = 0; i < u->n && mi < 0; i++)
 			if (partner_of(params, i) == (int)j && !(lossless & (1u << RCKPT_LK_MOMENT1)))
 				mi = (int)i;
-		if ((rc = host_f32(e, vt, &v, &vown)) == 0 && mi >= 0)
-			rc = host_f32(e, &params->t[mi], &m, &mown);
-		wv = rc ? NULL : malloc(vt->n ? 4 * (size_t)vt->n : 4);
-		if (rc == 0 && mi >= 0 && e->o.plain_moments &&
-		    (wm = malloc(vt->n ? 4 * (size_t)vt->n : 4)) == NULL)
+		wv = malloc(bytes);
+		if (mi >= 0 && e->o.plain_moments && (wm = malloc(bytes)) == NULL)
 			rc = -ENOMEM;
 		if (rc == 0 && wv == NULL)
 			rc = -ENOMEM;
-		for (k = 0; rc == 0 && k < vt->n; k++) {
-			/* a value the LOG2 transform refuses is the encoder's to
-			 * report (-EDOM); its weights here are only kept finite */
-			const double vv = v[k] > 0 && isfinite(v[k]) ? (double)v[k] : 0.0;
-			const double sv = sqrt(vv), d = sv + eps, rho = sv / d;
-			/* d(log v) per unit of the stored value: 1 / (1 + f) in
-			 * LOG2 (f the mantissa's fraction), 1 / v as it is */
-			const double f1 = lin ? (vv > eps * eps ? vv : eps * eps) : mant1(v[k]);
-			if (mi >= 0) {
-				const double mm = isfinite(m[k]) ? (double)m[k] : 0.0, up = mm / d;
-				if (wm)
-					wm[k] = (float)(1.0 / d);
-				wv[k] = (float)(fabs(up) * rho / (2.0 * f1));
-				den += up * up;
-			} else {
-				wv[k] = (float)(rho / (2.0 * f1));
-				den += 1.0;
-			}
-		}
-		free(vown);
-		free(mown);
+		if (rc == 0)
+			rc = (e->be->update_weights ? e->be->update_weights : host_weights)(
+				e, wv, wm, &den, vt, mi >= 0 ? &params->t[mi] : NULL, eps, lin);
 		if (rc) {
 			free(wv);
 			free(wm);
@@ -215,7 +202,7 @@ int ckenc_norm_values(rckpt_ckenc_t *e, float *out, const rckpt_ctensor_t *m, co
 	const size_t dm = rckpt_dtype_size(m->dtype), dv = rckpt_dtype_size(v->dtype);
 	const void *hm, *hv;
 	void *om = NULL, *ov = NULL;
-	size_t np, i;
+	size_t np;
 	int rc = e->be->to_host(e, m->data + first * dm, n * dm, &hm, &om);
 	if (rc == 0 && (rc = e->be->to_host(e, v->data + first * dv, n * dv, &hv, &ov)) == 0) {
 		rckpt_widen_to_f32(out, hm, m->dtype, n);
@@ -230,7 +217,6 @@ int ckenc_norm_values(rckpt_ckenc_t *e, float *out, const rckpt_ctensor_t *m, co
 	if ((rc = rckpt_dequantize(e->nblk, e->iblk, n, qv, e->pblk, np)))
 		return rc;
 	rckpt_xf_inverse(e->nblk, n, ckenc_value_xf(e, RCKPT_LK_MOMENT2));
-	for (i = 0; i < n; i++)
-		out[i] = out[i] / (sqrtf(e->nblk[i]) + eps);
+	rckpt_norm_divide(out, out, e->nblk, eps, n);
 	return 0;
 }

@@ -58,6 +58,21 @@ int rckpt_gpuenc_quantize(rckpt_gpuenc_t *g, uint8_t *idx, uint16_t *prot, size_
 int rckpt_gpuenc_dequantize_f32(rckpt_gpuenc_t *g, float *out, const rckpt_ctensor_t *t,
 				const float *grads, const rckpt_qparams_t *q);
 
+/* The values of t as the encoder quantizes them (ckenc_values), in device
+ * memory: t widened to fp32 through transform xf, or, when vt is not
+ * NULL, t normalized by its second moment vt quantized with qv (weights
+ * gv) and restored through vxf: t / (sqrtf(v') + eps) (NORM). *shadow is
+ * t with those values (fp32, device memory), valid until the next call or
+ * the step's end. -EINVAL for a vt without qv or of another length. */
+int rckpt_gpuenc_xvalues(rckpt_gpuenc_t *g, rckpt_ctensor_t *shadow, const rckpt_ctensor_t *t, unsigned xf,
+			 const rckpt_ctensor_t *vt, unsigned vxf, const float *gv,
+			 const rckpt_qparams_t *qv, float eps);
+
+/* rckpt_update_weights of second moment vt and first moment mt (NULL:
+ * none) into host memory wv, wm (NULL: not wanted), *den. */
+int rckpt_gpuenc_update_weights(rckpt_gpuenc_t *g, float *wv, float *wm, double *den, const rckpt_ctensor_t *vt,
+				const rckpt_ctensor_t *mt, double eps, int lin);
+
 /* bytes at src (device or host memory) into dst (host). */
 int rckpt_gpuenc_read(rckpt_gpuenc_t *g, void *dst, const void *src, size_t bytes);
 

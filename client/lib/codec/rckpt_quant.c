@@ -293,3 +293,53 @@ void rckpt_xf_inverse(float *v, size_t n, unsigned xf)
 		for (i = 0; i < n; i++)
 			v[i] = rckpt_xf_log2_inv(v[i]);
 }
+
+void rckpt_norm_divide(float *out, const float *m, const float *v, float eps, size_t n)
+{
+	size_t i;
+	for (i = 0; i < n; i++)
+		out[i] = m[i] / (sqrtf(v[i]) + eps);
+}
+
+/* 1 + the fraction of v's binary32 mantissa: dv / v = dx / that, x = LOG2(v). */
+static double mant1(float v)
+{
+	uint32_t b;
+	memcpy(&b, &v, 4);
+	return 1.0 + (double)(b & 0x7fffffu) * 0x1p-23;
+}
+
+void rckpt_update_weights(float *wv, float *wm, double *den, const float *v, const float *m,
+			  uint64_t n, double eps, int lin)
+{
+	double outer[RCKPT_QERR_LANES] = { 0 };
+	const double e2 = eps * eps;
+	uint64_t t0, tiles = 0;
+
+	for (t0 = 0; t0 < n; t0 += RCKPT_QERR_TILE, tiles++) {
+		double a[RCKPT_QERR_LANES] = { 0 };
+		const uint64_t len = n - t0 < RCKPT_QERR_TILE ? n - t0 : RCKPT_QERR_TILE;
+		uint64_t i;
+		for (i = 0; i < len; i++) {
+			const uint64_t k = t0 + i;
+			const double vv = v[k] > 0 && isfinite(v[k]) ? (double)v[k] : 0.0;
+			const double sv = sqrt(vv), d = sv + eps, rho = sv / d;
+			/* d(log v) per unit of the stored value: 1 / (1 + f)
+			 * in LOG2 (f the mantissa's fraction), 1 / v as it is */
+			const double f1 = lin ? (vv > e2 ? vv : e2) : mant1(v[k]);
+			double term = 1.0;
+			if (m) {
+				const double mm = isfinite(m[k]) ? (double)m[k] : 0.0, up = mm / d;
+				if (wm)
+					wm[k] = (float)(1.0 / d);
+				wv[k] = (float)(fabs(up) * rho / (2.0 * f1));
+				term = up * up;
+			} else {
+				wv[k] = (float)(rho / (2.0 * f1));
+			}
+			a[i % RCKPT_QERR_LANES] += term;
+		}
+		outer[tiles % RCKPT_QERR_LANES] += fold(a);
+	}
+	*den = fold(outer);
+}

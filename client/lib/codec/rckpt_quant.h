@@ -110,6 +110,24 @@ float rckpt_xf_log2_inv(float x);
 void rckpt_xf_forward(float *v, size_t n, unsigned xf);
 void rckpt_xf_inverse(float *v, size_t n, unsigned xf);
 
+/* The NORM transform's values (formats/checkpoint.md "Transforms"): out[i]
+ * = m[i] / (sqrtf(v[i]) + eps), v the second moment as restored, in float,
+ * one rounding per operation. The GPU twin is rckpt_gpu_norm_divide. */
+void rckpt_norm_divide(float *out, const float *m, const float *v, float eps, size_t n);
+
+/* The update error's weights (client/lib/codec/ckenc_optim.c) of a second
+ * moment v[0..n) and its first moment m (NULL: none), Adam's eps in v's
+ * units: with s = sqrt(v), d = s + eps, rho = s / d, f1 = 1 + v's mantissa
+ * fraction (lin: v floored at eps^2), u = m / d,
+ *   wv[k] = |u| rho / (2 f1)   (no m: rho / (2 f1)),
+ *   wm[k] = 1 / d              (when wm is not NULL),
+ *   *den  = sum u^2            (no m: n),
+ * in double, rounded to float once; v not positive or not finite counts as
+ * 0, m not finite as 0. *den is summed in rckpt_qerr's fixed order (tiles,
+ * lanes, trees). The GPU twin is rckpt_gpu_update_weights. */
+void rckpt_update_weights(float *wv, float *wm, double *den, const float *v, const float *m,
+			  uint64_t n, double eps, int lin);
+
 /* bf16 <-> float, round to nearest even (finite input). */
 uint16_t rckpt_f32_to_bf16(float f);
 float rckpt_bf16_to_f32(uint16_t h);
