@@ -777,6 +777,12 @@ RCKPT_API int rckpt_pcr_info(rckpt_pcr_t *d, rckpt_pcr_info_t *out);
  * the fidelity may change between epochs. Reads in flight are waited for
  * and dropped. */
 RCKPT_API int rckpt_pcr_rewind(rckpt_pcr_t *d, unsigned groups);
+/* The same, the pass reading only records[0..n), in that order (a
+ * worker's share of an epoch, a shuffled order); records NULL: all, in
+ * order. The list is copied. -ERANGE for a record past the dataset,
+ * -EINVAL for more records than it has; either changes nothing. */
+RCKPT_API int rckpt_pcr_rewind_records(rckpt_pcr_t *d, unsigned groups, const uint32_t *records,
+				       uint32_t n);
 
 /* The images of one record, or of a fetch. */
 typedef struct rckpt_pcr_batch rckpt_pcr_batch_t;

@@ -987,9 +987,63 @@ class WithCluster(unittest.TestCase):
             ds, fidelity=2, transform=lambda im: im.float().mean(),
             target_transform=lambda y: 0 if y is None else 1), batch_size=16)
         self.assertEqual(sum(len(b[0]) for b in loader), 120)
+        self._pcr_workers(ds)
         with self.assertRaises(rckpt.RckptError) as e:
             rckpt.PCRDataset(TAG + "-none")
         self.assertEqual(e.exception.code, -2)
+
+    def _pcr_workers(self, ds):
+        """DataLoader workers read only their own records and together yield
+        every image once; shuffle permutes records per epoch and images in a
+        buffer, the same set each epoch."""
+        one = rckpt.PCRIterableDataset(ds, decode=False, transform=_digest)
+        order = [x for x, _ in one]
+        want = sorted(order)
+        full = one.read_stats()["wire_bytes"]
+        one.close()
+        self.assertEqual(len(set(want)), 120)
+        for shuffle in (False, True):
+            it = rckpt.PCRIterableDataset(ds, decode=False, transform=_digest, shuffle=shuffle,
+                                          seed=3, shuffle_buffer=16)
+            for epoch in (0, 1):
+                it.set_epoch(epoch)
+                loader = torch.utils.data.DataLoader(it, batch_size=None, num_workers=2)
+                got = [x for x, _ in loader]
+                self.assertEqual(sorted(got), want)  # every image exactly once
+                if shuffle:
+                    self.assertNotEqual(got, [x for x, _ in
+                                              torch.utils.data.DataLoader(it, batch_size=None)])
+            it.close()
+        # in one process, posing as worker 1 of 2: it reads record 1 alone
+        shard = rckpt.PCRIterableDataset(ds, decode=False, transform=_digest)
+        self.assertEqual(shard.records(1, 2), [1])
+        import unittest.mock
+        with unittest.mock.patch("torch.utils.data.get_worker_info", return_value=_Worker(1, 2)):
+            base = shard.read_stats()["wire_bytes"]
+            mine = [x for x, _ in shard]
+            read = shard.read_stats()["wire_bytes"] - base
+        self.assertEqual(len(mine), 50)
+        self.assertLess(read, full / 2)
+        shuffled = rckpt.PCRIterableDataset(ds, decode=False, shuffle=True, seed=3)
+        orders = set()
+        for e in range(6):
+            shuffled.set_epoch(e)
+            orders.add(tuple(shuffled.records()))
+        self.assertGreater(len(orders), 1)  # 3 records: 6 orders, more than one seen
+        with self.assertRaises(ValueError):
+            rckpt.PCRIterableDataset(ds, shuffle_buffer=0)
+        shard.close()
+        shuffled.close()
+
+
+def _digest(jpeg):
+    import hashlib
+    return hashlib.sha1(jpeg).hexdigest()
+
+
+class _Worker:
+    def __init__(self, id, num_workers):
+        self.id, self.num_workers = id, num_workers
 
 
 if __name__ == "__main__":

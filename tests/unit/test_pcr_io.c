@@ -142,6 +142,77 @@ static void test_build_and_read(void **state)
 	assert_int_equal(n, NIMG);
 }
 
+/* The ids of the images the pass from here gives, in order, into ids
+ * (room for cap); their count. */
+static unsigned pass_ids(rckpt_pcr_t *d, uint32_t *ids, unsigned cap)
+{
+	rckpt_pcr_batch_t *b = NULL;
+	unsigned n = 0, i;
+	for (;;) {
+		assert_int_equal(rckpt_pcr_next(d, &b), 0);
+		if (b == NULL)
+			return n;
+		for (i = 0; i < rckpt_pcr_batch_count(b); i++) {
+			rckpt_pcr_image_t im;
+			assert_int_equal(rckpt_pcr_batch_image(b, i, &im), 0);
+			assert_true(n < cap);
+			ids[n++] = im.id;
+		}
+		rckpt_pcr_batch_free(b);
+	}
+}
+
+/* A pass over chosen records, in a chosen order (a DataLoader worker's
+ * share, a shuffled epoch): only those are read; bad lists are refused
+ * and leave the pass as it was. */
+static void test_rewind_records(void **state)
+{
+	fx_t *f = *state;
+	rckpt_pcr_input_t in[NIMG];
+	rckpt_pcr_build_opts_t bo = RCKPT_PCR_BUILD_OPTS_INIT;
+	rckpt_pcr_opts_t o = RCKPT_PCR_OPTS_INIT;
+	rckpt_pcr_read_stats_t s0, s1;
+	rckpt_pcr_t *d = NULL;
+	const uint32_t two[] = { 2, 0 }, bad[] = { 1, NIMG }, many[NIMG + 1] = { 0 };
+	uint32_t ids[16];
+	unsigned i;
+
+	memset(in, 0, sizeof(in));
+	for (i = 0; i < NIMG; i++)
+		in[i].path = f->path[i];
+	bo.threads = 1;
+	bo.images_per_record = 1; /* record r holds image r */
+	if (rckpt_pcr_build(f->h, "r", in, NIMG, &bo, NULL))
+		fail_msg("build: %s", rckpt_errmsg(f->h));
+	assert_int_equal(rckpt_pcr_open(f->h, &d, "r", &o), 0);
+	/* the default pass: every record, in order */
+	assert_int_equal(pass_ids(d, ids, 16), NIMG);
+	for (i = 0; i < NIMG; i++)
+		assert_int_equal(ids[i], i);
+	/* records 2 then 0, and only they are read */
+	assert_int_equal(rckpt_pcr_read_stats(d, &s0), 0);
+	assert_int_equal(rckpt_pcr_rewind_records(d, 1, two, 2), 0);
+	assert_int_equal(pass_ids(d, ids, 16), 2);
+	assert_int_equal(ids[0], 2);
+	assert_int_equal(ids[1], 0);
+	assert_int_equal(rckpt_pcr_read_stats(d, &s1), 0);
+	assert_int_equal(s1.reads - s0.reads, 2);
+	/* refused: a record past the dataset, more records than it has */
+	assert_int_equal(rckpt_pcr_rewind_records(d, RCKPT_PCR_ALL, two, 2), 0);
+	assert_int_equal(rckpt_pcr_rewind_records(d, RCKPT_PCR_ALL, bad, 2), -ERANGE);
+	assert_non_null(strstr(rckpt_errmsg(f->h), "record 3"));
+	assert_int_equal(rckpt_pcr_rewind_records(d, RCKPT_PCR_ALL, many, NIMG + 1), -EINVAL);
+	assert_int_equal(pass_ids(d, ids, 16), 2); /* the pass set before stands */
+	assert_int_equal(ids[0], 2);
+	/* an empty list: a pass with nothing; NULL: all again */
+	assert_int_equal(rckpt_pcr_rewind_records(d, RCKPT_PCR_ALL, two, 0), 0);
+	assert_int_equal(pass_ids(d, ids, 16), 0);
+	assert_int_equal(rckpt_pcr_rewind_records(d, RCKPT_PCR_ALL, NULL, 0), 0);
+	assert_int_equal(pass_ids(d, ids, 16), NIMG);
+	rckpt_pcr_close(d);
+	assert_int_equal(rckpt_pcr_delete(f->h, "r"), 0);
+}
+
 static uint32_t le32(const uint8_t *p)
 {
 	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
@@ -191,6 +262,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_build_and_read, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pixels_bounded, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_rewind_records, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

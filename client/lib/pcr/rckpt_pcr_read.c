@@ -74,7 +74,9 @@ struct rckpt_pcr {
 	rckpt_pcr_index_t x;
 	uint8_t *xbytes;
 	unsigned k; /* this epoch's groups; 0: all */
-	uint32_t next_issue, next_give;
+	uint32_t *order;     /* this pass's records, in order (NULL: all, in order) */
+	uint32_t pass_len;   /* records in this pass */
+	uint32_t next_issue, next_give; /* positions in the pass */
 	rckpt_pcr_batch_t *ring[MAX_PREFETCH + 1];
 	unsigned ring_n;
 	pthread_t tid[MAX_THREADS];
@@ -303,7 +305,8 @@ static unsigned groups_of(const rckpt_pcr_t *d, unsigned ngroups)
 /* Starts the ranged read of the next record into the ring. */
 static int issue(rckpt_pcr_t *d)
 {
-	const rckpt_pcr_index_rec_t *e = &d->x.rec[d->next_issue];
+	const uint32_t r = d->order ? d->order[d->next_issue] : d->next_issue;
+	const rckpt_pcr_index_rec_t *e = &d->x.rec[r];
 	rckpt_pcr_batch_t *b = calloc(1, sizeof(*b));
 	char oid[RCKPT_PCR_OID_MAX];
 	int rc;
@@ -312,7 +315,7 @@ static int issue(rckpt_pcr_t *d)
 		return -ENOMEM;
 	b->d = d;
 	b->rgb = d->o.output == RCKPT_PCR_RGB;
-	b->record = d->next_issue;
+	b->record = r;
 	b->k = groups_of(d, e->ngroups);
 	b->rlen = e->end[b->k - 1];
 	b->rbuf = malloc(b->rlen);
@@ -401,6 +404,7 @@ int rckpt_pcr_open(rckpt_t *h, rckpt_pcr_t **out, const char *dataset, const rck
 	}
 	d->stats.wire_bytes += len;
 	d->stats.reads++;
+	d->pass_len = d->x.nrecords;
 	for (t = 0; t < d->o.threads; t++) {
 		if (pthread_create(&d->tid[t], NULL, worker, d)) {
 			rckpt_pcr_close(d);
@@ -428,6 +432,7 @@ void rckpt_pcr_close(rckpt_pcr_t *d)
 		d->io->ops->close(d->io);
 	rckpt_pcr_index_free(&d->x);
 	free(d->xbytes);
+	free(d->order);
 	free(d->q);
 	pthread_mutex_destroy(&d->mu);
 	pthread_cond_destroy(&d->cv_work);
@@ -456,11 +461,32 @@ int rckpt_pcr_info(rckpt_pcr_t *d, rckpt_pcr_info_t *out)
 
 int rckpt_pcr_rewind(rckpt_pcr_t *d, unsigned groups)
 {
+	return rckpt_pcr_rewind_records(d, groups, NULL, 0);
+}
+
+int rckpt_pcr_rewind_records(rckpt_pcr_t *d, unsigned groups, const uint32_t *records, uint32_t n)
+{
+	uint32_t *order = NULL, i;
+
 	rckpt_clear_error(d->h);
 	if (groups != RCKPT_PCR_ALL && groups > RCKPT_PCR_MAX_GROUPS)
 		return rckpt_fail(d->h, -EINVAL, __func__, "groups %u: at most %u", groups,
 				  RCKPT_PCR_MAX_GROUPS);
+	if (records && n > d->x.nrecords)
+		return rckpt_fail(d->h, -EINVAL, __func__, "%" PRIu32 " records for a pass of %s, which has %" PRIu32,
+				  n, d->name, d->x.nrecords);
+	for (i = 0; records && i < n; i++)
+		if (records[i] >= d->x.nrecords)
+			return rckpt_fail(d->h, -ERANGE, __func__, "record %" PRIu32 ": %s has records 0..%" PRIu32,
+					  records[i], d->name, d->x.nrecords - 1);
+	if (records && n && (order = malloc((size_t)n * sizeof(*order))) == NULL)
+		return rckpt_fail(d->h, -ENOMEM, __func__, "out of memory");
+	if (order)
+		memcpy(order, records, (size_t)n * sizeof(*order));
 	drain(d);
+	free(d->order);
+	d->order = order;
+	d->pass_len = records ? n : d->x.nrecords;
 	d->k = groups;
 	d->next_issue = d->next_give = 0;
 	return 0;
@@ -473,11 +499,11 @@ int rckpt_pcr_next(rckpt_pcr_t *d, rckpt_pcr_batch_t **out)
 
 	*out = NULL;
 	rckpt_clear_error(d->h);
-	while (d->ring_n < d->o.prefetch + 1 && d->next_issue < d->x.nrecords && rc == 0)
+	while (d->ring_n < d->o.prefetch + 1 && d->next_issue < d->pass_len && rc == 0)
 		rc = issue(d);
 	if (rc)
-		return rckpt_fail(d->h, rc, __func__, "cannot read record %" PRIu32 " of %s", d->next_issue,
-				  d->name);
+		return rckpt_fail(d->h, rc, __func__, "cannot read record %" PRIu32 " of %s",
+				  d->order ? d->order[d->next_issue] : d->next_issue, d->name);
 	if (d->ring_n == 0)
 		return 0; /* the end of the pass */
 	b = d->ring[0];
@@ -485,12 +511,12 @@ int rckpt_pcr_next(rckpt_pcr_t *d, rckpt_pcr_batch_t **out)
 	memmove(d->ring, d->ring + 1, (d->ring_n - 1) * sizeof(d->ring[0]));
 	d->ring_n--;
 	d->next_give++;
-	if (d->next_issue < d->x.nrecords)
+	if (d->next_issue < d->pass_len)
 		(void)issue(d); /* a failure is retried and reported by the next call */
 	if (b->rc) {
 		rc = b->rc;
 		rckpt_pcr_batch_free(b);
-		return rckpt_fail(d->h, rc, __func__, "record %" PRIu32 " of %s%s", d->next_give - 1, d->name,
+		return rckpt_fail(d->h, rc, __func__, "record %" PRIu32 " of %s%s", b->record, d->name,
 				  rc == RCKPT_ECHECKSUM ? " is damaged" : " cannot be read");
 	}
 	pthread_mutex_lock(&d->mu);

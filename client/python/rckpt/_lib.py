@@ -254,6 +254,7 @@ _sigs = {
     "rckpt_pcr_close": (None, [c_voidp]),
     "rckpt_pcr_info": (c_int, [c_voidp, P(PcrInfo)]),
     "rckpt_pcr_rewind": (c_int, [c_voidp, c_uint]),
+    "rckpt_pcr_rewind_records": (c_int, [c_voidp, c_uint, P(ctypes.c_uint32), ctypes.c_uint32]),
     "rckpt_pcr_next": (c_int, [c_voidp, P(c_voidp)]),
     "rckpt_pcr_fetch": (c_int, [c_voidp, P(ctypes.c_uint32), c_uint, P(c_voidp)]),
     "rckpt_pcr_batch_count": (c_uint, [c_voidp]),

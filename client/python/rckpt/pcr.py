@@ -137,12 +137,21 @@ class PCRDataset(torch.utils.data.Dataset):
 class PCRIterableDataset(torch.utils.data.IterableDataset):
     """Iterable: every image, record after record, each record read with
     one ranged read of its first `fidelity` groups and prefetched. The
-    fidelity may change between epochs (set_fidelity). With DataLoader
-    workers, worker w of n takes records w, w+n, ... (each reads whole
-    records, so the order interleaves by record)."""
+    fidelity may change between epochs (set_fidelity).
+
+    With DataLoader workers, worker w of n reads and decodes only records
+    w, w+n, ... of the epoch's record order: together they yield every
+    image once. shuffle=True permutes the record order per epoch (seeded
+    by seed and set_epoch's epoch, the same in every worker) and passes
+    each worker's images through a shuffle buffer of shuffle_buffer
+    images. Call set_epoch(e) before each epoch, as with a
+    DistributedSampler: workers get a copy of the dataset each epoch."""
 
     def __init__(self, dataset, pool="rckpt", conf=None, user=None, fidelity=None,
-                 decode=True, transform=None, target_transform=None, threads=0, prefetch=2):
+                 decode=True, transform=None, target_transform=None, threads=0, prefetch=2,
+                 shuffle=False, seed=0, shuffle_buffer=1024):
+        if shuffle_buffer < 1:
+            raise ValueError("shuffle_buffer must be at least 1")
         self._r = _Reader(dataset, pool, conf, user, fidelity, decode, threads, prefetch)
         info = _lib.PcrInfo()
         check(lib.rckpt_pcr_info(self._r.d, ctypes.byref(info)), self._r.h)
@@ -150,35 +159,71 @@ class PCRIterableDataset(torch.utils.data.IterableDataset):
         self.fidelity = fidelity
         self.transform = transform
         self.target_transform = target_transform
+        self.shuffle = shuffle
+        self.seed = seed
+        self.shuffle_buffer = shuffle_buffer
+        self.epoch = 0
 
     def set_fidelity(self, fidelity):
         self.fidelity = fidelity
 
+    def set_epoch(self, epoch):
+        self.epoch = epoch
+
     def __len__(self):
         return self.info.images
 
-    def __iter__(self):
-        d = self._r.get()
-        wi = torch.utils.data.get_worker_info()
-        w, n = (wi.id, wi.num_workers) if wi else (0, 1)
-        check(lib.rckpt_pcr_rewind(d, self.fidelity or _lib.RCKPT_PCR_ALL), self._r.h)
-        rec = 0
+    def records(self, worker=0, workers=1):
+        """The records worker `worker` of `workers` reads this epoch, in order."""
+        order = list(range(self.info.records))
+        if self.shuffle:
+            g = torch.Generator()
+            g.manual_seed(self.seed * 1000003 + self.epoch)
+            order = torch.randperm(len(order), generator=g).tolist()
+        return order[worker::workers]
+
+    def _images(self, d):
         while True:
             b = _lib.c_voidp()
             check(lib.rckpt_pcr_next(d, ctypes.byref(b)), self._r.h)
             if not b:
                 return
-            mine = rec % n == w
-            rec += 1
-            if not mine:
-                lib.rckpt_pcr_batch_free(b)
-                continue
             for x, y, _, _ in self._r.images(b):
-                if self.transform is not None:
-                    x = self.transform(x)
-                if self.target_transform is not None:
-                    y = self.target_transform(y)
                 yield x, y
+
+    def _shuffled(self, images, worker):
+        g = torch.Generator()
+        g.manual_seed((self.seed * 1000003 + self.epoch) * 1009 + worker + 1)
+        buf = []
+        for item in images:
+            if len(buf) < self.shuffle_buffer:
+                buf.append(item)
+                continue
+            j = int(torch.randint(len(buf), (1,), generator=g))
+            buf[j], item = item, buf[j]
+            yield item
+        while buf:
+            j = int(torch.randint(len(buf), (1,), generator=g))
+            buf[j], buf[-1] = buf[-1], buf[j]
+            yield buf.pop()
+
+    def __iter__(self):
+        d = self._r.get()
+        wi = torch.utils.data.get_worker_info()
+        w, n = (wi.id, wi.num_workers) if wi else (0, 1)
+        mine = self.records(w, n)
+        arr = (ctypes.c_uint32 * max(len(mine), 1))(*mine)
+        check(lib.rckpt_pcr_rewind_records(d, self.fidelity or _lib.RCKPT_PCR_ALL, arr, len(mine)),
+              self._r.h)
+        images = self._images(d)
+        if self.shuffle and self.shuffle_buffer > 1:
+            images = self._shuffled(images, w)
+        for x, y in images:
+            if self.transform is not None:
+                x = self.transform(x)
+            if self.target_transform is not None:
+                y = self.target_transform(y)
+            yield x, y
 
     def read_stats(self):
         s = _lib.PcrReadStats()
