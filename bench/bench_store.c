@@ -141,6 +141,18 @@ static void load(ckpts_t *c, const char *dir, unsigned max)
 	globfree(&g);
 }
 
+static void unload(ckpts_t *c)
+{
+	unsigned k;
+	for (k = 0; k < c->n; k++) {
+		free(c->t[k]);
+		rckpt_st_free(&c->st[k]);
+	}
+	free(c->t);
+	free(c->st);
+	memset(c, 0, sizeof(*c));
+}
+
 static rckpt_job_t *open_job(rckpt_t *h, const char *name, int writer)
 {
 	rckpt_job_opts_t o = RCKPT_JOB_OPTS_INIT;
@@ -994,5 +1006,6 @@ int main(int argc, char **argv)
 	rados_ioctx_destroy(io);
 	rados_shutdown(cl);
 	rckpt_destroy(h);
+	unload(&ck);
 	return 0;
 }
