@@ -514,9 +514,10 @@ int rckpt_pcr_next(rckpt_pcr_t *d, rckpt_pcr_batch_t **out)
 	if (d->next_issue < d->pass_len)
 		(void)issue(d); /* a failure is retried and reported by the next call */
 	if (b->rc) {
+		const uint32_t r = b->record;
 		rc = b->rc;
 		rckpt_pcr_batch_free(b);
-		return rckpt_fail(d->h, rc, __func__, "record %" PRIu32 " of %s%s", b->record, d->name,
+		return rckpt_fail(d->h, rc, __func__, "record %" PRIu32 " of %s%s", r, d->name,
 				  rc == RCKPT_ECHECKSUM ? " is damaged" : " cannot be read");
 	}
 	pthread_mutex_lock(&d->mu);
