@@ -992,6 +992,80 @@ class WithCluster(unittest.TestCase):
             rckpt.PCRDataset(TAG + "-none")
         self.assertEqual(e.exception.code, -2)
 
+    @unittest.skipIf(not os.environ.get("RCKPT_CLI") or not os.environ.get("RCKPT_TEST_PCR_DIR"),
+                     "RCKPT_CLI or RCKPT_TEST_PCR_DIR not set")
+    def test_pcr_fixed_size(self):
+        """size= gives HxWx3 images the default collate stacks (map-style,
+        its loader() and the iterable; workers 0 and 2); the map-style
+        dataset's image i, by any route and in any order, is the
+        iterable's image i, pixel for pixel."""
+        src = os.environ["RCKPT_TEST_PCR_DIR"]
+        files = sorted(f for f in os.listdir(src) if f.endswith(".jpg"))[:40]
+        ds = TAG + "-pcr-size"
+        cli = os.environ["RCKPT_CLI"]
+        subprocess.run([cli, "pcr", "rm", "--dataset", ds], capture_output=True)
+        self.addCleanup(subprocess.run, [cli, "pcr", "rm", "--dataset", ds], capture_output=True)
+        subprocess.run([cli, "pcr", "build", "--dataset", ds, "--images-per-record", "16"] +
+                       [os.path.join(src, f) for f in files], check=True, capture_output=True)
+        it = rckpt.PCRIterableDataset(ds)
+        want = [x for x, _ in it]  # id order
+        it.close()
+        self.assertEqual(len(want), 40)
+        self.assertGreater(len({tuple(x.shape) for x in want}), 1)  # collate would fail unsized
+        data = torch.utils.data
+        hw = (40, 56)
+        for fit in rckpt.pcr.FITS:
+            m = rckpt.PCRDataset(ds, size=hw, fit=fit, target_transform=_label_len)
+            x, _ = m[3]
+            self.assertEqual((tuple(x.shape), x.dtype), (hw + (3,), torch.uint8))
+            for workers in (0, 2):
+                for loader in (data.DataLoader(m, batch_size=8, num_workers=workers),
+                               m.loader(8, shuffle=True, num_workers=workers),
+                               data.DataLoader(rckpt.PCRIterableDataset(
+                                   ds, size=hw, fit=fit, target_transform=_label_len),
+                                   batch_size=8, num_workers=workers)):
+                    shapes = [tuple(b[0].shape) for b in loader]
+                    self.assertEqual(shapes, [(8,) + hw + (3,)] * 5, (fit, workers))
+            m.close()
+        # a crop is a window of the image; a resize keeps its brightness
+        big = next(i for i, x in enumerate(want) if x.shape[0] >= 50 and x.shape[1] >= 70)
+        h, w = want[big].shape[:2]
+        c = rckpt.PCRDataset(ds, size=(50, 70), fit="center_crop")[big][0]
+        top, left = (h - 50) // 2, (w - 70) // 2
+        self.assertTrue(torch.equal(c, want[big][top:top + 50, left:left + 70]))
+        r = rckpt.PCRDataset(ds, size=(50, 70))[big][0]
+        self.assertLess(abs(r.float().mean() - want[big].float().mean()), 3.0)
+        small = min(range(40), key=lambda i: want[i].shape[0] * want[i].shape[1])
+        hs, ws = want[small].shape[:2]
+        up = rckpt.PCRDataset(ds, size=(hs + 9, ws + 20), fit="random_crop")[small][0]
+        self.assertEqual(tuple(up.shape), (hs + 9, ws + 20, 3))  # scaled up to cover, then cropped
+        same = rckpt.PCRDataset(ds, size=(hs, ws))[small][0]
+        self.assertTrue(torch.equal(same, want[small]))
+        # map-style == iterable, by every route and order
+        m = rckpt.PCRDataset(ds)
+        perm = torch.randperm(40, generator=torch.Generator().manual_seed(5)).tolist()
+        for i in perm[:10]:
+            self.assertTrue(torch.equal(m[i][0], want[i]), i)
+        got = m.get_batch(perm + perm[:3])
+        self.assertEqual(len(got), 43)
+        for i, (x, _) in zip(perm + perm[:3], got):
+            self.assertTrue(torch.equal(x, want[i]), i)
+        self.assertTrue(all(torch.equal(x, want[i]) for i, (x, _) in zip(perm, m[torch.tensor(perm)])))
+        for workers in (0, 2):
+            got = [x for b in m.loader(6, num_workers=workers, collate_fn=list) for x, _ in b]
+            self.assertEqual(len(got), 40)
+            for i, x in enumerate(got):
+                self.assertTrue(torch.equal(x, want[i]), (workers, i))
+        for b in m.loader(6, collate_fn=list):  # leaves a read ahead behind
+            break
+        self.assertTrue(torch.equal(m[33][0], want[33]))
+        self.assertTrue(torch.equal(m.get_batch([6, 7, 8, 9, 10, 11])[5][0], want[11]))
+        m.close()
+        for bad in (dict(size=(0, 5)), dict(size=(4, 5, 6)), dict(size=8, fit="stretch"),
+                    dict(size=8, decode=False)):
+            with self.assertRaises(ValueError):
+                rckpt.PCRDataset(ds, **bad)
+
     def _pcr_workers(self, ds):
         """DataLoader workers read only their own records and together yield
         every image once; shuffle permutes records per epoch and images in a
@@ -1034,6 +1108,10 @@ class WithCluster(unittest.TestCase):
             rckpt.PCRIterableDataset(ds, shuffle_buffer=0)
         shard.close()
         shuffled.close()
+
+
+def _label_len(y):  # labels (None here) as something the default collate takes
+    return 0 if y is None else len(y)
 
 
 def _digest(jpeg):

@@ -4,10 +4,12 @@ A dataset built with `rckpt pcr build` is read at a fidelity: the number of
 scan groups (1..the dataset's groups, or None for all). Fewer groups read
 fewer bytes and give every image at lower fidelity.
 """
+import concurrent.futures
 import ctypes
 import os
 
 import torch
+import torch.nn.functional as F
 
 from . import _lib
 from ._lib import check, lib
@@ -18,6 +20,71 @@ def _decode_label(b):
         return b.decode()
     except UnicodeDecodeError:
         return b
+
+
+FITS = ("resize", "center_crop", "random_crop")
+
+
+def _size_of(size, fit, decode):
+    """The checked (H, W) of size= (an int: square), or None."""
+    if size is None:
+        return None
+    if fit not in FITS:
+        raise ValueError("fit must be one of %s, not %r" % (", ".join(FITS), fit))
+    if not decode:
+        raise ValueError("size= needs decode=True (it resizes decoded images)")
+    hw = (size, size) if isinstance(size, int) else tuple(size)
+    if len(hw) != 2 or any(not isinstance(v, int) or v < 1 for v in hw):
+        raise ValueError("size must be a positive int or (H, W) of positive ints, not %r" % (size,))
+    return hw
+
+
+def _resize(x, hw):
+    """HxWx3 uint8 -> hw[0] x hw[1] x 3 uint8: bilinear, antialiased when
+    shrinking (torchvision's Resize on tensors), rounded."""
+    t = x.permute(2, 0, 1).unsqueeze(0).float()  # channels-last NCHW, one conversion
+    shrink = hw[0] < x.shape[0] or hw[1] < x.shape[1]
+    t = F.interpolate(t, size=hw, mode="bilinear", align_corners=False, antialias=shrink)
+    return t[0].permute(1, 2, 0).add_(0.5).clamp_(0, 255).to(torch.uint8)
+
+
+def _fit(x, hw, fit):
+    """x (HxWx3 uint8) at exactly hw: resized, or a window of it (a view,
+    no copy) after scaling it up (aspect kept) if it is smaller than hw."""
+    h, w = x.shape[0], x.shape[1]
+    if (h, w) == hw:
+        return x
+    if fit == "resize":
+        return _resize(x, hw)
+    if h < hw[0] or w < hw[1]:
+        s = max(hw[0] / h, hw[1] / w)
+        x = _resize(x, (max(hw[0], round(h * s)), max(hw[1], round(w * s))))
+        h, w = x.shape[0], x.shape[1]
+    if fit == "center_crop":
+        top, left = (h - hw[0]) // 2, (w - hw[1]) // 2
+    else:  # torch's generator: seeded per DataLoader worker
+        top = int(torch.randint(h - hw[0] + 1, (1,)))
+        left = int(torch.randint(w - hw[1] + 1, (1,)))
+    return x[top:top + hw[0], left:left + hw[1]]
+
+
+class _Items:
+    """What both datasets do to an image and its label."""
+
+    def _items_init(self, decode, size, fit, transform, target_transform):
+        self.size = _size_of(size, fit, decode)
+        self.fit = fit
+        self.transform = transform
+        self.target_transform = target_transform
+
+    def _apply(self, x, y):
+        if self.size is not None:
+            x = _fit(x, self.size, self.fit)
+        if self.transform is not None:
+            x = self.transform(x)
+        if self.target_transform is not None:
+            y = self.target_transform(y)
+        return x, y
 
 
 class _Reader:
@@ -77,10 +144,8 @@ class _Reader:
                 label = _decode_label(ctypes.string_at(im.label, im.label_len)) \
                     if im.label_len else None
                 if self.rgb:
-                    n = im.width * im.height * 3
-                    buf = ctypes.string_at(im.rgb, n)
-                    x = torch.frombuffer(bytearray(buf), dtype=torch.uint8).view(
-                        im.height, im.width, 3)
+                    x = torch.empty((im.height, im.width, 3), dtype=torch.uint8)
+                    ctypes.memmove(x.data_ptr(), im.rgb, im.width * im.height * 3)
                 else:
                     x = ctypes.string_at(im.jpeg, im.jpeg_len)
                 out.append((x, label, im.name.decode(errors="replace"), im.id))
@@ -89,52 +154,165 @@ class _Reader:
         return out
 
 
-class PCRDataset(torch.utils.data.Dataset):
+class PCRDataset(_Items, torch.utils.data.Dataset):
     """Map-style: dataset[i] is (image, label) of image i at `fidelity`
-    groups, gathered in the OSD (one call per item; a batch sampler's ids go
-    through get_batch in one call per record touched). image: an HxWx3
-    uint8 tensor (decode=True) or the JPEG's bytes; label: the label
-    (a str when it is UTF-8); transform / target_transform apply to them."""
+    groups, gathered in the OSD. image: an HxWx3 uint8 tensor (decode=True)
+    or the JPEG's bytes; label: the label (a str when it is UTF-8).
+
+    size=(H, W) (or an int, square) makes every image HxWx3 so that the
+    default collate stacks them: fit="resize" scales it (bilinear,
+    antialiased when shrinking), "center_crop" / "random_crop" take an HxW
+    window of it (a view, no copy; an image smaller than that is first
+    scaled up, aspect kept, to cover it). transform / target_transform then
+    apply to the image and the label.
+
+    One id costs a round trip to the OSD and a decode, one after the
+    other. A list of ids (dataset[ids], get_batch, __getitems__) costs one
+    call per record touched, all in flight at once, and the ids are read
+    and decoded in parts, the next part while the caller's thread resizes
+    and transforms the previous one, as PCRIterableDataset reads records
+    ahead. loader() gives a DataLoader that hands whole batches to
+    get_batch and, in one process, reads the next batch's first part
+    ahead (PyTorch >= 2.0 hands batches over by itself, through
+    __getitems__). Not for use from several threads at once."""
 
     def __init__(self, dataset, pool="rckpt", conf=None, user=None, fidelity=None,
-                 decode=True, transform=None, target_transform=None, threads=0):
+                 decode=True, transform=None, target_transform=None, threads=0,
+                 size=None, fit="resize"):
+        self._items_init(decode, size, fit, transform, target_transform)
         self._r = _Reader(dataset, pool, conf, user, fidelity, decode, threads, 0)
         info = _lib.PcrInfo()
         check(lib.rckpt_pcr_info(self._r.d, ctypes.byref(info)), self._r.h)
         self.info = info
-        self.transform = transform
-        self.target_transform = target_transform
+        self._ex = self._ex_pid = None
+        self._ahead = self._next = None
 
     def __len__(self):
         return self.info.images
 
-    def _apply(self, x, y):
-        if self.transform is not None:
-            x = self.transform(x)
-        if self.target_transform is not None:
-            y = self.target_transform(y)
-        return x, y
+    # ids read and decoded per call in get_batch's pipeline: a part's
+    # decode overlaps the previous part's resize and transform
+    PART = 8
 
-    def get_batch(self, ids):
-        ids = [int(i) for i in ids]
-        if any(i < 0 or i >= len(self) for i in ids):
-            raise IndexError("image id out of range 0..%d" % (len(self) - 1))
-        arr = (ctypes.c_uint32 * max(len(ids), 1))(*ids)
+    def _fetch(self, ids):
+        arr = (ctypes.c_uint32 * len(ids))(*ids)
         b = _lib.c_voidp()
         d = self._r.get()
         check(lib.rckpt_pcr_fetch(d, arr, len(ids), ctypes.byref(b)), self._r.h)
-        return [self._apply(x, y) for x, y, _, _ in self._r.images(b)]
+        return self._r.images(b)
+
+    def _reader_thread(self):
+        """The one thread that calls into the handle during get_batch
+        (one per process: a forked worker starts its own)."""
+        if self._ex_pid != os.getpid():
+            self._ex = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="rckpt-pcr")
+            self._ex_pid = os.getpid()
+            self._ahead = self._next = None
+        return self._ex
+
+    def _take_ahead(self, part):
+        """The read of `part` started by the previous get_batch, or None;
+        a read ahead of other ids is waited for (it uses the handle) and
+        dropped."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is None:
+            return None
+        if ahead[0] == part:
+            return ahead[1]
+        concurrent.futures.wait([ahead[1]])
+        return None
+
+    def get_batch(self, ids):
+        """[(image, label)] of ids, in that order (repeats allowed)."""
+        n = len(self)
+        ids = [int(i) for i in ids]
+        if any(i < 0 or i >= n for i in ids):
+            raise IndexError("image id out of range 0..%d" % (n - 1))
+        if not ids:
+            return []
+        self._r.get()  # reopen after a fork here, not in the reader thread
+        ex = self._reader_thread()
+        nxt, self._next = self._next, None  # loader()'s next batch: read its first part ahead
+        parts = [tuple(ids[k:k + self.PART]) for k in range(0, len(ids), self.PART)]
+        if nxt:
+            parts.append(tuple(int(i) for i in nxt[:self.PART]))
+        fut = self._take_ahead(parts[0])
+        if fut is None and len(parts) == 1:  # one part, nothing to overlap
+            return [self._apply(x, y) for x, y, _, _ in self._fetch(parts[0])]
+        if fut is None:
+            fut = ex.submit(self._fetch, parts[0])
+        out = []
+        try:
+            for k in range(len(parts) - (1 if nxt else 0)):
+                items = fut.result()
+                fut = ex.submit(self._fetch, parts[k + 1]) if k + 1 < len(parts) else None
+                out.extend(self._apply(x, y) for x, y, _, _ in items)
+        except BaseException:
+            if fut is not None:  # a transform raised: the read in flight ends first
+                concurrent.futures.wait([fut])
+            raise
+        if nxt:
+            self._ahead = (parts[-1], fut)
+        return out
+
+    __getitems__ = get_batch  # PyTorch >= 2.0's DataLoader: one call per batch
 
     def __getitem__(self, i):
+        if isinstance(i, (list, tuple, range)) or (torch.is_tensor(i) and i.dim() == 1):
+            return self.get_batch(i)
+        i = int(i)
         if i < 0:
             i += len(self)
         return self.get_batch([i])[0]
 
+    def loader(self, batch_size, shuffle=False, drop_last=False, generator=None, **kwargs):
+        """A DataLoader of this dataset whose batches are read by
+        get_batch, batch_size ids in one call (a plain DataLoader with
+        batch_size=B calls dataset[i] B times in PyTorch < 2.0): ids in
+        order, or a fresh permutation per epoch (shuffle=True, drawn from
+        generator), batches stacked by the default collate unless
+        collate_fn is given. Other keywords (num_workers, pin_memory, ...)
+        go to the DataLoader."""
+        data = torch.utils.data
+        base = (data.RandomSampler(self, generator=generator) if shuffle
+                else data.SequentialSampler(self))
+        batches = data.BatchSampler(base, batch_size, drop_last)
+        if not kwargs.get("num_workers"):  # one process: read each next batch ahead
+            batches = _AheadSampler(self, batches)
+        kwargs.setdefault("collate_fn", data.default_collate)
+        return data.DataLoader(self, sampler=batches, batch_size=None, **kwargs)
+
     def close(self):
+        if self._ex is not None and self._ex_pid == os.getpid():
+            self._ex.shutdown()  # waits for a read ahead
+        self._ex = self._ahead = None
         self._r.close()
 
 
-class PCRIterableDataset(torch.utils.data.IterableDataset):
+class _AheadSampler(torch.utils.data.Sampler):
+    """Batches of ids for loader(), each telling the dataset the batch
+    after it, so get_batch starts reading that one while the caller
+    finishes this one (the iterable's read-ahead, across batches). Only
+    where sampler and dataset share a process (num_workers=0)."""
+
+    def __init__(self, ds, batches):
+        self.ds, self.batches = ds, batches
+
+    def __len__(self):
+        return len(self.batches)
+
+    def __iter__(self):
+        it = iter(self.batches)
+        cur = next(it, None)
+        while cur is not None:
+            nxt = next(it, None)
+            self.ds._next = nxt
+            yield cur
+            cur = nxt
+        self.ds._next = None
+
+
+class PCRIterableDataset(_Items, torch.utils.data.IterableDataset):
     """Iterable: every image, record after record, each record read with
     one ranged read of its first `fidelity` groups and prefetched. The
     fidelity may change between epochs (set_fidelity).
@@ -145,20 +323,23 @@ class PCRIterableDataset(torch.utils.data.IterableDataset):
     by seed and set_epoch's epoch, the same in every worker) and passes
     each worker's images through a shuffle buffer of shuffle_buffer
     images. Call set_epoch(e) before each epoch, as with a
-    DistributedSampler: workers get a copy of the dataset each epoch."""
+    DistributedSampler: workers get a copy of the dataset each epoch.
+
+    size=(H, W) and fit= make every image HxWx3 as in PCRDataset (the
+    default collate then stacks batches); transform and target_transform
+    apply after that."""
 
     def __init__(self, dataset, pool="rckpt", conf=None, user=None, fidelity=None,
                  decode=True, transform=None, target_transform=None, threads=0, prefetch=2,
-                 shuffle=False, seed=0, shuffle_buffer=1024):
+                 shuffle=False, seed=0, shuffle_buffer=1024, size=None, fit="resize"):
         if shuffle_buffer < 1:
             raise ValueError("shuffle_buffer must be at least 1")
+        self._items_init(decode, size, fit, transform, target_transform)
         self._r = _Reader(dataset, pool, conf, user, fidelity, decode, threads, prefetch)
         info = _lib.PcrInfo()
         check(lib.rckpt_pcr_info(self._r.d, ctypes.byref(info)), self._r.h)
         self.info = info
         self.fidelity = fidelity
-        self.transform = transform
-        self.target_transform = target_transform
         self.shuffle = shuffle
         self.seed = seed
         self.shuffle_buffer = shuffle_buffer
@@ -219,11 +400,7 @@ class PCRIterableDataset(torch.utils.data.IterableDataset):
         if self.shuffle and self.shuffle_buffer > 1:
             images = self._shuffled(images, w)
         for x, y in images:
-            if self.transform is not None:
-                x = self.transform(x)
-            if self.target_transform is not None:
-                y = self.target_transform(y)
-            yield x, y
+            yield self._apply(x, y)
 
     def read_stats(self):
         s = _lib.PcrReadStats()
