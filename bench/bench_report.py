@@ -14,6 +14,16 @@ def spread(ms):
     return [[m["median"] - m["min"] for m in ms], [m["max"] - m["median"] for m in ms]]
 
 
+# A paired ratio whose min-max spans more than this fraction of its median
+# says nothing by itself: the report marks it.
+WIDE = 0.5
+
+
+def wide(m):
+    return bool(m.get("pairs")) and m["n"] > 1 and m["median"] > 0 and \
+        (m["max"] - m["min"]) / m["median"] > WIDE
+
+
 def fmt(m):
     if m is None:
         return "-"
@@ -21,6 +31,10 @@ def fmt(m):
     s = "%.3g" % v if abs(v) < 100 else "%.0f" % v
     if m["n"] > 1 and m["max"] > m["min"]:
         s += " [%.3g, %.3g]" % (m["min"], m["max"])
+    if m.get("pairs"):
+        s += " (pairs)"
+    if wide(m):
+        s += " **spread too wide to conclude**"
     return s
 
 
@@ -44,6 +58,10 @@ def summary_rows(metrics, data):
         if m["name"].startswith("save throughput"):
             rows.append(("checkpoint save (fp32 logical)", fmt(m), m["unit"]))
     add("save / rados write (64 KiB)", "save logical MB/s / rados write MB/s (64 KiB)")
+    add("base save / rados write (64 KiB)", "base save logical MB/s / rados write MB/s (64 KiB)")
+    add("delta save / rados write (64 KiB)", "delta save logical MB/s / rados write MB/s (64 KiB)")
+    add("OSD materialize, fp32 folded (longest chain)", "OSD materialize of the longest chain: fp32 folded")
+    add("trainer stall, rckpt default / torch.save", "stall rckpt default / torch.save")
     add("trainer stall: rckpt snapshot", "trainer stall per save: rckpt snapshot")
     add("trainer stall: torch.save to a local file", "trainer stall per save: torch.save")
     add("compression ratio over the run: rckpt", "ratio over the run: rckpt")
@@ -57,12 +75,18 @@ def summary_rows(metrics, data):
         add("restore, chain %d, server-side" % L, "restore, chain %d: server-side" % L)
         add("restore, chain %d, after compaction" % L, "restore, chain %d: after compaction" % L)
         add("restore, chain %d, client-side" % L, "restore, chain %d: client-side" % L)
+        add("restore, chain %d, server-side / client-side" % L, "restore, chain %d: server-side / client-side time" % L)
     pcr = data.get("pcr")
     if pcr and pcr["rows"]:
         r = next((r for r in pcr["rows"] if r["ssim"] >= 0.9), pcr["rows"][-1])
         rows.append(("PCR, %d groups (SSIM %.2f): bytes / one object per JPEG" % (r["group"], r["ssim"]),
                      "%.3f" % r["frac"], "ratio"))
-        rows.append(("PCR, %d groups: images/s / one object per JPEG" % r["group"], "%.2f" % r["speedup"], "ratio"))
+        for g in range(1, 6):
+            add("PCR, groups 1..%d: read + decode images/s / one object per JPEG, 1 thread" % g,
+                "groups 1..%d: read + decode images/s / one object per JPEG, 1 thread" % g)
+        G = pcr["rows"][-1]["group"]
+        add("PCR, %d groups (full fidelity): decode Mpx/s / baseline JPEG" % G,
+            "groups 1..%d: decode only Mpx/s / baseline JPEG, one core" % G)
     for m in metrics:
         if m["suite"] == "loader" and "bytes / regular: locality" in m["name"]:
             rows.append(("loader, " + m["name"], fmt(m), m["unit"]))
@@ -90,6 +114,9 @@ def report(out, meta, metrics, data, status, plots):
         "; " + meta["ceph_version"] if meta.get("ceph_version") else ""))
     L.append("- timed figures: median [min, max] of %d runs unless the table says otherwise; seed %d"
              % (meta["reps"], meta["seed"]))
+    L.append("- ratios marked (pairs): each case measured right beside its baseline (A B A B, after a "
+             "warm-up), median [min, max] of the per-pair ratios; marked **spread too wide to conclude** "
+             "when max - min exceeds %d%% of the median" % int(WIDE * 100))
     L.append("")
     L.append("```")
     L.append(meta.get("rckpt", ""))
@@ -147,7 +174,9 @@ def report(out, meta, metrics, data, status, plots):
          "fold here)."),
         ("pcr", "PCR: bytes and images/s per scan group",
          "`bench_pcr`: the same JPEGs as a PCR dataset and as one object per original JPEG; read and decode "
-         "every image through the first k scan groups (one thread)."),
+         "every image through the first k scan groups (one thread), and decode the same prefixes from memory "
+         "on one core. Each case runs between two runs of its baseline (base, 1, base, 2, ..., after an "
+         "untimed round); its ratio is the median [min, max] of the per-pair ratios."),
         ("loader", "Locality-aware vs regular loader",
          "`loader_bytes.py`: 4 learners (processes on this machine, gloo on loopback) read a PCR dataset "
          "per epoch with the regular loader, the locality-aware one with whole caches, and with caches of "
@@ -224,11 +253,16 @@ def report(out, meta, metrics, data, status, plots):
                 L.append("%d images, %.1f MB of JPEGs; stored as PCR: %.1f MB. One object per JPEG: %s images/s."
                          % (b["images"], b["src"] / 1e6, b["stored"] / 1e6, fmt(p["base"])))
                 L.append("")
-                L.append("| groups | MB read | / one object per JPEG | images/s | / one object per JPEG | SSIM |")
-                L.append("|---:|---:|---:|---:|---:|---:|")
+                L.append("| groups | MB read | / one object per JPEG | images/s | images/s / one object per JPEG "
+                         "(1 thread) | decode Mpx/s / baseline JPEG | SSIM |")
+                L.append("|---:|---:|---:|---:|---:|---:|---:|")
                 for r in p["rows"]:
-                    L.append("| %d | %.2f | %.3f | %s | %.2f | %.3f |" % (r["group"], r["bytes"] / 1e6, r["frac"],
-                                                                          fmt(r["ips"]), r["speedup"], r["ssim"]))
+                    g = r["group"]
+                    rd = find(metrics, "groups 1..%d: read + decode images/s / one object per JPEG, 1 thread" % g)
+                    dc = find(metrics, "groups 1..%d: decode only Mpx/s / baseline JPEG, one core" % g)
+                    L.append("| %d | %.2f | %.3f | %s | %s | %s | %.3f |" % (
+                        g, r["bytes"] / 1e6, r["frac"], fmt(r["ips"]),
+                        fmt(rd) if rd else "%.2f" % r["speedup"], fmt(dc), r["ssim"]))
                 L.append("")
             img("pcr_groups", "PCR per scan group")
         else:

@@ -28,7 +28,11 @@ Suites (each a tool of bench/, run here and parsed; see the report):
 
 Timed measurements are repeated (--quick: 3 runs, --full: 5) and reported as
 median [min, max]; sizes and ratios of bytes are the same in every run and
-are measured once. DIR gets report.md, results.json, results.csv, the plots
+are measured once. A ratio of two timed cases is measured in interleaved
+pairs (A B A B ..., after an untimed warm-up): the save runs each right
+after a `rados bench` write, PCR's reads and decodes each between two
+baseline runs; it is reported as the median [min, max] of the per-pair
+ratios, and marked when that spread is too wide to conclude anything. DIR gets report.md, results.json, results.csv, the plots
 (*.png) and raw/ (every tool's output). Real data only: checkpoints of a
 model trained here (make_checkpoints.py) and JPEGs cut from Debian's sample
 photos (make_pcr_images.py), made once and kept in --data.
@@ -107,6 +111,15 @@ class Bench:
             self.metrics.append(dict(suite=suite, name=name, unit=unit, better=better, **s))
         return s
 
+    def metric_pairs(self, suite, name, ratios, better=None):
+        """A ratio measured in interleaved pairs (A B A B ...): the median of
+        the per-pair ratios, with their min and max; marked so that the
+        report can say when the spread is too wide to conclude."""
+        s = self.metric(suite, name, "ratio", list(ratios), better)
+        if s:
+            self.metrics[-1]["pairs"] = True
+        return s
+
     def tool(self, name, cmd, timeout=1800):
         """Runs cmd, keeps its output in raw/NAME.txt, returns stdout."""
         t0 = time.time()
@@ -177,26 +190,39 @@ class Bench:
             budget = min(budget, json.loads(o)["stats"]["total_avail_bytes"] // 4)
         except (OSError, subprocess.TimeoutExpired, ValueError, KeyError, TypeError):
             pass
+        self.rb_budget = budget
         rows = []
         for size in self.p["rb_sizes"]:
             w, r = [], []
             for k in range(self.p["reps"]):
-                run = "rckpt-bench-%d-%d" % (os.getpid(), size)
-                base = [rados] + conf + ["-p", self.a.pool]
-                o = self.tool("rados-bench-write-%d-%d" % (size, k),
-                              base + ["bench", str(self.p["rb_seconds"]), "write", "-b", str(size), "-t", "16",
-                                      "--max-objects", str(max(16, budget // size)), "--no-cleanup",
-                                      "--run-name", run])
-                w.append(float(re.search(r"Bandwidth \(MB/sec\):\s+([\d.]+)", o).group(1)))
-                o = self.tool("rados-bench-seq-%d-%d" % (size, k),
-                              base + ["bench", str(self.p["rb_seconds"]), "seq", "-t", "16", "--run-name", run])
-                r.append(float(re.search(r"Bandwidth \(MB/sec\):\s+([\d.]+)", o).group(1)))
-                self.tool("rados-cleanup-%d" % size, base + ["cleanup", "--run-name", run])
+                x, y = self.rados_bench(size, "%d-%d" % (size, k))
+                w.append(x)
+                r.append(y)
             label = "%d KiB" % (size >> 10)
             sw = self.metric("baseline", "rados write, %s objects" % label, "MB/s", w, "higher")
             sr = self.metric("baseline", "rados read, %s objects" % label, "MB/s", r, "higher")
             rows.append((label, sw, sr))
         self.data["baseline"] = {"rows": rows}
+
+    def rados_bench(self, size, tag):
+        """One `rados bench` write then sequential read of size-byte objects
+        (16 in flight): their MB/s."""
+        rados = shutil.which("rados")
+        if not rados:
+            raise SuiteError("skipped: the `rados` tool (ceph-common) is not installed")
+        conf = ["-c", self.env["CEPH_CONF"]] if self.env.get("CEPH_CONF") else []
+        budget = getattr(self, "rb_budget", self.p["rb_budget"])
+        run = "rckpt-bench-%d-%d" % (os.getpid(), size)
+        base = [rados] + conf + ["-p", self.a.pool]
+        o = self.tool("rados-bench-write-" + tag,
+                      base + ["bench", str(self.p["rb_seconds"]), "write", "-b", str(size), "-t", "16",
+                              "--max-objects", str(max(16, budget // size)), "--no-cleanup", "--run-name", run])
+        w = float(re.search(r"Bandwidth \(MB/sec\):\s+([\d.]+)", o).group(1))
+        o = self.tool("rados-bench-seq-" + tag,
+                      base + ["bench", str(self.p["rb_seconds"]), "seq", "-t", "16", "--run-name", run])
+        r = float(re.search(r"Bandwidth \(MB/sec\):\s+([\d.]+)", o).group(1))
+        self.tool("rados-cleanup-%d" % size, base + ["cleanup", "--run-name", run])
+        return w, r
 
     def run_store(self):
         """bench_store, reps times: the save and restore suites share it."""
@@ -204,16 +230,27 @@ class Bench:
             return self.data["store"]
         ck = self.checkpoints()
         runs = []
+        # one untimed save run first (the OSD's threads, the pool's PGs)
+        self.tool("bench_store-warmup", [self.bin("bench_store"), "--pool", self.a.pool, "--reps", "1",
+                                         "--no-rados-bench", "--mem-sizes", "0", "--chains", "1", ck])
         for k in range(self.p["reps"]):
+            # its baseline right before it: a pair (rados write, save)
+            try:
+                rb = self.rados_bench(65536, "pair-%d" % k)
+            except SuiteError:
+                rb = None
             o = self.tool("bench_store-%d" % k,
                           [self.bin("bench_store"), "--pool", self.a.pool, "--reps", "1", "--no-rados-bench",
                            "--mem-sizes", "0", "--chains", self.p["chains"], ck])
-            r = {"chain": {}}
+            r = {"chain": {}, "rados_write": rb[0] if rb else None, "rados_read": rb[1] if rb else None}
             for line in o.splitlines():
                 f = line.split(",")
                 if f[0] == "csv:save":
                     r["save"] = dict(n=int(f[1]), s=float(f[2]), mbs=float(f[3]), peak=float(f[4]),
                                      raw=int(f[6]), stored=int(f[7]))
+                elif f[0] == "csv:savesplit":
+                    r["split"] = dict(base_mbs=float(f[2]), base_stored=int(f[3]), deltas=int(f[4]),
+                                      delta_mbs=float(f[6]), delta_stored=int(f[7]))
                 elif f[0] == "csv:cls":
                     r["cls"] = dict(read50=float(f[2]), read99=float(f[3]), call50=float(f[4]), call99=float(f[5]))
                 elif f[0] == "csv:chain":
@@ -238,11 +275,22 @@ class Bench:
         self.metric("save", "cls call (rckpt.ping) p50", "us", [r["cls"]["call50"] for r in runs], "lower")
         self.metric("save", "plain 4 KiB read p50", "us", [r["cls"]["read50"] for r in runs], "lower")
         self.metric("save", "cls call / read, p50", "ratio", [r["cls"]["call50"] / r["cls"]["read50"] for r in runs])
-        # side by side: a save's objects against raw writes of the same size
-        rb = [m for m in self.metrics if m["name"] == "rados write, 64 KiB objects"]
-        if rb and mbs:
-            self.metric("save", "save logical MB/s / rados write MB/s (64 KiB)", "ratio",
-                        mbs["median"] / rb[0]["median"], "higher")
+        # side by side: each save run against the raw writes just before it
+        pairs = [r for r in runs if r.get("rados_write")]
+        if pairs:
+            self.metric_pairs("save", "save logical MB/s / rados write MB/s (64 KiB)",
+                              [r["save"]["mbs"] / r["rados_write"] for r in pairs], "higher")
+            sp = [r for r in pairs if "split" in r]
+            if sp:
+                self.metric_pairs("save", "base save logical MB/s / rados write MB/s (64 KiB)",
+                                  [r["split"]["base_mbs"] / r["rados_write"] for r in sp], "higher")
+                self.metric_pairs("save", "delta save logical MB/s / rados write MB/s (64 KiB)",
+                                  [r["split"]["delta_mbs"] / r["rados_write"] for r in sp], "higher")
+        sp = [r for r in runs if "split" in r]
+        if sp:
+            self.metric("save", "base save (fp32 logical)", "MB/s", [r["split"]["base_mbs"] for r in sp], "higher")
+            self.metric("save", "delta save (fp32 logical)", "MB/s", [r["split"]["delta_mbs"] for r in sp],
+                        "higher")
         o = self.tool("save_stall", [self.py, os.path.join(here, "save_stall.py"), "--pool", self.a.pool,
                                      "--width", str(self.p["stall_width"]), "--saves", str(self.p["stall_saves"]),
                                      "--seed", str(self.a.seed), "--rckpt", self.a.rckpt,
@@ -321,6 +369,9 @@ class Bench:
                 row[k] = self.metric("restore", "restore, chain %d: %s" % (L, label), "ms", [x[k] for x in c], "lower")
                 row[k + "_wire"] = c[0][k + "_wire"]
             rows.append(row)
+            # bench_store times server-side and client-side restores in turn
+            self.metric_pairs("restore", "restore, chain %d: server-side / client-side time" % L,
+                              [x["server"] / x["client"] for x in c], "lower")
         self.data["restore"] = rows
         m = [r["materialize"]["ms"] for r in runs if "materialize" in r]
         if m:
@@ -330,36 +381,53 @@ class Bench:
 
     def suite_pcr(self):
         imgs = self.images()
-        runs = []
-        for k in range(self.p["reps"]):
-            o = self.tool("bench_pcr-%d" % k, [self.bin("bench_pcr"), "--pool", self.a.pool, "--reps", "1", imgs])
-            r = {"read": {}, "ssim": {}}
-            for line in o.splitlines():
-                f = line.split(",")
-                if f[:2] == ["csv", "build"]:
-                    r["build"] = dict(images=int(f[2]), s=float(f[4]), stored=int(f[5]), src=int(f[6]))
-                elif f[:2] == ["csv", "read"] and f[3] == "1":
-                    key = "base" if f[2] == "base" else int(f[2])
-                    r["read"][key] = dict(bytes=int(f[4]), s=float(f[5]), n=int(f[6]))
-                    if key != "base":
-                        r["ssim"][key] = float(f[7])
-            if "build" not in r or "base" not in r["read"]:
-                raise SuiteError("bench_pcr printed no results (raw/bench_pcr-%d.txt)" % k)
-            runs.append(r)
-        b = runs[0]["build"]
-        self.metric("pcr", "build", "images/s", [r["build"]["images"] / r["build"]["s"] for r in runs], "higher")
+        # one run: bench_pcr measures every case in pairs with its baseline
+        # (base, 1, base, 2, ...), --reps rounds after an untimed one
+        o = self.tool("bench_pcr", [self.bin("bench_pcr"), "--pool", self.a.pool, "--reps", str(self.p["reps"]),
+                                    imgs])
+        r = {"read": {}, "ssim": {}, "ratio": {}}
+        for line in o.splitlines():
+            f = line.split(",")
+            if f[:2] == ["csv", "build"]:
+                r["build"] = dict(images=int(f[2]), s=float(f[4]), stored=int(f[5]), src=int(f[6]))
+            elif f[:2] == ["csv", "read"] and f[3] == "1":
+                key = "base" if f[2] == "base" else int(f[2])
+                r["read"][key] = dict(bytes=int(f[4]), s=float(f[5]), n=int(f[6]))
+                if key != "base":
+                    r["ssim"][key] = float(f[7])
+            elif f[:2] == ["csv", "ratio"]:
+                r["ratio"][(f[2], int(f[3]), int(f[4]))] = dict(median=float(f[5]), min=float(f[6]),
+                                                                 max=float(f[7]), n=int(f[8]))
+        if "build" not in r or "base" not in r["read"] or not r["ratio"]:
+            raise SuiteError("bench_pcr printed no results (raw/bench_pcr.txt)")
+        b = r["build"]
+        self.metric("pcr", "build", "images/s", b["images"] / b["s"], "higher")
         self.metric("pcr", "stored / source JPEG bytes", "ratio", b["stored"] / b["src"], "lower")
         base = self.metric("pcr", "one object per JPEG: read + decode", "images/s",
-                           [r["read"]["base"]["n"] / r["read"]["base"]["s"] for r in runs], "higher")
+                           r["read"]["base"]["n"] / r["read"]["base"]["s"], "higher")
+
+        def paired(name, x, better="higher"):
+            self.metrics.append(dict(suite="pcr", name=name, unit="ratio", better=better, pairs=True, **x))
+            return x
         rows = []
-        for g in sorted(k for k in runs[0]["read"] if k != "base"):
+        for g in sorted(k for k in r["read"] if k != "base"):
             ips = self.metric("pcr", "groups 1..%d: read + decode" % g, "images/s",
-                              [r["read"][g]["n"] / r["read"][g]["s"] for r in runs], "higher")
-            frac = runs[0]["read"][g]["bytes"] / runs[0]["read"]["base"]["bytes"]
+                              r["read"][g]["n"] / r["read"][g]["s"], "higher")
+            frac = r["read"][g]["bytes"] / r["read"]["base"]["bytes"]
             self.metric("pcr", "groups 1..%d: bytes / one object per JPEG" % g, "ratio", frac, "lower")
-            rows.append(dict(group=g, bytes=runs[0]["read"][g]["bytes"], frac=frac, ips=ips,
-                             speedup=ips["median"] / base["median"], ssim=runs[0]["ssim"][g]))
-        self.data["pcr"] = dict(rows=rows, base=base, base_bytes=runs[0]["read"]["base"]["bytes"], build=b)
+            sp = {}
+            for t in (1, 2):
+                x = r["ratio"].get(("read", g, t))
+                if x:
+                    sp[t] = paired("groups 1..%d: read + decode images/s / one object per JPEG, %d thread%s"
+                                   % (g, t, "s" if t > 1 else ""), x)
+            x = r["ratio"].get(("decode", g, 1))
+            if x:
+                paired("groups 1..%d: decode only Mpx/s / baseline JPEG, one core" % g, x)
+            rows.append(dict(group=g, bytes=r["read"][g]["bytes"], frac=frac, ips=ips,
+                             speedup=sp[1]["median"] if 1 in sp else ips["median"] / base["median"],
+                             ssim=r["ssim"][g]))
+        self.data["pcr"] = dict(rows=rows, base=base, base_bytes=r["read"]["base"]["bytes"], build=b)
 
     def suite_loader(self):
         imgs = self.images()
