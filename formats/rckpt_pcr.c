@@ -45,7 +45,7 @@ static size_t entropy_end(const uint8_t *p, size_t i, size_t len)
 int rckpt_pcr_jpeg_split(rckpt_pcr_split_t *out, const uint8_t *p, size_t len)
 {
 	size_t pos = 2, scan_from = 0;
-	int have_sof = 0;
+	int have_sof = 0, luma = -1;
 
 	memset(out, 0, sizeof(*out));
 	if (len < 4 || len > UINT32_MAX || p[0] != 0xFF || p[1] != 0xD8)
@@ -82,6 +82,8 @@ int rckpt_pcr_jpeg_split(rckpt_pcr_split_t *out, const uint8_t *p, size_t len)
 			out->width = (uint16_t)(p[pos + 5] << 8 | p[pos + 6]);
 			out->ncomp = p[pos + 7];
 			out->progressive = m == 0xC2 || m == 0xC6 || m == 0xCA || m == 0xCE;
+			if (out->ncomp >= 1 && seg_len >= 11)
+				luma = p[pos + 8]; /* the first component's id */
 			if (seg_end > RCKPT_PCR_MAX_HEADER)
 				return -E2BIG;
 			out->header_len = (uint32_t)seg_end;
@@ -92,6 +94,17 @@ int rckpt_pcr_jpeg_split(rckpt_pcr_split_t *out, const uint8_t *p, size_t len)
 				return -EBADMSG;
 			if (out->nscans == RCKPT_PCR_MAX_GROUPS)
 				return -E2BIG;
+			{ /* Ns, Ns component ids and table bytes, Ss, Se, AhAl */
+				unsigned ns = seg_len >= 3 ? p[pos + 2] : 0, j, has = 0;
+				if (ns == 0 || seg_len < 6 + 2 * ns || luma < 0) {
+					out->luma_se = 63; /* not understood: keep it all */
+				} else {
+					for (j = 0; j < ns; j++)
+						has |= p[pos + 3 + 2 * j] == luma;
+					if (has && p[pos + 4 + 2 * ns] > out->luma_se)
+						out->luma_se = p[pos + 4 + 2 * ns] > 63 ? 63 : p[pos + 4 + 2 * ns];
+				}
+			}
 			e = entropy_end(p, seg_end, len);
 			if (e >= len)
 				return -EBADMSG; /* no EOI */
@@ -104,6 +117,13 @@ int rckpt_pcr_jpeg_split(rckpt_pcr_split_t *out, const uint8_t *p, size_t len)
 		}
 		pos = seg_end;
 	}
+}
+
+unsigned rckpt_pcr_auto_scale(unsigned luma_se)
+{
+	/* zig-zag 0 is the DC; 0..2 lie in the top-left 2x2 of the 8x8
+	 * block, 0..9 in its 4x4: what the 1x1, 2x2, 4x4 inverse DCTs use */
+	return luma_se == 0 ? 8 : luma_se <= 2 ? 4 : luma_se <= 9 ? 2 : 1;
 }
 
 /* ---- record objects ---- */

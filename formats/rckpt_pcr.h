@@ -49,12 +49,20 @@ typedef struct rckpt_pcr_split {
 	uint16_t width, height;
 	uint8_t ncomp;       /* components in the frame */
 	uint8_t progressive; /* SOF2 */
+	uint8_t luma_se;     /* the highest spectral index (Se, zig-zag 0..63) of
+				the scans holding the frame's first component:
+				what a decoder at 1/8, 1/4, 1/2 scale keeps is
+				index 0, 0..2, 0..9 (RCKPT_PCR_SCALE_AUTO) */
 } rckpt_pcr_split_t;
 
 /* Splits jpg[0..len). -EBADMSG when it is not a well-formed JPEG that ends
  * with EOI right after its last scan, -E2BIG past RCKPT_PCR_MAX_GROUPS
  * scans or RCKPT_PCR_MAX_HEADER header bytes. */
 int rckpt_pcr_jpeg_split(rckpt_pcr_split_t *out, const uint8_t *jpg, size_t len);
+
+/* The scale divisor RCKPT_PCR_SCALE_AUTO decodes a JPEG at: 8, 4, 2 or 1
+ * for a split's luma_se of 0, 1..2, 3..9, more. */
+unsigned rckpt_pcr_auto_scale(unsigned luma_se);
 
 /* ---- record objects ---- */
 

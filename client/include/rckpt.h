@@ -740,17 +740,33 @@ typedef struct rckpt_pcr rckpt_pcr_t;
 
 enum rckpt_pcr_output { RCKPT_PCR_JPEG = 0, RCKPT_PCR_RGB = 1 };
 
-#define RCKPT_PCR_OPTS_VERSION 1
+#define RCKPT_PCR_OPTS_VERSION 2
+
+/* rckpt_pcr_opts_t.scale: decode each image at 1/scale of its width and
+ * height, in the DCT domain (libjpeg-turbo's scaled inverse DCT: the
+ * entropy decoding is the same, the transform and colour conversion work
+ * on fewer pixels), each side rounded up. 0 and 1 are full size; 2, 4 and
+ * 8 are 1/2, 1/4 and 1/8. RCKPT_PCR_SCALE_AUTO picks per image the
+ * smallest of those that keeps every luma DCT coefficient the image's
+ * prefix holds: 1/8 when its scans hold the DC coefficients alone (group 1
+ * of libjpeg's progression), 1/4 through zig-zag index 2, 1/2 through
+ * index 9 (groups 2..4 of colour images), else full size. Options
+ * version 2. */
+#define RCKPT_PCR_SCALE_AUTO 0x100u
 
 typedef struct rckpt_pcr_opts {
-	unsigned version;  /* RCKPT_PCR_OPTS_VERSION */
+	unsigned version;  /* RCKPT_PCR_OPTS_VERSION; 1 is still accepted (scale: full size) */
 	unsigned groups;   /* k: read groups 1..k; RCKPT_PCR_ALL: every group */
 	unsigned output;   /* enum rckpt_pcr_output */
 	unsigned threads;  /* assemble/decode threads; 0: 1 */
 	unsigned prefetch; /* records read ahead while iterating; 0: 2 */
+	/* version 2: */
+	unsigned scale;    /* RCKPT_PCR_RGB: 0, 1, 2, 4, 8 or RCKPT_PCR_SCALE_AUTO
+			      (above); other values -EINVAL. rckpt_pcr_image_t's
+			      width and height are those of the decoded pixels */
 } rckpt_pcr_opts_t;
 
-#define RCKPT_PCR_OPTS_INIT { RCKPT_PCR_OPTS_VERSION, RCKPT_PCR_ALL, RCKPT_PCR_JPEG, 0, 0 }
+#define RCKPT_PCR_OPTS_INIT { RCKPT_PCR_OPTS_VERSION, RCKPT_PCR_ALL, RCKPT_PCR_JPEG, 0, 0, 0 }
 
 /* Opens a dataset (reads its index). -ENOENT when there is none. */
 RCKPT_API int rckpt_pcr_open(rckpt_t *h, rckpt_pcr_t **out, const char *dataset,
@@ -806,7 +822,7 @@ typedef struct rckpt_pcr_image {
 	const uint8_t *jpeg;   /* header + scans 1..k + EOI */
 	size_t jpeg_len;
 	const uint8_t *rgb;    /* RCKPT_PCR_RGB: width * height * 3 bytes; else NULL */
-	unsigned width, height;
+	unsigned width, height; /* of rgb: the image's at 1/scale (rckpt_pcr_opts_t) */
 } rckpt_pcr_image_t;
 
 RCKPT_API unsigned rckpt_pcr_batch_count(const rckpt_pcr_batch_t *b);

@@ -994,6 +994,51 @@ class WithCluster(unittest.TestCase):
 
     @unittest.skipIf(not os.environ.get("RCKPT_CLI") or not os.environ.get("RCKPT_TEST_PCR_DIR"),
                      "RCKPT_CLI or RCKPT_TEST_PCR_DIR not set")
+    def test_pcr_scale(self):
+        """scale= decodes at 1/2, 1/4, 1/8 (each side rounded up) on both
+        datasets, the same pixels by either route; "auto" is 1/8 at group 1
+        and full size at the last; bad values are refused."""
+        src = os.environ["RCKPT_TEST_PCR_DIR"]
+        files = sorted(f for f in os.listdir(src) if f.endswith(".jpg"))[:20]
+        ds = TAG + "-pcr-scale"
+        cli = os.environ["RCKPT_CLI"]
+        subprocess.run([cli, "pcr", "rm", "--dataset", ds], capture_output=True)
+        self.addCleanup(subprocess.run, [cli, "pcr", "rm", "--dataset", ds], capture_output=True)
+        subprocess.run([cli, "pcr", "build", "--dataset", ds, "--images-per-record", "8"] +
+                       [os.path.join(src, f) for f in files], check=True, capture_output=True)
+        it = rckpt.PCRIterableDataset(ds)
+        full = [x for x, _ in it]
+        it.close()
+        for s in (2, 4, 8):
+            it = rckpt.PCRIterableDataset(ds, scale=s)
+            got = [x for x, _ in it]
+            it.close()
+            m = rckpt.PCRDataset(ds, scale=s)
+            for i, x in enumerate(got):
+                h, w = full[i].shape[:2]
+                self.assertEqual(tuple(x.shape), ((h + s - 1) // s, (w + s - 1) // s, 3), (s, i))
+                self.assertTrue(torch.equal(m[i][0], x), (s, i))
+            # a smaller picture of the same image: about its mean brightness
+            self.assertLess(abs(got[0].float().mean() - full[0].float().mean()), 4.0)
+            m.close()
+        a1 = rckpt.PCRIterableDataset(ds, fidelity=1, scale="auto")
+        for i, (x, _) in enumerate(a1):
+            h, w = full[i].shape[:2]
+            self.assertEqual(tuple(x.shape), ((h + 7) // 8, (w + 7) // 8, 3))
+        a1.close()
+        m = rckpt.PCRDataset(ds, scale="auto")
+        self.assertTrue(torch.equal(m[5][0], full[5]))
+        with self.assertRaises(ValueError):
+            m.distributed(local_batch=2)
+        m.close()
+        for bad in (3, 0, True, "half"):
+            with self.assertRaises(ValueError):
+                rckpt.PCRDataset(ds, scale=bad)
+        with self.assertRaises(ValueError):
+            rckpt.PCRIterableDataset(ds, decode=False, scale=2)
+
+    @unittest.skipIf(not os.environ.get("RCKPT_CLI") or not os.environ.get("RCKPT_TEST_PCR_DIR"),
+                     "RCKPT_CLI or RCKPT_TEST_PCR_DIR not set")
     def test_pcr_fixed_size(self):
         """size= gives HxWx3 images the default collate stacks (map-style,
         its loader() and the iterable; workers 0 and 2); the map-style

@@ -4,7 +4,9 @@
  * JPEGs made here reads back, as JPEG and as pixels; and a record whose
  * JPEG header claims more pixels than any image may have (issue 25: up to
  * ~12.9 GB allocated from a record's header) is refused before the reader
- * allocates.
+ * allocates. Decoding at a reduced scale (rckpt_pcr_opts_t.scale, issue 29):
+ * the sizes and pixels of TurboJPEG's scaled decode of the same prefix, the
+ * automatic scale per group, options of version 1, bad scales.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -257,12 +259,84 @@ static void test_pixels_bounded(void **state)
 	assert_int_equal(count, NIMG);
 }
 
+/* Opens d at k groups and `scale` (version 2 options, or 1), reads its
+ * record, and checks each image's size and its pixels against TurboJPEG's
+ * decode of the same prefix at 1/want. */
+static void read_scaled(fx_t *f, unsigned version, unsigned k, unsigned scale, unsigned want)
+{
+	rckpt_pcr_opts_t o = RCKPT_PCR_OPTS_INIT;
+	rckpt_pcr_t *d = NULL;
+	rckpt_pcr_batch_t *b = NULL;
+	tjhandle th = tjInitDecompress();
+	const tjscalingfactor sf = { 1, (int)want };
+	const unsigned w = TJSCALED(W, sf), h = TJSCALED(H, sf);
+	uint8_t *px = malloc((size_t)w * h * 3);
+	unsigned i;
+
+	assert_non_null(th);
+	assert_non_null(px);
+	o.version = version;
+	o.groups = k;
+	o.output = RCKPT_PCR_RGB;
+	o.scale = scale;
+	assert_int_equal(rckpt_pcr_open(f->h, &d, "d", &o), 0);
+	assert_int_equal(rckpt_pcr_next(d, &b), 0);
+	assert_non_null(b);
+	assert_int_equal(rckpt_pcr_batch_count(b), NIMG);
+	for (i = 0; i < NIMG; i++) {
+		rckpt_pcr_image_t im;
+		assert_int_equal(rckpt_pcr_batch_image(b, i, &im), 0);
+		assert_int_equal(im.width, w);
+		assert_int_equal(im.height, h);
+		assert_non_null(im.rgb);
+		assert_int_equal(tjDecompress2(th, im.jpeg, im.jpeg_len, px, (int)w, 0, (int)h, TJPF_RGB, 0), 0);
+		assert_memory_equal(im.rgb, px, (size_t)w * h * 3);
+	}
+	rckpt_pcr_batch_free(b);
+	rckpt_pcr_close(d);
+	tjDestroy(th);
+	free(px);
+}
+
+static void test_scaled_read(void **state)
+{
+	fx_t *f = *state;
+	rckpt_pcr_opts_t o = RCKPT_PCR_OPTS_INIT;
+	rckpt_pcr_t *d = NULL;
+	const unsigned bad[] = { 3, 16, RCKPT_PCR_SCALE_AUTO + 1 };
+	unsigned i;
+
+	read_scaled(f, RCKPT_PCR_OPTS_VERSION, RCKPT_PCR_ALL, 0, 1);
+	read_scaled(f, RCKPT_PCR_OPTS_VERSION, RCKPT_PCR_ALL, 1, 1);
+	read_scaled(f, RCKPT_PCR_OPTS_VERSION, 3, 2, 2);
+	read_scaled(f, RCKPT_PCR_OPTS_VERSION, RCKPT_PCR_ALL, 4, 4);
+	read_scaled(f, RCKPT_PCR_OPTS_VERSION, 1, 8, 8);
+	/* auto: group 1 holds the DC alone; 2..4 luma through zig-zag 5; 5
+	 * on the rest of the luma (libjpeg's progression of colour images) */
+	read_scaled(f, RCKPT_PCR_OPTS_VERSION, 1, RCKPT_PCR_SCALE_AUTO, 8);
+	read_scaled(f, RCKPT_PCR_OPTS_VERSION, 2, RCKPT_PCR_SCALE_AUTO, 2);
+	read_scaled(f, RCKPT_PCR_OPTS_VERSION, 4, RCKPT_PCR_SCALE_AUTO, 2);
+	read_scaled(f, RCKPT_PCR_OPTS_VERSION, 5, RCKPT_PCR_SCALE_AUTO, 1);
+	read_scaled(f, RCKPT_PCR_OPTS_VERSION, RCKPT_PCR_ALL, RCKPT_PCR_SCALE_AUTO, 1);
+	/* version 1 options have no scale: whatever follows them is not read */
+	read_scaled(f, 1, 1, 8, 1);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		o.scale = bad[i];
+		assert_int_equal(rckpt_pcr_open(f->h, &d, "d", &o), -EINVAL);
+		assert_null(d);
+	}
+	o.scale = 0;
+	o.version = RCKPT_PCR_OPTS_VERSION + 1;
+	assert_int_equal(rckpt_pcr_open(f->h, &d, "d", &o), -EINVAL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_build_and_read, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pixels_bounded, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_rewind_records, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_scaled_read, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

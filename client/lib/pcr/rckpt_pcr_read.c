@@ -13,6 +13,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,6 +59,7 @@ struct rckpt_pcr_batch {
 	int state;           /* under d->mu */
 	int rc;
 	int rgb;             /* decode to RGB */
+	unsigned scale;      /* at 1/scale (1, 2, 4, 8) or RCKPT_PCR_SCALE_AUTO */
 };
 
 typedef struct task {
@@ -167,7 +169,17 @@ static void parse(rckpt_pcr_t *d, rckpt_pcr_batch_t *b)
 	pthread_mutex_unlock(&d->mu);
 }
 
-static int decode_rgb(pimg_t *p, const uint8_t *jpg, size_t len, tjhandle th)
+/* RCKPT_PCR_SCALE_AUTO: the smallest scale whose inverse DCT keeps every
+ * luma coefficient the image's scans hold (rckpt.h). */
+static unsigned auto_scale(const uint8_t *jpg, size_t len)
+{
+	rckpt_pcr_split_t sp;
+	if (rckpt_pcr_jpeg_split(&sp, jpg, len))
+		return 1; /* not cut at scans here: let the decoder judge it */
+	return rckpt_pcr_auto_scale(sp.luma_se);
+}
+
+static int decode_rgb(pimg_t *p, const uint8_t *jpg, size_t len, tjhandle th, unsigned scale)
 {
 	int w, hh, sub, cs;
 	if (th == NULL)
@@ -176,6 +188,13 @@ static int decode_rgb(pimg_t *p, const uint8_t *jpg, size_t len, tjhandle th)
 		return -EBADMSG;
 	if ((uint64_t)w * (uint64_t)hh > RCKPT_PCR_MAX_PIXELS)
 		return -E2BIG; /* the record's header says more pixels than any image may have */
+	if (scale == RCKPT_PCR_SCALE_AUTO)
+		scale = auto_scale(jpg, len);
+	if (scale > 1) { /* tjDecompress2 takes the scaling factor that gives this size */
+		const tjscalingfactor f = { 1, (int)scale };
+		w = TJSCALED(w, f);
+		hh = TJSCALED(hh, f);
+	}
 	p->rgb = malloc((size_t)w * hh * 3);
 	if (p->rgb == NULL)
 		return -ENOMEM;
@@ -203,7 +222,7 @@ static void image_task(rckpt_pcr_t *d, rckpt_pcr_batch_t *b, uint32_t i, tjhandl
 		p->jpeg_len = p->src_len;
 	}
 	if (rc == 0 && b->rgb)
-		rc = decode_rgb(p, p->jpeg ? p->jpeg : p->src, p->jpeg_len, th);
+		rc = decode_rgb(p, p->jpeg ? p->jpeg : p->src, p->jpeg_len, th, b->scale);
 	pthread_mutex_lock(&d->mu);
 	if (rc && !b->rc)
 		b->rc = rc;
@@ -315,6 +334,7 @@ static int issue(rckpt_pcr_t *d)
 		return -ENOMEM;
 	b->d = d;
 	b->rgb = d->o.output == RCKPT_PCR_RGB;
+	b->scale = d->o.scale;
 	b->record = r;
 	b->k = groups_of(d, e->ngroups);
 	b->rlen = e->end[b->k - 1];
@@ -372,15 +392,23 @@ int rckpt_pcr_open(rckpt_t *h, rckpt_pcr_t **out, const char *dataset, const rck
 	rckpt_clear_error(h);
 	if (opts == NULL)
 		opts = &def;
-	if (opts->version != RCKPT_PCR_OPTS_VERSION || opts->output > RCKPT_PCR_RGB ||
+	if (opts->version < 1 || opts->version > RCKPT_PCR_OPTS_VERSION || opts->output > RCKPT_PCR_RGB ||
 	    opts->threads > MAX_THREADS || opts->prefetch > MAX_PREFETCH ||
 	    (opts->groups != RCKPT_PCR_ALL && opts->groups > RCKPT_PCR_MAX_GROUPS))
 		return rckpt_fail(h, -EINVAL, __func__, "bad options");
+	if (opts->version >= 2 && opts->scale != 0 && opts->scale != 1 && opts->scale != 2 &&
+	    opts->scale != 4 && opts->scale != 8 && opts->scale != RCKPT_PCR_SCALE_AUTO)
+		return rckpt_fail(h, -EINVAL, __func__,
+				  "scale %u: 0 or 1 (full size), 2, 4, 8, or RCKPT_PCR_SCALE_AUTO", opts->scale);
 	d = calloc(1, sizeof(*d));
 	if (d == NULL)
 		return rckpt_fail(h, -ENOMEM, __func__, "out of memory");
 	d->h = h;
-	d->o = *opts;
+	/* what the caller's version has; later fields keep their defaults */
+	memcpy(&d->o, opts, opts->version == 1 ? offsetof(rckpt_pcr_opts_t, scale) : sizeof(d->o));
+	d->o.version = RCKPT_PCR_OPTS_VERSION;
+	if (d->o.scale == 0)
+		d->o.scale = 1;
 	if (d->o.threads == 0)
 		d->o.threads = 1;
 	if (d->o.prefetch == 0)
@@ -610,6 +638,7 @@ int rckpt_pcr_fetch(rckpt_pcr_t *d, const uint32_t *ids, unsigned n, rckpt_pcr_b
 	}
 	b->d = d;
 	b->rgb = d->o.output == RCKPT_PCR_RGB;
+	b->scale = d->o.scale;
 	b->record = UINT32_MAX;
 	b->n = n;
 	memcpy(u, ids, (size_t)n * sizeof(*u));
@@ -729,6 +758,7 @@ int rckpt_pcr_batch_make(rckpt_pcr_t *d, const rckpt_pcr_jpeg_t *it, unsigned n,
 		return -ENOMEM;
 	b->d = d;
 	b->rgb = rgb;
+	b->scale = d->o.scale;
 	b->record = UINT32_MAX;
 	b->n = n;
 	b->img = calloc(n ? n : 1, sizeof(*b->img));

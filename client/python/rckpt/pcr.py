@@ -3,6 +3,13 @@
 A dataset built with `rckpt pcr build` is read at a fidelity: the number of
 scan groups (1..the dataset's groups, or None for all). Fewer groups read
 fewer bytes and give every image at lower fidelity.
+
+scale= (decode=True) decodes each image at 1/scale of its width and height
+in the DCT domain (2, 4 or 8; None or 1: full size), or "auto": per image
+the smallest of those that keeps every luma coefficient its groups hold
+(1/8 at group 1, 1/2 at groups 2..4 of colour images, full size from there
+on; RCKPT_PCR_SCALE_AUTO in rckpt.h). Faster than decoding at full size
+(README "Decode speed of PCR prefixes"); size= then resizes what it gives.
 """
 import concurrent.futures
 import ctypes
@@ -23,6 +30,29 @@ def _decode_label(b):
 
 
 FITS = ("resize", "center_crop", "random_crop")
+
+RCKPT_PCR_SCALE_AUTO = 0x100
+
+
+class _PcrOpts2(ctypes.Structure):
+    """rckpt_pcr_opts_t, version 2 (scale)."""
+    _fields_ = [("version", ctypes.c_uint), ("groups", ctypes.c_uint), ("output", ctypes.c_uint),
+                ("threads", ctypes.c_uint), ("prefetch", ctypes.c_uint), ("scale", ctypes.c_uint)]
+
+
+def _scale_of(scale, decode):
+    """rckpt_pcr_opts_t.scale of scale= (None, 1, 2, 4, 8 or "auto")."""
+    if scale is None or (scale == 1 and not isinstance(scale, bool)):
+        return 0
+    if scale == "auto":
+        v = RCKPT_PCR_SCALE_AUTO
+    elif not isinstance(scale, bool) and scale in (2, 4, 8):
+        v = int(scale)
+    else:
+        raise ValueError("scale must be None, 1, 2, 4, 8 or 'auto', not %r" % (scale,))
+    if not decode:
+        raise ValueError("scale= needs decode=True (it is the decoded size)")
+    return v
 
 
 def _size_of(size, fit, decode):
@@ -90,8 +120,9 @@ class _Items:
 class _Reader:
     """An open rckpt_pcr_t, reopened after a fork (DataLoader workers)."""
 
-    def __init__(self, dataset, pool, conf, user, fidelity, rgb, threads, prefetch):
+    def __init__(self, dataset, pool, conf, user, fidelity, rgb, threads, prefetch, scale=0):
         self.args = (dataset, pool, conf, user)
+        self.scale = scale
         self.fidelity = fidelity
         self.rgb = rgb
         self.threads = threads
@@ -104,9 +135,9 @@ class _Reader:
         dataset, pool, conf, user = self.args
         self.h = _lib.connect(conf, user, pool)
         self.d = _lib.c_voidp()
-        o = _lib.PcrOpts(1, self.fidelity or _lib.RCKPT_PCR_ALL,
-                         _lib.RCKPT_PCR_RGB if self.rgb else _lib.RCKPT_PCR_JPEG,
-                         self.threads, self.prefetch)
+        o = _PcrOpts2(2, self.fidelity or _lib.RCKPT_PCR_ALL,
+                      _lib.RCKPT_PCR_RGB if self.rgb else _lib.RCKPT_PCR_JPEG,
+                      self.threads, self.prefetch, self.scale)
         rc = lib.rckpt_pcr_open(self.h, ctypes.byref(self.d), dataset.encode(), ctypes.byref(o))
         if rc < 0:
             msg = lib.rckpt_errmsg(self.h).decode(errors="replace")
@@ -174,13 +205,15 @@ class PCRDataset(_Items, torch.utils.data.Dataset):
     ahead. loader() gives a DataLoader that hands whole batches to
     get_batch and, in one process, reads the next batch's first part
     ahead (PyTorch >= 2.0 hands batches over by itself, through
-    __getitems__). Not for use from several threads at once."""
+    __getitems__). Not for use from several threads at once. scale= as in
+    the module's doc."""
 
     def __init__(self, dataset, pool="rckpt", conf=None, user=None, fidelity=None,
                  decode=True, transform=None, target_transform=None, threads=0,
-                 size=None, fit="resize"):
+                 size=None, fit="resize", scale=None):
+        sc = _scale_of(scale, decode)
         self._items_init(decode, size, fit, transform, target_transform)
-        self._r = _Reader(dataset, pool, conf, user, fidelity, decode, threads, 0)
+        self._r = _Reader(dataset, pool, conf, user, fidelity, decode, threads, 0, sc)
         info = _lib.PcrInfo()
         check(lib.rckpt_pcr_info(self._r.d, ctypes.byref(info)), self._r.h)
         self.info = info
@@ -327,15 +360,17 @@ class PCRIterableDataset(_Items, torch.utils.data.IterableDataset):
 
     size=(H, W) and fit= make every image HxWx3 as in PCRDataset (the
     default collate then stacks batches); transform and target_transform
-    apply after that."""
+    apply after that. scale= as in the module's doc."""
 
     def __init__(self, dataset, pool="rckpt", conf=None, user=None, fidelity=None,
                  decode=True, transform=None, target_transform=None, threads=0, prefetch=2,
-                 shuffle=False, seed=0, shuffle_buffer=1024, size=None, fit="resize"):
+                 shuffle=False, seed=0, shuffle_buffer=1024, size=None, fit="resize",
+                 scale=None):
         if shuffle_buffer < 1:
             raise ValueError("shuffle_buffer must be at least 1")
+        sc = _scale_of(scale, decode)
         self._items_init(decode, size, fit, transform, target_transform)
-        self._r = _Reader(dataset, pool, conf, user, fidelity, decode, threads, prefetch)
+        self._r = _Reader(dataset, pool, conf, user, fidelity, decode, threads, prefetch, sc)
         info = _lib.PcrInfo()
         check(lib.rckpt_pcr_info(self._r.d, ctypes.byref(info)), self._r.h)
         self.info = info
@@ -588,7 +623,10 @@ def _distributed(self, local_batch, seed=0, locality=False, cache_bytes=0, group
     locality=True (needs torch.distributed, gloo) the learners cache their
     first epoch's samples (cache_bytes each; 0: 1 GiB) and exchange only
     the imbalance afterwards: the same global batches, a fraction of the
-    reads from the cluster."""
+    reads from the cluster. Not with scale= (the loader decodes at full
+    size): ValueError."""
+    if self._r.scale:
+        raise ValueError("distributed() decodes at full size: open the dataset without scale=")
     return PCRDistributedLoader(self, local_batch, seed, locality, cache_bytes, group, collate, threads)
 
 
