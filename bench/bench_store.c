@@ -19,7 +19,7 @@
  *
  * usage: bench_store [--conf PATH] [--pool NAME] [--chains 1,2,...] [--reps N]
  *                    [--no-rados-bench] [--mem-sizes 16,64,256] [--mem-budget MIB]
- *                    [--per-call MI [--osd-pid PID]] DIR
+ *                    [--per-call MI [--osd-pid PID]] [--threads N] DIR
  * DIR holds step-*.safetensors (bench/make_checkpoints.py): at least as many
  * as the longest chain plus one.
  */
@@ -90,6 +90,9 @@ static void reset_hwm(void)
 	}
 }
 
+/* --threads: rckpt_job_opts_t.threads of every job this program opens */
+static unsigned opt_threads;
+
 static void die(const char *what, int rc)
 {
 	fprintf(stderr, "bench_store: %s: %s\n", what, rckpt_strerror(rc));
@@ -159,6 +162,7 @@ static rckpt_job_t *open_job(rckpt_t *h, const char *name, int writer)
 	rckpt_job_t *j;
 	int rc;
 	o.writer = writer;
+	o.threads = opt_threads;
 	if ((rc = rckpt_job_open(h, &j, name, &o))) {
 		fprintf(stderr, "bench_store: %s\n", rckpt_errmsg(h));
 		exit(1);
@@ -308,6 +312,7 @@ static void mem_vs_size(rckpt_t *h, const char *sizes, uint64_t budget_mib)
 		rckpt_job_delete(h, job);
 		o.writer = 1;
 		o.mem_budget = budget_mib << 20;
+		o.threads = opt_threads;
 		if ((rc = rckpt_job_open(h, &j, job, &o))) {
 			fprintf(stderr, "bench_store: %s\n", rckpt_errmsg(h));
 			exit(1);
@@ -878,6 +883,7 @@ int main(int argc, char **argv)
 					    { "no-rados-bench", 0, 0, 'n' }, { "help", 0, 0, 'h' },
 					    { "mem-sizes", 1, 0, 'm' },	   { "mem-budget", 1, 0, 'B' },
 					    { "per-call", 1, 0, 'P' },	   { "osd-pid", 1, 0, 'O' },
+					    { "threads", 1, 0, 'T' },
 					    { 0, 0, 0, 0 } };
 	rckpt_connect_opts_t co = RCKPT_CONNECT_OPTS_INIT;
 	const char *pool = "rckpt", *chains = "1,2,4,8,16,32,64", *mem_sizes = "16,64,256";
@@ -891,7 +897,7 @@ int main(int argc, char **argv)
 	ckpts_t ck;
 	char job[64];
 
-	while ((c = getopt_long(argc, argv, "c:p:L:r:nhm:B:P:O:", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "c:p:L:r:nhm:B:P:O:T:", lo, NULL)) != -1) {
 		switch (c) {
 		case 'c': co.conf_path = optarg; break;
 		case 'p': pool = optarg; break;
@@ -901,6 +907,7 @@ int main(int argc, char **argv)
 		case 'm': mem_sizes = optarg; break;
 		case 'B': budget_mib = strtoull(optarg, NULL, 10); break;
 		case 'P': per_call_mi = (unsigned)atoi(optarg); break;
+		case 'T': opt_threads = (unsigned)atoi(optarg); break;
 		case 'O': osd_pid = atol(optarg); break;
 		default:
 			printf("usage: bench_store [--conf PATH] [--pool NAME] [--chains 1,2,4,...]\n"
@@ -908,7 +915,8 @@ int main(int argc, char **argv)
 			       "                   [--mem-sizes MI,MI,... (Mi parameters; 0: skip)]\n"
 			       "                   [--mem-budget MIB]\n"
 			       "                   [--per-call MI (a chunk of MI Mi elements, 1..4; 0: skip)\n"
-			       "                    [--osd-pid PID (the OSD's memory)]] DIR\n");
+			       "                    [--osd-pid PID (the OSD's memory)]]\n"
+			       "                   [--threads N (chunks a save encodes at once; 0: the cores)] DIR\n");
 			return c == 'h' ? 0 : 2;
 		}
 	}

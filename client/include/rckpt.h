@@ -167,7 +167,7 @@ typedef struct rckpt_job rckpt_job_t;
  * each ask holds the model in fp32 once. */
 typedef int (*rckpt_quality_cb)(void *arg, const rckpt_tensor_t *t, unsigned n, double *loss);
 
-#define RCKPT_JOB_OPTS_VERSION 8
+#define RCKPT_JOB_OPTS_VERSION 9
 #define RCKPT_LATEST UINT64_MAX
 
 /* The compressor's default quality threshold: the Fisher-weighted relative
@@ -230,6 +230,16 @@ typedef struct rckpt_job_opts {
 	double opt_eps;         /* threshold of the optimizer state's update
 				   error, in (0, 1); 0: RCKPT_OPT_EPS_DEFAULT
 				   (rckpt_job_set_roles) */
+	/* version 9: */
+	unsigned threads;       /* threads a save runs on: the search's
+				   evaluations a tensor each, then chunks
+				   quantized and encoded a chunk each; 0: the
+				   machine's online cores, at most 8; 1: one
+				   at a time. Each thread beyond the first
+				   holds 3 bytes per chunk parameter, taken
+				   from mem_budget: fewer run when it does not
+				   hold them. The records are the same bytes
+				   whatever the count */
 } rckpt_job_opts_t;
 
 /* AUTO: on the GPU when this build has CUDA, the machine a device, and a
@@ -242,7 +252,7 @@ enum rckpt_compute { RCKPT_COMPUTE_AUTO = 0, RCKPT_COMPUTE_CPU = 1, RCKPT_COMPUT
 
 #define RCKPT_JOB_OPTS_INIT \
 	{ RCKPT_JOB_OPTS_VERSION, 0, RCKPT_EPS_DEFAULT, 0, 0, 0, 0, 0, RCKPT_COMPUTE_AUTO, NULL, NULL, 0.0, \
-	  0, 0, 0, 0.0 }
+	  0, 0, 0, 0.0, 0 }
 
 /* Opens job `job` (a RADOS namespace of the pool, 1..63 characters of
  * [A-Za-z0-9._-]). A writer takes an exclusive lock on the job object:

@@ -202,38 +202,83 @@ static void test_search_chain(void **state)
 }
 
 /* The same steps encode to the same bytes: the search is deterministic. */
-static void test_deterministic(void **state)
+/* Steps 0..3 encoded with opts.threads = th (chunks of 997 parameters:
+ * many, of uneven pieces), partial_block as given: every step's manifest
+ * and records, one after the other, into b. */
+static void encode_threads(rckpt_buf_t *b, unsigned th, uint32_t partial_block, uint32_t *nchunks)
 {
 	rckpt_ckenc_opts_t o;
-	rckpt_buf_t b[2] = { RCKPT_BUF_INIT, RCKPT_BUF_INIT };
+	rckpt_ckenc_t *e;
 	char msg[256];
-	int r, i;
+	int i;
+
+	rckpt_ckenc_opts_default(&o);
+	o.chunk_params = 997;
+	o.threads = th;
+	o.par_min_work = 0; /* threads even on the small test model */
+	o.partial_block = partial_block;
+	assert_int_equal(rckpt_ckenc_create(&e, &o), 0);
+	for (i = 0; i < 4; i++) {
+		rckpt_ckenc_stats_t st;
+		rckpt_ckenc_out_t out;
+		uint32_t c;
+		memset(&out, 0, sizeof(out));
+		assert_int_equal(rckpt_ckenc_step(e, &out, &st, &params[i].set, &grads[i].set, (uint64_t)i, msg,
+						  sizeof(msg)),
+				 0);
+		assert_int_equal(st.is_base, i == 0);
+		rckpt_buf_append(b, out.manifest.p, out.manifest.len);
+		for (c = 0; c < out.nchunks; c++)
+			rckpt_buf_append(b, out.records[c].p, out.records[c].len);
+		*nchunks = out.nchunks;
+		rckpt_ckenc_out_free(&out);
+	}
+	rckpt_ckenc_destroy(e);
+}
+
+/* The same steps give the same bytes, encoder after encoder. */
+static void test_deterministic(void **state)
+{
+	rckpt_buf_t b[2] = { RCKPT_BUF_INIT, RCKPT_BUF_INIT };
+	uint32_t n[2];
 
 	(void)state;
 	NEED_DATA();
-	rckpt_ckenc_opts_default(&o);
-	for (r = 0; r < 2; r++) {
-		rckpt_ckenc_t *e;
-		assert_int_equal(rckpt_ckenc_create(&e, &o), 0);
-		for (i = 0; i < 3; i++) {
-			rckpt_ckenc_stats_t st;
-			rckpt_ckenc_out_t out;
-			uint32_t c;
-			memset(&out, 0, sizeof(out));
-			assert_int_equal(rckpt_ckenc_step(e, &out, &st, &params[i].set, &grads[i].set, (uint64_t)i, msg,
-							  sizeof(msg)),
-					 0);
-			rckpt_buf_append(&b[r], out.manifest.p, out.manifest.len);
-			for (c = 0; c < out.nchunks; c++)
-				rckpt_buf_append(&b[r], out.records[c].p, out.records[c].len);
-			rckpt_ckenc_out_free(&out);
-		}
-		rckpt_ckenc_destroy(e);
-	}
+	encode_threads(&b[0], 1, 0, &n[0]);
+	encode_threads(&b[1], 1, 0, &n[1]);
+	assert_int_equal(n[0], n[1]);
 	assert_int_equal(b[0].len, b[1].len);
 	assert_memory_equal(b[0].p, b[1].p, b[0].len);
 	rckpt_buf_free(&b[0]);
 	rckpt_buf_free(&b[1]);
+}
+
+/* Chunks quantized and encoded on several threads give the bytes of one
+ * thread, base and deltas, whatever the count (a batch's remainder, more
+ * threads than chunks), with and without the values kept for partial
+ * steps (a piece's snapshot written from a helper thread). */
+static void test_threads_same_bytes(void **state)
+{
+	static const unsigned TH[] = { 2, 3, 7, 1000 };
+	uint32_t nchunks = 0, n2 = 0;
+	unsigned pb, k;
+
+	(void)state;
+	NEED_DATA();
+	for (pb = 0; pb < 2; pb++) {
+		rckpt_buf_t one = RCKPT_BUF_INIT;
+		encode_threads(&one, 1, pb ? 4096 : 0, &nchunks);
+		assert_true(nchunks > 7); /* several batches, and a remainder */
+		for (k = 0; k < sizeof(TH) / sizeof(TH[0]); k++) {
+			rckpt_buf_t many = RCKPT_BUF_INIT;
+			encode_threads(&many, TH[k], pb ? 4096 : 0, &n2);
+			assert_int_equal(n2, nchunks);
+			assert_int_equal(many.len, one.len);
+			assert_memory_equal(many.p, one.p, one.len);
+			rckpt_buf_free(&many);
+		}
+		rckpt_buf_free(&one);
+	}
 }
 
 static void test_fixed_and_errors(void **state)
@@ -360,6 +405,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_search_chain),
 		cmocka_unit_test(test_deterministic),
+		cmocka_unit_test(test_threads_same_bytes),
 		cmocka_unit_test(test_fixed_and_errors),
 		cmocka_unit_test(test_quality_callback),
 	};

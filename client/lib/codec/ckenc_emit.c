@@ -8,8 +8,9 @@
 #include "rckpt_store_wire.h" /* what one chunk record may hold */
 
 #include <errno.h>
-#include <stdlib.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 
@@ -193,31 +194,28 @@ static int mf_add_seg(rckpt_manifest_t *mf, uint32_t t, uint32_t c, uint32_t k, 
 	return 0;
 }
 
-int ckenc_emit_chunk(ckenc_emit_t *x, uint32_t c, rckpt_record_t *r, uint32_t block,
-		     const rckpt_sparse_sel_t *sel)
+/* The chunk's record, encoded, goes to the manifest and the sink, and
+ * becomes the chunk's next parent (rc: the encoding's result). */
+static int emit_finish(ckenc_emit_t *x, uint32_t c, rckpt_record_t *r, rckpt_buf_t *enc,
+		       const uint8_t sha[32], int rc)
 {
 	rckpt_ckenc_t *e = x->e;
 	rckpt_manifest_t *mf = &x->mf;
 	rckpt_record_t *parent = &e->prev_chunks[c];
-	rckpt_buf_t enc = RCKPT_BUF_INIT;
 	uint32_t k;
-	int rc = r->nseg == e->npieces[c] ? 0 : -EINVAL;
 
+	if (rc == 0 && r->nseg != e->npieces[c])
+		rc = -EINVAL;
 	for (k = 0; k < r->nseg && rc == 0; k++)
 		rc = mf_add_seg(mf, e->pieces[c][k].tensor, c, k, e->pieces[c][k].n);
 	mf->chunk[c].nseg = r->nseg;
-	if (rc == 0 && r->kind == RCKPT_REC_SPARSE)
-		rc = rckpt_record_encode_sparse(&enc, r, parent, block, sel, &e->o.is);
-	else if (rc == 0)
-		rc = rckpt_record_encode(&enc, r, r->kind == RCKPT_REC_BASE ? NULL : parent, &e->o.is);
-	if (rc == 0)
-		rc = rckpt_record_digest(mf->chunk[c].sha256, r);
 	if (rc == 0) {
-		mf->chunk[c].record_bytes = enc.len;
-		mf->enc_bytes += enc.len;
-		rc = x->sink->record(x->sink->arg, c, &enc);
+		memcpy(mf->chunk[c].sha256, sha, 32);
+		mf->chunk[c].record_bytes = enc->len;
+		mf->enc_bytes += enc->len;
+		rc = x->sink->record(x->sink->arg, c, enc);
 	}
-	rckpt_buf_free(&enc);
+	rckpt_buf_free(enc);
 	if (rc == 0) { /* this record is the chunk's next parent */
 		rckpt_record_free(parent);
 		*parent = *r;
@@ -226,6 +224,31 @@ int ckenc_emit_chunk(ckenc_emit_t *x, uint32_t c, rckpt_record_t *r, uint32_t bl
 	}
 	memset(r, 0, sizeof(*r));
 	return rc;
+}
+
+/* Record r of chunk c encoded against the chunk's parent, and its digest:
+ * a function of r and the parent alone, so chunks may run at once. */
+static int encode_chunk(const rckpt_ckenc_t *e, uint32_t c, const rckpt_record_t *r, uint32_t block,
+			const rckpt_sparse_sel_t *sel, const rckpt_istream_opts_t *is, rckpt_buf_t *enc,
+			uint8_t sha[32])
+{
+	const rckpt_record_t *parent = &e->prev_chunks[c];
+	int rc;
+	if (r->kind == RCKPT_REC_SPARSE)
+		rc = rckpt_record_encode_sparse(enc, r, parent, block, sel, is);
+	else
+		rc = rckpt_record_encode(enc, r, r->kind == RCKPT_REC_BASE ? NULL : parent, is);
+	return rc ? rc : rckpt_record_digest(sha, r);
+}
+
+int ckenc_emit_chunk(ckenc_emit_t *x, uint32_t c, rckpt_record_t *r, uint32_t block,
+		     const rckpt_sparse_sel_t *sel)
+{
+	rckpt_buf_t enc = RCKPT_BUF_INIT;
+	uint8_t sha[32];
+	int rc = r->nseg == x->e->npieces[c] ? encode_chunk(x->e, c, r, block, sel, &x->e->o.is, &enc, sha)
+					     : -EINVAL;
+	return emit_finish(x, c, r, &enc, sha, rc);
 }
 
 /* The configuration and statistics, then the bytes. */
@@ -264,44 +287,235 @@ void ckenc_emit_free(ckenc_emit_t *x)
 	memset(mf, 0, sizeof(*mf));
 }
 
+/* ---- chunks at once (opts.threads) ---- */
+
+/* A helper thread's scratch: the encoder's block buffers and the entropy
+ * coder's, its own, so that the chunks it quantizes and encodes share
+ * nothing writable with the others'. Held during a step's emission. */
+struct ckenc_worker {
+	float *wblk, *nblk;
+	uint8_t *iblk;
+	uint16_t *pblk;
+	rckpt_istream_scratch_t is;
+};
+
+void ckenc_workers_free(rckpt_ckenc_t *e)
+{
+	unsigned i;
+	for (i = 0; i < e->nworkers; i++) {
+		free(e->workers[i].wblk);
+		free(e->workers[i].nblk);
+		free(e->workers[i].iblk);
+		free(e->workers[i].pblk);
+		rckpt_istream_scratch_free(&e->workers[i].is);
+	}
+	free(e->workers);
+	e->workers = NULL;
+	e->nworkers = 0;
+}
+
+static int workers_ensure(rckpt_ckenc_t *e, unsigned n)
+{
+	struct ckenc_worker *w;
+	unsigned i;
+	if (e->nworkers >= n)
+		return 0;
+	if ((w = realloc(e->workers, n * sizeof(*w))) == NULL)
+		return -ENOMEM;
+	e->workers = w;
+	for (i = e->nworkers; i < n; i++) {
+		memset(&w[i], 0, sizeof(w[i]));
+		w[i].wblk = malloc(4 * (size_t)BLK);
+		w[i].nblk = malloc(4 * (size_t)BLK);
+		w[i].iblk = malloc(BLK);
+		w[i].pblk = malloc(2 * (size_t)BLK);
+		e->nworkers = i + 1;
+		if (!w[i].wblk || !w[i].nblk || !w[i].iblk || !w[i].pblk)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/* What one full step's emission needs to build a chunk's record. */
+typedef struct fullctx {
+	rckpt_ckenc_t *e;
+	const rckpt_tset_t *params;
+	const float *const *tg;
+	const rckpt_qparams_t *const *tq;
+	const uint64_t *stride;
+	rckpt_record_t *sum;
+	uint64_t step, parent;
+	int is_base;
+} fullctx_t;
+
+/* Chunk c's record with every piece quantized or kept, by encoder e (the
+ * step's encoder, or a helper's view of it with its own scratch). */
+static int build_chunk(rckpt_ckenc_t *e, const fullctx_t *f, uint32_t c, rckpt_record_t *r)
+{
+	uint32_t k;
+	int rc = 0;
+	memset(r, 0, sizeof(*r));
+	r->kind = f->is_base ? RCKPT_REC_BASE : RCKPT_REC_DELTA;
+	r->step = f->step;
+	r->parent = f->parent;
+	r->nseg = e->npieces[c];
+	r->seg = calloc(r->nseg ? r->nseg : 1, sizeof(rckpt_seg_t));
+	if (r->seg == NULL)
+		return -ENOMEM;
+	for (k = 0; k < r->nseg && rc == 0; k++) {
+		const rckpt_piece_t *pc = &e->pieces[c][k];
+		const rckpt_ctensor_t *t = &f->params->t[pc->tensor];
+		if (f->tq[pc->tensor])
+			rc = quantize_piece(e, &r->seg[k], t, f->tg[pc->tensor], f->tq[pc->tensor], pc->first, pc->n,
+					    f->stride[pc->tensor], f->sum->seg[pc->tensor].idx,
+					    e->saved && e->saved[pc->tensor] ? e->saved[pc->tensor] + pc->first : NULL);
+		else
+			rc = ckenc_lossless_piece(e, &r->seg[k], t, pc->first, pc->n);
+		r->seg[k].tensor = pc->gtensor; /* the record names the global tensor */
+		r->seg[k].first = pc->gfirst;
+	}
+	return rc;
+}
+
+typedef struct pjob {
+	rckpt_record_t r;
+	rckpt_buf_t enc;
+	uint8_t sha[32];
+	uint32_t c;
+	int built; /* quantized already (by the step's thread) */
+	int rc;
+} pjob_t;
+
+typedef struct pbatch {
+	const fullctx_t *f;
+	pjob_t *job;
+	unsigned njob, next;
+	pthread_mutex_t mu;
+} pbatch_t;
+
+typedef struct pthr {
+	pbatch_t *b;
+	rckpt_ckenc_t view; /* the step's encoder with this thread's scratch */
+	rckpt_istream_opts_t is;
+} pthr_t;
+
+static void *run_jobs(void *arg)
+{
+	pthr_t *t = arg;
+	pbatch_t *b = t->b;
+	for (;;) {
+		pjob_t *j;
+		pthread_mutex_lock(&b->mu);
+		j = b->next < b->njob ? &b->job[b->next++] : NULL;
+		pthread_mutex_unlock(&b->mu);
+		if (j == NULL)
+			return NULL;
+		j->rc = j->built ? 0 : build_chunk(&t->view, b->f, j->c, &j->r);
+		if (j->rc == 0)
+			j->rc = encode_chunk(&t->view, j->c, &j->r, 0, NULL, &t->is, &j->enc, j->sha);
+	}
+}
+
+/* The step's thread and `threads - 1` helpers over chunks [c0, c0 + n):
+ * each chunk quantized (on the CPU backend; the GPU's chunks are
+ * quantized by the step's thread first, its device state being one) and
+ * encoded, then handed on in chunk order. */
+static int emit_batch(ckenc_emit_t *x, const fullctx_t *f, pjob_t *job, uint32_t c0, unsigned n,
+		      unsigned threads)
+{
+	rckpt_ckenc_t *e = f->e;
+	pthr_t thr[RCKPT_CKENC_THREADS_MAX];
+	pthread_t tid[RCKPT_CKENC_THREADS_MAX];
+	pbatch_t b = { f, job, n, 0, PTHREAD_MUTEX_INITIALIZER };
+	unsigned i, started = 0;
+	int rc = 0;
+
+	for (i = 0; i < n; i++) {
+		memset(&job[i], 0, sizeof(job[i]));
+		job[i].c = c0 + i;
+		if (e->be != &ckenc_cpu_backend) {
+			job[i].rc = build_chunk(e, f, c0 + i, &job[i].r);
+			job[i].built = 1;
+		}
+	}
+	if (threads > n)
+		threads = n;
+	for (i = 0; i < threads; i++) {
+		thr[i].b = &b;
+		thr[i].view = *e;
+		thr[i].is = e->o.is;
+		if (i > 0) { /* thread 0 is this one, with the encoder's own scratch */
+			struct ckenc_worker *w = &e->workers[i - 1];
+			thr[i].view.wblk = w->wblk;
+			thr[i].view.nblk = w->nblk;
+			thr[i].view.iblk = w->iblk;
+			thr[i].view.pblk = w->pblk;
+			thr[i].is.scratch = &w->is;
+			if (pthread_create(&tid[i], NULL, run_jobs, &thr[i]))
+				break; /* fewer helpers: the rest is done here */
+			started++;
+		}
+	}
+	run_jobs(&thr[0]);
+	for (i = 0; i < started; i++)
+		pthread_join(tid[i + 1], NULL);
+	for (i = 0; i < n; i++) {
+		if (rc == 0)
+			rc = emit_finish(x, job[i].c, &job[i].r, &job[i].enc, job[i].sha, job[i].rc);
+		else { /* after a failure nothing more is handed on */
+			rckpt_record_free(&job[i].r);
+			rckpt_buf_free(&job[i].enc);
+		}
+	}
+	return rc;
+}
+
 /* Cuts the step into chunks, a record each (base, or delta against the
  * chunk's last record), quantizing each piece as its chunk is built, and
- * hands each record to the sink as soon as it is encoded; then the
- * manifest. */
+ * hands each record to the sink as soon as it is encoded (with
+ * opts.threads, a batch of that many chunks at a time, in chunk order);
+ * then the manifest. */
 int ckenc_emit_full(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rckpt_buf_t *manifest,
 		    rckpt_ckenc_stats_t *st, const rckpt_tset_t *params, const float *const *tg,
 		    const rckpt_qparams_t *const *tq, const uint64_t *stride, rckpt_record_t *sum,
 		    uint64_t step)
 {
 	const uint64_t parent = st->is_base ? RCKPT_NO_PARENT : e->prev.step;
+	const fullctx_t f = { e, params, tg, tq, stride, sum, step, parent, st->is_base };
+	unsigned threads = e->o.threads > RCKPT_CKENC_THREADS_MAX ? RCKPT_CKENC_THREADS_MAX : e->o.threads;
 	ckenc_emit_t x;
-	uint32_t c, k;
+	uint32_t c;
 	int rc = ckenc_emit_begin(&x, e, sink, st, params, step, parent);
 
-	for (c = 0; c < e->nchunks && rc == 0; c++) {
-		rckpt_record_t r;
-		memset(&r, 0, sizeof(r));
-		r.kind = st->is_base ? RCKPT_REC_BASE : RCKPT_REC_DELTA;
-		r.step = step;
-		r.parent = parent;
-		r.nseg = e->npieces[c];
-		r.seg = calloc(r.nseg ? r.nseg : 1, sizeof(rckpt_seg_t));
-		if (r.seg == NULL)
+	if (threads > e->nchunks)
+		threads = e->nchunks;
+	{ /* a small step: starting threads would cost more than they save */
+		uint64_t n = 0;
+		unsigned i;
+		for (i = 0; i < params->ntensors; i++)
+			n += params->t[i].n;
+		if (ckenc_threads_for(&e->o, n) == 1)
+			threads = 1;
+	}
+	if (rc == 0 && threads > 1 && workers_ensure(e, threads - 1))
+		threads = 1; /* no memory for helpers: one at a time */
+	if (threads > 1) {
+		pjob_t *job = calloc(threads, sizeof(*job));
+		if (job == NULL)
 			rc = -ENOMEM;
-		for (k = 0; k < r.nseg && rc == 0; k++) {
-			const rckpt_piece_t *pc = &e->pieces[c][k];
-			const rckpt_ctensor_t *t = &params->t[pc->tensor];
-			if (tq[pc->tensor]) {
-				rc = quantize_piece(e, &r.seg[k], t, tg[pc->tensor], tq[pc->tensor], pc->first, pc->n, stride[pc->tensor],
-						    sum->seg[pc->tensor].idx,
-						    e->saved && e->saved[pc->tensor] ? e->saved[pc->tensor] + pc->first
-										      : NULL);
-			} else {
-				rc = ckenc_lossless_piece(e, &r.seg[k], t, pc->first, pc->n);
-			}
-			r.seg[k].tensor = pc->gtensor; /* the record names the global tensor */
-			r.seg[k].first = pc->gfirst;
+		for (c = 0; c < e->nchunks && rc == 0; c += threads) {
+			const unsigned n = e->nchunks - c < threads ? e->nchunks - c : threads;
+			rc = emit_batch(&x, &f, job, c, n, threads);
 		}
+		free(job);
+		/* the helpers' scratch is a chunk's worth each: not kept
+		 * between saves, whose state is documented as one byte per
+		 * parameter (rckpt.h, mem_budget) */
+		ckenc_workers_free(e);
+	}
+	for (c = 0; threads <= 1 && c < e->nchunks && rc == 0; c++) {
+		rckpt_record_t r;
+		rc = build_chunk(e, &f, c, &r);
 		if (rc == 0)
 			rc = ckenc_emit_chunk(&x, c, &r, 0, NULL);
 		else

@@ -56,6 +56,9 @@ struct rckpt_ckenc {
 	uint32_t *npieces;
 	rckpt_record_t *prev_chunks; /* the last step's chunk records */
 	rckpt_istream_scratch_t is_scratch; /* reused by every record */
+	struct ckenc_worker *workers; /* opts.threads - 1 helpers' scratch, during
+					 a step's emission (ckenc_emit.c) */
+	unsigned nworkers;
 	int force_base;      /* the next step is a base (a step failed midway) */
 	float *wblk;         /* BLK values widened to fp32 */
 	float *nblk;         /* BLK values of a normalizing second moment */
@@ -76,6 +79,19 @@ struct rckpt_ckenc {
 	rckpt_ckdec_t *resume;  /* a committed step to continue from, taken up by
 				   the next step when its tensors match */
 };
+
+/* fn(arg, i) for every i < n, on up to `threads` threads (this one among
+ * them; 0 or 1: in order here). Each call must write only what is its own.
+ * Returns the result of the lowest i whose call failed, else 0; calls past
+ * a failure may not run (ckenc_par.c). */
+int ckenc_parallel_for(unsigned n, unsigned threads, int (*fn)(void *arg, unsigned i), void *arg);
+
+/* The threads for `work` elements: opts.threads, or 1 below
+ * opts.par_min_work. */
+unsigned ckenc_threads_for(const rckpt_ckenc_opts_t *o, uint64_t work);
+
+/* Frees the parallel emission's per-thread scratch (ckenc_emit.c). */
+void ckenc_workers_free(rckpt_ckenc_t *e);
 
 /* Tensors go through the encoder in blocks of this many elements (a
  * multiple of 8), so a step's working memory does not grow with the model. */

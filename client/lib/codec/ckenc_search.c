@@ -204,25 +204,54 @@ static rckpt_qconfig_t tensor_config(const rckpt_qconfig_t *c, const rckpt_tenso
  * levels (the one-time cost of switching configuration) and of the change
  * this configuration makes between the last step's sample and this one
  * (its recurring cost), the latter weighed over HORIZON steps. */
+/* The sampled elements of every prepared tensor: one evaluation's work. */
+static uint64_t sampled(const evalctx_t *x)
+{
+	uint64_t n = 0;
+	unsigned t;
+	for (t = 0; t < x->nprep; t++)
+		n += x->smp[t].n;
+	return n;
+}
+
+/* One configuration over every prepared tensor, a tensor per call
+ * (ckenc_parallel_for): each writes its own row. */
+typedef struct evjob {
+	evalctx_t *x;
+	const rckpt_qconfig_t *c;
+	double *tn, *td, *tb;
+} evjob_t;
+
+static int eval_one(void *arg, unsigned t)
+{
+	evjob_t *j = arg;
+	return eval_tensor(j->x, t, j->c, j->x->o->quantizer, NULL, &j->tn[t], &j->td[t], &j->tb[t]);
+}
+
 int ckenc_evaluate(evalctx_t *x, cpoint_t cp, double *loss, double *bytes)
 {
 	rckpt_qconfig_t c = x->fixed_cfg ? *x->fixed_cfg : ckenc_config_of(x->o, cp);
-	double num = 0, den = 0, est = 0, worst = 0;
+	double num = 0, den = 0, est = 0, worst = 0, *v = calloc(3 * (size_t)x->nprep + 1, sizeof(double));
+	evjob_t j = { x, &c, v, v + x->nprep, v + 2 * (size_t)x->nprep };
 	unsigned t;
+	int rc;
 
+	if (v == NULL)
+		return -ENOMEM;
 	x->tried++;
-	for (t = 0; t < x->nprep; t++) {
-		double tn, td, tb;
-		int rc = eval_tensor(x, t, &c, x->o->quantizer, NULL, &tn, &td, &tb);
-		if (rc)
-			return rc;
-		td = den_of(x->dfix, t, td);
-		num += tn;
-		den += !x->dsum || x->dsum[t] ? td : 0;
-		est += tb;
-		if (td > 0 && tn / td > worst)
-			worst = tn / td;
-	}
+	/* the tensors at once; their sums in tensor order, as one thread would */
+	if ((rc = ckenc_parallel_for(x->nprep, ckenc_threads_for(x->o, sampled(x)), eval_one, &j)) == 0)
+		for (t = 0; t < x->nprep; t++) {
+			double tn = j.tn[t], td = den_of(x->dfix, t, j.td[t]);
+			num += tn;
+			den += !x->dsum || x->dsum[t] ? td : 0;
+			est += j.tb[t];
+			if (td > 0 && tn / td > worst)
+				worst = tn / td;
+		}
+	free(v);
+	if (rc)
+		return rc;
 	*loss = step_loss(num, den, worst);
 	*bytes = est;
 	return 0;
@@ -281,9 +310,41 @@ void ckenc_alloc_free(alloc_t *a)
  * cost is the change of the values themselves. c is the search's choice.
  * alloc_tables evaluates every option on the samples into a; alloc_pick
  * then chooses within eps * scale. */
+/* Tensor t's row of the allocation's tables (ckenc_parallel_for); its
+ * terms under the search's choice go to c0[3 t ..]. */
+typedef struct aljob {
+	evalctx_t *x;
+	const rckpt_qconfig_t *c;
+	alloc_t *a;
+	double *c0;
+} aljob_t;
+
+static int alloc_row(void *arg, unsigned t)
+{
+	aljob_t *j = arg;
+	evalctx_t *x = j->x;
+	const rckpt_qconfig_t *c = j->c;
+	double *tn = j->a->tn + (size_t)t * NALLOC, *tb = j->a->tb + (size_t)t * NALLOC, d0;
+	rckpt_qparams_t keep;
+	unsigned k;
+	int rc = eval_tensor(x, t, c, x->o->quantizer, NULL, &j->c0[3 * t], &j->c0[3 * t + 1],
+			     &j->c0[3 * t + 2]);
+	for (k = 0; k + 1 < NALLOC && rc == 0; k++) {
+		const unsigned b[1] = { alloc_option(k) };
+		const rckpt_qconfig_t ct = tensor_config(c, &x->prep[t], b, 0);
+		rc = eval_tensor(x, t, &ct, ALLOC_QUANTIZER(b[0]), NULL, &tn[k], &d0, &tb[k]);
+	}
+	tn[NALLOC - 1] = -1; /* unless the last codebook can be kept */
+	if (rc == 0 && parent_seg(x, t) && rckpt_codec_qparams_keep(&keep, &x->prep[t], c, parent_seg(x, t)) == 0)
+		rc = eval_tensor(x, t, c, x->o->quantizer, &keep, &tn[NALLOC - 1], &d0, &tb[NALLOC - 1]);
+	return rc;
+}
+
 int ckenc_alloc_tables(evalctx_t *x, const rckpt_qconfig_t *c, alloc_t *a)
 {
-	unsigned t, k;
+	double *c0 = calloc(3 * (size_t)x->nprep + 1, sizeof(double));
+	aljob_t j = { x, c, a, c0 };
+	unsigned t;
 	int rc;
 
 	memset(a, 0, sizeof(*a));
@@ -292,31 +353,21 @@ int ckenc_alloc_tables(evalctx_t *x, const rckpt_qconfig_t *c, alloc_t *a)
 	a->tb = calloc((size_t)x->nprep * NALLOC + 1, sizeof(double));
 	a->tden = calloc((size_t)x->nprep + 1, sizeof(double));
 	a->cap = calloc((size_t)x->nprep + 1, sizeof(double));
-	rc = a->tn && a->tb && a->tden && a->cap ? 0 : -ENOMEM;
+	rc = a->tn && a->tb && a->tden && a->cap && c0 ? 0 : -ENOMEM;
 	x->tried++;
 	x->drift = 1;
+	/* the tensors' rows at once; the sums in tensor order */
+	if (rc == 0)
+		rc = ckenc_parallel_for(x->nprep, ckenc_threads_for(x->o, NALLOC * sampled(x)), alloc_row, &j);
 	for (t = 0; t < x->nprep && rc == 0; t++) {
-		double *tn = a->tn + (size_t)t * NALLOC, *tb = a->tb + (size_t)t * NALLOC;
-		double n0, d0, b0;
-		rckpt_qparams_t keep;
-		rc = eval_tensor(x, t, c, x->o->quantizer, NULL, &n0, &d0, &b0);
-		d0 = den_of(x->dfix, t, d0);
+		const double d0 = den_of(x->dfix, t, c0[3 * t + 1]);
 		a->den += !x->dsum || x->dsum[t] ? d0 : 0;
 		a->tden[t] = d0;
-		a->c_num += n0;
-		a->c_bytes += b0;
-		for (k = 0; k + 1 < NALLOC && rc == 0; k++) {
-			const unsigned b[1] = { alloc_option(k) };
-			const rckpt_qconfig_t ct = tensor_config(c, &x->prep[t], b, 0);
-			rc = eval_tensor(x, t, &ct, ALLOC_QUANTIZER(b[0]), NULL, &tn[k], &d0, &tb[k]);
-		}
-		tn[NALLOC - 1] = -1; /* unless the last codebook can be kept */
-		if (rc == 0 && parent_seg(x, t) &&
-		    rckpt_codec_qparams_keep(&keep, &x->prep[t], c, parent_seg(x, t)) == 0)
-			rc = eval_tensor(x, t, c, x->o->quantizer, &keep, &tn[NALLOC - 1], &d0,
-					 &tb[NALLOC - 1]);
+		a->c_num += c0[3 * t];
+		a->c_bytes += c0[3 * t + 2];
 	}
 	x->drift = 0;
+	free(c0);
 	if (rc)
 		ckenc_alloc_free(a);
 	return rc;

@@ -31,6 +31,7 @@ void rckpt_ckenc_opts_default(rckpt_ckenc_opts_t *o)
 	o->sample_max = 1u << 14;
 	o->alloc = 1;
 	o->chunk_params = (uint64_t)1 << 22;
+	o->par_min_work = (uint64_t)1 << 15;
 }
 
 void rckpt_ckenc_out_free(rckpt_ckenc_out_t *o)
@@ -198,6 +199,7 @@ void rckpt_ckenc_destroy(rckpt_ckenc_t *e)
 	ckenc_free_layout(e);
 	ckenc_free_prev_samples(e);
 	rckpt_istream_scratch_free(&e->is_scratch);
+	ckenc_workers_free(e);
 	rckpt_record_free(&e->prev);
 	ckenc_free_saved(e);
 	ckenc_free_names(e);

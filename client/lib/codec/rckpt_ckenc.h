@@ -85,6 +85,8 @@ enum rckpt_ckenc_mode {
 typedef int (*rckpt_quality_fn)(void *arg, const rckpt_tset_t *params, const float *const *values,
 				double *loss);
 
+#define RCKPT_CKENC_THREADS_MAX 64 /* opts.threads above this count as this */
+
 typedef struct rckpt_ckenc_opts {
 	unsigned mode;             /* enum rckpt_ckenc_mode */
 	double eps;                /* quality threshold (the Fisher-weighted relative
@@ -124,6 +126,16 @@ typedef struct rckpt_ckenc_opts {
 	int moment2_linear;        /* an ablation (bench_codec): second moments
 				      quantized as they are, not in LOG2, the
 				      search still judging the update error */
+	unsigned threads;          /* the search's evaluations a tensor each,
+				      and chunks quantized and encoded (full
+				      steps), at once; 0 or 1: one at a time,
+				      in order. The records
+				      are the same bytes either way; records go
+				      to the sink in chunk order. Each thread
+				      holds a chunk's levels and record */
+	uint64_t par_min_work;     /* work of fewer elements than this runs on
+				      one thread (default 2^15: less costs
+				      less than starting threads); tests set 0 */
 	const struct rckpt_layout *layout; /* NULL: the layout of the tensors
 				      (checkpoint.md "Chunks"). Else a group
 				      save's part: these chunks, whose pieces

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "rckpt_ckenc.h"
 #include "rckpt_safetensors.h"
@@ -131,6 +132,10 @@ int rckpt_stepenc_create(rckpt_stepenc_t **out, const rckpt_stepenc_opts_t *o)
 	if (o->chunk_params)
 		eo.chunk_params = o->chunk_params;
 	eo.base_every = o->base_every;
+	{ /* chunks encoded on every core (the same bytes as one at a time) */
+		long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+		eo.threads = cpus < 1 ? 1 : cpus > 8 ? 8 : (unsigned)cpus;
+	}
 	if ((s = calloc(1, sizeof(*s))) == NULL)
 		return -ENOMEM;
 	if ((rc = rckpt_ckenc_create(&s->e, &eo))) {

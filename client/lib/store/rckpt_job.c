@@ -174,6 +174,7 @@ int rckpt_job_encoder_for(rckpt_job_t *j, const rckpt_layout_t *layout, rckpt_ck
 	eo.chunk_params = j->o.chunk_params;
 	eo.base_every = j->o.base_every;
 	eo.partial_block = j->o.partial_block;
+	eo.threads = j->o.threads;
 	if (j->o.quality) {
 		eo.quality = call_quality;
 		eo.quality_arg = j;
@@ -280,6 +281,7 @@ int rckpt_job_open_claim(rckpt_t *h, rckpt_job_t **out, const char *job,
 			    : opts->version == 5 ? offsetof(rckpt_job_opts_t, segment_bytes)
 			    : opts->version == 6 ? offsetof(rckpt_job_opts_t, exact)
 			    : opts->version == 7 ? offsetof(rckpt_job_opts_t, opt_eps)
+			    : opts->version == 8 ? offsetof(rckpt_job_opts_t, threads)
 						 : sizeof(j->o));
 	j->o.version = RCKPT_JOB_OPTS_VERSION;
 	j->exact = j->o.writer && j->o.exact;
@@ -333,6 +335,15 @@ int rckpt_job_open_claim(rckpt_t *h, rckpt_job_t **out, const char *job,
 					  " parameters (needs %" PRIu64 " MiB)",
 					  have >> 20, chunk, (need + (1 << 20) - 1) >> 20);
 		}
+		/* threads beyond the first: a chunk's levels, protected values
+		 * and record each, out of what the budget has left */
+		if (j->o.threads == 0) {
+			long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+			j->o.threads = cpus < 1 ? 1 : cpus > 8 ? 8 : (unsigned)cpus;
+		}
+		while (j->o.threads > 1 && have - need < 3 * chunk * (j->o.threads - 1))
+			j->o.threads--;
+		work += 3 * chunk * (j->o.threads - 1);
 		j->io_budget = (j->o.mem_budget - work) / 2;
 	}
 	snprintf(j->name, sizeof(j->name), "%s", job);

@@ -49,7 +49,7 @@ class JobOpts(ctypes.Structure):
                 ("inflight", c_uint), ("mem_budget", c_u64), ("compute", c_uint),
                 ("quality", QUALITY_CB), ("quality_arg", c_voidp), ("quality_eps", c_double),
                 ("partial_block", ctypes.c_uint32), ("segment_bytes", c_u64), ("exact", c_int),
-                ("opt_eps", c_double)]
+                ("opt_eps", c_double), ("threads", c_uint)]
 
 
 class SaveStats(ctypes.Structure):

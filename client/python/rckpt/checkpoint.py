@@ -279,6 +279,10 @@ class Checkpointer:
       runs in a background thread.
     writer: False opens read-only (restore, steps).
     compute: "auto", "cpu" or "gpu" (librckpt's RCKPT_COMPUTE).
+    threads: threads a save runs on (the search's evaluations, then the
+      chunks' quantization and encoding; 0, the default: the machine's
+      cores, at most 8; 1: one). The bytes saved are the same whatever the
+      count.
     partial_block: elements per block of partial saves (save(partial=...));
       0 (default) takes none. The writer then keeps every compressed value
       as last saved, 4 bytes per parameter, to rank blocks.
@@ -304,7 +308,7 @@ class Checkpointer:
                  quality=None, quality_eps=0.01, optimizer_state="quantize", opt_eps=None,
                  snapshot=False, writer=True, chunk_params=0, base_every=0,
                  compute="auto", timeout_s=0, partial_block=0, segment_bytes=0,
-                 lossless=False, group=None):
+                 lossless=False, group=None, threads=0):
         if not job:
             raise ValueError("job is required")
         if optimizer_state not in ("lossless", "quantize"):
@@ -325,7 +329,8 @@ class Checkpointer:
         self._h = _lib.connect(conf, user, pool, timeout_s)
         self._j = _lib.c_voidp()
         o = _lib.JobOpts()
-        o.version = 8
+        o.version = 9
+        o.threads = threads
         o.opt_eps = 0.0 if opt_eps is None else opt_eps
         o.exact = 1 if lossless else 0
         o.partial_block = partial_block

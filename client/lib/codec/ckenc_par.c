@@ -1,0 +1,71 @@
+/*
+ * ckenc_par.c — a parallel loop for the encoder's independent pieces of
+ * work (a search's evaluations, one tensor each). Each index runs once, on
+ * whichever thread takes it next; what it writes must be its own. The
+ * result is that of the lowest index that failed, as a loop in order that
+ * stops there would return.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "ckenc_impl.h"
+
+#include <pthread.h>
+
+#define PAR_THREADS_MAX 64
+
+typedef struct par {
+	int (*fn)(void *arg, unsigned i);
+	void *arg;
+	unsigned n, next, failed_at;
+	int rc;
+	pthread_mutex_t mu;
+} par_t;
+
+static void *par_run(void *p_)
+{
+	par_t *p = p_;
+	for (;;) {
+		unsigned i;
+		int rc;
+		pthread_mutex_lock(&p->mu);
+		/* once an index failed, later ones are not started */
+		i = p->next < p->n && p->next < p->failed_at ? p->next++ : p->n;
+		pthread_mutex_unlock(&p->mu);
+		if (i == p->n)
+			return NULL;
+		if ((rc = p->fn(p->arg, i)) != 0) {
+			pthread_mutex_lock(&p->mu);
+			if (i < p->failed_at) {
+				p->failed_at = i;
+				p->rc = rc;
+			}
+			pthread_mutex_unlock(&p->mu);
+		}
+	}
+}
+
+int ckenc_parallel_for(unsigned n, unsigned threads, int (*fn)(void *arg, unsigned i), void *arg)
+{
+	par_t p = { fn, arg, n, 0, n, 0, PTHREAD_MUTEX_INITIALIZER };
+	pthread_t tid[PAR_THREADS_MAX];
+	unsigned t, started = 0;
+
+	if (threads > PAR_THREADS_MAX)
+		threads = PAR_THREADS_MAX;
+	if (threads > n)
+		threads = n;
+	for (t = 1; t < threads; t++) { /* this thread is the first */
+		if (pthread_create(&tid[t], NULL, par_run, &p))
+			break; /* fewer threads: the rest runs here */
+		started++;
+	}
+	par_run(&p);
+	for (t = 1; t <= started; t++)
+		pthread_join(tid[t], NULL);
+	return p.rc;
+}
+
+unsigned ckenc_threads_for(const rckpt_ckenc_opts_t *o, uint64_t work)
+{
+	/* below the floor, starting threads costs more than the work */
+	return work < o->par_min_work ? 1 : o->threads;
+}
