@@ -34,10 +34,9 @@ FITS = ("resize", "center_crop", "random_crop")
 RCKPT_PCR_SCALE_AUTO = 0x100
 
 
-class _PcrOpts2(ctypes.Structure):
-    """rckpt_pcr_opts_t, version 2 (scale)."""
-    _fields_ = [("version", ctypes.c_uint), ("groups", ctypes.c_uint), ("output", ctypes.c_uint),
-                ("threads", ctypes.c_uint), ("prefetch", ctypes.c_uint), ("scale", ctypes.c_uint)]
+class _PcrOpts2(_lib.PcrOpts):
+    """rckpt_pcr_opts_t, version 2: version 1's fields, then scale."""
+    _fields_ = [("scale", ctypes.c_uint)]
 
 
 def _scale_of(scale, decode):
