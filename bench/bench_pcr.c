@@ -16,11 +16,23 @@
  *   where medians of separate blocks would measure the neighbour;
  *   4. a subset of a record's images: the `read` method (the record's
  *      prefix in one call, cut here) against the `images` method (gathered
- *      in the OSD): bytes over the wire and time (median of --reps).
+ *      in the OSD): bytes over the wire and time (median of --reps);
+ *   5. decode at reduced scale (rckpt_pcr_opts_t.scale, --scales: 2, 4, 8,
+ *      auto), decode only and read + decode: each case in its own series
+ *      of pairs (base full, base same scale, case; ...; base full, base
+ *      same scale), its ratio against the baseline JPEGs decoded at full
+ *      size and against them decoded at the same scale (for auto: each
+ *      baseline JPEG at the scale auto chose for its prefix);
+ *   6. transcoding each prefix losslessly to a baseline (sequential) JPEG
+ *      (tjTransform without TJXOPT_PROGRESSIVE), decode only: the
+ *      transcode's cost, the baseline's decode and both together, each in
+ *      pairs against decoding the progressive prefix directly.
  * One CSV line per case (lines starting "csv,"), then a table.
  *
  * usage: bench_pcr [--conf PATH] [--pool NAME] [--reps N] [--per-record N]
- *                  [--keep] DIR
+ *                  [--threads LIST] [--scales LIST] [--no-transcode] [--keep] DIR
+ * --threads: the read + decode thread counts (default 1,2); --scales: those
+ * of 5 (default auto; "none" skips 5).
  * DIR holds the JPEGs and labels.csv (bench/make_pcr_images.py).
  */
 #define _GNU_SOURCE /* getopt_long, qsort_r */
@@ -126,7 +138,18 @@ typedef struct dec_job {
 	size_t *len;
 	unsigned from, to, step;
 	uint64_t pixels;
+	const uint8_t *scale; /* per image (from buf[0]), 1 2 4 8; NULL: full size */
 } dec_job_t;
+
+/* The size TurboJPEG decodes w x h to at 1/scale. */
+static void scaled(int *w, int *h, unsigned scale)
+{
+	if (scale > 1) {
+		const tjscalingfactor f = { 1, (int)scale };
+		*w = TJSCALED(*w, f);
+		*h = TJSCALED(*h, f);
+	}
+}
 
 static void *decode_range(void *arg)
 {
@@ -139,6 +162,8 @@ static void *decode_range(void *arg)
 		int w, h, sub, cs;
 		if (tjDecompressHeader3(th, j->buf[i], j->len[i], &w, &h, &sub, &cs))
 			continue;
+		if (j->scale)
+			scaled(&w, &h, j->scale[i]);
 		if ((size_t)w * h * 3 > cap) {
 			free(px);
 			px = malloc(cap = (size_t)w * h * 3);
@@ -153,7 +178,8 @@ static void *decode_range(void *arg)
 
 /* Reads every baseline object (INFLIGHT at once, in batches of 64) and
  * decodes each batch on `threads` threads while the next one is read. */
-static double baseline_read(rados_ioctx_t io, const src_t *s, unsigned threads, uint64_t *bytes)
+static double baseline_read(rados_ioctx_t io, const src_t *s, unsigned threads, uint64_t *bytes,
+			    const uint8_t *scale)
 {
 	enum { BATCH = 64 };
 	uint8_t *buf[2][BATCH];
@@ -182,7 +208,8 @@ static double baseline_read(rados_ioctx_t io, const src_t *s, unsigned threads, 
 				rados_aio_release(c[prev][i]);
 			}
 			for (t = 0; t < threads; t++) {
-				job[t] = (dec_job_t){ buf[prev], len[prev], t, pcnt, threads, 0 };
+				job[t] = (dec_job_t){ buf[prev], len[prev], t, pcnt, threads, 0,
+						      scale ? scale + pfrom : NULL };
 				pthread_create(&tid[t], NULL, decode_range, &job[t]);
 			}
 			for (t = 0; t < threads; t++)
@@ -197,8 +224,8 @@ static double baseline_read(rados_ioctx_t io, const src_t *s, unsigned threads, 
 
 /* ---- PCR read + decode ---- */
 
-static double pcr_read(rckpt_t *h, const char *ds, unsigned k, unsigned threads, uint64_t *bytes,
-		       unsigned *images, uint64_t *pixels)
+static double pcr_read(rckpt_t *h, const char *ds, unsigned k, unsigned threads, unsigned scale,
+		       uint64_t *bytes, unsigned *images, uint64_t *pixels)
 {
 	rckpt_pcr_opts_t o = RCKPT_PCR_OPTS_INIT;
 	rckpt_pcr_read_stats_t rs;
@@ -210,6 +237,7 @@ static double pcr_read(rckpt_t *h, const char *ds, unsigned k, unsigned threads,
 	o.output = RCKPT_PCR_RGB;
 	o.threads = threads;
 	o.prefetch = 2;
+	o.scale = scale;
 	if ((rc = rckpt_pcr_open(h, &d, ds, &o)))
 		die(rckpt_errmsg(h), rc);
 	*images = 0;
@@ -238,21 +266,162 @@ static double pcr_read(rckpt_t *h, const char *ds, unsigned k, unsigned threads,
 }
 
 /* Decodes n JPEGs once on this thread; returns seconds, adds pixels. */
-static double decode_all(tjhandle th, uint8_t *const *jpg, const size_t *len, unsigned n, uint8_t *px,
-			 uint64_t *pixels)
+static double decode_all_at(tjhandle th, uint8_t *const *jpg, const size_t *len, unsigned n, uint8_t *px,
+			    uint64_t *pixels, const uint8_t *scale)
 {
 	double t0 = rckpt_now_s();
 	unsigned i;
 	*pixels = 0;
 	for (i = 0; i < n; i++) {
 		int w, h, sub, cs;
-		if (tjDecompressHeader3(th, jpg[i], len[i], &w, &h, &sub, &cs) ||
-		    (tjDecompress2(th, jpg[i], len[i], px, w, 0, h, TJPF_RGB, 0) &&
-		     tjGetErrorCode(th) != TJERR_WARNING))
+		if (tjDecompressHeader3(th, jpg[i], len[i], &w, &h, &sub, &cs))
 			die("decode", -EBADMSG);
-		*pixels += (uint64_t)w * h;
+		*pixels += (uint64_t)w * h; /* the image's, whatever the scale */
+		if (scale)
+			scaled(&w, &h, scale[i]);
+		if (tjDecompress2(th, jpg[i], len[i], px, w, 0, h, TJPF_RGB, 0) &&
+		    tjGetErrorCode(th) != TJERR_WARNING)
+			die("decode", -EBADMSG);
 	}
 	return rckpt_now_s() - t0;
+}
+
+/* Decodes n JPEGs once on this thread; returns seconds, adds pixels. */
+static double decode_all(tjhandle th, uint8_t *const *jpg, const size_t *len, unsigned n, uint8_t *px,
+			 uint64_t *pixels)
+{
+	return decode_all_at(th, jpg, len, n, px, pixels, NULL);
+}
+
+/* ---- interleaved pairs for one case (sections 5 and 6) ---- */
+
+typedef struct run {
+	double (*fn)(void *arg); /* one timed run: seconds */
+	void *arg;
+} run_t;
+
+/* After an untimed run of each: R rounds of base[0..nb), then the case;
+ * then the bases once more. ratio[b][r]: the mean of base b's runs on
+ * either side of round r's case over the case's time; sorted, with the
+ * median returned in med[b]. tcase: the case's median seconds. */
+static double pairs_run(const run_t *base, unsigned nb, run_t cs, int R, double ratio[][PAIRS_MAX],
+			double *med)
+{
+	double prev[4], tc[PAIRS_MAX];
+	unsigned b;
+	int r;
+	for (b = 0; b < nb; b++)
+		(void)base[b].fn(base[b].arg);
+	(void)cs.fn(cs.arg);
+	for (b = 0; b < nb; b++)
+		prev[b] = base[b].fn(base[b].arg);
+	for (r = 0; r < R; r++) {
+		tc[r] = cs.fn(cs.arg);
+		for (b = 0; b < nb; b++) {
+			double next = base[b].fn(base[b].arg);
+			ratio[b][r] = (prev[b] + next) / 2 / tc[r];
+			prev[b] = next;
+		}
+	}
+	for (b = 0; b < nb; b++)
+		med[b] = median(ratio[b], R);
+	return median(tc, R);
+}
+
+static const char *ratio_str(char *buf, size_t cap, const double *sorted, int R, double med)
+{
+	snprintf(buf, cap, "%.3f [%.3f, %.3f]", med, sorted[0], sorted[R - 1]);
+	return buf;
+}
+
+/* A set of JPEGs decoded in memory at per-image scales (NULL: full). */
+typedef struct dec_set {
+	tjhandle th;
+	uint8_t **jpg;
+	size_t *len;
+	unsigned n;
+	uint8_t *px;
+	const uint8_t *scale;
+	uint64_t pixels;
+} dec_set_t;
+
+static double run_decode(void *arg)
+{
+	dec_set_t *d = arg;
+	return decode_all_at(d->th, d->jpg, d->len, d->n, d->px, &d->pixels, d->scale);
+}
+
+/* Transcodes a set to baseline JPEGs (xh: a handle that never made a
+ * progressive JPEG; see section 6) and, if decode, decodes them. */
+typedef struct xcode_set {
+	dec_set_t *in;
+	tjhandle xh;
+	int decode;
+	double xcode_s, decode_s; /* of the last run */
+	uint64_t out_bytes;
+} xcode_set_t;
+
+static double run_xcode(void *arg)
+{
+	xcode_set_t *x = arg;
+	uint8_t *o;
+	unsigned long ol;
+	double t0 = rckpt_now_s(), tx = 0, td = 0;
+	unsigned i;
+	x->out_bytes = 0;
+	for (i = 0; i < x->in->n; i++) {
+		tjtransform xf;
+		double t1 = rckpt_now_s();
+		memset(&xf, 0, sizeof(xf));
+		xf.options = TJXOPT_COPYNONE;
+		o = NULL;
+		ol = 0;
+		if (tjTransform(x->xh, x->in->jpg[i], x->in->len[i], 1, &o, &ol, &xf, 0))
+			die("transcode", -EBADMSG);
+		tx += rckpt_now_s() - t1;
+		x->out_bytes += ol;
+		if (x->decode) {
+			int w, h, sub, cs;
+			t1 = rckpt_now_s();
+			if (tjDecompressHeader3(x->in->th, o, ol, &w, &h, &sub, &cs) ||
+			    tjDecompress2(x->in->th, o, ol, x->in->px, w, 0, h, TJPF_RGB, 0))
+				die("decode the transcoded", -EBADMSG);
+			td += rckpt_now_s() - t1;
+		}
+		tjFree(o);
+	}
+	x->xcode_s = tx;
+	x->decode_s = td;
+	return rckpt_now_s() - t0;
+}
+
+/* The baseline objects read and decoded (scale: per image, NULL full). */
+typedef struct base_rd {
+	rados_ioctx_t io;
+	const src_t *s;
+	unsigned threads;
+	const uint8_t *scale;
+	uint64_t bytes;
+} base_rd_t;
+
+static double run_base_read(void *arg)
+{
+	base_rd_t *b = arg;
+	return baseline_read(b->io, b->s, b->threads, &b->bytes, b->scale);
+}
+
+typedef struct pcr_rd {
+	rckpt_t *h;
+	const char *ds;
+	unsigned k, threads, scale;
+	uint64_t bytes, pixels;
+	unsigned images;
+} pcr_rd_t;
+
+static double run_pcr_read(void *arg)
+{
+	pcr_rd_t *p = arg;
+	return pcr_read(p->h, p->ds, p->k, p->threads, p->scale, &p->bytes, &p->images, &p->pixels);
 }
 
 /* A record's prefix through the `read` method, or its images through the
@@ -276,12 +445,167 @@ static double cls_call(rados_ioctx_t io, const char *oid, const char *method, co
 	return t0;
 }
 
+static const char *scale_name(char *buf, size_t cap, unsigned sc)
+{
+	if (sc == RCKPT_PCR_SCALE_AUTO)
+		snprintf(buf, cap, "auto");
+	else
+		snprintf(buf, cap, "1/%u", sc);
+	return buf;
+}
+
+/* Per image, the scale a case decodes prefix k at: sc, or for auto what
+ * the reader picks (rckpt_pcr_auto_scale of the prefix's luma scans). */
+static void scales_of(uint8_t *out, uint8_t *const *jpg, const size_t *len, unsigned n, unsigned sc,
+		      unsigned hist[9])
+{
+	unsigned i;
+	memset(hist, 0, 9 * sizeof(*hist));
+	for (i = 0; i < n; i++) {
+		rckpt_pcr_split_t sp;
+		if (sc != RCKPT_PCR_SCALE_AUTO)
+			out[i] = (uint8_t)sc;
+		else
+			out[i] = rckpt_pcr_jpeg_split(&sp, jpg[i], len[i]) ? 1
+									   : (uint8_t)rckpt_pcr_auto_scale(sp.luma_se);
+		hist[out[i]]++;
+	}
+}
+
+/* 5. decode at reduced scale: decode only (one core, in memory), then read
+ * + decode from the cluster; each case against the baseline JPEGs at full
+ * size and at the same scale. */
+static void scaled_sections(rckpt_t *h, const char *ds, rados_ioctx_t base_io, const src_t *s, unsigned G,
+			    uint8_t **jk[], size_t *lk[], tjhandle th, uint8_t *px, const unsigned *thr,
+			    unsigned nthr, const unsigned *scales, unsigned nscales, int R)
+{
+	uint8_t *sc = malloc(s->n);
+	double ratio[2][PAIRS_MAX], med[2];
+	unsigned si, k, ti, hist[9];
+	char sn[16], r0[64], r1[64];
+
+	printf("\ndecode only at reduced scale (one core, in memory; each case %d rounds of pairs: base full, base "
+	       "at the same scale, case; images/s, ratio median [min, max]; scales: images at 1/8 1/4 1/2 1/1):\n",
+	       R);
+	printf("%6s %6s %10s %22s %22s %19s\n", "scale", "groups", "images/s", "x base full", "x base same scale",
+	       "images 8/4/2/1");
+	for (si = 0; si < nscales; si++)
+		for (k = 1; k <= G; k++) {
+			dec_set_t bf = { th, s->data, s->len, s->n, px, NULL, 0 };
+			dec_set_t bs = { th, s->data, s->len, s->n, px, sc, 0 };
+			dec_set_t cs = { th, jk[k], lk[k], s->n, px, sc, 0 };
+			run_t base[2] = { { run_decode, &bf }, { run_decode, &bs } };
+			double tc;
+			scales_of(sc, jk[k], lk[k], s->n, scales[si], hist);
+			tc = pairs_run(base, 2, (run_t){ run_decode, &cs }, R, ratio, med);
+			printf("%6s %6u %10.0f %22s %22s %4u/%4u/%4u/%4u\n", scale_name(sn, sizeof(sn), scales[si]), k,
+			       s->n / tc, ratio_str(r0, sizeof(r0), ratio[0], R, med[0]),
+			       ratio_str(r1, sizeof(r1), ratio[1], R, med[1]), hist[8], hist[4], hist[2], hist[1]);
+			printf("csv,ratio,decode-scale,%s,%u,1,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%d\n", sn, k, med[0],
+			       ratio[0][0], ratio[0][R - 1], med[1], ratio[1][0], ratio[1][R - 1], R);
+		}
+	printf("\nread + decode at reduced scale (cluster; each case %d rounds of pairs as above):\n", R);
+	printf("%6s %3s %6s %10s %22s %22s\n", "scale", "thr", "groups", "images/s", "x base full",
+	       "x base same scale");
+	for (ti = 0; ti < nthr; ti++)
+		for (si = 0; si < nscales; si++)
+			for (k = 1; k <= G; k++) {
+				base_rd_t bf = { base_io, s, thr[ti], NULL, 0 }, bs = { base_io, s, thr[ti], sc, 0 };
+				pcr_rd_t cs = { h, ds, k, thr[ti], scales[si], 0, 0, 0 };
+				run_t base[2] = { { run_base_read, &bf }, { run_base_read, &bs } };
+				double tc;
+				scales_of(sc, jk[k], lk[k], s->n, scales[si], hist);
+				tc = pairs_run(base, 2, (run_t){ run_pcr_read, &cs }, R, ratio, med);
+				printf("%6s %3u %6u %10.0f %22s %22s\n", scale_name(sn, sizeof(sn), scales[si]), thr[ti], k,
+				       s->n / tc, ratio_str(r0, sizeof(r0), ratio[0], R, med[0]),
+				       ratio_str(r1, sizeof(r1), ratio[1], R, med[1]));
+				printf("csv,ratio,read-scale,%s,%u,%u,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%d\n", sn, k, thr[ti],
+				       med[0], ratio[0][0], ratio[0][R - 1], med[1], ratio[1][0], ratio[1][R - 1], R);
+			}
+	free(sc);
+}
+
+/* 6. each prefix transcoded losslessly to a baseline JPEG, decode only. */
+static void transcode_section(unsigned G, uint8_t **jk[], size_t *lk[], unsigned n, tjhandle th, uint8_t *px,
+			      int R)
+{
+	/* A handle of its own: in libjpeg-turbo 2.1.5 a transform handle that
+	 * made a progressive JPEG makes corrupt baseline ones afterwards. */
+	tjhandle xh = tjInitTransform();
+	uint8_t **bj = calloc(n, sizeof(*bj)), *a = malloc((size_t)64 << 20);
+	size_t *bl = calloc(n, sizeof(*bl));
+	double ratio[1][PAIRS_MAX], med[1];
+	char r0[64], r1[64], r2[64];
+	unsigned k, i;
+
+	if (xh == NULL || !bj || !bl || !a)
+		die("transcode section", -ENOMEM);
+	printf("\ntranscode each prefix to a baseline JPEG (one core, in memory; each case %d rounds of pairs "
+	       "against decoding the prefix directly; ratio: images/s of the case over the direct decode's):\n",
+	       R);
+	printf("%6s %10s %9s %10s %22s %22s %22s %9s\n", "groups", "direct/s", "same px", "bytes x", "transcode",
+	       "decode its output", "transcode + decode", "xcode ms");
+	for (k = 1; k <= G; k++) {
+		dec_set_t direct = { th, jk[k], lk[k], n, px, NULL, 0 };
+		xcode_set_t xo = { &direct, xh, 0, 0, 0, 0 }, xd = { &direct, xh, 1, 0, 0, 0 };
+		dec_set_t bd = { th, bj, bl, n, px, NULL, 0 };
+		run_t base[1] = { { run_decode, &direct } };
+		uint64_t pb = 0, ob = 0;
+		unsigned same = 0;
+		double mx, md, mxd, td;
+		for (i = 0; i < n; i++) { /* the transcoded set, and whether its pixels are the prefix's */
+			unsigned long ol = 0;
+			uint8_t *o = NULL;
+			tjtransform xf;
+			int w, hh, sub, cs;
+			memset(&xf, 0, sizeof(xf));
+			xf.options = TJXOPT_COPYNONE;
+			if (tjTransform(xh, jk[k][i], lk[k][i], 1, &o, &ol, &xf, 0) ||
+			    tjDecompressHeader3(th, o, ol, &w, &hh, &sub, &cs) ||
+			    tjDecompress2(th, o, ol, a, w, 0, hh, TJPF_RGB, 0) ||
+			    (tjDecompress2(th, jk[k][i], lk[k][i], px, w, 0, hh, TJPF_RGB, 0) &&
+			     tjGetErrorCode(th) != TJERR_WARNING))
+				die("transcode", -EBADMSG);
+			same += memcmp(a, px, (size_t)w * hh * 3) == 0;
+			bj[i] = malloc(ol);
+			memcpy(bj[i], o, ol);
+			bl[i] = ol;
+			tjFree(o);
+			pb += lk[k][i];
+			ob += ol;
+		}
+		td = pairs_run(base, 1, (run_t){ run_xcode, &xo }, R, ratio, med);
+		mx = med[0];
+		snprintf(r0, sizeof(r0), "%.3f [%.3f, %.3f]", mx, ratio[0][0], ratio[0][R - 1]);
+		(void)pairs_run(base, 1, (run_t){ run_decode, &bd }, R, ratio, med);
+		md = med[0];
+		snprintf(r1, sizeof(r1), "%.3f [%.3f, %.3f]", md, ratio[0][0], ratio[0][R - 1]);
+		(void)pairs_run(base, 1, (run_t){ run_xcode, &xd }, R, ratio, med);
+		mxd = med[0];
+		snprintf(r2, sizeof(r2), "%.3f [%.3f, %.3f]", mxd, ratio[0][0], ratio[0][R - 1]);
+		{
+			double tdir = median((double[]){ run_decode(&direct), run_decode(&direct), run_decode(&direct) }, 3);
+			printf("%6u %10.0f %4u/%4u %10.3f %22s %22s %22s %9.3f\n", k, n / tdir, same, n, (double)ob / pb,
+			       r0, r1, r2, td / n * 1e3);
+		}
+		printf("csv,transcode,%u,%u,%u,%" PRIu64 ",%" PRIu64 ",%.4f,%.4f,%.4f,%.6f,%d\n", k, same, n, pb, ob, mx,
+		       md, mxd, td / n, R);
+		for (i = 0; i < n; i++)
+			free(bj[i]);
+	}
+	free(bj);
+	free(bl);
+	free(a);
+	tjDestroy(xh);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option lo[] = { { "conf", 1, 0, 'c' },	  { "pool", 1, 0, 'p' },
 					    { "reps", 1, 0, 'r' },	  { "per-record", 1, 0, 'n' },
 					    { "keep", 0, 0, 'k' },	  { "help", 0, 0, 'h' },
-					    { 0, 0, 0, 0 } };
+					    { "threads", 1, 0, 't' },	  { "scales", 1, 0, 's' },
+					    { "no-transcode", 0, 0, 'x' }, { 0, 0, 0, 0 } };
 	rckpt_connect_opts_t co = RCKPT_CONNECT_OPTS_INIT;
 	rckpt_pcr_build_opts_t bo = RCKPT_PCR_BUILD_OPTS_INIT;
 	rckpt_pcr_build_stats_t bs;
@@ -297,16 +621,37 @@ int main(int argc, char **argv)
 	rados_ioctx_t base_io, pcr_io;
 	src_t s;
 
-	while ((c = getopt_long(argc, argv, "c:p:r:n:kh", lo, NULL)) != -1) {
+	unsigned thr[8] = { 1, 2 }, nthr = 2, scales[8] = { RCKPT_PCR_SCALE_AUTO }, nscales = 1;
+	int transcode = 1;
+	while ((c = getopt_long(argc, argv, "c:p:r:n:kht:s:x", lo, NULL)) != -1) {
 		switch (c) {
 		case 'c': co.conf_path = optarg; break;
 		case 'p': pool = optarg; break;
 		case 'r': reps = atoi(optarg); break;
 		case 'n': per_record = (unsigned)atoi(optarg); break;
 		case 'k': keep = 1; break;
+		case 'x': transcode = 0; break;
+		case 't':
+		case 's': {
+			char *tok, *save = NULL, *list = strdup(optarg);
+			unsigned *v = c == 't' ? thr : scales, *nv = c == 't' ? &nthr : &nscales;
+			*nv = 0;
+			for (tok = strtok_r(list, ",", &save); tok && *nv < 8; tok = strtok_r(NULL, ",", &save)) {
+				unsigned x = strcmp(tok, "auto") == 0 ? RCKPT_PCR_SCALE_AUTO : (unsigned)atoi(tok);
+				if (c == 's' && strcmp(tok, "none") == 0)
+					continue;
+				if (c == 't' ? (x < 1 || x > 8) : (x != 2 && x != 4 && x != 8 && x != RCKPT_PCR_SCALE_AUTO)) {
+					fprintf(stderr, "bench_pcr: --threads takes 1..8, --scales 2, 4, 8, auto or none\n");
+					return 2;
+				}
+				v[(*nv)++] = x;
+			}
+			free(list);
+			break;
+		}
 		default:
 			printf("usage: bench_pcr [--conf PATH] [--pool NAME] [--reps N] [--per-record N] "
-			       "[--keep] DIR\n");
+			       "[--threads LIST] [--scales LIST] [--no-transcode] [--keep] DIR\n");
 			return c == 'h' ? 0 : 2;
 		}
 	}
@@ -392,21 +737,22 @@ int main(int argc, char **argv)
 	       reps);
 	printf("%6s %3s %12s %8s %10s %22s %8s\n", "groups", "thr", "bytes read", "x base", "images/s",
 	       "x base (pairs)", "MSSIM");
-	for (unsigned t = 1; t <= 2; t++) {
+	for (unsigned ti = 0; ti < nthr; ti++) {
+		const unsigned t = thr[ti];
 		uint64_t bb = 0, px, bk[RCKPT_PCR_MAX_GROUPS + 1];
 		double tb[PAIRS_MAX + 1], tk[RCKPT_PCR_MAX_GROUPS + 1][PAIRS_MAX],
 			ratio[RCKPT_PCR_MAX_GROUPS + 1][PAIRS_MAX];
 		unsigned imgs;
 		int R = reps < PAIRS_MAX ? reps : PAIRS_MAX;
-		(void)baseline_read(base_io, &s, t, &bb); /* warm-up */
-		(void)pcr_read(h, ds, G, t, &bk[G], &imgs, &px);
+		(void)baseline_read(base_io, &s, t, &bb, NULL); /* warm-up */
+		(void)pcr_read(h, ds, G, t, 1, &bk[G], &imgs, &px);
 		for (int r = 0; r < R; r++) {
-			double prev = baseline_read(base_io, &s, t, &bb);
+			double prev = baseline_read(base_io, &s, t, &bb, NULL);
 			tb[r] = prev;
 			for (k = 1; k <= G; k++) {
 				double next;
-				tk[k][r] = pcr_read(h, ds, k, t, &bk[k], &imgs, &px);
-				next = baseline_read(base_io, &s, t, &bb);
+				tk[k][r] = pcr_read(h, ds, k, t, 1, &bk[k], &imgs, &px);
+				next = baseline_read(base_io, &s, t, &bb, NULL);
 				ratio[k][r] = (prev + next) / 2 / tk[k][r];
 				printf("csv,pair,read,%u,%u,%d,%.4f,%.4f\n", k, t, r, (prev + next) / 2, tk[k][r]);
 				prev = next;
@@ -511,6 +857,12 @@ int main(int argc, char **argv)
 			printf("csv,decode,%u,%.4f,%" PRIu64 ",%" PRIu64 "\n", k, best[k], pk[k], bytes);
 			printf("csv,ratio,decode,%u,1,%.4f,%.4f,%.4f,%d\n", k, mr, dratio[k][0], dratio[k][R - 1], R);
 		}
+		if (got != s.n)
+			die("the records hold other images than DIR", -EBADMSG);
+		if (nscales)
+			scaled_sections(h, ds, base_io, &s, G, jk, lk, th, px, thr, nthr, scales, nscales, R);
+		if (transcode)
+			transcode_section(G, jk, lk, s.n, th, px, R);
 		for (k = 1; k <= G; k++) {
 			for (i = 0; i < got; i++)
 				free(jk[k][i]);

@@ -3,7 +3,9 @@
  * vectors of version 1, damage and limits, the cls messages, the JPEG scan
  * splitter on hand-made streams, and on the whole real data set (when
  * RCKPT_TEST_PCR_DIR names one): lossless at the last group, every prefix
- * decodable.
+ * decodable. Prefixes of JPEGs made here: the luma spectral range the
+ * splitter reports (RCKPT_PCR_SCALE_AUTO), and each prefix transcoded to a
+ * baseline JPEG keeps its DCT coefficients exactly (issue 29).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -546,6 +548,162 @@ static void test_dataset_lossless(void **state)
 	tjDestroy(dh);
 }
 
+/* ---- prefixes of a real progressive JPEG ---- */
+
+#define TW 100 /* not a multiple of 16: partial MCUs */
+#define TH 72
+
+/* A baseline JPEG of a textured test card (gray: one component). */
+static void make_card(int gray, unsigned char **jpg, unsigned long *len)
+{
+	uint8_t *px = malloc(TW * TH * 3);
+	tjhandle t = tjInitCompress();
+	unsigned x, y, seed = 12345;
+	assert_non_null(px);
+	assert_non_null(t);
+	for (y = 0; y < TH; y++)
+		for (x = 0; x < TW; x++) {
+			uint8_t *p = &px[(y * TW + x) * 3];
+			seed = seed * 1664525u + 1013904223u;
+			p[0] = (uint8_t)(x * 2 + ((x / 5 + y / 7) & 1) * 60 + (seed >> 28));
+			p[1] = (uint8_t)(y * 3 + (seed >> 27));
+			p[2] = (uint8_t)((x * y) >> 4);
+		}
+	*jpg = NULL;
+	*len = 0;
+	assert_int_equal(tjCompress2(t, px, TW, 0, TH, TJPF_RGB, jpg, len, gray ? TJSAMP_GRAY : TJSAMP_420, 92,
+				     0),
+			 0);
+	tjDestroy(t);
+	free(px);
+}
+
+typedef struct coefs {
+	short *v;
+	size_t n, cap;
+} coefs_t;
+
+/* tjtransform.customFilter: appends every coefficient handed over. */
+static int keep_coefs(short *c, tjregion array, tjregion plane, int comp, int xi, tjtransform *t)
+{
+	coefs_t *k = t->data;
+	size_t n = (size_t)array.w * array.h;
+	(void)plane;
+	(void)comp;
+	(void)xi;
+	if (k->n + n > k->cap) {
+		short *p = realloc(k->v, (k->cap = 2 * (k->n + n)) * sizeof(*p));
+		if (p == NULL)
+			return -1;
+		k->v = p;
+	}
+	memcpy(k->v + k->n, c, n * sizeof(*c));
+	k->n += n;
+	return 0;
+}
+
+/* The DCT coefficients of a JPEG, as the transformer reads them. */
+static void coefs_of(tjhandle xh, const uint8_t *jpg, size_t len, coefs_t *out)
+{
+	tjtransform xf;
+	unsigned char *o = NULL;
+	unsigned long ol = 0;
+	memset(out, 0, sizeof(*out));
+	memset(&xf, 0, sizeof(xf));
+	xf.options = TJXOPT_NOOUTPUT;
+	xf.customFilter = keep_coefs;
+	xf.data = out;
+	assert_int_equal(tjTransform(xh, jpg, (unsigned long)len, 1, &o, &ol, &xf, 0), 0);
+	if (o)
+		tjFree(o);
+	assert_true(out->n > 0);
+}
+
+/* For a colour and a gray image: each prefix's luma spectral range and
+ * the scale RCKPT_PCR_SCALE_AUTO takes from it; each prefix transcoded
+ * to a baseline JPEG (what issue 29 measured as a reader path, and left
+ * out: it does not pay) has the prefix's coefficients exactly, and at the
+ * last group its pixels too. Below the last group the pixels differ: the
+ * progressive decoder smooths the blocks whose coefficients are still
+ * missing (libjpeg's block smoothing) and the baseline decoder cannot. */
+static void test_prefix_scale_and_transcode(void **state)
+{
+	/* libjpeg's default progression: colour: DC; Y 1-5; Cr; Cb; Y 6-63;
+	 * Y refine; DC refine; Cr, Cb, Y refine. Gray: DC; 1-5; 6-63; refines. */
+	static const unsigned se_color[10] = { 0, 5, 5, 5, 63, 63, 63, 63, 63, 63 };
+	static const unsigned se_gray[6] = { 0, 5, 63, 63, 63, 63 };
+	int gray;
+
+	(void)state;
+	for (gray = 0; gray <= 1; gray++) {
+		unsigned char *src, *prog = NULL;
+		unsigned long srclen, proglen = 0;
+		tjhandle ph = tjInitTransform(), xh = tjInitTransform(), dh = tjInitDecompress();
+		uint8_t *a = malloc(TW * TH * 3), *b = malloc(TW * TH * 3), *pre = NULL;
+		rckpt_pcr_split_t sp, sq;
+		tjtransform xf;
+		unsigned k;
+
+		assert_non_null(ph);
+		assert_non_null(xh);
+		assert_non_null(dh);
+		make_card(gray, &src, &srclen);
+		memset(&xf, 0, sizeof(xf));
+		xf.options = TJXOPT_PROGRESSIVE | TJXOPT_COPYNONE;
+		assert_int_equal(tjTransform(ph, src, srclen, 1, &prog, &proglen, &xf, 0), 0);
+		assert_int_equal(rckpt_pcr_jpeg_split(&sp, prog, proglen), 0);
+		assert_int_equal(sp.nscans, gray ? 6 : 10);
+		assert_int_equal(sp.luma_se, 63);
+		assert_non_null(pre = malloc(proglen + 2));
+		for (k = 1; k <= sp.nscans; k++) {
+			size_t plen = sp.start[k - 1] + sp.len[k - 1] + 2;
+			unsigned char *base = NULL;
+			unsigned long blen = 0;
+			coefs_t cp, cb;
+			unsigned se = gray ? se_gray[k - 1] : se_color[k - 1];
+			int same;
+
+			memcpy(pre, prog, plen - 2);
+			pre[plen - 2] = 0xFF;
+			pre[plen - 1] = 0xD9;
+			assert_int_equal(rckpt_pcr_jpeg_split(&sq, pre, plen), 0);
+			assert_int_equal(sq.luma_se, se);
+			assert_int_equal(rckpt_pcr_auto_scale(sq.luma_se), se == 0 ? 8 : se <= 9 ? 2 : 1);
+			/* xh never makes a progressive JPEG: in libjpeg-turbo 2.1.5
+			 * a handle that made one makes corrupt baseline ones */
+			memset(&xf, 0, sizeof(xf));
+			xf.options = TJXOPT_COPYNONE;
+			assert_int_equal(tjTransform(xh, pre, plen, 1, &base, &blen, &xf, 0), 0);
+			assert_int_equal(rckpt_pcr_jpeg_split(&sq, base, blen), 0);
+			assert_false(sq.progressive);
+			assert_int_equal(sq.nscans, 1);
+			coefs_of(xh, pre, plen, &cp);
+			coefs_of(xh, base, blen, &cb);
+			assert_int_equal(cp.n, cb.n);
+			assert_memory_equal(cp.v, cb.v, cp.n * sizeof(short));
+			assert_int_equal(tjDecompress2(dh, pre, plen, a, TW, 0, TH, TJPF_RGB, 0), 0);
+			assert_int_equal(tjDecompress2(dh, base, blen, b, TW, 0, TH, TJPF_RGB, 0), 0);
+			same = memcmp(a, b, TW * TH * 3) == 0;
+			if (k == sp.nscans)
+				assert_true(same); /* every coefficient known: no smoothing */
+			free(cp.v);
+			free(cb.v);
+			tjFree(base);
+		}
+		/* the whole progressive JPEG: the source's pixels */
+		assert_int_equal(tjDecompress2(dh, src, srclen, b, TW, 0, TH, TJPF_RGB, 0), 0);
+		assert_memory_equal(a, b, TW * TH * 3);
+		free(pre);
+		free(a);
+		free(b);
+		tjFree(prog);
+		tjFree(src);
+		tjDestroy(ph);
+		tjDestroy(xh);
+		tjDestroy(dh);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -557,6 +715,7 @@ int main(void)
 		cmocka_unit_test(test_split),
 		cmocka_unit_test(test_split_too_many_scans),
 		cmocka_unit_test(test_dataset_lossless),
+		cmocka_unit_test(test_prefix_scale_and_transcode),
 	};
 	return test_exit(cmocka_run_group_tests(tests, NULL, NULL));
 }
