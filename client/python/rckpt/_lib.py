@@ -115,8 +115,9 @@ class GpuInfo(ctypes.Structure):
 
 
 class PcrOpts(ctypes.Structure):
+    """rckpt_pcr_opts_t, version 2 (scale)."""
     _fields_ = [("version", c_uint), ("groups", c_uint), ("output", c_uint),
-                ("threads", c_uint), ("prefetch", c_uint)]
+                ("threads", c_uint), ("prefetch", c_uint), ("scale", c_uint)]
 
 
 class PcrInfo(ctypes.Structure):

@@ -34,11 +34,6 @@ FITS = ("resize", "center_crop", "random_crop")
 RCKPT_PCR_SCALE_AUTO = 0x100
 
 
-class _PcrOpts2(_lib.PcrOpts):
-    """rckpt_pcr_opts_t, version 2: version 1's fields, then scale."""
-    _fields_ = [("scale", ctypes.c_uint)]
-
-
 def _scale_of(scale, decode):
     """rckpt_pcr_opts_t.scale of scale= (None, 1, 2, 4, 8 or "auto")."""
     if scale is None or (scale == 1 and not isinstance(scale, bool)):
@@ -134,9 +129,9 @@ class _Reader:
         dataset, pool, conf, user = self.args
         self.h = _lib.connect(conf, user, pool)
         self.d = _lib.c_voidp()
-        o = _PcrOpts2(2, self.fidelity or _lib.RCKPT_PCR_ALL,
-                      _lib.RCKPT_PCR_RGB if self.rgb else _lib.RCKPT_PCR_JPEG,
-                      self.threads, self.prefetch, self.scale)
+        o = _lib.PcrOpts(2, self.fidelity or _lib.RCKPT_PCR_ALL,
+                         _lib.RCKPT_PCR_RGB if self.rgb else _lib.RCKPT_PCR_JPEG,
+                         self.threads, self.prefetch, self.scale)
         rc = lib.rckpt_pcr_open(self.h, ctypes.byref(self.d), dataset.encode(), ctypes.byref(o))
         if rc < 0:
             msg = lib.rckpt_errmsg(self.h).decode(errors="replace")
