@@ -84,6 +84,10 @@ def summary_rows(metrics, data):
         for g in range(1, 6):
             add("PCR, groups 1..%d: read + decode images/s / one object per JPEG, 1 thread" % g,
                 "groups 1..%d: read + decode images/s / one object per JPEG, 1 thread" % g)
+        for g in range(1, 6):
+            add("PCR, groups 1..%d at auto scale: read + decode images/s / one object per JPEG (full size), 1 thread"
+                % g, "groups 1..%d at scale auto: read + decode images/s / one object per JPEG at full size, "
+                "1 thread" % g)
         G = pcr["rows"][-1]["group"]
         add("PCR, %d groups (full fidelity): decode Mpx/s / baseline JPEG" % G,
             "groups 1..%d: decode only Mpx/s / baseline JPEG, one core" % G)

@@ -62,13 +62,15 @@ PROFILES = {
                   rb_sizes=[65536, 4 << 20], rb_seconds=2, rb_budget=256 << 20, stall_width=1024, stall_saves=6,
                   loader_images=500, loader_epochs=2, loc_learners="4,16,64", gpu_sizes="10M",
                   lm=["--steps", "600", "--every", "100", "--d-model", "64", "--corpus-bytes", "1000000"],
-                  fr_eps="0.0006,0.0012,0.003", fr_methods="rckpt,qd"),
+                  fr_eps="0.0006,0.0012,0.003", fr_methods="rckpt,qd",
+                  pcr_args=["--threads", "1", "--scales", "auto", "--no-transcode"]),
     "full": dict(reps=5, ckpt_width=1024, ckpt_steps=1200, images=3000, chains="1,2,4,8,16,32",
                  rb_sizes=[65536, 1 << 20, 4 << 20], rb_seconds=5, rb_budget=1 << 30, stall_width=2048, stall_saves=15,
                  loader_images=2000, loader_epochs=3, loc_learners="4,16,64,256,1024", gpu_sizes="10M,100M",
                  lm=["--steps", "2000", "--every", "100"],
                  fr_eps="0.0003,0.0006,0.0012,0.002,0.003,0.005,0.01",
-                 fr_methods="rckpt,abl-uniform-bins,abl-no-rearrange,abl-magnitude-only,qd,checknrun"),
+                 fr_methods="rckpt,abl-uniform-bins,abl-no-rearrange,abl-magnitude-only,qd,checknrun",
+                 pcr_args=["--threads", "1,2", "--scales", "auto,2"]),
 }
 
 
@@ -383,8 +385,8 @@ class Bench:
         imgs = self.images()
         # one run: bench_pcr measures every case in pairs with its baseline
         # (base, 1, base, 2, ...), --reps rounds after an untimed one
-        o = self.tool("bench_pcr", [self.bin("bench_pcr"), "--pool", self.a.pool, "--reps", str(self.p["reps"]),
-                                    imgs])
+        o = self.tool("bench_pcr", [self.bin("bench_pcr"), "--pool", self.a.pool, "--reps", str(self.p["reps"])]
+                      + self.p["pcr_args"] + [imgs])
         r = {"read": {}, "ssim": {}, "ratio": {}}
         for line in o.splitlines():
             f = line.split(",")
@@ -395,9 +397,14 @@ class Bench:
                 r["read"][key] = dict(bytes=int(f[4]), s=float(f[5]), n=int(f[6]))
                 if key != "base":
                     r["ssim"][key] = float(f[7])
-            elif f[:2] == ["csv", "ratio"]:
+            elif f[:3] in (["csv", "ratio", "read"], ["csv", "ratio", "decode"]):
                 r["ratio"][(f[2], int(f[3]), int(f[4]))] = dict(median=float(f[5]), min=float(f[6]),
                                                                  max=float(f[7]), n=int(f[8]))
+            elif f[:3] in (["csv", "ratio", "read-scale"], ["csv", "ratio", "decode-scale"]):
+                # against the baseline at full size, then at the same scale
+                for k, vs in ((6, "full"), (9, "same")):
+                    r["ratio"][(f[2], f[3], int(f[4]), int(f[5]), vs)] = dict(
+                        median=float(f[k]), min=float(f[k + 1]), max=float(f[k + 2]), n=int(f[12]))
         if "build" not in r or "base" not in r["read"] or not r["ratio"]:
             raise SuiteError("bench_pcr printed no results (raw/bench_pcr.txt)")
         b = r["build"]
@@ -424,6 +431,17 @@ class Bench:
             x = r["ratio"].get(("decode", g, 1))
             if x:
                 paired("groups 1..%d: decode only Mpx/s / baseline JPEG, one core" % g, x)
+            for key, x in sorted(r["ratio"].items(), key=lambda kv: str(kv[0])):
+                if len(key) != 5 or key[2] != g:
+                    continue
+                kind, sc, _, t, vs = key
+                at = "full size" if vs == "full" else "the same scale"
+                if kind == "read-scale":
+                    paired("groups 1..%d at scale %s: read + decode images/s / one object per JPEG at %s, "
+                           "%d thread%s" % (g, sc, at, t, "s" if t > 1 else ""), x)
+                else:
+                    paired("groups 1..%d at scale %s: decode only images/s / baseline JPEG at %s, one core"
+                           % (g, sc, at), x)
             rows.append(dict(group=g, bytes=r["read"][g]["bytes"], frac=frac, ips=ips,
                              speedup=sp[1]["median"] if 1 in sp else ips["median"] / base["median"],
                              ssim=r["ssim"][g]))
