@@ -206,9 +206,9 @@ class Bench:
             rows.append((label, sw, sr))
         self.data["baseline"] = {"rows": rows}
 
-    def rados_bench(self, size, tag):
-        """One `rados bench` write then sequential read of size-byte objects
-        (16 in flight): their MB/s."""
+    def rados_bench(self, size, tag, read=True):
+        """One `rados bench` write then (read) sequential read of size-byte
+        objects (16 in flight): their MB/s (the read's None without it)."""
         rados = shutil.which("rados")
         if not rados:
             raise SuiteError("skipped: the `rados` tool (ceph-common) is not installed")
@@ -220,9 +220,11 @@ class Bench:
                       base + ["bench", str(self.p["rb_seconds"]), "write", "-b", str(size), "-t", "16",
                               "--max-objects", str(max(16, budget // size)), "--no-cleanup", "--run-name", run])
         w = float(re.search(r"Bandwidth \(MB/sec\):\s+([\d.]+)", o).group(1))
-        o = self.tool("rados-bench-seq-" + tag,
-                      base + ["bench", str(self.p["rb_seconds"]), "seq", "-t", "16", "--run-name", run])
-        r = float(re.search(r"Bandwidth \(MB/sec\):\s+([\d.]+)", o).group(1))
+        r = None
+        if read:
+            o = self.tool("rados-bench-seq-" + tag,
+                          base + ["bench", str(self.p["rb_seconds"]), "seq", "-t", "16", "--run-name", run])
+            r = float(re.search(r"Bandwidth \(MB/sec\):\s+([\d.]+)", o).group(1))
         self.tool("rados-cleanup-%d" % size, base + ["cleanup", "--run-name", run])
         return w, r
 
@@ -238,7 +240,7 @@ class Bench:
         for k in range(self.p["reps"]):
             # its baseline right before it: a pair (rados write, save)
             try:
-                rb = self.rados_bench(65536, "pair-%d" % k)
+                rb = self.rados_bench(65536, "pair-%d" % k, read=False)
             except SuiteError:
                 rb = None
             o = self.tool("bench_store-%d" % k,
