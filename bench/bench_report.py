@@ -76,6 +76,9 @@ def summary_rows(metrics, data):
         add("restore, chain %d, after compaction" % L, "restore, chain %d: after compaction" % L)
         add("restore, chain %d, client-side" % L, "restore, chain %d: client-side" % L)
         add("restore, chain %d, server-side / client-side" % L, "restore, chain %d: server-side / client-side time" % L)
+    for m in metrics:
+        if m["name"].startswith("restore of a ") and m.get("pairs"):
+            rows.append((m["name"], fmt(m), m["unit"]))
     pcr = data.get("pcr")
     if pcr and pcr["rows"]:
         r = next((r for r in pcr["rows"] if r["ssim"] >= 0.9), pcr["rows"][-1])

@@ -302,6 +302,7 @@ static void mem_vs_size(rckpt_t *h, const char *sizes, uint64_t budget_mib)
 		rckpt_job_t *j;
 		char job[64];
 		long rss_first = 0, peak[3], state = 0;
+		double mem_restore[3];
 		uint64_t seed = 7;
 		double t = 0;
 		int rc;
@@ -337,6 +338,36 @@ static void mem_vs_size(rckpt_t *h, const char *sizes, uint64_t budget_mib)
 			state = proc_kib("VmRSS") - rss_first;
 			peak[k] = hwm - rss0 - (k == 0 ? state : 0);
 		}
+		{ /* the second step (one delta on a base) restored, every tensor
+		   * read out as fp32, as a trainer's restart does */
+			rckpt_restored_t *r;
+			rckpt_restore_stats_t rs;
+			size_t cap = 0;
+			uint8_t *buf = NULL;
+			unsigned i;
+			double t0 = rckpt_now_s();
+			if ((rc = rckpt_job_restore(j, 200, &r, &rs)))
+				die("restore", rc);
+			for (i = 0; i < rckpt_restored_count(r); i++) {
+				rckpt_tensor_t d;
+				size_t need = 4;
+				unsigned x;
+				if ((rc = rckpt_restored_tensor(r, i, &d)))
+					die("restored tensor", rc);
+				for (x = 0; x < d.ndim; x++)
+					need *= (size_t)d.shape[x];
+				if (need > cap && (buf = realloc(buf, cap = need)) == NULL)
+					die("restore buffer", -ENOMEM);
+				if ((rc = rckpt_restored_read(r, i, buf, cap)))
+					die("restored read", rc);
+			}
+			t0 = rckpt_now_s() - t0;
+			rckpt_restored_free(r);
+			free(buf);
+			mem_restore[0] = t0;
+			mem_restore[1] = (double)rs.wire_bytes;
+			mem_restore[2] = rs.calls;
+		}
 		{
 			long dmax = peak[1] > peak[2] ? peak[1] : peak[2];
 			printf("   %8u %9.1f | %14.1f %14.1f | %10.1f %8.2f | %8.1f\n", mi,
@@ -345,6 +376,12 @@ static void mem_vs_size(rckpt_t *h, const char *sizes, uint64_t budget_mib)
 			       (double)m.params * 4 * 3 / 1e6 / t);
 			printf("csv:mem,%u,%" PRIu64 ",%ld,%ld,%ld,%.1f\n", mi, budget_mib, peak[0], dmax,
 			       state, (double)m.params * 4 * 3 / 1e6 / t);
+			printf("   restore of step 2 (a delta on a base) read out as fp32: %.3f s, %.1f MB/s of "
+			       "fp32, %.1f MB over the wire, %.0f materialize calls\n",
+			       mem_restore[0], (double)m.params * 4 / 1e6 / mem_restore[0], mem_restore[1] / 1e6,
+			       mem_restore[2]);
+			printf("csv:memrestore,%u,%" PRIu64 ",%.4f,%.1f,%.0f,%.0f\n", mi, m.params, mem_restore[0],
+			       (double)m.params * 4 / 1e6 / mem_restore[0], mem_restore[1], mem_restore[2]);
 		}
 		rckpt_job_close(j);
 		rckpt_job_delete(h, job);

@@ -63,14 +63,14 @@ PROFILES = {
                   loader_images=500, loader_epochs=2, loc_learners="4,16,64", gpu_sizes="10M",
                   lm=["--steps", "600", "--every", "100", "--d-model", "64", "--corpus-bytes", "1000000"],
                   fr_eps="0.0006,0.0012,0.003", fr_methods="rckpt,qd",
-                  pcr_args=["--threads", "1", "--scales", "auto", "--no-transcode"]),
+                  pcr_args=["--threads", "1", "--scales", "auto", "--no-transcode"], big_mi=0),
     "full": dict(reps=5, ckpt_width=1024, ckpt_steps=1200, images=3000, chains="1,2,4,8,16,32",
                  rb_sizes=[65536, 1 << 20, 4 << 20], rb_seconds=5, rb_budget=1 << 30, stall_width=2048, stall_saves=15,
                  loader_images=2000, loader_epochs=3, loc_learners="4,16,64,256,1024", gpu_sizes="10M,100M",
                  lm=["--steps", "2000", "--every", "100"],
                  fr_eps="0.0003,0.0006,0.0012,0.002,0.003,0.005,0.01",
                  fr_methods="rckpt,abl-uniform-bins,abl-no-rearrange,abl-magnitude-only,qd,checknrun",
-                 pcr_args=["--threads", "1,2", "--scales", "auto,2"]),
+                 pcr_args=["--threads", "1,2", "--scales", "auto,2"], big_mi=48),
 }
 
 
@@ -377,11 +377,39 @@ class Bench:
             self.metric_pairs("restore", "restore, chain %d: server-side / client-side time" % L,
                               [x["server"] / x["client"] for x in c], "lower")
         self.data["restore"] = rows
+        self.big_restore()
         m = [r["materialize"]["ms"] for r in runs if "materialize" in r]
         if m:
             r0 = runs[0]["materialize"]
             self.metric("restore", "OSD materialize of the longest chain: fp32 folded", "GB/s",
                         [r0["elems"] * 4 * (r0["chain"] + 1) / (x / 1e3) / 1e9 for x in m], "higher")
+
+    def big_restore(self):
+        """--full: a model of big_mi Mi parameters (synthetic fp32, bench_store
+        --mem-sizes) saved as a base and deltas, its second step (one delta on
+        the base) restored and read out as fp32, each run right after a
+        `rados bench` write and sequential read of 4 MiB objects: restore
+        MB/s of fp32 over the raw read's MB/s, in pairs."""
+        mi = self.p["big_mi"]
+        if not mi:
+            return
+        ratios, mbs = [], []
+        for k in range(self.p["reps"]):
+            _, rd = self.rados_bench(4 << 20, "big-%d" % k)
+            o = self.tool("bench_store-big-%d" % k,
+                          [self.bin("bench_store"), "--pool", self.a.pool, "--reps", "1", "--no-rados-bench",
+                           "--mem-sizes", str(mi), "--chains", "1", self.checkpoints()])
+            for line in o.splitlines():
+                f = line.split(",")
+                if f[0] == "csv:memrestore":
+                    mbs.append(float(f[4]))
+                    ratios.append(float(f[4]) / rd)
+        if not ratios:
+            raise SuiteError("bench_store printed no restore of the %d Mi model (raw/bench_store-big-0.txt)" % mi)
+        self.metric("restore", "restore of a %d Mi-parameter model (a delta on a base), fp32" % mi, "MB/s", mbs,
+                    "higher")
+        self.metric_pairs("restore", "restore of a %d Mi-parameter model, fp32 MB/s / rados seq read MB/s (4 MiB)"
+                          % mi, ratios, "higher")
 
     def suite_pcr(self):
         imgs = self.images()
