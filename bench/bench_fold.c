@@ -11,7 +11,7 @@
  * --reps times after one warm-up call, and the chain is compacted.
  *
  * Prints fp32 GB/s folded (elements x 4 bytes x (L + 1) records per
- * second), the median and min-max of the calls, and an FNV-1a hash of the
+ * second), the median and min-max of the calls, and a CRC-32C of the
  * reply, so that a change to the fold can be shown to give the same bytes.
  *
  * usage: bench_fold [--chain L] [--reps N] [--chunk-mi M] DIR
@@ -28,6 +28,7 @@
 #include "mem_io.h"
 #include "rckpt.h"
 #include "rckpt_clock.h" /* rckpt_now_s */
+#include "rckpt_crc32c.h"
 #include "rckpt_internal.h" /* rckpt_set_io */
 #include "rckpt_manifest.h"
 #include "rckpt_safetensors.h"
@@ -45,16 +46,6 @@ static int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
 	return (x > y) - (x < y);
-}
-
-static uint64_t fnv(const void *p, size_t n)
-{
-	const uint8_t *b = p;
-	uint64_t h = 0xcbf29ce484222325ull;
-	size_t i;
-	for (i = 0; i < n; i++)
-		h = (h ^ b[i]) * 0x100000001b3ull;
-	return h;
 }
 
 /* Loads the first `want` checkpoints of dir (its siblings skipped). */
@@ -110,7 +101,8 @@ int main(int argc, char **argv)
 	rckpt_buf_t in = RCKPT_BUF_INIT, out = RCKPT_BUF_INIT, mb = RCKPT_BUF_INIT;
 	rckpt_msg_materialize_t q = { 0, 0, { NULL, 0 } };
 	char oid[64];
-	uint64_t elems, hash = 0;
+	uint64_t elems;
+	uint32_t hash = 0;
 	uint32_t c, best = 0;
 	int opt, rc;
 
@@ -179,18 +171,18 @@ int main(int argc, char **argv)
 		if (i)
 			t[i - 1] = rckpt_now_s() - t0;
 		else
-			hash = fnv(out.p, out.len);
-		if (fnv(out.p, out.len) != hash)
+			hash = rckpt_crc32c(0, out.p, out.len);
+		if (rckpt_crc32c(0, out.p, out.len) != hash)
 			die("materialize gave different bytes on the same chain", -EIO);
 	}
 	qsort(t, reps, sizeof(*t), cmp_double);
 	printf("bench_fold: chunk %u of %u, %" PRIu64 " elements, a base and %u deltas, %u calls\n", best,
 	       mf.nchunks, elems, L, reps);
-	printf("materialize: %.3f ms median [%.3f, %.3f]; %.3f GB/s of fp32 folded; reply %zu B, fnv %016" PRIx64
+	printf("materialize: %.3f ms median [%.3f, %.3f]; %.3f GB/s of fp32 folded; reply %zu B, crc32c %08" PRIx32
 	       "\n",
 	       t[reps / 2] * 1e3, t[0] * 1e3, t[reps - 1] * 1e3, elems * 4.0 * (L + 1) / t[reps / 2] / 1e9, out.len,
 	       hash);
-	printf("csv:fold,%u,%" PRIu64 ",%.6f,%.6f,%.6f,%016" PRIx64 "\n", L, elems, t[reps / 2], t[0], t[reps - 1],
+	printf("csv:fold,%u,%" PRIu64 ",%.6f,%.6f,%.6f,%08" PRIx32 "\n", L, elems, t[reps / 2], t[0], t[reps - 1],
 	       hash);
 	rckpt_manifest_free(&mf);
 	rckpt_buf_free(&in);

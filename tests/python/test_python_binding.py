@@ -841,14 +841,7 @@ class WithCluster(unittest.TestCase):
         nothing from the cluster and exchanges the imbalance."""
         import json
         import tempfile
-        src = os.environ["RCKPT_TEST_PCR_DIR"]
-        files = sorted(f for f in os.listdir(src) if f.endswith(".jpg"))[:100]
-        ds = TAG + "-loc"
-        cli = os.environ["RCKPT_CLI"]
-        subprocess.run([cli, "pcr", "rm", "--dataset", ds], capture_output=True)
-        self.addCleanup(subprocess.run, [cli, "pcr", "rm", "--dataset", ds], capture_output=True)
-        subprocess.run([cli, "pcr", "build", "--dataset", ds, "--images-per-record", "16"]
-                       + [os.path.join(src, f) for f in files], check=True, capture_output=True)
+        ds = self._test_dataset("-loc", 100, 16)
         world = 4
         with tempfile.TemporaryDirectory() as tmp:
             env = dict(os.environ, GLOO_SOCKET_IFNAME="lo")
@@ -908,14 +901,7 @@ class WithCluster(unittest.TestCase):
         step's tree) and restored into a new loader mid-epoch: it yields
         exactly the samples the epoch had left; a position of another seed
         is refused."""
-        src = os.environ["RCKPT_TEST_PCR_DIR"]
-        files = sorted(f for f in os.listdir(src) if f.endswith(".jpg"))[:40]
-        ds = TAG + "-pos"
-        cli = os.environ["RCKPT_CLI"]
-        subprocess.run([cli, "pcr", "rm", "--dataset", ds], capture_output=True)
-        self.addCleanup(subprocess.run, [cli, "pcr", "rm", "--dataset", ds], capture_output=True)
-        subprocess.run([cli, "pcr", "build", "--dataset", ds, "--images-per-record", "10"] +
-                       [os.path.join(src, f) for f in files], check=True, capture_output=True)
+        ds = self._test_dataset("-pos", 40, 10)
 
         def loader(seed=9):
             return rckpt.PCRDataset(ds, decode=False).distributed(local_batch=4, seed=seed)
@@ -998,14 +984,7 @@ class WithCluster(unittest.TestCase):
         """scale= decodes at 1/2, 1/4, 1/8 (each side rounded up) on both
         datasets, the same pixels by either route; "auto" is 1/8 at group 1
         and full size at the last; bad values are refused."""
-        src = os.environ["RCKPT_TEST_PCR_DIR"]
-        files = sorted(f for f in os.listdir(src) if f.endswith(".jpg"))[:20]
-        ds = TAG + "-pcr-scale"
-        cli = os.environ["RCKPT_CLI"]
-        subprocess.run([cli, "pcr", "rm", "--dataset", ds], capture_output=True)
-        self.addCleanup(subprocess.run, [cli, "pcr", "rm", "--dataset", ds], capture_output=True)
-        subprocess.run([cli, "pcr", "build", "--dataset", ds, "--images-per-record", "8"] +
-                       [os.path.join(src, f) for f in files], check=True, capture_output=True)
+        ds = self._test_dataset("-pcr-scale", 20, 8)
         it = rckpt.PCRIterableDataset(ds)
         full = [x for x, _ in it]
         it.close()
@@ -1044,14 +1023,7 @@ class WithCluster(unittest.TestCase):
         its loader() and the iterable; workers 0 and 2); the map-style
         dataset's image i, by any route and in any order, is the
         iterable's image i, pixel for pixel."""
-        src = os.environ["RCKPT_TEST_PCR_DIR"]
-        files = sorted(f for f in os.listdir(src) if f.endswith(".jpg"))[:40]
-        ds = TAG + "-pcr-size"
-        cli = os.environ["RCKPT_CLI"]
-        subprocess.run([cli, "pcr", "rm", "--dataset", ds], capture_output=True)
-        self.addCleanup(subprocess.run, [cli, "pcr", "rm", "--dataset", ds], capture_output=True)
-        subprocess.run([cli, "pcr", "build", "--dataset", ds, "--images-per-record", "16"] +
-                       [os.path.join(src, f) for f in files], check=True, capture_output=True)
+        ds = self._test_dataset("-pcr-size", 40, 16)
         it = rckpt.PCRIterableDataset(ds)
         want = [x for x, _ in it]  # id order
         it.close()
@@ -1110,6 +1082,19 @@ class WithCluster(unittest.TestCase):
                     dict(size=8, decode=False)):
             with self.assertRaises(ValueError):
                 rckpt.PCRDataset(ds, **bad)
+
+    def _test_dataset(self, suffix, images, per_record):
+        """A PCR dataset of the first `images` test JPEGs, `per_record` to a
+        record, built with the CLI afresh and removed after the test."""
+        src = os.environ["RCKPT_TEST_PCR_DIR"]
+        files = sorted(f for f in os.listdir(src) if f.endswith(".jpg"))[:images]
+        ds = TAG + suffix
+        cli = os.environ["RCKPT_CLI"]
+        subprocess.run([cli, "pcr", "rm", "--dataset", ds], capture_output=True)
+        self.addCleanup(subprocess.run, [cli, "pcr", "rm", "--dataset", ds], capture_output=True)
+        subprocess.run([cli, "pcr", "build", "--dataset", ds, "--images-per-record", str(per_record)]
+                       + [os.path.join(src, f) for f in files], check=True, capture_output=True)
+        return ds
 
     def _pcr_workers(self, ds):
         """DataLoader workers read only their own records and together yield
