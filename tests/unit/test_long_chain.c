@@ -188,7 +188,7 @@ static void test_long_job(void **state)
 	const rckpt_retention_t keep_all = { 0, 0 }, some = { 100, 250 };
 	rckpt_compact_stats_t cs;
 	unsigned s;
-	double t0 = rckpt_now_s();
+	double t0 = rckpt_now_s(), t1;
 
 	(void)state;
 	memset(&L, 0, sizeof(L));
@@ -215,15 +215,19 @@ static void test_long_job(void **state)
 	}
 	print_message("saved %u steps in %.1f s\n", L.n, rckpt_now_s() - t0);
 	check_steps(&L, 17, "the writers' chains");
+	t1 = rckpt_now_s();
 	assert_int_equal(rckpt_job_compact(L.j, &keep_all, &cs), 0);
 	assert_int_equal(cs.steps_after, L.n);
+	print_message("keep-all compaction of %u steps: %.1f s\n", L.n, rckpt_now_s() - t1);
 	check_steps(&L, 1, "after a keep-all compaction"); /* every step */
+	t1 = rckpt_now_s();
 	for (s = 0; s < 20; s++) { /* the writer goes on, and compacts as it goes */
 		model_at(L.n + 1, w, b);
 		assert_int_equal(rckpt_job_save(L.j, L.n + 1, t, 2, NULL, 0, NULL), 0);
 		L.n++;
 		assert_int_equal(rckpt_job_compact(L.j, &keep_all, &cs), 0);
 	}
+	print_message("20 more saves, each compacted: %.1f s\n", rckpt_now_s() - t1);
 	check_steps(&L, 31, "after 20 more saves, each compacted");
 	assert_int_equal(rckpt_job_compact(L.j, &some, &cs), 0);
 	check_steps(&L, 1, "under keep-last 100, keep-every 250");
