@@ -40,6 +40,9 @@ static void usage_main(FILE *f)
 		"  -i, --id NAME      cephx user (default: admin); --user is the same\n"
 		"  -p, --pool NAME    pool (default: rckpt)\n"
 		"  -t, --timeout S    seconds to wait for the cluster (default: 30)\n"
+		"  --read-from WHERE  which copy of a replicated pool serves reads: balance\n"
+		"                     (any replica; the default), primary, or localize (the\n"
+		"                     replica nearest this client's crush_location)\n"
 		"  -h, --help         this text; 'rckpt COMMAND --help' for a command's\n");
 }
 
@@ -234,6 +237,7 @@ int main(int argc, char **argv)
 		{ "id", required_argument, NULL, 'i' },
 		{ "pool", required_argument, NULL, 'p' },
 		{ "timeout", required_argument, NULL, 't' },
+		{ "read-from", required_argument, NULL, 'R' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -271,6 +275,17 @@ int main(int argc, char **argv)
 		case 't':
 			if (parse_timeout(optarg, &conn.timeout_s))
 				return usage_error("--timeout must be 1..3600 seconds, not '%s'", optarg);
+			break;
+		case 'R':
+			if (strcmp(optarg, "balance") == 0)
+				conn.read_from = RCKPT_READ_BALANCE;
+			else if (strcmp(optarg, "primary") == 0)
+				conn.read_from = RCKPT_READ_PRIMARY;
+			else if (strcmp(optarg, "localize") == 0)
+				conn.read_from = RCKPT_READ_LOCALIZE;
+			else
+				return usage_error("--read-from must be balance, primary or localize, not '%s'",
+						   optarg);
 			break;
 		case 'h':
 			usage_main(stdout);

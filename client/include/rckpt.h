@@ -56,7 +56,15 @@ RCKPT_API const char *rckpt_strerror(int err);
 
 typedef struct rckpt rckpt_t;
 
-#define RCKPT_CONNECT_OPTS_VERSION 1
+#define RCKPT_CONNECT_OPTS_VERSION 2
+
+/* Which copy of a replicated pool serves the handle's reads (checkpoint
+ * restores, PCR records, indexes). Ceph serves a read from a replica only
+ * where that replica has every acknowledged write of the object, else it
+ * sends it on to the primary: what is read is the same either way. */
+#define RCKPT_READ_BALANCE 0  /* any replica, at random (the default): reads spread over the OSDs */
+#define RCKPT_READ_PRIMARY 1  /* the primary only, as librados does by default */
+#define RCKPT_READ_LOCALIZE 2 /* the replica nearest the client's crush_location */
 
 /* Options of rckpt_connect. Initialise with RCKPT_CONNECT_OPTS_INIT so that
  * fields added by later versions get their defaults. */
@@ -66,9 +74,10 @@ typedef struct rckpt_connect_opts {
 	const char *user;      /* cephx user, "admin" or "client.admin"; NULL: "admin" */
 	const char *pool;      /* NULL: "rckpt" */
 	unsigned timeout_s;    /* monitor and OSD operation timeout; 0: 30 s */
+	unsigned read_from;    /* v2: RCKPT_READ_* */
 } rckpt_connect_opts_t;
 
-#define RCKPT_CONNECT_OPTS_INIT { RCKPT_CONNECT_OPTS_VERSION, NULL, NULL, NULL, 0 }
+#define RCKPT_CONNECT_OPTS_INIT { RCKPT_CONNECT_OPTS_VERSION, NULL, NULL, NULL, 0, RCKPT_READ_BALANCE }
 
 /* Allocates an unconnected handle. Returns 0 or -ENOMEM. */
 RCKPT_API int rckpt_create(rckpt_t **out);

@@ -101,13 +101,16 @@ int rckpt_connect(rckpt_t *h, const rckpt_connect_opts_t *opts)
 	rados_ioctx_t io = NULL;
 	char name[128], timeout[16];
 	const char *conf, *user, *pool;
-	unsigned tmo;
+	unsigned tmo, read_from;
 	int rc;
 
 	rckpt_clear_error(h);
-	if (opts == NULL || opts->version != RCKPT_CONNECT_OPTS_VERSION)
+	if (opts == NULL || opts->version < 1 || opts->version > RCKPT_CONNECT_OPTS_VERSION)
 		return rckpt_fail(h, -EINVAL, "rckpt_connect",
 				  "options missing or of an unknown version (use RCKPT_CONNECT_OPTS_INIT)");
+	read_from = opts->version >= 2 ? opts->read_from : RCKPT_READ_BALANCE;
+	if (read_from > RCKPT_READ_LOCALIZE)
+		return rckpt_fail(h, -EINVAL, "rckpt_connect", "read_from %u is none of RCKPT_READ_*", read_from);
 	if (h->cluster)
 		return rckpt_fail(h, -EINVAL, "rckpt_connect", "handle already connected");
 	conf = opts->conf_path ? opts->conf_path : getenv("CEPH_CONF");
@@ -156,8 +159,12 @@ int rckpt_connect(rckpt_t *h, const rckpt_connect_opts_t *opts)
 	}
 	h->cluster = c;
 	h->ioctx = io;
+	h->rados.ioctx = io;
+	h->rados.read_flags = read_from == RCKPT_READ_BALANCE	  ? LIBRADOS_OPERATION_BALANCE_READS
+			      : read_from == RCKPT_READ_LOCALIZE ? LIBRADOS_OPERATION_LOCALIZE_READS
+								 : 0;
 	h->io_open = rckpt_io_rados_open;
-	h->io_arg = io;
+	h->io_arg = &h->rados;
 	return 0;
 out:
 	if (io)

@@ -22,6 +22,7 @@ struct rckpt {
 	rckpt_io_open_fn io_open; /* opens a namespace of the pool (rckpt_io.h);
 				     NULL until connected */
 	void *io_arg;
+	rckpt_rados_pool_t rados; /* io_arg when connected */
 	rckpt_dump_t *dump;   /* rckpt_open_dump's file, or NULL */
 	int limits_known;     /* the pool's limits, asked once (rckpt_io.h pool_limits) */
 	uint64_t max_object;  /* the OSDs' osd_max_object_size; 0: unknown */

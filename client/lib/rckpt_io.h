@@ -98,9 +98,15 @@ struct rckpt_io {
 #define RCKPT_IO_ALL_NS NULL
 typedef int (*rckpt_io_open_fn)(void *arg, const char *ns, rckpt_io_t **out);
 
-/* The librados backend (rckpt_io_rados.c): arg is an rados_ioctx_t of the
- * pool, whose namespace each open sets on a new context of its own. */
-int rckpt_io_rados_open(void *ioctx, const char *ns, rckpt_io_t **out);
+/* The librados backend (rckpt_io_rados.c): arg is an rckpt_rados_pool_t,
+ * the pool's context, whose namespace each open sets on a new context of
+ * its own, and librados' flags for every read (LIBRADOS_OPERATION_*:
+ * balanced or localized reads of replicated pools, or 0 for the primary). */
+typedef struct rckpt_rados_pool {
+	void *ioctx; /* rados_ioctx_t */
+	int read_flags;
+} rckpt_rados_pool_t;
+int rckpt_io_rados_open(void *arg, const char *ns, rckpt_io_t **out);
 
 /* A window of started operations, ended oldest first: at most cap in
  * flight and, when budget is not 0, at most budget bytes of them. Each

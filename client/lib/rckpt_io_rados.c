@@ -8,6 +8,7 @@
 #include "rckpt_io.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,13 +16,24 @@
 
 #include <rados/librados.h>
 
-#define IOX(io) ((rados_ioctx_t)(io)->ctx)
+/* A namespace of the pool, and the flags of its reads (rckpt_io.h
+ * rckpt_rados_pool_t: where replicated reads may be served). */
+typedef struct rio {
+	rckpt_io_t io; /* first: the rckpt_io_t handed out */
+	rados_ioctx_t x;
+	int read_flags;
+} rio_t;
+
+#define IOX(io) (((rio_t *)(io))->x)
+#define RFLAGS(io) (((rio_t *)(io))->read_flags)
 
 struct rckpt_aio {
 	rados_completion_t c;
 	rados_read_op_t rop;
 	rados_write_op_t wop;
 	int prval;
+	int is_read; /* an aio_read: aio_wait returns the bytes read */
+	size_t nread;
 	char *ob; /* a read method's reply, librados' */
 	size_t olen;
 	rckpt_buf_t *out;
@@ -47,7 +59,7 @@ static int r_exec(rckpt_io_t *io, const char *oid, const char *cls, const char *
 		if (op == NULL)
 			return -ENOMEM;
 		rados_read_op_exec(op, cls, method, in, len, &ob, &olen, &prval);
-		rc = rados_read_op_operate(op, IOX(io), oid, 0);
+		rc = rados_read_op_operate(op, IOX(io), oid, RFLAGS(io));
 		if (rc == 0 && prval == 0 && olen)
 			rc = rckpt_buf_append(out, ob, olen);
 		if (ob)
@@ -97,7 +109,7 @@ static int r_aio_exec(rckpt_io_t *io, const char *oid, const char *cls, const ch
 			return -ENOMEM;
 		}
 		rados_read_op_exec(a->rop, cls, method, in, len, &a->ob, &a->olen, &a->prval);
-		rc = rados_aio_read_op_operate(a->rop, IOX(io), a->c, oid, 0);
+		rc = rados_aio_read_op_operate(a->rop, IOX(io), a->c, oid, RFLAGS(io));
 	}
 	if (rc) {
 		aio_free(a);
@@ -114,6 +126,8 @@ static int r_aio_wait(rckpt_aio_t *a)
 	rc = rados_aio_get_return_value(a->c);
 	if (rc == 0)
 		rc = a->prval;
+	if (rc == 0 && a->is_read)
+		rc = a->nread > INT_MAX ? -EOVERFLOW : (int)a->nread;
 	if (rc == 0 && a->out && a->olen)
 		rc = rckpt_buf_append(a->out, a->ob, a->olen);
 	aio_free(a);
@@ -168,8 +182,14 @@ static int r_aio_read(rckpt_io_t *io, const char *oid, void *buf, size_t len, ui
 		free(a);
 		return -ENOMEM;
 	}
+	if ((a->rop = rados_create_read_op()) == NULL) {
+		aio_free(a);
+		return -ENOMEM;
+	}
+	a->is_read = 1;
+	rados_read_op_read(a->rop, off, len, buf, &a->nread, &a->prval);
 	*c = a; /* before the read can complete */
-	if ((rc = rados_aio_read(IOX(io), oid, a->c, buf, len, off))) {
+	if ((rc = rados_aio_read_op_operate(a->rop, IOX(io), a->c, oid, RFLAGS(io)))) {
 		*c = NULL;
 		aio_free(a);
 		return rc;
@@ -184,7 +204,19 @@ static int r_stat(rckpt_io_t *io, const char *oid, uint64_t *size)
 
 static int r_read(rckpt_io_t *io, const char *oid, void *buf, size_t len, uint64_t off)
 {
-	return rados_read(IOX(io), oid, buf, len, off);
+	rados_read_op_t op;
+	size_t got = 0;
+	int prval = 0, rc;
+	if (len > INT_MAX)
+		return -EINVAL; /* the count read must fit the return */
+	if ((op = rados_create_read_op()) == NULL)
+		return -ENOMEM;
+	rados_read_op_read(op, off, len, buf, &got, &prval);
+	rc = rados_read_op_operate(op, IOX(io), oid, RFLAGS(io));
+	rados_release_read_op(op);
+	if (rc == 0)
+		rc = prval;
+	return rc ? rc : (int)got;
 }
 
 static int r_write_full(rckpt_io_t *io, const char *oid, const void *p, size_t len)
@@ -208,7 +240,7 @@ static int r_omap_list(rckpt_io_t *io, const char *oid, const char *after, const
 	if (op == NULL)
 		return -ENOMEM;
 	rados_read_op_omap_get_vals2(op, after, prefix, max, &it, &m, &prval);
-	rc = rados_read_op_operate(op, IOX(io), oid, 0);
+	rc = rados_read_op_operate(op, IOX(io), oid, RFLAGS(io));
 	if (rc == 0)
 		rc = prval;
 	while (rc == 0 && it) {
@@ -234,7 +266,7 @@ static int r_omap_get(rckpt_io_t *io, const char *oid, const char *key, rckpt_bu
 	if (op == NULL)
 		return -ENOMEM;
 	rados_read_op_omap_get_vals_by_keys2(op, &key, 1, &klen, &it, &prval);
-	rc = rados_read_op_operate(op, IOX(io), oid, 0);
+	rc = rados_read_op_operate(op, IOX(io), oid, RFLAGS(io));
 	if (rc == 0)
 		rc = prval;
 	if (rc == 0) {
@@ -386,7 +418,7 @@ static void r_close(rckpt_io_t *io)
 	if (io == NULL)
 		return;
 	rados_ioctx_destroy(IOX(io));
-	free(io);
+	free((rio_t *)io);
 }
 
 static const rckpt_io_ops_t rados_ops = {
@@ -413,22 +445,25 @@ static const rckpt_io_ops_t rados_ops = {
 	.close = r_close,
 };
 
-int rckpt_io_rados_open(void *ioctx, const char *ns, rckpt_io_t **out)
+int rckpt_io_rados_open(void *arg, const char *ns, rckpt_io_t **out)
 {
-	rados_ioctx_t pool = ioctx, x = NULL;
-	rckpt_io_t *io;
+	const rckpt_rados_pool_t *rp = arg;
+	rados_ioctx_t pool = rp->ioctx, x = NULL;
+	rio_t *r;
 	int rc;
 	*out = NULL;
 	rc = rados_ioctx_create2(rados_ioctx_get_cluster(pool), rados_ioctx_get_id(pool), &x);
 	if (rc)
 		return rc;
-	if ((io = malloc(sizeof(*io))) == NULL) {
+	if ((r = malloc(sizeof(*r))) == NULL) {
 		rados_ioctx_destroy(x);
 		return -ENOMEM;
 	}
 	rados_ioctx_set_namespace(x, ns ? ns : LIBRADOS_ALL_NSPACES);
-	io->ops = &rados_ops;
-	io->ctx = x;
-	*out = io;
+	r->io.ops = &rados_ops;
+	r->io.ctx = NULL;
+	r->x = x;
+	r->read_flags = rp->read_flags;
+	*out = &r->io;
 	return 0;
 }

@@ -28,6 +28,8 @@ check "global option without value: exit 2" expect_run 2 "$t/o" "$rckpt" --conf
 check "  says it needs a value" contains "$t/o" "needs a value"
 check "bad timeout: exit 2" expect_run 2 "$t/o" "$rckpt" --timeout 0 status
 check "  explains" contains "$t/o" "--timeout must be"
+check "bad --read-from: exit 2" expect_run 2 "$t/o" "$rckpt" --read-from nearest status
+check "  names the choices" contains "$t/o" "--read-from must be balance, primary or localize, not 'nearest'"
 check "call without method: exit 2" expect_run 2 "$t/o" "$rckpt" call rckpt
 check "  explains" contains "$t/o" "needs CLASS and METHOD"
 check "call with bad option: exit 2" expect_run 2 "$t/o" "$rckpt" call --nope rckpt version

@@ -82,6 +82,10 @@ static void test_connect_bad_options(void **state)
 	o.version = 999;
 	assert_int_equal(rckpt_connect(h, &o), -EINVAL);
 	o = (rckpt_connect_opts_t)RCKPT_CONNECT_OPTS_INIT;
+	o.read_from = RCKPT_READ_LOCALIZE + 1;
+	assert_int_equal(rckpt_connect(h, &o), -EINVAL);
+	assert_non_null(strstr(rckpt_errmsg(h), "RCKPT_READ_"));
+	o = (rckpt_connect_opts_t)RCKPT_CONNECT_OPTS_INIT;
 	memset(longname, 'u', sizeof(longname) - 1);
 	longname[sizeof(longname) - 1] = '\0';
 	o.user = longname;

@@ -40,7 +40,9 @@ QUALITY_CB = ctypes.CFUNCTYPE(c_int, c_voidp, ctypes.POINTER(Tensor), c_uint,
 
 class ConnectOpts(ctypes.Structure):
     _fields_ = [("version", c_uint), ("conf_path", c_charp), ("user", c_charp),
-                ("pool", c_charp), ("timeout_s", c_uint)]
+                ("pool", c_charp), ("timeout_s", c_uint), ("read_from", c_uint)]
+
+READ_FROM = {"balance": 0, "primary": 1, "localize": 2}  # RCKPT_READ_*
 
 
 class JobOpts(ctypes.Structure):
@@ -337,12 +339,16 @@ def _close_open():
                 pass
 
 
-def connect(conf=None, user=None, pool="rckpt", timeout_s=0):
-    """A connected rckpt_t handle (an int); free with lib.rckpt_destroy."""
+def connect(conf=None, user=None, pool="rckpt", timeout_s=0, read_from="balance"):
+    """A connected rckpt_t handle (an int); free with lib.rckpt_destroy.
+    read_from: which copy of a replicated pool serves reads ("balance",
+    "primary" or "localize")."""
+    if read_from not in READ_FROM:
+        raise ValueError("read_from must be one of %s, not %r" % (sorted(READ_FROM), read_from))
     h = c_voidp()
     check(lib.rckpt_create(ctypes.byref(h)), None, "rckpt_create: out of memory")
-    o = ConnectOpts(1, conf.encode() if conf else None, user.encode() if user else None,
-                    pool.encode() if pool else None, timeout_s)
+    o = ConnectOpts(2, conf.encode() if conf else None, user.encode() if user else None,
+                    pool.encode() if pool else None, timeout_s, READ_FROM[read_from])
     rc = lib.rckpt_connect(h, ctypes.byref(o))
     if rc < 0:
         msg = lib.rckpt_errmsg(h).decode(errors="replace")
