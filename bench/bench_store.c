@@ -552,6 +552,139 @@ static double server_restore(rckpt_job_t *j, uint64_t step, rckpt_restore_stats_
 	return t0;
 }
 
+/* ---- 1c. the same path with raw fp32 ---- */
+
+#define RAW_CHUNK ((size_t)4 << 22) /* bytes: the store's default chunk (4 Mi fp32) */
+#define RAW_INFLIGHT 16		    /* the store's default operations in flight */
+
+/* Up to RAW_INFLIGHT started operations, waited for oldest first. */
+typedef struct rawwin {
+	rados_completion_t c[RAW_INFLIGHT];
+	unsigned n;
+} rawwin_t;
+
+static void raw_wait(rawwin_t *w, unsigned keep)
+{
+	unsigned i, k;
+	while (w->n > keep) {
+		int rc;
+		rados_aio_wait_for_complete(w->c[0]);
+		rc = rados_aio_get_return_value(w->c[0]);
+		rados_aio_release(w->c[0]);
+		if (rc < 0)
+			die("raw path operation", rc);
+		for (i = 1, k = 0; i < w->n; i++)
+			w->c[k++] = w->c[i];
+		w->n--;
+	}
+}
+
+static rados_completion_t raw_slot(rawwin_t *w)
+{
+	rados_completion_t c;
+	raw_wait(w, RAW_INFLIGHT - 1);
+	if (rados_aio_create_completion2(NULL, NULL, &c))
+		die("completion", -ENOMEM);
+	w->c[w->n++] = c;
+	return c;
+}
+
+/* The second baseline: what the store's save and restore would cost if
+ * they wrote and read the checkpoints as raw fp32, with the same object
+ * layout (a step's tensors, concatenated, cut into chunks of 4 Mi
+ * elements, each appended to its chunk's object, then a small write of
+ * the job's object as the commit) and the same operations in flight.
+ * Seconds of saving steps [0, n) and of reading the last one back. */
+static void raw_path(rados_ioctx_t io, const ckpts_t *c, unsigned n, double *save_s, double *read_s)
+{
+	const size_t nchunks = (c->raw + RAW_CHUNK - 1) / RAW_CHUNK;
+	uint8_t *buf = malloc(c->raw ? c->raw : 1), *back = malloc(c->raw ? c->raw : 1);
+	char oid[96];
+	rawwin_t w = { .n = 0 };
+	unsigned i, k;
+	double t0;
+	if (!buf || !back)
+		die("raw path buffers", -ENOMEM);
+	rados_ioctx_set_namespace(io, "");
+	t0 = rckpt_now_s();
+	for (i = 0; i < n; i++) {
+		size_t off = 0;
+		uint64_t step = i + 1;
+		for (k = 0; k < c->st[i].set.ntensors; k++) { /* gathered, as an encoder reads them */
+			const rckpt_tensor_t *t = &c->t[i][k];
+			size_t nb = 4;
+			unsigned d;
+			for (d = 0; d < t->ndim; d++)
+				nb *= (size_t)t->shape[d];
+			if (off + nb > c->raw)
+				die("raw path layout", -EINVAL);
+			memcpy(buf + off, t->data, nb);
+			off += nb;
+		}
+		for (k = 0; k < nchunks; k++) {
+			const size_t at = k * RAW_CHUNK, len = off - at < RAW_CHUNK ? off - at : RAW_CHUNK;
+			snprintf(oid, sizeof(oid), "bench-raw-%d.c%u", (int)getpid(), k);
+			if (rados_aio_append(io, oid, raw_slot(&w), (const char *)buf + at, len))
+				die("raw append", -EIO);
+		}
+		raw_wait(&w, 0);
+		snprintf(oid, sizeof(oid), "bench-raw-%d.job", (int)getpid());
+		if (rados_write_full(io, oid, (const char *)&step, sizeof(step)))
+			die("raw commit", -EIO);
+	}
+	*save_s = rckpt_now_s() - t0;
+	t0 = rckpt_now_s();
+	for (k = 0; k < nchunks; k++) { /* the last step: the tail of each chunk's object */
+		const size_t at = k * RAW_CHUNK, len = c->raw - at < RAW_CHUNK ? c->raw - at : RAW_CHUNK;
+		snprintf(oid, sizeof(oid), "bench-raw-%d.c%u", (int)getpid(), k);
+		if (rados_aio_read(io, oid, raw_slot(&w), (char *)back + at, len, (uint64_t)(n - 1) * len))
+			die("raw read", -EIO);
+	}
+	raw_wait(&w, 0);
+	*read_s = rckpt_now_s() - t0;
+	for (k = 0; k < nchunks; k++) {
+		snprintf(oid, sizeof(oid), "bench-raw-%d.c%u", (int)getpid(), k);
+		rados_remove(io, oid);
+	}
+	snprintf(oid, sizeof(oid), "bench-raw-%d.job", (int)getpid());
+	rados_remove(io, oid);
+	if (memcmp(back, buf, c->raw) != 0)
+		die("raw path read back other bytes", -EIO);
+	free(buf);
+	free(back);
+}
+
+/* The last saved step restored by the store and read out as fp32 (what a
+ * trainer's restart does), in seconds. */
+static double restore_all(rckpt_job_t *j, uint64_t step)
+{
+	rckpt_restored_t *r;
+	size_t cap = 0;
+	uint8_t *buf = NULL;
+	unsigned i;
+	double t0 = rckpt_now_s();
+	int rc;
+	if ((rc = rckpt_job_restore(j, step, &r, NULL)))
+		die("restore", rc);
+	for (i = 0; i < rckpt_restored_count(r); i++) {
+		rckpt_tensor_t d;
+		size_t need = 4;
+		unsigned x;
+		if ((rc = rckpt_restored_tensor(r, i, &d)))
+			die("restored tensor", rc);
+		for (x = 0; x < d.ndim; x++)
+			need *= (size_t)d.shape[x];
+		if (need > cap && (buf = realloc(buf, cap = need)) == NULL)
+			die("restore buffer", -ENOMEM);
+		if ((rc = rckpt_restored_read(r, i, buf, cap)))
+			die("restored read", rc);
+	}
+	t0 = rckpt_now_s() - t0;
+	rckpt_restored_free(r);
+	free(buf);
+	return t0;
+}
+
 /* One materialize call on the largest chunk of an uncompacted chain of L deltas,
  * timed alone: the OSD folds L + 1 records in one op thread. */
 static void materialize_rate(rckpt_t *h, rados_ioctx_t io, const char *job, const ckpts_t *ck,
@@ -1021,6 +1154,20 @@ int main(int argc, char **argv)
 		printf("csv:savesplit,%.4f,%.1f,%" PRIu64 ",%u,%.4f,%.1f,%" PRIu64 "\n", sp.base_s,
 		       (double)ck.raw / 1e6 / sp.base_s, sp.base_stored, ck.n - 1, sp.delta_s,
 		       (double)ck.raw * (ck.n - 1) / 1e6 / sp.delta_s, sp.delta_stored);
+		{ /* 1c. the same path with raw fp32, right after: a pair */
+			double raw_save, raw_read, rst;
+			rckpt_job_t *j = open_job(h, job, 0);
+			rst = restore_all(j, 25 * (uint64_t)ck.n);
+			rckpt_job_close(j);
+			raw_path(io, &ck, ck.n, &raw_save, &raw_read);
+			printf("   raw fp32 through the same layout (4 Mi-element chunks appended, %u in flight, "
+			       "a commit write a step):\n"
+			       "   save %.1f MB/s, save ÷ raw path = %.3f; restore of the last step %.1f MB/s of "
+			       "fp32 against a raw read of it %.1f MB/s: %.3f\n",
+			       RAW_INFLIGHT, (double)ck.raw * ck.n / 1e6 / raw_save, raw_save / dt,
+			       (double)ck.raw / 1e6 / rst, (double)ck.raw / 1e6 / raw_read, raw_read / rst);
+			printf("csv:rawpath,%.4f,%.4f,%.4f,%.4f\n", dt, raw_save, rst, raw_read);
+		}
 		rckpt_job_delete(h, job);
 	}
 

@@ -262,6 +262,9 @@ class Bench:
                                                  comp_wire=int(f[5]), client=float(f[6]), client_wire=int(f[7]))
                 elif f[0] == "csv:materialize":
                     r["materialize"] = dict(chain=int(f[1]), elems=int(f[2]), ms=float(f[3]))
+                elif f[0] == "csv:rawpath":
+                    r["rawpath"] = dict(save_s=float(f[1]), raw_save_s=float(f[2]), restore_s=float(f[3]),
+                                        raw_read_s=float(f[4]))
             if "save" not in r or not r["chain"]:
                 raise SuiteError("bench_store printed no results (raw/bench_store-%d.txt)" % k)
             runs.append(r)
@@ -290,6 +293,13 @@ class Bench:
                                   [r["split"]["base_mbs"] / r["rados_write"] for r in sp], "higher")
                 self.metric_pairs("save", "delta save logical MB/s / rados write MB/s (64 KiB)",
                                   [r["split"]["delta_mbs"] / r["rados_write"] for r in sp], "higher")
+        # the second baseline, in the same run: the same path with raw fp32
+        rp = [r["rawpath"] for r in runs if "rawpath" in r]
+        if rp:
+            self.metric_pairs("save", "save MB/s / the same path writing raw fp32 MB/s",
+                              [x["raw_save_s"] / x["save_s"] for x in rp], "higher")
+            self.metric_pairs("save", "restore MB/s of the last step / the same path reading raw fp32 MB/s",
+                              [x["raw_read_s"] / x["restore_s"] for x in rp], "higher")
         sp = [r for r in runs if "split" in r]
         if sp:
             self.metric("save", "base save (fp32 logical)", "MB/s", [r["split"]["base_mbs"] for r in sp], "higher")
