@@ -24,7 +24,7 @@ packages=(
 	build-essential cmake pkg-config jq patch
 	ceph-mon ceph-mgr ceph-osd ceph-common
 	librados-dev libradospp-dev rados-objclass-dev
-	libzstd-dev zstd libturbojpeg0-dev libssl-dev libcmocka-dev libjansson-dev
+	libzstd-dev zstd libturbojpeg0-dev libjpeg62-turbo-dev libssl-dev libcmocka-dev libjansson-dev
 	python3-torch python3-sklearn python3-pil python3-skimage python3-matplotlib
 	openmpi-bin libopenmpi-dev
 )

@@ -30,9 +30,12 @@
  * One CSV line per case (lines starting "csv,"), then a table.
  *
  * usage: bench_pcr [--conf PATH] [--pool NAME] [--reps N] [--per-record N]
- *                  [--threads LIST] [--scales LIST] [--no-transcode] [--keep] DIR
+ *                  [--threads LIST] [--scales LIST] [--no-transcode]
+ *                  [--scan-script default|spectral] [--keep] DIR
  * --threads: the read + decode thread counts (default 1,2); --scales: those
- * of 5 (default auto; "none" skips 5).
+ * of 5 (default auto; "none" skips 5); --scan-script: the builder's
+ * (rckpt_pcr_build_opts_t.scan_script): run once with each for the
+ * trade-off of bytes, SSIM and decode speed per group.
  * DIR holds the JPEGs and labels.csv (bench/make_pcr_images.py).
  */
 #define _GNU_SOURCE /* getopt_long, qsort_r */
@@ -605,7 +608,8 @@ int main(int argc, char **argv)
 					    { "reps", 1, 0, 'r' },	  { "per-record", 1, 0, 'n' },
 					    { "keep", 0, 0, 'k' },	  { "help", 0, 0, 'h' },
 					    { "threads", 1, 0, 't' },	  { "scales", 1, 0, 's' },
-					    { "no-transcode", 0, 0, 'x' }, { 0, 0, 0, 0 } };
+					    { "no-transcode", 0, 0, 'x' }, { "scan-script", 1, 0, 'S' },
+					    { 0, 0, 0, 0 } };
 	rckpt_connect_opts_t co = RCKPT_CONNECT_OPTS_INIT;
 	rckpt_pcr_build_opts_t bo = RCKPT_PCR_BUILD_OPTS_INIT;
 	rckpt_pcr_build_stats_t bs;
@@ -623,7 +627,7 @@ int main(int argc, char **argv)
 
 	unsigned thr[8] = { 1, 2 }, nthr = 2, scales[8] = { RCKPT_PCR_SCALE_AUTO }, nscales = 1;
 	int transcode = 1;
-	while ((c = getopt_long(argc, argv, "c:p:r:n:kht:s:x", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "c:p:r:n:kht:s:xS:", lo, NULL)) != -1) {
 		switch (c) {
 		case 'c': co.conf_path = optarg; break;
 		case 'p': pool = optarg; break;
@@ -631,6 +635,14 @@ int main(int argc, char **argv)
 		case 'n': per_record = (unsigned)atoi(optarg); break;
 		case 'k': keep = 1; break;
 		case 'x': transcode = 0; break;
+		case 'S':
+			if (strcmp(optarg, "default") && strcmp(optarg, "spectral")) {
+				fprintf(stderr, "bench_pcr: --scan-script takes default or spectral\n");
+				return 2;
+			}
+			bo.scan_script = strcmp(optarg, "spectral") == 0 ? RCKPT_PCR_SCRIPT_SPECTRAL
+									 : RCKPT_PCR_SCRIPT_DEFAULT;
+			break;
 		case 't':
 		case 's': {
 			char *tok, *save = NULL, *list = strdup(optarg);
@@ -651,7 +663,8 @@ int main(int argc, char **argv)
 		}
 		default:
 			printf("usage: bench_pcr [--conf PATH] [--pool NAME] [--reps N] [--per-record N] "
-			       "[--threads LIST] [--scales LIST] [--no-transcode] [--keep] DIR\n");
+			       "[--threads LIST] [--scales LIST] [--no-transcode] "
+			       "[--scan-script default|spectral] [--keep] DIR\n");
 			return c == 'h' ? 0 : 2;
 		}
 	}
@@ -675,8 +688,10 @@ int main(int argc, char **argv)
 	rados_ioctx_set_namespace(base_io, ns);
 	snprintf(ns, sizeof(ns), "pcr/%s", ds);
 	rados_ioctx_set_namespace(pcr_io, ns);
-	printf("bench_pcr: %u JPEGs, %.1f MB, %.1f Mpx, from %s; pool %s, %u images per record\n", s.n,
-	       s.bytes / 1e6, s.pixels / 1e6, argv[optind], pool, per_record);
+	printf("bench_pcr: %u JPEGs, %.1f MB, %.1f Mpx, from %s; pool %s, %u images per record, scan "
+	       "script %s\n",
+	       s.n, s.bytes / 1e6, s.pixels / 1e6, argv[optind], pool, per_record,
+	       bo.scan_script == RCKPT_PCR_SCRIPT_SPECTRAL ? "spectral" : "default");
 
 	/* 1. build, and the baseline objects */
 	in = calloc(s.n, sizeof(*in));

@@ -34,6 +34,11 @@ extern "C" {
 #define RCKPT_VERSION_MAJOR 0
 #define RCKPT_VERSION_MINOR 1
 #define RCKPT_VERSION_PATCH 0
+/* The ABI: librckpt.so.RCKPT_ABI_VERSION. Raised with any change that
+ * breaks a program built against the previous one (a function removed or
+ * changed, a structure's layout changed other than by a versioned options
+ * structure growing at its end). */
+#define RCKPT_ABI_VERSION 0
 #define RCKPT_VERSION_NUMBER \
 	(RCKPT_VERSION_MAJOR * 10000 + RCKPT_VERSION_MINOR * 100 + RCKPT_VERSION_PATCH)
 
@@ -712,7 +717,13 @@ typedef struct rckpt_pcr_progress {
 	uint64_t bytes_written;
 } rckpt_pcr_progress_t;
 
-#define RCKPT_PCR_BUILD_OPTS_VERSION 1
+#define RCKPT_PCR_BUILD_OPTS_VERSION 2
+
+/* The progressive scan script of a dataset's images (build option
+ * scan_script): a record's group k is its images' first k scans. */
+#define RCKPT_PCR_SCRIPT_DEFAULT 0  /* libjpeg's: spectral selection and successive approximation */
+#define RCKPT_PCR_SCRIPT_SPECTRAL 1 /* spectral selection alone: prefixes decode faster, fidelity
+				       grows more slowly at the low groups (README) */
 
 typedef struct rckpt_pcr_build_opts {
 	unsigned version;           /* RCKPT_PCR_BUILD_OPTS_VERSION */
@@ -727,9 +738,11 @@ typedef struct rckpt_pcr_build_opts {
 	void (*progress)(void *arg, const rckpt_pcr_progress_t *p);
 	void (*refused)(void *arg, const char *path, int err, const char *why);
 	void *arg;
+	unsigned scan_script; /* v2: RCKPT_PCR_SCRIPT_* */
 } rckpt_pcr_build_opts_t;
 
-#define RCKPT_PCR_BUILD_OPTS_INIT { RCKPT_PCR_BUILD_OPTS_VERSION, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL }
+#define RCKPT_PCR_BUILD_OPTS_INIT                                                                  \
+	{ RCKPT_PCR_BUILD_OPTS_VERSION, 0, 0, 0, 0, 0, 0, NULL, NULL, NULL, RCKPT_PCR_SCRIPT_DEFAULT }
 
 typedef struct rckpt_pcr_build_stats {
 	unsigned images, skipped, records, groups;

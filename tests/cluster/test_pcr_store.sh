@@ -89,6 +89,16 @@ check "  both reported" contains "$t/o" "notes.txt: not a JPEG"
 check "  (and the other)" contains "$t/o" "cut.jpg: corrupt JPEG"
 check "  2 images in" contains "$t/o" "2 images (2 skipped)"
 check "  which verify" expect_run 0 "$t/o" "$rckpt" pcr verify --dataset "$ds-bad" "$t/bad"
+# the spectral-selection scan script: the same refusals, the same pixels
+check "--scan-script spectral: a cut file stops the build" expect_run 1 "$t/o" "$rckpt" pcr build \
+	--dataset "$ds-sp" --scan-script spectral "$t/bad/cut.jpg"
+check "  naming it" contains "$t/o" "cut.jpg: corrupt JPEG (Premature end of JPEG file)"
+check "--scan-script spectral --skip-bad: exit 0" expect_run 0 "$t/o" "$rckpt" pcr build --dataset "$ds-sp" \
+	--scan-script spectral --skip-bad "$t/bad"
+check "  10 groups" contains "$t/o" "2 images (2 skipped) in 1 records, 10 groups"
+check "  which verify" expect_run 0 "$t/o" "$rckpt" pcr verify --dataset "$ds-sp" "$t/bad"
+check "  and go" expect_run 0 "$t/o" "$rckpt" pcr rm --dataset "$ds-sp"
+check "--scan-script fast: exit 2" expect_run 2 "$t/o" "$rckpt" pcr build --dataset "$ds-sp" --scan-script fast "$t/bad"
 printf 'file,label\nimg-00000.jpg\n' >"$t/labels.csv"
 check "a labels line without a comma: exit 1" expect_run 1 "$t/o" "$rckpt" pcr build --dataset "$ds-x" --labels "$t/labels.csv" "$t/bad"
 check "  naming the line" contains "$t/o" "labels.csv:2"

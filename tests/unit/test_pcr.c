@@ -27,6 +27,7 @@
 #include "rckpt_bytes.h"
 #include "rckpt_crc32c.h"
 #include "rckpt_pcr.h"
+#include "rckpt_pcr_internal.h"
 #include "rckpt_wire.h"
 
 /* The golden record's two images, as the builder would hand them over. */
@@ -704,6 +705,104 @@ static void test_prefix_scale_and_transcode(void **state)
 	}
 }
 
+/* The spectral-selection script (build option scan_script): for a colour
+ * and a gray card, ten scans, each of one spectral band with no successive
+ * approximation (SOS: Ah = Al = 0), covering every coefficient of every
+ * component once; the same DCT coefficients as the source, so the same
+ * pixels at the last group; every prefix decodes. A truncated or
+ * non-JPEG input is refused with libjpeg's reason, and nothing leaks. */
+static void test_spectral_script(void **state)
+{
+	tjhandle xh = tjInitTransform(), dh = tjInitDecompress();
+	int gray;
+	(void)state;
+	assert_non_null(xh);
+	assert_non_null(dh);
+	for (gray = 0; gray <= 1; gray++) {
+		unsigned char *card = NULL;
+		unsigned long clen = 0;
+		uint8_t *prog = NULL, *a, *b;
+		size_t plen = 0;
+		char why[200];
+		rckpt_pcr_split_t sp;
+		unsigned g, k, seen[3][64];
+		coefs_t c0, c1;
+		int w0, h0, w1, h1;
+
+		make_card(gray, &card, &clen);
+		assert_int_equal(rckpt_pcr_transcode_spectral(card, clen, &prog, &plen, why, sizeof(why)), 0);
+		assert_int_equal(rckpt_pcr_jpeg_split(&sp, prog, plen), 0);
+		assert_true(sp.progressive);
+		assert_int_equal(sp.nscans, 10);
+		assert_int_equal(sp.ncomp, gray ? 1 : 3);
+		memset(seen, 0, sizeof(seen));
+		for (g = 0; g < sp.nscans; g++) {
+			const uint8_t *q = prog + sp.start[g], *end = q + sp.len[g];
+			unsigned ns, ss, se, ahal, c;
+			while (q + 4 <= end && q[0] == 0xFF && q[1] != 0xDA) /* its tables (DHT) first */
+				q += 2 + ((unsigned)q[2] << 8 | q[3]);
+			assert_true(q + 10 <= end);
+			assert_int_equal(q[0], 0xFF);
+			assert_int_equal(q[1], 0xDA); /* SOS */
+			ns = q[4];
+			assert_true(ns >= 1 && ns <= 3);
+			ss = q[5 + 2 * ns];
+			se = q[6 + 2 * ns];
+			ahal = q[7 + 2 * ns];
+			assert_int_equal(ahal, 0);
+			assert_true(ss <= se && se <= 63);
+			for (c = 0; c < ns; c++) {
+				unsigned id = q[5 + 2 * c], ci = gray ? 0 : id - 1; /* component ids 1, 2, 3 */
+				assert_true(ci < sp.ncomp);
+				for (k = ss; k <= se; k++)
+					seen[ci][k]++;
+			}
+		}
+		for (g = 0; g < sp.ncomp; g++)
+			for (k = 0; k < 64; k++)
+				assert_int_equal(seen[g][k], 1);
+		coefs_of(xh, card, clen, &c0);
+		coefs_of(xh, prog, plen, &c1);
+		assert_int_equal(c0.n, c1.n);
+		assert_memory_equal(c0.v, c1.v, c0.n * sizeof(short));
+		free(c0.v);
+		free(c1.v);
+		a = decode_rgb(dh, card, clen, &w0, &h0);
+		b = decode_rgb(dh, prog, plen, &w1, &h1);
+		assert_int_equal(w0, w1);
+		assert_int_equal(h0, h1);
+		assert_memory_equal(a, b, (size_t)w0 * h0 * 3);
+		free(a);
+		free(b);
+		for (g = 1; g < sp.nscans; g++) { /* a prefix: header, g scans, EOI */
+			size_t n = sp.start[g];
+			uint8_t *pre = malloc(n + 2);
+			assert_non_null(pre);
+			memcpy(pre, prog, n);
+			pre[n] = 0xFF;
+			pre[n + 1] = 0xD9;
+			b = decode_rgb(dh, pre, n + 2, &w1, &h1);
+			assert_int_equal(w1, w0);
+			free(b);
+			free(pre);
+		}
+		free(prog);
+		/* refused: cut short, and not a JPEG */
+		prog = (uint8_t *)1;
+		assert_int_equal(rckpt_pcr_transcode_spectral(card, clen / 2, &prog, &plen, why, sizeof(why)),
+				 -EBADMSG);
+		assert_null(prog);
+		assert_true(strlen(why) > 0);
+		assert_int_equal(rckpt_pcr_transcode_spectral((const uint8_t *)"not a jpeg", 10, &prog, &plen, why,
+							      sizeof(why)),
+				 -EBADMSG);
+		assert_non_null(strstr(why, "JPEG"));
+		tjFree(card);
+	}
+	tjDestroy(xh);
+	tjDestroy(dh);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -716,6 +815,7 @@ int main(void)
 		cmocka_unit_test(test_split_too_many_scans),
 		cmocka_unit_test(test_dataset_lossless),
 		cmocka_unit_test(test_prefix_scale_and_transcode),
+		cmocka_unit_test(test_spectral_script),
 	};
 	return test_exit(cmocka_run_group_tests(tests, NULL, NULL));
 }

@@ -13,6 +13,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -273,14 +274,24 @@ static int transform_one(builder_t *B, unsigned i, bimg_t *b, tjhandle th, tjhan
 		rc = refuse(b, -E2BIG, "%s", "too many pixels (see max_pixels)");
 		goto out;
 	}
-	memset(&xf, 0, sizeof(xf));
-	xf.op = TJXOP_NONE;
-	xf.options = TJXOPT_PROGRESSIVE | TJXOPT_COPYNONE;
-	/* Any warning (a truncated or damaged file) refuses the file. */
-	if (tjTransform(th, src, (unsigned long)len, 1, &b->prog, &b->prog_len, &xf,
-			TJFLAG_LIMITSCANS | TJFLAG_STOPONWARNING)) {
-		rc = refuse(b, -EBADMSG, "corrupt JPEG (%s)", tjGetErrorStr2(th));
-		goto out;
+	if (B->o.scan_script == RCKPT_PCR_SCRIPT_SPECTRAL) {
+		char why[160];
+		size_t n = 0;
+		if ((rc = rckpt_pcr_transcode_spectral(src, len, &b->prog, &n, why, sizeof(why)))) {
+			rc = refuse(b, rc, "corrupt JPEG (%s)", why);
+			goto out;
+		}
+		b->prog_len = n;
+	} else {
+		memset(&xf, 0, sizeof(xf));
+		xf.op = TJXOP_NONE;
+		xf.options = TJXOPT_PROGRESSIVE | TJXOPT_COPYNONE;
+		/* Any warning (a truncated or damaged file) refuses the file. */
+		if (tjTransform(th, src, (unsigned long)len, 1, &b->prog, &b->prog_len, &xf,
+				TJFLAG_LIMITSCANS | TJFLAG_STOPONWARNING)) {
+			rc = refuse(b, -EBADMSG, "corrupt JPEG (%s)", tjGetErrorStr2(th));
+			goto out;
+		}
 	}
 	rc = rckpt_pcr_jpeg_split(&b->split, b->prog, b->prog_len);
 	if (rc || !b->split.progressive) {
@@ -485,11 +496,13 @@ int rckpt_pcr_build(rckpt_t *h, const char *dataset, const rckpt_pcr_input_t *in
 		memset(st, 0, sizeof(*st));
 	if (opts == NULL)
 		opts = &def;
-	if (opts->version != RCKPT_PCR_BUILD_OPTS_VERSION || opts->images_per_record > RCKPT_PCR_MAX_IMAGES ||
-	    opts->max_pixels > RCKPT_PCR_MAX_PIXELS || n == 0 || n > RCKPT_PCR_MAX_DATASET_IMAGES ||
-	    in == NULL)
+	if (opts->version < 1 || opts->version > RCKPT_PCR_BUILD_OPTS_VERSION ||
+	    opts->images_per_record > RCKPT_PCR_MAX_IMAGES || opts->max_pixels > RCKPT_PCR_MAX_PIXELS || n == 0 ||
+	    n > RCKPT_PCR_MAX_DATASET_IMAGES || in == NULL ||
+	    (opts->version >= 2 && opts->scan_script > RCKPT_PCR_SCRIPT_SPECTRAL))
 		return rckpt_fail(h, -EINVAL, __func__, "bad options, or no inputs");
-	B.o = *opts;
+	/* a version-1 caller's structure ends before scan_script */
+	memcpy(&B.o, opts, opts->version >= 2 ? sizeof(B.o) : offsetof(rckpt_pcr_build_opts_t, scan_script));
 	if (B.o.images_per_record == 0)
 		B.o.images_per_record = DEFAULT_PER_RECORD;
 	if (B.o.inflight == 0)

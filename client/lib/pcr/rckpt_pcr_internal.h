@@ -18,6 +18,12 @@ void rckpt_pcr_record_oid(char out[RCKPT_PCR_OID_MAX], uint32_t n);
 /* The dataset's namespace (rckpt_io.h); -EINVAL for a bad name. */
 int rckpt_pcr_io(rckpt_t *h, const char *dataset, rckpt_io_t **out);
 
+/* Transcodes JPEG src losslessly into a progressive JPEG of spectral
+ * selection scans alone (rckpt_pcr_script.c); *out is malloc'd. -EBADMSG,
+ * saying why in why[0..why_cap), for a file libjpeg refuses or warns of. */
+int rckpt_pcr_transcode_spectral(const uint8_t *src, size_t len, uint8_t **out, size_t *out_len, char *why,
+				 size_t why_cap);
+
 /* Reads a whole object (at most max bytes: -EFBIG) into a malloc'd buffer. */
 int rckpt_pcr_read_object(rckpt_io_t *io, const char *oid, size_t max, uint8_t **out,
 			  size_t *len);
