@@ -16,6 +16,17 @@ int cli_usage_error(const char *cmd, const char *what)
 	return EXIT_USAGE;
 }
 
+int cli_option_error(const char *cmd, const char *sub, int c, char **argv, int at)
+{
+	const char *opt = at > 0 ? argv[at - 1] : "?";
+	if (c == ':')
+		fprintf(stderr, "rckpt %s: option '%s' of %s needs a value; try 'rckpt %s --help'\n", cmd, opt, sub,
+			cmd);
+	else
+		fprintf(stderr, "rckpt %s: %s takes no option '%s'; try 'rckpt %s --help'\n", cmd, sub, opt, cmd);
+	return EXIT_USAGE;
+}
+
 int cli_wants_help(int argc, char **argv)
 {
 	int i;

@@ -29,6 +29,10 @@ int rckpt_cli_bench(int argc, char **argv, const rckpt_connect_opts_t *conn);   
 
 /* "rckpt CMD: WHAT; try 'rckpt CMD --help'" on stderr; EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *what);
+/* A getopt_long error of subcommand `sub` of CMD (c: ':' for an option
+ * missing its value, else an unknown one; at: optind), naming the option:
+ * on stderr; EXIT_USAGE. Option strings start with ':' for it. */
+int cli_option_error(const char *cmd, const char *sub, int c, char **argv, int at);
 /* True when argv[1..] asks for help. */
 int cli_wants_help(int argc, char **argv);
 /* A decimal number, all of s: 0, or -1. */

@@ -106,6 +106,39 @@ static int open_job(rckpt_t **h, rckpt_job_t **j, const rckpt_connect_opts_t *co
 	return cli_open_job(h, j, conn, "ckpt", job, jo);
 }
 
+/* Opens a job that must exist already: a command on a missing job (a typo)
+ * says so and fails, as `pcr` does for a missing dataset. Checked before
+ * a writer's open, which would create it. */
+static int open_existing(rckpt_t **h, rckpt_job_t **j, const rckpt_connect_opts_t *conn, const char *job,
+			 const rckpt_job_opts_t *jo)
+{
+	int rc, e;
+	if ((rc = open_job(h, j, conn, job, NULL)))
+		return rc;
+	e = rckpt_job_exists(*j);
+	if (e != 1) {
+		if (e == 0)
+			fprintf(stderr, "rckpt ckpt: job %s does not exist in pool %s\n", job, rckpt_pool_name(*h));
+		else
+			fprintf(stderr, "rckpt ckpt: %s\n", rckpt_errmsg(*h));
+		rckpt_job_close(*j);
+		rckpt_destroy(*h);
+		*j = NULL;
+		*h = NULL;
+		return e == 0 ? -ENOENT : e;
+	}
+	if (jo == NULL)
+		return 0;
+	rckpt_job_close(*j);
+	*j = NULL;
+	if ((rc = rckpt_job_open(*h, j, job, jo))) {
+		fprintf(stderr, "rckpt ckpt: %s\n", rckpt_errmsg(*h));
+		rckpt_destroy(*h);
+		*h = NULL;
+	}
+	return rc;
+}
+
 /* Waits for a save's commit and prints its line. */
 static int finish(rckpt_t *h, rckpt_save_t *pend, uint64_t s, int exact, uint64_t *raw, uint64_t *enc)
 {
@@ -173,7 +206,7 @@ static int cmd_save(int argc, char **argv, const rckpt_connect_opts_t *conn)
 
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "j:s:e:l:C:g:M:", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":j:s:e:l:C:g:M:", lo, NULL)) != -1) {
 		switch (c) {
 		case 'j': job = optarg; break;
 		case 'X': jo.exact = 1; break;
@@ -203,7 +236,7 @@ static int cmd_save(int argc, char **argv, const rckpt_connect_opts_t *conn)
 				return usage_error("--mem-budget must be 1..2^30 MiB");
 			jo.mem_budget = v << 20;
 			break;
-		default: return usage_error("bad option for save");
+		default: return cli_option_error("ckpt", "save", c, argv, optind);
 		}
 	}
 	if (job == NULL)
@@ -324,7 +357,7 @@ static int cmd_restore(int argc, char **argv, const rckpt_connect_opts_t *conn)
 
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "j:s:o:T:", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":j:s:o:T:", lo, NULL)) != -1) {
 		switch (c) {
 		case 'j': job = optarg; break;
 		case 'T': tlist = optarg; break;
@@ -333,7 +366,7 @@ static int cmd_restore(int argc, char **argv, const rckpt_connect_opts_t *conn)
 				return usage_error("--step needs a number");
 			break;
 		case 'o': outp = optarg; break;
-		default: return usage_error("bad option for restore");
+		default: return cli_option_error("ckpt", "restore", c, argv, optind);
 		}
 	}
 	if (job == NULL || outp == NULL || optind != argc)
@@ -486,7 +519,7 @@ static int cmd_export(int argc, char **argv, const rckpt_connect_opts_t *conn)
 
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "j:s:o:d:", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":j:s:o:d:", lo, NULL)) != -1) {
 		switch (c) {
 		case 'j': job = optarg; break;
 		case 's':
@@ -495,7 +528,7 @@ static int cmd_export(int argc, char **argv, const rckpt_connect_opts_t *conn)
 			break;
 		case 'o': dir = optarg; break;
 		case 'd': dump = optarg; break;
-		default: return usage_error("bad option for export");
+		default: return cli_option_error("ckpt", "export", c, argv, optind);
 		}
 	}
 	if (job == NULL || dir == NULL || optind != argc)
@@ -519,7 +552,7 @@ static int cmd_export(int argc, char **argv, const rckpt_connect_opts_t *conn)
 			rckpt_destroy(h);
 			return 1;
 		}
-	} else if (open_job(&h, &j, conn, job, &jo)) {
+	} else if (open_existing(&h, &j, conn, job, &jo)) {
 		return 1;
 	}
 	if ((rc = rckpt_job_folds_here(j, why, sizeof(why))) < 0) {
@@ -587,14 +620,14 @@ static int cmd_ls(int argc, char **argv, const rckpt_connect_opts_t *conn)
 
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "j:", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":j:", lo, NULL)) != -1) {
 		if (c != 'j')
-			return usage_error("bad option for ls");
+			return cli_option_error("ckpt", "ls", c, argv, optind);
 		job = optarg;
 	}
 	if (job == NULL || optind != argc)
 		return usage_error("ls needs --job, nothing else");
-	if (open_job(&h, &j, conn, job, NULL))
+	if (open_existing(&h, &j, conn, job, NULL))
 		return 1;
 	printf("%-10s %-8s %14s %12s %8s %7s %21s %21s\n", "step", "saved as", "raw bytes", "saved",
 	       "ratio", "chunks", "weights: saved ratio", "optimizer: saved ratio");
@@ -704,11 +737,9 @@ static int admin_parse(int argc, char **argv, admin_opts_t *a, const char *allow
 	memset(a, 0, sizeof(*a));
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "j:s:", lo, NULL)) != -1) {
-		if (c == '?' || strchr(allowed, c) == NULL) {
-			fprintf(stderr, "rckpt ckpt: bad option for %s; try 'rckpt ckpt --help'\n", what);
-			return EXIT_USAGE;
-		}
+	while ((c = getopt_long(argc, argv, ":j:s:", lo, NULL)) != -1) {
+		if (c == '?' || c == ':' || strchr(allowed, c) == NULL)
+			return cli_option_error("ckpt", what, c, argv, optind);
 		switch (c) {
 		case 'j': a->job = optarg; break;
 		case 's':
@@ -757,7 +788,7 @@ static int cmd_compact(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	int rc = admin_parse(argc, argv, &a, "jLM", "compact");
 	if (rc)
 		return rc;
-	if (open_job(&h, &j, conn, a.job, NULL))
+	if (open_existing(&h, &j, conn, a.job, NULL))
 		return 1;
 	if (a.have_policy)
 		rc = rckpt_job_set_retention(j, &a.pol);
@@ -784,7 +815,7 @@ static int cmd_pin(int argc, char **argv, const rckpt_connect_opts_t *conn)
 		return usage_error("pin needs --step");
 	if (a.exact && a.off)
 		return usage_error("pin takes --exact or --off, not both");
-	if (open_job(&h, &j, conn, a.job, NULL))
+	if (open_existing(&h, &j, conn, a.job, NULL))
 		return 1;
 	rc = rckpt_job_pin(j, a.step, a.off ? 0 : a.exact ? RCKPT_PIN_EXACT : 1);
 	if (rc)
@@ -811,7 +842,7 @@ static int cmd_rewind(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	if (!a.have_step || a.step == RCKPT_LATEST)
 		return usage_error("rewind needs --step N (a committed step)");
 	jo.writer = 1;
-	if (open_job(&h, &j, conn, a.job, &jo))
+	if (open_existing(&h, &j, conn, a.job, &jo))
 		return 1;
 	{ /* what it abandons, for the message */
 		rckpt_step_info_t si[64];
@@ -855,7 +886,7 @@ static int cmd_branch(int argc, char **argv, const rckpt_connect_opts_t *conn)
 		return rc;
 	if (!a.have_step || a.to == NULL)
 		return usage_error("branch needs --step N and --to NEWJOB");
-	if (open_job(&h, &j, conn, a.job, NULL))
+	if (open_existing(&h, &j, conn, a.job, NULL))
 		return 1;
 	rc = rckpt_job_branch(j, a.step, a.have_upto ? a.upto : a.step, a.to);
 	if (rc)
@@ -877,7 +908,7 @@ static int cmd_verify(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	int rc = admin_parse(argc, argv, &a, "jD", "verify");
 	if (rc)
 		return rc;
-	if (open_job(&h, &j, conn, a.job, NULL))
+	if (open_existing(&h, &j, conn, a.job, NULL))
 		return 1;
 	rc = rckpt_job_verify(j, &vs);
 	if (rc == 0 || rc == RCKPT_ECHECKSUM)
@@ -933,7 +964,7 @@ static int cmd_gc(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	if (rc)
 		return rc;
 	jo.writer = 1;
-	if (open_job(&h, &j, conn, a.job, &jo))
+	if (open_existing(&h, &j, conn, a.job, &jo))
 		return 1;
 	rc = rckpt_job_gc(j, &removed);
 	if (rc)
@@ -955,7 +986,7 @@ static int cmd_rm(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	if (rc)
 		return rc;
 	if (a.have_step) {
-		if (open_job(&h, &j, conn, a.job, NULL))
+		if (open_existing(&h, &j, conn, a.job, NULL))
 			return 1;
 		rc = rckpt_job_drop(j, a.step);
 		if (rc == 0)
@@ -987,7 +1018,7 @@ int rckpt_cli_compact(int argc, char **argv, const rckpt_connect_opts_t *conn)
 
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "aj:h", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":aj:h", lo, NULL)) != -1) {
 		switch (c) {
 		case 'a': all = 1; break;
 		case 'j': only = optarg; break;
@@ -1001,8 +1032,7 @@ int rckpt_cli_compact(int argc, char **argv, const rckpt_connect_opts_t *conn)
 			       "and a summary; exits 1 if any job failed.\n");
 			return 0;
 		default:
-			fprintf(stderr, "rckpt compact: bad option; try 'rckpt compact --help'\n");
-			return EXIT_USAGE;
+			return cli_option_error("compact", "compact", c, argv, optind);
 		}
 	}
 	if (all == (only != NULL) || optind != argc) {
@@ -1028,13 +1058,16 @@ int rckpt_cli_compact(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	for (i = 0; i < n; i++) {
 		rckpt_job_t *j = NULL;
 		rckpt_compact_stats_t cs;
-		printf("[%u/%u] ", i + 1, n);
-		if ((rc = rckpt_job_open(h, &j, names[i], NULL)) == 0)
-			rc = rckpt_job_compact(j, NULL, &cs);
-		if (rc) {
-			printf("job %s: FAILED: %s\n", names[i], rckpt_errmsg(h));
+		if ((rc = rckpt_job_open(h, &j, names[i], NULL)) == 0 && only && rckpt_job_exists(j) == 0) {
+			fprintf(stderr, "[%u/%u] job %s: FAILED: it does not exist in pool %s\n", i + 1, n, names[i],
+				rckpt_pool_name(h));
+			failed++;
+		} else if (rc || (rc = rckpt_job_compact(j, NULL, &cs))) {
+			/* failures on stderr, where a cron job's mail looks */
+			fprintf(stderr, "[%u/%u] job %s: FAILED: %s\n", i + 1, n, names[i], rckpt_errmsg(h));
 			failed++;
 		} else {
+			printf("[%u/%u] ", i + 1, n);
 			print_compact(names[i], &cs);
 			sb += cs.steps_before;
 			sa += cs.steps_after;

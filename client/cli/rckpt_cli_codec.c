@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "rckpt_cli.h"
 #define RCKPT_FILES_UNSTABLE
@@ -71,7 +72,7 @@ static int cmd_encode(int argc, char **argv)
 	const char *dir = NULL;
 	size_t raw = 0, enc = 0;
 	char *end;
-	int c, i, rc = 0;
+	int c, i, rc = 0, made = 0;
 
 	optind = 1;
 	opterr = 0;
@@ -100,17 +101,17 @@ static int cmd_encode(int argc, char **argv)
 		case 'o':
 			dir = optarg;
 			break;
-		case ':':
-			return usage_error("an option needs a value");
 		default:
-			return usage_error("unknown option");
+			return cli_option_error("codec", "encode", c, argv, optind);
 		}
 	}
 	if (dir == NULL)
 		return usage_error("encode needs -o DIR");
 	if (optind >= argc)
 		return usage_error("encode needs checkpoints");
-	if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+	if (mkdir(dir, 0777) == 0)
+		made = 1; /* removed again if nothing lands in it */
+	else if (errno != EEXIST) {
 		fprintf(stderr, "rckpt codec: cannot create %s: %s\n", dir, strerror(errno));
 		return 1;
 	}
@@ -138,7 +139,7 @@ static int cmd_encode(int argc, char **argv)
 				 argv[i]);
 			sprintf(opath, "%s/%s.rckpt", dir, name);
 			if ((rc = rckpt_file_read(&p, argv[i], err, sizeof(err))) != 0)
-				fprintf(stderr, "rckpt codec: %s\n", err);
+				fprintf(stderr, "rckpt codec: %s: %s\n", argv[i], err);
 		}
 		if (rc == 0) {
 			if (rckpt_file_read(&g, gpath, err, sizeof(err)) != 0)
@@ -168,6 +169,8 @@ static int cmd_encode(int argc, char **argv)
 	rckpt_stepenc_destroy(e);
 	if (rc == 0 && enc)
 		printf("total: %.2f MB -> %.1f kB (%.1fx)\n", raw / 1e6, enc / 1e3, (double)raw / (double)enc);
+	if (rc && made)
+		rmdir(dir); /* a failed run leaves no empty folder (one with steps in it stays) */
 	return rc ? 1 : 0;
 }
 
@@ -186,7 +189,7 @@ static int cmd_decode(int argc, char **argv)
 		if (c == 'o')
 			outp = optarg;
 		else
-			return usage_error(c == ':' ? "-o needs a value" : "unknown option");
+			return cli_option_error("codec", "decode", c, argv, optind);
 	}
 	if (outp == NULL || optind >= argc)
 		return usage_error("decode needs -o OUT.safetensors and step files");

@@ -235,6 +235,7 @@ static const char *label_of(const labels_t *l, const unsigned *sorted, const cha
 typedef struct build_ui {
 	int tty;
 	double t0;
+	unsigned refused; /* files refused and reported */
 } build_ui_t;
 
 static void on_progress(void *arg, const rckpt_pcr_progress_t *p)
@@ -248,6 +249,7 @@ static void on_progress(void *arg, const rckpt_pcr_progress_t *p)
 static void on_refused(void *arg, const char *path, int err, const char *why)
 {
 	build_ui_t *ui = arg;
+	ui->refused++;
 	fprintf(stderr, "%s%s: %s [%s]\n", ui->tty ? "\n" : "", path, why, rckpt_strerror(err));
 }
 
@@ -265,13 +267,13 @@ static int cmd_build(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	inputs_t in = { 0 };
 	labels_t lab = { 0 };
 	unsigned *sorted = NULL, i, unlabelled = 0;
-	build_ui_t ui;
+	build_ui_t ui = { 0 };
 	rckpt_t *h = NULL;
 	int c, rc = 0, ret = 1;
 
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "d:l:n:t:f:sS:", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":d:l:n:t:f:sS:", lo, NULL)) != -1) {
 		switch (c) {
 		case 'd':
 			dataset = optarg;
@@ -303,7 +305,7 @@ static int cmd_build(int argc, char **argv, const rckpt_connect_opts_t *conn)
 				return usage_error("--scan-script must be default or spectral");
 			break;
 		default:
-			return usage_error("bad option for build");
+			return cli_option_error("pcr", "build", c, argv, optind);
 		}
 	}
 	if (dataset == NULL || optind == argc)
@@ -374,7 +376,11 @@ static int cmd_build(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	if (ui.tty)
 		fputc('\n', stderr);
 	if (rc) {
-		fprintf(stderr, "rckpt pcr: %s\n", rckpt_errmsg(h));
+		if (ui.refused && !o.skip_bad) /* the file and why are above */
+			fprintf(stderr, "rckpt pcr: dataset %s not built (--skip-bad leaves such files out)\n",
+				dataset);
+		else
+			fprintf(stderr, "rckpt pcr: %s\n", rckpt_errmsg(h));
 		goto out;
 	}
 	printf("dataset %s: %u images (%u skipped) in %u records, %u groups; %.1f MB stored for "
@@ -464,7 +470,7 @@ static int cmd_get(int argc, char **argv, const rckpt_connect_opts_t *conn)
 
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "d:g:i:o:", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":d:g:i:o:", lo, NULL)) != -1) {
 		switch (c) {
 		case 'd':
 			dataset = optarg;
@@ -487,7 +493,7 @@ static int cmd_get(int argc, char **argv, const rckpt_connect_opts_t *conn)
 			break;
 		default:
 			free(ids);
-			return usage_error("bad option for get");
+			return cli_option_error("pcr", "get", c, argv, optind);
 		}
 	}
 	if (dataset == NULL || outdir == NULL || optind != argc) {
@@ -564,13 +570,13 @@ static int cmd_verify(int argc, char **argv, const rckpt_connect_opts_t *conn)
 
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "d:t:", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":d:t:", lo, NULL)) != -1) {
 		if (c == 'd')
 			dataset = optarg;
 		else if (c == 't' && parse_uint(optarg, 64, &o.threads) == 0 && o.threads)
 			;
 		else
-			return usage_error("bad option for verify (--dataset D, --threads 1..64)");
+			return cli_option_error("pcr", "verify", c, argv, optind);
 	}
 	if (dataset == NULL || optind + 1 != argc)
 		return usage_error("verify needs --dataset and one DIR");
@@ -634,16 +640,16 @@ out:
 
 /* ---- ls, stat, rm ---- */
 
-static int dataset_only(int argc, char **argv, const char *what, const char **dataset)
+static int dataset_only(int argc, char **argv, const char *sub, const char *what, const char **dataset)
 {
 	static const struct option lo[] = { { "dataset", 1, 0, 'd' }, { 0, 0, 0, 0 } };
 	int c;
 	optind = 1;
 	opterr = 0;
 	*dataset = NULL;
-	while ((c = getopt_long(argc, argv, "d:", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":d:", lo, NULL)) != -1) {
 		if (c != 'd')
-			return usage_error(what);
+			return cli_option_error("pcr", sub, c, argv, optind);
 		*dataset = optarg;
 	}
 	if (*dataset == NULL || optind != argc)
@@ -661,7 +667,7 @@ static int cmd_stat(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	unsigned g;
 	int rc;
 
-	if ((rc = dataset_only(argc, argv, "stat needs --dataset, nothing else", &dataset)))
+	if ((rc = dataset_only(argc, argv, "stat", "stat needs --dataset, nothing else", &dataset)))
 		return rc;
 	if ((h = connect_or_report(conn)) == NULL)
 		return 1;
@@ -744,7 +750,7 @@ static int cmd_rm(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	rckpt_t *h;
 	int rc;
 
-	if ((rc = dataset_only(argc, argv, "rm needs --dataset, nothing else", &dataset)))
+	if ((rc = dataset_only(argc, argv, "rm", "rm needs --dataset, nothing else", &dataset)))
 		return rc;
 	if ((h = connect_or_report(conn)) == NULL)
 		return 1;

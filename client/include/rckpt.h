@@ -530,6 +530,12 @@ typedef struct rckpt_step_info {
 				  or saved before roles) */
 } rckpt_step_info_t;
 
+/* 1 when job j exists in the pool (a writer has opened it: its job
+ * object is there), 0 when it does not, or a negative errno. A reader may
+ * open a job that does not exist; it then lists no steps and restores
+ * none, and tools say "does not exist" with this. */
+RCKPT_API int rckpt_job_exists(rckpt_job_t *j);
+
 /* The committed steps after `after` (RCKPT_LATEST: from the first), at
  * most cap into out; *n gets how many; *more whether others follow. */
 RCKPT_API int rckpt_job_steps(rckpt_job_t *j, uint64_t after, rckpt_step_info_t *out, unsigned cap,

@@ -29,7 +29,8 @@ extern "C" {
 /* A safetensors file read into memory and checked. */
 typedef struct rckpt_file rckpt_file_t;
 
-/* Reads path. On failure err (when not NULL) gets a one-line reason: 0,
+/* Reads path. On failure err (when not NULL) gets a one-line reason, not
+ * naming the file (its caller does): 0,
  * -errno of the I/O, -EBADMSG (malformed), -ENOTSUP (a dtype other than
  * F32, F16, BF16), -ENOMEM. */
 RCKPT_API int rckpt_file_read(rckpt_file_t **out, const char *path, char *err, size_t errlen);

@@ -47,4 +47,19 @@ check "pcr get --group 0: exit 2" expect_run 2 "$t/o" "$rckpt" pcr get --dataset
 check "  says what is allowed" contains "$t/o" "1..64 or 'all'"
 check "pcr get --ids junk: exit 2" expect_run 2 "$t/o" "$rckpt" pcr get --dataset d --ids 1,x --out "$t/x"
 check "pcr build --images-per-record 0: exit 2" expect_run 2 "$t/o" "$rckpt" pcr build --dataset d --images-per-record 0 "$t"
+# an option missing its value is named (issue 30 item 5)
+check "ckpt ls --job without a value: exit 2" expect_run 2 "$t/o" "$rckpt" ckpt ls --job
+check "  names the option" contains "$t/o" "option '--job' of ls needs a value"
+check "ckpt ls --jobs (unknown): exit 2" expect_run 2 "$t/o" "$rckpt" ckpt ls --jobs x
+check "  names it" contains "$t/o" "ls takes no option '--jobs'"
+check "pcr stat --dataset without a value: exit 2" expect_run 2 "$t/o" "$rckpt" pcr stat --dataset
+check "  names the option" contains "$t/o" "option '--dataset' of stat needs a value"
+# a failed encode leaves no folder behind (issue 30 item 5)
+echo "not safetensors" >"$t/bad.safetensors"
+check "codec encode of a bad file: exit 1" expect_run 1 "$t/o" "$rckpt" codec encode -o "$t/enc" "$t/bad.safetensors"
+check "  names the file" contains "$t/o" "$t/bad.safetensors: "
+check "  leaves no folder" test ! -e "$t/enc"
+mkdir "$t/enc2"
+check "  nor removes one it did not make" bash -c "'$rckpt' codec encode -o '$t/enc2' '$t/bad.safetensors' 2>/dev/null; test -d '$t/enc2'"
+
 finish

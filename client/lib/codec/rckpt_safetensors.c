@@ -166,11 +166,11 @@ int rckpt_st_read(rckpt_st_t *out, const char *path, char *err, size_t errlen)
 
 	memset(out, 0, sizeof(*out));
 	if (f == NULL)
-		return fail(err, errlen, -errno, "%s: %s", path, strerror(errno));
+		return fail(err, errlen, -errno, "%s", strerror(errno));
 	if (fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
 		int e = -errno;
 		fclose(f);
-		return fail(err, errlen, e ? e : -EIO, "%s: cannot tell its size", path);
+		return fail(err, errlen, e ? e : -EIO, "%s", "cannot tell its size");
 	}
 	buf = malloc(size ? (size_t)size : 1);
 	if (buf == NULL) {
@@ -180,7 +180,7 @@ int rckpt_st_read(rckpt_st_t *out, const char *path, char *err, size_t errlen)
 	if (fread(buf, 1, (size_t)size, f) != (size_t)size) {
 		fclose(f);
 		free(buf);
-		return fail(err, errlen, -EIO, "%s: short read", path);
+		return fail(err, errlen, -EIO, "%s", "short read");
 	}
 	fclose(f);
 	return rckpt_st_parse(out, buf, (size_t)size, err, errlen);

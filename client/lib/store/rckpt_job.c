@@ -584,6 +584,19 @@ int rckpt_job_set_exact(rckpt_job_t *j, int on)
 	return 0;
 }
 
+int rckpt_job_exists(rckpt_job_t *j)
+{
+	uint64_t size = 0;
+	int rc;
+	rckpt_clear_error(j->h);
+	rc = j->io->ops->stat(j->io, RCKPT_STORE_JOB_OID, &size);
+	if (rc == 0)
+		return 1;
+	if (rc == -ENOENT)
+		return 0;
+	return rckpt_fail(j->h, rc, __func__, "cannot tell whether job %s exists", j->name);
+}
+
 int rckpt_job_steps(rckpt_job_t *j, uint64_t after, rckpt_step_info_t *out, unsigned cap,
 		    unsigned *n, int *more)
 {

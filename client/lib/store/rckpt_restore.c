@@ -131,9 +131,14 @@ int rckpt_restore_sel(rckpt_job_t *j, uint64_t step, const char *const *names, u
 		return rckpt_fail(h, rc, fn, "cannot read the head of job %s", j->name);
 	if (step == RCKPT_LATEST)
 		step = head;
-	if (head == RCKPT_STORE_NONE || step > head)
-		return rckpt_fail(h, -ENOENT, fn, "job %s has no committed step %" PRIu64, j->name,
-				  step);
+	if (head == RCKPT_STORE_NONE) {
+		if (rckpt_job_exists(j) == 0)
+			return rckpt_fail(h, -ENOENT, fn, "job %s does not exist", j->name);
+		return rckpt_fail(h, -ENOENT, fn, "job %s has no committed step yet", j->name);
+	}
+	if (step > head)
+		return rckpt_fail(h, -ENOENT, fn, "job %s has no committed step %" PRIu64 " (its latest is %" PRIu64 ")",
+				  j->name, step, head);
 	{
 		/* the segment that holds its records */
 		rckpt_store_summary_t sum;

@@ -8,6 +8,7 @@ project's README, "From Python".
     ...
     ck.restore_into(model, optimizer=opt)                  # the latest step
 """
+from ._lib import VERSION as __version__
 from ._lib import RckptError, gpu_info, version
 from .checkpoint import Checkpointer, GradientEMA, Restored, SaveHandle, SaveResult, Shard, StepInfo
 from .pcr import PCRDataset, PCRIterableDataset
@@ -16,4 +17,3 @@ from .policy import Policy, interval
 __all__ = ["Checkpointer", "GradientEMA", "Shard", "PCRDataset", "PCRIterableDataset", "RckptError",
            "Policy", "Restored", "SaveHandle", "SaveResult", "StepInfo", "gpu_info", "interval",
            "version"]
-__version__ = "0.1.0"

@@ -166,19 +166,25 @@ class LoaderStats(ctypes.Structure):
                 ("cached_samples", c_u64), ("cached_bytes", c_u64)]
 
 
+# The package's version: the library's it was made with (client/include/
+# rckpt.h RCKPT_VERSION_*), checked against the library loaded.
+VERSION = "0.1.0"
+ABI_VERSION = 0  # librckpt.so.ABI_VERSION
+
+
 def _candidates():
     env = os.environ.get("RCKPT_LIBRARY")
     if env:
         yield env
         return
     here = os.path.dirname(os.path.abspath(__file__))
-    # a source checkout: client/python/rckpt -> build/client
+    # a source checkout (client/python/rckpt): its build trees' library
     root = os.path.normpath(os.path.join(here, "..", "..", ".."))
-    for b in ("build", "build-asan"):
-        yield os.path.join(root, b, "client", "librckpt.so")
-    found = ctypes.util.find_library("rckpt")
-    if found:
-        yield found
+    if os.path.isfile(os.path.join(root, "client", "include", "rckpt.h")):
+        for b in ("build", "build-asan"):
+            yield os.path.join(root, b, "client", "librckpt.so")
+    # installed (python3-rckpt with librckpt0): the loader's search path
+    yield "librckpt.so.%d" % ABI_VERSION
 
 
 def _load():
@@ -191,11 +197,23 @@ def _load():
             return ctypes.CDLL(path)
         except OSError as e:
             tried.append("%s (%s)" % (path, e))
-    raise ImportError("rckpt: cannot load librckpt; build it (./dev.sh build) or set "
-                      "RCKPT_LIBRARY to its path. Tried: " + "; ".join(tried or ["nothing"]))
+    raise ImportError("rckpt: cannot load librckpt; install librckpt%d, build it (./dev.sh build) or "
+                      "set RCKPT_LIBRARY to its path. Tried: %s" % (ABI_VERSION, "; ".join(tried)))
 
 
-lib = _load()
+def _check_version(lib):
+    lib.rckpt_version_number.restype = c_uint
+    lib.rckpt_version_number.argtypes = []
+    major, minor, patch = (int(x) for x in VERSION.split("."))
+    want, got = major * 10000 + minor * 100 + patch, lib.rckpt_version_number()
+    if got != want:
+        raise ImportError("rckpt: this package is version %s but the library loaded (%s) is %d.%d.%d: "
+                          "install the same version of both" %
+                          (VERSION, lib._name, got // 10000, got // 100 % 100, got % 100))
+    return lib
+
+
+lib = _check_version(_load())
 
 P = ctypes.POINTER
 _sigs = {
