@@ -1,7 +1,7 @@
 /*
  * cli_util.c — what the commands of `rckpt` share (rckpt_cli.h).
  */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* memmem */
 #include "rckpt_cli.h"
 
 #include <ctype.h>
@@ -25,6 +25,67 @@ int cli_option_error(const char *cmd, const char *sub, int c, char **argv, int a
 	else
 		fprintf(stderr, "rckpt %s: %s takes no option '%s'; try 'rckpt %s --help'\n", cmd, sub, opt, cmd);
 	return EXIT_USAGE;
+}
+
+/* Prints the lines of text [a, b). */
+static void put_lines(const char *a, const char *b)
+{
+	fwrite(a, 1, (size_t)(b - a), stdout);
+}
+
+/* The end of the line at p (after its newline). */
+static const char *line_end(const char *p)
+{
+	const char *e = strchr(p, '\n');
+	return e ? e + 1 : p + strlen(p);
+}
+
+int cli_sub_help(const char *text, const char *cmd, const char *sub)
+{
+	char key[64];
+	const char *p, *e, *desc = NULL, *syn = NULL;
+	size_t sl = strlen(sub);
+	int n;
+	n = snprintf(key, sizeof(key), " %s %s ", cmd, sub);
+	if (n < 0 || (size_t)n >= sizeof(key))
+		return -1;
+	/* its synopsis: the usage line naming "CMD SUB", with the lines
+	 * continuing it (deeper indented, starting with '[') */
+	for (p = text; *p; p = line_end(p)) {
+		e = line_end(p);
+		if (syn == NULL && memmem(p, (size_t)(e - p), key, strlen(key)) != NULL)
+			syn = p;
+		/* its description: the paragraph starting "SUB " at column 0 */
+		if (desc == NULL && strncmp(p, sub, sl) == 0 && p[sl] == ' ')
+			desc = p;
+	}
+	if (syn == NULL || desc == NULL)
+		return -1;
+	e = line_end(syn);
+	fputs("usage: ", stdout);
+	while (*syn == ' ')
+		syn++;
+	if (strncmp(syn, "usage: ", 7) == 0)
+		syn += 7;
+	for (;;) {
+		const char *q = e;
+		while (*q == ' ')
+			q++;
+		if (*q != '[' || q - e < 8)
+			break;
+		e = line_end(e);
+	}
+	put_lines(syn, e);
+	fputc('\n', stdout);
+	for (e = line_end(desc); *e == ' '; e = line_end(e))
+		;
+	put_lines(desc, e);
+	/* the closing lines (global options) */
+	if ((p = strstr(text, "\nGlobal options")) != NULL) {
+		fputc('\n', stdout);
+		put_lines(p + 1, line_end(line_end(p + 1)));
+	}
+	return 0;
 }
 
 int cli_wants_help(int argc, char **argv)

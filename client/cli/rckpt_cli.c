@@ -43,7 +43,9 @@ static void usage_main(FILE *f)
 		"  --read-from WHERE  which copy of a replicated pool serves reads: balance\n"
 		"                     (any replica; the default), primary, or localize (the\n"
 		"                     replica nearest this client's crush_location)\n"
-		"  -h, --help         this text; 'rckpt COMMAND --help' for a command's\n");
+		"  --version          this client's version (as 'rckpt version')\n"
+		"  -h, --help         this text; 'rckpt COMMAND --help' for a command's\n"
+		"Global options may also follow the command, in their long forms (and -p).\n");
 }
 
 static int usage_error(const char *fmt, const char *arg)
@@ -229,6 +231,55 @@ static int parse_timeout(const char *s, unsigned *out)
 	return 0;
 }
 
+/* Applies global option `which` (its short letter) with value v: 0, or
+ * the exit status of a usage error. */
+static int set_global(rckpt_connect_opts_t *conn, int which, const char *v)
+{
+	switch (which) {
+	case 'c': conn->conf_path = v; break;
+	case 'u':
+	case 'i': conn->user = v; break;
+	case 'p': conn->pool = v; break;
+	case 't':
+		if (parse_timeout(v, &conn->timeout_s))
+			return usage_error("--timeout must be 1..3600 seconds, not '%s'", v);
+		break;
+	case 'R':
+		if (strcmp(v, "balance") == 0)
+			conn->read_from = RCKPT_READ_BALANCE;
+		else if (strcmp(v, "primary") == 0)
+			conn->read_from = RCKPT_READ_PRIMARY;
+		else if (strcmp(v, "localize") == 0)
+			conn->read_from = RCKPT_READ_LOCALIZE;
+		else
+			return usage_error("--read-from must be balance, primary or localize, not '%s'", v);
+		break;
+	}
+	return 0;
+}
+
+/* Whether arg is a global option that may follow the command: its letter
+ * (and *v its value when given as --opt=value), or 0. */
+static int global_after(const char *arg, const char **v)
+{
+	static const struct {
+		const char *name;
+		int which;
+	} g[] = { { "--conf", 'c' }, { "--user", 'u' },	     { "--id", 'i' },	     { "--pool", 'p' },
+		  { "-p", 'p' },     { "--timeout", 't' }, { "--read-from", 'R' } };
+	size_t k;
+	*v = NULL;
+	for (k = 0; k < sizeof(g) / sizeof(g[0]); k++) {
+		size_t n = strlen(g[k].name);
+		if (strncmp(arg, g[k].name, n) == 0 && (arg[n] == '\0' || (arg[n] == '=' && arg[1] == '-'))) {
+			if (arg[n] == '=')
+				*v = arg + n + 1;
+			return g[k].which;
+		}
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -238,6 +289,7 @@ int main(int argc, char **argv)
 		{ "pool", required_argument, NULL, 'p' },
 		{ "timeout", required_argument, NULL, 't' },
 		{ "read-from", required_argument, NULL, 'R' },
+		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -253,7 +305,7 @@ int main(int argc, char **argv)
 	rckpt_connect_opts_t conn = RCKPT_CONNECT_OPTS_INIT;
 	size_t k;
 	const char *cmd;
-	int c;
+	int c, rc;
 
 	/* A process that resumes from a long pause (SIGSTOP, a frozen VM)
 	 * finds connections its peers closed meanwhile; librados writing to
@@ -263,30 +315,16 @@ int main(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "+:c:u:i:p:t:h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'c':
-			conn.conf_path = optarg;
-			break;
 		case 'u':
 		case 'i':
-			conn.user = optarg;
-			break;
 		case 'p':
-			conn.pool = optarg;
-			break;
 		case 't':
-			if (parse_timeout(optarg, &conn.timeout_s))
-				return usage_error("--timeout must be 1..3600 seconds, not '%s'", optarg);
-			break;
 		case 'R':
-			if (strcmp(optarg, "balance") == 0)
-				conn.read_from = RCKPT_READ_BALANCE;
-			else if (strcmp(optarg, "primary") == 0)
-				conn.read_from = RCKPT_READ_PRIMARY;
-			else if (strcmp(optarg, "localize") == 0)
-				conn.read_from = RCKPT_READ_LOCALIZE;
-			else
-				return usage_error("--read-from must be balance, primary or localize, not '%s'",
-						   optarg);
+			if ((rc = set_global(&conn, c, optarg)) != 0)
+				return rc;
 			break;
+		case 'V':
+			return rckpt_cli_version(1, argv, &conn);
 		case 'h':
 			usage_main(stdout);
 			return 0;
@@ -301,6 +339,36 @@ int main(int argc, char **argv)
 	cmd = argv[optind];
 	argc -= optind;
 	argv += optind;
+	/* The global options after the command too (`rckpt ckpt ls --job J
+	 * --pool P`), long forms and -p: the subcommands' own short options
+	 * use -c, -i and -t. Taken out before the command parses the rest;
+	 * "--" ends them. */
+	{
+		int i, k = 1;
+		for (i = 1; i < argc; i++) {
+			const char *a = argv[i], *v = NULL;
+			int which;
+			if (strcmp(a, "--") == 0) {
+				while (i < argc)
+					argv[k++] = argv[i++];
+				break;
+			}
+			which = global_after(a, &v);
+			if (which == 0) {
+				argv[k++] = argv[i];
+				continue;
+			}
+			if (v == NULL) {
+				if (i + 1 >= argc)
+					return usage_error("option '%s' needs a value", a);
+				v = argv[++i];
+			}
+			if ((c = set_global(&conn, which, v)) != 0)
+				return c;
+		}
+		argv[k] = NULL;
+		argc = k;
+	}
 	for (k = 0; k < sizeof(commands) / sizeof(commands[0]); k++)
 		if (strcmp(cmd, commands[k].name) == 0)
 			return commands[k].fn(argc, argv, &conn);

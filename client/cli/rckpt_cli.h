@@ -33,6 +33,11 @@ int cli_usage_error(const char *cmd, const char *what);
  * missing its value, else an unknown one; at: optind), naming the option:
  * on stderr; EXIT_USAGE. Option strings start with ':' for it. */
 int cli_option_error(const char *cmd, const char *sub, int c, char **argv, int at);
+/* Prints the help of subcommand SUB of command CMD out of CMD's whole
+ * help text (its synopsis, its paragraph, the global options' note), so
+ * that `rckpt CMD SUB --help` and `rckpt CMD --help` say the same. 0, or
+ * -1 when text has no such subcommand. */
+int cli_sub_help(const char *text, const char *cmd, const char *sub);
 /* True when argv[1..] asks for help. */
 int cli_wants_help(int argc, char **argv);
 /* A decimal number, all of s: 0, or -1. */

@@ -24,40 +24,44 @@ static int usage_error(const char *what)
 	return cli_usage_error("pcr", what);
 }
 
+static const char help_text[] =
+	"usage: rckpt [options] pcr build --dataset D [--labels LABELS.csv] [--images-per-record N]\n"
+	"                                [--threads N] [--fidelity-sample N] [--skip-bad]\n"
+	"                                [--scan-script default|spectral] DIR|FILE...\n"
+	"       rckpt [options] pcr get --dataset D [--group K|all] [--ids I,J,...] --out DIR\n"
+	"       rckpt [options] pcr verify --dataset D [--threads N] DIR\n"
+	"       rckpt [options] pcr ls\n"
+	"       rckpt [options] pcr stat --dataset D\n"
+	"       rckpt [options] pcr rm --dataset D\n"
+	"\n"
+	"build  rewrite JPEG files losslessly as progressive JPEGs and store them as\n"
+	"       dataset D: records of --images-per-record images (default 512), scans\n"
+	"       regrouped so that reading a record through group K gives each image at\n"
+	"       fidelity K. A DIR adds its regular files (not hidden ones, not the labels\n"
+	"       file), in name order. LABELS.csv has lines FILE,LABEL (a first line\n"
+	"       'file,label' is skipped); a label is kept as bytes with its image. A file\n"
+	"       that is not a usable JPEG stops the build, naming it, unless --skip-bad\n"
+	"       (then it is reported and left out). SSIM per group is measured on\n"
+	"       --fidelity-sample images (default 64). --scan-script spectral writes\n"
+	"       scans of spectral selection alone: prefixes decode faster, fidelity\n"
+	"       grows more slowly at the low groups (default: libjpeg's script).\n"
+	"       Refused if D exists.\n"
+	"get    read D through K groups (default all) and write each image, as a\n"
+	"       JPEG under its original file name, into DIR; --ids fetches only those\n"
+	"       images (numbered from 0 in build order), gathered in the OSDs.\n"
+	"verify read D at every group, decode each image (on --threads threads, default\n"
+	"       1) and compare its pixels with those of the file of the same name in DIR\n"
+	"       (the build's sources); exit 1 on any difference or missing file.\n"
+	"ls     list the datasets of the pool.\n"
+	"stat   bytes, images and mean SSIM per group of D.\n"
+	"rm     delete D and all its objects.\n"
+	"\n"
+	"Global options (--conf, --id/--user, --pool, --timeout, --read-from) go before\n"
+	"'pcr' or after the subcommand.\n";
+
 static void usage(void)
 {
-	printf("usage: rckpt [options] pcr build --dataset D [--labels LABELS.csv] [--images-per-record N]\n"
-	       "                                [--threads N] [--fidelity-sample N] [--skip-bad]\n"
-	       "                                [--scan-script default|spectral] DIR|FILE...\n"
-	       "       rckpt [options] pcr get --dataset D [--group K|all] [--ids I,J,...] --out DIR\n"
-	       "       rckpt [options] pcr verify --dataset D [--threads N] DIR\n"
-	       "       rckpt [options] pcr ls\n"
-	       "       rckpt [options] pcr stat --dataset D\n"
-	       "       rckpt [options] pcr rm --dataset D\n"
-	       "\n"
-	       "build  rewrite JPEG files losslessly as progressive JPEGs and store them as\n"
-	       "       dataset D: records of --images-per-record images (default 512), scans\n"
-	       "       regrouped so that reading a record through group K gives each image at\n"
-	       "       fidelity K. A DIR adds its regular files (not hidden ones, not the labels\n"
-	       "       file), in name order. LABELS.csv has lines FILE,LABEL (a first line\n"
-	       "       'file,label' is skipped); a label is kept as bytes with its image. A file\n"
-	       "       that is not a usable JPEG stops the build, naming it, unless --skip-bad\n"
-	       "       (then it is reported and left out). SSIM per group is measured on\n"
-	       "       --fidelity-sample images (default 64). --scan-script spectral writes\n"
-	       "       scans of spectral selection alone: prefixes decode faster, fidelity\n"
-	       "       grows more slowly at the low groups (default: libjpeg's script).\n"
-	       "       Refused if D exists.\n"
-	       "get    read D through K groups (default all) and write each image, as a\n"
-	       "       JPEG under its original file name, into DIR; --ids fetches only those\n"
-	       "       images (numbered from 0 in build order), gathered in the OSDs.\n"
-	       "verify read D at every group, decode each image (on --threads threads, default\n"
-	       "       1) and compare its pixels with those of the file of the same name in DIR\n"
-	       "       (the build's sources); exit 1 on any difference or missing file.\n"
-	       "ls     list the datasets of the pool.\n"
-	       "stat   bytes, images and mean SSIM per group of D.\n"
-	       "rm     delete D and all its objects.\n"
-	       "\n"
-	       "Global options (--conf, --id/--user, --pool, --timeout) go before 'pcr'.\n");
+	fputs(help_text, stdout);
 }
 
 static int parse_uint(const char *s, unsigned max, unsigned *v)
@@ -768,7 +772,8 @@ int rckpt_cli_pcr(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	int i;
 	for (i = 1; i < argc; i++)
 		if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-			usage();
+			if (i < 2 || argv[1][0] == '-' || cli_sub_help(help_text, "pcr", argv[1]))
+				usage();
 			return 0;
 		}
 	if (argc < 2)

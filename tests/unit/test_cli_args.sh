@@ -23,7 +23,23 @@ check "  one line" lines "$t/o" 1
 check "unknown option: exit 2" expect_run 2 "$t/o" "$rckpt" --bogus status
 check "  one line" lines "$t/o" 1
 check "option without value: exit 2" expect_run 2 "$t/o" "$rckpt" status --pool
+check "  (a global option after the command)" contains "$t/o" "option '--pool' needs a value"
+check "status with an argument: exit 2" expect_run 2 "$t/o" "$rckpt" status extra
 check "  (status takes no argument)" contains "$t/o" "unexpected argument"
+# global options after the command (issue 30 item 4): applied, not passed on
+check "--conf after the command is applied" expect_run 1 "$t/o" "$rckpt" status --conf "$t/none.conf"
+check "  (it names that file)" contains "$t/o" "$t/none.conf"
+check "--timeout=0 after the command is checked" expect_run 2 "$t/o" "$rckpt" ckpt ls --job j --timeout=0
+check "  as a global option" contains "$t/o" "--timeout must be"
+check "--version: exit 0" expect_run 0 "$t/o" "$rckpt" --version
+check "  the version line" grep -qE '^librckpt [0-9]+\.[0-9]+\.[0-9]+' "$t/o"
+# a subcommand's own help (issue 30 item 4)
+check "ckpt ls --help: exit 0" expect_run 0 "$t/o" "$rckpt" ckpt ls --help
+check "  its usage" contains "$t/o" "usage: rckpt [options] ckpt ls --job J"
+check "  and no other subcommand's" bash -c "! grep -q 'ckpt save' '$t/o'"
+check "  its paragraph" grep -q '^ls  *list the committed steps' "$t/o"
+check "pcr build --help: its usage" bash -c "'$rckpt' pcr build --help | grep -q 'scan-script' && ! '$rckpt' pcr build --help | grep -q 'pcr get'"
+check "ckpt --help: every subcommand" bash -c "'$rckpt' ckpt --help | grep -c 'rckpt \[options\] ckpt ' | grep -qx 11"
 check "global option without value: exit 2" expect_run 2 "$t/o" "$rckpt" --conf
 check "  says it needs a value" contains "$t/o" "needs a value"
 check "bad timeout: exit 2" expect_run 2 "$t/o" "$rckpt" --timeout 0 status
