@@ -78,8 +78,11 @@ class SuiteError(Exception):
     pass
 
 
+JSON_OUT = False  # --json: progress on stderr, the results (results.json) on stdout
+
+
 def say(msg):
-    print("rckpt bench: " + msg, flush=True)
+    print("rckpt bench: " + msg, flush=True, file=sys.stderr if JSON_OUT else sys.stdout)
 
 
 def summ(v):
@@ -624,7 +627,12 @@ class Bench:
         plots = self.plot()
         report(self.out, meta, self.metrics, self.data, self.status, plots)
         say("report: %s" % os.path.join(self.out, "report.md"))
-        print(summary_table(self.metrics, self.data), flush=True)
+        if JSON_OUT:
+            json.dump({"meta": meta, "metrics": self.metrics, "data": self.data}, sys.stdout,
+                      indent=4 if JSON_OUT == "pretty" else None, default=str)
+            print(flush=True)
+        else:
+            print(summary_table(self.metrics, self.data), flush=True)
 
     def plot(self):
         """PNGs with matplotlib; returns {name: file} of those drawn."""
@@ -761,6 +769,8 @@ def main():
     r.add_argument("--bin", default=os.path.join(here, "..", "build", "bench"))
     r.add_argument("--rckpt", default=os.path.join(here, "..", "build", "client", "rckpt"))
     r.add_argument("--cmdline", help=argparse.SUPPRESS)
+    r.add_argument("--json", choices=("compact", "pretty"),
+                   help="print the results as JSON (what results.json holds) instead of the summary")
     c = sub.add_parser("compare")
     c.add_argument("a")
     c.add_argument("b")
@@ -784,6 +794,8 @@ def main():
         setattr(a, opt, d)
     a.rckpt = os.path.abspath(a.rckpt)
     a.bin = os.path.abspath(a.bin)
+    global JSON_OUT
+    JSON_OUT = a.json or False
     return Bench(a).run()
 
 

@@ -10,6 +10,24 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
+int cli_json_out(json_t *j, const rckpt_connect_opts_t *conn)
+{
+	const size_t flags = JSON_ENSURE_ASCII | JSON_PRESERVE_ORDER |
+			     (cli_format(conn) == CLI_FORMAT_JSON_PRETTY ? JSON_INDENT(4) : JSON_COMPACT);
+	int rc;
+	if (j == NULL) {
+		fprintf(stderr, "rckpt: out of memory\n");
+		return 1;
+	}
+	rc = json_dumpf(j, stdout, flags);
+	json_decref(j);
+	if (rc == 0)
+		putchar('\n');
+	return rc ? 1 : 0;
+}
+
 int cli_usage_error(const char *cmd, const char *what)
 {
 	fprintf(stderr, "rckpt %s: %s; try 'rckpt %s --help'\n", cmd, what, cmd);

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "rckpt_cli.h"
 
 static const char *prog = "rckpt";
@@ -43,6 +45,9 @@ static void usage_main(FILE *f)
 		"  --read-from WHERE  which copy of a replicated pool serves reads: balance\n"
 		"                     (any replica; the default), primary, or localize (the\n"
 		"                     replica nearest this client's crush_location)\n"
+		"  -f, --format F     plain (default), json or json-pretty: the output of\n"
+		"                     status, ckpt ls, ckpt verify, compact, pcr ls, pcr stat\n"
+		"                     and bench as one JSON document (README \"JSON output\")\n"
 		"  --version          this client's version (as 'rckpt version')\n"
 		"  -h, --help         this text; 'rckpt COMMAND --help' for a command's\n"
 		"Global options may also follow the command, in their long forms (and -p).\n");
@@ -87,6 +92,45 @@ int rckpt_cli_version(int argc, char **argv, const rckpt_connect_opts_t *conn)
 
 static const char *const plugins[] = { "rckpt", "pcr" };
 
+/* `status --format json`: the cluster, the pool, and each plugin as the
+ * OSD answered (or why it did not). Destroys h. */
+static int status_json(rckpt_t *h, const rckpt_connect_opts_t *conn)
+{
+	char fsid[37];
+	json_t *o = json_object(), *ps = json_array();
+	unsigned i, j;
+	int failed = 0;
+	json_object_set_new(o, "cluster", rckpt_cluster_fsid(h, fsid, sizeof(fsid)) == 0 ? json_string(fsid)
+										   : json_null());
+	json_object_set_new(o, "pool", json_string(rckpt_pool_name(h)));
+	json_object_set_new(o, "client", json_string(rckpt_version_string()));
+	for (i = 0; i < sizeof(plugins) / sizeof(plugins[0]); i++) {
+		rckpt_plugin_info_t pi;
+		json_t *fm, *p;
+		char v[32];
+		if (rckpt_plugin_version(h, &pi, plugins[i])) {
+			json_array_append_new(ps, json_pack("{s:s, s:s, s:s}", "name", plugins[i], "state", "missing",
+							    "error", rckpt_errmsg(h)));
+			failed = 1;
+			continue;
+		}
+		snprintf(v, sizeof(v), "%u.%u.%u", pi.major, pi.minor, pi.patch);
+		fm = json_object();
+		for (j = 0; j < pi.nformats; j++)
+			json_object_set_new(fm, pi.formats[j].name,
+					    json_pack("{s:i, s:i}", "min", (int)pi.formats[j].min_version, "max",
+						      (int)pi.formats[j].max_version));
+		p = json_pack("{s:s, s:s, s:s, s:s, s:o}", "name", pi.name, "version", v, "built_for",
+			      pi.built_for, "state",
+			      pi.major * 10000 + pi.minor * 100 + pi.patch != rckpt_version_number() ? "stale" : "ok",
+			      "formats", fm);
+		json_array_append_new(ps, p);
+	}
+	json_object_set_new(o, "plugins", ps);
+	rckpt_destroy(h);
+	return cli_json_out(o, conn) || failed;
+}
+
 int rckpt_cli_status(int argc, char **argv, const rckpt_connect_opts_t *conn)
 {
 	rckpt_t *h;
@@ -105,6 +149,8 @@ int rckpt_cli_status(int argc, char **argv, const rckpt_connect_opts_t *conn)
 		return usage_error("status: unexpected argument '%s'", argv[1]);
 	if ((h = cli_connect(conn, argv[0])) == NULL)
 		return 1;
+	if (cli_format(conn) != CLI_FORMAT_PLAIN)
+		return status_json(h, conn);
 	if (rckpt_cluster_fsid(h, fsid, sizeof(fsid)) == 0)
 		printf("cluster   %s\n", fsid);
 	printf("pool      %s\n", rckpt_pool_name(h));
@@ -233,9 +279,20 @@ static int parse_timeout(const char *s, unsigned *out)
 
 /* Applies global option `which` (its short letter) with value v: 0, or
  * the exit status of a usage error. */
-static int set_global(rckpt_connect_opts_t *conn, int which, const char *v)
+static int set_global(cli_opts_t *opts, int which, const char *v)
 {
+	rckpt_connect_opts_t *conn = &opts->conn;
 	switch (which) {
+	case 'f':
+		if (strcmp(v, "plain") == 0)
+			opts->format = CLI_FORMAT_PLAIN;
+		else if (strcmp(v, "json") == 0)
+			opts->format = CLI_FORMAT_JSON;
+		else if (strcmp(v, "json-pretty") == 0)
+			opts->format = CLI_FORMAT_JSON_PRETTY;
+		else
+			return usage_error("--format must be plain, json or json-pretty, not '%s'", v);
+		break;
 	case 'c': conn->conf_path = v; break;
 	case 'u':
 	case 'i': conn->user = v; break;
@@ -266,7 +323,7 @@ static int global_after(const char *arg, const char **v)
 		const char *name;
 		int which;
 	} g[] = { { "--conf", 'c' }, { "--user", 'u' },	     { "--id", 'i' },	     { "--pool", 'p' },
-		  { "-p", 'p' },     { "--timeout", 't' }, { "--read-from", 'R' } };
+		  { "-p", 'p' },     { "--timeout", 't' }, { "--read-from", 'R' }, { "--format", 'f' } };
 	size_t k;
 	*v = NULL;
 	for (k = 0; k < sizeof(g) / sizeof(g[0]); k++) {
@@ -290,6 +347,7 @@ int main(int argc, char **argv)
 		{ "timeout", required_argument, NULL, 't' },
 		{ "read-from", required_argument, NULL, 'R' },
 		{ "version", no_argument, NULL, 'V' },
+		{ "format", required_argument, NULL, 'f' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -302,7 +360,8 @@ int main(int argc, char **argv)
 		{ "ckpt", rckpt_cli_ckpt },	{ "compact", rckpt_cli_compact },
 		{ "pcr", rckpt_cli_pcr },	{ "bench", rckpt_cli_bench },
 	};
-	rckpt_connect_opts_t conn = RCKPT_CONNECT_OPTS_INIT;
+	cli_opts_t opts = { RCKPT_CONNECT_OPTS_INIT, CLI_FORMAT_PLAIN };
+	rckpt_connect_opts_t *const conn = &opts.conn;
 	size_t k;
 	const char *cmd;
 	int c, rc;
@@ -312,7 +371,7 @@ int main(int argc, char **argv)
 	 * one must get EPIPE and reconnect, not kill the tool. */
 	signal(SIGPIPE, SIG_IGN);
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+:c:u:i:p:t:h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+:c:u:i:p:t:f:h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'c':
 		case 'u':
@@ -320,11 +379,12 @@ int main(int argc, char **argv)
 		case 'p':
 		case 't':
 		case 'R':
-			if ((rc = set_global(&conn, c, optarg)) != 0)
+		case 'f':
+			if ((rc = set_global(&opts, c, optarg)) != 0)
 				return rc;
 			break;
 		case 'V':
-			return rckpt_cli_version(1, argv, &conn);
+			return rckpt_cli_version(1, argv, conn);
 		case 'h':
 			usage_main(stdout);
 			return 0;
@@ -363,7 +423,7 @@ int main(int argc, char **argv)
 					return usage_error("option '%s' needs a value", a);
 				v = argv[++i];
 			}
-			if ((c = set_global(&conn, which, v)) != 0)
+			if ((c = set_global(&opts, which, v)) != 0)
 				return c;
 		}
 		argv[k] = NULL;
@@ -371,7 +431,7 @@ int main(int argc, char **argv)
 	}
 	for (k = 0; k < sizeof(commands) / sizeof(commands[0]); k++)
 		if (strcmp(cmd, commands[k].name) == 0)
-			return commands[k].fn(argc, argv, &conn);
+			return commands[k].fn(argc, argv, conn);
 	if (strcmp(cmd, "help") == 0) {
 		usage_main(stdout);
 		return 0;

@@ -13,6 +13,24 @@
 
 #define EXIT_USAGE 2
 
+/* Output formats (--format): the tables, or JSON like `ceph -f`. */
+#define CLI_FORMAT_PLAIN 0
+#define CLI_FORMAT_JSON 1
+#define CLI_FORMAT_JSON_PRETTY 2
+
+/* What the global options set: the connection, first, so that commands
+ * get &opts.conn, and the output format (cli_format). */
+typedef struct cli_opts {
+	rckpt_connect_opts_t conn;
+	int format;
+} cli_opts_t;
+
+/* The --format of the options whose conn this is. */
+static inline int cli_format(const rckpt_connect_opts_t *conn)
+{
+	return ((const cli_opts_t *)(const void *)conn)->format;
+}
+
 /* A command: argv[0] is its name; conn the global connection options. */
 typedef int (*rckpt_cli_fn)(int argc, char **argv, const rckpt_connect_opts_t *conn);
 
@@ -26,6 +44,11 @@ int rckpt_cli_pcr(int argc, char **argv, const rckpt_connect_opts_t *conn);     
 int rckpt_cli_bench(int argc, char **argv, const rckpt_connect_opts_t *conn);   /* rckpt_cli_bench.c */
 
 /* ---- cli_util.c ---- */
+
+struct json_t;
+/* Prints j (a jansson value; its reference is taken) in conn's format,
+ * one document and a newline on stdout: 0, or 1 when it cannot. */
+int cli_json_out(struct json_t *j, const rckpt_connect_opts_t *conn);
 
 /* "rckpt CMD: WHAT; try 'rckpt CMD --help'" on stderr; EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *what);

@@ -264,6 +264,10 @@ int rckpt_cli_bench(int argc, char **argv, const rckpt_connect_opts_t *gconn)
 		args[k++] = (char *)"--images";
 		args[k++] = (char *)images;
 	}
+	if (cli_format(gconn) != CLI_FORMAT_PLAIN) {
+		args[k++] = (char *)"--json";
+		args[k++] = (char *)(cli_format(gconn) == CLI_FORMAT_JSON_PRETTY ? "pretty" : "compact");
+	}
 	args[k] = NULL;
 	fflush(stdout);
 	execv(PYTHON, args);

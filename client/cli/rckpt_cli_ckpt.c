@@ -6,6 +6,8 @@
 #define _GNU_SOURCE /* getopt_long */
 #include <errno.h>
 #include <getopt.h>
+#include <jansson.h>
+#include <limits.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -612,6 +614,64 @@ out:
 	return rc ? 1 : 0;
 }
 
+/* `ckpt ls --format json`: the same as the table, one document. */
+static int ls_json(rckpt_t *h, rckpt_job_t *j, const char *job, const rckpt_connect_opts_t *conn)
+{
+	rckpt_step_info_t s[256];
+	rckpt_retention_t pol;
+	rckpt_branch_info_t b[64];
+	uint64_t after = RCKPT_LATEST, stored = 0;
+	unsigned objects = 0, nb = 0, k;
+	json_t *o = json_object(), *steps = json_array(), *br = json_array();
+	int more = 1, rc = 0;
+	while (more && rc == 0) {
+		unsigned n = 0, i;
+		rc = rckpt_job_steps(j, after, s, 256, &n, &more);
+		for (i = 0; rc == 0 && i < n; i++) {
+			json_t *x = json_pack("{s:I, s:s, s:I, s:I, s:i, s:I, s:I, s:I, s:I, s:i, s:b}", "step",
+					      (json_int_t)s[i].step, "saved_as",
+					      s[i].parent == RCKPT_LATEST ? "base" : "delta", "raw_bytes",
+					      (json_int_t)s[i].raw_bytes, "stored_bytes", (json_int_t)s[i].enc_bytes,
+					      "chunks", (int)s[i].nchunks, "weights_raw_bytes",
+					      (json_int_t)(s[i].raw_bytes - s[i].opt_raw_bytes), "weights_stored_bytes",
+					      (json_int_t)(s[i].enc_bytes - s[i].opt_enc_bytes), "optimizer_raw_bytes",
+					      (json_int_t)s[i].opt_raw_bytes, "optimizer_stored_bytes",
+					      (json_int_t)s[i].opt_enc_bytes, "ranks", (int)s[i].ranks, "exact",
+					      (s[i].flags & RCKPT_STEP_EXACT) != 0);
+			json_array_append_new(steps, x);
+			after = s[i].step;
+		}
+		if (n == 0)
+			break;
+	}
+	if (rc == 0)
+		rc = rckpt_job_stored(j, &stored, &objects);
+	if (rc == 0)
+		rc = rckpt_job_retention(j, &pol);
+	if (rc == 0)
+		rc = rckpt_job_branches(j, b, 64, &nb);
+	if (rc) {
+		fprintf(stderr, "rckpt ckpt: %s\n", rckpt_errmsg(h));
+		json_decref(o);
+		json_decref(steps);
+		json_decref(br);
+		return 1;
+	}
+	for (k = 0; k < nb; k++)
+		json_array_append_new(br, json_pack("{s:s, s:s, s:I, s:I}", "job", b[k].job, "kind",
+						     b[k].made_from ? "made from" : "kept at a rewind", "from",
+						     (json_int_t)b[k].from, "upto", (json_int_t)b[k].upto));
+	json_object_set_new(o, "job", json_string(job));
+	json_object_set_new(o, "pool", json_string(rckpt_pool_name(h)));
+	json_object_set_new(o, "steps", steps);
+	json_object_set_new(o, "stored_bytes", json_integer((json_int_t)stored));
+	json_object_set_new(o, "stored_objects", json_integer(objects));
+	json_object_set_new(o, "policy", json_pack("{s:i, s:I}", "keep_last", (int)pol.keep_last, "keep_every",
+						   (json_int_t)pol.keep_every));
+	json_object_set_new(o, "branches", br);
+	return cli_json_out(o, conn);
+}
+
 static int cmd_ls(int argc, char **argv, const rckpt_connect_opts_t *conn)
 {
 	static const struct option lo[] = { { "job", 1, 0, 'j' }, { 0, 0, 0, 0 } };
@@ -633,6 +693,12 @@ static int cmd_ls(int argc, char **argv, const rckpt_connect_opts_t *conn)
 		return usage_error("ls needs --job, nothing else");
 	if (open_existing(&h, &j, conn, job, NULL))
 		return 1;
+	if (cli_format(conn) != CLI_FORMAT_PLAIN) {
+		rc = ls_json(h, j, job, conn);
+		rckpt_job_close(j);
+		rckpt_destroy(h);
+		return rc;
+	}
 	printf("%-10s %-8s %14s %12s %8s %7s %21s %21s\n", "step", "saved as", "raw bytes", "saved",
 	       "ratio", "chunks", "weights: saved ratio", "optimizer: saved ratio");
 	while (more && rc == 0) {
@@ -909,13 +975,22 @@ static int cmd_verify(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	rckpt_t *h = NULL;
 	rckpt_job_t *j = NULL;
 	rckpt_verify_stats_t vs;
+	const int json = cli_format(conn) != CLI_FORMAT_PLAIN;
+	json_t *o = NULL;
 	int rc = admin_parse(argc, argv, &a, "jD", "verify");
 	if (rc)
 		return rc;
 	if (open_existing(&h, &j, conn, a.job, NULL))
 		return 1;
 	rc = rckpt_job_verify(j, &vs);
-	if (rc == 0 || rc == RCKPT_ECHECKSUM)
+	if ((rc == 0 || rc == RCKPT_ECHECKSUM) && json)
+		o = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:o, s:o}", "job", a.job, "pool", rckpt_pool_name(h),
+			      "steps", (json_int_t)vs.steps, "records", (json_int_t)vs.records, "bytes_checked",
+			      (json_int_t)vs.bytes, "bad", (json_int_t)vs.bad, "first_bad_step",
+			      vs.first_bad_step == RCKPT_LATEST ? json_null() : json_integer((json_int_t)vs.first_bad_step),
+			      "first_bad_chunk",
+			      vs.first_bad_chunk == UINT_MAX ? json_null() : json_integer(vs.first_bad_chunk));
+	else if (rc == 0 || rc == RCKPT_ECHECKSUM)
 		printf("job %s: %" PRIu64 " steps, %" PRIu64 " records, %" PRIu64 " bytes checked, %" PRIu64
 		       " bad\n",
 		       a.job, vs.steps, vs.records, vs.bytes, vs.bad);
@@ -947,13 +1022,23 @@ static int cmd_verify(int argc, char **argv, const rckpt_connect_opts_t *conn)
 			fputc('\n', stderr);
 		if (r2)
 			fprintf(stderr, "rckpt ckpt: %s\n", rckpt_errmsg(h));
-		printf("job %s: %" PRIu64 " steps materialized and checked (SHA-256), %" PRIu64 " failed\n", a.job,
-		       done, failed);
+		if (o)
+			json_object_set_new(o, "deep", json_pack("{s:I, s:I}", "materialized", (json_int_t)done,
+								 "failed", (json_int_t)failed));
+		else
+			printf("job %s: %" PRIu64 " steps materialized and checked (SHA-256), %" PRIu64
+			       " failed\n",
+			       a.job, done, failed);
 		if (rc == 0 && (r2 || failed))
 			rc = r2 ? r2 : RCKPT_ECHECKSUM;
 	}
 	rckpt_job_close(j);
 	rckpt_destroy(h);
+	if (o) {
+		json_object_set_new(o, "ok", json_boolean(rc == 0));
+		if (cli_json_out(o, conn))
+			return 1;
+	}
 	return rc ? 1 : 0;
 }
 
@@ -1019,6 +1104,8 @@ int rckpt_cli_compact(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	uint64_t sb = 0, sa = 0, bb = 0, ba = 0;
 	int all = 0, c, rc;
 	rckpt_t *h = NULL;
+	const int json = cli_format(conn) != CLI_FORMAT_PLAIN;
+	json_t *jobs = json ? json_array() : NULL;
 
 	optind = 1;
 	opterr = 0;
@@ -1057,22 +1144,38 @@ int rckpt_cli_compact(int argc, char **argv, const rckpt_connect_opts_t *conn)
 		rckpt_destroy(h);
 		return 1;
 	}
-	printf("compacting %u job(s) in pool %s\n", n, rckpt_pool_name(h));
-	fflush(stdout);
+	if (!json) {
+		printf("compacting %u job(s) in pool %s\n", n, rckpt_pool_name(h));
+		fflush(stdout);
+	}
 	for (i = 0; i < n; i++) {
 		rckpt_job_t *j = NULL;
 		rckpt_compact_stats_t cs;
-		if ((rc = rckpt_job_open(h, &j, names[i], NULL)) == 0 && only && rckpt_job_exists(j) == 0) {
-			fprintf(stderr, "[%u/%u] job %s: FAILED: it does not exist in pool %s\n", i + 1, n, names[i],
-				rckpt_pool_name(h));
-			failed++;
-		} else if (rc || (rc = rckpt_job_compact(j, NULL, &cs))) {
+		const char *why = NULL;
+		if ((rc = rckpt_job_open(h, &j, names[i], NULL)) == 0 && only && rckpt_job_exists(j) == 0)
+			why = "it does not exist";
+		else if (rc || (rc = rckpt_job_compact(j, NULL, &cs)))
+			why = rckpt_errmsg(h);
+		if (why) {
 			/* failures on stderr, where a cron job's mail looks */
-			fprintf(stderr, "[%u/%u] job %s: FAILED: %s\n", i + 1, n, names[i], rckpt_errmsg(h));
+			fprintf(stderr, "[%u/%u] job %s: FAILED: %s\n", i + 1, n, names[i], why);
+			if (json)
+				json_array_append_new(jobs, json_pack("{s:s, s:b, s:s}", "job", names[i], "ok", 0, "error",
+								      why));
 			failed++;
 		} else {
-			printf("[%u/%u] ", i + 1, n);
-			print_compact(names[i], &cs);
+			if (json)
+				json_array_append_new(
+					jobs, json_pack("{s:s, s:b, s:I, s:I, s:I, s:I, s:i, s:i, s:f, s:f}", "job",
+							names[i], "ok", 1, "steps_before", (json_int_t)cs.steps_before,
+							"steps_after", (json_int_t)cs.steps_after, "bytes_before",
+							(json_int_t)cs.bytes_before, "bytes_after", (json_int_t)cs.bytes_after,
+							"chunk_objects", (int)cs.chunks, "stages", (int)cs.stages,
+							"slowest_stage_seconds", cs.max_call_seconds, "seconds", cs.seconds));
+			else {
+				printf("[%u/%u] ", i + 1, n);
+				print_compact(names[i], &cs);
+			}
 			sb += cs.steps_before;
 			sa += cs.steps_after;
 			bb += cs.bytes_before;
@@ -1081,12 +1184,19 @@ int rckpt_cli_compact(int argc, char **argv, const rckpt_connect_opts_t *conn)
 		fflush(stdout);
 		rckpt_job_close(j);
 	}
-	printf("compacted %u of %u job(s): %" PRIu64 " -> %" PRIu64 " steps, %" PRIu64 " -> %" PRIu64
-	       " chunk bytes%s\n",
-	       n - failed, n, sb, sa, bb, ba, failed ? " (some FAILED)" : "");
+	if (json)
+		rc = cli_json_out(json_pack("{s:s, s:o, s:i, s:I, s:I, s:I, s:I}", "pool", rckpt_pool_name(h), "jobs",
+					    jobs, "failed", (int)failed, "steps_before", (json_int_t)sb,
+					    "steps_after", (json_int_t)sa, "bytes_before", (json_int_t)bb,
+					    "bytes_after", (json_int_t)ba),
+				  conn);
+	else
+		printf("compacted %u of %u job(s): %" PRIu64 " -> %" PRIu64 " steps, %" PRIu64 " -> %" PRIu64
+		       " chunk bytes%s\n",
+		       n - failed, n, sb, sa, bb, ba, failed ? " (some FAILED)" : "");
 	rckpt_jobs_free(names, n);
 	rckpt_destroy(h);
-	return failed ? 1 : 0;
+	return failed || (json && rc) ? 1 : 0;
 }
 
 int rckpt_cli_ckpt(int argc, char **argv, const rckpt_connect_opts_t *conn)

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <jansson.h>
 #include <turbojpeg.h>
 #include <unistd.h>
 
@@ -684,6 +685,30 @@ static int cmd_stat(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	total = in.head_bytes;
 	for (g = 0; g < in.groups; g++)
 		total += in.group_bytes[g];
+	if (cli_format(conn) != CLI_FORMAT_PLAIN) {
+		json_t *o = json_object(), *gs = json_array();
+		cum = in.head_bytes;
+		for (g = 0; g < in.groups; g++) {
+			cum += in.group_bytes[g];
+			json_array_append_new(
+				gs, json_pack("{s:i, s:I, s:I, s:I, s:o}", "group", (int)g + 1, "images",
+					      (json_int_t)in.group_images[g], "bytes", (json_int_t)in.group_bytes[g],
+					      "read_through_bytes", (json_int_t)cum, "mssim",
+					      in.mssim[g] < -0.5 ? json_null() : json_real(in.mssim[g])));
+		}
+		json_object_set_new(o, "dataset", json_string(dataset));
+		json_object_set_new(o, "images", json_integer(in.images));
+		json_object_set_new(o, "records", json_integer(in.records));
+		json_object_set_new(o, "created", json_integer((json_int_t)in.created));
+		json_object_set_new(o, "stored_bytes", json_integer((json_int_t)total));
+		json_object_set_new(o, "head_bytes", json_integer((json_int_t)in.head_bytes));
+		json_object_set_new(o, "source_bytes", json_integer((json_int_t)in.source_bytes));
+		json_object_set_new(o, "fidelity_sample", json_integer(in.fidelity_sample));
+		json_object_set_new(o, "groups", gs);
+		rckpt_pcr_close(d);
+		rckpt_destroy(h);
+		return cli_json_out(o, conn);
+	}
 	printf("dataset %s: %" PRIu32 " images in %" PRIu32 " records, %u groups\n", dataset, in.images,
 	       in.records, in.groups);
 	printf("stored %" PRIu64 " bytes (heads %" PRIu64 ") for %" PRIu64 " bytes of source JPEG (%.3fx)\n",
@@ -709,9 +734,11 @@ static int cmd_stat(int argc, char **argv, const rckpt_connect_opts_t *conn)
 
 static int cmd_ls(int argc, char **argv, const rckpt_connect_opts_t *conn)
 {
-	char **names = NULL;
+	char **names = NULL, pool[256];
 	unsigned n = 0, i;
 	rckpt_t *h;
+	const int json = cli_format(conn) != CLI_FORMAT_PLAIN;
+	json_t *all = NULL;
 	int rc;
 
 	(void)argv;
@@ -724,27 +751,42 @@ static int cmd_ls(int argc, char **argv, const rckpt_connect_opts_t *conn)
 		rckpt_destroy(h);
 		return 1;
 	}
-	printf("%-24s %10s %8s %7s %14s\n", "dataset", "images", "records", "groups", "bytes");
+	snprintf(pool, sizeof(pool), "%s", rckpt_pool_name(h));
+	if (json && (all = json_array()) == NULL)
+		return 1;
+	if (!json)
+		printf("%-24s %10s %8s %7s %14s\n", "dataset", "images", "records", "groups", "bytes");
 	for (i = 0; i < n; i++) {
 		rckpt_pcr_t *d;
 		rckpt_pcr_info_t in;
 		uint64_t total;
 		unsigned g;
 		if (rckpt_pcr_open(h, &d, names[i], NULL)) {
-			printf("%-24s (index unreadable: %s)\n", names[i], rckpt_errmsg(h));
+			if (json)
+				json_array_append_new(all, json_pack("{s:s, s:s}", "dataset", names[i], "error",
+								     rckpt_errmsg(h)));
+			else
+				printf("%-24s (index unreadable: %s)\n", names[i], rckpt_errmsg(h));
 			continue;
 		}
 		rckpt_pcr_info(d, &in);
 		total = in.head_bytes;
 		for (g = 0; g < in.groups; g++)
 			total += in.group_bytes[g];
-		printf("%-24s %10" PRIu32 " %8" PRIu32 " %7u %14" PRIu64 "\n", names[i], in.images, in.records,
-		       in.groups, total);
+		if (json)
+			json_array_append_new(all, json_pack("{s:s, s:I, s:I, s:i, s:I}", "dataset", names[i], "images",
+							     (json_int_t)in.images, "records", (json_int_t)in.records,
+							     "groups", (int)in.groups, "stored_bytes", (json_int_t)total));
+		else
+			printf("%-24s %10" PRIu32 " %8" PRIu32 " %7u %14" PRIu64 "\n", names[i], in.images,
+			       in.records, in.groups, total);
 		rckpt_pcr_close(d);
 	}
-	printf("%u dataset(s)\n", n);
 	rckpt_jobs_free(names, n);
 	rckpt_destroy(h);
+	if (json)
+		return cli_json_out(json_pack("{s:s, s:o}", "pool", pool, "datasets", all), conn);
+	printf("%u dataset(s)\n", n);
 	return 0;
 }
 

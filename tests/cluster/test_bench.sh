@@ -101,4 +101,13 @@ check "  counts it" contains "$t/o" "1 measure(s) worse"
 check "compare a folder without results: exit 1" expect_run 1 "$t/o" "$rckpt" bench compare "$t" "$t/a"
 check "  says so" contains "$t/o" "not a benchmark result"
 check "compare with one folder: exit 2" expect_run 2 "$t/o" "$rckpt" bench compare "$t/a"
+
+# --format json (issue 30 item 4): stdout is one JSON document, results.json's
+check "bench --format json: exit 0" expect_run 0 "$t/o" bash -c \
+	"'$rckpt' --format json bench --quick --suites baseline --seed 7 --out '$t/j' >'$t/j.out' 2>'$t/j.err'"
+check "  stdout is results.json" /usr/bin/python3 -c "
+import json, sys
+a = json.load(open('$t/j.out')); b = json.load(open('$t/j/results.json'))
+assert a['metrics'] == b['metrics'] and a['meta']['suites'] == b['meta']['suites'], 'differ'"
+check "  progress on stderr" contains "$t/j.err" "rckpt bench: suite baseline"
 finish

@@ -117,6 +117,20 @@ check "verify: all records intact" expect_run 0 "$t/o" "$rckpt" ckpt verify --jo
 check "  ${#keep[@]} steps checked" contains "$t/o" "${#keep[@]} steps"
 check "ls after compaction" expect_run 0 "$t/o" "$rckpt" ckpt ls --job "$job"
 check "  shows the stored policy" contains "$t/o" "policy: keep the last 5 steps and the multiples of 100"
+# the same as JSON (issue 30 item 4; schema: README "JSON output")
+check "ls --format json" expect_run 0 "$t/o.json" "$rckpt" ckpt ls --job "$job" --format json
+check "  the same steps, policy and bytes" /usr/bin/python3 - "$t/o.json" "$t/o" <<'PY'
+import json, re, sys
+j = json.load(open(sys.argv[1]))
+text = open(sys.argv[2]).read()
+steps = [int(l.split()[0]) for l in text.splitlines() if re.match(r"^\d+ ", l)]
+assert [s["step"] for s in j["steps"]] == steps, (j["steps"], steps)
+assert j["policy"] == {"keep_last": 5, "keep_every": 100}, j["policy"]
+assert "stored now: %d bytes" % j["stored_bytes"] in text
+PY
+check "verify --format json-pretty" expect_run 0 "$t/o.json" "$rckpt" ckpt verify --job "$job" --format json-pretty
+check "  ok, nothing bad" /usr/bin/python3 -c "
+import json; v = json.load(open('$t/o.json')); assert v['ok'] and v['bad'] == 0 and v['steps'] == ${#keep[@]}, v"
 stored=$(sed -n 's/^stored now: \([0-9]*\) bytes.*/\1/p' "$t/o")
 check "  and what it stores now: the compacted chunks and ${#keep[@]} manifests" \
 	test "${stored:-0}" -gt "$b1" -a "$(grep -c "objects" "$t/o")" -eq 1

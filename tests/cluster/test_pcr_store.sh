@@ -27,6 +27,13 @@ check "a second build of it is refused" expect_run 1 "$t/o" "$rckpt" pcr build -
 check "  saying it exists" contains "$t/o" "exists"
 check "ls lists it" expect_run 0 "$t/o" "$rckpt" pcr ls
 check "  with its images" grep -qE "^$ds +$n " "$t/o"
+check "ls --format json" expect_run 0 "$t/o.json" "$rckpt" pcr ls --format json
+check "  lists it with its images" /usr/bin/python3 -c "
+import json; d = {x['dataset']: x for x in json.load(open('$t/o.json'))['datasets']}; assert d['$ds']['images'] == $n, d"
+check "stat --format json" expect_run 0 "$t/o.json" "$rckpt" pcr stat --dataset "$ds" --format json
+check "  every group, full fidelity at the last" /usr/bin/python3 -c "
+import json; s = json.load(open('$t/o.json')); g = s['groups']
+assert s['images'] == $n and len(g) == 10 and g[-1]['mssim'] == 1.0 and g[-1]['read_through_bytes'] == s['stored_bytes'], s"
 check "stat" expect_run 0 "$t/o" "$rckpt" pcr stat --dataset "$ds"
 check "  10 groups (colour images), 6 for grayscale ones" contains "$t/o" "10 groups"
 check "  full fidelity through the last group" grep -qE "^ +10 +[0-9]+ +[0-9]+ +[0-9]+ +100.0% +1.0000$" "$t/o"
