@@ -1,6 +1,7 @@
 // cls_rckpt_glue.cc — registers the `rckpt` object class with the OSD.
 // Method bodies are C (cls_rckpt_methods.c, _chunk.c, _job.c); this file only wires them up.
 #include "cls_glue.hpp"
+#include "rckpt_build_info.h"
 
 extern "C" {
 #include "cls_rckpt_methods.h"
@@ -12,6 +13,8 @@ CLS_NAME(rckpt)
 CLS_INIT(rckpt)
 {
 	cls_handle_t cls;
+	// as Ceph's own classes do: the OSD's log says what it loaded
+	CLS_LOG(0, "loading rckpt class %s (built for Ceph %s)", RCKPT_BUILD_VERSION_STRING, RCKPT_CEPH_RELEASE);
 	if (!cls_register("rckpt", &cls)) { // 1 on success in Pacific
 		CLS_ERR("rckpt: cls_register failed");
 		return;

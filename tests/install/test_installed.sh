@@ -46,6 +46,7 @@ v=$(sed -n 's/^Version: //p' "$pc")
 check "the installed rckpt status sees both plugins at $v" expect_run 0 "$t/o" "${env_run[@]}" "$rckpt" status
 check "  rckpt $v" grep -qE "^plugin +rckpt +$v " "$t/o"
 check "  pcr $v" grep -qE "^plugin +pcr +$v " "$t/o"
+check "  the OSD logged loading them" bash -c "grep -q 'loading rckpt class $v' '$cluster'/log/osd.*.log && grep -q 'loading pcr class $v' '$cluster'/log/osd.*.log"
 check "  the command's manual page" test -f "$prefix/share/man/man1/rckpt-ckpt.1"
 
 # pkg-config
