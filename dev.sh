@@ -20,6 +20,9 @@ jobs=$(nproc 2>/dev/null || echo 2)
 # OpenMPI is the locality-aware loader's exchange for C trainers
 # (librckpt_mpi) and runs its multi-learner test (mpirun -np 4).
 # python3-matplotlib draws the plots of `rckpt bench`'s report.
+# dpkg-dev, debhelper and lintian build and check the Debian packages
+# (ceph-conf/build-debs.sh); libjpeg62-turbo-dev is libjpeg-turbo's libjpeg
+# API, for the PCR builder's scan scripts (TurboJPEG cannot set one).
 packages=(
 	build-essential cmake pkg-config jq patch
 	ceph-mon ceph-mgr ceph-osd ceph-common
@@ -27,6 +30,7 @@ packages=(
 	libzstd-dev zstd libturbojpeg0-dev libjpeg62-turbo-dev libssl-dev libcmocka-dev libjansson-dev
 	python3-torch python3-sklearn python3-pil python3-skimage python3-matplotlib
 	openmpi-bin libopenmpi-dev
+	dpkg-dev debhelper lintian
 )
 
 usage() {
@@ -215,6 +219,9 @@ test)
 	# In CI every test must run: one that cannot fails, saying why
 	# (tests/common/test_skip.h); only the GPU test may skip.
 	[ "${CI:-}" = true ] && export RCKPT_REQUIRE_ALL=1
+	# In CI test_installed builds the Debian packages, installs them with
+	# dpkg -i, tests them and purges them (tests/install/test_packages.sh)
+	[ "${CI:-}" = true ] && export RCKPT_PACKAGE_TEST=1
 	if [ "$sanitize" = 1 ]; then
 		export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=0:detect_leaks=1}
 		export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
