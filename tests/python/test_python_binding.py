@@ -34,6 +34,8 @@ except ImportError:
 
 import ctypes  # noqa: E402
 
+import numpy as np  # noqa: E402  (python3-torch depends on python3-numpy)
+
 import rckpt  # noqa: E402
 from rckpt import _plain  # noqa: E402
 
@@ -84,6 +86,37 @@ class NoCluster(unittest.TestCase):
         for bad in (b"", b"XXXX" + raw[4:], raw[:12], raw[:-1]):
             with self.assertRaises(ValueError):
                 _plain.loads(bad)
+
+    def test_plain_numpy(self):
+        """NumPy arrays and scalars of numeric and boolean dtypes (a random
+        state, a sampler's permutation) round-trip with their dtypes and
+        shapes (issue 30 item 7); other dtypes are refused when saved, and
+        a tampered attachment's array is refused when read."""
+        st = np.random.RandomState(7).get_state()
+        obj = {"rng": st, "perm": np.random.RandomState(1).permutation(10),
+               "view": np.arange(12, dtype=np.float16).reshape(3, 4)[:, ::2],
+               "s": np.float32(1.5), "i": np.int64(-3), "b": np.array([True, False]),
+               "c": np.array([1 + 2j], dtype=np.complex64), "e": np.zeros((0, 3), np.uint8)}
+        back = _plain.loads(_plain.dumps(obj))
+        self.assertEqual(back["rng"][0], "MT19937")
+        self.assertTrue(np.array_equal(back["rng"][1], st[1]) and back["rng"][1].dtype == np.uint32)
+        np.random.set_state(back["rng"])  # NumPy takes it back
+        for k in ("perm", "view", "b", "c", "e"):
+            self.assertTrue(np.array_equal(back[k], obj[k]), k)
+            self.assertEqual((back[k].dtype, back[k].shape), (obj[k].dtype, obj[k].shape), k)
+        self.assertIsInstance(back["s"], np.float32)
+        self.assertEqual(back["s"], 1.5)
+        self.assertIsInstance(back["i"], np.int64)
+        for bad in (np.array(["a"]), np.array([object()], dtype=object), np.datetime64("2026-01-01")):
+            with self.assertRaises(TypeError):
+                _plain.dumps({"x": bad})
+        raw = _plain.dumps({"x": np.arange(4, dtype=np.int32)})
+        for a, b in ((b'"<i4"', b'"|O8"'), (b'"<i4"', b'"<i8"'), (b"[4]", b"[5]"), (b"[4]", b"[-4]")):
+            forged = raw.replace(a, b, 1)
+            doc_len = len(forged) - len(raw) + int.from_bytes(raw[4:8], "little")
+            forged = forged[:4] + doc_len.to_bytes(4, "little") + forged[8:]
+            with self.assertRaises(ValueError, msg=b.decode()):
+                _plain.loads(forged)
 
     def test_gradient_ema(self):
         m = torch.nn.Linear(4, 3)
@@ -140,7 +173,8 @@ class WithCluster(unittest.TestCase):
         sd = t.model.state_dict()
         job = self.job("rt")
         with rckpt.Checkpointer(job=job, compute="cpu", optimizer_state="lossless") as ck:
-            h = ck.save(60, sd, optimizer=t.opt, extra={"epoch": 2, "note": "x"})
+            saved_rng = np.random.RandomState(60).get_state()  # NumPy arrays in the attachment
+            h = ck.save(60, sd, optimizer=t.opt, extra={"epoch": 2, "note": "x", "rng": saved_rng})
             r = h.wait()
             self.assertEqual(r.step, 60)
             self.assertTrue(r.is_base)
@@ -163,7 +197,11 @@ class WithCluster(unittest.TestCase):
             self.assertTrue(torch.equal(back.optimizer["state"][pid]["momentum_buffer"],
                                         st["momentum_buffer"]))
         self.assertEqual(back.optimizer["param_groups"], want["param_groups"])
+        rng = back.extra.pop("rng")
         self.assertEqual(back.extra, {"epoch": 2, "note": "x"})
+        self.assertEqual(rng[0], saved_rng[0])
+        self.assertTrue(np.array_equal(rng[1], saved_rng[1]) and rng[1].dtype == saved_rng[1].dtype)
+        self.assertEqual(rng[2:], saved_rng[2:])
         # the attachment as stored, decoded by the reference decoder (from
         # store.md alone, no code shared with the C one): the same meta
         import tempfile
@@ -173,6 +211,7 @@ class WithCluster(unittest.TestCase):
             subprocess.run(["rados", "-p", "rckpt", "-N", job, "get", "rckpt.attach.%020d" % 60, f.name],
                            check=True, capture_output=True)
             meta = rckpt._plain.loads(rckpt_ref.attachment(open(f.name, "rb").read(), 60))
+        self.assertTrue(np.array_equal(meta["extra"].pop("rng")[1], saved_rng[1]))
         self.assertEqual(meta["extra"], {"epoch": 2, "note": "x"})
         self.assertEqual(meta["keys"], list(sd))
         # restore_into a fresh model and optimizer: they then hold the step

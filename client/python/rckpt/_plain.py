@@ -2,8 +2,9 @@
 Python binding keeps in a step's attachment (optimizer state, buffers that
 are not fp32/fp16/bf16, the trainer's extras). Unlike pickle, decoding runs
 no code: a JSON document of dicts (any plain keys, in order), lists,
-tuples, numbers, strings, booleans, None and tensor references, followed by
-the tensors' raw bytes.
+tuples, numbers, strings, booleans, None, tensors and NumPy arrays and
+scalars of numeric or boolean dtypes (a data loader's or NumPy's random
+state), followed by their raw bytes.
 
     u32 magic "RCKP" | u32 JSON length | JSON (UTF-8) | tensor bytes...
 """
@@ -11,6 +12,13 @@ import json
 import struct
 
 import torch
+
+try:
+    import numpy as np
+except ImportError:  # torch works without it; then there is no array to keep
+    np = None
+
+_NP_KINDS = "biufc"  # bool, signed, unsigned, float, complex: no objects, no strings
 
 MAGIC = b"RCKP"
 _DT = {str(d).replace("torch.", ""): d for d in (
@@ -47,6 +55,16 @@ def dumps(obj):
             b = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
             blobs.append(b)
             ref = {"__tensor__": [dt, list(t.shape), pos[0], len(b)]}
+            pos[0] += len(b)
+            return ref
+        if np is not None and isinstance(v, (np.ndarray, np.generic)):
+            a = np.array(v, order="C")  # a copy; keeps a scalar 0-d
+            if a.dtype.kind not in _NP_KINDS:
+                raise TypeError("cannot keep a NumPy array of %s" % a.dtype)
+            b = a.tobytes()
+            blobs.append(b)
+            key = "__ndarray__" if isinstance(v, np.ndarray) else "__npscalar__"
+            ref = {key: [a.dtype.str, list(a.shape), pos[0], len(b)]}
             pos[0] += len(b)
             return ref
         if isinstance(v, dict):
@@ -96,6 +114,9 @@ def loads(raw):
                                            dtype=torch.uint8)
                     t.view(-1).view(torch.uint8).copy_(src)
                 return t
+            for key in ("__ndarray__", "__npscalar__"):
+                if key in v:
+                    return _array(v[key], key == "__npscalar__", raw, base, mem)
             raise ValueError("bad object in attachment")
         return v
 
@@ -104,3 +125,25 @@ def loads(raw):
 
 def _key(k):
     return tuple(k) if isinstance(k, list) else k
+
+
+def _array(spec, scalar, raw, base, mem):
+    """A NumPy array (or scalar) of the attachment, checked before use."""
+    if np is None:
+        raise ValueError("the attachment holds a NumPy array, and NumPy is not installed")
+    try:
+        dts, shape, off, ln = spec
+        dt = np.dtype(str(dts))
+        shape = tuple(int(x) for x in shape)
+    except (TypeError, ValueError):
+        raise ValueError("bad array in attachment")
+    if dt.kind not in _NP_KINDS or any(x < 0 for x in shape) or off < 0 or ln < 0 or \
+            base + off + ln > len(raw):
+        raise ValueError("bad array in attachment")
+    count = 1
+    for x in shape:
+        count *= x
+    if count * dt.itemsize != ln or (scalar and shape):
+        raise ValueError("bad array size in attachment")
+    a = np.frombuffer(bytes(mem[base + off:base + off + ln]), dtype=dt).reshape(shape).copy()
+    return a[()] if scalar else a
