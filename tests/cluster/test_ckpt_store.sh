@@ -123,7 +123,7 @@ check "  the same steps, policy and bytes" /usr/bin/python3 - "$t/o.json" "$t/o"
 import json, re, sys
 j = json.load(open(sys.argv[1]))
 text = open(sys.argv[2]).read()
-steps = [int(l.split()[0]) for l in text.splitlines() if re.match(r"^\d+ ", l)]
+steps = [int(l.split()[0]) for l in text.splitlines() if re.match(r"^\d+ +(base|delta) ", l)]
 assert [s["step"] for s in j["steps"]] == steps, (j["steps"], steps)
 assert j["policy"] == {"keep_last": 5, "keep_every": 100}, j["policy"]
 assert "stored now: %d bytes" % j["stored_bytes"] in text
@@ -266,8 +266,8 @@ check "gc after a killed writer" expect_run 0 "$t/o" "$rckpt" ckpt gc --job "$kj
 check "  then verify passes" expect_run 0 "$t/o" "$rckpt" ckpt verify --job "$kjob"
 check "rm a job" expect_run 0 "$t/o" "$rckpt" ckpt rm --job "$kjob"
 check "  leaves no object" test -z "$(rados -p rckpt -N "$kjob" ls 2>/dev/null)"
-check "  and ls finds no step" expect_run 0 "$t/o" "$rckpt" ckpt ls --job "$kjob"
-check "  (0 steps)" contains "$t/o" "0 steps"
+check "  and ls finds no job (exit 1)" expect_run 1 "$t/o" "$rckpt" ckpt ls --job "$kjob"
+check "  saying so" contains "$t/o" "job $kjob does not exist"
 
 # Damage a record in a chunk object: restore fails closed.
 rados -p rckpt -N "$job" get rckpt.chunk.00000 "$t/chunk"

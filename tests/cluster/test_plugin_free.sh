@@ -100,5 +100,5 @@ head -c 100 "$t/pool.dump" >"$t/cut.dump"
 check "a cut dump is refused" expect_run 1 "$t/o" "$rckpt" ckpt export --job "$job" --from-dump "$t/cut.dump" -o "$t/ex5"
 check "  saying what it is not" contains "$t/o" "not a dump"
 check "a job the dump lacks" expect_run 1 "$t/o" "$rckpt" ckpt export --job nosuchjob --from-dump "$t/pool.dump" -o "$t/ex6"
-check "  says so" contains "$t/o" "job nosuchjob does not exist"
+check "  says so" contains "$t/o" "job nosuchjob has no committed step"
 finish
