@@ -92,6 +92,85 @@ int rckpt_cli_version(int argc, char **argv, const rckpt_connect_opts_t *conn)
 
 static const char *const plugins[] = { "rckpt", "pcr" };
 
+#define STATUS_OSDS_MAX 4096
+
+/* Each plugin on every OSD that is up (rckpt_plugin_versions): a line per
+ * OSD, then the OSDs that lack a plugin or run another version, named; or
+ * into the JSON array js. 1 when any does, else 0. */
+static int per_osd(rckpt_t *h, json_t *js)
+{
+	rckpt_osd_plugin_t *v[2];
+	unsigned n[2] = { 0, 0 }, i, k;
+	int bad = 0;
+	v[0] = calloc(STATUS_OSDS_MAX, sizeof(*v[0]));
+	v[1] = calloc(STATUS_OSDS_MAX, sizeof(*v[1]));
+	for (k = 0; k < 2; k++)
+		if (!v[0] || !v[1] || rckpt_plugin_versions(h, plugins[k], v[k], STATUS_OSDS_MAX, &n[k])) {
+			/* the pool's probe answered above; a dump has no OSDs */
+			if (js == NULL)
+				printf("osds      not asked: %s\n", v[0] && v[1] ? rckpt_errmsg(h) : "out of memory");
+			free(v[0]);
+			free(v[1]);
+			return 0;
+		}
+	for (i = 0; i < n[0] && i < n[1]; i++) {
+		char line[512];
+		size_t used = 0;
+		int ok = 1;
+		json_t *o = js ? json_pack("{s:i}", "osd", v[0][i].osd) : NULL;
+		for (k = 0; k < 2; k++) {
+			const rckpt_osd_plugin_t *p = &v[k][i];
+			char ver[32] = "";
+			const char *state = "ok";
+			if (p->rc)
+				state = p->rc == -ENOENT ? "no pg" : "missing";
+			else if (p->info.major * 10000 + p->info.minor * 100 + p->info.patch != rckpt_version_number())
+				state = "stale";
+			if (p->rc == 0)
+				snprintf(ver, sizeof(ver), "%u.%u.%u", p->info.major, p->info.minor, p->info.patch);
+			if (strcmp(state, "ok") && strcmp(state, "no pg"))
+				ok = 0;
+			if (o)
+				json_object_set_new(o, plugins[k],
+						    p->rc ? json_pack("{s:s, s:s}", "state", state, "error",
+								      rckpt_strerror(p->rc))
+							  : json_pack("{s:s, s:s, s:s}", "state", state, "version", ver,
+								      "built_for", p->info.built_for));
+			else
+				used += (size_t)snprintf(line + used, sizeof(line) - used, "  %-6s %s", plugins[k],
+							 p->rc ? (p->rc == -ENOENT ? "(serves no PG of the pool)"
+										   : rckpt_strerror(p->rc))
+							       : strcmp(state, "stale") ? ver : "STALE");
+		}
+		if (o)
+			json_array_append_new(js, o);
+		else
+			printf("osd.%-5d%s\n", v[0][i].osd, line);
+		bad |= !ok;
+	}
+	if (js == NULL) {
+		if (bad) {
+			printf("osds      lacking a plugin or running another version than %s:", rckpt_version_string());
+			for (i = 0; i < n[0] && i < n[1]; i++)
+				for (k = 0; k < 2; k++) {
+					const rckpt_osd_plugin_t *p = &v[k][i];
+					if ((p->rc && p->rc != -ENOENT) ||
+					    (p->rc == 0 && p->info.major * 10000 + p->info.minor * 100 + p->info.patch !=
+								   rckpt_version_number())) {
+						printf(" osd.%d", p->osd);
+						break;
+					}
+				}
+			printf("\n");
+		} else {
+			printf("osds      all %u up OSDs answer for both plugins at this version\n", n[0]);
+		}
+	}
+	free(v[0]);
+	free(v[1]);
+	return bad;
+}
+
 /* `status --format json`: the cluster, the pool, and each plugin as the
  * OSD answered (or why it did not). Destroys h. */
 static int status_json(rckpt_t *h, const rckpt_connect_opts_t *conn)
@@ -127,6 +206,11 @@ static int status_json(rckpt_t *h, const rckpt_connect_opts_t *conn)
 		json_array_append_new(ps, p);
 	}
 	json_object_set_new(o, "plugins", ps);
+	{
+		json_t *os = json_array();
+		failed |= per_osd(h, os);
+		json_object_set_new(o, "osds", os);
+	}
 	rckpt_destroy(h);
 	return cli_json_out(o, conn) || failed;
 }
@@ -141,8 +225,10 @@ int rckpt_cli_status(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	if (cli_wants_help(argc, argv)) {
 		printf("usage: rckpt [options] status\n\n"
 		       "Connect to the cluster; print its fsid, the pool, and the `version` that\n"
-		       "each rckpt plugin (object class) answers from the OSD. Exits 1 when a\n"
-		       "plugin is missing or does not answer.\n");
+		       "each rckpt plugin (object class) answers from the OSD; then ask every OSD\n"
+		       "that is up, on an object of the pool it serves (rckpt.probe.N, made once),\n"
+		       "and name the OSDs that lack a plugin or run another version. Exits 1 when\n"
+		       "a plugin is missing, does not answer or is another version anywhere.\n");
 		return 0;
 	}
 	if (argc > 1)
@@ -174,6 +260,7 @@ int rckpt_cli_status(int argc, char **argv, const rckpt_connect_opts_t *conn)
 			printf("  (STALE: this client is %s)", rckpt_version_string());
 		printf("\n");
 	}
+	failed |= per_osd(h, NULL);
 	rckpt_destroy(h);
 	return failed;
 }

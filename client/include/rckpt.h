@@ -146,6 +146,24 @@ typedef struct rckpt_plugin_info {
  * RCKPT_EVERSION when the answer cannot be read. */
 RCKPT_API int rckpt_plugin_version(rckpt_t *h, rckpt_plugin_info_t *out, const char *plugin);
 
+/* What one OSD answered (rckpt_plugin_versions). */
+typedef struct rckpt_osd_plugin {
+	int osd;                  /* the OSD's id */
+	int rc;                   /* 0, or why it gave no answer: as rckpt_plugin_version's; -ENOENT
+				     when it serves no placement group of the pool; -EPERM also
+				     when its probe object is missing and this user cannot make it */
+	rckpt_plugin_info_t info; /* when rc is 0 */
+} rckpt_osd_plugin_t;
+
+/* Asks every OSD that is up for plugin's version, each on an object of the
+ * pool it serves (rckpt.probe.K: the first names that map to it, made
+ * empty where missing, so that readers find them made). out[0..*n): one
+ * per OSD, by id (at most cap). Returns 0, or an error of asking the
+ * monitors (-ERANGE: more than cap OSDs); -EOPNOTSUPP without OSDs (a
+ * dump). Per-OSD failures are in out[i].rc, not the return. */
+RCKPT_API int rckpt_plugin_versions(rckpt_t *h, const char *plugin, rckpt_osd_plugin_t *out, unsigned cap,
+				    unsigned *n);
+
 /* Calls method `method` of object class `cls` on object `oid` of the pool:
  * a diagnostic for operators. Returns the number of reply bytes (at most
  * out_cap, copied to out) or a negative code as rckpt_plugin_version, and

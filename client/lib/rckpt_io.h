@@ -84,6 +84,12 @@ typedef struct rckpt_io_ops {
 	/* A number that tells this client from the others (the cluster's
 	 * instance id for librados). */
 	uint64_t (*client_id)(rckpt_io_t *io);
+	/* The cluster's OSDs that are up, by id (*n of them, at most cap,
+	 * ascending), and the OSD that serves object oid of the pool (its
+	 * placement group's acting primary): for `rckpt status` per OSD.
+	 * NULL in backends without OSDs. */
+	int (*up_osds)(rckpt_io_t *io, int *osds, unsigned cap, unsigned *n);
+	int (*primary_of)(rckpt_io_t *io, const char *oid, int *osd);
 	void (*close)(rckpt_io_t *io);
 } rckpt_io_ops_t;
 

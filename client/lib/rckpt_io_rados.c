@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/time.h>
 
+#include <jansson.h>
 #include <rados/librados.h>
 
 /* A namespace of the pool, and the flags of its reads (rckpt_io.h
@@ -408,6 +409,82 @@ static int r_pool_limits(rckpt_io_t *io, uint64_t *max_object, int *erasure)
 	return 0;
 }
 
+/* A monitor command's JSON reply, parsed (json_decref it). */
+static json_t *mon_json(rados_t cl, const char *cmd, int *rc)
+{
+	const char *argv[1] = { cmd };
+	char *ob = NULL, *os = NULL;
+	size_t olen = 0, oslen = 0;
+	json_t *j = NULL;
+	*rc = rados_mon_command(cl, argv, 1, "", 0, &ob, &olen, &os, &oslen);
+	if (*rc == 0) {
+		j = json_loadb(ob ? ob : "", olen, 0, NULL);
+		if (j == NULL)
+			*rc = -EBADMSG;
+	}
+	rados_buffer_free(ob);
+	rados_buffer_free(os);
+	return j;
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+	const int x = *(const int *)a, y = *(const int *)b;
+	return (x > y) - (x < y);
+}
+
+static int r_up_osds(rckpt_io_t *io, int *osds, unsigned cap, unsigned *n)
+{
+	int rc;
+	json_t *j = mon_json(rados_ioctx_get_cluster(IOX(io)), "{\"prefix\": \"osd dump\", \"format\": \"json\"}", &rc),
+	       *a, *o;
+	size_t i;
+	*n = 0;
+	if (j == NULL)
+		return rc;
+	a = json_object_get(j, "osds");
+	json_array_foreach(a, i, o)
+	{
+		json_t *id = json_object_get(o, "osd"), *up = json_object_get(o, "up");
+		if (!json_is_integer(id) || !json_is_integer(up) || json_integer_value(up) != 1)
+			continue;
+		if (*n == cap) {
+			rc = -ERANGE;
+			break;
+		}
+		osds[(*n)++] = (int)json_integer_value(id);
+	}
+	json_decref(j);
+	qsort(osds, *n, sizeof(*osds), cmp_int);
+	return rc;
+}
+
+static int r_primary_of(rckpt_io_t *io, const char *oid, int *osd)
+{
+	char pool[256], cmd[768], ns[256];
+	json_t *j, *p;
+	int rc = rados_ioctx_get_pool_name(IOX(io), pool, sizeof(pool));
+	if (rc < 0)
+		return rc;
+	rc = rados_ioctx_get_namespace(IOX(io), ns, sizeof(ns));
+	if (rc < 0)
+		return rc;
+	if (strpbrk(pool, "\"\\") || strpbrk(oid, "\"\\") || strpbrk(ns, "\"\\"))
+		return -EINVAL; /* names JSON would need escapes for: not asked */
+	snprintf(cmd, sizeof(cmd),
+		 "{\"prefix\": \"osd map\", \"pool\": \"%s\", \"object\": \"%s\", \"nspace\": \"%s\", "
+		 "\"format\": \"json\"}",
+		 pool, oid, ns);
+	if ((j = mon_json(rados_ioctx_get_cluster(IOX(io)), cmd, &rc)) == NULL)
+		return rc;
+	p = json_object_get(j, "acting_primary");
+	rc = json_is_integer(p) ? 0 : -EBADMSG;
+	if (rc == 0)
+		*osd = (int)json_integer_value(p);
+	json_decref(j);
+	return rc;
+}
+
 static uint64_t r_client_id(rckpt_io_t *io)
 {
 	return rados_get_instance_id(rados_ioctx_get_cluster(IOX(io)));
@@ -442,6 +519,8 @@ static const rckpt_io_ops_t rados_ops = {
 	.unlock = r_unlock,
 	.pool_limits = r_pool_limits,
 	.client_id = r_client_id,
+	.up_osds = r_up_osds,
+	.primary_of = r_primary_of,
 	.close = r_close,
 };
 

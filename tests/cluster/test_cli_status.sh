@@ -16,10 +16,13 @@ check "  names the pool" grep -qE '^pool +rckpt$' "$t/o"
 check "  rckpt plugin answers with this version" grep -qE "^plugin +rckpt +$v +built for Ceph .+ formats cls-wire 1\.\.1" "$t/o"
 check "  pcr plugin answers with this version" grep -qE "^plugin +pcr +$v +built for Ceph .+ formats cls-wire 1\.\.1" "$t/o"
 check "  nothing is stale" bash -c "! grep -q STALE '$t/o'"
+check "  every up OSD answers for both (issue 30 item 6)" grep -qE "^osd\.[0-9]+ +rckpt +$v +pcr +$v$" "$t/o"
+check "  and says all do" grep -qE "^osds +all [0-9]+ up OSDs answer for both plugins at this version$" "$t/o"
 check "status --format json" expect_run 0 "$t/o.json" "$rckpt" --format json status
 check "  both plugins ok, at this version" /usr/bin/python3 -c "
 import json; s = json.load(open('$t/o.json'))
-assert [(p['name'], p['state'], p['version']) for p in s['plugins']] == [('rckpt', 'ok', '$v'), ('pcr', 'ok', '$v')], s"
+assert [(p['name'], p['state'], p['version']) for p in s['plugins']] == [('rckpt', 'ok', '$v'), ('pcr', 'ok', '$v')], s
+assert s['osds'] and all(o[c]['state'] == 'ok' and o[c]['version'] == '$v' for o in s['osds'] for c in ('rckpt', 'pcr')), s"
 
 check "missing method: exit 1" expect_run 1 "$t/o" "$rckpt" call rckpt no_such_method
 check "  says so" contains "$t/o" "no such class or method"
