@@ -150,6 +150,12 @@ crckpt() { "$rckpt" --pool "$cpool" "$@"; }
 cjob=compact-$$-$RANDOM
 crckpt ckpt save --job "$cjob" "${ckpts[@]}" >"$t/cw" 2>&1 &
 wpid=$!
+# compaction of a job that does not exist yet fails (a typo must): start
+# once the writer has made it
+for ((i = 0; i < 300; i++)); do
+	crckpt ckpt ls --job "$cjob" >/dev/null 2>&1 && break
+	sleep 0.1
+done
 runs=0
 cbad=0
 while kill -0 "$wpid" 2>/dev/null && [ "$runs" -lt 200 ]; do
