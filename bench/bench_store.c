@@ -288,6 +288,8 @@ static void synth_free(synth_t *m)
  * ends (its state: one byte per parameter, made by the first save); the
  * state is VmRSS after a save minus VmRSS before the first. Freed heap is
  * handed back to the kernel before every reading. */
+static double restore_all(rckpt_job_t *j, uint64_t step, rckpt_restore_stats_t *rs);
+
 static void mem_vs_size(rckpt_t *h, const char *sizes, uint64_t budget_mib)
 {
 	char *list = strdup(sizes), *tok, *sv = NULL;
@@ -340,30 +342,8 @@ static void mem_vs_size(rckpt_t *h, const char *sizes, uint64_t budget_mib)
 		}
 		{ /* the second step (one delta on a base) restored, every tensor
 		   * read out as fp32, as a trainer's restart does */
-			rckpt_restored_t *r;
 			rckpt_restore_stats_t rs;
-			size_t cap = 0;
-			uint8_t *buf = NULL;
-			unsigned i;
-			double t0 = rckpt_now_s();
-			if ((rc = rckpt_job_restore(j, 200, &r, &rs)))
-				die("restore", rc);
-			for (i = 0; i < rckpt_restored_count(r); i++) {
-				rckpt_tensor_t d;
-				size_t need = 4;
-				unsigned x;
-				if ((rc = rckpt_restored_tensor(r, i, &d)))
-					die("restored tensor", rc);
-				for (x = 0; x < d.ndim; x++)
-					need *= (size_t)d.shape[x];
-				if (need > cap && (buf = realloc(buf, cap = need)) == NULL)
-					die("restore buffer", -ENOMEM);
-				if ((rc = rckpt_restored_read(r, i, buf, cap)))
-					die("restored read", rc);
-			}
-			t0 = rckpt_now_s() - t0;
-			rckpt_restored_free(r);
-			free(buf);
+			const double t0 = restore_all(j, 200, &rs);
 			mem_restore[0] = t0;
 			mem_restore[1] = (double)rs.wire_bytes;
 			mem_restore[2] = rs.calls;
@@ -656,7 +636,7 @@ static void raw_path(rados_ioctx_t io, const ckpts_t *c, unsigned n, double *sav
 
 /* The last saved step restored by the store and read out as fp32 (what a
  * trainer's restart does), in seconds. */
-static double restore_all(rckpt_job_t *j, uint64_t step)
+static double restore_all(rckpt_job_t *j, uint64_t step, rckpt_restore_stats_t *rs)
 {
 	rckpt_restored_t *r;
 	size_t cap = 0;
@@ -664,7 +644,7 @@ static double restore_all(rckpt_job_t *j, uint64_t step)
 	unsigned i;
 	double t0 = rckpt_now_s();
 	int rc;
-	if ((rc = rckpt_job_restore(j, step, &r, NULL)))
+	if ((rc = rckpt_job_restore(j, step, &r, rs)))
 		die("restore", rc);
 	for (i = 0; i < rckpt_restored_count(r); i++) {
 		rckpt_tensor_t d;
@@ -1157,7 +1137,7 @@ int main(int argc, char **argv)
 		{ /* 1c. the same path with raw fp32, right after: a pair */
 			double raw_save, raw_read, rst;
 			rckpt_job_t *j = open_job(h, job, 0);
-			rst = restore_all(j, 25 * (uint64_t)ck.n);
+			rst = restore_all(j, 25 * (uint64_t)ck.n, NULL);
 			rckpt_job_close(j);
 			raw_path(io, &ck, ck.n, &raw_save, &raw_read);
 			printf("   raw fp32 through the same layout (4 Mi-element chunks appended, %u in flight, "

@@ -364,21 +364,30 @@ static int parse_timeout(const char *s, unsigned *out)
 	return 0;
 }
 
+/* The index of v in the NULL-ended names, or -1. */
+static int choice(const char *v, const char *const *names)
+{
+	int k;
+	for (k = 0; names[k]; k++)
+		if (strcmp(v, names[k]) == 0)
+			return k;
+	return -1;
+}
+
 /* Applies global option `which` (its short letter) with value v: 0, or
  * the exit status of a usage error. */
 static int set_global(cli_opts_t *opts, int which, const char *v)
 {
+	/* indexes are the CLI_FORMAT_* and RCKPT_READ_* values */
+	static const char *const formats[] = { "plain", "json", "json-pretty", NULL },
+				 *const reads[] = { "balance", "primary", "localize", NULL };
 	rckpt_connect_opts_t *conn = &opts->conn;
+	int k;
 	switch (which) {
 	case 'f':
-		if (strcmp(v, "plain") == 0)
-			opts->format = CLI_FORMAT_PLAIN;
-		else if (strcmp(v, "json") == 0)
-			opts->format = CLI_FORMAT_JSON;
-		else if (strcmp(v, "json-pretty") == 0)
-			opts->format = CLI_FORMAT_JSON_PRETTY;
-		else
+		if ((k = choice(v, formats)) < 0)
 			return usage_error("--format must be plain, json or json-pretty, not '%s'", v);
+		opts->format = k;
 		break;
 	case 'c': conn->conf_path = v; break;
 	case 'u':
@@ -389,14 +398,9 @@ static int set_global(cli_opts_t *opts, int which, const char *v)
 			return usage_error("--timeout must be 1..3600 seconds, not '%s'", v);
 		break;
 	case 'R':
-		if (strcmp(v, "balance") == 0)
-			conn->read_from = RCKPT_READ_BALANCE;
-		else if (strcmp(v, "primary") == 0)
-			conn->read_from = RCKPT_READ_PRIMARY;
-		else if (strcmp(v, "localize") == 0)
-			conn->read_from = RCKPT_READ_LOCALIZE;
-		else
+		if ((k = choice(v, reads)) < 0)
 			return usage_error("--read-from must be balance, primary or localize, not '%s'", v);
+		conn->read_from = (unsigned)k;
 		break;
 	}
 	return 0;
