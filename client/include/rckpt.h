@@ -150,19 +150,33 @@ RCKPT_API int rckpt_plugin_version(rckpt_t *h, rckpt_plugin_info_t *out, const c
 typedef struct rckpt_osd_plugin {
 	int osd;                  /* the OSD's id */
 	int rc;                   /* 0, or why it gave no answer: as rckpt_plugin_version's; -ENOENT
-				     when it serves no placement group of the pool; -EPERM also
-				     when its probe object is missing and this user cannot make it */
+				     when it serves no placement group of the pool; -ENODATA when
+				     there is no object to ask it on: its probe object is missing,
+				     this user may not make it, and it serves no other object of
+				     the pool (of the namespace, for rckpt_plugin_versions_in) */
 	rckpt_plugin_info_t info; /* when rc is 0 */
 } rckpt_osd_plugin_t;
 
 /* Asks every OSD that is up for plugin's version, each on an object of the
- * pool it serves (rckpt.probe.K: the first names that map to it, made
- * empty where missing, so that readers find them made). out[0..*n): one
- * per OSD, by id (at most cap). Returns 0, or an error of asking the
- * monitors (-ERANGE: more than cap OSDs); -EOPNOTSUPP without OSDs (a
- * dump). Per-OSD failures are in out[i].rc, not the return. */
+ * pool it serves: rckpt.probe.K, the first names that map to it, made
+ * empty where missing; where this user may not make it (a reader), any
+ * other object of the pool that OSD serves (the OSD runs a class method
+ * only on an object that exists). out[0..*n): one per OSD, by id (at most
+ * cap). Returns 0, or an error of asking the monitors (-ERANGE: more than
+ * cap OSDs); -EOPNOTSUPP without OSDs (a dump). Per-OSD failures are in
+ * out[i].rc, not the return. Needs no write right. */
 RCKPT_API int rckpt_plugin_versions(rckpt_t *h, const char *plugin, rckpt_osd_plugin_t *out, unsigned cap,
 				    unsigned *n);
+
+/* The same, on the objects of namespace ns only (a job's name, or
+ * "pcr/" and a dataset's): for a user whose caps are limited to it. Makes
+ * nothing. -EPERM when this user may not list ns. */
+RCKPT_API int rckpt_plugin_versions_in(rckpt_t *h, const char *ns, const char *plugin,
+				       rckpt_osd_plugin_t *out, unsigned cap, unsigned *n);
+
+/* What a failed class call's code means (the rc of rckpt_osd_plugin_t, or
+ * of rckpt_plugin_call): a static string. */
+RCKPT_API const char *rckpt_plugin_strerror(int rc);
 
 /* Calls method `method` of object class `cls` on object `oid` of the pool:
  * a diagnostic for operators. Returns the number of reply bytes (at most
