@@ -11,7 +11,8 @@
  * one out), fp32, fp16 and bf16, random data of several shapes and the real
  * checkpoints when RCKPT_TEST_CKPT_DIR names them, and the test transformer's
  * model with its AdamW state (RCKPT_TEST_LM_DIR). Exits 77 (skipped) on a
- * machine without a CUDA device. No cluster.
+ * machine without a CUDA device. No cluster. RCKPT_TEST_FILTER=PATTERN runs
+ * the cases whose names match it alone (cmocka's filter).
  */
 #include <errno.h>
 #include <float.h>
@@ -824,6 +825,8 @@ int main(void)
 		printf("cannot create a CUDA stream\n");
 		return 1;
 	}
+	if (getenv("RCKPT_TEST_FILTER")) /* gpu/device-check.sh: some cases, under compute-sanitizer */
+		cmocka_set_test_filter(getenv("RCKPT_TEST_FILTER"));
 	rc = cmocka_run_group_tests(tests, NULL, NULL);
 	printf("%llu values and bytes compared, all equal\n", checks);
 	rckpt_gpu_stream_destroy(stream);

@@ -1,0 +1,170 @@
+#!/usr/bin/env bash
+# device-check.sh [options] OUTDIR — verify and benchmark the CUDA path on a
+# machine with a device, in one command (issue 31): build the GPU-only
+# configuration (gpu/gpu-only.cmake) for the device's architecture; run
+# test_gpu_parity with the real checkpoints; run compute-sanitizer
+# (memcheck, racecheck) over its kernel cases; run bench_gpu and the
+# torch/CuPy baselines (bench/gpu_baselines.py); write OUTDIR/device-check.md
+# (the report, against issue 31's goals) and OUTDIR/device-check.csv (every
+# figure), with each step's log beside them.
+#
+# Without a device it builds, skips the rest with the reason, writes the
+# report, and exits 77. The exact `device` call is in the README ("GPU").
+set -uo pipefail
+prog=${0##*/}
+src=$(cd "$(dirname "$0")/.." && pwd)
+
+usage() {
+	cat <<USAGE
+usage: $prog [options] OUTDIR
+
+Builds the GPU-only configuration and runs the GPU checks and benchmarks,
+writing OUTDIR/device-check.md and OUTDIR/device-check.csv.
+
+  --deps DIR       Debian packages unpacked by gpu/carry-deps.sh (zstd,
+                   libcrypto, jansson, cmocka), for a machine without them
+  --ckpt-dir DIR   real checkpoints (default: build/test-checkpoints if there;
+                   else made here with bench/make_checkpoints.py)
+  --lm-dir DIR     the test transformer with AdamW state (default:
+                   build/test-lm if there)
+  --sizes LIST     bench_gpu and baseline sizes (default 10M,100M,1G)
+  --reps N         timed runs per figure (default 5)
+  --arch N         CUDA architecture (default: the device's, else 90)
+  --build-dir DIR  where to build (default: build-gpu in the source tree)
+  --jobs N         build jobs (default: the cores)
+  -h, --help       this text
+
+Exit status: 0 every check passed on a device; 1 a check failed; 2 bad
+usage; 77 no device (built, reported, nothing run).
+USAGE
+}
+
+die_usage() { echo "$prog: $*; try '$prog --help'" >&2; exit 2; }
+deps='' ckpt='' lm='' sizes=10M,100M,1G reps=5 arch='' bdir=$src/build-gpu jobs=$(nproc 2>/dev/null || echo 2)
+while [ $# -gt 0 ]; do
+	case $1 in
+	-h | --help) usage; exit 0 ;;
+	--deps | --ckpt-dir | --lm-dir | --sizes | --reps | --arch | --build-dir | --jobs)
+		[ $# -ge 2 ] && [ -n "$2" ] || die_usage "option '$1' needs a value"
+		case $1 in
+		--deps) deps=$2 ;; --ckpt-dir) ckpt=$2 ;; --lm-dir) lm=$2 ;; --sizes) sizes=$2 ;;
+		--reps) reps=$2 ;; --arch) arch=$2 ;; --build-dir) bdir=$2 ;; --jobs) jobs=$2 ;;
+		esac
+		shift 2 ;;
+	--) shift; break ;;
+	-*) die_usage "bad option '$1'" ;;
+	*) break ;;
+	esac
+done
+[ $# -eq 1 ] || die_usage "$([ $# -eq 0 ] && echo "needs OUTDIR" || echo "one OUTDIR only")"
+out=$1
+[[ $sizes =~ ^[0-9]+[KMG]?(,[0-9]+[KMG]?)*$ ]] || die_usage "bad --sizes '$sizes' (e.g. 10M,100M,1G)"
+[[ $reps =~ ^[1-9][0-9]?$ ]] || die_usage "bad --reps '$reps' (1..99)"
+[[ $jobs =~ ^[1-9][0-9]*$ ]] || die_usage "bad --jobs '$jobs'"
+[ -z "$arch" ] || [[ $arch =~ ^[0-9]{2,3}a?$ ]] || die_usage "bad --arch '$arch' (e.g. 90)"
+[ -z "$deps" ] || [ -d "$deps/usr/include" ] || die_usage "--deps $deps holds no usr/include (made by gpu/carry-deps.sh?)"
+for d in "$ckpt" "$lm"; do [ -z "$d" ] || [ -d "$d" ] || die_usage "no folder $d"; done
+mkdir -p "$out" || exit 1
+out=$(cd "$out" && pwd)
+steps=$out/steps.csv
+echo "step,status,seconds,detail" >"$steps"
+failed=0
+
+# step NAME STATUS SECONDS DETAIL: one row of steps.csv (and on stdout)
+step() {
+	printf '%s,%s,%s,%s\n' "$1" "$2" "$3" "${4//,/;}" >>"$steps"
+	printf '%s: %-12s %-7s %5ss  %s\n' "$prog" "$1" "$2" "$3" "$4"
+	[ "$2" != fail ] || failed=1
+}
+# run NAME LOG TIMEOUT CMD...: the command's status, its output in LOG
+run() {
+	local name=$1 log=$2 limit=$3 t0 rc
+	shift 3
+	t0=$(date +%s)
+	timeout "$limit" "$@" >"$log" 2>&1
+	rc=$?
+	last_secs=$(($(date +%s) - t0))
+	return $rc
+}
+
+# ---- the device ----
+dev=none cap=''
+if command -v nvidia-smi >/dev/null && q=$(nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total \
+	--format=csv,noheader 2>/dev/null) && [ -n "$q" ]; then
+	dev=$(echo "$q" | head -1)
+	cap=$(echo "$dev" | cut -d, -f2 | tr -d ' .')
+fi
+[ -n "$arch" ] || arch=${cap:-90}
+echo "device,$dev" | tr -d '\r' >"$out/device.txt"
+step device "$([ "$dev" = none ] && echo none || echo ok)" 0 "$dev; building for sm_$arch"
+
+# ---- build ----
+cfg=(-S "$src" -B "$bdir" -DRCKPT_GPU_ONLY=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CUDA_ARCHITECTURES=$arch")
+[ -z "$deps" ] || cfg+=("-DCMAKE_PREFIX_PATH=$(cd "$deps" && pwd)/usr")
+if run build "$out/build.log" 900 bash -c "cmake $(printf '%q ' "${cfg[@]}") && cmake --build $(printf '%q' "$bdir") -j $jobs"; then
+	step build ok "$last_secs" "GPU-only configuration in $bdir"
+else
+	step build fail "$last_secs" "see build.log: $(grep -m1 -E 'error|Error' "$out/build.log" | cut -c1-160)"
+fi
+parity=$bdir/test_gpu_parity bench=$bdir/bench_gpu
+
+# ---- data: the real checkpoints and the test transformer ----
+[ -n "$ckpt" ] || { [ -d "$src/build/test-checkpoints" ] && ckpt=$src/build/test-checkpoints; }
+[ -n "$lm" ] || { [ -d "$src/build/test-lm" ] && lm=$src/build/test-lm; }
+if [ -z "$ckpt" ] && [ "$dev" != none ] && command -v python3 >/dev/null; then
+	ckpt=$bdir/device-checkpoints
+	if run data "$out/data.log" 300 python3 "$src/bench/make_checkpoints.py" "$ckpt" --steps 150 --every 25 --width 64; then
+		step data ok "$last_secs" "made real checkpoints in $ckpt"
+	else
+		step data skip "$last_secs" "could not make checkpoints (data.log); the real cases skip"
+		ckpt=''
+	fi
+fi
+
+# ---- the checks ----
+if [ "$dev" = none ]; then
+	for s in parity memcheck racecheck bench baselines; do step "$s" skip 0 "no CUDA device"; done
+elif [ ! -x "$parity" ]; then
+	for s in parity memcheck racecheck bench baselines; do step "$s" skip 0 "not built"; done
+else
+	export RCKPT_REQUIRE_GPU=1 RCKPT_TEST_CKPT_DIR=$ckpt RCKPT_TEST_LM_DIR=$lm
+	if run parity "$out/parity.log" 480 "$parity"; then
+		step parity ok "$last_secs" "$(grep -c '^\[       OK \]' "$out/parity.log") cases passed"
+	else
+		step parity fail "$last_secs" "see parity.log: $(grep -m1 -E 'FAILED|rror' "$out/parity.log" | cut -c1-160)"
+	fi
+	# the kernels' cases at small sizes, under the sanitizer's tools
+	for tool in memcheck racecheck; do
+		if ! command -v compute-sanitizer >/dev/null; then
+			step "$tool" skip 0 "no compute-sanitizer on PATH"
+		elif RCKPT_TEST_GPU_BIG=0 RCKPT_TEST_FILTER='test_kernels' run "$tool" "$out/$tool.log" 300 \
+			compute-sanitizer --tool "$tool" --error-exitcode 3 "$parity"; then
+			step "$tool" ok "$last_secs" "$(grep -m1 'ERROR SUMMARY' "$out/$tool.log" || echo 'no errors')"
+		else
+			step "$tool" fail "$last_secs" "see $tool.log: $(grep -m1 -E 'ERROR SUMMARY|Invalid|Race' "$out/$tool.log" | cut -c1-160)"
+		fi
+	done
+	if run bench "$out/bench.log" 420 "$bench" --sizes "$sizes" --reps "$reps"; then
+		step bench ok "$last_secs" "bench_gpu --sizes $sizes --reps $reps"
+	else
+		step bench fail "$last_secs" "see bench.log"
+	fi
+	if ! command -v python3 >/dev/null; then
+		step baselines skip 0 "no python3"
+	elif run baselines "$out/baselines.log" 300 python3 "$src/bench/gpu_baselines.py" --sizes "$sizes" --reps "$reps"; then
+		step baselines ok "$last_secs" "torch.quantile and CuPy"
+	else
+		step baselines fail "$last_secs" "see baselines.log"
+	fi
+fi
+
+# ---- the report ----
+if python3 "$src/gpu/device_report.py" "$out"; then
+	echo "$prog: report in $out/device-check.md, figures in $out/device-check.csv"
+else
+	echo "$prog: the report could not be written" >&2
+	exit 1
+fi
+[ "$failed" = 0 ] || exit 1
+[ "$dev" != none ] || exit 77
+exit 0
