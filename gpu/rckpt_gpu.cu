@@ -101,6 +101,18 @@ extern "C" int rckpt_gpu_gather_d2h(void *dst, const void *d_src, size_t esize, 
 	return 0;
 }
 
+extern "C" int rckpt_gpu_use_device_of(const void *p)
+{
+	cudaPointerAttributes a;
+	if (p == NULL || cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+		cudaGetLastError();
+		return -EFAULT;
+	}
+	if (a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged)
+		return -EFAULT;
+	return err_of(cudaSetDevice(a.device));
+}
+
 extern "C" int rckpt_gpu_is_device_ptr(const void *p)
 {
 	cudaPointerAttributes a;

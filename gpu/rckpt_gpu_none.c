@@ -61,6 +61,12 @@ int rckpt_gpu_gather_d2h(void *dst, const void *d_src, size_t esize, size_t stri
 	return -ENODEV;
 }
 
+int rckpt_gpu_use_device_of(const void *p)
+{
+	(void)p;
+	return -ENODEV;
+}
+
 int rckpt_gpu_is_device_ptr(const void *p)
 {
 	(void)p;

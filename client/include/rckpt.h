@@ -530,6 +530,14 @@ RCKPT_API int rckpt_restored_role(const rckpt_restored_t *r, unsigned i);
 /* Writes tensor i, dequantized, in its own dtype into dst (elements x the
  * dtype's size bytes). -ENOENT for a tensor a partial restore left out. */
 RCKPT_API int rckpt_restored_read(const rckpt_restored_t *r, unsigned i, void *dst, size_t cap);
+/* The same into CUDA device memory at d_dst (a tensor's data on the GPU):
+ * the levels (a byte an element) and protected values go to the device and
+ * are dequantized there, straight into d_dst, with no fp32 copy of the
+ * tensor in host memory; the same bytes as rckpt_restored_read. Returns
+ * once the values are in place (the caller's own streams must not be
+ * using d_dst meanwhile). -ENODEV when this build has no CUDA or the
+ * machine no device; -EFAULT when d_dst is not device memory. */
+RCKPT_API int rckpt_restored_read_device(const rckpt_restored_t *r, unsigned i, void *d_dst, size_t cap);
 /* Writes elements [first, first + count) of tensor i, dequantized, in its
  * own dtype to dst (count x the dtype's size bytes): partial recovery into
  * the caller's live tensor (dst = its data + first elements) leaves every

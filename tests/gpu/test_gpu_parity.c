@@ -5,7 +5,9 @@
  * in fp32, fp16 and bf16), an optimizer's state's transforms and update
  * error weights, and the encoder's records: the same bytes from
  * the GPU path (tensors in device memory, or staged from host memory) as
- * from the CPU path, step after step.
+ * from the CPU path, step after step; and each step restored straight into
+ * device memory (rckpt_gpuenc_decode_to, what rckpt_restored_read_device
+ * runs) the host twin's bytes.
  *
  * Sizes from 0 to 100M + 7 parameters (RCKPT_TEST_GPU_BIG=0 leaves the big
  * one out), fp32, fp16 and bf16, random data of several shapes and the real
@@ -37,6 +39,7 @@
 #include "rckpt_codec.h"
 #include "rckpt_gpu.h"
 #include "rckpt_gpuenc.h"
+#include "rckpt_ckdec.h"
 #include "rckpt_istream.h"
 #include "rckpt_quant.h"
 #include "rckpt_sketch.h"
@@ -635,8 +638,47 @@ static void same_out(const rckpt_ckenc_out_t *a, const rckpt_ckenc_out_t *b)
 	}
 }
 
+/* Every tensor of d's step restored into device memory
+ * (rckpt_gpuenc_decode_to: levels up, dequantized there) is the bytes of
+ * the host twin (rckpt_ckdec_tensor_to's host sink, which test_optim holds
+ * to rckpt_ckdec_tensor_f32 narrowed). */
+static void decode_device(rckpt_gpuenc_t *g, const rckpt_ckdec_t *d)
+{
+	uint32_t t, k;
+	for (t = 0; t < d->mf.ntensors; t++) {
+		const rckpt_mf_tensor_t *mt = &d->mf.t[t];
+		const size_t dsz = rckpt_dtype_size(mt->dtype);
+		rckpt_ckdec_sink_t sink;
+		uint64_t n = 1;
+		uint8_t *want, *got;
+		void *dd;
+		for (k = 0; k < mt->ndim; k++)
+			n *= mt->shape[k];
+		want = malloc(dsz * n + 1);
+		got = malloc(dsz * n + 1);
+		assert_true(want && got);
+		rckpt_ckdec_host_sink(&sink, want);
+		assert_int_equal(rckpt_ckdec_tensor_to(d, t, &sink), 0);
+		dd = dalloc(dsz * n);
+		assert_int_equal(rckpt_gpu_memset(dd, 0xa5, dsz * n, stream), 0);
+		assert_int_equal(rckpt_gpu_stream_sync(stream), 0);
+		assert_int_equal(rckpt_gpuenc_decode_to(g, dd, d, t), 0);
+		from_dev(got, dd, dsz * n);
+		assert_memory_equal(want, got, dsz * n);
+		checks += n;
+		rckpt_gpu_free(dd);
+		free(want);
+		free(got);
+	}
+	if (d->mf.ntensors) { /* host memory is refused */
+		uint8_t host[16];
+		assert_int_equal(rckpt_gpuenc_decode_to(g, host, d, 0), -EFAULT);
+	}
+}
+
 /* Three encoders over the same steps: CPU, GPU with host tensors, GPU with
- * device tensors. Every step's manifest and records are the same bytes. */
+ * device tensors. Every step's manifest and records are the same bytes;
+ * each step restored into device memory is the host's bytes. */
 static void encode_three(const rckpt_tset_t *const *params, const rckpt_tset_t *const *grads, unsigned nsteps,
 			 uint64_t chunk_params)
 {
@@ -645,6 +687,9 @@ static void encode_three(const rckpt_tset_t *const *params, const rckpt_tset_t *
 	rckpt_gpuenc_t *g;
 	unsigned s, k;
 
+	rckpt_ckdec_t dec;
+
+	memset(&dec, 0, sizeof(dec));
 	rckpt_ckenc_opts_default(&o);
 	o.chunk_params = chunk_params;
 	assert_int_equal(rckpt_gpuenc_create(&g), 0);
@@ -671,6 +716,18 @@ static void encode_three(const rckpt_tset_t *const *params, const rckpt_tset_t *
 		}
 		same_out(&out[0], &out[1]);
 		same_out(&out[0], &out[2]);
+		{
+			const uint8_t *recs[4096];
+			size_t lens[4096];
+			uint32_t c;
+			assert_true(out[0].nchunks <= 4096);
+			for (c = 0; c < out[0].nchunks; c++) {
+				recs[c] = out[0].records[c].p;
+				lens[c] = out[0].records[c].len;
+			}
+			assert_int_equal(rckpt_ckdec_step(&dec, out[0].manifest.p, out[0].manifest.len, recs, lens), 0);
+			decode_device(g, &dec);
+		}
 		assert_memory_equal(&st[0].quality, &st[1].quality, sizeof(double));
 		assert_memory_equal(&st[0].quality, &st[2].quality, sizeof(double));
 		for (k = 0; k < 3; k++)
@@ -681,6 +738,7 @@ static void encode_three(const rckpt_tset_t *const *params, const rckpt_tset_t *
 	}
 	for (k = 0; k < 3; k++)
 		rckpt_ckenc_destroy(e[k]);
+	rckpt_ckdec_free(&dec);
 	rckpt_gpuenc_destroy(g);
 }
 
@@ -714,6 +772,107 @@ static void test_encoder_synthetic(void **state)
 		encode_three(p, g, 4, 50000);
 		for (s = 0; s < 4; s++)
 			model_free(&m[s]);
+	}
+}
+
+/* A step's records, one after the other, and their count. */
+typedef struct collect {
+	rckpt_buf_t all;
+	uint32_t n;
+} collect_t;
+
+static int col_begin(void *arg, uint32_t nchunks)
+{
+	(void)arg;
+	(void)nchunks;
+	return 0;
+}
+
+static int col_record(void *arg, uint32_t chunk, rckpt_buf_t *rec)
+{
+	collect_t *x = arg;
+	(void)chunk;
+	x->n++;
+	return rckpt_buf_append(&x->all, rec->p, rec->len) ? -ENOMEM : 0;
+}
+
+/* Prioritized partial steps (SCAR) after a full one, three ways as
+ * encode_three: the change distances on the device (rckpt_gpu_block_dist
+ * through the CUDA backend; the gradients in device memory too for the
+ * third) choose the CPU's blocks, so every manifest and record is the CPU
+ * path's bytes. */
+static void test_encoder_partial(void **state)
+{
+	unsigned dt;
+	(void)state;
+	for (dt = RCKPT_DT_F32; dt <= RCKPT_DT_BF16; dt++) {
+		rckpt_ckenc_opts_t o;
+		rckpt_ckenc_t *e[3];
+		rckpt_gpuenc_t *g;
+		model_t m;
+		unsigned s, k, partials = 0;
+		rckpt_ckenc_opts_default(&o);
+		o.chunk_params = 50000;
+		o.partial_block = 4096;
+		assert_int_equal(rckpt_gpuenc_create(&g), 0);
+		for (k = 0; k < 3; k++) {
+			assert_int_equal(rckpt_ckenc_create(&e[k], &o), 0);
+			rckpt_ckenc_set_gpu(e[k], k ? g : NULL);
+		}
+		model_make(&m, dt);
+		for (s = 0; s < 5; s++) {
+			const rckpt_ckenc_partial_t pp = { 0.25, RCKPT_CKENC_PRIORITY, 0 };
+			collect_t col[3];
+			rckpt_buf_t man[3];
+			rckpt_ckenc_stats_t st[3];
+			rckpt_ctensor_t dtt[128], dgt[128];
+			rckpt_tset_t dp, dg;
+			char msg[256];
+			int rc[3];
+			if (s)
+				model_step(&m);
+			st_to_dev(&dp, dtt, &m.p);
+			st_to_dev(&dg, dgt, &m.g);
+			for (k = 0; k < 3; k++) {
+				const rckpt_ckenc_sink_t sink = { col_begin, col_record, &col[k] };
+				memset(&col[k], 0, sizeof(col[k]));
+				memset(&man[k], 0, sizeof(man[k]));
+				if (s == 0)
+					rc[k] = rckpt_ckenc_step_stream(e[k], &sink, &man[k], &st[k], k == 2 ? &dp : &m.p,
+									k == 2 ? &dg : &m.g, 200 + s, msg, sizeof(msg));
+				else
+					rc[k] = rckpt_ckenc_step_partial(e[k], &sink, &man[k], &st[k], k == 2 ? &dp : &m.p,
+									 k == 2 ? &dg : &m.g, 200 + s, &pp, msg, sizeof(msg));
+			}
+			/* all three agree, also on a step over eps with the old codebooks */
+			assert_int_equal(rc[0], rc[1]);
+			assert_int_equal(rc[0], rc[2]);
+			if (rc[0] == 0) {
+				partials += s > 0;
+				for (k = 1; k < 3; k++) {
+					assert_int_equal(man[0].len, man[k].len);
+					assert_memory_equal(man[0].p, man[k].p, man[0].len);
+					assert_int_equal(col[0].all.len, col[k].all.len);
+					assert_memory_equal(col[0].all.p, col[k].all.p, col[0].all.len);
+					assert_int_equal(st[0].blocks_saved, st[k].blocks_saved);
+				}
+				checks += col[0].all.len;
+			} else {
+				assert_int_equal(rc[0], -ERANGE);
+			}
+			for (k = 0; k < 3; k++) {
+				rckpt_buf_free(&col[k].all);
+				rckpt_buf_free(&man[k]);
+			}
+			st_dev_free(&dp);
+			st_dev_free(&dg);
+		}
+		print_message("dtype %u: %u partial steps, the CPU's bytes\n", dt, partials);
+		assert_true(partials > 0);
+		model_free(&m);
+		for (k = 0; k < 3; k++)
+			rckpt_ckenc_destroy(e[k]);
+		rckpt_gpuenc_destroy(g);
 	}
 }
 
@@ -801,6 +960,7 @@ int main(void)
 		cmocka_unit_test(test_bad_index),
 		cmocka_unit_test(test_optim_kernels),
 		cmocka_unit_test(test_encoder_synthetic),
+		cmocka_unit_test(test_encoder_partial),
 		cmocka_unit_test(test_encoder_real),
 		cmocka_unit_test(test_encoder_optim),
 		cmocka_unit_test(test_big),

@@ -18,6 +18,7 @@
 
 #include "test_skip.h"
 
+#include "rckpt_ckdec.h"
 #include "rckpt_ckenc.h"
 #include "rckpt_safetensors.h"
 
@@ -400,6 +401,118 @@ static void test_quality_callback(void **state)
 	rckpt_ckenc_destroy(e);
 }
 
+/* A step's records, collected for the decoder. */
+typedef struct collect {
+	rckpt_buf_t rec[64];
+	uint32_t n;
+} collect_t;
+
+static int col_begin(void *arg, uint32_t nchunks)
+{
+	(void)arg;
+	return nchunks <= 64 ? 0 : -E2BIG;
+}
+
+static int col_record(void *arg, uint32_t chunk, rckpt_buf_t *rec)
+{
+	collect_t *x = arg;
+	x->n = chunk + 1;
+	return rckpt_buf_append(&x->rec[chunk], rec->p, rec->len) ? -ENOMEM : 0;
+}
+
+static void collect_decode(rckpt_ckdec_t *d, collect_t *x, rckpt_buf_t *man)
+{
+	const uint8_t *recs[64];
+	size_t lens[64];
+	uint32_t c;
+	for (c = 0; c < x->n; c++) {
+		recs[c] = x->rec[c].p;
+		lens[c] = x->rec[c].len;
+	}
+	assert_int_equal(rckpt_ckdec_step(d, man->p, man->len, recs, lens), 0);
+	for (c = 0; c < x->n; c++)
+		rckpt_buf_free(&x->rec[c]);
+	rckpt_buf_free(man);
+	x->n = 0;
+}
+
+/* A prioritized partial step through the compute backend's change
+ * distance (ckenc_cpu.c's block_dist, the CPU twin of the device's
+ * rckpt_gpu_block_dist path): of 64 blocks of one tensor, the 4 that moved
+ * far since the full step are the 4 stored, and only their values change
+ * in the decoded step. */
+static void test_partial_priority(void **state)
+{
+	enum { BLOCK = 1024, NB = 64, N = BLOCK * NB };
+	static const unsigned far[4] = { 3, 17, 40, 63 };
+	rckpt_ckenc_opts_t o;
+	rckpt_ckenc_t *e;
+	rckpt_ckdec_t d;
+	rckpt_ckenc_stats_t st;
+	rckpt_ctensor_t t;
+	rckpt_tset_t set;
+	collect_t col;
+	rckpt_buf_t man;
+	const rckpt_ckenc_partial_t pp = { 4.0 / NB, RCKPT_CKENC_PRIORITY, 0 };
+	const rckpt_ckenc_sink_t sink = { col_begin, col_record, &col };
+	float *w = malloc(4 * N), *before = malloc(4 * N), *after = malloc(4 * N);
+	uint64_t x = 88172645463325252ull;
+	unsigned i, b, k;
+	char msg[256];
+
+	(void)state;
+	assert_true(w && before && after);
+	for (i = 0; i < N; i++) { /* a spread of values, xorshift */
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		w[i] = (float)((double)(x >> 11) * 0x1.0p-53 - 0.5) * 0.1f;
+	}
+	memset(&t, 0, sizeof(t));
+	t.name = "fc.weight";
+	t.dtype = RCKPT_DT_F32;
+	t.ndim = 2;
+	t.shape[0] = NB;
+	t.shape[1] = BLOCK;
+	t.n = N;
+	t.data = (const uint8_t *)w;
+	set.t = &t;
+	set.ntensors = 1;
+	rckpt_ckenc_opts_default(&o);
+	o.partial_block = BLOCK;
+	o.mode = RCKPT_CKENC_FIXED; /* 48 bins, nothing pruned: well within eps */
+	o.fixed.bins = 48;
+	memset(o.fixed.prune_frac, 0, sizeof(o.fixed.prune_frac));
+	assert_int_equal(rckpt_ckenc_create(&e, &o), 0);
+	memset(&d, 0, sizeof(d));
+	memset(&col, 0, sizeof(col));
+	memset(&man, 0, sizeof(man));
+	assert_int_equal(rckpt_ckenc_step_stream(e, &sink, &man, &st, &set, NULL, 1, msg, sizeof(msg)), 0);
+	collect_decode(&d, &col, &man);
+	assert_int_equal(rckpt_ckdec_tensor_f32(&d, 0, before), 0);
+	/* every block moves a little; four move far (by 2% of their values,
+	 * within the codebook's reach) */
+	for (i = 0; i < N; i += 7)
+		w[i] += 1e-6f;
+	for (k = 0; k < 4; k++)
+		for (i = 0; i < BLOCK; i++)
+			w[far[k] * BLOCK + i] *= 0.98f;
+	if (rckpt_ckenc_step_partial(e, &sink, &man, &st, &set, NULL, 2, &pp, msg, sizeof(msg)))
+		fail_msg("partial step: %s (full step quality %g)", msg, st.quality);
+	assert_int_equal(st.blocks, NB);
+	assert_int_equal(st.blocks_saved, 4);
+	collect_decode(&d, &col, &man);
+	assert_int_equal(rckpt_ckdec_tensor_f32(&d, 0, after), 0);
+	for (b = 0; b < NB; b++) {
+		int is_far = 0, moved = memcmp(before + b * BLOCK, after + b * BLOCK, 4 * BLOCK) != 0;
+		for (k = 0; k < 4; k++)
+			is_far |= far[k] == b;
+		if (is_far != moved)
+			fail_msg("block %u: %s", b, is_far ? "moved far, not stored" : "stored, did not move far");
+	}
+	rckpt_ckdec_free(&d);
+	rckpt_ckenc_destroy(e);
+	free(w), free(before), free(after);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -408,6 +521,7 @@ int main(void)
 		cmocka_unit_test(test_threads_same_bytes),
 		cmocka_unit_test(test_fixed_and_errors),
 		cmocka_unit_test(test_quality_callback),
+		cmocka_unit_test(test_partial_priority),
 	};
 	return test_exit(cmocka_run_group_tests(tests, setup, teardown));
 }

@@ -152,6 +152,112 @@ static void decode(rckpt_ckdec_t *d, const rckpt_ckenc_out_t *out)
 	assert_int_equal(rckpt_ckdec_step(d, out->manifest.p, out->manifest.len, recs, lens), 0);
 }
 
+/* Every tensor of d's step through rckpt_ckdec_tensor_to's host sink (the
+ * CPU twin of restoring into device memory): the bytes of
+ * rckpt_ckdec_tensor_f32 narrowed to the tensor's dtype. Counts the
+ * tensors whose segments went each way into seen[0] (levels to the sink),
+ * seen[1] (bytes: lossless, LOG2, NORM). */
+static void check_sink(const rckpt_ckdec_t *d, unsigned seen[2])
+{
+	uint32_t t, k;
+	for (t = 0; t < d->mf.ntensors; t++) {
+		const rckpt_mf_tensor_t *mt = &d->mf.t[t];
+		const size_t dsz = rckpt_dtype_size(mt->dtype);
+		uint64_t n = 1;
+		rckpt_ckdec_sink_t sink;
+		float *f;
+		uint8_t *want, *got;
+		for (k = 0; k < mt->ndim; k++)
+			n *= mt->shape[k];
+		f = malloc(4 * n + 4);
+		want = malloc(dsz * n + 1);
+		got = malloc(dsz * n + 1);
+		assert_true(f && want && got);
+		memset(got, 0xa5, dsz * n);
+		assert_int_equal(rckpt_ckdec_tensor_f32(d, t, f), 0);
+		rckpt_narrow_from_f32(want, f, mt->dtype, n);
+		rckpt_ckdec_host_sink(&sink, got);
+		assert_int_equal(rckpt_ckdec_tensor_to(d, t, &sink), 0);
+		assert_memory_equal(want, got, dsz * n);
+		for (k = 0; k < mt->nseg; k++) {
+			const rckpt_seg_t *sg = &d->chunk[mt->seg[k].chunk].seg[mt->seg[k].index];
+			seen[sg->encoding != RCKPT_SEG_LOSSLESS && sg->transform == RCKPT_XF_NONE &&
+			     mt->norm == RCKPT_MF_NO_NORM ? 0 : 1]++;
+		}
+		free(f);
+		free(want);
+		free(got);
+	}
+}
+
+/* The same set with its model tensors in dtype dt (fp16, bf16), whose
+ * buffers *bufs holds (free them). */
+static void narrow_set(rckpt_tset_t *out, const rckpt_tset_t *s, unsigned dt, void **bufs)
+{
+	unsigned k;
+	out->t = calloc(s->ntensors, sizeof(*out->t));
+	out->ntensors = s->ntensors;
+	assert_non_null(out->t);
+	for (k = 0; k < s->ntensors; k++) {
+		out->t[k] = s->t[k];
+		bufs[k] = NULL;
+		if (s->t[k].dtype != RCKPT_DT_F32 || rckpt_lk_is_optim(rckpt_ctensor_kind(&s->t[k])))
+			continue;
+		bufs[k] = malloc(rckpt_dtype_size(dt) * s->t[k].n + 4);
+		assert_non_null(bufs[k]);
+		rckpt_narrow_from_f32(bufs[k], (const float *)s->t[k].data, dt, s->t[k].n);
+		out->t[k].dtype = dt;
+		out->t[k].data = bufs[k];
+	}
+}
+
+/* Restoring into device memory, on its CPU twin (rckpt_ckdec_tensor_to
+ * with the host sink): every tensor of every step (bases and deltas; the
+ * model in fp32, fp16 and bf16; Adam's moments, LOG2 and NORM) reads as
+ * the fp32 decode narrowed, byte for byte. The device sink's kernels are
+ * test_gpu_parity's (on a GPU). */
+static void test_decode_to_sink(void **state)
+{
+	static const unsigned dts[] = { RCKPT_DT_F32, RCKPT_DT_F16, RCKPT_DT_BF16 };
+	unsigned v, seen[2] = { 0, 0 };
+	(void)state;
+	NEED_DATA();
+	for (v = 0; v < 3; v++) {
+		rckpt_ckenc_opts_t o;
+		rckpt_ckenc_t *e;
+		rckpt_ckdec_t d;
+		char msg[256];
+		int i;
+		rckpt_ckenc_opts_default(&o);
+		o.chunk_params = 3000; /* tensors in several segments, at odd offsets */
+		assert_int_equal(rckpt_ckenc_create(&e, &o), 0);
+		memset(&d, 0, sizeof(d));
+		for (i = 0; i < NSTEPS; i++) {
+			rckpt_tset_t s, sn;
+			rckpt_ckenc_out_t out;
+			rckpt_ckenc_stats_t st;
+			void *bufs[1024];
+			unsigned k;
+			memset(&out, 0, sizeof(out));
+			make_set(&s, i, 1, 0);
+			assert_true(s.ntensors <= 1024);
+			narrow_set(&sn, &s, dts[v], bufs);
+			assert_int_equal(rckpt_ckenc_step(e, &out, &st, &sn, NULL, 150 * (i + 1), msg, sizeof(msg)), 0);
+			decode(&d, &out);
+			check_sink(&d, seen);
+			rckpt_ckenc_out_free(&out);
+			for (k = 0; k < sn.ntensors; k++)
+				free(bufs[k]);
+			free(sn.t);
+			free(s.t);
+		}
+		rckpt_ckdec_free(&d);
+		rckpt_ckenc_destroy(e);
+	}
+	print_message("%u segments as levels, %u as bytes, every tensor equal\n", seen[0], seen[1]);
+	assert_true(seen[0] > 0 && seen[1] > 0);
+}
+
 static int find(const rckpt_ckdec_t *d, const char *name)
 {
 	uint32_t i;
@@ -386,6 +492,7 @@ int main(void)
 		cmocka_unit_test(test_log2_transform),
 		cmocka_unit_test(test_golden_step),
 		cmocka_unit_test(test_adam_state),
+		cmocka_unit_test(test_decode_to_sink),
 		cmocka_unit_test(test_negative_second_moment),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

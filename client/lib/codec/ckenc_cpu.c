@@ -7,6 +7,7 @@
 #include "ckenc_impl.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -109,13 +110,27 @@ static int cpu_to_host(rckpt_ckenc_t *e, const void *src, size_t bytes, const vo
 	return 0;
 }
 
+static int cpu_block_dist(rckpt_ckenc_t *e, double *out, const rckpt_ctensor_t *t, uint64_t first, size_t n,
+			  const float *saved, uint64_t block, uint64_t *bad)
+{
+	const float *w = ckenc_values(e, t, first, n);
+	size_t j;
+	for (j = 0; j < n; j++)
+		if (!isfinite(w[j])) {
+			*bad = first + j;
+			return -EDOM;
+		}
+	rckpt_block_dist(out, w, saved, n, block);
+	return 0;
+}
+
 const ckenc_backend_t ckenc_cpu_backend = {
 	.name = "cpu",
-	.partial = 1,
 	.step_begin = cpu_step_begin,
 	.prepare = cpu_prepare,
 	.qerr = cpu_qerr,
 	.dequantize = cpu_dequantize,
+	.block_dist = cpu_block_dist,
 	.quantize = cpu_quantize,
 	.to_host = cpu_to_host,
 	.update_weights = NULL, /* the reference: ckenc_optim.c's host path */

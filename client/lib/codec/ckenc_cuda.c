@@ -8,6 +8,7 @@
 #include "ckenc_impl.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -103,6 +104,32 @@ static int cuda_quantize(rckpt_ckenc_t *e, rckpt_seg_t *seg, const rckpt_ctensor
 	return rc;
 }
 
+/* On the device, reading t where it is (a host tensor is staged once);
+ * only the saved values go up. A block that is not finite is looked for
+ * on the host, to name the element. */
+static int cuda_block_dist(rckpt_ckenc_t *e, double *out, const rckpt_ctensor_t *t, uint64_t first, size_t n,
+			   const float *saved, uint64_t block, uint64_t *bad)
+{
+	const rckpt_ctensor_t *v = t;
+	rckpt_ctensor_t sh;
+	const uint64_t nb = n ? (n + block - 1) / block : 0;
+	uint64_t b;
+	int rc = dev_values(e, &v, &sh);
+	if (rc || (rc = rckpt_gpuenc_block_dist(e->o.gpu, out, v, first, n, saved, block)))
+		return rc;
+	for (b = 0; b < nb; b++)
+		if (!isfinite(out[b])) {
+			const uint64_t lo = b * block, len = n - lo < block ? n - lo : block;
+			const float *w = ckenc_values(e, t, first + lo, (size_t)len);
+			uint64_t j;
+			for (j = 0; j < len && isfinite(w[j]); j++)
+				;
+			*bad = first + lo + (j < len ? j : 0);
+			return -EDOM;
+		}
+	return 0;
+}
+
 static int cuda_update_weights(rckpt_ckenc_t *e, float *wv, float *wm, double *den,
 			       const rckpt_ctensor_t *vt, const rckpt_ctensor_t *mt, double eps, int lin)
 {
@@ -124,11 +151,11 @@ static int cuda_to_host(rckpt_ckenc_t *e, const void *src, size_t bytes, const v
 
 const ckenc_backend_t ckenc_cuda_backend = {
 	.name = "cuda",
-	.partial = 0, /* partial steps run on the CPU */
 	.step_begin = cuda_step_begin,
 	.prepare = cuda_prepare,
 	.qerr = cuda_qerr,
 	.dequantize = cuda_dequantize,
+	.block_dist = cuda_block_dist,
 	.quantize = cuda_quantize,
 	.to_host = cuda_to_host,
 	.update_weights = cuda_update_weights,

@@ -112,7 +112,6 @@ typedef struct sample {
  * host memory), or NULL. */
 struct ckenc_backend {
 	const char *name;
-	int partial; /* runs partial steps */
 	void (*step_begin)(rckpt_ckenc_t *e);
 	/* rckpt_codec_prep_begin .. end of tensor t, and every sp->stride-th
 	 * value and gradient into sp->w, sp->g (allocated; sp->n counts them).
@@ -135,6 +134,12 @@ struct ckenc_backend {
 	 * a copy in *owned, which the caller frees). */
 	int (*to_host)(rckpt_ckenc_t *e, const void *src, size_t bytes, const void **out,
 		       void **owned);
+	/* rckpt_block_dist of elements [first, first + n) of t (the values
+	 * ckenc_values gives) against saved[0..n) (fp32, host memory) into
+	 * out, a double per block of `block` from first. n <= BLK. -EDOM with
+	 * *bad the element of t for a NaN or Inf. */
+	int (*block_dist)(rckpt_ckenc_t *e, double *out, const rckpt_ctensor_t *t, uint64_t first, size_t n,
+			  const float *saved, uint64_t block, uint64_t *bad);
 	/* rckpt_update_weights of second moment vt and first moment mt (or
 	 * NULL) into host memory; NULL: the host computes them. */
 	int (*update_weights)(rckpt_ckenc_t *e, float *wv, float *wm, double *den,

@@ -156,6 +156,24 @@ static const float *weights_of(const ckenc_upd_t *upd, const rckpt_tset_t *grads
 	return g ? (const float *)g->data : NULL;
 }
 
+/* Weights g0 (gradients, or update weights) of elements [first, first + n)
+ * in host memory: g0 + first, or with a device backend, whose gradients
+ * may be in device memory, a copy (*owned, the caller frees it). */
+static int host_weights(rckpt_ckenc_t *e, const float *g0, uint64_t first, size_t n, const float **out,
+			void **owned)
+{
+	const void *h;
+	int rc;
+	*owned = NULL;
+	*out = g0 ? g0 + first : NULL;
+	if (g0 == NULL || e->be == &ckenc_cpu_backend)
+		return 0;
+	if ((rc = e->be->to_host(e, g0 + first, 4 * n, &h, owned)))
+		return rc;
+	*out = h;
+	return 0;
+}
+
 int rckpt_ckenc_step_partial(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink,
 			     rckpt_buf_t *manifest, rckpt_ckenc_stats_t *st,
 			     const rckpt_tset_t *params, const rckpt_tset_t *grads, uint64_t step,
@@ -184,10 +202,6 @@ int rckpt_ckenc_step_partial(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink,
 	}
 	if (!(p->fraction > 0 && p->fraction <= 1) || p->select > RCKPT_CKENC_RANDOM) {
 		snprintf(msg, msglen, "fraction must be in (0, 1] and select known");
-		return -EINVAL;
-	}
-	if (!e->be->partial) {
-		snprintf(msg, msglen, "partial steps run on the CPU, not on %s", e->be->name);
 		return -EINVAL;
 	}
 	if ((rc = ckenc_check_layout(e, params, msg, msglen)))
@@ -240,16 +254,16 @@ int rckpt_ckenc_step_partial(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink,
 				continue;
 			for (u = 0; u < pc->n && rc == 0; u += run) {
 				const size_t m = pc->n - u < run ? (size_t)(pc->n - u) : (size_t)run;
-				const float *w = ckenc_values(e, t, pc->first + u, m);
-				size_t j;
-				for (j = 0; j < m; j++)
-					if (!isfinite(w[j])) {
-						snprintf(msg, msglen, "tensor '%s' holds NaN or Inf at element %llu",
-							 t->name, (unsigned long long)(pc->first + u + j));
-						rc = -EDOM;
-						break;
-					}
-				rckpt_block_dist(dist + boff[c][k] + u / block, w, sv + pc->first + u, m, block);
+				uint64_t bad = 0;
+				/* on the device when the backend is (rckpt_gpu_block_dist) */
+				rc = e->be->block_dist(e, dist + boff[c][k] + u / block, t, pc->first + u, m,
+						       sv + pc->first + u, block, &bad);
+				if (rc == -EDOM)
+					snprintf(msg, msglen, "tensor '%s' holds NaN or Inf at element %llu", t->name,
+						 (unsigned long long)bad);
+				else if (rc)
+					snprintf(msg, msglen, "tensor '%s': the change distance failed: %s", t->name,
+						 strerror(-rc));
 			}
 		}
 	if (rc)
@@ -312,11 +326,13 @@ int rckpt_ckenc_step_partial(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink,
 				for (b = 0; b < piece_blocks(pc->n, block) && rc == 0; b++) {
 					const uint64_t lo = b * block, len = pc->n - lo > block ? block : pc->n - lo;
 					const float *w, *gd;
+					void *gown;
 					size_t np, j;
 					if (!chosen[boff[c][k] + b])
 						continue;
+					if ((rc = host_weights(e, g0, pc->first + lo, (size_t)len, &gd, &gown)))
+						break;
 					w = ckenc_values(e, t, pc->first + lo, (size_t)len);
-					gd = g0 ? g0 + pc->first + lo : NULL;
 					rckpt_quantize(e->iblk, nw, &np, w, gd, (size_t)len, &e->lastq[pc->tensor]);
 					rc = rckpt_dequantize(deq, e->iblk, (size_t)len, &e->lastq[pc->tensor], nw, np);
 					for (j = 0; rc == 0 && j < len; j++) {
@@ -324,6 +340,7 @@ int rckpt_ckenc_step_partial(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink,
 						num += gg * d * d;
 						den += gg * (double)w[j] * w[j];
 					}
+					free(gown);
 				}
 			}
 		free(deq);
@@ -383,14 +400,16 @@ int rckpt_ckenc_step_partial(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink,
 			sel[k].blocks = bl[k];
 			for (b = 0; b < npb && rc == 0; b++) {
 				const uint64_t lo = b * block, len = pc->n - lo > block ? block : pc->n - lo;
-				const float *w;
+				const float *w, *gd;
+				void *gown;
 				size_t np;
 				if (!chosen[boff[c][k] + b])
 					continue;
+				if ((rc = host_weights(e, g0, pc->first + lo, (size_t)len, &gd, &gown)))
+					break;
 				w = ckenc_values(e, t, pc->first + lo, (size_t)len);
-				rckpt_quantize(seg->idx + lo, nw, &np, w,
-					       g0 ? g0 + pc->first + lo : NULL, (size_t)len,
-					       &e->lastq[pc->tensor]);
+				rckpt_quantize(seg->idx + lo, nw, &np, w, gd, (size_t)len, &e->lastq[pc->tensor]);
+				free(gown);
 				memcpy(sv + pc->first + lo, w, 4 * (size_t)len);
 				if (nnw + np > cap) {
 					uint64_t nc = (nnw + np) * 2;

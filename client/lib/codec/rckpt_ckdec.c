@@ -181,3 +181,119 @@ int rckpt_ckdec_range_f32(const rckpt_ckdec_t *d, uint32_t t, uint64_t first, ui
 	free(v);
 	return rc;
 }
+
+/* Elements [first, first + count) of tensor t decoded here, narrowed to
+ * its dtype and put, in blocks. */
+static int staged(const rckpt_ckdec_t *d, uint32_t t, uint64_t first, uint64_t count,
+		  const rckpt_ckdec_sink_t *s)
+{
+	const unsigned dt = d->mf.t[t].dtype;
+	const size_t dsz = rckpt_dtype_size(dt);
+	const size_t blk = count < RCKPT_CKDEC_STAGE ? (size_t)count : RCKPT_CKDEC_STAGE;
+	float *f = malloc(4 * (blk ? blk : 1));
+	uint8_t *b = malloc(dsz * (blk ? blk : 1));
+	uint64_t k;
+	int rc = f && b ? 0 : -ENOMEM;
+	for (k = 0; k < count && rc == 0; k += blk) {
+		const size_t m = count - k < blk ? (size_t)(count - k) : blk;
+		if ((rc = rckpt_ckdec_range_f32(d, t, first + k, m, f)) == 0) {
+			rckpt_narrow_from_f32(b, f, dt, m);
+			rc = s->put(s->arg, (first + k) * dsz, b, m * dsz);
+		}
+	}
+	free(f);
+	free(b);
+	return rc;
+}
+
+int rckpt_ckdec_tensor_to(const rckpt_ckdec_t *d, uint32_t t, const rckpt_ckdec_sink_t *s)
+{
+	const rckpt_mf_tensor_t *mt;
+	uint64_t off = 0, numel = 1;
+	size_t dsz;
+	uint32_t k;
+	unsigned dd;
+
+	if (t >= d->mf.ntensors)
+		return -EINVAL;
+	mt = &d->mf.t[t];
+	dsz = rckpt_dtype_size(mt->dtype);
+	for (dd = 0; dd < mt->ndim; dd++)
+		numel *= mt->shape[dd];
+	if (mt->norm != RCKPT_MF_NO_NORM) /* each value needs its second moment's */
+		return staged(d, t, 0, numel, s);
+	for (k = 0; k < mt->nseg; k++) {
+		const rckpt_mf_seg_t *ms = &mt->seg[k];
+		const rckpt_seg_t *sg;
+		rckpt_qparams_t q;
+		int rc;
+		/* checked as range_raw checks them */
+		if (ms->chunk >= d->mf.nchunks)
+			return -EBADMSG;
+		if (d->chunk[ms->chunk].seg == NULL && d->mf.chunk[ms->chunk].nseg > 0)
+			return -ENOENT;
+		if (ms->index >= d->chunk[ms->chunk].nseg)
+			return -EBADMSG;
+		sg = &d->chunk[ms->chunk].seg[ms->index];
+		if (sg->tensor != t || sg->first != off || sg->n != ms->n || sg->transform == RCKPT_XF_NORM ||
+		    sg->n > numel - off)
+			return -EBADMSG;
+		if (sg->encoding == RCKPT_SEG_LOSSLESS && sg->dtype == mt->dtype) {
+			rc = s->put(s->arg, off * dsz, sg->raw, (size_t)sg->n * dsz);
+		} else if (sg->encoding == RCKPT_SEG_LOSSLESS || sg->transform != RCKPT_XF_NONE) {
+			rc = staged(d, t, off, sg->n, s);
+		} else {
+			uint64_t np = 0, i;
+			const uint8_t P = (uint8_t)(sg->nbins + 1);
+			for (i = 0; i < sg->n; i++)
+				np += sg->idx[i] == P;
+			if (np > sg->nprot)
+				return -EBADMSG;
+			memset(&q, 0, sizeof(q));
+			q.nbins = sg->nbins;
+			memcpy(q.centroids, sg->centroids, sizeof(float) * sg->nbins);
+			rc = s->dequantize(s->arg, off * dsz, mt->dtype, sg->idx, sg->n, &q, sg->prot, np);
+		}
+		if (rc)
+			return rc;
+		off += ms->n;
+	}
+	return off == numel ? 0 : -EBADMSG;
+}
+
+static int host_put(void *arg, uint64_t off, const void *src, size_t bytes)
+{
+	memcpy((uint8_t *)arg + off, src, bytes);
+	return 0;
+}
+
+static int host_dequantize(void *arg, uint64_t off, unsigned dtype, const uint8_t *idx, uint64_t n,
+			   const rckpt_qparams_t *q, const uint16_t *prot, uint64_t np)
+{
+	const size_t dsz = rckpt_dtype_size(dtype);
+	const size_t blk = n < RCKPT_CKDEC_STAGE ? (size_t)n : RCKPT_CKDEC_STAGE;
+	float *f = malloc(4 * (blk ? blk : 1));
+	uint64_t k;
+	int rc = f ? 0 : -ENOMEM;
+	for (k = 0; k < n && rc == 0; k += blk) {
+		const size_t m = n - k < blk ? (size_t)(n - k) : blk;
+		size_t p = 0, i;
+		for (i = 0; i < m; i++)
+			p += idx[k + i] == q->nbins + 1;
+		if (p > np)
+			rc = -EBADMSG;
+		else if ((rc = rckpt_dequantize(f, idx + k, m, q, prot, p)) == 0)
+			rckpt_narrow_from_f32((uint8_t *)arg + off + k * dsz, f, dtype, m);
+		prot += p;
+		np -= p;
+	}
+	free(f);
+	return rc;
+}
+
+void rckpt_ckdec_host_sink(rckpt_ckdec_sink_t *s, void *dst)
+{
+	s->put = host_put;
+	s->dequantize = host_dequantize;
+	s->arg = dst;
+}

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "rckpt_manifest.h"
+#include "rckpt_quant.h"
 #include "rckpt_record.h"
 
 /* The decoding side: folds each chunk's chain step after step. */
@@ -35,6 +36,32 @@ int rckpt_ckdec_tensor_f32(const rckpt_ckdec_t *d, uint32_t t, float *out);
  * holding part of the range was not decoded. */
 int rckpt_ckdec_range_f32(const rckpt_ckdec_t *d, uint32_t t, uint64_t first, uint64_t count,
 			  float *out);
+
+/* Where rckpt_ckdec_tensor_to puts a tensor's values, in its dtype, at
+ * byte offsets of a destination the sink knows (device memory, say). */
+typedef struct rckpt_ckdec_sink {
+	/* bytes of host memory at src, to offset off */
+	int (*put)(void *arg, uint64_t off, const void *src, size_t bytes);
+	/* levels idx[0..n) dequantized with q and the protected values
+	 * prot[0..np) (host memory) then narrowed to dtype (rckpt_dequantize,
+	 * then rckpt_narrow_from_f32), to offset off */
+	int (*dequantize)(void *arg, uint64_t off, unsigned dtype, const uint8_t *idx, uint64_t n,
+			  const rckpt_qparams_t *q, const uint16_t *prot, uint64_t np);
+	void *arg;
+} rckpt_ckdec_sink_t;
+
+/* Tensor t of the decoded step, in its dtype, through sink s: the same
+ * bytes as rckpt_ckdec_tensor_f32 then rckpt_narrow_from_f32, but with no
+ * fp32 copy of the tensor. A plain quantized segment goes as its levels
+ * and protected values (s->dequantize); a lossless one of the tensor's
+ * dtype as its bytes (s->put); the rest (LOG2 and NORM segments, lossless
+ * ones of another dtype) is decoded here in blocks of RCKPT_CKDEC_STAGE
+ * elements and put. -ENOENT, -EBADMSG as rckpt_ckdec_range_f32. */
+#define RCKPT_CKDEC_STAGE (1u << 20)
+int rckpt_ckdec_tensor_to(const rckpt_ckdec_t *d, uint32_t t, const rckpt_ckdec_sink_t *s);
+
+/* The sink into host memory at dst: the CPU twin of a device's. */
+void rckpt_ckdec_host_sink(rckpt_ckdec_sink_t *s, void *dst);
 
 void rckpt_ckdec_free(rckpt_ckdec_t *d);
 

@@ -436,3 +436,77 @@ int rckpt_gpuenc_read(rckpt_gpuenc_t *g, void *dst, const void *src, size_t byte
 		return rc;
 	return rckpt_gpu_stream_sync(g->stream);
 }
+
+int rckpt_gpuenc_block_dist(rckpt_gpuenc_t *g, double *out, const rckpt_ctensor_t *t, uint64_t first,
+			    uint64_t n, const float *saved, uint64_t block)
+{
+	const size_t dsz = rckpt_dtype_size(t->dtype);
+	const uint64_t nb = n && block ? (n + block - 1) / block : 0;
+	const void *dw;
+	const float *dg;
+	int rc;
+	if (nb == 0)
+		return n ? -EINVAL : 0;
+	if (first > t->n || n > t->n - first)
+		return -ERANGE;
+	if ((rc = stage_tensor(g, &dw, &dg, t, NULL)) || (rc = grow(&g->f32, 4 * (size_t)n)) ||
+	    (rc = grow(&g->temp, 8 * (size_t)nb)) ||
+	    (rc = rckpt_gpu_memcpy(g->f32.d, saved, 4 * (size_t)n, H2D, g->stream)) ||
+	    (rc = rckpt_gpu_block_dist(g->temp.d, (const uint8_t *)dw + first * dsz, t->dtype, g->f32.d, n, block,
+				       g->stream)) ||
+	    (rc = rckpt_gpu_memcpy(out, g->temp.d, 8 * (size_t)nb, D2H, g->stream)))
+		return rc;
+	return rckpt_gpu_stream_sync(g->stream);
+}
+
+/* ---- a decoded step into device memory (rckpt_ckdec_tensor_to) ---- */
+
+typedef struct devsink {
+	rckpt_gpuenc_t *g;
+	uint8_t *dst;
+} devsink_t;
+
+/* Waits for the copy: src may be a staging buffer the caller reuses. */
+static int dev_put(void *arg, uint64_t off, const void *src, size_t bytes)
+{
+	devsink_t *s = arg;
+	int rc;
+	if (bytes == 0)
+		return 0;
+	if ((rc = rckpt_gpu_memcpy(s->dst + off, src, bytes, H2D, s->g->stream)))
+		return rc;
+	return rckpt_gpu_stream_sync(s->g->stream);
+}
+
+/* The levels and protected values up (1 and 2 bytes an element, not 4),
+ * dequantized and narrowed on the device straight into dst. */
+static int dev_dequantize(void *arg, uint64_t off, unsigned dtype, const uint8_t *idx, uint64_t n,
+			  const rckpt_qparams_t *q, const uint16_t *prot, uint64_t np)
+{
+	devsink_t *s = arg;
+	rckpt_gpuenc_t *g = s->g;
+	rckpt_gpu_qparams_t gq;
+	const size_t tb = rckpt_gpu_dequantize_temp_bytes(n);
+	int bad = 0, rc;
+	if (n == 0)
+		return np ? -EBADMSG : 0;
+	rckpt_gpu_qparams_make(&gq, q);
+	if ((rc = grow(&g->idx, (size_t)n)) || (rc = grow(&g->prot, 2 * (np ? (size_t)np : 1))) ||
+	    (rc = grow(&g->temp, tb)) || (rc = rckpt_gpu_memcpy(g->idx.d, idx, (size_t)n, H2D, g->stream)) ||
+	    (np && (rc = rckpt_gpu_memcpy(g->prot.d, prot, 2 * (size_t)np, H2D, g->stream))) ||
+	    (rc = rckpt_gpu_dequantize(s->dst + off, dtype, (int *)((char *)g->small.d + 16), g->idx.d, n, &gq,
+				       g->prot.d, np, g->temp.d, tb, g->stream)) ||
+	    (rc = rckpt_gpu_memcpy(&bad, (char *)g->small.d + 16, sizeof(bad), D2H, g->stream)) ||
+	    (rc = rckpt_gpu_stream_sync(g->stream)))
+		return rc;
+	return bad ? -EBADMSG : 0;
+}
+
+int rckpt_gpuenc_decode_to(rckpt_gpuenc_t *g, void *dst, const rckpt_ckdec_t *d, uint32_t t)
+{
+	devsink_t s = { g, dst };
+	rckpt_ckdec_sink_t sink = { dev_put, dev_dequantize, &s };
+	if (dst == NULL || !rckpt_gpu_is_device_ptr(dst))
+		return -EFAULT;
+	return rckpt_ckdec_tensor_to(d, t, &sink);
+}

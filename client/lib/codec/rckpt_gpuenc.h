@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rckpt_ckdec.h"
 #include "rckpt_codec.h"
 #include "rckpt_gpu.h"
 #include "rckpt_tset.h"
@@ -73,7 +74,20 @@ int rckpt_gpuenc_xvalues(rckpt_gpuenc_t *g, rckpt_ctensor_t *shadow, const rckpt
 int rckpt_gpuenc_update_weights(rckpt_gpuenc_t *g, float *wv, float *wm, double *den, const rckpt_ctensor_t *vt,
 				const rckpt_ctensor_t *mt, double eps, int lin);
 
+/* rckpt_block_dist of elements [first, first + n) of t (on the device, or
+ * staged there) against saved[0..n) (fp32, host memory, copied up) into
+ * out (host): a double per block of `block`, by rckpt_gpu_block_dist. */
+int rckpt_gpuenc_block_dist(rckpt_gpuenc_t *g, double *out, const rckpt_ctensor_t *t, uint64_t first,
+			    uint64_t n, const float *saved, uint64_t block);
+
 /* bytes at src (device or host memory) into dst (host). */
 int rckpt_gpuenc_read(rckpt_gpuenc_t *g, void *dst, const void *src, size_t bytes);
+
+/* Tensor t of decoder d's step into device memory at dst, in its dtype
+ * (rckpt_ckdec_tensor_to): plain quantized segments go up as levels and
+ * protected values and are dequantized there (rckpt_gpu_dequantize), the
+ * rest as bytes. Returns once the values are there; -EFAULT when dst is
+ * not device memory. */
+int rckpt_gpuenc_decode_to(rckpt_gpuenc_t *g, void *dst, const rckpt_ckdec_t *d, uint32_t t);
 
 #endif /* RCKPT_GPUENC_H */

@@ -443,6 +443,32 @@ int rckpt_restored_read(const rckpt_restored_t *r, unsigned i, void *dst, size_t
 	return rc;
 }
 
+int rckpt_restored_read_device(const rckpt_restored_t *r, unsigned i, void *d_dst, size_t cap)
+{
+	const rckpt_mf_tensor_t *t;
+	rckpt_gpu_probe_t pr;
+	rckpt_gpuenc_t *g;
+	uint64_t n = 1;
+	unsigned d;
+	int rc;
+	if (i >= r->dec.mf.ntensors)
+		return -EINVAL;
+	t = &r->dec.mf.t[i];
+	for (d = 0; d < t->ndim; d++)
+		n *= t->shape[d];
+	if (cap < n * rckpt_dtype_size(t->dtype))
+		return -ERANGE;
+	rckpt_gpu_probe(&pr);
+	if (!pr.built_with_cuda || pr.device_count == 0)
+		return -ENODEV;
+	/* the stream and buffers on the device that holds d_dst */
+	if ((rc = rckpt_gpu_use_device_of(d_dst)) || (rc = rckpt_gpuenc_create(&g)))
+		return rc;
+	rc = rckpt_gpuenc_decode_to(g, d_dst, &r->dec, i);
+	rckpt_gpuenc_destroy(g);
+	return rc;
+}
+
 int rckpt_restored_read_range(const rckpt_restored_t *r, unsigned i, uint64_t first,
 			      uint64_t count, void *dst)
 {

@@ -391,9 +391,9 @@ static int save_start(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t, un
 		rc = rckpt_fail(h, -EINVAL, fn, "an exact save stores the whole step: not a partial one");
 		goto fail;
 	}
-	if ((p || s->exact) && rckpt_gpuenc_any_on_device(&params, g && ng ? &grads : NULL, &dev_name)) {
-		rc = rckpt_fail(h, -EINVAL, fn, "tensor '%s' is in GPU memory; %s saves read host memory",
-				dev_name, p ? "partial" : "exact");
+	if (s->exact && rckpt_gpuenc_any_on_device(&params, g && ng ? &grads : NULL, &dev_name)) {
+		rc = rckpt_fail(h, -EINVAL, fn, "tensor '%s' is in GPU memory; exact saves read host memory",
+				dev_name);
 		goto fail;
 	}
 	if ((rc = pick_compute(j, &params, g && ng ? &grads : NULL, msg, sizeof(msg)))) {

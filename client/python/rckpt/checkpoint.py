@@ -6,6 +6,7 @@ restore() brings one back. See README.md, "From Python".
 """
 import collections
 import ctypes
+import errno
 import threading
 import time
 
@@ -13,6 +14,8 @@ import torch
 
 from . import _lib, _plain
 from ._lib import RckptError, check, lib
+
+_NODEV = -errno.ENODEV  # rckpt_restored_read_device in a library without CUDA
 
 EPS_DEFAULT = 0.0012  # RCKPT_EPS_DEFAULT (rckpt.h)
 
@@ -726,7 +729,7 @@ class Checkpointer:
             b, pb = name.encode(), param.encode() if param is not None else None
             keep += [b, pb]
             ra[i].name, ra[i].role, ra[i].param, ra[i].eps = b, role, pb, eps
-        host = part is not None or exact  # partial and exact saves read host memory
+        host = exact  # exact saves read host memory; partial ones read the device too
         t = self._describe(comp, keep, host=host)
         gt = self._describe(g, keep, host=host) if g else None
         s = _lib.c_voidp()
@@ -796,19 +799,32 @@ class Checkpointer:
             check(rc, self._h)
         try:
             tensors = {}
+            device_reads = [True]
             for i in range(lib.rckpt_restored_count(r)):
                 d = _lib.Tensor()
                 check(lib.rckpt_restored_tensor(r, i, ctypes.byref(d)), None)
                 name = d.name.decode()
                 shape = tuple(d.shape[k] for k in range(d.ndim))
                 live = into.get(name) if into else None
-                if (isinstance(live, torch.Tensor) and not live.is_cuda and live.is_contiguous()
-                        and live.dtype == _TORCH[d.dtype] and tuple(live.shape) == shape):
-                    out = live  # read in place: no second copy of the model
-                else:
-                    out = torch.empty(shape, dtype=_TORCH[d.dtype])
-                rc = lib.rckpt_restored_read(r, i, ctypes.c_void_p(out.data_ptr()),
-                                             out.numel() * out.element_size())
+                fits = (isinstance(live, torch.Tensor) and live.is_contiguous()
+                        and live.dtype == _TORCH[d.dtype] and tuple(live.shape) == shape)
+                rc = _NODEV
+                if fits and live.is_cuda and device_reads[0]:
+                    # dequantized on the device, straight into the live
+                    # tensor: no fp32 copy of it in host memory
+                    torch.cuda.current_stream(live.device).synchronize()
+                    out = live
+                    rc = lib.rckpt_restored_read_device(r, i, ctypes.c_void_p(out.data_ptr()),
+                                                        out.numel() * out.element_size())
+                    if rc == _NODEV:  # this library has no CUDA: read on the host
+                        device_reads[0] = False
+                if rc == _NODEV:
+                    if fits and not live.is_cuda:
+                        out = live  # read in place: no second copy of the model
+                    else:
+                        out = torch.empty(shape, dtype=_TORCH[d.dtype])
+                    rc = lib.rckpt_restored_read(r, i, ctypes.c_void_p(out.data_ptr()),
+                                                 out.numel() * out.element_size())
                 if rc == -2:  # left out by a partial restore
                     continue
                 check(rc, None, "cannot read tensor %s" % name)
@@ -829,8 +845,10 @@ class Checkpointer:
     def restore_full(self, step=None, names=None, device=None, into=None):
         """A committed step (None: the latest) as Restored(step, state_dict,
         optimizer state_dict or None, extra, stats). names: restore only
-        these tensors (partial recovery). into: name -> a CPU tensor of the
-        same dtype and shape to read that tensor into, in place."""
+        these tensors (partial recovery). into: name -> a tensor of the same
+        dtype and shape to read that tensor into, in place: in host memory,
+        or on a CUDA device, where the library (built with CUDA) dequantizes
+        it with no fp32 copy in host memory."""
         step, tensors, meta, stats = self._restore(step, names, device, into)
         sd = collections.OrderedDict()
         osd, extra = None, None
