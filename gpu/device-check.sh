@@ -32,6 +32,9 @@ writing OUTDIR/device-check.md and OUTDIR/device-check.csv.
   --arch N         CUDA architecture (default: the device's, else 90)
   --build-dir DIR  where to build (default: build-gpu in the source tree)
   --jobs N         build jobs (default: the cores)
+  --budget S       seconds for the whole check (default 540, for the device
+                   tool's 600-second call): each step gets what is left,
+                   up to its own limit, and is skipped under 20 s
   -h, --help       this text
 
 Exit status: 0 every check passed on a device; 1 a check failed; 2 bad
@@ -41,14 +44,16 @@ USAGE
 
 die_usage() { echo "$prog: $*; try '$prog --help'" >&2; exit 2; }
 deps='' ckpt='' lm='' sizes=10M,100M,1G reps=5 arch='' bdir=$src/build-gpu jobs=$(nproc 2>/dev/null || echo 2)
+budget=540
 while [ $# -gt 0 ]; do
 	case $1 in
 	-h | --help) usage; exit 0 ;;
-	--deps | --ckpt-dir | --lm-dir | --sizes | --reps | --arch | --build-dir | --jobs)
+	--deps | --ckpt-dir | --lm-dir | --sizes | --reps | --arch | --build-dir | --jobs | --budget)
 		[ $# -ge 2 ] && [ -n "$2" ] || die_usage "option '$1' needs a value"
 		case $1 in
 		--deps) deps=$2 ;; --ckpt-dir) ckpt=$2 ;; --lm-dir) lm=$2 ;; --sizes) sizes=$2 ;;
 		--reps) reps=$2 ;; --arch) arch=$2 ;; --build-dir) bdir=$2 ;; --jobs) jobs=$2 ;;
+		--budget) budget=$2 ;;
 		esac
 		shift 2 ;;
 	--) shift; break ;;
@@ -61,6 +66,8 @@ out=$1
 [[ $sizes =~ ^[0-9]+[KMG]?(,[0-9]+[KMG]?)*$ ]] || die_usage "bad --sizes '$sizes' (e.g. 10M,100M,1G)"
 [[ $reps =~ ^[1-9][0-9]?$ ]] || die_usage "bad --reps '$reps' (1..99)"
 [[ $jobs =~ ^[1-9][0-9]*$ ]] || die_usage "bad --jobs '$jobs'"
+[[ $budget =~ ^[1-9][0-9]*$ ]] || die_usage "bad --budget '$budget'"
+deadline=$(($(date +%s) + budget))
 [ -z "$arch" ] || [[ $arch =~ ^[0-9]{2,3}a?$ ]] || die_usage "bad --arch '$arch' (e.g. 90)"
 [ -z "$deps" ] || [ -d "$deps/usr/include" ] || die_usage "--deps $deps holds no usr/include (made by gpu/carry-deps.sh?)"
 for d in "$ckpt" "$lm"; do [ -z "$d" ] || [ -d "$d" ] || die_usage "no folder $d"; done
@@ -76,16 +83,28 @@ step() {
 	printf '%s: %-12s %-7s %5ss  %s\n' "$prog" "$1" "$2" "$3" "$4"
 	[ "$2" != fail ] || failed=1
 }
-# run NAME LOG TIMEOUT CMD...: the command's status, its output in LOG
+# run NAME LOG LIMIT CMD...: the command's status, its output in LOG; it
+# gets LIMIT seconds or what is left of the budget, less. 124: out of time.
 run() {
-	local name=$1 log=$2 limit=$3 t0 rc
+	local name=$1 log=$2 limit=$3 t0 rc left
 	shift 3
 	t0=$(date +%s)
+	left=$((deadline - t0))
+	[ "$left" -lt "$limit" ] && limit=$left
+	last_secs=0
+	if [ "$limit" -lt 20 ]; then
+		echo "$prog: no time left for $name" >"$log"
+		return 124
+	fi
 	timeout "$limit" "$@" >"$log" 2>&1
 	rc=$?
 	last_secs=$(($(date +%s) - t0))
+	[ $rc -ne 124 ] || echo "$prog: $name ran out of its $limit s" >>"$log"
 	return $rc
 }
+# checked NAME: the status word of a step that failed with rc (124: out of
+# time, which is a skip, not a failure of the code)
+outcome() { [ "$1" = 124 ] && echo skip || echo fail; }
 
 # ---- the device ----
 dev=none cap=''
@@ -101,10 +120,11 @@ step device "$([ "$dev" = none ] && echo none || echo ok)" 0 "$dev; building for
 # ---- build ----
 cfg=(-S "$src" -B "$bdir" -DRCKPT_GPU_ONLY=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CUDA_ARCHITECTURES=$arch")
 [ -z "$deps" ] || cfg+=("-DCMAKE_PREFIX_PATH=$(cd "$deps" && pwd)/usr")
-if run build "$out/build.log" 900 bash -c "cmake $(printf '%q ' "${cfg[@]}") && cmake --build $(printf '%q' "$bdir") -j $jobs"; then
+if run build "$out/build.log" 300 bash -c "cmake $(printf '%q ' "${cfg[@]}") && cmake --build $(printf '%q' "$bdir") -j $jobs"; then
 	step build ok "$last_secs" "GPU-only configuration in $bdir"
 else
-	step build fail "$last_secs" "see build.log: $(grep -m1 -E 'error|Error' "$out/build.log" | cut -c1-160)"
+	rc=$?
+	step build "$(outcome $rc)" "$last_secs" "see build.log: $(grep -m1 -E 'error|Error|ran out' "$out/build.log" | cut -c1-160)"
 fi
 parity=$bdir/test_gpu_parity bench=$bdir/bench_gpu
 
@@ -113,7 +133,7 @@ parity=$bdir/test_gpu_parity bench=$bdir/bench_gpu
 [ -n "$lm" ] || { [ -d "$src/build/test-lm" ] && lm=$src/build/test-lm; }
 if [ -z "$ckpt" ] && [ "$dev" != none ] && command -v python3 >/dev/null; then
 	ckpt=$bdir/device-checkpoints
-	if run data "$out/data.log" 300 python3 "$src/bench/make_checkpoints.py" "$ckpt" --steps 150 --every 25 --width 64; then
+	if run data "$out/data.log" 120 python3 "$src/bench/make_checkpoints.py" "$ckpt" --steps 150 --every 25 --width 64; then
 		step data ok "$last_secs" "made real checkpoints in $ckpt"
 	else
 		step data skip "$last_secs" "could not make checkpoints (data.log); the real cases skip"
@@ -128,33 +148,37 @@ elif [ ! -x "$parity" ]; then
 	for s in parity memcheck racecheck bench baselines; do step "$s" skip 0 "not built"; done
 else
 	export RCKPT_REQUIRE_GPU=1 RCKPT_TEST_CKPT_DIR=$ckpt RCKPT_TEST_LM_DIR=$lm
-	if run parity "$out/parity.log" 480 "$parity"; then
+	if run parity "$out/parity.log" 240 "$parity"; then
 		step parity ok "$last_secs" "$(grep -c '^\[       OK \]' "$out/parity.log") cases passed"
 	else
-		step parity fail "$last_secs" "see parity.log: $(grep -m1 -E 'FAILED|rror' "$out/parity.log" | cut -c1-160)"
+		rc=$?
+		step parity "$(outcome $rc)" "$last_secs" "see parity.log: $(grep -m1 -E 'FAILED|rror|ran out' "$out/parity.log" | cut -c1-160)"
 	fi
 	# the kernels' cases at small sizes, under the sanitizer's tools
 	for tool in memcheck racecheck; do
 		if ! command -v compute-sanitizer >/dev/null; then
 			step "$tool" skip 0 "no compute-sanitizer on PATH"
-		elif RCKPT_TEST_GPU_BIG=0 RCKPT_TEST_FILTER='test_kernels' run "$tool" "$out/$tool.log" 300 \
-			compute-sanitizer --tool "$tool" --error-exitcode 3 "$parity"; then
+		elif RCKPT_TEST_GPU_BIG=0 RCKPT_TEST_GPU_SMALL=1 RCKPT_TEST_FILTER='test_kernels' run "$tool" \
+			"$out/$tool.log" 90 compute-sanitizer --tool "$tool" --error-exitcode 3 "$parity"; then
 			step "$tool" ok "$last_secs" "$(grep -m1 'ERROR SUMMARY' "$out/$tool.log" || echo 'no errors')"
 		else
-			step "$tool" fail "$last_secs" "see $tool.log: $(grep -m1 -E 'ERROR SUMMARY|Invalid|Race' "$out/$tool.log" | cut -c1-160)"
+			rc=$?
+			step "$tool" "$(outcome $rc)" "$last_secs" "see $tool.log: $(grep -m1 -E 'ERROR SUMMARY|Invalid|Race|ran out' "$out/$tool.log" | cut -c1-160)"
 		fi
 	done
-	if run bench "$out/bench.log" 420 "$bench" --sizes "$sizes" --reps "$reps"; then
+	if run bench "$out/bench.log" 180 "$bench" --sizes "$sizes" --reps "$reps"; then
 		step bench ok "$last_secs" "bench_gpu --sizes $sizes --reps $reps"
 	else
-		step bench fail "$last_secs" "see bench.log"
+		rc=$?
+		step bench "$(outcome $rc)" "$last_secs" "see bench.log"
 	fi
 	if ! command -v python3 >/dev/null; then
 		step baselines skip 0 "no python3"
-	elif run baselines "$out/baselines.log" 300 python3 "$src/bench/gpu_baselines.py" --sizes "$sizes" --reps "$reps"; then
+	elif run baselines "$out/baselines.log" 90 python3 "$src/bench/gpu_baselines.py" --sizes "$sizes" --reps "$reps"; then
 		step baselines ok "$last_secs" "torch.quantile and CuPy"
 	else
-		step baselines fail "$last_secs" "see baselines.log"
+		rc=$?
+		step baselines "$(outcome $rc)" "$last_secs" "see baselines.log"
 	fi
 fi
 

@@ -24,6 +24,7 @@ check "bad option: exit 2" expect_run 2 "$t/o" "$dc" --nope "$t/x"
 check "  names it" contains "$t/o" "bad option '--nope'"
 check "bad --sizes: exit 2" expect_run 2 "$t/o" "$dc" --sizes 10Q "$t/x"
 check "--reps 0: exit 2" expect_run 2 "$t/o" "$dc" --reps 0 "$t/x"
+check "--budget x: exit 2" expect_run 2 "$t/o" "$dc" --budget x "$t/x"
 check "--deps without packages: exit 2" expect_run 2 "$t/o" "$dc" --deps "$t" "$t/x"
 check "an option without its value: exit 2" expect_run 2 "$t/o" "$dc" "$t/x" --sizes
 check "  nothing written" test ! -e "$t/x"
