@@ -206,13 +206,36 @@ static int staged(const rckpt_ckdec_t *d, uint32_t t, uint64_t first, uint64_t c
 	return rc;
 }
 
+/* Segment k of tensor t at element off, checked as range_raw checks
+ * them: *out, or -ENOENT (its chunk was not restored), -EBADMSG. */
+static int seg_of(const rckpt_ckdec_t *d, uint32_t t, uint32_t k, uint64_t off, uint64_t numel,
+		  const rckpt_seg_t **out)
+{
+	const rckpt_mf_seg_t *ms = &d->mf.t[t].seg[k];
+	const rckpt_seg_t *sg;
+	if (ms->chunk >= d->mf.nchunks)
+		return -EBADMSG;
+	if (d->chunk[ms->chunk].seg == NULL && d->mf.chunk[ms->chunk].nseg > 0)
+		return -ENOENT;
+	if (ms->index >= d->chunk[ms->chunk].nseg)
+		return -EBADMSG;
+	sg = &d->chunk[ms->chunk].seg[ms->index];
+	if (sg->tensor != t || sg->first != off || sg->n != ms->n || sg->n > numel - off ||
+	    (sg->transform == RCKPT_XF_NORM) != (d->mf.t[t].norm != RCKPT_MF_NO_NORM))
+		return -EBADMSG;
+	*out = sg;
+	return 0;
+}
+
 int rckpt_ckdec_tensor_to(const rckpt_ckdec_t *d, uint32_t t, const rckpt_ckdec_sink_t *s)
 {
 	const rckpt_mf_tensor_t *mt;
-	uint64_t off = 0, numel = 1;
+	const rckpt_seg_t *sg;
+	uint64_t off, numel = 1;
 	size_t dsz;
 	uint32_t k;
 	unsigned dd;
+	int rc;
 
 	if (t >= d->mf.ntensors)
 		return -EINVAL;
@@ -220,29 +243,22 @@ int rckpt_ckdec_tensor_to(const rckpt_ckdec_t *d, uint32_t t, const rckpt_ckdec_
 	dsz = rckpt_dtype_size(mt->dtype);
 	for (dd = 0; dd < mt->ndim; dd++)
 		numel *= mt->shape[dd];
+	/* every segment first: a tensor that cannot be read is not begun */
+	for (k = 0, off = 0; k < mt->nseg; off += mt->seg[k].n, k++)
+		if ((rc = seg_of(d, t, k, off, numel, &sg)))
+			return rc;
+	if (off != numel)
+		return -EBADMSG;
 	if (mt->norm != RCKPT_MF_NO_NORM) /* each value needs its second moment's */
 		return staged(d, t, 0, numel, s);
-	for (k = 0; k < mt->nseg; k++) {
-		const rckpt_mf_seg_t *ms = &mt->seg[k];
-		const rckpt_seg_t *sg;
-		rckpt_qparams_t q;
-		int rc;
-		/* checked as range_raw checks them */
-		if (ms->chunk >= d->mf.nchunks)
-			return -EBADMSG;
-		if (d->chunk[ms->chunk].seg == NULL && d->mf.chunk[ms->chunk].nseg > 0)
-			return -ENOENT;
-		if (ms->index >= d->chunk[ms->chunk].nseg)
-			return -EBADMSG;
-		sg = &d->chunk[ms->chunk].seg[ms->index];
-		if (sg->tensor != t || sg->first != off || sg->n != ms->n || sg->transform == RCKPT_XF_NORM ||
-		    sg->n > numel - off)
-			return -EBADMSG;
+	for (k = 0, off = 0; k < mt->nseg; off += mt->seg[k].n, k++) {
+		(void)seg_of(d, t, k, off, numel, &sg);
 		if (sg->encoding == RCKPT_SEG_LOSSLESS && sg->dtype == mt->dtype) {
 			rc = s->put(s->arg, off * dsz, sg->raw, (size_t)sg->n * dsz);
 		} else if (sg->encoding == RCKPT_SEG_LOSSLESS || sg->transform != RCKPT_XF_NONE) {
 			rc = staged(d, t, off, sg->n, s);
 		} else {
+			rckpt_qparams_t q;
 			uint64_t np = 0, i;
 			const uint8_t P = (uint8_t)(sg->nbins + 1);
 			for (i = 0; i < sg->n; i++)
@@ -256,9 +272,8 @@ int rckpt_ckdec_tensor_to(const rckpt_ckdec_t *d, uint32_t t, const rckpt_ckdec_
 		}
 		if (rc)
 			return rc;
-		off += ms->n;
 	}
-	return off == numel ? 0 : -EBADMSG;
+	return 0;
 }
 
 static int host_put(void *arg, uint64_t off, const void *src, size_t bytes)

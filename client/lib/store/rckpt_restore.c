@@ -419,45 +419,38 @@ int rckpt_restored_role(const rckpt_restored_t *r, unsigned i)
 	}
 }
 
-int rckpt_restored_read(const rckpt_restored_t *r, unsigned i, void *dst, size_t cap)
+/* Whether tensor i fits in cap bytes: 0, -EINVAL (no tensor i), -ERANGE. */
+static int fits(const rckpt_restored_t *r, unsigned i, size_t cap)
 {
 	const rckpt_mf_tensor_t *t;
 	uint64_t n = 1;
 	unsigned d;
-	float *f;
-	int rc;
 	if (i >= r->dec.mf.ntensors)
 		return -EINVAL;
 	t = &r->dec.mf.t[i];
 	for (d = 0; d < t->ndim; d++)
 		n *= t->shape[d];
-	if (cap < n * rckpt_dtype_size(t->dtype))
-		return -ERANGE;
-	f = malloc(n ? (size_t)n * 4 : 4);
-	if (f == NULL)
-		return -ENOMEM;
-	rc = rckpt_ckdec_tensor_f32(&r->dec, i, f);
-	if (rc == 0)
-		rckpt_narrow_from_f32(dst, f, t->dtype, n);
-	free(f);
-	return rc;
+	return cap < n * rckpt_dtype_size(t->dtype) ? -ERANGE : 0;
+}
+
+int rckpt_restored_read(const rckpt_restored_t *r, unsigned i, void *dst, size_t cap)
+{
+	rckpt_ckdec_sink_t s;
+	int rc = fits(r, i, cap);
+	if (rc)
+		return rc;
+	/* no fp32 copy of the tensor: levels are dequantized into dst */
+	rckpt_ckdec_host_sink(&s, dst);
+	return rckpt_ckdec_tensor_to(&r->dec, i, &s);
 }
 
 int rckpt_restored_read_device(const rckpt_restored_t *r, unsigned i, void *d_dst, size_t cap)
 {
-	const rckpt_mf_tensor_t *t;
 	rckpt_gpu_probe_t pr;
 	rckpt_gpuenc_t *g;
-	uint64_t n = 1;
-	unsigned d;
-	int rc;
-	if (i >= r->dec.mf.ntensors)
-		return -EINVAL;
-	t = &r->dec.mf.t[i];
-	for (d = 0; d < t->ndim; d++)
-		n *= t->shape[d];
-	if (cap < n * rckpt_dtype_size(t->dtype))
-		return -ERANGE;
+	int rc = fits(r, i, cap);
+	if (rc)
+		return rc;
 	rckpt_gpu_probe(&pr);
 	if (!pr.built_with_cuda || pr.device_count == 0)
 		return -ENODEV;
