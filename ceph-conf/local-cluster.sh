@@ -138,18 +138,19 @@ pick_mon_port() {
 	die "no free pair of TCP ports in 3300..3399 on 127.0.0.1 for the monitor"
 }
 
-# Wait until "$@" succeeds, up to $timeout seconds.
+# Wait until "$@" succeeds, up to $timeout seconds; asks every 0.2 s (a
+# daemon is often ready well within a second, and starts add up in the tests).
 wait_for() {
-	local what=$1 daemon=$2 i
+	local what=$1 daemon=$2 end=$((SECONDS + timeout))
 	shift 2
-	for ((i = 0; i < timeout; i++)); do
+	while [ "$SECONDS" -lt "$end" ]; do
 		if "$@" >/dev/null 2>&1; then return 0; fi
 		if [ -n "$daemon" ] && ! daemon_pid "$daemon" >/dev/null; then
 			echo "$prog: error: $daemon exited while waiting for $what" >&2
 			show_log "$daemon"
 			exit 1
 		fi
-		sleep 1
+		sleep 0.2
 	done
 	echo "$prog: error: $what: not within ${timeout}s" >&2
 	[ -z "$daemon" ] || show_log "$daemon"
@@ -363,13 +364,13 @@ cmd_stop() {
 		say "no daemon running in $dir"
 		return 0
 	fi
-	for ((i = 0; i < 30; i++)); do
+	for ((i = 0; i < 150; i++)); do # 30 s
 		local alive=""
 		for d in $pids; do
 			daemon_pid "${d%%:*}" >/dev/null && alive="$alive $d"
 		done
 		[ -n "$alive" ] || break
-		sleep 1
+		sleep 0.2
 	done
 	for d in $pids; do
 		if pid=$(daemon_pid "${d%%:*}"); then

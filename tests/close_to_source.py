@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """close_to_source.py — is a restored checkpoint the one that was saved?
 
-    close_to_source.py [--eps E] [--cap C] SOURCE.safetensors RESTORED.safetensors
+    close_to_source.py [--eps E] [--cap C] SOURCE.safetensors RESTORED.safetensors [SOURCE RESTORED]...
 
 An oracle that shares no code with rckpt's decoder: it reads both files
 with its own safetensors reader (numpy) and checks what the codec promises
@@ -16,7 +16,8 @@ with its own safetensors reader (numpy) and checks what the codec promises
     own <= C * E, with g the gradient RMS of SOURCE.grads.safetensors (g = 1
     without it). A small slack covers the order of floating-point sums.
 
-Exit 0 when all hold; else 1, naming what does not.
+Exit 0 when all hold, for every pair given; else 1, naming what does not
+(one run judges many pairs: Python and numpy start once).
 """
 import argparse
 import json
@@ -55,11 +56,24 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[1])
     ap.add_argument("--eps", type=float, default=0.0012, help="the threshold the save used (default 0.0012)")
     ap.add_argument("--cap", type=float, default=20.0, help="a tensor's own bound, times eps (default 20)")
-    ap.add_argument("source")
-    ap.add_argument("restored")
+    ap.add_argument("pairs", nargs="+", metavar="SOURCE RESTORED")
     a = ap.parse_args()
-    src, got = read(a.source), read(a.restored)
-    gpath = a.source[:-len(".safetensors")] + ".grads.safetensors"
+    if len(a.pairs) % 2:
+        ap.error("give SOURCE RESTORED in pairs")
+    failed = 0
+    for i in range(0, len(a.pairs), 2):
+        failed += judge(a, a.pairs[i], a.pairs[i + 1])
+    return 1 if failed else 0
+
+
+def judge(a, source, restored):
+    """1 (saying why) when RESTORED is not SOURCE within the bounds, else 0."""
+    try:
+        src, got = read(source), read(restored)
+    except (OSError, ValueError) as e:
+        print(f"close_to_source: {restored}: cannot read: {e}", file=sys.stderr)
+        return 1
+    gpath = source[:-len(".safetensors")] + ".grads.safetensors"
     grads = read(gpath) if os.path.exists(gpath) else {}
     bad = []
     if set(src) != set(got):
@@ -87,7 +101,7 @@ def main():
     if worst > a.cap * a.eps * slack:
         bad.append(f"{worst_name}: its own error {worst:.4g} over {a.cap:g} x eps")
     for b in bad:
-        print(f"close_to_source: {a.restored}: {b}", file=sys.stderr)
+        print(f"close_to_source: {restored}: {b}", file=sys.stderr)
     return 1 if bad else 0
 
 

@@ -218,6 +218,7 @@ for ((r = 1; r <= runs; r++)); do
 	fi
 	wait "$pid" 2>/dev/null
 	st=$?
+	ended=${EPOCHREALTIME//[!0-9]/} # (the lease of a writer that died runs from here at the latest)
 	count[$f]=$((${count[$f]:-0} + 1))
 	# how the operation beside the fault ended: the killed client by our
 	# SIGKILL (or done before it); any other may fail, cleanly, while its
@@ -248,8 +249,12 @@ for ((r = 1; r <= runs; r++)); do
 	# the next writer takes over by itself (the killed one's lease lapses)
 	last=$(steps_now | tail -1)
 	next=$((${last:-0} + 1))
-	# a writer that died holding the lock: its lease (2 s) must lapse
-	{ [ "$f" = client ] || [ "$st" -ne 0 ]; } && sleep 2.2
+	# a writer that died holding the lock: its lease (2 s) must lapse; 2.2 s
+	# from its end, less what the checks since took
+	if [ "$f" = client ] || [ "$st" -ne 0 ]; then
+		left=$((ended + 2200000 - ${EPOCHREALTIME//[!0-9]/}))
+		[ "$left" -le 0 ] || sleep "$(printf '%d.%06d' $((left / 1000000)) $((left % 1000000)))"
+	fi
 	plan_save "$next" $((RANDOM % n)) 1
 	if (save "$job" "$next") >"$t/resume.log" 2>&1; then
 		resumed=$((resumed + 1))

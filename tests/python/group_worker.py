@@ -31,26 +31,35 @@ import torch.distributed as dist  # noqa: E402
 import rckpt  # noqa: E402
 
 
-def model_at(step):
-    """The model and AdamW state after `step` training steps."""
+def models(first, last):
+    """(step, the model and AdamW state after `step` training steps) for
+    step = first..last, from one training run (the same computation as
+    model_at(step) for each: a save of steps 1..10 trains 10 steps, not 55)."""
     torch.manual_seed(11)
     model = torch.nn.TransformerEncoderLayer(d_model=64, nhead=4, dim_feedforward=128, batch_first=True)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    for s in range(1, step + 1):
+    for s in range(1, last + 1):
         g = torch.Generator().manual_seed(1000 + s)
         x = torch.randn(8, 16, 64, generator=g)
         loss = (model(x) - x).pow(2).mean()
         opt.zero_grad()
         loss.backward()
         opt.step()
-    tensors = {"model/" + k: v.detach().clone() for k, v in model.state_dict().items()}
-    names = {id(p): k for k, p in model.named_parameters()}
-    for group in opt.param_groups:
-        for p in group["params"]:
-            st = opt.state[p]
-            for key in ("exp_avg", "exp_avg_sq"):
-                tensors["optim/%s/%s" % (names[id(p)], key)] = st[key].detach().clone()
-    return tensors
+        if s < first:
+            continue
+        tensors = {"model/" + k: v.detach().clone() for k, v in model.state_dict().items()}
+        names = {id(p): k for k, p in model.named_parameters()}
+        for group in opt.param_groups:
+            for p in group["params"]:
+                st = opt.state[p]
+                for key in ("exp_avg", "exp_avg_sq"):
+                    tensors["optim/%s/%s" % (names[id(p)], key)] = st[key].detach().clone()
+        yield s, tensors
+
+
+def model_at(step):
+    """The model and AdamW state after `step` training steps."""
+    return next(models(step, step))[1]
 
 
 def slice_of(n, rank, world):
@@ -88,8 +97,7 @@ def main():
             ck = None
     if ck is not None:
         with ck:
-            for step in range(spec["first"], spec["last"] + 1):
-                tensors = model_at(step)
+            for step, tensors in models(spec["first"], spec["last"]):
                 sd = {}
                 for name, t in tensors.items():
                     if spec["mode"] == "zero3":
