@@ -398,6 +398,8 @@ int main(int argc, char **argv)
 	int do_cpu = 1, opt;
 	rckpt_gpu_probe_t pr;
 
+	setvbuf(stdout, NULL, _IOLBF, 0); /* each figure out as it is made: a run cut short keeps them */
+
 	while ((opt = getopt_long(argc, argv, "s:r:t:nh", lo, NULL)) != -1) {
 		switch (opt) {
 		case 's':

@@ -37,8 +37,10 @@ writing OUTDIR/device-check.md and OUTDIR/device-check.csv.
                    up to its own limit, and is skipped under 20 s
   -h, --help       this text
 
-Exit status: 0 every check passed on a device; 1 a check failed; 2 bad
-usage; 77 no device (built, reported, nothing run).
+Exit status: 0 every check ran and passed on a device; 1 a check failed
+(the parity test running out of time counts as failing); 3 a check did not
+complete (out of time, cases skipped, no compute-sanitizer); 2 bad usage;
+77 no device (built, reported, nothing run).
 USAGE
 }
 
@@ -75,13 +77,14 @@ mkdir -p "$out" || exit 1
 out=$(cd "$out" && pwd)
 steps=$out/steps.csv
 echo "step,status,seconds,detail" >"$steps"
-failed=0
+failed=0 incomplete=0
 
 # step NAME STATUS SECONDS DETAIL: one row of steps.csv (and on stdout)
 step() {
 	printf '%s,%s,%s,%s\n' "$1" "$2" "$3" "${4//,/;}" >>"$steps"
-	printf '%s: %-12s %-7s %5ss  %s\n' "$prog" "$1" "$2" "$3" "$4"
+	printf '%s: %-12s %-10s %5ss  %s\n' "$prog" "$1" "$2" "$3" "$4"
 	[ "$2" != fail ] || failed=1
+	[ "$2" != incomplete ] || incomplete=1
 }
 # run NAME LOG LIMIT CMD...: the command's status, its output in LOG; it
 # gets LIMIT seconds or what is left of the budget, less. 124: out of time.
@@ -102,16 +105,21 @@ run() {
 	[ $rc -ne 124 ] || echo "$prog: $name ran out of its $limit s" >>"$log"
 	return $rc
 }
-# checked NAME: the status word of a step that failed with rc (124: out of
-# time, which is a skip, not a failure of the code)
-outcome() { [ "$1" = 124 ] && echo skip || echo fail; }
+# outcome RC: the status word of a step that did not pass: 124 (out of
+# time) and 77 (cases skipped) are "incomplete", anything else "fail"
+outcome() { case $1 in 124 | 77) echo incomplete ;; *) echo fail ;; esac; }
 
 # ---- the device ----
 dev=none cap=''
-if command -v nvidia-smi >/dev/null && q=$(nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total \
-	--format=csv,noheader 2>/dev/null) && [ -n "$q" ]; then
-	dev=$(echo "$q" | head -1)
-	cap=$(echo "$dev" | cut -d, -f2 | tr -d ' .')
+if command -v nvidia-smi >/dev/null; then
+	if q=$(nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total --format=csv,noheader 2>/dev/null) &&
+		[ -n "$q" ]; then
+		dev=$(echo "$q" | head -1)
+		cap=$(echo "$dev" | cut -d, -f2 | tr -d ' .')
+	elif q=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null) &&
+		[ -n "$q" ]; then # a driver that does not know compute_cap
+		dev=$(echo "$q" | head -1)
+	fi
 fi
 [ -n "$arch" ] || arch=${cap:-90}
 echo "device,$dev" | tr -d '\r' >"$out/device.txt"
@@ -152,14 +160,19 @@ else
 		step parity ok "$last_secs" "$(grep -c '^\[       OK \]' "$out/parity.log") cases passed"
 	else
 		rc=$?
-		step parity "$(outcome $rc)" "$last_secs" "see parity.log: $(grep -m1 -E 'FAILED|rror|ran out' "$out/parity.log" | cut -c1-160)"
+		if [ $rc = 77 ]; then
+			step parity incomplete "$last_secs" "cases skipped: $(grep -E '^skipped: ' "$out/parity.log" | sort -u | cut -c10- | tr '\n' ';' | cut -c1-200)"
+		else # out of time too: a kernel that hangs must not pass
+			step parity fail "$last_secs" "see parity.log: $(grep -m1 -E 'FAILED|rror|ran out' "$out/parity.log" | cut -c1-160)"
+		fi
 	fi
 	# the kernels' cases at small sizes, under the sanitizer's tools
+	san=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer "$(dirname "$(command -v nvcc || echo /x/x)")"/compute-sanitizer 2>/dev/null | head -1)
 	for tool in memcheck racecheck; do
-		if ! command -v compute-sanitizer >/dev/null; then
-			step "$tool" skip 0 "no compute-sanitizer on PATH"
+		if [ -z "$san" ]; then
+			step "$tool" incomplete 0 "no compute-sanitizer"
 		elif RCKPT_TEST_GPU_BIG=0 RCKPT_TEST_GPU_SMALL=1 RCKPT_TEST_FILTER='test_kernels' run "$tool" \
-			"$out/$tool.log" 90 compute-sanitizer --tool "$tool" --error-exitcode 3 "$parity"; then
+			"$out/$tool.log" 90 "$san" --tool "$tool" --error-exitcode 3 "$parity"; then
 			step "$tool" ok "$last_secs" "$(grep -m1 'ERROR SUMMARY' "$out/$tool.log" || echo 'no errors')"
 		else
 			rc=$?
@@ -174,7 +187,7 @@ else
 	fi
 	if ! command -v python3 >/dev/null; then
 		step baselines skip 0 "no python3"
-	elif run baselines "$out/baselines.log" 90 python3 "$src/bench/gpu_baselines.py" --sizes "$sizes" --reps "$reps"; then
+	elif run baselines "$out/baselines.log" 90 python3 -u "$src/bench/gpu_baselines.py" --sizes "$sizes" --reps "$reps"; then
 		step baselines ok "$last_secs" "torch.quantile and CuPy"
 	else
 		rc=$?
@@ -191,4 +204,5 @@ else
 fi
 [ "$failed" = 0 ] || exit 1
 [ "$dev" != none ] || exit 77
+[ "$incomplete" = 0 ] || exit 3
 exit 0

@@ -24,11 +24,21 @@ def read_csv_lines(path, head, tail):
         return rows
     with open(path, errors="replace") as f:
         for line in f:
-            if line.startswith("csv,"):
-                parts = line.rstrip("\n").split(",")[1:]
-                if len(parts) > head + tail:
-                    rows.append(parts[:head] + [",".join(parts[head:len(parts) - tail])]
-                                + parts[len(parts) - tail:])
+            # a line cut short (the program killed at its time limit) or
+            # mixed with other output is left out
+            if not line.startswith("csv,") or not line.endswith("\n"):
+                continue
+            parts = line.rstrip("\n").split(",")[1:]
+            if len(parts) <= head + tail:
+                continue
+            row = (parts[:head] + [",".join(parts[head:len(parts) - tail])]
+                   + parts[len(parts) - tail:])
+            try:
+                int(row[0])
+                [float(x) for x in row[len(row) - tail:]]
+            except ValueError:
+                continue
+            rows.append(row)
     return rows
 
 
@@ -94,7 +104,7 @@ def main(argv):
         met = "—" if not vals else ("yes" if all(v >= want for v in vals.values()) else "no")
         md.append("| %s | %s%s |" % (text, "".join(c + " | " for c in cells), met))
     md.append("| records byte-identical to the CPU path (test_gpu_parity) | %s%s |"
-              % ("".join(" | " for _ in sizes), {"ok": "yes", "fail": "NO"}.get(
+              % ("".join(" | " for _ in sizes), {"ok": "yes", "fail": "NO", "incomplete": "not all cases ran"}.get(
                   parity["status"] if parity else "", "not run")))
     if base:
         md += ["", "## Framework baselines (ms, medians)", "", "| size | tool | what | ms |",

@@ -101,16 +101,24 @@ extern "C" int rckpt_gpu_gather_d2h(void *dst, const void *d_src, size_t esize, 
 	return 0;
 }
 
-extern "C" int rckpt_gpu_use_device_of(const void *p)
+extern "C" int rckpt_gpu_use_device_of(const void *p, int *prev)
 {
 	cudaPointerAttributes a;
+	int rc;
 	if (p == NULL || cudaPointerGetAttributes(&a, p) != cudaSuccess) {
 		cudaGetLastError();
 		return -EFAULT;
 	}
 	if (a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged)
 		return -EFAULT;
+	if ((rc = err_of(cudaGetDevice(prev))))
+		return rc;
 	return err_of(cudaSetDevice(a.device));
+}
+
+extern "C" int rckpt_gpu_set_device(int d)
+{
+	return err_of(cudaSetDevice(d));
 }
 
 extern "C" int rckpt_gpu_is_device_ptr(const void *p)

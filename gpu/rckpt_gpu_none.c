@@ -61,9 +61,16 @@ int rckpt_gpu_gather_d2h(void *dst, const void *d_src, size_t esize, size_t stri
 	return -ENODEV;
 }
 
-int rckpt_gpu_use_device_of(const void *p)
+int rckpt_gpu_use_device_of(const void *p, int *prev)
 {
 	(void)p;
+	*prev = 0;
+	return -ENODEV;
+}
+
+int rckpt_gpu_set_device(int d)
+{
+	(void)d;
 	return -ENODEV;
 }
 

@@ -333,7 +333,9 @@ typedef struct rckpt_save_stats {
  * writes the manifest, and commits the step. Returns when the step is
  * committed. Steps must grow and every save must have the same tensors.
  * -EINVAL, -EDOM (NaN/Inf), -ESTALE (the head moved: another writer), a
- * RADOS error. st may be NULL. */
+ * RADOS error. st may be NULL. Tensors in CUDA device memory are read on a
+ * stream of the library's own: the caller's work writing them must be
+ * finished (synchronized) before the call. */
 RCKPT_API int rckpt_job_save(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t, unsigned n,
 			     const rckpt_tensor_t *g, unsigned ng, rckpt_save_stats_t *st);
 
@@ -528,15 +530,18 @@ RCKPT_API int rckpt_restored_tensor(const rckpt_restored_t *r, unsigned i, rckpt
 /* Tensor i's role (enum rckpt_role) as saved, or -EINVAL. */
 RCKPT_API int rckpt_restored_role(const rckpt_restored_t *r, unsigned i);
 /* Writes tensor i, dequantized, in its own dtype into dst (elements x the
- * dtype's size bytes). -ENOENT for a tensor a partial restore left out. */
+ * dtype's size bytes). -ENOENT for a tensor a partial restore left out
+ * (then nothing is written); -ENOMEM may leave dst partly written. */
 RCKPT_API int rckpt_restored_read(const rckpt_restored_t *r, unsigned i, void *dst, size_t cap);
 /* The same into CUDA device memory at d_dst (a tensor's data on the GPU):
  * the levels (a byte an element) and protected values go to the device and
  * are dequantized there, straight into d_dst, with no fp32 copy of the
  * tensor in host memory; the same bytes as rckpt_restored_read. Returns
  * once the values are in place (the caller's own streams must not be
- * using d_dst meanwhile). -ENODEV when this build has no CUDA or the
- * machine no device; -EFAULT when d_dst is not device memory. */
+ * using d_dst meanwhile). The calling thread's current CUDA device is
+ * left as it was. -ENODEV when this build has no CUDA or the machine no
+ * device; -EFAULT when d_dst is not device memory; -ENOMEM when the
+ * device has no room for the levels (read on the host instead). */
 RCKPT_API int rckpt_restored_read_device(const rckpt_restored_t *r, unsigned i, void *d_dst, size_t cap);
 /* Writes elements [first, first + count) of tensor i, dequantized, in its
  * own dtype to dst (count x the dtype's size bytes): partial recovery into

@@ -69,8 +69,10 @@ int rckpt_gpu_gather_d2h(void *dst, const void *d_src, size_t esize, size_t stri
 /* 1 when p is device (or managed) memory of the current device, else 0. */
 int rckpt_gpu_is_device_ptr(const void *p);
 /* Makes the device that holds p (device or managed memory) this thread's
- * current one: 0, or -EFAULT when p is not device memory. */
-int rckpt_gpu_use_device_of(const void *p);
+ * current one, the one it was into *prev: 0, or -EFAULT when p is not
+ * device memory. rckpt_gpu_set_device(*prev) puts it back. */
+int rckpt_gpu_use_device_of(const void *p, int *prev);
+int rckpt_gpu_set_device(int d);
 
 /* Element types: enum rckpt_dtype (formats/rckpt_dtype.h). */
 

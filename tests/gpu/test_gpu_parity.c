@@ -807,8 +807,11 @@ static int col_record(void *arg, uint32_t chunk, rckpt_buf_t *rec)
  * path's bytes. */
 static void test_encoder_partial(void **state)
 {
-	unsigned dt;
+	unsigned dt, one;
 	(void)state;
+	/* one: a single quantized tensor, the one the GPU encoder staged last
+	 * in the step before (its per-step caches must not outlive the step) */
+	for (one = 0; one < 2; one++)
 	for (dt = RCKPT_DT_F32; dt <= RCKPT_DT_BF16; dt++) {
 		rckpt_ckenc_opts_t o;
 		rckpt_ckenc_t *e[3];
@@ -833,20 +836,25 @@ static void test_encoder_partial(void **state)
 			rckpt_tset_t dp, dg;
 			char msg[256];
 			int rc[3];
+			rckpt_tset_t mp = m.p, mg = m.g;
+			if (one) { /* d.fc.weight alone */
+				mp.t = &m.t[3], mp.ntensors = 1;
+				mg.t = &m.gt[3], mg.ntensors = 1;
+			}
 			if (s)
 				model_step(&m);
-			st_to_dev(&dp, dtt, &m.p);
-			st_to_dev(&dg, dgt, &m.g);
+			st_to_dev(&dp, dtt, &mp);
+			st_to_dev(&dg, dgt, &mg);
 			for (k = 0; k < 3; k++) {
 				const rckpt_ckenc_sink_t sink = { col_begin, col_record, &col[k] };
 				memset(&col[k], 0, sizeof(col[k]));
 				memset(&man[k], 0, sizeof(man[k]));
 				if (s == 0)
-					rc[k] = rckpt_ckenc_step_stream(e[k], &sink, &man[k], &st[k], k == 2 ? &dp : &m.p,
-									k == 2 ? &dg : &m.g, 200 + s, msg, sizeof(msg));
+					rc[k] = rckpt_ckenc_step_stream(e[k], &sink, &man[k], &st[k], k == 2 ? &dp : &mp,
+									k == 2 ? &dg : &mg, 200 + s, msg, sizeof(msg));
 				else
-					rc[k] = rckpt_ckenc_step_partial(e[k], &sink, &man[k], &st[k], k == 2 ? &dp : &m.p,
-									 k == 2 ? &dg : &m.g, 200 + s, &pp, msg, sizeof(msg));
+					rc[k] = rckpt_ckenc_step_partial(e[k], &sink, &man[k], &st[k], k == 2 ? &dp : &mp,
+									 k == 2 ? &dg : &mg, 200 + s, &pp, msg, sizeof(msg));
 			}
 			/* all three agree, also on a step over eps with the old codebooks */
 			assert_int_equal(rc[0], rc[1]);
@@ -871,7 +879,8 @@ static void test_encoder_partial(void **state)
 			st_dev_free(&dp);
 			st_dev_free(&dg);
 		}
-		print_message("dtype %u: %u partial steps, the CPU's bytes\n", dt, partials);
+		print_message("%s, dtype %u: %u partial steps, the CPU's bytes\n", one ? "one tensor" : "model", dt,
+			      partials);
 		assert_true(partials > 0);
 		model_free(&m);
 		for (k = 0; k < 3; k++)

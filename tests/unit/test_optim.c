@@ -190,6 +190,37 @@ static void check_sink(const rckpt_ckdec_t *d, unsigned seen[2])
 	}
 }
 
+/* A tensor whose last segment holds a level out of range is refused whole:
+ * -EBADMSG and not a byte written (the sink may be a live tensor). */
+static void check_sink_refuses(rckpt_ckdec_t *d)
+{
+	uint32_t t;
+	for (t = 0; t < d->mf.ntensors; t++) {
+		const rckpt_mf_tensor_t *mt = &d->mf.t[t];
+		rckpt_seg_t *sg = &d->chunk[mt->seg[mt->nseg - 1].chunk].seg[mt->seg[mt->nseg - 1].index];
+		const size_t bytes = rckpt_dtype_size(mt->dtype) * (size_t)(sg->first + sg->n);
+		rckpt_ckdec_sink_t sink;
+		uint8_t *got, keep, *want;
+		if (sg->encoding == RCKPT_SEG_LOSSLESS || mt->nseg < 2 || sg->n == 0)
+			continue;
+		got = malloc(bytes);
+		want = malloc(bytes);
+		assert_true(got && want);
+		memset(got, 0x5a, bytes);
+		memset(want, 0x5a, bytes);
+		keep = sg->idx[sg->n - 1];
+		sg->idx[sg->n - 1] = (uint8_t)(sg->nbins + 2);
+		rckpt_ckdec_host_sink(&sink, got);
+		assert_int_equal(rckpt_ckdec_tensor_to(d, t, &sink), -EBADMSG);
+		assert_memory_equal(got, want, bytes);
+		sg->idx[sg->n - 1] = keep;
+		free(got);
+		free(want);
+		return;
+	}
+	fail_msg("no tensor of several quantized segments to corrupt");
+}
+
 /* The same set with its model tensors in dtype dt (fp16, bf16), whose
  * buffers *bufs holds (free them). */
 static void narrow_set(rckpt_tset_t *out, const rckpt_tset_t *s, unsigned dt, void **bufs)
@@ -245,6 +276,8 @@ static void test_decode_to_sink(void **state)
 			assert_int_equal(rckpt_ckenc_step(e, &out, &st, &sn, NULL, 150 * (i + 1), msg, sizeof(msg)), 0);
 			decode(&d, &out);
 			check_sink(&d, seen);
+			if (i == NSTEPS - 1)
+				check_sink_refuses(&d);
 			rckpt_ckenc_out_free(&out);
 			for (k = 0; k < sn.ntensors; k++)
 				free(bufs[k]);

@@ -5,6 +5,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "ckenc_impl.h"
+#include "rckpt_gpu.h"
 #include "rckpt_store_wire.h" /* RCKPT_STORE_CHAIN_REBASE */
 
 #include <errno.h>
@@ -166,7 +167,7 @@ static int host_weights(rckpt_ckenc_t *e, const float *g0, uint64_t first, size_
 	int rc;
 	*owned = NULL;
 	*out = g0 ? g0 + first : NULL;
-	if (g0 == NULL || e->be == &ckenc_cpu_backend)
+	if (g0 == NULL || e->be == &ckenc_cpu_backend || !rckpt_gpu_is_device_ptr(g0))
 		return 0;
 	if ((rc = e->be->to_host(e, g0 + first, 4 * n, &h, owned)))
 		return rc;
@@ -206,6 +207,8 @@ int rckpt_ckenc_step_partial(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink,
 	}
 	if ((rc = ckenc_check_layout(e, params, msg, msglen)))
 		return rc;
+	/* the tensors may hold new values at the same addresses */
+	e->be->step_begin(e);
 	for (i = 0; i < params->ntensors; i++)
 		if (grads && rckpt_tset_find(grads, params->t[i].name) != NULL) {
 			const rckpt_ctensor_t *g = rckpt_tset_find(grads, params->t[i].name);

@@ -227,6 +227,35 @@ static int seg_of(const rckpt_ckdec_t *d, uint32_t t, uint32_t k, uint64_t off, 
 	return 0;
 }
 
+/* Whether tensor t (numel elements) decodes: its segments are there and
+ * whole, and their levels in range with the protected values they use. */
+static int readable(const rckpt_ckdec_t *d, uint32_t t, uint64_t numel)
+{
+	const rckpt_mf_tensor_t *mt = &d->mf.t[t];
+	const rckpt_seg_t *sg;
+	uint64_t off, i;
+	uint32_t k;
+	int rc;
+	for (k = 0, off = 0; k < mt->nseg; off += mt->seg[k].n, k++) {
+		if (off > numel)
+			return -EBADMSG;
+		if ((rc = seg_of(d, t, k, off, numel, &sg)))
+			return rc;
+		if (sg->encoding != RCKPT_SEG_LOSSLESS) {
+			const uint8_t L = (uint8_t)(sg->nbins + 2), P = (uint8_t)(sg->nbins + 1);
+			uint64_t np = 0;
+			for (i = 0; i < sg->n; i++) {
+				if (sg->idx[i] >= L)
+					return -EBADMSG;
+				np += sg->idx[i] == P;
+			}
+			if (np > sg->nprot)
+				return -EBADMSG;
+		}
+	}
+	return off == numel ? 0 : -EBADMSG;
+}
+
 int rckpt_ckdec_tensor_to(const rckpt_ckdec_t *d, uint32_t t, const rckpt_ckdec_sink_t *s)
 {
 	const rckpt_mf_tensor_t *mt;
@@ -243,16 +272,18 @@ int rckpt_ckdec_tensor_to(const rckpt_ckdec_t *d, uint32_t t, const rckpt_ckdec_
 	dsz = rckpt_dtype_size(mt->dtype);
 	for (dd = 0; dd < mt->ndim; dd++)
 		numel *= mt->shape[dd];
-	/* every segment first: a tensor that cannot be read is not begun */
-	for (k = 0, off = 0; k < mt->nseg; off += mt->seg[k].n, k++)
-		if ((rc = seg_of(d, t, k, off, numel, &sg)))
-			return rc;
-	if (off != numel)
-		return -EBADMSG;
-	if (mt->norm != RCKPT_MF_NO_NORM) /* each value needs its second moment's */
+	/* every segment first, and a NORM tensor's partner: a tensor that
+	 * cannot be read is not begun (the sink may be the caller's live one) */
+	if ((rc = readable(d, t, numel)))
+		return rc;
+	if (mt->norm != RCKPT_MF_NO_NORM) { /* each value needs its second moment's */
+		if (mt->norm >= d->mf.ntensors || (rc = readable(d, mt->norm, numel)))
+			return rc ? rc : -EBADMSG;
 		return staged(d, t, 0, numel, s);
+	}
 	for (k = 0, off = 0; k < mt->nseg; off += mt->seg[k].n, k++) {
-		(void)seg_of(d, t, k, off, numel, &sg);
+		if ((rc = seg_of(d, t, k, off, numel, &sg)))
+			return rc; /* checked above */
 		if (sg->encoding == RCKPT_SEG_LOSSLESS && sg->dtype == mt->dtype) {
 			rc = s->put(s->arg, off * dsz, sg->raw, (size_t)sg->n * dsz);
 		} else if (sg->encoding == RCKPT_SEG_LOSSLESS || sg->transform != RCKPT_XF_NONE) {

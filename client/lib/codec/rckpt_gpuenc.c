@@ -506,6 +506,14 @@ int rckpt_gpuenc_decode_to(rckpt_gpuenc_t *g, void *dst, const rckpt_ckdec_t *d,
 {
 	devsink_t s = { g, dst };
 	rckpt_ckdec_sink_t sink = { dev_put, dev_dequantize, &s };
+	uint64_t n = 1;
+	unsigned k;
+	if (t < d->mf.ntensors) {
+		for (k = 0; k < d->mf.t[t].ndim; k++)
+			n *= d->mf.t[t].shape[k];
+		if (n == 0)
+			return 0; /* nothing to write */
+	}
 	if (dst == NULL || !rckpt_gpu_is_device_ptr(dst))
 		return -EFAULT;
 	return rckpt_ckdec_tensor_to(d, t, &sink);

@@ -419,18 +419,23 @@ int rckpt_restored_role(const rckpt_restored_t *r, unsigned i)
 	}
 }
 
+static uint64_t mf_numel(const rckpt_mf_tensor_t *t)
+{
+	uint64_t n = 1;
+	unsigned d;
+	for (d = 0; d < t->ndim; d++)
+		n *= t->shape[d];
+	return n;
+}
+
 /* Whether tensor i fits in cap bytes: 0, -EINVAL (no tensor i), -ERANGE. */
 static int fits(const rckpt_restored_t *r, unsigned i, size_t cap)
 {
 	const rckpt_mf_tensor_t *t;
-	uint64_t n = 1;
-	unsigned d;
 	if (i >= r->dec.mf.ntensors)
 		return -EINVAL;
 	t = &r->dec.mf.t[i];
-	for (d = 0; d < t->ndim; d++)
-		n *= t->shape[d];
-	return cap < n * rckpt_dtype_size(t->dtype) ? -ERANGE : 0;
+	return cap < mf_numel(t) * rckpt_dtype_size(t->dtype) ? -ERANGE : 0;
 }
 
 int rckpt_restored_read(const rckpt_restored_t *r, unsigned i, void *dst, size_t cap)
@@ -448,17 +453,23 @@ int rckpt_restored_read_device(const rckpt_restored_t *r, unsigned i, void *d_ds
 {
 	rckpt_gpu_probe_t pr;
 	rckpt_gpuenc_t *g;
-	int rc = fits(r, i, cap);
+	int rc = fits(r, i, cap), prev;
 	if (rc)
 		return rc;
 	rckpt_gpu_probe(&pr);
 	if (!pr.built_with_cuda || pr.device_count == 0)
 		return -ENODEV;
-	/* the stream and buffers on the device that holds d_dst */
-	if ((rc = rckpt_gpu_use_device_of(d_dst)) || (rc = rckpt_gpuenc_create(&g)))
+	if (mf_numel(&r->dec.mf.t[i]) == 0)
+		return 0; /* nothing to write, wherever d_dst is */
+	/* the stream and buffers on the device that holds d_dst; the
+	 * thread's current device back afterwards */
+	if ((rc = rckpt_gpu_use_device_of(d_dst, &prev)))
 		return rc;
-	rc = rckpt_gpuenc_decode_to(g, d_dst, &r->dec, i);
-	rckpt_gpuenc_destroy(g);
+	if ((rc = rckpt_gpuenc_create(&g)) == 0) {
+		rc = rckpt_gpuenc_decode_to(g, d_dst, &r->dec, i);
+		rckpt_gpuenc_destroy(g);
+	}
+	rckpt_gpu_set_device(prev);
 	return rc;
 }
 

@@ -16,6 +16,7 @@ from . import _lib, _plain
 from ._lib import RckptError, check, lib
 
 _NODEV = -errno.ENODEV  # rckpt_restored_read_device in a library without CUDA
+_NOMEM = -errno.ENOMEM
 
 EPS_DEFAULT = 0.0012  # RCKPT_EPS_DEFAULT (rckpt.h)
 
@@ -732,6 +733,11 @@ class Checkpointer:
         host = exact  # exact saves read host memory; partial ones read the device too
         t = self._describe(comp, keep, host=host)
         gt = self._describe(g, keep, host=host) if g else None
+        if not host and self._gpu:
+            # the library reads device memory on a stream of its own: what
+            # PyTorch has queued to write these tensors must be done first
+            for dev in {v.device for v in list(comp.values()) + list((g or {}).values()) if v.is_cuda}:
+                torch.cuda.current_stream(dev).synchronize()
         s = _lib.c_voidp()
         self._quality_error = None
         with self._lock:
@@ -818,6 +824,8 @@ class Checkpointer:
                                                         out.numel() * out.element_size())
                     if rc == _NODEV:  # this library has no CUDA: read on the host
                         device_reads[0] = False
+                    elif rc == _NOMEM:  # no room on the device for the levels: on the host
+                        rc = _NODEV
                 if rc == _NODEV:
                     if fits and not live.is_cuda:
                         out = live  # read in place: no second copy of the model
