@@ -243,7 +243,7 @@ static void narrow_set(rckpt_tset_t *out, const rckpt_tset_t *s, unsigned dt, vo
 }
 
 /* Restoring into device memory, on its CPU twin (rckpt_ckdec_tensor_to
- * with the host sink): every tensor of every step (bases and deltas; the
+ * with the host sink): every tensor of the steps (bases and deltas; the
  * model in fp32, fp16 and bf16; Adam's moments, LOG2 and NORM) reads as
  * the fp32 decode narrowed, byte for byte. The device sink's kernels are
  * test_gpu_parity's (on a GPU). */
@@ -263,7 +263,8 @@ static void test_decode_to_sink(void **state)
 		o.chunk_params = 3000; /* tensors in several segments, at odd offsets */
 		assert_int_equal(rckpt_ckenc_create(&e, &o), 0);
 		memset(&d, 0, sizeof(d));
-		for (i = 0; i < NSTEPS; i++) {
+		/* fp32 over every step; fp16 and bf16 over a base and a delta */
+		for (i = 0; i < (v ? 2 : NSTEPS); i++) {
 			rckpt_tset_t s, sn;
 			rckpt_ckenc_out_t out;
 			rckpt_ckenc_stats_t st;
@@ -276,7 +277,7 @@ static void test_decode_to_sink(void **state)
 			assert_int_equal(rckpt_ckenc_step(e, &out, &st, &sn, NULL, 150 * (i + 1), msg, sizeof(msg)), 0);
 			decode(&d, &out);
 			check_sink(&d, seen);
-			if (i == NSTEPS - 1)
+			if (v == 0 && i == NSTEPS - 1)
 				check_sink_refuses(&d);
 			rckpt_ckenc_out_free(&out);
 			for (k = 0; k < sn.ntensors; k++)
