@@ -231,11 +231,17 @@ __global__ __launch_bounds__(QB_THREADS) void k_bounds(float *out, const u64 *hi
 		u64 incl, agg;
 		scan_t(ts).InclusiveSum(c, incl, agg);
 		const u64 cum = carry + incl;
+		// The buckets' cumulative ranges [cum - c, cum) are disjoint and
+		// start above the zero bucket's, so exactly one thread in the
+		// whole walk matches a rank not already found: found[] is only
+		// written here, never read, until after the loop's last barrier
+		// (reading it here raced with that write: compute-sanitizer
+		// racecheck on an H100).
 		for (unsigned q = 0; q < r.nq; q++)
-			if (!found[q] && c && cum > r.rank[q] && cum - c <= r.rank[q]) {
+			if (c && cum > r.rank[q] && cum - c <= r.rank[q]) {
 				out[2 * q] = __uint_as_float((k + k0) << shift);
 				out[2 * q + 1] = __uint_as_float((k + k0 + 1) << shift);
-				found[q] = 2; // written; seen by all after the barrier
+				found[q] = 2;
 			}
 		carry += agg;
 		__syncthreads();
