@@ -71,7 +71,11 @@ def main():
     names = sorted(f for f in os.listdir(ckdir) if f.startswith("step-") and f.count(".") == 1
                    and f.endswith(".safetensors"))
     meta = ev.model_meta(os.path.join(ckdir, names[0]))
-    l0 = {n: ev.heldout_loss(os.path.join(ckdir, n), meta) for n in names}
+    l0, keys = {}, {}
+    for n in names:
+        sd = ev.read_safetensors(os.path.join(ckdir, n))
+        keys[n] = set(sd)
+        l0[n] = ev.heldout_loss(sd, meta)
     rows = []
     t0 = time.time()
     for eps in epss:
@@ -91,7 +95,8 @@ def main():
             for m in methods:
                 if m not in enc:
                     continue
-                inc = [(ev.heldout_loss(os.path.join(tmp, m, n), meta) - l0[n]) / l0[n] for n in names]
+                inc = [(ev.heldout_loss(model_state(ev, os.path.join(tmp, m, n), keys[n]), meta) - l0[n])
+                       / l0[n] for n in names]
                 rows.append({"method": m, "eps": eps, "ratio": raw[m] / enc[m], "last": inc[-1],
                              "worst": max(inc), "first": inc[0]})
         print(f"frontier: eps {eps}: " + ", ".join(f"{r['method']} {r['ratio']:.1f}x {r['last']:+.2%}"
@@ -102,6 +107,19 @@ def main():
         w.writeheader()
         w.writerows(rows)
     report(rows, methods, out, ckdir, len(names), a)
+
+
+def model_state(ev, path, keys):
+    """The model's tensors of a decoded step: bench_codec decodes what it
+    saved, the model and, where the run has X.optim.safetensors beside it,
+    the optimizer's state (exp_avg.NAME, exp_avg_sq.NAME) in the same file.
+    Only the original's tensors are evaluated; one of them missing is an
+    error, not a smaller model."""
+    sd = ev.read_safetensors(path)
+    missing = keys - set(sd)
+    if missing:
+        sys.exit(f"frontier: {path} lacks {len(missing)} of the model's tensors ({sorted(missing)[0]}, ...)")
+    return {k: v for k, v in sd.items() if k in keys}
 
 
 def best_at(rows, m, budget, key):
