@@ -872,6 +872,13 @@ typedef struct rckpt_pcr_info {
 
 RCKPT_API int rckpt_pcr_info(rckpt_pcr_t *d, rckpt_pcr_info_t *out);
 
+/* What the index says of image id, with no I/O (rckpt_pcr_open read it):
+ * the record that holds it, and its label (pointing into d, valid until
+ * rckpt_pcr_close; NULL and 0 when it has none). record, label and
+ * label_len may each be NULL. -ERANGE past the dataset. */
+RCKPT_API int rckpt_pcr_lookup(rckpt_pcr_t *d, uint32_t id, uint32_t *record, const void **label,
+			       size_t *label_len);
+
 /* Starts a new pass over the records at k groups (RCKPT_PCR_ALL: all):
  * the fidelity may change between epochs. Reads in flight are waited for
  * and dropped. */

@@ -6,7 +6,8 @@
  * ~12.9 GB allocated from a record's header) is refused before the reader
  * allocates. Decoding at a reduced scale (rckpt_pcr_opts_t.scale, issue 29):
  * the sizes and pixels of TurboJPEG's scaled decode of the same prefix, the
- * automatic scale per group, options of version 1, bad scales.
+ * automatic scale per group, options of version 1, bad scales. An
+ * image's record and label from the index alone (rckpt_pcr_lookup).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -215,6 +216,57 @@ static void test_rewind_records(void **state)
 	assert_int_equal(rckpt_pcr_delete(f->h, "r"), 0);
 }
 
+/* rckpt_pcr_lookup: each image's record and label from the index alone
+ * (no read), an image without a label, an id past the dataset. */
+static void test_lookup(void **state)
+{
+	fx_t *f = *state;
+	rckpt_pcr_input_t in[NIMG];
+	rckpt_pcr_build_opts_t bo = RCKPT_PCR_BUILD_OPTS_INIT;
+	rckpt_pcr_opts_t o = RCKPT_PCR_OPTS_INIT;
+	rckpt_pcr_read_stats_t s0, s1;
+	static const char *labels[NIMG] = { "7", "", "-12" };
+	rckpt_pcr_t *d = NULL;
+	const void *label;
+	size_t len;
+	uint32_t rec;
+	unsigned i;
+
+	memset(in, 0, sizeof(in));
+	for (i = 0; i < NIMG; i++) {
+		in[i].path = f->path[i];
+		in[i].label = labels[i];
+		in[i].label_len = strlen(labels[i]);
+	}
+	bo.threads = 1;
+	bo.images_per_record = 2; /* records {0, 1} and {2} */
+	if (rckpt_pcr_build(f->h, "l", in, NIMG, &bo, NULL))
+		fail_msg("build: %s", rckpt_errmsg(f->h));
+	assert_int_equal(rckpt_pcr_open(f->h, &d, "l", &o), 0);
+	assert_int_equal(rckpt_pcr_read_stats(d, &s0), 0);
+	for (i = 0; i < NIMG; i++) {
+		rec = UINT32_MAX;
+		label = NULL;
+		len = 99;
+		assert_int_equal(rckpt_pcr_lookup(d, i, &rec, &label, &len), 0);
+		assert_int_equal(rec, i / 2);
+		assert_int_equal(len, strlen(labels[i]));
+		if (len)
+			assert_memory_equal(label, labels[i], len);
+		else
+			assert_null(label);
+	}
+	assert_int_equal(rckpt_pcr_lookup(d, 2, NULL, NULL, NULL), 0);
+	assert_int_equal(rckpt_pcr_lookup(d, 2, &rec, NULL, NULL), 0);
+	assert_int_equal(rec, 1);
+	assert_int_equal(rckpt_pcr_lookup(d, NIMG, &rec, &label, &len), -ERANGE);
+	assert_non_null(strstr(rckpt_errmsg(f->h), "image 3"));
+	assert_int_equal(rckpt_pcr_read_stats(d, &s1), 0);
+	assert_int_equal(s1.reads, s0.reads); /* the index alone */
+	rckpt_pcr_close(d);
+	assert_int_equal(rckpt_pcr_delete(f->h, "l"), 0);
+}
+
 static uint32_t le32(const uint8_t *p)
 {
 	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
@@ -336,6 +388,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_build_and_read, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pixels_bounded, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_rewind_records, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lookup, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_scaled_read, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -591,6 +591,26 @@ static uint32_t record_of(const rckpt_pcr_index_t *x, uint32_t id)
 	return lo;
 }
 
+int rckpt_pcr_lookup(rckpt_pcr_t *d, uint32_t id, uint32_t *record, const void **label,
+		     size_t *label_len)
+{
+	uint32_t a, b;
+
+	rckpt_clear_error(d->h);
+	if (id >= d->x.nimages)
+		return rckpt_fail(d->h, -ERANGE, __func__, "image %" PRIu32 ": %s has %" PRIu32 " images",
+				  id, d->name, d->x.nimages);
+	a = d->x.label_off[id];
+	b = d->x.label_off[id + 1];
+	if (record)
+		*record = record_of(&d->x, id);
+	if (label)
+		*label = b > a ? (const void *)(d->x.labels + a) : NULL;
+	if (label_len)
+		*label_len = b - a;
+	return 0;
+}
+
 static int cmp_id(const void *a, const void *b)
 {
 	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
