@@ -14,8 +14,6 @@
 
 #include "rckpt_cli.h"
 
-static const char *prog = "rckpt";
-
 static void usage_main(FILE *f)
 {
 	fprintf(f,
@@ -55,10 +53,12 @@ static void usage_main(FILE *f)
 
 static int usage_error(const char *fmt, const char *arg)
 {
-	fprintf(stderr, "%s: ", prog);
-	fprintf(stderr, fmt, arg);
-	fprintf(stderr, "; try '%s --help'\n", prog);
-	return EXIT_USAGE;
+	char m[1024];
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+	snprintf(m, sizeof(m), fmt, arg);
+#pragma GCC diagnostic pop
+	return cli_usage_error(NULL, m);
 }
 
 /* ---- rckpt version ---- */
@@ -75,6 +75,13 @@ int rckpt_cli_version(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	if (argc > 1)
 		return usage_error("version: unexpected argument '%s'", argv[1]);
 	rckpt_gpu_info(&gi);
+	if (cli_json_mode())
+		return cli_json_out(json_pack("{s:s, s:i, s:{s:b, s:i, s:i, s:i, s:s}}", "version", rckpt_version_string(),
+					      "version_number", (int)rckpt_version_number(), "gpu", "built_with_cuda",
+					      gi.built_with_cuda, "runtime_version", gi.runtime_version,
+					      "driver_version", gi.driver_version, "devices", gi.device_count,
+					      "device_name", gi.device_count ? gi.device_name : ""),
+				    conn);
 	printf("librckpt %s\n", rckpt_version_string());
 	if (!gi.built_with_cuda)
 		printf("gpu       not built (no CUDA toolkit at build time)\n");
@@ -137,17 +144,18 @@ static void survey_free(survey_t *s)
 static int survey(rckpt_t *h, const char *ns, survey_t *s)
 {
 	unsigned n[2] = { 0, 0 }, k;
+	int rc;
 	memset(s, 0, sizeof(*s));
 	s->v[0] = calloc(STATUS_OSDS_MAX, sizeof(*s->v[0]));
 	s->v[1] = calloc(STATUS_OSDS_MAX, sizeof(*s->v[1]));
 	if (!s->v[0] || !s->v[1]) {
 		survey_free(s);
-		fprintf(stderr, "rckpt: status: out of memory\n");
+		cli_err("status", -ENOMEM, "out of memory");
 		return -1;
 	}
 	for (k = 0; k < 2; k++)
-		if (rckpt_plugin_versions_in(h, ns, plugins[k], s->v[k], STATUS_OSDS_MAX, &n[k])) {
-			fprintf(stderr, "rckpt: status: %s\n", rckpt_errmsg(h));
+		if ((rc = rckpt_plugin_versions_in(h, ns, plugins[k], s->v[k], STATUS_OSDS_MAX, &n[k])) != 0) {
+			cli_err("status", rc, "%s", rckpt_errmsg(h));
 			survey_free(s);
 			return -1;
 		}
@@ -301,8 +309,8 @@ int rckpt_cli_status(int argc, char **argv, const rckpt_connect_opts_t *conn)
 		return usage_error("status: unexpected argument '%s'", argv[optind]);
 	if (job && dataset)
 		return usage_error("status: %s", "--job and --dataset exclude each other");
-	if ((job && *job == '\0') || (dataset && *dataset == '\0'))
-		return usage_error("status: %s", "an empty name");
+	if ((job && cli_check_name("status", "--job", job)) || (dataset && cli_check_name("status", "--dataset", dataset)))
+		return EXIT_USAGE;
 	if (dataset)
 		snprintf(ns, sizeof(ns), "pcr/%s", dataset);
 	if ((h = cli_connect(conn, argv[0])) == NULL)
@@ -313,7 +321,7 @@ int rckpt_cli_status(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	}
 	if ((job || dataset) && survey_asked(&s) == 0) {
 		/* a namespace without objects: the name is wrong */
-		fprintf(stderr, "rckpt status: %s '%s' does not exist (no object of it in pool '%s')\n",
+		cli_err("status", -ENOENT, "%s '%s' does not exist (no object of it in pool '%s')",
 			job ? "job" : "data set", job ? job : dataset, rckpt_pool_name(h));
 		survey_free(&s);
 		rckpt_destroy(h);
@@ -451,15 +459,32 @@ int rckpt_cli_call(int argc, char **argv, const rckpt_connect_opts_t *conn)
 		return 1;
 	out = malloc(cap);
 	if (out == NULL) {
-		fprintf(stderr, "%s: out of memory\n", prog);
+		cli_err("call", -ENOMEM, "out of memory");
 		rckpt_destroy(h);
 		return 1;
 	}
 	n = rckpt_plugin_call(h, out, cap, oid, argv[optind], argv[optind + 1], input, strlen(input));
 	if (n < 0)
-		fprintf(stderr, "%s: %s\n", prog, rckpt_errmsg(h));
+		cli_err("call", n, "%s", rckpt_errmsg(h));
 	else if (raw)
 		fwrite(out, 1, (size_t)n, stdout);
+	else if (cli_json_mode()) {
+		static const char hx[] = "0123456789abcdef";
+		char *hex = malloc(2 * (size_t)n + 1);
+		int i;
+		for (i = 0; hex && i < n; i++) {
+			hex[2 * i] = hx[out[i] >> 4];
+			hex[2 * i + 1] = hx[out[i] & 15];
+		}
+		if (hex)
+			hex[2 * n] = '\0';
+		n = hex ? 0 : -ENOMEM;
+		if (hex && cli_json_out(json_pack("{s:s, s:s, s:s, s:i, s:s}", "object", oid, "class", argv[optind],
+						  "method", argv[optind + 1], "bytes", (int)(strlen(hex) / 2), "hex", hex),
+					conn))
+			n = -EIO;
+		free(hex);
+	}
 	else {
 		printf("%d bytes\n", n);
 		hexdump(out, (size_t)n);
@@ -507,6 +532,7 @@ static int set_global(cli_opts_t *opts, int which, const char *v)
 		if ((k = choice(v, formats)) < 0)
 			return usage_error("--format must be plain, json or json-pretty, not '%s'", v);
 		opts->format = k;
+		cli_set_format(k);
 		break;
 	case 'c': conn->conf_path = v; break;
 	case 'u':
@@ -547,7 +573,24 @@ static int global_after(const char *arg, const char **v)
 	return 0;
 }
 
-int main(int argc, char **argv)
+/* The --format a run asks for, before the options are parsed, so that
+ * an error among them is JSON too. */
+static void prescan_format(int argc, char **argv)
+{
+	static const char *const formats[] = { "plain", "json", "json-pretty", NULL };
+	int i, k;
+	for (i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
+		const char *v = NULL;
+		if (strncmp(argv[i], "--format=", 9) == 0)
+			v = argv[i] + 9;
+		else if (strcmp(argv[i], "--format") == 0 && i + 1 < argc)
+			v = argv[i + 1];
+		if (v && (k = choice(v, formats)) >= 0)
+			cli_set_format(k);
+	}
+}
+
+static int run(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "conf", required_argument, NULL, 'c' },
@@ -647,4 +690,10 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	return usage_error("unknown command '%s'", cmd);
+}
+
+int main(int argc, char **argv)
+{
+	prescan_format(argc, argv);
+	return cli_exit(run(argc, argv));
 }

@@ -45,13 +45,107 @@ int rckpt_cli_bench(int argc, char **argv, const rckpt_connect_opts_t *conn);   
 
 /* ---- cli_util.c ---- */
 
+#if defined(__GNUC__)
+#define CLI_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define CLI_PRINTF(a, b)
+#endif
+
 struct json_t;
 /* Prints j (a jansson value; its reference is taken) in conn's format,
  * one document and a newline on stdout: 0, or 1 when it cannot. */
 int cli_json_out(struct json_t *j, const rckpt_connect_opts_t *conn);
 
-/* "rckpt CMD: WHAT; try 'rckpt CMD --help'" on stderr; EXIT_USAGE. */
+/* Errors. Every failure goes through cli_err (or the usage errors below):
+ * "rckpt CMD: MESSAGE" on stderr, one line (CMD NULL: "rckpt: MESSAGE").
+ * The first of a run is kept: with --format json, cli_exit prints it on
+ * stdout as {"error": MESSAGE, "code": NAME} (NAME: the errno's name,
+ * "EISDIR", an RCKPT_E* code's, or the exit status as a number when code
+ * is 0), unless the command printed its own document. code: a negative
+ * errno or RCKPT_E* code, or 0. */
+void cli_set_format(int format);
+int cli_json_mode(void);
+void cli_err(const char *cmd, int code, const char *fmt, ...) CLI_PRINTF(3, 4);
+/* A field added to the error object (a save's committed steps); takes
+ * the reference of v. */
+void cli_err_detail(const char *key, struct json_t *v);
+/* What main returns: status, after the error object when one is due. */
+int cli_exit(int status);
+
+/* "rckpt CMD: WHAT; try 'rckpt CMD --help'" on stderr (CMD NULL: "rckpt:
+ * WHAT; try 'rckpt --help'"); EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *what);
+/* The same, formatted. */
+int cli_usage_errorf(const char *cmd, const char *fmt, ...) CLI_PRINTF(2, 3);
+/* Checks a job's or data set's name given with option OPT (--job, --to,
+ * --dataset): 1..63 characters of [A-Za-z0-9._-], the names a RADOS
+ * namespace of the store may have. 0, or a usage error naming the rule
+ * (EXIT_USAGE). */
+#define CLI_NAME_MAX 63
+int cli_check_name(const char *cmd, const char *opt, const char *name);
+
+/* Files named on the command line, checked before any work: on failure
+ * "rckpt CMD: PATH: WHAT IS WRONG" (cli_err) and a negative errno. */
+/* An input file: exists, a regular file (a directory is -EISDIR; a FIFO,
+ * a socket, a device -EINVAL, a FIFO never opened), readable. */
+int cli_check_file(const char *cmd, const char *path);
+/* The same, and a safetensors file whose header holds every tensor within
+ * the file (rckpt_file_check): a truncated or foreign file is -EBADMSG. */
+int cli_check_safetensors(const char *cmd, const char *path);
+/* An input directory: exists, a directory, readable. */
+int cli_check_dir(const char *cmd, const char *path);
+/* An output file: not a directory or special file; its directory exists
+ * and may be written. It may exist (it is replaced, whole, at the end). */
+int cli_check_out(const char *cmd, const char *path);
+/* An output directory: a directory that may be written, or one that can
+ * be made (its parent exists and may be written). */
+int cli_check_out_dir(const char *cmd, const char *path);
+
+/* Outputs written whole or not at all: each under a temporary name in its
+ * own directory (DIR/.NAME.rckpt-PID.tmp), renamed into place by
+ * cli_stage_commit, removed by cli_stage_abort, or by a SIGINT or SIGTERM
+ * that ends the process (cli_signals_guard). */
+#define CLI_STAGE_MAX 4
+typedef struct cli_stage {
+	char *final[CLI_STAGE_MAX];
+	char *tmp[CLI_STAGE_MAX];
+	unsigned n;
+} cli_stage_t;
+/* The temporary name to write `final` under (owned by st), or NULL (out
+ * of memory, or more than CLI_STAGE_MAX). */
+const char *cli_stage_add(cli_stage_t *st, const char *final);
+/* Renames every temporary into place: 0 or the first -errno (reported;
+ * the rest removed). Frees the names. */
+int cli_stage_commit(cli_stage_t *st, const char *cmd);
+/* Removes every temporary; frees the names. */
+void cli_stage_abort(cli_stage_t *st);
+
+/* Signals. cli_signals_guard, before the command connects (librados'
+ * threads inherit the mask): SIGINT and SIGTERM (those not ignored) go to
+ * a thread of their own. There, a signal removes the staged temporaries
+ * and ends the process (exit 130 for SIGINT, 143 for SIGTERM), unless the
+ * command holds a job's writer lock (cli_signals_job) or asked to finish
+ * first (cli_signals_defer): then it is noted, said on stderr, and the
+ * command stops at its next check of cli_interrupted(), closing the job
+ * (the lock released) before it exits with cli_interrupt_status(). A
+ * second signal ends the process at once. */
+int cli_signals_guard(void);
+void cli_signals_job(rckpt_job_t *j);
+void cli_signals_defer(int on);
+int cli_interrupted(void);
+int cli_interrupt_status(void);
+
+/* Progress on a terminal: one line on stderr, redrawn in place (\r) at
+ * most 4 times a second, cleared at the end; nothing when stderr is not a
+ * terminal or the format is JSON. what: "saving"; totals 0 when not
+ * known (no ETA then). cli_progress_item names what is under way
+ * ("step 25"). cli_line prints a line on stdout without mixing it with
+ * the progress line. */
+void cli_progress_begin(const char *what, uint64_t total_items, const char *unit, uint64_t total_bytes);
+void cli_progress_set(uint64_t items, uint64_t bytes);
+void cli_progress_item(const char *fmt, ...) CLI_PRINTF(1, 2);
+void cli_progress_end(void);
+void cli_line(const char *fmt, ...) CLI_PRINTF(1, 2);
 /* A getopt_long error of subcommand `sub` of CMD (c: ':' for an option
  * missing its value, else an unknown one; at: optind), naming the option:
  * on stderr; EXIT_USAGE. Option strings start with ':' for it. */

@@ -5,6 +5,8 @@
 #define _GNU_SOURCE /* getopt_long */
 #include <errno.h>
 #include <getopt.h>
+#include <inttypes.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,15 +64,36 @@ static char *stem(const char *path)
 	return s;
 }
 
-static int cmd_encode(int argc, char **argv)
+/* The gradient sibling of a checkpoint file: X.grads.safetensors beside
+ * X.safetensors (malloc'd). */
+static char *grads_of(const char *path)
+{
+	size_t l = strlen(path);
+	char *g = malloc(l + 20);
+	if (g)
+		snprintf(g, l + 20, "%.*s.grads.safetensors",
+			 (int)(l > 12 && strcmp(path + l - 12, ".safetensors") == 0 ? l - 12 : l), path);
+	return g;
+}
+
+/* A file size for the progress line (0 when unknown). */
+static uint64_t size_of(const char *path)
+{
+	struct stat sb;
+	return stat(path, &sb) == 0 ? (uint64_t)sb.st_size : 0;
+}
+
+static int cmd_encode(int argc, char **argv, const rckpt_connect_opts_t *conn)
 {
 	static const struct option lo[] = { { "eps", 1, 0, 'e' },  { "bins", 1, 0, 'b' },
 					    { "chunk-params", 1, 0, 'c' }, { "base-every", 1, 0, 'B' },
 					    { "out", 1, 0, 'o' },   { 0, 0, 0, 0 } };
 	rckpt_stepenc_opts_t o = RCKPT_STEPENC_OPTS_INIT;
-	rckpt_stepenc_t *e;
+	rckpt_stepenc_t *e = NULL;
 	const char *dir = NULL;
-	size_t raw = 0, enc = 0;
+	uint64_t raw = 0, enc = 0, v, total = 0, done = 0;
+	unsigned nfiles = 0, k = 0;
+	json_t *steps = cli_json_mode() ? json_array() : NULL;
 	char *end;
 	int c, i, rc = 0, made = 0;
 
@@ -80,23 +103,25 @@ static int cmd_encode(int argc, char **argv)
 		switch (c) {
 		case 'e':
 			o.eps = strtod(optarg, &end);
-			if (*end || !(o.eps > 0))
-				return usage_error("--eps must be a number > 0");
+			if (*end || end == optarg || !(o.eps > 0))
+				return usage_error("--eps must be a number > 0: the bound of the Fisher-weighted "
+						   "relative error (default 0.0012)");
 			break;
 		case 'b':
-			o.bins = (unsigned)strtoul(optarg, &end, 10);
-			if (*end || o.bins < 1 || o.bins > 64)
-				return usage_error("--bins must be 1..64");
+			if (cli_parse_u64(optarg, &v) || v < 1 || v > 64)
+				return usage_error("--bins must be a whole number 1..64");
+			o.bins = (unsigned)v;
 			break;
 		case 'c':
-			o.chunk_params = strtoull(optarg, &end, 10);
-			if (*end || o.chunk_params == 0 || o.chunk_params > (1ull << 31))
-				return usage_error("--chunk-params must be 1..2147483648");
+			if (cli_parse_u64(optarg, &v) || v == 0 || v > (1ull << 31))
+				return usage_error("--chunk-params must be a whole number 1..2147483648 (2^31)");
+			o.chunk_params = v;
 			break;
 		case 'B':
-			o.base_every = (unsigned)strtoul(optarg, &end, 10);
-			if (*end)
-				return usage_error("--base-every must be a number");
+			if (cli_parse_u64(optarg, &v) || v > UINT32_MAX)
+				return usage_error("--base-every must be a whole number 0..4294967295 (0: only "
+						   "the first step is a base)");
+			o.base_every = (unsigned)v;
 			break;
 		case 'o':
 			dir = optarg;
@@ -109,56 +134,92 @@ static int cmd_encode(int argc, char **argv)
 		return usage_error("encode needs -o DIR");
 	if (optind >= argc)
 		return usage_error("encode needs checkpoints");
+	/* every file checked before anything is written */
+	for (i = optind; i < argc; i++) {
+		char *g;
+		if (cli_is_sibling(argv[i]))
+			continue;
+		if (cli_check_safetensors("codec", argv[i]))
+			return 1;
+		if ((g = grads_of(argv[i])) == NULL)
+			return 1;
+		rc = access(g, F_OK) == 0 ? cli_check_safetensors("codec", g) : 0;
+		free(g);
+		if (rc)
+			return 1;
+		nfiles++;
+		total += size_of(argv[i]);
+	}
+	if (nfiles == 0)
+		return usage_error("encode needs checkpoints (X.grads/.gmean/.optim.safetensors are siblings)");
+	if (cli_check_out_dir("codec", dir))
+		return 1;
 	if (mkdir(dir, 0777) == 0)
 		made = 1; /* removed again if nothing lands in it */
 	else if (errno != EEXIST) {
-		fprintf(stderr, "rckpt codec: cannot create %s: %s\n", dir, strerror(errno));
+		cli_err("codec", -errno, "%s: cannot make it: %s", dir, strerror(errno));
 		return 1;
 	}
 	if ((rc = rckpt_stepenc_create(&e, &o))) {
-		fprintf(stderr, "rckpt codec: %s\n", rckpt_strerror(rc));
-		return 1;
+		cli_err("codec", rc, "%s", rckpt_strerror(rc));
+		goto out;
 	}
+	cli_progress_begin("encoding", nfiles, "files", total);
 	for (i = optind; i < argc && rc == 0; i++) {
 		rckpt_file_t *p = NULL, *g = NULL;
 		rckpt_step_report_t st;
-		char err[512], msg[256], *gpath, *opath, *name;
-		size_t l = strlen(argv[i]);
+		cli_stage_t sg = { 0 };
+		const char *tmp = NULL;
+		char err[512] = "", msg[256] = "", *gpath = NULL, *opath = NULL, *name = NULL;
 
 		/* X.grads.safetensors is read as X's gradients */
 		if (cli_is_sibling(argv[i]))
 			continue;
+		cli_progress_item("%s", argv[i]);
 		name = stem(argv[i]);
-		gpath = malloc(l + 16);
+		gpath = grads_of(argv[i]);
 		opath = malloc(strlen(dir) + (name ? strlen(name) : 0) + 16);
 		if (!name || !gpath || !opath) {
 			rc = -ENOMEM;
+			cli_err("codec", rc, "out of memory");
 		} else {
-			snprintf(gpath, l + 16, "%.*s.grads.safetensors",
-				 (int)(l > 12 && strcmp(argv[i] + l - 12, ".safetensors") == 0 ? l - 12 : l),
-				 argv[i]);
 			sprintf(opath, "%s/%s.rckpt", dir, name);
-			if ((rc = rckpt_file_read(&p, argv[i], err, sizeof(err))) != 0)
-				fprintf(stderr, "rckpt codec: %s: %s\n", argv[i], err);
+			if ((tmp = cli_stage_add(&sg, opath)) == NULL) {
+				rc = -ENOMEM;
+				cli_err("codec", rc, "out of memory");
+			} else if ((rc = rckpt_file_read(&p, argv[i], err, sizeof(err))) != 0)
+				cli_err("codec", rc, "%s: %s", argv[i], err);
 		}
 		if (rc == 0) {
-			if (rckpt_file_read(&g, gpath, err, sizeof(err)) != 0)
-				g = NULL;
-			rc = rckpt_stepenc_file(e, p, g, cli_step_of(argv[i], (uint64_t)(i - optind)), opath,
-						&st, msg, sizeof(msg));
-			if (rc) {
-				fprintf(stderr, "rckpt codec: %s: %s%s%s\n", argv[i], rckpt_strerror(rc),
-					*msg ? ": " : "", msg);
-			} else {
-				printf("%s: %.2f MB -> %.1f kB (%.1fx), loss %.2e%s, %s%s -> %s\n", argv[i],
-				       st.raw_bytes / 1e6, st.enc_bytes / 1e3,
-				       (double)st.raw_bytes / (double)st.enc_bytes, st.quality,
-				       st.accepted ? "" : " (over eps)", st.is_base ? "base, " : "", st.config,
-				       opath);
-				fflush(stdout);
-				raw += st.raw_bytes;
-				enc += st.enc_bytes;
-			}
+			if (access(gpath, F_OK) == 0 && (rc = rckpt_file_read(&g, gpath, err, sizeof(err))) != 0)
+				cli_err("codec", rc, "%s: %s", gpath, err);
+		}
+		if (rc == 0) {
+			rc = rckpt_stepenc_file(e, p, g, cli_step_of(argv[i], (uint64_t)k), tmp, &st, msg,
+						sizeof(msg));
+			if (rc)
+				cli_err("codec", rc, "%s: %s%s%s", argv[i], rckpt_strerror(rc), *msg ? ": " : "", msg);
+			else
+				rc = cli_stage_commit(&sg, "codec");
+		}
+		cli_stage_abort(&sg);
+		if (rc == 0) {
+			if (steps)
+				json_array_append_new(
+					steps, json_pack("{s:s, s:I, s:I, s:I, s:f, s:b, s:b, s:s, s:s}", "file", argv[i],
+							 "step", (json_int_t)cli_step_of(argv[i], (uint64_t)k), "raw_bytes",
+							 (json_int_t)st.raw_bytes, "enc_bytes", (json_int_t)st.enc_bytes,
+							 "quality", st.quality, "accepted", st.accepted, "base", st.is_base,
+							 "config", st.config, "output", opath));
+			else
+				cli_line("%s: %.2f MB -> %.1f kB (%.1fx), loss %.2e%s, %s%s -> %s\n", argv[i],
+					 st.raw_bytes / 1e6, st.enc_bytes / 1e3,
+					 (double)st.raw_bytes / (double)st.enc_bytes, st.quality,
+					 st.accepted ? "" : " (over eps)", st.is_base ? "base, " : "", st.config, opath);
+			raw += st.raw_bytes;
+			enc += st.enc_bytes;
+			done += size_of(argv[i]);
+			cli_progress_set(++k, done);
 		}
 		rckpt_file_free(g);
 		rckpt_file_free(p);
@@ -166,19 +227,29 @@ static int cmd_encode(int argc, char **argv)
 		free(gpath);
 		free(opath);
 	}
+	cli_progress_end();
+out:
 	rckpt_stepenc_destroy(e);
-	if (rc == 0 && enc)
+	if (rc == 0 && steps) {
+		rc = cli_json_out(json_pack("{s:s, s:O, s:I, s:I}", "out", dir, "steps", steps, "raw_bytes",
+					    (json_int_t)raw, "enc_bytes", (json_int_t)enc),
+				  conn)
+			     ? -EIO
+			     : 0;
+	} else if (rc == 0 && enc)
 		printf("total: %.2f MB -> %.1f kB (%.1fx)\n", raw / 1e6, enc / 1e3, (double)raw / (double)enc);
+	json_decref(steps);
 	if (rc && made)
 		rmdir(dir); /* a failed run leaves no empty folder (one with steps in it stays) */
 	return rc ? 1 : 0;
 }
 
-static int cmd_decode(int argc, char **argv)
+static int cmd_decode(int argc, char **argv, const rckpt_connect_opts_t *conn)
 {
 	static const struct option lo[] = { { "out", 1, 0, 'o' }, { 0, 0, 0, 0 } };
-	const char *outp = NULL;
+	const char *outp = NULL, *tmp;
 	rckpt_stepdec_t *d;
+	cli_stage_t sg = { 0 };
 	uint64_t step = 0;
 	unsigned nt = 0;
 	int c, i, rc = 0;
@@ -193,22 +264,44 @@ static int cmd_decode(int argc, char **argv)
 	}
 	if (outp == NULL || optind >= argc)
 		return usage_error("decode needs -o OUT.safetensors and step files");
+	for (i = optind; i < argc; i++)
+		if (cli_check_file("codec", argv[i]))
+			return 1;
+	if (cli_check_out("codec", outp))
+		return 1;
 	if ((rc = rckpt_stepdec_create(&d))) {
-		fprintf(stderr, "rckpt codec: %s\n", rckpt_strerror(rc));
+		cli_err("codec", rc, "%s", rckpt_strerror(rc));
 		return 1;
 	}
 	for (i = optind; i < argc && rc == 0; i++) {
 		rc = rckpt_stepdec_file(d, argv[i]);
 		if (rc == -ESTALE)
-			fprintf(stderr, "rckpt codec: %s is a delta of a step that is not the one before it "
-					"in the chain (give the chain base first)\n",
+			cli_err("codec", rc,
+				"%s is a delta of a step that is not the one before it in the chain (give the chain "
+				"base first)",
 				argv[i]);
+		else if (rc == -EBADMSG || rc == -EINVAL || rc == RCKPT_EVERSION)
+			cli_err("codec", rc, "%s: not a step file, or a damaged one (%s)", argv[i], rckpt_strerror(rc));
 		else if (rc)
-			fprintf(stderr, "rckpt codec: %s: %s\n", argv[i], rckpt_strerror(rc));
+			cli_err("codec", rc, "%s: %s", argv[i], rckpt_strerror(rc));
 	}
 	if (rc == 0) {
-		if ((rc = rckpt_stepdec_write(d, outp, &step, &nt)))
-			fprintf(stderr, "rckpt codec: writing %s: %s\n", outp, rckpt_strerror(rc));
+		if ((tmp = cli_stage_add(&sg, outp)) == NULL) {
+			rc = -ENOMEM;
+			cli_err("codec", rc, "out of memory");
+		} else if ((rc = rckpt_stepdec_write(d, tmp, &step, &nt)))
+			cli_err("codec", rc, "%s: cannot write it: %s", outp, rckpt_strerror(rc));
+		else
+			rc = cli_stage_commit(&sg, "codec");
+		cli_stage_abort(&sg);
+	}
+	if (rc == 0) {
+		if (cli_json_mode())
+			rc = cli_json_out(json_pack("{s:I, s:i, s:s}", "step", (json_int_t)step, "tensors", (int)nt,
+						    "output", outp),
+					  conn)
+				     ? -EIO
+				     : 0;
 		else
 			printf("step %llu: %u tensors -> %s\n", (unsigned long long)step, nt, outp);
 	}
@@ -216,21 +309,40 @@ static int cmd_decode(int argc, char **argv)
 	return rc ? 1 : 0;
 }
 
-static int cmd_inspect(int argc, char **argv)
+static int cmd_inspect(int argc, char **argv, const rckpt_connect_opts_t *conn)
 {
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f;
 	int rc;
 	if (argc != 2)
 		return usage_error("inspect needs one step file");
-	if ((rc = rckpt_stepfile_describe(argv[1], stdout))) {
-		fprintf(stderr, "rckpt codec: %s: %s\n", argv[1], rckpt_strerror(rc));
+	if (cli_check_file("codec", argv[1]))
+		return 1;
+	/* the description, then printed: nothing of a damaged file's half */
+	if ((f = open_memstream(&text, &len)) == NULL) {
+		cli_err("codec", -ENOMEM, "out of memory");
 		return 1;
 	}
-	return 0;
+	rc = rckpt_stepfile_describe(argv[1], f);
+	fclose(f);
+	if (rc == -EBADMSG || rc == -EINVAL || rc == RCKPT_EVERSION)
+		cli_err("codec", rc, "%s: not a step file, or a damaged one (%s)", argv[1], rckpt_strerror(rc));
+	else if (rc)
+		cli_err("codec", rc, "%s: %s", argv[1], rckpt_strerror(rc));
+	else if (cli_json_mode())
+		rc = cli_json_out(json_pack("{s:s, s:s}", "file", argv[1], "description", text ? text : ""), conn)
+			     ? -EIO
+			     : 0;
+	else
+		fputs(text ? text : "", stdout);
+	free(text);
+	return rc ? 1 : 0;
 }
 
 int rckpt_cli_codec(int argc, char **argv, const rckpt_connect_opts_t *conn)
 {
-	(void)conn; /* local files only */
+	/* local files only: conn for the output format */
 	if (cli_wants_help(argc, argv)) {
 		usage();
 		return 0;
@@ -238,10 +350,10 @@ int rckpt_cli_codec(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	if (argc < 2)
 		return usage_error("missing subcommand (encode, decode, inspect)");
 	if (strcmp(argv[1], "encode") == 0)
-		return cmd_encode(argc - 1, argv + 1);
+		return cmd_encode(argc - 1, argv + 1, conn);
 	if (strcmp(argv[1], "decode") == 0)
-		return cmd_decode(argc - 1, argv + 1);
+		return cmd_decode(argc - 1, argv + 1, conn);
 	if (strcmp(argv[1], "inspect") == 0)
-		return cmd_inspect(argc - 1, argv + 1);
+		return cmd_inspect(argc - 1, argv + 1, conn);
 	return usage_error("unknown subcommand");
 }

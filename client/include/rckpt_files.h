@@ -31,9 +31,15 @@ typedef struct rckpt_file rckpt_file_t;
 
 /* Reads path. On failure err (when not NULL) gets a one-line reason, not
  * naming the file (its caller does): 0,
- * -errno of the I/O, -EBADMSG (malformed), -ENOTSUP (a dtype other than
- * F32, F16, BF16), -ENOMEM. */
+ * -errno of the I/O, -EISDIR (a directory), -EINVAL (not a regular file:
+ * a FIFO, never opened, a socket, a device), -EBADMSG (malformed or
+ * truncated), -ENOTSUP (a dtype other than F32, F16, BF16), -ENOMEM (it
+ * does not fit in memory). */
 RCKPT_API int rckpt_file_read(rckpt_file_t **out, const char *path, char *err, size_t errlen);
+/* Checks path as rckpt_file_read would, reading only its header (every
+ * tensor's bytes within the file's size): the same returns. Cheap before
+ * a long run over many files. Since 0.1.0 (unstable). */
+RCKPT_API int rckpt_file_check(const char *path, char *err, size_t errlen);
 RCKPT_API unsigned rckpt_file_count(const rckpt_file_t *f);
 /* Its tensors, in name order; their data lives as long as f. */
 RCKPT_API const rckpt_tensor_t *rckpt_file_tensors(const rckpt_file_t *f);
@@ -91,7 +97,9 @@ typedef struct rckpt_stepdec rckpt_stepdec_t;
 
 RCKPT_API int rckpt_stepdec_create(rckpt_stepdec_t **out);
 /* Decodes the next step file of the chain (every chunk's SHA-256
- * checked). -ESTALE: a delta of another step than the last one. */
+ * checked). -ESTALE: a delta of another step than the last one; -EISDIR,
+ * -EINVAL: path is a directory, or not a regular file (a FIFO is never
+ * opened). */
 RCKPT_API int rckpt_stepdec_file(rckpt_stepdec_t *d, const char *path);
 /* Writes the last decoded step's tensors, in their own dtypes, to the
  * safetensors file at path; *step and *ntensors (when not NULL) say what. */

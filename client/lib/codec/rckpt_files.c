@@ -53,6 +53,11 @@ int rckpt_file_read(rckpt_file_t **out, const char *path, char *err, size_t errl
 	return 0;
 }
 
+int rckpt_file_check(const char *path, char *err, size_t errlen)
+{
+	return rckpt_st_check(path, err, errlen);
+}
+
 unsigned rckpt_file_count(const rckpt_file_t *f)
 {
 	return f->st.set.ntensors;
@@ -195,7 +200,9 @@ int rckpt_stepdec_create(rckpt_stepdec_t **out)
 int rckpt_stepdec_file(rckpt_stepdec_t *d, const char *path)
 {
 	rckpt_stepfile_t f;
-	int rc = rckpt_stepfile_read(&f, path);
+	int rc = rckpt_st_regular(path, NULL, 0); /* not a directory, never a FIFO */
+	if (rc == 0)
+		rc = rckpt_stepfile_read(&f, path);
 	if (rc)
 		return rc;
 	rc = rckpt_ckdec_step(&d->d, f.manifest, f.mlen, f.records, f.lens);
@@ -272,7 +279,7 @@ int rckpt_stepfile_describe(const char *path, FILE *out)
 	uint32_t i, k;
 	int rc;
 
-	if ((rc = rckpt_stepfile_read(&f, path)))
+	if ((rc = rckpt_st_regular(path, NULL, 0)) || (rc = rckpt_stepfile_read(&f, path)))
 		return rc;
 	if ((rc = rckpt_manifest_decode(&m, f.manifest, f.mlen))) {
 		rckpt_stepfile_free(&f);

@@ -5,10 +5,13 @@
 #include "rckpt_safetensors.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -49,40 +52,22 @@ void rckpt_st_free(rckpt_st_t *st)
 	memset(st, 0, sizeof(*st));
 }
 
-int rckpt_st_parse(rckpt_st_t *out, uint8_t *buf, size_t size, char *err, size_t errlen)
+/* Indexes the header head[0..hlen) of a file whose data section,
+ * data_len bytes, starts at data (NULL: only checked, the tensors' data
+ * pointers are then NULL). out->buf and out->size are the caller's. */
+static int st_index(rckpt_st_t *out, const uint8_t *head, size_t hlen, uint8_t *data, size_t data_len,
+		    char *err, size_t errlen)
 {
 	json_t *root = NULL, *v;
 	json_error_t je;
 	const char *key;
-	uint64_t hlen = 0;
-	size_t data_at, data_len, i, count, nbytes = 0;
+	size_t count, nbytes = 0;
 	char *names;
 	int rc;
 
-	memset(out, 0, sizeof(*out));
-	out->buf = buf;
-	out->size = size;
-	if (size < 8) {
-		rc = fail(err, errlen, -EBADMSG, "file of %zu bytes has no header", size);
-		goto out;
-	}
-	for (i = 0; i < 8; i++)
-		hlen |= (uint64_t)buf[i] << (8 * i);
-	if (hlen > RCKPT_ST_MAX_HEADER) {
-		rc = fail(err, errlen, -EFBIG, "header of %llu bytes (limit %u)", (unsigned long long)hlen,
-			  RCKPT_ST_MAX_HEADER);
-		goto out;
-	}
-	if (hlen > size - 8) {
-		rc = fail(err, errlen, -EBADMSG, "header of %llu bytes runs past the end",
-			  (unsigned long long)hlen);
-		goto out;
-	}
-	data_at = 8 + (size_t)hlen;
-	data_len = size - data_at;
-	root = json_loadb((const char *)buf + 8, (size_t)hlen, JSON_REJECT_DUPLICATES, &je);
+	root = json_loadb((const char *)head, hlen, JSON_REJECT_DUPLICATES, &je);
 	if (root == NULL || !json_is_object(root)) {
-		rc = fail(err, errlen, -EBADMSG, "header is not a JSON object: %s",
+		rc = fail(err, errlen, -EBADMSG, "not a safetensors file: its header is not a JSON object (%s)",
 			  root ? "other JSON" : je.text);
 		goto out;
 	}
@@ -94,7 +79,7 @@ int rckpt_st_parse(rckpt_st_t *out, uint8_t *buf, size_t size, char *err, size_t
 	out->set.t = calloc(count ? count : 1, sizeof(*out->set.t));
 	out->names = names = malloc(nbytes ? nbytes : 1);
 	if (out->set.t == NULL || names == NULL) {
-		rc = -ENOMEM;
+		rc = fail(err, errlen, -ENOMEM, "out of memory for the index of %zu tensors", count);
 		goto out;
 	}
 	json_object_foreach(root, key, v)
@@ -134,6 +119,15 @@ int rckpt_st_parse(rckpt_st_t *out, uint8_t *buf, size_t size, char *err, size_t
 		}
 		b = json_is_integer(json_array_get(offs, 0)) ? json_integer_value(json_array_get(offs, 0)) : -1;
 		e = json_is_integer(json_array_get(offs, 1)) ? json_integer_value(json_array_get(offs, 1)) : -1;
+		if (b >= 0 && e >= b && (uint64_t)e > data_len &&
+		    n <= (uint64_t)(e - b) / rckpt_dtype_size(t->dtype) &&
+		    (uint64_t)(e - b) == n * rckpt_dtype_size(t->dtype)) {
+			rc = fail(err, errlen, -EBADMSG,
+				  "truncated: tensor '%s' ends at byte %lld of the data, and the file holds "
+				  "%zu data bytes",
+				  key, (long long)e, data_len);
+			goto out;
+		}
 		if (b < 0 || e < b || (uint64_t)e > data_len ||
 		    n > (uint64_t)(e - b) / rckpt_dtype_size(t->dtype) ||
 		    (uint64_t)(e - b) != n * rckpt_dtype_size(t->dtype)) {
@@ -144,46 +138,179 @@ int rckpt_st_parse(rckpt_st_t *out, uint8_t *buf, size_t size, char *err, size_t
 			goto out;
 		}
 		t->n = n;
-		t->data = buf + data_at + b;
+		t->data = data ? data + b : NULL;
 		memcpy(names, key, klen);
 		t->name = names;
 		names += klen;
 		out->set.ntensors++;
 	}
 	rc = rckpt_tset_sort(&out->set); /* names are distinct: JSON_REJECT_DUPLICATES */
+	if (rc)
+		fail(err, errlen, rc, "cannot sort its tensors");
 out:
 	json_decref(root);
+	return rc;
+}
+
+/* The header's length from the file's first 8 bytes, checked against the
+ * file's size. */
+static int st_header_len(const uint8_t len8[8], uint64_t size, uint64_t *hlen, char *err, size_t errlen)
+{
+	unsigned i;
+	*hlen = 0;
+	if (size < 8)
+		return fail(err, errlen, -EBADMSG,
+			    "not a safetensors file: %llu bytes, less than its 8-byte header length",
+			    (unsigned long long)size);
+	for (i = 0; i < 8; i++)
+		*hlen |= (uint64_t)len8[i] << (8 * i);
+	if (*hlen > RCKPT_ST_MAX_HEADER)
+		return fail(err, errlen, -EFBIG,
+			    "not a safetensors file: its first 8 bytes give a header of %llu bytes (limit %u)",
+			    (unsigned long long)*hlen, RCKPT_ST_MAX_HEADER);
+	if (*hlen > size - 8)
+		return fail(err, errlen, -EBADMSG,
+			    "truncated or not a safetensors file: a header of %llu bytes, and %llu bytes "
+			    "follow",
+			    (unsigned long long)*hlen, (unsigned long long)(size - 8));
+	return 0;
+}
+
+int rckpt_st_parse(rckpt_st_t *out, uint8_t *buf, size_t size, char *err, size_t errlen)
+{
+	uint64_t hlen = 0;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	out->buf = buf;
+	out->size = size;
+	if ((rc = st_header_len(buf, size, &hlen, err, errlen)) == 0)
+		rc = st_index(out, buf + 8, (size_t)hlen, buf + 8 + hlen, size - 8 - (size_t)hlen, err,
+			      errlen);
 	if (rc)
 		rckpt_st_free(out);
 	return rc;
 }
 
+/* A path that is not a regular file: -EISDIR or -EINVAL, saying what it is. */
+static int not_regular(mode_t m, char *err, size_t errlen)
+{
+	if (S_ISDIR(m))
+		return fail(err, errlen, -EISDIR, "%s", "is a directory");
+	return fail(err, errlen, -EINVAL, "is %s, not a regular file",
+		    S_ISFIFO(m) ? "a FIFO" : S_ISSOCK(m) ? "a socket" : S_ISCHR(m) ? "a character device"
+		    : S_ISBLK(m) ? "a block device" : "a special file");
+}
+
+/* Opens path for reading if it is a regular file: *fd and *size, or
+ * -EISDIR (a directory), -EINVAL (a FIFO, a socket, a device) or the
+ * errno of the open, with the reason in err. A FIFO is never opened (that
+ * would wait for a writer); the file is checked again once open. */
+static int open_regular(const char *path, int *fd, uint64_t *size, char *err, size_t errlen)
+{
+	struct stat sb;
+	int e;
+
+	*fd = -1;
+	if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
+		return not_regular(sb.st_mode, err, errlen);
+	if ((*fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)) < 0) {
+		e = errno;
+		return fail(err, errlen, -e, "%s", strerror(e));
+	}
+	if (fstat(*fd, &sb) != 0 || fcntl(*fd, F_SETFL, 0) != 0) {
+		e = errno;
+		close(*fd);
+		*fd = -1;
+		return fail(err, errlen, -e, "%s", strerror(e));
+	}
+	if (!S_ISREG(sb.st_mode)) {
+		close(*fd);
+		*fd = -1;
+		return not_regular(sb.st_mode, err, errlen);
+	}
+	*size = (uint64_t)sb.st_size;
+	return 0;
+}
+
+/* Reads len bytes at off: 0, or -EIO (the file is shorter than it said)
+ * or the errno. */
+static int read_at(int fd, uint8_t *p, size_t len, uint64_t off, char *err, size_t errlen)
+{
+	while (len) {
+		ssize_t n = pread(fd, p, len > ((size_t)1 << 30) ? (size_t)1 << 30 : len, (off_t)off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			int e = errno;
+			return fail(err, errlen, -e, "read failed: %s", strerror(e));
+		}
+		if (n == 0)
+			return fail(err, errlen, -EIO, "%s", "short read (did the file shrink while read?)");
+		p += n;
+		len -= (size_t)n;
+		off += (uint64_t)n;
+	}
+	return 0;
+}
+
 int rckpt_st_read(rckpt_st_t *out, const char *path, char *err, size_t errlen)
 {
-	FILE *f = fopen(path, "rb");
 	uint8_t *buf;
-	long size;
+	uint64_t size = 0;
+	int fd, rc;
 
 	memset(out, 0, sizeof(*out));
-	if (f == NULL)
-		return fail(err, errlen, -errno, "%s", strerror(errno));
-	if (fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
-		int e = -errno;
-		fclose(f);
-		return fail(err, errlen, e ? e : -EIO, "%s", "cannot tell its size");
-	}
-	buf = malloc(size ? (size_t)size : 1);
+	if ((rc = open_regular(path, &fd, &size, err, errlen)))
+		return rc;
+	buf = size <= SIZE_MAX - 1 ? malloc(size ? (size_t)size : 1) : NULL;
 	if (buf == NULL) {
-		fclose(f);
-		return -ENOMEM;
+		close(fd);
+		return fail(err, errlen, -ENOMEM, "cannot allocate %llu bytes to read it",
+			    (unsigned long long)size);
 	}
-	if (fread(buf, 1, (size_t)size, f) != (size_t)size) {
-		fclose(f);
+	rc = read_at(fd, buf, (size_t)size, 0, err, errlen);
+	close(fd);
+	if (rc) {
 		free(buf);
-		return fail(err, errlen, -EIO, "%s", "short read");
+		return rc;
 	}
-	fclose(f);
 	return rckpt_st_parse(out, buf, (size_t)size, err, errlen);
+}
+
+int rckpt_st_regular(const char *path, char *err, size_t errlen)
+{
+	uint64_t size;
+	int fd, rc = open_regular(path, &fd, &size, err, errlen);
+	if (rc == 0)
+		close(fd);
+	return rc;
+}
+
+int rckpt_st_check(const char *path, char *err, size_t errlen)
+{
+	rckpt_st_t st;
+	uint8_t len8[8] = { 0 };
+	uint8_t *head = NULL;
+	uint64_t size = 0, hlen = 0;
+	int fd, rc;
+
+	memset(&st, 0, sizeof(st));
+	if ((rc = open_regular(path, &fd, &size, err, errlen)))
+		return rc;
+	if (size >= 8)
+		rc = read_at(fd, len8, 8, 0, err, errlen);
+	if (rc == 0 && (rc = st_header_len(len8, size, &hlen, err, errlen)) == 0) {
+		if ((head = malloc(hlen ? (size_t)hlen : 1)) == NULL)
+			rc = fail(err, errlen, -ENOMEM, "cannot allocate its header of %llu bytes",
+				  (unsigned long long)hlen);
+		else if ((rc = read_at(fd, head, (size_t)hlen, 8, err, errlen)) == 0)
+			rc = st_index(&st, head, (size_t)hlen, NULL, (size_t)(size - 8 - hlen), err, errlen);
+	}
+	close(fd);
+	free(head);
+	rckpt_st_free(&st);
+	return rc;
 }
 
 int rckpt_st_write(const char *path, const rckpt_ctensor_t *t, unsigned n)

@@ -27,10 +27,21 @@ typedef struct rckpt_st {
 } rckpt_st_t;
 
 /* Reads and checks the file at path. On failure err (if not NULL) gets a
- * one-line reason. 0, -errno of the I/O, -EBADMSG (malformed), -ENOTSUP (a
+ * one-line reason, not naming the file. 0, -errno of the I/O, -EISDIR (a
+ * directory), -EINVAL (not a regular file: a FIFO, which is never opened,
+ * a socket, a device), -EBADMSG (malformed or truncated), -ENOTSUP (a
  * dtype other than F32/F16/BF16), -EFBIG (header over RCKPT_ST_MAX_HEADER),
- * -ENOMEM. */
+ * -ENOMEM (the file does not fit in memory). */
 int rckpt_st_read(rckpt_st_t *out, const char *path, char *err, size_t errlen);
+
+/* 0 when path is a regular file that can be opened for reading; else as
+ * rckpt_st_read: the errno of the open, -EISDIR, -EINVAL (a FIFO is not
+ * opened), with the reason in err. For the readers of other files. */
+int rckpt_st_regular(const char *path, char *err, size_t errlen);
+
+/* Checks the file at path as rckpt_st_read does, reading only its header:
+ * every tensor's bytes within the file's size. The same returns. */
+int rckpt_st_check(const char *path, char *err, size_t errlen);
 
 /* The same over bytes in memory; takes ownership of buf (malloc'd). */
 int rckpt_st_parse(rckpt_st_t *out, uint8_t *buf, size_t size, char *err, size_t errlen);
