@@ -100,8 +100,9 @@ build() {
 	local t0=$SECONDS san=OFF
 	[ "$sanitize" = 1 ] && san=ON
 	say "building in ${build#$repo/} (sanitizers $san)"
-	# CI (CI=true) requires the optional parts the README promises, so a
-	# missing one fails instead of dropping its tests.
+	# CI (CI=true) requires the optional parts the docs promise
+	# (docs/reliability.md, "CI"), so a missing one fails instead of
+	# dropping its tests.
 	local require=""
 	[ "${CI:-}" = true ] && require="CUDA;MPI;PYTHON"
 	cmake -S "$repo" -B "$build" -DRCKPT_SANITIZE=$san "-DRCKPT_REQUIRE=$require" >"$build.configure.log" 2>&1 ||

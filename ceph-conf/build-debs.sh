@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # build-debs.sh — builds rckpt's Debian packages from this source tree
-# (README "Installing from packages"): librckpt0, librckpt-dev, rckpt,
+# (docs/operations.md, "Installing"): librckpt0, librckpt-dev, rckpt,
 # rckpt-osd-classes (for this machine's exact Ceph) and python3-rckpt.
 # The tree keeps its packaging in ceph-conf/debian; the build copies the
 # tree (tracked and new files, not ignored ones) into a scratch folder with

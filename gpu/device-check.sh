@@ -9,7 +9,8 @@
 # figure), with each step's log beside them.
 #
 # Without a device it builds, skips the rest with the reason, writes the
-# report, and exits 77. The exact `device` call is in the README ("GPU").
+# report, and exits 77. The exact `device` call is in docs/gpu.md
+# ("Checking on a lent device").
 set -uo pipefail
 prog=${0##*/}
 src=$(cd "$(dirname "$0")/.." && pwd)

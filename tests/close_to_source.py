@@ -5,7 +5,7 @@
 
 An oracle that shares no code with rckpt's decoder: it reads both files
 with its own safetensors reader (numpy) and checks what the codec promises
-(formats/checkpoint.md, README "What eps means"):
+(formats/checkpoint.md, docs/compression.md "What eps means"):
 
   - the same tensors, dtypes and shapes;
   - every 1-D tensor (norms and biases, which the codec keeps lossless)

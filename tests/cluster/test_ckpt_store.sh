@@ -118,7 +118,7 @@ check "verify: all records intact" expect_run 0 "$t/o" "$rckpt" ckpt verify --jo
 check "  ${#keep[@]} steps checked" contains "$t/o" "${#keep[@]} steps"
 check "ls after compaction" expect_run 0 "$t/o" "$rckpt" ckpt ls --job "$job"
 check "  shows the stored policy" contains "$t/o" "policy: keep the last 5 steps and the multiples of 100"
-# the same as JSON (issue 30 item 4; schema: README "JSON output")
+# the same as JSON (issue 30 item 4; schema: docs/operations.md, "JSON output")
 check "ls --format json" expect_run 0 "$t/o.json" "$rckpt" ckpt ls --job "$job" --format json
 check "  the same steps, policy and bytes" /usr/bin/python3 - "$t/o.json" "$t/o" <<'PY'
 import json, re, sys

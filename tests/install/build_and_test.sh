@@ -2,8 +2,9 @@
 # build_and_test.sh SRC DIR — builds SRC as a user installs it (a plain
 # release build: no sanitizers, no tests, no CUDA), installs it under
 # DIR/root with `cmake --install`, and runs test_installed.sh on that
-# tree. The Debian packages are the same install rules (README
-# "Installing"). ctest runs this beside the cluster tests (test_installed).
+# tree. The Debian packages are the same install rules
+# (docs/operations.md, "Installing"). ctest runs this beside the cluster
+# tests (test_installed).
 set -eu
 if [ $# -ne 2 ] || [ "$1" = -h ] || [ "$1" = --help ]; then
 	echo "usage: build_and_test.sh SRC DIR" >&2

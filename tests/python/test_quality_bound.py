@@ -11,8 +11,9 @@ codec's defaults and no quality callback:
   * the last step of the whole run saved as one chain of deltas;
 
 each restore to a model whose held-out loss is at most BOUND (1%) above the
-original's. The bound is the one README "What eps means" documents for the
-default eps. The codec runs as the `rckpt` command ($RCKPT_CLI).
+original's. The bound is the one docs/compression.md, "What eps means",
+documents for the default eps. The codec runs as the `rckpt` command
+($RCKPT_CLI).
 """
 import os
 import subprocess

@@ -66,7 +66,7 @@ rckpt_qconfig_t ckenc_config_of(const rckpt_ckenc_opts_t *o, cpoint_t c)
  * predicts the model's loss; the cap keeps one tensor from being wrecked
  * because it weighs little in the sum (a small first layer without
  * gradients, a tensor pruned hard), where the second-order estimate stops
- * holding. Calibrated: README "What eps means". */
+ * holding. Calibrated: docs/compression.md, "What eps means". */
 #define TENSOR_CAP 20.0
 
 static double step_loss(double num, double den, double worst)

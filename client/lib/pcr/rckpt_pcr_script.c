@@ -5,8 +5,8 @@
  * libjpeg-turbo decodes refinement scans slowest; a prefix of these scans
  * decodes faster, where the default script (libjpeg's, what TurboJPEG's
  * transform writes) gives more fidelity per byte at low groups. The
- * builder's `scan_script` picks one (rckpt.h); README "Decode speed of
- * PCR prefixes" has the trade-off. TurboJPEG cannot set a script: this
+ * builder's `scan_script` picks one (rckpt.h); docs/pcr.md, "The scan
+ * script", has the trade-off. TurboJPEG cannot set a script: this
  * uses libjpeg's API of the same library (libjpeg-turbo).
  */
 #define _POSIX_C_SOURCE 200809L
