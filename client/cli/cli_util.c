@@ -111,6 +111,19 @@ void cli_err(const char *cmd, int code, const char *fmt, ...)
 	pthread_mutex_unlock(&mu);
 }
 
+void cli_note(const char *cmd, const char *fmt, ...)
+{
+	va_list ap;
+	pthread_mutex_lock(&mu);
+	progress_clear_locked();
+	fprintf(stderr, "rckpt %s: ", cmd);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	pthread_mutex_unlock(&mu);
+}
+
 void cli_err_detail(const char *key, json_t *v)
 {
 	pthread_mutex_lock(&mu);

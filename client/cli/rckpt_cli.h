@@ -66,6 +66,8 @@ int cli_json_out(struct json_t *j, const rckpt_connect_opts_t *conn);
 void cli_set_format(int format);
 int cli_json_mode(void);
 void cli_err(const char *cmd, int code, const char *fmt, ...) CLI_PRINTF(3, 4);
+/* A remark on stderr, "rckpt CMD: MESSAGE", that is no failure. */
+void cli_note(const char *cmd, const char *fmt, ...) CLI_PRINTF(2, 3);
 /* A field added to the error object (a save's committed steps); takes
  * the reference of v. */
 void cli_err_detail(const char *key, struct json_t *v);

@@ -64,10 +64,12 @@ static void usage(FILE *f)
 
 static int bad(const char *msg, const char *arg)
 {
-	fprintf(stderr, "rckpt bench: ");
-	fprintf(stderr, msg, arg);
-	fprintf(stderr, "; try 'rckpt bench --help'\n");
-	return EXIT_USAGE;
+	char m[1024];
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+	snprintf(m, sizeof(m), msg, arg);
+#pragma GCC diagnostic pop
+	return cli_usage_error("bench", m);
 }
 
 /* The driver script and the folder of bench tools: $RCKPT_BENCH_SCRIPT and
@@ -78,13 +80,14 @@ static int find_tools(char *script, size_t ns, char *bin, size_t nb)
 	snprintf(script, ns, "%s", s && *s ? s : RCKPT_SOURCE_DIR "/bench/rckpt_bench.py");
 	snprintf(bin, nb, "%s", b && *b ? b : RCKPT_BINARY_DIR "/bench");
 	if (access(script, R_OK) != 0) {
-		fprintf(stderr, "rckpt bench: the benchmark driver %s is not there (%s); set "
-				"RCKPT_BENCH_SCRIPT to bench/rckpt_bench.py of rckpt's source tree\n",
+		cli_err("bench", -errno,
+			"the benchmark driver %s is not there (%s); set RCKPT_BENCH_SCRIPT to "
+			"bench/rckpt_bench.py of rckpt's source tree",
 			script, strerror(errno));
 		return -1;
 	}
 	if (access(PYTHON, X_OK) != 0) {
-		fprintf(stderr, "rckpt bench: needs %s (apt-get install python3)\n", PYTHON);
+		cli_err("bench", -errno, "needs %s (apt-get install python3)", PYTHON);
 		return -1;
 	}
 	return 0;
@@ -99,26 +102,26 @@ static int check_plugins(const rckpt_connect_opts_t *conn)
 	int rc = rckpt_create(&h), failed = 0;
 
 	if (rc) {
-		fprintf(stderr, "rckpt bench: %s\n", rckpt_strerror(rc));
+		cli_err("bench", rc, "%s", rckpt_strerror(rc));
 		return -1;
 	}
 	if ((rc = rckpt_connect(h, conn)) != 0) {
-		fprintf(stderr, "rckpt bench: %s\n", rckpt_errmsg(h));
+		cli_err("bench", rc, "%s", rckpt_errmsg(h));
 		rckpt_destroy(h);
 		return -1;
 	}
 	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
 		rckpt_plugin_info_t pi;
 		if ((rc = rckpt_plugin_version(h, &pi, names[i])) != 0) {
-			fprintf(stderr,
-				"rckpt bench: the cluster's OSDs do not run the %s plugin (%s); load "
-				"libcls_%s.so into every OSD (ceph-conf/README.md) and try again\n",
+			cli_err("bench", rc,
+				"the cluster's OSDs do not run the %s plugin (%s); load "
+				"libcls_%s.so into every OSD (ceph-conf/README.md) and try again",
 				names[i], rckpt_errmsg(h), names[i]);
 			failed = 1;
 		} else if (pi.major * 10000 + pi.minor * 100 + pi.patch != rckpt_version_number()) {
-			fprintf(stderr,
-				"rckpt bench: the cluster's %s plugin is version %u.%u.%u, this client "
-				"%s: deploy the plugins of this build (or run this version's client)\n",
+			cli_err("bench", RCKPT_EVERSION,
+				"the cluster's %s plugin is version %u.%u.%u, this client "
+				"%s: deploy the plugins of this build (or run this version's client)",
 				names[i], pi.major, pi.minor, pi.patch, rckpt_version_string());
 			failed = 1;
 		}
@@ -163,8 +166,10 @@ int rckpt_cli_bench(int argc, char **argv, const rckpt_connect_opts_t *gconn)
 		args[k++] = argv[3];
 		args[k] = NULL;
 		fflush(stdout);
+		if (cli_check_dir("bench", argv[2]) || cli_check_dir("bench", argv[3]))
+			return 1;
 		execv(PYTHON, args);
-		fprintf(stderr, "rckpt bench: cannot run %s: %s\n", PYTHON, strerror(errno));
+		cli_err("bench", -errno, "cannot run %s: %s", PYTHON, strerror(errno));
 		return 1;
 	}
 	optind = 1;
@@ -201,10 +206,14 @@ int rckpt_cli_bench(int argc, char **argv, const rckpt_connect_opts_t *gconn)
 	if (!out || !*out)
 		return bad("%s", "needs --out DIR");
 	if (conn.user && strcmp(conn.user, "admin") != 0 && strcmp(conn.user, "client.admin") != 0) {
-		fprintf(stderr, "rckpt bench: the suites run as client.admin (they create and delete "
-				"pools' objects of every kind); drop --id %s\n", conn.user);
-		return EXIT_USAGE;
+		return cli_usage_errorf("bench",
+					"the suites run as client.admin (they create and delete pools' objects of "
+					"every kind); drop --id %s",
+					conn.user);
 	}
+	if (cli_check_out_dir("bench", out) || (ckpts && cli_check_dir("bench", ckpts)) ||
+	    (images && cli_check_dir("bench", images)) || (data && cli_check_out_dir("bench", data)))
+		return 1;
 	if (find_tools(script, sizeof(script), bin, sizeof(bin)))
 		return 1;
 	if (check_plugins(&conn))
@@ -212,7 +221,7 @@ int rckpt_cli_bench(int argc, char **argv, const rckpt_connect_opts_t *gconn)
 
 	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
 	if (n <= 0) {
-		fprintf(stderr, "rckpt bench: cannot find this program's path: %s\n", strerror(errno));
+		cli_err("bench", -errno, "cannot find this program's path: %s", strerror(errno));
 		return 1;
 	}
 	self[n] = '\0';
@@ -271,6 +280,6 @@ int rckpt_cli_bench(int argc, char **argv, const rckpt_connect_opts_t *gconn)
 	args[k] = NULL;
 	fflush(stdout);
 	execv(PYTHON, args);
-	fprintf(stderr, "rckpt bench: cannot run %s: %s\n", PYTHON, strerror(errno));
+	cli_err("bench", -errno, "cannot run %s: %s", PYTHON, strerror(errno));
 	return 1;
 }

@@ -1,13 +1,15 @@
 /*
- * rckpt_cli_ckpt.c — `rckpt ckpt save | restore | ls | compact | pin |
- * verify | gc | rm` and `rckpt compact --all`: checkpoints of training jobs
- * in the cluster (librckpt's public job API).
+ * rckpt_cli_ckpt.c — `rckpt ckpt save | restore | export | ls | jobs |
+ * compact | pin | rewind | branch | verify | gc | rm` and `rckpt compact
+ * --all`: checkpoints of training jobs in the cluster (librckpt's public
+ * job API).
  */
 #define _GNU_SOURCE /* getopt_long */
 #include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <limits.h>
+#include <signal.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +27,8 @@ static int usage_error(const char *what)
 	return cli_usage_error("ckpt", what);
 }
 
+#define STEP_RULE "--step must be a whole number 0..18446744073709551614 (a step)"
+
 static const char help_text[] =
 	"usage: rckpt [options] ckpt save --job J [--step N] [--eps E] [--exact] [--lease S]\n"
 	"                                 [--chunk-params N] [--mem-budget MIB]\n"
@@ -32,6 +36,7 @@ static const char help_text[] =
 	"       rckpt [options] ckpt restore --job J [--step N] [--tensors a,b] -o OUT.safetensors\n"
 	"       rckpt [options] ckpt export --job J [--step N] [--from-dump FILE] -o DIR\n"
 	"       rckpt [options] ckpt ls --job J\n"
+	"       rckpt [options] ckpt jobs\n"
 	"       rckpt [options] ckpt compact --job J [--keep-last N] [--keep-every M]\n"
 	"       rckpt [options] ckpt pin --job J --step N [--exact | --off]\n"
 	"       rckpt [options] ckpt rewind --job J --step N [--branch NAME]\n"
@@ -40,30 +45,41 @@ static const char help_text[] =
 	"       rckpt [options] ckpt gc --job J\n"
 	"       rckpt [options] ckpt rm --job J [--step N]\n"
 	"\n"
-	"save     compress and commit checkpoints into job J (a namespace of the pool), in\n"
-	"         the order given, each as the step its file name ends with (step-000025\n"
-	"         is step 25), or from --step N on (N, N+1, ...). Each step is a delta against\n"
+	"save     compress and commit checkpoints into job J (a namespace of the pool, 1..63\n"
+	"         characters of A-Z a-z 0-9 . _ -), in the order given, each as the step its\n"
+	"         file name ends with (step-000025 is step 25), or from --step N on (N, N+1,\n"
+	"         ...). Each step is a delta against\n"
 	"         the one before, the first too when the job has a committed head of the same\n"
 	"         tensors (its levels come from the OSDs). The gradient RMS that weighs errors\n"
 	"         comes from --grads (one file only) or a sibling MODEL.grads.safetensors;\n"
-	"         --eps bounds the Fisher-weighted relative error (default 0.0012: see\n"
-	"         'rckpt codec --help'). --exact stores the steps bit-exact: lossy records\n"
+	"         --eps bounds the Fisher-weighted relative error, in (0, 1) (default 0.0012:\n"
+	"         see 'rckpt codec --help'). --exact stores the steps bit-exact: lossy records\n"
 	"         plus the bits quantization changed, in byte planes (zstd); their\n"
 	"         restores match the files' SHA-256, and later lossy saves are deltas on\n"
 	"         them. An optimizer's state beside a model, MODEL.optim.safetensors\n"
 	"         (exp_avg.P, exp_avg_sq.P: Adam's moments of P; momentum_buffer.P; other\n"
 	"         tensors), is saved as the step's optimizer state: compressed apart, judged\n"
-	"         by the error of the update it makes (README \"Adam's state\").\n"
+	"         by the error of the update it makes (README \"Adam's state\"). A sibling\n"
+	"         MODEL.state (what 'restore' writes: the step's non-tensor state) is\n"
+	"         attached to the step as it is.\n"
+	"         Every file is checked before the job is touched.\n"
 	"         Takes the job's writer lock: a second writer is refused; a dead\n"
 	"         writer's lock expires --lease seconds (default 30) after its last save.\n"
+	"         SIGINT (Ctrl-C) or SIGTERM stops it after the step under way and\n"
+	"         releases the lock (exit 130, 143).\n"
 	"         --mem-budget (default 256 MiB)\n"
 	"         bounds what a save holds beyond the encoder's state of one byte per\n"
 	"         parameter, whatever the model's size; chunks hold --chunk-params\n"
 	"         parameters (default and most: 4 Mi). Prints each step's ratio and timings.\n"
 	"restore  materialize a committed step (default: the latest) in the OSDs, check\n"
 	"         every chunk's SHA-256, and write its tensors (or only those --tensors\n"
-	"         names, reading only the chunks that hold them) to OUT.safetensors, and\n"
-	"         its optimizer's state, if it has one, to OUT.optim.safetensors.\n"
+	"         names, reading only the chunks that hold them) to OUT.safetensors, its\n"
+	"         optimizer's state, if it has one, to OUT.optim.safetensors, and its\n"
+	"         attachment, if it has one (the non-tensor state a trainer keeps: a\n"
+	"         scheduler, RNG states, the epoch, param groups; the Python binding's\n"
+	"         format, rckpt._plain.loads), to OUT.state, as stored. The files are\n"
+	"         written whole or not at all; siblings of OUT from before that the step\n"
+	"         does not have are removed.\n"
 	"         When the OSDs lack the rckpt class (or refuse it), the chains are\n"
 	"         folded here instead, to the same bytes, slower; it says so.\n"
 	"export   write every listed step (or step N) of job J to DIR/step-NNNNNN.safetensors,\n"
@@ -71,9 +87,11 @@ static const char help_text[] =
 	"         from a file that `rados -p POOL --all export FILE` wrote, with no cluster\n"
 	"         at all. DIR is made if it does not exist.\n"
 	"ls       list the committed steps as they were saved (kind, size, ratio, and\n"
-	"         the weights' and the optimizer state's bytes and ratios apart; a\n"
-	"         compaction rewrites them later), what the job stores now, and its\n"
-	"         retention policy.\n"
+	"         the weights' and the optimizer state's bytes and ratios apart, but for\n"
+	"         exact steps, whose residuals are not split; a compaction rewrites them\n"
+	"         later), what the job stores now, and its retention policy.\n"
+	"jobs     list the jobs of the pool: committed steps, the head step, the bytes\n"
+	"         each stores now.\n"
 	"compact  apply the retention policy (--keep-last N newest steps, --keep-every M:\n"
 	"         steps that are multiples of M; the head and pinned steps always stay; given\n"
 	"         options are stored as the job's policy) and rewrite the chunks so that the\n"
@@ -97,13 +115,38 @@ static const char help_text[] =
 	"rm       delete job J and all its objects (refused while a writer holds it), or\n"
 	"         with --step N forget that one step (not the head, not a pinned one).\n"
 	"\n"
-	"Global options (--conf, --id/--user, --pool, --timeout, --read-from) go before\n"
-	"'ckpt' or after the subcommand.\n"
+	"Global options (--conf, --id/--user, --pool, --timeout, --read-from, --format)\n"
+	"go before 'ckpt' or after the subcommand. On a terminal, save, restore,\n"
+	"export and compact show a progress line on stderr.\n"
 	"'rckpt compact --all' compacts every job of the pool under its own policy.\n";
 
 static void usage(void)
 {
 	fputs(help_text, stdout);
+}
+
+/* A sibling of a checkpoint file: X.SUFFIX beside X.safetensors (or
+ * beside X when it has no such ending), malloc'd. */
+static char *sibling(const char *path, const char *suffix)
+{
+	size_t l = strlen(path), cap = l + strlen(suffix) + 2;
+	char *s = malloc(cap);
+	if (s)
+		snprintf(s, cap, "%.*s.%s", (int)(l > 12 && strcmp(path + l - 12, ".safetensors") == 0 ? l - 12 : l),
+			 path, suffix);
+	return s;
+}
+
+static uint64_t size_of(const char *path)
+{
+	struct stat sb;
+	return stat(path, &sb) == 0 ? (uint64_t)sb.st_size : 0;
+}
+
+static int exists(const char *path)
+{
+	struct stat sb;
+	return lstat(path, &sb) == 0;
 }
 
 static int open_job(rckpt_t **h, rckpt_job_t **j, const rckpt_connect_opts_t *conn, const char *job,
@@ -124,9 +167,10 @@ static int open_existing(rckpt_t **h, rckpt_job_t **j, const rckpt_connect_opts_
 	e = rckpt_job_exists(*j);
 	if (e != 1) {
 		if (e == 0)
-			fprintf(stderr, "rckpt ckpt: job %s does not exist in pool %s\n", job, rckpt_pool_name(*h));
+			cli_err("ckpt", -ENOENT, "job %s does not exist in pool %s ('rckpt ckpt jobs' lists them)",
+				job, rckpt_pool_name(*h));
 		else
-			fprintf(stderr, "rckpt ckpt: %s\n", rckpt_errmsg(*h));
+			cli_err("ckpt", e, "%s", rckpt_errmsg(*h));
 		rckpt_job_close(*j);
 		rckpt_destroy(*h);
 		*j = NULL;
@@ -138,29 +182,72 @@ static int open_existing(rckpt_t **h, rckpt_job_t **j, const rckpt_connect_opts_
 	rckpt_job_close(*j);
 	*j = NULL;
 	if ((rc = rckpt_job_open(*h, j, job, jo))) {
-		fprintf(stderr, "rckpt ckpt: %s\n", rckpt_errmsg(*h));
+		cli_err("ckpt", rc, "%s", rckpt_errmsg(*h));
 		rckpt_destroy(*h);
 		*h = NULL;
 	}
 	return rc;
 }
 
-/* Waits for a save's commit and prints its line. */
-static int finish(rckpt_t *h, rckpt_save_t *pend, uint64_t s, int exact, uint64_t *raw, uint64_t *enc)
+/* Closes a job and its handle (first taking the job off the signal
+ * thread's hands). */
+static void close_job(rckpt_t *h, rckpt_job_t *j)
+{
+	cli_signals_job(NULL);
+	rckpt_job_close(j);
+	rckpt_destroy(h);
+}
+
+/* After a command stopped on a signal: says so (the lock is released by
+ * now), and the exit status, 130 or 143. */
+static int interrupted(const char *what)
+{
+	int s = cli_interrupted();
+	cli_err("ckpt", -EINTR, "interrupted by %s: %s", s == SIGTERM ? "SIGTERM" : "SIGINT", what);
+	return cli_interrupt_status();
+}
+
+/* ---- save ---- */
+
+typedef struct save_run {
+	rckpt_t *h;
+	int exact;
+	uint64_t raw, enc;
+	unsigned committed;
+	uint64_t last;
+	json_t *steps; /* the committed steps (JSON) */
+} save_run_t;
+
+/* Waits for a save's commit and reports it. */
+static int finish(save_run_t *sr, rckpt_save_t *pend, uint64_t s, size_t attached)
 {
 	rckpt_save_stats_t ss;
+	const char *kind;
 	int rc = rckpt_save_wait(pend, &ss);
 	if (rc) {
-		fprintf(stderr, "rckpt ckpt: step %" PRIu64 ": %s\n", s, rckpt_errmsg(h));
+		cli_err("ckpt", rc, "step %" PRIu64 ": %s", s, rckpt_errmsg(sr->h));
 		return rc;
 	}
-	*raw += ss.raw_bytes;
-	*enc += ss.enc_bytes;
-	printf("step %-8" PRIu64 " %-5s %6.1fx  %9" PRIu64 " -> %8" PRIu64
-	       " bytes  %2u chunks  encode %6.1f ms  write %6.1f ms\n",
-	       s, exact ? "exact" : ss.is_base ? "base" : "delta", (double)ss.raw_bytes / (double)ss.enc_bytes,
-	       ss.raw_bytes, ss.enc_bytes, ss.nchunks, ss.t_encode * 1e3, ss.t_write * 1e3);
-	fflush(stdout);
+	sr->raw += ss.raw_bytes;
+	sr->enc += ss.enc_bytes;
+	sr->committed++;
+	sr->last = s;
+	kind = sr->exact ? "exact" : ss.is_base ? "base" : "delta";
+	json_array_append_new(sr->steps,
+			      json_pack("{s:I, s:s, s:I, s:I, s:f, s:i, s:I, s:f, s:f}", "step", (json_int_t)s, "kind",
+					kind, "raw_bytes", (json_int_t)ss.raw_bytes, "stored_bytes",
+					(json_int_t)ss.enc_bytes,
+					"ratio", ss.enc_bytes ? (double)ss.raw_bytes / (double)ss.enc_bytes : 0.0,
+					"chunks", (int)ss.nchunks, "attachment_bytes", (json_int_t)attached,
+					"encode_seconds", ss.t_encode, "write_seconds", ss.t_write));
+	if (!cli_json_mode()) {
+		cli_line("step %-8" PRIu64 " %-5s %6.1fx  %9" PRIu64 " -> %8" PRIu64
+			 " bytes  %2u chunks  encode %6.1f ms  write %6.1f ms\n",
+			 s, kind, (double)ss.raw_bytes / (double)ss.enc_bytes, ss.raw_bytes, ss.enc_bytes,
+			 ss.nchunks, ss.t_encode * 1e3, ss.t_write * 1e3);
+		if (attached)
+			cli_line("  with its attached state (%zu bytes, from the MODEL.state beside it)\n", attached);
+	}
 	return 0;
 }
 
@@ -194,6 +281,64 @@ static int optim_join(rckpt_job_t *j, const rckpt_file_t *st, const rckpt_file_t
 	return rc;
 }
 
+/* Reads a whole file (the MODEL.state beside a model): 0 or -errno. */
+static int read_whole(const char *path, uint8_t **out, size_t *len)
+{
+	FILE *f;
+	uint64_t n = size_of(path);
+	int rc = 0;
+	*out = NULL;
+	*len = 0;
+	if (n > ((uint64_t)1 << 30))
+		return -EFBIG; /* what an attachment may hold */
+	if ((f = fopen(path, "rb")) == NULL)
+		return -errno;
+	if ((*out = malloc(n ? (size_t)n : 1)) == NULL)
+		rc = -ENOMEM;
+	else if (fread(*out, 1, (size_t)n, f) != (size_t)n)
+		rc = -EIO;
+	fclose(f);
+	if (rc) {
+		free(*out);
+		*out = NULL;
+	} else
+		*len = (size_t)n;
+	return rc;
+}
+
+/* The files of a save, each checked before the job is touched: the
+ * model's, and beside it its gradients', optimizer's and state's when
+ * there. *bytes: what they hold, for the progress line. */
+static int save_check_files(int argc, char **argv, int first, const char *gfile, uint64_t *bytes)
+{
+	int i, rc = 0;
+	*bytes = 0;
+	if (gfile && cli_check_safetensors("ckpt", gfile))
+		return 1;
+	for (i = first; i < argc && rc == 0; i++) {
+		char *g, *o, *st;
+		if (cli_is_sibling(argv[i]))
+			continue;
+		if (cli_check_safetensors("ckpt", argv[i]))
+			return 1;
+		g = sibling(argv[i], "grads.safetensors");
+		o = sibling(argv[i], "optim.safetensors");
+		st = sibling(argv[i], "state");
+		if (!g || !o || !st) {
+			cli_err("ckpt", -ENOMEM, "out of memory");
+			rc = 1;
+		} else if ((!gfile && exists(g) && cli_check_safetensors("ckpt", g)) ||
+			   (exists(o) && cli_check_safetensors("ckpt", o)) || (exists(st) && cli_check_file("ckpt", st)))
+			rc = 1;
+		else
+			*bytes += size_of(argv[i]) + (exists(o) ? size_of(o) : 0);
+		free(g);
+		free(o);
+		free(st);
+	}
+	return rc;
+}
+
 static int cmd_save(int argc, char **argv, const rckpt_connect_opts_t *conn)
 {
 	static const struct option lo[] = { { "job", 1, 0, 'j' },   { "step", 1, 0, 's' },
@@ -203,12 +348,15 @@ static int cmd_save(int argc, char **argv, const rckpt_connect_opts_t *conn)
 					    { 0, 0, 0, 0 } };
 	rckpt_job_opts_t jo = RCKPT_JOB_OPTS_INIT;
 	const char *job = NULL, *gfile = NULL;
-	uint64_t step = UINT64_MAX, v, raw = 0, enc = 0;
+	uint64_t step = UINT64_MAX, v, total = 0, done = 0;
+	save_run_t sr = { 0 };
 	rckpt_t *h = NULL;
 	rckpt_job_t *j = NULL;
 	rckpt_save_t *pend = NULL;
-	uint64_t pend_step = 0;
-	int c, i, rc = 0, nfiles = 0;
+	uint64_t pend_step = 0, pend_bytes = 0;
+	size_t pend_att = 0;
+	char *end;
+	int c, i, rc = 0, nfiles = 0, k = 0, ret;
 
 	optind = 1;
 	opterr = 0;
@@ -218,17 +366,18 @@ static int cmd_save(int argc, char **argv, const rckpt_connect_opts_t *conn)
 		case 'X': jo.exact = 1; break;
 		case 'g': gfile = optarg; break;
 		case 's':
-			if (cli_parse_u64(optarg, &step))
-				return usage_error("--step needs a number");
+			if (cli_parse_u64(optarg, &step) || step == RCKPT_LATEST)
+				return usage_error(STEP_RULE);
 			break;
 		case 'e':
-			jo.eps = atof(optarg);
-			if (!(jo.eps > 0 && jo.eps < 1))
-				return usage_error("--eps must be in (0, 1)");
+			jo.eps = strtod(optarg, &end);
+			if (end == optarg || *end || !(jo.eps > 0 && jo.eps < 1))
+				return usage_error("--eps must be a number in (0, 1), both excluded: the bound of the "
+						   "Fisher-weighted relative error (default 0.0012)");
 			break;
 		case 'l':
 			if (cli_parse_u64(optarg, &v) || v == 0 || v > 86400)
-				return usage_error("--lease must be 1..86400 seconds");
+				return usage_error("--lease must be a whole number of seconds, 1..86400");
 			jo.lease_s = (unsigned)v;
 			break;
 		case 'C':
@@ -239,105 +388,158 @@ static int cmd_save(int argc, char **argv, const rckpt_connect_opts_t *conn)
 			break;
 		case 'M':
 			if (cli_parse_u64(optarg, &v) || v == 0 || v > ((uint64_t)1 << 30))
-				return usage_error("--mem-budget must be 1..2^30 MiB");
+				return usage_error("--mem-budget must be a whole number of MiB, 1..2^30");
 			jo.mem_budget = v << 20;
 			break;
 		default: return cli_option_error("ckpt", "save", c, argv, optind);
 		}
 	}
 	if (job == NULL)
-		return usage_error("save needs --job");
+		return usage_error("save needs --job J");
+	if (cli_check_name("ckpt", "--job", job))
+		return EXIT_USAGE;
 	for (i = optind; i < argc; i++)
 		nfiles += !cli_is_sibling(argv[i]);
 	if (nfiles == 0)
 		return usage_error("save needs at least one MODEL.safetensors");
 	if (gfile && nfiles != 1)
 		return usage_error("--grads goes with exactly one MODEL.safetensors");
-	/* A first file that cannot be used stops the save before the job is
-	 * touched (no empty job left behind); later ones stop it after the
-	 * steps before them are committed. */
-	for (i = optind; i < argc; i++) {
-		rckpt_file_t *st;
-		char err[256];
-		if (cli_is_sibling(argv[i]))
-			continue;
-		if (rckpt_file_read(&st, argv[i], err, sizeof(err))) {
-			fprintf(stderr, "rckpt ckpt: %s: %s\n", argv[i], err);
-			return 1;
-		}
-		rckpt_file_free(st);
-		break;
-	}
+	/* Every file checked before the job is touched (no empty job, no step
+	 * committed, for a typo in the last file's name). */
+	if (save_check_files(argc, argv, optind, gfile, &total))
+		return 1;
+	cli_signals_guard();
 	jo.writer = 1;
 	if (open_job(&h, &j, conn, job, &jo))
 		return 1;
-	for (i = optind, nfiles = 0; i < argc && rc == 0; i++) {
+	cli_signals_job(j);
+	sr.h = h;
+	sr.exact = jo.exact;
+	sr.steps = json_array();
+	cli_progress_begin("saving", (uint64_t)nfiles, "files", total);
+	for (i = optind; i < argc && rc == 0 && !cli_interrupted(); i++) {
 		rckpt_file_t *st = NULL, *gs = NULL, *os = NULL;
 		rckpt_tensor_t *all = NULL;
 		unsigned nall = 0;
-		char err[256], gpath[4096];
-		uint64_t s = step != UINT64_MAX ? step + (uint64_t)nfiles : cli_step_of(argv[i], 0);
-		size_t n = strlen(argv[i]);
+		uint8_t *att = NULL;
+		size_t attlen = 0;
+		char err[512], *gpath = NULL, *opath = NULL, *spath = NULL;
+		uint64_t s = step != UINT64_MAX ? step + (uint64_t)k : cli_step_of(argv[i], 0), bytes;
 
 		if (cli_is_sibling(argv[i]))
 			continue;
-		nfiles++;
-		if ((rc = rckpt_file_read(&st, argv[i], err, sizeof(err)))) {
-			fprintf(stderr, "rckpt ckpt: %s: %s\n", argv[i], err);
-			break;
-		}
-		if (gfile) {
-			if (rckpt_file_read(&gs, gfile, err, sizeof(err))) {
-				fprintf(stderr, "rckpt ckpt: %s: %s\n", gfile, err);
-				rckpt_file_free(st);
-				rc = -EINVAL;
-				break;
-			}
-		} else if (n > 12 && strcmp(argv[i] + n - 12, ".safetensors") == 0 && n + 6 < sizeof(gpath)) {
-			snprintf(gpath, sizeof(gpath), "%.*s.grads.safetensors", (int)(n - 12), argv[i]);
-			if (rckpt_file_read(&gs, gpath, err, sizeof(err)))
-				gs = NULL;
-		}
-		if (n > 12 && strcmp(argv[i] + n - 12, ".safetensors") == 0 && n + 6 < sizeof(gpath)) {
-			snprintf(gpath, sizeof(gpath), "%.*s.optim.safetensors", (int)(n - 12), argv[i]);
-			if (access(gpath, F_OK) == 0 && rckpt_file_read(&os, gpath, err, sizeof(err))) {
-				fprintf(stderr, "rckpt ckpt: %s: %s\n", gpath, err);
-				rckpt_file_free(st);
-				rckpt_file_free(gs);
-				rc = -EINVAL;
-				break;
-			}
-		}
+		k++;
+		cli_progress_item("step %" PRIu64, s);
+		gpath = sibling(argv[i], "grads.safetensors");
+		opath = sibling(argv[i], "optim.safetensors");
+		spath = sibling(argv[i], "state");
+		if (!gpath || !opath || !spath) {
+			rc = -ENOMEM;
+			cli_err("ckpt", rc, "out of memory");
+		} else if ((rc = rckpt_file_read(&st, argv[i], err, sizeof(err))))
+			cli_err("ckpt", rc, "%s: %s", argv[i], err);
+		else if (gfile && (rc = rckpt_file_read(&gs, gfile, err, sizeof(err))))
+			cli_err("ckpt", rc, "%s: %s", gfile, err);
+		else if (!gfile && exists(gpath) && (rc = rckpt_file_read(&gs, gpath, err, sizeof(err))))
+			cli_err("ckpt", rc, "%s: %s", gpath, err);
+		else if (exists(opath) && (rc = rckpt_file_read(&os, opath, err, sizeof(err))))
+			cli_err("ckpt", rc, "%s: %s", opath, err);
+		else if (exists(spath) && (rc = read_whole(spath, &att, &attlen)))
+			cli_err("ckpt", rc, "%s: %s", spath, rc == -EFBIG ? "over 1 GiB, more than a step's attachment may hold" : strerror(-rc));
+		bytes = size_of(argv[i]) + (os ? size_of(opath) : 0);
 		/* The previous step's appends ran while this file was read. */
-		if (pend && (rc = finish(h, pend, pend_step, jo.exact, &raw, &enc)) != 0) {
+		if (pend) {
+			int r2 = finish(&sr, pend, pend_step, pend_att);
 			pend = NULL;
-			rckpt_file_free(st);
-			rckpt_file_free(gs);
-			rckpt_file_free(os);
-			break;
+			if (r2 == 0)
+				cli_progress_set((uint64_t)sr.committed, done += pend_bytes);
+			if (rc == 0)
+				rc = r2;
 		}
-		pend = NULL;
-		rc = optim_join(j, st, os, &all, &nall);
-		if (rc == 0)
-			rc = rckpt_job_save_async(j, s, all, nall, gs ? rckpt_file_tensors(gs) : NULL,
-						  gs ? rckpt_file_count(gs) : 0, &pend);
-		if (rc)
-			fprintf(stderr, "rckpt ckpt: %s: %s\n", argv[i], rckpt_errmsg(h));
-		pend_step = s;
+		if (rc == 0 && cli_interrupted() == 0) {
+			rc = optim_join(j, st, os, &all, &nall);
+			if (rc == 0 && att)
+				rc = rckpt_job_attach(j, att, attlen);
+			if (rc == 0)
+				rc = rckpt_job_save_async(j, s, all, nall, gs ? rckpt_file_tensors(gs) : NULL,
+							  gs ? rckpt_file_count(gs) : 0, &pend);
+			if (rc)
+				cli_err("ckpt", rc, "%s: %s", argv[i], rckpt_errmsg(h));
+			pend_step = s;
+			pend_bytes = bytes;
+			pend_att = att ? attlen : 0;
+		}
 		free(all);
-		all = NULL;
+		free(att);
+		free(gpath);
+		free(opath);
+		free(spath);
 		rckpt_file_free(st);
 		rckpt_file_free(gs);
 		rckpt_file_free(os);
 	}
-	if (rc == 0 && pend)
-		rc = finish(h, pend, pend_step, jo.exact, &raw, &enc);
-	if (rc == 0 && nfiles > 1)
-		printf("saved %d steps: %.1fx overall (%" PRIu64 " -> %" PRIu64 " bytes)\n", nfiles,
-		       enc ? (double)raw / (double)enc : 0.0, raw, enc);
-	rckpt_job_close(j);
+	/* the last step, unless a signal asked to stop: then its lock is
+	 * released sooner, and the step is not committed */
+	if (rc == 0 && pend && !cli_interrupted()) {
+		rc = finish(&sr, pend, pend_step, pend_att);
+		pend = NULL;
+	}
+	cli_progress_end();
+	cli_signals_job(NULL);
+	rckpt_job_close(j); /* releases the lock; a save in flight never commits */
+	if (pend)
+		rckpt_save_wait(pend, NULL); /* -ECANCELED; frees it */
 	rckpt_destroy(h);
-	return rc ? 1 : 0;
+	if (cli_interrupted()) {
+		char what[160];
+		snprintf(what, sizeof(what), "%u step(s) committed%s; the job's writer lock released", sr.committed,
+			 sr.committed ? "" : ", none");
+		if (sr.committed)
+			snprintf(what, sizeof(what), "%u step(s) committed, the last step %" PRIu64
+				 "; the job's writer lock released", sr.committed, sr.last);
+		cli_err_detail("committed", json_incref(sr.steps));
+		ret = interrupted(what);
+	} else if (rc) {
+		cli_err_detail("committed", json_incref(sr.steps));
+		ret = 1;
+	} else if (cli_json_mode()) {
+		ret = cli_json_out(json_pack("{s:s, s:O, s:I, s:I, s:f}", "job", job, "steps", sr.steps, "raw_bytes",
+					     (json_int_t)sr.raw, "stored_bytes", (json_int_t)sr.enc, "ratio",
+					     sr.enc ? (double)sr.raw / (double)sr.enc : 0.0),
+				   conn);
+	} else {
+		if (sr.committed > 1)
+			printf("saved %u steps: %.1fx overall (%" PRIu64 " -> %" PRIu64 " bytes)\n", sr.committed,
+			       sr.enc ? (double)sr.raw / (double)sr.enc : 0.0, sr.raw, sr.enc);
+		ret = 0;
+	}
+	json_decref(sr.steps);
+	return ret;
+}
+
+/* ---- restore ---- */
+
+/* Writes len bytes to path (a staged temporary): 0 or -errno. */
+static int write_bytes(const char *path, const void *p, size_t len)
+{
+	FILE *f = fopen(path, "wb");
+	int rc = 0;
+	if (f == NULL)
+		return -errno;
+	if (len && fwrite(p, 1, len, f) != len)
+		rc = -EIO;
+	if (fclose(f) != 0 && rc == 0)
+		rc = -EIO;
+	return rc;
+}
+
+static size_t tensor_bytes(const rckpt_tensor_t *d)
+{
+	uint64_t e = 1;
+	unsigned k;
+	for (k = 0; k < d->ndim; k++)
+		e *= d->shape[k];
+	return (size_t)e * (d->dtype == RCKPT_F32 ? 4 : 2);
 }
 
 static int cmd_restore(int argc, char **argv, const rckpt_connect_opts_t *conn)
@@ -347,19 +549,21 @@ static int cmd_restore(int argc, char **argv, const rckpt_connect_opts_t *conn)
 					    { "output", 1, 0, 'o' },
 					    { "tensors", 1, 0, 'T' },
 					    { 0, 0, 0, 0 } };
-	const char *job = NULL, *outp = NULL, *tlist = NULL;
-	char *tcopy = NULL, *names[4096];
+	const char *job = NULL, *outp = NULL, *tlist = NULL, *tmodel, *topt = NULL, *tstate = NULL;
+	char *tcopy = NULL, *names[4096], *optp = NULL, *statep = NULL;
 	unsigned nnames = 0, nout = 0;
-	uint64_t step = RCKPT_LATEST;
+	uint64_t step = RCKPT_LATEST, total = 0, written = 0;
 	rckpt_t *h = NULL;
 	rckpt_job_t *j = NULL;
 	rckpt_restored_t *r = NULL;
 	rckpt_restore_stats_t rs;
 	rckpt_tensor_t *t = NULL;
+	cli_stage_t sg = { 0 };
+	const void *att = NULL;
+	size_t attlen = 0;
 	uint8_t **bufs = NULL;
 	unsigned i, n = 0, nopt = 0;
-	int c, rc, here = 0, *opt = NULL;
-	char optp[4096];
+	int c, rc, here = 0, *opt = NULL, has_att = 0, stale_opt = 0, stale_state = 0;
 
 	optind = 1;
 	opterr = 0;
@@ -368,15 +572,17 @@ static int cmd_restore(int argc, char **argv, const rckpt_connect_opts_t *conn)
 		case 'j': job = optarg; break;
 		case 'T': tlist = optarg; break;
 		case 's':
-			if (cli_parse_u64(optarg, &step))
-				return usage_error("--step needs a number");
+			if (cli_parse_u64(optarg, &step) || step == RCKPT_LATEST)
+				return usage_error(STEP_RULE);
 			break;
 		case 'o': outp = optarg; break;
 		default: return cli_option_error("ckpt", "restore", c, argv, optind);
 		}
 	}
 	if (job == NULL || outp == NULL || optind != argc)
-		return usage_error("restore needs --job and -o OUT.safetensors, nothing else");
+		return usage_error("restore needs --job J and -o OUT.safetensors, nothing else");
+	if (cli_check_name("ckpt", "--job", job))
+		return EXIT_USAGE;
 	if (tlist) {
 		char *tok, *save = NULL;
 		if ((tcopy = strdup(tlist)) == NULL)
@@ -393,19 +599,32 @@ static int cmd_restore(int argc, char **argv, const rckpt_connect_opts_t *conn)
 			return usage_error("--tensors needs names, comma-separated");
 		}
 	}
-	if (open_job(&h, &j, conn, job, NULL)) {
-		free(tcopy);
-		return 1;
+	/* the outputs, checked before anything is read: OUT and its siblings */
+	optp = sibling(outp, "optim.safetensors");
+	statep = sibling(outp, "state");
+	if (optp == NULL || statep == NULL) {
+		rc = -ENOMEM;
+		cli_err("ckpt", rc, "out of memory");
+		goto done;
 	}
+	if ((rc = cli_check_out("ckpt", outp)) || (rc = cli_check_out("ckpt", optp)) ||
+	    (rc = cli_check_out("ckpt", statep)))
+		goto done;
+	cli_signals_guard(); /* a signal removes the temporaries, then ends it */
+	if ((rc = open_job(&h, &j, conn, job, NULL)))
+		goto done;
+	cli_progress_begin("restoring", 0, "", 0);
+	if (step != RCKPT_LATEST)
+		cli_progress_item("step %" PRIu64, step);
 	rc = rckpt_job_restore_tensors(j, step, (const char *const *)names, nnames, &r, &rs);
 	if (rc) {
-		fprintf(stderr, "rckpt ckpt: %s\n", rckpt_errmsg(h));
+		cli_err("ckpt", rc, "%s", rckpt_errmsg(h));
 		goto done;
 	}
 	{
 		char why[160];
 		if ((here = rckpt_job_folds_here(j, why, sizeof(why))) == 1)
-			fprintf(stderr, "rckpt ckpt: folded in the client (slower): %s\n", why);
+			cli_note("ckpt", "folded in the client (slower): %s", why);
 	}
 	n = rckpt_restored_count(r);
 	t = calloc(n ? n : 1, sizeof(*t));
@@ -414,33 +633,54 @@ static int cmd_restore(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	rc = t && bufs && opt ? 0 : -ENOMEM;
 	for (i = 0; i < n && rc == 0; i++) {
 		rckpt_tensor_t d;
-		uint64_t e = 1;
+		unsigned k, want = nnames == 0;
+		rckpt_restored_tensor(r, i, &d);
+		for (k = 0; k < nnames && !want; k++)
+			want = strcmp(names[k], d.name) == 0;
+		if (want)
+			total += tensor_bytes(&d);
+	}
+	cli_progress_begin("restoring", n, "tensors", total);
+	cli_progress_item("step %" PRIu64, rckpt_restored_step(r));
+	for (i = 0; i < n && rc == 0; i++) {
+		rckpt_tensor_t d;
+		size_t bytes;
 		unsigned k, want = nnames == 0;
 		rckpt_restored_tensor(r, i, &d);
 		for (k = 0; k < nnames && !want; k++)
 			want = strcmp(names[k], d.name) == 0;
 		if (!want)
 			continue;
-		for (k = 0; k < d.ndim; k++)
-			e *= d.shape[k];
+		bytes = tensor_bytes(&d);
 		t[nout] = d;
-		bufs[nout] = malloc(e ? (size_t)e * (d.dtype == RCKPT_F32 ? 4 : 2) : 1);
-		rc = bufs[nout] ? rckpt_restored_read(r, i, bufs[nout],
-						      (size_t)e * (d.dtype == RCKPT_F32 ? 4 : 2))
-				: -ENOMEM;
+		bufs[nout] = malloc(bytes ? bytes : 1);
+		rc = bufs[nout] ? rckpt_restored_read(r, i, bufs[nout], bytes) : -ENOMEM;
 		t[nout].data = bufs[nout];
 		opt[nout] = rckpt_restored_role(r, i) != RCKPT_ROLE_MODEL;
 		nopt += opt[nout];
 		nout++;
+		cli_progress_set(i + 1, written += bytes);
+	}
+	if (rc) {
+		cli_err("ckpt", rc, "reading the restored tensors: %s", rc == -ENOMEM ? "out of memory" : rckpt_strerror(rc));
+		goto done;
+	}
+	has_att = rckpt_restored_attachment(r, &att, &attlen) == 0;
+	/* every output under a temporary name, renamed into place at the end */
+	if ((tmodel = cli_stage_add(&sg, outp)) == NULL || (nopt && (topt = cli_stage_add(&sg, optp)) == NULL) ||
+	    (has_att && (tstate = cli_stage_add(&sg, statep)) == NULL)) {
+		rc = -ENOMEM;
+		cli_err("ckpt", rc, "out of memory");
+		goto done;
 	}
 	/* the model's tensors to OUT, the optimizer's state to its sibling
 	 * OUT.optim.safetensors (what `ckpt save` reads beside a model) */
-	if (rc == 0 && nopt) {
+	if (nopt) {
 		rckpt_tensor_t *to = calloc(nopt, sizeof(*to));
-		const size_t ol = strlen(outp);
 		unsigned a = 0, b = 0;
 		if (to == NULL) {
 			rc = -ENOMEM;
+			cli_err("ckpt", rc, "out of memory");
 			goto done;
 		}
 		for (i = 0; i < nout; i++) {
@@ -449,29 +689,67 @@ static int cmd_restore(int argc, char **argv, const rckpt_connect_opts_t *conn)
 			else
 				t[a++] = t[i];
 		}
-		if (ol > 12 && strcmp(outp + ol - 12, ".safetensors") == 0)
-			snprintf(optp, sizeof(optp), "%.*s.optim.safetensors", (int)(ol - 12), outp);
-		else
-			snprintf(optp, sizeof(optp), "%s.optim.safetensors", outp);
-		rc = rckpt_file_write(optp, to, nopt);
+		rc = rckpt_file_write(topt, to, nopt);
 		free(to);
-		if (rc)
-			fprintf(stderr, "rckpt ckpt: cannot write %s: %s\n", optp, rckpt_strerror(rc));
+		if (rc) {
+			cli_err("ckpt", rc, "%s: cannot write it: %s", optp, rckpt_strerror(rc));
+			goto done;
+		}
 	}
-	if (rc == 0 && (rc = rckpt_file_write(outp, t, nout - nopt)))
-		fprintf(stderr, "rckpt ckpt: cannot write %s: %s\n", outp, rckpt_strerror(rc));
-	if (rc == 0) {
-		printf("restored step %" PRIu64 " of job %s%s: %u tensors, %u materialize calls, %" PRIu64
-		       " bytes from the OSDs, %.1f ms -> %s\n",
-		       rckpt_restored_step(r), job, rckpt_restored_exact(r) ? " (exact)" : "", nout,
-		       here == 1 ? 0 : rs.calls, here == 1 ? 0 : rs.wire_bytes, rs.seconds * 1e3, outp);
-		if (nopt)
-			printf("  of which %u of the optimizer's state -> %s\n", nopt, optp);
+	if ((rc = rckpt_file_write(tmodel, t, nout - nopt))) {
+		cli_err("ckpt", rc, "%s: cannot write it: %s", outp, rckpt_strerror(rc));
+		goto done;
 	}
+	/* the attachment, as stored: the Python binding's plain data (the
+	 * scheduler, RNG states, epoch, param groups of a nested state) */
+	if (has_att && (rc = write_bytes(tstate, att, attlen))) {
+		cli_err("ckpt", rc, "%s: cannot write it: %s", statep, strerror(-rc));
+		goto done;
+	}
+	cli_progress_end();
+	if ((rc = cli_stage_commit(&sg, "ckpt")))
+		goto done;
+	/* siblings of an earlier restore that this step does not have would
+	 * be read beside OUT by a later save */
+	stale_opt = !nopt && exists(optp) && unlink(optp) == 0;
+	stale_state = !has_att && exists(statep) && unlink(statep) == 0;
+	if (cli_json_mode()) {
+		rc = cli_json_out(json_pack("{s:s, s:I, s:b, s:i, s:s, s:i, s:o, s:o, s:I, s:i, s:I, s:f, s:b}", "job",
+					    job, "step", (json_int_t)rckpt_restored_step(r), "exact",
+					    rckpt_restored_exact(r) != 0, "tensors", (int)(nout - nopt), "output", outp,
+					    "optimizer_tensors", (int)nopt,
+					    "optimizer_output", nopt ? json_string(optp) : json_null(), "state_output",
+					    has_att ? json_string(statep) : json_null(), "state_bytes",
+					    (json_int_t)(has_att ? attlen : 0), "materialize_calls",
+					    here == 1 ? 0 : (int)rs.calls, "wire_bytes",
+					    (json_int_t)(here == 1 ? 0 : rs.wire_bytes), "seconds", rs.seconds,
+					    "folded_here", here == 1),
+				  conn)
+			     ? -EIO
+			     : 0;
+		goto done;
+	}
+	printf("restored step %" PRIu64 " of job %s%s: %u tensors, %u materialize calls, %" PRIu64
+	       " bytes from the OSDs, %.1f ms -> %s\n",
+	       rckpt_restored_step(r), job, rckpt_restored_exact(r) ? " (exact)" : "", nout,
+	       here == 1 ? 0 : rs.calls, here == 1 ? 0 : rs.wire_bytes, rs.seconds * 1e3, outp);
+	if (nopt)
+		printf("  of which %u of the optimizer's state -> %s\n", nopt, optp);
+	if (has_att)
+		printf("  its attachment, the non-tensor state (scheduler, RNG, epoch, param groups: %zu bytes, "
+		       "rckpt._plain.loads reads it) -> %s\n",
+		       attlen, statep);
+	if (stale_opt || stale_state)
+		printf("  removed %s%s%s, from before: this step has none\n", stale_opt ? optp : "",
+		       stale_opt && stale_state ? " and " : "", stale_state ? statep : "");
 done:
+	cli_progress_end();
+	cli_stage_abort(&sg);
 	for (i = 0; bufs && i < nout; i++)
 		free(bufs[i]);
 	free(tcopy);
+	free(optp);
+	free(statep);
 	free(bufs);
 	free(opt);
 	free(t);
@@ -481,21 +759,20 @@ done:
 	return rc ? 1 : 0;
 }
 
+/* ---- export ---- */
+
 /* Writes every tensor of r to path (safetensors). */
 static int write_all(const rckpt_restored_t *r, const char *path)
 {
 	const unsigned n = rckpt_restored_count(r);
 	rckpt_tensor_t *t = calloc(n ? n : 1, sizeof(*t));
 	uint8_t **bufs = calloc(n ? n : 1, sizeof(*bufs));
-	unsigned i, k;
+	unsigned i;
 	int rc = t && bufs ? 0 : -ENOMEM;
 	for (i = 0; i < n && rc == 0; i++) {
-		uint64_t e = 1;
 		size_t bytes;
 		rckpt_restored_tensor(r, i, &t[i]);
-		for (k = 0; k < t[i].ndim; k++)
-			e *= t[i].shape[k];
-		bytes = (size_t)e * (t[i].dtype == RCKPT_F32 ? 4 : 2);
+		bytes = tensor_bytes(&t[i]);
 		bufs[i] = malloc(bytes ? bytes : 1);
 		rc = bufs[i] ? rckpt_restored_read(r, i, bufs[i], bytes) : -ENOMEM;
 		t[i].data = bufs[i];
@@ -515,13 +792,14 @@ static int cmd_export(int argc, char **argv, const rckpt_connect_opts_t *conn)
 					    { "output", 1, 0, 'o' },	{ "from-dump", 1, 0, 'd' },
 					    { 0, 0, 0, 0 } };
 	const char *job = NULL, *dir = NULL, *dump = NULL;
-	uint64_t step = RCKPT_LATEST, after = RCKPT_LATEST;
+	uint64_t step = RCKPT_LATEST, after = RCKPT_LATEST, *list = NULL;
 	rckpt_job_opts_t jo = RCKPT_JOB_OPTS_INIT;
 	rckpt_t *h = NULL;
 	rckpt_job_t *j = NULL;
-	unsigned done = 0;
+	unsigned done = 0, nlist = 0, cap = 0, k;
+	json_t *steps = json_array();
 	char why[160];
-	int c, rc = 0, more = 1;
+	int c, rc = 0, more = 1, here = 0, made = 0;
 
 	optind = 1;
 	opterr = 0;
@@ -529,89 +807,156 @@ static int cmd_export(int argc, char **argv, const rckpt_connect_opts_t *conn)
 		switch (c) {
 		case 'j': job = optarg; break;
 		case 's':
-			if (cli_parse_u64(optarg, &step) || step == RCKPT_LATEST)
-				return usage_error("--step needs a number");
+			if (cli_parse_u64(optarg, &step) || step == RCKPT_LATEST) {
+				json_decref(steps);
+				return usage_error(STEP_RULE);
+			}
 			break;
 		case 'o': dir = optarg; break;
 		case 'd': dump = optarg; break;
-		default: return cli_option_error("ckpt", "export", c, argv, optind);
+		default: json_decref(steps); return cli_option_error("ckpt", "export", c, argv, optind);
 		}
 	}
-	if (job == NULL || dir == NULL || optind != argc)
-		return usage_error("export needs --job and -o DIR, nothing else");
-	if (mkdir(dir, 0777) && errno != EEXIST) {
-		fprintf(stderr, "rckpt ckpt: cannot make %s: %s\n", dir, strerror(errno));
+	if (job == NULL || dir == NULL || optind != argc) {
+		json_decref(steps);
+		return usage_error("export needs --job J and -o DIR, nothing else");
+	}
+	if (cli_check_name("ckpt", "--job", job)) {
+		json_decref(steps);
+		return EXIT_USAGE;
+	}
+	if ((dump && cli_check_file("ckpt", dump)) || cli_check_out_dir("ckpt", dir)) {
+		json_decref(steps);
 		return 1;
 	}
+	cli_signals_guard(); /* a signal removes the file being written, then ends it */
 	/* the plugin-free path, whatever the OSDs have (RCKPT_FOLD, when
 	 * set, says otherwise) */
 	if (getenv("RCKPT_FOLD") == NULL)
 		setenv("RCKPT_FOLD", "client", 1);
 	if (dump) {
 		if ((rc = rckpt_create(&h)) || (rc = rckpt_open_dump(h, dump))) {
-			fprintf(stderr, "rckpt ckpt: %s\n", h ? rckpt_errmsg(h) : rckpt_strerror(rc));
-			rckpt_destroy(h);
-			return 1;
+			cli_err("ckpt", rc, "%s", h ? rckpt_errmsg(h) : rckpt_strerror(rc));
+			goto out;
 		}
 		if ((rc = rckpt_job_open(h, &j, job, &jo))) {
-			fprintf(stderr, "rckpt ckpt: %s\n", rckpt_errmsg(h));
-			rckpt_destroy(h);
-			return 1;
+			cli_err("ckpt", rc, "%s", rckpt_errmsg(h));
+			goto out;
 		}
-	} else if (open_existing(&h, &j, conn, job, &jo)) {
-		return 1;
-	}
-	if ((rc = rckpt_job_folds_here(j, why, sizeof(why))) < 0) {
-		fprintf(stderr, "rckpt ckpt: %s\n", rckpt_errmsg(h));
+	} else if ((rc = open_existing(&h, &j, conn, job, &jo))) {
 		goto out;
 	}
-	printf("exporting job %s from %s, %s%s%s\n", job, dump ? dump : rckpt_pool_name(h),
-	       rc == 1 ? "folding chains here (" : "folding chains in the OSDs", rc == 1 ? why : "",
-	       rc == 1 ? ")" : "");
-	rc = 0;
-	while (more && rc == 0) {
+	if ((here = rckpt_job_folds_here(j, why, sizeof(why))) < 0) {
+		rc = here;
+		cli_err("ckpt", rc, "%s", rckpt_errmsg(h));
+		goto out;
+	}
+	/* the steps first: a count for the progress line */
+	while (step == RCKPT_LATEST && more) {
 		rckpt_step_info_t si[64];
-		unsigned n = 0, k;
-		if (step != RCKPT_LATEST) {
-			si[0].step = step;
-			n = 1;
-			more = 0;
-		} else if ((rc = rckpt_job_steps(j, after, si, 64, &n, &more))) {
-			fprintf(stderr, "rckpt ckpt: %s\n", rckpt_errmsg(h));
-			break;
+		unsigned n = 0;
+		if ((rc = rckpt_job_steps(j, after, si, 64, &n, &more))) {
+			cli_err("ckpt", rc, "%s", rckpt_errmsg(h));
+			goto out;
 		}
-		for (k = 0; k < n && rc == 0; k++) {
-			rckpt_restored_t *r = NULL;
-			rckpt_restore_stats_t rs;
-			char path[4096];
-			snprintf(path, sizeof(path), "%s/step-%06" PRIu64 ".safetensors", dir, si[k].step);
-			if ((rc = rckpt_job_restore(j, si[k].step, &r, &rs))) {
-				fprintf(stderr, "rckpt ckpt: %s\n", rckpt_errmsg(h));
-				break;
+		if (nlist + n > cap) {
+			uint64_t *p = realloc(list, (cap = 2 * cap + n + 64) * sizeof(*p));
+			if (p == NULL) {
+				rc = -ENOMEM;
+				cli_err("ckpt", rc, "out of memory");
+				goto out;
 			}
-			if ((rc = write_all(r, path)))
-				fprintf(stderr, "rckpt ckpt: cannot write %s: %s\n", path, rckpt_strerror(rc));
-			else
-				printf("step %-8" PRIu64 " %.1f ms -> %s\n", si[k].step, rs.seconds * 1e3, path);
-			fflush(stdout);
-			rckpt_restored_free(r);
-			after = si[k].step;
-			done++;
+			list = p;
 		}
+		for (k = 0; k < n; k++)
+			list[nlist++] = after = si[k].step;
 		if (n == 0)
 			more = 0;
 	}
-	if (rc == 0 && done == 0) {
-		fprintf(stderr, "rckpt ckpt: job %s has no committed step in %s\n", job,
-			dump ? dump : rckpt_pool_name(h));
-		rc = -ENOENT;
+	if (step != RCKPT_LATEST) {
+		list = malloc(sizeof(*list));
+		if (list == NULL) {
+			rc = -ENOMEM;
+			cli_err("ckpt", rc, "out of memory");
+			goto out;
+		}
+		list[nlist++] = step;
 	}
-	if (rc == 0)
+	if (nlist == 0) {
+		rc = -ENOENT;
+		cli_err("ckpt", rc, "job %s has no committed step in %s", job, dump ? dump : rckpt_pool_name(h));
+		goto out;
+	}
+	if (mkdir(dir, 0777) == 0)
+		made = 1;
+	else if (errno != EEXIST) {
+		rc = -errno;
+		cli_err("ckpt", rc, "%s: cannot make it: %s", dir, strerror(errno));
+		goto out;
+	}
+	if (!cli_json_mode())
+		printf("exporting job %s from %s, %s%s%s\n", job, dump ? dump : rckpt_pool_name(h),
+		       here == 1 ? "folding chains here (" : "folding chains in the OSDs", here == 1 ? why : "",
+		       here == 1 ? ")" : "");
+	fflush(stdout);
+	cli_progress_begin("exporting", nlist, "steps", 0);
+	for (k = 0; k < nlist && rc == 0; k++) {
+		rckpt_restored_t *r = NULL;
+		rckpt_restore_stats_t rs;
+		cli_stage_t sg = { 0 };
+		const char *tmp;
+		char path[4096];
+		snprintf(path, sizeof(path), "%s/step-%06" PRIu64 ".safetensors", dir, list[k]);
+		cli_progress_item("step %" PRIu64, list[k]);
+		if ((rc = rckpt_job_restore(j, list[k], &r, &rs))) {
+			cli_err("ckpt", rc, "%s", rckpt_errmsg(h));
+			break;
+		}
+		if ((tmp = cli_stage_add(&sg, path)) == NULL)
+			rc = -ENOMEM;
+		else
+			rc = write_all(r, tmp);
+		if (rc)
+			cli_err("ckpt", rc, "%s: cannot write it: %s", path, rckpt_strerror(rc));
+		else if ((rc = cli_stage_commit(&sg, "ckpt")) == 0) {
+			json_array_append_new(steps, json_pack("{s:I, s:f, s:s}", "step", (json_int_t)list[k], "seconds",
+							       rs.seconds, "output", path));
+			if (!cli_json_mode())
+				cli_line("step %-8" PRIu64 " %.1f ms -> %s\n", list[k], rs.seconds * 1e3, path);
+			done++;
+		}
+		cli_stage_abort(&sg);
+		rckpt_restored_free(r);
+		cli_progress_set(k + 1, 0);
+	}
+	cli_progress_end();
+	if (rc == 0 && cli_json_mode())
+		rc = cli_json_out(json_pack("{s:s, s:s, s:s, s:b, s:O, s:i}", "job", job, "from",
+					    dump ? dump : rckpt_pool_name(h), "dir", dir, "folded_here", here == 1, "steps",
+					    steps, "exported", (int)done),
+				  conn)
+			     ? -EIO
+			     : 0;
+	else if (rc == 0)
 		printf("exported %u steps of job %s to %s\n", done, job, dir);
 out:
+	if (rc && made && done == 0)
+		rmdir(dir);
+	if (rc)
+		cli_err_detail("exported", json_incref(steps));
+	json_decref(steps);
+	free(list);
 	rckpt_job_close(j);
 	rckpt_destroy(h);
 	return rc ? 1 : 0;
+}
+
+/* ---- ls ---- */
+
+/* The ranks of a step: a single writer is one rank. */
+static unsigned ranks_of(const rckpt_step_info_t *s)
+{
+	return s->ranks ? s->ranks : 1;
 }
 
 /* `ckpt ls --format json`: the same as the table, one document. */
@@ -628,16 +973,22 @@ static int ls_json(rckpt_t *h, rckpt_job_t *j, const char *job, const rckpt_conn
 		unsigned n = 0, i;
 		rc = rckpt_job_steps(j, after, s, 256, &n, &more);
 		for (i = 0; rc == 0 && i < n; i++) {
-			json_t *x = json_pack("{s:I, s:s, s:I, s:I, s:i, s:I, s:I, s:I, s:I, s:i, s:b}", "step",
+			/* an exact step's residuals are not split between the
+			 * weights and the optimizer's state: no split then */
+			const int exact = (s[i].flags & RCKPT_STEP_EXACT) != 0;
+			json_t *x = json_pack("{s:I, s:s, s:I, s:I, s:f, s:i, s:I, s:o, s:I, s:o, s:i, s:b}", "step",
 					      (json_int_t)s[i].step, "saved_as",
 					      s[i].parent == RCKPT_LATEST ? "base" : "delta", "raw_bytes",
 					      (json_int_t)s[i].raw_bytes, "stored_bytes", (json_int_t)s[i].enc_bytes,
+					      "ratio", s[i].enc_bytes ? (double)s[i].raw_bytes / (double)s[i].enc_bytes : 0.0,
 					      "chunks", (int)s[i].nchunks, "weights_raw_bytes",
 					      (json_int_t)(s[i].raw_bytes - s[i].opt_raw_bytes), "weights_stored_bytes",
-					      (json_int_t)(s[i].enc_bytes - s[i].opt_enc_bytes), "optimizer_raw_bytes",
-					      (json_int_t)s[i].opt_raw_bytes, "optimizer_stored_bytes",
-					      (json_int_t)s[i].opt_enc_bytes, "ranks", (int)s[i].ranks, "exact",
-					      (s[i].flags & RCKPT_STEP_EXACT) != 0);
+					      exact ? json_null()
+						    : json_integer((json_int_t)(s[i].enc_bytes - s[i].opt_enc_bytes)),
+					      "optimizer_raw_bytes", (json_int_t)s[i].opt_raw_bytes,
+					      "optimizer_stored_bytes",
+					      exact ? json_null() : json_integer((json_int_t)s[i].opt_enc_bytes), "ranks",
+					      (int)ranks_of(&s[i]), "exact", exact);
 			json_array_append_new(steps, x);
 			after = s[i].step;
 		}
@@ -651,7 +1002,7 @@ static int ls_json(rckpt_t *h, rckpt_job_t *j, const char *job, const rckpt_conn
 	if (rc == 0)
 		rc = rckpt_job_branches(j, b, 64, &nb);
 	if (rc) {
-		fprintf(stderr, "rckpt ckpt: %s\n", rckpt_errmsg(h));
+		cli_err("ckpt", rc, "%s", rckpt_errmsg(h));
 		json_decref(o);
 		json_decref(steps);
 		json_decref(br);
@@ -679,7 +1030,8 @@ static int cmd_ls(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	rckpt_t *h = NULL;
 	rckpt_job_t *j = NULL;
 	rckpt_step_info_t s[256];
-	uint64_t after = RCKPT_LATEST, raw = 0, enc = 0, total = 0, oraw = 0, oenc = 0;
+	uint64_t after = RCKPT_LATEST, raw = 0, enc = 0, total = 0, oraw = 0, oenc = 0, lraw = 0, lenc = 0;
+	unsigned nexact = 0;
 	int c, more = 1, rc = 0;
 
 	optind = 1;
@@ -690,16 +1042,18 @@ static int cmd_ls(int argc, char **argv, const rckpt_connect_opts_t *conn)
 		job = optarg;
 	}
 	if (job == NULL || optind != argc)
-		return usage_error("ls needs --job, nothing else");
+		return usage_error("ls needs --job J, nothing else ('rckpt ckpt jobs' lists the jobs)");
+	if (cli_check_name("ckpt", "--job", job))
+		return EXIT_USAGE;
 	if (open_existing(&h, &j, conn, job, NULL))
 		return 1;
-	if (cli_format(conn) != CLI_FORMAT_PLAIN) {
+	if (cli_json_mode()) {
 		rc = ls_json(h, j, job, conn);
 		rckpt_job_close(j);
 		rckpt_destroy(h);
 		return rc;
 	}
-	printf("%-10s %-8s %14s %12s %8s %7s %21s %21s\n", "step", "saved as", "raw bytes", "saved",
+	printf("%-10s %-8s %14s %12s %8s %7s %21s %22s\n", "step", "saved as", "raw bytes", "saved",
 	       "ratio", "chunks", "weights: saved ratio", "optimizer: saved ratio");
 	while (more && rc == 0) {
 		unsigned n, i;
@@ -709,24 +1063,35 @@ static int cmd_ls(int argc, char **argv, const rckpt_connect_opts_t *conn)
 			 * the rest (manifest and attachment included) */
 			const uint64_t wraw = s[i].raw_bytes - s[i].opt_raw_bytes,
 				       wenc = s[i].enc_bytes - s[i].opt_enc_bytes;
-			char by[32] = "", opt[32] = "-";
-			if (s[i].ranks)
+			const int exact = (s[i].flags & RCKPT_STEP_EXACT) != 0;
+			char by[32] = "", opt[32] = "-", split[64];
+			if (ranks_of(&s[i]) > 1)
 				snprintf(by, sizeof(by), "  %u ranks", s[i].ranks);
 			if (s[i].opt_raw_bytes)
 				snprintf(opt, sizeof(opt), "%" PRIu64 " %6.1fx", s[i].opt_enc_bytes,
 					 s[i].opt_enc_bytes ? (double)s[i].opt_raw_bytes / (double)s[i].opt_enc_bytes
 							    : 0.0);
-			printf("%-10" PRIu64 " %-8s %14" PRIu64 " %12" PRIu64 " %7.1fx %7u %13" PRIu64
-			       " %6.1fx %22s%s%s\n",
-			       s[i].step, s[i].parent == RCKPT_LATEST ? "base" : "delta", s[i].raw_bytes,
-			       s[i].enc_bytes,
-			       s[i].enc_bytes ? (double)s[i].raw_bytes / (double)s[i].enc_bytes : 0.0,
-			       s[i].nchunks, wenc, wenc ? (double)wraw / (double)wenc : 0.0, opt, by,
-			       s[i].flags & RCKPT_STEP_EXACT ? "  exact" : "");
+			/* an exact step's residuals are counted with no kind:
+			 * its split would be false (the weights below 1x) */
+			if (exact)
+				snprintf(split, sizeof(split), "%44s", "(exact: whole step, not split)");
+			else
+				snprintf(split, sizeof(split), "%13" PRIu64 " %6.1fx %22s", wenc,
+					 wenc ? (double)wraw / (double)wenc : 0.0, opt);
+			printf("%-10" PRIu64 " %-8s %14" PRIu64 " %12" PRIu64 " %7.1fx %7u %s%s%s\n", s[i].step,
+			       s[i].parent == RCKPT_LATEST ? "base" : "delta", s[i].raw_bytes, s[i].enc_bytes,
+			       s[i].enc_bytes ? (double)s[i].raw_bytes / (double)s[i].enc_bytes : 0.0, s[i].nchunks,
+			       split, by, exact ? "  exact" : "");
 			raw += s[i].raw_bytes;
 			enc += s[i].enc_bytes;
-			oraw += s[i].opt_raw_bytes;
-			oenc += s[i].opt_enc_bytes;
+			if (exact)
+				nexact++;
+			else {
+				lraw += s[i].raw_bytes;
+				lenc += s[i].enc_bytes;
+				oraw += s[i].opt_raw_bytes;
+				oenc += s[i].opt_enc_bytes;
+			}
 			after = s[i].step;
 			total++;
 		}
@@ -736,11 +1101,12 @@ static int cmd_ls(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	if (rc == 0) {
 		uint64_t stored = 0;
 		unsigned objects = 0;
-		printf("%" PRIu64 " steps, %.1fx overall as saved", total,
-		       enc ? (double)raw / (double)enc : 0.0);
+		printf("%" PRIu64 " steps, %.1fx overall as saved", total, enc ? (double)raw / (double)enc : 0.0);
+		if (nexact)
+			printf(" (%u exact, %.1fx)", nexact, enc > lenc ? (double)(raw - lraw) / (double)(enc - lenc) : 0.0);
 		if (oraw)
-			printf(": weights %.1fx, optimizer state %.1fx",
-			       enc > oenc ? (double)(raw - oraw) / (double)(enc - oenc) : 0.0,
+			printf(": %sweights %.1fx, optimizer state %.1fx", nexact ? "the lossy steps' " : "",
+			       lenc > oenc ? (double)(lraw - oraw) / (double)(lenc - oenc) : 0.0,
 			       oenc ? (double)oraw / (double)oenc : 0.0);
 		printf("\n");
 		if ((rc = rckpt_job_stored(j, &stored, &objects)) == 0)
@@ -771,18 +1137,154 @@ static int cmd_ls(int argc, char **argv, const rckpt_connect_opts_t *conn)
 				       b[k].job, b[k].from, b[k].upto);
 	}
 	if (rc)
-		fprintf(stderr, "rckpt ckpt: %s\n", rckpt_errmsg(h));
+		cli_err("ckpt", rc, "%s", rckpt_errmsg(h));
 	rckpt_job_close(j);
 	rckpt_destroy(h);
 	return rc ? 1 : 0;
 }
 
+/* ---- jobs ---- */
+
+/* What `ckpt jobs` says of one job. */
+typedef struct job_row {
+	uint64_t steps, head, bytes;
+	unsigned objects;
+	int has_head;
+} job_row_t;
+
+static int job_row(rckpt_job_t *j, job_row_t *row)
+{
+	rckpt_step_info_t s[256];
+	uint64_t after = RCKPT_LATEST;
+	int more = 1, rc = 0;
+	memset(row, 0, sizeof(*row));
+	while (more && rc == 0) {
+		unsigned n = 0;
+		if ((rc = rckpt_job_steps(j, after, s, 256, &n, &more)) != 0 || n == 0)
+			break;
+		row->steps += n;
+		row->head = after = s[n - 1].step;
+		row->has_head = 1;
+	}
+	if (rc == 0)
+		rc = rckpt_job_stored(j, &row->bytes, &row->objects);
+	return rc;
+}
+
+/* Who writes job j: the holder of its lock, or the last writer's fencing
+ * token. Written for rckpt_job_writer (asked of librckpt; a reader may
+ * call it, and it takes nothing); without it, nothing is known: NULL. */
+#ifdef RCKPT_HAVE_JOB_WRITER
+#define WITH_WRITER 1
+static json_t *job_writer(rckpt_job_t *j, char *text, size_t cap)
+{
+	rckpt_writer_info_t w;
+	if (rckpt_job_writer(j, &w) != 0) {
+		snprintf(text, cap, "?");
+		return json_null();
+	}
+	if (w.locked)
+		snprintf(text, cap, "locked by %s (lease %.0f s)", w.holder, w.lease_left_s);
+	else if (w.token)
+		snprintf(text, cap, "free (token %" PRIu64 ")", w.token);
+	else
+		snprintf(text, cap, "free");
+	return json_pack("{s:b, s:s, s:f, s:I}", "locked", w.locked != 0, "holder", w.holder, "lease_left_seconds",
+			 w.lease_left_s, "token", (json_int_t)w.token);
+}
+#else
+#define WITH_WRITER 0
+static json_t *job_writer(rckpt_job_t *j, char *text, size_t cap)
+{
+	(void)j;
+	snprintf(text, cap, "-");
+	return NULL;
+}
+#endif
+
+static int cmd_jobs(int argc, char **argv, const rckpt_connect_opts_t *conn)
+{
+	char **names = NULL;
+	unsigned n = 0, i, failed = 0;
+	rckpt_t *h;
+	json_t *all = json_array();
+	int rc, with_writer;
+	char wtext[160];
+
+	(void)argv;
+	with_writer = WITH_WRITER;
+	if (argc != 1) {
+		json_decref(all);
+		return usage_error("jobs takes no arguments");
+	}
+	if ((h = cli_connect(conn, "ckpt")) == NULL) {
+		json_decref(all);
+		return 1;
+	}
+	if ((rc = rckpt_jobs(h, &names, &n))) {
+		cli_err("ckpt", rc, "%s", rckpt_errmsg(h));
+		rckpt_destroy(h);
+		json_decref(all);
+		return 1;
+	}
+	if (!cli_json_mode())
+		printf("%-32s %8s %12s %14s%s\n", "job", "steps", "head", "stored bytes", with_writer ? "  writer" : "");
+	for (i = 0; i < n; i++) {
+		rckpt_job_t *j = NULL;
+		job_row_t row;
+		json_t *w = NULL;
+		if ((rc = rckpt_job_open(h, &j, names[i], NULL)) == 0 && (rc = job_row(j, &row)) == 0)
+			w = with_writer ? job_writer(j, wtext, sizeof(wtext)) : NULL;
+		if (rc) {
+			failed++;
+			cli_err("ckpt", rc, "job %s: %s", names[i], rckpt_errmsg(h));
+			json_array_append_new(all, json_pack("{s:s, s:s}", "job", names[i], "error", rckpt_errmsg(h)));
+		} else if (cli_json_mode()) {
+			json_t *x = json_pack("{s:s, s:I, s:o, s:I, s:i}", "job", names[i], "steps", (json_int_t)row.steps,
+					      "head", row.has_head ? json_integer((json_int_t)row.head) : json_null(),
+					      "stored_bytes", (json_int_t)row.bytes, "stored_objects", (int)row.objects);
+			json_object_set_new(x, "writer", w ? w : json_null());
+			w = NULL;
+			json_array_append_new(all, x);
+		} else {
+			char head[24] = "-";
+			if (row.has_head)
+				snprintf(head, sizeof(head), "%" PRIu64, row.head);
+			printf("%-32s %8" PRIu64 " %12s %14" PRIu64 "%s%s\n", names[i], row.steps, head, row.bytes,
+			       with_writer ? "  " : "", with_writer ? wtext : "");
+		}
+		json_decref(w);
+		rckpt_job_close(j);
+	}
+	if (cli_json_mode())
+		rc = cli_json_out(json_pack("{s:s, s:O}", "pool", rckpt_pool_name(h), "jobs", all), conn);
+	else {
+		printf("%u job(s) in pool %s\n", n, rckpt_pool_name(h));
+		rc = 0;
+	}
+	json_decref(all);
+	rckpt_jobs_free(names, n);
+	rckpt_destroy(h);
+	return rc || failed ? 1 : 0;
+}
+
+/* ---- housekeeping ---- */
+
 static void print_compact(const char *job, const rckpt_compact_stats_t *cs)
 {
-	printf("job %s: %" PRIu64 " -> %" PRIu64 " steps, chunks %" PRIu64 " -> %" PRIu64
-	       " bytes, %u chunk objects, %u stages, slowest stage %.1f ms, %.2f s\n",
-	       job, cs->steps_before, cs->steps_after, cs->bytes_before, cs->bytes_after, cs->chunks,
-	       cs->stages, cs->max_call_seconds * 1e3, cs->seconds);
+	cli_line("job %s: %" PRIu64 " -> %" PRIu64 " steps, chunks %" PRIu64 " -> %" PRIu64
+		 " bytes, %u chunk objects, %u stages, slowest stage %.1f ms, %.2f s\n",
+		 job, cs->steps_before, cs->steps_after, cs->bytes_before, cs->bytes_after, cs->chunks, cs->stages,
+		 cs->max_call_seconds * 1e3, cs->seconds);
+}
+
+static json_t *compact_json(const char *job, const rckpt_compact_stats_t *cs)
+{
+	return json_pack("{s:s, s:b, s:I, s:I, s:I, s:I, s:i, s:i, s:f, s:f}", "job", job, "ok", 1, "steps_before",
+			 (json_int_t)cs->steps_before, "steps_after", (json_int_t)cs->steps_after, "bytes_before",
+			 (json_int_t)cs->bytes_before, "bytes_after", (json_int_t)cs->bytes_after, "chunk_objects",
+			 (int)cs->chunks, "stages", (int)cs->stages, "slowest_stage_seconds", cs->max_call_seconds,
+			 "seconds", cs->seconds);
 }
 
 /* Options shared by the housekeeping commands: --job, --step, --keep-last,
@@ -813,19 +1315,21 @@ static int admin_parse(int argc, char **argv, admin_opts_t *a, const char *allow
 		switch (c) {
 		case 'j': a->job = optarg; break;
 		case 's':
-			if (cli_parse_u64(optarg, &a->step))
-				return usage_error("--step needs a number");
+			if (cli_parse_u64(optarg, &a->step) || a->step == RCKPT_LATEST)
+				return usage_error(STEP_RULE);
 			a->have_step = 1;
 			break;
 		case 'L':
 			if (cli_parse_u64(optarg, &v) || v > UINT32_MAX)
-				return usage_error("--keep-last needs a number");
+				return usage_error("--keep-last must be a whole number 0..4294967295 (the newest "
+						   "steps kept; 0: no such rule)");
 			a->pol.keep_last = (uint32_t)v;
 			a->have_policy = 1;
 			break;
 		case 'M':
 			if (cli_parse_u64(optarg, &v))
-				return usage_error("--keep-every needs a number");
+				return usage_error("--keep-every must be a whole number (steps that are its multiples "
+						   "are kept; 0: no such rule)");
 			a->pol.keep_every = v;
 			a->have_policy = 1;
 			break;
@@ -835,17 +1339,25 @@ static int admin_parse(int argc, char **argv, admin_opts_t *a, const char *allow
 		case 'B': a->branch = optarg; break;
 		case 'T': a->to = optarg; break;
 		case 'U':
-			if (cli_parse_u64(optarg, &a->upto))
-				return usage_error("--upto needs a number");
+			if (cli_parse_u64(optarg, &a->upto) || a->upto == RCKPT_LATEST)
+				return usage_error("--upto must be a whole number 0..18446744073709551614 (a step at "
+						   "or after --step)");
 			a->have_upto = 1;
 			break;
 		}
 	}
-	if (a->job == NULL || optind != argc) {
-		fprintf(stderr, "rckpt ckpt: %s needs --job, and no other arguments; try 'rckpt ckpt --help'\n",
-			what);
+	if (a->job == NULL || optind != argc)
+		return cli_usage_errorf("ckpt", "%s needs --job J, and no other arguments", what);
+	if (cli_check_name("ckpt", "--job", a->job) || (a->to && cli_check_name("ckpt", "--to", a->to)) ||
+	    (a->branch && cli_check_name("ckpt", "--branch", a->branch)))
 		return EXIT_USAGE;
-	}
+	if (a->branch && strlen(a->job) + 1 + strlen(a->branch) > CLI_NAME_MAX)
+		return cli_usage_errorf("ckpt",
+					"--branch %s: the branch is job %s.%s, over %d characters (a name is 1..%d "
+					"characters of A-Z a-z 0-9 . _ -)",
+					a->branch, a->job, a->branch, CLI_NAME_MAX, CLI_NAME_MAX);
+	if (a->have_upto && a->have_step && a->upto < a->step)
+		return usage_error("--upto must be a step at or after --step");
 	return 0;
 }
 
@@ -860,13 +1372,18 @@ static int cmd_compact(int argc, char **argv, const rckpt_connect_opts_t *conn)
 		return rc;
 	if (open_existing(&h, &j, conn, a.job, NULL))
 		return 1;
-	if (a.have_policy)
-		rc = rckpt_job_set_retention(j, &a.pol);
-	if (rc == 0)
-		rc = rckpt_job_compact(j, NULL, &cs);
-	if (rc)
-		fprintf(stderr, "rckpt ckpt: %s\n", rckpt_errmsg(h));
-	else
+	if (a.have_policy && (rc = rckpt_job_set_retention(j, &a.pol)) != 0)
+		cli_err("ckpt", rc, "%s", rckpt_errmsg(h));
+	if (rc == 0) {
+		cli_progress_begin("compacting", 0, "", 0);
+		cli_progress_item("job %s", a.job);
+		if ((rc = rckpt_job_compact(j, NULL, &cs)) != 0)
+			cli_err("ckpt", rc, "%s", rckpt_errmsg(h));
+		cli_progress_end();
+	}
+	if (rc == 0 && cli_json_mode())
+		rc = cli_json_out(compact_json(a.job, &cs), conn) ? -EIO : 0;
+	else if (rc == 0)
 		print_compact(a.job, &cs);
 	rckpt_job_close(j);
 	rckpt_destroy(h);
@@ -882,14 +1399,20 @@ static int cmd_pin(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	if (rc)
 		return rc;
 	if (!a.have_step)
-		return usage_error("pin needs --step");
+		return usage_error("pin needs --step N");
 	if (a.exact && a.off)
 		return usage_error("pin takes --exact or --off, not both");
 	if (open_existing(&h, &j, conn, a.job, NULL))
 		return 1;
 	rc = rckpt_job_pin(j, a.step, a.off ? 0 : a.exact ? RCKPT_PIN_EXACT : 1);
 	if (rc)
-		fprintf(stderr, "rckpt ckpt: %s\n", rckpt_errmsg(h));
+		cli_err("ckpt", rc, "%s", rckpt_errmsg(h));
+	else if (cli_json_mode())
+		rc = cli_json_out(json_pack("{s:s, s:I, s:b, s:b}", "job", a.job, "step", (json_int_t)a.step, "pinned",
+					    !a.off, "exact", a.exact && !a.off),
+				  conn)
+			     ? -EIO
+			     : 0;
 	else
 		printf("step %" PRIu64 " of job %s %s\n", a.step, a.job,
 		       a.off ? "unpinned" : a.exact ? "pinned, exact" : "pinned");
@@ -909,11 +1432,13 @@ static int cmd_rewind(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	int rc = admin_parse(argc, argv, &a, "jsB", "rewind"), more = 1;
 	if (rc)
 		return rc;
-	if (!a.have_step || a.step == RCKPT_LATEST)
+	if (!a.have_step)
 		return usage_error("rewind needs --step N (a committed step)");
+	cli_signals_guard();
 	jo.writer = 1;
 	if (open_existing(&h, &j, conn, a.job, &jo))
 		return 1;
+	cli_signals_job(j);
 	{ /* what it abandons, for the message */
 		rckpt_step_info_t si[64];
 		uint64_t after = a.step;
@@ -924,25 +1449,38 @@ static int cmd_rewind(int argc, char **argv, const rckpt_connect_opts_t *conn)
 			after = head;
 		}
 	}
-	if (a.branch && gone)
+	if (cli_interrupted()) {
+		close_job(h, j);
+		return interrupted("nothing rewound; the job's writer lock released");
+	}
+	if (a.branch && gone && !cli_json_mode())
 		printf("copying steps %" PRIu64 "..%" PRIu64 " into job %s.%s ...\n", a.step, head, a.job, a.branch);
 	fflush(stdout);
-	rc = rckpt_job_rewind(j, a.step, a.branch);
-	if (rc)
-		fprintf(stderr, "rckpt ckpt: %s\n", rckpt_errmsg(h));
-	else if (gone && a.branch)
+	if ((rc = rckpt_job_rewind(j, a.step, a.branch)) != 0)
+		cli_err("ckpt", rc, "%s", rckpt_errmsg(h));
+	close_job(h, j);
+	if (rc == 0 && cli_json_mode())
+		rc = cli_json_out(json_pack("{s:s, s:I, s:i, s:o, s:o}", "job", a.job, "step", (json_int_t)a.step,
+					    "later_steps", (int)gone, "old_head",
+					    gone ? json_integer((json_int_t)head) : json_null(), "branch",
+					    a.branch && gone ? json_sprintf("%s.%s", a.job, a.branch) : json_null()),
+				  conn)
+			     ? -EIO
+			     : 0;
+	else if (rc == 0 && gone && a.branch)
 		printf("job %s rewound to step %" PRIu64 ": %u later steps (to %" PRIu64
 		       ") kept as job %s.%s; the next save follows step %" PRIu64 "\n",
 		       a.job, a.step, gone, head, a.job, a.branch, a.step);
-	else if (gone)
+	else if (rc == 0 && gone)
 		printf("job %s rewound to step %" PRIu64 ": %u later steps (to %" PRIu64
 		       ") forgotten; the next save follows step %" PRIu64 ", and 'rckpt ckpt gc' removes "
 		       "what they stored\n",
 		       a.job, a.step, gone, head, a.step);
-	else
+	else if (rc == 0)
 		printf("job %s: step %" PRIu64 " is the head already\n", a.job, a.step);
-	rckpt_job_close(j);
-	rckpt_destroy(h);
+	if (cli_interrupted())
+		return interrupted(rc == 0 ? "after the rewind; the job's writer lock released"
+					   : "the job's writer lock released");
 	return rc ? 1 : 0;
 }
 
@@ -960,7 +1498,13 @@ static int cmd_branch(int argc, char **argv, const rckpt_connect_opts_t *conn)
 		return 1;
 	rc = rckpt_job_branch(j, a.step, a.have_upto ? a.upto : a.step, a.to);
 	if (rc)
-		fprintf(stderr, "rckpt ckpt: %s\n", rckpt_errmsg(h));
+		cli_err("ckpt", rc, "%s", rckpt_errmsg(h));
+	else if (cli_json_mode())
+		rc = cli_json_out(json_pack("{s:s, s:s, s:I, s:I}", "job", a.to, "from_job", a.job, "from",
+					    (json_int_t)a.step, "upto", (json_int_t)(a.have_upto ? a.upto : a.step)),
+				  conn)
+			     ? -EIO
+			     : 0;
 	else
 		printf("job %s starts from step %" PRIu64 " of job %s%s (copied); save on into it\n", a.to,
 		       a.step, a.job, a.have_upto ? " and the steps after it" : "");
@@ -975,7 +1519,7 @@ static int cmd_verify(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	rckpt_t *h = NULL;
 	rckpt_job_t *j = NULL;
 	rckpt_verify_stats_t vs;
-	const int json = cli_format(conn) != CLI_FORMAT_PLAIN;
+	const int json = cli_json_mode();
 	json_t *o = NULL;
 	int rc = admin_parse(argc, argv, &a, "jD", "verify");
 	if (rc)
@@ -995,7 +1539,7 @@ static int cmd_verify(int argc, char **argv, const rckpt_connect_opts_t *conn)
 		       " bad\n",
 		       a.job, vs.steps, vs.records, vs.bytes, vs.bad);
 	if (rc)
-		fprintf(stderr, "rckpt ckpt: %s\n", rckpt_errmsg(h));
+		cli_err("ckpt", rc, "%s", rckpt_errmsg(h));
 	if (a.deep && (rc == 0 || rc == RCKPT_ECHECKSUM)) {
 		/* every committed step, materialized in the OSDs and checked
 		 * against its manifest's SHA-256 per chunk */
@@ -1003,25 +1547,27 @@ static int cmd_verify(int argc, char **argv, const rckpt_connect_opts_t *conn)
 		uint64_t after = RCKPT_LATEST, done = 0, failed = 0;
 		unsigned n = 0, i;
 		int more = 1, r2 = 0;
+		cli_progress_begin("materializing", vs.steps, "steps", 0);
 		while (more && r2 == 0) {
 			r2 = rckpt_job_steps(j, after, si, 256, &n, &more);
 			for (i = 0; r2 == 0 && i < n; i++) {
 				rckpt_restored_t *r = NULL;
+				int r3;
 				after = si[i].step;
-				if (rckpt_job_restore_tensors(j, si[i].step, NULL, 0, &r, NULL)) {
+				cli_progress_item("step %" PRIu64, si[i].step);
+				if ((r3 = rckpt_job_restore_tensors(j, si[i].step, NULL, 0, &r, NULL)) != 0) {
 					failed++;
-					fprintf(stderr, "rckpt ckpt: step %" PRIu64 ": %s\n", si[i].step, rckpt_errmsg(h));
+					cli_err("ckpt", r3, "step %" PRIu64 ": %s", si[i].step, rckpt_errmsg(h));
 				}
 				rckpt_restored_free(r);
-				done++;
-				if (isatty(2))
-					fprintf(stderr, "\r%" PRIu64 " steps materialized", done);
+				cli_progress_set(++done, 0);
 			}
+			if (n == 0)
+				break;
 		}
-		if (isatty(2))
-			fputc('\n', stderr);
+		cli_progress_end();
 		if (r2)
-			fprintf(stderr, "rckpt ckpt: %s\n", rckpt_errmsg(h));
+			cli_err("ckpt", r2, "%s", rckpt_errmsg(h));
 		if (o)
 			json_object_set_new(o, "deep", json_pack("{s:I, s:I}", "materialized", (json_int_t)done,
 								 "failed", (json_int_t)failed));
@@ -1052,17 +1598,21 @@ static int cmd_gc(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	int rc = admin_parse(argc, argv, &a, "j", "gc");
 	if (rc)
 		return rc;
+	cli_signals_guard();
 	jo.writer = 1;
 	if (open_existing(&h, &j, conn, a.job, &jo))
 		return 1;
-	rc = rckpt_job_gc(j, &removed);
-	if (rc)
-		fprintf(stderr, "rckpt ckpt: %s\n", rckpt_errmsg(h));
-	else
-		printf("job %s: trimmed records past the head, removed %u stale manifest(s)\n", a.job,
-		       removed);
-	rckpt_job_close(j);
-	rckpt_destroy(h);
+	cli_signals_job(j);
+	if (cli_interrupted() == 0 && (rc = rckpt_job_gc(j, &removed)) != 0)
+		cli_err("ckpt", rc, "%s", rckpt_errmsg(h));
+	close_job(h, j);
+	if (cli_interrupted())
+		return interrupted(rc == 0 && removed ? "after the gc; the job's writer lock released"
+						      : "the job's writer lock released");
+	if (rc == 0 && cli_json_mode())
+		rc = cli_json_out(json_pack("{s:s, s:i}", "job", a.job, "removed", (int)removed), conn) ? -EIO : 0;
+	else if (rc == 0)
+		printf("job %s: trimmed records past the head, removed %u stale manifest(s)\n", a.job, removed);
 	return rc ? 1 : 0;
 }
 
@@ -1078,17 +1628,34 @@ static int cmd_rm(int argc, char **argv, const rckpt_connect_opts_t *conn)
 		if (open_existing(&h, &j, conn, a.job, NULL))
 			return 1;
 		rc = rckpt_job_drop(j, a.step);
-		if (rc == 0)
+		if (rc == 0 && cli_json_mode())
+			rc = cli_json_out(json_pack("{s:s, s:I, s:b}", "job", a.job, "step", (json_int_t)a.step,
+						    "dropped", 1),
+					  conn)
+				     ? -EIO
+				     : 0;
+		else if (rc == 0)
 			printf("step %" PRIu64 " of job %s dropped (its records go at the next compaction)\n",
 			       a.step, a.job);
+		else
+			cli_err("ckpt", rc, "%s", rckpt_errmsg(h));
 		rckpt_job_close(j);
 	} else {
-		if ((rc = rckpt_create(&h)) == 0 && (rc = rckpt_connect(h, conn)) == 0 &&
-		    (rc = rckpt_job_delete(h, a.job)) == 0)
+		/* the deletion holds the writer lock: a signal lets it end */
+		cli_signals_guard();
+		cli_signals_defer(1);
+		if ((rc = rckpt_create(&h)) != 0 || (rc = rckpt_connect(h, conn)) != 0 ||
+		    (rc = rckpt_job_delete(h, a.job)) != 0)
+			cli_err("ckpt", rc, "%s", h ? rckpt_errmsg(h) : rckpt_strerror(rc));
+		else if (cli_json_mode())
+			rc = cli_json_out(json_pack("{s:s, s:b}", "job", a.job, "deleted", 1), conn) ? -EIO : 0;
+		else
 			printf("job %s deleted\n", a.job);
+		if (cli_interrupted()) {
+			rckpt_destroy(h);
+			return interrupted(rc == 0 ? "after the job was deleted" : "the deletion stopped");
+		}
 	}
-	if (rc)
-		fprintf(stderr, "rckpt ckpt: %s\n", h ? rckpt_errmsg(h) : rckpt_strerror(rc));
 	rckpt_destroy(h);
 	return rc ? 1 : 0;
 }
@@ -1104,7 +1671,7 @@ int rckpt_cli_compact(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	uint64_t sb = 0, sa = 0, bb = 0, ba = 0;
 	int all = 0, c, rc;
 	rckpt_t *h = NULL;
-	const int json = cli_format(conn) != CLI_FORMAT_PLAIN;
+	const int json = cli_json_mode();
 	json_t *jobs = json ? json_array() : NULL;
 
 	optind = 1;
@@ -1114,25 +1681,33 @@ int rckpt_cli_compact(int argc, char **argv, const rckpt_connect_opts_t *conn)
 		case 'a': all = 1; break;
 		case 'j': only = optarg; break;
 		case 'h':
+			json_decref(jobs);
 			printf("usage: rckpt [--pool P] compact (--all | --job J)\n\n"
 			       "Compact every job of the pool (or job J) under its own retention policy\n"
 			       "(set with 'rckpt ckpt compact --job J --keep-last N --keep-every M'; none\n"
 			       "keeps every step): forget the steps it does not keep and rewrite each\n"
 			       "chunk so that the latest step is a base. Safe beside running trainers\n"
 			       "and beside another compaction, and to run twice. Prints a line per job\n"
-			       "and a summary; exits 1 if any job failed.\n");
+			       "and a summary; exits 1 if any job failed. On a terminal, a progress\n"
+			       "line on stderr.\n");
 			return 0;
 		default:
+			json_decref(jobs);
 			return cli_option_error("compact", "compact", c, argv, optind);
 		}
 	}
 	if (all == (only != NULL) || optind != argc) {
-		fprintf(stderr, "rckpt compact: give --all or --job J; try 'rckpt compact --help'\n");
+		json_decref(jobs);
+		return cli_usage_error("compact", "give --all or --job J");
+	}
+	if (only && cli_check_name("compact", "--job", only)) {
+		json_decref(jobs);
 		return EXIT_USAGE;
 	}
 	if ((rc = rckpt_create(&h)) || (rc = rckpt_connect(h, conn))) {
-		fprintf(stderr, "rckpt compact: %s\n", h ? rckpt_errmsg(h) : rckpt_strerror(rc));
+		cli_err("compact", rc, "%s", h ? rckpt_errmsg(h) : rckpt_strerror(rc));
 		rckpt_destroy(h);
+		json_decref(jobs);
 		return 1;
 	}
 	if (only) {
@@ -1140,40 +1715,38 @@ int rckpt_cli_compact(int argc, char **argv, const rckpt_connect_opts_t *conn)
 		if (names && (names[0] = strdup(only)) != NULL)
 			n = 1;
 	} else if ((rc = rckpt_jobs(h, &names, &n))) {
-		fprintf(stderr, "rckpt compact: %s\n", rckpt_errmsg(h));
+		cli_err("compact", rc, "%s", rckpt_errmsg(h));
 		rckpt_destroy(h);
+		json_decref(jobs);
 		return 1;
 	}
 	if (!json) {
 		printf("compacting %u job(s) in pool %s\n", n, rckpt_pool_name(h));
 		fflush(stdout);
 	}
+	cli_progress_begin("compacting", n, "jobs", 0);
 	for (i = 0; i < n; i++) {
 		rckpt_job_t *j = NULL;
 		rckpt_compact_stats_t cs;
 		const char *why = NULL;
-		if ((rc = rckpt_job_open(h, &j, names[i], NULL)) == 0 && only && rckpt_job_exists(j) == 0)
+		cli_progress_item("%s", names[i]);
+		if ((rc = rckpt_job_open(h, &j, names[i], NULL)) == 0 && only && rckpt_job_exists(j) == 0) {
 			why = "it does not exist";
-		else if (rc || (rc = rckpt_job_compact(j, NULL, &cs)))
+			rc = -ENOENT;
+		} else if (rc || (rc = rckpt_job_compact(j, NULL, &cs)))
 			why = rckpt_errmsg(h);
 		if (why) {
 			/* failures on stderr, where a cron job's mail looks */
-			fprintf(stderr, "[%u/%u] job %s: FAILED: %s\n", i + 1, n, names[i], why);
+			cli_err("compact", rc, "[%u/%u] job %s: FAILED: %s", i + 1, n, names[i], why);
 			if (json)
 				json_array_append_new(jobs, json_pack("{s:s, s:b, s:s}", "job", names[i], "ok", 0, "error",
 								      why));
 			failed++;
 		} else {
 			if (json)
-				json_array_append_new(
-					jobs, json_pack("{s:s, s:b, s:I, s:I, s:I, s:I, s:i, s:i, s:f, s:f}", "job",
-							names[i], "ok", 1, "steps_before", (json_int_t)cs.steps_before,
-							"steps_after", (json_int_t)cs.steps_after, "bytes_before",
-							(json_int_t)cs.bytes_before, "bytes_after", (json_int_t)cs.bytes_after,
-							"chunk_objects", (int)cs.chunks, "stages", (int)cs.stages,
-							"slowest_stage_seconds", cs.max_call_seconds, "seconds", cs.seconds));
+				json_array_append_new(jobs, compact_json(names[i], &cs));
 			else {
-				printf("[%u/%u] ", i + 1, n);
+				cli_line("[%u/%u] ", i + 1, n);
 				print_compact(names[i], &cs);
 			}
 			sb += cs.steps_before;
@@ -1181,9 +1754,10 @@ int rckpt_cli_compact(int argc, char **argv, const rckpt_connect_opts_t *conn)
 			bb += cs.bytes_before;
 			ba += cs.bytes_after;
 		}
-		fflush(stdout);
 		rckpt_job_close(j);
+		cli_progress_set(i + 1, 0);
 	}
+	cli_progress_end();
 	if (json)
 		rc = cli_json_out(json_pack("{s:s, s:o, s:i, s:I, s:I, s:I, s:I}", "pool", rckpt_pool_name(h), "jobs",
 					    jobs, "failed", (int)failed, "steps_before", (json_int_t)sb,
@@ -1201,6 +1775,14 @@ int rckpt_cli_compact(int argc, char **argv, const rckpt_connect_opts_t *conn)
 
 int rckpt_cli_ckpt(int argc, char **argv, const rckpt_connect_opts_t *conn)
 {
+	static const struct {
+		const char *name;
+		int (*fn)(int, char **, const rckpt_connect_opts_t *);
+	} subs[] = { { "save", cmd_save },     { "restore", cmd_restore }, { "ls", cmd_ls },
+		     { "jobs", cmd_jobs },     { "export", cmd_export },   { "compact", cmd_compact },
+		     { "pin", cmd_pin },       { "rewind", cmd_rewind },   { "branch", cmd_branch },
+		     { "verify", cmd_verify }, { "gc", cmd_gc },	   { "rm", cmd_rm } };
+	size_t k;
 	int i;
 	for (i = 1; i < argc; i++)
 		if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
@@ -1209,28 +1791,10 @@ int rckpt_cli_ckpt(int argc, char **argv, const rckpt_connect_opts_t *conn)
 			return 0;
 		}
 	if (argc < 2)
-		return usage_error("missing subcommand (save, restore, export, ls, compact, pin, rewind, branch, verify, gc, rm)");
-	if (strcmp(argv[1], "save") == 0)
-		return cmd_save(argc - 1, argv + 1, conn);
-	if (strcmp(argv[1], "restore") == 0)
-		return cmd_restore(argc - 1, argv + 1, conn);
-	if (strcmp(argv[1], "ls") == 0)
-		return cmd_ls(argc - 1, argv + 1, conn);
-	if (strcmp(argv[1], "export") == 0)
-		return cmd_export(argc - 1, argv + 1, conn);
-	if (strcmp(argv[1], "compact") == 0)
-		return cmd_compact(argc - 1, argv + 1, conn);
-	if (strcmp(argv[1], "pin") == 0)
-		return cmd_pin(argc - 1, argv + 1, conn);
-	if (strcmp(argv[1], "rewind") == 0)
-		return cmd_rewind(argc - 1, argv + 1, conn);
-	if (strcmp(argv[1], "branch") == 0)
-		return cmd_branch(argc - 1, argv + 1, conn);
-	if (strcmp(argv[1], "verify") == 0)
-		return cmd_verify(argc - 1, argv + 1, conn);
-	if (strcmp(argv[1], "gc") == 0)
-		return cmd_gc(argc - 1, argv + 1, conn);
-	if (strcmp(argv[1], "rm") == 0)
-		return cmd_rm(argc - 1, argv + 1, conn);
-	return usage_error("unknown subcommand");
+		return usage_error("missing subcommand (save, restore, export, ls, jobs, compact, pin, rewind, branch, "
+				   "verify, gc, rm)");
+	for (k = 0; k < sizeof(subs) / sizeof(subs[0]); k++)
+		if (strcmp(argv[1], subs[k].name) == 0)
+			return subs[k].fn(argc - 1, argv + 1, conn);
+	return cli_usage_errorf("ckpt", "unknown subcommand '%s'", argv[1]);
 }

@@ -238,24 +238,27 @@ static const char *label_of(const labels_t *l, const unsigned *sorted, const cha
 }
 
 typedef struct build_ui {
-	int tty;
-	double t0;
+	int skip_bad;
 	unsigned refused; /* files refused and reported */
 } build_ui_t;
 
+/* The library's progress, after each record: files done of all, and the
+ * bytes stored so far (the progress line, on a terminal). */
 static void on_progress(void *arg, const rckpt_pcr_progress_t *p)
 {
-	build_ui_t *ui = arg;
-	fprintf(stderr, "%s  %u/%u files, %u records, %.1f MB written, %u skipped, %.1f s%s",
-		ui->tty ? "\r" : "", p->done, p->total, p->records_written, p->bytes_written / 1e6,
-		p->skipped, rckpt_now_s() - ui->t0, ui->tty ? "" : "\n");
+	(void)arg;
+	cli_progress_item("(%u records, %u skipped)", p->records_written, p->skipped);
+	cli_progress_set(p->done, p->bytes_written);
 }
 
 static void on_refused(void *arg, const char *path, int err, const char *why)
 {
 	build_ui_t *ui = arg;
 	ui->refused++;
-	fprintf(stderr, "%s%s: %s [%s]\n", ui->tty ? "\n" : "", path, why, rckpt_strerror(err));
+	if (ui->skip_bad)
+		cli_note("pcr", "%s: %s [%s] (left out)", path, why, rckpt_strerror(err));
+	else
+		cli_err("pcr", err, "%s: %s [%s]", path, why, rckpt_strerror(err));
 }
 
 static int cmd_build(int argc, char **argv, const rckpt_connect_opts_t *conn)
@@ -314,18 +317,22 @@ static int cmd_build(int argc, char **argv, const rckpt_connect_opts_t *conn)
 		}
 	}
 	if (dataset == NULL || optind == argc)
-		return usage_error("build needs --dataset and at least one DIR or FILE");
+		return usage_error("build needs --dataset D and at least one DIR or FILE");
+	if (cli_check_name("pcr", "--dataset", dataset))
+		return EXIT_USAGE;
 	if (labels_path) {
 		unsigned bad;
+		if (cli_check_file("pcr", labels_path))
+			goto out;
 		rc = read_labels(labels_path, &lab, &bad);
 		if (rc == 0 && stat(labels_path, &lsb))
 			rc = -errno;
 		if (rc) {
 			if (bad)
-				fprintf(stderr, "rckpt pcr: %s:%u: expected FILE,LABEL (a label of at most 1024 bytes)\n",
+				cli_err("pcr", rc, "%s:%u: expected FILE,LABEL (a label of at most 1024 bytes)",
 					labels_path, bad);
 			else
-				fprintf(stderr, "rckpt pcr: %s: %s\n", labels_path, rckpt_strerror(rc));
+				cli_err("pcr", rc, "%s: %s", labels_path, rckpt_strerror(rc));
 			goto out;
 		}
 		sorted = malloc((lab.n ? lab.n : 1) * sizeof(*sorted));
@@ -335,21 +342,30 @@ static int cmd_build(int argc, char **argv, const rckpt_connect_opts_t *conn)
 			sorted[i] = i;
 		qsort_r(sorted, lab.n, sizeof(*sorted), cmp_label, &lab);
 	}
+	/* every input checked before anything is built: a directory adds its
+	 * regular files, anything else must be a readable regular file */
 	for (i = (unsigned)optind; i < (unsigned)argc && rc == 0; i++) {
 		struct stat sb;
 		if (stat(argv[i], &sb)) {
-			fprintf(stderr, "rckpt pcr: %s: %s\n", argv[i], strerror(errno));
+			cli_err("pcr", -errno, "%s: %s", argv[i], strerror(errno));
 			goto out;
 		}
-		rc = S_ISDIR(sb.st_mode) ? add_dir(&in, argv[i], labels_path ? &lsb : NULL)
-					 : add_input(&in, argv[i]);
+		if (S_ISDIR(sb.st_mode)) {
+			if (cli_check_dir("pcr", argv[i]))
+				goto out;
+			rc = add_dir(&in, argv[i], labels_path ? &lsb : NULL);
+		} else {
+			if (cli_check_file("pcr", argv[i]))
+				goto out;
+			rc = add_input(&in, argv[i]);
+		}
 		if (rc) {
-			fprintf(stderr, "rckpt pcr: %s: %s\n", argv[i], rckpt_strerror(rc));
+			cli_err("pcr", rc, "%s: %s", argv[i], rckpt_strerror(rc));
 			goto out;
 		}
 	}
 	if (in.n == 0) {
-		fprintf(stderr, "rckpt pcr: no files to build from\n");
+		cli_err("pcr", -ENOENT, "no files to build from (a directory adds its regular files, not hidden ones)");
 		goto out;
 	}
 	in.v = calloc(in.n, sizeof(*in.v));
@@ -367,25 +383,32 @@ static int cmd_build(int argc, char **argv, const rckpt_connect_opts_t *conn)
 		in.v[i].label_len = l ? strlen(l) : 0;
 	}
 	if (unlabelled)
-		fprintf(stderr, "rckpt pcr: %u of %u files have no line in %s: their label is empty\n",
-			unlabelled, in.n, labels_path);
+		cli_note("pcr", "%u of %u files have no line in %s: their label is empty", unlabelled, in.n,
+			 labels_path);
 	if ((h = connect_or_report(conn)) == NULL)
 		goto out;
-	ui.tty = isatty(2);
-	ui.t0 = rckpt_now_s();
+	ui.skip_bad = o.skip_bad;
 	o.progress = on_progress;
 	o.refused = on_refused;
 	o.arg = &ui;
-	fprintf(stderr, "building dataset %s from %u files\n", dataset, in.n);
+	if (!cli_json_mode())
+		fprintf(stderr, "building dataset %s from %u files\n", dataset, in.n);
+	cli_progress_begin("building", in.n, "files", 0);
 	rc = rckpt_pcr_build(h, dataset, in.v, in.n, &o, &st);
-	if (ui.tty)
-		fputc('\n', stderr);
+	cli_progress_end();
 	if (rc) {
 		if (ui.refused && !o.skip_bad) /* the file and why are above */
-			fprintf(stderr, "rckpt pcr: dataset %s not built (--skip-bad leaves such files out)\n",
-				dataset);
+			cli_err("pcr", rc, "dataset %s not built (--skip-bad leaves such files out)", dataset);
 		else
-			fprintf(stderr, "rckpt pcr: %s\n", rckpt_errmsg(h));
+			cli_err("pcr", rc, "%s", rckpt_errmsg(h));
+		goto out;
+	}
+	if (cli_json_mode()) {
+		ret = cli_json_out(json_pack("{s:s, s:i, s:i, s:i, s:i, s:I, s:I, s:f}", "dataset", dataset, "images",
+					     (int)st.images, "skipped", (int)st.skipped, "records", (int)st.records,
+					     "groups", (int)st.groups, "stored_bytes", (json_int_t)st.stored_bytes,
+					     "source_bytes", (json_int_t)st.source_bytes, "seconds", st.seconds),
+				   conn);
 		goto out;
 	}
 	printf("dataset %s: %u images (%u skipped) in %u records, %u groups; %.1f MB stored for "
@@ -396,7 +419,7 @@ static int cmd_build(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	ret = 0;
 	goto out;
 nomem:
-	fprintf(stderr, "rckpt pcr: out of memory\n");
+	cli_err("pcr", -ENOMEM, "out of memory");
 out:
 	for (i = 0; i < in.n; i++)
 		free(in.paths[i]);
@@ -436,22 +459,37 @@ static int parse_ids(const char *s, uint32_t **ids, unsigned *n)
 	return *n ? 0 : -1;
 }
 
+/* Writes the images of b into dir, each whole (a temporary renamed into
+ * place) or not at all. */
 static int write_batch(const rckpt_pcr_batch_t *b, const char *dir, uint64_t *bytes)
 {
 	unsigned i, n = rckpt_pcr_batch_count(b);
 	for (i = 0; i < n; i++) {
 		rckpt_pcr_image_t im;
+		cli_stage_t sg = { 0 };
+		const char *tmp;
 		char path[4096];
-		FILE *f;
+		FILE *f = NULL;
+		int rc = 0;
 		rckpt_pcr_batch_image(b, i, &im);
 		snprintf(path, sizeof(path), "%s/%s", dir, im.name);
-		f = fopen(path, "wb");
-		if (f == NULL || fwrite(im.jpeg, 1, im.jpeg_len, f) != im.jpeg_len || fclose(f)) {
-			fprintf(stderr, "rckpt pcr: %s: %s\n", path, strerror(errno));
-			if (f)
-				fclose(f);
+		if ((tmp = cli_stage_add(&sg, path)) == NULL)
+			rc = -ENOMEM;
+		else if ((f = fopen(tmp, "wb")) == NULL)
+			rc = -errno;
+		else {
+			if (fwrite(im.jpeg, 1, im.jpeg_len, f) != im.jpeg_len)
+				rc = -errno ? -errno : -EIO;
+			if (fclose(f) != 0 && rc == 0)
+				rc = -errno;
+		}
+		if (rc) {
+			cli_err("pcr", rc, "%s: cannot write it: %s", path, strerror(-rc));
+			cli_stage_abort(&sg);
 			return -1;
 		}
+		if (cli_stage_commit(&sg, "pcr"))
+			return -1;
 		*bytes += im.jpeg_len;
 	}
 	return 0;
@@ -503,10 +541,19 @@ static int cmd_get(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	}
 	if (dataset == NULL || outdir == NULL || optind != argc) {
 		free(ids);
-		return usage_error("get needs --dataset and --out, nothing else");
+		return usage_error("get needs --dataset D and --out DIR, nothing else");
 	}
+	if (cli_check_name("pcr", "--dataset", dataset)) {
+		free(ids);
+		return EXIT_USAGE;
+	}
+	if (cli_check_out_dir("pcr", outdir)) {
+		free(ids);
+		return 1;
+	}
+	cli_signals_guard(); /* a signal removes the image being written, then ends it */
 	if (mkdir(outdir, 0777) && errno != EEXIST) {
-		fprintf(stderr, "rckpt pcr: %s: %s\n", outdir, strerror(errno));
+		cli_err("pcr", -errno, "%s: %s", outdir, strerror(errno));
 		free(ids);
 		return 1;
 	}
@@ -543,6 +590,14 @@ static int cmd_get(int argc, char **argv, const rckpt_connect_opts_t *conn)
 		double dt = rckpt_now_s() - t0;
 		char g[16];
 		snprintf(g, sizeof(g), o.groups == RCKPT_PCR_ALL ? "all" : "%u", o.groups);
+		if (cli_json_mode()) {
+			ret = cli_json_out(json_pack("{s:s, s:s, s:i, s:s, s:I, s:I, s:I, s:f}", "dataset", dataset,
+						     "group", g, "images", (int)images, "dir", outdir, "wire_bytes",
+						     (json_int_t)rs.wire_bytes, "reads", (json_int_t)rs.reads,
+						     "written_bytes", (json_int_t)written, "seconds", dt),
+					   conn);
+			goto out;
+		}
 		printf("%u images at group %s into %s: %.2f MB read in %" PRIu64 " reads, %.2f MB of JPEG "
 		       "written, %.2f s, %.0f images/s\n",
 		       images, g, outdir, rs.wire_bytes / 1e6, rs.reads, written / 1e6, dt,
@@ -551,7 +606,7 @@ static int cmd_get(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	ret = 0;
 	goto out;
 fail:
-	fprintf(stderr, "rckpt pcr: %s\n", rckpt_errmsg(h));
+	cli_err("pcr", rc, "%s", rckpt_errmsg(h));
 out:
 	free(ids);
 	rckpt_pcr_close(d);
@@ -578,26 +633,31 @@ static int cmd_verify(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	while ((c = getopt_long(argc, argv, ":d:t:", lo, NULL)) != -1) {
 		if (c == 'd')
 			dataset = optarg;
-		else if (c == 't' && parse_uint(optarg, 64, &o.threads) == 0 && o.threads)
-			;
-		else
+		else if (c == 't') {
+			if (parse_uint(optarg, 64, &o.threads) || o.threads == 0)
+				return usage_error("--threads must be a whole number 1..64");
+		} else
 			return cli_option_error("pcr", "verify", c, argv, optind);
 	}
 	if (dataset == NULL || optind + 1 != argc)
-		return usage_error("verify needs --dataset and one DIR");
+		return usage_error("verify needs --dataset D and one DIR");
 	dir = argv[optind];
+	if (cli_check_name("pcr", "--dataset", dataset))
+		return EXIT_USAGE;
+	if (cli_check_dir("pcr", dir))
+		return 1;
 	o.output = RCKPT_PCR_RGB;
 	if ((th = tjInitDecompress()) == NULL || (h = connect_or_report(conn)) == NULL)
 		goto out;
 	if ((rc = rckpt_pcr_open(h, &d, dataset, &o))) {
-		fprintf(stderr, "rckpt pcr: %s\n", rckpt_errmsg(h));
+		cli_err("pcr", rc, "%s", rckpt_errmsg(h));
 		goto out;
 	}
 	for (;;) {
 		rckpt_pcr_batch_t *b;
 		unsigned i, n;
 		if ((rc = rckpt_pcr_next(d, &b))) {
-			fprintf(stderr, "rckpt pcr: %s\n", rckpt_errmsg(h));
+			cli_err("pcr", rc, "%s", rckpt_errmsg(h));
 			goto out;
 		}
 		if (b == NULL)
@@ -626,11 +686,19 @@ static int cmd_verify(int argc, char **argv, const rckpt_connect_opts_t *conn)
 			free(src);
 			free(px);
 			if (!same) {
-				fprintf(stderr, "rckpt pcr: image %u (%s) differs from %s\n", im.id, im.name, path);
+				cli_err("pcr", -EBADMSG, "image %u (%s) differs from %s", im.id, im.name, path);
 				bad++;
 			}
 		}
 		rckpt_pcr_batch_free(b);
+	}
+	if (cli_json_mode()) {
+		if (cli_json_out(json_pack("{s:s, s:s, s:i, s:i, s:i, s:b}", "dataset", dataset, "dir", dir, "images",
+					   (int)images, "identical", (int)(images - bad), "different", (int)bad, "ok",
+					   bad == 0),
+				 conn) == 0)
+			ret = bad ? 1 : 0;
+		goto out;
 	}
 	printf("verified %u images of %s against %s: %u identical, %u different\n", images, dataset, dir,
 	       images - bad, bad);
@@ -659,6 +727,8 @@ static int dataset_only(int argc, char **argv, const char *sub, const char *what
 	}
 	if (*dataset == NULL || optind != argc)
 		return usage_error(what);
+	if (cli_check_name("pcr", "--dataset", *dataset))
+		return EXIT_USAGE;
 	return 0;
 }
 
@@ -672,12 +742,12 @@ static int cmd_stat(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	unsigned g;
 	int rc;
 
-	if ((rc = dataset_only(argc, argv, "stat", "stat needs --dataset, nothing else", &dataset)))
+	if ((rc = dataset_only(argc, argv, "stat", "stat needs --dataset D, nothing else", &dataset)))
 		return rc;
 	if ((h = connect_or_report(conn)) == NULL)
 		return 1;
 	if ((rc = rckpt_pcr_open(h, &d, dataset, NULL))) {
-		fprintf(stderr, "rckpt pcr: %s\n", rckpt_errmsg(h));
+		cli_err("pcr", rc, "%s", rckpt_errmsg(h));
 		rckpt_destroy(h);
 		return 1;
 	}
@@ -747,7 +817,7 @@ static int cmd_ls(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	if ((h = connect_or_report(conn)) == NULL)
 		return 1;
 	if ((rc = rckpt_pcr_datasets(h, &names, &n))) {
-		fprintf(stderr, "rckpt pcr: %s\n", rckpt_errmsg(h));
+		cli_err("pcr", rc, "%s", rckpt_errmsg(h));
 		rckpt_destroy(h);
 		return 1;
 	}
@@ -796,13 +866,15 @@ static int cmd_rm(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	rckpt_t *h;
 	int rc;
 
-	if ((rc = dataset_only(argc, argv, "rm", "rm needs --dataset, nothing else", &dataset)))
+	if ((rc = dataset_only(argc, argv, "rm", "rm needs --dataset D, nothing else", &dataset)))
 		return rc;
 	if ((h = connect_or_report(conn)) == NULL)
 		return 1;
 	rc = rckpt_pcr_delete(h, dataset);
 	if (rc)
-		fprintf(stderr, "rckpt pcr: %s\n", rckpt_errmsg(h));
+		cli_err("pcr", rc, "%s", rckpt_errmsg(h));
+	else if (cli_json_mode())
+		rc = cli_json_out(json_pack("{s:s, s:b}", "dataset", dataset, "deleted", 1), conn) ? -EIO : 0;
 	else
 		printf("deleted dataset %s\n", dataset);
 	rckpt_destroy(h);
@@ -832,5 +904,5 @@ int rckpt_cli_pcr(int argc, char **argv, const rckpt_connect_opts_t *conn)
 		return cmd_stat(argc - 1, argv + 1, conn);
 	if (strcmp(argv[1], "rm") == 0)
 		return cmd_rm(argc - 1, argv + 1, conn);
-	return usage_error("unknown subcommand");
+	return cli_usage_errorf("pcr", "unknown subcommand '%s'", argv[1]);
 }

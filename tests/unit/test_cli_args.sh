@@ -39,7 +39,7 @@ check "  its usage" contains "$t/o" "usage: rckpt [options] ckpt ls --job J"
 check "  and no other subcommand's" bash -c "! grep -q 'ckpt save' '$t/o'"
 check "  its paragraph" grep -q '^ls  *list the committed steps' "$t/o"
 check "pcr build --help: its usage" bash -c "'$rckpt' pcr build --help | grep -q 'scan-script' && ! '$rckpt' pcr build --help | grep -q 'pcr get'"
-check "ckpt --help: every subcommand" bash -c "'$rckpt' ckpt --help | grep -c 'rckpt \[options\] ckpt ' | grep -qx 11"
+check "ckpt --help: every subcommand" bash -c "'$rckpt' ckpt --help | grep -c 'rckpt \[options\] ckpt ' | grep -qx 12"
 check "global option without value: exit 2" expect_run 2 "$t/o" "$rckpt" --conf
 check "  says it needs a value" contains "$t/o" "needs a value"
 check "bad timeout: exit 2" expect_run 2 "$t/o" "$rckpt" --timeout 0 status
