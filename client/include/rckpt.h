@@ -213,7 +213,7 @@ typedef struct rckpt_job rckpt_job_t;
  * each ask holds the model in fp32 once. */
 typedef int (*rckpt_quality_cb)(void *arg, const rckpt_tensor_t *t, unsigned n, double *loss);
 
-#define RCKPT_JOB_OPTS_VERSION 9
+#define RCKPT_JOB_OPTS_VERSION 10
 #define RCKPT_LATEST UINT64_MAX
 
 /* The compressor's default quality threshold: the Fisher-weighted relative
@@ -286,7 +286,23 @@ typedef struct rckpt_job_opts {
 				   from mem_budget: fewer run when it does not
 				   hold them. The records are the same bytes
 				   whatever the count */
+	/* version 10: */
+	int takeover;           /* enum rckpt_takeover: what a writer's open
+				   does when another holds the job's lock */
+	unsigned wait_s;        /* then wait up to this many seconds for
+				   the lock before -EBUSY; 0: do not wait */
 } rckpt_job_opts_t;
+
+/* A writer that finds the job's lock held by another (formats/store.md,
+ * "Takeover"). Taking over is always safe for the job's data: every
+ * request of the old writer carries its token, and the new writer's claim
+ * makes them stale (-ESTALE, nothing changed); the old writer's next save
+ * fails. AUTO (the default): take over at once when the holder was a
+ * process of this machine (the same boot and PID namespace) that has
+ * exited, the usual restart after a crash; else as NEVER. ALWAYS: take
+ * over at once (a restart on another node). NEVER: wait up to wait_s for
+ * the lock to be released or its lease to end, then -EBUSY. */
+enum rckpt_takeover { RCKPT_TAKEOVER_AUTO = 0, RCKPT_TAKEOVER_NEVER = 1, RCKPT_TAKEOVER_ALWAYS = 2 };
 
 /* AUTO: on the GPU when this build has CUDA, the machine a device, and a
  * saved tensor (or gradient) is in device memory; else on the CPU. The
@@ -298,17 +314,29 @@ enum rckpt_compute { RCKPT_COMPUTE_AUTO = 0, RCKPT_COMPUTE_CPU = 1, RCKPT_COMPUT
 
 #define RCKPT_JOB_OPTS_INIT \
 	{ RCKPT_JOB_OPTS_VERSION, 0, RCKPT_EPS_DEFAULT, 0, 0, 0, 0, 0, RCKPT_COMPUTE_AUTO, NULL, NULL, 0.0, \
-	  0, 0, 0, 0.0, 0 }
+	  0, 0, 0, 0.0, 0, RCKPT_TAKEOVER_AUTO, 0 }
 
 /* Opens job `job` (a RADOS namespace of the pool, 1..63 characters of
- * [A-Za-z0-9._-]). A writer takes an exclusive lock on the job object:
- * -EBUSY (with a message naming the holder) while another writer holds it;
- * a lock whose holder died expires after its lease. Its first save trims
- * records that a crashed writer appended past the committed head. */
+ * [A-Za-z0-9._-]). A writer takes an exclusive lock on the job object and
+ * claims the job (a new fencing token): -EBUSY (with a message naming the
+ * holder) while another writer holds it and opts->takeover does not take
+ * it over; a lock whose holder died expires after its lease. A writer of
+ * a job that does not exist yet creates nothing until its first save (or
+ * other write): an open only to restore leaves no job behind. Its first
+ * save trims records that a crashed writer appended past the committed
+ * head. */
 RCKPT_API int rckpt_job_open(rckpt_t *h, rckpt_job_t **out, const char *job,
 			     const rckpt_job_opts_t *opts);
 /* Releases the lock (a writer) and frees j. */
 RCKPT_API void rckpt_job_close(rckpt_job_t *j);
+/* Releases a writer's lock now, without waiting for a save in flight,
+ * from any thread: for a process about to exit on a signal, so that the
+ * next writer need not wait for the lease (options version 10). The
+ * handle must then only be closed. 0, or a RADOS error. */
+RCKPT_API int rckpt_job_release(rckpt_job_t *j);
+/* The job's committed head, read now, into *out: RCKPT_LATEST when no
+ * step is committed (a new job). 0, or a RADOS error. */
+RCKPT_API int rckpt_job_head(rckpt_job_t *j, uint64_t *out);
 
 typedef struct rckpt_save_stats {
 	uint64_t raw_bytes;  /* the tensors as fp32 */

@@ -76,6 +76,16 @@ typedef struct rckpt_io_ops {
 	int (*lock)(rckpt_io_t *io, const char *oid, const char *name, const char *cookie,
 		    unsigned seconds, int renew);
 	int (*unlock)(rckpt_io_t *io, const char *oid, const char *name, const char *cookie);
+	/* The holder of lock `name` on oid: its cookie, NUL-terminated into
+	 * cookie[0..cap), and its client (librados' "client.N"; "" where the
+	 * backend has none) into client[0..ccap); -ENOENT when nobody holds
+	 * it. A cookie or client too long for its buffer is cut. */
+	int (*lock_holder)(rckpt_io_t *io, const char *oid, const char *name, char *cookie,
+			   size_t cap, char *client, size_t ccap);
+	/* Breaks lock `name` on oid as held by client with cookie (a
+	 * takeover); -ENOENT when it is not held so any longer. */
+	int (*break_lock)(rckpt_io_t *io, const char *oid, const char *name, const char *client,
+			  const char *cookie);
 	/* What the pool allows the store (store.md "Segments", "Pools"):
 	 * the OSDs' largest object (osd_max_object_size; 0 when it cannot be
 	 * told) and whether the pool is erasure-coded (1; such a pool has no

@@ -500,6 +500,20 @@ static int ro_unlock(rckpt_io_t *io, const char *oid, const char *name, const ch
 	return -EROFS;
 }
 
+static int ro_lock_holder(rckpt_io_t *io, const char *oid, const char *name, char *cookie, size_t cap,
+			  char *client, size_t ccap)
+{
+	(void)io, (void)oid, (void)name, (void)cookie, (void)cap, (void)client, (void)ccap;
+	return -ENOENT; /* a dump holds no locks */
+}
+
+static int ro_break_lock(rckpt_io_t *io, const char *oid, const char *name, const char *client,
+			 const char *cookie)
+{
+	(void)io, (void)oid, (void)name, (void)client, (void)cookie;
+	return -EROFS;
+}
+
 static int d_pool_limits(rckpt_io_t *io, uint64_t *max_object, int *erasure)
 {
 	(void)io;
@@ -541,6 +555,8 @@ static const rckpt_io_ops_t dump_ops = {
 	.objects = d_objects,
 	.lock = ro_lock,
 	.unlock = ro_unlock,
+	.lock_holder = ro_lock_holder,
+	.break_lock = ro_break_lock,
 	.pool_limits = d_pool_limits,
 	.client_id = d_client_id,
 	.close = d_close,

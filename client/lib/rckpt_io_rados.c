@@ -352,6 +352,31 @@ static int r_unlock(rckpt_io_t *io, const char *oid, const char *name, const cha
 	return rados_unlock(IOX(io), oid, name, cookie);
 }
 
+/* The first locker of an exclusive lock (there is at most one). */
+static int r_lock_holder(rckpt_io_t *io, const char *oid, const char *name, char *cookie, size_t cap,
+			 char *client, size_t ccap)
+{
+	char tag[128], clients[256], cookies[256], addrs[256];
+	size_t tl = sizeof(tag), cl = sizeof(clients), kl = sizeof(cookies), al = sizeof(addrs);
+	int exclusive = 0;
+	ssize_t n = rados_list_lockers(IOX(io), oid, name, &exclusive, tag, &tl, clients, &cl, cookies, &kl,
+				       addrs, &al);
+	if (n < 0)
+		return (int)n;
+	if (n == 0)
+		return -ENOENT;
+	/* each list is NUL-separated: the first entry of each */
+	snprintf(cookie, cap, "%.*s", (int)strnlen(cookies, kl), cookies);
+	snprintf(client, ccap, "%.*s", (int)strnlen(clients, cl), clients);
+	return 0;
+}
+
+static int r_break_lock(rckpt_io_t *io, const char *oid, const char *name, const char *client,
+			const char *cookie)
+{
+	return rados_break_lock(IOX(io), oid, name, client, cookie);
+}
+
 /* A monitor command's reply, NUL-terminated into out (cap bytes). */
 static int mon_command(rados_t cl, const char *cmd, char *out, size_t cap)
 {
@@ -517,6 +542,8 @@ static const rckpt_io_ops_t rados_ops = {
 	.objects = r_objects,
 	.lock = r_lock,
 	.unlock = r_unlock,
+	.lock_holder = r_lock_holder,
+	.break_lock = r_break_lock,
 	.pool_limits = r_pool_limits,
 	.client_id = r_client_id,
 	.up_osds = r_up_osds,

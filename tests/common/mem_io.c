@@ -708,6 +708,30 @@ static int m_unlock(rckpt_io_t *io, const char *oid, const char *name, const cha
 	return 0;
 }
 
+static int m_lock_holder(rckpt_io_t *io, const char *oid, const char *name, char *cookie, size_t cap,
+			 char *client, size_t ccap)
+{
+	mem_io_t *m = M(io);
+	struct timespec now;
+	entry_t *e;
+	if (hit(m->p, "lock_holder", NULL))
+		return m->p->fault.rc;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	if ((e = existing(m, oid)) == NULL || strcmp(e->lock_name, name) != 0 ||
+	    !later(&e->lock_until, &now))
+		return -ENOENT;
+	snprintf(cookie, cap, "%s", e->lock_cookie);
+	snprintf(client, ccap, "%s", "");
+	return 0;
+}
+
+static int m_break_lock(rckpt_io_t *io, const char *oid, const char *name, const char *client,
+			const char *cookie)
+{
+	(void)client;
+	return m_unlock(io, oid, name, cookie);
+}
+
 static int m_pool_limits(rckpt_io_t *io, uint64_t *max_object, int *erasure)
 {
 	mem_io_t *m = M(io);
@@ -752,6 +776,8 @@ static const rckpt_io_ops_t mem_ops = {
 	.objects = m_objects,
 	.lock = m_lock,
 	.unlock = m_unlock,
+	.lock_holder = m_lock_holder,
+	.break_lock = m_break_lock,
 	.pool_limits = m_pool_limits,
 	.client_id = m_client_id,
 	.close = m_close,

@@ -18,11 +18,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "mem_io.h"
 #include "rckpt.h"
+#include "rckpt_clock.h"
+#include "rckpt_store_internal.h"
 #include "store_fx.h"
 
 #define PAUSED -ETIMEDOUT /* what the paused actor's own call returns */
@@ -266,6 +271,207 @@ static void test_late_rm(void **state)
 	}
 }
 
+/* ---- takeover (store.md "Takeover") ---- */
+
+static int open_taking(fx_t *f, rckpt_job_t **j, int takeover, unsigned wait_s)
+{
+	rckpt_job_opts_t o = RCKPT_JOB_OPTS_INIT;
+	o.writer = 1;
+	o.chunk_params = 1024;
+	o.inflight = 2;
+	o.compute = RCKPT_COMPUTE_CPU;
+	o.takeover = takeover;
+	o.wait_s = wait_s;
+	return rckpt_job_open(f->h, j, "faults", &o);
+}
+
+/* Locks the job object under `cookie` for a minute, as a writer that
+ * then vanished would have left it. */
+static void lock_as(fx_t *f, const char *cookie)
+{
+	rckpt_io_t *io = NULL;
+	assert_int_equal(mem_pool_open(f->pool, "faults", &io), 0);
+	assert_int_equal(io->ops->lock(io, "rckpt.job", "rckpt.writer", cookie, 60, 0), 0);
+	io->ops->close(io);
+}
+
+/* A cookie made in a child process that has exited by the time this
+ * returns: reaped (reap) or left a zombie. *pid gets the child's pid. */
+static void dead_cookie(char *cookie, size_t cap, int reap, pid_t *pid)
+{
+	int fd[2];
+	ssize_t n;
+	assert_int_equal(pipe(fd), 0);
+	*pid = fork();
+	assert_true(*pid >= 0);
+	if (*pid == 0) {
+		char c[LOCK_COOKIE_MAX];
+		rckpt_holder_cookie(c, sizeof(c), 7);
+		if (write(fd[1], c, strlen(c) + 1) < 0)
+			_exit(1);
+		_exit(0);
+	}
+	close(fd[1]);
+	n = read(fd[0], cookie, cap - 1);
+	close(fd[0]);
+	assert_true(n > 0);
+	cookie[n] = '\0';
+	if (reap) {
+		int st;
+		assert_int_equal(waitpid(*pid, &st, 0), *pid);
+	} else { /* until it is a zombie: its stat says Z */
+		char path[64], b[512];
+		int tries;
+		snprintf(path, sizeof(path), "/proc/%ld/stat", (long)*pid);
+		for (tries = 0; tries < 500; tries++) {
+			FILE *s = fopen(path, "r");
+			size_t k = s ? fread(b, 1, sizeof(b) - 1, s) : 0;
+			const char *p;
+			if (s)
+				fclose(s);
+			b[k] = '\0';
+			p = strrchr(b, ')');
+			if (p && p[1] == ' ' && p[2] == 'Z')
+				break;
+			nanosleep(&(struct timespec){ 0, 10000000L }, NULL);
+		}
+		assert_true(tries < 500);
+	}
+}
+
+/* The issue's restart: writer W1 is still there (it holds the lock, and a
+ * request of its save of step 3 is queued), and a new writer takes the
+ * job over at once. W1's request then lands: refused; W1's next save is
+ * refused saying it was taken over; every committed step restores as it
+ * did, and W2 saves on. */
+static void test_takeover_late_requests(void **state)
+{
+	fx_t *f = *state;
+	rckpt_job_t *w2 = NULL, *w3 = NULL;
+	assert_int_equal(save_next(f), 0);
+	assert_int_equal(save_next(f), 0);
+	hold(f, "append", 2);
+	assert_int_equal(save_as(f, f->j, 3, 3), PAUSED);
+	unhold(f);
+	/* W1 (f->j) holds the lock: not taken by default from a live process */
+	assert_int_equal(open_taking(f, &w2, RCKPT_TAKEOVER_AUTO, 0), -EBUSY);
+	assert_says(f, "this process");
+	assert_int_equal(open_taking(f, &w2, RCKPT_TAKEOVER_ALWAYS, 0), 0);
+	model_at(&f->m, 13);
+	assert_int_equal(rckpt_job_save(w2, 3, f->m.t, NT, NULL, 0, NULL), 0);
+	{ /* W2 is now the fixture's writer */
+		rckpt_job_t *w1 = f->j;
+		f->j = w2;
+		committed(f, 3);
+		assert_int_equal(save_as(f, f->j, 4, 14), 0);
+		landed(f, -ESTALE);
+		model_at(&f->m, 5);
+		assert_int_equal(rckpt_job_save(w1, 5, f->m.t, NT, NULL, 0, NULL), -EBUSY);
+		assert_says(f, "taken over");
+		nothing_lost(f);
+		rckpt_job_close(w1); /* its unlock is not W2's lock */
+	}
+	assert_int_equal(save_as(f, f->j, 5, 15), 0);
+	assert_int_equal(open_taking(f, &w3, RCKPT_TAKEOVER_NEVER, 0), -EBUSY);
+	nothing_lost(f);
+}
+
+/* AUTO takes over at once from a writer of this machine that has exited
+ * (reaped, or a zombie not yet waited for), and never from one it cannot
+ * tell about; NEVER waits wait_s and gives up; the lock's holder is named. */
+static void test_takeover_auto(void **state)
+{
+	fx_t *f = *state;
+	rckpt_job_t *w = NULL;
+	char cookie[LOCK_COOKIE_MAX], live[LOCK_COOKIE_MAX];
+	pid_t pid;
+	double t0;
+	int reap;
+
+	assert_int_equal(save_next(f), 0);
+	assert_int_equal(save_next(f), 0);
+	rckpt_job_close(f->j);
+	f->j = NULL;
+	for (reap = 1; reap >= 0; reap--) {
+		dead_cookie(cookie, sizeof(cookie), reap, &pid);
+		assert_int_equal(rckpt_holder_gone(cookie, live, sizeof(live)), 1);
+		lock_as(f, cookie);
+		assert_int_equal(open_taking(f, &w, RCKPT_TAKEOVER_NEVER, 0), -EBUSY);
+		assert_says(f, "which has exited");
+		assert_int_equal(open_taking(f, &f->j, RCKPT_TAKEOVER_AUTO, 0), 0);
+		assert_int_equal(save_next(f), 0);
+		nothing_lost(f);
+		rckpt_job_close(f->j);
+		f->j = NULL;
+		if (!reap) {
+			int st;
+			assert_int_equal(waitpid(pid, &st, 0), pid);
+		}
+	}
+	/* holders it cannot tell about: this live process, another machine,
+	 * an older cookie */
+	rckpt_holder_cookie(live, sizeof(live), 9);
+	{
+		const char *others[] = { live, "w1.00000001.4026531836.1.1.1", "4123.999" };
+		unsigned i;
+		for (i = 0; i < 3; i++) {
+			rckpt_io_t *io = NULL;
+			lock_as(f, others[i]);
+			assert_int_equal(open_taking(f, &w, RCKPT_TAKEOVER_AUTO, 0), -EBUSY);
+			assert_int_equal(mem_pool_open(f->pool, "faults", &io), 0);
+			assert_int_equal(io->ops->unlock(io, "rckpt.job", "rckpt.writer", others[i]), 0);
+			io->ops->close(io);
+		}
+	}
+	/* waiting: NEVER with wait_s 1 gives up after a second */
+	lock_as(f, live);
+	t0 = rckpt_now_s();
+	assert_int_equal(open_taking(f, &w, RCKPT_TAKEOVER_NEVER, 1), -EBUSY);
+	assert_true(rckpt_now_s() - t0 >= 0.9);
+	assert_says(f, "another writer");
+	/* and ALWAYS takes it from anyone */
+	assert_int_equal(open_taking(f, &f->j, RCKPT_TAKEOVER_ALWAYS, 0), 0);
+	assert_int_equal(save_next(f), 0);
+	nothing_lost(f);
+}
+
+/* A writer's open of a job that does not exist creates nothing (an open
+ * only to restore leaves no job); its first save makes the job and takes
+ * its lock. rckpt_job_release lets the next writer in at once. */
+static void test_lazy_open(void **state)
+{
+	fx_t *f = *state;
+	rckpt_job_opts_t o = RCKPT_JOB_OPTS_INIT;
+	rckpt_job_t *a = NULL, *b = NULL;
+	rckpt_restored_t *r = NULL;
+	rckpt_io_t *io = NULL;
+	uint64_t size;
+
+	o.writer = 1;
+	o.chunk_params = 1024;
+	o.compute = RCKPT_COMPUTE_CPU;
+	o.takeover = RCKPT_TAKEOVER_NEVER;
+	assert_int_equal(mem_pool_open(f->pool, "fresh", &io), 0);
+	assert_int_equal(rckpt_job_open(f->h, &a, "fresh", &o), 0);
+	assert_int_not_equal(rckpt_job_restore(a, RCKPT_LATEST, &r, NULL), 0);
+	assert_int_equal(rckpt_job_open(f->h, &b, "fresh", &o), 0); /* no lock yet */
+	rckpt_job_close(b);
+	b = NULL;
+	assert_int_equal(io->ops->stat(io, "rckpt.job", &size), -ENOENT);
+	model_at(&f->m, 1);
+	assert_int_equal(rckpt_job_save(a, 1, f->m.t, NT, NULL, 0, NULL), 0);
+	assert_int_equal(io->ops->stat(io, "rckpt.job", &size), 0);
+	assert_int_equal(rckpt_job_open(f->h, &b, "fresh", &o), -EBUSY);
+	assert_int_equal(rckpt_job_release(a), 0);
+	assert_int_equal(rckpt_job_open(f->h, &b, "fresh", &o), 0);
+	model_at(&f->m, 2);
+	assert_int_equal(rckpt_job_save(a, 2, f->m.t, NT, NULL, 0, NULL), -ENOLCK);
+	assert_int_equal(rckpt_job_save(b, 2, f->m.t, NT, NULL, 0, NULL), 0);
+	rckpt_job_close(a);
+	rckpt_job_close(b);
+	io->ops->close(io);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -276,6 +482,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_late_compactor, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_late_gc, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_late_rm, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_takeover_late_requests, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_takeover_auto, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lazy_open, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -309,7 +309,7 @@ int rckpt_branch_copy(rckpt_job_t *src, uint64_t from, uint64_t upto, const char
 		return -EINVAL;
 	o.writer = 1;
 	o.chunk_params = src->o.chunk_params;
-	if ((rc = rckpt_job_open(h, &dst, dst_name, &o)))
+	if ((rc = rckpt_job_open_claim(h, &dst, dst_name, &o, 0))) /* its token: now */
 		return rc;
 	if (dst->head != RCKPT_STORE_NONE) {
 		const uint64_t head = dst->head;

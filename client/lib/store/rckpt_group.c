@@ -96,7 +96,7 @@ int rckpt_group_open(rckpt_t *h, rckpt_group_t **out, const char *job, const rck
 	g->exact = opts && opts->version >= 7 && opts->exact;
 	o.writer = tr->rank == 0;
 	o.exact = 0; /* the group's, not the job handle's */
-	rc0 = rckpt_job_open(h, &g->j, job, &o);
+	rc0 = rckpt_job_open_claim(h, &g->j, job, &o, 0); /* claimed now: its token goes to every rank */
 	{
 		rckpt_writer_t w = rckpt_writer(msg, sizeof(msg));
 		rckpt_wr_u32(&w, (uint32_t)rc0);
@@ -818,8 +818,8 @@ int rckpt_group_save(rckpt_group_t *g, uint64_t step, const rckpt_shard_t *s, un
 	/* 5. this rank's part, encoded and appended; its report to rank 0 */
 	{
 		int e = head_rc ? head_rc : head != RCKPT_STORE_NONE && step <= head ? -EINVAL : 0;
-		if (e == 0 && tr->rank == 0 && (e = rckpt_take_lock(g->j, 1)))
-			snprintf(msg, sizeof(msg), "rank 0 lost the writer lock");
+		if (e == 0 && tr->rank == 0 && (e = rckpt_job_hold(g->j, "rckpt_group_save")))
+			snprintf(msg, sizeof(msg), "rank 0: %s", rckpt_errmsg(h));
 		if (e == 0)
 			e = encode_part(g, &part, step, head, seg, roll, &rep, &cfg, msg, sizeof(msg));
 		else {

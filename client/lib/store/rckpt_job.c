@@ -127,10 +127,6 @@ static int segment_cap(rckpt_job_t *j)
 	return 0;
 }
 
-int rckpt_take_lock(rckpt_job_t *j, int renew)
-{
-	return j->io->ops->lock(j->io, RCKPT_STORE_JOB_OID, LOCK_NAME, j->cookie, j->o.lease_s, renew);
-}
 
 /* The encoder's quality callback, handed on to the trainer's in the
  * public form. */
@@ -234,13 +230,151 @@ int rckpt_job_reclaim(rckpt_job_t *j)
 	return claim(j, 0);
 }
 
+static int take_lock(rckpt_job_t *j, int renew)
+{
+	return j->io->ops->lock(j->io, RCKPT_STORE_JOB_OID, LOCK_NAME, j->cookie, j->o.lease_s, renew);
+}
+
+/* The writer lock, taken (store.md "Takeover"): when another holds it,
+ * broken at once if j's takeover says so (always, or auto and its holder
+ * has exited), else waited for up to wait_s. -EBUSY with the handle's
+ * message naming the holder. */
+static int lock_job(rckpt_job_t *j, const char *fn)
+{
+	const double until = rckpt_now_s() + j->o.wait_s;
+	char cookie[LOCK_COOKIE_MAX], client[64], what[160];
+	int rc;
+
+	for (;;) {
+		int gone;
+		rc = take_lock(j, 0);
+		if (rc != -EBUSY && rc != -EEXIST)
+			break;
+		rc = j->io->ops->lock_holder(j->io, RCKPT_STORE_JOB_OID, LOCK_NAME, cookie, sizeof(cookie),
+					     client, sizeof(client));
+		if (rc == -ENOENT) /* released (or its lease ended) since */
+			continue;
+		if (rc)
+			return rckpt_fail(j->h, rc, fn, "cannot tell who holds the lock of job %s", j->name);
+		gone = rckpt_holder_gone(cookie, what, sizeof(what));
+		if (j->o.takeover == RCKPT_TAKEOVER_ALWAYS || (j->o.takeover == RCKPT_TAKEOVER_AUTO && gone)) {
+			/* Taking over: the holder's requests are fenced by
+			 * the claim that follows, whatever it still sends. */
+			rc = j->io->ops->break_lock(j->io, RCKPT_STORE_JOB_OID, LOCK_NAME, client, cookie);
+			if (rc && rc != -ENOENT)
+				return rckpt_fail(j->h, rc, fn, "cannot take job %s over from %s", j->name,
+						  what);
+			rc = take_lock(j, 0);
+			if (rc == -EBUSY || rc == -EEXIST)
+				return rckpt_fail(j->h, -EBUSY, fn,
+						  "job %s: another writer took it over at the same time",
+						  j->name);
+			break;
+		}
+		if (rckpt_now_s() >= until)
+			return rckpt_fail(j->h, -EBUSY, fn,
+					  "job %s has another writer: %s%s%s (its lock expires %u s after "
+					  "that writer's last save if it died; a takeover takes it at once)",
+					  j->name, what, *client ? ", " : "", client, j->o.lease_s);
+		{
+			const double left = until - rckpt_now_s();
+			const struct timespec ts = { 0, left < 0.25 ? (long)(left * 1e9) : 250000000L };
+			nanosleep(&ts, NULL);
+		}
+	}
+	if (rc)
+		return rckpt_fail(j->h, rc, fn, "cannot lock job %s", j->name);
+	j->locked = 1;
+	return 0;
+}
+
+/* The writer's lock and claim (store.md "Commit protocol" 1). */
+static int acquire(rckpt_job_t *j, unsigned claim_flags, const char *fn)
+{
+	int rc;
+	if ((rc = lock_job(j, fn)))
+		return rc;
+	/* Fencing: claimed before it reads the head. */
+	if ((rc = claim(j, claim_flags)))
+		return rckpt_fail(j->h, rc, fn, "cannot claim job %s%s", j->name,
+				  rc == -ESTALE ? " (claimed again and again under our lock)"
+				  : rc == -EIDRM ? ": it is being deleted (run rm again to finish)"
+						 : "");
+	j->lazy = 0;
+	return 0;
+}
+
+int rckpt_job_hold(rckpt_job_t *j, const char *fn)
+{
+	char cookie[LOCK_COOKIE_MAX], client[64], what[160];
+	int rc;
+	if (j->lazy) {
+		uint64_t count;
+		if ((rc = acquire(j, 0, fn)))
+			return rc;
+		/* what a writer that found the job reads at open */
+		if ((rc = rckpt_read_head(j, &j->head, &count)))
+			return rckpt_fail(j->h, rc, fn, "cannot read the head of job %s", j->name);
+		return 0;
+	}
+	if (!j->locked)
+		return rckpt_fail(j->h, -ENOLCK, fn, "job %s: this writer released its lock", j->name);
+	rc = take_lock(j, 1);
+	if (rc == 0)
+		return 0;
+	if ((rc == -EBUSY || rc == -EEXIST) &&
+	    j->io->ops->lock_holder(j->io, RCKPT_STORE_JOB_OID, LOCK_NAME, cookie, sizeof(cookie), client,
+				    sizeof(client)) == 0) {
+		rckpt_holder_gone(cookie, what, sizeof(what));
+		return rckpt_fail(j->h, -EBUSY, fn,
+				  "job %s was taken over by another writer (%s): this one may no "
+				  "longer save",
+				  j->name, what);
+	}
+	return rckpt_fail(j->h, rc, fn, "lost the writer lock of job %s", j->name);
+}
+
+int rckpt_job_release(rckpt_job_t *j)
+{
+	int rc = 0;
+	if (j == NULL)
+		return -EINVAL;
+	if (j->locked) {
+		j->locked = 0;
+		rc = j->io->ops->unlock(j->io, RCKPT_STORE_JOB_OID, LOCK_NAME, j->cookie);
+	}
+	return rc == -ENOENT ? 0 : rc;
+}
+
+int rckpt_job_head(rckpt_job_t *j, uint64_t *out)
+{
+	uint64_t head, count;
+	int rc;
+	rckpt_clear_error(j->h);
+	*out = RCKPT_LATEST;
+	if ((rc = rckpt_read_head(j, &head, &count)))
+		return rckpt_fail(j->h, rc, __func__, "cannot read the head of job %s", j->name);
+	if (head != RCKPT_STORE_NONE)
+		*out = head;
+	return 0;
+}
+
+static int open_job(rckpt_t *h, rckpt_job_t **out, const char *job, const rckpt_job_opts_t *opts,
+		    unsigned claim_flags, int lazy);
+
 int rckpt_job_open(rckpt_t *h, rckpt_job_t **out, const char *job, const rckpt_job_opts_t *opts)
 {
-	return rckpt_job_open_claim(h, out, job, opts, 0);
+	return open_job(h, out, job, opts, 0, 1);
 }
 
 int rckpt_job_open_claim(rckpt_t *h, rckpt_job_t **out, const char *job,
 			 const rckpt_job_opts_t *opts, unsigned claim_flags)
+{
+	return open_job(h, out, job, opts, claim_flags, 0);
+}
+
+static int open_job(rckpt_t *h, rckpt_job_t **out, const char *job, const rckpt_job_opts_t *opts,
+		    unsigned claim_flags, int lazy)
 {
 	rckpt_job_opts_t def = RCKPT_JOB_OPTS_INIT;
 	rckpt_job_t *j;
@@ -257,8 +391,14 @@ int rckpt_job_open_claim(rckpt_t *h, rckpt_job_t **out, const char *job,
 	    !rckpt_valid_name(job) || opts->eps < 0 ||
 	    (opts->version >= 3 && opts->compute > RCKPT_COMPUTE_GPU) ||
 	    (opts->version >= 4 && !(opts->quality_eps >= 0)) ||
-	    (opts->version >= 5 && opts->partial_block > 65536))
-		return rckpt_fail(h, -EINVAL, "rckpt_job_open", "bad job name or options");
+	    (opts->version >= 5 && opts->partial_block > 65536) ||
+	    (opts->version >= 10 && (opts->takeover < RCKPT_TAKEOVER_AUTO ||
+				     opts->takeover > RCKPT_TAKEOVER_ALWAYS)))
+		return rckpt_fail(h, -EINVAL, "rckpt_job_open", "%s",
+				  job == NULL || !rckpt_valid_name(job)
+					  ? "bad job name: 1 to 63 characters of A-Z a-z 0-9 . _ -"
+					  : "bad options (version, compute, quality_eps, partial_block "
+					    "or takeover out of range)");
 	if (opts->version >= 8 && !(opts->opt_eps >= 0 && opts->opt_eps < 1))
 		return rckpt_fail(h, -EINVAL, "rckpt_job_open",
 				  "opt_eps %g: the update error's threshold is in (0, 1) (0: the "
@@ -282,6 +422,7 @@ int rckpt_job_open_claim(rckpt_t *h, rckpt_job_t **out, const char *job,
 			    : opts->version == 6 ? offsetof(rckpt_job_opts_t, exact)
 			    : opts->version == 7 ? offsetof(rckpt_job_opts_t, opt_eps)
 			    : opts->version == 8 ? offsetof(rckpt_job_opts_t, threads)
+			    : opts->version == 9 ? offsetof(rckpt_job_opts_t, takeover)
 						 : sizeof(j->o));
 	j->o.version = RCKPT_JOB_OPTS_VERSION;
 	j->exact = j->o.writer && j->o.exact;
@@ -358,28 +499,14 @@ int rckpt_job_open_claim(rckpt_t *h, rckpt_job_t **out, const char *job,
 	}
 	j->seg = RCKPT_STORE_NONE;
 	if (j->o.writer) {
-		snprintf(j->cookie, sizeof(j->cookie), "%" PRIu64 ".%ld", j->io->ops->client_id(j->io),
-			 (long)getpid());
-		rc = rckpt_take_lock(j, 0);
-		if (rc == -EBUSY || rc == -EEXIST) {
+		uint64_t size;
+		rckpt_holder_cookie(j->cookie, sizeof(j->cookie), j->io->ops->client_id(j->io));
+		/* A job that does not exist yet is made by the first write,
+		 * not by an open that may only restore. */
+		j->lazy = lazy && j->io->ops->stat(j->io, RCKPT_STORE_JOB_OID, &size) == -ENOENT;
+		if (!j->lazy && (rc = acquire(j, claim_flags, "rckpt_job_open"))) {
 			rckpt_job_close(j);
-			return rckpt_fail(h, -EBUSY, "rckpt_job_open",
-					  "job %s has another writer (its lock expires %u s after that "
-					  "writer's last save if it died)",
-					  job, opts->lease_s ? opts->lease_s : 30);
-		}
-		if (rc) {
-			rckpt_job_close(j);
-			return rckpt_fail(h, rc, "rckpt_job_open", "cannot lock job %s", job);
-		}
-		j->locked = 1;
-		/* Fencing: claimed before it reads the head. */
-		if ((rc = claim(j, claim_flags))) {
-			rckpt_job_close(j);
-			return rckpt_fail(h, rc, "rckpt_job_open", "cannot claim job %s%s", job,
-					  rc == -ESTALE ? " (claimed again and again under our lock)"
-					  : rc == -EIDRM ? ": it is being deleted (run rm again to finish)"
-							 : "");
+			return rc;
 		}
 		if ((rc = rckpt_job_encoder(j, &j->enc))) {
 			rckpt_job_close(j);

@@ -400,10 +400,8 @@ static int save_start(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t, un
 		rc = rckpt_fail(h, rc, fn, "%s", msg);
 		goto fail;
 	}
-	if ((rc = rckpt_take_lock(j, 1))) {
-		rc = rckpt_fail(h, rc, fn, "lost the writer lock of job %s", j->name);
+	if ((rc = rckpt_job_hold(j, fn)))
 		goto fail;
-	}
 	if (!j->resume_tried) {
 		/* A new writer of a job with a committed head continues its
 		 * chain: the head's levels, materialized in the OSDs, become the
@@ -619,8 +617,8 @@ int rckpt_job_rewind(rckpt_job_t *j, uint64_t step, const char *branch)
 	if (j->pending) /* the save in flight commits (or fails) first */
 		save_finish(j->pending);
 	rckpt_clear_error(h);
-	if ((rc = rckpt_take_lock(j, 1)))
-		return rckpt_fail(h, rc, __func__, "lost the writer lock of job %s", j->name);
+	if ((rc = rckpt_job_hold(j, __func__)))
+		return rc;
 	if (branch) {
 		/* the steps it abandons, and the step itself, copied into a job of
 		 * their own first: nothing is forgotten if that fails */

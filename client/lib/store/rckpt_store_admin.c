@@ -881,8 +881,8 @@ int rckpt_job_gc(rckpt_job_t *j, unsigned *removed)
 	memset(&g, 0, sizeof(g));
 	if (!j->o.writer)
 		return rckpt_fail(h, -EPERM, __func__, "gc needs the writer lock (open as a writer)");
-	if ((rc = rckpt_take_lock(j, 1)))
-		return rckpt_fail(h, rc, __func__, "lost the writer lock of job %s", j->name);
+	if ((rc = rckpt_job_hold(j, __func__)))
+		return rc;
 	if ((rc = rckpt_read_head(j, &g.head, &count)) || (rc = all_steps(j, &g.s)))
 		return rckpt_fail(h, rc, __func__, "cannot list job %s", j->name);
 	rc = rckpt_msg_trim_encode(&in, j->token, g.head);

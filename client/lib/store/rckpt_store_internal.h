@@ -52,6 +52,8 @@ struct rckpt_job {
 	char name[64];
 	rckpt_job_opts_t o;
 	int locked;
+	int lazy;           /* writer of a job that did not exist at open: it
+			       locks and claims at its first write */
 	char cookie[LOCK_COOKIE_MAX];
 	rckpt_ckenc_t *enc; /* writer: the encoder across saves */
 	uint64_t head;      /* writer: the head it last saw or moved */
@@ -178,8 +180,20 @@ int rckpt_job_encoder(rckpt_job_t *j, rckpt_ckenc_t **out);
  * the encoder's first step). */
 int rckpt_job_encoder_for(rckpt_job_t *j, const rckpt_layout_t *layout, rckpt_ckenc_t **out);
 
-/* Takes (or, renew, extends) the writer lock. */
-int rckpt_take_lock(rckpt_job_t *j, int renew);
+/* A writer's hold on the job before it writes: the lock taken and the
+ * job claimed when this writer has not yet (a lazy open), else the lock's
+ * lease renewed. 0, or the error with the handle's message set (fn named). */
+int rckpt_job_hold(rckpt_job_t *j, const char *fn);
+
+/* ---- rckpt_holder.c (store.md "Takeover") ---- */
+
+/* This process's lock cookie: its machine's boot, PID namespace, pid and
+ * the pid's start time, and client_id. */
+void rckpt_holder_cookie(char *out, size_t cap, uint64_t client_id);
+/* 1 when the process that made cookie is sure to have exited (it was of
+ * this boot and PID namespace, and that pid is gone or started at another
+ * time); else 0. what gets a description of the holder. */
+int rckpt_holder_gone(const char *cookie, char *what, size_t cap);
 
 /* Runs write method `method` on the chunk objects [0, n) of segment seg,
  * `inflight` at a time: msgs[i] is chunk i's input, or msgs[0] for all

@@ -16,6 +16,7 @@ RCKPT_F32, RCKPT_F16, RCKPT_BF16 = 1, 2, 3
 RCKPT_MAX_DIMS = 8
 RCKPT_LATEST = 2**64 - 1
 RCKPT_COMPUTE = {"auto": 0, "cpu": 1, "gpu": 2}
+RCKPT_TAKEOVER = {"auto": 0, False: 1, True: 2}  # enum rckpt_takeover
 RCKPT_PCR_ALL = 0
 RCKPT_PCR_JPEG, RCKPT_PCR_RGB = 0, 1
 RCKPT_PCR_GROUPS_MAX = 64
@@ -51,7 +52,8 @@ class JobOpts(ctypes.Structure):
                 ("inflight", c_uint), ("mem_budget", c_u64), ("compute", c_uint),
                 ("quality", QUALITY_CB), ("quality_arg", c_voidp), ("quality_eps", c_double),
                 ("partial_block", ctypes.c_uint32), ("segment_bytes", c_u64), ("exact", c_int),
-                ("opt_eps", c_double), ("threads", c_uint)]
+                ("opt_eps", c_double), ("threads", c_uint), ("takeover", c_int),
+                ("wait_s", c_uint)]
 
 
 class SaveStats(ctypes.Structure):
@@ -226,6 +228,8 @@ _sigs = {
     "rckpt_pool_name": (c_charp, [c_voidp]),
     "rckpt_job_open": (c_int, [c_voidp, P(c_voidp), c_charp, P(JobOpts)]),
     "rckpt_job_close": (None, [c_voidp]),
+    "rckpt_job_release": (c_int, [c_voidp]),
+    "rckpt_job_head": (c_int, [c_voidp, P(c_u64)]),
     "rckpt_job_attach": (c_int, [c_voidp, c_voidp, c_size]),
     "rckpt_job_save_async": (c_int, [c_voidp, c_u64, P(Tensor), c_uint, P(Tensor), c_uint,
                                      P(c_voidp)]),

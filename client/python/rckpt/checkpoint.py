@@ -2,11 +2,13 @@
 
 A Checkpointer is one training job's checkpoints in a Ceph pool: save()
 compresses a state_dict into it (the Inshrinkerator pipeline of librckpt),
-restore() brings one back. See README.md, "From Python".
+restore() brings one back; load_latest() resumes a trainer in one call.
+See docs/python.md.
 """
 import collections
 import ctypes
 import errno
+import sys
 import threading
 import time
 
@@ -26,6 +28,8 @@ _TORCH = {v: k for k, v in _DTYPES.items()}
 _OPT_PREFIX = "@optimizer/"
 _FORMAT = "rckpt-python/1"       # a flat state_dict: its keys name the tensors
 _FORMAT_TREE = "rckpt-python/2"  # a nested one: its tensors named by path
+_TRAIN = "rckpt-train/1"          # extra of save(model=...): scheduler, state, extra
+_TINY = 16                        # tensors of at most this many elements are kept exact
 
 SaveResult = collections.namedtuple(
     "SaveResult", "step raw_bytes enc_bytes ratio nchunks is_base quality t_encode t_write t_blocked "
@@ -129,6 +133,13 @@ def _role(name, key, param, pid, osd):
     t = float(n.item() if isinstance(n, torch.Tensor) else n)
     corr = (1.0 - beta2 ** t) ** 0.5 if t > 0 else 1.0
     return (name, _lib.RCKPT_ROLE["moment2"], param, eps * corr)
+
+
+def _user_extra(extra):
+    """The caller's extra of a step saved with save(model=...)."""
+    if isinstance(extra, dict) and extra.get("format") == _TRAIN:
+        return extra.get("extra")
+    return extra
 
 
 def _fill_tree(v, tensors):
@@ -238,8 +249,11 @@ class SaveHandle:
         self._done = threading.Event()
         self._result = None
         self._error = None
+        self._reported = False  # its error reached the trainer
 
     def _finish(self, result=None, error=None):
+        if error is not None and not str(error).startswith("save of step"):
+            error = _step_error(self.step, error)
         self._result, self._error = result, error
         self._done.set()
 
@@ -250,8 +264,24 @@ class SaveHandle:
         if not self._done.wait(timeout):
             raise TimeoutError("save of step %d still in flight" % self.step)
         if self._error is not None:
+            self._reported = True
             raise self._error
         return self._result
+
+
+def _step_error(step, e):
+    """e, as the error of step's save: the same type, its message naming
+    the step (the original kept as the cause)."""
+    msg = "save of step %d failed: %s" % (step, e)
+    if isinstance(e, RckptError):
+        out = RckptError(e.code, msg)
+    else:
+        try:
+            out = type(e)(msg)
+        except Exception:
+            out = RuntimeError(msg)
+    out.__cause__ = e
+    return out
 
 
 class Checkpointer:
@@ -295,7 +325,26 @@ class Checkpointer:
     lossless: True stores every save bit-exact (the exact tier: the lossy
       records plus the bits quantization changed, in zstd-coded byte
       planes; restores match the source's SHA-256); save(lossless=...)
-      decides per save. eps=0 does not mean exact: it is refused.
+      decides per save. eps=0 does not mean exact: it is refused. A list
+      of tensor names, or a function (name, tensor) -> bool, keeps those
+      tensors exact in every save (in the step's attachment, zstd) and
+      compresses the rest. Whatever the setting, tensors the compressor
+      cannot quantize are kept exact the same way: integer and boolean
+      ones, those of at most 16 elements, and those holding +-Inf at
+      their first save (a causal mask of -inf). A tensor holding NaN fails
+      the save (a diverged model), unless lossless names it.
+    takeover: what opening does when another writer holds the job's lock.
+      "auto" (default): take over at once when that writer was a process
+      of this machine that has exited (a restart after a crash); True: at
+      once whoever holds it (a restart on another node); False: never.
+      Otherwise wait up to wait_s seconds for it (one line on stderr says
+      whom it waits for), then raise RckptError (EBUSY). Taking over is
+      safe: the old writer's requests are fenced (formats/store.md,
+      "Takeover").
+    Errors: a save that fails raises (naming its step) at the next save(),
+      wait(), close() or context exit, whichever comes first, unless its
+      handle's wait() raised it already; close() never returns normally
+      over a failed save.
     group: a torch.distributed process group (True: the default group):
       every rank of it opens the job and calls save() together; each hands
       its tensors (whole, as under DDP) or its Shards (ZeRO-3, FSDP), and
@@ -312,9 +361,13 @@ class Checkpointer:
                  quality=None, quality_eps=0.01, optimizer_state="quantize", opt_eps=None,
                  snapshot=False, writer=True, chunk_params=0, base_every=0,
                  compute="auto", timeout_s=0, partial_block=0, segment_bytes=0,
-                 lossless=False, group=None, threads=0):
+                 lossless=False, group=None, threads=0, takeover="auto", wait_s=0):
         if not job:
             raise ValueError("job is required")
+        if takeover not in ("auto", True, False):
+            raise ValueError("takeover must be 'auto', True or False")
+        if not wait_s >= 0:
+            raise ValueError("wait_s must be >= 0")
         if optimizer_state not in ("lossless", "quantize"):
             raise ValueError("optimizer_state must be 'lossless' or 'quantize'")
         if compute not in _lib.RCKPT_COMPUTE:
@@ -322,7 +375,15 @@ class Checkpointer:
         self.job = job
         self.optimizer_state = optimizer_state
         self.snapshot = snapshot
+        self._keep = None  # tensors kept exact: a name set or a predicate
+        if callable(lossless):
+            self._keep, lossless = lossless, False
+        elif isinstance(lossless, (list, tuple, set, frozenset)):
+            names = frozenset(lossless)
+            self._keep, lossless = (lambda name, t: name in names), False
         self.lossless = bool(lossless)
+        self._exact_names = {}            # name -> kept exact (decided at its first save)
+        self._failed = []                 # SaveHandles whose error no one has seen
         self._lock = threading.Lock()     # one C call on the handle at a time
         self._pending = None              # the SaveHandle in flight
         self._quality_fn = quality
@@ -333,7 +394,8 @@ class Checkpointer:
         self._h = _lib.connect(conf, user, pool, timeout_s)
         self._j = _lib.c_voidp()
         o = _lib.JobOpts()
-        o.version = 9
+        o.version = 10
+        o.takeover = _lib.RCKPT_TAKEOVER[takeover]
         o.threads = threads
         o.opt_eps = 0.0 if opt_eps is None else opt_eps
         o.exact = 1 if lossless else 0
@@ -366,6 +428,14 @@ class Checkpointer:
                 o.writer = 0
         if rc >= 0:
             rc = lib.rckpt_job_open(self._h, ctypes.byref(self._j), job.encode(), ctypes.byref(o))
+            if rc == -errno.EBUSY and wait_s > 0:
+                # one line saying whom it waits for, then the library polls
+                first = lib.rckpt_errmsg(self._h).decode(errors="replace")
+                print("rckpt: waiting up to %g s for the writer lock: %s" % (wait_s, first),
+                      file=sys.stderr, flush=True)
+                o.wait_s = int(wait_s + 0.999)
+                rc = lib.rckpt_job_open(self._h, ctypes.byref(self._j), job.encode(),
+                                        ctypes.byref(o))
         if rc < 0:
             if self._g:
                 lib.rckpt_group_close(self._g)
@@ -381,16 +451,52 @@ class Checkpointer:
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
-        self.close()
+    def __exit__(self, etype, e, tb):
+        try:
+            self.close()
+        except Exception as failed:
+            if e is None:
+                raise
+            # the body's exception goes on; the failed save rides with it
+            e.add_note("and: %s" % failed) if hasattr(e, "add_note") else None
+
+    def _track(self, handle):
+        """Keeps a failed save's handle until its error is seen."""
+        if handle._error is not None and not handle._reported:
+            self._failed.append(handle)
+
+    def _raise_failed(self):
+        """Raises the first failed save whose error no one has seen."""
+        failed = [h for h in self._failed if not h._reported]
+        self._failed = []
+        if not failed:
+            return
+        for h in failed:
+            h._reported = True
+        e = failed[0]._error
+        if len(failed) > 1:
+            e.args = e.args[:-1] + ("%s (and %d more failed saves: steps %s)" % (
+                e.args[-1], len(failed) - 1, ", ".join(str(h.step) for h in failed[1:])),)
+        raise e
+
+    def wait(self):
+        """Waits for the save in flight; raises the error of any failed save
+        not yet seen (naming its step)."""
+        if self._pending is not None:
+            self._pending._done.wait()
+            self._track(self._pending)
+            self._pending = None
+        self._raise_failed()
 
     def close(self):
-        """Waits for a save in flight (its error is dropped: wait on its
-        handle to see it), then releases the job."""
+        """Waits for a save in flight, releases the job, and then raises
+        the error of any failed save not yet seen: close() never returns
+        normally over a lost step."""
         if self._h is None:
             return
         if self._pending is not None:
             self._pending._done.wait()
+            self._track(self._pending)
             self._pending = None
         with self._lock:
             if self._g:
@@ -399,6 +505,14 @@ class Checkpointer:
             lib.rckpt_job_close(self._j)
             lib.rckpt_destroy(self._h)
             self._h = None
+        self._raise_failed()
+
+    def release(self):
+        """Drops the writer lock at once, also while a save runs (for a
+        process about to exit on a signal: its successor need not take
+        over). Only close() after."""
+        if self._h is not None:
+            lib.rckpt_job_release(self._j)
 
     def __del__(self):
         try:
@@ -475,7 +589,8 @@ class Checkpointer:
         for k, v in state_dict.items():
             if isinstance(v, Shard) and v.tensor.numel() == 0:
                 continue  # this rank holds none of it
-            if _compressible(v) and _tensor_of(v).dim() <= _lib.RCKPT_MAX_DIMS:
+            if _compressible(v) and _tensor_of(v).dim() <= _lib.RCKPT_MAX_DIMS and \
+                    not self._exact(k, v):
                 comp[k] = v.detach()
             else:
                 other[k] = v
@@ -514,7 +629,7 @@ class Checkpointer:
             if isinstance(v, Shard) and v.tensor.numel() == 0:
                 return None  # this rank holds none of it
             if _compressible(v) and _tensor_of(v).dim() <= _lib.RCKPT_MAX_DIMS and path and \
-                    (not in_opt or _tensor_of(v).numel() > 1):
+                    (not in_opt or _tensor_of(v).numel() > 1) and (in_opt or not self._exact(path, v)):
                 if path in comp:
                     raise ValueError("two tensors would be saved as %r" % path)
                 comp[path] = v.detach()
@@ -549,6 +664,22 @@ class Checkpointer:
                 osd = walk(osd, _OPT_PREFIX.rstrip("/"), True, osd)
         meta = {"format": _FORMAT_TREE, "tree": skeleton, "optimizer": osd, "extra": extra}
         return comp, _plain.dumps(meta), roles
+
+    def _exact(self, name, v):
+        """Whether float tensor v, saved as `name`, is kept exact in the
+        attachment: the trainer said so (lossless=), or it held +-Inf at
+        its first save (decided once, so the compressed set stays the same
+        from save to save; a NaN, or an Inf that appears later, fails the
+        save in the library, naming the tensor)."""
+        if isinstance(v, Shard):
+            return False  # a group's slices go through the compressor
+        if self._keep is not None and self._keep(name, v):
+            return True
+        got = self._exact_names.get(name)
+        if got is None:
+            got = bool(torch.isinf(v).any())
+            self._exact_names[name] = got
+        return got
 
     @staticmethod
     def _adam_rms(optimizer, comp):
@@ -599,9 +730,14 @@ class Checkpointer:
             torch.cuda.synchronize()
         return out
 
-    def save(self, step, state_dict, grads=None, optimizer=None, extra=None, partial=None,
-             select="priority", seed=0, lossless=None):
+    def save(self, step, state_dict=None, grads=None, optimizer=None, extra=None, partial=None,
+             select="priority", seed=0, lossless=None, *, model=None, scheduler=None, state=None):
         """Saves state_dict as `step` (steps grow) and returns a SaveHandle.
+
+        model, scheduler, state: a trainer's whole state in one call, what
+        load_latest() puts back: model (a module, or its state_dict) in
+        place of state_dict, the LR scheduler's state_dict, and `state`, a
+        dict of plain values and tensors (epoch, RNG state, ...).
 
         partial: a fraction in (0, 1]: a prioritized partial save (SCAR)
         that stores only that fraction of the compressed tensors' blocks,
@@ -624,13 +760,32 @@ class Checkpointer:
         lossy saves after an exact one are deltas on it."""
         if self._h is None:
             raise ValueError("the checkpointer is closed")
+        if model is not None:
+            if state_dict is not None:
+                raise ValueError("pass a state_dict or model=, not both")
+            state_dict = model.state_dict() if isinstance(model, torch.nn.Module) else model
+        if state_dict is None:
+            raise TypeError("save() needs a state_dict (or model=)")
+        if model is not None or scheduler is not None or state is not None:
+            if state is not None and not isinstance(state, dict):
+                raise TypeError("state must be a dict")
+            extra = {"format": _TRAIN, "extra": extra, "state": state,
+                     "scheduler": scheduler.state_dict() if scheduler is not None else None}
+        if self._pending is not None:  # its error, if any, comes out here
+            self._pending._done.wait()
+            self._track(self._pending)
+            self._pending = None
+        self._raise_failed()
         exact = self.lossless if lossless is None else bool(lossless)
         if exact and partial is not None:
             raise ValueError("a lossless save stores the whole step: not a partial one")
         if self._g:
             if partial is not None:
                 raise ValueError("group saves are not partial yet")
-            return self._group_save(step, state_dict, optimizer, extra, exact)
+            try:
+                return self._group_save(step, state_dict, optimizer, extra, exact)
+            except (RckptError, RuntimeError) as e:
+                raise _step_error(step, e) from e
         part = None
         if partial is not None:
             if select not in _lib.RCKPT_SELECT:
@@ -652,7 +807,10 @@ class Checkpointer:
             handle.t_blocked = time.perf_counter() - t0  # before the thread reads it
             th.start()
             return handle
-        s = self._encode(step, comp, g, blob, part, exact, roles)  # raises; the tensors are free after
+        try:
+            s = self._encode(step, comp, g, blob, part, exact, roles)  # the tensors are free after
+        except (RckptError, RuntimeError) as e:
+            raise _step_error(step, e) from e
         blocked = time.perf_counter() - t0
         self._pending = handle
         threading.Thread(target=self._finish_save, args=(handle, s, blocked), daemon=True).start()
@@ -753,6 +911,8 @@ class Checkpointer:
                 rc = lib.rckpt_job_save_async(self._j, step, t, len(comp), gt, len(g),
                                               ctypes.byref(s))
             msg = lib.rckpt_errmsg(self._h).decode(errors="replace") if rc < 0 else ""
+        if rc == -errno.EDOM:
+            msg += "; Checkpointer(lossless=[name]) keeps a tensor exact as it is"
         if rc < 0:
             if self._quality_error is not None:
                 raise RuntimeError("the quality function raised: %r" % (self._quality_error,)) \
@@ -857,6 +1017,11 @@ class Checkpointer:
         dtype and shape to read that tensor into, in place: in host memory,
         or on a CUDA device, where the library (built with CUDA) dequantizes
         it with no fp32 copy in host memory."""
+        r = self._restore_full(step, names, device, into)
+        return r._replace(extra=_user_extra(r.extra))
+
+    def _restore_full(self, step=None, names=None, device=None, into=None):
+        """restore_full, its extra as saved (save(model=...)'s wrapper kept)."""
         step, tensors, meta, stats = self._restore(step, names, device, into)
         sd = collections.OrderedDict()
         osd, extra = None, None
@@ -884,10 +1049,14 @@ class Checkpointer:
         """Loads a committed step (None: the latest) into a module or a
         state_dict (in place, on its tensors' devices) and, when given, into
         an optimizer. Returns the Restored record (step, extra, ...)."""
+        r = self._load_into(model, optimizer, step, strict)
+        return r._replace(extra=_user_extra(r.extra))
+
+    def _load_into(self, model, optimizer, step, strict):
         # the live tensors, by the names a save gives them: read in place
         live = model.state_dict() if isinstance(model, torch.nn.Module) else model
         into = dict(_paths(live))
-        r = self.restore_full(step, into=into)
+        r = self._restore_full(step, into=into)
         if isinstance(model, torch.nn.Module):
             model.load_state_dict(r.state_dict, strict=strict)
         elif not _is_flat(model) or not _is_flat(r.state_dict):
@@ -908,6 +1077,34 @@ class Checkpointer:
                 raise KeyError("step %d was saved without optimizer state" % r.step)
             optimizer.load_state_dict(r.optimizer)
         return r
+
+    def load_latest(self, model=None, optimizer=None, scheduler=None, state=None, strict=True):
+        """Resumes a trainer in one call: restores the newest committed step
+        in place into model (a module or state_dict), optimizer and
+        scheduler, and updates dict `state` with the state saved beside
+        them (save(..., state=...)). Returns that step's number, or None
+        when the job has no committed step (a new run: nothing changed)."""
+        head = _lib.c_u64()
+        with self._lock:
+            check(lib.rckpt_job_head(self._j, ctypes.byref(head)), self._h)
+        if head.value == _lib.RCKPT_LATEST:
+            return None
+        if model is not None:
+            r = self._load_into(model, optimizer, head.value, strict)
+        else:
+            r = self._restore_full(head.value)
+            if optimizer is not None:
+                if r.optimizer is None:
+                    raise KeyError("step %d was saved without optimizer state" % r.step)
+                optimizer.load_state_dict(r.optimizer)
+        train = r.extra if isinstance(r.extra, dict) and r.extra.get("format") == _TRAIN else {}
+        if scheduler is not None:
+            if train.get("scheduler") is None:
+                raise KeyError("step %d was saved without a scheduler (save(..., scheduler=))" % r.step)
+            scheduler.load_state_dict(train["scheduler"])
+        if state is not None and train.get("state") is not None:
+            state.update(train["state"])
+        return r.step
 
     def recover_into(self, model, ranges, step=None):
         """Partial recovery (SCAR): restores only what `ranges` names from a
@@ -963,6 +1160,7 @@ class Checkpointer:
         writer has taken."""
         if self._pending is not None:
             self._pending._done.wait()
+            self._track(self._pending)
             self._pending = None
         with self._lock:
             check(lib.rckpt_job_rewind(self._j, step, branch.encode() if branch else None), self._h)

@@ -1,0 +1,155 @@
+/*
+ * rckpt_holder.c — who holds a job's writer lock, as far as its cookie
+ * tells (formats/store.md, "Takeover"). A writer's cookie names its
+ * process: this boot of its machine (the kernel's boot_id), its PID
+ * namespace, its pid and the pid's start time. A later process of the same
+ * boot and namespace can then tell for sure that the holder has exited
+ * (no such pid, or one started at another time: a pid reused), which is
+ * what lets a trainer restarted after a crash take its job over at once.
+ * Anything else (another machine, a container of its own, an old cookie,
+ * no /proc) cannot be told: the holder may be alive.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "rckpt_store_internal.h"
+
+#define COOKIE_TAG "w1"
+
+/* The first 8 hex digits of this boot's id, or 0. */
+static uint32_t boot_id(void)
+{
+	char b[64];
+	uint32_t v = 0;
+	unsigned i, n = 0;
+	FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+	if (f == NULL)
+		return 0;
+	if (fgets(b, sizeof(b), f) == NULL)
+		b[0] = '\0';
+	fclose(f);
+	for (i = 0; b[i] && n < 8; i++) {
+		const char c = b[i];
+		const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+		if (d >= 0) {
+			v = v << 4 | (uint32_t)d;
+			n++;
+		}
+	}
+	return n == 8 ? v : 0;
+}
+
+/* The inode of this process's PID namespace ("pid:[4026531836]"), or 0. */
+static uint64_t pid_ns(void)
+{
+	char b[64];
+	ssize_t n = readlink("/proc/self/ns/pid", b, sizeof(b) - 1);
+	const char *p;
+	if (n <= 0)
+		return 0;
+	b[n] = '\0';
+	p = strchr(b, '[');
+	return p ? strtoull(p + 1, NULL, 10) : 0;
+}
+
+/* Process pid's start time (clock ticks after boot, /proc/PID/stat field
+ * 22): 0 and *alive 0 when there is no such process (or only its
+ * zombie); *alive -1 when it cannot be told. */
+static uint64_t start_time(long pid, int *alive)
+{
+	char path[64], b[1024];
+	size_t n;
+	const char *p;
+	unsigned field;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+	f = fopen(path, "r");
+	if (f == NULL) {
+		*alive = errno == ENOENT || errno == ESRCH ? 0 : -1;
+		return 0;
+	}
+	n = fread(b, 1, sizeof(b) - 1, f);
+	fclose(f);
+	b[n] = '\0';
+	/* the command name may hold anything: the fields go on after its last ')' */
+	p = strrchr(b, ')');
+	*alive = -1;
+	if (p == NULL || p[1] != ' ')
+		return 0;
+	if (p[2] == 'Z' || p[2] == 'X') { /* exited, not yet waited for */
+		*alive = 0;
+		return 0;
+	}
+	for (field = 2; field < 22 && p; field++)
+		p = strchr(p + 1, ' ');
+	if (p == NULL)
+		return 0;
+	*alive = 1;
+	return strtoull(p + 1, NULL, 10);
+}
+
+void rckpt_holder_cookie(char *out, size_t cap, uint64_t client_id)
+{
+	int alive;
+	const long pid = (long)getpid();
+	const uint64_t st = start_time(pid, &alive);
+	snprintf(out, cap, COOKIE_TAG ".%08" PRIx32 ".%" PRIu64 ".%ld.%" PRIu64 ".%" PRIu64, boot_id(),
+		 pid_ns(), pid, st, client_id % 1000000000u);
+}
+
+/* Parses a cookie of rckpt_holder_cookie's: 0, or -EINVAL. */
+static int parse(const char *cookie, uint32_t *boot, uint64_t *ns, long *pid, uint64_t *st)
+{
+	unsigned long long b, n, s, c;
+	long p;
+	int used = 0;
+	if (strncmp(cookie, COOKIE_TAG ".", 3) != 0 ||
+	    sscanf(cookie + 3, "%8llx.%llu.%ld.%llu.%llu%n", &b, &n, &p, &s, &c, &used) != 5 ||
+	    cookie[3 + used] != '\0' || p <= 0)
+		return -EINVAL;
+	*boot = (uint32_t)b;
+	*ns = n;
+	*pid = p;
+	*st = s;
+	return 0;
+}
+
+int rckpt_holder_gone(const char *cookie, char *what, size_t cap)
+{
+	uint32_t boot;
+	uint64_t ns, st, now;
+	long pid;
+	int alive;
+
+	if (parse(cookie, &boot, &ns, &pid, &st)) {
+		snprintf(what, cap, "a writer of another version or tool");
+		return 0;
+	}
+	if (boot == 0 || boot != boot_id()) {
+		snprintf(what, cap, "process %ld of another machine (or an earlier boot)", pid);
+		return 0;
+	}
+	if (ns == 0 || ns != pid_ns()) {
+		snprintf(what, cap, "process %ld of another PID namespace (a container) of this machine",
+			 pid);
+		return 0;
+	}
+	now = start_time(pid, &alive);
+	if (alive == 0 || (alive == 1 && now != st)) {
+		snprintf(what, cap, "process %ld of this machine, which has exited", pid);
+		return 1;
+	}
+	if (pid == (long)getpid())
+		snprintf(what, cap, "this process (another handle on the job)");
+	else if (alive == 1)
+		snprintf(what, cap, "process %ld of this machine, still running", pid);
+	else
+		snprintf(what, cap, "process %ld of this machine", pid);
+	return 0;
+}

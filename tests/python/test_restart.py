@@ -1,0 +1,296 @@
+#!/usr/bin/python3
+"""A trainer's loop around rckpt against the local cluster (issue 47):
+
+* crash and restart: examples/crash_loop.sh runs examples/train_lm.py,
+  which kills itself with SIGKILL in the middle of a save; the loop starts
+  it again at once and it resumes (takeover of its own dead writer's lock)
+  within 5 s of starting, from a step it had saved;
+* takeover against a live, paused writer: its requests, delayed by
+  SIGSTOP, land after the new writer has saved, and change nothing;
+  without takeover the new writer waits (one line naming the holder) and
+  gives up;
+* no error lost: a save that fails raises at the next save or at close();
+* tensors the codec cannot quantize (a -inf mask) and chosen ones
+  (lossless=) come back bit-exact;
+* resume in one call: load_latest() puts model, optimizer, scheduler and
+  state back; it creates nothing for a new job.
+
+Skips (77) without python3-torch or a cluster (CEPH_CONF), unless required
+(testskip.py). Env: RCKPT_LIBRARY, RCKPT_CLI.
+"""
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+here = os.path.dirname(os.path.abspath(__file__))
+root = os.path.join(here, "..", "..")
+sys.path.insert(0, os.path.join(root, "client", "python"))
+os.environ["CUDA_VISIBLE_DEVICES"] = ""
+
+from testskip import skip_test  # noqa: E402
+
+try:
+    import torch
+except ImportError:
+    skip_test("data", "python3-torch is not installed")
+
+import rckpt  # noqa: E402
+from rckpt._lib import RckptError  # noqa: E402
+
+CONF = os.environ.get("CEPH_CONF")
+TAG = "rs%d" % os.getpid()
+PY = "/usr/bin/python3"
+
+
+def job(name):
+    return "%s-%s" % (TAG, name)
+
+
+def objects(j):
+    """The objects of job j's namespace (rados ls)."""
+    out = subprocess.run(["rados", "-p", "rckpt", "-N", j, "ls"], capture_output=True, text=True)
+    return out.stdout.split()
+
+
+def digest(sd):
+    return {k: v.clone() for k, v in sd.items()}
+
+
+def same(a, b):
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+class Loop(unittest.TestCase):
+    def tearDown(self):
+        for j in getattr(self, "jobs", ()):
+            rckpt.Checkpointer.delete("rckpt", j, CONF)
+
+    def test_crash_loop(self):
+        """The example's crash-and-restart loop, end to end."""
+        j = job("loop")
+        self.jobs = [j]
+        out = subprocess.run(["bash", os.path.join(root, "examples", "crash_loop.sh"), "--job", j,
+                              "--steps", "60", "--every", "10"],
+                             capture_output=True, text=True, timeout=600,
+                             env=dict(os.environ, CRASH_AT="40"))
+        log = out.stdout + out.stderr
+        self.assertEqual(out.returncode, 0, log)
+        self.assertEqual(log.count("restarting at once"), 1, log)
+        m = re.search(r"resumed from step (\d+) after ([0-9.]+) s", log)
+        self.assertIsNotNone(m, log)
+        # the save of 40 was in flight when it died: 30 or 40 was the last
+        self.assertIn(int(m.group(1)), (30, 40), log)
+        self.assertLess(float(m.group(2)), 5.0, log)
+        self.assertIn("done: step 60", log)
+        with rckpt.Checkpointer("rckpt", j, CONF, writer=False) as ck:
+            self.assertEqual(ck.steps()[-1].step, 60)
+
+    def test_takeover_paused_writer(self):
+        """W1 saves in a loop; SIGSTOP holds it with requests pending; W2
+        takes over and saves; SIGCONT lands W1's requests: W1 fails, and
+        every committed step restores as it did."""
+        j = job("paused")
+        self.jobs = [j]
+        env = dict(os.environ, PYTHONPATH=os.path.join(root, "client", "python"))
+        w1 = subprocess.Popen([PY, "-c", W1_SCRIPT, j], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, env=env)
+        try:
+            seen = []
+            for line in w1.stdout:
+                seen.append(line)
+                if line.startswith("saved 3"):
+                    break
+            self.assertTrue(seen and seen[-1].startswith("saved 3"), "".join(seen))
+            time.sleep(0.05)  # into the next save
+            os.kill(w1.pid, signal.SIGSTOP)
+            # without takeover: waits a second, names the holder, gives up
+            t0 = time.time()
+            with self.assertRaises(RckptError) as e:
+                rckpt.Checkpointer("rckpt", j, CONF, takeover=False, wait_s=1)
+            self.assertGreaterEqual(time.time() - t0, 0.9)
+            self.assertIn("still running", str(e.exception))
+            ck = rckpt.Checkpointer("rckpt", j, CONF, takeover=True)
+            before = {}
+            for s in ck.steps():
+                before[s.step] = digest(ck.restore(s.step))
+            for s in (1000, 1001):
+                ck.save(s, {"w": torch.full((300000,), float(s)), "b": torch.arange(64.0) * s}).wait()
+                before[s] = digest(ck.restore(s))
+            os.kill(w1.pid, signal.SIGCONT)
+            rest, _ = w1.communicate(timeout=120)
+            self.assertNotEqual(w1.returncode, 0, rest)
+            self.assertRegex(rest, r"taken over|ESTALE|EBUSY|another writer", rest)
+            listed = [s.step for s in ck.steps()]
+            self.assertEqual(sorted(before), listed)
+            for s, sd in before.items():
+                self.assertTrue(same(ck.restore(s), sd), "step %d changed" % s)
+            ck.save(1002, {"w": torch.full((300000,), 2.0), "b": torch.arange(64.0)}).wait()
+            ck.close()
+        finally:
+            if w1.poll() is None:
+                os.kill(w1.pid, signal.SIGCONT)
+                w1.kill()
+                w1.wait()
+
+
+# W1: saves steps 1, 2, ... of a 4 MB model until it fails (its error printed).
+W1_SCRIPT = r"""
+import sys, torch, rckpt
+ck = rckpt.Checkpointer("rckpt", sys.argv[1], takeover=False)
+try:
+    for s in range(1, 10000):
+        ck.save(s, {"w": torch.randn(1000000, generator=torch.Generator().manual_seed(s)),
+                    "b": torch.arange(64.0)}).wait()
+        print("saved", s, flush=True)
+except Exception as e:
+    print("W1 failed:", e, flush=True)
+    sys.exit(3)
+"""
+
+
+class Errors(unittest.TestCase):
+    def tearDown(self):
+        for j in getattr(self, "jobs", ()):
+            rckpt.Checkpointer.delete("rckpt", j, CONF)
+
+    def sd(self, v=1.0):
+        # w is quantized (2-D); a 1-D tensor (b) is stored exact anyway
+        return {"w": (torch.full((4096,), v) + torch.arange(4096.0) / 4096).view(64, 64),
+                "b": torch.ones(16) * v}
+
+    def test_nan_raises_at_close(self):
+        j = job("nan")
+        self.jobs = [j]
+        ck = rckpt.Checkpointer("rckpt", j, CONF, snapshot=True)
+        ck.save(1, self.sd())
+        bad = self.sd(2.0)
+        bad["w"][0, 7] = float("nan")
+        ck.save(2, bad)  # fails in the background
+        with self.assertRaises(RckptError) as e:
+            ck.close()
+        self.assertIn("save of step 2 failed", str(e.exception))
+        self.assertIn("'w'", str(e.exception))
+        with rckpt.Checkpointer("rckpt", j, CONF, writer=False) as r:
+            self.assertEqual([s.step for s in r.steps()], [1])
+
+    def test_nan_raises_at_next_save(self):
+        j = job("nan2")
+        self.jobs = [j]
+        for snapshot in (True, False):
+            rckpt.Checkpointer.delete("rckpt", j, CONF)
+            ck = rckpt.Checkpointer("rckpt", j, CONF, snapshot=snapshot)
+            ck.save(1, self.sd())
+            bad = self.sd(2.0)
+            bad["w"][1, 2] = float("nan")
+            try:
+                ck.save(2, bad)  # snapshot: fails later; else here
+                with self.assertRaises(RckptError) as e:
+                    ck.save(3, self.sd(3.0))
+            except RckptError as got:
+                self.assertFalse(snapshot)
+                e = type("E", (), {"exception": got})
+            self.assertIn("save of step 2 failed", str(e.exception))
+            ck.save(3, self.sd(3.0)).wait()
+            ck.close()  # reported once: close is clean
+            with rckpt.Checkpointer("rckpt", j, CONF, writer=False) as r:
+                self.assertEqual([s.step for s in r.steps()], [1, 3])
+
+    def test_context_exit_raises(self):
+        j = job("ctx")
+        self.jobs = [j]
+        with self.assertRaises(RckptError):
+            with rckpt.Checkpointer("rckpt", j, CONF, snapshot=True) as ck:
+                bad = self.sd()
+                bad["w"][0, 0] = float("nan")
+                ck.save(1, bad)
+        # a handle waited on reports it there, and not again
+        ck = rckpt.Checkpointer("rckpt", j, CONF, snapshot=True)
+        bad = self.sd()
+        bad["w"][0, 0] = float("nan")
+        with self.assertRaises(RckptError):
+            ck.save(1, bad).wait()
+        ck.close()
+
+
+class Exact(unittest.TestCase):
+    def tearDown(self):
+        for j in getattr(self, "jobs", ()):
+            rckpt.Checkpointer.delete("rckpt", j, CONF)
+
+    def test_inf_mask_and_chosen_tensors(self):
+        j = job("mask")
+        self.jobs = [j]
+        g = torch.Generator().manual_seed(5)
+        mask = torch.triu(torch.full((64, 64), float("-inf")), 1)
+        sd = {"w": torch.randn(256, 256, generator=g), "emb": torch.randn(512, 32, generator=g),
+              "mask": mask, "ids": torch.arange(10), "on": torch.ones(3, dtype=torch.bool),
+              "half": torch.randn(128, 64, generator=g).half()}
+        for lossless in (["emb"], lambda name, t: name == "emb"):
+            rckpt.Checkpointer.delete("rckpt", j, CONF)
+            with rckpt.Checkpointer("rckpt", j, CONF, lossless=lossless) as ck:
+                ck.save(1, sd).wait()
+                sd2 = dict(sd, w=sd["w"] * 1.01)
+                ck.save(2, sd2).wait()
+                got = ck.restore(2)
+            for k in ("mask", "emb", "ids", "on"):
+                self.assertTrue(torch.equal(got[k], sd2[k]), k)
+                self.assertEqual(got[k].dtype, sd2[k].dtype)
+            self.assertFalse(torch.equal(got["w"], sd2["w"]))  # compressed, lossy
+            self.assertLess(((got["w"] - sd2["w"]).norm() / sd2["w"].norm()).item(), 0.05)
+            self.assertEqual(got["half"].dtype, torch.float16)
+
+
+class Resume(unittest.TestCase):
+    def tearDown(self):
+        for j in getattr(self, "jobs", ()):
+            rckpt.Checkpointer.delete("rckpt", j, CONF)
+
+    def make(self):
+        torch.manual_seed(0)
+        m = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.LayerNorm(64), torch.nn.Linear(64, 8))
+        opt = torch.optim.AdamW(m.parameters(), lr=1e-2)
+        sched = torch.optim.lr_scheduler.StepLR(opt, 3, 0.5)
+        return m, opt, sched
+
+    def test_load_latest(self):
+        j = job("resume")
+        self.jobs = [j]
+        m, opt, sched = self.make()
+        with rckpt.Checkpointer("rckpt", j, CONF) as ck:
+            self.assertIsNone(ck.load_latest(model=m, optimizer=opt, scheduler=sched, state={}))
+        self.assertEqual(objects(j), [], "an open only to restore made objects")
+        x = torch.randn(16, 32)
+        with rckpt.Checkpointer("rckpt", j, CONF) as ck:
+            for step in range(7):
+                opt.zero_grad()
+                m(x).square().mean().backward()
+                opt.step()
+                sched.step()
+            state = {"epoch": 3, "rng": torch.get_rng_state(), "note": "x"}
+            ck.save(6, model=m, optimizer=opt, scheduler=sched, state=state, extra={"k": 1}).wait()
+            self.assertEqual(ck.restore_full(6).extra, {"k": 1})
+        m2, opt2, sched2 = self.make()
+        state2 = {"epoch": 0}
+        with rckpt.Checkpointer("rckpt", j, CONF) as ck:
+            self.assertEqual(ck.load_latest(model=m2, optimizer=opt2, scheduler=sched2, state=state2), 6)
+        self.assertEqual(sched2.state_dict(), sched.state_dict())
+        self.assertEqual(state2["epoch"], 3)
+        self.assertEqual(state2["note"], "x")
+        self.assertTrue(torch.equal(state2["rng"], state["rng"]))
+        st, st2 = opt.state_dict(), opt2.state_dict()
+        self.assertEqual(st["param_groups"], st2["param_groups"])
+        for pid in st["state"]:
+            self.assertEqual(float(st["state"][pid]["step"]), float(st2["state"][pid]["step"]))
+        for (k, a), (_, b) in zip(m.state_dict().items(), m2.state_dict().items()):
+            self.assertLess(((a - b).norm() / a.norm().clamp_min(1e-12)).item(), 0.05, k)
+
+
+if __name__ == "__main__":
+    if not CONF:
+        skip_test("cluster", "no cluster (CEPH_CONF unset)")
+    unittest.main(verbosity=2)
