@@ -219,7 +219,7 @@ typedef int (*rckpt_quality_cb)(void *arg, const rckpt_tensor_t *t, unsigned n, 
 /* The compressor's default quality threshold: the Fisher-weighted relative
  * error of the quantized tensors (sum F (w - r)^2 / sum F w^2, F the square
  * of the gradient RMS the trainer hands in, 1 without one). Calibrated
- * against real held-out loss (bench/calibrate.py, README "What eps means"):
+ * against real held-out loss (bench/calibrate.py, docs/compression.md "What eps means"):
  * at this value no model of the calibration suite lost more than 1%. */
 #define RCKPT_EPS_DEFAULT 0.0012
 
@@ -227,7 +227,7 @@ typedef int (*rckpt_quality_cb)(void *arg, const rckpt_tensor_t *t, unsigned n, 
  * the relative squared error of the update the restored optimizer takes,
  * sum (u' - u)^2 / sum u^2, u = exp_avg / (sqrt(exp_avg_sq) + eps).
  * Calibrated by resuming real AdamW training from compressed state
- * (README "Adam's state"). */
+ * (docs/compression.md "Adam's state"). */
 #define RCKPT_OPT_EPS_DEFAULT 0.01
 
 typedef struct rckpt_job_opts {
@@ -802,7 +802,7 @@ typedef struct rckpt_pcr_progress {
  * scan_script): a record's group k is its images' first k scans. */
 #define RCKPT_PCR_SCRIPT_DEFAULT 0  /* libjpeg's: spectral selection and successive approximation */
 #define RCKPT_PCR_SCRIPT_SPECTRAL 1 /* spectral selection alone: prefixes decode faster, fidelity
-				       grows more slowly at the low groups (README) */
+				       grows more slowly at the low groups (docs/pcr.md, "The scan script") */
 
 typedef struct rckpt_pcr_build_opts {
 	unsigned version;           /* RCKPT_PCR_BUILD_OPTS_VERSION */

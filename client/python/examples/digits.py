@@ -140,14 +140,21 @@ def main():
                     help="how the momentum is kept (default: %(default)s)")
     ap.add_argument("--crash-at", type=int, default=None,
                     help="simulate a crash at this step: restore the latest checkpoint and go on")
+    ap.add_argument("--fresh", action="store_true",
+                    help="delete the job's checkpoints first (default: resume from them)")
     a = ap.parse_args()
     torch.set_num_threads(1)
     t = Trainer(a.seed, a.steps, momentum=a.momentum)
     ema = rckpt.GradientEMA(t.model)
     q = ValQuality(t)
-    rckpt.Checkpointer.delete(a.pool, a.job, a.conf)
+    if a.fresh:
+        rckpt.Checkpointer.delete(a.pool, a.job, a.conf)
     ck = rckpt.Checkpointer(a.pool, a.job, a.conf, quality=q, snapshot=True,
-                                   optimizer_state=a.optimizer_state)
+                            optimizer_state=a.optimizer_state)
+    last = ck.load_latest(model=t.model, optimizer=t.opt)
+    if last is not None:  # a restart: go on from the newest checkpoint
+        t.step = last
+        print("resumed from step %d" % last, flush=True)
     raw = enc = 0
     crashed = False
     handle = None

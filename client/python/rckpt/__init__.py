@@ -1,12 +1,14 @@
 """rckpt: compressed checkpoints and progressive training data on Ceph,
-for PyTorch trainers. A thin layer over librckpt (ctypes); see the
-project's README, "From Python".
+for PyTorch trainers. A thin layer over librckpt (ctypes); see
+docs/python.md.
 
     import rckpt
     ck = rckpt.Checkpointer(pool="rckpt", job="resnet-run-7")
-    h = ck.save(step, model.state_dict(), optimizer=opt)   # returns at once
-    ...
-    ck.restore_into(model, optimizer=opt)                  # the latest step
+    last = ck.load_latest(model=model, optimizer=opt, scheduler=sched, state=state)
+    for step in range(0 if last is None else last + 1, steps):
+        ...
+        ck.save(step, model=model, optimizer=opt, scheduler=sched, state=state)
+    ck.close()                                             # raises if a save failed
 """
 from ._lib import VERSION as __version__
 from ._lib import RckptError, gpu_info, version

@@ -292,7 +292,7 @@ class Checkpointer:
     eps: the compressor's quality threshold: the Fisher-weighted relative
       error of the compressed tensors (None: the library's default, 0.0012,
       calibrated so that no model of its suite lost more than 1% held-out
-      loss; see the README, "What eps means").
+      loss; see docs/compression.md, "What eps means").
     quality: optional fn(state_dict) -> loss, the trainer's judgement of the
       configuration a save chose: the dequantized model's float tensors (views
       valid during the call only); while loss > quality_eps the compressor
@@ -305,7 +305,7 @@ class Checkpointer:
       step's attachment). Integer state (a step count) is kept exactly
       either way. Group saves compress it as model tensors for now.
     opt_eps: the update error's threshold (None: the library's default,
-      RCKPT_OPT_EPS_DEFAULT; see the README, "Adam's state").
+      RCKPT_OPT_EPS_DEFAULT; see docs/compression.md, "Adam's state").
     snapshot: False (default): save() reads the tensors in place and returns
       once they are encoded (the trainer may then change them); the writes
       and the commit finish in the background. True: save() copies the
