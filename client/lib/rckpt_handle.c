@@ -3,6 +3,7 @@
  */
 #define _GNU_SOURCE /* strerrordesc_np: strerror without the thread hazard */
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,7 +96,39 @@ static int set_conf(rckpt_t *h, rados_t c, const char *key, const char *val)
 	return 0;
 }
 
+static int connect_here(rckpt_t *h, const rckpt_connect_opts_t *opts);
+
+typedef struct connect_arg {
+	rckpt_t *h;
+	const rckpt_connect_opts_t *opts;
+	int rc;
+} connect_arg_t;
+
+static void *connect_thread(void *p)
+{
+	connect_arg_t *a = p;
+	a->rc = connect_here(a->h, a->opts);
+	return NULL;
+}
+
+/* librados draws a new client's address (its nonce) from a random
+ * generator of the calling thread's. A process forked from one that has
+ * connected on the same thread (a DataLoader's workers, trainers started
+ * by fork) would draw the same address as its parent and its siblings,
+ * and the OSDs' sessions with them would keep replacing each other
+ * (stalls, then timeouts under load). A thread of its own starts a fresh
+ * generator, so every connection gets an address of its own. */
 int rckpt_connect(rckpt_t *h, const rckpt_connect_opts_t *opts)
+{
+	connect_arg_t a = { h, opts, 0 };
+	pthread_t t;
+	if (pthread_create(&t, NULL, connect_thread, &a) != 0)
+		return connect_here(h, opts);
+	pthread_join(t, NULL);
+	return a.rc;
+}
+
+static int connect_here(rckpt_t *h, const rckpt_connect_opts_t *opts)
 {
 	rados_t c = NULL;
 	rados_ioctx_t io = NULL;

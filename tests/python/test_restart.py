@@ -18,6 +18,7 @@
 Skips (77) without python3-torch or a cluster (CEPH_CONF), unless required
 (testskip.py). Env: RCKPT_LIBRARY, RCKPT_CLI.
 """
+import json
 import os
 import re
 import signal
@@ -151,6 +152,63 @@ except Exception as e:
     print("W1 failed:", e, flush=True)
     sys.exit(3)
 """
+
+
+def ceph(*args):
+    r = subprocess.run(["ceph"] + list(args), capture_output=True, text=True, timeout=120,
+                       env={k: v for k, v in os.environ.items() if k != "LD_PRELOAD"})
+    if r.returncode:
+        raise RuntimeError("ceph %s: %s" % (" ".join(args), r.stderr.strip()))
+    return r.stdout
+
+
+class Fork(unittest.TestCase):
+    def test_forked_connections_distinct(self):
+        """Processes forked from one that has connected (a DataLoader's
+        workers, trainers started by fork) connect with addresses of their
+        own: librados draws a client's nonce from a generator of the
+        calling thread, which fork copies (rckpt_connect connects on a
+        thread of its own)."""
+        user = "rsfork%d" % os.getpid()
+        tmp = tempfile.mkdtemp()
+        keyring = os.path.join(tmp, "keyring")
+        ceph("auth", "get-or-create", "client." + user, "mon", "allow r", "osd", "allow rwx",
+             "-o", keyring)
+        try:
+            conf = os.path.join(tmp, "ceph.conf")
+            with open(CONF) as f, open(conf, "w") as o:
+                for line in f:
+                    if line.strip().startswith(("keyring", "admin socket")):
+                        continue
+                    o.write(line)
+                    if line.strip() == "[global]":
+                        o.write("keyring = %s\nadmin socket =\n" % keyring)
+            ck = rckpt.Checkpointer("rckpt", job("fork"), conf, user, writer=False)
+            kids = []
+            for _ in range(2):
+                pid = os.fork()
+                if pid == 0:
+                    try:
+                        c = rckpt.Checkpointer("rckpt", job("fork"), conf, user, writer=False)
+                        time.sleep(4)
+                        c.close()
+                    finally:
+                        os._exit(0)
+                kids.append(pid)
+            time.sleep(2)
+            addrs = []
+            for m in json.loads(ceph("mon", "dump", "-f", "json"))["mons"]:
+                for s in json.loads(ceph("tell", "mon." + m["name"], "sessions", "-f", "json")):
+                    if s.get("entity_name") == "client." + user:
+                        a = s["addrs"]["addrvec"][0]
+                        addrs.append("%s/%d" % (a["addr"], a["nonce"]))
+            for pid in kids:
+                os.waitpid(pid, 0)
+            ck.close()
+            self.assertGreaterEqual(len(addrs), 3, addrs)
+            self.assertEqual(len(set(addrs)), len(addrs), "one address for several clients: %s" % addrs)
+        finally:
+            ceph("auth", "del", "client." + user)
 
 
 class Errors(unittest.TestCase):
