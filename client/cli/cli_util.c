@@ -777,18 +777,20 @@ static const char *line_end(const char *p)
 
 int cli_sub_help(const char *text, const char *cmd, const char *sub)
 {
-	char key[64];
+	char key[64], key2[64];
 	const char *p, *e, *desc = NULL, *syn = NULL;
 	size_t sl = strlen(sub);
 	int n;
 	n = snprintf(key, sizeof(key), " %s %s ", cmd, sub);
 	if (n < 0 || (size_t)n >= sizeof(key))
 		return -1;
+	snprintf(key2, sizeof(key2), " %s %s\n", cmd, sub); /* one with no options */
 	/* its synopsis: the usage line naming "CMD SUB", with the lines
 	 * continuing it (deeper indented, starting with '[') */
 	for (p = text; *p; p = line_end(p)) {
 		e = line_end(p);
-		if (syn == NULL && memmem(p, (size_t)(e - p), key, strlen(key)) != NULL)
+		if (syn == NULL && (memmem(p, (size_t)(e - p), key, strlen(key)) != NULL ||
+				    memmem(p, (size_t)(e - p), key2, strlen(key2)) != NULL))
 			syn = p;
 		/* its description: the paragraph starting "SUB " at column 0 */
 		if (desc == NULL && strncmp(p, sub, sl) == 0 && p[sl] == ' ')
@@ -870,7 +872,10 @@ int cli_is_sibling(const char *path)
 rckpt_t *cli_connect(const rckpt_connect_opts_t *conn, const char *cmd)
 {
 	rckpt_t *h;
-	int rc = rckpt_create(&h);
+	int rc;
+	if (conn->conf_path && cli_check_file(cmd, conn->conf_path))
+		return NULL; /* --conf names a directory, a FIFO, a missing file */
+	rc = rckpt_create(&h);
 	if (rc) {
 		cli_err(cmd, rc, "%s", rckpt_strerror(rc));
 		return NULL;

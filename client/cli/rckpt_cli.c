@@ -28,7 +28,7 @@ static void usage_main(FILE *f)
 		"  version   print this client's version and build features\n"
 		"  codec     compress checkpoints in local safetensors files, and back\n"
 		"  ckpt      save, restore, list, compact, verify and delete a training job's\n"
-		"            checkpoints in the pool\n"
+		"            checkpoints in the pool; list the pool's jobs\n"
 		"  compact   compact every job of the pool under its policy (cron-friendly)\n"
 		"  pcr       build, read, list and delete JPEG datasets stored as Progressive\n"
 		"            Compressed Records\n"
@@ -43,12 +43,16 @@ static void usage_main(FILE *f)
 		"  --read-from WHERE  which copy of a replicated pool serves reads: balance\n"
 		"                     (any replica; the default), primary, or localize (the\n"
 		"                     replica nearest this client's crush_location)\n"
-		"  -f, --format F     plain (default), json or json-pretty: the output of\n"
-		"                     status, ckpt ls, ckpt verify, compact, pcr ls, pcr stat\n"
-		"                     and bench as one JSON document (README \"JSON output\")\n"
+		"  -f, --format F     plain (default), json or json-pretty: every command's\n"
+		"                     output as one JSON document on stdout (README \"JSON\n"
+		"                     output\"); a failure as {\"error\": MESSAGE, \"code\": NAME},\n"
+		"                     one line, with the same exit status\n"
 		"  --version          this client's version (as 'rckpt version')\n"
 		"  -h, --help         this text; 'rckpt COMMAND --help' for a command's\n"
-		"Global options may also follow the command, in their long forms (and -p).\n");
+		"Global options may also follow the command, in their long forms (and -p).\n"
+		"Exit status: 0 success, 1 failure, 2 bad usage, 130 and 143 stopped by SIGINT\n"
+		"and SIGTERM. Every file named is checked before any work. On a terminal, long\n"
+		"commands show a progress line on stderr.\n");
 }
 
 static int usage_error(const char *fmt, const char *arg)

@@ -116,8 +116,8 @@ static const char help_text[] =
 	"         with --step N forget that one step (not the head, not a pinned one).\n"
 	"\n"
 	"Global options (--conf, --id/--user, --pool, --timeout, --read-from, --format)\n"
-	"go before 'ckpt' or after the subcommand. On a terminal, save, restore,\n"
-	"export and compact show a progress line on stderr.\n"
+	"go before 'ckpt' or after the subcommand.\n"
+	"On a terminal, save, restore, export and compact show a progress line on stderr.\n"
 	"'rckpt compact --all' compacts every job of the pool under its own policy.\n";
 
 static void usage(void)
@@ -408,10 +408,12 @@ static int cmd_save(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	 * committed, for a typo in the last file's name). */
 	if (save_check_files(argc, argv, optind, gfile, &total))
 		return 1;
+	/* a signal while the lock is taken waits for it, then releases it */
 	cli_signals_guard();
+	cli_signals_defer(1);
 	jo.writer = 1;
 	if (open_job(&h, &j, conn, job, &jo))
-		return 1;
+		return cli_interrupted() ? interrupted("the job was not opened") : 1;
 	cli_signals_job(j);
 	sr.h = h;
 	sr.exact = jo.exact;
@@ -1435,9 +1437,10 @@ static int cmd_rewind(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	if (!a.have_step)
 		return usage_error("rewind needs --step N (a committed step)");
 	cli_signals_guard();
+	cli_signals_defer(1);
 	jo.writer = 1;
 	if (open_existing(&h, &j, conn, a.job, &jo))
-		return 1;
+		return cli_interrupted() ? interrupted("the job was not opened") : 1;
 	cli_signals_job(j);
 	{ /* what it abandons, for the message */
 		rckpt_step_info_t si[64];
@@ -1599,9 +1602,10 @@ static int cmd_gc(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	if (rc)
 		return rc;
 	cli_signals_guard();
+	cli_signals_defer(1);
 	jo.writer = 1;
 	if (open_existing(&h, &j, conn, a.job, &jo))
-		return 1;
+		return cli_interrupted() ? interrupted("the job was not opened") : 1;
 	cli_signals_job(j);
 	if (cli_interrupted() == 0 && (rc = rckpt_job_gc(j, &removed)) != 0)
 		cli_err("ckpt", rc, "%s", rckpt_errmsg(h));

@@ -154,6 +154,7 @@ static int cmd_encode(int argc, char **argv, const rckpt_connect_opts_t *conn)
 		return usage_error("encode needs checkpoints (X.grads/.gmean/.optim.safetensors are siblings)");
 	if (cli_check_out_dir("codec", dir))
 		return 1;
+	cli_signals_guard(); /* a signal removes the step file being written */
 	if (mkdir(dir, 0777) == 0)
 		made = 1; /* removed again if nothing lands in it */
 	else if (errno != EEXIST) {
@@ -269,6 +270,7 @@ static int cmd_decode(int argc, char **argv, const rckpt_connect_opts_t *conn)
 			return 1;
 	if (cli_check_out("codec", outp))
 		return 1;
+	cli_signals_guard(); /* a signal removes the file being written */
 	if ((rc = rckpt_stepdec_create(&d))) {
 		cli_err("codec", rc, "%s", rckpt_strerror(rc));
 		return 1;

@@ -57,8 +57,9 @@ static const char help_text[] =
 	"stat   bytes, images and mean SSIM per group of D.\n"
 	"rm     delete D and all its objects.\n"
 	"\n"
-	"Global options (--conf, --id/--user, --pool, --timeout, --read-from) go before\n"
-	"'pcr' or after the subcommand.\n";
+	"Global options (--conf, --id/--user, --pool, --timeout, --read-from, --format)\n"
+	"go before 'pcr' or after the subcommand.\n"
+	"On a terminal, build shows a progress line on stderr.\n";
 
 static void usage(void)
 {
