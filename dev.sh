@@ -2,7 +2,15 @@
 # dev.sh — set up, build, and run rckpt on a local Ceph cluster.
 #
 #   ./dev.sh demo    install what is missing, build, start the local cluster,
-#                    run the main job (today: rckpt status); the cluster stays up
+#                    run the main job; the cluster stays up. The main job:
+#                    rckpt status; a small model's real checkpoints (and its
+#                    AdamW state) saved into a job, compacted, two steps
+#                    restored and compared bit for bit with the codec's local
+#                    decode, the job verified; a PCR data set of real photos
+#                    built, read at two fidelities and verified; short
+#                    fault-tolerant training from Python (ft_experiment.py
+#                    --short); the quick benchmark report (rckpt bench
+#                    --quick, into build/bench-report)
 #   ./dev.sh test    the same set-up, then every test against a fresh local
 #                    cluster of its own, which it stops at the end
 set -euo pipefail
