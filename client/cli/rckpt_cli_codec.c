@@ -93,7 +93,7 @@ static int cmd_encode(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	const char *dir = NULL;
 	uint64_t raw = 0, enc = 0, v, total = 0, done = 0;
 	unsigned nfiles = 0, k = 0;
-	json_t *steps = cli_json_mode() ? json_array() : NULL;
+	json_t *steps = NULL;
 	char *end;
 	int c, i, rc = 0, made = 0;
 
@@ -155,6 +155,8 @@ static int cmd_encode(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	if (cli_check_out_dir("codec", dir))
 		return 1;
 	cli_signals_guard(); /* a signal removes the step file being written */
+	if (cli_json_mode())
+		steps = json_array();
 	if (mkdir(dir, 0777) == 0)
 		made = 1; /* removed again if nothing lands in it */
 	else if (errno != EEXIST) {

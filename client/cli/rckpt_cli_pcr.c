@@ -510,7 +510,7 @@ static int cmd_get(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	rckpt_pcr_t *d = NULL;
 	rckpt_t *h = NULL;
 	double t0;
-	int c, rc = 0, ret = 1;
+	int c, rc = 0, ret = 1, made = 0;
 
 	optind = 1;
 	opterr = 0;
@@ -553,7 +553,9 @@ static int cmd_get(int argc, char **argv, const rckpt_connect_opts_t *conn)
 		return 1;
 	}
 	cli_signals_guard(); /* a signal removes the image being written, then ends it */
-	if (mkdir(outdir, 0777) && errno != EEXIST) {
+	if (mkdir(outdir, 0777) == 0)
+		made = 1; /* removed again if nothing lands in it */
+	else if (errno != EEXIST) {
 		cli_err("pcr", -errno, "%s: %s", outdir, strerror(errno));
 		free(ids);
 		return 1;
@@ -609,6 +611,8 @@ static int cmd_get(int argc, char **argv, const rckpt_connect_opts_t *conn)
 fail:
 	cli_err("pcr", rc, "%s", rckpt_errmsg(h));
 out:
+	if (ret && made)
+		rmdir(outdir); /* only if empty */
 	free(ids);
 	rckpt_pcr_close(d);
 	rckpt_destroy(h);

@@ -53,6 +53,10 @@ for f in adir fifo; do
 	check "codec decode of $f: exit 1" expect_run 1 "$t/o" timeout 60 "$rckpt" codec decode -o "$t/out/x.safetensors" "$f"
 	check "  says what it is, writes nothing" bash -c "grep -qF '$f: ${why[$f]}' '$t/o' && [ -z \"\$(ls -A '$t/out')\" ]"
 done
+check "pcr get of a missing data set: exit 1" expect_run 1 "$t/o" "$rckpt" pcr get --dataset "no-ds-$$" --out "$t/out/imgs"
+check "  makes no folder" test ! -e "$t/out/imgs"
+check "ckpt export of a missing job: exit 1, no folder" bash -c "! '$rckpt' ckpt export --job '$job-x' -o '$t/out/exp' >'$t/o' 2>&1 && [ ! -e '$t/out/exp' ]"
+check "export into a file: exit 1, saying so" bash -c "! '$rckpt' ckpt export --job '$job-x' -o '$t/text.safetensors' >'$t/o' 2>&1 && grep -qF 'text.safetensors: is a file, not a directory' '$t/o'"
 check "a bad file after good ones: nothing saved" expect_run 1 "$t/o" "$rckpt" ckpt save --job "$job-x" "${ckpts[0]}" "${ckpts[1]}" trunc.safetensors
 check "  names it" contains "$t/o" "trunc.safetensors: truncated"
 check "  no step committed, no job" expect_run 1 "$t/o" "$rckpt" ckpt ls --job "$job-x"
