@@ -861,7 +861,7 @@ uint64_t cli_step_of(const char *path, uint64_t dflt)
 int cli_is_sibling(const char *path)
 {
 	static const char *const sib[] = { ".grads.safetensors", ".gmean.safetensors",
-					   ".optim.safetensors" };
+					   ".optim.safetensors", ".state" };
 	size_t n = strlen(path), k;
 	for (k = 0; k < sizeof(sib) / sizeof(sib[0]); k++)
 		if (n >= strlen(sib[k]) && strcmp(path + n - strlen(sib[k]), sib[k]) == 0)

@@ -164,8 +164,9 @@ int cli_parse_u64(const char *s, uint64_t *v);
 /* The step number of a file: the last run of digits in its name, or dflt. */
 uint64_t cli_step_of(const char *path, uint64_t dflt);
 /* Whether path is a checkpoint's sibling, not a checkpoint:
- * X.grads.safetensors (read as X's gradient RMS), X.gmean.safetensors and
- * X.optim.safetensors; a glob that names them among checkpoints means no
+ * X.grads.safetensors (read as X's gradient RMS), X.gmean.safetensors,
+ * X.optim.safetensors and X.state (the step's attachment, as `ckpt
+ * restore` writes it); a glob that names them among checkpoints means no
  * harm. */
 int cli_is_sibling(const char *path);
 /* (Time: rckpt_now_s, formats/rckpt_clock.h.) */

@@ -18,7 +18,7 @@ src=$RCKPT_TEST_CKPT_DIR
 pool=${RCKPT_POOL:-rckpt}
 t=$(mktemp -d)
 job=in-$$-$RANDOM
-trap 'for j in "$job" "$job-x" "$job-s" "$job-py" "$job-sig" "$job-term"; do "$rckpt" ckpt rm --job "$j" >/dev/null 2>&1; done; rm -rf "$t"' EXIT
+trap 'for j in "$job" "$job-x" "$job-g" "$job-s" "$job-py" "$job-sig" "$job-term"; do "$rckpt" ckpt rm --job "$j" >/dev/null 2>&1; done; rm -rf "$t"' EXIT
 mapfile -t ckpts < <(model_files "$src")
 one=${ckpts[0]}
 cd "$t" || exit 1
@@ -103,6 +103,8 @@ cp "${ckpts[1]}" m-2.safetensors
 printf 'RCKP\002\000\000\000{"epoch": 3}' >m-1.state
 check "save with a MODEL.state beside it" expect_run 0 "$t/o" "$rckpt" ckpt save --job "$job" --step 1 m-1.safetensors
 check "  says it is attached" contains "$t/o" "with its attached state"
+check "a glob naming the state among models" expect_run 0 "$t/o" "$rckpt" ckpt save --job "$job-g" m-1.safetensors m-1.state
+check "  saves the model, the state attached" bash -c "grep -c '^step ' '$t/o' | grep -qx 1 && grep -q 'with its attached state' '$t/o'"
 check "restore -o a directory: exit 1" expect_run 1 "$t/o" "$rckpt" ckpt restore --job "$job" -o adir
 check "  says so, in one line" bash -c "grep -qF 'adir: is a directory' '$t/o' && [ \$(wc -l <'$t/o') -eq 1 ]"
 check "  leaves nothing behind" bash -c "[ -z \"\$(ls -A adir)\" ] && ! ls adir.* .adir* 2>/dev/null | grep -q ."
