@@ -506,7 +506,12 @@ static void *signal_thread(void *arg)
 		if (g_sig_got == 0 && (g_sig_job || g_sig_defer)) {
 			g_sig_got = s;
 			if (g_sig_job && release_now(g_sig_job) == 0) {
-				fprintf(stderr, "rckpt: %s: the job's lock released\n", s == SIGINT ? "SIGINT" : "SIGTERM");
+				fprintf(stderr, "rckpt: interrupted by %s: the job's writer lock released\n",
+					s == SIGINT ? "SIGINT" : "SIGTERM");
+				if (g_format != CLI_FORMAT_PLAIN && !g_json_done)
+					printf("{\"error\": \"interrupted by %s\", \"code\": \"EINTR\"}\n",
+					       s == SIGINT ? "SIGINT" : "SIGTERM");
+				fflush(stdout);
 				remove_all_tmp_locked();
 				_exit(128 + s);
 			}
@@ -520,6 +525,11 @@ static void *signal_thread(void *arg)
 			continue;
 		}
 		remove_all_tmp_locked();
+		fprintf(stderr, "rckpt: interrupted by %s\n", s == SIGINT ? "SIGINT" : "SIGTERM");
+		if (g_format != CLI_FORMAT_PLAIN && !g_json_done)
+			printf("{\"error\": \"interrupted by %s\", \"code\": \"EINTR\"}\n",
+			       s == SIGINT ? "SIGINT" : "SIGTERM");
+		fflush(stdout);
 		_exit(128 + s);
 	}
 	return NULL;
