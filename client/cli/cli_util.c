@@ -485,13 +485,12 @@ static rckpt_job_t *g_sig_job; /* its lock is released before exiting (mu) */
 static int g_sig_defer;
 
 /* Releases a writer's lock from the signal thread while the command's
- * thread may be saving: 0, or -ENOSYS while librckpt has no such call
- * (the command then stops at its next check of cli_interrupted and closes
- * the job). With rckpt_job_release (thread-safe), this is its one line. */
+ * thread may be saving (rckpt_job_release is thread-safe): 0, or an error,
+ * and then the command stops at its next check of cli_interrupted and
+ * closes the job. */
 static int release_now(rckpt_job_t *j)
 {
-	(void)j;
-	return -ENOSYS;
+	return rckpt_job_release(j);
 }
 
 static void *signal_thread(void *arg)

@@ -125,9 +125,11 @@ void cli_stage_abort(cli_stage_t *st);
 /* Signals. cli_signals_guard, before the command connects (librados'
  * threads inherit the mask): SIGINT and SIGTERM (those not ignored) go to
  * a thread of their own. There, a signal removes the staged temporaries
- * and ends the process (exit 130 for SIGINT, 143 for SIGTERM), unless the
- * command holds a job's writer lock (cli_signals_job) or asked to finish
- * first (cli_signals_defer): then it is noted, said on stderr, and the
+ * and ends the process (exit 130 for SIGINT, 143 for SIGTERM); when the
+ * command holds a job's writer lock (cli_signals_job), the lock is
+ * released first (rckpt_job_release, while a save may run). When that
+ * fails, or while the command asked to finish first (cli_signals_defer:
+ * the lock being taken), the signal is noted, said on stderr, and the
  * command stops at its next check of cli_interrupted(), closing the job
  * (the lock released) before it exits with cli_interrupt_status(). A
  * second signal ends the process at once. */
