@@ -185,7 +185,7 @@ def report(out, meta, metrics, data, status, plots):
          "on one core. Each case runs between two runs of its baseline (base, 1, base, 2, ..., after an "
          "untimed round); its ratio is the median [min, max] of the per-pair ratios."),
         ("loader", "Locality-aware vs regular loader",
-         "`loader_bytes.py`: 4 learners (processes on this machine, gloo on loopback) read a PCR dataset "
+         "`loader_bytes.py`: learners (4; --tiny 2; processes on this machine, gloo on loopback) read a PCR dataset "
          "per epoch with the regular loader, the locality-aware one with whole caches, and with caches of "
          "half a share. `bench_locality`: the planner's imbalance traffic at larger scale, simulated."),
         ("group", "Group saves (distributed training)",

@@ -4,9 +4,16 @@
 Run through `rckpt bench` (which checks the cluster's plugins first and
 passes the paths of this build's tools), or directly:
 
-    rckpt_bench.py run --quick|--full --out DIR [--conf C] [--pool P] [--seed S]
-                   [--suites a,b,...] [--data DIR] --bin BUILD/bench --rckpt RCKPT
+    rckpt_bench.py run --quick|--full|--tiny --out DIR [--conf C] [--pool P] [--seed S]
+                   [--suites a,b,...] [--data DIR] [--checkpoints DIR] [--images DIR]
+                   [--lm DIR] --bin BUILD/bench --rckpt RCKPT
     rckpt_bench.py compare A B
+
+--tiny runs every step of every suite on the least data that does (1 run of
+each timed tool, 64 JPEGs, 2 learners, ...): what the tests run, so that a
+suite that breaks fails them; its figures mean little. --lm uses a
+transformer run of make_transformer.py for the frontier suite instead of
+training one. `rckpt bench` passes --quick or --full.
 
 Suites (each a tool of bench/, run here and parsed; see the report):
   baseline     rados bench write and sequential read, the store's object sizes
@@ -15,6 +22,8 @@ Suites (each a tool of bench/, run here and parsed; see the report):
                save (save_stall.py)
   compression  ratio per checkpoint along a training run, per method:
                rckpt, its ablations, baselines (bench_codec)
+  frontier     ratio over a transformer run against the restored steps' real
+               held-out loss, per method and threshold (frontier.py)
   restore      restore latency vs chain length: server-side, after
                compaction, client-side materialization (bench_store)
   pcr          PCR bytes and images/s per scan group against one object per
@@ -33,7 +42,10 @@ pairs (A B A B ..., after an untimed warm-up): the save runs each right
 after a `rados bench` write, PCR's reads and decodes each between two
 baseline runs; it is reported as the median [min, max] of the per-pair
 ratios, and marked when that spread is too wide to conclude anything. DIR gets report.md, results.json, results.csv, the plots
-(*.png) and raw/ (every tool's output). Real data only: checkpoints of a
+(*.png, bench_plots.py) and raw/ (every tool's output). On a terminal a
+live line per suite shows suite i of N, its elapsed seconds and the last
+line its tool printed (bench_progress.py); not with --json or when stdout
+is not a terminal. Real data only: checkpoints of a
 model trained here (make_checkpoints.py) and JPEGs cut from Debian's sample
 photos (make_pcr_images.py), made once and kept in --data.
 """
@@ -50,9 +62,11 @@ import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
 
-from bench_report import compare, report, spread, summary_table
+from bench_progress import Progress
+from bench_report import compare, report, summary_table
 
 here = os.path.dirname(os.path.abspath(__file__))
 SUITES = ["baseline", "save", "compression", "frontier", "restore", "pcr", "loader", "group", "gpu"]
@@ -60,17 +74,28 @@ PROFILES = {
     # reps: runs of each timed tool; the rest sizes the data and the tools
     "quick": dict(reps=3, ckpt_width=512, ckpt_steps=600, images=1000, chains="1,2,4,8,16",
                   rb_sizes=[65536, 4 << 20], rb_seconds=2, rb_budget=256 << 20, stall_width=1024, stall_saves=6,
-                  loader_images=500, loader_epochs=2, loc_learners="4,16,64", gpu_sizes="10M",
+                  loader_images=500, loader_epochs=2, loader_learners=4, loc_learners="4,16,64", gpu_sizes="10M",
+                  group_steps=4,
                   lm=["--steps", "600", "--every", "100", "--d-model", "64", "--corpus-bytes", "1000000"],
                   fr_eps="0.0006,0.0012,0.003", fr_methods="rckpt,qd",
                   pcr_args=["--threads", "1", "--scales", "auto", "--no-transcode"], big_mi=0),
     "full": dict(reps=5, ckpt_width=1024, ckpt_steps=1200, images=3000, chains="1,2,4,8,16,32",
                  rb_sizes=[65536, 1 << 20, 4 << 20], rb_seconds=5, rb_budget=1 << 30, stall_width=2048, stall_saves=15,
-                 loader_images=2000, loader_epochs=3, loc_learners="4,16,64,256,1024", gpu_sizes="10M,100M",
+                 loader_images=2000, loader_epochs=3, loader_learners=4, loc_learners="4,16,64,256,1024",
+                 gpu_sizes="10M,100M", group_steps=8,
                  lm=["--steps", "2000", "--every", "100"],
                  fr_eps="0.0003,0.0006,0.0012,0.002,0.003,0.005,0.01",
                  fr_methods="rckpt,abl-uniform-bins,abl-no-rearrange,abl-magnitude-only,qd,checknrun",
                  pcr_args=["--threads", "1,2", "--scales", "auto,2"], big_mi=48),
+    # every suite and every step of it, on the least data that runs them:
+    # the tests' (tests/cluster/test_bench.sh), not a benchmark
+    "tiny": dict(reps=1, ckpt_width=64, ckpt_steps=425, images=64, chains="1,2,4,16",
+                 rb_sizes=[65536], rb_seconds=1, rb_budget=64 << 20, stall_width=256, stall_saves=3,
+                 loader_images=64, loader_epochs=2, loader_learners=2, loc_learners="4,16", gpu_sizes="1M",
+                 group_steps=2,
+                 lm=["--steps", "200", "--every", "100", "--d-model", "32", "--corpus-bytes", "200000"],
+                 fr_eps="0.0012", fr_methods="rckpt,qd",
+                 pcr_args=["--threads", "1", "--scales", "auto", "--no-transcode"], big_mi=0),
 }
 
 
@@ -79,10 +104,11 @@ class SuiteError(Exception):
 
 
 JSON_OUT = False  # --json: progress on stderr, the results (results.json) on stdout
+PROGRESS = Progress(sys.stdout, False)  # the live line, on a terminal only (main())
 
 
 def say(msg):
-    print("rckpt bench: " + msg, flush=True, file=sys.stderr if JSON_OUT else sys.stdout)
+    PROGRESS.message(lambda: print("rckpt bench: " + msg, flush=True, file=sys.stderr if JSON_OUT else sys.stdout))
 
 
 def summ(v):
@@ -107,6 +133,7 @@ class Bench:
         self.env.setdefault("RCKPT_LIBRARY", os.path.join(os.path.dirname(a.rckpt), "librckpt.so"))
         self.env["PYTHONPATH"] = os.path.join(here, "..", "client", "python") + (
             ":" + self.env["PYTHONPATH"] if self.env.get("PYTHONPATH") else "")
+        self.env["PYTHONUNBUFFERED"] = "1"  # the Python tools' steps reach the progress line as they go
         self.py = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 
     # -- helpers --
@@ -126,25 +153,40 @@ class Bench:
         return s
 
     def tool(self, name, cmd, timeout=1800):
-        """Runs cmd, keeps its output in raw/NAME.txt, returns stdout."""
+        """Runs cmd, keeps its output in raw/NAME.txt, returns stdout (and
+        stderr). Each line it prints is shown on the progress line."""
         t0 = time.time()
         # Ceph's own tools never get a sanitizer runtime meant for ours
         env = self.ceph_env() if os.path.basename(cmd[0]) in ("rados", "ceph") else self.env
+        PROGRESS.note(name)
+        lines, timed_out = [], []
         try:
-            r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               env=env, timeout=timeout)
-        except (OSError, subprocess.TimeoutExpired) as e:
+            p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                 errors="replace", env=env)
+        except OSError as e:
             raise SuiteError("%s: %s" % (os.path.basename(cmd[0]), e))
+        timer = threading.Timer(timeout, lambda: (timed_out.append(1), p.kill()))
+        timer.start()
+        try:
+            for line in p.stdout:
+                lines.append(line)
+                PROGRESS.note(name, line.rsplit("\r", 1)[-1])
+            rc = p.wait()
+        finally:
+            timer.cancel()
+            p.stdout.close()
+        out = "".join(lines)
         with open(os.path.join(self.raw, name + ".txt"), "w") as f:
             f.write("$ " + " ".join(shlex.quote(c) for c in cmd) + "\n")
-            f.write("# %.1f s, exit %d\n" % (time.time() - t0, r.returncode))
-            f.write(r.stdout)
-        if r.returncode != 0:
-            tail = r.stdout.strip().splitlines()[-1:] or [""]
-            how = ("died of signal %s" % signal.Signals(-r.returncode).name if r.returncode < 0
-                   else "exited %d" % r.returncode)
+            f.write("# %.1f s, exit %d\n" % (time.time() - t0, rc))
+            f.write(out)
+        if timed_out:
+            raise SuiteError("%s: timed out after %d seconds (raw/%s.txt)" % (os.path.basename(cmd[0]), timeout, name))
+        if rc != 0:
+            tail = out.strip().splitlines()[-1:] or [""]
+            how = ("died of signal %s" % signal.Signals(-rc).name if rc < 0 else "exited %d" % rc)
             raise SuiteError("%s %s (%s; raw/%s.txt)" % (os.path.basename(cmd[0]), how, tail[0][:160], name))
-        return r.stdout
+        return out
 
     def ceph_env(self):
         return {k: v for k, v in self.env.items() if k != "LD_PRELOAD"}
@@ -348,7 +390,9 @@ class Bench:
 
     def lm_checkpoints(self):
         """The transformer run the frontier is judged on (make_transformer.py,
-        AdamW, cosine to zero), trained once into the data folder."""
+        AdamW, cosine to zero), trained once into the data folder; or --lm."""
+        if self.a.lm:
+            return self.a.lm
         p = self.p
         d = os.path.join(self.a.data, "lm-%s-seed%d" % ("-".join(p["lm"][1::2]), self.a.seed))
         if not os.path.exists(os.path.join(d, "model.json")):
@@ -495,7 +539,8 @@ class Bench:
         js = os.path.join(self.raw, "loader_bytes.json")
         self.tool("loader_bytes", [self.py, os.path.join(here, "loader_bytes.py"), imgs, "--pool", self.a.pool,
                                    "--images", str(self.p["loader_images"]), "--epochs", str(self.p["loader_epochs"]),
-                                   "--learners", "4", "--seed", str(self.a.seed), "--rckpt", self.a.rckpt,
+                                   "--learners", str(self.p["loader_learners"]), "--seed", str(self.a.seed),
+                                   "--rckpt", self.a.rckpt,
                                    "--json", js])
         with open(js) as f:
             lb = json.load(f)
@@ -522,7 +567,7 @@ class Bench:
     def suite_group(self):
         js = os.path.join(self.raw, "group_bench.json")
         self.tool("group_bench", [self.py, os.path.join(here, "group_bench.py"), self.checkpoints(),
-                                  "--ranks", "1,2,4", "--steps", "4" if self.a.profile == "quick" else "8",
+                                  "--ranks", "1,2,4", "--steps", str(self.p["group_steps"]),
                                   "--reps", str(self.p["reps"]), "--json", js])
         with open(js) as f:
             gb = json.load(f)
@@ -560,8 +605,12 @@ class Bench:
         os.makedirs(self.raw, exist_ok=True)
         os.makedirs(self.a.data, exist_ok=True)
         t0 = time.time()
-        for s in self.a.suites:
-            say("suite %s ..." % s)
+        n = len(self.a.suites)
+        for i, s in enumerate(self.a.suites, 1):
+            if PROGRESS.on:
+                PROGRESS.start(i, n, s)
+            else:
+                say("suite %s ..." % s)
             ts = time.time()
             try:
                 getattr(self, "suite_" + s)()
@@ -569,9 +618,11 @@ class Bench:
             except SuiteError as e:
                 msg = str(e)
                 self.status[s] = msg if msg.startswith("skipped") else "failed: " + msg
-                say("suite %s %s" % (s, self.status[s]))
             except (OSError, ValueError, KeyError, IndexError, AttributeError) as e:
                 self.status[s] = "failed: %s: %s" % (type(e).__name__, e)
+            if PROGRESS.on:
+                PROGRESS.end("rckpt bench: suite %d/%d %s: %s" % (i, n, s, self.status[s]))
+            elif not self.status[s].startswith("ok"):
                 say("suite %s %s" % (s, self.status[s]))
         self.seconds = time.time() - t0
         self.write()
@@ -635,119 +686,14 @@ class Bench:
             print(summary_table(self.metrics, self.data), flush=True)
 
     def plot(self):
-        """PNGs with matplotlib; returns {name: file} of those drawn."""
+        """PNGs with matplotlib (bench_plots.py); returns {name: file} of those drawn."""
         try:
-            import matplotlib
-            matplotlib.use("Agg")
-            import matplotlib.pyplot as plt
+            import matplotlib  # noqa: F401
         except ImportError:
             say("no plots: python3-matplotlib is not installed")
             return {}
-        out = {}
-
-        def save(fig, name):
-            fig.tight_layout()
-            fig.savefig(os.path.join(self.out, name + ".png"), dpi=110)
-            plt.close(fig)
-            out[name] = name + ".png"
-
-        fr = self.data.get("frontier")
-        if fr:
-            fig, ax = plt.subplots(figsize=(6.5, 4))
-            for m in sorted({r["method"] for r in fr}):
-                pts = sorted((r["last"], r["ratio"]) for r in fr if r["method"] == m)
-                ax.plot([max(100 * x, 1e-3) for x, _ in pts], [y for _, y in pts], marker="o", ms=3, label=m)
-            ax.set_xscale("log")
-            ax.axvline(1.0, color="k", lw=0.6)
-            ax.set_xlabel("held-out loss increase of the last checkpoint, % (log)")
-            ax.set_ylabel("compression ratio over the run")
-            ax.set_title("Compression against real loss (transformer, AdamW)")
-            ax.legend(fontsize=7)
-            save(fig, "frontier")
-        comp = self.data.get("compression")
-        if comp:
-            fig, ax = plt.subplots(figsize=(8, 4.5))
-            for meth, rows in comp.items():
-                ax.plot([r["step"] for r in rows], [r["ratio"] for r in rows], marker=".",
-                        lw=2.2 if meth == "rckpt" else 1, label=meth)
-            ax.set_yscale("log")
-            ax.set_xlabel("training step of the checkpoint")
-            ax.set_ylabel("compression ratio (fp32 bytes / stored)")
-            ax.set_title("Compression ratio along the training run, per method")
-            ax.legend(fontsize=7, ncol=2)
-            ax.grid(alpha=.3)
-            save(fig, "compression_per_checkpoint")
-            fig, ax = plt.subplots(figsize=(8, 4))
-            names = list(comp)
-            tot = [sum(r["raw"] for r in comp[n]) / sum(r["enc"] for r in comp[n]) for n in names]
-            bars = ax.bar(range(len(names)), tot, color=["C3" if n == "rckpt" else "C0" for n in names])
-            ax.bar_label(bars, fmt="%.1fx", fontsize=7)
-            ax.set_xticks(range(len(names)), names, rotation=30, ha="right", fontsize=8)
-            ax.set_ylabel("ratio over the whole run")
-            ax.set_title("Overall compression ratio per method")
-            save(fig, "compression_overall")
-        rs = self.data.get("restore")
-        if rs:
-            fig, ax = plt.subplots(figsize=(7, 4))
-            for k, label in (("server", "server-side (in the OSD)"), ("comp", "after compaction"),
-                             ("client", "client-side")):
-                ax.errorbar([r["chain"] for r in rs], [r[k]["median"] for r in rs],
-                            yerr=spread([r[k] for r in rs]), marker="o", capsize=3, label=label)
-            ax.set_xscale("log", base=2)
-            ax.set_xlabel("chain length (deltas after the base)")
-            ax.set_ylabel("restore latency, ms (median, min-max)")
-            ax.set_title("Restore latency vs chain length")
-            ax.legend()
-            ax.grid(alpha=.3)
-            save(fig, "restore_vs_chain")
-        pcr = self.data.get("pcr")
-        if pcr:
-            fig, ax1 = plt.subplots(figsize=(7, 4))
-            g = [r["group"] for r in pcr["rows"]]
-            ax1.bar(g, [r["frac"] for r in pcr["rows"]], color="C0", alpha=.6, label="bytes / one object per JPEG")
-            ax1.plot(g, [r["ssim"] for r in pcr["rows"]], "C2s-", label="mean SSIM")
-            ax1.set_xlabel("scan groups read")
-            ax1.set_ylabel("fraction")
-            ax2 = ax1.twinx()
-            ax2.plot(g, [r["ips"]["median"] for r in pcr["rows"]], "C3o-", label="images/s (read + decode)")
-            ax2.axhline(pcr["base"]["median"], color="C3", ls="--", label="images/s, one object per JPEG")
-            ax2.set_ylabel("images/s")
-            h1, l1 = ax1.get_legend_handles_labels()
-            h2, l2 = ax2.get_legend_handles_labels()
-            ax1.legend(h1 + h2, l1 + l2, fontsize=7, loc="center right")
-            ax1.set_title("PCR: bytes, fidelity and speed per scan group")
-            save(fig, "pcr_groups")
-        ld = self.data.get("loader")
-        if ld:
-            fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
-            rows = ld["run"]["rows"]
-            names = list(dict.fromkeys(r["loader"] for r in rows))
-            epochs = sorted(set(r["epoch"] for r in rows))
-            wdt = 0.8 / len(names)
-            for i, n in enumerate(names):
-                a1.bar([e + i * wdt for e in epochs],
-                       [sum(r["storage_bytes"] for r in rows if r["loader"] == n and r["epoch"] == e) / 1e6
-                        for e in epochs], wdt, label=n)
-            a1.set_xticks([e + wdt for e in epochs], ["epoch %d" % e for e in epochs])
-            a1.set_ylabel("MB from the cluster (all learners)")
-            a1.set_title("Loader bytes per epoch, %d learners" % ld["run"]["learners"])
-            a1.legend(fontsize=7)
-            ps = sorted(ld["box"])
-            a2.boxplot([ld["box"][p] for p in ps], labels=[str(p) for p in ps])
-            a2.set_xlabel("learners (local batch 32)")
-            a2.set_ylabel("imbalance traffic, % of the global batch")
-            a2.set_title("Locality-aware loader, simulated")
-            save(fig, "loader")
-        st = self.data.get("stall")
-        if st:
-            fig, ax = plt.subplots(figsize=(7, 3.6))
-            ways = list(st["ways"])
-            ms = [{k: v * 1e3 for k, v in st["ways"][w]["stall_s"].items() if k != "n"} for w in ways]
-            ax.barh(ways, [m["median"] for m in ms], xerr=spread(ms), capsize=3, color=["C7", "C0", "C1", "C2"])
-            ax.set_xlabel("trainer stall per save, ms (median, min-max)")
-            ax.set_title("Stall per checkpoint, %.1f MB model" % st["state_mb"])
-            save(fig, "save_stall")
-        return out
+        import bench_plots
+        return bench_plots.draw(self.out, self.data)
 
 
 def main():
@@ -758,6 +704,8 @@ def main():
     g = r.add_mutually_exclusive_group(required=True)
     g.add_argument("--quick", dest="profile", action="store_const", const="quick")
     g.add_argument("--full", dest="profile", action="store_const", const="full")
+    g.add_argument("--tiny", dest="profile", action="store_const", const="tiny",
+                   help="every suite on the least data that runs it (the tests'; its figures mean little)")
     r.add_argument("--out", required=True)
     r.add_argument("--conf")
     r.add_argument("--pool", default="rckpt")
@@ -766,6 +714,8 @@ def main():
     r.add_argument("--data", help="where the generated data is kept (default: OUT/../rckpt-bench-data)")
     r.add_argument("--checkpoints", help="a folder of step-*.safetensors to use instead of training a model")
     r.add_argument("--images", help="a folder of JPEGs to use instead of cutting them from sample photos")
+    r.add_argument("--lm", help="a run of make_transformer.py (model.json, step-*.safetensors) for the "
+                   "frontier suite instead of training one")
     r.add_argument("--bin", default=os.path.join(here, "..", "build", "bench"))
     r.add_argument("--rckpt", default=os.path.join(here, "..", "build", "client", "rckpt"))
     r.add_argument("--cmdline", help=argparse.SUPPRESS)
@@ -783,7 +733,9 @@ def main():
     if bad:
         ap.error("no suite %s (suites: %s)" % (",".join(bad), ",".join(SUITES)))
     a.data = os.path.abspath(a.data or os.path.join(os.path.dirname(os.path.abspath(a.out)), "rckpt-bench-data"))
-    for opt, pat, least in (("checkpoints", r"^step-\d+\.safetensors$", 17), ("images", r"\.jpe?g$", 128)):
+    # the restore suite's chains reach 16; the loader's learners need a batch of 32 each
+    for opt, pat, least in (("checkpoints", r"^step-\d+\.safetensors$", 17),
+                            ("images", r"\.jpe?g$", 32 * PROFILES[a.profile]["loader_learners"])):
         d = getattr(a, opt)
         if d is None:
             continue
@@ -792,10 +744,19 @@ def main():
         if n < least:
             ap.error("--%s %s: needs at least %d files matching %s, found %d" % (opt, d, least, pat, n))
         setattr(a, opt, d)
+    if a.lm is not None:
+        a.lm = os.path.abspath(a.lm)
+        n = len([f for f in os.listdir(a.lm) if re.search(r"^step-\d+\.safetensors$", f)]) \
+            if os.path.isdir(a.lm) else 0
+        if n < 2 or not os.path.exists(os.path.join(a.lm, "model.json")):
+            ap.error("--lm %s: needs model.json and at least 2 step-N.safetensors (make_transformer.py's), "
+                     "found %d" % (a.lm, n))
     a.rckpt = os.path.abspath(a.rckpt)
     a.bin = os.path.abspath(a.bin)
-    global JSON_OUT
+    global JSON_OUT, PROGRESS
     JSON_OUT = a.json or False
+    # the live line only where someone watches it: a terminal, and no JSON
+    PROGRESS = Progress(sys.stdout, not JSON_OUT and sys.stdout.isatty() and os.environ.get("TERM") != "dumb")
     return Bench(a).run()
 
 

@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
 # test_bench.sh RCKPT — `rckpt bench` against the cluster named by
-# CEPH_CONF, on the test fixtures' checkpoints (a few suites, CI-sized):
-# the report, the machine-readable results, the plots, `compare`, and the
-# refusals. Exit 77 (skipped) without a cluster or real checkpoints.
+# CEPH_CONF, on the test fixtures' data: four suites at --quick (the report,
+# the machine-readable results, the plots, `compare`, the refusals), then
+# every suite at the driver's tests' size (--tiny), so that a suite that
+# breaks fails here; the live progress line on a terminal, and none
+# elsewhere. Exit 77 (skipped) without a cluster or the fixtures' data.
 set -u
 . "$(dirname "$0")/../testlib.sh"
 rckpt=$1
 need_cluster
 need_real_checkpoints
+ls "${RCKPT_TEST_LM_DIR:-/nonexistent}"/step-*.optim.safetensors >/dev/null 2>&1 ||
+	skip_test data "no transformer run with its optimizer's state (RCKPT_TEST_LM_DIR: the make_test_lm fixture)"
+[ -f "${RCKPT_TEST_PCR_DIR:-/nonexistent}/labels.csv" ] ||
+	skip_test data "no photo data set (RCKPT_TEST_PCR_DIR: the make_test_pcr_images fixture)"
 t=$(mktemp -d)
 trap 'rm -rf "$t"' EXIT
 
@@ -84,6 +90,8 @@ if /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
 else
 	echo "# python3-matplotlib is not installed: plots not checked"
 fi
+check "no progress line where there is no terminal" bash -c "! grep -q \$'[\\r\\033]' '$t/run.log'"
+check "  but a line per suite" contains "$t/run.log" "rckpt bench: suite restore ..."
 check "raw: every tool's output kept" bash -c "ls '$t/a/raw' | grep -q '^bench_store-2.txt$' && grep -q '^\\$ .*bench_codec' '$t/a/raw/bench_codec.txt'"
 if command -v rados >/dev/null; then
 	check "the suites left no object behind" bash -c "! rados -p rckpt ls --all | grep -qE '^(bench|rckpt-bench)'"
@@ -93,7 +101,8 @@ fi
 check "compare A A: exit 0" expect_run 0 "$t/o" "$rckpt" bench compare "$t/a" "$t/a"
 check "  every ratio is 1" bash -c "[ \$(grep -cE ' 1\.000$' '$t/o') -gt 20 ] && ! grep -E ' [0-9]+\.[0-9]{3}( [A-Za-z]+)?$' '$t/o' | grep -vq ' 1\.000$'"
 check "  nothing worse" contains "$t/o" "0 measure(s) worse"
-/usr/bin/python3 - "$t/a/results.json" "$t/b.json" <<'EOF'
+mkdir "$t/b" # compare takes report folders
+/usr/bin/python3 - "$t/a/results.json" "$t/b/results.json" <<'EOF'
 import json, sys
 r = json.load(open(sys.argv[1]))
 for x in r["metrics"]:
@@ -102,7 +111,7 @@ for x in r["metrics"]:
             x[k] /= 4
 json.dump(r, open(sys.argv[2], "w"))
 EOF
-check "compare with a slower run: exit 0" expect_run 0 "$t/o" "$rckpt" bench compare "$t/a" "$t/b.json"
+check "compare with a slower run: exit 0" expect_run 0 "$t/o" "$rckpt" bench compare "$t/a" "$t/b"
 check "  marks the save throughput worse" grep -qE '^save: save throughput.* 0\.250 WORSE$' "$t/o"
 check "  counts it" contains "$t/o" "1 measure(s) worse"
 check "compare a folder without results: exit 1" expect_run 1 "$t/o" "$rckpt" bench compare "$t" "$t/a"
@@ -119,4 +128,70 @@ import json, sys
 a = json.load(open('$t/j.out')); b = json.load(open('$t/j/results.json'))
 assert a['metrics'] == b['metrics'] and a['meta']['suites'] == b['meta']['suites'], 'differ'"
 check "  progress on stderr" contains "$t/j.err" "rckpt bench: suite compression"
+check "  and no progress line" bash -c "! grep -q \$'[\\r\\033]' '$t/j.err' '$t/j.out'"
+
+# The other suites (issue 47: every suite runs here), at the driver's
+# --tiny size: the 17 checkpoints, the fixture's transformer run (its
+# optimizer's state beside every step, which the codec carries and the
+# frontier must leave out of the model) and 64 of the fixture's JPEGs.
+# Run on a terminal (script(1) gives it one), where it draws the live
+# progress line. `rckpt bench` takes --quick or --full; the driver it runs
+# takes --tiny and --lm as well.
+im=$t/img
+mkdir "$im"
+for f in $(ls "$RCKPT_TEST_PCR_DIR"/*.jpg | sort | head -n 64); do ln -s "$f" "$im/"; done
+head -n 65 "$RCKPT_TEST_PCR_DIR/labels.csv" >"$im/labels.csv"
+tiny=(/usr/bin/python3 "$(dirname "$0")/../../bench/rckpt_bench.py" run --tiny --seed 7
+	--suites frontier,pcr,loader,group,gpu
+	--checkpoints "$ck" --images "$im" --lm "$RCKPT_TEST_LM_DIR" --pool rckpt
+	--bin "$(dirname "$rckpt")/../bench" --rckpt "$rckpt" --out "$t/tiny")
+tty=0
+command -v script >/dev/null && tty=1
+on_tty() {
+	if [ "$tty" = 1 ]; then script -qec "$(printf '%q ' "$@")" /dev/null </dev/null; else "$@"; fi
+}
+[ "$tty" = 1 ] || echo "# script(1) (bsdutils) is not installed: no terminal for the tiny run, its progress line is not checked"
+t0=$SECONDS
+check "the other suites, --tiny: exit 0" expect_run 0 "$t/tiny.log" on_tty "${tiny[@]}"
+echo "# the other suites at the tiny size: $((SECONDS - t0)) s"
+r=$t/tiny/report.md
+check "  every suite ok (the GPU's ok or skipped)" bash -c \
+	"[ \$(grep -cE '^\| (frontier|pcr|loader|group) \| ok ' '$r') -eq 4 ] &&
+	 grep -qE '^\| gpu \| (ok|skipped)' '$r'"
+check "  the suites' data hold together" /usr/bin/python3 - "$t/tiny/results.json" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+d = r["data"]
+assert r["meta"]["profile"] == "tiny" and r["meta"]["reps"] == 1, r["meta"]
+# the frontier: both methods, judged by the model's real held-out loss
+fr = d["frontier"]
+assert {x["method"] for x in fr} == {"rckpt", "qd"}, fr
+for x in fr:
+    assert x["ratio"] > 1 and -0.5 < x["last"] < 0.5 and x["worst"] >= x["last"], x
+# PCR: more groups, more bytes; the last at full fidelity
+rows = d["pcr"]["rows"]
+assert len(rows) >= 2 and rows[-1]["frac"] > rows[0]["frac"] and rows[-1]["ssim"] > 0.99, rows
+# the loader: three loaders, both epochs (0 and 1)
+lb = d["loader"]["run"]["rows"]
+assert "regular" in {x["loader"] for x in lb} and len({x["loader"] for x in lb}) == 3, lb
+assert {x["epoch"] for x in lb} == {0, 1}, lb
+# group saves by 1, 2 and 4 ranks
+assert set(d["group"]["summary"]) == {"1", "2", "4"}, d["group"]["summary"].keys()
+EOF
+if /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
+	for p in frontier pcr_groups loader; do
+		check "  plot $p.png is a PNG" bash -c "head -c 8 '$t/tiny/$p.png' | od -An -c | grep -q 'P   N   G'"
+		check "  and the report shows it" contains "$r" "($p.png)"
+	done
+fi
+if [ "$tty" = 1 ]; then
+	p=$t/tiny.lines # each redraw on a line of its own
+	tr '\r' '\n' <"$t/tiny.log" | sed 's/^\x1b\[K//' >"$p"
+	check "  the progress line is redrawn in place" grep -q $'\r\x1b\\[K' "$t/tiny.log"
+	check "  suite i of N, elapsed seconds" grep -qE '^rckpt bench: suite 1/5 frontier, [0-9]+ s: ' "$p"
+	check "  the seconds go on" grep -qE '^rckpt bench: suite [1-5]/5 [a-z]+, [1-9][0-9]* s: ' "$p"
+	check "  what the suite's tool prints" grep -qE '^rckpt bench: suite 1/5 frontier, [0-9]+ s: frontier: frontier: eps 0.0012' "$p"
+	check "  each suite's status when it ends" grep -qE '^rckpt bench: suite 1/5 frontier: ok \([0-9]+ s\)' "$p"
+	check "  the last one's too" grep -qE '^rckpt bench: suite 5/5 gpu: (ok|skipped)' "$p"
+fi
 finish
