@@ -29,8 +29,29 @@ static int usage_error(const char *what)
 
 #define STEP_RULE "--step must be a whole number 0..18446744073709551614 (a step)"
 
+/* The writer options of save, rewind and gc (formats/store.md, "Takeover"):
+ * 1 when c was one of them (jo set), -1 a bad value (said), 0 not one. */
+static int writer_opt(int c, rckpt_job_opts_t *jo)
+{
+	uint64_t v;
+	switch (c) {
+	case 'K': jo->takeover = RCKPT_TAKEOVER_ALWAYS; return 1;
+	case 'k': jo->takeover = RCKPT_TAKEOVER_NEVER; return 1;
+	case 'w':
+		if (cli_parse_u64(optarg, &v) || v > 86400) {
+			cli_usage_error("ckpt", "--wait must be a whole number of seconds, 0..86400");
+			return -1;
+		}
+		jo->wait_s = (unsigned)v;
+		return 1;
+	}
+	return 0;
+}
+#define WRITER_LONGOPTS { "takeover", 0, 0, 'K' }, { "no-takeover", 0, 0, 'k' }, { "wait", 1, 0, 'w' }
+
 static const char help_text[] =
 	"usage: rckpt [options] ckpt save --job J [--step N] [--eps E] [--exact] [--lease S]\n"
+	"                                 [--takeover | --no-takeover] [--wait S]\n"
 	"                                 [--chunk-params N] [--mem-budget MIB]\n"
 	"                                 [--grads G.safetensors] MODEL.safetensors...\n"
 	"       rckpt [options] ckpt restore --job J [--step N] [--tensors a,b] -o OUT.safetensors\n"
@@ -39,10 +60,10 @@ static const char help_text[] =
 	"       rckpt [options] ckpt jobs\n"
 	"       rckpt [options] ckpt compact --job J [--keep-last N] [--keep-every M]\n"
 	"       rckpt [options] ckpt pin --job J --step N [--exact | --off]\n"
-	"       rckpt [options] ckpt rewind --job J --step N [--branch NAME]\n"
+	"       rckpt [options] ckpt rewind --job J --step N [--branch NAME] [--takeover] [--wait S]\n"
 	"       rckpt [options] ckpt branch --job J --step N [--upto M] --to NEWJOB\n"
 	"       rckpt [options] ckpt verify --job J [--deep]\n"
-	"       rckpt [options] ckpt gc --job J\n"
+	"       rckpt [options] ckpt gc --job J [--takeover] [--wait S]\n"
 	"       rckpt [options] ckpt rm --job J [--step N]\n"
 	"\n"
 	"save     compress and commit checkpoints into job J (a namespace of the pool, 1..63\n"
@@ -63,7 +84,12 @@ static const char help_text[] =
 	"         MODEL.state (what 'restore' writes: the step's non-tensor state) is\n"
 	"         attached to the step as it is.\n"
 	"         Every file is checked before the job is touched.\n"
-	"         Takes the job's writer lock: a second writer is refused; a dead\n"
+	"         Takes the job's writer lock. When another writer holds it: by default\n"
+	"         taken over at once if that writer was a process of this machine that\n"
+	"         has exited (a restart after a crash); --takeover takes it over at once\n"
+	"         whoever holds it (the old writer's requests are fenced: nothing it still\n"
+	"         sends can change the job), --no-takeover never; otherwise it waits up to\n"
+	"         --wait seconds (default 0), then fails naming the holder. A dead\n"
 	"         writer's lock expires --lease seconds (default 30) after its last save.\n"
 	"         SIGINT (Ctrl-C) or SIGTERM releases the lock at once and ends it\n"
 	"         (exit 130, 143): the steps it printed are committed, the next not.\n"
@@ -345,7 +371,7 @@ static int cmd_save(int argc, char **argv, const rckpt_connect_opts_t *conn)
 					    { "eps", 1, 0, 'e' },   { "lease", 1, 0, 'l' },
 					    { "chunk-params", 1, 0, 'C' }, { "grads", 1, 0, 'g' },
 					    { "mem-budget", 1, 0, 'M' }, { "exact", 0, 0, 'X' },
-					    { 0, 0, 0, 0 } };
+					    WRITER_LONGOPTS,         { 0, 0, 0, 0 } };
 	rckpt_job_opts_t jo = RCKPT_JOB_OPTS_INIT;
 	const char *job = NULL, *gfile = NULL;
 	uint64_t step = UINT64_MAX, v, total = 0, done = 0;
@@ -361,6 +387,11 @@ static int cmd_save(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	optind = 1;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":j:s:e:l:C:g:M:", lo, NULL)) != -1) {
+		const int w = writer_opt(c, &jo);
+		if (w < 0)
+			return EXIT_USAGE;
+		if (w)
+			continue;
 		switch (c) {
 		case 'j': job = optarg; break;
 		case 'X': jo.exact = 1; break;
@@ -1174,9 +1205,7 @@ static int job_row(rckpt_job_t *j, job_row_t *row)
 }
 
 /* Who writes job j: the holder of its lock, or the last writer's fencing
- * token. Written for rckpt_job_writer (asked of librckpt; a reader may
- * call it, and it takes nothing); without it, nothing is known: NULL. */
-#ifdef RCKPT_HAVE_JOB_WRITER
+ * token (rckpt_job_writer: a reader may ask, and it takes nothing). */
 #define WITH_WRITER 1
 static json_t *job_writer(rckpt_job_t *j, char *text, size_t cap)
 {
@@ -1186,23 +1215,14 @@ static json_t *job_writer(rckpt_job_t *j, char *text, size_t cap)
 		return json_null();
 	}
 	if (w.locked)
-		snprintf(text, cap, "locked by %s (lease %.0f s)", w.holder, w.lease_left_s);
+		snprintf(text, cap, "locked by %.140s", w.holder);
 	else if (w.token)
 		snprintf(text, cap, "free (token %" PRIu64 ")", w.token);
 	else
 		snprintf(text, cap, "free");
-	return json_pack("{s:b, s:s, s:f, s:I}", "locked", w.locked != 0, "holder", w.holder, "lease_left_seconds",
-			 w.lease_left_s, "token", (json_int_t)w.token);
+	return json_pack("{s:b, s:s, s:I}", "locked", w.locked != 0, "holder", w.holder, "token",
+			 (json_int_t)w.token);
 }
-#else
-#define WITH_WRITER 0
-static json_t *job_writer(rckpt_job_t *j, char *text, size_t cap)
-{
-	(void)j;
-	snprintf(text, cap, "-");
-	return NULL;
-}
-#endif
 
 static int cmd_jobs(int argc, char **argv, const rckpt_connect_opts_t *conn)
 {
@@ -1296,6 +1316,7 @@ typedef struct admin_opts {
 	uint64_t step, upto;
 	int have_step, have_upto, off, have_policy, deep, exact;
 	rckpt_retention_t pol;
+	rckpt_job_opts_t jo; /* the writer options (allowed 'K') */
 } admin_opts_t;
 
 static int admin_parse(int argc, char **argv, admin_opts_t *a, const char *allowed, const char *what)
@@ -1305,13 +1326,20 @@ static int admin_parse(int argc, char **argv, admin_opts_t *a, const char *allow
 					    { "off", 0, 0, 'O' },       { "deep", 0, 0, 'D' },
 					    { "branch", 1, 0, 'B' },    { "to", 1, 0, 'T' },
 					    { "upto", 1, 0, 'U' },      { "exact", 0, 0, 'X' },
-					    { 0, 0, 0, 0 } };
+					    WRITER_LONGOPTS,            { 0, 0, 0, 0 } };
+	const rckpt_job_opts_t jo = RCKPT_JOB_OPTS_INIT;
 	uint64_t v;
 	int c;
 	memset(a, 0, sizeof(*a));
+	a->jo = jo;
 	optind = 1;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":j:s:", lo, NULL)) != -1) {
+		if (strchr(allowed, 'K') && (c == 'K' || c == 'k' || c == 'w')) {
+			if (writer_opt(c, &a->jo) < 0)
+				return EXIT_USAGE;
+			continue;
+		}
 		if (c == '?' || c == ':' || strchr(allowed, c) == NULL)
 			return cli_option_error("ckpt", what, c, argv, optind);
 		switch (c) {
@@ -1431,13 +1459,14 @@ static int cmd_rewind(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	rckpt_job_opts_t jo = RCKPT_JOB_OPTS_INIT;
 	uint64_t head = RCKPT_LATEST;
 	unsigned n = 0, gone = 0, k;
-	int rc = admin_parse(argc, argv, &a, "jsB", "rewind"), more = 1;
+	int rc = admin_parse(argc, argv, &a, "jsBK", "rewind"), more = 1;
 	if (rc)
 		return rc;
 	if (!a.have_step)
 		return usage_error("rewind needs --step N (a committed step)");
 	cli_signals_guard();
 	cli_signals_defer(1);
+	jo = a.jo;
 	jo.writer = 1;
 	if (open_existing(&h, &j, conn, a.job, &jo))
 		return cli_interrupted() ? interrupted("the job was not opened") : 1;
@@ -1598,11 +1627,12 @@ static int cmd_gc(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	rckpt_t *h = NULL;
 	rckpt_job_t *j = NULL;
 	unsigned removed = 0;
-	int rc = admin_parse(argc, argv, &a, "j", "gc");
+	int rc = admin_parse(argc, argv, &a, "jK", "gc");
 	if (rc)
 		return rc;
 	cli_signals_guard();
 	cli_signals_defer(1);
+	jo = a.jo;
 	jo.writer = 1;
 	if (open_existing(&h, &j, conn, a.job, &jo))
 		return cli_interrupted() ? interrupted("the job was not opened") : 1;

@@ -338,6 +338,16 @@ RCKPT_API int rckpt_job_release(rckpt_job_t *j);
  * step is committed (a new job). 0, or a RADOS error. */
 RCKPT_API int rckpt_job_head(rckpt_job_t *j, uint64_t *out);
 
+/* Who writes a job, as read now (a reader may ask; nothing is taken). */
+typedef struct rckpt_writer_info {
+	uint64_t token;   /* the newest writer's fencing token; 0: never claimed */
+	int locked;       /* 1 while a writer holds the job's lock */
+	char holder[160]; /* that writer as a takeover sees it ("process 123 of
+			     this machine, still running, client.4567"); "" */
+} rckpt_writer_info_t;
+/* 0, or a RADOS error. */
+RCKPT_API int rckpt_job_writer(rckpt_job_t *j, rckpt_writer_info_t *out);
+
 typedef struct rckpt_save_stats {
 	uint64_t raw_bytes;  /* the tensors as fp32 */
 	uint64_t enc_bytes;  /* records, manifest and attachment written */

@@ -18,7 +18,7 @@ src=$RCKPT_TEST_CKPT_DIR
 pool=${RCKPT_POOL:-rckpt}
 t=$(mktemp -d)
 job=in-$$-$RANDOM
-trap 'for j in "$job" "$job-x" "$job-g" "$job-s" "$job-py" "$job-sig" "$job-term"; do "$rckpt" ckpt rm --job "$j" >/dev/null 2>&1; done; rm -rf "$t"' EXIT
+trap 'for j in "$job" "$job-x" "$job-g" "$job-s" "$job-py" "$job-sig" "$job-term" "$job-take" "$job-big"; do "$rckpt" ckpt rm --job "$j" >/dev/null 2>&1; done; rm -rf "$t"' EXIT
 mapfile -t ckpts < <(model_files "$src")
 one=${ckpts[0]}
 cd "$t" || exit 1
@@ -193,10 +193,20 @@ while True:
 open(err, "wb").write(got)
 sys.exit(p.wait())
 PY
-check "save on a terminal: a progress line" /usr/bin/python3 "$t/on_tty.py" "$t/po" "$t/pe" "$rckpt" ckpt save --job "$job" --step 10 "${ckpts[@]:2:10}"
-check "  redrawn in place, files and ETA" bash -c "grep -q \$'\\r''saving step [0-9]*: [0-9]*/10 files' '$t/pe' && grep -q 'ETA' '$t/pe'"
+# four steps of a 1.5 M-parameter tensor: a save that lasts over a second,
+# so the line (first drawn after 250 ms) is surely drawn and redrawn
+/usr/bin/python3 - "$t" <<'PY'
+import json, struct, sys, numpy as np
+for s in range(4):
+    w = (np.random.default_rng(s).standard_normal((1536, 1024)) * (1 + s / 100)).astype("<f4").tobytes()
+    h = json.dumps({"w": {"dtype": "F32", "shape": [1536, 1024], "data_offsets": [0, len(w)]}}).encode()
+    open("%s/big-%d.safetensors" % (sys.argv[1], s), "wb").write(struct.pack("<Q", len(h)) + h + w)
+PY
+check "save on a terminal: a progress line" /usr/bin/python3 "$t/on_tty.py" "$t/po" "$t/pe" "$rckpt" ckpt save --job "$job-big" --step 10 "$t"/big-{0,1,2,3}.safetensors
+check "  redrawn in place, files and ETA" bash -c "grep -q \$'\\r''saving step [0-9]*: [0-9]*/4 files' '$t/pe' && grep -q 'ETA' '$t/pe'"
 check "  cleared at the end" bash -c "tail -c 8 '$t/pe' | od -c | grep -q '033   \\[   K'"
-check "  the steps on stdout, whole lines" test "$(grep -c '^step ' "$t/po")" -eq 10
+check "  the steps on stdout, whole lines" test "$(grep -c '^step ' "$t/po")" -eq 4
+rm -f "$t"/big-*.safetensors
 check "not on a terminal: no progress" bash -c "'$rckpt' ckpt restore --job '$job' -o r.safetensors 2>'$t/e' >/dev/null && ! grep -q \$'\\r' '$t/e'"
 check "restore on a terminal: a progress line" /usr/bin/python3 "$t/on_tty.py" "$t/po" "$t/pe" "$rckpt" ckpt restore --job "$job" -o r.safetensors
 check "  (drawn or not, never left behind)" bash -c "[ ! -s '$t/pe' ] || tail -c 8 '$t/pe' | od -c | grep -q '033   \\[   K'"
@@ -223,4 +233,28 @@ for sig in INT TERM; do
 	check "  a second save right after succeeds" expect_run 0 "$t/o" timeout 20 "$rckpt" ckpt save --job "$j" --step $((last + 1000000)) "$one"
 	check "  and gc is not refused" expect_run 0 "$t/o" timeout 20 "$rckpt" ckpt gc --job "$j"
 done
+
+# takeover (formats/store.md "Takeover"): a live writer, paused with
+# SIGSTOP, holds the lock; --no-takeover waits --wait seconds and names it;
+# --takeover takes the job at once, and the paused writer, let go, fails
+j=$job-take
+"$rckpt" ckpt save --job "$j" --lease 600 "${ckpts[@]}" >"$t/so" 2>"$t/se" &
+pid=$!
+for ((k = 0; k < 600; k++)); do grep -q '^step ' "$t/so" && break; sleep 0.1; done
+kill -STOP $pid
+check "a paused writer holds the lock" locked "$j"
+t0=$SECONDS
+check "--no-takeover --wait 2: exit 1 after waiting" expect_run 1 "$t/o" timeout 60 "$rckpt" ckpt save --job "$j" --no-takeover --wait 2 --step 999999 "$one"
+check "  it waited" test $((SECONDS - t0)) -ge 2
+check "  names the holder, still running" bash -c "grep -q 'another writer: process $pid of this machine, still running' '$t/o'"
+check "by default, not taken from a live writer" expect_run 1 "$t/o" timeout 60 "$rckpt" ckpt save --job "$j" --step 999999 "$one"
+check "--takeover: saved at once" expect_run 0 "$t/o" timeout 60 "$rckpt" ckpt save --job "$j" --takeover --step 999999 "$one"
+check "ckpt jobs names no writer now (the lock released)" bash -c "'$rckpt' ckpt jobs | grep '^$j ' | grep -q 'free (token'"
+kill -CONT $pid
+wait $pid
+st=$?
+check "the paused writer, let go, fails" test "$st" = 1
+check "  refused: taken over, or a stale request (fenced)" grep -Eq "taken over|Stale file handle" "$t/se"
+check "the takeover's step is the newest" bash -c "'$rckpt' ckpt ls --job '$j' --format json | python3 -c 'import json,sys; assert json.load(sys.stdin)[\"steps\"][-1][\"step\"] == 999999'"
+"$rckpt" ckpt rm --job "$j" >/dev/null 2>&1
 finish

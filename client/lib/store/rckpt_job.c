@@ -359,6 +359,26 @@ int rckpt_job_head(rckpt_job_t *j, uint64_t *out)
 	return 0;
 }
 
+int rckpt_job_writer(rckpt_job_t *j, rckpt_writer_info_t *out)
+{
+	char cookie[LOCK_COOKIE_MAX], client[64], what[128];
+	int rc;
+	rckpt_clear_error(j->h);
+	memset(out, 0, sizeof(*out));
+	if ((rc = rckpt_read_writer(j, &out->token)))
+		return rckpt_fail(j->h, rc, __func__, "cannot read the writer of job %s", j->name);
+	rc = j->io->ops->lock_holder(j->io, RCKPT_STORE_JOB_OID, LOCK_NAME, cookie, sizeof(cookie), client,
+				     sizeof(client));
+	if (rc == -ENOENT)
+		return 0;
+	if (rc)
+		return rckpt_fail(j->h, rc, __func__, "cannot read the lock of job %s", j->name);
+	rckpt_holder_gone(cookie, what, sizeof(what));
+	out->locked = 1;
+	snprintf(out->holder, sizeof(out->holder), "%.96s%s%.50s", what, *client ? ", " : "", client);
+	return 0;
+}
+
 static int open_job(rckpt_t *h, rckpt_job_t **out, const char *job, const rckpt_job_opts_t *opts,
 		    unsigned claim_flags, int lazy);
 
@@ -394,11 +414,13 @@ static int open_job(rckpt_t *h, rckpt_job_t **out, const char *job, const rckpt_
 	    (opts->version >= 5 && opts->partial_block > 65536) ||
 	    (opts->version >= 10 && (opts->takeover < RCKPT_TAKEOVER_AUTO ||
 				     opts->takeover > RCKPT_TAKEOVER_ALWAYS)))
-		return rckpt_fail(h, -EINVAL, "rckpt_job_open", "%s",
-				  job == NULL || !rckpt_valid_name(job)
-					  ? "bad job name: 1 to 63 characters of A-Z a-z 0-9 . _ -"
-					  : "bad options (version, compute, quality_eps, partial_block "
-					    "or takeover out of range)");
+		return job == NULL || !rckpt_valid_name(job)
+			       ? rckpt_fail(h, -EINVAL, "rckpt_job_open",
+					    "bad job name '%.80s': 1 to 63 characters of A-Z a-z 0-9 . _ -",
+					    job ? job : "(none)")
+			       : rckpt_fail(h, -EINVAL, "rckpt_job_open",
+					    "bad options (version, compute, quality_eps, partial_block or "
+					    "takeover out of range)");
 	if (opts->version >= 8 && !(opts->opt_eps >= 0 && opts->opt_eps < 1))
 		return rckpt_fail(h, -EINVAL, "rckpt_job_open",
 				  "opt_eps %g: the update error's threshold is in (0, 1) (0: the "
