@@ -38,6 +38,23 @@ int cls_rckpt_append(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt
 		return rckpt_cls_fail(o, -EINVAL, "append: a record that fails its checks (%d)", rc);
 	if (rc)
 		return rckpt_cls_fail(o, rc, "append: a record this plugin cannot take");
+	/* What it declares, within the one chunk limit, before it is stored:
+	 * nothing stored can make a later call (materialize, compact) decode
+	 * more than a chunk a client writes (store.md "Limits"). */
+	{
+		uint32_t nseg;
+		uint64_t elements;
+		rc = rckpt_record_geometry(&nseg, &elements, rec.p, rec.len);
+		if (rc)
+			return rckpt_cls_fail(o, -EINVAL, "append: a record whose segments fail their checks (%d)",
+					      rc);
+		if (elements > RCKPT_STORE_CHUNK_ELEMENTS_MAX || nseg > RCKPT_STORE_CHUNK_SEGMENTS_MAX)
+			return rckpt_cls_fail(o, -E2BIG,
+					      "append: a record of %llu elements in %u segments; a chunk holds "
+					      "at most %llu elements",
+					      (unsigned long long)elements, nseg,
+					      (unsigned long long)RCKPT_STORE_CHUNK_ELEMENTS_MAX);
+	}
 	rc = crk_get_u64(o, "tip", &tip);
 	if (rc && rc != -ENOENT)
 		return rc;

@@ -741,10 +741,42 @@ static void test_stale_writer_fenced(void **state)
 	mem_obj_free(&d);
 }
 
+/* A record that declares more than a chunk holds is refused at append
+ * (-E2BIG), however small: a zero tensor of 2^22 + 1 levels run-length
+ * codes to a few bytes and would cost every later materialize and compact
+ * of it 16 MB and more. One of exactly 2^22 is taken. */
+static void test_append_geometry(void **state)
+{
+	static uint8_t lv[((size_t)1 << 22) + 1];
+	const uint64_t sizes[2] = { ((uint64_t)1 << 22) + 1, (uint64_t)1 << 22 };
+	unsigned i;
+	(void)state;
+	for (i = 0; i < 2; i++) {
+		mem_obj_t m = { 0 };
+		rckpt_record_t r;
+		rckpt_seg_t seg;
+		rckpt_buf_t rec = RCKPT_BUF_INIT, msg = RCKPT_BUF_INIT, out = RCKPT_BUF_INIT;
+		rckpt_istream_opts_t is = { RCKPT_IS_REARRANGED | RCKPT_IS_RLE, RCKPT_EST_TRY_ALL, 1, NULL };
+		make_record(&r, &seg, lv, 1, RCKPT_NO_PARENT);
+		seg.n = sizes[i];
+		assert_int_equal(rckpt_record_encode(&rec, &r, NULL, &is), 0);
+		assert_true(rec.len < 4096);
+		assert_int_equal(rckpt_msg_append_encode(&msg, WRITER, rec.p, rec.len), 0);
+		assert_int_equal(mem_obj_call(&m, cls_rckpt_append, msg.p, msg.len, &out), i == 0 ? -E2BIG : 0);
+		if (i == 0)
+			assert_int_equal(m.size, 0); /* nothing stored */
+		rckpt_buf_free(&rec);
+		rckpt_buf_free(&msg);
+		rckpt_buf_free(&out);
+		mem_obj_free(&m);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_append_and_materialize),
+		cmocka_unit_test(test_append_geometry),
 		cmocka_unit_test(test_materialize_errors),
 		cmocka_unit_test(test_trim_and_index),
 		cmocka_unit_test(test_compact),
