@@ -42,6 +42,13 @@
  * starts a new base once its chain has RCKPT_STORE_CHAIN_REBASE records,
  * and compaction keeps every chain it builds under that too. */
 #define RCKPT_STORE_CHAIN_MAX 4096u
+/* Records of one chunk object (store.md "Segments"): a writer begins a
+ * new segment before any of its chunk objects would hold more than
+ * RCKPT_STORE_SEGMENT_RECORDS, and `append` refuses a record past
+ * RCKPT_STORE_OBJECT_RECORDS_MAX (-EFBIG), so that what a method reads of
+ * an object's index is bounded whatever the job's length. */
+#define RCKPT_STORE_SEGMENT_RECORDS 1024u
+#define RCKPT_STORE_OBJECT_RECORDS_MAX 4096u
 #define RCKPT_STORE_CHAIN_REBASE 256u
 
 /* Message types (cls-wire), pinned. */

@@ -25,7 +25,7 @@ int cls_rckpt_append(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt
 	uint8_t val[RCKPT_STORE_ENTRY_BYTES];
 	char key[KEY_MAX];
 	unsigned kind;
-	uint64_t writer, step, parent, tip = RCKPT_STORE_NONE, size = 0;
+	uint64_t writer, step, parent, tip = RCKPT_STORE_NONE, size = 0, count = 0;
 	int rc, record;
 
 	(void)out;
@@ -61,6 +61,11 @@ int cls_rckpt_append(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt
 	if (tip != RCKPT_STORE_NONE && step <= tip)
 		return rckpt_cls_fail(o, -EEXIST, "append: step %llu is not after the tip %llu",
 				      (unsigned long long)step, (unsigned long long)tip);
+	if ((rc = crk_count(o, &count)))
+		return rc;
+	if (count >= RCKPT_STORE_OBJECT_RECORDS_MAX)
+		return rckpt_cls_fail(o, -EFBIG, "append: the chunk holds %llu records, the most one may",
+				      (unsigned long long)count);
 	if (kind != RCKPT_REC_BASE && parent != tip)
 		return rckpt_cls_fail(o, -ESTALE, "append: step %llu's parent %llu is not the tip",
 				      (unsigned long long)step, (unsigned long long)parent);
@@ -79,7 +84,8 @@ int cls_rckpt_append(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt
 	rckpt_store_entry_put(val, &e);
 	if ((rc = o->ops->write(o, size, rec.p, rec.len)) ||
 	    (rc = rckpt_store_step_key(key, sizeof(key), 'r', step)) ||
-	    (rc = o->ops->omap_set(o, key, val, sizeof(val))) || (rc = crk_set_u64(o, "tip", step)))
+	    (rc = o->ops->omap_set(o, key, val, sizeof(val))) || (rc = crk_set_u64(o, "tip", step)) ||
+	    (rc = crk_set_u64(o, "count", count + 1)))
 		return rc;
 	return crk_fence_record(o, writer, record);
 }
@@ -260,7 +266,7 @@ int cls_rckpt_trim(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_c
 {
 	walk_t w;
 	uint64_t writer, after, end = 0, tip = RCKPT_STORE_NONE, size = 0;
-	uint32_t i;
+	uint32_t i, kept = 0;
 	int rc, record;
 
 	(void)out;
@@ -280,6 +286,7 @@ int cls_rckpt_trim(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_c
 			if (e->offset + e->length > end)
 				end = e->offset + e->length;
 			tip = e->step;
+			kept++;
 		} else {
 			char key[KEY_MAX];
 			rc = rckpt_store_step_key(key, sizeof(key), 'r', e->step);
@@ -295,6 +302,8 @@ int cls_rckpt_trim(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_c
 		rc = tip == RCKPT_STORE_NONE ? o->ops->omap_remove(o, "tip") : crk_set_u64(o, "tip", tip);
 	if (rc == -ENOENT)
 		rc = 0;
+	if (rc == 0 && kept != w.n)
+		rc = crk_set_u64(o, "count", kept);
 	if (rc == 0)
 		rc = crk_fence_record(o, writer, record);
 done:
@@ -730,6 +739,8 @@ int cls_rckpt_compact(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckp
 		if (rc)
 			goto out;
 	}
+	if (np != w.n)
+		rc = crk_set_u64(o, "count", np);
 out:
 	dcache_free(&cache);
 	rckpt_buf_free(&enc);

@@ -44,6 +44,10 @@ typedef struct walk {
 
 /* Every "r." entry of the chunk. On failure w holds nothing (freed). */
 int crk_all_entries(rckpt_cls_obj_t *o, walk_t *w);
+/* The chunk's record count: its "count" key (append, trim and compact
+ * keep it), or, in a chunk written before there was one, its entries
+ * counted (bounded by what that older plugin took). */
+int crk_count(rckpt_cls_obj_t *o, uint64_t *n);
 
 /* The reply of tip (key "tip", counting index entries) and head (key
  * "head", the "count" value). */

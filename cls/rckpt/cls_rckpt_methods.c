@@ -200,6 +200,18 @@ int crk_all_entries(rckpt_cls_obj_t *o, walk_t *w)
 	return rc;
 }
 
+int crk_count(rckpt_cls_obj_t *o, uint64_t *n)
+{
+	walk_t w;
+	int rc = crk_get_u64(o, "count", n);
+	if (rc != -ENOENT)
+		return rc;
+	rc = crk_all_entries(o, &w);
+	*n = w.n;
+	free(w.e);
+	return rc == -ENOENT ? 0 : rc; /* no object yet: no records */
+}
+
 /* ---- tip (chunk, read), head (job, read) ---- */
 
 int crk_head_reply(rckpt_cls_obj_t *o, const char *key, int count_entries, const uint8_t *in,
@@ -214,11 +226,7 @@ int crk_head_reply(rckpt_cls_obj_t *o, const char *key, int count_entries, const
 	if (rc && rc != -ENOENT)
 		return rc;
 	if (count_entries) {
-		walk_t w;
-		rc = crk_all_entries(o, &w);
-		h.count = w.n;
-		free(w.e);
-		if (rc)
+		if ((rc = crk_count(o, &h.count)))
 			return rc;
 	} else {
 		rc = crk_get_u64(o, "count", &h.count);

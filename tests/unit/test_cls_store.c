@@ -772,11 +772,49 @@ static void test_append_geometry(void **state)
 	}
 }
 
+/* A chunk object holds at most RCKPT_STORE_OBJECT_RECORDS_MAX records:
+ * append refuses the next (-EFBIG, nothing stored), so what a method reads
+ * of an object's index stays bounded. The count ("count") follows trim. */
+static void test_append_count(void **state)
+{
+	static uint8_t lv[16];
+	mem_obj_t m = { 0 };
+	rckpt_msg_head_t h;
+	uint64_t s;
+	(void)state;
+	for (s = 1; s <= RCKPT_STORE_OBJECT_RECORDS_MAX + 1; s++) {
+		rckpt_record_t r;
+		rckpt_seg_t seg;
+		rckpt_buf_t rec = RCKPT_BUF_INIT, msg = RCKPT_BUF_INIT, out = RCKPT_BUF_INIT;
+		rckpt_istream_opts_t is = { RCKPT_IS_REARRANGED | RCKPT_IS_RLE, RCKPT_EST_TRY_HUFF, 1, NULL };
+		size_t before = m.size;
+		make_record(&r, &seg, lv, s, RCKPT_NO_PARENT);
+		seg.n = 16;
+		assert_int_equal(rckpt_record_encode(&rec, &r, NULL, &is), 0);
+		assert_int_equal(rckpt_msg_append_encode(&msg, WRITER, rec.p, rec.len), 0);
+		assert_int_equal(mem_obj_call(&m, cls_rckpt_append, msg.p, msg.len, &out),
+				 s <= RCKPT_STORE_OBJECT_RECORDS_MAX ? 0 : -EFBIG);
+		if (s > RCKPT_STORE_OBJECT_RECORDS_MAX)
+			assert_int_equal(m.size, before);
+		rckpt_buf_free(&rec);
+		rckpt_buf_free(&msg);
+		rckpt_buf_free(&out);
+	}
+	assert_int_equal(call_empty(&m, cls_rckpt_tip, &h), 0);
+	assert_int_equal(h.count, RCKPT_STORE_OBJECT_RECORDS_MAX);
+	assert_int_equal(trim_as(&m, WRITER, 100), 0);
+	assert_int_equal(call_empty(&m, cls_rckpt_tip, &h), 0);
+	assert_int_equal(h.count, 100);
+	assert_int_equal(h.head, 100);
+	mem_obj_free(&m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_append_and_materialize),
 		cmocka_unit_test(test_append_geometry),
+		cmocka_unit_test(test_append_count),
 		cmocka_unit_test(test_materialize_errors),
 		cmocka_unit_test(test_trim_and_index),
 		cmocka_unit_test(test_compact),

@@ -102,38 +102,62 @@ static long entry_of(const rckpt_store_entry_t *e, uint32_t n, uint64_t s)
 	return -1;
 }
 
-/* The chain of every step in chunk 0 (records from its base through it),
- * into depth[step] (0: no record); the longest. Deltas point back (a
- * writer's) or forward (compaction's); every walk is bounded. */
+/* Chunk 0's objects, one a segment (store.md "Segments"). */
+typedef struct seg_names {
+	char names[64][64];
+	unsigned n;
+} seg_names_t;
+
+static int seg_name(void *arg, const char *oid, const char *ns)
+{
+	seg_names_t *g = arg;
+	(void)ns;
+	if (strncmp(oid, "rckpt.chunk.00000", 17) == 0 && (oid[17] == '\0' || oid[17] == '.')) {
+		assert_true(g->n < 64);
+		snprintf(g->names[g->n++], sizeof(g->names[0]), "%s", oid);
+	}
+	return 0;
+}
+
+/* The chain of every step in chunk 0 (records from its base through it,
+ * within its segment's object), into depth[step] (0: no record); the
+ * longest. Deltas point back (a writer's) or forward (compaction's);
+ * every walk is bounded. No object holds more than a segment's records. */
 static unsigned chains(lj_t *L, unsigned *depth)
 {
 	rckpt_io_t *io = NULL;
-	rckpt_buf_t out = RCKPT_BUF_INIT;
-	rckpt_store_entry_t *e = NULL;
-	uint32_t n = 0, i;
-	unsigned most = 0;
+	seg_names_t g;
+	unsigned most = 0, k;
 	assert_int_equal(mem_pool_open(L->pool, "long", &io), 0);
-	assert_int_equal(io->ops->exec(io, "rckpt.chunk.00000", "rckpt", "index", NULL, 0, &out), 0);
-	io->ops->close(io);
-	assert_int_equal(rckpt_msg_index_decode(&e, &n, out.p, out.len), 0);
+	g.n = 0;
+	assert_int_equal(io->ops->objects(io, seg_name, &g), 0);
 	memset(depth, 0, (L->n + 1) * sizeof(*depth));
-	for (i = 0; i < n; i++) {
-		long k = (long)i;
-		unsigned d = 0;
-		assert_true(e[i].step <= L->n);
-		while (k >= 0 && e[k].kind != 1 && depth[e[k].step] == 0) {
-			d++;
-			assert_true(d <= RCKPT_STORE_CHAIN_MAX);
-			k = entry_of(e, n, e[k].parent);
+	for (k = 0; k < g.n; k++) {
+		rckpt_buf_t out = RCKPT_BUF_INIT;
+		rckpt_store_entry_t *e = NULL;
+		uint32_t n = 0, i;
+		assert_int_equal(io->ops->exec(io, g.names[k], "rckpt", "index", NULL, 0, &out), 0);
+		assert_int_equal(rckpt_msg_index_decode(&e, &n, out.p, out.len), 0);
+		assert_true(n <= RCKPT_STORE_SEGMENT_RECORDS);
+		for (i = 0; i < n; i++) {
+			long x = (long)i;
+			unsigned d = 0;
+			assert_true(e[i].step <= L->n);
+			while (x >= 0 && e[x].kind != 1 && depth[e[x].step] == 0) {
+				d++;
+				assert_true(d <= RCKPT_STORE_CHAIN_MAX);
+				x = entry_of(e, n, e[x].parent);
+			}
+			assert_true(x >= 0); /* every parent is in the chunk */
+			d += e[x].kind == 1 ? 1 : depth[e[x].step];
+			depth[e[i].step] = d;
+			if (d > most)
+				most = d;
 		}
-		assert_true(k >= 0); /* every parent is in the chunk */
-		d += e[k].kind == 1 ? 1 : depth[e[k].step];
-		depth[e[i].step] = d;
-		if (d > most)
-			most = d;
+		free(e);
+		rckpt_buf_free(&out);
 	}
-	free(e);
-	rckpt_buf_free(&out);
+	io->ops->close(io);
 	return most;
 }
 

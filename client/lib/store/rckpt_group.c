@@ -414,11 +414,27 @@ static int trim_part(rckpt_group_t *g, const rckpt_group_part_t *part, uint64_t 
 }
 
 /* Whether one of this rank's chunk objects of segment seg could pass the
- * cap with its next record (4 bytes a parameter, at most). */
+ * cap with its next record (4 bytes a parameter, at most), or they hold
+ * as many records as a segment may (each step has one in every chunk:
+ * the first tells). */
 static int part_full(rckpt_group_t *g, const rckpt_group_part_t *part, uint64_t seg, int *full)
 {
 	uint32_t c, k;
 	*full = 0;
+	if (part->layout.nchunks) {
+		rckpt_buf_t out = RCKPT_BUF_INIT;
+		rckpt_msg_head_t tip;
+		char oid[64];
+		int rc;
+		rckpt_store_segment_oid(oid, sizeof(oid), part->chunk[0], seg);
+		rc = rckpt_exec_read(g->j, oid, "tip", NULL, &out);
+		if (rc == 0 && (rc = rckpt_msg_head_decode(&tip, out.p, out.len)) == 0 &&
+		    tip.count >= RCKPT_STORE_SEGMENT_RECORDS)
+			*full = 1;
+		rckpt_buf_free(&out);
+		if (rc && rc != -ENOENT)
+			return rc;
+	}
 	for (c = 0; c < part->layout.nchunks; c++) {
 		uint64_t size = 0, n = 0;
 		char oid[64];

@@ -98,11 +98,23 @@ static int seg_learn(rckpt_job_t *j)
 	int rc;
 	j->seg = RCKPT_STORE_NONE;
 	j->seg_n = 0;
+	j->seg_records = 0;
 	if (j->head != RCKPT_STORE_NONE) {
+		rckpt_buf_t out = RCKPT_BUF_INIT;
+		rckpt_msg_head_t tip;
+		char oid[64];
 		if ((rc = rckpt_step_summary(j, j->head, &sum)))
 			return rc;
 		j->seg = sum.segment;
 		if ((rc = seg_measure(j, 0, sum.nchunks)))
+			return rc;
+		/* its records: what its chunk 0 holds (every step has one in each) */
+		rckpt_store_segment_oid(oid, sizeof(oid), 0, j->seg);
+		rc = rckpt_exec_read(j, oid, "tip", NULL, &out);
+		if (rc == 0 && (rc = rckpt_msg_head_decode(&tip, out.p, out.len)) == 0)
+			j->seg_records = tip.count;
+		rckpt_buf_free(&out);
+		if (rc && rc != -ENOENT)
 			return rc;
 	}
 	j->seg_known = 1;
@@ -110,10 +122,14 @@ static int seg_learn(rckpt_job_t *j)
 }
 
 /* Whether the next step goes to a new segment: some chunk's object could
- * pass the cap with its next record. */
+ * pass the cap with its next record, or its chunk objects hold as many
+ * records as a segment may (what a method reads of an object's index
+ * stays bounded: store.md "Segments"). */
 static int seg_full(const rckpt_job_t *j)
 {
 	unsigned c;
+	if (j->seg_n && j->seg_records >= RCKPT_STORE_SEGMENT_RECORDS)
+		return 1;
 	for (c = 0; c < j->seg_n; c++)
 		if (j->seg_bytes[c] + record_estimate(j, c) > j->seg_cap)
 			return 1;
@@ -234,6 +250,7 @@ static int save_begin(void *arg, uint32_t nchunks)
 			return rc;
 		for (c = 0; c < j->seg_n; c++)
 			j->seg_bytes[c] = j->rec_max[c] = 0;
+		j->seg_records = 0;
 	} else if (nchunks > j->seg_n) {
 		int rc = seg_measure(j, j->seg_n, nchunks); /* a model with more chunks */
 		if (rc)
@@ -272,6 +289,8 @@ static int save_record(void *arg, uint32_t i, rckpt_buf_t *rec)
 		if (len > j->rec_max[i])
 			j->rec_max[i] = len;
 	}
+	if (i == 0)
+		j->seg_records++;
 	rckpt_io_window_room(&s->win, s->msgs[i].len);
 	if (s->err)
 		return s->err;

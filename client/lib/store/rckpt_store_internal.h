@@ -71,6 +71,7 @@ struct rckpt_job {
 	uint64_t *seg_bytes; /* chunk c's object in seg: its bytes, [0, seg_n) */
 	uint64_t *rec_max;   /* chunk c's largest record this writer appended */
 	unsigned seg_n;
+	uint64_t seg_records; /* records each chunk object of seg holds */
 	int seg_known;       /* seg and seg_bytes are as stored */
 	int exact;           /* writer: its saves store their steps bit-exact */
 	rckpt_roles_t roles; /* writer: its saves' optimizer tensors */
