@@ -279,7 +279,12 @@ static int cmd_decode(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	}
 	for (i = optind; i < argc && rc == 0; i++) {
 		rc = rckpt_stepdec_file(d, argv[i]);
-		if (rc == -ESTALE)
+		if (rc == -E2BIG)
+			cli_err("codec", rc,
+				"%s declares more values than its bytes can hold (over 4096x as fp32): refused "
+				"(the environment variable RCKPT_DECODE_RATIO_MAX raises the bound)",
+				argv[i]);
+		else if (rc == -ESTALE)
 			cli_err("codec", rc,
 				"%s is a delta of a step that is not the one before it in the chain (give the chain "
 				"base first)",

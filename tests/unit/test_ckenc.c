@@ -513,9 +513,64 @@ static void test_partial_priority(void **state)
 	free(w), free(before), free(after);
 }
 
+/* A step of almost nothing (a 2048 x 2048 tensor of zeros: its levels
+ * run-length code to a few bytes) declares far more than its bytes can
+ * hold: the decoder refuses it before allocating (-E2BIG) unless
+ * RCKPT_DECODE_RATIO_MAX allows it; then it decodes, all zeros. */
+static void test_decode_ratio_bound(void **state)
+{
+	const uint64_t rows = 2048, cols = 2048;
+	float *w = calloc(rows * cols, sizeof(float));
+	rckpt_ckenc_t *e = NULL;
+	rckpt_ckenc_opts_t o;
+	rckpt_ckenc_out_t out;
+	rckpt_ckenc_stats_t st;
+	rckpt_ckdec_t d = { 0 };
+	rckpt_ctensor_t t = { "w", RCKPT_DT_F32, 2, { 2048, 2048 }, 2048 * 2048, NULL, 0, NULL, 0 };
+	rckpt_tset_t set = { 1, &t };
+	const uint8_t *recs[64];
+	size_t lens[64], stored;
+	char msg[256];
+	uint32_t c;
+
+	(void)state;
+	assert_non_null(w);
+	t.data = (const uint8_t *)w;
+	w[5] = 1.0f; /* not all alike */
+	rckpt_ckenc_opts_default(&o);
+	assert_int_equal(rckpt_ckenc_create(&e, &o), 0);
+	memset(&out, 0, sizeof(out));
+	assert_int_equal(rckpt_ckenc_step(e, &out, &st, &set, NULL, 1, msg, sizeof(msg)), 0);
+	stored = out.manifest.len;
+	for (c = 0; c < out.nchunks; c++) {
+		recs[c] = out.records[c].p;
+		lens[c] = out.records[c].len;
+		stored += lens[c];
+	}
+	assert_true(4 * rows * cols > (uint64_t)RCKPT_DECODE_RATIO_MAX * stored);
+	unsetenv("RCKPT_DECODE_RATIO_MAX");
+	assert_int_equal(rckpt_ckdec_step(&d, out.manifest.p, out.manifest.len, recs, lens), -E2BIG);
+	assert_null(d.chunk); /* nothing decoded */
+	setenv("RCKPT_DECODE_RATIO_MAX", "1e9", 1);
+	assert_int_equal(rckpt_ckdec_step(&d, out.manifest.p, out.manifest.len, recs, lens), 0);
+	unsetenv("RCKPT_DECODE_RATIO_MAX");
+	{
+		float *back = malloc(rows * cols * sizeof(float));
+		assert_non_null(back);
+		assert_int_equal(rckpt_ckdec_tensor_f32(&d, 0, back), 0);
+		assert_true(back[0] == 0.0f && back[rows * cols - 1] == 0.0f);
+		free(back);
+	}
+	rckpt_ckdec_free(&d);
+	rckpt_ckenc_out_free(&out);
+	rckpt_ckenc_destroy(e);
+	free(w);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_decode_ratio_bound),
 		cmocka_unit_test(test_search_chain),
 		cmocka_unit_test(test_deterministic),
 		cmocka_unit_test(test_threads_same_bytes),

@@ -21,9 +21,42 @@ void rckpt_ckdec_free(rckpt_ckdec_t *d)
 	memset(d, 0, sizeof(*d));
 }
 
+/* The bases' declared values against their bytes (RCKPT_DECODE_RATIO_MAX),
+ * from the records' segment headers, before anything is decoded. */
+static int check_declared(const rckpt_manifest_t *mf, size_t mlen, const uint8_t *const *records,
+			  const size_t *lens)
+{
+	const char *env = getenv("RCKPT_DECODE_RATIO_MAX");
+	double ratio = RCKPT_DECODE_RATIO_MAX;
+	uint64_t elems = 0, bytes = mlen;
+	uint32_t c;
+	if (env && *env) {
+		char *end;
+		const double v = strtod(env, &end);
+		if (*end == '\0' && v >= 1)
+			ratio = v;
+	}
+	for (c = 0; c < mf->nchunks; c++) {
+		unsigned kind;
+		uint64_t step, parent, e;
+		uint32_t nseg;
+		if (records[c] == NULL || rckpt_record_peek(&kind, &step, &parent, records[c], lens[c]) ||
+		    kind != RCKPT_REC_BASE)
+			continue; /* a delta is bounded by its parent; errors come later */
+		if (rckpt_record_geometry(&nseg, &e, records[c], lens[c]))
+			continue;
+		if (e > ((uint64_t)1 << 26) || nseg > (1u << 16))
+			return -E2BIG;
+		elems += e;
+		bytes += lens[c];
+	}
+	return 4.0 * (double)elems > ratio * (double)bytes ? -E2BIG : 0;
+}
+
 int rckpt_ckdec_step(rckpt_ckdec_t *d, const uint8_t *manifest, size_t mlen,
 		     const uint8_t *const *records, const size_t *lens)
 {
+	const rckpt_record_limits_t lim = { 1u << 16, (uint64_t)1 << 26 };
 	rckpt_manifest_t mf;
 	rckpt_record_t *chunk;
 	uint32_t c;
@@ -31,6 +64,10 @@ int rckpt_ckdec_step(rckpt_ckdec_t *d, const uint8_t *manifest, size_t mlen,
 
 	if (rc)
 		return rc;
+	if ((rc = check_declared(&mf, mlen, records, lens))) {
+		rckpt_manifest_free(&mf);
+		return rc;
+	}
 	chunk = calloc(mf.nchunks ? mf.nchunks : 1, sizeof(*chunk));
 	if (chunk == NULL) {
 		rckpt_manifest_free(&mf);
@@ -54,7 +91,7 @@ int rckpt_ckdec_step(rckpt_ckdec_t *d, const uint8_t *manifest, size_t mlen,
 				parent = &d->chunk[c];
 		}
 		if (rc == 0)
-			rc = rckpt_record_decode(&chunk[c], records[c], lens[c], parent, NULL);
+			rc = rckpt_record_decode(&chunk[c], records[c], lens[c], parent, &lim);
 		if (rc == 0 && (chunk[c].step != mf.step || chunk[c].nseg != mf.chunk[c].nseg))
 			rc = -EBADMSG;
 		if (rc == 0)

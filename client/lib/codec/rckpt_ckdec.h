@@ -19,11 +19,22 @@ typedef struct rckpt_ckdec {
 	rckpt_record_t *chunk; /* its chunks, decoded (mf.nchunks) */
 } rckpt_ckdec_t;
 
+/* What a decoder takes from untrusted bytes before it allocates: records
+ * of at most 2^26 elements (what any writer stored) and 2^16 segments,
+ * and the bases of a step may declare at most RCKPT_DECODE_RATIO_MAX
+ * times the bytes they and the manifest take, as fp32 (a bound like
+ * zstd's window limit: a few hundred bytes cannot ask for a gigabyte).
+ * Real steps stay far under it (a base of real weights is a few times
+ * smaller than its fp32); a step of almost nothing but zeros may not:
+ * the environment variable RCKPT_DECODE_RATIO_MAX raises the bound. */
+#define RCKPT_DECODE_RATIO_MAX 4096u
+
 /* Decodes a step from its manifest and chunk records (records[i] for chunk
  * i; NULL: skip that chunk, whose tensors then read as -ENOENT), on top of
  * the last step this decoder decoded when it is a delta.
  * Each chunk's SHA-256 is checked against the manifest. 0, -EBADMSG,
- * -ESTALE (a delta of another step than the last), RCKPT_FMT_ECHECKSUM,
+ * -ESTALE (a delta of another step than the last), -E2BIG (past the
+ * bounds above: nothing allocated for it), RCKPT_FMT_ECHECKSUM,
  * RCKPT_FMT_EVERSION, -ENOMEM. On failure the decoder keeps its last step. */
 int rckpt_ckdec_step(rckpt_ckdec_t *d, const uint8_t *manifest, size_t mlen,
 		     const uint8_t *const *records, const size_t *lens);

@@ -332,7 +332,10 @@ int rckpt_restore_sel(rckpt_job_t *j, uint64_t step, const char *const *names, u
 	rc = rckpt_ckdec_step(&r->dec, man.p, man.len, recs, lens);
 	if (rc) {
 		rc = rckpt_fail(h, rc, fn, "step %" PRIu64 " does not decode%s", step,
-				rc == RCKPT_ECHECKSUM ? ": a chunk's digest differs from its manifest" : "");
+				rc == RCKPT_ECHECKSUM ? ": a chunk's digest differs from its manifest"
+				: rc == -E2BIG ? ": it declares more values than its bytes can hold (over "
+						 "RCKPT_DECODE_RATIO_MAX, 4096x as fp32), refused"
+					       : "");
 		rckpt_restored_free(r);
 		r = NULL;
 		goto done;
