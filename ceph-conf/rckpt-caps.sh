@@ -19,16 +19,19 @@
 #              methods, and of its write methods only compact, drop and
 #              retire (compaction and retention) and claim, trim and the
 #              lock class (gc, which takes the writer lock); no plain write
-#              and no append, commit or put: it cannot save a step, write
-#              or delete other objects, nor delete a job
+#              and no append, commit or put: it cannot save a step or
+#              write an object plainly; misused, its methods can still
+#              destroy any job of the pool (below)
 #   pcr-reader reads PCR dataset DATASET (namespace pcr/DATASET)
 #
 # Ceph grants by pool, namespace and object-name prefix; object-class
 # calls by class-read and class-write, or by class and method ("allow
 # pool=P class rckpt compact"), which is how the compactor gets only its
-# own. gc claims the job as a writer does, so a misbehaving compactor
-# could fence a live writer out (nothing committed is lost: store.md,
-# "Fencing"). Give the compactor role to an operator's job, not to users.
+# own. Those methods are still enough to destroy any job of the pool
+# (claim with the delete flag, retire its objects, trim its chunks): the
+# plugin cannot tell misuse from compaction and gc. The compactor role,
+# like class-write on a pool, is full control of the pool's jobs: give it
+# to an operator's job, never to users (ceph-conf/README.md).
 set -euo pipefail
 
 prog=rckpt-caps.sh
@@ -36,7 +39,7 @@ pool=rckpt
 print=0
 out=-
 die() { echo "$prog: $*" >&2; exit 2; }
-usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; }
 
 while [ $# -gt 0 ]; do
 	case "$1" in

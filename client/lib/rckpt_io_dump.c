@@ -14,6 +14,14 @@
  * namespace), DATA sections (offset, length, bytes), ATTRS, OMAP_HDR,
  * OMAP sections (key, value pairs), OBJECT_END. Every field is read
  * bounded: a dump is untrusted input.
+ *
+ * What it costs is what is exported, not what the dump holds: the index
+ * keeps, per object, its name and where its DATA and OMAP sections are;
+ * an object's omap is read (into one block, its pairs sorted) the first
+ * time it is asked for. Objects are found by binary search, omap keys
+ * too. An object's DATA must run from 0 without a hole, as `rados export`
+ * writes it (its size is then at most the dump's), and its omap is at
+ * most OMAP_OBJECT_MAX bytes.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -28,6 +36,7 @@ enum { T_OBJECT_BEGIN = 3, T_OBJECT_END = 4, T_DATA = 5, T_ATTRS = 6, T_OMAP_HDR
        T_POOL_BEGIN = 10, T_POOL_END = 11 };
 
 #define SECTION_MAX ((uint64_t)256 << 20) /* a section read whole (not DATA) */
+#define OMAP_OBJECT_MAX ((uint64_t)512 << 20) /* an object's OMAP sections, in all */
 #define HEADER_BYTES 18
 #define FOOTER_BYTES 10
 #define DATA_HEAD 26 /* a DATA section up to its bytes: struct start, offset, length, u32 */
@@ -37,8 +46,8 @@ typedef struct extent {
 } extent_t;
 
 typedef struct kv {
-	char *key;
-	uint8_t *val;
+	const char *key; /* into the object's omap block */
+	const uint8_t *val;
 	size_t len;
 } kv_t;
 
@@ -47,8 +56,14 @@ typedef struct dobj {
 	uint64_t size;
 	extent_t *ext;
 	size_t next, capext;
-	kv_t *kv; /* sorted by key */
-	size_t nkv, capkv;
+	extent_t *om;     /* its OMAP sections: file offset (at) and size (len) */
+	size_t nom, capom;
+	uint64_t om_bytes;
+	int om_read;      /* kv holds them (or om_err says why not) */
+	int om_err;
+	uint8_t *block;   /* every key (NUL-ended) and value */
+	kv_t *kv;         /* sorted by key */
+	size_t nkv;
 } dobj_t;
 
 struct rckpt_dump {
@@ -140,48 +155,97 @@ static int object_begin(rckpt_dump_t *d, rckpt_reader_t *r)
 	return o->oid && o->ns ? 0 : -ENOMEM;
 }
 
+/* OMAP: where the section is; its pairs are read when asked for. */
+static int omap_at(dobj_t *o, uint64_t size, long at)
+{
+	if (size > SECTION_MAX || size > OMAP_OBJECT_MAX - o->om_bytes)
+		return -EFBIG;
+	if (o->nom == o->capom) {
+		size_t cap = o->capom ? 2 * o->capom : 4;
+		extent_t *q = realloc(o->om, cap * sizeof(*q));
+		if (q == NULL)
+			return -ENOMEM;
+		o->om = q;
+		o->capom = cap;
+	}
+	o->om[o->nom].at = (uint64_t)at;
+	o->om[o->nom].len = size;
+	o->nom++;
+	o->om_bytes += size;
+	return 0;
+}
+
+/* The pairs of one OMAP section (body[0..len)) into block at *fill and
+ * kv[*n..]: keys NUL-ended, values as they are. */
+static int omap_pairs(dobj_t *o, const uint8_t *body, size_t blen, size_t *fill, size_t *n, size_t capkv)
+{
+	rckpt_reader_t r = rckpt_reader(body, blen);
+	uint32_t len, count, i;
+	if (struct_start(&r, &len))
+		return -EBADMSG;
+	count = rckpt_rd_u32(&r);
+	if (r.err || count > (r.len - r.pos) / 8 || count > capkv - *n)
+		return -EBADMSG;
+	for (i = 0; i < count; i++) {
+		uint32_t kl, vl;
+		const uint8_t *k = blob(&r, &kl), *v = blob(&r, &vl);
+		kv_t *e = &o->kv[(*n)++];
+		if (r.err || memchr(k, 0, kl))
+			return -EBADMSG;
+		memcpy(o->block + *fill, k, kl);
+		o->block[*fill + kl] = '\0';
+		e->key = (const char *)o->block + *fill;
+		*fill += (size_t)kl + 1;
+		if (vl)
+			memcpy(o->block + *fill, v, vl);
+		e->val = o->block + *fill;
+		e->len = vl;
+		*fill += vl;
+	}
+	return 0;
+}
+
 static int cmp_kv(const void *a, const void *b)
 {
 	return strcmp(((const kv_t *)a)->key, ((const kv_t *)b)->key);
 }
 
-/* OMAP: key, value pairs added to the object's. */
-static int omap(dobj_t *o, rckpt_reader_t *r)
+/* An object's omap, read the first time it is asked for: one block (at
+ * most its sections' bytes) and a pair per 8 of them at most. */
+static int omap_load(rckpt_dump_t *d, dobj_t *o)
 {
-	uint32_t len, count, i;
-	if (struct_start(r, &len))
-		return -EBADMSG;
-	count = rckpt_rd_u32(r);
-	if (r->err || count > (r->len - r->pos) / 8)
-		return -EBADMSG;
-	for (i = 0; i < count; i++) {
-		uint32_t kl, vl;
-		const uint8_t *k = blob(r, &kl), *v = blob(r, &vl);
-		kv_t *e;
-		if (r->err || memchr(k, 0, kl))
-			return -EBADMSG;
-		if (o->nkv == o->capkv) {
-			size_t cap = o->capkv ? 2 * o->capkv : 16;
-			kv_t *q = realloc(o->kv, cap * sizeof(*q));
-			if (q == NULL)
-				return -ENOMEM;
-			o->kv = q;
-			o->capkv = cap;
-		}
-		e = &o->kv[o->nkv];
-		e->key = dup_str(k, kl);
-		e->val = malloc(vl ? vl : 1);
-		e->len = vl;
-		if (e->key == NULL || e->val == NULL) {
-			free(e->key);
-			free(e->val);
-			return -ENOMEM;
-		}
-		if (vl)
-			memcpy(e->val, v, vl);
-		o->nkv++;
+	size_t fill = 0, n = 0, capkv = (size_t)(o->om_bytes / 8) + 1, k;
+	uint8_t *body = NULL;
+	int rc = 0;
+	if (o->om_read)
+		return o->om_err;
+	o->om_read = 1;
+	o->block = malloc(o->om_bytes ? (size_t)o->om_bytes : 1);
+	o->kv = calloc(capkv, sizeof(*o->kv));
+	if (o->block == NULL || o->kv == NULL)
+		rc = -ENOMEM;
+	for (k = 0; k < o->nom && rc == 0; k++) {
+		const extent_t *e = &o->om[k];
+		if ((body = malloc(e->len ? (size_t)e->len : 1)) == NULL)
+			rc = -ENOMEM;
+		else if (fseek(d->f, (long)e->at, SEEK_SET) || read_at(d->f, body, (size_t)e->len))
+			rc = -EIO;
+		else
+			rc = omap_pairs(o, body, (size_t)e->len, &fill, &n, capkv);
+		free(body);
+		body = NULL;
 	}
-	return 0;
+	if (rc) {
+		free(o->block);
+		free(o->kv);
+		o->block = NULL;
+		o->kv = NULL;
+		n = 0;
+	}
+	o->nkv = n;
+	if (n > 1)
+		qsort(o->kv, n, sizeof(kv_t), cmp_kv);
+	return o->om_err = rc;
 }
 
 /* DATA: where in the file the object's bytes [off, off + len) are; only
@@ -202,7 +266,9 @@ static int data(rckpt_dump_t *d, dobj_t *o, uint64_t size, long at)
 	off = rckpt_rd_u64(&r);
 	n = rckpt_rd_u64(&r);
 	bl = rckpt_rd_u32(&r);
-	if (r.err || len != size - 6 || bl != n || n != size - DATA_HEAD || off > UINT64_MAX - n)
+	/* from 0, without a hole: the object's size is then what the dump
+	 * holds of it, never a number a section makes up */
+	if (r.err || len != size - 6 || bl != n || n != size - DATA_HEAD || off != o->size)
 		return -EBADMSG;
 	if (o->next == o->capext) {
 		size_t cap = o->capext ? 2 * o->capext : 4;
@@ -221,17 +287,27 @@ static int data(rckpt_dump_t *d, dobj_t *o, uint64_t size, long at)
 	return fseek(d->f, (long)(size - DATA_HEAD), SEEK_CUR) ? -EBADMSG : 0;
 }
 
+static int cmp_name(const char *ns_a, const char *oid_a, const char *ns_b, const char *oid_b)
+{
+	const int c = strcmp(ns_a, ns_b);
+	return c ? c : strcmp(oid_a, oid_b);
+}
+
+static int cmp_obj(const void *a, const void *b)
+{
+	const dobj_t *x = a, *y = b;
+	return cmp_name(x->ns, x->oid, y->ns, y->oid);
+}
+
 static void dump_free(rckpt_dump_t *d)
 {
-	size_t i, k;
+	size_t i;
 	if (d == NULL)
 		return;
 	for (i = 0; i < d->n; i++) {
-		for (k = 0; k < d->o[i].nkv; k++) {
-			free(d->o[i].kv[k].key);
-			free(d->o[i].kv[k].val);
-		}
 		free(d->o[i].kv);
+		free(d->o[i].block);
+		free(d->o[i].om);
 		free(d->o[i].ext);
 		free(d->o[i].ns);
 		free(d->o[i].oid);
@@ -284,6 +360,11 @@ static int dump_index(rckpt_dump_t *d)
 			if (cur == NULL)
 				return -EBADMSG;
 			rc = data(d, cur, (uint64_t)size, at);
+		} else if (type == T_OMAP) {
+			if (cur == NULL)
+				return -EBADMSG;
+			if ((rc = omap_at(cur, (uint64_t)size, at)) == 0 && fseek(d->f, (long)size, SEEK_CUR))
+				rc = -EBADMSG;
 		} else if ((uint64_t)size > SECTION_MAX) {
 			return -EFBIG;
 		} else if ((body = malloc(size ? (size_t)size : 1)) == NULL) {
@@ -295,8 +376,6 @@ static int dump_index(rckpt_dump_t *d)
 					rc = -EBADMSG;
 				else if ((rc = object_begin(d, &r)) == 0)
 					cur = &d->o[d->n - 1];
-			} else if (type == T_OMAP) {
-				rc = cur ? omap(cur, &r) : -EBADMSG;
 			} else if (type != T_ATTRS && type != T_OMAP_HDR) {
 				rc = -EBADMSG; /* a PG's sections: an OSD's export, not rados export's */
 			}
@@ -311,12 +390,8 @@ static int dump_index(rckpt_dump_t *d)
 				return -EBADMSG;
 		}
 	}
-	{
-		size_t i;
-		for (i = 0; i < d->n; i++)
-			if (d->o[i].nkv > 1)
-				qsort(d->o[i].kv, d->o[i].nkv, sizeof(kv_t), cmp_kv);
-	}
+	if (rc == 0 && d->n > 1) /* found by binary search from here on */
+		qsort(d->o, d->n, sizeof(dobj_t), cmp_obj);
 	return rc;
 }
 
@@ -326,11 +401,19 @@ static dobj_t *find(rckpt_io_t *io, const char *oid)
 {
 	const dio_t *m = (const dio_t *)io;
 	size_t i;
+	size_t a = 0, b;
 	if (m->ns == NULL)
 		return NULL;
-	for (i = 0; i < m->d->n; i++)
-		if (strcmp(m->d->o[i].oid, oid) == 0 && strcmp(m->d->o[i].ns, m->ns) == 0)
-			return &m->d->o[i];
+	b = m->d->n;
+	while (a < b) { /* the first of this name (a dump may hold one twice) */
+		i = a + (b - a) / 2;
+		if (cmp_name(m->d->o[i].ns, m->d->o[i].oid, m->ns, oid) < 0)
+			a = i + 1;
+		else
+			b = i;
+	}
+	if (a < m->d->n && cmp_name(m->d->o[a].ns, m->d->o[a].oid, m->ns, oid) == 0)
+		return &m->d->o[a];
 	return NULL;
 }
 
@@ -407,15 +490,28 @@ static int d_omap_list(rckpt_io_t *io, const char *oid, const char *after, const
 		       unsigned max, rckpt_io_kv_fn fn, void *arg, int *more)
 {
 	dobj_t *o = find(io, oid);
-	size_t k, pl = prefix ? strlen(prefix) : 0;
+	size_t k, pl = prefix ? strlen(prefix) : 0, a = 0, b;
+	const char *from = after && (!prefix || strcmp(after, prefix) > 0) ? after : prefix;
 	unsigned got = 0;
 	int rc;
 	*more = 0;
 	if (o == NULL)
 		return -ENOENT;
-	for (k = 0; k < o->nkv; k++) {
-		if ((after && strcmp(o->kv[k].key, after) <= 0) || (pl && strncmp(o->kv[k].key, prefix, pl)))
+	if ((rc = omap_load(D(io), o)))
+		return rc;
+	b = o->nkv;
+	while (from && a < b) { /* the first key at or after where the listing starts */
+		k = a + (b - a) / 2;
+		if (strcmp(o->kv[k].key, from) < 0)
+			a = k + 1;
+		else
+			b = k;
+	}
+	for (k = a; k < o->nkv; k++) {
+		if (after && strcmp(o->kv[k].key, after) <= 0)
 			continue;
+		if (pl && strncmp(o->kv[k].key, prefix, pl))
+			break; /* sorted: past the prefix's keys */
 		if (got == max) {
 			*more = 1;
 			break;
@@ -431,9 +527,12 @@ static int d_omap_get(rckpt_io_t *io, const char *oid, const char *key, rckpt_bu
 {
 	dobj_t *o = find(io, oid);
 	kv_t want, *e;
+	int rc;
 	if (o == NULL)
 		return -ENOENT;
-	want.key = (char *)key;
+	if ((rc = omap_load(D(io), o)))
+		return rc;
+	want.key = key;
 	e = o->nkv ? bsearch(&want, o->kv, o->nkv, sizeof(kv_t), cmp_kv) : NULL;
 	return e ? rckpt_buf_append(out, e->val, e->len) : -ENOENT;
 }

@@ -74,6 +74,9 @@ int cls_rckpt_commit(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt
 
 /* ---- claim (job, write) ---- */
 
+#define CLAIM_HORIZON ((uint64_t)1 << 53)
+#define CLAIM_JUMP ((uint64_t)1 << 32)
+
 int cls_rckpt_claim(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out)
 {
 	uint64_t prev, token, cur = 0;
@@ -88,6 +91,13 @@ int cls_rckpt_claim(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_
 	if (cur != prev) /* claimed since the claimer read it: a late claim, or a race */
 		return rckpt_cls_fail(o, -ESTALE, "claim: from token %llu, but the job's is %llu",
 				      (unsigned long long)prev, (unsigned long long)cur);
+	/* Tokens cannot be used up: a claim moves at most CLAIM_JUMP past the
+	 * larger of the job's token and CLAIM_HORIZON (a writer's token is the
+	 * wall clock in microseconds, under 2^53 until the year 2255, or the
+	 * job's plus one), so 2^64 - 1 is billions of claims away. */
+	if (token > (prev > CLAIM_HORIZON ? prev : CLAIM_HORIZON) + CLAIM_JUMP)
+		return rckpt_cls_fail(o, -EINVAL, "claim: token %llu jumps too far past %llu",
+				      (unsigned long long)token, (unsigned long long)prev);
 	{ /* a job object holds no data: never claim another object */
 		uint64_t size = 0;
 		rc = o->ops->stat(o, &size);

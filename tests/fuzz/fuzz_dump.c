@@ -5,6 +5,10 @@
  * runs the rckpt class's read methods in the client on whatever the dump's
  * objects hold. Whatever the bytes, nothing may crash, leak or read out of
  * bounds; a step that restores has tensors of the sizes its manifest says.
+ * Built with a sanitizer (libFuzzer, or CI's ASan replay), it also holds
+ * the memory to its ceiling: indexing the dump and listing its jobs at
+ * most 4 bytes per byte of it (plus 1 MiB), the whole input at most twice what
+ * the decoders' ratio bound allows (RCKPT_DECODE_RATIO_MAX) plus 16 MiB.
  */
 #define _GNU_SOURCE /* memfd_create */
 #include <errno.h>
@@ -17,6 +21,57 @@
 #include <unistd.h>
 
 #include "rckpt.h"
+
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define WITH_HOOKS 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define WITH_HOOKS 1
+#endif
+
+#ifdef WITH_HOOKS
+#include <sanitizer/allocator_interface.h>
+
+/* live and peak bytes of the heap, as the sanitizer's allocator sees them */
+static size_t live, peak;
+
+static void on_malloc(const volatile void *p, size_t n)
+{
+	(void)p;
+	live += n;
+	if (live > peak)
+		peak = live;
+}
+
+static void on_free(const volatile void *p)
+{
+	live -= __sanitizer_get_allocated_size((const void *)p);
+}
+
+static void hooks(void)
+{
+	static int done;
+	if (!done && __sanitizer_install_malloc_and_free_hooks(on_malloc, on_free))
+		done = 1;
+	peak = live;
+}
+
+static void ceiling(size_t base, size_t max, const char *what)
+{
+	if (peak - base > max) {
+		fprintf(stderr, "fuzz_dump: %s took %zu bytes, over its ceiling of %zu\n", what, peak - base, max);
+		abort();
+	}
+}
+#else
+static void hooks(void)
+{
+}
+#define ceiling(base, max, what) ((void)(base), (void)(max))
+static size_t live;
+#endif
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -71,10 +126,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	}
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-	if (rckpt_create(&h) == 0 && rckpt_open_dump(h, path) == 0 && rckpt_jobs(h, &names, &n) == 0) {
-		for (i = 0; i < n && i < 4; i++)
-			restore_some(h, names[i]);
-		rckpt_jobs_free(names, n);
+	hooks();
+	{
+		const size_t base = live;
+		if (rckpt_create(&h) == 0 && rckpt_open_dump(h, path) == 0 && rckpt_jobs(h, &names, &n) == 0) {
+			ceiling(base, 4 * size + ((size_t)1 << 20), "indexing the dump");
+			for (i = 0; i < n && i < 4; i++)
+				restore_some(h, names[i]);
+			rckpt_jobs_free(names, n);
+			ceiling(base, 8192 * size + ((size_t)16 << 20), "restoring from the dump");
+		}
 	}
 	rckpt_destroy(h);
 	close(fd);

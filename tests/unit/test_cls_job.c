@@ -95,6 +95,14 @@ static void test_claim_fences_commit(void **state)
 	assert_int_equal(mem_obj_call(&m, cls_rckpt_claim, bad, msg.len, &out), -EINVAL);
 	assert_int_equal(mem_obj_call(&m, cls_rckpt_claim, msg.p, msg.len - 1, &out), -EINVAL);
 	assert_int_equal(commit_as(&m, 4, 5, 7), 0); /* the bad claims changed nothing */
+	/* tokens cannot be used up: no claim to 2^64 - 1, or far past the
+	 * wall-clock horizon (2^53 us); a wall-clock token, and one a jump
+	 * past it, are taken */
+	assert_int_equal(claim(&m, 7, UINT64_MAX), -EINVAL);
+	assert_int_equal(claim(&m, 7, ((uint64_t)1 << 53) + ((uint64_t)1 << 33)), -EINVAL);
+	assert_int_equal(claim(&m, 7, (uint64_t)1795716843670155), 0); /* 2026 in microseconds */
+	assert_int_equal(claim(&m, 1795716843670155, ((uint64_t)1 << 53) + ((uint64_t)1 << 32)), 0);
+	assert_int_equal(claim(&m, ((uint64_t)1 << 53) + ((uint64_t)1 << 32), UINT64_MAX), -EINVAL);
 	rckpt_buf_free(&msg);
 	rckpt_buf_free(&out);
 	mem_obj_free(&m);
