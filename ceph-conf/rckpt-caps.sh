@@ -39,7 +39,7 @@ pool=rckpt
 print=0
 out=-
 die() { echo "$prog: $*" >&2; exit 2; }
-usage() { sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; }
 
 while [ $# -gt 0 ]; do
 	case "$1" in
