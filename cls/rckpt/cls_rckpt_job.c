@@ -65,6 +65,8 @@ int cls_rckpt_commit(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt
 		return rc;
 	if ((rc = has_key(o, "deleting")) != 0)
 		return rc < 0 ? rc : rckpt_cls_fail(o, -EIDRM, "commit: the job is being deleted");
+	if ((rc = has_key(o, "rewinding")) != 0) /* the old line's summaries go first */
+		return rc < 0 ? rc : rckpt_cls_fail(o, -EAGAIN, "commit: a rewind is not finished");
 	if ((rc = rckpt_store_step_key(key, sizeof(key), 's', m.step)) ||
 	    (rc = o->ops->omap_set(o, key, m.summary.p, m.summary.len)) ||
 	    (rc = crk_set_u64(o, "count", count + 1)))
@@ -136,6 +138,7 @@ static int job_fence(rckpt_cls_obj_t *o, const char *what, uint64_t token)
 typedef struct list_walk {
 	rckpt_msg_steps_writer_t *w;
 	uint32_t n;
+	uint64_t head; /* steps after it are an unfinished rewind's: not listed */
 } list_walk_t;
 
 static int list_one(void *arg, const char *key, const uint8_t *val, size_t len)
@@ -146,6 +149,8 @@ static int list_one(void *arg, const char *key, const uint8_t *val, size_t len)
 		return 1;
 	if (rckpt_store_parse_step_key(&step, key, 's') || len > RCKPT_STORE_SUMMARY_MAX)
 		return -EBADMSG;
+	if (lw->head == RCKPT_STORE_NONE || step > lw->head)
+		return 1;
 	rckpt_msg_stepsum_add(lw->w, step, val, len);
 	lw->n++;
 	return lw->w->err;
@@ -162,6 +167,10 @@ int cls_rckpt_list(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_c
 	if (rckpt_msg_list_decode(&m, in, in_len))
 		return -EINVAL;
 	if (m.after != RCKPT_STORE_NONE && (rc = rckpt_store_step_key(after, sizeof(after), 's', m.after)))
+		return rc;
+	lw.head = RCKPT_STORE_NONE;
+	rc = crk_get_u64(o, "head", &lw.head);
+	if (rc && rc != -ENOENT)
 		return rc;
 	rckpt_msg_stepsum_begin(&w, out);
 	lw.w = &w;
@@ -254,7 +263,8 @@ int cls_rckpt_rewind(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt
 				      (unsigned long long)step);
 	if ((gone = calloc(RCKPT_STORE_REWIND_MAX, sizeof(*gone))) == NULL)
 		return -ENOMEM;
-	/* a pinned step after it: refused, nothing changed */
+	/* a pinned step after it: refused, nothing changed (pins past the
+	 * head cannot be made: pin takes committed steps only) */
 	n = steps_after(o, 'p', step, gone, RCKPT_STORE_REWIND_MAX);
 	if (n != 0) {
 		rc = n < 0 ? (n == -E2BIG ? rckpt_cls_fail(o, -EBUSY, "rewind: pinned steps after %llu",
@@ -264,22 +274,31 @@ int cls_rckpt_rewind(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt
 					    (unsigned long long)gone[0]);
 		goto out;
 	}
-	/* the listed steps after it go, at most a call's worth: the head
-	 * moves once none is left */
+	/* One commit point: the head moves in this call, whatever the steps
+	 * after it number; from here on they are not listed (list stops at
+	 * the head) and nothing commits (commit waits for "rewinding" to go).
+	 * Their summaries go a call's worth at a time: this call's, and the
+	 * writer's next calls (rewind to the head, the same step) until none
+	 * is left; a writer that finds "rewinding" finishes it. */
 	n = steps_after(o, 's', step, gone, RCKPT_STORE_REWIND_MAX);
-	if (n == -E2BIG) {
+	if (n == -E2BIG)
 		n = (int)RCKPT_STORE_REWIND_MAX;
-	} else if (n < 0) {
+	else if (n < 0) {
 		rc = n;
 		goto out;
-	} else {
-		rc = crk_set_u64(o, "head", step);
 	}
+	rc = crk_set_u64(o, "head", step);
 	for (i = 0; i < n && rc == 0; i++)
 		if ((rc = rckpt_store_step_key(key, sizeof(key), 's', gone[i])) == 0)
 			rc = o->ops->omap_remove(o, key);
 	if (rc == 0 && n)
 		rc = crk_set_u64(o, "count", count >= (uint64_t)n ? count - (uint64_t)n : 0);
+	if (rc == 0) { /* some left: the mark says so; none: it goes */
+		if (n == (int)RCKPT_STORE_REWIND_MAX)
+			rc = crk_set_u64(o, "rewinding", step);
+		else if ((rc = o->ops->omap_remove(o, "rewinding")) == -ENOENT)
+			rc = 0;
+	}
 out:
 	free(gone);
 	return rc;
@@ -347,6 +366,11 @@ int cls_rckpt_pin(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cl
 	if ((rc = rckpt_store_step_key(key, sizeof(key), 's', step)))
 		return rc;
 	if (on) {
+		uint64_t head = RCKPT_STORE_NONE;
+		if ((rc = crk_get_u64(o, "head", &head)) && rc != -ENOENT)
+			return rc;
+		if (head == RCKPT_STORE_NONE || step > head)
+			return -ENOENT; /* past the head: not committed (or a rewound line's) */
 		if ((rc = has_key(o, key)) <= 0)
 			return rc == 0 ? -ENOENT : rc; /* only a listed step */
 	}

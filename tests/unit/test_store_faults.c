@@ -315,6 +315,88 @@ static void test_chunk_limits(void **state)
 	free(v);
 }
 
+/* The steps listed now, in order, into steps[] (at most cap): the count. */
+static unsigned listed(rckpt_job_t *j, uint64_t *steps, unsigned cap)
+{
+	rckpt_step_info_t si[256];
+	uint64_t after = RCKPT_LATEST;
+	unsigned n = 0, k, got = 0;
+	int more = 1;
+	while (more) {
+		assert_int_equal(rckpt_job_steps(j, after, si, 256, &n, &more), 0);
+		for (k = 0; k < n; k++)
+			if (got < cap)
+				steps[got++] = si[k].step;
+		if (n == 0)
+			break;
+		after = si[n - 1].step;
+	}
+	return got;
+}
+
+/* A rewind over more steps than one call forgets has one commit point
+ * (store.md "Rewind"): its writer dying at any call leaves the job as it
+ * was (before the first call lands) or rewound (after it: the later steps
+ * are no longer listed, and nothing commits until they are gone); the
+ * next writer finishes it, and saves on. */
+static void test_rewind_atomic(void **state)
+{
+	fx_t *f = *state;
+	const unsigned total = RCKPT_STORE_REWIND_MAX + 100; /* two calls */
+	uint64_t *steps = calloc(total + 1, sizeof(*steps));
+	float w[16 * 16];
+	rckpt_tensor_t t = { "w", RCKPT_F32, 2, { 16, 16 }, w };
+	unsigned nth, s, k;
+	assert_non_null(steps);
+	for (nth = 1; nth <= 2; nth++) {
+		rckpt_job_opts_t o = RCKPT_JOB_OPTS_INIT;
+		rckpt_job_t *j = NULL;
+		rckpt_io_t *io = NULL;
+		rckpt_buf_t v = RCKPT_BUF_INIT;
+		char name[16];
+		const mem_fault_t crash = { "rewind", nth, -EIO, 0, 0, 0 };
+		unsigned n;
+		snprintf(name, sizeof(name), "rw%u", nth);
+		o.writer = 1;
+		o.chunk_params = 1024;
+		o.compute = RCKPT_COMPUTE_CPU;
+		assert_int_equal(rckpt_job_open(f->h, &j, name, &o), 0);
+		for (s = 1; s <= total; s++) { /* one small tensor: many steps, quickly */
+			for (k = 0; k < 16 * 16; k++)
+				w[k] = sinf(0.1f * (float)k) + 1e-3f * (float)s;
+			assert_int_equal(rckpt_job_save(j, s, &t, 1, NULL, 0, NULL), 0);
+		}
+		mem_pool_fault(f->pool, &crash);
+		assert_int_equal(rckpt_job_rewind(j, 5, NULL), -EIO); /* it dies there */
+		mem_pool_fault(f->pool, NULL);
+		n = listed(j, steps, total + 1);
+		if (nth == 1) { /* nothing landed: as it was */
+			assert_int_equal(n, total);
+			assert_int_equal(steps[n - 1], total);
+		} else { /* the first call landed: rewound, all at once */
+			assert_int_equal(n, 5);
+			assert_int_equal(steps[4], 5);
+		}
+		rckpt_job_close(j); /* a new writer: it finishes the rewind */
+		j = NULL;
+		assert_int_equal(rckpt_job_open(f->h, &j, name, &o), 0);
+		n = listed(j, steps, total + 1);
+		assert_int_equal(n, nth == 1 ? total : 5);
+		assert_int_equal(mem_pool_open(f->pool, name, &io), 0);
+		assert_int_equal(io->ops->omap_get(io, "rckpt.job", "rewinding", &v), -ENOENT);
+		io->ops->close(io);
+		if (nth > 1) {
+			rckpt_restored_t *r = NULL;
+			assert_int_equal(rckpt_job_save(j, 6, &t, 1, NULL, 0, NULL), 0);
+			assert_int_equal(rckpt_job_restore(j, 5, &r, NULL), 0);
+			rckpt_restored_free(r);
+			assert_int_equal(listed(j, steps, total + 1), 6);
+		}
+		rckpt_job_close(j);
+	}
+	free(steps);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -328,6 +410,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_materialize_fails, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_allocation_fails_in_a_restore, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_chunk_limits, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_rewind_atomic, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -288,6 +288,52 @@ static int lock_job(rckpt_job_t *j, const char *fn)
 	return 0;
 }
 
+int rckpt_job_rewind_calls(rckpt_job_t *j, uint64_t step)
+{
+	uint64_t head, count;
+	unsigned calls;
+	int rc = rckpt_read_head(j, &head, &count), marked = 1;
+	if (rc == 0 && head == RCKPT_STORE_NONE)
+		rc = -EINVAL; /* nothing committed */
+	/* each call forgets a bounded number of steps; the first moves the
+	 * head, the last takes the job's "rewinding" mark away. Each names
+	 * the head it read: a late one, landing after the writer saved on, is
+	 * refused. */
+	for (calls = 0; rc == 0 && (head != step || marked) && calls < 1u << 20; calls++) {
+		rckpt_buf_t in = RCKPT_BUF_INIT, v = RCKPT_BUF_INIT;
+		const rckpt_msg_rewind_t m = { j->token, head, step };
+		rc = rckpt_msg_rewind_encode(&in, &m);
+		if (rc == 0)
+			rc = rckpt_exec_write(j, RCKPT_STORE_JOB_OID, "rewind", &in);
+		rckpt_buf_free(&in);
+		if (rc == 0)
+			rc = rckpt_read_head(j, &head, &count);
+		if (rc == 0) {
+			rc = j->io->ops->omap_get(j->io, RCKPT_STORE_JOB_OID, "rewinding", &v);
+			marked = rc == 0;
+			rc = rc == -ENOENT ? 0 : rc;
+		}
+		rckpt_buf_free(&v);
+	}
+	return rc;
+}
+
+/* A rewind its writer left unfinished (store.md "Rewind": the head moved,
+ * the old line's summaries not all gone): finished before this writer
+ * commits anything. */
+static int finish_rewind(rckpt_job_t *j, const char *fn)
+{
+	rckpt_buf_t v = RCKPT_BUF_INIT;
+	uint64_t head, count;
+	int rc = j->io->ops->omap_get(j->io, RCKPT_STORE_JOB_OID, "rewinding", &v);
+	rckpt_buf_free(&v);
+	if (rc == -ENOENT)
+		return 0;
+	if (rc == 0 && (rc = rckpt_read_head(j, &head, &count)) == 0)
+		rc = rckpt_job_rewind_calls(j, head);
+	return rc ? rckpt_fail(j->h, rc, fn, "cannot finish the rewind of job %s", j->name) : 0;
+}
+
 /* The writer's lock and claim (store.md "Commit protocol" 1). */
 static int acquire(rckpt_job_t *j, unsigned claim_flags, const char *fn)
 {
@@ -301,7 +347,7 @@ static int acquire(rckpt_job_t *j, unsigned claim_flags, const char *fn)
 				  : rc == -EIDRM ? ": it is being deleted (run rm again to finish)"
 						 : "");
 	j->lazy = 0;
-	return 0;
+	return (claim_flags & RCKPT_CLAIM_DELETE) ? 0 : finish_rewind(j, fn);
 }
 
 int rckpt_job_hold(rckpt_job_t *j, const char *fn)

@@ -624,7 +624,6 @@ int rckpt_job_rewind(rckpt_job_t *j, uint64_t step, const char *branch)
 {
 	rckpt_t *h = j->h;
 	uint64_t head = RCKPT_STORE_NONE, count;
-	unsigned calls;
 	char bname[96];
 	int rc;
 
@@ -673,22 +672,7 @@ int rckpt_job_rewind(rckpt_job_t *j, uint64_t step, const char *branch)
 	if ((rc = rckpt_job_reclaim(j)))
 		return rckpt_fail(h, rc, __func__, "cannot claim job %s again%s", j->name,
 				  rc == -ESTALE ? " (another writer has taken it)" : "");
-	/* each call forgets a bounded number of steps; the last moves the
-	 * head. Each names the head it read: a late one, landing after the
-	 * writer saved on, is refused. */
-	rc = rckpt_read_head(j, &head, &count);
-	if (rc == 0 && head == RCKPT_STORE_NONE)
-		rc = -EINVAL; /* nothing committed */
-	for (calls = 0; rc == 0 && head != step && calls < 1u << 20; calls++) {
-		rckpt_buf_t in = RCKPT_BUF_INIT;
-		const rckpt_msg_rewind_t m = { j->token, head, step };
-		rc = rckpt_msg_rewind_encode(&in, &m);
-		if (rc == 0)
-			rc = rckpt_exec_write(j, RCKPT_STORE_JOB_OID, "rewind", &in);
-		rckpt_buf_free(&in);
-		if (rc == 0)
-			rc = rckpt_read_head(j, &head, &count);
-	}
+	rc = rckpt_job_rewind_calls(j, step);
 	if (rc)
 		return rckpt_fail(h, rc, __func__, "cannot rewind job %s to step %" PRIu64 "%s", j->name, step,
 				  rc == -ESTALE   ? " (another writer has taken the job)"

@@ -174,6 +174,9 @@ int rckpt_branch_note(rckpt_job_t *j, const char *key, const char *job, uint64_t
  * requests of actors that read the older one are refused from then on on
  * whatever the writer touches. */
 int rckpt_job_reclaim(rckpt_job_t *j);
+/* The rewind calls of j's writer to step (store.md "Rewind"), until the
+ * head is there and no summary of the old line is left. */
+int rckpt_job_rewind_calls(rckpt_job_t *j, uint64_t step);
 
 /* A writer's encoder, made from the job's options. */
 int rckpt_job_encoder(rckpt_job_t *j, rckpt_ckenc_t **out);
