@@ -32,7 +32,11 @@
 #endif
 
 #ifdef WITH_HOOKS
-#include <sanitizer/allocator_interface.h>
+/* the sanitizer runtime's (gcc's libasan and clang's export them; only
+ * clang ships their header) */
+int __sanitizer_install_malloc_and_free_hooks(void (*malloc_hook)(const volatile void *, size_t),
+					      void (*free_hook)(const volatile void *));
+size_t __sanitizer_get_allocated_size(const volatile void *p);
 
 /* live and peak bytes of the heap, as the sanitizer's allocator sees them */
 static size_t live, peak;
@@ -47,7 +51,7 @@ static void on_malloc(const volatile void *p, size_t n)
 
 static void on_free(const volatile void *p)
 {
-	live -= __sanitizer_get_allocated_size((const void *)p);
+	live -= __sanitizer_get_allocated_size(p);
 }
 
 static void hooks(void)

@@ -22,6 +22,8 @@
 typedef struct view {
 	rckpt_io_t *io;
 	const char *oid;
+	uint64_t size; /* the object's, once a read asked (have_size) */
+	int have_size;
 } view_t;
 
 #define V(o) ((view_t *)(o)->ctx)
@@ -37,6 +39,17 @@ static int v_read(rckpt_cls_obj_t *o, uint64_t off, size_t len, rckpt_buf_t *out
 	int rc, got;
 	if (len > INT32_MAX)
 		return -EFBIG; /* the plugin reads records, each far smaller */
+	/* what the object holds, not what an index entry says it holds: an
+	 * OSD reads what is there, and so may this */
+	if (!V(o)->have_size) {
+		if ((rc = V(o)->io->ops->stat(V(o)->io, V(o)->oid, &V(o)->size)))
+			return rc;
+		V(o)->have_size = 1;
+	}
+	if (off >= V(o)->size)
+		len = 0;
+	else if (len > V(o)->size - off)
+		len = (size_t)(V(o)->size - off);
 	if ((rc = rckpt_buf_reserve(out, len ? len : 1)))
 		return rc;
 	got = V(o)->io->ops->read(V(o)->io, V(o)->oid, out->p + at, len, off);
@@ -115,7 +128,7 @@ int rckpt_fold_exec(rckpt_job_t *j, const char *oid, const char *method, const r
 		    rckpt_buf_t *out)
 {
 	rckpt_cls_obj_method_fn fn = read_method(method);
-	view_t v = { j->io, oid };
+	view_t v = { j->io, oid, 0, 0 };
 	rckpt_cls_obj_t o;
 	rckpt_cls_out_t reply = RCKPT_CLS_OUT_INIT;
 	uint64_t size;
