@@ -14,7 +14,7 @@ need_real_checkpoints
 src=$RCKPT_TEST_CKPT_DIR
 t=$(mktemp -d)
 job=rw-$$-$RANDOM
-trap '"$rckpt" ckpt rm --job "$job" >/dev/null 2>&1; "$rckpt" ckpt rm --job "$job.spike" >/dev/null 2>&1; "$rckpt" ckpt rm --job "$job-ft" >/dev/null 2>&1; rm -rf "$t"' EXIT
+trap '"$rckpt" ckpt rm --job "$job" >/dev/null 2>&1; "$rckpt" ckpt rm --job "$job.spike" >/dev/null 2>&1; "$rckpt" ckpt rm --job "$job-ft" >/dev/null 2>&1; "$rckpt" ckpt rm --job "$job-long" >/dev/null 2>&1; "$rckpt" ckpt rm --job "$job-long.b" >/dev/null 2>&1; rm -rf "$t"' EXIT
 mapfile -t ckpts < <(model_files "$src" | head -n 12)
 steps_of() { "$rckpt" ckpt ls --job "$1" | awk '$1 ~ /^[0-9]+$/ && $2 !~ /^steps?,/ {print $1}' | tr '\n' ' '; }
 
@@ -54,4 +54,35 @@ check "    the same bytes" test "$(sha "$t/r.safetensors")" = "${want[$s1]}"
 check "  saves on from it" expect_run 0 "$t/o" "$rckpt" ckpt save --job "$job-ft" --step $((s1 + 1)) "${ckpts[10]}"
 check "    a delta on it" contains "$t/o" " delta "
 check "  refused when the job exists" expect_run 1 "$t/o" "$rckpt" ckpt branch --job "$job" --step "$s1" --to "$job-ft"
+
+# a branch beside a compaction loop (store.md "Branches"): it completes,
+# and every step it copied restores to the bytes the source's did when
+# saved (records moved or re-encoded under it are looked up again; steps
+# the retention policy dropped meanwhile are not copied)
+long=$job-long
+files=()
+for ((i = 0; i < 5; i++)); do files+=("${ckpts[@]}"); done
+check "save 60 steps" expect_run 0 "$t/o" "$rckpt" ckpt save --job "$long" --step 1 "${files[@]:0:60}"
+declare -A lw
+for ((s = 1; s <= 60; s++)); do
+	"$rckpt" ckpt restore --job "$long" --step $s -o "$t/r.safetensors" >/dev/null && lw[$s]=$(sha "$t/r.safetensors")
+done
+(for ((i = 0; i < 200; i++)); do
+	[ -e "$t/stop" ] && break
+	"$rckpt" ckpt compact --job "$long" --keep-last $((40 - i % 30)) --keep-every 4 >/dev/null 2>&1
+done) &
+loop=$!
+check "a branch beside compactions completes" expect_run 0 "$t/o" "$rckpt" ckpt branch --job "$long" --step 1 --upto 60 --to "$long.b"
+touch "$t/stop"
+wait $loop
+bad=0 n=0
+for s in $(steps_of "$long.b"); do
+	n=$((n + 1))
+	"$rckpt" ckpt restore --job "$long.b" --step "$s" -o "$t/r.safetensors" >/dev/null &&
+		[ "$(sha "$t/r.safetensors")" = "${lw[$s]}" ] || bad=$((bad + 1))
+done
+check "  it copied steps ($n)" test "$n" -gt 0
+check "  each restores to the bytes saved" test "$bad" -eq 0
+"$rckpt" ckpt rm --job "$long" >/dev/null 2>&1
+"$rckpt" ckpt rm --job "$long.b" >/dev/null 2>&1
 finish

@@ -152,6 +152,55 @@ static int src_seg_load(rckpt_job_t *src, src_seg_t *g, uint64_t seg, unsigned n
 	return rc;
 }
 
+/* Chunk c's record of step s in the source's segment, into rec: as it is
+ * stored when it is a delta on prev (the step copied before), else its
+ * materialized base. A compaction beside the copy may have moved or
+ * re-encoded it since the index was read: a record that is not what the
+ * entry said is looked up again, in a fresh index (a bounded number of
+ * times), and taken as a base when it is no delta on prev any more.
+ * -ENOENT: the step is gone from the chunk (dropped meanwhile). */
+static int source_record(rckpt_job_t *src, src_seg_t *g, unsigned c, uint64_t s, uint64_t prev,
+			 int as_base, rckpt_buf_t *rec)
+{
+	unsigned attempt;
+	int rc = 0;
+	for (attempt = 0; attempt < 3; attempt++) {
+		const rckpt_store_entry_t *e = entry_of(g->ix[c], g->nix[c], s);
+		char oid[64];
+		unsigned kind;
+		uint64_t step, parent;
+		if (attempt) { /* read the index again */
+			const uint64_t seg = g->seg;
+			const unsigned n = g->n;
+			src_seg_free(g);
+			if ((rc = src_seg_load(src, g, seg, n)))
+				return rc;
+			e = entry_of(g->ix[c], g->nix[c], s);
+		}
+		if (e == NULL) {
+			rc = -ENOENT;
+			continue;
+		}
+		if (as_base || e->kind == RCKPT_REC_BASE || e->parent != prev)
+			return rckpt_chunk_base(src, g->seg, c, s, rec);
+		rckpt_store_segment_oid(oid, sizeof(oid), c, g->seg);
+		rec->len = 0;
+		if ((rc = rckpt_buf_reserve(rec, e->length ? e->length : 1)))
+			return rc;
+		{
+			int got = src->io->ops->read(src->io, oid, rec->p, e->length, e->offset);
+			if (got < 0)
+				return got;
+			rec->len = (size_t)got;
+		}
+		if (rec->len == e->length && rckpt_record_check(&kind, &step, &parent, rec->p, rec->len) == 0 &&
+		    step == s && kind == e->kind && parent == prev)
+			return 0;
+		rc = -ESTALE; /* moved under us: look again */
+	}
+	return rc == -ESTALE ? rckpt_chunk_base(src, g->seg, c, s, rec) : rc;
+}
+
 /* Copies step s's object oid of src into dst, through buf (-ENOENT: src
  * has none). */
 static int copy_object(rckpt_job_t *src, rckpt_job_t *dst, const char *oid, uint64_t s, rckpt_buf_t *buf)
@@ -217,23 +266,7 @@ static int copy_step(rckpt_job_t *src, rckpt_job_t *dst, src_seg_t *g, uint64_t 
 			dst->seg_bytes[c] = dst->rec_max[c] = 0;
 	}
 	for (c = 0; c < n && rc == 0; c++) {
-		const rckpt_store_entry_t *e = entry_of(g->ix[c], g->nix[c], s);
-		if (e == NULL) {
-			rc = -EBADMSG; /* a listed step with no record in a chunk */
-			break;
-		}
-		if (!roll && prev != RCKPT_STORE_NONE && e->kind != RCKPT_REC_BASE && e->parent == prev) {
-			/* as it is stored: a delta on the step copied before */
-			rckpt_store_segment_oid(oid, sizeof(oid), c, g->seg);
-			rec.len = 0;
-			if ((rc = rckpt_buf_reserve(&rec, e->length ? e->length : 1)) == 0) {
-				int got = src->io->ops->read(src->io, oid, rec.p, e->length, e->offset);
-				rc = got < 0 ? got : (uint32_t)got == e->length ? 0 : -EBADMSG;
-				rec.len = e->length;
-			}
-		} else {
-			rc = rckpt_chunk_base(src, g->seg, c, s, &rec);
-		}
+		rc = source_record(src, g, c, s, prev, roll || prev == RCKPT_STORE_NONE, &rec);
 		msg.len = 0;
 		if (rc == 0)
 			rc = rckpt_msg_append_encode(&msg, dst->token, rec.p, rec.len);
@@ -329,6 +362,16 @@ int rckpt_branch_copy(rckpt_job_t *src, uint64_t from, uint64_t upto, const char
 			    (rc = copy_step(src, dst, &g, si[k].step, &sum, prev)) == 0) {
 				prev = si[k].step;
 				++*copied;
+			} else if (rc == -ENOENT) {
+				/* dropped by a compaction since it was listed (the
+				 * retention policy let it go): not copied; what it
+				 * appended to the branch goes, and the next step is
+				 * copied on the one before */
+				rckpt_buf_t tm = RCKPT_BUF_INIT;
+				rc = rckpt_msg_trim_encode(&tm, dst->token, prev);
+				if (rc == 0 && dst->seg_n)
+					rc = rckpt_chunk_writes(dst, dst->seg, "trim", &tm, 1, dst->seg_n);
+				rckpt_buf_free(&tm);
 			}
 		}
 		if (k < n || (n && si[n - 1].step >= upto))
@@ -336,9 +379,15 @@ int rckpt_branch_copy(rckpt_job_t *src, uint64_t from, uint64_t upto, const char
 		after = si[n - 1].step;
 	}
 	src_seg_free(&g);
-	if (rc)
-		rc = rckpt_fail(h, rc, "rckpt_job_branch", "cannot copy step %" PRIu64 " of job %s into %s",
-				prev == RCKPT_STORE_NONE ? from : prev, src->name, dst_name);
+	if (rc) {
+		/* a failed branch leaves nothing: the next try starts afresh */
+		const int del = (rckpt_job_close(dst), dst = NULL, rckpt_job_delete(h, dst_name));
+		rc = rckpt_fail(h, rc, "rckpt_job_branch",
+				"cannot copy step %" PRIu64 " of job %s into %s (%s)",
+				prev == RCKPT_STORE_NONE ? from : prev, src->name, dst_name,
+				del == 0 || del == -ENOENT ? "the partial branch was removed"
+							   : "the partial branch is left: rm it");
+	}
 	else if (*copied == 0)
 		rc = rckpt_fail(h, -ENOENT, "rckpt_job_branch", "job %s lists no step in [%" PRIu64 ", %" PRIu64 "]",
 				src->name, from, upto);
