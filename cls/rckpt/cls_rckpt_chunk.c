@@ -331,11 +331,11 @@ int cls_rckpt_tip(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cl
  * kept steps in order folds each record about once.
  */
 
-/* Decoded records a compact call keeps: up to COMPACT_CACHE, within
- * COMPACT_CACHE_BYTES (at least the one in use and one more). A stage of
- * the client's 16 records at the default chunk size fits whole, so each
- * record of it is folded once. */
-#define COMPACT_CACHE 32
+/* Decoded records a compact call keeps: up to COMPACT_CACHE (a segment's
+ * records), within COMPACT_CACHE_BYTES (at least the one in use and one
+ * more). A stage the client sizes by its records' elements fits whole,
+ * so each record of it is folded once. */
+#define COMPACT_CACHE ((int)RCKPT_STORE_SEGMENT_RECORDS)
 #define COMPACT_CACHE_BYTES ((uint64_t)256 << 20)
 /* Elements one compact call may decode and encode, whatever it is asked:
  * 2^27, or six records of the chunk's largest where that is more (a stage
@@ -351,9 +351,9 @@ int cls_rckpt_tip(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cl
 #define COMPACT_FRESH_MAX ((size_t)256 << 20)
 
 typedef struct dcache {
-	rckpt_record_t rec[COMPACT_CACHE];
-	uint64_t used[COMPACT_CACHE]; /* 0: empty; else when last used */
-	uint64_t bytes[COMPACT_CACHE];
+	rckpt_record_t *rec;          /* [COMPACT_CACHE] */
+	uint64_t *used;               /* 0: empty; else when last used */
+	uint64_t *bytes;
 	uint64_t clock, total;
 	int pinned;          /* an entry eviction leaves alone (-1: none) */
 	uint64_t record_max; /* elements of the largest record decoded */
@@ -380,19 +380,26 @@ static uint64_t record_bytes(const rckpt_record_t *r)
 	return n;
 }
 
-static void dcache_init(dcache_t *c)
+static int dcache_init(dcache_t *c)
 {
 	memset(c, 0, sizeof(*c));
 	c->pinned = -1;
+	c->rec = calloc(COMPACT_CACHE, sizeof(*c->rec));
+	c->used = calloc(COMPACT_CACHE, sizeof(*c->used));
+	c->bytes = calloc(COMPACT_CACHE, sizeof(*c->bytes));
+	return c->rec && c->used && c->bytes ? 0 : -ENOMEM;
 }
 
 static void dcache_free(dcache_t *c)
 {
 	unsigned i;
-	for (i = 0; i < COMPACT_CACHE; i++)
+	for (i = 0; c->used && i < COMPACT_CACHE; i++)
 		if (c->used[i])
 			rckpt_record_free(&c->rec[i]);
-	dcache_init(c);
+	free(c->rec);
+	free(c->used);
+	free(c->bytes);
+	memset(c, 0, sizeof(*c));
 }
 
 static rckpt_record_t *dcache_find(dcache_t *c, uint64_t step)
@@ -602,7 +609,7 @@ int cls_rckpt_compact(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckp
 	int changed = 0, rc, newer;
 
 	(void)out;
-	dcache_init(&cache);
+	memset(&cache, 0, sizeof(cache));
 	if (rckpt_msg_compact_decode(&m, in, in_len))
 		return rckpt_cls_fail(o, -EINVAL, "compact: a malformed request");
 	/* a compactor's token is the job's writer as it read it: a writer
@@ -614,7 +621,7 @@ int cls_rckpt_compact(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckp
 	keep = calloc(w.n ? w.n : 1, 1);
 	plan = calloc(w.n ? w.n : 1, sizeof(*plan));
 	enc.max = COMPACT_FRESH_MAX;
-	if (!keep || !plan) {
+	if (!keep || !plan || dcache_init(&cache)) {
 		rc = -ENOMEM;
 		goto out;
 	}

@@ -13,13 +13,16 @@
 
 #include "rckpt_bytes.h"
 #include "rckpt_clock.h"
+#include "rckpt_manifest.h"
 #include "rckpt_store_internal.h"
 #include "rckpt_store_wire.h"
 
 #define POLICY_KEY "policy"
 #define POLICY_BYTES 12
-#define COMPACT_STRIDE 16 /* records a compact call folds at most, per stage; fewer when
-			   * the plugin says a stage is more than one call may do */
+#define COMPACT_STRIDE RCKPT_STORE_SEGMENT_RECORDS /* records a compact call folds at
+			   * most, per stage (what the plugin caches); fewer by their
+			   * elements, and when the plugin says a stage is more than one
+			   * call may do */
 #define COMPACT_CALL_WORK ((uint64_t)32 << 20) /* elements a stage aims at: ~100 ms */
 
 /* ---- steps, pins, policy ---- */
@@ -440,7 +443,8 @@ static int keeps(const rckpt_retention_t *r, const steps_t *s, unsigned i, uint6
  * earlier step: what compaction has not reshaped yet), at most
  * COMPACT_STRIDE records each, the last one at `end`. */
 static int compact_segment(rckpt_job_t *j, uint64_t seg, unsigned nchunks, uint64_t token,
-			   uint64_t end, const uint64_t *keep, unsigned nk, rckpt_compact_stats_t *st)
+			   uint64_t end, const uint64_t *keep, unsigned nk, uint64_t per,
+			   rckpt_compact_stats_t *st)
 {
 	rckpt_store_entry_t *ix = NULL;
 	uint32_t nix = 0, from, at, stride;
@@ -456,8 +460,10 @@ static int compact_segment(rckpt_job_t *j, uint64_t seg, unsigned nchunks, uint6
 		}
 	{
 		/* stages of about COMPACT_CALL_WORK elements: a stage of s
-		 * records folds and encodes about 2 s + 1 of them */
-		const uint64_t per = j->o.chunk_params ? j->o.chunk_params : 1;
+		 * records folds and encodes about 2 s + 1 of them, each of at
+		 * most `per` elements (the job's largest chunk) */
+		if (per == 0)
+			per = j->o.chunk_params ? j->o.chunk_params : 1;
 		stride = COMPACT_CALL_WORK / (2 * per) < COMPACT_STRIDE ? (uint32_t)(COMPACT_CALL_WORK / (2 * per))
 									: COMPACT_STRIDE;
 		if (stride == 0)
@@ -498,6 +504,29 @@ static int compact_segment(rckpt_job_t *j, uint64_t seg, unsigned nchunks, uint6
 	return rc;
 }
 
+/* Elements of the largest chunk of step's manifest into *most (0: no
+ * manifest): what a record of the job holds at most, to size
+ * compaction's stages. 0, or the read's or the decoder's error. */
+static int largest_chunk(rckpt_job_t *j, uint64_t step, uint64_t *most)
+{
+	rckpt_buf_t b = RCKPT_BUF_INIT;
+	rckpt_manifest_t mf;
+	char oid[64];
+	uint32_t c;
+	int rc;
+	*most = 0;
+	memset(&mf, 0, sizeof(mf));
+	rckpt_store_manifest_oid(oid, sizeof(oid), step);
+	rc = rckpt_read_object(j, oid, (uint64_t)64 << 20, &b);
+	if (rc == 0 && (rc = rckpt_manifest_decode(&mf, b.p, b.len)) == 0)
+		for (c = 0; c < mf.nchunks; c++)
+			if (mf.chunk[c].elements > *most)
+				*most = mf.chunk[c].elements;
+	rckpt_manifest_free(&mf);
+	rckpt_buf_free(&b);
+	return rc == -ENOENT ? 0 : rc;
+}
+
 /* One compaction, for a compactor whose token is the job's writer token
  * as it read it first: a writer that claims the job meanwhile makes it
  * -ESTALE before it changes anything that writer touched. */
@@ -506,7 +535,7 @@ static int compact_once(rckpt_job_t *j, const rckpt_retention_t *pol, rckpt_comp
 	rckpt_t *h = j->h;
 	rckpt_retention_t r;
 	steps_t s, kept;
-	uint64_t *pins = NULL, *drop = NULL, *keep = NULL, head, count, token, head_seg;
+	uint64_t *pins = NULL, *drop = NULL, *keep = NULL, head, count, token, head_seg, per;
 	segrun_t *runs = NULL;
 	unsigned np = 0, nd = 0, nk, nruns = 0, i, k;
 	double t0 = rckpt_now_s();
@@ -566,6 +595,11 @@ static int compact_once(rckpt_job_t *j, const rckpt_retention_t *pol, rckpt_comp
 		rc = rckpt_fail(h, -ENOMEM, __func__, "out of memory");
 		goto out;
 	}
+	if ((rc = largest_chunk(j, head, &per))) {
+		rc = rckpt_fail(h, rc, __func__, "cannot read the manifest of step %" PRIu64 " of job %s", head,
+				j->name);
+		goto out;
+	}
 	/* 3. Each segment on its own: one whose steps are all gone goes
 	 * whole; the others are compacted up to the head (its segment) or
 	 * their newest kept step. */
@@ -590,7 +624,7 @@ static int compact_once(rckpt_job_t *j, const rckpt_retention_t *pol, rckpt_comp
 		}
 		if (nk)
 			rc = compact_segment(j, g->seg, g->nchunks, token, g->seg == head_seg ? head : keep[nk - 1],
-					     keep, nk, st);
+					     keep, nk, per, st);
 		if (nk && rc == 0 && g->seg != head_seg) {
 			/* An old segment: no writer appends to it (only to the
 			 * head's, or a new one), so what follows its newest kept
