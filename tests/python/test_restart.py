@@ -125,7 +125,7 @@ class Loop(unittest.TestCase):
             os.kill(w1.pid, signal.SIGCONT)
             rest, _ = w1.communicate(timeout=120)
             self.assertNotEqual(w1.returncode, 0, rest)
-            self.assertRegex(rest, r"taken over|ESTALE|EBUSY|another writer", rest)
+            self.assertRegex(rest, r"taken over|ESTALE|Stale file handle|EBUSY|another writer", rest)
             listed = [s.step for s in ck.steps()]
             self.assertEqual(sorted(before), listed)
             for s, sd in before.items():
