@@ -342,13 +342,13 @@ static unsigned listed(rckpt_job_t *j, uint64_t *steps, unsigned cap)
 static void test_rewind_atomic(void **state)
 {
 	fx_t *f = *state;
-	const unsigned total = RCKPT_STORE_REWIND_MAX + 100; /* two calls */
+	const unsigned total = 3000; /* three calls */
 	uint64_t *steps = calloc(total + 1, sizeof(*steps));
 	float w[16 * 16];
 	rckpt_tensor_t t = { "w", RCKPT_F32, 2, { 16, 16 }, w };
 	unsigned nth, s, k;
 	assert_non_null(steps);
-	for (nth = 1; nth <= 2; nth++) {
+	for (nth = 1; nth <= 3; nth++) {
 		rckpt_job_opts_t o = RCKPT_JOB_OPTS_INIT;
 		rckpt_job_t *j = NULL;
 		rckpt_io_t *io = NULL;
@@ -397,6 +397,39 @@ static void test_rewind_atomic(void **state)
 	free(steps);
 }
 
+/* A committed step whose bytes declare far more than they hold (a 2048 x
+ * 2048 tensor of almost nothing but zeros: a few hundred bytes stored) is
+ * refused by restore with a message that says so, before the decoder
+ * allocates for it; RCKPT_DECODE_RATIO_MAX lets a user who means it read
+ * it. */
+static void test_restore_declares_too_much(void **state)
+{
+	fx_t *f = *state;
+	rckpt_job_opts_t o = RCKPT_JOB_OPTS_INIT;
+	rckpt_job_t *j = NULL;
+	rckpt_restored_t *r = NULL;
+	float *w = calloc(2048 * 2048, sizeof(float));
+	rckpt_tensor_t t = { "w", RCKPT_F32, 2, { 2048, 2048 }, w };
+	rckpt_save_stats_t st;
+	assert_non_null(w);
+	w[7] = 1.0f;
+	o.writer = 1;
+	o.compute = RCKPT_COMPUTE_CPU;
+	assert_int_equal(rckpt_job_open(f->h, &j, "bomb", &o), 0);
+	assert_int_equal(rckpt_job_save(j, 1, &t, 1, NULL, 0, &st), 0);
+	assert_true(st.enc_bytes < 4096); /* 16 MiB of fp32 in a few hundred bytes */
+	unsetenv("RCKPT_DECODE_RATIO_MAX");
+	assert_int_equal(rckpt_job_restore(j, 1, &r, NULL), -E2BIG);
+	assert_null(r);
+	assert_says(f, "declares more values than its bytes can hold");
+	setenv("RCKPT_DECODE_RATIO_MAX", "100000", 1);
+	assert_int_equal(rckpt_job_restore(j, 1, &r, NULL), 0);
+	unsetenv("RCKPT_DECODE_RATIO_MAX");
+	rckpt_restored_free(r);
+	rckpt_job_close(j);
+	free(w);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -411,6 +444,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_allocation_fails_in_a_restore, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_chunk_limits, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_rewind_atomic, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_restore_declares_too_much, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
