@@ -427,7 +427,7 @@ static int retire_chunk(rckpt_cls_obj_t *o, const rckpt_msg_retire_t *m)
 		if ((rc = has_key(o, job_keys[i])) < 0)
 			return rc;
 		if (rc)
-			return rckpt_cls_fail(o, -EPERM, "retire: a job object is not a chunk");
+			return rckpt_cls_fail(o, -EACCES, "retire: a job object is not a chunk"); /* not -EPERM: the OSD's (cls-wire.md) */
 	}
 	if ((rc = has_key(o, "writer")) <= 0)
 		return rc < 0 ? rc : rckpt_cls_fail(o, -EINVAL, "retire: not a chunk (no writer token)");

@@ -398,5 +398,5 @@ int main(void)
 		cmocka_unit_test(test_group_save),
 		cmocka_unit_test(test_second_group),
 	};
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return test_exit(cmocka_run_group_tests(tests, setup, teardown)); /* 77: skipped */
 }

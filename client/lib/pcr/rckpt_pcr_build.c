@@ -1,5 +1,5 @@
 /*
- * rckpt_pcr.c — building PCR datasets (formats/pcr.md), listing and
+ * rckpt_pcr_build.c — building PCR datasets (formats/pcr.md), listing and
  * deleting them.
  *
  * A build goes through its inputs a record's worth at a time: threads
