@@ -67,7 +67,32 @@ same() { # DIR: how many kept steps DIR holds other bytes of than the OSDs gave
 }
 check "  every step bit-identical to the OSDs'" test "$(same "$t/ex1")" -eq 0
 check "  nothing else" test "$(ls "$t/ex1" | wc -l)" -eq "${#steps[@]}"
+# a step of a few hundred bytes that declares 16 MiB (a 2048 x 2048 tensor
+# of zeros but one value): refused by restore and export, saying so, with
+# no memory spent on what it declares (issue 48)
+/usr/bin/python3 - "$t/bomb-000001.safetensors" <<'PY'
+import json, struct, sys
+import numpy as np
+w = np.zeros((2048, 2048), dtype="<f4")
+w[0, 7] = 1.0
+b = w.tobytes()
+h = json.dumps({"w": {"dtype": "F32", "shape": [2048, 2048], "data_offsets": [0, len(b)]}}).encode()
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(h)) + h + b)
+PY
+check "a step declaring far more than it stores" expect_run 0 "$t/o" "$rckpt" ckpt save --job "$job-bomb" "$t/bomb-000001.safetensors"
+check "  restore refuses it" expect_run 1 "$t/o" "$rckpt" ckpt restore --job "$job-bomb" -o "$t/bomb-r.safetensors"
+check "    saying why" contains "$t/o" "declares more values than its bytes can hold"
+check "    and writes nothing" test ! -e "$t/bomb-r.safetensors"
 check "a dump of the pool" expect_run 0 "$t/o" rados -p rckpt --all export "$t/pool.dump"
+peak() { # CMD...: runs it, then prints its peak resident KB on fd 3
+	/usr/bin/python3 -c 'import resource, subprocess, sys
+r = subprocess.run(sys.argv[1:])
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=open("/dev/fd/3", "w"))
+sys.exit(r.returncode)' "$@"
+}
+check "export --from-dump refuses the step" expect_run 1 "$t/o" peak "$rckpt" ckpt export --job "$job-bomb" --from-dump "$t/pool.dump" -o "$t/exb" 3>"$t/rss"
+check "  saying why" contains "$t/o" "declares more values than its bytes can hold"
+check "  within 300 MB (ASan's shadow included)" test "$(cat "$t/rss")" -lt 300000
 
 # The class out of the OSD's load list (as an operator disables it).
 "$script" --dir "$dir" stop >>"$t/start.log" 2>&1
