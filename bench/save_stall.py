@@ -1,17 +1,20 @@
 #!/usr/bin/python3
 """Trainer stall per checkpoint: how long a training loop waits for each
-save, rckpt's three ways side by side with torch.save to a local file.
+save, rckpt's four ways side by side with torch.save to a local file.
 
 A real trainer (the digits MLP 64-W-W-10, SGD with momentum) trains; every
---every steps it saves the same state in turn four ways, so that the
+--every steps it saves the same state in turn five ways, so that the
 machine's noise hits all of them alike:
 
   torch.save     torch.save of the state_dict to a local file, fsync'd
-  rckpt sync     Checkpointer.save(...).wait(): encode, write and commit
-  rckpt default  Checkpointer.save(...): the trainer waits for the encode;
-                 the writes and the commit finish in the background
-  rckpt snapshot Checkpointer(snapshot=True).save(...): the trainer waits
-                 for a copy of the tensors only
+  rckpt sync     Checkpointer.save(...).wait(): copy, encode, write and
+                 commit
+  rckpt default  Checkpointer.save(...): the trainer waits for a copy of
+                 the tensors only (snapshot=True, the default); the encode,
+                 writes and commit finish in the background
+  rckpt snapshot Checkpointer(snapshot=True).save(...), named: the same
+  rckpt in place Checkpointer(snapshot=False).save(...): the trainer waits
+                 for the encode; the writes and the commit finish behind
 
 Per way: the stall (median, min, max over --saves saves), and for rckpt the
 save's whole time (encode + write + commit) and the state's fp32 MB/s over
@@ -67,10 +70,11 @@ def main():
     state_mb = nparam * 4 / 1e6
 
     tag = "bench-stall-%d-%d" % (os.getpid(), a.seed)
-    ways = ["torch.save", "rckpt sync", "rckpt default", "rckpt snapshot"]
+    ways = ["torch.save", "rckpt sync", "rckpt default", "rckpt snapshot", "rckpt in place"]
     cks = {"rckpt sync": rckpt.Checkpointer(a.pool, tag + "-sync"),
            "rckpt default": rckpt.Checkpointer(a.pool, tag + "-default"),
-           "rckpt snapshot": rckpt.Checkpointer(a.pool, tag + "-snap", snapshot=True)}
+           "rckpt snapshot": rckpt.Checkpointer(a.pool, tag + "-snap", snapshot=True),
+           "rckpt in place": rckpt.Checkpointer(a.pool, tag + "-inplace", snapshot=False)}
     stall = {k: [] for k in ways}
     total = {k: [] for k in ways}
     ratio = []
@@ -102,6 +106,7 @@ def main():
                     r = h.wait()
                     total[k].append(time.perf_counter() - t0)
                     if k == "rckpt sync":
+                        stall[k][-1] = total[k][-1]  # it waits for the commit
                         ratio.append(r.ratio)
     finally:
         for k, ck in cks.items():

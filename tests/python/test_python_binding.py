@@ -414,11 +414,17 @@ class WithCluster(unittest.TestCase):
             raise KeyError("boom")
 
         job = self.job("q3")
-        with rckpt.Checkpointer(job=job, quality=broken) as ck:
+        with rckpt.Checkpointer(job=job, quality=broken, snapshot=False) as ck:
             with self.assertRaises(RuntimeError) as e:
                 ck.save(1, t.model.state_dict())
             self.assertIn("boom", str(e.exception))
             self.assertEqual(ck.steps(), [])  # nothing committed
+        job = self.job("q4")  # the default snapshot save: at its wait, naming the step
+        with rckpt.Checkpointer(job=job, quality=broken) as ck:
+            with self.assertRaises(RuntimeError) as e:
+                ck.save(1, t.model.state_dict()).wait()
+            self.assertIn("boom", str(e.exception))
+            self.assertIn("save of step 1", str(e.exception))
 
     def test_prioritized_partial_saves_and_recovery(self):
         t = trained_digits(steps=40, momentum=0.0)
@@ -535,7 +541,7 @@ class WithCluster(unittest.TestCase):
         self.assertIn("rckpt_job_open", str(e.exception))
         job = self.job("err")
         sd = {"w": torch.randn(100, 100)}
-        with rckpt.Checkpointer(job=job) as ck:
+        with rckpt.Checkpointer(job=job, snapshot=False) as ck:  # errors at save(), not later
             with self.assertRaises(rckpt.RckptError) as e:
                 ck.restore()
             self.assertEqual(e.exception.code, -2)

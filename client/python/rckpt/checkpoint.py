@@ -306,11 +306,14 @@ class Checkpointer:
       either way. Group saves compress it as model tensors for now.
     opt_eps: the update error's threshold (None: the library's default,
       RCKPT_OPT_EPS_DEFAULT; see docs/compression.md, "Adam's state").
-    snapshot: False (default): save() reads the tensors in place and returns
-      once they are encoded (the trainer may then change them); the writes
-      and the commit finish in the background. True: save() copies the
-      tensors (the copy is all the trainer waits for) and everything else
-      runs in a background thread.
+    snapshot: True (default): save() copies the tensors (the copy is all
+      the trainer waits for: less than torch.save to a local file) and
+      everything else runs in a background thread. The copies are kept
+      between saves, reused: one more copy of the compressed tensors, in
+      host memory (or in device memory for CUDA tensors, when the library
+      has CUDA). False: save() reads the tensors in place and returns once
+      they are encoded (the trainer may then change them), no copy; the
+      writes and the commit finish in the background.
     writer: False opens read-only (restore, steps).
     compute: "auto", "cpu" or "gpu" (librckpt's RCKPT_COMPUTE).
     threads: threads a save runs on (the search's evaluations, then the
@@ -359,7 +362,7 @@ class Checkpointer:
 
     def __init__(self, pool="rckpt", job=None, conf=None, user=None, eps=None, *,
                  quality=None, quality_eps=0.01, optimizer_state="quantize", opt_eps=None,
-                 snapshot=False, writer=True, chunk_params=0, base_every=0,
+                 snapshot=True, writer=True, chunk_params=0, base_every=0,
                  compute="auto", timeout_s=0, partial_block=0, segment_bytes=0,
                  lossless=False, group=None, threads=0, takeover="auto", wait_s=0):
         if not job:
@@ -373,6 +376,7 @@ class Checkpointer:
         if compute not in _lib.RCKPT_COMPUTE:
             raise ValueError("compute must be auto, cpu or gpu")
         self.job = job
+        self._writer = bool(writer)
         self.optimizer_state = optimizer_state
         self.snapshot = snapshot
         self._keep = None  # tensors kept exact: a name set or a predicate
@@ -760,6 +764,8 @@ class Checkpointer:
         lossy saves after an exact one are deltas on it."""
         if self._h is None:
             raise ValueError("the checkpointer is closed")
+        if not self._writer:  # at once, whatever the mode
+            raise RckptError(-errno.EPERM, "save: job %s was opened read-only (writer=False)" % self.job)
         if model is not None:
             if state_dict is not None:
                 raise ValueError("pass a state_dict or model=, not both")
