@@ -258,6 +258,27 @@ class Errors(unittest.TestCase):
             with rckpt.Checkpointer("rckpt", j, CONF, writer=False) as r:
                 self.assertEqual([s.step for s in r.steps()], [1, 3])
 
+    def test_progress_callback(self):
+        """progress(step, result, error) once per save, as it ends: the
+        committed ones with their SaveResult, a failed one with its error."""
+        j = job("progress")
+        self.jobs = [j]
+        seen = []
+        ck = rckpt.Checkpointer("rckpt", j, CONF, progress=lambda s, r, e: seen.append((s, r, e)))
+        ck.save(1, self.sd()).wait()
+        bad = self.sd(2.0)
+        bad["w"][0, 0] = float("nan")
+        ck.save(2, bad)
+        with self.assertRaises(RckptError):
+            ck.save(3, self.sd(3.0))
+        ck.save(3, self.sd(3.0))
+        ck.close()
+        self.assertEqual([s for s, _, _ in seen], [1, 2, 3])
+        self.assertTrue(seen[0][1].enc_bytes > 0 and seen[0][2] is None)
+        self.assertIsNone(seen[1][1])
+        self.assertIn("save of step 2", str(seen[1][2]))
+        self.assertEqual(seen[2][1].step, 3)
+
     def test_context_exit_raises(self):
         j = job("ctx")
         self.jobs = [j]

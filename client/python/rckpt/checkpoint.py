@@ -244,18 +244,24 @@ class SaveHandle:
     """A save in flight. wait() returns its SaveResult once the step is
     committed, or raises the RckptError that stopped it."""
 
-    def __init__(self, step):
+    def __init__(self, step, on_done=None):
         self.step = step
         self._done = threading.Event()
         self._result = None
         self._error = None
         self._reported = False  # its error reached the trainer
+        self._on_done = on_done
 
     def _finish(self, result=None, error=None):
         if error is not None and not str(error).startswith("save of step"):
             error = _step_error(self.step, error)
         self._result, self._error = result, error
         self._done.set()
+        if self._on_done is not None:
+            try:
+                self._on_done(self.step, result, error)
+            except Exception as e:  # the trainer's callback must not lose the save's outcome
+                print("rckpt: the progress callback raised: %r" % (e,), file=sys.stderr)
 
     def done(self):
         return self._done.is_set()
@@ -344,6 +350,10 @@ class Checkpointer:
       whom it waits for), then raise RckptError (EBUSY). Taking over is
       safe: the old writer's requests are fenced (formats/store.md,
       "Takeover").
+    progress: optional fn(step, result, error), called once per save as it
+      ends, on the thread that finished it: result a SaveResult when the
+      step is committed (error None), else None and the error (which still
+      raises as below). For a progress line or a log of a long run.
     Errors: a save that fails raises (naming its step) at the next save(),
       wait(), close() or context exit, whichever comes first, unless its
       handle's wait() raised it already; close() never returns normally
@@ -364,7 +374,8 @@ class Checkpointer:
                  quality=None, quality_eps=0.01, optimizer_state="quantize", opt_eps=None,
                  snapshot=True, writer=True, chunk_params=0, base_every=0,
                  compute="auto", timeout_s=0, partial_block=0, segment_bytes=0,
-                 lossless=False, group=None, threads=0, takeover="auto", wait_s=0):
+                 lossless=False, group=None, threads=0, takeover="auto", wait_s=0,
+                 progress=None):
         if not job:
             raise ValueError("job is required")
         if takeover not in ("auto", True, False):
@@ -377,6 +388,7 @@ class Checkpointer:
             raise ValueError("compute must be auto, cpu or gpu")
         self.job = job
         self._writer = bool(writer)
+        self._progress = progress
         self.optimizer_state = optimizer_state
         self.snapshot = snapshot
         self._keep = None  # tensors kept exact: a name set or a predicate
@@ -802,7 +814,7 @@ class Checkpointer:
             self._pending._done.wait()  # back-pressure; its result stays in its handle
         comp, blob, roles = self._split(state_dict, optimizer, extra)
         g = self._grads(grads, comp, optimizer)
-        handle = SaveHandle(step)
+        handle = SaveHandle(step, self._progress)
         if self.snapshot:
             comp = self._snapshot(comp, "w")
             g = self._snapshot(g, "g")
@@ -859,7 +871,7 @@ class Checkpointer:
             raise RckptError(rc, msg)
         blocked = time.perf_counter() - t0
         ratio = st.raw_bytes / st.enc_bytes if st.enc_bytes else float("inf")
-        h = SaveHandle(step)
+        h = SaveHandle(step, self._progress)
         h._finish(SaveResult(step, st.raw_bytes, st.enc_bytes, ratio, st.nchunks, False, 0.0,
                              st.t_encode, 0.0, blocked, False, 0, 0, 0.0, 0, 0))
         h.t_blocked = blocked
