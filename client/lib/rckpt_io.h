@@ -72,7 +72,8 @@ typedef struct rckpt_io_ops {
 	int (*objects)(rckpt_io_t *io, int (*fn)(void *arg, const char *oid, const char *ns),
 		       void *arg);
 	/* The exclusive advisory lock `name` on oid for seconds (renewed when
-	 * renew); -EBUSY or -EEXIST when another holds it. */
+	 * renew, or taken again when nobody holds it); -EBUSY or -EEXIST when
+	 * another holds it. */
 	int (*lock)(rckpt_io_t *io, const char *oid, const char *name, const char *cookie,
 		    unsigned seconds, int renew);
 	int (*unlock)(rckpt_io_t *io, const char *oid, const char *name, const char *cookie);

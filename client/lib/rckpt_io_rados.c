@@ -343,8 +343,11 @@ static int r_lock(rckpt_io_t *io, const char *oid, const char *name, const char 
 		  unsigned seconds, int renew)
 {
 	struct timeval tv = { (time_t)seconds, 0 };
+	/* renew may take the lock again when its lease ran out between two
+	 * saves (a save every few minutes, a lease of 30 s): what keeps the
+	 * job safe is the token, not the lock */
 	return rados_lock_exclusive(IOX(io), oid, name, cookie, "rckpt writer", &tv,
-				    renew ? LIBRADOS_LOCK_FLAG_RENEW : 0);
+				    renew ? LIBRADOS_LOCK_FLAG_MAY_RENEW : 0);
 }
 
 static int r_unlock(rckpt_io_t *io, const char *oid, const char *name, const char *cookie)

@@ -244,6 +244,53 @@ static void test_long_job(void **state)
 	assert_int_equal(cs.steps_after, L.n);
 	print_message("keep-all compaction of %u steps: %.1f s\n", L.n, rckpt_now_s() - t1);
 	check_steps(&L, 1, "after a keep-all compaction"); /* every step */
+	{ /* a branch of the whole job: its segments roll by records as a
+	   * writer's do (before, it packed 4096 records into one object and
+	   * the 4097th append was refused), and its steps restore as saved */
+		rckpt_job_t *b = NULL;
+		rckpt_restored_t *r = NULL;
+		uint64_t h;
+		const uint64_t probe[3] = { 1, L.n / 2, L.n };
+		unsigned k;
+		t1 = rckpt_now_s();
+		if (rckpt_job_branch(L.j, 1, L.n, "long.b"))
+			fail_msg("branch: %s", rckpt_errmsg(L.h));
+		print_message("a branch of %u steps: %.1f s\n", L.n, rckpt_now_s() - t1);
+		assert_int_equal(rckpt_job_open(L.h, &b, "long.b", &o), 0);
+		for (k = 0; k < 3; k++) {
+			assert_int_equal(rckpt_job_restore(b, probe[k], &r, NULL), 0);
+			{
+				float bw[ROWS * COLS], bb[COLS];
+				assert_int_equal(rckpt_restored_read(r, 0, bb, sizeof(bb)), 0); /* "b" */
+				assert_int_equal(rckpt_restored_read(r, 1, bw, sizeof(bw)), 0); /* "w" */
+				h = fnv(fnv(0xcbf29ce484222325ull, bb, sizeof(bb)), bw, sizeof(bw));
+			}
+			rckpt_restored_free(r);
+			r = NULL;
+			if (L.hash[probe[k]] && h != L.hash[probe[k]])
+				fail_msg("branch step %u restores to other bytes", (unsigned)probe[k]);
+		}
+		rckpt_job_close(b);
+		{ /* no object of the branch holds more than a segment's records */
+			rckpt_io_t *io = NULL;
+			seg_names_t g;
+			g.n = 0;
+			assert_int_equal(mem_pool_open(L.pool, "long.b", &io), 0);
+			assert_int_equal(io->ops->objects(io, seg_name, &g), 0);
+			assert_true(g.n >= L.n / RCKPT_STORE_SEGMENT_RECORDS);
+			for (k = 0; k < g.n; k++) {
+				rckpt_buf_t out = RCKPT_BUF_INIT;
+				rckpt_store_entry_t *e = NULL;
+				uint32_t n = 0;
+				assert_int_equal(io->ops->exec(io, g.names[k], "rckpt", "index", NULL, 0, &out), 0);
+				assert_int_equal(rckpt_msg_index_decode(&e, &n, out.p, out.len), 0);
+				assert_true(n <= RCKPT_STORE_SEGMENT_RECORDS);
+				free(e);
+				rckpt_buf_free(&out);
+			}
+			io->ops->close(io);
+		}
+	}
 	t1 = rckpt_now_s();
 	for (s = 0; s < 20; s++) { /* the writer goes on, and compacts as it goes */
 		model_at(L.n + 1, w, b);

@@ -21,6 +21,16 @@ void rckpt_ckdec_free(rckpt_ckdec_t *d)
 	memset(d, 0, sizeof(*d));
 }
 
+/* Elements a record of this step may hold: 2^26 (what any store writer
+ * laid into a chunk), or the step's own chunk size where a local file's
+ * encoder was given a larger one (rckpt codec encode --chunk-params), at
+ * most 2^31. */
+static uint64_t record_max(const rckpt_manifest_t *mf)
+{
+	const uint64_t floor = (uint64_t)1 << 26, cap = (uint64_t)1 << 31;
+	return mf->chunk_params > floor ? (mf->chunk_params < cap ? mf->chunk_params : cap) : floor;
+}
+
 /* The bases' declared values against their bytes (RCKPT_DECODE_RATIO_MAX),
  * from the records' segment headers, before anything is decoded. */
 static int check_declared(const rckpt_manifest_t *mf, size_t mlen, const uint8_t *const *records,
@@ -45,7 +55,7 @@ static int check_declared(const rckpt_manifest_t *mf, size_t mlen, const uint8_t
 			continue; /* a delta is bounded by its parent; errors come later */
 		if (rckpt_record_geometry(&nseg, &e, records[c], lens[c]))
 			continue;
-		if (e > ((uint64_t)1 << 26) || nseg > (1u << 16))
+		if (e > record_max(mf) || nseg > (1u << 16))
 			return -E2BIG;
 		elems += e;
 		bytes += lens[c];
@@ -56,7 +66,7 @@ static int check_declared(const rckpt_manifest_t *mf, size_t mlen, const uint8_t
 int rckpt_ckdec_step(rckpt_ckdec_t *d, const uint8_t *manifest, size_t mlen,
 		     const uint8_t *const *records, const size_t *lens)
 {
-	const rckpt_record_limits_t lim = { 1u << 16, (uint64_t)1 << 26 };
+	rckpt_record_limits_t lim = { 1u << 16, (uint64_t)1 << 26 };
 	rckpt_manifest_t mf;
 	rckpt_record_t *chunk;
 	uint32_t c;
@@ -68,6 +78,7 @@ int rckpt_ckdec_step(rckpt_ckdec_t *d, const uint8_t *manifest, size_t mlen,
 		rckpt_manifest_free(&mf);
 		return rc;
 	}
+	lim.max_elements = record_max(&mf);
 	chunk = calloc(mf.nchunks ? mf.nchunks : 1, sizeof(*chunk));
 	if (chunk == NULL) {
 		rckpt_manifest_free(&mf);

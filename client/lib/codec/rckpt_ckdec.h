@@ -20,7 +20,9 @@ typedef struct rckpt_ckdec {
 } rckpt_ckdec_t;
 
 /* What a decoder takes from untrusted bytes before it allocates: records
- * of at most 2^26 elements (what any writer stored) and 2^16 segments,
+ * of at most 2^26 elements (what any store writer laid into a chunk; a
+ * local file's own chunk size where it is larger, at most 2^31) and 2^16
+ * segments,
  * and the bases of a step may declare at most RCKPT_DECODE_RATIO_MAX
  * times the bytes they and the manifest take, as fp32 (a bound like
  * zstd's window limit: a few hundred bytes cannot ask for a gigabyte).

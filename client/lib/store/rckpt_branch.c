@@ -210,9 +210,10 @@ static int copy_object(rckpt_job_t *src, rckpt_job_t *dst, const char *oid, uint
 }
 
 /* Copies step s of src (listed, with summary sum) into dst, a writer whose
- * head is prev (RCKPT_STORE_NONE: none yet). */
+ * head is prev (RCKPT_STORE_NONE: none yet); fresh: it begins a segment
+ * whatever the sizes (what a skipped step appended there is gone). */
 static int copy_step(rckpt_job_t *src, rckpt_job_t *dst, src_seg_t *g, uint64_t s,
-		     const rckpt_store_summary_t *sum, uint64_t prev)
+		     const rckpt_store_summary_t *sum, uint64_t prev, int fresh)
 {
 	rckpt_buf_t man = RCKPT_BUF_INIT, rec = RCKPT_BUF_INIT, msg = RCKPT_BUF_INIT, att = RCKPT_BUF_INIT;
 	rckpt_manifest_t mf;
@@ -252,6 +253,9 @@ static int copy_step(rckpt_job_t *src, rckpt_job_t *dst, src_seg_t *g, uint64_t 
 		if (dst->seg_bytes[c] + (dst->rec_max[c] > est ? dst->rec_max[c] : est) > dst->seg_cap)
 			roll = 1;
 	}
+	/* by records too, as a writer rolls (store.md "Segments") */
+	if (fresh || dst->seg_records >= RCKPT_STORE_SEGMENT_RECORDS)
+		roll = 1;
 	if (roll || prev == RCKPT_STORE_NONE) {
 		const uint64_t seg = prev == RCKPT_STORE_NONE ? RCKPT_STORE_NONE : s;
 		rckpt_buf_t tm = RCKPT_BUF_INIT;
@@ -264,6 +268,7 @@ static int copy_step(rckpt_job_t *src, rckpt_job_t *dst, src_seg_t *g, uint64_t 
 		dst->seg = seg;
 		for (c = 0; c < dst->seg_n; c++)
 			dst->seg_bytes[c] = dst->rec_max[c] = 0;
+		dst->seg_records = 0;
 	}
 	for (c = 0; c < n && rc == 0; c++) {
 		rc = source_record(src, g, c, s, prev, roll || prev == RCKPT_STORE_NONE, &rec);
@@ -299,6 +304,7 @@ static int copy_step(rckpt_job_t *src, rckpt_job_t *dst, src_seg_t *g, uint64_t 
 			goto out;
 		rc = 0;
 	}
+	dst->seg_records++; /* one more record in each of its chunk objects */
 	rckpt_store_manifest_oid(oid, sizeof(oid), s);
 	rc = rckpt_put_object(dst, oid, s, &man);
 	if (rc == 0) {
@@ -333,7 +339,7 @@ int rckpt_branch_copy(rckpt_job_t *src, uint64_t from, uint64_t upto, const char
 	rckpt_job_t *dst = NULL;
 	src_seg_t g;
 	uint64_t after = from ? from - 1 : RCKPT_LATEST, prev = RCKPT_STORE_NONE;
-	int rc, more = 1;
+	int rc, more = 1, fresh = 0;
 
 	*copied = 0;
 	memset(&g, 0, sizeof(g));
@@ -359,8 +365,9 @@ int rckpt_branch_copy(rckpt_job_t *src, uint64_t from, uint64_t upto, const char
 		for (k = 0; k < n && rc == 0 && si[k].step <= upto; k++) {
 			rckpt_store_summary_t sum;
 			if ((rc = rckpt_step_summary(src, si[k].step, &sum)) == 0 &&
-			    (rc = copy_step(src, dst, &g, si[k].step, &sum, prev)) == 0) {
+			    (rc = copy_step(src, dst, &g, si[k].step, &sum, prev, fresh)) == 0) {
 				prev = si[k].step;
+				fresh = 0;
 				++*copied;
 			} else if (rc == -ENOENT) {
 				/* dropped by a compaction since it was listed (the
@@ -372,6 +379,7 @@ int rckpt_branch_copy(rckpt_job_t *src, uint64_t from, uint64_t upto, const char
 				if (rc == 0 && dst->seg_n)
 					rc = rckpt_chunk_writes(dst, dst->seg, "trim", &tm, 1, dst->seg_n);
 				rckpt_buf_free(&tm);
+				fresh = 1; /* the next step begins a segment of its own: a base */
 			}
 		}
 		if (k < n || (n && si[n - 1].step >= upto))

@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #include "rckpt_store_internal.h"
@@ -71,7 +73,11 @@ static uint64_t start_time(long pid, int *alive)
 	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
 	f = fopen(path, "r");
 	if (f == NULL) {
-		*alive = errno == ENOENT || errno == ESRCH ? 0 : -1;
+		/* /proc may hide other users' processes (hidepid, ProtectProc):
+		 * gone only when the kernel says there is no such process */
+		*alive = (errno == ENOENT || errno == ESRCH) && kill((pid_t)pid, 0) != 0 && errno == ESRCH
+				 ? 0
+				 : -1;
 		return 0;
 	}
 	n = fread(b, 1, sizeof(b) - 1, f);
@@ -103,19 +109,42 @@ void rckpt_holder_cookie(char *out, size_t cap, uint64_t client_id)
 		 pid_ns(), pid, st, client_id % 1000000000u);
 }
 
-/* Parses a cookie of rckpt_holder_cookie's: 0, or -EINVAL. */
+/* One field of a cookie: digits of base (no sign, no space) up to the
+ * next '.' or the end, at most max; *p moves past it and its dot. */
+static int field(const char **p, int base, uint64_t max, uint64_t *v)
+{
+	const char *s = *p;
+	uint64_t x = 0;
+	unsigned n = 0;
+	for (; *s && *s != '.'; s++, n++) {
+		const char c = *s;
+		const int d = c >= '0' && c <= '9' ? c - '0'
+			      : base == 16 && c >= 'a' && c <= 'f' ? c - 'a' + 10
+								   : -1;
+		if (d < 0 || x > (max - (uint64_t)d) / (uint64_t)base)
+			return -EINVAL;
+		x = x * (uint64_t)base + (uint64_t)d;
+	}
+	if (n == 0)
+		return -EINVAL;
+	*v = x;
+	*p = *s ? s + 1 : s;
+	return 0;
+}
+
+/* Parses a cookie of rckpt_holder_cookie's: 0, or -EINVAL (anything else,
+ * a cut one included). */
 static int parse(const char *cookie, uint32_t *boot, uint64_t *ns, long *pid, uint64_t *st)
 {
-	unsigned long long b, n, s, c;
-	long p;
-	int used = 0;
-	if (strncmp(cookie, COOKIE_TAG ".", 3) != 0 ||
-	    sscanf(cookie + 3, "%8llx.%llu.%ld.%llu.%llu%n", &b, &n, &p, &s, &c, &used) != 5 ||
-	    cookie[3 + used] != '\0' || p <= 0)
+	const char *p = cookie + 3;
+	uint64_t b, n, q, s, c;
+	if (strncmp(cookie, COOKIE_TAG ".", 3) != 0 || field(&p, 16, UINT32_MAX, &b) ||
+	    field(&p, 10, UINT64_MAX, &n) || field(&p, 10, 0x7fffffffu, &q) || field(&p, 10, UINT64_MAX, &s) ||
+	    field(&p, 10, UINT64_MAX, &c) || *p != '\0' || q == 0 || strlen(cookie) >= LOCK_COOKIE_MAX - 1)
 		return -EINVAL;
 	*boot = (uint32_t)b;
 	*ns = n;
-	*pid = p;
+	*pid = (long)q;
 	*st = s;
 	return 0;
 }
@@ -141,7 +170,7 @@ int rckpt_holder_gone(const char *cookie, char *what, size_t cap)
 		return 0;
 	}
 	now = start_time(pid, &alive);
-	if (alive == 0 || (alive == 1 && now != st)) {
+	if (alive == 0 || (alive == 1 && st != 0 && now != st)) {
 		snprintf(what, cap, "process %ld of this machine, which has exited", pid);
 		return 1;
 	}

@@ -242,7 +242,7 @@ static int take_lock(rckpt_job_t *j, int renew)
 static int lock_job(rckpt_job_t *j, const char *fn)
 {
 	const double until = rckpt_now_s() + j->o.wait_s;
-	char cookie[LOCK_COOKIE_MAX], client[64], what[160];
+	char cookie[256], client[64], what[160];
 	int rc;
 
 	for (;;) {
@@ -341,18 +341,32 @@ static int acquire(rckpt_job_t *j, unsigned claim_flags, const char *fn)
 	if ((rc = lock_job(j, fn)))
 		return rc;
 	/* Fencing: claimed before it reads the head. */
-	if ((rc = claim(j, claim_flags)))
+	if ((rc = claim(j, claim_flags))) {
+		j->io->ops->unlock(j->io, RCKPT_STORE_JOB_OID, LOCK_NAME, j->cookie);
+		j->locked = 0;
 		return rckpt_fail(j->h, rc, fn, "cannot claim job %s%s", j->name,
 				  rc == -ESTALE ? " (claimed again and again under our lock)"
 				  : rc == -EIDRM ? ": it is being deleted (run rm again to finish)"
 						 : "");
+	}
+	/* Still ours after the claim? Another writer that took the job over
+	 * between our lock and our claim holds the lock without the token
+	 * (ours is newer): it would fail every commit while its lock kept
+	 * everyone else out. Whoever holds the lock after the claims is the
+	 * one that must own the token: renew, and if we lost it, claim no
+	 * more and say so (the holder's next claim fences us). */
+	if ((rc = take_lock(j, 1))) {
+		j->locked = 0;
+		return rckpt_fail(j->h, -EBUSY, fn,
+				  "job %s: another writer took it over while this one claimed it", j->name);
+	}
 	j->lazy = 0;
 	return (claim_flags & RCKPT_CLAIM_DELETE) ? 0 : finish_rewind(j, fn);
 }
 
 int rckpt_job_hold(rckpt_job_t *j, const char *fn)
 {
-	char cookie[LOCK_COOKIE_MAX], client[64], what[160];
+	char cookie[256], client[64], what[160];
 	int rc;
 	if (j->lazy) {
 		uint64_t count;
@@ -385,10 +399,8 @@ int rckpt_job_release(rckpt_job_t *j)
 	int rc = 0;
 	if (j == NULL)
 		return -EINVAL;
-	if (j->locked) {
-		j->locked = 0;
+	if (atomic_exchange(&j->locked, 0)) /* once, whichever thread asks first */
 		rc = j->io->ops->unlock(j->io, RCKPT_STORE_JOB_OID, LOCK_NAME, j->cookie);
-	}
 	return rc == -ENOENT ? 0 : rc;
 }
 
@@ -407,7 +419,7 @@ int rckpt_job_head(rckpt_job_t *j, uint64_t *out)
 
 int rckpt_job_writer(rckpt_job_t *j, rckpt_writer_info_t *out)
 {
-	char cookie[LOCK_COOKIE_MAX], client[64], what[128];
+	char cookie[256], client[64], what[128];
 	int rc;
 	rckpt_clear_error(j->h);
 	memset(out, 0, sizeof(*out));

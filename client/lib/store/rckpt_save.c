@@ -372,6 +372,11 @@ static int save_start(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t, un
 			   result waits in its handle */
 		save_finish(j->pending);
 	rckpt_clear_error(h);
+	/* A writer whose open found no job locks and claims it now, before
+	 * it reads the head and the segment: another writer may have made
+	 * the job since the open. */
+	if (j->lazy && (rc = rckpt_job_hold(j, fn)))
+		return rc;
 	if (!j->trimmed) {
 		/* This save trims past the head first: the head as the job has
 		 * it now, not as this writer last saw it. A commit of ours whose
@@ -574,7 +579,9 @@ static void save_finish(rckpt_save_t *s)
 	}
 	if (rc) {
 		rc = rckpt_fail(h, rc, __func__, "cannot commit step %" PRIu64 "%s", s->step,
-				rc == -ESTALE ? " (the head moved: another writer)" : "");
+				rc == -ESTALE   ? " (the head moved: another writer)"
+				: rc == -EAGAIN ? " (a rewind of the job is not finished: rewind again)"
+						: "");
 		goto done;
 	}
 	j->head = s->step;
@@ -673,6 +680,21 @@ int rckpt_job_rewind(rckpt_job_t *j, uint64_t step, const char *branch)
 		return rckpt_fail(h, rc, __func__, "cannot claim job %s again%s", j->name,
 				  rc == -ESTALE ? " (another writer has taken it)" : "");
 	rc = rckpt_job_rewind_calls(j, step);
+	if (rc) {
+		/* Past its commit point (the head moved) the rewind stands even
+		 * though a later call failed: this writer goes on from the step,
+		 * and its next rewind (or the next writer's claim) finishes it. */
+		uint64_t now, n;
+		rckpt_ckenc_t *e = NULL;
+		if (rckpt_read_head(j, &now, &n) == 0 && now == step && rckpt_job_encoder(j, &e) == 0) {
+			j->head = step;
+			j->trimmed = 0;
+			j->seg_known = 0;
+			j->resume_tried = 0;
+			rckpt_ckenc_destroy(j->enc);
+			j->enc = e;
+		}
+	}
 	if (rc)
 		return rckpt_fail(h, rc, __func__, "cannot rewind job %s to step %" PRIu64 "%s", j->name, step,
 				  rc == -ESTALE   ? " (another writer has taken the job)"

@@ -5,6 +5,7 @@
 #ifndef RCKPT_STORE_INTERNAL_H
 #define RCKPT_STORE_INTERNAL_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "rckpt_buf.h"
@@ -51,7 +52,7 @@ struct rckpt_job {
 	rckpt_io_t *io;     /* the job's namespace */
 	char name[64];
 	rckpt_job_opts_t o;
-	int locked;
+	atomic_int locked;  /* read and cleared by rckpt_job_release from any thread */
 	int lazy;           /* writer of a job that did not exist at open: it
 			       locks and claims at its first write */
 	char cookie[LOCK_COOKIE_MAX];

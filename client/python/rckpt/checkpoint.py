@@ -256,12 +256,12 @@ class SaveHandle:
         if error is not None and not str(error).startswith("save of step"):
             error = _step_error(self.step, error)
         self._result, self._error = result, error
-        self._done.set()
-        if self._on_done is not None:
+        if self._on_done is not None:  # before done: close() waits for it
             try:
                 self._on_done(self.step, result, error)
             except Exception as e:  # the trainer's callback must not lose the save's outcome
                 print("rckpt: the progress callback raised: %r" % (e,), file=sys.stderr)
+        self._done.set()
 
     def done(self):
         return self._done.is_set()
@@ -315,11 +315,14 @@ class Checkpointer:
     snapshot: True (default): save() copies the tensors (the copy is all
       the trainer waits for: less than torch.save to a local file) and
       everything else runs in a background thread. The copies are kept
-      between saves, reused: one more copy of the compressed tensors, in
-      host memory (or in device memory for CUDA tensors, when the library
-      has CUDA). False: save() reads the tensors in place and returns once
-      they are encoded (the trainer may then change them), no copy; the
-      writes and the commit finish in the background.
+      between saves, reused: one more copy of the compressed tensors (the
+      model's, and Adam's moments when the optimizer is saved: 3x the
+      parameters for Adam), in host memory (pinned for CUDA tensors).
+      "device": CUDA tensors are copied on their device instead, and
+      encoded there when the library has CUDA (that much device memory).
+      False: save() reads the tensors in place and returns once they are
+      encoded (the trainer may then change them), no copy; the writes and
+      the commit finish in the background.
     writer: False opens read-only (restore, steps).
     compute: "auto", "cpu" or "gpu" (librckpt's RCKPT_COMPUTE).
     threads: threads a save runs on (the search's evaluations, then the
@@ -353,7 +356,8 @@ class Checkpointer:
     progress: optional fn(step, result, error), called once per save as it
       ends, on the thread that finished it: result a SaveResult when the
       step is committed (error None), else None and the error (which still
-      raises as below). For a progress line or a log of a long run.
+      raises as below), before the save counts as done (close() waits for
+      it; it must not wait on a save itself). For a log of a long run.
     Errors: a save that fails raises (naming its step) at the next save(),
       wait(), close() or context exit, whichever comes first, unless its
       handle's wait() raised it already; close() never returns normally
@@ -380,6 +384,8 @@ class Checkpointer:
             raise ValueError("job is required")
         if takeover not in ("auto", True, False):
             raise ValueError("takeover must be 'auto', True or False")
+        if snapshot not in (True, False, "device"):
+            raise ValueError("snapshot must be True, False or 'device'")
         if not wait_s >= 0:
             raise ValueError("wait_s must be >= 0")
         if optimizer_state not in ("lossless", "quantize"):
@@ -474,7 +480,10 @@ class Checkpointer:
             if e is None:
                 raise
             # the body's exception goes on; the failed save rides with it
-            e.add_note("and: %s" % failed) if hasattr(e, "add_note") else None
+            if hasattr(e, "add_note"):
+                e.add_note("and: %s" % failed)
+            else:  # before Python 3.11: said, not lost
+                print("rckpt: also, %s" % failed, file=sys.stderr)
 
     def _track(self, handle):
         """Keeps a failed save's handle until its error is seen."""
@@ -734,7 +743,10 @@ class Checkpointer:
         """Copies of tensors in buffers kept across saves (kind: which set)."""
         out = collections.OrderedDict()
         for k, t in tensors.items():
-            dev = t.device if (t.is_cuda and self._gpu) else torch.device("cpu")
+            # "device": CUDA tensors copied on their device (a GPU encode,
+            # the device's memory); else into pinned host memory
+            dev = t.device if (t.is_cuda and self._gpu and self.snapshot == "device") \
+                else torch.device("cpu")
             b = self._snap.get((kind, k))
             if b is None or b.shape != t.shape or b.dtype != t.dtype or b.device != dev:
                 b = torch.empty(t.shape, dtype=t.dtype, device=dev,
@@ -803,7 +815,10 @@ class Checkpointer:
             try:
                 return self._group_save(step, state_dict, optimizer, extra, exact)
             except (RckptError, RuntimeError) as e:
-                raise _step_error(step, e) from e
+                err = _step_error(step, e)
+                if self._progress is not None:
+                    self._progress(step, None, err)
+                raise err from e
         part = None
         if partial is not None:
             if select not in _lib.RCKPT_SELECT:
@@ -828,7 +843,10 @@ class Checkpointer:
         try:
             s = self._encode(step, comp, g, blob, part, exact, roles)  # the tensors are free after
         except (RckptError, RuntimeError) as e:
-            raise _step_error(step, e) from e
+            err = _step_error(step, e)
+            if self._progress is not None:
+                self._progress(step, None, err)
+            raise err from e
         blocked = time.perf_counter() - t0
         self._pending = handle
         threading.Thread(target=self._finish_save, args=(handle, s, blocked), daemon=True).start()
