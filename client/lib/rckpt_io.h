@@ -77,6 +77,12 @@ typedef struct rckpt_io_ops {
 	int (*lock)(rckpt_io_t *io, const char *oid, const char *name, const char *cookie,
 		    unsigned seconds, int renew);
 	int (*unlock)(rckpt_io_t *io, const char *oid, const char *name, const char *cookie);
+	/* Write method cls.method on oid in one operation with the lock
+	 * class's assert_locked: it runs only while this client holds the
+	 * exclusive lock `lock` under `cookie` (else -EBUSY or -ENOENT,
+	 * nothing changed). */
+	int (*exec_locked)(rckpt_io_t *io, const char *oid, const char *lock, const char *cookie,
+			   const char *cls, const char *method, const void *in, size_t len);
 	/* The holder of lock `name` on oid: its cookie, NUL-terminated into
 	 * cookie[0..cap), and its client (librados' "client.N"; "" where the
 	 * backend has none) into client[0..ccap); -ENOENT when nobody holds

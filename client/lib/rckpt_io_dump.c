@@ -599,6 +599,13 @@ static int ro_unlock(rckpt_io_t *io, const char *oid, const char *name, const ch
 	return -EROFS;
 }
 
+static int ro_exec_locked(rckpt_io_t *io, const char *oid, const char *lock, const char *cookie,
+			  const char *cls, const char *method, const void *in, size_t len)
+{
+	(void)io, (void)oid, (void)lock, (void)cookie, (void)cls, (void)method, (void)in, (void)len;
+	return -EROFS;
+}
+
 static int ro_lock_holder(rckpt_io_t *io, const char *oid, const char *name, char *cookie, size_t cap,
 			  char *client, size_t ccap)
 {
@@ -654,6 +661,7 @@ static const rckpt_io_ops_t dump_ops = {
 	.objects = d_objects,
 	.lock = ro_lock,
 	.unlock = ro_unlock,
+	.exec_locked = ro_exec_locked,
 	.lock_holder = ro_lock_holder,
 	.break_lock = ro_break_lock,
 	.pool_limits = d_pool_limits,

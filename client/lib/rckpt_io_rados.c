@@ -355,6 +355,49 @@ static int r_unlock(rckpt_io_t *io, const char *oid, const char *name, const cha
 	return rados_unlock(IOX(io), oid, name, cookie);
 }
 
+/* cls_lock_assert_op as the lock class decodes it (Ceph's encoding: a
+ * versioned struct of name, u8 type, cookie, tag; strings as u32 length
+ * and bytes), for an exclusive lock with no tag, as rados_lock_exclusive
+ * takes them. */
+static size_t lock_assert_op(uint8_t *out, size_t cap, const char *name, const char *cookie)
+{
+	const size_t nl = strlen(name), cl = strlen(cookie), body = 4 + nl + 1 + 4 + cl + 4;
+	uint8_t *p = out;
+	if (6 + body > cap)
+		return 0;
+	*p++ = 1; /* struct version */
+	*p++ = 1; /* compat */
+	p[0] = (uint8_t)body, p[1] = (uint8_t)(body >> 8), p[2] = (uint8_t)(body >> 16), p[3] = (uint8_t)(body >> 24);
+	p += 4;
+	p[0] = (uint8_t)nl, p[1] = (uint8_t)(nl >> 8), p[2] = (uint8_t)(nl >> 16), p[3] = (uint8_t)(nl >> 24);
+	memcpy(p + 4, name, nl);
+	p += 4 + nl;
+	*p++ = 1; /* LOCK_EXCLUSIVE */
+	p[0] = (uint8_t)cl, p[1] = (uint8_t)(cl >> 8), p[2] = (uint8_t)(cl >> 16), p[3] = (uint8_t)(cl >> 24);
+	memcpy(p + 4, cookie, cl);
+	p += 4 + cl;
+	memset(p, 0, 4); /* tag "" */
+	return 6 + body;
+}
+
+static int r_exec_locked(rckpt_io_t *io, const char *oid, const char *lock, const char *cookie,
+			 const char *cls, const char *method, const void *in, size_t len)
+{
+	uint8_t a[512];
+	const size_t alen = lock_assert_op(a, sizeof(a), lock, cookie);
+	int prval_lock = 0, prval = 0, rc;
+	rados_write_op_t op;
+	if (alen == 0)
+		return -EINVAL;
+	if ((op = rados_create_write_op()) == NULL)
+		return -ENOMEM;
+	rados_write_op_exec(op, "lock", "assert_locked", (const char *)a, alen, &prval_lock);
+	rados_write_op_exec(op, cls, method, in, len, &prval);
+	rc = rados_write_op_operate(op, IOX(io), oid, NULL, 0);
+	rados_release_write_op(op);
+	return rc ? rc : prval_lock ? prval_lock : prval;
+}
+
 /* The first locker of an exclusive lock (there is at most one). */
 static int r_lock_holder(rckpt_io_t *io, const char *oid, const char *name, char *cookie, size_t cap,
 			 char *client, size_t ccap)
@@ -545,6 +588,7 @@ static const rckpt_io_ops_t rados_ops = {
 	.objects = r_objects,
 	.lock = r_lock,
 	.unlock = r_unlock,
+	.exec_locked = r_exec_locked,
 	.lock_holder = r_lock_holder,
 	.break_lock = r_break_lock,
 	.pool_limits = r_pool_limits,

@@ -708,6 +708,20 @@ static int m_unlock(rckpt_io_t *io, const char *oid, const char *name, const cha
 	return 0;
 }
 
+/* The lock check at the call (a held request lands as a plain exec). */
+static int m_exec_locked(rckpt_io_t *io, const char *oid, const char *lock, const char *cookie,
+			 const char *cls, const char *method, const void *in, size_t len)
+{
+	mem_io_t *m = M(io);
+	struct timespec now;
+	entry_t *e;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	if ((e = existing(m, oid)) == NULL || strcmp(e->lock_name, lock) != 0 ||
+	    strcmp(e->lock_cookie, cookie) != 0 || !later(&e->lock_until, &now))
+		return -EBUSY;
+	return m_exec(io, oid, cls, method, in, len, NULL);
+}
+
 static int m_lock_holder(rckpt_io_t *io, const char *oid, const char *name, char *cookie, size_t cap,
 			 char *client, size_t ccap)
 {
@@ -776,6 +790,7 @@ static const rckpt_io_ops_t mem_ops = {
 	.objects = m_objects,
 	.lock = m_lock,
 	.unlock = m_unlock,
+	.exec_locked = m_exec_locked,
 	.lock_holder = m_lock_holder,
 	.break_lock = m_break_lock,
 	.pool_limits = m_pool_limits,

@@ -472,6 +472,27 @@ static void test_lazy_open(void **state)
 	io->ops->close(io);
 }
 
+/* Two takeovers at once: writer A holds the lock; B takes it over and
+ * claims; A's claim (its reclaim here) comes after. It runs under A's lock
+ * in one operation, so it is refused (A no longer holds the lock) and B,
+ * which holds the lock, keeps the token and saves on. Before, A's claim
+ * took the token from the lock's holder: B could not commit any more. */
+static void test_takeover_race(void **state)
+{
+	fx_t *f = *state;
+	rckpt_job_t *b = NULL;
+	assert_int_equal(save_next(f), 0);
+	assert_int_equal(open_taking(f, &b, RCKPT_TAKEOVER_ALWAYS, 0), 0);
+	assert_int_equal(rckpt_job_reclaim(f->j), -EBUSY); /* A's claim, landing after B's */
+	{
+		rckpt_job_t *a = f->j;
+		f->j = b;
+		assert_int_equal(save_as(f, f->j, 2, 2), 0); /* B commits */
+		rckpt_job_close(a);
+	}
+	nothing_lost(f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -485,6 +506,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_takeover_late_requests, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_takeover_auto, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_lazy_open, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_takeover_race, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

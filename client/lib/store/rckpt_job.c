@@ -218,8 +218,12 @@ static int claim(rckpt_job_t *j, unsigned flags)
 			j->token = now > prev ? now : prev + 1;
 			rc = rckpt_msg_claim_encode(&cm, prev, j->token, flags);
 		}
+		/* under our lock, in one operation: a writer that lost it to a
+		 * takeover meanwhile cannot take the token from its holder */
 		if (rc == 0)
-			rc = rckpt_exec_write(j, RCKPT_STORE_JOB_OID, "claim", &cm);
+			rc = j->locked ? j->io->ops->exec_locked(j->io, RCKPT_STORE_JOB_OID, LOCK_NAME, j->cookie,
+								  "rckpt", "claim", cm.p, cm.len)
+				       : rckpt_exec_write(j, RCKPT_STORE_JOB_OID, "claim", &cm);
 		rckpt_buf_free(&cm);
 	}
 	return rc;
@@ -344,6 +348,10 @@ static int acquire(rckpt_job_t *j, unsigned claim_flags, const char *fn)
 	if ((rc = claim(j, claim_flags))) {
 		j->io->ops->unlock(j->io, RCKPT_STORE_JOB_OID, LOCK_NAME, j->cookie);
 		j->locked = 0;
+		if (rc == -EBUSY || rc == -ENOENT) /* the lock's assertion: not ours any more */
+			return rckpt_fail(j->h, -EBUSY, fn,
+					  "job %s: another writer took it over while this one claimed it",
+					  j->name);
 		return rckpt_fail(j->h, rc, fn, "cannot claim job %s%s", j->name,
 				  rc == -ESTALE ? " (claimed again and again under our lock)"
 				  : rc == -EIDRM ? ": it is being deleted (run rm again to finish)"
