@@ -534,6 +534,50 @@ class WithCluster(unittest.TestCase):
             if mode == "with":
                 self.assertEqual(r.returncode, 0, "exited %d: %s" % (r.returncode, r.stderr[-2000:]))
 
+    def test_handles_in_forked_child(self):
+        """A forked child (a DataLoader worker) inherits the parent's open
+        handles but not the threads behind them: closing one there, by
+        close(), by the garbage collector or at exit, waited for librados
+        threads that do not exist in the child and hung it (a DataLoader
+        epoch that never ended). The child leaves them alone; the parent's
+        own go on working."""
+        job = self.job("fork")
+        sd = {"w": torch.randn(64, 64)}
+        ck = rckpt.Checkpointer(job=job, compute="cpu")
+        ck.save(1, sd).wait()
+        ds = self._test_dataset("-fork", 8, 4)
+        loader = rckpt.PCRDataset(ds).distributed(4)
+        next(iter(loader))
+        pending = ck.save(2, sd)  # may still run in the parent at the fork
+        pid = os.fork()
+        if pid == 0:  # the child: every way a handle gets closed
+            try:
+                ck.close()
+                loader.close()
+                del ck, loader
+                import gc
+                gc.collect()
+                rckpt._lib._close_open()
+            finally:
+                os._exit(0)
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 60:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            time.sleep(0.1)
+        else:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            self.fail("the forked child hung closing its parent's handles")
+        self.assertEqual(status, 0)
+        pending.wait()
+        ck.save(3, sd).wait()  # the parent's handle still works
+        self.assertEqual([s.step for s in ck.steps()][-3:], [1, 2, 3])
+        self.assertTrue(next(iter(loader)))
+        loader.close()
+        ck.close()
+
     def test_errors(self):
         with self.assertRaises(rckpt.RckptError) as e:
             rckpt.Checkpointer(job="bad/name")

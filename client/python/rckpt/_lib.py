@@ -343,10 +343,21 @@ _open_lock = threading.Lock()
 
 
 def track(obj):
-    """Registers obj (which has close()) to be closed at exit if still open."""
+    """Registers obj (which has close()) to be closed at exit if still open,
+    and notes the process that owns its handle (owner())."""
+    obj._owner_pid = os.getpid()
     with _open_lock:
         _open[:] = [r for r in _open if r() is not None]
         _open.append(weakref.ref(obj))
+
+
+def owner(obj):
+    """Whether this process opened obj's handle. A forked child (a
+    DataLoader worker) inherits its parent's handles without the librados
+    threads behind them: closing one there waits for threads that do not
+    exist, and its shutdown would write into the parent's OSD sessions. A
+    child drops such a handle without calling into it."""
+    return getattr(obj, "_owner_pid", None) == os.getpid()
 
 
 @atexit.register

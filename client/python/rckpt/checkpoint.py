@@ -519,6 +519,9 @@ class Checkpointer:
         normally over a lost step."""
         if self._h is None:
             return
+        if not _lib.owner(self):  # a forked child: the parent's, not to touch
+            self._h = self._g = self._pending = None
+            return
         if self._pending is not None:
             self._pending._done.wait()
             self._track(self._pending)
@@ -536,7 +539,7 @@ class Checkpointer:
         """Drops the writer lock at once, also while a save runs (for a
         process about to exit on a signal: its successor need not take
         over). Only close() after."""
-        if self._h is not None:
+        if self._h is not None and _lib.owner(self):
             lib.rckpt_job_release(self._j)
 
     def __del__(self):

@@ -911,10 +911,10 @@ class PCRDistributedLoader:
         return {k: getattr(s, k) for k, _ in s._fields_}
 
     def close(self):
-        if self._h is not None:
+        if self._h is not None and _lib.owner(self):  # a forked child drops it
             lib.rckpt_loader_close(self._l)
             lib.rckpt_destroy(self._h)
-            self._h = None
+        self._h = None
 
     def __del__(self):
         try:
