@@ -393,6 +393,66 @@ static void test_quant_random_property(void **state)
 	}
 }
 
+/* Every bin count, values drawn around, between and exactly on the
+ * midpoints (and on the centroids, and beyond both ends): the vector
+ * paths (one compare per midpoint below 21 bins, two levels above) give
+ * each value the level of the plain count #{j : x >= mid[j]}. */
+static void test_quant_bins_exact(void **state)
+{
+	enum { N = 4099 }; /* not a multiple of 8: the scalar tail too */
+	float *x = malloc(sizeof(float) * N), mid[RCKPT_MAX_BINS];
+	uint8_t *idx = malloc(N);
+	uint16_t *prot = malloc(2 * N);
+	unsigned nb, j, trial;
+	size_t i, np;
+
+	(void)state;
+	for (trial = 0; trial < 4; trial++)
+		for (nb = 1; nb <= RCKPT_MAX_BINS; nb++) {
+			rckpt_qparams_t q = { 0 };
+			unsigned nm;
+			q.nbins = nb;
+			q.prune_below = 0.0f;	      /* none pruned */
+			q.protect_mag = INFINITY;     /* none protected */
+			q.protect_sens = INFINITY;
+			q.centroids[0] = (float)(nrand() * (trial ? 0.01 : 1e-30));
+			for (j = 1; j < nb; j++) /* close ones too: rounding at the midpoints */
+				q.centroids[j] = nextafterf(q.centroids[j - 1], INFINITY) +
+						 (float)(urand() < 0.2 ? 0 : urand() * 0.003);
+			assert_int_equal(rckpt_qparams_check(&q), 0);
+			nm = rckpt_q_midpoints(mid, &q);
+			for (i = 0; i < N; i++) {
+				const double u = urand();
+				const unsigned k = (unsigned)(urand() * nb);
+				if (u < 0.3 && nm)
+					x[i] = mid[k < nm ? k : nm - 1];
+				else if (u < 0.4)
+					x[i] = q.centroids[k];
+				else if (u < 0.45 && nm)
+					x[i] = nextafterf(mid[k < nm ? k : nm - 1], -INFINITY);
+				else
+					x[i] = q.centroids[0] - 0.001f +
+					       (float)urand() * (q.centroids[nb - 1] - q.centroids[0] + 0.002f);
+			}
+			x[N - 1] = FLT_MAX; /* the ends of the finite values */
+			x[N - 2] = -FLT_MAX;
+			rckpt_quantize(idx, prot, &np, x, NULL, N, &q);
+			assert_int_equal(np, 0);
+			for (i = 0; i < N; i++) {
+				unsigned c = 0;
+				for (j = 0; j < nm; j++)
+					c += x[i] >= mid[j];
+				c += c >= rckpt_q_pruned_level(&q); /* the pruned level's slot */
+				if (idx[i] != c)
+					fail_msg("%u bins, value %zu (%.9g): level %u, the count says %u", nb, i,
+						 (double)x[i], idx[i], c);
+			}
+		}
+	free(x);
+	free(idx);
+	free(prot);
+}
+
 static void test_bf16(void **state)
 {
 	(void)state;
@@ -435,6 +495,7 @@ int main(void)
 		cmocka_unit_test(test_quant_levels_by_hand),
 		cmocka_unit_test(test_quant_sensitivity),
 		cmocka_unit_test(test_quant_random_property),
+		cmocka_unit_test(test_quant_bins_exact),
 		cmocka_unit_test(test_bf16),
 		cmocka_unit_test(test_qparams_check),
 	};

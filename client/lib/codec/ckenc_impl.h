@@ -207,10 +207,20 @@ int ckenc_search(evalctx_t *x, const cpoint_t *last, int have_emb, int have_g, c
 int ckenc_alloc_tables(evalctx_t *x, const rckpt_qconfig_t *c, alloc_t *a);
 int ckenc_alloc_pick(alloc_t *a, double eps, unsigned *bins);
 void ckenc_alloc_free(alloc_t *a);
+/* A tensor's last judged parameters and error sums: a judgement after a
+ * retry reuses them where its parameters did not change (the same values
+ * and parameters give the same sums), so a retry costs a pass over the
+ * tensors it changed only. */
+typedef struct judged {
+	rckpt_qparams_t q;
+	double tn, td;
+	int valid;
+} judged_t;
+
 int ckenc_judge(rckpt_ckenc_t *e, const rckpt_tset_t *params, const rckpt_tensor_prep_t *prep,
 		const unsigned *which, unsigned nprep, const rckpt_qconfig_t *c, const unsigned *tbins,
 		rckpt_codebook_cache_t *cache, const double *dfix, const uint8_t *dsum,
-		rckpt_qparams_t *qp, double *quality);
+		rckpt_qparams_t *qp, judged_t *memo, double *quality);
 int ckenc_ask_callback(rckpt_ckenc_t *e, const rckpt_tset_t *params, const rckpt_tensor_prep_t *prep,
 		       const unsigned *which, unsigned nprep, const rckpt_qparams_t *qp, double *loss);
 

@@ -515,6 +515,14 @@ int ckenc_relax(cpoint_t *c)
 	return 1;
 }
 
+static int qparams_equal(const rckpt_qparams_t *a, const rckpt_qparams_t *b)
+{
+	return a->nbins == b->nbins && a->prune_by_sensitivity == b->prune_by_sensitivity &&
+	       a->prune_below == b->prune_below && a->protect_mag == b->protect_mag &&
+	       a->protect_sens == b->protect_sens && a->nbins <= RCKPT_MAX_BINS &&
+	       memcmp(a->centroids, b->centroids, sizeof(float) * a->nbins) == 0;
+}
+
 /* Configuration c's quantization parameters for every prepared tensor
  * (qp[], k-means seeded from the last step's codebooks) and its loss over
  * all the data, judged block by block: nothing of the size of the model is
@@ -523,7 +531,7 @@ int ckenc_relax(cpoint_t *c)
 int ckenc_judge(rckpt_ckenc_t *e, const rckpt_tset_t *params, const rckpt_tensor_prep_t *prep,
 		 const unsigned *which, unsigned nprep, const rckpt_qconfig_t *c, const unsigned *tbins,
 		 rckpt_codebook_cache_t *cache, const double *dfix, const uint8_t *dsum,
-		 rckpt_qparams_t *qp, double *quality)
+		 rckpt_qparams_t *qp, judged_t *memo, double *quality)
 {
 	double num = 0, den = 0, worst = 0;
 	unsigned pi;
@@ -539,8 +547,15 @@ int ckenc_judge(rckpt_ckenc_t *e, const rckpt_tset_t *params, const rckpt_tensor
 			rc = rckpt_codec_qparams(&qp[pi], &prep[pi], &ct,
 						 tbins ? ALLOC_QUANTIZER(tbins[pi]) : e->o.quantizer,
 						 ckenc_warm_of(e, which[pi]), &cache[pi]);
-		if (rc == 0)
-			rc = e->be->qerr(e, &tn, &td, t, prep[pi].g, &qp[pi]);
+		if (rc == 0 && memo && memo[pi].valid && qparams_equal(&memo[pi].q, &qp[pi])) {
+			tn = memo[pi].tn;
+			td = memo[pi].td;
+		} else if (rc == 0 && (rc = e->be->qerr(e, &tn, &td, t, prep[pi].g, &qp[pi])) == 0 && memo) {
+			memo[pi].q = qp[pi];
+			memo[pi].tn = tn;
+			memo[pi].td = td;
+			memo[pi].valid = 1;
+		}
 		td = den_of(dfix, pi, td);
 		num += tn;
 		den += !dsum || dsum[pi] ? td : 0;

@@ -300,6 +300,7 @@ static int choose(rckpt_ckenc_t *e, const part_t *P, const stepctx_t *x, rckpt_c
 	const struct prev_sample *psmp =
 		e->npsmp == x->nprep && e->psmp ? e->psmp + P->off : NULL;
 	unsigned *tbins = NULL; /* the per-tensor allocation, when there is one */
+	judged_t *memo = calloc(P->n ? P->n : 1, sizeof(*memo)); /* none: every pass in full */
 	alloc_t alloc = { 0 };  /* its tables */
 	double alloc_eps = o->eps, cbq = 0;
 	unsigned alloc_tries = 0;
@@ -363,7 +364,7 @@ static int choose(rckpt_ckenc_t *e, const part_t *P, const stepctx_t *x, rckpt_c
 	for (;;) {
 		int ok;
 		rc = ckenc_judge(e, x->params, prep, which, P->n, config, tbins, cache, dfix, dsum, qp,
-				 quality);
+				 memo, quality);
 		if (rc == 0 && P->callback && e->o.quality) {
 			rc = ckenc_ask_callback(e, x->params, x->prep, x->which, x->nprep, x->qp, &cbq);
 			st->cb_quality = cbq;
@@ -407,6 +408,7 @@ static int choose(rckpt_ckenc_t *e, const part_t *P, const stepctx_t *x, rckpt_c
 			    (!P->callback || !e->o.quality || cbq <= e->o.quality_eps);
 out:
 	free(tbins);
+	free(memo);
 	ckenc_alloc_free(&alloc);
 	return rc;
 }

@@ -65,6 +65,58 @@ unsigned rckpt_q_midpoints(float *mid, const rckpt_qparams_t *q)
 	return q->nbins ? q->nbins - 1 : 0;
 }
 
+/* The count #{j : x >= mid[j]} of up to 63 sorted midpoints in two levels
+ * instead of one compare per midpoint: the midpoints, padded with +inf to
+ * 64, are 8 groups of 8; k = #{g < 7 : x >= last of group g} is how many
+ * whole groups x passes (sorted: it passes every midpoint of those and
+ * none after group k), and group k's eight are then picked per lane by a
+ * permute (vpermps) and compared. 8 k + that count is the same integer as
+ * the full count, for every x (a NaN passes none either way; +inf, which
+ * passes the padding, is clamped to nm): 15 compares and 8 permutes for
+ * 8 values instead of 63 compares. */
+#define TWO_LEVEL_MIN 20u
+
+static int mids_sorted(const float *mid, unsigned nm)
+{
+	unsigned j;
+	for (j = 1; j < nm; j++)
+		if (!(mid[j] >= mid[j - 1]))
+			return 0;
+	return 1;
+}
+
+static void two_level_tables(v8f *coarse, v8f *fine, const float *mid, unsigned nm)
+{
+	float m64[64];
+	unsigned g, j, l;
+	for (j = 0; j < 64; j++)
+		m64[j] = j < nm ? mid[j] : INFINITY;
+	for (g = 0; g < 7; g++)
+		for (l = 0; l < 8; l++)
+			coarse[g][l] = m64[8 * g + 7];
+	for (j = 0; j < 8; j++)
+		for (g = 0; g < 8; g++)
+			fine[j][g] = m64[8 * g + j]; /* lane g: group g's j-th */
+}
+
+static inline __attribute__((always_inline)) void bins_two_level(uint32_t *out, const float *x,
+								  const v8f *coarse, const v8f *fine,
+								  int32_t nm)
+{
+	const v8i nmv = { nm, nm, nm, nm, nm, nm, nm, nm };
+	v8i k = { 0, 0, 0, 0, 0, 0, 0, 0 }, acc;
+	v8f xv;
+	unsigned j;
+	memcpy(&xv, x, sizeof(xv));
+	for (j = 0; j < 7; j++)
+		k -= (v8i)(xv >= coarse[j]);
+	acc = k * 8;
+	for (j = 0; j < 8; j++)
+		acc -= (v8i)(xv >= __builtin_shuffle(fine[j], k));
+	acc += (acc > nmv) & (nmv - acc); /* min(acc, nm) */
+	memcpy(out, &acc, sizeof(acc));
+}
+
 /* AVX2 where the CPU has it, SSE2 otherwise; the same float operations,
  * so the same levels, on either. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
@@ -79,7 +131,13 @@ void rckpt_quantize(uint8_t *idx, uint16_t *prot, size_t *nprot, const float *w,
 	size_t base, np = 0;
 	unsigned j, nm = rckpt_q_midpoints(mid, q);
 
-	for (j = 0; j < nm; j++)
+	/* Many bins: count in two levels (see bins_two_level). */
+	const int two = nm > TWO_LEVEL_MIN && mids_sorted(mid, nm);
+	v8f coarse[7], fine[8];
+
+	if (two)
+		two_level_tables(coarse, fine, mid, nm);
+	for (j = 0; j < nm && !two; j++)
 		midv[j] = (v8f){ mid[j], mid[j], mid[j], mid[j], mid[j], mid[j], mid[j], mid[j] };
 	for (base = 0; base < n; base += BLOCK) {
 		/* 32-bit counters, the width of the floats, lane for lane; the
@@ -89,7 +147,9 @@ void rckpt_quantize(uint8_t *idx, uint16_t *prot, size_t *nprot, const float *w,
 		size_t i, m = n - base < BLOCK ? n - base : BLOCK;
 		const float *x = w + base;
 
-		for (i = 0; i + 8 <= m; i += 8) {
+		for (i = 0; i + 8 <= m && two; i += 8)
+			bins_two_level(bin + i, x + i, coarse, fine, (int32_t)nm);
+		for (i = two ? i : 0; i + 8 <= m; i += 8) {
 			v8f xv;
 			v8i acc = { 0, 0, 0, 0, 0, 0, 0, 0 };
 			memcpy(&xv, x + i, sizeof(xv));
