@@ -253,7 +253,7 @@ int rckpt_qerr_add(rckpt_qerr_t *e, const uint8_t *idx, const float *w, const fl
 {
 	float lv[RCKPT_MAX_BINS + 2];
 	const unsigned nb = q->nbins, pl = rckpt_q_pruned_level(q), protl = nb + 1;
-	size_t t0, i;
+	size_t t0;
 	unsigned j, bad = 0;
 
 	if (n && e->ended)
@@ -264,16 +264,35 @@ int rckpt_qerr_add(rckpt_qerr_t *e, const uint8_t *idx, const float *w, const fl
 	lv[protl] = 0.0f;
 	for (t0 = 0; t0 < n; t0 += RCKPT_QERR_TILE) {
 		double a[RCKPT_QERR_LANES] = { 0 }, b[RCKPT_QERR_LANES] = { 0 };
+		float r[RCKPT_QERR_LANES];
 		const size_t len = n - t0 < RCKPT_QERR_TILE ? n - t0 : RCKPT_QERR_TILE;
-		for (i = 0; i < len; i++) {
-			const size_t k = t0 + i;
-			const unsigned v = idx[k] <= protl ? idx[k] : pl;
-			const float wi = w[k];
-			const float r = v == protl ? rckpt_bf16_to_f32(rckpt_f32_to_bf16(wi)) : lv[v];
-			const double gg = g ? (double)g[k] * (double)g[k] : 1.0, d = (double)wi - (double)r;
-			bad |= idx[k] > protl;
-			a[i % RCKPT_QERR_LANES] += gg * d * d;
-			b[i % RCKPT_QERR_LANES] += gg * (double)wi * (double)wi;
+		size_t i0;
+		/* lane l sums elements l, l + LANES, ... in that order, as the
+		 * GPU's does; a row of lanes at a time, so the sums vectorize */
+		for (i0 = 0; i0 < len; i0 += RCKPT_QERR_LANES) {
+			const size_t rl = len - i0 < RCKPT_QERR_LANES ? len - i0 : RCKPT_QERR_LANES;
+			const uint8_t *ix = idx + t0 + i0;
+			const float *wx = w + t0 + i0, *gx = g ? g + t0 + i0 : NULL;
+			unsigned l;
+			for (l = 0; l < rl; l++) {
+				const unsigned v = ix[l] <= protl ? ix[l] : pl;
+				bad |= ix[l] > protl;
+				r[l] = v == protl ? rckpt_bf16_to_f32(rckpt_f32_to_bf16(wx[l])) : lv[v];
+			}
+			if (gx) {
+				for (l = 0; l < rl; l++) {
+					const double gg = (double)gx[l] * (double)gx[l];
+					const double d = (double)wx[l] - (double)r[l];
+					a[l] += gg * d * d;
+					b[l] += gg * (double)wx[l] * (double)wx[l];
+				}
+			} else {
+				for (l = 0; l < rl; l++) {
+					const double d = (double)wx[l] - (double)r[l];
+					a[l] += 1.0 * d * d;
+					b[l] += 1.0 * (double)wx[l] * (double)wx[l];
+				}
+			}
 		}
 		e->num[e->tiles % RCKPT_QERR_LANES] += fold(a);
 		e->den[e->tiles % RCKPT_QERR_LANES] += fold(b);
