@@ -1,0 +1,112 @@
+#!/usr/bin/python3
+"""encode_speed.py — the encoder's CPU cost against zstd -1, in interleaved
+pairs (issue 49: "encode >= zstd -1's speed per core").
+
+For each round it runs, one after another, `rckpt codec encode` of the
+checkpoints given (a base, then deltas: the encoder's real work) with each
+rckpt binary named, and `zstd -1 -T1` of the same files, and takes each
+one's CPU seconds (user + system, from the kernel's accounting of the
+child). It prints per round and as median [min, max] over the rounds:
+the fp32 MB each encodes per CPU second, and the ratio of each rckpt to
+zstd -1 of the same round (> 1: faster than zstd). With two binaries (the
+old one first) it also prints the ratio of the second's CPU time to the
+first's. Outputs are compared: binaries meant to write the same bytes can
+be checked with --same.
+
+usage: encode_speed.py [--rounds N] [--same] --rckpt BIN [--rckpt BIN2]
+                       CKPT.safetensors...
+"""
+import argparse
+import filecmp
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+
+def cpu_of(cmd):
+    """CPU seconds (user + system) of cmd, run to its end."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if r.returncode != 0:
+        sys.exit("encode_speed: %s exited %d: %s" % (cmd[0], r.returncode, r.stderr.strip()[-500:]))
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def fp32_bytes(path):
+    """The fp32 bytes a safetensors file stands for (its header's shapes)."""
+    import json
+    import struct
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        hdr = json.loads(f.read(n))
+    total = 0
+    for k, v in hdr.items():
+        if k == "__metadata__":
+            continue
+        e = 1
+        for d in v["shape"]:
+            e *= d
+        total += 4 * e
+    return total
+
+
+def spread(v):
+    return "%.3g [%.3g, %.3g]" % (statistics.median(v), min(v), max(v))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=3, help="rounds of pairs (default 3)")
+    ap.add_argument("--rckpt", action="append", required=True, help="an rckpt binary (twice: old, new)")
+    ap.add_argument("--same", action="store_true", help="require the binaries to write the same bytes")
+    ap.add_argument("ckpt", nargs="+", help="checkpoints, base first")
+    a = ap.parse_args()
+    if a.rounds < 1 or len(a.rckpt) > 2:
+        ap.error("--rounds >= 1 and at most two --rckpt")
+    for p in a.ckpt + a.rckpt:
+        if not os.path.isfile(p):
+            ap.error("no file %s" % p)
+    if shutil.which("zstd") is None:
+        sys.exit("encode_speed: zstd is not installed (Debian package zstd)")
+    mb = sum(fp32_bytes(p) for p in a.ckpt) / 1e6
+    tmp = tempfile.mkdtemp(prefix="encode-speed-")
+    try:
+        cpu = {b: [] for b in range(len(a.rckpt))}
+        zs = []
+        print("%.1f MB of fp32 in %d files, %d rounds" % (mb, len(a.ckpt), a.rounds))
+        for r in range(a.rounds):
+            line = []
+            for b, binary in enumerate(a.rckpt):
+                out = os.path.join(tmp, "out%d" % b)
+                shutil.rmtree(out, ignore_errors=True)
+                cpu[b].append(cpu_of([binary, "codec", "encode", "-o", out] + a.ckpt))
+                line.append("rckpt#%d %.2f s" % (b + 1, cpu[b][-1]))
+            z = 0.0
+            for p in a.ckpt:
+                z += cpu_of(["zstd", "-1", "-T1", "-q", "-f", "-o", os.devnull, p])
+            zs.append(z)
+            print("round %d: %s, zstd -1 %.2f s" % (r + 1, ", ".join(line), z), flush=True)
+            if a.same and len(a.rckpt) == 2:
+                for f in sorted(os.listdir(os.path.join(tmp, "out0"))):
+                    if not filecmp.cmp(os.path.join(tmp, "out0", f), os.path.join(tmp, "out1", f), False):
+                        sys.exit("encode_speed: the binaries wrote different bytes for %s" % f)
+        print("zstd -1 -T1: %s MB/s per CPU second" % spread([mb / z for z in zs]))
+        for b in cpu:
+            print("rckpt#%d (%s): %s MB/s per CPU second; speed / zstd -1's, per round: %s"
+                  % (b + 1, a.rckpt[b], spread([mb / c for c in cpu[b]]),
+                     spread([z / c for z, c in zip(zs, cpu[b])])))
+        if len(cpu) == 2:
+            print("rckpt#1 CPU / rckpt#2 CPU, per round: %s" % spread([x / y for x, y in zip(cpu[0], cpu[1])]))
+            if a.same:
+                print("same bytes: yes")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
