@@ -527,41 +527,74 @@ static int qparams_equal(const rckpt_qparams_t *a, const rckpt_qparams_t *b)
  * (qp[], k-means seeded from the last step's codebooks) and its loss over
  * all the data, judged block by block: nothing of the size of the model is
  * kept. The blocks' lengths are multiples of the tile, so the sums are
- * those of rckpt_qerr over each whole tensor, which the GPU's are too. */
+ * those of rckpt_qerr over each whole tensor, which the GPU's are too.
+ * The tensors are judged at once on the CPU (each writes its own terms),
+ * and their terms summed in tensor order after, as one thread would. */
+typedef struct jjob {
+	const rckpt_tset_t *params;
+	const rckpt_tensor_prep_t *prep;
+	const unsigned *which, *tbins;
+	const rckpt_qconfig_t *c;
+	rckpt_codebook_cache_t *cache;
+	rckpt_qparams_t *qp;
+	judged_t *memo;
+	double *tn, *td;
+} jjob_t;
+
+static int judge_one(rckpt_ckenc_t *e, void *arg, unsigned pi)
+{
+	const jjob_t *j = arg;
+	const rckpt_ctensor_t *t = &j->params->t[j->which[pi]];
+	const rckpt_qconfig_t ct = tensor_config(j->c, &j->prep[pi], j->tbins, pi);
+	rckpt_qparams_t *q = &j->qp[pi];
+	judged_t *m = j->memo ? &j->memo[pi] : NULL;
+	int rc;
+	if (j->tbins && j->tbins[pi] == KEEP_LAST)
+		rc = rckpt_codec_qparams_keep(q, &j->prep[pi], &ct, ckenc_warm_of(e, j->which[pi]));
+	else
+		rc = rckpt_codec_qparams(q, &j->prep[pi], &ct, j->tbins ? ALLOC_QUANTIZER(j->tbins[pi]) : e->o.quantizer,
+					 ckenc_warm_of(e, j->which[pi]), &j->cache[pi]);
+	if (rc)
+		return rc;
+	if (m && m->valid && qparams_equal(&m->q, q)) {
+		j->tn[pi] = m->tn;
+		j->td[pi] = m->td;
+		return 0;
+	}
+	if ((rc = e->be->qerr(e, &j->tn[pi], &j->td[pi], t, j->prep[pi].g, q)) == 0 && m) {
+		m->q = *q;
+		m->tn = j->tn[pi];
+		m->td = j->td[pi];
+		m->valid = 1;
+	}
+	return rc;
+}
+
 int ckenc_judge(rckpt_ckenc_t *e, const rckpt_tset_t *params, const rckpt_tensor_prep_t *prep,
 		 const unsigned *which, unsigned nprep, const rckpt_qconfig_t *c, const unsigned *tbins,
 		 rckpt_codebook_cache_t *cache, const double *dfix, const uint8_t *dsum,
 		 rckpt_qparams_t *qp, judged_t *memo, double *quality)
 {
-	double num = 0, den = 0, worst = 0;
+	double num = 0, den = 0, worst = 0, *v = calloc(2 * (size_t)nprep + 1, sizeof(double));
+	jjob_t j = { params, prep, which, tbins, c, cache, qp, memo, v, v + nprep };
+	uint64_t work = 0;
 	unsigned pi;
-	int rc = 0;
+	int rc;
 
+	if (v == NULL)
+		return -ENOMEM;
+	for (pi = 0; pi < nprep; pi++)
+		work += params->t[which[pi]].n;
+	rc = ckenc_parallel_views(e, nprep, ckenc_threads_for(&e->o, work), judge_one, &j);
+	ckenc_workers_free(e); /* kept only while in use, as the emission's */
 	for (pi = 0; pi < nprep && rc == 0; pi++) {
-		const rckpt_ctensor_t *t = &params->t[which[pi]];
-		const rckpt_qconfig_t ct = tensor_config(c, &prep[pi], tbins, pi);
-		double tn = 0, td = 0;
-		if (tbins && tbins[pi] == KEEP_LAST)
-			rc = rckpt_codec_qparams_keep(&qp[pi], &prep[pi], &ct, ckenc_warm_of(e, which[pi]));
-		else
-			rc = rckpt_codec_qparams(&qp[pi], &prep[pi], &ct,
-						 tbins ? ALLOC_QUANTIZER(tbins[pi]) : e->o.quantizer,
-						 ckenc_warm_of(e, which[pi]), &cache[pi]);
-		if (rc == 0 && memo && memo[pi].valid && qparams_equal(&memo[pi].q, &qp[pi])) {
-			tn = memo[pi].tn;
-			td = memo[pi].td;
-		} else if (rc == 0 && (rc = e->be->qerr(e, &tn, &td, t, prep[pi].g, &qp[pi])) == 0 && memo) {
-			memo[pi].q = qp[pi];
-			memo[pi].tn = tn;
-			memo[pi].td = td;
-			memo[pi].valid = 1;
-		}
-		td = den_of(dfix, pi, td);
+		const double tn = j.tn[pi], td = den_of(dfix, pi, j.td[pi]);
 		num += tn;
 		den += !dsum || dsum[pi] ? td : 0;
 		if (td > 0 && tn / td > worst)
 			worst = tn / td;
 	}
+	free(v);
 	*quality = step_loss(num, den, worst);
 	return rc;
 }
