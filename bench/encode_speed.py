@@ -6,7 +6,8 @@ For each round it runs, one after another, `rckpt codec encode` of the
 checkpoints given (a base, then deltas: the encoder's real work) with each
 rckpt binary named, and `zstd -1 -T1` of the same files, and takes each
 one's CPU seconds (user + system, from the kernel's accounting of the
-child). It prints per round and as median [min, max] over the rounds:
+child; wall-clock seconds too, the encoder using every core). It prints
+per round and as median [min, max] over the rounds:
 the fp32 MB each encodes per CPU second, and the ratio of each rckpt to
 zstd -1 of the same round (> 1: faster than zstd). With two binaries (the
 old one first) it also prints the ratio of the second's CPU time to the
@@ -25,12 +26,17 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 
-def cpu_of(cmd):
-    """CPU seconds (user + system) of cmd, run to its end."""
+def cpu_of(cmd, wall=None):
+    """CPU seconds (user + system) of cmd, run to its end; its wall-clock
+    seconds appended to wall."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.monotonic()
     r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if wall is not None:
+        wall.append(time.monotonic() - t0)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if r.returncode != 0:
         sys.exit("encode_speed: %s exited %d: %s" % (cmd[0], r.returncode, r.stderr.strip()[-500:]))
@@ -77,6 +83,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="encode-speed-")
     try:
         cpu = {b: [] for b in range(len(a.rckpt))}
+        wall = {b: [] for b in range(len(a.rckpt))}
         zs = []
         print("%.1f MB of fp32 in %d files, %d rounds" % (mb, len(a.ckpt), a.rounds))
         for r in range(a.rounds):
@@ -84,8 +91,8 @@ def main():
             for b, binary in enumerate(a.rckpt):
                 out = os.path.join(tmp, "out%d" % b)
                 shutil.rmtree(out, ignore_errors=True)
-                cpu[b].append(cpu_of([binary, "codec", "encode", "-o", out] + a.ckpt))
-                line.append("rckpt#%d %.2f s" % (b + 1, cpu[b][-1]))
+                cpu[b].append(cpu_of([binary, "codec", "encode", "-o", out] + a.ckpt, wall[b]))
+                line.append("rckpt#%d %.2f s (wall %.2f s)" % (b + 1, cpu[b][-1], wall[b][-1]))
             z = 0.0
             for p in a.ckpt:
                 z += cpu_of(["zstd", "-1", "-T1", "-q", "-f", "-o", os.devnull, p])
@@ -102,6 +109,7 @@ def main():
                      spread([z / c for z, c in zip(zs, cpu[b])])))
         if len(cpu) == 2:
             print("rckpt#1 CPU / rckpt#2 CPU, per round: %s" % spread([x / y for x, y in zip(cpu[0], cpu[1])]))
+            print("rckpt#1 wall / rckpt#2 wall, per round: %s" % spread([x / y for x, y in zip(wall[0], wall[1])]))
             if a.same:
                 print("same bytes: yes")
     finally:
