@@ -338,82 +338,49 @@ static int workers_ensure(rckpt_ckenc_t *e, unsigned n)
 
 /* fn(view, arg, i) for every i of [0, n) on up to `threads` threads (the
  * CPU backend), each with a view of e whose block scratch is its own (the
- * first, this thread's, e's own). As ckenc_parallel_for: each index once,
- * and the result of the lowest index that failed. */
-typedef struct vpar {
+ * first, this thread's, e's own); as ckenc_parallel_for otherwise. */
+typedef struct views {
 	int (*fn)(rckpt_ckenc_t *view, void *arg, unsigned i);
 	void *arg;
-	unsigned n, next, failed_at;
-	int rc;
-	pthread_mutex_t mu;
-} vpar_t;
+	rckpt_ckenc_t *view;
+} views_t;
 
-typedef struct vthr {
-	vpar_t *p;
-	rckpt_ckenc_t view;
-} vthr_t;
-
-static void *vpar_run(void *arg)
+static int on_view(void *arg, unsigned i, unsigned slot)
 {
-	vthr_t *t = arg;
-	vpar_t *p = t->p;
-	for (;;) {
-		unsigned i;
-		int rc;
-		pthread_mutex_lock(&p->mu);
-		i = p->next < p->n && p->next < p->failed_at ? p->next++ : p->n;
-		pthread_mutex_unlock(&p->mu);
-		if (i == p->n)
-			return NULL;
-		if ((rc = p->fn(&t->view, p->arg, i)) != 0) {
-			pthread_mutex_lock(&p->mu);
-			if (i < p->failed_at) {
-				p->failed_at = i;
-				p->rc = rc;
-			}
-			pthread_mutex_unlock(&p->mu);
-		}
-	}
+	const views_t *v = arg;
+	return v->fn(&v->view[slot], v->arg, i);
 }
 
 int ckenc_parallel_views(rckpt_ckenc_t *e, unsigned n, unsigned threads,
 			 int (*fn)(rckpt_ckenc_t *view, void *arg, unsigned i), void *arg)
 {
-	vpar_t p = { fn, arg, n, 0, n, 0, PTHREAD_MUTEX_INITIALIZER };
-	pthread_t tid[RCKPT_CKENC_THREADS_MAX];
-	vthr_t *thr;
-	unsigned i, started = 0;
+	views_t v = { fn, arg, NULL };
+	unsigned i;
+	int rc;
 
 	if (threads > RCKPT_CKENC_THREADS_MAX)
 		threads = RCKPT_CKENC_THREADS_MAX;
 	if (threads > n)
 		threads = n;
 	if (e->be != &ckenc_cpu_backend || threads < 2 || workers_ensure(e, threads - 1) ||
-	    (thr = calloc(threads, sizeof(*thr))) == NULL) {
-		for (i = 0; i < n; i++) /* one at a time, in order */
-			if ((p.rc = fn(e, arg, i)) != 0)
-				break;
-		return p.rc;
+	    (v.view = calloc(threads, sizeof(*v.view))) == NULL) {
+		for (i = 0, rc = 0; i < n && rc == 0; i++) /* one at a time, in order */
+			rc = fn(e, arg, i);
+		return rc;
 	}
 	for (i = 0; i < threads; i++) {
-		thr[i].p = &p;
-		thr[i].view = *e;
+		v.view[i] = *e;
 		if (i > 0) {
-			struct ckenc_worker *w = &e->workers[i - 1];
-			thr[i].view.wblk = w->wblk;
-			thr[i].view.nblk = w->nblk;
-			thr[i].view.iblk = w->iblk;
-			thr[i].view.pblk = w->pblk;
-			if (pthread_create(&tid[i], NULL, vpar_run, &thr[i]))
-				break;
-			started++;
+			const struct ckenc_worker *w = &e->workers[i - 1];
+			v.view[i].wblk = w->wblk;
+			v.view[i].nblk = w->nblk;
+			v.view[i].iblk = w->iblk;
+			v.view[i].pblk = w->pblk;
 		}
 	}
-	vpar_run(&thr[0]);
-	for (i = 0; i < started; i++)
-		pthread_join(tid[i + 1], NULL);
-	free(thr);
-	return p.rc;
+	rc = ckenc_parallel_slots(n, threads, on_view, &v);
+	free(v.view);
+	return rc;
 }
 
 /* What one full step's emission needs to build a chunk's record. */

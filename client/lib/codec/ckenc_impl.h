@@ -92,6 +92,8 @@ unsigned ckenc_threads_for(const rckpt_ckenc_opts_t *o, uint64_t work);
 
 /* Frees the parallel emission's per-thread scratch (ckenc_emit.c). */
 void ckenc_workers_free(rckpt_ckenc_t *e);
+int ckenc_parallel_slots(unsigned n, unsigned threads, int (*fn)(void *arg, unsigned i, unsigned slot),
+			 void *arg);
 int ckenc_parallel_views(rckpt_ckenc_t *e, unsigned n, unsigned threads,
 			 int (*fn)(rckpt_ckenc_t *view, void *arg, unsigned i), void *arg);
 

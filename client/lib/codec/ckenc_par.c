@@ -1,9 +1,10 @@
 /*
  * ckenc_par.c — a parallel loop for the encoder's independent pieces of
  * work (a search's evaluations, one tensor each). Each index runs once, on
- * whichever thread takes it next; what it writes must be its own. The
- * result is that of the lowest index that failed, as a loop in order that
- * stops there would return.
+ * whichever thread takes it next; what it writes must be its own (or its
+ * thread's: slot numbers the threads from 0, this one). The result is that
+ * of the lowest index that failed, as a loop in order that stops there
+ * would return.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "ckenc_impl.h"
@@ -13,16 +14,22 @@
 #define PAR_THREADS_MAX 64
 
 typedef struct par {
-	int (*fn)(void *arg, unsigned i);
+	int (*fn)(void *arg, unsigned i, unsigned slot);
 	void *arg;
 	unsigned n, next, failed_at;
 	int rc;
 	pthread_mutex_t mu;
 } par_t;
 
-static void *par_run(void *p_)
+typedef struct slot {
+	par_t *p;
+	unsigned s;
+} slot_t;
+
+static void *par_run(void *sl_)
 {
-	par_t *p = p_;
+	const slot_t *sl = sl_;
+	par_t *p = sl->p;
 	for (;;) {
 		unsigned i;
 		int rc;
@@ -32,7 +39,7 @@ static void *par_run(void *p_)
 		pthread_mutex_unlock(&p->mu);
 		if (i == p->n)
 			return NULL;
-		if ((rc = p->fn(p->arg, i)) != 0) {
+		if ((rc = p->fn(p->arg, i, sl->s)) != 0) {
 			pthread_mutex_lock(&p->mu);
 			if (i < p->failed_at) {
 				p->failed_at = i;
@@ -43,25 +50,47 @@ static void *par_run(void *p_)
 	}
 }
 
-int ckenc_parallel_for(unsigned n, unsigned threads, int (*fn)(void *arg, unsigned i), void *arg)
+int ckenc_parallel_slots(unsigned n, unsigned threads, int (*fn)(void *arg, unsigned i, unsigned slot),
+			 void *arg)
 {
 	par_t p = { fn, arg, n, 0, n, 0, PTHREAD_MUTEX_INITIALIZER };
 	pthread_t tid[PAR_THREADS_MAX];
+	slot_t sl[PAR_THREADS_MAX];
 	unsigned t, started = 0;
 
 	if (threads > PAR_THREADS_MAX)
 		threads = PAR_THREADS_MAX;
 	if (threads > n)
 		threads = n;
+	for (t = 0; t < threads || t == 0; t++)
+		sl[t] = (slot_t){ &p, t };
 	for (t = 1; t < threads; t++) { /* this thread is the first */
-		if (pthread_create(&tid[t], NULL, par_run, &p))
+		if (pthread_create(&tid[t], NULL, par_run, &sl[t]))
 			break; /* fewer threads: the rest runs here */
 		started++;
 	}
-	par_run(&p);
+	par_run(&sl[0]);
 	for (t = 1; t <= started; t++)
 		pthread_join(tid[t], NULL);
 	return p.rc;
+}
+
+typedef struct plain {
+	int (*fn)(void *arg, unsigned i);
+	void *arg;
+} plain_t;
+
+static int plain_run(void *arg, unsigned i, unsigned slot)
+{
+	const plain_t *pl = arg;
+	(void)slot;
+	return pl->fn(pl->arg, i);
+}
+
+int ckenc_parallel_for(unsigned n, unsigned threads, int (*fn)(void *arg, unsigned i), void *arg)
+{
+	plain_t pl = { fn, arg };
+	return ckenc_parallel_slots(n, threads, plain_run, &pl);
 }
 
 unsigned ckenc_threads_for(const rckpt_ckenc_opts_t *o, uint64_t work)
