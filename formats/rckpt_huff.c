@@ -241,9 +241,9 @@ int rckpt_huff_decode(uint16_t *syms, size_t n, unsigned nsym, const uint8_t *sr
 	}
 
 	pos = hdr;
-	for (i = 0; i < n; i++) {
+	for (i = 0; i < n;) {
 		unsigned e, l;
-		if (bits < MAX_BITS) {
+		if (bits < 4 * MAX_BITS) {
 			if (len - pos >= 8) {
 				uint64_t v = 0;
 				unsigned k;
@@ -259,11 +259,23 @@ int rckpt_huff_decode(uint16_t *syms, size_t n, unsigned nsym, const uint8_t *sr
 				}
 			}
 		}
+		if (bits >= 4 * MAX_BITS && n - i >= 4) {
+			/* four codes of at most MAX_BITS each are in buf */
+			unsigned k;
+			for (k = 0; k < 4; k++) {
+				e = table[buf & mask];
+				l = e >> MAX_BITS;
+				syms[i++] = (uint16_t)(e & (TABLE_SIZE - 1));
+				buf >>= l;
+				bits -= l;
+			}
+			continue;
+		}
 		e = table[buf & mask];
 		l = e >> MAX_BITS;
 		if (l > bits) /* the code runs past the end of the block */
 			goto out;
-		syms[i] = (uint16_t)(e & (TABLE_SIZE - 1));
+		syms[i++] = (uint16_t)(e & (TABLE_SIZE - 1));
 		buf >>= l;
 		bits -= l;
 	}

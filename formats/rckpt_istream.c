@@ -412,14 +412,31 @@ int rckpt_istream_peek_stages(const rckpt_reader_t *r)
 static int unrun(uint8_t *d, size_t n, const uint16_t *tok, size_t ntok, const uint16_t *lens,
 		 size_t nlen, unsigned m)
 {
-	size_t i, pos = 0, li = 0;
+	size_t i = 0, pos = 0, li = 0;
 
-	for (i = 0; i < ntok; i++) {
-		unsigned t = tok[i];
+	while (i < ntok) {
+		/* literals, as many as both the tokens and d have room for
+		 * without a check each: eight at a time while all are */
+		const size_t end = i + (ntok - i < n - pos ? ntok - i : n - pos);
+		unsigned t;
+		while (i + 8 <= end) {
+			unsigned k, lit = 1;
+			for (k = 0; k < 8; k++)
+				lit &= tok[i + k] < m;
+			if (!lit)
+				break;
+			for (k = 0; k < 8; k++)
+				d[pos + k] = (uint8_t)tok[i + k];
+			i += 8;
+			pos += 8;
+		}
+		while (i < end && tok[i] < m)
+			d[pos++] = (uint8_t)tok[i++];
+		if (i == ntok)
+			break;
+		t = tok[i++];
 		if (t < m) {
-			if (pos >= n)
-				return -EBADMSG;
-			d[pos++] = (uint8_t)t;
+			return -EBADMSG; /* a literal past the end of d */
 		} else {
 			uint64_t x = 0;
 			unsigned shift = 0, k;
