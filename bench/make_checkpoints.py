@@ -12,8 +12,9 @@ Every --every steps it writes OUT/step-NNNNNN.safetensors (the parameters)
 and OUT/step-NNNNNN.grads.safetensors (the root mean square of the recent
 mini-batch gradients, sqrt of an EMA of grad**2: the diagonal Fisher estimate
 the codec weighs errors and ranks values by; --grads mean writes the EMA of
-the gradients themselves, the codec's input before the calibration, and
---grads both writes both, the mean in .gmean.safetensors), and prints
+the gradients themselves instead, to OUT/step-NNNNNN.gmean.safetensors (a
+signed mean is no RMS: the codec refuses it as .grads), and --grads both
+writes both), and prints
 the held-out accuracy. With --optim adam or adamw given it also writes
 OUT/step-NNNNNN.optim.safetensors (exp_avg.NAME and exp_avg_sq.NAME of the
 optimizer). OUT/model.json describes the model for eval_checkpoint.py.
@@ -210,8 +211,10 @@ def main():
                 acc = (net(xt).argmax(1) == yt).float().mean().item()
             base = os.path.join(a.out, f"step-{step:06d}")
             write_safetensors(base + ".safetensors", dict(net.named_parameters()))
-            write_safetensors(base + ".grads.safetensors",
-                              {n: e.sqrt() for n, e in ema.items()} if a.grads != "mean" else ema)
+            if a.grads == "mean":  # signed: never a .grads (the codec refuses it there)
+                write_safetensors(base + ".gmean.safetensors", ema)
+            else:
+                write_safetensors(base + ".grads.safetensors", {n: e.sqrt() for n, e in ema.items()})
             if a.grads == "both":
                 write_safetensors(base + ".gmean.safetensors", gmean)
             if save_optim:

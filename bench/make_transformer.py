@@ -14,7 +14,8 @@ transformer has (embeddings, attention, MLP, norms, biases, head).
 Every --every steps and at the last step it writes OUT/step-NNNNNN.safetensors
 (the parameters), OUT/step-NNNNNN.grads.safetensors (per parameter the root
 mean square of the recent mini-batch gradients, the square root of an EMA of
-grad**2; --grads mean writes the EMA of the gradients instead) and, with
+grad**2; --grads mean writes the EMA of the gradients instead, as
+OUT/step-NNNNNN.gmean.safetensors: a signed mean is no RMS) and, with
 AdamW, OUT/step-NNNNNN.optim.safetensors (exp_avg.NAME and exp_avg_sq.NAME
 of the optimizer), and prints the training and held-out loss in nats per
 byte. OUT/model.json describes the model for eval_checkpoint.py.
@@ -242,7 +243,7 @@ def main():
     ap.add_argument("--lr", type=float, default=None, help="peak learning rate (default 3e-3 adamw, 0.3 sgd)")
     ap.add_argument("--warmup", type=int, default=50, help="linear warm-up steps (default 50)")
     ap.add_argument("--grads", choices=("rms", "mean", "both"), default="rms",
-                    help="rms (default): sqrt of the EMA of grad**2; mean: the EMA of the gradients; both: rms, and the mean in .gmean.safetensors")
+                    help="rms (default): sqrt of the EMA of grad**2; mean: the EMA of the gradients, in .gmean.safetensors only; both: rms, and the mean in .gmean.safetensors")
     ap.add_argument("--ema", type=float, default=0.9, help="gradient EMA decay (default 0.9)")
     ap.add_argument("--corpus-bytes", type=int, default=DEFAULT_CORPUS_BYTES,
                     help="bytes of the corpus used (default 4000000)")
@@ -323,8 +324,10 @@ def main():
             net.train()
             base = os.path.join(a.out, f"step-{step:06d}")
             mc.write_safetensors(base + ".safetensors", named)
-            mc.write_safetensors(base + ".grads.safetensors",
-                                 {n: e.sqrt() for n, e in ema.items()} if a.grads != "mean" else ema)
+            if a.grads == "mean":  # signed: never a .grads (the codec refuses it there)
+                mc.write_safetensors(base + ".gmean.safetensors", ema)
+            else:
+                mc.write_safetensors(base + ".grads.safetensors", {n: e.sqrt() for n, e in ema.items()})
             if a.grads == "both":
                 mc.write_safetensors(base + ".gmean.safetensors", gmean)
             if a.optim == "adamw":

@@ -602,11 +602,17 @@ class WithCluster(unittest.TestCase):
                 ck.save(7, {"w": torch.randn(10, 10)})
             self.assertEqual(e.exception.code, -22)
             self.assertIn("differs", str(e.exception))
+            # a signed gradient mean handed as the RMS (issue 50): refused
+            with self.assertRaises(rckpt.RckptError) as e:
+                ck.save(8, sd, grads={"w": torch.randn(100, 100)})
+            self.assertEqual(e.exception.code, -22)
+            self.assertIn("gradient's RMS", str(e.exception))
+            ck.save(9, sd, grads={"w": torch.randn(100, 100).abs()}).wait()  # an RMS is taken
             with self.assertRaises(rckpt.RckptError) as e:
                 with rckpt.Checkpointer(job=job):  # a second writer
                     pass
             self.assertEqual(e.exception.code, -16)
-            self.assertEqual([s.step for s in ck.steps()], [5])
+            self.assertEqual([s.step for s in ck.steps()], [5, 9])
         with rckpt.Checkpointer(job=job, writer=False) as ro:
             with self.assertRaises(rckpt.RckptError) as e:
                 ro.save(7, sd)

@@ -46,4 +46,37 @@ printf '\x5a' | dd of="$t/bad.rckpt" bs=1 seek=200 conv=notrunc status=none
 check "a damaged step file: exit 1" expect_run 1 "$t/o" "$rckpt" codec decode -o "$t/x.safetensors" "$t/bad.rckpt"
 check "  checksum named" grep -qi 'checksum' "$t/o"
 check "inspect a non-step file: exit 1" expect_run 1 "$t/o" "$rckpt" codec inspect "$d/step-000025.safetensors"
+# A signed gradient EMA handed as the .grads sibling (here the last
+# update, last - prev, which is what such a mean tracks): no RMS, refused.
+mkdir "$t/sg"
+cp "$d/$last.safetensors" "$t/sg/"
+/usr/bin/python3 - "$d/$prev.safetensors" "$d/$last.safetensors" "$t/sg/$last.grads.safetensors" <<'PY'
+import json, struct, sys
+from array import array
+def read(p):
+    b = open(p, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    h = json.loads(b[8:8 + n])
+    return h, b[8 + n:]
+hp, dp = read(sys.argv[1])
+hl, dl = read(sys.argv[2])
+hdr, out, off = {}, bytearray(), 0
+for k, v in hl.items():
+    if k == "__metadata__" or v["dtype"] != "F32":
+        continue
+    a, b = array("f"), array("f")
+    a.frombytes(dl[v["data_offsets"][0]:v["data_offsets"][1]])
+    b.frombytes(dp[hp[k]["data_offsets"][0]:hp[k]["data_offsets"][1]])
+    g = array("f", (x - y for x, y in zip(a, b)))
+    hdr[k] = {"dtype": "F32", "shape": v["shape"], "data_offsets": [off, off + 4 * len(g)]}
+    out += g.tobytes()
+    off += 4 * len(g)
+j = json.dumps(hdr).encode()
+j += b" " * (-len(j) % 8)
+open(sys.argv[3], "wb").write(struct.pack("<Q", len(j)) + j + out)
+PY
+check "a signed .grads sibling: exit 1" expect_run 1 "$t/o" "$rckpt" codec encode -o "$t/sgenc" "$t/sg/$last.safetensors"
+check "  saying what the file must hold" grep -q "gradient's RMS.*finite and >= 0" "$t/o"
+check "  and writing nothing" bash -c "[ ! -e '$t/sgenc/$last.rckpt' ]"
+check "  its RMS sibling encodes" bash -c "cp '$d/$last.grads.safetensors' '$t/sg/' && '$rckpt' codec encode -o '$t/sgenc' '$t/sg/$last.safetensors' >/dev/null"
 finish
