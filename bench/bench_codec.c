@@ -209,6 +209,8 @@ typedef struct result {
 	size_t opt_raw, opt_enc; /* the optimizer's state, when there is one */
 	double oq_max;           /* its worst update error, as the encoder estimated it */
 	double ou_max;           /* ... as measured on the decoded state */
+	unsigned opaired;        /* first moments measured with their second: none,
+				    and there is no measurement to print */
 	double onorm_worst;      /* the worst per-tensor ratio of the decoded update's
 				    norm to the original's (farthest from 1) */
 } result_t;
@@ -218,7 +220,8 @@ typedef struct result {
  * u = m / (sqrt(v) + eps) from the original and from the decoded values
  * (dec[k]: tensor k of the set, fp32); sum (u'-u)^2 / sum u^2 into *err,
  * and the per-tensor norm ratio farthest from 1 into *worst. */
-static void measure_update(const rckpt_tset_t *set, float *const *dec, double *err, double *worst)
+static void measure_update(const rckpt_tset_t *set, float *const *dec, double *err, double *worst,
+			   unsigned *paired)
 {
 	double num = 0, den = 0;
 	unsigned a, b;
@@ -236,6 +239,7 @@ static void measure_update(const rckpt_tset_t *set, float *const *dec, double *e
 			continue;
 		const rckpt_ctensor_t *v = &set->t[b];
 		const double eps = v->eps > 0 ? v->eps : 1e-8;
+		++*paired;
 		float *mo = malloc(4 * (size_t)(m->n ? m->n : 1)), *vo = malloc(4 * (size_t)(m->n ? m->n : 1));
 		double tn = 0, t0 = 0, t1 = 0;
 		if (mo && vo) {
@@ -445,7 +449,7 @@ static int run_ckenc(const method_t *m, ckpt_t *c, unsigned n, double eps, doubl
 			for (k = 0; k < c[i].set.ntensors && vals[k]; k++)
 				;
 			if (k == c[i].set.ntensors)
-				measure_update(&c[i].set, vals, &r->ou_max, &r->onorm_worst);
+				measure_update(&c[i].set, vals, &r->ou_max, &r->onorm_worst, &r->opaired);
 		}
 		for (k = 0; k < c[i].set.ntensors; k++)
 			free(vals[k]);
@@ -556,6 +560,14 @@ int main(int argc, char **argv)
 			const result_t *r = &res[j];
 			if (r->n == 0 || methods[j].kind)
 				continue;
+			if (r->opaired == 0) { /* nothing measured: no score to print */
+				printf("  %-20s weights %7.1fx  optimizer %7.1fx  update error: none measured "
+				       "(no exp_avg.P with its exp_avg_sq.P; each moment was judged by its "
+				       "own relative error, est %.4f)\n",
+				       methods[j].name, (double)(r->raw - r->opt_raw) / (double)(r->enc - r->opt_enc),
+				       r->opt_enc ? (double)r->opt_raw / (double)r->opt_enc : 0.0, r->oq_max);
+				continue;
+			}
 			printf("  %-20s weights %7.1fx  optimizer %7.1fx  update error %.4f est, %.4f "
 			       "measured  norm ratio %.3f\n",
 			       methods[j].name, (double)(r->raw - r->opt_raw) / (double)(r->enc - r->opt_enc),
