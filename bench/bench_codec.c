@@ -124,6 +124,22 @@ static int join_optim(ckpt_t *c)
 	return rckpt_tset_sort(&c->set);
 }
 
+static void free_ckpts(ckpt_t *c, unsigned n)
+{
+	unsigned i;
+	for (i = 0; c && i < n; i++) {
+		if (c[i].have_optim) { /* set.t was joined; else it is params' */
+			free(c[i].set.t);
+			rckpt_st_free(&c[i].optim);
+		}
+		if (c[i].have_grads)
+			rckpt_st_free(&c[i].grads);
+		rckpt_st_free(&c[i].params);
+		free(c[i].path);
+	}
+	free(c);
+}
+
 static int load_dir(const char *dir, ckpt_t **out, unsigned *n, unsigned limit)
 {
 	DIR *d = opendir(dir);
@@ -597,5 +613,6 @@ int main(int argc, char **argv)
 	printf("\nreproduce: %s --eps %g --opt-eps %g%s%s%s DIR=%s\n", argv[0], eps, opt_eps, only ? " --methods " : "",
 	       only ? only : "", limit ? " --limit N" : "", argv[optind]);
 	free(buf);
+	free_ckpts(c, n);
 	return 0;
 }
