@@ -194,7 +194,7 @@ static void run_size(uint64_t n, unsigned reps, unsigned threads, int do_cpu)
 	for (i = 0; i < n; i++) { /* normal weights, gradients a thousandth of them */
 		double u = urand() + 1e-300, v = urand();
 		w[i] = (float)(0.02 * sqrt(-2 * log(u)) * cos(6.283185307179586 * v));
-		g[i] = (float)(1e-3 * sqrt(-2 * log(u)) * sin(6.283185307179586 * v));
+		g[i] = (float)fabs(1e-3 * sqrt(-2 * log(u)) * sin(6.283185307179586 * v));
 	}
 	tbytes = rckpt_gpu_quantize_temp_bytes(n);
 	if (rckpt_gpu_qerr_temp_bytes(n) > tbytes)

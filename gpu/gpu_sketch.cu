@@ -71,8 +71,9 @@ __global__ __launch_bounds__(SK_THREADS) void k_sketch(u64 *hist, u64 *hsens, u6
 			if (SENS && in) {
 				const uint32_t us = __float_as_uint(__fmul_rn(x[e], gv[e])) & 0x7fffffffu;
 				ss = sk_slot(us, shift, k0, nkeys);
-				if ((__float_as_uint(gv[e]) & 0x7f800000u) == 0x7f800000u)
-					ss = sv = -1; // a non-finite gradient: the element is bad
+				const uint32_t ug = __float_as_uint(gv[e]);
+				if ((ug & 0x7f800000u) == 0x7f800000u || ug > 0x80000000u)
+					ss = sv = -1; // a gradient NaN, Inf or < 0: the element is bad
 			}
 			if (sv == -1 || ss == -1) {
 				atomicMin(bad, (u64)(i + e));

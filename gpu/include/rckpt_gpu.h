@@ -89,8 +89,10 @@ size_t rckpt_gpu_sketch_temp_bytes(uint64_t n, unsigned mbits);
 
 /* Counts the n values d_w (dtype) into d_hist (signed values) and, when
  * d_g (fp32) is given, |w * g| into d_hsens; both are cleared first. Every
- * value must be finite: *d_bad gets the first index whose value or gradient
- * is NaN or Inf, or UINT64_MAX when none (twin: rckpt_codec_prep_add). */
+ * value must be finite and every gradient finite and not negative: *d_bad
+ * gets the first index whose value is NaN or Inf or whose gradient is NaN,
+ * Inf or below 0 (-0 passes), or UINT64_MAX when none (twin:
+ * rckpt_codec_prep_add). */
 int rckpt_gpu_sketch(uint64_t *d_hist, uint64_t *d_hsens, uint64_t *d_bad, const void *d_w,
 		     unsigned dtype, const float *d_g, uint64_t n, unsigned mbits, void *d_temp,
 		     size_t temp_bytes, void *stream);

@@ -122,7 +122,7 @@ static void make_data(void **raw, float **wide, float **g, size_t n, unsigned dt
 			v = nrand() * 0.02f;
 		}
 		(*wide)[i] = v;
-		(*g)[i] = i % 7 == 0 ? 0.0f : nrand() * 1e-3f;
+		(*g)[i] = i % 7 == 0 ? 0.0f : fabsf(nrand()) * 1e-3f; /* an RMS */
 	}
 	rckpt_narrow_from_f32(*raw, *wide, dtype, n);
 	rckpt_widen_to_f32(*wide, *raw, dtype, n); /* the values the dtype holds */
@@ -188,7 +188,7 @@ static void check_bad_index(void)
 	size_t i;
 	float *dw, *dg;
 	for (i = 0; i < n; i++)
-		w[i] = nrand(), g[i] = nrand();
+		w[i] = nrand(), g[i] = fabsf(nrand());
 	w[250001] = NAN;
 	w[190000] = INFINITY;
 	g[123457] = -INFINITY;
@@ -197,6 +197,20 @@ static void check_bad_index(void)
 	assert_int_equal(rckpt_gpu_sketch(dh, dh + hl, dbad, dw, RCKPT_DT_F32, dg, n, 6, NULL, 0, stream), 0);
 	from_dev(&bad, dbad, 8);
 	assert_int_equal(bad, 123457);
+	/* a gradient weight below 0 is bad too, -0 is not (the CPU's twin agrees) */
+	g[5] = -0.0f;
+	g[100003] = -1e-30f;
+	rckpt_gpu_free(dg);
+	dg = to_dev(g, 4 * n);
+	assert_int_equal(rckpt_gpu_sketch(dh, dh + hl, dbad, dw, RCKPT_DT_F32, dg, n, 6, NULL, 0, stream), 0);
+	from_dev(&bad, dbad, 8);
+	assert_int_equal(bad, 100003);
+	{
+		rckpt_tensor_prep_t p;
+		uint64_t cbad = 0;
+		assert_int_equal(rckpt_codec_prepare(&p, &cbad, w, RCKPT_DT_F32, n, g, RCKPT_LK_LINEAR), -EDOM);
+		assert_int_equal(cbad, 100003);
+	}
 	assert_int_equal(rckpt_gpu_sketch(dh, NULL, dbad, dw, RCKPT_DT_F32, NULL, n, 6, NULL, 0, stream), 0);
 	from_dev(&bad, dbad, 8);
 	assert_int_equal(bad, 190000);
@@ -571,7 +585,7 @@ static void model_make(model_t *m, unsigned dtype)
 			float *f = malloc((size_t)t->n * 4);
 			for (k = 0; k < t->n; k++) {
 				f[k] = nrand() * 0.05f;
-				m->gbuf[i][k] = nrand() * 1e-3f;
+				m->gbuf[i][k] = fabsf(nrand()) * 1e-3f; /* an RMS */
 			}
 			rckpt_narrow_from_f32(m->buf[i], f, dtype, t->n);
 			free(f);
@@ -746,6 +760,57 @@ static void encode_three(const rckpt_tset_t *const *params, const rckpt_tset_t *
 	rckpt_gpuenc_destroy(g);
 }
 
+/* Gradients with a weight below 0 (a signed mean handed as the RMS) are
+ * refused alike by the CPU, the GPU on staged host tensors and the GPU on
+ * device tensors: the same error and the same one-line message, naming
+ * the gradient's element. */
+static void refuse_three(const rckpt_tset_t *params, const rckpt_tset_t *grads)
+{
+	rckpt_ckenc_opts_t o;
+	rckpt_ckenc_t *e[3];
+	rckpt_gpuenc_t *gq;
+	rckpt_ctensor_t gt[128], dt[128], dgt[128];
+	rckpt_tset_t gs, dp, dg;
+	float *neg;
+	char msg[3][256];
+	unsigned k, i = 0;
+
+	for (k = 1; k < grads->ntensors; k++) /* the largest */
+		i = grads->t[k].n > grads->t[i].n ? k : i;
+	assert_true(grads->ntensors <= 128 && grads->t[i].n > 4001);
+	memcpy(gt, grads->t, grads->ntensors * sizeof(gt[0]));
+	gs = *grads;
+	gs.t = gt;
+	neg = malloc((size_t)gt[i].n * 4);
+	memcpy(neg, gt[i].data, (size_t)gt[i].n * 4);
+	neg[4001] = -1e-6f;
+	gt[i].data = (const uint8_t *)neg;
+	st_to_dev(&dp, dt, params);
+	st_to_dev(&dg, dgt, &gs);
+	rckpt_ckenc_opts_default(&o);
+	assert_int_equal(rckpt_gpuenc_create(&gq), 0);
+	for (k = 0; k < 3; k++) {
+		rckpt_ckenc_out_t out;
+		rckpt_ckenc_stats_t st;
+		assert_int_equal(rckpt_ckenc_create(&e[k], &o), 0);
+		rckpt_ckenc_set_gpu(e[k], k ? gq : NULL);
+		memset(&out, 0, sizeof(out));
+		msg[k][0] = 0;
+		assert_int_equal(rckpt_ckenc_step(e[k], &out, &st, k == 2 ? &dp : params, k == 2 ? &dg : &gs, 7,
+						  msg[k], sizeof(msg[k])),
+				 -EDOM);
+		rckpt_ckenc_destroy(e[k]);
+	}
+	print_message("refused alike: %s\n", msg[0]);
+	assert_non_null(strstr(msg[0], "element 4001 is -1e-06"));
+	assert_string_equal(msg[0], msg[1]);
+	assert_string_equal(msg[0], msg[2]);
+	st_dev_free(&dp);
+	st_dev_free(&dg);
+	rckpt_gpuenc_destroy(gq);
+	free(neg);
+}
+
 static void test_encoder_synthetic(void **state)
 {
 	unsigned dt;
@@ -774,6 +839,7 @@ static void test_encoder_synthetic(void **state)
 		for (s = 0; s < 4; s++)
 			p[s] = &m[s].p, g[s] = s == 2 ? NULL : &m[s].g; /* a step without gradients too */
 		encode_three(p, g, 4, 50000);
+		refuse_three(p[3], g[3]);
 		for (s = 0; s < 4; s++)
 			model_free(&m[s]);
 	}

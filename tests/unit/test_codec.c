@@ -147,7 +147,7 @@ static void test_fractions(void **state)
 	(void)state;
 	for (i = 0; i < N; i++) {
 		w[i] = (float)(nrand() * 0.05);
-		g[i] = (float)(nrand() * 1e-3);
+		g[i] = (float)fabs(nrand() * 1e-3); /* an RMS */
 	}
 	rckpt_qconfig_default(&c);
 	c.prune_frac[RCKPT_LK_LINEAR] = 0.3f;
@@ -269,6 +269,23 @@ static void test_edge_cases(void **state)
 	assert_int_equal(rckpt_codec_encode_tensor(&s, &bad, w, RCKPT_DT_F32, 7, NULL, RCKPT_LK_LINEAR, &c),
 			 -EDOM);
 	assert_int_equal(bad, 6);
+	/* gradient weights are an RMS: NaN, Inf and values below 0 are
+	 * refused at their index (-0 is 0) */
+	{
+		float v[7] = { 1, 2, 3, 4, 5, 6, 7 }, gw[7] = { 1, -0.0f, 0, 1, 1, -1e-30f, 1 };
+		assert_int_equal(rckpt_codec_encode_tensor(&s, &bad, v, RCKPT_DT_F32, 7, gw, RCKPT_LK_LINEAR, &c),
+				 -EDOM);
+		assert_int_equal(bad, 5);
+		gw[5] = 0;
+		gw[3] = NAN;
+		assert_int_equal(rckpt_codec_encode_tensor(&s, &bad, v, RCKPT_DT_F32, 7, gw, RCKPT_LK_LINEAR, &c),
+				 -EDOM);
+		assert_int_equal(bad, 3);
+		gw[3] = 1;
+		assert_int_equal(rckpt_codec_encode_tensor(&s, &bad, v, RCKPT_DT_F32, 7, gw, RCKPT_LK_LINEAR, &c),
+				 0);
+		free_seg(&s);
+	}
 	/* ... unless the tensor is lossless: stored as it is */
 	assert_int_equal(rckpt_codec_encode_tensor(&s, &bad, w, RCKPT_DT_F32, 7, NULL, RCKPT_LK_NORM_BIAS, &c),
 			 0);

@@ -110,7 +110,7 @@ static void test_qerr_order(void **state)
 		size_t i, np, k;
 		for (i = 0; i < n; i++) {
 			w[i] = nrand() * 0.02f;
-			g[i] = nrand() * 1e-3f;
+			g[i] = fabsf(nrand()) * 1e-3f; /* an RMS */
 		}
 		w[n] = 1.0f, g[n] = 1.0f; /* make_q on n == 0 gets one value */
 		make_q(&q, w, g, n ? n : 1, 8);

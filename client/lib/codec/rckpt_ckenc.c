@@ -427,35 +427,41 @@ static int transforms_changed(const rckpt_ckenc_t *e, const rckpt_tset_t *params
 	return 0;
 }
 
-/* A tensor's gradient weights are its gradient RMS (the square root of a
- * moving average of grad**2, or Adam's sqrt(exp_avg_sq)): finite and not
- * negative. A signed mean handed in its place weighs the error by
- * nothing where the gradient changes sign, and the quality bound no
- * longer holds (a model restored at +157% held-out loss with the bound
- * reported met): refused, saying what the weights must be. Checked in
- * host memory (device memory: by the GPU's own checks for NaN and Inf). */
-static int grads_check(const rckpt_ckenc_t *e, const float *g, uint64_t n, const char *name, char *msg,
-		       size_t msglen)
+/* Element i of fp32 gradients in host or device memory (NaN when it
+ * cannot be read). */
+static float grad_at(const float *g, uint64_t i)
 {
-	uint32_t bad = 0;
-	uint64_t i;
-	if (e->be != &ckenc_cpu_backend && rckpt_gpu_is_device_ptr(g))
-		return 0;
-	for (i = 0; i < n; i++) { /* branch-free: it vectorizes */
-		uint32_t u;
-		memcpy(&u, &g[i], 4);
-		bad |= ((u & 0x7f800000u) == 0x7f800000u) | (u > 0x80000000u); /* non-finite, or < 0 */
-	}
-	if (!bad)
-		return 0;
-	for (i = 0; i < n && isfinite(g[i]) && !(g[i] < 0); i++)
-		;
-	snprintf(msg, msglen,
-		 "gradients of '%s': element %llu is %g, but gradient weights are the gradient's RMS "
-		 "(sqrt of a moving average of grad**2), finite and >= 0 (a signed mean of the "
-		 "gradients belongs in a .gmean sibling)",
-		 name, (unsigned long long)i, (double)g[i]);
-	return -EINVAL;
+	float v = NAN;
+	if (!rckpt_gpu_is_device_ptr(g))
+		return g[i];
+	if (rckpt_gpu_memcpy(&v, g + i, 4, 1, NULL) || rckpt_gpu_stream_sync(NULL))
+		return NAN;
+	return v;
+}
+
+/* Why prepare refused element bad of tensor t (-EDOM), in one line. A
+ * tensor's gradient weights are its gradient RMS (the square root of a
+ * moving average of grad**2, or Adam's sqrt(exp_avg_sq)): finite and not
+ * negative. A signed mean handed in its place weighs the error by nothing
+ * where the gradient changes sign, and the quality bound no longer holds
+ * (a model restored at +157% held-out loss with the bound reported met):
+ * the message says what the weights must be. */
+static void bad_element(char *msg, size_t msglen, const rckpt_ctensor_t *t, unsigned kind,
+			const float *gd, uint64_t bad)
+{
+	const float gv = gd && !rckpt_lk_is_optim(kind) ? grad_at(gd, bad) : 0.0f;
+	if (!(isfinite(gv) && gv >= 0))
+		snprintf(msg, msglen,
+			 "gradients of '%s': element %llu is %g, but gradient weights are the "
+			 "gradient's RMS (sqrt of a moving average of grad**2), finite and >= 0 (a "
+			 "signed mean of the gradients belongs in a .gmean sibling)",
+			 t->name, (unsigned long long)bad, (double)gv);
+	else
+		snprintf(msg, msglen,
+			 kind == RCKPT_LK_MOMENT2 ? "tensor '%s' (a second moment) holds a negative "
+						    "value, NaN or Inf at element %llu"
+						  : "tensor '%s' holds NaN or Inf at element %llu",
+			 t->name, (unsigned long long)bad);
 }
 
 /* Prepares the tensors order[k0 .. k1) as x's next prepared ones: their
@@ -492,8 +498,6 @@ static int prep_range(rckpt_ckenc_t *e, stepctx_t *x, const rckpt_tset_t *params
 				return -EINVAL;
 			}
 			gd = (const float *)g->data;
-			if ((rc = grads_check(e, gd, t->n, t->name, msg, msglen)))
-				return rc;
 		}
 		sp->full = t->n;
 		sp->stride = stride[i];
@@ -505,12 +509,7 @@ static int prep_range(rckpt_ckenc_t *e, stepctx_t *x, const rckpt_tset_t *params
 			     : e->be->prepare(e, &x->prep[n], &bad, t, gd, kind, sp);
 		x->nprep++; /* from here on the cleanup frees it */
 		if (rc == -EDOM)
-			snprintf(msg, msglen,
-				 kind == RCKPT_LK_MOMENT2
-					 ? "tensor '%s' (a second moment) holds a negative value, NaN or "
-					   "Inf at element %llu"
-					 : "tensor '%s' holds NaN or Inf at element %llu",
-				 t->name, (unsigned long long)bad);
+			bad_element(msg, msglen, t, kind, gd, bad);
 		if (rc)
 			return rc;
 		pp->have_emb |= kind == RCKPT_LK_EMBEDDING;

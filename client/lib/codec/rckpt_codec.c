@@ -170,7 +170,9 @@ int rckpt_codec_prep_add(rckpt_tensor_prep_t *p, const float *w, const float *g,
 			 uint64_t *bad_index)
 {
 	/* Branch-free (it vectorizes); find the index only when needed.
-	 * Non-finite floats are those whose exponent bits are all ones. */
+	 * Non-finite floats are those whose exponent bits are all ones; a
+	 * gradient weight (an RMS) must also not be negative: -0 passes, any
+	 * other set sign bit does not. */
 	uint32_t bad = 0;
 	size_t i;
 	for (i = 0; i < n; i++) {
@@ -178,11 +180,12 @@ int rckpt_codec_prep_add(rckpt_tensor_prep_t *p, const float *w, const float *g,
 		memcpy(&u, &w[i], 4);
 		if (g)
 			memcpy(&v, &g[i], 4);
-		bad |= ((u & 0x7f800000u) == 0x7f800000u) | ((v & 0x7f800000u) == 0x7f800000u);
+		bad |= ((u & 0x7f800000u) == 0x7f800000u) | ((v & 0x7f800000u) == 0x7f800000u) |
+		       (v > 0x80000000u);
 	}
 	if (bad) {
 		for (i = 0; i < n; i++)
-			if (!isfinite(w[i]) || (g && !isfinite(g[i])))
+			if (!isfinite(w[i]) || (g && !(isfinite(g[i]) && g[i] >= 0)))
 				break;
 		*bad_index = i;
 		return -EDOM;

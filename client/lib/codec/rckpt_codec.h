@@ -96,8 +96,9 @@ typedef struct rckpt_tensor_prep {
 
 /* Widens data (dtype, n elements) to fp32 (fp32 data, 4-byte aligned, is
  * used in place) and sketches it. data and grads (fp32, may be NULL) are
- * borrowed for the prep's lifetime. 0, -EDOM (NaN or Inf in values or
- * grads; *bad_index set), -EINVAL, -ENOMEM. */
+ * borrowed for the prep's lifetime. 0, -EDOM (NaN or Inf in values, or a
+ * gradient weight that is NaN, Inf or negative; *bad_index set), -EINVAL,
+ * -ENOMEM. */
 int rckpt_codec_prepare(rckpt_tensor_prep_t *p, uint64_t *bad_index, const void *data,
 			unsigned dtype, uint64_t n, const float *grads, unsigned kind);
 void rckpt_codec_prep_free(rckpt_tensor_prep_t *p);
