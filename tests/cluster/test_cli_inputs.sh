@@ -193,13 +193,14 @@ while True:
 open(err, "wb").write(got)
 sys.exit(p.wait())
 PY
-# four steps of a 1.5 M-parameter tensor: a save that lasts over a second,
-# so the line (first drawn after 250 ms) is surely drawn and redrawn
+# four steps of an 8 M-parameter tensor: a save that lasts over a second
+# (1.5 M took 0.27 s once the encoder got faster), so the line (first
+# drawn after 250 ms) is surely drawn and redrawn
 /usr/bin/python3 - "$t" <<'PY'
 import json, struct, sys, numpy as np
 for s in range(4):
-    w = (np.random.default_rng(s).standard_normal((1536, 1024)) * (1 + s / 100)).astype("<f4").tobytes()
-    h = json.dumps({"w": {"dtype": "F32", "shape": [1536, 1024], "data_offsets": [0, len(w)]}}).encode()
+    w = (np.random.default_rng(s).standard_normal((4096, 2048)) * (1 + s / 100)).astype("<f4").tobytes()
+    h = json.dumps({"w": {"dtype": "F32", "shape": [4096, 2048], "data_offsets": [0, len(w)]}}).encode()
     open("%s/big-%d.safetensors" % (sys.argv[1], s), "wb").write(struct.pack("<Q", len(h)) + h + w)
 PY
 check "save on a terminal: a progress line" /usr/bin/python3 "$t/on_tty.py" "$t/po" "$t/pe" "$rckpt" ckpt save --job "$job-big" --step 10 "$t"/big-{0,1,2,3}.safetensors
