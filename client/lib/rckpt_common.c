@@ -1,14 +1,58 @@
 /*
- * rckpt_common.c — what every wing of librckpt shares beyond the handle:
- * the rule for job and dataset names, and the walk over the pool's
- * namespaces that lists jobs and datasets alike.
+ * rckpt_common.c — what every wing of librckpt shares, the floor under
+ * the handle: errors (rckpt_strerror, rckpt_fail, the handle's last
+ * message), the rule for job and dataset names, and the walk over the
+ * pool's namespaces that lists jobs and datasets alike.
  */
-#define _POSIX_C_SOURCE 200809L /* strdup */
+#define _GNU_SOURCE /* strerrordesc_np: strerror without the thread hazard; strdup */
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "rckpt_bytes.h"
 #include "rckpt_internal.h"
+
+_Static_assert(RCKPT_EVERSION == RCKPT_FMT_EVERSION, "error band out of step with formats/");
+_Static_assert(RCKPT_ECHECKSUM == RCKPT_FMT_ECHECKSUM, "error band out of step with formats/");
+
+const char *rckpt_strerror(int err)
+{
+	const char *s;
+
+	switch (err) {
+	case 0:
+		return "success";
+	case RCKPT_EVERSION:
+		return "format or protocol version not supported";
+	case RCKPT_ECHECKSUM:
+		return "checksum mismatch: stored data is damaged";
+	}
+	s = err < 0 ? strerrordesc_np(-err) : NULL;
+	return s ? s : "unknown error";
+}
+
+int rckpt_fail(rckpt_t *h, int err, const char *func, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	n = snprintf(h->errmsg, sizeof(h->errmsg), "%s: ", func);
+	if (n < 0 || (size_t)n >= sizeof(h->errmsg))
+		return err;
+	va_start(ap, fmt);
+	vsnprintf(h->errmsg + n, sizeof(h->errmsg) - (size_t)n, fmt, ap);
+	va_end(ap);
+	n = (int)strlen(h->errmsg);
+	snprintf(h->errmsg + n, sizeof(h->errmsg) - (size_t)n, " (%s)", rckpt_strerror(err));
+	return err;
+}
+
+const char *rckpt_errmsg(const rckpt_t *h)
+{
+	return h ? h->errmsg : "";
+}
 
 int rckpt_valid_name(const char *s)
 {

@@ -1,21 +1,17 @@
 /*
- * rckpt_handle.c — the handle: create, connect, destroy, errors, versions.
+ * rckpt_handle.c — the handle: create, connect, destroy, versions (its
+ * errors: rckpt_common.c).
  */
-#define _GNU_SOURCE /* strerrordesc_np: strerror without the thread hazard */
+#define _POSIX_C_SOURCE 200809L /* strdup */
 #include <errno.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "rckpt_build_info.h"
-#include "rckpt_bytes.h"
 #include "rckpt_gpu.h"
 #include "rckpt_internal.h"
-
-_Static_assert(RCKPT_EVERSION == RCKPT_FMT_EVERSION, "error band out of step with formats/");
-_Static_assert(RCKPT_ECHECKSUM == RCKPT_FMT_ECHECKSUM, "error band out of step with formats/");
 
 #define DEFAULT_POOL "rckpt"
 #define DEFAULT_USER "admin"
@@ -29,38 +25,6 @@ unsigned rckpt_version_number(void)
 const char *rckpt_version_string(void)
 {
 	return RCKPT_BUILD_VERSION_STRING RCKPT_BUILD_FEATURES;
-}
-
-const char *rckpt_strerror(int err)
-{
-	const char *s;
-
-	switch (err) {
-	case 0:
-		return "success";
-	case RCKPT_EVERSION:
-		return "format or protocol version not supported";
-	case RCKPT_ECHECKSUM:
-		return "checksum mismatch: stored data is damaged";
-	}
-	s = err < 0 ? strerrordesc_np(-err) : NULL;
-	return s ? s : "unknown error";
-}
-
-int rckpt_fail(rckpt_t *h, int err, const char *func, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	n = snprintf(h->errmsg, sizeof(h->errmsg), "%s: ", func);
-	if (n < 0 || (size_t)n >= sizeof(h->errmsg))
-		return err;
-	va_start(ap, fmt);
-	vsnprintf(h->errmsg + n, sizeof(h->errmsg) - (size_t)n, fmt, ap);
-	va_end(ap);
-	n = (int)strlen(h->errmsg);
-	snprintf(h->errmsg + n, sizeof(h->errmsg) - (size_t)n, " (%s)", rckpt_strerror(err));
-	return err;
 }
 
 int rckpt_create(rckpt_t **out)
@@ -81,11 +45,6 @@ void rckpt_destroy(rckpt_t *h)
 	rckpt_dump_close(h->dump);
 	free(h->pool);
 	free(h);
-}
-
-const char *rckpt_errmsg(const rckpt_t *h)
-{
-	return h ? h->errmsg : "";
 }
 
 static int set_conf(rckpt_t *h, rados_t c, const char *key, const char *val)

@@ -16,24 +16,6 @@
 
 /* Elements [first, first + n) of t as fp32: in place when t is aligned
  * fp32, else widened into the block buffer (n <= BLK). */
-int ckenc_norm_of(const rckpt_ckenc_t *e, const rckpt_ctensor_t *t)
-{
-	const rckpt_tset_t *p = e->xparams;
-	if (p == NULL || e->xnorm == NULL || t < p->t || t >= p->t + p->ntensors)
-		return -1;
-	return e->xnorm[t - p->t];
-}
-
-unsigned ckenc_value_xf(const rckpt_ckenc_t *e, unsigned kind)
-{
-	return kind == RCKPT_LK_MOMENT2 && e->o.moment2_linear ? RCKPT_XF_NONE : rckpt_lk_transform(kind);
-}
-
-unsigned ckenc_transform_of(const rckpt_ckenc_t *e, const rckpt_ctensor_t *t)
-{
-	return ckenc_norm_of(e, t) >= 0 ? RCKPT_XF_NORM : ckenc_value_xf(e, rckpt_ctensor_kind(t));
-}
-
 const float *ckenc_values(rckpt_ckenc_t *e, const rckpt_ctensor_t *t, uint64_t first, size_t n)
 {
 	const int v = ckenc_norm_of(e, t);
@@ -65,32 +47,6 @@ const float *ckenc_values(rckpt_ckenc_t *e, const rckpt_ctensor_t *t, uint64_t f
 	rckpt_widen_to_f32(e->wblk, (const uint8_t *)t->data + first * dsz, t->dtype, n);
 	rckpt_xf_forward(e->wblk, n, xf); /* the encoder works in the transform's domain */
 	return e->wblk;
-}
-
-/* The last step's summary of tensor i, when quantized: it seeds k-means. */
-const rckpt_seg_t *ckenc_warm_of(const rckpt_ckenc_t *e, unsigned i)
-{
-	return e->steps && e->prev.seg[i].encoding == RCKPT_SEG_QUANTIZED ? &e->prev.seg[i] : NULL;
-}
-
-/* Lays the tensors out per kind (embedding, conv, linear, other,
- * norm/bias), in name order, and cuts each kind's space into chunks of at
- * most chunk_params elements and RCKPT_STORE_CHUNK_SEGMENTS_MAX pieces
- * (what the plugin decodes of one record). */
-int ckenc_build_layout(rckpt_ckenc_t *e, const rckpt_tset_t *params)
-{
-	rckpt_layout_t l;
-	int rc;
-
-	ckenc_free_layout(e);
-	if ((rc = e->o.layout ? rckpt_layout_copy(&l, e->o.layout)
-			      : rckpt_layout_build(&l, params, e->o.chunk_params)))
-		return rc;
-	e->nchunks = l.nchunks;
-	e->pieces = l.pieces;
-	e->npieces = l.npieces;
-	e->prev_chunks = calloc(e->nchunks ? e->nchunks : 1, sizeof(*e->prev_chunks));
-	return e->prev_chunks ? 0 : -ENOMEM;
 }
 
 /* Piece [first, first + n) of tensor t quantized with q into seg, a block
@@ -287,101 +243,7 @@ void ckenc_emit_free(ckenc_emit_t *x)
 	memset(mf, 0, sizeof(*mf));
 }
 
-/* ---- chunks at once (opts.threads) ---- */
-
-/* A helper thread's scratch: the encoder's block buffers and the entropy
- * coder's, its own, so that the chunks it quantizes and encodes share
- * nothing writable with the others'. Held during a step's emission. */
-struct ckenc_worker {
-	float *wblk, *nblk;
-	uint8_t *iblk;
-	uint16_t *pblk;
-	rckpt_istream_scratch_t is;
-};
-
-void ckenc_workers_free(rckpt_ckenc_t *e)
-{
-	unsigned i;
-	for (i = 0; i < e->nworkers; i++) {
-		free(e->workers[i].wblk);
-		free(e->workers[i].nblk);
-		free(e->workers[i].iblk);
-		free(e->workers[i].pblk);
-		rckpt_istream_scratch_free(&e->workers[i].is);
-	}
-	free(e->workers);
-	e->workers = NULL;
-	e->nworkers = 0;
-}
-
-static int workers_ensure(rckpt_ckenc_t *e, unsigned n)
-{
-	struct ckenc_worker *w;
-	unsigned i;
-	if (e->nworkers >= n)
-		return 0;
-	if ((w = realloc(e->workers, n * sizeof(*w))) == NULL)
-		return -ENOMEM;
-	e->workers = w;
-	for (i = e->nworkers; i < n; i++) {
-		memset(&w[i], 0, sizeof(w[i]));
-		w[i].wblk = malloc(4 * (size_t)BLK);
-		w[i].nblk = malloc(4 * (size_t)BLK);
-		w[i].iblk = malloc(BLK);
-		w[i].pblk = malloc(2 * (size_t)BLK);
-		e->nworkers = i + 1;
-		if (!w[i].wblk || !w[i].nblk || !w[i].iblk || !w[i].pblk)
-			return -ENOMEM;
-	}
-	return 0;
-}
-
-/* fn(view, arg, i) for every i of [0, n) on up to `threads` threads (the
- * CPU backend), each with a view of e whose block scratch is its own (the
- * first, this thread's, e's own); as ckenc_parallel_for otherwise. */
-typedef struct views {
-	int (*fn)(rckpt_ckenc_t *view, void *arg, unsigned i);
-	void *arg;
-	rckpt_ckenc_t *view;
-} views_t;
-
-static int on_view(void *arg, unsigned i, unsigned slot)
-{
-	const views_t *v = arg;
-	return v->fn(&v->view[slot], v->arg, i);
-}
-
-int ckenc_parallel_views(rckpt_ckenc_t *e, unsigned n, unsigned threads,
-			 int (*fn)(rckpt_ckenc_t *view, void *arg, unsigned i), void *arg)
-{
-	views_t v = { fn, arg, NULL };
-	unsigned i;
-	int rc;
-
-	if (threads > RCKPT_CKENC_THREADS_MAX)
-		threads = RCKPT_CKENC_THREADS_MAX;
-	if (threads > n)
-		threads = n;
-	if (e->be != &ckenc_cpu_backend || threads < 2 || workers_ensure(e, threads - 1) ||
-	    (v.view = calloc(threads, sizeof(*v.view))) == NULL) {
-		for (i = 0, rc = 0; i < n && rc == 0; i++) /* one at a time, in order */
-			rc = fn(e, arg, i);
-		return rc;
-	}
-	for (i = 0; i < threads; i++) {
-		v.view[i] = *e;
-		if (i > 0) {
-			const struct ckenc_worker *w = &e->workers[i - 1];
-			v.view[i].wblk = w->wblk;
-			v.view[i].nblk = w->nblk;
-			v.view[i].iblk = w->iblk;
-			v.view[i].pblk = w->pblk;
-		}
-	}
-	rc = ckenc_parallel_slots(n, threads, on_view, &v);
-	free(v.view);
-	return rc;
-}
+/* ---- chunks at once (opts.threads; the helpers' scratch: ckenc_par.c) ---- */
 
 /* What one full step's emission needs to build a chunk's record. */
 typedef struct fullctx {
@@ -544,7 +406,7 @@ int ckenc_emit_full(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rckpt_buf_
 		if (ckenc_threads_for(&e->o, n) == 1)
 			threads = 1;
 	}
-	if (rc == 0 && threads > 1 && workers_ensure(e, threads - 1))
+	if (rc == 0 && threads > 1 && ckenc_workers_ensure(e, threads - 1))
 		threads = 1; /* no memory for helpers: one at a time */
 	if (threads > 1) {
 		pjob_t *job = calloc(threads, sizeof(*job));

@@ -1,8 +1,10 @@
 /*
  * ckenc_impl.h — the encoder's state and the seams between its files.
- * Private to client/lib/codec/ckenc_*.c and rckpt_ckenc.c:
+ * Private to client/lib/codec/ckenc_*.c. From the top down (a file calls
+ * only files below it):
  *
- *   rckpt_ckenc.c     the handle, options, and one full step (step_stream)
+ *   ckenc_handle.c    the handle (rckpt_ckenc.h): options, create, destroy
+ *   ckenc_step.c      one full step (step_stream): prepare, choose, emit
  *   ckenc_search.c    the configuration search, the per-tensor allocation,
  *                     and judging a configuration on all the data
  *   ckenc_emit.c      the chunk layout, and the one path that turns chunks
@@ -11,6 +13,9 @@
  *   ckenc_resume.c    taking up a committed step written by another writer
  *   ckenc_cpu.c       the compute backend on the CPU (the reference)
  *   ckenc_cuda.c      the compute backend on a CUDA device, beside it
+ *   ckenc_optim.c     the optimizer's state: roles, partners, update terms
+ *   ckenc_state.c     the state between steps: transforms, layout, release
+ *   ckenc_par.c       parallel loops, and helper threads' scratch
  *   rckpt_ckdec.c     the decoder (rckpt_ckdec.h), which needs none of this
  */
 #ifndef RCKPT_CKENC_IMPL_H
@@ -33,6 +38,16 @@ struct prev_sample {
 
 
 typedef struct ckenc_backend ckenc_backend_t;
+
+/* A helper thread's scratch: the encoder's block buffers and the entropy
+ * coder's, its own, so that the chunks it quantizes and encodes share
+ * nothing writable with the others'. Held during a step's emission. */
+struct ckenc_worker {
+	float *wblk, *nblk;
+	uint8_t *iblk;
+	uint16_t *pblk;
+	rckpt_istream_scratch_t is;
+};
 
 struct rckpt_ckenc {
 	rckpt_ckenc_opts_t o;
@@ -57,7 +72,7 @@ struct rckpt_ckenc {
 	rckpt_record_t *prev_chunks; /* the last step's chunk records */
 	rckpt_istream_scratch_t is_scratch; /* reused by every record */
 	struct ckenc_worker *workers; /* opts.threads - 1 helpers' scratch, during
-					 a step's emission (ckenc_emit.c) */
+					 a step's emission or judgement (ckenc_par.c) */
 	unsigned nworkers;
 	int force_base;      /* the next step is a base (a step failed midway) */
 	float *wblk;         /* BLK values widened to fp32 */
@@ -90,8 +105,9 @@ int ckenc_parallel_for(unsigned n, unsigned threads, int (*fn)(void *arg, unsign
  * opts.par_min_work. */
 unsigned ckenc_threads_for(const rckpt_ckenc_opts_t *o, uint64_t work);
 
-/* Frees the parallel emission's per-thread scratch (ckenc_emit.c). */
+/* Frees the helper threads' scratch (ckenc_par.c). */
 void ckenc_workers_free(rckpt_ckenc_t *e);
+int ckenc_workers_ensure(rckpt_ckenc_t *e, unsigned n); /* 0 or -ENOMEM */
 int ckenc_parallel_slots(unsigned n, unsigned threads, int (*fn)(void *arg, unsigned i, unsigned slot),
 			 void *arg);
 int ckenc_parallel_views(rckpt_ckenc_t *e, unsigned n, unsigned threads,
