@@ -20,8 +20,16 @@ modules is checked against the table below:
 A module may include its own headers, and of the modules below it only
 the headers they export to other modules (EXPORTS); the rest of a wing's
 headers are private to it. store and pcr are siblings: no arrow between
-them. Exits 1 naming every edge that breaks the table; --graph prints the
-module graph as it is.
+them.
+
+Inside a wing, the files stand in floors (FLOORS, from the top down): a
+file may name a function or variable that another file of its wing
+defines only when that file stands below it, so no two files call each
+other, directly or around a circle, and nothing calls back up. Every .c
+file of such a wing must have its place there.
+
+Exits 1 naming every edge that breaks the tables; --graph prints the
+module graph as it is, --calls the calls between the files of each wing.
 """
 import os
 import re
@@ -71,6 +79,29 @@ EXPORTS = {
     "cli": set(),
 }
 
+# The files of a wing from the top down: each may use what the files
+# after it define, never what those before it define.
+FLOORS = {
+    "client/lib": ["rckpt_plugin.c", "rckpt_handle.c", "rckpt_io_rados.c", "rckpt_io_dump.c",
+                   "rckpt_common.c", "rckpt_io.c"],
+    "client/lib/codec": [
+        "rckpt_files.c",                          # files in, files out
+        "ckenc_handle.c", "ckenc_step.c",         # the encoder: its handle, a step
+        "ckenc_partial.c", "ckenc_resume.c", "ckenc_search.c", "ckenc_emit.c",
+        "ckenc_cpu.c", "ckenc_cuda.c", "rckpt_gpuenc.c",   # the compute backends
+        "ckenc_optim.c", "ckenc_values.c", "ckenc_state.c", "ckenc_par.c",
+        "rckpt_stepfile.c", "rckpt_safetensors.c", "rckpt_layout.c", "rckpt_tset.c",
+        "rckpt_ckdec.c", "rckpt_codec.c", "rckpt_kmeans.c", "rckpt_sketch.c", "rckpt_quant.c"],
+    "client/lib/store": [
+        "rckpt_group.c", "rckpt_group_part.c", "rckpt_group_xchg.c", "rckpt_group_plan.c",
+        "rckpt_rewind.c", "rckpt_branch.c", "rckpt_store_admin.c", "rckpt_policy.c",
+        "rckpt_save.c", "rckpt_restore.c", "rckpt_exact.c",
+        "rckpt_job.c", "rckpt_holder.c",          # the job's handle
+        "rckpt_objects.c", "rckpt_fold.c"],       # the floor: calls on the job's objects
+    "client/lib/pcr": ["rckpt_mpi.c", "rckpt_loader.c", "rckpt_locality.c", "rckpt_pcr_read.c",
+                       "rckpt_pcr_build.c", "rckpt_pcr_script.c", "rckpt_ssim.c"],
+}
+
 # Headers generated at build time, and the module they belong to.
 GENERATED = {"rckpt_build_info.h": "formats"}
 
@@ -96,10 +127,55 @@ def sources():
                     yield os.path.relpath(os.path.join(dirpath, f), ROOT)
 
 
+def _code(text):
+    """The text without comments and string literals' contents."""
+    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
+    text = re.sub(r"//[^\n]*", " ", text)
+    return re.sub(r'"(?:\\.|[^"\\])*"', '""', text)
+
+
+# A definition at the start of a line that is not static: a function, or
+# a variable given a value.
+DEFINITION = re.compile(r"^(?!static\b|typedef\b|struct\b|enum\b|union\b|extern\b|#)"
+                        r"[A-Za-z_][\w \t*]*?\b([A-Za-z_]\w*)\s*(?:\(|=|\[)", re.M)
+WORD = re.compile(r"\b[A-Za-z_]\w*\b")
+
+
+def floor_errors(show):
+    """The calls between the files of each wing of FLOORS that do not run
+    down, and the wing's .c files that have no floor."""
+    errors = []
+    for d, order in FLOORS.items():
+        files = sorted(f for f in os.listdir(os.path.join(ROOT, d)) if f.endswith(".c"))
+        for f in files:
+            if f not in order:
+                errors.append(f"{d}/{f} has no floor in FLOORS[{d!r}]")
+        for f in order:
+            if f not in files:
+                errors.append(f"FLOORS[{d!r}] names {f}, which is not there")
+        code = {f: _code(open(os.path.join(ROOT, d, f), encoding="utf-8").read()) for f in files}
+        owner = {}
+        for f in files:
+            for m in DEFINITION.finditer(code[f]):
+                owner.setdefault(m.group(1), f)
+        for f in files:
+            uses = {}
+            for w in set(WORD.findall(code[f])):
+                g = owner.get(w)
+                if g and g != f:
+                    uses.setdefault(g, []).append(w)
+            for g, names in sorted(uses.items()):
+                if show:
+                    print(f"{d}: {f} -> {g}: {', '.join(sorted(names))}")
+                if f in order and g in order and order.index(f) > order.index(g):
+                    errors.append(f"{d}/{f} uses {', '.join(sorted(names))} of {g}, a floor above it")
+    return errors
+
+
 def main(argv):
     if "--help" in argv or "-h" in argv:
         print(__doc__.strip())
-        print("\nusage: check_layers.py [--graph]")
+        print("\nusage: check_layers.py [--graph] [--calls]")
         return 0
     files = list(sources())
     by_name = {}
@@ -133,6 +209,7 @@ def main(argv):
                 errors.append(f"{rel} ({mod}) includes \"{inc}\" ({tmod}): {mod} may not depend on {tmod}")
             elif EXPORTS[tmod] is not None and name not in EXPORTS[tmod]:
                 errors.append(f"{rel} ({mod}) includes \"{inc}\", private to {tmod}")
+    errors += floor_errors("--calls" in argv)
     if "--graph" in argv:
         for (a, b), who in sorted(edges.items()):
             if a != b:
@@ -140,10 +217,11 @@ def main(argv):
     for e in errors:
         print("check_layers: " + e, file=sys.stderr)
     if errors:
-        print(f"check_layers: {len(errors)} include(s) break the layering", file=sys.stderr)
+        print(f"check_layers: {len(errors)} include(s) or call(s) break the layering", file=sys.stderr)
         return 1
     print(f"check_layers: {len(files)} files, {sum(len(v) for v in edges.values())} include edges between "
-          f"{len(set(m for e in edges for m in e))} modules: as intended")
+          f"{len(set(m for e in edges for m in e))} modules, the files of {len(FLOORS)} wings in their floors: "
+          f"as intended")
     return 0
 
 

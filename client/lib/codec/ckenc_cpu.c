@@ -126,6 +126,7 @@ static int cpu_block_dist(rckpt_ckenc_t *e, double *out, const rckpt_ctensor_t *
 
 const ckenc_backend_t ckenc_cpu_backend = {
 	.name = "cpu",
+	.host = 1,
 	.step_begin = cpu_step_begin,
 	.prepare = cpu_prepare,
 	.qerr = cpu_qerr,

@@ -151,6 +151,7 @@ static int cuda_to_host(rckpt_ckenc_t *e, const void *src, size_t bytes, const v
 
 const ckenc_backend_t ckenc_cuda_backend = {
 	.name = "cuda",
+	.host = 0,
 	.step_begin = cuda_step_begin,
 	.prepare = cuda_prepare,
 	.qerr = cuda_qerr,

@@ -14,41 +14,6 @@
 #include <string.h>
 
 
-/* Elements [first, first + n) of t as fp32: in place when t is aligned
- * fp32, else widened into the block buffer (n <= BLK). */
-const float *ckenc_values(rckpt_ckenc_t *e, const rckpt_ctensor_t *t, uint64_t first, size_t n)
-{
-	const int v = ckenc_norm_of(e, t);
-	const unsigned xf = ckenc_value_xf(e, rckpt_ctensor_kind(t));
-	if (v >= 0) {
-		const rckpt_ctensor_t *vt = &e->xparams->t[v];
-		if (ckenc_norm_values(e, e->wblk, t, vt, e->xg[v], e->xq[v], (float)ckenc_eps(vt), first,
-				      n))
-			for (size_t i = 0; i < n; i++) /* unreachable with checked parameters */
-				e->wblk[i] = NAN;
-		return e->wblk;
-	}
-	const size_t dsz = rckpt_dtype_size(t->dtype);
-	if (e->be != &ckenc_cpu_backend) { /* a transformed tensor on the device: by the host */
-		const void *h;
-		void *owned = NULL;
-		if (e->be->to_host(e, (const uint8_t *)t->data + first * dsz, n * dsz, &h, &owned)) {
-			for (size_t i = 0; i < n; i++)
-				e->wblk[i] = NAN; /* refused as NaN, as a value it cannot read */
-			return e->wblk;
-		}
-		rckpt_widen_to_f32(e->wblk, h, t->dtype, n);
-		free(owned);
-		rckpt_xf_forward(e->wblk, n, xf);
-		return e->wblk;
-	}
-	if (t->dtype == RCKPT_DT_F32 && ((uintptr_t)t->data & 3) == 0 && xf == RCKPT_XF_NONE)
-		return (const float *)t->data + first;
-	rckpt_widen_to_f32(e->wblk, (const uint8_t *)t->data + first * dsz, t->dtype, n);
-	rckpt_xf_forward(e->wblk, n, xf); /* the encoder works in the transform's domain */
-	return e->wblk;
-}
-
 /* Piece [first, first + n) of tensor t quantized with q into seg, a block
  * at a time. Levels at the tensor's sample positions (multiples of
  * stride) also go to summary[position / stride]. */
@@ -342,7 +307,7 @@ static int emit_batch(ckenc_emit_t *x, const fullctx_t *f, pjob_t *job, uint32_t
 	for (i = 0; i < n; i++) {
 		memset(&job[i], 0, sizeof(job[i]));
 		job[i].c = c0 + i;
-		if (e->be != &ckenc_cpu_backend) {
+		if (!e->be->host) {
 			job[i].rc = build_chunk(e, f, c0 + i, &job[i].r);
 			job[i].built = 1;
 		}

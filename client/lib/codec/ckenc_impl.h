@@ -14,6 +14,7 @@
  *   ckenc_cpu.c       the compute backend on the CPU (the reference)
  *   ckenc_cuda.c      the compute backend on a CUDA device, beside it
  *   ckenc_optim.c     the optimizer's state: roles, partners, update terms
+ *   ckenc_values.c    a tensor's values as quantized (transformed, NORM)
  *   ckenc_state.c     the state between steps: transforms, layout, release
  *   ckenc_par.c       parallel loops, and helper threads' scratch
  *   rckpt_ckdec.c     the decoder (rckpt_ckdec.h), which needs none of this
@@ -132,6 +133,7 @@ typedef struct sample {
  * host memory), or NULL. */
 struct ckenc_backend {
 	const char *name;
+	int host; /* 1: the passes run on the CPU over host memory (the reference) */
 	void (*step_begin)(rckpt_ckenc_t *e);
 	/* rckpt_codec_prep_begin .. end of tensor t, and every sp->stride-th
 	 * value and gradient into sp->w, sp->g (allocated; sp->n counts them).
@@ -258,12 +260,6 @@ int ckenc_norm_partner(const rckpt_ckenc_opts_t *o, const rckpt_tset_t *params, 
 unsigned ckenc_prep_order(const rckpt_ckenc_opts_t *o, const rckpt_tset_t *params, unsigned *order,
 			  unsigned *n0, unsigned *n1);
 
-/* The NORM values of elements [first, first + n) of first moment m:
- * m / (sqrtf(v') + eps), v' its second moment v quantized with qv (and
- * weights gv, as it was judged) and restored, into out (room for n). */
-int ckenc_norm_values(rckpt_ckenc_t *e, float *out, const rckpt_ctensor_t *m, const rckpt_ctensor_t *v,
-		      const float *gv, const rckpt_qparams_t *qv, float eps, uint64_t first, size_t n);
-
 /* The update error's terms for the optimizer's tensors (rckpt_ckenc.h,
  * "The optimizer's state"), per tensor of params: w[i] the weights g of
  * its elements (NULL: 1), den[i] the denominator of its error (< 0: its
@@ -278,10 +274,17 @@ typedef struct ckenc_upd {
 int ckenc_update_terms(rckpt_ckenc_t *e, ckenc_upd_t *u, const rckpt_tset_t *params);
 void ckenc_update_free(ckenc_upd_t *u);
 
-/* ---- ckenc_emit.c ---- */
+/* ---- ckenc_values.c ---- */
 /* Elements [first, first + n) of t as the encoder quantizes them: fp32, in
  * the domain of t's transform. */
 const float *ckenc_values(rckpt_ckenc_t *e, const rckpt_ctensor_t *t, uint64_t first, size_t n);
+/* The NORM values of elements [first, first + n) of first moment m:
+ * m / (sqrtf(v') + eps), v' its second moment v quantized with qv (and
+ * weights gv, as it was judged) and restored, into out (room for n). */
+int ckenc_norm_values(rckpt_ckenc_t *e, float *out, const rckpt_ctensor_t *m, const rckpt_ctensor_t *v,
+		      const float *gv, const rckpt_qparams_t *qv, float eps, uint64_t first, size_t n);
+
+/* ---- ckenc_state.c, ckenc_emit.c ---- */
 /* t's transform this step, and its NORM partner (-1: none). */
 unsigned ckenc_transform_of(const rckpt_ckenc_t *e, const rckpt_ctensor_t *t);
 /* The transform a tensor of this kind's values go through (LOG2 for second

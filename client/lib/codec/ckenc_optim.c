@@ -195,28 +195,3 @@ int ckenc_update_terms(rckpt_ckenc_t *e, ckenc_upd_t *u, const rckpt_tset_t *par
 		ckenc_update_free(u);
 	return rc;
 }
-
-int ckenc_norm_values(rckpt_ckenc_t *e, float *out, const rckpt_ctensor_t *m, const rckpt_ctensor_t *v,
-		      const float *gv, const rckpt_qparams_t *qv, float eps, uint64_t first, size_t n)
-{
-	const size_t dm = rckpt_dtype_size(m->dtype), dv = rckpt_dtype_size(v->dtype);
-	const void *hm, *hv;
-	void *om = NULL, *ov = NULL;
-	size_t np;
-	int rc = e->be->to_host(e, m->data + first * dm, n * dm, &hm, &om);
-	if (rc == 0 && (rc = e->be->to_host(e, v->data + first * dv, n * dv, &hv, &ov)) == 0) {
-		rckpt_widen_to_f32(out, hm, m->dtype, n);
-		rckpt_widen_to_f32(e->nblk, hv, v->dtype, n);
-	}
-	free(om);
-	free(ov);
-	if (rc)
-		return rc;
-	rckpt_xf_forward(e->nblk, n, ckenc_value_xf(e, RCKPT_LK_MOMENT2));
-	rckpt_quantize(e->iblk, e->pblk, &np, e->nblk, gv ? gv + first : NULL, n, qv);
-	if ((rc = rckpt_dequantize(e->nblk, e->iblk, n, qv, e->pblk, np)))
-		return rc;
-	rckpt_xf_inverse(e->nblk, n, ckenc_value_xf(e, RCKPT_LK_MOMENT2));
-	rckpt_norm_divide(out, out, e->nblk, eps, n);
-	return 0;
-}

@@ -167,7 +167,7 @@ int ckenc_parallel_views(rckpt_ckenc_t *e, unsigned n, unsigned threads,
 		threads = RCKPT_CKENC_THREADS_MAX;
 	if (threads > n)
 		threads = n;
-	if (e->be != &ckenc_cpu_backend || threads < 2 || ckenc_workers_ensure(e, threads - 1) ||
+	if (!e->be->host || threads < 2 || ckenc_workers_ensure(e, threads - 1) ||
 	    (v.view = calloc(threads, sizeof(*v.view))) == NULL) {
 		for (i = 0, rc = 0; i < n && rc == 0; i++) /* one at a time, in order */
 			rc = fn(e, arg, i);

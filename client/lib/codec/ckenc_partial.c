@@ -167,7 +167,7 @@ static int host_weights(rckpt_ckenc_t *e, const float *g0, uint64_t first, size_
 	int rc;
 	*owned = NULL;
 	*out = g0 ? g0 + first : NULL;
-	if (g0 == NULL || e->be == &ckenc_cpu_backend || !rckpt_gpu_is_device_ptr(g0))
+	if (g0 == NULL || e->be->host || !rckpt_gpu_is_device_ptr(g0))
 		return 0;
 	if ((rc = e->be->to_host(e, g0 + first, 4 * n, &h, owned)))
 		return rc;

@@ -3,9 +3,10 @@
  * namespace of the pool; chunk objects hold append-only record logs,
  * manifests are objects of their own, and the job object's head moves by
  * compare-and-set after everything else of a step is durable. This file:
- * the calls on the job's objects, opening (the writer's lock and fencing
- * token, its encoder), closing, and listing steps. Saves are in
- * rckpt_save.c, restores in rckpt_restore.c.
+ * the job's handle: opening (the writer's lock and fencing token, its
+ * encoder), closing, the tensors' roles. The calls on the job's objects it
+ * stands on are rckpt_objects.c; saves (rckpt_save.c), restores
+ * (rckpt_restore.c), rewinds, branches and the housekeeping stand on it.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -22,63 +23,6 @@
 #include "rckpt_gpuenc.h"
 #include "rckpt_store_internal.h"
 #include "rckpt_store_wire.h"
-
-/* ---- calls ---- */
-
-/* A read method's reply appended to out: run by the OSD, or here when
- * the OSDs will not (store.md "Restore without the plugin"). */
-int rckpt_exec_read(rckpt_job_t *j, const char *oid, const char *method, const rckpt_buf_t *in,
-		    rckpt_buf_t *out)
-{
-	int rc = -EOPNOTSUPP;
-	if (j->fold != RCKPT_FOLD_CLIENT)
-		rc = j->io->ops->exec(j->io, oid, "rckpt", method, in ? in->p : NULL, in ? in->len : 0, out);
-	if (rckpt_fold_refused(rc)) {
-		const int osd = rc;
-		rc = rckpt_fold_exec(j, oid, method, in, out);
-		if (rc == -EOPNOTSUPP)
-			rc = osd; /* not a method a client may run */
-	}
-	return rc;
-}
-
-int rckpt_exec_write(rckpt_job_t *j, const char *oid, const char *method, const rckpt_buf_t *in)
-{
-	return j->io->ops->exec(j->io, oid, "rckpt", method, in->p, in->len, NULL);
-}
-
-int rckpt_read_head(rckpt_job_t *j, uint64_t *head, uint64_t *count)
-{
-	rckpt_buf_t out = RCKPT_BUF_INIT;
-	rckpt_msg_head_t m;
-	int rc = rckpt_exec_read(j, RCKPT_STORE_JOB_OID, "head", NULL, &out);
-	if (rc == -ENOENT) { /* a job nobody has saved to */
-		*head = RCKPT_STORE_NONE;
-		*count = 0;
-		return 0;
-	}
-	if (rc == 0)
-		rc = rckpt_msg_head_decode(&m, out.p, out.len);
-	if (rc == 0) {
-		*head = m.head;
-		*count = m.count;
-	}
-	rckpt_buf_free(&out);
-	return rc;
-}
-
-int rckpt_step_summary(rckpt_job_t *j, uint64_t step, rckpt_store_summary_t *s)
-{
-	rckpt_buf_t v = RCKPT_BUF_INIT;
-	char key[32];
-	int rc = rckpt_store_step_key(key, sizeof(key), 's', step);
-	if (rc == 0)
-		rc = j->io->ops->omap_get(j->io, RCKPT_STORE_JOB_OID, key, &v);
-	if (rc == 0)
-		rc = rckpt_store_summary_get(s, v.p, v.len);
-	rckpt_buf_free(&v);
-	return rc;
-}
 
 /* ---- open, close ---- */
 
@@ -614,7 +558,7 @@ void rckpt_job_close(rckpt_job_t *j)
 	if (j == NULL)
 		return;
 	if (j->pending) /* never committed: its records are past the head */
-		rckpt_save_abandon(j->pending);
+		j->pending_abandon(j->pending);
 	if (j->locked)
 		j->io->ops->unlock(j->io, RCKPT_STORE_JOB_OID, LOCK_NAME, j->cookie);
 	rckpt_ckenc_destroy(j->enc);
@@ -628,81 +572,7 @@ void rckpt_job_close(rckpt_job_t *j)
 	free(j);
 }
 
-static void chunk_oid(void *arg, unsigned i, char *buf, size_t cap)
-{
-	rckpt_store_segment_oid(buf, cap, i, *(const uint64_t *)arg);
-}
-
-int rckpt_chunk_writes(rckpt_job_t *j, uint64_t seg, const char *method, const rckpt_buf_t *msgs,
-		       int same, unsigned n)
-{
-	return rckpt_io_fanout(j->io, n, j->o.inflight, chunk_oid, &seg, "rckpt", method, msgs, same,
-			       NULL, NULL, NULL);
-}
-
-/* ---- steps ---- */
-
-int rckpt_chunk_base(rckpt_job_t *j, uint64_t seg, unsigned c, uint64_t s, rckpt_buf_t *rec)
-{
-	rckpt_buf_t start = RCKPT_BUF_INIT;
-	char oid[64];
-	unsigned rounds;
-	int rc = 0, done = 0;
-
-	rckpt_store_segment_oid(oid, sizeof(oid), c, seg);
-	for (rounds = 0; rc == 0 && !done && rounds < 4 * RCKPT_STORE_CHAIN_MAX; rounds++) {
-		rckpt_buf_t in = RCKPT_BUF_INIT, out = RCKPT_BUF_INIT;
-		rckpt_msg_materialize_t q = { s, 0, { start.p, start.len } };
-		rckpt_msg_materialized_t a;
-		rc = rckpt_msg_materialize_encode(&in, &q);
-		if (rc == 0)
-			rc = rckpt_exec_read(j, oid, "materialize", &in, &out);
-		if (rc == 0)
-			rc = rckpt_msg_materialized_decode(&a, out.p, out.len);
-		if (rc == 0) {
-			rckpt_buf_t *dst = a.done ? rec : &start;
-			dst->len = 0;
-			rc = rckpt_buf_append(dst, a.record.p, a.record.len);
-			done = a.done;
-		}
-		rckpt_buf_free(&in);
-		rckpt_buf_free(&out);
-	}
-	rckpt_buf_free(&start);
-	return rc ? rc : done ? 0 : -E2BIG;
-}
-
-int rckpt_read_object(rckpt_job_t *j, const char *oid, uint64_t max, rckpt_buf_t *b)
-{
-	uint64_t size = 0;
-	int rc = j->io->ops->stat(j->io, oid, &size), got;
-	if (rc)
-		return rc;
-	if (size > max)
-		return -EFBIG;
-	b->len = 0;
-	if ((rc = rckpt_buf_reserve(b, size ? (size_t)size : 1)))
-		return rc;
-	got = j->io->ops->read(j->io, oid, b->p, (size_t)size, 0);
-	if (got < 0)
-		return got;
-	if ((uint64_t)got != size)
-		return -EBADMSG;
-	b->len = (size_t)size;
-	return 0;
-}
-
-int rckpt_put_object(rckpt_job_t *j, const char *oid, uint64_t step, const rckpt_buf_t *b)
-{
-	rckpt_buf_t in = RCKPT_BUF_INIT;
-	int rc = rckpt_msg_put_encode(&in, j->token, step, b->p, b->len);
-	if (rc == -EINVAL && b->len > RCKPT_STORE_PUT_MAX)
-		rc = -EFBIG;
-	if (rc == 0)
-		rc = rckpt_exec_write(j, oid, "put", &in);
-	rckpt_buf_free(&in);
-	return rc;
-}
+/* ---- roles, options, steps ---- */
 
 void rckpt_roles_free(rckpt_roles_t *r)
 {
@@ -817,50 +687,3 @@ int rckpt_job_steps(rckpt_job_t *j, uint64_t after, rckpt_step_info_t *out, unsi
 {
 	return rckpt_list_steps(j, after, out, NULL, cap, n, more);
 }
-
-int rckpt_list_steps(rckpt_job_t *j, uint64_t after, rckpt_step_info_t *out, uint64_t *segs,
-		     unsigned cap, unsigned *n, int *more)
-{
-	rckpt_buf_t in = RCKPT_BUF_INIT, rep = RCKPT_BUF_INIT;
-	rckpt_msg_list_t l = { after, cap > RCKPT_STORE_LIST_MAX ? RCKPT_STORE_LIST_MAX : cap };
-	rckpt_msg_stepsum_reader_t rd;
-	uint64_t step;
-	rckpt_blob_t sum;
-	int rc;
-
-	rckpt_clear_error(j->h);
-	*n = 0;
-	*more = 0;
-	if (cap == 0)
-		return rckpt_fail(j->h, -EINVAL, __func__, "no room");
-	rc = rckpt_msg_list_encode(&in, &l);
-	if (rc == 0)
-		rc = rckpt_exec_read(j, RCKPT_STORE_JOB_OID, "list", &in, &rep);
-	if (rc == -ENOENT)
-		rc = 0; /* a new job: nothing yet */
-	else if (rc == 0 && (rc = rckpt_msg_stepsum_open(&rd, rep.p, rep.len)) == 0) {
-		while ((rc = rckpt_msg_stepsum_next(&rd, &step, &sum)) == 1) {
-			rckpt_step_info_t *s = &out[*n];
-			rckpt_store_summary_t v;
-			rckpt_store_summary_get(&v, sum.p, sum.len); /* too short: zeros */
-			memset(s, 0, sizeof(*s));
-			s->step = step;
-			s->raw_bytes = v.raw_bytes;
-			s->enc_bytes = v.enc_bytes;
-			s->parent = v.parent;
-			s->nchunks = v.nchunks;
-			s->flags = v.flags & (RCKPT_STEP_EXACT | RCKPT_STEP_ATTACH);
-			s->ranks = v.ranks;
-			s->opt_raw_bytes = v.opt_raw_bytes;
-			s->opt_enc_bytes = v.opt_enc_bytes;
-			if (segs)
-				segs[*n] = v.segment;
-			++*n;
-		}
-		*more = rd.more;
-	}
-	rckpt_buf_free(&in);
-	rckpt_buf_free(&rep);
-	return rc ? rckpt_fail(j->h, rc, "rckpt_job_steps", "cannot list the steps of job %s", j->name) : 0;
-}
-

@@ -375,51 +375,6 @@ static int chunk_bytes(rckpt_job_t *j, const steps_t *s, uint64_t *sum, unsigned
 	return rc;
 }
 
-/* A chunk's index in segment seg: the steps it holds records of. */
-int rckpt_chunk_index(rckpt_job_t *j, uint64_t seg, unsigned chunk, rckpt_store_entry_t **e,
-		      uint32_t *n)
-{
-	rckpt_buf_t out = RCKPT_BUF_INIT;
-	char oid[64];
-	int rc;
-	*e = NULL;
-	*n = 0;
-	rckpt_store_segment_oid(oid, sizeof(oid), chunk, seg);
-	rc = rckpt_exec_read(j, oid, "index", NULL, &out);
-	if (rc == 0)
-		rc = rckpt_msg_index_decode(e, n, out.p, out.len);
-	rckpt_buf_free(&out);
-	return rc == -ENOENT ? 0 : rc;
-}
-
-int rckpt_chain_depth(rckpt_job_t *j, uint64_t seg, uint64_t step, unsigned *depth)
-{
-	rckpt_store_entry_t *ix = NULL;
-	uint32_t n = 0, i;
-	unsigned d = 0;
-	int rc = rckpt_chunk_index(j, seg, 0, &ix, &n);
-	*depth = 0;
-	while (rc == 0) {
-		for (i = 0; i < n && ix[i].step != step; i++)
-			;
-		if (i == n) {
-			rc = -ENOENT; /* a parent that is not in the chunk */
-			break;
-		}
-		if (++d > RCKPT_STORE_CHAIN_MAX) {
-			rc = -E2BIG;
-			break;
-		}
-		if (ix[i].kind == RCKPT_REC_BASE)
-			break;
-		step = ix[i].parent;
-	}
-	free(ix);
-	if (rc == 0)
-		*depth = d;
-	return rc;
-}
-
 static int keeps(const rckpt_retention_t *r, const steps_t *s, unsigned i, uint64_t head,
 		 const uint64_t *pins, unsigned np)
 {

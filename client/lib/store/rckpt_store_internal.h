@@ -60,7 +60,9 @@ struct rckpt_job {
 	uint64_t head;      /* writer: the head it last saw or moved */
 	int trimmed;        /* writer: uncommitted records dropped */
 	int resume_tried;   /* writer: the head was offered to the encoder */
-	struct rckpt_save *pending; /* writer: the save in flight, if any */
+	struct rckpt_save *pending; /* writer: the save in flight, if any, */
+	void (*pending_finish)(struct rckpt_save *);  /* committed (or failed) first, */
+	void (*pending_abandon)(struct rckpt_save *); /* or dropped when the job closes */
 	uint64_t io_budget; /* writer: bytes of appends a save may have in flight */
 	uint64_t token;     /* writer: its claim on the job (fencing) */
 	struct rckpt_gpuenc *gpu; /* writer: made at its first save on the GPU */
@@ -205,12 +207,6 @@ int rckpt_holder_gone(const char *cookie, char *what, size_t cap);
  * when `same`. */
 int rckpt_chunk_writes(rckpt_job_t *j, uint64_t seg, const char *method, const rckpt_buf_t *msgs,
 		       int same, unsigned n);
-
-/* ---- rckpt_save.c ---- */
-
-/* Drops a save in flight (the job closes under it): what it appended is
- * not committed, and the next save is a base. */
-void rckpt_save_abandon(rckpt_save_t *s);
 
 /* ---- rckpt_restore.c ---- */
 
