@@ -22,7 +22,7 @@ the headers they export to other modules (EXPORTS); the rest of a wing's
 headers are private to it. store and pcr are siblings: no arrow between
 them.
 
-Inside a wing, the files stand in floors (FLOORS, from the top down): a
+Inside a wing (and the command, client/cli), the files stand in floors (FLOORS, from the top down): a
 file may name a function or variable that another file of its wing
 defines only when that file stands below it, so no two files call each
 other, directly or around a circle, and nothing calls back up. Every .c
@@ -98,6 +98,15 @@ FLOORS = {
         "rckpt_save.c", "rckpt_restore.c", "rckpt_exact.c",
         "rckpt_job.c", "rckpt_holder.c",          # the job's handle
         "rckpt_objects.c", "rckpt_fold.c"],       # the floor: calls on the job's objects
+    "client/cli": [
+        "rckpt_cli.c",                            # main, above the command groups
+        "rckpt_cli_bench.c", "rckpt_cli_codec.c",
+        "rckpt_cli_pcr.c", "cli_pcr_build.c", "cli_pcr_get.c", "cli_pcr_info.c", "cli_pcr_verify.c",
+        "cli_pcr_util.c",
+        "rckpt_cli_ckpt.c", "cli_ckpt_compact.c", "cli_ckpt_admin.c", "cli_ckpt_export.c",
+        "cli_ckpt_ls.c", "cli_ckpt_restore.c", "cli_ckpt_save.c", "cli_ckpt_util.c",
+        "cli_args.c", "cli_signals.c", "cli_files.c", "cli_out.c", "cli_progress.c",
+        "cli_lock.c"],                            # the utility layer (cli.h)
     "client/lib/pcr": ["rckpt_mpi.c", "rckpt_loader.c", "rckpt_locality.c", "rckpt_pcr_read.c",
                        "rckpt_pcr_build.c", "rckpt_pcr_script.c", "rckpt_ssim.c"],
 }

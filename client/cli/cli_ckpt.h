@@ -9,7 +9,7 @@
 #include <jansson.h>
 #include <stdint.h>
 
-#include "rckpt_cli.h"
+#include "cli.h"
 
 #define STEP_RULE "--step must be a whole number 0..18446744073709551614 (a step)"
 

@@ -12,7 +12,7 @@
 
 #include <jansson.h>
 
-#include "rckpt_cli.h"
+#include "cli.h"
 
 static void usage_main(FILE *f)
 {

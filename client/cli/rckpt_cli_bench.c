@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "rckpt_cli.h"
+#include "cli.h"
 
 #ifndef RCKPT_SOURCE_DIR
 #define RCKPT_SOURCE_DIR "."

@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "rckpt_cli.h"
+#include "cli.h"
 #define RCKPT_FILES_UNSTABLE
 #include "rckpt_files.h"
 

@@ -1,11 +1,14 @@
 /*
- * rckpt_cli.h — the commands of `rckpt` and what they share (cli_util.c).
+ * cli.h — the commands of `rckpt` and what they share: the utility
+ * layer (from the top down cli_args.c, cli_signals.c, cli_files.c,
+ * cli_out.c, cli_progress.c, cli_lock.c), which calls nothing of the
+ * commands' files. main (rckpt_cli.c) stands above the command groups.
  * The command is built on librckpt's public headers only: rckpt.h, and
  * rckpt_files.h for local files. Exit status: 0 success, 1 the operation
  * failed, 2 bad usage.
  */
-#ifndef RCKPT_CLI_H
-#define RCKPT_CLI_H
+#ifndef CLI_H
+#define CLI_H
 
 #include <stdint.h>
 
@@ -13,13 +16,36 @@
 
 #define EXIT_USAGE 2
 
+/* A command: argv[0] is its name; conn the global connection options. */
+typedef int (*rckpt_cli_fn)(int argc, char **argv, const rckpt_connect_opts_t *conn);
+
+int rckpt_cli_status(int argc, char **argv, const rckpt_connect_opts_t *conn);  /* rckpt_cli.c */
+int rckpt_cli_call(int argc, char **argv, const rckpt_connect_opts_t *conn);    /* rckpt_cli.c */
+int rckpt_cli_version(int argc, char **argv, const rckpt_connect_opts_t *conn); /* rckpt_cli.c */
+int rckpt_cli_codec(int argc, char **argv, const rckpt_connect_opts_t *conn);   /* rckpt_cli_codec.c */
+int rckpt_cli_ckpt(int argc, char **argv, const rckpt_connect_opts_t *conn);    /* rckpt_cli_ckpt.c */
+int rckpt_cli_compact(int argc, char **argv, const rckpt_connect_opts_t *conn); /* cli_ckpt_compact.c */
+int rckpt_cli_pcr(int argc, char **argv, const rckpt_connect_opts_t *conn);     /* rckpt_cli_pcr.c */
+int rckpt_cli_bench(int argc, char **argv, const rckpt_connect_opts_t *conn);   /* rckpt_cli_bench.c */
+
+/* ---- the utility layer: it calls nothing above it ---- */
+
+#if defined(__GNUC__)
+#define CLI_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define CLI_PRINTF(a, b)
+#endif
+
+/* ---- cli_out.c: the output, errors, usage errors, subcommands' help ---- */
+
 /* Output formats (--format): the tables, or JSON like `ceph -f`. */
 #define CLI_FORMAT_PLAIN 0
 #define CLI_FORMAT_JSON 1
 #define CLI_FORMAT_JSON_PRETTY 2
 
-/* What the global options set: the connection, first, so that commands
- * get &opts.conn, and the output format (cli_format). */
+/* What the global options set (main, rckpt_cli.c, fills it): the
+ * connection, first, so that commands get &opts.conn, and the output
+ * format (cli_format; cli_json_out reads it). */
 typedef struct cli_opts {
 	rckpt_connect_opts_t conn;
 	int format;
@@ -30,26 +56,6 @@ static inline int cli_format(const rckpt_connect_opts_t *conn)
 {
 	return ((const cli_opts_t *)(const void *)conn)->format;
 }
-
-/* A command: argv[0] is its name; conn the global connection options. */
-typedef int (*rckpt_cli_fn)(int argc, char **argv, const rckpt_connect_opts_t *conn);
-
-int rckpt_cli_status(int argc, char **argv, const rckpt_connect_opts_t *conn);  /* rckpt_cli.c */
-int rckpt_cli_call(int argc, char **argv, const rckpt_connect_opts_t *conn);    /* rckpt_cli.c */
-int rckpt_cli_version(int argc, char **argv, const rckpt_connect_opts_t *conn); /* rckpt_cli.c */
-int rckpt_cli_codec(int argc, char **argv, const rckpt_connect_opts_t *conn);   /* rckpt_cli_codec.c */
-int rckpt_cli_ckpt(int argc, char **argv, const rckpt_connect_opts_t *conn);    /* rckpt_cli_ckpt.c */
-int rckpt_cli_compact(int argc, char **argv, const rckpt_connect_opts_t *conn); /* rckpt_cli_ckpt.c */
-int rckpt_cli_pcr(int argc, char **argv, const rckpt_connect_opts_t *conn);     /* rckpt_cli_pcr.c */
-int rckpt_cli_bench(int argc, char **argv, const rckpt_connect_opts_t *conn);   /* rckpt_cli_bench.c */
-
-/* ---- cli_util.c ---- */
-
-#if defined(__GNUC__)
-#define CLI_PRINTF(a, b) __attribute__((format(printf, a, b)))
-#else
-#define CLI_PRINTF(a, b)
-#endif
 
 struct json_t;
 /* Prints j (a jansson value; its reference is taken) in conn's format,
@@ -79,12 +85,47 @@ int cli_exit(int status);
 int cli_usage_error(const char *cmd, const char *what);
 /* The same, formatted. */
 int cli_usage_errorf(const char *cmd, const char *fmt, ...) CLI_PRINTF(2, 3);
+/* A getopt_long error of subcommand `sub` of CMD (c: ':' for an option
+ * missing its value, else an unknown one; at: optind), naming the option:
+ * on stderr; EXIT_USAGE. Option strings start with ':' for it. */
+int cli_option_error(const char *cmd, const char *sub, int c, char **argv, int at);
+/* Prints the help of subcommand SUB of command CMD out of CMD's whole
+ * help text (its synopsis, its paragraph, the global options' note), so
+ * that `rckpt CMD SUB --help` and `rckpt CMD --help` say the same. 0, or
+ * -1 when text has no such subcommand. */
+int cli_sub_help(const char *text, const char *cmd, const char *sub);
+
+/* ---- cli_args.c: names, numbers, file names, the connection ---- */
+
 /* Checks a job's or data set's name given with option OPT (--job, --to,
  * --dataset): 1..63 characters of [A-Za-z0-9._-], the names a RADOS
  * namespace of the store may have. 0, or a usage error naming the rule
  * (EXIT_USAGE). */
 #define CLI_NAME_MAX 63
 int cli_check_name(const char *cmd, const char *opt, const char *name);
+
+/* True when argv[1..] asks for help. */
+int cli_wants_help(int argc, char **argv);
+/* A decimal number, all of s: 0, or -1. */
+int cli_parse_u64(const char *s, uint64_t *v);
+/* The step number of a file: the last run of digits in its name, or dflt. */
+uint64_t cli_step_of(const char *path, uint64_t dflt);
+/* Whether path is a checkpoint's sibling, not a checkpoint:
+ * X.grads.safetensors (read as X's gradient RMS), X.gmean.safetensors,
+ * X.optim.safetensors and X.state (the step's attachment, as `ckpt
+ * restore` writes it); a glob that names them among checkpoints means no
+ * harm. */
+int cli_is_sibling(const char *path);
+/* (Time: rckpt_now_s, formats/rckpt_clock.h.) */
+
+/* A handle connected with conn, or NULL with the reason on stderr
+ * ("rckpt CMD: ..."). */
+rckpt_t *cli_connect(const rckpt_connect_opts_t *conn, const char *cmd);
+/* The same, then job `job` opened with jo; 0 or the error (reported). */
+int cli_open_job(rckpt_t **h, rckpt_job_t **j, const rckpt_connect_opts_t *conn, const char *cmd,
+		 const char *job, const rckpt_job_opts_t *jo);
+
+/* ---- cli_files.c: files named on the command line, staged outputs ---- */
 
 /* Files named on the command line, checked before any work: on failure
  * "rckpt CMD: PATH: WHAT IS WRONG" (cli_err) and a negative errno. */
@@ -122,6 +163,8 @@ int cli_stage_commit(cli_stage_t *st, const char *cmd);
 /* Removes every temporary; frees the names. */
 void cli_stage_abort(cli_stage_t *st);
 
+/* ---- cli_signals.c ---- */
+
 /* Signals. cli_signals_guard, before the command connects (librados'
  * threads inherit the mask): SIGINT and SIGTERM (those not ignored) go to
  * a thread of their own. There, a signal removes the staged temporaries
@@ -139,6 +182,8 @@ void cli_signals_defer(int on);
 int cli_interrupted(void);
 int cli_interrupt_status(void);
 
+/* ---- cli_progress.c ---- */
+
 /* Progress on a terminal: one line on stderr, redrawn in place (\r) at
  * most 4 times a second, cleared at the end; nothing when stderr is not a
  * terminal or the format is JSON. what: "saving"; totals 0 when not
@@ -150,34 +195,5 @@ void cli_progress_set(uint64_t items, uint64_t bytes);
 void cli_progress_item(const char *fmt, ...) CLI_PRINTF(1, 2);
 void cli_progress_end(void);
 void cli_line(const char *fmt, ...) CLI_PRINTF(1, 2);
-/* A getopt_long error of subcommand `sub` of CMD (c: ':' for an option
- * missing its value, else an unknown one; at: optind), naming the option:
- * on stderr; EXIT_USAGE. Option strings start with ':' for it. */
-int cli_option_error(const char *cmd, const char *sub, int c, char **argv, int at);
-/* Prints the help of subcommand SUB of command CMD out of CMD's whole
- * help text (its synopsis, its paragraph, the global options' note), so
- * that `rckpt CMD SUB --help` and `rckpt CMD --help` say the same. 0, or
- * -1 when text has no such subcommand. */
-int cli_sub_help(const char *text, const char *cmd, const char *sub);
-/* True when argv[1..] asks for help. */
-int cli_wants_help(int argc, char **argv);
-/* A decimal number, all of s: 0, or -1. */
-int cli_parse_u64(const char *s, uint64_t *v);
-/* The step number of a file: the last run of digits in its name, or dflt. */
-uint64_t cli_step_of(const char *path, uint64_t dflt);
-/* Whether path is a checkpoint's sibling, not a checkpoint:
- * X.grads.safetensors (read as X's gradient RMS), X.gmean.safetensors,
- * X.optim.safetensors and X.state (the step's attachment, as `ckpt
- * restore` writes it); a glob that names them among checkpoints means no
- * harm. */
-int cli_is_sibling(const char *path);
-/* (Time: rckpt_now_s, formats/rckpt_clock.h.) */
 
-/* A handle connected with conn, or NULL with the reason on stderr
- * ("rckpt CMD: ..."). */
-rckpt_t *cli_connect(const rckpt_connect_opts_t *conn, const char *cmd);
-/* The same, then job `job` opened with jo; 0 or the error (reported). */
-int cli_open_job(rckpt_t **h, rckpt_job_t **j, const rckpt_connect_opts_t *conn, const char *cmd,
-		 const char *job, const rckpt_job_opts_t *jo);
-
-#endif /* RCKPT_CLI_H */
+#endif /* CLI_H */

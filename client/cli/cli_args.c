@@ -1,0 +1,114 @@
+/*
+ * cli_args.c — the arguments of `rckpt` (cli.h): names, help
+ * requests, numbers, step numbers and siblings of checkpoint files, and
+ * the connection the global options ask for.
+ */
+#include "cli.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+int cli_check_name(const char *cmd, const char *opt, const char *name)
+{
+	size_t n = strlen(name), i;
+	for (i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)name[i];
+		if (!isalnum(c) || c >= 0x80)
+			if (c != '.' && c != '_' && c != '-')
+				break;
+	}
+	if (n == 0)
+		return cli_usage_errorf(cmd, "%s is empty: a name is 1..%d characters of A-Z a-z 0-9 . _ -", opt,
+					CLI_NAME_MAX);
+	if (i < n)
+		return cli_usage_errorf(cmd,
+					"%s '%s': %s%c%s is not allowed in a name (1..%d characters of A-Z a-z "
+					"0-9 . _ -)",
+					opt, name, isprint((unsigned char)name[i]) ? "'" : "byte ",
+					isprint((unsigned char)name[i]) ? name[i] : '?',
+					isprint((unsigned char)name[i]) ? "'" : "", CLI_NAME_MAX);
+	if (n > CLI_NAME_MAX)
+		return cli_usage_errorf(cmd, "%s '%s': %zu characters, a name has at most %d (of A-Z a-z 0-9 . _ -)",
+					opt, name, n, CLI_NAME_MAX);
+	return 0;
+}
+
+int cli_wants_help(int argc, char **argv)
+{
+	int i;
+	for (i = 1; i < argc; i++)
+		if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)
+			return 1;
+	return 0;
+}
+
+int cli_parse_u64(const char *s, uint64_t *v)
+{
+	char *end;
+	errno = 0;
+	if (!isdigit((unsigned char)s[0]))
+		return -1;
+	*v = strtoull(s, &end, 10);
+	return errno || *end ? -1 : 0;
+}
+
+uint64_t cli_step_of(const char *path, uint64_t dflt)
+{
+	const char *base = strrchr(path, '/'), *p, *end = NULL;
+	base = base ? base + 1 : path;
+	for (p = base; *p; p++)
+		if (isdigit((unsigned char)*p) && !isdigit((unsigned char)p[1]))
+			end = p;
+	if (end == NULL)
+		return dflt;
+	for (p = end; p > base && isdigit((unsigned char)p[-1]); p--)
+		;
+	return strtoull(p, NULL, 10);
+}
+
+int cli_is_sibling(const char *path)
+{
+	static const char *const sib[] = { ".grads.safetensors", ".gmean.safetensors",
+					   ".optim.safetensors", ".state" };
+	size_t n = strlen(path), k;
+	for (k = 0; k < sizeof(sib) / sizeof(sib[0]); k++)
+		if (n >= strlen(sib[k]) && strcmp(path + n - strlen(sib[k]), sib[k]) == 0)
+			return 1;
+	return 0;
+}
+
+rckpt_t *cli_connect(const rckpt_connect_opts_t *conn, const char *cmd)
+{
+	rckpt_t *h;
+	int rc;
+	if (conn->conf_path && cli_check_file(cmd, conn->conf_path))
+		return NULL; /* --conf names a directory, a FIFO, a missing file */
+	rc = rckpt_create(&h);
+	if (rc) {
+		cli_err(cmd, rc, "%s", rckpt_strerror(rc));
+		return NULL;
+	}
+	if ((rc = rckpt_connect(h, conn)) != 0) {
+		cli_err(cmd, rc, "%s", rckpt_errmsg(h));
+		rckpt_destroy(h);
+		return NULL;
+	}
+	return h;
+}
+
+int cli_open_job(rckpt_t **h, rckpt_job_t **j, const rckpt_connect_opts_t *conn, const char *cmd,
+		 const char *job, const rckpt_job_opts_t *jo)
+{
+	int rc;
+	*j = NULL;
+	if ((*h = cli_connect(conn, cmd)) == NULL)
+		return -ENOTCONN;
+	if ((rc = rckpt_job_open(*h, j, job, jo))) {
+		cli_err(cmd, rc, "%s", rckpt_errmsg(*h));
+		rckpt_destroy(*h);
+		*h = NULL;
+	}
+	return rc;
+}
