@@ -42,6 +42,15 @@ extern "C" {
 #define RCKPT_VERSION_NUMBER \
 	(RCKPT_VERSION_MAJOR * 10000 + RCKPT_VERSION_MINOR * 100 + RCKPT_VERSION_PATCH)
 
+/* Options structures (rckpt_connect_opts_t, rckpt_job_opts_t, ...) begin
+ * with a version, RCKPT_*_OPTS_VERSION, and have an _INIT macro that sets
+ * it and every default: start from it, then set what you need. Before the
+ * first tagged release (1.0) each is at version 1 and may still change
+ * (fields added, moved or renamed, its version staying 1); a library
+ * refuses (-EINVAL) any version but its own. The 1.0 release freezes the
+ * public API and ABI: from then on an options structure only grows at its
+ * end, with a new version, and the library keeps taking the older ones. */
+
 /* The version of the library actually linked, as RCKPT_VERSION_NUMBER. */
 RCKPT_API unsigned rckpt_version_number(void);
 /* "0.1.0", and what the build includes, e.g. "0.1.0 (cuda)". Static string. */
@@ -61,7 +70,7 @@ RCKPT_API const char *rckpt_strerror(int err);
 
 typedef struct rckpt rckpt_t;
 
-#define RCKPT_CONNECT_OPTS_VERSION 2
+#define RCKPT_CONNECT_OPTS_VERSION 1
 
 /* Which copy of a replicated pool serves the handle's reads (checkpoint
  * restores, PCR records, indexes). Ceph serves a read from a replica only
@@ -71,15 +80,15 @@ typedef struct rckpt rckpt_t;
 #define RCKPT_READ_PRIMARY 1  /* the primary only, as librados does by default */
 #define RCKPT_READ_LOCALIZE 2 /* the replica nearest the client's crush_location */
 
-/* Options of rckpt_connect. Initialise with RCKPT_CONNECT_OPTS_INIT so that
- * fields added by later versions get their defaults. */
+/* Options of rckpt_connect. Initialise with RCKPT_CONNECT_OPTS_INIT (every
+ * options structure has its _INIT; see "Options structures" above). */
 typedef struct rckpt_connect_opts {
 	unsigned version;      /* RCKPT_CONNECT_OPTS_VERSION */
 	const char *conf_path; /* ceph.conf; NULL: $CEPH_CONF, then Ceph's default search */
 	const char *user;      /* cephx user, "admin" or "client.admin"; NULL: "admin" */
 	const char *pool;      /* NULL: "rckpt" */
 	unsigned timeout_s;    /* monitor and OSD operation timeout; 0: 30 s */
-	unsigned read_from;    /* v2: RCKPT_READ_* */
+	unsigned read_from;    /* RCKPT_READ_* */
 } rckpt_connect_opts_t;
 
 #define RCKPT_CONNECT_OPTS_INIT { RCKPT_CONNECT_OPTS_VERSION, NULL, NULL, NULL, 0, RCKPT_READ_BALANCE }
@@ -213,7 +222,7 @@ typedef struct rckpt_job rckpt_job_t;
  * each ask holds the model in fp32 once. */
 typedef int (*rckpt_quality_cb)(void *arg, const rckpt_tensor_t *t, unsigned n, double *loss);
 
-#define RCKPT_JOB_OPTS_VERSION 10
+#define RCKPT_JOB_OPTS_VERSION 1
 #define RCKPT_LATEST UINT64_MAX
 
 /* The compressor's default quality threshold: the Fisher-weighted relative
@@ -236,47 +245,37 @@ typedef struct rckpt_job_opts {
 	double eps;            /* quality threshold of the compressor, > 0
 				  (RCKPT_JOB_OPTS_INIT: RCKPT_EPS_DEFAULT).
 				  0 is refused (-EINVAL): no threshold makes
-				  a step bit-exact; `exact` does. Callers of
-				  versions 1-5 had 0 mean the default, and
-				  still do */
+				  a step bit-exact; `exact` does */
 	uint64_t chunk_params; /* parameters per chunk; 0: 4 Mi; at most 4 Mi */
 	unsigned base_every;   /* a base record every N saves; 0: only the first */
 	unsigned lease_s;      /* the writer lock's lease, renewed by every save; 0: 30 s */
 	unsigned inflight;     /* chunk operations in flight at once; 0: 16 */
-	/* version 2: */
 	uint64_t mem_budget;   /* bytes a save may hold beyond the encoder's state
 				  (one byte per parameter, kept between saves);
 				  0: 256 MiB. It must hold 8 chunks' parameters
 				  and 4 MiB; -EINVAL at open otherwise */
-	/* version 3: */
 	unsigned compute;      /* enum rckpt_compute: where a save's passes over
 				  the values run. The records are the same bytes
 				  either way */
-	/* version 4: */
 	rckpt_quality_cb quality; /* NULL: the built-in measure alone (a
 				     sensitivity-weighted relative error <= eps) */
 	void *quality_arg;
 	double quality_eps;    /* the callback's threshold; 0: 0.01 */
-	/* version 5: */
 	uint32_t partial_block; /* elements per block of partial saves
 				   (rckpt_job_save_partial), 1..65536; 0: the
 				   job takes no partial saves. A writer with it
 				   keeps every quantized value as last saved:
 				   4 bytes per parameter, between saves */
-	/* version 6: */
 	uint64_t segment_bytes; /* a chunk's log goes on in a new object (a
 				   segment, starting with a base) before one
 				   passes this many bytes; 0: 64 MiB, or half
 				   the OSDs' osd_max_object_size when that is
 				   less. More than that half is -EINVAL */
-	/* version 7: */
 	int exact;              /* the writer's saves store their steps
 				   bit-exact (rckpt_job_set_exact) */
-	/* version 8: */
 	double opt_eps;         /* threshold of the optimizer state's update
 				   error, in (0, 1); 0: RCKPT_OPT_EPS_DEFAULT
 				   (rckpt_job_set_roles) */
-	/* version 9: */
 	unsigned threads;       /* threads a save runs on: the search's
 				   evaluations a tensor each, then chunks
 				   quantized and encoded a chunk each; 0: the
@@ -286,7 +285,6 @@ typedef struct rckpt_job_opts {
 				   from mem_budget: fewer run when it does not
 				   hold them. The records are the same bytes
 				   whatever the count */
-	/* version 10: */
 	int takeover;           /* enum rckpt_takeover: what a writer's open
 				   does when another holds the job's lock */
 	unsigned wait_s;        /* then wait up to this many seconds for
@@ -331,7 +329,7 @@ RCKPT_API int rckpt_job_open(rckpt_t *h, rckpt_job_t **out, const char *job,
 RCKPT_API void rckpt_job_close(rckpt_job_t *j);
 /* Releases a writer's lock now, without waiting for a save in flight,
  * from any thread: for a process about to exit on a signal, so that the
- * next writer need not wait for the lease (options version 10). The
+ * next writer need not wait for the lease. The
  * handle must then only be closed. 0, or a RADOS error. */
 RCKPT_API int rckpt_job_release(rckpt_job_t *j);
 /* The job's committed head, read now, into *out: RCKPT_LATEST when no
@@ -806,7 +804,7 @@ typedef struct rckpt_pcr_progress {
 	uint64_t bytes_written;
 } rckpt_pcr_progress_t;
 
-#define RCKPT_PCR_BUILD_OPTS_VERSION 2
+#define RCKPT_PCR_BUILD_OPTS_VERSION 1
 
 /* The progressive scan script of a dataset's images (build option
  * scan_script): a record's group k is its images' first k scans. */
@@ -827,7 +825,7 @@ typedef struct rckpt_pcr_build_opts {
 	void (*progress)(void *arg, const rckpt_pcr_progress_t *p);
 	void (*refused)(void *arg, const char *path, int err, const char *why);
 	void *arg;
-	unsigned scan_script; /* v2: RCKPT_PCR_SCRIPT_* */
+	unsigned scan_script; /* RCKPT_PCR_SCRIPT_* */
 } rckpt_pcr_build_opts_t;
 
 #define RCKPT_PCR_BUILD_OPTS_INIT                                                                  \
@@ -861,7 +859,7 @@ typedef struct rckpt_pcr rckpt_pcr_t;
 
 enum rckpt_pcr_output { RCKPT_PCR_JPEG = 0, RCKPT_PCR_RGB = 1 };
 
-#define RCKPT_PCR_OPTS_VERSION 2
+#define RCKPT_PCR_OPTS_VERSION 1
 
 /* rckpt_pcr_opts_t.scale: decode each image at 1/scale of its width and
  * height, in the DCT domain (libjpeg-turbo's scaled inverse DCT: the
@@ -871,17 +869,15 @@ enum rckpt_pcr_output { RCKPT_PCR_JPEG = 0, RCKPT_PCR_RGB = 1 };
  * smallest of those that keeps every luma DCT coefficient the image's
  * prefix holds: 1/8 when its scans hold the DC coefficients alone (group 1
  * of libjpeg's progression), 1/4 through zig-zag index 2, 1/2 through
- * index 9 (groups 2..4 of colour images), else full size. Options
- * version 2. */
+ * index 9 (groups 2..4 of colour images), else full size. */
 #define RCKPT_PCR_SCALE_AUTO 0x100u
 
 typedef struct rckpt_pcr_opts {
-	unsigned version;  /* RCKPT_PCR_OPTS_VERSION; 1 is still accepted (scale: full size) */
+	unsigned version;  /* RCKPT_PCR_OPTS_VERSION */
 	unsigned groups;   /* k: read groups 1..k; RCKPT_PCR_ALL: every group */
 	unsigned output;   /* enum rckpt_pcr_output */
 	unsigned threads;  /* assemble/decode threads; 0: 1 */
 	unsigned prefetch; /* records read ahead while iterating; 0: 2 */
-	/* version 2: */
 	unsigned scale;    /* RCKPT_PCR_RGB: 0, 1, 2, 4, 8 or RCKPT_PCR_SCALE_AUTO
 			      (above); other values -EINVAL. rckpt_pcr_image_t's
 			      width and height are those of the decoded pixels */

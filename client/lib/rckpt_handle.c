@@ -97,10 +97,12 @@ static int connect_here(rckpt_t *h, const rckpt_connect_opts_t *opts)
 	int rc;
 
 	rckpt_clear_error(h);
-	if (opts == NULL || opts->version < 1 || opts->version > RCKPT_CONNECT_OPTS_VERSION)
+	if (opts == NULL || opts->version != RCKPT_CONNECT_OPTS_VERSION)
 		return rckpt_fail(h, -EINVAL, "rckpt_connect",
-				  "options missing or of an unknown version (use RCKPT_CONNECT_OPTS_INIT)");
-	read_from = opts->version >= 2 ? opts->read_from : RCKPT_READ_BALANCE;
+				  "options missing or of version %u, where this library takes %u (start from "
+				  "RCKPT_CONNECT_OPTS_INIT of its rckpt.h)",
+				  opts ? opts->version : 0, RCKPT_CONNECT_OPTS_VERSION);
+	read_from = opts->read_from;
 	if (read_from > RCKPT_READ_LOCALIZE)
 		return rckpt_fail(h, -EINVAL, "rckpt_connect", "read_from %u is none of RCKPT_READ_*", read_from);
 	if (h->cluster)

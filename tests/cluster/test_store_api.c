@@ -420,12 +420,11 @@ static void test_mem_budget(void **state)
 	assert_int_equal(rckpt_job_save(j, 2, m->t, NT, NULL, 0, NULL), 0);
 	check_restored(j, 2, m);
 	rckpt_job_close(j);
-	/* options of version 1 (no budget) still open */
-	o.version = 1;
-	o.mem_budget = 1; /* not read */
-	o.chunk_params = 0;
-	assert_int_equal(rckpt_job_open(f->h, &j, name, &o), 0);
-	rckpt_job_close(j);
+	/* options of another version are refused, naming both (one version
+	 * until the first release) */
+	o.version = RCKPT_JOB_OPTS_VERSION + 1;
+	assert_int_equal(rckpt_job_open(f->h, &j, name, &o), -EINVAL);
+	assert_non_null(strstr(rckpt_errmsg(f->h), "where this library takes"));
 	rckpt_job_delete(f->h, name);
 	free(m);
 }

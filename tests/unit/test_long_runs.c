@@ -339,9 +339,11 @@ static void test_limits_at_open(void **state)
 	J.o.eps = 1;
 	assert_int_equal(rckpt_job_open(J.h, &J.j, "seg", &J.o), -EINVAL);
 	assert_int_equal(mem_pool_calls(J.pool, "claim"), 0); /* nothing changed */
-	J.o.eps = 0;
-	J.o.version = 5;
-	assert_int_equal(rckpt_job_open(J.h, &J.j, "seg", &J.o), 0);
+	J.o.eps = RCKPT_EPS_DEFAULT;
+	J.o.version = 5; /* before the first release, only the library's own version */
+	assert_int_equal(rckpt_job_open(J.h, &J.j, "seg", &J.o), -EINVAL);
+	assert_non_null(strstr(rckpt_errmsg(J.h), "options of version 5, where this library takes 1"));
+	J.o.version = RCKPT_JOB_OPTS_VERSION;
 	close_pool(&J);
 	/* an erasure-coded pool: refused, readers too, naming the fix */
 	open_pool(&J, 0, 1);

@@ -6,7 +6,7 @@
  * ~12.9 GB allocated from a record's header) is refused before the reader
  * allocates. Decoding at a reduced scale (rckpt_pcr_opts_t.scale, issue 29):
  * the sizes and pixels of TurboJPEG's scaled decode of the same prefix, the
- * automatic scale per group, options of version 1, bad scales. An
+ * automatic scale per group, options of another version, bad scales. An
  * image's record and label from the index alone (rckpt_pcr_lookup).
  */
 #define _POSIX_C_SOURCE 200809L
@@ -311,10 +311,10 @@ static void test_pixels_bounded(void **state)
 	assert_int_equal(count, NIMG);
 }
 
-/* Opens d at k groups and `scale` (version 2 options, or 1), reads its
+/* Opens d at k groups and `scale`, reads its
  * record, and checks each image's size and its pixels against TurboJPEG's
  * decode of the same prefix at 1/want. */
-static void read_scaled(fx_t *f, unsigned version, unsigned k, unsigned scale, unsigned want)
+static void read_scaled(fx_t *f, unsigned k, unsigned scale, unsigned want)
 {
 	rckpt_pcr_opts_t o = RCKPT_PCR_OPTS_INIT;
 	rckpt_pcr_t *d = NULL;
@@ -327,7 +327,6 @@ static void read_scaled(fx_t *f, unsigned version, unsigned k, unsigned scale, u
 
 	assert_non_null(th);
 	assert_non_null(px);
-	o.version = version;
 	o.groups = k;
 	o.output = RCKPT_PCR_RGB;
 	o.scale = scale;
@@ -358,27 +357,28 @@ static void test_scaled_read(void **state)
 	const unsigned bad[] = { 3, 16, RCKPT_PCR_SCALE_AUTO + 1 };
 	unsigned i;
 
-	read_scaled(f, RCKPT_PCR_OPTS_VERSION, RCKPT_PCR_ALL, 0, 1);
-	read_scaled(f, RCKPT_PCR_OPTS_VERSION, RCKPT_PCR_ALL, 1, 1);
-	read_scaled(f, RCKPT_PCR_OPTS_VERSION, 3, 2, 2);
-	read_scaled(f, RCKPT_PCR_OPTS_VERSION, RCKPT_PCR_ALL, 4, 4);
-	read_scaled(f, RCKPT_PCR_OPTS_VERSION, 1, 8, 8);
+	read_scaled(f, RCKPT_PCR_ALL, 0, 1);
+	read_scaled(f, RCKPT_PCR_ALL, 1, 1);
+	read_scaled(f, 3, 2, 2);
+	read_scaled(f, RCKPT_PCR_ALL, 4, 4);
+	read_scaled(f, 1, 8, 8);
 	/* auto: group 1 holds the DC alone; 2..4 luma through zig-zag 5; 5
 	 * on the rest of the luma (libjpeg's progression of colour images) */
-	read_scaled(f, RCKPT_PCR_OPTS_VERSION, 1, RCKPT_PCR_SCALE_AUTO, 8);
-	read_scaled(f, RCKPT_PCR_OPTS_VERSION, 2, RCKPT_PCR_SCALE_AUTO, 2);
-	read_scaled(f, RCKPT_PCR_OPTS_VERSION, 4, RCKPT_PCR_SCALE_AUTO, 2);
-	read_scaled(f, RCKPT_PCR_OPTS_VERSION, 5, RCKPT_PCR_SCALE_AUTO, 1);
-	read_scaled(f, RCKPT_PCR_OPTS_VERSION, RCKPT_PCR_ALL, RCKPT_PCR_SCALE_AUTO, 1);
-	/* version 1 options have no scale: whatever follows them is not read */
-	read_scaled(f, 1, 1, 8, 1);
+	read_scaled(f, 1, RCKPT_PCR_SCALE_AUTO, 8);
+	read_scaled(f, 2, RCKPT_PCR_SCALE_AUTO, 2);
+	read_scaled(f, 4, RCKPT_PCR_SCALE_AUTO, 2);
+	read_scaled(f, 5, RCKPT_PCR_SCALE_AUTO, 1);
+	read_scaled(f, RCKPT_PCR_ALL, RCKPT_PCR_SCALE_AUTO, 1);
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		o.scale = bad[i];
 		assert_int_equal(rckpt_pcr_open(f->h, &d, "d", &o), -EINVAL);
 		assert_null(d);
 	}
 	o.scale = 0;
-	o.version = RCKPT_PCR_OPTS_VERSION + 1;
+	o.version = RCKPT_PCR_OPTS_VERSION + 1; /* one version until the first release */
+	assert_int_equal(rckpt_pcr_open(f->h, &d, "d", &o), -EINVAL);
+	assert_non_null(strstr(rckpt_errmsg(f->h), "where this library takes"));
+	o.version = 0;
 	assert_int_equal(rckpt_pcr_open(f->h, &d, "d", &o), -EINVAL);
 }
 

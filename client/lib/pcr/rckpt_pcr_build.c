@@ -496,13 +496,17 @@ int rckpt_pcr_build(rckpt_t *h, const char *dataset, const rckpt_pcr_input_t *in
 		memset(st, 0, sizeof(*st));
 	if (opts == NULL)
 		opts = &def;
-	if (opts->version < 1 || opts->version > RCKPT_PCR_BUILD_OPTS_VERSION ||
+	if (opts->version != RCKPT_PCR_BUILD_OPTS_VERSION)
+		return rckpt_fail(h, -EINVAL, __func__,
+				  "options of version %u, where this library takes %u (start from "
+				  "RCKPT_PCR_BUILD_OPTS_INIT of its rckpt.h)",
+				  opts->version, RCKPT_PCR_BUILD_OPTS_VERSION);
+	if (
 	    opts->images_per_record > RCKPT_PCR_MAX_IMAGES || opts->max_pixels > RCKPT_PCR_MAX_PIXELS || n == 0 ||
 	    n > RCKPT_PCR_MAX_DATASET_IMAGES || in == NULL ||
-	    (opts->version >= 2 && opts->scan_script > RCKPT_PCR_SCRIPT_SPECTRAL))
+	    opts->scan_script > RCKPT_PCR_SCRIPT_SPECTRAL)
 		return rckpt_fail(h, -EINVAL, __func__, "bad options, or no inputs");
-	/* a version-1 caller's structure ends before scan_script */
-	memcpy(&B.o, opts, opts->version >= 2 ? sizeof(B.o) : offsetof(rckpt_pcr_build_opts_t, scan_script));
+	B.o = *opts;
 	if (B.o.images_per_record == 0)
 		B.o.images_per_record = DEFAULT_PER_RECORD;
 	if (B.o.inflight == 0)

@@ -392,11 +392,16 @@ int rckpt_pcr_open(rckpt_t *h, rckpt_pcr_t **out, const char *dataset, const rck
 	rckpt_clear_error(h);
 	if (opts == NULL)
 		opts = &def;
-	if (opts->version < 1 || opts->version > RCKPT_PCR_OPTS_VERSION || opts->output > RCKPT_PCR_RGB ||
+	if (opts->version != RCKPT_PCR_OPTS_VERSION)
+		return rckpt_fail(h, -EINVAL, __func__,
+				  "options of version %u, where this library takes %u (start from "
+				  "RCKPT_PCR_OPTS_INIT of its rckpt.h)",
+				  opts->version, RCKPT_PCR_OPTS_VERSION);
+	if (opts->output > RCKPT_PCR_RGB ||
 	    opts->threads > MAX_THREADS || opts->prefetch > MAX_PREFETCH ||
 	    (opts->groups != RCKPT_PCR_ALL && opts->groups > RCKPT_PCR_MAX_GROUPS))
 		return rckpt_fail(h, -EINVAL, __func__, "bad options");
-	if (opts->version >= 2 && opts->scale != 0 && opts->scale != 1 && opts->scale != 2 &&
+	if (opts->scale != 0 && opts->scale != 1 && opts->scale != 2 &&
 	    opts->scale != 4 && opts->scale != 8 && opts->scale != RCKPT_PCR_SCALE_AUTO)
 		return rckpt_fail(h, -EINVAL, __func__,
 				  "scale %u: 0 or 1 (full size), 2, 4, 8, or RCKPT_PCR_SCALE_AUTO", opts->scale);
@@ -404,9 +409,7 @@ int rckpt_pcr_open(rckpt_t *h, rckpt_pcr_t **out, const char *dataset, const rck
 	if (d == NULL)
 		return rckpt_fail(h, -ENOMEM, __func__, "out of memory");
 	d->h = h;
-	/* what the caller's version has; later fields keep their defaults */
-	memcpy(&d->o, opts, opts->version == 1 ? offsetof(rckpt_pcr_opts_t, scale) : sizeof(d->o));
-	d->o.version = RCKPT_PCR_OPTS_VERSION;
+	d->o = *opts;
 	if (d->o.scale == 0)
 		d->o.scale = 1;
 	if (d->o.threads == 0)

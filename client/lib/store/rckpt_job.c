@@ -417,26 +417,26 @@ static int open_job(rckpt_t *h, rckpt_job_t **out, const char *job, const rckpt_
 		opts = &def;
 	if (!rckpt_connected(h))
 		return rckpt_fail(h, -ENOTCONN, "rckpt_job_open", "not connected");
-	if (opts->version < 1 || opts->version > RCKPT_JOB_OPTS_VERSION || job == NULL ||
-	    !rckpt_valid_name(job) || opts->eps < 0 ||
-	    (opts->version >= 3 && opts->compute > RCKPT_COMPUTE_GPU) ||
-	    (opts->version >= 4 && !(opts->quality_eps >= 0)) ||
-	    (opts->version >= 5 && opts->partial_block > 65536) ||
-	    (opts->version >= 10 && (opts->takeover < RCKPT_TAKEOVER_AUTO ||
-				     opts->takeover > RCKPT_TAKEOVER_ALWAYS)))
-		return job == NULL || !rckpt_valid_name(job)
-			       ? rckpt_fail(h, -EINVAL, "rckpt_job_open",
-					    "bad job name '%.80s': 1 to 63 characters of A-Z a-z 0-9 . _ -",
-					    job ? job : "(none)")
-			       : rckpt_fail(h, -EINVAL, "rckpt_job_open",
-					    "bad options (version, compute, quality_eps, partial_block or "
-					    "takeover out of range)");
-	if (opts->version >= 8 && !(opts->opt_eps >= 0 && opts->opt_eps < 1))
+	if (opts->version != RCKPT_JOB_OPTS_VERSION)
+		return rckpt_fail(h, -EINVAL, "rckpt_job_open",
+				  "options of version %u, where this library takes %u (start from "
+				  "RCKPT_JOB_OPTS_INIT of its rckpt.h)",
+				  opts->version, RCKPT_JOB_OPTS_VERSION);
+	if (job == NULL || !rckpt_valid_name(job))
+		return rckpt_fail(h, -EINVAL, "rckpt_job_open",
+				  "bad job name '%.80s': 1 to 63 characters of A-Z a-z 0-9 . _ -",
+				  job ? job : "(none)");
+	if (opts->compute > RCKPT_COMPUTE_GPU || !(opts->quality_eps >= 0) || opts->partial_block > 65536 ||
+	    opts->takeover < RCKPT_TAKEOVER_AUTO || opts->takeover > RCKPT_TAKEOVER_ALWAYS)
+		return rckpt_fail(h, -EINVAL, "rckpt_job_open",
+				  "bad options (compute, quality_eps, partial_block or takeover out of "
+				  "range)");
+	if (!(opts->opt_eps >= 0 && opts->opt_eps < 1))
 		return rckpt_fail(h, -EINVAL, "rckpt_job_open",
 				  "opt_eps %g: the update error's threshold is in (0, 1) (0: the "
 				  "default %g)",
 				  opts->opt_eps, RCKPT_OPT_EPS_DEFAULT);
-	if (opts->version >= 6 && !(opts->eps > 0 && opts->eps < 1))
+	if (!(opts->eps > 0 && opts->eps < 1))
 		return rckpt_fail(h, -EINVAL, "rckpt_job_open",
 				  "eps %g: the compressor's threshold is in (0, 1) (default %g); eps 0 "
 				  "would not make a step bit-exact",
@@ -445,18 +445,7 @@ static int open_job(rckpt_t *h, rckpt_job_t **out, const char *job, const rckpt_
 	if (j == NULL)
 		return rckpt_fail(h, -ENOMEM, "rckpt_job_open", "out of memory");
 	j->h = h;
-	/* what the caller's version has; later fields keep their defaults */
-	memcpy(&j->o, opts, opts->version == 1   ? offsetof(rckpt_job_opts_t, mem_budget)
-			    : opts->version == 2 ? offsetof(rckpt_job_opts_t, compute)
-			    : opts->version == 3 ? offsetof(rckpt_job_opts_t, quality)
-			    : opts->version == 4 ? offsetof(rckpt_job_opts_t, partial_block)
-			    : opts->version == 5 ? offsetof(rckpt_job_opts_t, segment_bytes)
-			    : opts->version == 6 ? offsetof(rckpt_job_opts_t, exact)
-			    : opts->version == 7 ? offsetof(rckpt_job_opts_t, opt_eps)
-			    : opts->version == 8 ? offsetof(rckpt_job_opts_t, threads)
-			    : opts->version == 9 ? offsetof(rckpt_job_opts_t, takeover)
-						 : sizeof(j->o));
-	j->o.version = RCKPT_JOB_OPTS_VERSION;
+	j->o = *opts;
 	j->exact = j->o.writer && j->o.exact;
 	if (j->o.compute == RCKPT_COMPUTE_AUTO) {
 		const char *env = getenv("RCKPT_COMPUTE");
@@ -470,8 +459,6 @@ static int open_job(rckpt_t *h, rckpt_job_t **out, const char *job, const rckpt_
 					  "RCKPT_COMPUTE is '%s'; it must be auto, cpu or gpu", env);
 		}
 	}
-	if (j->o.eps == 0)
-		j->o.eps = RCKPT_EPS_DEFAULT;
 	if (j->o.opt_eps == 0)
 		j->o.opt_eps = RCKPT_OPT_EPS_DEFAULT;
 	if (j->o.chunk_params == 0)

@@ -119,7 +119,7 @@ class GpuInfo(ctypes.Structure):
 
 
 class PcrOpts(ctypes.Structure):
-    """rckpt_pcr_opts_t, version 2 (scale)."""
+    """rckpt_pcr_opts_t, version 1."""
     _fields_ = [("version", c_uint), ("groups", c_uint), ("output", c_uint),
                 ("threads", c_uint), ("prefetch", c_uint), ("scale", c_uint)]
 
@@ -381,7 +381,7 @@ def connect(conf=None, user=None, pool="rckpt", timeout_s=0, read_from="balance"
         raise ValueError("read_from must be one of %s, not %r" % (sorted(READ_FROM), read_from))
     h = c_voidp()
     check(lib.rckpt_create(ctypes.byref(h)), None, "rckpt_create: out of memory")
-    o = ConnectOpts(2, conf.encode() if conf else None, user.encode() if user else None,
+    o = ConnectOpts(1, conf.encode() if conf else None, user.encode() if user else None,
                     pool.encode() if pool else None, timeout_s, READ_FROM[read_from])
     rc = lib.rckpt_connect(h, ctypes.byref(o))
     if rc < 0:

@@ -416,7 +416,7 @@ class Checkpointer:
         self._h = _lib.connect(conf, user, pool, timeout_s)
         self._j = _lib.c_voidp()
         o = _lib.JobOpts()
-        o.version = 10
+        o.version = 1  # RCKPT_JOB_OPTS_VERSION
         o.takeover = _lib.RCKPT_TAKEOVER[takeover]
         o.threads = threads
         o.opt_eps = 0.0 if opt_eps is None else opt_eps

@@ -311,7 +311,7 @@ class _Reader:
         dataset, pool, conf, user = self.args
         h = _lib.connect(conf, user, pool, self.timeout_s)
         d = _lib.c_voidp()
-        o = _lib.PcrOpts(2, self.fidelity or _lib.RCKPT_PCR_ALL,
+        o = _lib.PcrOpts(1, self.fidelity or _lib.RCKPT_PCR_ALL,
                          _lib.RCKPT_PCR_RGB if self.rgb else _lib.RCKPT_PCR_JPEG,
                          self.threads, self.prefetch, self.scale)
         rc = lib.rckpt_pcr_open(h, ctypes.byref(d), dataset.encode(), ctypes.byref(o))
