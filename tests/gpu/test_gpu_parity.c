@@ -45,23 +45,11 @@
 #include "rckpt_quant.h"
 #include "rckpt_sketch.h"
 
+#define TEST_RNG_SEED 0x2545f4914f6cdd1dull
+#include "test_rng.h"
+
 static void *stream;
-static uint64_t rng_state = 0x2545f4914f6cdd1dull;
 static unsigned long long checks; /* comparisons made, for the summary line */
-
-static double urand(void)
-{
-	rng_state ^= rng_state << 13;
-	rng_state ^= rng_state >> 7;
-	rng_state ^= rng_state << 17;
-	return (double)(rng_state >> 11) * 0x1.0p-53;
-}
-
-static float nrand(void)
-{
-	double u = urand() + 1e-300, v = urand();
-	return (float)(sqrt(-2 * log(u)) * cos(6.283185307179586 * v));
-}
 
 /* ---- device helpers ---- */
 
@@ -107,22 +95,22 @@ static void make_data(void **raw, float **wide, float **g, size_t n, unsigned dt
 		float v;
 		switch (dist) {
 		case D_HEAVY:
-			v = nrand() * 0.01f / (float)(urand() + 0.02);
+			v = nrandf() * 0.01f / (float)(urand() + 0.02);
 			break;
 		case D_ZEROS:
-			v = i % 3 ? nrand() * 0.05f : 0.0f;
+			v = i % 3 ? nrandf() * 0.05f : 0.0f;
 			break;
 		case D_EQUAL:
 			v = 0.125f;
 			break;
 		case D_TINY:
-			v = i % 4 ? nrand() * 1e-39f : nrand() * 1e-3f;
+			v = i % 4 ? nrandf() * 1e-39f : nrandf() * 1e-3f;
 			break;
 		default:
-			v = nrand() * 0.02f;
+			v = nrandf() * 0.02f;
 		}
 		(*wide)[i] = v;
-		(*g)[i] = i % 7 == 0 ? 0.0f : fabsf(nrand()) * 1e-3f; /* an RMS */
+		(*g)[i] = i % 7 == 0 ? 0.0f : fabsf(nrandf()) * 1e-3f; /* an RMS */
 	}
 	rckpt_narrow_from_f32(*raw, *wide, dtype, n);
 	rckpt_widen_to_f32(*wide, *raw, dtype, n); /* the values the dtype holds */
@@ -188,7 +176,7 @@ static void check_bad_index(void)
 	size_t i;
 	float *dw, *dg;
 	for (i = 0; i < n; i++)
-		w[i] = nrand(), g[i] = fabsf(nrand());
+		w[i] = nrandf(), g[i] = fabsf(nrandf());
 	w[250001] = NAN;
 	w[190000] = INFINITY;
 	g[123457] = -INFINITY;
@@ -311,7 +299,7 @@ static void check_levels(const void *dw, const float *dg, const float *w, const 
 	}
 	/* index symbols against a previous step: the values moved a little */
 	for (i = 0; i < n; i++)
-		wp[i] = w[i] * (1.0f + (i % 3 == 0 ? nrand() * 0.05f : 0.0f));
+		wp[i] = w[i] * (1.0f + (i % 3 == 0 ? nrandf() * 0.05f : 0.0f));
 	rckpt_quantize(pidx, prot, &pnp, wp, g, n, q);
 	dpidx = to_dev(pidx, n);
 	for (rearr = 0; rearr < 2; rearr++) {
@@ -426,7 +414,7 @@ static float moment2(size_t i)
 	case 7:
 		return FLT_MAX;
 	default:
-		return (float)exp(nrand() * 6.0 - 14.0);
+		return (float)exp(nrandf() * 6.0 - 14.0);
 	}
 }
 
@@ -445,7 +433,7 @@ static void check_optim_case(size_t n, unsigned dt)
 
 	for (i = 0; i < n; i++) {
 		v[i] = moment2(i);
-		m[i] = i % 131 == 17 ? INFINITY : nrand() * 1e-3f;
+		m[i] = i % 131 == 17 ? INFINITY : nrandf() * 1e-3f;
 		x[i] = i % 53 == 0 ? NAN : (float)((urand() - 0.5) * 400.0); /* LOG2's domain and past it */
 	}
 	if (n > 2)
@@ -584,8 +572,8 @@ static void model_make(model_t *m, unsigned dtype)
 		{
 			float *f = malloc((size_t)t->n * 4);
 			for (k = 0; k < t->n; k++) {
-				f[k] = nrand() * 0.05f;
-				m->gbuf[i][k] = fabsf(nrand()) * 1e-3f; /* an RMS */
+				f[k] = nrandf() * 0.05f;
+				m->gbuf[i][k] = fabsf(nrandf()) * 1e-3f; /* an RMS */
 			}
 			rckpt_narrow_from_f32(m->buf[i], f, dtype, t->n);
 			free(f);
@@ -611,7 +599,7 @@ static void model_step(model_t *m)
 		rckpt_widen_to_f32(f, m->buf[i], t->dtype, t->n);
 		for (k = 0; k < t->n; k++)
 			if (k % 5 == 0)
-				f[k] += nrand() * 0.002f;
+				f[k] += nrandf() * 0.002f;
 		rckpt_narrow_from_f32(m->buf[i], f, t->dtype, t->n);
 		free(f);
 	}

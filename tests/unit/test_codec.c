@@ -24,20 +24,8 @@
 #include "rckpt_quant.h"
 #include "rckpt_safetensors.h"
 
-static uint64_t rng_state = 0x0ddba11cafef00dull;
-
-static double urand(void)
-{
-	rng_state ^= rng_state << 13;
-	rng_state ^= rng_state >> 7;
-	rng_state ^= rng_state << 17;
-	return (double)(rng_state >> 11) * 0x1.0p-53;
-}
-
-static double nrand(void)
-{
-	return sqrt(-2 * log(urand() + 1e-300)) * cos(6.283185307179586 * urand());
-}
+#define TEST_RNG_SEED 0x0ddba11cafef00dull
+#include "test_rng.h"
 
 static void free_seg(rckpt_seg_t *s)
 {

@@ -28,21 +28,8 @@
 #include "rckpt_quant.h"
 #include "rckpt_sketch.h"
 
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-
-static double urand(void)
-{
-	rng_state ^= rng_state << 13;
-	rng_state ^= rng_state >> 7;
-	rng_state ^= rng_state << 17;
-	return (double)(rng_state >> 11) * 0x1.0p-53;
-}
-
-static float nrand(void)
-{
-	double u = urand() + 1e-300, v = urand();
-	return (float)(sqrt(-2 * log(u)) * cos(6.283185307179586 * v));
-}
+#define TEST_RNG_SEED 0x9e3779b97f4a7c15ull
+#include "test_rng.h"
 
 /* A codebook and thresholds as the codec makes them, for data x. */
 static void make_q(rckpt_qparams_t *q, const float *x, const float *g, size_t n, unsigned bins)
@@ -109,8 +96,8 @@ static void test_qerr_order(void **state)
 		double num, den, sn, sd, pn = 0, pd = 0;
 		size_t i, np, k;
 		for (i = 0; i < n; i++) {
-			w[i] = nrand() * 0.02f;
-			g[i] = fabsf(nrand()) * 1e-3f; /* an RMS */
+			w[i] = nrandf() * 0.02f;
+			g[i] = fabsf(nrandf()) * 1e-3f; /* an RMS */
 		}
 		w[n] = 1.0f, g[n] = 1.0f; /* make_q on n == 0 gets one value */
 		make_q(&q, w, g, n ? n : 1, 8);
@@ -163,8 +150,8 @@ static void test_block_dist(void **state)
 	unsigned bi;
 	(void)state;
 	for (i = 0; i < n; i++) {
-		s[i] = nrand();
-		c[i] = s[i] + (i % 5 == 0 ? nrand() * 0.1f : 0.0f);
+		s[i] = nrandf();
+		c[i] = s[i] + (i % 5 == 0 ? nrandf() * 0.1f : 0.0f);
 	}
 	for (bi = 0; bi < sizeof(blocks) / sizeof(blocks[0]); bi++) {
 		const uint64_t b = blocks[bi], nb = (n + b - 1) / b;
@@ -202,7 +189,7 @@ static float moment2(size_t i)
 	case 13:
 		return 1e-42f; /* subnormal */
 	default:
-		return (float)exp(nrand() * 6.0 - 14.0);
+		return (float)exp(nrandf() * 6.0 - 14.0);
 	}
 }
 
@@ -226,7 +213,7 @@ static void test_update_weights(void **state)
 				size_t i, t, ntiles = (n + 2047) / 2048;
 				for (i = 0; i < n; i++) {
 					v[i] = moment2(i);
-					m[i] = i % 101 == 9 ? NAN : nrand() * 1e-3f;
+					m[i] = i % 101 == 9 ? NAN : nrandf() * 1e-3f;
 				}
 				rckpt_update_weights(wv, withwm ? wm : NULL, &den, v, withm ? m : NULL, n, eps, lin);
 				for (t = 0; t < ntiles; t++) {
@@ -280,8 +267,8 @@ static void test_norm_divide(void **state)
 	size_t i;
 	(void)state;
 	for (i = 0; i < n; i++) {
-		m[i] = nrand() * 1e-3f;
-		v[i] = i % 9 == 0 ? 0.0f : (float)exp(nrand() * 6.0 - 14.0);
+		m[i] = nrandf() * 1e-3f;
+		v[i] = i % 9 == 0 ? 0.0f : (float)exp(nrandf() * 6.0 - 14.0);
 	}
 	rckpt_norm_divide(out, m, v, 1e-8f, n);
 	for (i = 0; i < n; i++) {
@@ -348,7 +335,7 @@ static void test_adopt_counts(void **state)
 	unsigned k;
 	(void)state;
 	for (i = 0; i < n; i++)
-		x[i] = i % 17 == 0 ? 0.0f : i % 101 == 0 ? 1e-40f : nrand() * 0.05f;
+		x[i] = i % 17 == 0 ? 0.0f : i % 101 == 0 ? 1e-40f : nrandf() * 0.05f;
 	assert_int_equal(rckpt_sketch_init(&a, 6), 0);
 	assert_int_equal(rckpt_sketch_init(&b, 6), 0);
 	rckpt_sketch_add(&a, x, n);
@@ -387,7 +374,7 @@ static void test_qparams_make(void **state)
 	unsigned j, nm;
 	(void)state;
 	for (j = 0; j < n; j++)
-		x[j] = nrand();
+		x[j] = nrandf();
 	make_q(&q, x, NULL, n, 12);
 	rckpt_gpu_qparams_make(&gq, &q);
 	nm = rckpt_q_midpoints(mid, &q);

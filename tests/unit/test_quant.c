@@ -17,21 +17,8 @@
 #include "rckpt_quant.h"
 #include "rckpt_sketch.h"
 
-static uint64_t rng_state = 0x243f6a8885a308d3ull;
-
-static double urand(void) /* [0, 1) */
-{
-	rng_state ^= rng_state << 13;
-	rng_state ^= rng_state >> 7;
-	rng_state ^= rng_state << 17;
-	return (double)(rng_state >> 11) * 0x1.0p-53;
-}
-
-static double nrand(void)
-{
-	double u = urand() + 1e-300, v = urand();
-	return sqrt(-2 * log(u)) * cos(6.283185307179586 * v);
-}
+#define TEST_RNG_SEED 0x243f6a8885a308d3ull
+#include "test_rng.h"
 
 static int cmp_float(const void *a, const void *b)
 {

@@ -22,15 +22,8 @@
 #include "rckpt_manifest.h" /* the chunk digest */
 #include "rckpt_record.h"
 
-static uint64_t rng_state = 0x1234567887654321ull;
-
-static uint32_t rnd(void)
-{
-	rng_state ^= rng_state << 13;
-	rng_state ^= rng_state >> 7;
-	rng_state ^= rng_state << 17;
-	return (uint32_t)(rng_state >> 16);
-}
+#define TEST_RNG_SEED 0x1234567887654321ull
+#include "test_rng.h"
 
 static const rckpt_istream_opts_t opts = { RCKPT_IS_REARRANGED | RCKPT_IS_RLE, RCKPT_EST_TRY_ALL, 1, NULL };
 

@@ -17,15 +17,8 @@
 #include "rckpt_huff.h"
 #include "rckpt_istream.h"
 
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-
-static uint32_t rnd(void)
-{
-	rng_state ^= rng_state << 13;
-	rng_state ^= rng_state >> 7;
-	rng_state ^= rng_state << 17;
-	return (uint32_t)(rng_state >> 16);
-}
+#define TEST_RNG_SEED 0x9e3779b97f4a7c15ull
+#include "test_rng.h"
 
 /* ---- CRC-32C ---- */
 
