@@ -595,6 +595,141 @@ static int reencode(rckpt_cls_obj_t *o, const walk_t *w, dcache_t *c, uint64_t s
 	return 0;
 }
 
+/* What stays of the log w: the steps m asks for, the newest step <= upto
+ * (*top; -1: none), and every step <= upto that a later record applies
+ * to. 0, or -EBADMSG (a record's parent is not in the log). */
+static int compact_keep(const walk_t *w, const rckpt_msg_compact_t *m, uint8_t *keep, long *top)
+{
+	uint32_t i, k;
+	*top = -1;
+	for (i = 0, k = 0; i < w->n && w->e[i].step <= m->upto; i++) {
+		while (k < m->keep.n && rckpt_stepset_at(&m->keep, k) < w->e[i].step)
+			k++;
+		if (k < m->keep.n && rckpt_stepset_at(&m->keep, k) == w->e[i].step)
+			keep[i] = 1;
+		*top = (long)i;
+	}
+	if (*top < 0)
+		return 0; /* nothing at or before upto */
+	keep[*top] = 1;
+	for (i = (uint32_t)*top + 1; i < w->n; i++) {
+		long at;
+		if (w->e[i].kind == RCKPT_REC_BASE || w->e[i].parent > m->upto)
+			continue; /* a delta or sparse record keeps its parent */
+		if ((at = find_entry(w, w->e[i].parent)) < 0)
+			return -EBADMSG;
+		keep[at] = 1;
+	}
+	return 0;
+}
+
+/* The new log, in step order (plan[0..*np)). Of the kept steps <= upto,
+ * the newest (top) is a base and each older one a delta on the next kept
+ * one, except that no chain grows past RCKPT_STORE_CHAIN_REBASE records:
+ * walking from top back, a step whose chain would pass it becomes a base,
+ * and a base already there stays one when its chain would be at least
+ * half that long (so that compactions that follow, with newer steps kept,
+ * do not move the bases and rewrite the log). Re-encoded records go to
+ * enc; *changed when anything is dropped or re-encoded. */
+static int compact_plan(rckpt_cls_obj_t *o, walk_t *w, dcache_t *cache, const rckpt_msg_compact_t *m,
+			const uint8_t *keep, long top, plan_t *plan, uint32_t *np, rckpt_buf_t *enc,
+			int *changed)
+{
+	unsigned depth = 0; /* of the kept step after the one at hand */
+	uint64_t next = RCKPT_STORE_NONE, work = 0;
+	uint32_t i, k;
+	int rc = 0;
+
+	*np = 0;
+	for (i = 0; i < w->n; i++) {
+		plan_t *p = &plan[*np];
+		if (w->e[i].step <= m->upto && !keep[i]) {
+			*changed = 1; /* dropped */
+			continue;
+		}
+		p->from = i;
+		p->e = w->e[i];
+		++*np;
+	}
+	for (k = *np; k-- > 0;) { /* newest first: each resolve finds the next one cached */
+		plan_t *p = &plan[k];
+		const rckpt_store_entry_t *e = &w->e[p->from];
+		int base;
+		if (e->step > m->upto)
+			continue; /* copied as it is */
+		base = (long)p->from == top || depth + 1 > RCKPT_STORE_CHAIN_REBASE ||
+		       (e->kind == RCKPT_REC_BASE && depth + 1 > RCKPT_STORE_CHAIN_REBASE / 2);
+		if (base && e->kind != RCKPT_REC_BASE)
+			rc = reencode(o, w, cache, e->step, NULL, enc, p, &work);
+		else if (!base && (e->kind != RCKPT_REC_DELTA || e->parent != next))
+			rc = reencode(o, w, cache, e->step, &next, enc, p, &work);
+		if (rc == -E2BIG || rc == -EFBIG)
+			return rckpt_cls_fail(o, -E2BIG,
+					      "compact: up to step %llu is more than one call may do (%llu "
+					      "elements decoded and encoded); ask for less",
+					      (unsigned long long)m->upto, (unsigned long long)work);
+		if (rc)
+			return rc;
+		*changed |= p->fresh;
+		/* a delta on another layout comes back a base */
+		depth = p->e.kind == RCKPT_REC_BASE ? 1 : depth + 1;
+		next = e->step;
+	}
+	return 0;
+}
+
+/* Writes the new log over the old one from the first record that moves
+ * or changes (what precedes it stays where it is), record by record: a
+ * record copied is read from where it was (a method's reads see the
+ * object as it found it, not its own writes), so no more than one record
+ * is held besides the re-encoded ones. Then the index entries that
+ * changed, and the count. */
+static int compact_write(rckpt_cls_obj_t *o, const walk_t *w, plan_t *plan, uint32_t np,
+			 const rckpt_buf_t *enc, rckpt_buf_t *raw)
+{
+	uint64_t off = 0;
+	uint32_t i, k, first = np;
+	int rc = 0;
+	for (i = 0; i < np; i++) {
+		plan_t *p = &plan[i];
+		p->e.offset = off;
+		off += p->e.length;
+		if (first == np && (p->fresh || p->e.offset != w->e[p->from].offset))
+			first = i;
+	}
+	for (i = first; i < np && rc == 0; i++) {
+		const plan_t *p = &plan[i];
+		if (p->fresh)
+			rc = o->ops->write(o, p->e.offset, enc->p + p->at, p->e.length);
+		else if ((rc = crk_read_record(o, &w->e[p->from], raw)) == 0)
+			rc = o->ops->write(o, p->e.offset, raw->p, raw->len);
+	}
+	if (rc || (rc = o->ops->truncate(o, off))) /* nothing moved: only a tail goes */
+		return rc;
+	for (i = 0, k = 0; i < w->n; i++) {
+		char key[KEY_MAX];
+		const int stays = k < np && plan[k].from == i;
+		if (stays && plan[k].e.offset == w->e[i].offset && plan[k].e.length == w->e[i].length &&
+		    plan[k].e.kind == w->e[i].kind && plan[k].e.parent == w->e[i].parent) {
+			k++;
+			continue; /* the same entry */
+		}
+		if ((rc = rckpt_store_step_key(key, sizeof(key), 'r', w->e[i].step)))
+			return rc;
+		if (stays) {
+			uint8_t val[RCKPT_STORE_ENTRY_BYTES];
+			rckpt_store_entry_put(val, &plan[k].e);
+			rc = o->ops->omap_set(o, key, val, sizeof(val));
+			k++;
+		} else {
+			rc = o->ops->omap_remove(o, key);
+		}
+		if (rc)
+			return rc;
+	}
+	return np != w->n ? crk_set_u64(o, "count", np) : 0;
+}
+
 int cls_rckpt_compact(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out)
 {
 	rckpt_msg_compact_t m;
@@ -603,8 +738,7 @@ int cls_rckpt_compact(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckp
 	uint8_t *keep = NULL;
 	plan_t *plan = NULL;
 	rckpt_buf_t enc = RCKPT_BUF_INIT, raw = RCKPT_BUF_INIT;
-	uint64_t work = 0;
-	uint32_t i, k, np = 0;
+	uint32_t np = 0;
 	long top = -1;
 	int changed = 0, rc, newer;
 
@@ -625,129 +759,11 @@ int cls_rckpt_compact(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckp
 		rc = -ENOMEM;
 		goto out;
 	}
-	/* What stays: the steps asked for, the newest step <= upto, and every
-	 * step <= upto that a later record applies to. */
-	for (i = 0, k = 0; i < w.n && w.e[i].step <= m.upto; i++) {
-		while (k < m.keep.n && rckpt_stepset_at(&m.keep, k) < w.e[i].step)
-			k++;
-		if (k < m.keep.n && rckpt_stepset_at(&m.keep, k) == w.e[i].step)
-			keep[i] = 1;
-		top = (long)i;
-	}
-	if (top < 0)
-		goto out; /* nothing at or before upto */
-	keep[top] = 1;
-	for (i = (uint32_t)top + 1; i < w.n; i++) {
-		long at;
-		if (w.e[i].kind == RCKPT_REC_BASE || w.e[i].parent > m.upto)
-			continue; /* a delta or sparse record keeps its parent */
-		if ((at = find_entry(&w, w.e[i].parent)) < 0) {
-			rc = -EBADMSG;
-			goto out;
-		}
-		keep[at] = 1;
-	}
-	/* The new log, in step order. Of the kept steps <= upto, the newest
-	 * (top) is a base and each older one a delta on the next kept one,
-	 * except that no chain grows past RCKPT_STORE_CHAIN_REBASE records:
-	 * walking from top back, a step whose chain would pass it becomes a
-	 * base, and a base already there stays one when its chain would be
-	 * at least half that long (so that compactions that follow, with
-	 * newer steps kept, do not move the bases and rewrite the log). */
-	for (i = 0; i < w.n; i++) {
-		plan_t *p = &plan[np];
-		if (w.e[i].step <= m.upto && !keep[i]) {
-			changed = 1; /* dropped */
-			continue;
-		}
-		p->from = i;
-		p->e = w.e[i];
-		np++;
-	}
-	{
-		unsigned depth = 0; /* of the kept step after the one at hand */
-		uint64_t next = RCKPT_STORE_NONE;
-		for (k = np; k-- > 0;) { /* newest first: each resolve finds the next one cached */
-			plan_t *p = &plan[k];
-			const rckpt_store_entry_t *e = &w.e[p->from];
-			int base;
-			if (e->step > m.upto)
-				continue; /* copied as it is */
-			base = (long)p->from == top || depth + 1 > RCKPT_STORE_CHAIN_REBASE ||
-			       (e->kind == RCKPT_REC_BASE && depth + 1 > RCKPT_STORE_CHAIN_REBASE / 2);
-			if (base && e->kind != RCKPT_REC_BASE)
-				rc = reencode(o, &w, &cache, e->step, NULL, &enc, p, &work);
-			else if (!base && (e->kind != RCKPT_REC_DELTA || e->parent != next))
-				rc = reencode(o, &w, &cache, e->step, &next, &enc, p, &work);
-			if (rc == -E2BIG || rc == -EFBIG) {
-				rc = rckpt_cls_fail(o, -E2BIG,
-						    "compact: up to step %llu is more than one call may do (%llu "
-						    "elements decoded and encoded); ask for less",
-						    (unsigned long long)m.upto, (unsigned long long)work);
-				goto out;
-			}
-			if (rc)
-				goto out;
-			changed |= p->fresh;
-			/* a delta on another layout comes back a base */
-			depth = p->e.kind == RCKPT_REC_BASE ? 1 : depth + 1;
-			next = e->step;
-		}
-	}
-	if (!changed)
+	if ((rc = compact_keep(&w, &m, keep, &top)) || top < 0)
 		goto out;
-	/* Write the new log over the old one from the first record that
-	 * moves or changes (what precedes it stays where it is), record by
-	 * record: a record copied is read from where it was (a method's reads
-	 * see the object as it found it, not its own writes), so no more than
-	 * one record is held besides the re-encoded ones. Then the index
-	 * entries that changed. */
-	{
-		uint64_t off = 0;
-		uint32_t first = np;
-		for (i = 0; i < np; i++) {
-			plan_t *p = &plan[i];
-			p->e.offset = off;
-			off += p->e.length;
-			if (first == np && (p->fresh || p->e.offset != w.e[p->from].offset))
-				first = i;
-		}
-		for (i = first; i < np; i++) {
-			plan_t *p = &plan[i];
-			if (p->fresh) {
-				rc = o->ops->write(o, p->e.offset, enc.p + p->at, p->e.length);
-			} else if ((rc = crk_read_record(o, &w.e[p->from], &raw)) == 0) {
-				rc = o->ops->write(o, p->e.offset, raw.p, raw.len);
-			}
-			if (rc)
-				goto out;
-		}
-		if ((rc = o->ops->truncate(o, off))) /* nothing moved: only a tail goes */
-			goto out;
-	}
-	for (i = 0, k = 0; i < w.n; i++) {
-		char key[KEY_MAX];
-		const int stays = k < np && plan[k].from == i;
-		if (stays && plan[k].e.offset == w.e[i].offset && plan[k].e.length == w.e[i].length &&
-		    plan[k].e.kind == w.e[i].kind && plan[k].e.parent == w.e[i].parent) {
-			k++;
-			continue; /* the same entry */
-		}
-		if ((rc = rckpt_store_step_key(key, sizeof(key), 'r', w.e[i].step)))
-			goto out;
-		if (stays) {
-			uint8_t val[RCKPT_STORE_ENTRY_BYTES];
-			rckpt_store_entry_put(val, &plan[k].e);
-			rc = o->ops->omap_set(o, key, val, sizeof(val));
-			k++;
-		} else {
-			rc = o->ops->omap_remove(o, key);
-		}
-		if (rc)
-			goto out;
-	}
-	if (np != w.n)
-		rc = crk_set_u64(o, "count", np);
+	if ((rc = compact_plan(o, &w, &cache, &m, keep, top, plan, &np, &enc, &changed)) || !changed)
+		goto out;
+	rc = compact_write(o, &w, plan, np, &enc, &raw);
 out:
 	dcache_free(&cache);
 	rckpt_buf_free(&enc);

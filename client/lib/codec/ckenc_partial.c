@@ -175,6 +175,230 @@ static int host_weights(rckpt_ckenc_t *e, const float *g0, uint64_t first, size_
 	return 0;
 }
 
+/* Gradients handed to a partial step must be aligned fp32 of their
+ * tensors' shapes: 0, or -EINVAL with msg set. */
+static int partial_check_grads(const rckpt_tset_t *params, const rckpt_tset_t *grads, char *msg,
+			       size_t msglen)
+{
+	unsigned i;
+	for (i = 0; grads && i < params->ntensors; i++) {
+		const rckpt_ctensor_t *g = rckpt_tset_find(grads, params->t[i].name);
+		if (g != NULL && (g->dtype != RCKPT_DT_F32 || g->n != params->t[i].n || ((uintptr_t)g->data & 3))) {
+			snprintf(msg, msglen, "gradients of '%s' are not aligned fp32 of its shape",
+				 params->t[i].name);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+/* How far each block moved since it was last saved (dist[], numbered in
+ * layout order from boff), `run` elements at a time. */
+static int partial_measure(rckpt_ckenc_t *e, const rckpt_tset_t *params, uint64_t run, uint32_t block,
+			   uint64_t *const *boff, double *dist, char *msg, size_t msglen)
+{
+	uint32_t c, k;
+	uint64_t u;
+	int rc = 0;
+	for (c = 0; c < e->nchunks && rc == 0; c++)
+		for (k = 0; k < e->npieces[c] && rc == 0; k++) {
+			const rckpt_piece_t *pc = &e->pieces[c][k];
+			const rckpt_ctensor_t *t = &params->t[pc->tensor];
+			const float *sv = e->saved[pc->tensor];
+			if (sv == NULL)
+				continue;
+			for (u = 0; u < pc->n && rc == 0; u += run) {
+				const size_t m = pc->n - u < run ? (size_t)(pc->n - u) : (size_t)run;
+				uint64_t bad = 0;
+				/* on the device when the backend is (rckpt_gpu_block_dist) */
+				rc = e->be->block_dist(e, dist + boff[c][k] + u / block, t, pc->first + u, m,
+						       sv + pc->first + u, block, &bad);
+				if (rc == -EDOM)
+					snprintf(msg, msglen, "tensor '%s' holds NaN or Inf at element %llu", t->name,
+						 (unsigned long long)bad);
+				else if (rc)
+					snprintf(msg, msglen, "tensor '%s': the change distance failed: %s", t->name,
+						 strerror(-rc));
+			}
+		}
+	return rc;
+}
+
+/* Marks `want` of the nb blocks chosen[], as p->select says. 0 or -ENOMEM. */
+static int partial_choose(const rckpt_ckenc_t *e, const rckpt_ckenc_partial_t *p, uint64_t step,
+			  const double *dist, uint64_t nb, uint64_t want, uint8_t *chosen)
+{
+	uint64_t b;
+	if (p->select == RCKPT_CKENC_PRIORITY) {
+		blkref_t *r = malloc(nb ? sizeof(*r) * (size_t)nb : sizeof(*r));
+		if (r == NULL)
+			return -ENOMEM;
+		for (b = 0; b < nb; b++)
+			r[b] = (blkref_t){ dist[b], b };
+		qsort(r, (size_t)nb, sizeof(*r), by_distance);
+		for (b = 0; b < want; b++)
+			chosen[r[b].i] = 1;
+		free(r);
+	} else if (p->select == RCKPT_CKENC_ROUND_ROBIN) {
+		for (b = 0; b < want; b++)
+			chosen[(e->rr_cursor + b) % nb] = 1;
+	} else {
+		uint64_t *perm = malloc(nb ? 8 * (size_t)nb : 8), x = p->seed ^ (step * 0x9e3779b97f4a7c15ull);
+		if (perm == NULL)
+			return -ENOMEM;
+		for (b = 0; b < nb; b++)
+			perm[b] = b;
+		for (b = 0; b < want; b++) { /* a partial Fisher-Yates */
+			uint64_t j = b + splitmix64(&x) % (nb - b), tmp = perm[b];
+			perm[b] = perm[j];
+			perm[j] = tmp;
+			chosen[perm[b]] = 1;
+		}
+		free(perm);
+	}
+	return 0;
+}
+
+/* The relative error of the chosen blocks' values with the last full
+ * step's codebooks (gradient-weighted when given) into *quality. */
+static int partial_judge(rckpt_ckenc_t *e, const rckpt_tset_t *params, const rckpt_tset_t *grads,
+			 const ckenc_upd_t *upd, uint64_t *const *boff, const uint8_t *chosen, uint16_t *nw,
+			 uint32_t block, double *quality)
+{
+	float *deq = malloc(4 * (size_t)block);
+	double num = 0, den = 0;
+	uint32_t c, k;
+	uint64_t b;
+	int rc = 0;
+	if (deq == NULL)
+		return -ENOMEM;
+	for (c = 0; c < e->nchunks && rc == 0; c++)
+		for (k = 0; k < e->npieces[c] && rc == 0; k++) {
+			const rckpt_piece_t *pc = &e->pieces[c][k];
+			const rckpt_ctensor_t *t = &params->t[pc->tensor];
+			const float *g0 = weights_of(upd, grads, t, pc->tensor);
+			if (e->saved[pc->tensor] == NULL)
+				continue;
+			for (b = 0; b < piece_blocks(pc->n, block) && rc == 0; b++) {
+				const uint64_t lo = b * block, len = pc->n - lo > block ? block : pc->n - lo;
+				const float *w, *gd;
+				void *gown;
+				size_t np, j;
+				if (!chosen[boff[c][k] + b])
+					continue;
+				if ((rc = host_weights(e, g0, pc->first + lo, (size_t)len, &gd, &gown)))
+					break;
+				w = ckenc_values(e, t, pc->first + lo, (size_t)len);
+				rckpt_quantize(e->iblk, nw, &np, w, gd, (size_t)len, &e->lastq[pc->tensor]);
+				rc = rckpt_dequantize(deq, e->iblk, (size_t)len, &e->lastq[pc->tensor], nw, np);
+				for (j = 0; rc == 0 && j < len; j++) {
+					const double gg = gd ? (double)gd[j] * gd[j] : 1.0, d = (double)w[j] - deq[j];
+					num += gg * d * d;
+					den += gg * (double)w[j] * w[j];
+				}
+				free(gown);
+			}
+		}
+	free(deq);
+	*quality = den > 0 ? num / den : 0;
+	return rc;
+}
+
+/* Piece pc's chosen blocks (from chosen[], its blocks numbered from
+ * `first`) quantized into seg (a copy of its parent's, prev) with the last
+ * codebooks, their values kept as saved (sv), the block numbers into
+ * sel->blocks (room for all), the protected values merged. */
+static int partial_piece(rckpt_ckenc_t *e, rckpt_seg_t *seg, const rckpt_seg_t *prev,
+			 const rckpt_piece_t *pc, const rckpt_ctensor_t *t, const float *g0, float *sv,
+			 const uint8_t *chosen, uint32_t block, uint16_t *nw, rckpt_sparse_sel_t *sel,
+			 uint32_t *blocks)
+{
+	const uint64_t npb = piece_blocks(pc->n, block);
+	uint64_t b, nnw = 0, cap = 0;
+	uint16_t *acc = NULL;
+	int rc = 0;
+	sel->blocks = blocks;
+	for (b = 0; b < npb && rc == 0; b++) {
+		const uint64_t lo = b * block, len = pc->n - lo > block ? block : pc->n - lo;
+		const float *w, *gd;
+		void *gown;
+		size_t np;
+		if (!chosen[b])
+			continue;
+		if ((rc = host_weights(e, g0, pc->first + lo, (size_t)len, &gd, &gown)))
+			break;
+		w = ckenc_values(e, t, pc->first + lo, (size_t)len);
+		rckpt_quantize(seg->idx + lo, nw, &np, w, gd, (size_t)len, &e->lastq[pc->tensor]);
+		free(gown);
+		memcpy(sv + pc->first + lo, w, 4 * (size_t)len);
+		if (nnw + np > cap) {
+			uint64_t nc = (nnw + np) * 2;
+			uint16_t *a = realloc(acc, 2 * (size_t)nc);
+			if (a == NULL) {
+				rc = -ENOMEM;
+				break;
+			}
+			acc = a;
+			cap = nc;
+		}
+		if (np)
+			memcpy(acc + nnw, nw, 2 * np);
+		nnw += np;
+		blocks[sel->nblocks++] = (uint32_t)b;
+	}
+	if (rc == 0)
+		rc = merge_prot(seg, prev, block, blocks, sel->nblocks, acc, nnw);
+	free(acc);
+	return rc;
+}
+
+/* Chunk c's sparse record of step: its chosen blocks requantized, handed
+ * to the emission. */
+static int partial_chunk(rckpt_ckenc_t *e, ckenc_emit_t *x, uint32_t c, const rckpt_tset_t *params,
+			 const rckpt_tset_t *grads, const ckenc_upd_t *upd, uint64_t step,
+			 uint64_t *const *boff, const uint8_t *chosen, uint32_t block, uint16_t *nw)
+{
+	const rckpt_record_t *prev = &e->prev_chunks[c];
+	rckpt_sparse_sel_t *sel = calloc(e->npieces[c] ? e->npieces[c] : 1, sizeof(*sel));
+	uint32_t **bl = calloc(e->npieces[c] ? e->npieces[c] : 1, sizeof(*bl));
+	rckpt_record_t r;
+	uint32_t k;
+	int rc = 0;
+	memset(&r, 0, sizeof(r));
+	if (!sel || !bl || prev->nseg != e->npieces[c])
+		rc = sel && bl ? -EINVAL : -ENOMEM;
+	if (rc == 0)
+		rc = record_copy(&r, prev);
+	r.kind = RCKPT_REC_SPARSE;
+	r.step = step;
+	r.parent = prev->step;
+	for (k = 0; k < e->npieces[c] && rc == 0; k++) {
+		const rckpt_piece_t *pc = &e->pieces[c][k];
+		const rckpt_ctensor_t *t = &params->t[pc->tensor];
+		const uint64_t npb = piece_blocks(pc->n, block);
+		if (e->saved[pc->tensor] == NULL) {
+			rc = ckenc_lossless_piece(e, &r.seg[k], t, pc->first, pc->n);
+			r.seg[k].tensor = pc->tensor;
+			continue;
+		}
+		if ((bl[k] = malloc(npb ? 4 * (size_t)npb : 4)) == NULL) {
+			rc = -ENOMEM;
+			break;
+		}
+		rc = partial_piece(e, &r.seg[k], &prev->seg[k], pc, t, weights_of(upd, grads, t, pc->tensor),
+				   e->saved[pc->tensor], chosen + boff[c][k], block, nw, &sel[k], bl[k]);
+	}
+	if (rc == 0)
+		rc = ckenc_emit_chunk(x, c, &r, block, sel);
+	else
+		rckpt_record_free(&r);
+	for (k = 0; bl && k < e->npieces[c]; k++)
+		free(bl[k]);
+	free(bl);
+	free(sel);
+	return rc;
+}
+
 int rckpt_ckenc_step_partial(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink,
 			     rckpt_buf_t *manifest, rckpt_ckenc_stats_t *st,
 			     const rckpt_tset_t *params, const rckpt_tset_t *grads, uint64_t step,
@@ -183,7 +407,7 @@ int rckpt_ckenc_step_partial(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink,
 	const uint32_t block = e->o.partial_block;
 	const uint64_t run = block <= BLK ? BLK / block * block : 0;
 	ckenc_emit_t x;
-	uint64_t **boff = NULL, nb = 0, want, b, u;
+	uint64_t **boff = NULL, nb = 0, want;
 	double *dist = NULL;
 	uint8_t *chosen = NULL;
 	uint16_t *nw = NULL;
@@ -209,15 +433,8 @@ int rckpt_ckenc_step_partial(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink,
 		return rc;
 	/* the tensors may hold new values at the same addresses */
 	e->be->step_begin(e);
-	for (i = 0; i < params->ntensors; i++)
-		if (grads && rckpt_tset_find(grads, params->t[i].name) != NULL) {
-			const rckpt_ctensor_t *g = rckpt_tset_find(grads, params->t[i].name);
-			if (g->dtype != RCKPT_DT_F32 || g->n != params->t[i].n || ((uintptr_t)g->data & 3)) {
-				snprintf(msg, msglen, "gradients of '%s' are not aligned fp32 of its shape",
-					 params->t[i].name);
-				return -EINVAL;
-			}
-		}
+	if ((rc = partial_check_grads(params, grads, msg, msglen)))
+		return rc;
 	for (i = 0; i < params->ntensors; i++)
 		if (rckpt_lk_is_optim(rckpt_ctensor_kind(&params->t[i])))
 			break;
@@ -248,28 +465,7 @@ int rckpt_ckenc_step_partial(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink,
 	}
 	for (i = 0; i < params->ntensors; i++)
 		st->raw_bytes += (size_t)params->t[i].n * 4;
-	for (c = 0; c < e->nchunks && rc == 0; c++)
-		for (k = 0; k < e->npieces[c] && rc == 0; k++) {
-			const rckpt_piece_t *pc = &e->pieces[c][k];
-			const rckpt_ctensor_t *t = &params->t[pc->tensor];
-			const float *sv = e->saved[pc->tensor];
-			if (sv == NULL)
-				continue;
-			for (u = 0; u < pc->n && rc == 0; u += run) {
-				const size_t m = pc->n - u < run ? (size_t)(pc->n - u) : (size_t)run;
-				uint64_t bad = 0;
-				/* on the device when the backend is (rckpt_gpu_block_dist) */
-				rc = e->be->block_dist(e, dist + boff[c][k] + u / block, t, pc->first + u, m,
-						       sv + pc->first + u, block, &bad);
-				if (rc == -EDOM)
-					snprintf(msg, msglen, "tensor '%s' holds NaN or Inf at element %llu", t->name,
-						 (unsigned long long)bad);
-				else if (rc)
-					snprintf(msg, msglen, "tensor '%s': the change distance failed: %s", t->name,
-						 strerror(-rc));
-			}
-		}
-	if (rc)
+	if (rc || (rc = partial_measure(e, params, run, block, boff, dist, msg, msglen)))
 		goto out;
 	/* Choose. */
 	want = nb ? (uint64_t)ceil(p->fraction * (double)nb - 1e-9) : 0;
@@ -277,85 +473,19 @@ int rckpt_ckenc_step_partial(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink,
 		want = 1;
 	if (want > nb)
 		want = nb;
-	if (p->select == RCKPT_CKENC_PRIORITY) {
-		blkref_t *r = malloc(nb ? sizeof(*r) * (size_t)nb : sizeof(*r));
-		if (r == NULL) {
-			rc = -ENOMEM;
-			goto out;
-		}
-		for (b = 0; b < nb; b++)
-			r[b] = (blkref_t){ dist[b], b };
-		qsort(r, (size_t)nb, sizeof(*r), by_distance);
-		for (b = 0; b < want; b++)
-			chosen[r[b].i] = 1;
-		free(r);
-	} else if (p->select == RCKPT_CKENC_ROUND_ROBIN) {
-		for (b = 0; b < want; b++)
-			chosen[(e->rr_cursor + b) % nb] = 1;
-	} else {
-		uint64_t *perm = malloc(nb ? 8 * (size_t)nb : 8), x = p->seed ^ (step * 0x9e3779b97f4a7c15ull);
-		if (perm == NULL) {
-			rc = -ENOMEM;
-			goto out;
-		}
-		for (b = 0; b < nb; b++)
-			perm[b] = b;
-		for (b = 0; b < want; b++) { /* a partial Fisher-Yates */
-			uint64_t j = b + splitmix64(&x) % (nb - b), tmp = perm[b];
-			perm[b] = perm[j];
-			perm[j] = tmp;
-			chosen[perm[b]] = 1;
-		}
-		free(perm);
-	}
+	if ((rc = partial_choose(e, p, step, dist, nb, want, chosen)))
+		goto out;
 	/* The chosen blocks must meet eps with the last full step's codebooks
 	 * (the relative error of their values, gradient-weighted when given):
 	 * when training has moved them out of those codebooks' reach, the
 	 * caller makes this a full step instead, which fits new ones. */
-	{
-		float *deq = malloc(4 * (size_t)block);
-		double num = 0, den = 0;
-		if (deq == NULL) {
-			rc = -ENOMEM;
-			goto out;
-		}
-		for (c = 0; c < e->nchunks && rc == 0; c++)
-			for (k = 0; k < e->npieces[c] && rc == 0; k++) {
-				const rckpt_piece_t *pc = &e->pieces[c][k];
-				const rckpt_ctensor_t *t = &params->t[pc->tensor];
-				const float *g0 = weights_of(&upd, grads, t, pc->tensor);
-				if (e->saved[pc->tensor] == NULL)
-					continue;
-				for (b = 0; b < piece_blocks(pc->n, block) && rc == 0; b++) {
-					const uint64_t lo = b * block, len = pc->n - lo > block ? block : pc->n - lo;
-					const float *w, *gd;
-					void *gown;
-					size_t np, j;
-					if (!chosen[boff[c][k] + b])
-						continue;
-					if ((rc = host_weights(e, g0, pc->first + lo, (size_t)len, &gd, &gown)))
-						break;
-					w = ckenc_values(e, t, pc->first + lo, (size_t)len);
-					rckpt_quantize(e->iblk, nw, &np, w, gd, (size_t)len, &e->lastq[pc->tensor]);
-					rc = rckpt_dequantize(deq, e->iblk, (size_t)len, &e->lastq[pc->tensor], nw, np);
-					for (j = 0; rc == 0 && j < len; j++) {
-						const double gg = gd ? (double)gd[j] * gd[j] : 1.0, d = (double)w[j] - deq[j];
-						num += gg * d * d;
-						den += gg * (double)w[j] * w[j];
-					}
-					free(gown);
-				}
-			}
-		free(deq);
-		if (rc)
-			goto out;
-		st->quality = den > 0 ? num / den : 0;
-		if (st->quality > e->o.eps) {
-			snprintf(msg, msglen, "the chosen blocks' error %.3g is over eps with the last codebooks",
-				 st->quality);
-			rc = -ERANGE;
-			goto out;
-		}
+	if ((rc = partial_judge(e, params, grads, &upd, boff, chosen, nw, block, &st->quality)))
+		goto out;
+	if (st->quality > e->o.eps) {
+		snprintf(msg, msglen, "the chosen blocks' error %.3g is over eps with the last codebooks",
+			 st->quality);
+		rc = -ERANGE;
+		goto out;
 	}
 	st->blocks = nb;
 	st->blocks_saved = want;
@@ -368,80 +498,8 @@ int rckpt_ckenc_step_partial(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink,
 	rc = ckenc_emit_begin(&x, e, sink, st, params, step, e->prev.step);
 	if (rc == 0)
 		e->force_base = 1; /* until every chunk's parent is replaced */
-	for (c = 0; c < e->nchunks && rc == 0; c++) {
-		const rckpt_record_t *prev = &e->prev_chunks[c];
-		rckpt_sparse_sel_t *sel = calloc(e->npieces[c] ? e->npieces[c] : 1, sizeof(*sel));
-		uint32_t **bl = calloc(e->npieces[c] ? e->npieces[c] : 1, sizeof(*bl));
-		rckpt_record_t r;
-		memset(&r, 0, sizeof(r));
-		if (!sel || !bl || prev->nseg != e->npieces[c])
-			rc = sel && bl ? -EINVAL : -ENOMEM;
-		if (rc == 0)
-			rc = record_copy(&r, prev);
-		r.kind = RCKPT_REC_SPARSE;
-		r.step = step;
-		r.parent = prev->step;
-		for (k = 0; k < e->npieces[c] && rc == 0; k++) {
-			const rckpt_piece_t *pc = &e->pieces[c][k];
-			const rckpt_ctensor_t *t = &params->t[pc->tensor];
-			const float *g0 = weights_of(&upd, grads, t, pc->tensor);
-			float *sv = e->saved[pc->tensor];
-			rckpt_seg_t *seg = &r.seg[k];
-			uint64_t npb, nnw = 0, cap = 0;
-			uint16_t *acc = NULL;
-			if (sv == NULL) {
-				rc = ckenc_lossless_piece(e, seg, t, pc->first, pc->n);
-				seg->tensor = pc->tensor;
-				continue;
-			}
-			npb = piece_blocks(pc->n, block);
-			bl[k] = malloc(npb ? 4 * (size_t)npb : 4);
-			if (bl[k] == NULL) {
-				rc = -ENOMEM;
-				break;
-			}
-			sel[k].blocks = bl[k];
-			for (b = 0; b < npb && rc == 0; b++) {
-				const uint64_t lo = b * block, len = pc->n - lo > block ? block : pc->n - lo;
-				const float *w, *gd;
-				void *gown;
-				size_t np;
-				if (!chosen[boff[c][k] + b])
-					continue;
-				if ((rc = host_weights(e, g0, pc->first + lo, (size_t)len, &gd, &gown)))
-					break;
-				w = ckenc_values(e, t, pc->first + lo, (size_t)len);
-				rckpt_quantize(seg->idx + lo, nw, &np, w, gd, (size_t)len, &e->lastq[pc->tensor]);
-				free(gown);
-				memcpy(sv + pc->first + lo, w, 4 * (size_t)len);
-				if (nnw + np > cap) {
-					uint64_t nc = (nnw + np) * 2;
-					uint16_t *a = realloc(acc, 2 * (size_t)nc);
-					if (a == NULL) {
-						rc = -ENOMEM;
-						break;
-					}
-					acc = a;
-					cap = nc;
-				}
-				if (np)
-					memcpy(acc + nnw, nw, 2 * np);
-				nnw += np;
-				bl[k][sel[k].nblocks++] = (uint32_t)b;
-			}
-			if (rc == 0)
-				rc = merge_prot(seg, &prev->seg[k], block, bl[k], sel[k].nblocks, acc, nnw);
-			free(acc);
-		}
-		if (rc == 0)
-			rc = ckenc_emit_chunk(&x, c, &r, block, sel);
-		else
-			rckpt_record_free(&r);
-		for (k = 0; bl && k < e->npieces[c]; k++)
-			free(bl[k]);
-		free(bl);
-		free(sel);
-	}
+	for (c = 0; c < e->nchunks && rc == 0; c++)
+		rc = partial_chunk(e, &x, c, params, grads, &upd, step, boff, chosen, block, nw);
 	if (rc == 0)
 		rc = ckenc_emit_end(&x, manifest);
 	if (rc)

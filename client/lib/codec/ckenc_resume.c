@@ -10,23 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Takes up e->resume when params are the tensors of that step, laid out in
- * the same chunks (same chunk size, same encodings): the step's levels
- * become the chunks' parents and its codebooks the warm starts, as if this
- * encoder had written it. 0 taken up, 1 not (the next step is a base), or
- * -ENOMEM. e->resume is gone either way. */
-int ckenc_adopt(rckpt_ckenc_t *e, const rckpt_tset_t *params)
+/* Whether the committed step of manifest mf holds params' tensors as
+ * this encoder would (names, dtypes, kinds, encodings, NORM partners). */
+static int adopt_same_tensors(const rckpt_ckenc_t *e, const rckpt_tset_t *params, const rckpt_manifest_t *mf)
 {
-	rckpt_ckdec_t *d = e->resume;
-	const rckpt_manifest_t *mf = &d->mf;
-	uint64_t *stride = NULL;
-	unsigned i, total = 0, *slot = NULL, nq = 0;
-	uint32_t c, k;
-	int rc = 1;
-
-	e->resume = NULL;
+	unsigned i;
 	if (mf->ntensors != params->ntensors || mf->chunk_params != e->o.chunk_params)
-		goto out;
+		return 0;
 	for (i = 0; i < params->ntensors; i++) {
 		const rckpt_ctensor_t *t = &params->t[i];
 		const unsigned kind = rckpt_ctensor_kind(t);
@@ -36,16 +26,24 @@ int ckenc_adopt(rckpt_ckenc_t *e, const rckpt_tset_t *params)
 		if (strcmp(mf->t[i].name, t->name) != 0 || mf->t[i].dtype != t->dtype ||
 		    mf->t[i].kind != kind || mf->t[i].encoding != enc ||
 		    (norm < 0 ? mf->t[i].norm != RCKPT_MF_NO_NORM : mf->t[i].norm != (uint32_t)norm))
-			goto out;
+			return 0;
 	}
-	if ((rc = ckenc_build_layout(e, params)) != 0)
-		goto out;
-	rc = 1;
+	return 1;
+}
+
+/* Whether step d is laid out in e's chunks and pieces (e's layout built
+ * for params). */
+static int adopt_same_chunks(const rckpt_ckenc_t *e, const rckpt_tset_t *params, const rckpt_ckdec_t *d)
+{
+	const rckpt_manifest_t *mf = &d->mf;
+	unsigned i, total = 0;
+	uint32_t c, k;
+
 	if (e->nchunks != mf->nchunks)
-		goto fail;
+		return 0;
 	for (c = 0; c < e->nchunks; c++) {
 		if (d->chunk[c].nseg != e->npieces[c])
-			goto fail;
+			return 0;
 		total += e->npieces[c];
 	}
 	for (i = 0; i < params->ntensors; i++) {
@@ -55,33 +53,37 @@ int ckenc_adopt(rckpt_ckenc_t *e, const rckpt_tset_t *params)
 			const rckpt_piece_t *pc;
 			const rckpt_seg_t *sg;
 			if (total == 0 || ms->chunk >= e->nchunks || ms->index >= e->npieces[ms->chunk])
-				goto fail;
+				return 0;
 			pc = &e->pieces[ms->chunk][ms->index];
 			sg = &d->chunk[ms->chunk].seg[ms->index];
 			if (pc->tensor != i || pc->first != at || pc->n != ms->n || sg->n != ms->n ||
 			    sg->encoding != mf->t[i].encoding)
-				goto fail;
+				return 0;
 			at += ms->n;
 		}
 		if (at != params->t[i].n)
-			goto fail;
+			return 0;
 	}
-	if (total != 0)
-		goto fail;
-	/* The summary the next step's search reads: each quantized tensor's
-	 * codebook and its levels at the sample positions. */
-	if ((stride = calloc(params->ntensors ? params->ntensors : 1, sizeof(*stride))) == NULL) {
-		rc = -ENOMEM;
-		goto fail;
-	}
+	return total == 0;
+}
+
+/* The summary the next step's search reads (e->prev): each quantized
+ * tensor's codebook and its levels at the sample positions; d's segments
+ * renamed as this encoder's records name them; the tensors' names. 0 or
+ * -ENOMEM. */
+static int adopt_summary(rckpt_ckenc_t *e, const rckpt_tset_t *params, rckpt_ckdec_t *d,
+			 const uint64_t *stride)
+{
+	const rckpt_manifest_t *mf = &d->mf;
+	unsigned i;
+	uint32_t c, k;
+
 	rckpt_record_free(&e->prev);
 	e->prev.step = mf->step;
 	e->prev.nseg = params->ntensors;
 	e->prev.seg = calloc(params->ntensors ? params->ntensors : 1, sizeof(*e->prev.seg));
-	if (e->prev.seg == NULL) {
-		rc = -ENOMEM;
-		goto fail;
-	}
+	if (e->prev.seg == NULL)
+		return -ENOMEM;
 	for (i = 0; i < params->ntensors; i++) {
 		rckpt_seg_t *s = &e->prev.seg[i];
 		const uint64_t n = params->t[i].n;
@@ -93,13 +95,10 @@ int ckenc_adopt(rckpt_ckenc_t *e, const rckpt_tset_t *params)
 			s->transform = (uint8_t)(mf->t[i].norm != RCKPT_MF_NO_NORM
 							 ? RCKPT_XF_NORM
 							 : ckenc_value_xf(e, mf->t[i].kind));
-		stride[i] = n > e->o.sample_max ? (n + e->o.sample_max - 1) / e->o.sample_max : 1;
 		if (s->encoding != RCKPT_SEG_QUANTIZED || mf->t[i].nseg == 0)
 			continue;
-		if ((s->idx = calloc(n / stride[i] + 1, 1)) == NULL) {
-			rc = -ENOMEM;
-			goto fail;
-		}
+		if ((s->idx = calloc(n / stride[i] + 1, 1)) == NULL)
+			return -ENOMEM;
 	}
 	for (c = 0; c < e->nchunks; c++)
 		for (k = 0; k < e->npieces[c]; k++) {
@@ -123,36 +122,38 @@ int ckenc_adopt(rckpt_ckenc_t *e, const rckpt_tset_t *params)
 	for (i = 0; e->names && i < params->ntensors; i++, e->ntensors++)
 		if ((e->names[i] = strdup(params->t[i].name)) == NULL)
 			break;
-	if (e->names == NULL || e->ntensors != params->ntensors) {
-		rc = -ENOMEM;
-		goto fail;
-	}
-	/* The step's values at the sample positions, dequantized: the search
-	 * weighs how stable a configuration's levels are against them, as it
-	 * would against the samples of a step it had written itself. */
+	return e->names == NULL || e->ntensors != params->ntensors ? -ENOMEM : 0;
+}
+
+/* The step's values at the sample positions, dequantized (e->psmp, in
+ * the order a step prepares its tensors): the search weighs how stable a
+ * configuration's levels are against them, as it would against the
+ * samples of a step it had written itself. 0 or -ENOMEM. */
+static int adopt_samples(rckpt_ckenc_t *e, const rckpt_tset_t *params, const rckpt_ckdec_t *d,
+			 const uint64_t *stride)
+{
+	unsigned i, k, nq, *slot;
+	uint32_t c;
+	int rc = 0;
+
 	ckenc_free_prev_samples(e);
 	e->psmp = calloc(params->ntensors ? params->ntensors : 1, sizeof(*e->psmp));
-	if (e->psmp == NULL) {
-		rc = -ENOMEM;
-		goto fail;
-	}
-	if ((slot = calloc(params->ntensors ? params->ntensors : 1, sizeof(*slot))) == NULL) {
-		rc = -ENOMEM;
-		goto fail;
+	slot = calloc(params->ntensors ? params->ntensors : 1, sizeof(*slot));
+	if (e->psmp == NULL || slot == NULL) {
+		free(slot);
+		return -ENOMEM;
 	}
 	nq = ckenc_prep_order(&e->o, params, slot, NULL, NULL);
-	for (k = 0; k < nq; k++) { /* in the order a step prepares them */
+	for (k = 0; k < nq && rc == 0; k++) { /* in the order a step prepares them */
 		struct prev_sample *ps = &e->psmp[e->npsmp];
 		i = slot[k];
 		e->npsmp++;
 		ps->n = (size_t)((params->t[i].n + stride[i] - 1) / stride[i]);
-		if ((ps->w = malloc(4 * (ps->n ? ps->n : 1))) == NULL) {
+		if ((ps->w = malloc(4 * (ps->n ? ps->n : 1))) == NULL)
 			rc = -ENOMEM;
-			goto fail;
-		}
 	}
-	for (c = 0; c < e->nchunks; c++)
-		for (k = 0, i = 0; k < e->npieces[c]; k++) {
+	for (c = 0; c < e->nchunks && rc == 0; c++)
+		for (k = 0; k < e->npieces[c] && rc == 0; k++) {
 			const rckpt_piece_t *pc = &e->pieces[c][k];
 			const rckpt_seg_t *sg = &d->chunk[c].seg[k];
 			const uint64_t st = stride[pc->tensor];
@@ -169,15 +170,53 @@ int ckenc_adopt(rckpt_ckenc_t *e, const rckpt_tset_t *params)
 			ps = &e->psmp[pi];
 			if ((f = malloc(4 * (size_t)pc->n)) == NULL) {
 				rc = -ENOMEM;
-				goto fail;
+				break;
 			}
 			if (rckpt_codec_decode_f32(f, sg) != 0)
 				memset(f, 0, 4 * (size_t)pc->n);
 			for (u = (pc->first + st - 1) / st * st; u < pc->first + pc->n; u += st)
 				ps->w[u / st] = f[u - pc->first];
 			free(f);
-			(void)i;
 		}
+	free(slot);
+	return rc;
+}
+
+/* Takes up e->resume when params are the tensors of that step, laid out in
+ * the same chunks (same chunk size, same encodings): the step's levels
+ * become the chunks' parents and its codebooks the warm starts, as if this
+ * encoder had written it. 0 taken up, 1 not (the next step is a base), or
+ * -ENOMEM. e->resume is gone either way. */
+int ckenc_adopt(rckpt_ckenc_t *e, const rckpt_tset_t *params)
+{
+	rckpt_ckdec_t *d = e->resume;
+	const rckpt_manifest_t *mf = &d->mf;
+	uint64_t *stride = NULL;
+	unsigned i;
+	uint32_t c;
+	int rc;
+
+	e->resume = NULL;
+	if (!adopt_same_tensors(e, params, mf)) {
+		rc = 1;
+		goto out;
+	}
+	if ((rc = ckenc_build_layout(e, params)) != 0)
+		goto out;
+	if (!adopt_same_chunks(e, params, d)) {
+		rc = 1;
+		goto fail;
+	}
+	if ((stride = calloc(params->ntensors ? params->ntensors : 1, sizeof(*stride))) == NULL) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	for (i = 0; i < params->ntensors; i++) {
+		const uint64_t n = params->t[i].n;
+		stride[i] = n > e->o.sample_max ? (n + e->o.sample_max - 1) / e->o.sample_max : 1;
+	}
+	if ((rc = adopt_summary(e, params, d, stride)) || (rc = adopt_samples(e, params, d, stride)))
+		goto fail;
 	for (c = 0; c < e->nchunks; c++) { /* the step's levels: the next deltas' parents */
 		e->prev_chunks[c] = d->chunk[c];
 		memset(&d->chunk[c], 0, sizeof(d->chunk[c]));
@@ -191,7 +230,6 @@ int ckenc_adopt(rckpt_ckenc_t *e, const rckpt_tset_t *params)
 	/* e->force_base stays: a restart after the resume (a writer that
 	 * begins a segment) makes this step a base, with the step's
 	 * codebooks as warm starts all the same */
-	rc = 0;
 	goto out;
 fail:
 	ckenc_free_prev_samples(e);
@@ -201,7 +239,6 @@ fail:
 	memset(&e->prev, 0, sizeof(e->prev));
 out:
 	free(stride);
-	free(slot);
 	rckpt_ckdec_free(d);
 	free(d);
 	return rc;

@@ -53,7 +53,60 @@ typedef struct stepctx {
 	double *dfix;
 	uint8_t *dsum;
 	unsigned nprep; /* all of them */
+	/* per tensor of params: */
+	unsigned *order;            /* the order they are prepared in */
+	const rckpt_qparams_t **tq; /* the chosen quantization, once chosen */
+	const float **tg;           /* the weights it was judged with */
+	int *xnorm;                 /* the NORM partner (ckenc_values) */
+	uint64_t *stride;           /* the sample stride */
 } stepctx_t;
+
+/* x's arrays for params' tensors: 0 or -ENOMEM (step_free frees). */
+static int step_alloc(stepctx_t *x, const rckpt_tset_t *params)
+{
+	const size_t nt = params->ntensors ? params->ntensors : 1;
+	memset(x, 0, sizeof(*x));
+	x->params = params;
+	x->prep = calloc(nt, sizeof(*x->prep));
+	x->cache = calloc(nt, sizeof(*x->cache));
+	x->smp = calloc(nt, sizeof(*x->smp));
+	x->which = calloc(nt, sizeof(*x->which));
+	x->qp = calloc(nt, sizeof(*x->qp));
+	x->dfix = calloc(nt, sizeof(*x->dfix));
+	x->dsum = calloc(nt, sizeof(*x->dsum));
+	x->order = calloc(nt, sizeof(*x->order));
+	x->tq = calloc(nt, sizeof(*x->tq));
+	x->tg = calloc(nt, sizeof(*x->tg));
+	x->xnorm = calloc(nt, sizeof(*x->xnorm));
+	x->stride = calloc(nt, sizeof(*x->stride));
+	return x->prep && x->smp && x->which && x->cache && x->qp && x->dfix && x->dsum && x->order &&
+			       x->tq && x->tg && x->xnorm && x->stride
+		       ? 0
+		       : -ENOMEM;
+}
+
+static void step_free(stepctx_t *x)
+{
+	unsigned i;
+	for (i = 0; i < x->nprep; i++) {
+		rckpt_codec_prep_free(&x->prep[i]);
+		free(x->smp[i].w);
+		free(x->smp[i].g);
+	}
+	free(x->prep);
+	free(x->cache);
+	free(x->smp);
+	free(x->which);
+	free(x->qp);
+	free(x->dfix);
+	free(x->dsum);
+	free(x->order);
+	free(x->tq);
+	free(x->tg);
+	free(x->xnorm);
+	free(x->stride);
+	memset(x, 0, sizeof(*x));
+}
 
 /* Chooses P's configuration, its per-tensor allocation, and its
  * quantization parameters (x->qp[P->off ..]), judged on all the data
@@ -288,28 +341,134 @@ static int prep_range(rckpt_ckenc_t *e, stepctx_t *x, const rckpt_tset_t *params
 	return 0;
 }
 
+/* The three searches of a step (the part_t's P[0..3)): prepares the
+ * model's tensors and the optimizer's state that stands alone, chooses the
+ * latter's configuration (its second moments' levels normalize the first
+ * moments), prepares those, chooses theirs, then the model's last, so that
+ * the trainer's callback sees every tensor as it will be saved. */
+static int choose_all(rckpt_ckenc_t *e, part_t *P, stepctx_t *x, rckpt_ckenc_stats_t *st,
+		      const rckpt_tset_t *grads, const ckenc_upd_t *upd, unsigned n1, unsigned nq,
+		      char *msg, size_t msglen)
+{
+	const rckpt_ckenc_opts_t *o = &e->o;
+	const rckpt_tset_t *params = x->params;
+	int rc, ok_model = 1, ok_opt = 1;
+	unsigned i;
+	double t0 = rckpt_now_s();
+
+	if ((rc = prep_range(e, x, params, grads, upd, x->order, 0, n1, x->stride, P, msg, msglen)))
+		return rc;
+	st->t_prepare = rckpt_now_s() - t0;
+	st->opt_config = o->fixed;
+	if (P[1].n) {
+		t0 = rckpt_now_s();
+		rc = choose(e, &P[1], x, st, &st->opt_config, &st->opt_quality, &ok_opt, msg, msglen);
+		st->t_search += rckpt_now_s() - t0;
+		if (rc)
+			return rc;
+		for (i = P[1].off; i < P[1].off + P[1].n; i++) /* the partners' parameters */
+			x->tq[x->which[i]] = &x->qp[i];
+		for (i = 0; i < x->nprep; i++)
+			x->tg[x->which[i]] = x->prep[i].g;
+	}
+	if (P[2].n) {
+		double q2 = 0;
+		int ok2 = 1;
+		rckpt_qconfig_t c2;
+		t0 = rckpt_now_s();
+		rc = prep_range(e, x, params, grads, upd, x->order, n1, nq, x->stride, P, msg, msglen);
+		st->t_prepare += rckpt_now_s() - t0;
+		t0 = rckpt_now_s();
+		/* what the second moments left of the update error's budget */
+		if (P[1].n && st->opt_quality < o->opt_eps / 2)
+			P[2].o.eps = o->opt_eps - st->opt_quality;
+		if (rc == 0)
+			rc = choose(e, &P[2], x, st, &c2, &q2, &ok2, msg, msglen);
+		st->t_search += rckpt_now_s() - t0;
+		if (rc)
+			return rc;
+		/* the state's update error: the two add */
+		st->opt_quality += q2;
+		st->opt_config = c2;
+		ok_opt &= ok2;
+	}
+	t0 = rckpt_now_s();
+	rc = choose(e, &P[0], x, st, &st->config, &st->quality, &ok_model, msg, msglen);
+	st->t_search += rckpt_now_s() - t0;
+	if (rc == 0)
+		st->accepted = ok_model && ok_opt;
+	return rc;
+}
+
+/* A partial-block writer keeps every quantized value as last saved: its
+ * buffers, at the first full step. 0 or -ENOMEM. */
+static int saved_ensure(rckpt_ckenc_t *e, const stepctx_t *x)
+{
+	const rckpt_tset_t *params = x->params;
+	const size_t nt = params->ntensors ? params->ntensors : 1;
+	unsigned i;
+	if (!e->o.partial_block || e->saved != NULL)
+		return 0;
+	e->saved = calloc(nt, sizeof(*e->saved));
+	e->lastq = calloc(nt, sizeof(*e->lastq));
+	for (i = 0; e->saved && e->lastq && i < params->ntensors; i++)
+		if (x->tq[i] && (e->saved[i] = malloc(params->t[i].n ? 4 * (size_t)params->t[i].n : 4)) == NULL)
+			break;
+	if (!e->saved || !e->lastq || i < params->ntensors) {
+		ckenc_free_saved(e);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* After a step's records went out: its summary (*sum, taken) becomes the
+ * last step's, its samples the next step's "last". */
+static void step_done(rckpt_ckenc_t *e, stepctx_t *x, const rckpt_ckenc_stats_t *st, rckpt_record_t *sum,
+		      unsigned nprep)
+{
+	unsigned i;
+	if (e->lastq) {
+		for (i = 0; i < x->params->ntensors; i++)
+			if (x->tq[i])
+				e->lastq[i] = *x->tq[i];
+		e->lastcfg = st->config;
+	}
+	rckpt_record_free(&e->prev);
+	e->prev = *sum;
+	memset(sum, 0, sizeof(*sum));
+	e->steps++;
+	e->depth = st->is_base ? 1 : e->depth + 1;
+	ckenc_free_prev_samples(e);
+	e->psmp = calloc(nprep ? nprep : 1, sizeof(*e->psmp));
+	if (e->psmp) {
+		for (i = 0; i < nprep; i++) {
+			e->psmp[i].w = x->smp[i].w;
+			e->psmp[i].g = x->smp[i].g;
+			e->psmp[i].n = x->smp[i].n;
+			x->smp[i].w = x->smp[i].g = NULL;
+		}
+		e->npsmp = nprep;
+	}
+}
+
 int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rckpt_buf_t *manifest,
 			    rckpt_ckenc_stats_t *st, const rckpt_tset_t *params, const rckpt_tset_t *grads,
 			    uint64_t step, char *msg, size_t msglen)
 {
 	const rckpt_ckenc_opts_t *o = &e->o;
-	const size_t nt = params->ntensors ? params->ntensors : 1;
-	stepctx_t x = { params, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0 };
+	stepctx_t x;
 	ckenc_upd_t upd = { 0 };
-	const rckpt_qparams_t **tq = NULL;
-	const float **tg = NULL;
-	uint64_t *stride = NULL;
-	unsigned nprep = 0, nmodel = 0, n1 = 0, nq, i, k, *order = NULL;
-	int *xnorm = NULL;
+	unsigned nprep = 0, nmodel = 0, n1 = 0, nq, i, k;
 	rckpt_record_t sum;
 	cpoint_t plast_before[3];
 	int had_plast[3];
 	part_t P[3];
-	int rc, emitting = 0, ok_model = 1, ok_opt = 1;
+	int rc, emitting = 0;
 	double t0;
 
 	memset(st, 0, sizeof(*st));
 	memset(&sum, 0, sizeof(sum));
+	memset(&x, 0, sizeof(x));
 	memcpy(plast_before, e->plast, sizeof(plast_before));
 	memcpy(had_plast, e->have_plast, sizeof(had_plast));
 	st->step = step;
@@ -321,43 +480,27 @@ int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rc
 
 	/* Prepare the quantized tensors block by block: widen, check,
 	 * sketch, sample; the model's first, then the optimizer's state. */
-	t0 = rckpt_now_s();
-	x.prep = calloc(nt, sizeof(*x.prep));
-	x.cache = calloc(nt, sizeof(*x.cache));
-	x.smp = calloc(nt, sizeof(*x.smp));
-	x.which = calloc(nt, sizeof(*x.which));
-	x.qp = calloc(nt, sizeof(*x.qp));
-	x.dfix = calloc(nt, sizeof(*x.dfix));
-	x.dsum = calloc(nt, sizeof(*x.dsum));
-	order = calloc(nt, sizeof(*order));
-	tq = calloc(nt, sizeof(*tq));
-	tg = calloc(nt, sizeof(*tg));
-	xnorm = calloc(nt, sizeof(*xnorm));
-	stride = calloc(nt, sizeof(*stride));
-	if (!x.prep || !x.smp || !x.which || !x.cache || !x.qp || !x.dfix || !x.dsum || !order ||
-	    !tq || !tg || !xnorm || !stride) {
-		rc = -ENOMEM;
+	if ((rc = step_alloc(&x, params)))
 		goto out;
-	}
 	for (i = 0; i < params->ntensors; i++) {
 		const rckpt_ctensor_t *t = &params->t[i];
 		st->raw_bytes += (size_t)t->n * 4;
-		stride[i] = t->n > o->sample_max ? (t->n + o->sample_max - 1) / o->sample_max : 1;
+		x.stride[i] = t->n > o->sample_max ? (t->n + o->sample_max - 1) / o->sample_max : 1;
 	}
-	nq = ckenc_prep_order(o, params, order, &nmodel, &n1);
+	nq = ckenc_prep_order(o, params, x.order, &nmodel, &n1);
 	if (nq > nmodel && (rc = ckenc_update_terms(e, &upd, params)))
 		goto out;
 	/* the normalized first moments' partners, and what ckenc_values reads
 	 * of them once their quantization is chosen */
 	for (i = 0; i < params->ntensors; i++) {
-		xnorm[i] = ckenc_norm_partner(o, params, i);
-		if (xnorm[i] >= 0 && (o->fixed.lossless_kinds & (1u << rckpt_ctensor_kind(&params->t[i]))))
-			xnorm[i] = -1;
+		x.xnorm[i] = ckenc_norm_partner(o, params, i);
+		if (x.xnorm[i] >= 0 && (o->fixed.lossless_kinds & (1u << rckpt_ctensor_kind(&params->t[i]))))
+			x.xnorm[i] = -1;
 	}
 	e->xparams = params;
-	e->xnorm = xnorm;
-	e->xq = tq;
-	e->xg = tg;
+	e->xnorm = x.xnorm;
+	e->xq = x.tq;
+	e->xg = x.tg;
 	memset(P, 0, sizeof(P));
 	for (k = 0; k < 3; k++) {
 		P[k].o = *o;
@@ -372,79 +515,20 @@ int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rc
 	P[1].n = n1 - nmodel;
 	P[2].off = n1;
 	P[2].n = nq - n1;
-
-	/* Prepare the model's tensors and the optimizer's state that stands
-	 * alone, choose the latter's configuration (its second moments' levels
-	 * normalize the first moments), prepare those, choose theirs, then the
-	 * model's last, so that the trainer's callback sees every tensor as it
-	 * will be saved. */
-	t0 = rckpt_now_s();
-	if ((rc = prep_range(e, &x, params, grads, &upd, order, 0, n1, stride, P, msg, msglen)))
+	if ((rc = choose_all(e, P, &x, st, grads, &upd, n1, nq, msg, msglen)))
 		goto out;
-	st->t_prepare = rckpt_now_s() - t0;
-	st->opt_config = o->fixed;
-	if (P[1].n) {
-		t0 = rckpt_now_s();
-		rc = choose(e, &P[1], &x, st, &st->opt_config, &st->opt_quality, &ok_opt, msg, msglen);
-		st->t_search += rckpt_now_s() - t0;
-		if (rc)
-			goto out;
-		for (i = P[1].off; i < P[1].off + P[1].n; i++) /* the partners' parameters */
-			tq[x.which[i]] = &x.qp[i];
-		for (i = 0; i < x.nprep; i++)
-			tg[x.which[i]] = x.prep[i].g;
-	}
-	if (P[2].n) {
-		double q2 = 0;
-		int ok2 = 1;
-		rckpt_qconfig_t c2;
-		t0 = rckpt_now_s();
-		rc = prep_range(e, &x, params, grads, &upd, order, n1, nq, stride, P, msg, msglen);
-		st->t_prepare += rckpt_now_s() - t0;
-		t0 = rckpt_now_s();
-		/* what the second moments left of the update error's budget */
-		if (P[1].n && st->opt_quality < o->opt_eps / 2)
-			P[2].o.eps = o->opt_eps - st->opt_quality;
-		if (rc == 0)
-			rc = choose(e, &P[2], &x, st, &c2, &q2, &ok2, msg, msglen);
-		st->t_search += rckpt_now_s() - t0;
-		if (rc)
-			goto out;
-		/* the state's update error: the two add */
-		st->opt_quality += q2;
-		st->opt_config = c2;
-		ok_opt &= ok2;
-	}
 	nprep = x.nprep;
-	t0 = rckpt_now_s();
-	rc = choose(e, &P[0], &x, st, &st->config, &st->quality, &ok_model, msg, msglen);
-	st->t_search += rckpt_now_s() - t0;
-	if (rc)
-		goto out;
-	st->accepted = ok_model && ok_opt;
 	st->t_quantize = 0;
 
 	/* Quantize again, chunk by chunk, and hand out each record. */
 	t0 = rckpt_now_s();
 	for (i = 0; i < nprep; i++) {
-		tq[x.which[i]] = &x.qp[i];
-		tg[x.which[i]] = x.prep[i].g;
+		x.tq[x.which[i]] = &x.qp[i];
+		x.tg[x.which[i]] = x.prep[i].g;
 	}
 	if (e->steps == 0 && (rc = ckenc_build_layout(e, params)))
 		goto out;
-	if (o->partial_block && e->saved == NULL) {
-		e->saved = calloc(nt, sizeof(*e->saved));
-		e->lastq = calloc(nt, sizeof(*e->lastq));
-		for (i = 0; e->saved && e->lastq && i < params->ntensors; i++)
-			if (tq[i] && (e->saved[i] = malloc(params->t[i].n ? 4 * (size_t)params->t[i].n : 4)) == NULL)
-				break;
-		if (!e->saved || !e->lastq || i < params->ntensors) {
-			ckenc_free_saved(e);
-			rc = -ENOMEM;
-			goto out;
-		}
-	}
-	if ((rc = ckenc_summary_init(e, &sum, params, tq, stride, step)))
+	if ((rc = saved_ensure(e, &x)) || (rc = ckenc_summary_init(e, &sum, params, x.tq, x.stride, step)))
 		goto out;
 	st->is_base = e->steps == 0 || e->force_base || (o->base_every && e->steps % o->base_every == 0) ||
 		      e->depth >= RCKPT_STORE_CHAIN_REBASE || /* keep chains far from what the OSD folds */
@@ -453,33 +537,11 @@ int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rc
 	 * parents half replaced: the next step must then be a base. */
 	e->force_base = 1;
 	emitting = 1;
-	if ((rc = ckenc_emit_full(e, sink, manifest, st, params, tg, tq, stride, &sum, step)))
+	if ((rc = ckenc_emit_full(e, sink, manifest, st, params, x.tg, x.tq, x.stride, &sum, step)))
 		goto out;
 	e->force_base = 0;
 	st->t_encode = rckpt_now_s() - t0;
-	if (e->lastq) {
-		for (i = 0; i < params->ntensors; i++)
-			if (tq[i])
-				e->lastq[i] = *tq[i];
-		e->lastcfg = st->config;
-	}
-	rckpt_record_free(&e->prev);
-	e->prev = sum;
-	memset(&sum, 0, sizeof(sum));
-	e->steps++;
-	e->depth = st->is_base ? 1 : e->depth + 1;
-	/* this step's samples become the next step's "last" */
-	ckenc_free_prev_samples(e);
-	e->psmp = calloc(nprep ? nprep : 1, sizeof(*e->psmp));
-	if (e->psmp) {
-		for (i = 0; i < nprep; i++) {
-			e->psmp[i].w = x.smp[i].w;
-			e->psmp[i].g = x.smp[i].g;
-			e->psmp[i].n = x.smp[i].n;
-			x.smp[i].w = x.smp[i].g = NULL;
-		}
-		e->npsmp = nprep;
-	}
+	step_done(e, &x, st, &sum, nprep);
 out:
 	if (rc && !emitting) { /* nothing handed out: as if never called */
 		memcpy(e->plast, plast_before, sizeof(plast_before));
@@ -490,23 +552,7 @@ out:
 	e->xq = NULL;
 	e->xg = NULL;
 	rckpt_record_free(&sum);
-	for (i = 0; i < x.nprep; i++) {
-		rckpt_codec_prep_free(&x.prep[i]);
-		free(x.smp[i].w);
-		free(x.smp[i].g);
-	}
-	free(x.prep);
-	free(x.cache);
-	free(x.smp);
-	free(x.which);
-	free(x.qp);
-	free(x.dfix);
-	free(x.dsum);
-	free(order);
-	free(tq);
-	free(tg);
-	free(xnorm);
-	free(stride);
+	step_free(&x);
 	ckenc_update_free(&upd);
 	return rc;
 }

@@ -727,6 +727,102 @@ out:
 	return rc;
 }
 
+/* Step 4 of a group save: whether the step begins a new segment, which
+ * it does when any rank's chunk could pass the cap (every rank learns
+ * rank 0's verdict). 0, or the transport's error. */
+static int group_roll(rckpt_group_t *g, const rckpt_group_part_t *part, uint64_t seg, uint64_t head,
+		      int *roll)
+{
+	const rckpt_loc_transport_t *tr = &g->tr;
+	uint8_t mine = 0, verdict = 0, *flags = calloc(tr->size, 1);
+	unsigned r;
+	int full = 0, rc;
+	if (flags == NULL)
+		return -ENOMEM;
+	if (part_full(g, part, seg, &full) == 0)
+		mine = (uint8_t)full;
+	if ((rc = gather(tr, &mine, 1, flags)) == 0) {
+		for (r = 0; tr->rank == 0 && r < tr->size; r++)
+			verdict |= flags[r];
+		rc = bcast(tr, &verdict, 1);
+	}
+	free(flags);
+	*roll = verdict != 0 && head != RCKPT_STORE_NONE;
+	return rc;
+}
+
+/* Step 5: this rank's part encoded and appended, and its report to rank
+ * 0 into rep (an error's report when head_rc or the checks fail; msg says
+ * why). */
+static void group_part_report(rckpt_group_t *g, const rckpt_group_part_t *part, uint64_t step,
+			      uint64_t head, int head_rc, uint64_t seg, int roll, rckpt_buf_t *rep,
+			      rckpt_mf_config_t *cfg, char *msg, size_t msglen)
+{
+	int e = head_rc ? head_rc : head != RCKPT_STORE_NONE && step <= head ? -EINVAL : 0;
+	if (e == 0 && g->tr.rank == 0 && (e = rckpt_job_hold(g->j, "rckpt_group_save")))
+		snprintf(msg, msglen, "rank 0: %s", rckpt_errmsg(g->h));
+	if (e == 0)
+		e = encode_part(g, part, step, head, seg, roll, rep, cfg, msg, msglen);
+	else {
+		rckpt_buf_put_u32(rep, (uint32_t)e);
+		rckpt_buf_put_u32(rep, 0);
+		rckpt_buf_put_u64(rep, 0);
+		rckpt_buf_put_u64(rep, 0);
+		rckpt_buf_put_u64(rep, 0);
+		rckpt_buf_put_u8(rep, 0);
+		rckpt_buf_put_u8(rep, 0);
+	}
+	if (e && !msg[0])
+		snprintf(msg, msglen, "%s", e == -EINVAL ? "the step is not after the head" : rckpt_strerror(e));
+}
+
+/* Step 6: rank 0 commits when every rank succeeded, and every rank learns
+ * how it went (*raw, *stored). 0, or the error with the handle's message
+ * set (the encoder dropped: the next step is a base). */
+static int group_outcome(rckpt_group_t *g, world_t *w, const rckpt_layout_t *l, uint64_t step, uint64_t head,
+			 uint64_t seg, int roll, const rckpt_mf_config_t *cfg, uint8_t **reps,
+			 const size_t *replens, const char *msg, uint64_t *raw, uint64_t *stored)
+{
+	const rckpt_loc_transport_t *tr = &g->tr;
+	rckpt_t *h = g->h;
+	uint8_t res[24];
+	unsigned bad_rank = 0;
+	int final = 0, bad_rc = 0, rc;
+	uint32_t br;
+	if (tr->rank == 0)
+		final = commit_step(g, w, l, step, head, roll ? step : seg, cfg, reps, replens, raw, stored,
+				    &bad_rank, &bad_rc);
+	{
+		rckpt_writer_t wr = rckpt_writer(res, sizeof(res));
+		rckpt_wr_u32(&wr, (uint32_t)final);
+		rckpt_wr_u32(&wr, bad_rc ? bad_rank : UINT32_MAX);
+		rckpt_wr_u64(&wr, *raw);
+		rckpt_wr_u64(&wr, *stored);
+	}
+	if ((rc = bcast(tr, res, sizeof(res))))
+		return rckpt_fail(h, rc, "rckpt_group_save", "the group's transport failed");
+	{
+		rckpt_reader_t rd = rckpt_reader(res, sizeof(res));
+		final = (int)rckpt_rd_u32(&rd);
+		br = rckpt_rd_u32(&rd);
+		*raw = rckpt_rd_u64(&rd);
+		*stored = rckpt_rd_u64(&rd);
+	}
+	if (!final)
+		return 0;
+	rckpt_buf_free(&g->j->attach); /* it went with this save */
+	g->trimmed = 0;                /* what this step appended lies past the head */
+	rckpt_ckenc_destroy(g->enc);
+	g->enc = NULL;
+	if (br == tr->rank && msg[0])
+		return rckpt_fail(h, final, "rckpt_group_save", "step %" PRIu64 ": %s", step, msg);
+	if (br != UINT32_MAX)
+		return rckpt_fail(h, final, "rckpt_group_save", "step %" PRIu64 " failed on rank %u of %u", step,
+				  br, tr->size);
+	return rckpt_fail(h, final, "rckpt_group_save", "cannot commit step %" PRIu64 "%s", step,
+			  final == -ESTALE ? " (another writer has taken the job)" : "");
+}
+
 int rckpt_group_save(rckpt_group_t *g, uint64_t step, const rckpt_shard_t *s, unsigned n,
 		     rckpt_save_stats_t *st)
 {
@@ -743,10 +839,8 @@ int rckpt_group_save(rckpt_group_t *g, uint64_t step, const rckpt_shard_t *s, un
 	rckpt_hold_t *held = NULL;
 	rckpt_mf_config_t cfg;
 	uint64_t head = RCKPT_STORE_NONE, count, seg = RCKPT_STORE_NONE, raw = 0, stored = 0;
-	uint8_t res[24], *flags = NULL;
 	char msg[256] = "";
-	unsigned bad_rank = 0, r;
-	int rc, head_rc, bad_rc = 0, full = 0, roll = 0;
+	int rc, head_rc, roll = 0;
 	double t0 = rckpt_now_s();
 
 	rckpt_clear_error(h);
@@ -811,45 +905,13 @@ int rckpt_group_save(rckpt_group_t *g, uint64_t step, const rckpt_shard_t *s, un
 		goto out;
 	}
 	/* 4. a new segment when any rank's chunk could pass the cap */
-	flags = calloc(tr->size, 1);
-	if (flags == NULL) {
-		rc = rckpt_fail(h, -ENOMEM, __func__, "out of memory");
+	if ((rc = group_roll(g, &part, seg, head, &roll))) {
+		rc = rckpt_fail(h, rc, __func__,
+				rc == -ENOMEM ? "out of memory" : "the group's transport failed");
 		goto out;
 	}
-	{
-		uint8_t mine = 0, verdict = 0;
-		if (part_full(g, &part, seg, &full) == 0)
-			mine = (uint8_t)full;
-		if ((rc = gather(tr, &mine, 1, flags)) == 0) {
-			for (r = 0; tr->rank == 0 && r < tr->size; r++)
-				verdict |= flags[r];
-			rc = bcast(tr, &verdict, 1);
-		}
-		if (rc) {
-			rc = rckpt_fail(h, rc, __func__, "the group's transport failed");
-			goto out;
-		}
-		roll = verdict != 0 && head != RCKPT_STORE_NONE;
-	}
 	/* 5. this rank's part, encoded and appended; its report to rank 0 */
-	{
-		int e = head_rc ? head_rc : head != RCKPT_STORE_NONE && step <= head ? -EINVAL : 0;
-		if (e == 0 && tr->rank == 0 && (e = rckpt_job_hold(g->j, "rckpt_group_save")))
-			snprintf(msg, sizeof(msg), "rank 0: %s", rckpt_errmsg(h));
-		if (e == 0)
-			e = encode_part(g, &part, step, head, seg, roll, &rep, &cfg, msg, sizeof(msg));
-		else {
-			rckpt_buf_put_u32(&rep, (uint32_t)e);
-			rckpt_buf_put_u32(&rep, 0);
-			rckpt_buf_put_u64(&rep, 0);
-			rckpt_buf_put_u64(&rep, 0);
-			rckpt_buf_put_u64(&rep, 0);
-			rckpt_buf_put_u8(&rep, 0);
-			rckpt_buf_put_u8(&rep, 0);
-		}
-		if (e && !msg[0])
-			snprintf(msg, sizeof(msg), "%s", e == -EINVAL ? "the step is not after the head" : rckpt_strerror(e));
-	}
+	group_part_report(g, &part, step, head, head_rc, seg, roll, &rep, &cfg, msg, sizeof(msg));
 	reps = calloc(tr->size, sizeof(*reps));
 	replens = calloc(tr->size, sizeof(*replens));
 	if (!reps || !replens) {
@@ -861,46 +923,8 @@ int rckpt_group_save(rckpt_group_t *g, uint64_t step, const rckpt_shard_t *s, un
 		goto out;
 	}
 	/* 6. rank 0 commits when every rank succeeded; everyone learns how it went */
-	{
-		int final = 0;
-		if (tr->rank == 0)
-			final = commit_step(g, &w, &l, step, head, roll ? step : seg, &cfg, reps, replens, &raw,
-					    &stored, &bad_rank, &bad_rc);
-		{
-			rckpt_writer_t wr = rckpt_writer(res, sizeof(res));
-			rckpt_wr_u32(&wr, (uint32_t)final);
-			rckpt_wr_u32(&wr, bad_rc ? bad_rank : UINT32_MAX);
-			rckpt_wr_u64(&wr, raw);
-			rckpt_wr_u64(&wr, stored);
-		}
-		if ((rc = bcast(tr, res, sizeof(res)))) {
-			rc = rckpt_fail(h, rc, __func__, "the group's transport failed");
-			goto out;
-		}
-		{
-			rckpt_reader_t rd = rckpt_reader(res, sizeof(res));
-			uint32_t br;
-			final = (int)rckpt_rd_u32(&rd);
-			br = rckpt_rd_u32(&rd);
-			raw = rckpt_rd_u64(&rd);
-			stored = rckpt_rd_u64(&rd);
-			if (final) {
-				rckpt_buf_free(&g->j->attach); /* it went with this save */
-				g->trimmed = 0; /* what this step appended lies past the head */
-				rckpt_ckenc_destroy(g->enc);
-				g->enc = NULL;
-				if (br == tr->rank && msg[0])
-					rc = rckpt_fail(h, final, __func__, "step %" PRIu64 ": %s", step, msg);
-				else if (br != UINT32_MAX)
-					rc = rckpt_fail(h, final, __func__, "step %" PRIu64 " failed on rank %u of %u",
-							step, br, tr->size);
-				else
-					rc = rckpt_fail(h, final, __func__, "cannot commit step %" PRIu64 "%s", step,
-							final == -ESTALE ? " (another writer has taken the job)" : "");
-				goto out;
-			}
-		}
-	}
+	if ((rc = group_outcome(g, &w, &l, step, head, seg, roll, &cfg, reps, replens, msg, &raw, &stored)))
+		goto out;
 	g->j->head = step;
 	rckpt_buf_free(&g->j->attach);
 	if (st) {
@@ -910,13 +934,11 @@ int rckpt_group_save(rckpt_group_t *g, uint64_t step, const rckpt_shard_t *s, un
 		st->nchunks = l.nchunks;
 		st->t_encode = rckpt_now_s() - t0;
 	}
-	rc = 0;
 out:
 	if (all)
 		rckpt_group_gathered_free(all, lens, tr->size);
 	if (reps)
 		rckpt_group_gathered_free(reps, replens, tr->size);
-	free(flags);
 	free(held);
 	rckpt_buf_free(&desc);
 	rckpt_buf_free(&rep);

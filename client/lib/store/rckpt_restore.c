@@ -106,6 +106,235 @@ static void pending_oid(void *arg, unsigned k, char *buf, size_t cap)
 	rckpt_store_segment_oid(buf, cap, r->which[k], r->seg);
 }
 
+/* Where step's records are (*seg) and whether it has an attachment and
+ * is exact (clearing *attach, *exact when not), *step resolved from
+ * RCKPT_LATEST. 0, or the error with the handle's message set. */
+static int restore_locate(rckpt_job_t *j, uint64_t *step, uint64_t *seg, int *attach, int *exact,
+			  const char *fn)
+{
+	rckpt_t *h = j->h;
+	rckpt_store_summary_t sum;
+	uint64_t head, count;
+	int rc;
+
+	if ((rc = rckpt_read_head(j, &head, &count)))
+		return rckpt_fail(h, rc, fn, "cannot read the head of job %s", j->name);
+	if (*step == RCKPT_LATEST)
+		*step = head;
+	if (head == RCKPT_STORE_NONE) {
+		if (rckpt_job_exists(j) == 0)
+			return rckpt_fail(h, -ENOENT, fn, "job %s does not exist", j->name);
+		return rckpt_fail(h, -ENOENT, fn, "job %s has no committed step yet", j->name);
+	}
+	if (*step > head)
+		return rckpt_fail(h, -ENOENT, fn, "job %s has no committed step %" PRIu64 " (its latest is %" PRIu64 ")",
+				  j->name, *step, head);
+	/* the segment that holds its records */
+	rc = rckpt_step_summary(j, *step, &sum);
+	if (rc == -ENOENT)
+		return rckpt_fail(h, rc, fn, "job %s has no step %" PRIu64 " (never saved, or dropped)", j->name,
+				  *step);
+	if (rc)
+		return rckpt_fail(h, rc, fn, "cannot read the summary of step %" PRIu64, *step);
+	*seg = sum.segment;
+	/* a rewound job may hold an attachment of an abandoned step of this
+	 * number: only one the summary names is the step's */
+	if (!(sum.flags & RCKPT_SUMMARY_ATTACH))
+		*attach = 0;
+	if (!(sum.flags & RCKPT_SUMMARY_EXACT))
+		*exact = 0;
+	return 0;
+}
+
+/* Step's manifest object into man, decoded into mf (at most 1 GiB). 0, or
+ * the error with the handle's message set. */
+static int restore_manifest(rckpt_job_t *j, uint64_t step, rckpt_buf_t *man, rckpt_manifest_t *mf,
+			    const char *fn)
+{
+	uint64_t size = 0;
+	char oid[64];
+	int rc;
+
+	rckpt_store_manifest_oid(oid, sizeof(oid), step);
+	rc = j->io->ops->stat(j->io, oid, &size);
+	if (rc == 0 && size > ((uint64_t)1 << 30))
+		rc = -EFBIG;
+	if (rc == 0)
+		rc = rckpt_buf_reserve(man, size ? (size_t)size : 1);
+	if (rc == 0) {
+		int got = j->io->ops->read(j->io, oid, man->p, (size_t)size, 0);
+		rc = got < 0 ? got : (uint64_t)got == size ? 0 : -EBADMSG;
+		man->len = (size_t)size;
+	}
+	if (rc == 0)
+		rc = rckpt_manifest_decode(mf, man->p, man->len);
+	if (rc == -ENOENT)
+		return rckpt_fail(j->h, rc, fn, "job %s has no step %" PRIu64 " (never saved, or dropped)", j->name,
+				  step);
+	if (rc)
+		return rckpt_fail(j->h, rc, fn, "cannot read the manifest of step %" PRIu64, step);
+	return 0;
+}
+
+/* Marks done every chunk but those that hold the named tensors and
+ * ranges (and their NORM partners), *left those to materialize. 0, or the
+ * error with the handle's message set. */
+static int restore_select(rckpt_job_t *j, const rckpt_manifest_t *mf, mat_t *m, unsigned *left,
+			  const char *const *names, unsigned nnames, const rckpt_range_t *ranges,
+			  unsigned nranges, uint64_t step, const char *fn)
+{
+	unsigned i;
+	for (i = 0; i < mf->nchunks; i++)
+		m[i].done = 1;
+	*left = 0;
+	for (i = 0; i < nnames + nranges; i++) {
+		const char *name = i < nnames ? names[i] : ranges[i - nnames].name;
+		uint64_t numel = 1, first = 0, count = UINT64_MAX;
+		unsigned t, d;
+		for (t = 0; name && t < mf->ntensors && strcmp(mf->t[t].name, name) != 0; t++)
+			;
+		if (name == NULL || t == mf->ntensors)
+			return rckpt_fail(j->h, -ENOENT, fn, "step %" PRIu64 " has no tensor '%s'", step,
+					  name ? name : "(null)");
+		for (d = 0; d < mf->t[t].ndim; d++)
+			numel *= mf->t[t].shape[d];
+		if (i >= nnames) {
+			first = ranges[i - nnames].first;
+			count = ranges[i - nnames].count;
+			if (first > numel || count > numel - first)
+				return rckpt_fail(j->h, -ERANGE, fn,
+						  "range [%" PRIu64 ", +%" PRIu64 ") is past tensor '%s' (%" PRIu64
+						  " elements)",
+						  first, count, name, numel);
+		} else {
+			count = numel;
+		}
+		want_chunks(mf, m, left, t, first, count);
+		if (mf->t[t].norm != RCKPT_MF_NO_NORM) /* its values need its second moment's */
+			want_chunks(mf, m, left, mf->t[t].norm, first, count);
+	}
+	for (i = 0; i < mf->nchunks; i++)
+		m[i].skip = m[i].done;
+	return 0;
+}
+
+/* What the rounds of materialize calls count. */
+typedef struct mat_run {
+	unsigned left, calls, restarts, bad_chunk;
+	uint64_t wire;
+} mat_run_t;
+
+/* One round of materialize calls, `inflight` at a time, for every chunk
+ * not done yet: in the OSDs, or here when they lack the class. 0, or the
+ * error (x->bad_chunk: the chunk, when one failed). */
+static int materialize_round(rckpt_job_t *j, const rckpt_manifest_t *mf, mat_t *m, uint64_t step,
+			     uint64_t seg, mat_run_t *x)
+{
+	unsigned *which = calloc(mf->nchunks, sizeof(*which)), nw = 0, k, i;
+	rckpt_buf_t *in = calloc(mf->nchunks, sizeof(*in));
+	rckpt_buf_t *out = calloc(mf->nchunks, sizeof(*out));
+	int *res = calloc(mf->nchunks, sizeof(*res));
+	int rc = 0, osd_ran = 0;
+	char oid[64];
+
+	if (!which || !in || !out || !res)
+		rc = -ENOMEM;
+	for (i = 0; i < mf->nchunks && rc == 0; i++) {
+		rckpt_msg_materialize_t q = { step, 0, { m[i].start.p, m[i].start.len } };
+		if (m[i].done)
+			continue;
+		rc = rckpt_msg_materialize_encode(&in[nw], &q);
+		which[nw++] = i;
+	}
+	if (rc == 0 && j->fold == RCKPT_FOLD_OSD) {
+		round_t rd = { which, seg };
+		osd_ran = 1;
+		rc = rckpt_io_fanout(j->io, nw, j->o.inflight, pending_oid, &rd, "rckpt", "materialize", in, 0,
+				     out, res, NULL);
+		x->calls += nw;
+		for (k = 0; rc == 0 && k < nw; k++)
+			if (rckpt_fold_refused(res[k])) {
+				/* the class went (or an OSD of the pool lacks it): here from now on */
+				j->fold = RCKPT_FOLD_CLIENT;
+				snprintf(j->fold_why, sizeof(j->fold_why), "an OSD refused rckpt.materialize (%s)",
+					 rckpt_plugin_hint(res[k]));
+			}
+	}
+	for (k = 0; rc == 0 && j->fold == RCKPT_FOLD_CLIENT && k < nw; k++) {
+		round_t rd = { which, seg };
+		if (osd_ran && !rckpt_fold_refused(res[k]))
+			continue; /* the OSD's own answer stands */
+		out[k].len = 0;
+		pending_oid(&rd, k, oid, sizeof(oid));
+		res[k] = rckpt_fold_exec(j, oid, "materialize", &in[k], &out[k]);
+	}
+	for (k = 0; rc == 0 && k < nw; k++) {
+		int e = res[k];
+		i = which[k];
+		if (e == -ESTALE && m[i].start.len && x->restarts < 8) {
+			/* compacted since the last round: start this chunk over */
+			m[i].start.len = 0;
+			x->restarts++;
+			e = 0;
+		} else if (e == 0) {
+			rckpt_msg_materialized_t a;
+			x->wire += out[k].len;
+			e = rckpt_msg_materialized_decode(&a, out[k].p, out[k].len);
+			if (e == 0) {
+				rckpt_buf_t *dst = a.done ? &m[i].rec : &m[i].start;
+				dst->len = 0;
+				e = rckpt_buf_append(dst, a.record.p, a.record.len);
+				if (a.done) {
+					m[i].done = 1;
+					x->left--;
+				}
+			}
+		}
+		if (e) {
+			rc = e;
+			x->bad_chunk = i;
+		}
+	}
+	for (k = 0; in && out && k < mf->nchunks; k++) {
+		rckpt_buf_free(&in[k]);
+		rckpt_buf_free(&out[k]);
+	}
+	free(which);
+	free(in);
+	free(out);
+	free(res);
+	return rc;
+}
+
+/* Makes r's decoded chunks bit-exact with their residual objects (an
+ * exact step). 0, or the error with the handle's message set. */
+static int restore_exact(rckpt_job_t *j, rckpt_restored_t *r, const mat_t *m, uint64_t step, uint64_t *wire,
+			 const char *fn)
+{
+	rckpt_buf_t obj = RCKPT_BUF_INIT;
+	char oid[64] = "";
+	unsigned i;
+	int rc = 0;
+	for (i = 0; i < r->dec.mf.nchunks && rc == 0; i++) {
+		rckpt_record_t *rec = &r->dec.chunk[i];
+		if (m[i].skip || !rckpt_exact_quantized(rec))
+			continue;
+		rckpt_store_exact_oid(oid, sizeof(oid), step, i);
+		if ((rc = rckpt_read_object(j, oid, ATTACH_STORED_MAX, &obj)) == 0) {
+			*wire += obj.len;
+			rc = rckpt_exact_apply(rec, &r->dec.mf, step, i, obj.p, obj.len);
+		}
+	}
+	rckpt_buf_free(&obj);
+	if (rc)
+		return rckpt_fail(j->h, rc, fn, "cannot restore step %" PRIu64 " bit-exact: %s %s", step, oid,
+				  rc == -ENOENT		  ? "is missing"
+				  : rc == RCKPT_ECHECKSUM ? "does not give the saved bits (SHA-256)"
+							  : "is damaged");
+	r->exact = 1;
+	return 0;
+}
+
 int rckpt_restore_sel(rckpt_job_t *j, uint64_t step, const char *const *names, unsigned nnames,
 		       const rckpt_range_t *ranges, unsigned nranges, rckpt_restored_t **outp,
 		       rckpt_restore_stats_t *rst, unsigned what, const char *fn)
@@ -116,10 +345,11 @@ int rckpt_restore_sel(rckpt_job_t *j, uint64_t step, const char *const *names, u
 	int attach = (what & RCKPT_RESTORE_ATTACH) != 0, exact = (what & RCKPT_RESTORE_EXACT) != 0;
 	rckpt_buf_t man = RCKPT_BUF_INIT;
 	mat_t *m = NULL;
+	mat_run_t x = { 0, 0, 0, UINT_MAX, 0 };
 	const uint8_t **recs = NULL;
 	size_t *lens = NULL;
-	uint64_t head, count, size = 0, wire = 0, seg;
-	unsigned i, calls = 0, left, restarts = 0, bad_chunk = UINT_MAX;
+	uint64_t seg = 0;
+	unsigned i;
 	char oid[64];
 	double t0 = rckpt_now_s();
 	int rc;
@@ -127,57 +357,10 @@ int rckpt_restore_sel(rckpt_job_t *j, uint64_t step, const char *const *names, u
 	rckpt_clear_error(h);
 	*outp = NULL;
 	memset(&mf, 0, sizeof(mf));
-	if ((rc = rckpt_read_head(j, &head, &count)))
-		return rckpt_fail(h, rc, fn, "cannot read the head of job %s", j->name);
-	if (step == RCKPT_LATEST)
-		step = head;
-	if (head == RCKPT_STORE_NONE) {
-		if (rckpt_job_exists(j) == 0)
-			return rckpt_fail(h, -ENOENT, fn, "job %s does not exist", j->name);
-		return rckpt_fail(h, -ENOENT, fn, "job %s has no committed step yet", j->name);
-	}
-	if (step > head)
-		return rckpt_fail(h, -ENOENT, fn, "job %s has no committed step %" PRIu64 " (its latest is %" PRIu64 ")",
-				  j->name, step, head);
-	{
-		/* the segment that holds its records */
-		rckpt_store_summary_t sum;
-		rc = rckpt_step_summary(j, step, &sum);
-		if (rc == -ENOENT)
-			return rckpt_fail(h, rc, fn, "job %s has no step %" PRIu64 " (never saved, or dropped)",
-					  j->name, step);
-		if (rc)
-			return rckpt_fail(h, rc, fn, "cannot read the summary of step %" PRIu64, step);
-		seg = sum.segment;
-		/* a rewound job may hold an attachment of an abandoned step of
-		 * this number: only one the summary names is the step's */
-		if (!(sum.flags & RCKPT_SUMMARY_ATTACH))
-			attach = 0;
-		if (!(sum.flags & RCKPT_SUMMARY_EXACT))
-			exact = 0;
-	}
-	rckpt_store_manifest_oid(oid, sizeof(oid), step);
-	rc = j->io->ops->stat(j->io, oid, &size);
-	if (rc == 0 && size > ((uint64_t)1 << 30))
-		rc = -EFBIG;
-	if (rc == 0)
-		rc = rckpt_buf_reserve(&man, size ? (size_t)size : 1);
-	if (rc == 0) {
-		int got = j->io->ops->read(j->io, oid, man.p, (size_t)size, 0);
-		rc = got < 0 ? got : (uint64_t)got == size ? 0 : -EBADMSG;
-		man.len = (size_t)size;
-	}
-	if (rc == 0)
-		rc = rckpt_manifest_decode(&mf, man.p, man.len);
-	if (rc == -ENOENT) {
-		rc = rckpt_fail(h, rc, fn, "job %s has no step %" PRIu64 " (never saved, or dropped)",
-				j->name, step);
+	if ((rc = restore_locate(j, &step, &seg, &attach, &exact, fn)))
+		return rc;
+	if ((rc = restore_manifest(j, step, &man, &mf, fn)))
 		goto done;
-	}
-	if (rc) {
-		rc = rckpt_fail(h, rc, fn, "cannot read the manifest of step %" PRIu64, step);
-		goto done;
-	}
 	if ((rc = rckpt_fold_decide(j))) {
 		rc = rckpt_fail(h, rc, fn, "cannot ask the OSDs for the rckpt class");
 		goto done;
@@ -189,122 +372,16 @@ int rckpt_restore_sel(rckpt_job_t *j, uint64_t step, const char *const *names, u
 		rc = rckpt_fail(h, -ENOMEM, fn, "out of memory");
 		goto done;
 	}
-	left = mf.nchunks;
-	if (nnames || nranges) { /* only the chunks that hold these */
-		for (i = 0; i < mf.nchunks; i++)
-			m[i].done = 1;
-		left = 0;
-		for (i = 0; i < nnames + nranges; i++) {
-			const char *name = i < nnames ? names[i] : ranges[i - nnames].name;
-			uint64_t numel = 1, first = 0, count = UINT64_MAX;
-			unsigned t, d;
-			for (t = 0; name && t < mf.ntensors && strcmp(mf.t[t].name, name) != 0; t++)
-				;
-			if (name == NULL || t == mf.ntensors) {
-				rc = rckpt_fail(h, -ENOENT, fn, "step %" PRIu64 " has no tensor '%s'", step,
-						name ? name : "(null)");
-				goto done;
-			}
-			for (d = 0; d < mf.t[t].ndim; d++)
-				numel *= mf.t[t].shape[d];
-			if (i >= nnames) {
-				first = ranges[i - nnames].first;
-				count = ranges[i - nnames].count;
-				if (first > numel || count > numel - first) {
-					rc = rckpt_fail(h, -ERANGE, fn,
-							"range [%" PRIu64 ", +%" PRIu64 ") is past tensor '%s' (%" PRIu64
-							" elements)",
-							first, count, name, numel);
-					goto done;
-				}
-			} else {
-				count = numel;
-			}
-			want_chunks(&mf, m, &left, t, first, count);
-			if (mf.t[t].norm != RCKPT_MF_NO_NORM) /* its values need its second moment's */
-				want_chunks(&mf, m, &left, mf.t[t].norm, first, count);
-		}
-		for (i = 0; i < mf.nchunks; i++)
-			m[i].skip = m[i].done;
-	}
-	/* Rounds of materialize calls, `inflight` at a time, until every
-	 * chunk is done. */
-	while (left > 0 && rc == 0) {
-		unsigned *which = calloc(mf.nchunks, sizeof(*which)), nw = 0, k;
-		rckpt_buf_t *in = calloc(mf.nchunks, sizeof(*in));
-		rckpt_buf_t *out = calloc(mf.nchunks, sizeof(*out));
-		int *res = calloc(mf.nchunks, sizeof(*res));
-		if (!which || !in || !out || !res)
-			rc = -ENOMEM;
-		for (i = 0; i < mf.nchunks && rc == 0; i++) {
-			rckpt_msg_materialize_t q = { step, 0, { m[i].start.p, m[i].start.len } };
-			if (m[i].done)
-				continue;
-			rc = rckpt_msg_materialize_encode(&in[nw], &q);
-			which[nw++] = i;
-		}
-		int osd_ran = 0;
-		if (rc == 0 && j->fold == RCKPT_FOLD_OSD) {
-			round_t rd = { which, seg };
-			osd_ran = 1;
-			rc = rckpt_io_fanout(j->io, nw, j->o.inflight, pending_oid, &rd, "rckpt",
-					     "materialize", in, 0, out, res, NULL);
-			calls += nw;
-			for (k = 0; rc == 0 && k < nw; k++)
-				if (rckpt_fold_refused(res[k])) {
-					/* the class went (or an OSD of the pool lacks it): here from now on */
-					j->fold = RCKPT_FOLD_CLIENT;
-					snprintf(j->fold_why, sizeof(j->fold_why),
-						 "an OSD refused rckpt.materialize (%s)", rckpt_plugin_hint(res[k]));
-				}
-		}
-		for (k = 0; rc == 0 && j->fold == RCKPT_FOLD_CLIENT && k < nw; k++) {
-			round_t rd = { which, seg };
-			if (osd_ran && !rckpt_fold_refused(res[k]))
-				continue; /* the OSD's own answer stands */
-			out[k].len = 0;
-			pending_oid(&rd, k, oid, sizeof(oid));
-			res[k] = rckpt_fold_exec(j, oid, "materialize", &in[k], &out[k]);
-		}
-		for (k = 0; rc == 0 && k < nw; k++) {
-			int e = res[k];
-			i = which[k];
-			if (e == -ESTALE && m[i].start.len && restarts < 8) {
-				/* compacted since the last round: start this chunk over */
-				m[i].start.len = 0;
-				restarts++;
-				e = 0;
-			} else if (e == 0) {
-				rckpt_msg_materialized_t a;
-				wire += out[k].len;
-				e = rckpt_msg_materialized_decode(&a, out[k].p, out[k].len);
-				if (e == 0) {
-					rckpt_buf_t *dst = a.done ? &m[i].rec : &m[i].start;
-					dst->len = 0;
-					e = rckpt_buf_append(dst, a.record.p, a.record.len);
-					if (a.done) {
-						m[i].done = 1;
-						left--;
-					}
-				}
-			}
-			if (e) {
-				rc = e;
-				bad_chunk = i;
-			}
-		}
-		for (k = 0; in && out && k < mf.nchunks; k++) {
-			rckpt_buf_free(&in[k]);
-			rckpt_buf_free(&out[k]);
-		}
-		free(which);
-		free(in);
-		free(out);
-		free(res);
-	}
+	x.left = mf.nchunks;
+	if ((nnames || nranges) && /* only the chunks that hold these */
+	    (rc = restore_select(j, &mf, m, &x.left, names, nnames, ranges, nranges, step, fn)))
+		goto done;
+	/* Rounds of materialize calls until every chunk is done. */
+	while (x.left > 0 && rc == 0)
+		rc = materialize_round(j, &mf, m, step, seg, &x);
 	if (rc) {
-		if (bad_chunk != UINT_MAX) {
-			rckpt_store_segment_oid(oid, sizeof(oid), bad_chunk, seg);
+		if (x.bad_chunk != UINT_MAX) {
+			rckpt_store_segment_oid(oid, sizeof(oid), x.bad_chunk, seg);
 			rc = rckpt_fail(h, rc, fn, "cannot materialize step %" PRIu64 " from %s/%s", step, j->name,
 					oid);
 		} else {
@@ -325,8 +402,6 @@ int rckpt_restore_sel(rckpt_job_t *j, uint64_t step, const char *const *names, u
 	if (attach && (rc = read_attachment(j, step, &r->attach, &r->attach_len))) {
 		rc = rckpt_fail(h, rc, fn, "cannot read the attachment of step %" PRIu64 "%s", step,
 				rc == RCKPT_ECHECKSUM ? ": it fails its checksum" : "");
-		rckpt_restored_free(r);
-		r = NULL;
 		goto done;
 	}
 	rc = rckpt_ckdec_step(&r->dec, man.p, man.len, recs, lens);
@@ -336,42 +411,20 @@ int rckpt_restore_sel(rckpt_job_t *j, uint64_t step, const char *const *names, u
 				: rc == -E2BIG ? ": it declares more values than its bytes can hold (over "
 						 "RCKPT_DECODE_RATIO_MAX, 4096x as fp32), refused"
 					       : "");
-		rckpt_restored_free(r);
-		r = NULL;
 		goto done;
 	}
-	if (exact) {
-		rckpt_buf_t obj = RCKPT_BUF_INIT;
-		for (i = 0; i < mf.nchunks && rc == 0; i++) {
-			rckpt_record_t *rec = &r->dec.chunk[i];
-			if (m[i].skip || !rckpt_exact_quantized(rec))
-				continue;
-			rckpt_store_exact_oid(oid, sizeof(oid), step, i);
-			if ((rc = rckpt_read_object(j, oid, ATTACH_STORED_MAX, &obj)) == 0) {
-				wire += obj.len;
-				rc = rckpt_exact_apply(rec, &r->dec.mf, step, i, obj.p, obj.len);
-			}
-		}
-		rckpt_buf_free(&obj);
-		if (rc) {
-			rc = rckpt_fail(h, rc, fn, "cannot restore step %" PRIu64 " bit-exact: %s %s", step,
-					oid,
-					rc == -ENOENT		? "is missing"
-					: rc == RCKPT_ECHECKSUM ? "does not give the saved bits (SHA-256)"
-								: "is damaged");
-			rckpt_restored_free(r);
-			r = NULL;
-			goto done;
-		}
-		r->exact = 1;
-	}
+	if (exact && (rc = restore_exact(j, r, m, step, &x.wire, fn)))
+		goto done;
 	if (rst) {
-		rst->wire_bytes = wire + man.len;
-		rst->calls = calls;
+		rst->wire_bytes = x.wire + man.len;
+		rst->calls = x.calls;
 		rst->seconds = rckpt_now_s() - t0;
 	}
 	*outp = r;
+	r = NULL;
 done:
+	if (r)
+		rckpt_restored_free(r);
 	for (i = 0; m && i < mf.nchunks; i++) {
 		rckpt_buf_free(&m[i].start);
 		rckpt_buf_free(&m[i].rec);
