@@ -471,19 +471,162 @@ static int check_names(rckpt_t *h, const rckpt_pcr_input_t *in, unsigned n)
 	return rc;
 }
 
+/* B's options from opts (NULL: the defaults), checked, their zeros made
+ * the defaults, and *threads. 0, or -EINVAL with the handle's message. */
+static int build_opts(rckpt_t *h, builder_t *B, const rckpt_pcr_build_opts_t *opts, const rckpt_pcr_input_t *in,
+		      unsigned n, unsigned *threads)
+{
+	static const rckpt_pcr_build_opts_t def = RCKPT_PCR_BUILD_OPTS_INIT;
+	if (opts == NULL)
+		opts = &def;
+	if (opts->version != RCKPT_PCR_BUILD_OPTS_VERSION)
+		return rckpt_fail(h, -EINVAL, "rckpt_pcr_build",
+				  "options of version %u, where this library takes %u (start from "
+				  "RCKPT_PCR_BUILD_OPTS_INIT of its rckpt.h)",
+				  opts->version, RCKPT_PCR_BUILD_OPTS_VERSION);
+	if (opts->images_per_record > RCKPT_PCR_MAX_IMAGES || opts->max_pixels > RCKPT_PCR_MAX_PIXELS || n == 0 ||
+	    n > RCKPT_PCR_MAX_DATASET_IMAGES || in == NULL || opts->scan_script > RCKPT_PCR_SCRIPT_SPECTRAL)
+		return rckpt_fail(h, -EINVAL, "rckpt_pcr_build", "bad options, or no inputs");
+	B->o = *opts;
+	if (B->o.images_per_record == 0)
+		B->o.images_per_record = DEFAULT_PER_RECORD;
+	if (B->o.inflight == 0)
+		B->o.inflight = DEFAULT_INFLIGHT;
+	if (B->o.fidelity_sample == 0)
+		B->o.fidelity_sample = DEFAULT_SAMPLE;
+	if (B->o.max_pixels == 0)
+		B->o.max_pixels = DEFAULT_MAX_PIXELS;
+	*threads = B->o.threads ? B->o.threads : (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
+	if (*threads == 0)
+		*threads = 1;
+	if (*threads > 64)
+		*threads = 64;
+	return 0;
+}
+
+/* What a build gathers over its windows besides the index. */
+typedef struct build_acc {
+	double ssum[RCKPT_PCR_MAX_GROUPS]; /* SSIM per group, summed over the sampled images */
+	unsigned sampled;
+	rckpt_buf_t labels;
+	unsigned rec_cap; /* x->rec's room */
+} build_acc_t;
+
+/* The window's images B->win[0..wcount) (inputs first..): the refused ones
+ * reported (and skipped with skip_bad, else the build fails), the good
+ * ones into src[0..*good) and the index x. 0, or the error with the
+ * handle's message. */
+static int take_window(builder_t *B, unsigned first, unsigned wcount, rckpt_pcr_src_t *src,
+		       rckpt_pcr_index_t *x, build_acc_t *acc, rckpt_pcr_progress_t *pr, unsigned *good)
+{
+	unsigned i, g;
+	*good = 0;
+	for (i = 0; i < wcount; i++) {
+		bimg_t *b = &B->win[i];
+		const rckpt_pcr_input_t *ip = &B->in[first + i];
+		rckpt_pcr_src_t *sp = &src[*good];
+		if (b->rc) {
+			if (B->o.refused)
+				B->o.refused(B->o.arg, ip->path, b->rc, b->why);
+			if (!B->o.skip_bad)
+				return rckpt_fail(B->h, b->rc, "rckpt_pcr_build", "%s: %s", ip->path, b->why);
+			pr->skipped++;
+			continue;
+		}
+		sp->id = x->nimages + *good;
+		sp->name = input_name(ip);
+		sp->label = ip->label;
+		sp->label_len = ip->label_len;
+		sp->jpeg = b->prog;
+		sp->split = b->split;
+		if (rckpt_buf_append(&acc->labels, ip->label, ip->label_len))
+			return rckpt_fail(B->h, -ENOMEM, "rckpt_pcr_build", "out of memory");
+		x->label_off[x->nimages + *good + 1] = (uint32_t)acc->labels.len;
+		for (g = 0; g < b->split.nscans; g++) {
+			x->group_bytes[g] += b->split.len[g];
+			x->group_images[g]++;
+		}
+		if (b->split.nscans > x->ngroups)
+			x->ngroups = (uint16_t)b->split.nscans;
+		if (b->sampled) {
+			for (g = 0; g < RCKPT_PCR_MAX_GROUPS; g++)
+				acc->ssum[g] += b->ssim[g];
+			acc->sampled++;
+		}
+		x->source_bytes += b->src_bytes;
+		++*good;
+	}
+	return 0;
+}
+
+/* src[0..good) as the dataset's next record: encoded into a free write
+ * slot (the oldest write ends first when all are busy), its index entry,
+ * written asynchronously. 0, or the error with the handle's message. */
+static int put_record(builder_t *B, const char *dataset, rckpt_pcr_index_t *x, build_acc_t *acc,
+		      wslots_t *ws, rckpt_io_window_t *win, unsigned *wnext, const rckpt_pcr_src_t *src,
+		      unsigned good, rckpt_pcr_progress_t *pr)
+{
+	rckpt_t *h = B->h;
+	rckpt_pcr_head_t hd;
+	rckpt_pcr_index_rec_t *e;
+	char oid[RCKPT_PCR_OID_MAX];
+	rckpt_aio_t *c;
+	unsigned slot;
+	int rc;
+
+	rckpt_io_window_room(win, 0);
+	if (ws->err)
+		return rckpt_fail(h, ws->err, "rckpt_pcr_build", "cannot write record %u of %s", ws->err_no, dataset);
+	slot = *wnext;
+	*wnext = (*wnext + 1) % B->o.inflight;
+	ws->no[slot] = x->nrecords;
+	ws->buf[slot].max = RCKPT_PCR_MAX_RECORD;
+	if ((rc = rckpt_pcr_record_encode(&ws->buf[slot], ws->no[slot], src, good)))
+		return rckpt_fail(h, rc, "rckpt_pcr_build", "record %u of %s is too large (%u images)", ws->no[slot],
+				  dataset, good);
+	if (x->nrecords == acc->rec_cap) {
+		const unsigned cap = acc->rec_cap ? 2 * acc->rec_cap : 16;
+		rckpt_pcr_index_rec_t *p = realloc(x->rec, cap * sizeof(*p));
+		if (p == NULL)
+			return rckpt_fail(h, -ENOMEM, "rckpt_pcr_build", "out of memory");
+		x->rec = p;
+		acc->rec_cap = cap;
+	}
+	if ((rc = rckpt_pcr_head_decode(&hd, ws->buf[slot].p, ws->buf[slot].len)))
+		return rckpt_fail(h, rc, "rckpt_pcr_build", "record %u does not decode (a bug)", ws->no[slot]);
+	e = &x->rec[x->nrecords];
+	memset(e, 0, sizeof(*e));
+	e->first_id = x->nimages;
+	e->nimages = good;
+	e->head_len = hd.f.head_len;
+	e->ngroups = hd.f.ngroups;
+	memcpy(e->end, hd.end, sizeof(e->end));
+	x->head_bytes += hd.f.head_len;
+	rckpt_pcr_head_free(&hd);
+	rckpt_pcr_record_oid(oid, ws->no[slot]);
+	if ((rc = B->io->ops->aio_write_full(B->io, oid, ws->buf[slot].p, ws->buf[slot].len, &c)))
+		return rckpt_fail(h, rc, "rckpt_pcr_build", "cannot write record %u of %s", ws->no[slot], dataset);
+	pr->bytes_written += ws->buf[slot].len;
+	rckpt_io_window_add(win, c, slot, ws->buf[slot].len);
+	x->nrecords++;
+	x->nimages += good;
+	pr->records_written = x->nrecords;
+	return 0;
+}
+
 int rckpt_pcr_build(rckpt_t *h, const char *dataset, const rckpt_pcr_input_t *in, unsigned n,
 		    const rckpt_pcr_build_opts_t *opts, rckpt_pcr_build_stats_t *st)
 {
-	static const rckpt_pcr_build_opts_t def = RCKPT_PCR_BUILD_OPTS_INIT;
 	builder_t B;
 	rckpt_pcr_index_t x;
-	rckpt_buf_t labels = RCKPT_BUF_INIT, ib = RCKPT_BUF_INIT;
+	rckpt_buf_t ib = RCKPT_BUF_INIT;
 	rckpt_pcr_progress_t pr;
 	rckpt_pcr_src_t *src = NULL;
 	wslots_t ws = { NULL, NULL, 0, 0 };
 	rckpt_io_window_t win;
-	double ssum[RCKPT_PCR_MAX_GROUPS] = { 0 }, t0 = rckpt_now_s();
-	unsigned threads, wcount = 0, wnext = 0, slot, sampled = 0, rec_cap = 0, i, g, first;
+	build_acc_t acc;
+	double t0 = rckpt_now_s();
+	unsigned threads = 1, wcount = 0, wnext = 0, i, g, first;
 	uint64_t size;
 	int rc;
 
@@ -492,35 +635,10 @@ int rckpt_pcr_build(rckpt_t *h, const char *dataset, const rckpt_pcr_input_t *in
 	memset(&pr, 0, sizeof(pr));
 	memset(&B, 0, sizeof(B));
 	memset(&win, 0, sizeof(win));
+	memset(&acc, 0, sizeof(acc));
 	if (st)
 		memset(st, 0, sizeof(*st));
-	if (opts == NULL)
-		opts = &def;
-	if (opts->version != RCKPT_PCR_BUILD_OPTS_VERSION)
-		return rckpt_fail(h, -EINVAL, __func__,
-				  "options of version %u, where this library takes %u (start from "
-				  "RCKPT_PCR_BUILD_OPTS_INIT of its rckpt.h)",
-				  opts->version, RCKPT_PCR_BUILD_OPTS_VERSION);
-	if (
-	    opts->images_per_record > RCKPT_PCR_MAX_IMAGES || opts->max_pixels > RCKPT_PCR_MAX_PIXELS || n == 0 ||
-	    n > RCKPT_PCR_MAX_DATASET_IMAGES || in == NULL ||
-	    opts->scan_script > RCKPT_PCR_SCRIPT_SPECTRAL)
-		return rckpt_fail(h, -EINVAL, __func__, "bad options, or no inputs");
-	B.o = *opts;
-	if (B.o.images_per_record == 0)
-		B.o.images_per_record = DEFAULT_PER_RECORD;
-	if (B.o.inflight == 0)
-		B.o.inflight = DEFAULT_INFLIGHT;
-	if (B.o.fidelity_sample == 0)
-		B.o.fidelity_sample = DEFAULT_SAMPLE;
-	if (B.o.max_pixels == 0)
-		B.o.max_pixels = DEFAULT_MAX_PIXELS;
-	threads = B.o.threads ? B.o.threads : (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
-	if (threads == 0)
-		threads = 1;
-	if (threads > 64)
-		threads = 64;
-	if ((rc = check_names(h, in, n)))
+	if ((rc = build_opts(h, &B, opts, in, n, &threads)) || (rc = check_names(h, in, n)))
 		return rc;
 	if ((rc = rckpt_pcr_io(h, dataset, &B.io)))
 		return rckpt_fail(h, rc, __func__, "bad dataset name %s (1..63 of [A-Za-z0-9._-])",
@@ -560,106 +678,15 @@ int rckpt_pcr_build(rckpt_t *h, const char *dataset, const rckpt_pcr_input_t *in
 		unsigned good = 0;
 		wcount = n - first < B.o.images_per_record ? n - first : B.o.images_per_record;
 		run_window(&B, first, wcount, threads);
-		for (i = 0; i < wcount; i++) {
-			bimg_t *b = &B.win[i];
-			const rckpt_pcr_input_t *ip = &in[first + i];
-			if (b->rc) {
-				if (B.o.refused)
-					B.o.refused(B.o.arg, ip->path, b->rc, b->why);
-				if (!B.o.skip_bad) {
-					rc = rckpt_fail(h, b->rc, __func__, "%s: %s", ip->path, b->why);
-					window_free(B.win, wcount);
-					goto out;
-				}
-				pr.skipped++;
-				continue;
-			}
-			src[good].id = x.nimages + good;
-			src[good].name = input_name(ip);
-			src[good].label = ip->label;
-			src[good].label_len = ip->label_len;
-			src[good].jpeg = b->prog;
-			src[good].split = b->split;
-			if ((rc = rckpt_buf_append(&labels, ip->label, ip->label_len))) {
-				window_free(B.win, wcount);
-				goto nomem;
-			}
-			x.label_off[x.nimages + good + 1] = (uint32_t)labels.len;
-			for (g = 0; g < b->split.nscans; g++) {
-				x.group_bytes[g] += b->split.len[g];
-				x.group_images[g]++;
-			}
-			if (b->split.nscans > x.ngroups)
-				x.ngroups = (uint16_t)b->split.nscans;
-			if (b->sampled) {
-				for (g = 0; g < RCKPT_PCR_MAX_GROUPS; g++)
-					ssum[g] += b->ssim[g];
-				sampled++;
-			}
-			x.source_bytes += b->src_bytes;
-			good++;
-		}
-		pr.done += wcount;
-		if (good == 0) {
-			window_free(B.win, wcount);
-			continue;
-		}
-		/* a write slot: the oldest write ends first when all are busy */
-		rckpt_io_window_room(&win, 0);
-		if (ws.err) {
-			window_free(B.win, wcount);
-			rc = rckpt_fail(h, ws.err, __func__, "cannot write record %u of %s", ws.err_no, dataset);
-			goto out;
-		}
-		slot = wnext;
-		wnext = (wnext + 1) % B.o.inflight;
-		ws.no[slot] = x.nrecords;
-		ws.buf[slot].max = RCKPT_PCR_MAX_RECORD;
-		rc = rckpt_pcr_record_encode(&ws.buf[slot], ws.no[slot], src, good);
+		rc = take_window(&B, first, wcount, src, &x, &acc, &pr, &good);
+		if (rc == 0)
+			pr.done += wcount;
+		if (rc == 0 && good)
+			rc = put_record(&B, dataset, &x, &acc, &ws, &win, &wnext, src, good, &pr);
 		window_free(B.win, wcount);
-		if (rc) {
-			rc = rckpt_fail(h, rc, __func__, "record %u of %s is too large (%u images)", ws.no[slot],
-					dataset, good);
+		if (rc)
 			goto out;
-		}
-		if (x.nrecords == rec_cap) {
-			rckpt_pcr_index_rec_t *p = realloc(x.rec, (rec_cap = rec_cap ? 2 * rec_cap : 16) * sizeof(*p));
-			if (p == NULL)
-				goto nomem;
-			x.rec = p;
-		}
-		{
-			rckpt_pcr_head_t hd;
-			rckpt_pcr_index_rec_t *e = &x.rec[x.nrecords];
-			if ((rc = rckpt_pcr_head_decode(&hd, ws.buf[slot].p, ws.buf[slot].len))) {
-				rc = rckpt_fail(h, rc, __func__, "record %u does not decode (a bug)", ws.no[slot]);
-				goto out;
-			}
-			memset(e, 0, sizeof(*e));
-			e->first_id = x.nimages;
-			e->nimages = good;
-			e->head_len = hd.f.head_len;
-			e->ngroups = hd.f.ngroups;
-			memcpy(e->end, hd.end, sizeof(e->end));
-			x.head_bytes += hd.f.head_len;
-			rckpt_pcr_head_free(&hd);
-		}
-		{
-			char oid[RCKPT_PCR_OID_MAX];
-			rckpt_aio_t *c;
-			rckpt_pcr_record_oid(oid, ws.no[slot]);
-			if ((rc = B.io->ops->aio_write_full(B.io, oid, ws.buf[slot].p, ws.buf[slot].len, &c))) {
-				rc = rckpt_fail(h, rc, __func__, "cannot write record %u of %s", ws.no[slot],
-						dataset);
-				goto out;
-			}
-			pr.bytes_written += ws.buf[slot].len;
-			rckpt_io_window_add(&win, c, slot, ws.buf[slot].len);
-		}
-		x.nrecords++;
-		x.nimages += good;
-		pr.records_written = x.nrecords;
-		if (B.o.progress)
+		if (good && B.o.progress)
 			B.o.progress(B.o.arg, &pr);
 	}
 	rckpt_io_window_free(&win); /* every write ends */
@@ -671,11 +698,11 @@ int rckpt_pcr_build(rckpt_t *h, const char *dataset, const rckpt_pcr_input_t *in
 		rc = rckpt_fail(h, -ENODATA, __func__, "no usable image among the %u inputs", n);
 		goto out;
 	}
-	x.fidelity_sample = sampled;
+	x.fidelity_sample = acc.sampled;
 	for (g = 0; g < x.ngroups; g++)
-		x.mssim[g] = sampled ? ssum[g] / sampled : -1.0;
+		x.mssim[g] = acc.sampled ? acc.ssum[g] / acc.sampled : -1.0;
 	x.created = (uint64_t)time(NULL);
-	x.labels = labels.p;
+	x.labels = acc.labels.p;
 	if ((rc = rckpt_pcr_index_encode(&ib, &x)) ||
 	    (rc = B.io->ops->write_full(B.io, RCKPT_PCR_INDEX_OID, ib.p, ib.len))) {
 		rc = rckpt_fail(h, rc, __func__, "cannot write the index of %s", dataset);
@@ -691,9 +718,6 @@ int rckpt_pcr_build(rckpt_t *h, const char *dataset, const rckpt_pcr_input_t *in
 		st->stored_bytes = pr.bytes_written;
 		st->seconds = rckpt_now_s() - t0;
 	}
-	goto out;
-nomem:
-	rc = rckpt_fail(h, -ENOMEM, __func__, "out of memory");
 out:
 	rckpt_io_window_free(&win);
 	for (i = 0; ws.buf && i < B.o.inflight; i++)
@@ -704,7 +728,7 @@ out:
 	free(B.win);
 	free(x.rec);
 	free(x.label_off);
-	rckpt_buf_free(&labels);
+	rckpt_buf_free(&acc.labels);
 	rckpt_buf_free(&ib);
 	pthread_mutex_destroy(&B.mu);
 	if (B.io)
