@@ -94,7 +94,7 @@ FLOORS = {
         "rckpt_ckdec.c", "rckpt_codec.c", "rckpt_kmeans.c", "rckpt_sketch.c", "rckpt_quant.c"],
     "client/lib/store": [
         "rckpt_group.c", "rckpt_group_part.c", "rckpt_group_xchg.c", "rckpt_group_plan.c",
-        "rckpt_rewind.c", "rckpt_branch.c", "rckpt_store_admin.c", "rckpt_policy.c",
+        "rckpt_rewind.c", "rckpt_branch.c", "rckpt_compact.c", "rckpt_store_admin.c", "rckpt_policy.c",
         "rckpt_save.c", "rckpt_restore.c", "rckpt_exact.c",
         "rckpt_job.c", "rckpt_holder.c",          # the job's handle
         "rckpt_objects.c", "rckpt_fold.c"],       # the floor: calls on the job's objects

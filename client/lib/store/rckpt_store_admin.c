@@ -1,7 +1,8 @@
 /*
- * rckpt_store_admin.c — the store's housekeeping: retention and pins,
- * compaction, verification, garbage collection, deleting jobs and listing
- * them (formats/store.md, "Compaction").
+ * rckpt_store_admin.c — the store's housekeeping: the listed steps and
+ * their segments, retention and pins, retiring objects, verification,
+ * garbage collection, deleting jobs and listing them. Compaction, which
+ * stands on these, is rckpt_compact.c.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -19,21 +20,10 @@
 
 #define POLICY_KEY "policy"
 #define POLICY_BYTES 12
-#define COMPACT_STRIDE RCKPT_STORE_SEGMENT_RECORDS /* records a compact call folds at
-			   * most, per stage (what the plugin caches); fewer by their
-			   * elements, and when the plugin says a stage is more than one
-			   * call may do */
-#define COMPACT_CALL_WORK ((uint64_t)32 << 20) /* elements a stage aims at: ~100 ms */
 
 /* ---- steps, pins, policy ---- */
 
-typedef struct steps {
-	rckpt_step_info_t *s;
-	uint64_t *seg; /* the segment of each step's records */
-	unsigned n, cap;
-} steps_t;
-
-static void steps_free(steps_t *s)
+void rckpt_steps_free(rckpt_steps_t *s)
 {
 	free(s->s);
 	free(s->seg);
@@ -43,7 +33,7 @@ static void steps_free(steps_t *s)
 /* Removes an object of the job through the plugin's `retire` (so that a
  * compactor needs no plain write access), for the actor holding token
  * (store.md "Fencing"). 0 when it is gone (or was never there). */
-static int retire(rckpt_job_t *j, const char *oid, uint64_t token, uint64_t step, unsigned kind)
+int rckpt_retire(rckpt_job_t *j, const char *oid, uint64_t token, uint64_t step, unsigned kind)
 {
 	rckpt_buf_t in = RCKPT_BUF_INIT;
 	rckpt_msg_retire_t m;
@@ -60,7 +50,7 @@ static int retire(rckpt_job_t *j, const char *oid, uint64_t token, uint64_t step
 
 /* Every listed step, into *out (free out->s); on failure out holds
  * nothing. */
-static int all_steps(rckpt_job_t *j, steps_t *out)
+int rckpt_steps_all(rckpt_job_t *j, rckpt_steps_t *out)
 {
 	uint64_t after = RCKPT_LATEST;
 	int more = 1, rc = 0;
@@ -89,12 +79,12 @@ static int all_steps(rckpt_job_t *j, steps_t *out)
 			more = 0;
 	}
 	if (rc)
-		steps_free(out);
+		rckpt_steps_free(out);
 	return rc;
 }
 
 /* The listed step `step`, or NULL. */
-static const rckpt_step_info_t *find_step(const steps_t *s, uint64_t step)
+const rckpt_step_info_t *rckpt_steps_find(const rckpt_steps_t *s, uint64_t step)
 {
 	unsigned a = 0, b = s->n;
 	while (a < b) {
@@ -109,20 +99,20 @@ static const rckpt_step_info_t *find_step(const steps_t *s, uint64_t step)
 	return NULL;
 }
 
-static int has_step(const steps_t *s, uint64_t step)
+int rckpt_steps_has(const rckpt_steps_t *s, uint64_t step)
 {
-	return find_step(s, step) != NULL;
+	return rckpt_steps_find(s, step) != NULL;
 }
 
 /* Retires the residuals of exact step si (store.md "Exact steps"). */
-static int retire_exact(rckpt_job_t *j, uint64_t token, const rckpt_step_info_t *si)
+int rckpt_retire_exact(rckpt_job_t *j, uint64_t token, const rckpt_step_info_t *si)
 {
 	char oid[64];
 	unsigned c;
 	int rc = 0;
 	for (c = 0; c < si->nchunks && rc == 0 && (si->flags & RCKPT_STEP_EXACT); c++) {
 		rckpt_store_exact_oid(oid, sizeof(oid), si->step, c);
-		rc = retire(j, oid, token, si->step, RCKPT_RETIRE_STEP);
+		rc = rckpt_retire(j, oid, token, si->step, RCKPT_RETIRE_STEP);
 	}
 	return rc;
 }
@@ -158,7 +148,7 @@ static int pin_one(void *arg, const char *key, const uint8_t *val, size_t len)
 }
 
 /* The pinned steps, in order, into *pins (free it). */
-static int read_pins(rckpt_job_t *j, uint64_t **pins, unsigned *n)
+int rckpt_pins_read(rckpt_job_t *j, uint64_t **pins, unsigned *n)
 {
 	pins_t p = { NULL, 0, 0, 0, "p." };
 	int more = 1, rc = 0;
@@ -253,7 +243,7 @@ int rckpt_job_pinned(rckpt_job_t *j, uint64_t step)
 {
 	uint64_t *pins;
 	unsigned n, i;
-	int rc = read_pins(j, &pins, &n), found = 0;
+	int rc = rckpt_pins_read(j, &pins, &n), found = 0;
 	if (rc)
 		return rckpt_fail(j->h, rc, __func__, "cannot read the pins of job %s", j->name);
 	for (i = 0; i < n; i++)
@@ -262,7 +252,7 @@ int rckpt_job_pinned(rckpt_job_t *j, uint64_t step)
 	return found;
 }
 
-static int drop_steps(rckpt_job_t *j, uint64_t token, const uint64_t *v, unsigned n)
+int rckpt_steps_drop(rckpt_job_t *j, uint64_t token, const uint64_t *v, unsigned n)
 {
 	unsigned at;
 	int rc = 0;
@@ -291,34 +281,26 @@ int rckpt_job_drop(rckpt_job_t *j, uint64_t step)
 		return pinned;
 	if (pinned)
 		return rckpt_fail(j->h, -EBUSY, __func__, "step %" PRIu64 " is pinned", step);
-	if ((rc = drop_steps(j, token, &step, 1)) || (rc = rckpt_read_head(j, &head, &count2)))
+	if ((rc = rckpt_steps_drop(j, token, &step, 1)) || (rc = rckpt_read_head(j, &head, &count2)))
 		return rckpt_fail(j->h, rc, __func__, "cannot drop step %" PRIu64, step);
 	if (count2 == count)
 		return rckpt_fail(j->h, -ENOENT, __func__, "step %" PRIu64 " is not committed", step);
 	return 0;
 }
 
-/* ---- compaction ---- */
-
-/* A segment (store.md "Segments") as the listed steps show it: the
- * steps [first, first + n) of a steps_t hold their records in it, and it
- * has as many chunk objects as the most any of them has. */
-typedef struct segrun {
-	uint64_t seg;
-	unsigned first, n, nchunks;
-} segrun_t;
+/* ---- segments ---- */
 
 /* The segments of s's steps, in step order, into *out (free it). */
-static int seg_runs(const steps_t *s, segrun_t **out, unsigned *n)
+int rckpt_seg_runs(const rckpt_steps_t *s, rckpt_segrun_t **out, unsigned *n)
 {
-	segrun_t *r = NULL;
+	rckpt_segrun_t *r = NULL;
 	unsigned i, k = 0, cap = 0;
 	*out = NULL;
 	*n = 0;
 	for (i = 0; i < s->n; i++) {
 		if (k == 0 || r[k - 1].seg != s->seg[i]) {
 			if (k == cap) {
-				segrun_t *q = realloc(r, (cap = cap ? 2 * cap : 16) * sizeof(*q));
+				rckpt_segrun_t *q = realloc(r, (cap = cap ? 2 * cap : 16) * sizeof(*q));
 				if (q == NULL) {
 					free(r);
 					return -ENOMEM;
@@ -340,7 +322,7 @@ static int seg_runs(const steps_t *s, segrun_t **out, unsigned *n)
 }
 
 /* Chunk objects: as many as the most any listed step has. */
-static unsigned chunk_count(const steps_t *s)
+unsigned rckpt_chunk_count(const rckpt_steps_t *s)
 {
 	unsigned i, n = 0;
 	for (i = 0; i < s->n; i++)
@@ -351,11 +333,11 @@ static unsigned chunk_count(const steps_t *s)
 
 /* The data bytes of the chunk objects of s's segments into *sum (one that
  * does not exist has none), and how many there are into *objects. */
-static int chunk_bytes(rckpt_job_t *j, const steps_t *s, uint64_t *sum, unsigned *objects)
+int rckpt_chunk_bytes(rckpt_job_t *j, const rckpt_steps_t *s, uint64_t *sum, unsigned *objects)
 {
-	segrun_t *r;
+	rckpt_segrun_t *r;
 	unsigned nr, k, i;
-	int rc = seg_runs(s, &r, &nr);
+	int rc = rckpt_seg_runs(s, &r, &nr);
 	*sum = 0;
 	if (objects)
 		*objects = 0;
@@ -375,283 +357,13 @@ static int chunk_bytes(rckpt_job_t *j, const steps_t *s, uint64_t *sum, unsigned
 	return rc;
 }
 
-static int keeps(const rckpt_retention_t *r, const steps_t *s, unsigned i, uint64_t head,
-		 const uint64_t *pins, unsigned np)
-{
-	unsigned k;
-	uint64_t step = s->s[i].step;
-	if (step == head || (r->keep_last == 0 && r->keep_every == 0))
-		return 1;
-	if (r->keep_last && s->n - i <= r->keep_last)
-		return 1;
-	if (r->keep_every && step % r->keep_every == 0)
-		return 1;
-	for (k = 0; k < np; k++)
-		if (pins[k] == step)
-			return 1;
-	return 0;
-}
-
-/* Compacts the chunks of one segment up to step `end` (the head, or the
- * segment's newest kept step), keeping keep[0, nk) (its kept steps), in
- * stages: from chunk 0's first record that a writer left (a delta on an
- * earlier step: what compaction has not reshaped yet), at most
- * COMPACT_STRIDE records each, the last one at `end`. */
-static int compact_segment(rckpt_job_t *j, uint64_t seg, unsigned nchunks, uint64_t token,
-			   uint64_t end, const uint64_t *keep, unsigned nk, uint64_t per,
-			   rckpt_compact_stats_t *st)
-{
-	rckpt_store_entry_t *ix = NULL;
-	uint32_t nix = 0, from, at, stride;
-	int rc;
-
-	if ((rc = rckpt_chunk_index(j, seg, 0, &ix, &nix)))
-		return rckpt_fail(j->h, rc, "rckpt_job_compact", "cannot read the index of job %s", j->name);
-	from = nix;
-	for (at = 0; at < nix && ix[at].step <= end; at++)
-		if (ix[at].kind != RCKPT_REC_BASE && ix[at].parent < ix[at].step) {
-			from = at;
-			break;
-		}
-	{
-		/* stages of about COMPACT_CALL_WORK elements: a stage of s
-		 * records folds and encodes about 2 s + 1 of them, each of at
-		 * most `per` elements (the job's largest chunk) */
-		if (per == 0)
-			per = j->o.chunk_params ? j->o.chunk_params : 1;
-		stride = COMPACT_CALL_WORK / (2 * per) < COMPACT_STRIDE ? (uint32_t)(COMPACT_CALL_WORK / (2 * per))
-									: COMPACT_STRIDE;
-		if (stride == 0)
-			stride = 1;
-	}
-	/* none: everything up to `end` is in shape, one stage at it */
-	for (;;) {
-		uint64_t upto = end;
-		rckpt_buf_t in = RCKPT_BUF_INIT;
-		unsigned nkeep = 0;
-		double c0 = rckpt_now_s(), dt;
-		if (from < nix && from + stride < nix && ix[from + stride].step < end)
-			upto = ix[from + stride].step;
-		while (nkeep < nk && keep[nkeep] <= upto)
-			nkeep++;
-		rc = rckpt_msg_compact_encode(&in, token, upto, keep, nkeep);
-		if (rc == 0)
-			rc = rckpt_chunk_writes(j, seg, "compact", &in, 1, nchunks);
-		rckpt_buf_free(&in);
-		if (rc == -E2BIG && stride > 1 && (upto != end || from < nix)) {
-			stride /= 2; /* more than one call may do: a shorter stage */
-			continue;
-		}
-		if (rc) {
-			rc = rckpt_fail(j->h, rc, "rckpt_job_compact", "cannot compact job %s up to step %" PRIu64 "%s",
-					j->name, upto, rc == RCKPT_ECHECKSUM ? " (a damaged record: run verify)" : "");
-			break;
-		}
-		st->stages++;
-		dt = rckpt_now_s() - c0;
-		if (dt > st->max_call_seconds)
-			st->max_call_seconds = dt; /* every chunk's call ran within it */
-		if (upto == end)
-			break;
-		from += stride;
-	}
-	free(ix);
-	return rc;
-}
-
-/* Elements of the largest chunk of step's manifest into *most (0: no
- * manifest): what a record of the job holds at most, to size
- * compaction's stages. 0, or the read's or the decoder's error. */
-static int largest_chunk(rckpt_job_t *j, uint64_t step, uint64_t *most)
-{
-	rckpt_buf_t b = RCKPT_BUF_INIT;
-	rckpt_manifest_t mf;
-	char oid[64];
-	uint32_t c;
-	int rc;
-	*most = 0;
-	memset(&mf, 0, sizeof(mf));
-	rckpt_store_manifest_oid(oid, sizeof(oid), step);
-	rc = rckpt_read_object(j, oid, (uint64_t)64 << 20, &b);
-	if (rc == 0 && (rc = rckpt_manifest_decode(&mf, b.p, b.len)) == 0)
-		for (c = 0; c < mf.nchunks; c++)
-			if (mf.chunk[c].elements > *most)
-				*most = mf.chunk[c].elements;
-	rckpt_manifest_free(&mf);
-	rckpt_buf_free(&b);
-	return rc == -ENOENT ? 0 : rc;
-}
-
-/* One compaction, for a compactor whose token is the job's writer token
- * as it read it first: a writer that claims the job meanwhile makes it
- * -ESTALE before it changes anything that writer touched. */
-static int compact_once(rckpt_job_t *j, const rckpt_retention_t *pol, rckpt_compact_stats_t *st)
-{
-	rckpt_t *h = j->h;
-	rckpt_retention_t r;
-	steps_t s, kept;
-	uint64_t *pins = NULL, *drop = NULL, *keep = NULL, head, count, token, head_seg, per;
-	segrun_t *runs = NULL;
-	unsigned np = 0, nd = 0, nk, nruns = 0, i, k;
-	double t0 = rckpt_now_s();
-	rckpt_compact_stats_t local;
-	int rc;
-
-	rckpt_clear_error(h);
-	memset(&s, 0, sizeof(s));
-	memset(&kept, 0, sizeof(kept));
-	if (st == NULL)
-		st = &local;
-	memset(st, 0, sizeof(*st));
-	if (pol)
-		r = *pol;
-	else if ((rc = rckpt_job_retention(j, &r)))
-		return rc;
-	if ((rc = rckpt_read_writer(j, &token)) || (rc = rckpt_read_head(j, &head, &count)))
-		return rckpt_fail(h, rc, __func__, "cannot read the head of job %s", j->name);
-	if (head == RCKPT_STORE_NONE)
-		return 0; /* nothing committed */
-	if ((rc = all_steps(j, &s)) || (rc = read_pins(j, &pins, &np))) {
-		rc = rckpt_fail(h, rc, __func__, "cannot list job %s", j->name);
-		goto out;
-	}
-	st->steps_before = s.n;
-	/* 1. Forget the steps retention does not keep (the job object skips
-	 * the head and steps pinned meanwhile). */
-	drop = calloc(s.n ? s.n : 1, sizeof(*drop));
-	if (drop == NULL) {
-		rc = rckpt_fail(h, -ENOMEM, __func__, "out of memory");
-		goto out;
-	}
-	head_seg = RCKPT_STORE_NONE;
-	for (i = 0; i < s.n; i++) {
-		if (s.s[i].step <= head && !keeps(&r, &s, i, head, pins, np))
-			drop[nd++] = s.s[i].step;
-		if (s.s[i].step == head)
-			head_seg = s.seg[i];
-	}
-	if (nd && (rc = drop_steps(j, token, drop, nd))) {
-		rc = rckpt_fail(h, rc, __func__, "cannot drop steps of job %s", j->name);
-		goto out;
-	}
-	/* 2. What is listed now is what stays. */
-	if ((rc = all_steps(j, &kept))) {
-		rc = rckpt_fail(h, rc, __func__, "cannot list job %s", j->name);
-		goto out;
-	}
-	st->steps_after = kept.n;
-	st->chunks = chunk_count(&s);
-	if ((rc = chunk_bytes(j, &s, &st->bytes_before, NULL)) || (rc = seg_runs(&s, &runs, &nruns))) {
-		rc = rckpt_fail(h, rc, __func__, "cannot measure the chunks of job %s", j->name);
-		goto out;
-	}
-	keep = calloc(kept.n ? kept.n : 1, sizeof(*keep));
-	if (keep == NULL) {
-		rc = rckpt_fail(h, -ENOMEM, __func__, "out of memory");
-		goto out;
-	}
-	if ((rc = largest_chunk(j, head, &per))) {
-		rc = rckpt_fail(h, rc, __func__, "cannot read the manifest of step %" PRIu64 " of job %s", head,
-				j->name);
-		goto out;
-	}
-	/* 3. Each segment on its own: one whose steps are all gone goes
-	 * whole; the others are compacted up to the head (its segment) or
-	 * their newest kept step. */
-	for (k = 0; k < nruns && rc == 0; k++) {
-		const segrun_t *g = &runs[k];
-		nk = 0;
-		for (i = 0; i < kept.n; i++)
-			if (kept.s[i].step <= head && kept.seg[i] == g->seg)
-				keep[nk++] = kept.s[i].step;
-		if (nk == 0 && g->seg != head_seg) {
-			unsigned c;
-			for (c = 0; c < g->nchunks && rc == 0; c++) {
-				char oid[64];
-				rckpt_store_segment_oid(oid, sizeof(oid), c, g->seg);
-				rc = retire(j, oid, token, RCKPT_STORE_NONE, RCKPT_RETIRE_CHUNK);
-				if (rc == -EINVAL)
-					rc = 0; /* a chunk no fenced writer touched: gc's or rm's */
-				if (rc)
-					rc = rckpt_fail(h, rc, __func__, "cannot remove %s/%s", j->name, oid);
-			}
-			continue;
-		}
-		if (nk)
-			rc = compact_segment(j, g->seg, g->nchunks, token, g->seg == head_seg ? head : keep[nk - 1],
-					     keep, nk, per, st);
-		if (nk && rc == 0 && g->seg != head_seg) {
-			/* An old segment: no writer appends to it (only to the
-			 * head's, or a new one), so what follows its newest kept
-			 * step is of steps no longer listed. A writer that
-			 * rewinds into it claims anew first, and then our token
-			 * is refused on whatever it touches. */
-			rckpt_buf_t in = RCKPT_BUF_INIT;
-			rc = rckpt_msg_trim_encode(&in, token, keep[nk - 1]);
-			if (rc == 0)
-				rc = rckpt_chunk_writes(j, g->seg, "trim", &in, 1, g->nchunks);
-			rckpt_buf_free(&in);
-			if (rc)
-				rc = rckpt_fail(h, rc, __func__, "cannot trim an old segment of job %s after step %" PRIu64,
-						j->name, keep[nk - 1]);
-		}
-	}
-	if (rc)
-		goto out;
-	/* 4. The manifests of steps that are gone. */
-	for (i = 0; i < s.n; i++) {
-		char oid[64];
-		if (s.s[i].step < head && !has_step(&kept, s.s[i].step)) {
-			rckpt_store_attach_oid(oid, sizeof(oid), s.s[i].step);
-			rc = retire_exact(j, token, &s.s[i]);
-			if (rc == 0)
-				rc = retire(j, oid, token, s.s[i].step, RCKPT_RETIRE_STEP);
-			if (rc == 0) {
-				rckpt_store_manifest_oid(oid, sizeof(oid), s.s[i].step);
-				rc = retire(j, oid, token, s.s[i].step, RCKPT_RETIRE_STEP);
-			}
-			if (rc) {
-				rc = rckpt_fail(h, rc, __func__, "cannot remove %s", oid);
-				goto out;
-			}
-			rc = 0;
-		}
-	}
-	if ((rc = chunk_bytes(j, &s, &st->bytes_after, NULL))) {
-		rc = rckpt_fail(h, rc, __func__,
-				"job %s is compacted, but its chunks cannot be measured (compact again)",
-				j->name);
-		goto out;
-	}
-	st->seconds = rckpt_now_s() - t0;
-out:
-	steps_free(&s);
-	steps_free(&kept);
-	free(runs);
-	free(pins);
-	free(drop);
-	free(keep);
-	return rc;
-}
-
-int rckpt_job_compact(rckpt_job_t *j, const rckpt_retention_t *pol, rckpt_compact_stats_t *st)
-{
-	unsigned tries;
-	int rc = -ESTALE;
-	/* a writer that took the job over meanwhile: start again from what
-	 * it committed, a few times */
-	for (tries = 0; tries < 3 && rc == -ESTALE; tries++)
-		rc = compact_once(j, pol, st);
-	return rc;
-}
-
 /* ---- verify ---- */
 
 int rckpt_job_verify(rckpt_job_t *j, rckpt_verify_stats_t *st)
 {
 	rckpt_t *h = j->h;
-	steps_t s;
-	segrun_t *runs = NULL;
+	rckpt_steps_t s;
+	rckpt_segrun_t *runs = NULL;
 	unsigned nruns = 0, i, k;
 	uint64_t bad_seg = RCKPT_STORE_NONE;
 	rckpt_verify_stats_t local;
@@ -663,11 +375,11 @@ int rckpt_job_verify(rckpt_job_t *j, rckpt_verify_stats_t *st)
 	memset(st, 0, sizeof(*st));
 	st->first_bad_step = RCKPT_LATEST;
 	st->first_bad_chunk = UINT_MAX;
-	if ((rc = all_steps(j, &s)))
+	if ((rc = rckpt_steps_all(j, &s)))
 		return rckpt_fail(h, rc, __func__, "cannot list job %s", j->name);
 	st->steps = s.n;
-	if ((rc = seg_runs(&s, &runs, &nruns))) {
-		steps_free(&s);
+	if ((rc = rckpt_seg_runs(&s, &runs, &nruns))) {
+		rckpt_steps_free(&s);
 		return rckpt_fail(h, rc, __func__, "out of memory");
 	}
 	for (k = 0; k < nruns && rc == 0; k++)
@@ -711,7 +423,7 @@ int rckpt_job_verify(rckpt_job_t *j, rckpt_verify_stats_t *st)
 				st->first_bad_step = s.s[i].step;
 		}
 	}
-	steps_free(&s);
+	rckpt_steps_free(&s);
 	free(runs);
 	if (rc)
 		return rc;
@@ -745,13 +457,13 @@ static int each_object(rckpt_job_t *j, each_fn fn, void *arg)
 }
 
 typedef struct gc_arg {
-	steps_t s;
+	rckpt_steps_t s;
 	uint64_t head;
 	unsigned removed;
 } gc_arg_t;
 
 /* Whether seg holds some listed step's records. */
-static int seg_listed(const steps_t *s, uint64_t seg)
+static int seg_listed(const rckpt_steps_t *s, uint64_t seg)
 {
 	unsigned i;
 	for (i = 0; i < s->n; i++)
@@ -787,7 +499,7 @@ static int gc_one(rckpt_job_t *j, const char *oid, void *arg)
 		 * compaction did not finish removing */
 		if (seg_listed(&g->s, seg))
 			return 0;
-		rc = retire(j, oid, j->token, RCKPT_STORE_NONE, RCKPT_RETIRE_CHUNK);
+		rc = rckpt_retire(j, oid, j->token, RCKPT_STORE_NONE, RCKPT_RETIRE_CHUNK);
 		if (rc == -EINVAL)
 			return 0; /* no fenced writer's chunk: left alone */
 		if (rc == 0)
@@ -797,15 +509,15 @@ static int gc_one(rckpt_job_t *j, const char *oid, void *arg)
 	if (rckpt_store_parse_exact_oid(oid, &step, &chunk) == 0) {
 		/* a residual of a listed exact step stays; one of a step
 		 * forgotten, or of an abandoned step of a listed number, goes */
-		const rckpt_step_info_t *si = step <= g->head ? find_step(&g->s, step) : NULL;
+		const rckpt_step_info_t *si = step <= g->head ? rckpt_steps_find(&g->s, step) : NULL;
 		if (si && (si->flags & RCKPT_STEP_EXACT) && chunk < si->nchunks)
 			return 0;
 	} else if (step_oid(oid, &step)) { /* an attachment goes with its manifest */
 		return 0;
-	} else if (step <= g->head && has_step(&g->s, step)) {
+	} else if (step <= g->head && rckpt_steps_has(&g->s, step)) {
 		return 0;
 	}
-	rc = retire(j, oid, j->token, step, RCKPT_RETIRE_STEP);
+	rc = rckpt_retire(j, oid, j->token, step, RCKPT_RETIRE_STEP);
 	if (rc == -EINVAL)
 		return 0; /* not what its name says: not the store's, left alone */
 	if (rc == 0)
@@ -815,7 +527,7 @@ static int gc_one(rckpt_job_t *j, const char *oid, void *arg)
 
 int rckpt_job_stored(rckpt_job_t *j, uint64_t *bytes, unsigned *objects)
 {
-	steps_t s;
+	rckpt_steps_t s;
 	uint64_t size, chunks;
 	unsigned i, c, nchunk_objs = 0;
 	char oid[64];
@@ -824,7 +536,7 @@ int rckpt_job_stored(rckpt_job_t *j, uint64_t *bytes, unsigned *objects)
 	rckpt_clear_error(j->h);
 	*bytes = 0;
 	*objects = 0;
-	rc = all_steps(j, &s);
+	rc = rckpt_steps_all(j, &s);
 	for (i = 0; i < s.n && rc == 0; i++) {
 		rckpt_store_manifest_oid(oid, sizeof(oid), s.s[i].step);
 		rc = j->io->ops->stat(j->io, oid, &size);
@@ -848,11 +560,11 @@ int rckpt_job_stored(rckpt_job_t *j, uint64_t *bytes, unsigned *objects)
 			rc = rc == -ENOENT ? 0 : rc;
 		}
 	}
-	if (rc == 0 && (rc = chunk_bytes(j, &s, &chunks, &nchunk_objs)) == 0) {
+	if (rc == 0 && (rc = rckpt_chunk_bytes(j, &s, &chunks, &nchunk_objs)) == 0) {
 		*bytes += chunks;
 		*objects += nchunk_objs;
 	}
-	steps_free(&s);
+	rckpt_steps_free(&s);
 	if (rc)
 		return rckpt_fail(j->h, rc, __func__, "cannot size job %s", j->name);
 	return 0;
@@ -872,13 +584,13 @@ int rckpt_job_gc(rckpt_job_t *j, unsigned *removed)
 		return rckpt_fail(h, -EPERM, __func__, "gc needs the writer lock (open as a writer)");
 	if ((rc = rckpt_job_hold(j, __func__)))
 		return rc;
-	if ((rc = rckpt_read_head(j, &g.head, &count)) || (rc = all_steps(j, &g.s)))
+	if ((rc = rckpt_read_head(j, &g.head, &count)) || (rc = rckpt_steps_all(j, &g.s)))
 		return rckpt_fail(h, rc, __func__, "cannot list job %s", j->name);
 	rc = rckpt_msg_trim_encode(&in, j->token, g.head);
 	if (rc == 0 && g.s.n) { /* past the head in its segment; other segments go whole */
-		segrun_t *runs;
+		rckpt_segrun_t *runs;
 		unsigned nruns;
-		if ((rc = seg_runs(&g.s, &runs, &nruns)) == 0) {
+		if ((rc = rckpt_seg_runs(&g.s, &runs, &nruns)) == 0) {
 			rc = rckpt_chunk_writes(j, runs[nruns - 1].seg, "trim", &in, 1, runs[nruns - 1].nchunks);
 			free(runs);
 		}
@@ -888,7 +600,7 @@ int rckpt_job_gc(rckpt_job_t *j, unsigned *removed)
 		j->trimmed = 1;
 		rc = each_object(j, gc_one, &g);
 	}
-	steps_free(&g.s);
+	rckpt_steps_free(&g.s);
 	if (removed)
 		*removed = g.removed;
 	return rc ? rckpt_fail(h, rc, __func__, "cannot collect the garbage of job %s", j->name) : 0;
@@ -903,11 +615,11 @@ static int remove_one(rckpt_job_t *j, const char *oid, void *arg)
 	if (strcmp(oid, RCKPT_STORE_JOB_OID) == 0)
 		return 0; /* last: it holds the lock and the claim */
 	if (step_oid(oid, &step) == 0) {
-		rc = retire(j, oid, j->token, step, RCKPT_RETIRE_STEP);
+		rc = rckpt_retire(j, oid, j->token, step, RCKPT_RETIRE_STEP);
 		if (rc == -EINVAL) /* not what its name says */
 			rc = j->io->ops->remove(j->io, oid);
 	} else if (strncmp(oid, "rckpt.chunk.", 12) == 0) {
-		rc = retire(j, oid, j->token, RCKPT_STORE_NONE, RCKPT_RETIRE_CHUNK);
+		rc = rckpt_retire(j, oid, j->token, RCKPT_STORE_NONE, RCKPT_RETIRE_CHUNK);
 		if (rc == -EINVAL) /* a chunk no fenced writer touched */
 			rc = j->io->ops->remove(j->io, oid);
 	} else {
@@ -945,7 +657,7 @@ int rckpt_job_delete(rckpt_t *h, const char *job)
 	head = j->head;
 	rc = each_object(j, remove_one, &removed);
 	if (rc == 0) {
-		rc = retire(j, RCKPT_STORE_JOB_OID, j->token, RCKPT_STORE_NONE, RCKPT_RETIRE_JOB);
+		rc = rckpt_retire(j, RCKPT_STORE_JOB_OID, j->token, RCKPT_STORE_NONE, RCKPT_RETIRE_JOB);
 		if (rc == 0)
 			j->locked = 0; /* the lock went with the object */
 	}

@@ -208,6 +208,42 @@ int rckpt_holder_gone(const char *cookie, char *what, size_t cap);
 int rckpt_chunk_writes(rckpt_job_t *j, uint64_t seg, const char *method, const rckpt_buf_t *msgs,
 		       int same, unsigned n);
 
+/* ---- rckpt_store_admin.c: what compaction (rckpt_compact.c) takes ---- */
+
+/* Every listed step of a job, with the segment of its records. */
+typedef struct steps {
+	rckpt_step_info_t *s;
+	uint64_t *seg; /* the segment of each step's records */
+	unsigned n, cap;
+} rckpt_steps_t;
+
+/* A segment (store.md "Segments") as the listed steps show it: the
+ * steps [first, first + n) of a rckpt_steps_t hold their records in it, and it
+ * has as many chunk objects as the most any of them has. */
+typedef struct segrun {
+	uint64_t seg;
+	unsigned first, n, nchunks;
+} rckpt_segrun_t;
+
+int rckpt_steps_all(rckpt_job_t *j, rckpt_steps_t *out); /* on failure out holds nothing */
+void rckpt_steps_free(rckpt_steps_t *s);
+const rckpt_step_info_t *rckpt_steps_find(const rckpt_steps_t *s, uint64_t step); /* or NULL */
+int rckpt_steps_has(const rckpt_steps_t *s, uint64_t step);
+/* Forgets steps v[0..n) (the plugin's drop, with token). */
+int rckpt_steps_drop(rckpt_job_t *j, uint64_t token, const uint64_t *v, unsigned n);
+/* The segments of s's steps, in step order, into *out (free it). */
+int rckpt_seg_runs(const rckpt_steps_t *s, rckpt_segrun_t **out, unsigned *n);
+unsigned rckpt_chunk_count(const rckpt_steps_t *s);
+/* The bytes the chunk objects of s's segments hold, and their count. */
+int rckpt_chunk_bytes(rckpt_job_t *j, const rckpt_steps_t *s, uint64_t *sum, unsigned *objects);
+/* Removes object oid through the plugin's `retire` for the actor holding
+ * token: 0 when it is gone (or was never there). */
+int rckpt_retire(rckpt_job_t *j, const char *oid, uint64_t token, uint64_t step, unsigned kind);
+/* Retires the residuals of exact step si. */
+int rckpt_retire_exact(rckpt_job_t *j, uint64_t token, const rckpt_step_info_t *si);
+/* The job's pinned steps, sorted, into *pins (free it). */
+int rckpt_pins_read(rckpt_job_t *j, uint64_t **pins, unsigned *n);
+
 /* ---- rckpt_restore.c ---- */
 
 struct rckpt_restored {
