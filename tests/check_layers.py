@@ -28,7 +28,10 @@ defines only when that file stands below it, so no two files call each
 other, directly or around a circle, and nothing calls back up. Every .c
 file of such a wing must have its place there.
 
-Exits 1 naming every edge that breaks the tables; --graph prints the
+And no function of client/lib or cls/ runs over FUNCTION_MAX lines (from
+the brace that opens it at the start of a line to the one that closes it).
+
+Exits 1 naming every edge that breaks the tables, or function too long; --graph prints the
 module graph as it is, --calls the calls between the files of each wing.
 """
 import os
@@ -111,6 +114,10 @@ FLOORS = {
                        "rckpt_pcr_build.c", "rckpt_pcr_script.c", "rckpt_ssim.c"],
 }
 
+# The longest a function of these folders may be, in lines.
+FUNCTION_MAX = 150
+FUNCTION_DIRS = ("client/lib", "cls")
+
 # Headers generated at build time, and the module they belong to.
 GENERATED = {"rckpt_build_info.h": "formats"}
 
@@ -181,6 +188,30 @@ def floor_errors(show):
     return errors
 
 
+def long_functions():
+    """The functions of FUNCTION_DIRS over FUNCTION_MAX lines."""
+    errors = []
+    for top in FUNCTION_DIRS:
+        for dirpath, _, files in os.walk(os.path.join(ROOT, top)):
+            for f in sorted(files):
+                if not f.endswith((".c", ".cc")):
+                    continue
+                rel = os.path.relpath(os.path.join(dirpath, f), ROOT)
+                lines = open(os.path.join(ROOT, rel), encoding="utf-8").read().split("\n")
+                start = None
+                for i, line in enumerate(lines):
+                    if line == "{":
+                        start = i
+                    elif line == "}" and start is not None:
+                        if i - start + 1 > FUNCTION_MAX:
+                            head = next((lines[k] for k in range(start - 1, -1, -1) if "(" in lines[k]), "?")
+                            name = re.search(r"(\w+)\s*\(", head)
+                            errors.append(f"{rel}:{start}: {name.group(1) if name else '?'} is "
+                                          f"{i - start + 1} lines (at most {FUNCTION_MAX})")
+                        start = None
+    return errors
+
+
 def main(argv):
     if "--help" in argv or "-h" in argv:
         print(__doc__.strip())
@@ -219,6 +250,7 @@ def main(argv):
             elif EXPORTS[tmod] is not None and name not in EXPORTS[tmod]:
                 errors.append(f"{rel} ({mod}) includes \"{inc}\", private to {tmod}")
     errors += floor_errors("--calls" in argv)
+    errors += long_functions()
     if "--graph" in argv:
         for (a, b), who in sorted(edges.items()):
             if a != b:
@@ -226,11 +258,11 @@ def main(argv):
     for e in errors:
         print("check_layers: " + e, file=sys.stderr)
     if errors:
-        print(f"check_layers: {len(errors)} include(s) or call(s) break the layering", file=sys.stderr)
+        print(f"check_layers: {len(errors)} include(s), call(s) or function(s) break the rules", file=sys.stderr)
         return 1
     print(f"check_layers: {len(files)} files, {sum(len(v) for v in edges.values())} include edges between "
-          f"{len(set(m for e in edges for m in e))} modules, the files of {len(FLOORS)} wings in their floors: "
-          f"as intended")
+          f"{len(set(m for e in edges for m in e))} modules, the files of {len(FLOORS)} wings in their floors, "
+          f"no function over {FUNCTION_MAX} lines: as intended")
     return 0
 
 
