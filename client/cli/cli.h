@@ -95,6 +95,17 @@ int cli_option_error(const char *cmd, const char *sub, int c, char **argv, int a
  * -1 when text has no such subcommand. */
 int cli_sub_help(const char *text, const char *cmd, const char *sub);
 
+/* A command of subcommands (ckpt, pcr): argv[1] names one of subs[0..n),
+ * which runs with argv + 1. -h or --help anywhere prints help (or the
+ * named subcommand's part of it); none, or an unknown one, is a usage
+ * error that lists the names. An exit status. cli_args.c. */
+typedef struct cli_sub {
+	const char *name;
+	rckpt_cli_fn fn;
+} cli_sub_t;
+int cli_dispatch(const char *cmd, const char *help, const cli_sub_t *subs, size_t n, int argc, char **argv,
+		 const rckpt_connect_opts_t *conn);
+
 /* ---- cli_args.c: names, numbers, file names, the connection ---- */
 
 /* Checks a job's or data set's name given with option OPT (--job, --to,

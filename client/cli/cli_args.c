@@ -7,6 +7,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -111,4 +112,29 @@ int cli_open_job(rckpt_t **h, rckpt_job_t **j, const rckpt_connect_opts_t *conn,
 		*h = NULL;
 	}
 	return rc;
+}
+
+int cli_dispatch(const char *cmd, const char *help, const cli_sub_t *subs, size_t n, int argc, char **argv,
+		 const rckpt_connect_opts_t *conn)
+{
+	char list[256] = "";
+	size_t k, len = 0;
+	int i;
+	for (i = 1; i < argc; i++)
+		if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+			if (i < 2 || argv[1][0] == '-' || cli_sub_help(help, cmd, argv[1]))
+				fputs(help, stdout);
+			return 0;
+		}
+	if (argc >= 2) {
+		for (k = 0; k < n; k++)
+			if (strcmp(argv[1], subs[k].name) == 0)
+				return subs[k].fn(argc - 1, argv + 1, conn);
+		return cli_usage_errorf(cmd, "unknown subcommand '%s'", argv[1]);
+	}
+	for (k = 0; k < n && len < sizeof(list); k++) {
+		const int w = snprintf(list + len, sizeof(list) - len, "%s%s", k ? ", " : "", subs[k].name);
+		len += w > 0 ? (size_t)w : 0;
+	}
+	return cli_usage_errorf(cmd, "missing subcommand (%s)", list);
 }

@@ -5,19 +5,6 @@
  * housekeeping of one job, and `rckpt compact --all`) over what they
  * share (cli_ckpt_util.c); all go through librckpt's public job API.
  */
-#define _GNU_SOURCE /* getopt_long */
-#include <errno.h>
-#include <getopt.h>
-#include <jansson.h>
-#include <limits.h>
-#include <signal.h>
-#include <inttypes.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include "cli_ckpt.h"
 
 static const char help_text[] =
@@ -117,33 +104,13 @@ static const char help_text[] =
 	"On a terminal, save, restore, export and compact show a progress line on stderr.\n"
 	"'rckpt compact --all' compacts every job of the pool under its own policy.\n";
 
-static void usage(void)
-{
-	fputs(help_text, stdout);
-}
-
 int rckpt_cli_ckpt(int argc, char **argv, const rckpt_connect_opts_t *conn)
 {
-	static const struct {
-		const char *name;
-		int (*fn)(int, char **, const rckpt_connect_opts_t *);
-	} subs[] = { { "save", ckpt_cmd_save },     { "restore", ckpt_cmd_restore }, { "ls", ckpt_cmd_ls },
-		     { "jobs", ckpt_cmd_jobs },     { "export", ckpt_cmd_export },   { "compact", ckpt_cmd_compact },
-		     { "pin", ckpt_cmd_pin },       { "rewind", ckpt_cmd_rewind },   { "branch", ckpt_cmd_branch },
-		     { "verify", ckpt_cmd_verify }, { "gc", ckpt_cmd_gc },	   { "rm", ckpt_cmd_rm } };
-	size_t k;
-	int i;
-	for (i = 1; i < argc; i++)
-		if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-			if (i < 2 || argv[1][0] == '-' || cli_sub_help(help_text, "ckpt", argv[1]))
-				usage();
-			return 0;
-		}
-	if (argc < 2)
-		return ckpt_usage_error("missing subcommand (save, restore, export, ls, jobs, compact, pin, rewind, branch, "
-				   "verify, gc, rm)");
-	for (k = 0; k < sizeof(subs) / sizeof(subs[0]); k++)
-		if (strcmp(argv[1], subs[k].name) == 0)
-			return subs[k].fn(argc - 1, argv + 1, conn);
-	return cli_usage_errorf("ckpt", "unknown subcommand '%s'", argv[1]);
+	static const cli_sub_t subs[] = {
+		{ "save", ckpt_cmd_save },	 { "restore", ckpt_cmd_restore }, { "export", ckpt_cmd_export },
+		{ "ls", ckpt_cmd_ls },		 { "jobs", ckpt_cmd_jobs },	  { "compact", ckpt_cmd_compact },
+		{ "pin", ckpt_cmd_pin },	 { "rewind", ckpt_cmd_rewind },	  { "branch", ckpt_cmd_branch },
+		{ "verify", ckpt_cmd_verify }, { "gc", ckpt_cmd_gc },		  { "rm", ckpt_cmd_rm },
+	};
+	return cli_dispatch("ckpt", help_text, subs, sizeof(subs) / sizeof(subs[0]), argc, argv, conn);
 }

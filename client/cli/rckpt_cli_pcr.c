@@ -6,12 +6,6 @@
  * (build, get, verify, and ls, stat and rm together) over what they share
  * (cli_pcr_util.c).
  */
-#include <ctype.h>
-#include <errno.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
 #include "cli_pcr.h"
 
 static const char help_text[] =
@@ -50,30 +44,11 @@ static const char help_text[] =
 	"go before 'pcr' or after the subcommand.\n"
 	"On a terminal, build shows a progress line on stderr.\n";
 
-static void usage(void)
-{
-	fputs(help_text, stdout);
-}
-
 int rckpt_cli_pcr(int argc, char **argv, const rckpt_connect_opts_t *conn)
 {
-	static const struct {
-		const char *name;
-		int (*fn)(int, char **, const rckpt_connect_opts_t *);
-	} subs[] = { { "build", pcr_cmd_build }, { "get", pcr_cmd_get },   { "verify", pcr_cmd_verify },
-		     { "ls", pcr_cmd_ls },	 { "stat", pcr_cmd_stat }, { "rm", pcr_cmd_rm } };
-	size_t k;
-	int i;
-	for (i = 1; i < argc; i++)
-		if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-			if (i < 2 || argv[1][0] == '-' || cli_sub_help(help_text, "pcr", argv[1]))
-				usage();
-			return 0;
-		}
-	if (argc < 2)
-		return pcr_usage_error("missing subcommand (build, get, verify, ls, stat, rm)");
-	for (k = 0; k < sizeof(subs) / sizeof(subs[0]); k++)
-		if (strcmp(argv[1], subs[k].name) == 0)
-			return subs[k].fn(argc - 1, argv + 1, conn);
-	return cli_usage_errorf("pcr", "unknown subcommand '%s'", argv[1]);
+	static const cli_sub_t subs[] = {
+		{ "build", pcr_cmd_build }, { "get", pcr_cmd_get },   { "verify", pcr_cmd_verify },
+		{ "ls", pcr_cmd_ls },	    { "stat", pcr_cmd_stat }, { "rm", pcr_cmd_rm },
+	};
+	return cli_dispatch("pcr", help_text, subs, sizeof(subs) / sizeof(subs[0]), argc, argv, conn);
 }
