@@ -96,7 +96,8 @@ FLOORS = {
         "rckpt_stepfile.c", "rckpt_safetensors.c", "rckpt_layout.c", "rckpt_tset.c",
         "rckpt_ckdec.c", "rckpt_codec.c", "rckpt_kmeans.c", "rckpt_sketch.c", "rckpt_quant.c"],
     "client/lib/store": [
-        "rckpt_group.c", "rckpt_group_part.c", "rckpt_group_xchg.c", "rckpt_group_plan.c",
+        "rckpt_group.c", "rckpt_group_world.c", "rckpt_group_part.c", "rckpt_group_xchg.c",
+        "rckpt_group_plan.c",
         "rckpt_rewind.c", "rckpt_branch.c", "rckpt_compact.c", "rckpt_store_admin.c", "rckpt_policy.c",
         "rckpt_save.c", "rckpt_restore.c", "rckpt_exact.c",
         "rckpt_job.c", "rckpt_holder.c",          # the job's handle

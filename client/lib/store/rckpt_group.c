@@ -28,6 +28,7 @@
 #include "rckpt_clock.h"
 #include "rckpt_dtype.h"
 #include "rckpt_group_part.h"
+#include "rckpt_group_world.h"
 #include "rckpt_group_plan.h"
 #include "rckpt_group_xchg.h"
 #include "rckpt_store_internal.h"
@@ -154,165 +155,6 @@ void rckpt_group_close(rckpt_group_t *g)
 	rckpt_layout_free(&g->enc_layout);
 	rckpt_job_close(g->j);
 	free(g);
-}
-
-/* ---- the shards' descriptions ---- */
-
-/* s[0..n) as bytes: u32 n, then per shard u16 name length, the name, u8
- * dtype (public), u8 ndim, u64 shape[ndim], u64 offset, u64 count. */
-static int describe(rckpt_buf_t *b, const rckpt_shard_t *s, unsigned n)
-{
-	unsigned i, d;
-	int rc = rckpt_buf_put_u32(b, n);
-	for (i = 0; i < n && rc == 0; i++) {
-		size_t nl = s[i].name ? strlen(s[i].name) : 0;
-		if (nl == 0 || nl > 1024 || s[i].ndim > RCKPT_MAX_DIMS)
-			return -EINVAL;
-		rc = rckpt_buf_put_u16(b, (uint16_t)nl);
-		if (rc == 0)
-			rc = rckpt_buf_append(b, s[i].name, nl);
-		if (rc == 0)
-			rc = rckpt_buf_put_u8(b, (uint8_t)s[i].dtype);
-		if (rc == 0)
-			rc = rckpt_buf_put_u8(b, (uint8_t)s[i].ndim);
-		for (d = 0; d < s[i].ndim && rc == 0; d++)
-			rc = rckpt_buf_put_u64(b, s[i].shape[d]);
-		if (rc == 0)
-			rc = rckpt_buf_put_u64(b, s[i].offset);
-		if (rc == 0)
-			rc = rckpt_buf_put_u64(b, s[i].count);
-	}
-	return rc;
-}
-
-/* One shard as a rank described it. */
-typedef struct sdesc {
-	unsigned rank, dtype, ndim;
-	char name[1025];
-	uint64_t shape[RCKPT_MAX_DIMS], offset, count;
-} sdesc_t;
-
-/* The group's global tensors and every rank's holdings, from the
- * gathered descriptions. */
-typedef struct world {
-	rckpt_tensor_t *t;   /* the global tensors, by name (data: a placeholder) */
-	sdesc_t *s;          /* every shard; t[].name points into these */
-	size_t ns;
-	unsigned nt;
-	rckpt_tset_t ts;     /* the same, as the encoder's set */
-	rckpt_piece_t **held; /* [p]: each rank's ranges, tensors as in ts */
-	size_t *nheld;
-	unsigned p;
-} world_t;
-
-static void world_free(world_t *w)
-{
-	unsigned i;
-	for (i = 0; w->held && i < w->p; i++)
-		free(w->held[i]);
-	free(w->held);
-	free(w->nheld);
-	free(w->t);
-	free(w->s);
-	rckpt_tset_free(&w->ts);
-	memset(w, 0, sizeof(*w));
-}
-
-static int cmp_sdesc(const void *a, const void *b)
-{
-	const sdesc_t *x = a, *y = b;
-	int c = strcmp(x->name, y->name);
-	return c ? c : (x->rank > y->rank) - (x->rank < y->rank);
-}
-
-/* Every rank computes the same world from the same bytes, so a bad
- * description fails the step on every rank alike. -EINVAL: descriptions
- * that disagree about a tensor's dtype or shape, a range past its tensor,
- * a malformed one; -ENOMEM. */
-static int world_make(world_t *w, uint8_t **all, const size_t *lens, unsigned p)
-{
-	static const uint8_t placeholder = 0;
-	size_t cap = 0, i;
-	unsigned r, d;
-	int rc = 0;
-
-	memset(w, 0, sizeof(*w));
-	w->p = p;
-	w->held = calloc(p, sizeof(*w->held));
-	w->nheld = calloc(p, sizeof(*w->nheld));
-	if (!w->held || !w->nheld)
-		return -ENOMEM;
-	for (r = 0; r < p && rc == 0; r++) {
-		rckpt_reader_t rd = rckpt_reader(all[r], lens[r]);
-		uint32_t n = rckpt_rd_u32(&rd), k;
-		if (rd.err || n > (1u << 20))
-			return -EINVAL;
-		for (k = 0; k < n; k++) {
-			sdesc_t *x;
-			uint16_t nl;
-			const uint8_t *name;
-			uint64_t numel = 1;
-			if (w->ns == cap) {
-				size_t nc = cap ? 2 * cap : 64;
-				sdesc_t *g = realloc(w->s, nc * sizeof(*g));
-				if (g == NULL)
-					return -ENOMEM;
-				w->s = g;
-				cap = nc;
-			}
-			x = &w->s[w->ns];
-			memset(x, 0, sizeof(*x));
-			x->rank = r;
-			nl = rckpt_rd_u16(&rd);
-			name = rckpt_rd_bytes(&rd, nl);
-			x->dtype = rckpt_rd_u8(&rd);
-			x->ndim = rckpt_rd_u8(&rd);
-			for (d = 0; d < x->ndim && d < RCKPT_MAX_DIMS; d++)
-				x->shape[d] = rckpt_rd_u64(&rd);
-			x->offset = rckpt_rd_u64(&rd);
-			x->count = rckpt_rd_u64(&rd);
-			if (rd.err || nl == 0 || nl > 1024 || x->ndim > RCKPT_MAX_DIMS)
-				return -EINVAL;
-			memcpy(x->name, name, nl);
-			x->name[nl] = '\0';
-			for (d = 0; d < x->ndim; d++)
-				numel *= x->shape[d];
-			if (x->offset > numel || x->count > numel - x->offset)
-				return -EINVAL;
-			w->ns++;
-		}
-		if (rd.pos != lens[r])
-			return -EINVAL;
-	}
-	qsort(w->s, w->ns, sizeof(*w->s), cmp_sdesc);
-	if ((w->t = calloc(w->ns ? w->ns : 1, sizeof(*w->t))) == NULL)
-		return -ENOMEM;
-	for (i = 0; i < w->ns; i++) {
-		const sdesc_t *x = &w->s[i];
-		if (i && strcmp(x->name, w->s[i - 1].name) == 0) {
-			const rckpt_tensor_t *t = &w->t[w->nt - 1];
-			if (t->dtype != x->dtype || t->ndim != x->ndim ||
-			    memcmp(t->shape, x->shape, sizeof(x->shape)) != 0)
-				return -EINVAL; /* two ranks disagree about the tensor */
-			continue;
-		}
-		w->t[w->nt] = (rckpt_tensor_t){ x->name, x->dtype, x->ndim, { 0 }, &placeholder };
-		memcpy(w->t[w->nt].shape, x->shape, sizeof(x->shape));
-		w->nt++;
-	}
-	if ((rc = rckpt_tset_view(&w->ts, w->t, w->nt)))
-		return rc;
-	for (r = 0; r < p; r++)
-		if ((w->held[r] = calloc(w->ns ? w->ns : 1, sizeof(rckpt_piece_t))) == NULL)
-			return -ENOMEM;
-	for (i = 0; i < w->ns; i++) {
-		const sdesc_t *x = &w->s[i];
-		const rckpt_ctensor_t *ct = rckpt_tset_find(&w->ts, x->name);
-		const uint32_t ti = (uint32_t)(ct - w->ts.t);
-		if (x->count)
-			w->held[x->rank][w->nheld[x->rank]++] = (rckpt_piece_t){ ti, x->offset, x->count, ti, x->offset };
-	}
-	return 0;
 }
 
 /* ---- save ---- */
@@ -852,7 +694,7 @@ int rckpt_group_save(rckpt_group_t *g, uint64_t step, const rckpt_shard_t *s, un
 	memset(&cfg, 0, sizeof(cfg));
 	/* 1. every rank's shards to every rank (a bad list still goes, as
 	 *    bytes every rank rejects alike) */
-	if (describe(&desc, s, n)) {
+	if (rckpt_group_describe(&desc, s, n)) {
 		desc.len = 0;
 		rckpt_buf_put_u32(&desc, UINT32_MAX);
 	}
@@ -860,7 +702,7 @@ int rckpt_group_save(rckpt_group_t *g, uint64_t step, const rckpt_shard_t *s, un
 		rc = rckpt_fail(h, rc, __func__, "the group's transport failed describing the shards");
 		goto out;
 	}
-	if ((rc = world_make(&w, all, lens, tr->size))) {
+	if ((rc = rckpt_group_world_make(&w, all, lens, tr->size))) {
 		rc = rckpt_fail(h, rc, __func__,
 				"the ranks' shards do not make one model (a malformed list, a range past its "
 				"tensor, or ranks that disagree about a tensor's dtype or shape)");
@@ -946,6 +788,6 @@ out:
 	rckpt_group_data_free(&data);
 	rckpt_group_plan_free(&plan);
 	rckpt_layout_free(&l);
-	world_free(&w);
+	rckpt_group_world_free(&w);
 	return rc;
 }
