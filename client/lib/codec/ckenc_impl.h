@@ -170,7 +170,7 @@ struct ckenc_backend {
 
 extern const ckenc_backend_t ckenc_cpu_backend, ckenc_cuda_backend;
 
-/* ---- rckpt_ckenc.c ---- */
+/* ---- ckenc_state.c ---- */
 void ckenc_free_names(rckpt_ckenc_t *e);
 void ckenc_free_saved(rckpt_ckenc_t *e);
 void ckenc_free_prev_samples(rckpt_ckenc_t *e);
