@@ -95,6 +95,9 @@ def summary_rows(metrics, data):
         add("PCR, %d groups (full fidelity): decode Mpx/s / baseline JPEG" % G,
             "groups 1..%d: decode only Mpx/s / baseline JPEG, one core" % G)
     for m in metrics:
+        if m["suite"] == "link" and m.get("pairs"):
+            rows.append(("behind a shaped link: " + m["name"], fmt(m), m["unit"]))
+    for m in metrics:
         if m["suite"] == "loader" and "bytes / regular: locality" in m["name"]:
             rows.append(("loader, " + m["name"], fmt(m), m["unit"]))
     return rows
@@ -197,6 +200,12 @@ def report(out, meta, metrics, data, status, plots):
          "to share). Resharding: a step saved by 4 ranks restored by 2 (each its slice) against one "
          "process restoring it whole. With fewer cores than ranks the ranks share them."),
         ("gpu", "GPU suites", "`bench_gpu`: the quantization stages on the device."),
+        ("link", "Where compression pays: behind a shaped link",
+         "`link_bench.py`: a one-OSD cluster of its own in a network namespace, reached through a veth pair "
+         "(link-local addresses) that `tc` shapes to each rate both ways. At each rate a `rados bench` write and "
+         "read of 4 MiB objects, then `bench_store --save-only` in pairs: the checkpoints saved through rckpt "
+         "and the same fp32 bytes written raw through the same layout, the last step restored and read raw. "
+         "A ratio above 1: rckpt is faster than moving the raw bytes."),
     ]
     for suite, title, text in sections:
         L.append("## " + title)
@@ -205,7 +214,7 @@ def report(out, meta, metrics, data, status, plots):
         L.append("")
         st = status.get(suite)
         if st is None:
-            L.append("Not run (not in --suites).")
+            L.append("Not run (give --link RATES)." if suite == "link" else "Not run (not in --suites).")
             L.append("")
             continue
         if not st.startswith("ok"):

@@ -19,7 +19,7 @@
  *
  * usage: bench_store [--conf PATH] [--pool NAME] [--chains 1,2,...] [--reps N]
  *                    [--no-rados-bench] [--mem-sizes 16,64,256] [--mem-budget MIB]
- *                    [--per-call MI [--osd-pid PID]] [--threads N] DIR
+ *                    [--per-call MI [--osd-pid PID]] [--threads N] [--save-only] [--steps N] DIR
  * DIR holds step-*.safetensors (bench/make_checkpoints.py): at least as many
  * as the longest chain plus one.
  */
@@ -1026,6 +1026,58 @@ static void per_call(rckpt_t *h, rados_ioctx_t io, unsigned mi, long osd)
 	free(out);
 }
 
+/* 3. restoring the latest step against chain length, reps times each. */
+static void restore_vs_chain(rckpt_t *h, rados_ioctx_t io, ckpts_t *ck, const unsigned *chain,
+			     unsigned nchain, unsigned maxchain, int reps)
+{
+	char job[64];
+	unsigned i;
+	int rc;
+
+	printf("\n3. restore the latest step vs chain length (median of %d; wire = bytes the OSD sent)\n",
+	       reps);
+	printf("   %5s | %9s %10s | %9s %10s | %9s %10s %8s\n", "chain", "server ms", "wire KB",
+	       "compact'd", "wire KB", "client ms", "wire KB", "fold ms");
+	for (i = 0; i < nchain; i++) {
+		unsigned L = chain[i], k;
+		uint64_t stored, step = 25 * (uint64_t)(L + 1), wsrv = 0, wcmp = 0, wcli = 0;
+		double ts[64], tc[64], tl[64], tf[64], fold = 0;
+		rckpt_job_t *j;
+		rckpt_restore_stats_t rs;
+		rckpt_compact_stats_t cs;
+		snprintf(job, sizeof(job), "bench-chain%u-%d", L, (int)getpid());
+		save_seq(h, job, ck, L + 1, &stored);
+		j = open_job(h, job, 0);
+		for (k = 0; k < (unsigned)reps && k < 64; k++) {
+			ts[k] = server_restore(j, step, &rs);
+			wsrv = rs.wire_bytes;
+			tl[k] = client_fold(h, io, job, step, &wcli, &fold);
+			tf[k] = fold;
+		}
+		if (L == maxchain) { /* keep an uncompacted copy for the OSD's rate */
+			char j2[80];
+			snprintf(j2, sizeof(j2), "%s-raw", job);
+			save_seq(h, j2, ck, L + 1, &stored);
+		}
+		if ((rc = rckpt_job_compact(j, NULL, &cs)))
+			die("compact", rc);
+		for (k = 0; k < (unsigned)reps && k < 64; k++) {
+			tc[k] = server_restore(j, step, &rs);
+			wcmp = rs.wire_bytes;
+		}
+		printf("   %5u | %9.2f %10.1f | %9.2f %10.1f | %9.2f %10.1f %8.2f\n", L,
+		       median(ts, reps) * 1e3, wsrv / 1e3, median(tc, reps) * 1e3, wcmp / 1e3,
+		       median(tl, reps) * 1e3, wcli / 1e3, median(tf, reps) * 1e3);
+		printf("csv:chain,%u,%.3f,%" PRIu64 ",%.3f,%" PRIu64 ",%.3f,%" PRIu64 "\n", L,
+		       median(ts, reps) * 1e3, wsrv, median(tc, reps) * 1e3, wcmp,
+		       median(tl, reps) * 1e3, wcli);
+		rckpt_job_close(j);
+		if (L == maxchain)
+			materialize_rate(h, io, job, ck, L);
+		rckpt_job_delete(h, job);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option lo[] = { { "conf", 1, 0, 'c' },	   { "pool", 1, 0, 'p' },
@@ -1033,21 +1085,22 @@ int main(int argc, char **argv)
 					    { "no-rados-bench", 0, 0, 'n' }, { "help", 0, 0, 'h' },
 					    { "mem-sizes", 1, 0, 'm' },	   { "mem-budget", 1, 0, 'B' },
 					    { "per-call", 1, 0, 'P' },	   { "osd-pid", 1, 0, 'O' },
-					    { "threads", 1, 0, 'T' },
+					    { "threads", 1, 0, 'T' },	   { "save-only", 0, 0, 'S' },
+					    { "steps", 1, 0, 'N' },
 					    { 0, 0, 0, 0 } };
 	rckpt_connect_opts_t co = RCKPT_CONNECT_OPTS_INIT;
 	const char *pool = "rckpt", *chains = "1,2,4,8,16,32,64", *mem_sizes = "16,64,256";
 	uint64_t budget_mib = 256;
-	unsigned chain[16], nchain = 0, maxchain = 0, i, per_call_mi = 0;
+	unsigned chain[16], nchain = 0, maxchain = 0, per_call_mi = 0, steps = 64;
 	long osd_pid = 0;
-	int reps = 5, do_rb = 1, c, rc;
+	int reps = 5, do_rb = 1, save_only = 0, c, rc;
 	rckpt_t *h;
 	rados_t cl;
 	rados_ioctx_t io;
 	ckpts_t ck;
 	char job[64];
 
-	while ((c = getopt_long(argc, argv, "c:p:L:r:nhm:B:P:O:T:", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "c:p:L:r:nhm:B:P:O:T:SN:", lo, NULL)) != -1) {
 		switch (c) {
 		case 'c': co.conf_path = optarg; break;
 		case 'p': pool = optarg; break;
@@ -1059,6 +1112,8 @@ int main(int argc, char **argv)
 		case 'P': per_call_mi = (unsigned)atoi(optarg); break;
 		case 'T': opt_threads = (unsigned)atoi(optarg); break;
 		case 'O': osd_pid = atol(optarg); break;
+		case 'S': save_only = 1; break;
+		case 'N': steps = (unsigned)atoi(optarg); break;
 		default:
 			printf("usage: bench_store [--conf PATH] [--pool NAME] [--chains 1,2,4,...]\n"
 			       "                   [--reps N] [--no-rados-bench]\n"
@@ -1066,11 +1121,13 @@ int main(int argc, char **argv)
 			       "                   [--mem-budget MIB]\n"
 			       "                   [--per-call MI (a chunk of MI Mi elements, 1..4; 0: skip)\n"
 			       "                    [--osd-pid PID (the OSD's memory)]]\n"
-			       "                   [--threads N (chunks a save encodes at once; 0: the cores)] DIR\n");
+			       "                   [--threads N (chunks a save encodes at once; 0: the cores)]\n"
+			       "                   [--save-only (1. and its raw-fp32 pair alone)]\n"
+			       "                   [--steps N (checkpoints loaded, at most; default 64)] DIR\n");
 			return c == 'h' ? 0 : 2;
 		}
 	}
-	if (optind != argc - 1 || reps < 1) {
+	if (optind != argc - 1 || reps < 1 || steps < 2) {
 		fprintf(stderr, "bench_store: needs DIR; try --help\n");
 		return 2;
 	}
@@ -1092,7 +1149,7 @@ int main(int argc, char **argv)
 	    (rc = rados_connect(cl)) || (rc = rados_ioctx_create(cl, pool, &io)))
 		die("librados connect", rc);
 
-	load(&ck, argv[optind], maxchain + 1 > 64 ? maxchain + 1 : 64);
+	load(&ck, argv[optind], maxchain + 1 > steps ? maxchain + 1 : steps);
 	printf("bench_store: %u checkpoints of %.1f MB (fp32) from %s, pool %s\n", ck.n,
 	       (double)ck.raw / 1e6, argv[optind], pool);
 	if (ck.n < maxchain + 1) {
@@ -1104,7 +1161,7 @@ int main(int argc, char **argv)
 	/* 1. save */
 	{
 		uint64_t stored;
-		split_t sp;
+		split_t sp = { 0 };
 		long rss0, hwm;
 		double dt, mbs = -1;
 		snprintf(job, sizeof(job), "bench-save-%d", (int)getpid());
@@ -1151,62 +1208,22 @@ int main(int argc, char **argv)
 		rckpt_job_delete(h, job);
 	}
 
-	/* 1b. memory vs model size */
-	mem_vs_size(h, mem_sizes, budget_mib);
-
-	/* 2. cls call */
-	rados_ioctx_set_namespace(io, "");
-	cls_vs_read(io, 2000);
-
-	/* 3. restore vs chain length */
-	printf("\n3. restore the latest step vs chain length (median of %d; wire = bytes the OSD sent)\n",
-	       reps);
-	printf("   %5s | %9s %10s | %9s %10s | %9s %10s %8s\n", "chain", "server ms", "wire KB",
-	       "compact'd", "wire KB", "client ms", "wire KB", "fold ms");
-	for (i = 0; i < nchain; i++) {
-		unsigned L = chain[i], k;
-		uint64_t stored, step = 25 * (uint64_t)(L + 1), wsrv = 0, wcmp = 0, wcli = 0;
-		double ts[64], tc[64], tl[64], tf[64], fold = 0;
-		rckpt_job_t *j;
-		rckpt_restore_stats_t rs;
-		rckpt_compact_stats_t cs;
-		snprintf(job, sizeof(job), "bench-chain%u-%d", L, (int)getpid());
-		save_seq(h, job, &ck, L + 1, &stored);
-		j = open_job(h, job, 0);
-		for (k = 0; k < (unsigned)reps && k < 64; k++) {
-			ts[k] = server_restore(j, step, &rs);
-			wsrv = rs.wire_bytes;
-			tl[k] = client_fold(h, io, job, step, &wcli, &fold);
-			tf[k] = fold;
-		}
-		if (L == maxchain) { /* keep an uncompacted copy for the OSD's rate */
-			char j2[80];
-			snprintf(j2, sizeof(j2), "%s-raw", job);
-			save_seq(h, j2, &ck, L + 1, &stored);
-		}
-		if ((rc = rckpt_job_compact(j, NULL, &cs)))
-			die("compact", rc);
-		for (k = 0; k < (unsigned)reps && k < 64; k++) {
-			tc[k] = server_restore(j, step, &rs);
-			wcmp = rs.wire_bytes;
-		}
-		printf("   %5u | %9.2f %10.1f | %9.2f %10.1f | %9.2f %10.1f %8.2f\n", L,
-		       median(ts, reps) * 1e3, wsrv / 1e3, median(tc, reps) * 1e3, wcmp / 1e3,
-		       median(tl, reps) * 1e3, wcli / 1e3, median(tf, reps) * 1e3);
-		printf("csv:chain,%u,%.3f,%" PRIu64 ",%.3f,%" PRIu64 ",%.3f,%" PRIu64 "\n", L,
-		       median(ts, reps) * 1e3, wsrv, median(tc, reps) * 1e3, wcmp,
-		       median(tl, reps) * 1e3, wcli);
-		rckpt_job_close(j);
-		if (L == maxchain)
-			materialize_rate(h, io, job, &ck, L);
-		rckpt_job_delete(h, job);
+	if (!save_only) {
+		/* 1b. memory vs model size */
+		mem_vs_size(h, mem_sizes, budget_mib);
+		/* 2. cls call */
+		rados_ioctx_set_namespace(io, "");
+		cls_vs_read(io, 2000);
+		/* 3. restore vs chain length */
+		restore_vs_chain(h, io, &ck, chain, nchain, maxchain, reps);
+		/* 4. one call of each method */
+		if (per_call_mi)
+			per_call(h, io, per_call_mi, osd_pid);
 	}
-	/* 4. one call of each method */
-	if (per_call_mi)
-		per_call(h, io, per_call_mi, osd_pid);
-	printf("\ncommand: bench_store %s%s --chains %s --reps %d --mem-sizes %s --mem-budget %" PRIu64
-	       " --per-call %u %s\n", co.conf_path ? "--conf " : "", co.conf_path ? co.conf_path : "",
-	       chains, reps, mem_sizes, budget_mib, per_call_mi, argv[optind]);
+	printf("\ncommand: bench_store %s%s%s --chains %s --reps %d --mem-sizes %s --mem-budget %" PRIu64
+	       " --per-call %u --steps %u %s\n", co.conf_path ? "--conf " : "", co.conf_path ? co.conf_path : "",
+	       save_only ? " --save-only" : "", chains, reps, mem_sizes, budget_mib, per_call_mi, steps,
+	       argv[optind]);
 	rados_ioctx_destroy(io);
 	rados_shutdown(cl);
 	rckpt_destroy(h);

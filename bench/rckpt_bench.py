@@ -6,7 +6,7 @@ passes the paths of this build's tools), or directly:
 
     rckpt_bench.py run --quick|--full|--tiny --out DIR [--conf C] [--pool P] [--seed S]
                    [--suites a,b,...] [--data DIR] [--checkpoints DIR] [--images DIR]
-                   [--lm DIR] --bin BUILD/bench --rckpt RCKPT
+                   [--lm DIR] [--link RATES [--plugins DIR]] --bin BUILD/bench --rckpt RCKPT
     rckpt_bench.py compare A B
 
 --tiny runs every step of every suite on the least data that does (1 run of
@@ -34,6 +34,10 @@ Suites (each a tool of bench/, run here and parsed; see the report):
                4-rank step restored by 2 (group_bench.py)
   gpu          GPU quantization stages (bench_gpu), when this machine has a
                CUDA device
+  link         (with --link RATES, or named in --suites) save and restore
+               against raw writes and reads through the same layout, behind
+               a link shaped to each rate: a cluster of its own in a network
+               namespace, a veth pair, tc (link_bench.py; needs root)
 
 Timed measurements are repeated (--quick: 3 runs, --full: 5) and reported as
 median [min, max]; sizes and ratios of bytes are the same in every run and
@@ -70,16 +74,17 @@ from bench_report import compare, report, summary_table
 
 here = os.path.dirname(os.path.abspath(__file__))
 SUITES = ["baseline", "save", "compression", "frontier", "restore", "pcr", "loader", "group", "gpu"]
+OPT_SUITES = ["link"]  # run when named (or given --link), not by default
 PROFILES = {
     # reps: runs of each timed tool; the rest sizes the data and the tools
-    "quick": dict(reps=3, ckpt_width=512, ckpt_steps=600, images=1000, chains="1,2,4,8,16",
+    "quick": dict(reps=3, link_steps=8, ckpt_width=512, ckpt_steps=600, images=1000, chains="1,2,4,8,16",
                   rb_sizes=[65536, 4 << 20], rb_seconds=2, rb_budget=256 << 20, stall_width=1024, stall_saves=6,
                   loader_images=500, loader_epochs=2, loader_learners=4, loc_learners="4,16,64", gpu_sizes="10M",
                   group_steps=4,
                   lm=["--steps", "600", "--every", "100", "--d-model", "64", "--corpus-bytes", "1000000"],
                   fr_eps="0.0006,0.0012,0.003", fr_methods="rckpt,qd",
                   pcr_args=["--threads", "1", "--scales", "auto", "--no-transcode"], big_mi=0),
-    "full": dict(reps=5, ckpt_width=1024, ckpt_steps=1200, images=3000, chains="1,2,4,8,16,32",
+    "full": dict(reps=5, link_steps=16, ckpt_width=1024, ckpt_steps=1200, images=3000, chains="1,2,4,8,16,32",
                  rb_sizes=[65536, 1 << 20, 4 << 20], rb_seconds=5, rb_budget=1 << 30, stall_width=2048, stall_saves=15,
                  loader_images=2000, loader_epochs=3, loader_learners=4, loc_learners="4,16,64,256,1024",
                  gpu_sizes="10M,100M", group_steps=8,
@@ -89,7 +94,7 @@ PROFILES = {
                  pcr_args=["--threads", "1,2", "--scales", "auto,2"], big_mi=48),
     # every suite and every step of it, on the least data that runs them:
     # the tests' (tests/cluster/test_bench.sh), not a benchmark
-    "tiny": dict(reps=1, ckpt_width=64, ckpt_steps=425, images=64, chains="1,2,4,16",
+    "tiny": dict(reps=1, link_steps=2, ckpt_width=64, ckpt_steps=425, images=64, chains="1,2,4,16",
                  rb_sizes=[65536], rb_seconds=1, rb_budget=64 << 20, stall_width=256, stall_saves=3,
                  loader_images=64, loader_epochs=2, loader_learners=2, loc_learners="4,16", gpu_sizes="1M",
                  group_steps=2,
@@ -585,6 +590,21 @@ class Bench:
                             "ratio", s["restore_ratio_2_to_1"], "lower")
         self.data["group"] = gb
 
+    def suite_link(self):
+        import link_bench
+        why = link_bench.can_run()
+        if why:
+            raise SuiteError("skipped: " + why)
+        try:
+            rates = link_bench.parse_rates(self.a.link or "1g,10g")
+            with link_bench.ShapedLink(self.a.plugins, say) as link:
+                res = link_bench.measure(link, rates, self.tool, self.bin("bench_store"), self.checkpoints(),
+                                         self.p["reps"], self.p["link_steps"])
+        except link_bench.LinkError as e:
+            raise SuiteError(str(e))
+        link_bench.record(res, self.metric, self.metric_pairs)
+        self.data["link"] = res
+
     def suite_gpu(self):
         o = self.tool("rckpt-version", [self.a.rckpt, "version"])
         if "device(s)" not in o:
@@ -716,6 +736,9 @@ def main():
     r.add_argument("--images", help="a folder of JPEGs to use instead of cutting them from sample photos")
     r.add_argument("--lm", help="a run of make_transformer.py (model.json, step-*.safetensors) for the "
                    "frontier suite instead of training one")
+    r.add_argument("--link", help="rates of the link suite, as 1g,10g (adds the suite)")
+    r.add_argument("--plugins", help="the plugins the link suite's cluster loads (default: "
+                   "$RCKPT_PLUGIN_DIR, else BIN/../rados-classes)")
     r.add_argument("--bin", default=os.path.join(here, "..", "build", "bench"))
     r.add_argument("--rckpt", default=os.path.join(here, "..", "build", "client", "rckpt"))
     r.add_argument("--cmdline", help=argparse.SUPPRESS)
@@ -729,9 +752,17 @@ def main():
     if a.cmd == "compare":
         return compare(a.a, a.b)
     a.suites = [s for s in a.suites.split(",") if s]
-    bad = [s for s in a.suites if s not in SUITES]
+    bad = [s for s in a.suites if s not in SUITES + OPT_SUITES]
     if bad:
-        ap.error("no suite %s (suites: %s)" % (",".join(bad), ",".join(SUITES)))
+        ap.error("no suite %s (suites: %s)" % (",".join(bad), ",".join(SUITES + OPT_SUITES)))
+    if a.link is not None:
+        import link_bench
+        try:
+            link_bench.parse_rates(a.link)
+        except link_bench.LinkError as e:
+            ap.error("--link: %s" % e)
+        if "link" not in a.suites:
+            a.suites.append("link")
     a.data = os.path.abspath(a.data or os.path.join(os.path.dirname(os.path.abspath(a.out)), "rckpt-bench-data"))
     # the restore suite's chains reach 16; the loader's learners need a batch of 32 each
     for opt, pat, least in (("checkpoints", r"^step-\d+\.safetensors$", 17),
@@ -753,6 +784,8 @@ def main():
                      "found %d" % (a.lm, n))
     a.rckpt = os.path.abspath(a.rckpt)
     a.bin = os.path.abspath(a.bin)
+    a.plugins = os.path.abspath(a.plugins or os.environ.get("RCKPT_PLUGIN_DIR")
+                                or os.path.join(a.bin, "..", "rados-classes"))
     global JSON_OUT, PROGRESS
     JSON_OUT = a.json or False
     # the live line only where someone watches it: a terminal, and no JSON

@@ -16,8 +16,8 @@ usage() {
 	cat <<EOF
 usage: $prog [options] start | stop | status | env | wipe
 
-A single-node Ceph cluster on 127.0.0.1: 1 monitor, 1 manager, N OSDs,
-cephx on, the rckpt plugins loaded from the build's plugin folder.
+A single-node Ceph cluster on 127.0.0.1 (or --addr): 1 monitor, 1 manager,
+N OSDs, cephx on, the rckpt plugins loaded from the build's plugin folder.
 
 commands:
   start    create the cluster on first use, start any daemon not running,
@@ -37,6 +37,9 @@ options:
   --pool NAME      pool to create (default rckpt)
   --pool-size N    replicas of that pool (default: min(N OSDs, 3))
   --timeout S      seconds to wait for each daemon (default 90)
+  --addr A         the daemons' address, loopback (127.0.0.0/8) or link-local
+                   (169.254.0.0/16, a veth of this machine: rckpt bench --link)
+                   (default 127.0.0.1; fixed when the cluster is created)
   -h, --help       this text
 EOF
 }
@@ -48,7 +51,7 @@ say() { echo "$prog: $*"; }
 dir=${RCKPT_CLUSTER_DIR:-$repo/build/cluster}
 plugins=${RCKPT_PLUGIN_DIR:-$repo/build/rados-classes}
 osds=1 store=memstore osd_bytes=4294967296 pool=rckpt pool_size="" timeout=90
-cmd="" osds_given=0 store_given=0
+cmd="" osds_given=0 store_given=0 addr=127.0.0.1 addr_given=0
 
 while [ $# -gt 0 ]; do
 	case "$1" in
@@ -60,6 +63,7 @@ while [ $# -gt 0 ]; do
 	--pool) [ $# -ge 2 ] || usage_error "--pool needs a value"; pool=$2; shift 2 ;;
 	--pool-size) [ $# -ge 2 ] || usage_error "--pool-size needs a value"; pool_size=$2; shift 2 ;;
 	--timeout) [ $# -ge 2 ] || usage_error "--timeout needs a value"; timeout=$2; shift 2 ;;
+	--addr) [ $# -ge 2 ] || usage_error "--addr needs a value"; addr=$2; addr_given=1; shift 2 ;;
 	-h | --help | help) usage; exit 0 ;;
 	start | stop | status | env | wipe)
 		[ -z "$cmd" ] || usage_error "one command at a time ('$cmd' and '$1')"
@@ -74,6 +78,10 @@ done
 [[ "$osd_bytes" =~ ^[0-9]+$ && "$osd_bytes" -ge 268435456 ]] || usage_error "--osd-bytes must be an integer >= 268435456"
 case "$store" in memstore | bluestore) ;; *) usage_error "--store must be memstore or bluestore" ;; esac
 [[ "$pool" =~ ^[A-Za-z0-9_.-]+$ ]] || usage_error "--pool '$pool' is not a valid pool name"
+# Addresses that never leave the machine: loopback, or link-local on a veth.
+[[ "$addr" =~ ^(127|169\.254)(\.([0-9]|[1-9][0-9]|1[0-9][0-9]|2[0-4][0-9]|25[0-5])){2,3}$ &&
+	$(tr -cd . <<<"$addr" | wc -c) -eq 3 ]] ||
+	usage_error "--addr must be an IPv4 address in 127.0.0.0/8 or 169.254.0.0/16, not '$addr'"
 if [ -n "$pool_size" ]; then
 	[[ "$pool_size" =~ ^[1-8]$ ]] || usage_error "--pool-size must be 1..8"
 fi
@@ -135,7 +143,7 @@ pick_mon_port() {
 			return 0
 		fi
 	done
-	die "no free pair of TCP ports in 3300..3399 on 127.0.0.1 for the monitor"
+	die "no free pair of TCP ports in 3300..3399 on $addr for the monitor"
 }
 
 # Wait until "$@" succeeds, up to $timeout seconds; asks every 0.2 s (a
@@ -182,16 +190,17 @@ link_classes() {
 }
 
 write_conf() {
-	local port=$1 fsid=$2 default_list
+	local port=$1 fsid=$2 default_list net=127.0.0.0/8
+	[[ "$addr" != 169.254.* ]] || net=169.254.0.0/16
 	default_list=$(env -u CEPH_CONF ceph-osd -c /dev/null --no-mon-config --show-config-value osd_class_load_list 2>/dev/null | tail -n 1)
 	cat >"$conf.tmp" <<EOF
 # Written by $prog for the cluster in this folder. Everything it uses is here.
 [global]
 fsid = $fsid
-mon host = [v2:127.0.0.1:$port,v1:127.0.0.1:$((port + 1))]
-public network = 127.0.0.0/8
-public addr = 127.0.0.1
-cluster addr = 127.0.0.1
+mon host = [v2:$addr:$port,v1:$addr:$((port + 1))]
+public network = $net
+public addr = $addr
+cluster addr = $addr
 auth cluster required = cephx
 auth service required = cephx
 auth client required = cephx
@@ -213,6 +222,7 @@ mon data avail warn = 2
 mon data avail crit = 1
 # local-cluster-store = $store
 # local-cluster-osds = $osds
+# local-cluster-addr = $addr
 
 [mon]
 mon data = $dir/data/\$name
@@ -249,7 +259,7 @@ create_cluster() {
 		die "Ceph daemons not installed (Debian: apt-get install ceph-mon ceph-mgr ceph-osd ceph-common)"
 	port=$(pick_mon_port)
 	fsid=$(cat /proc/sys/kernel/random/uuid)
-	say "creating a cluster in $dir (monitor on 127.0.0.1:$port, $osds $store OSD(s))"
+	say "creating a cluster in $dir (monitor on $addr:$port, $osds $store OSD(s))"
 	rm -rf "$dir/data" "$dir/keyring" "$dir/run" "$dir/log"
 	mkdir -p "$dir/data/mon.a" "$dir/data/mgr.x" "$dir/keyring" "$dir/run" "$dir/log" "$dir/crash"
 	write_conf "$port" "$fsid"
@@ -258,7 +268,7 @@ create_cluster() {
 	ceph-authtool --create-keyring "$dir/keyring/client.admin.keyring" --gen-key -n client.admin \
 		--cap mon 'allow *' --cap osd 'allow *' --cap mgr 'allow *' --cap mds 'allow *' >/dev/null
 	ceph-authtool "$dir/keyring/mon.a.keyring" --import-keyring "$dir/keyring/client.admin.keyring" >/dev/null
-	monmaptool --create --fsid "$fsid" --addv a "[v2:127.0.0.1:$port,v1:127.0.0.1:$((port + 1))]" \
+	monmaptool --create --fsid "$fsid" --addv a "[v2:$addr:$port,v1:$addr:$((port + 1))]" \
 		"$dir/monmap" >/dev/null
 	ceph-mon -c "$conf" --mkfs -i a --monmap "$dir/monmap" --keyring "$dir/keyring/mon.a.keyring" \
 		>"$dir/log/mkfs.log" 2>&1 || { cat "$dir/log/mkfs.log" >&2; die "ceph-mon --mkfs failed"; }
@@ -309,6 +319,11 @@ pgs_active() {
 
 created_osds() { sed -n 's/^# local-cluster-osds = //p' "$conf"; }
 created_store() { sed -n 's/^# local-cluster-store = //p' "$conf"; }
+created_addr() {
+	local a
+	a=$(sed -n 's/^# local-cluster-addr = //p' "$conf")
+	echo "${a:-127.0.0.1}"
+}
 
 cmd_start() {
 	local t0 d have size
@@ -319,6 +334,8 @@ cmd_start() {
 			die "the cluster in $dir was created with $have OSD(s); '$prog --dir $dir wipe' it to change that"
 		[ "$(created_store)" = "$store" ] || [ "$store_given" = 0 ] ||
 			die "the cluster in $dir uses $(created_store); '$prog --dir $dir wipe' it to change that"
+		[ "$(created_addr)" = "$addr" ] || [ "$addr_given" = 0 ] ||
+			die "the cluster in $dir listens on $(created_addr); '$prog --dir $dir wipe' it to change that"
 		osds=$have
 	else
 		create_cluster

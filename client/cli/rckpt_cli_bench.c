@@ -29,7 +29,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: rckpt [options] bench --quick|--full --out DIR [--conf PATH] [--pool NAME]\n"
 		"                              [--seed N] [--suites a,b,...] [--data DIR]\n"
-		"                              [--checkpoints DIR] [--images DIR]\n"
+		"                              [--checkpoints DIR] [--images DIR] [--link RATES]\n"
 		"       rckpt bench compare A B\n"
 		"\n"
 		"Run rckpt's benchmark suites against a cluster and write a report to DIR:\n"
@@ -46,13 +46,17 @@ static void usage(FILE *f)
 		"                 suites create and delete their own jobs and datasets there\n"
 		"  --seed N       seed of the generated data and of every random choice (1)\n"
 		"  --suites LIST  some of: baseline,save,compression,frontier,restore,pcr,loader,\n"
-		"                 group,gpu\n"
+		"                 group,gpu (the default: all of them), link\n"
 		"  --data DIR     where generated data (a trained model's checkpoints, JPEGs)\n"
 		"                 is kept between runs (default: DIR/../rckpt-bench-data)\n"
 		"  --checkpoints DIR  your own model's checkpoints (step-N.safetensors, at\n"
 		"                 least 17; a sibling step-N.grads.safetensors is used)\n"
 		"                 instead of a small model trained here\n"
 		"  --images DIR   your own JPEGs (at least 128) instead of Debian's photos\n"
+		"  --link RATES   also the link suite: saves and restores against raw writes\n"
+		"                 and reads behind a link shaped to each rate (as 1g,10g): a\n"
+		"                 cluster of its own in a network namespace, a veth pair with\n"
+		"                 link-local addresses, tc; all removed at the end. Needs root\n"
 		"\n"
 		"Timed figures are medians of repeated runs (3 quick, 5 full) with their\n"
 		"min and max. 'compare A B' prints every figure of two reports (A and B:\n"
@@ -139,11 +143,12 @@ int rckpt_cli_bench(int argc, char **argv, const rckpt_connect_opts_t *gconn)
 		{ "suites", required_argument, NULL, 'S' }, { "data", required_argument, NULL, 'd' },
 		{ "checkpoints", required_argument, NULL, 'C' },
 		{ "images", required_argument, NULL, 'I' }, { "help", no_argument, NULL, 'h' },
+		{ "link", required_argument, NULL, 'L' },
 		{ NULL, 0, NULL, 0 },
 	};
 	rckpt_connect_opts_t conn = *gconn;
 	const char *profile = NULL, *out = NULL, *seed = "1", *suites = NULL, *data = NULL;
-	const char *ckpts = NULL, *images = NULL;
+	const char *ckpts = NULL, *images = NULL, *link = NULL;
 	char script[PATH_MAX], bin[PATH_MAX], self[PATH_MAX], lib[PATH_MAX + 16], cmdline[4096];
 	char *args[32];
 	size_t used;
@@ -194,6 +199,7 @@ int rckpt_cli_bench(int argc, char **argv, const rckpt_connect_opts_t *gconn)
 		case 'd': data = optarg; break;
 		case 'C': ckpts = optarg; break;
 		case 'I': images = optarg; break;
+		case 'L': link = optarg; break;
 		case 'h': usage(stdout); return 0;
 		case ':': return bad("option '%s' needs a value", argv[optind - 1]);
 		default: return bad("unknown option '%s'", argv[optind - 1]);
@@ -272,6 +278,10 @@ int rckpt_cli_bench(int argc, char **argv, const rckpt_connect_opts_t *gconn)
 	if (images) {
 		args[k++] = (char *)"--images";
 		args[k++] = (char *)images;
+	}
+	if (link) {
+		args[k++] = (char *)"--link";
+		args[k++] = (char *)link;
 	}
 	if (cli_format(gconn) != CLI_FORMAT_PLAIN) {
 		args[k++] = (char *)"--json";

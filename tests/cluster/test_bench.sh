@@ -25,6 +25,8 @@ check "no --out: exit 2" expect_run 2 "$t/o" "$rckpt" bench --quick
 check "bad seed: exit 2" expect_run 2 "$t/o" "$rckpt" bench --quick --seed x1 --out "$t/x"
 check "unknown suite: exit 2" expect_run 2 "$t/o" "$rckpt" bench --quick --suites save,nosuch --out "$t/x"
 check "  names it" contains "$t/o" "no suite nosuch"
+check "a bad link rate: exit 2" expect_run 2 "$t/o" "$rckpt" bench --quick --link 1g,3x --out "$t/x"
+check "  names it" contains "$t/o" "rate '3x'"
 check "too few checkpoints: exit 2" expect_run 2 "$t/o" "$rckpt" bench --quick --checkpoints "$t" --out "$t/x"
 check "  says how many it needs" contains "$t/o" "needs at least 17 files"
 check "missing pool: exit 1" expect_run 1 "$t/o" "$rckpt" bench --quick --pool no-such-pool-$$ --out "$t/x"
@@ -142,7 +144,7 @@ mkdir "$im"
 for f in $(ls "$RCKPT_TEST_PCR_DIR"/*.jpg | sort | head -n 64); do ln -s "$f" "$im/"; done
 head -n 65 "$RCKPT_TEST_PCR_DIR/labels.csv" >"$im/labels.csv"
 tiny=(/usr/bin/python3 "$(dirname "$0")/../../bench/rckpt_bench.py" run --tiny --seed 7
-	--suites frontier,pcr,loader,group,gpu
+	--suites frontier,pcr,loader,group,link,gpu --link 1g
 	--checkpoints "$ck" --images "$im" --lm "$RCKPT_TEST_LM_DIR" --pool rckpt
 	--bin "$(dirname "$rckpt")/../bench" --rckpt "$rckpt" --out "$t/tiny")
 tty=0
@@ -156,8 +158,10 @@ check "the other suites, --tiny: exit 0" expect_run 0 "$t/tiny.log" on_tty "${ti
 echo "# the other suites at the tiny size: $((SECONDS - t0)) s"
 r=$t/tiny/report.md
 check "  every suite ok (the GPU's ok or skipped)" bash -c \
-	"[ \$(grep -cE '^\| (frontier|pcr|loader|group) \| ok ' '$r') -eq 4 ] &&
+	"[ \$(grep -cE '^\| (frontier|pcr|loader|group|link) \| ok ' '$r') -eq 5 ] &&
 	 grep -qE '^\| gpu \| (ok|skipped)' '$r'"
+check "  the link suite left no namespace, pair or cluster behind" bash -c \
+	"! ip netns list | grep -q '^rckpt-link-' && ! ip -o link | grep -qE ': rkl[0-9]+a[@:]' && ! ls -d /tmp/rckpt-link-* 2>/dev/null"
 check "  the suites' data hold together" /usr/bin/python3 - "$t/tiny/results.json" <<'EOF'
 import json, sys
 r = json.load(open(sys.argv[1]))
@@ -177,6 +181,12 @@ assert "regular" in {x["loader"] for x in lb} and len({x["loader"] for x in lb})
 assert {x["epoch"] for x in lb} == {0, 1}, lb
 # group saves by 1, 2 and 4 ranks
 assert set(d["group"]["summary"]) == {"1", "2", "4"}, d["group"]["summary"].keys()
+# behind the shaped link: the link carried about its rate (1 Gbit/s: 125
+# MB/s at most), and a pair of each kind was timed
+ln = d["link"]["1g"]
+assert 20 < ln["rados_write"] < 130 and 20 < ln["rados_read"] < 130, ln
+p = ln["pairs"][0]
+assert all(p[k] > 0 for k in ("save_s", "raw_save_s", "restore_s", "raw_read_s")), p
 EOF
 if /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
 	for p in frontier pcr_groups loader; do
@@ -188,10 +198,10 @@ if [ "$tty" = 1 ]; then
 	p=$t/tiny.lines # each redraw on a line of its own
 	tr '\r' '\n' <"$t/tiny.log" | sed 's/^\x1b\[K//' >"$p"
 	check "  the progress line is redrawn in place" grep -q $'\r\x1b\\[K' "$t/tiny.log"
-	check "  suite i of N, elapsed seconds" grep -qE '^rckpt bench: suite 1/5 frontier, [0-9]+ s: ' "$p"
-	check "  the seconds go on" grep -qE '^rckpt bench: suite [1-5]/5 [a-z]+, [1-9][0-9]* s: ' "$p"
-	check "  what the suite's tool prints" grep -qE '^rckpt bench: suite 1/5 frontier, [0-9]+ s: frontier: frontier: eps 0.0012' "$p"
-	check "  each suite's status when it ends" grep -qE '^rckpt bench: suite 1/5 frontier: ok \([0-9]+ s\)' "$p"
-	check "  the last one's too" grep -qE '^rckpt bench: suite 5/5 gpu: (ok|skipped)' "$p"
+	check "  suite i of N, elapsed seconds" grep -qE '^rckpt bench: suite 1/6 frontier, [0-9]+ s: ' "$p"
+	check "  the seconds go on" grep -qE '^rckpt bench: suite [1-6]/6 [a-z]+, [1-9][0-9]* s: ' "$p"
+	check "  what the suite's tool prints" grep -qE '^rckpt bench: suite 1/6 frontier, [0-9]+ s: frontier: frontier: eps 0.0012' "$p"
+	check "  each suite's status when it ends" grep -qE '^rckpt bench: suite 1/6 frontier: ok \([0-9]+ s\)' "$p"
+	check "  the last one's too" grep -qE '^rckpt bench: suite 6/6 gpu: (ok|skipped)' "$p"
 fi
 finish
