@@ -26,6 +26,10 @@ check "status before any start: exit 3" expect_run 3 "$t/o" "$script" --dir "$di
 check "stop before any start: exit 0" expect_run 0 "$t/o" "$script" --dir "$dir" stop
 check "bad option: exit 2" expect_run 2 "$t/o" "$script" --dir "$dir" --osds 9 start
 check "unknown command: exit 2" expect_run 2 "$t/o" "$script" --dir "$dir" restart
+# only addresses that never leave the machine
+check "an address off the machine refused: exit 2" expect_run 2 "$t/o" "$script" --dir "$dir" --addr 10.0.0.1 start
+check "  says which are allowed" contains "$t/o" "127.0.0.0/8 or 169.254.0.0/16"
+check "  nothing created" test ! -e "$dir/ceph.conf"
 check "--help: exit 0" expect_run 0 "$t/o" "$script" --help
 
 check "start: exit 0" expect_run 0 "$t/o" "$script" --dir "$dir" --plugins "$plugins" start
@@ -38,6 +42,8 @@ check "env prints CEPH_CONF" expect_run 0 "$t/o" "$script" --dir "$dir" env
 check "  for this folder" contains "$t/o" "export CEPH_CONF=$dir/ceph.conf"
 check "plugins answer" expect_run 0 "$t/o" "$rckpt" --conf "$dir/ceph.conf" status
 check "different OSD count refused" expect_run 1 "$t/o" "$script" --dir "$dir" --osds 2 start
+check "different address refused" expect_run 1 "$t/o" "$script" --dir "$dir" --addr 127.0.0.2 start
+check "  names the one it has" contains "$t/o" "listens on 127.0.0.1"
 check "  explains" contains "$t/o" "wipe"
 
 check "stop: exit 0" expect_run 0 "$t/o" "$script" --dir "$dir" stop
