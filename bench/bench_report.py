@@ -64,6 +64,12 @@ def summary_rows(metrics, data):
     add("trainer stall, rckpt default / torch.save", "stall rckpt default / torch.save")
     add("trainer stall: rckpt snapshot", "trainer stall per save: rckpt snapshot")
     add("trainer stall: torch.save to a local file", "trainer stall per save: torch.save")
+    add("encode, MB of fp32 per CPU second (goal >= zstd -1's)", "encode, MB of fp32 per CPU second: rckpt")
+    add("encode speed per CPU second / zstd -1 (goal >= 1)", "encode speed per CPU second / zstd -1")
+    for st in ("prepare", "search", "quantize", "record"):
+        add("encode stage %s, one core (goal >= 1000)" % st, "encode stage, one core: " + st)
+    add("decode, MB of fp32 per CPU second (goal >= 1000)", "decode, MB of fp32 per CPU second: rckpt")
+    add("decode speed per CPU second / zstd -d", "decode speed per CPU second / zstd -d")
     add("compression ratio over the run: rckpt", "ratio over the run: rckpt")
     add("compression ratio over the run: qd (baseline)", "ratio over the run: qd")
     add("compression ratio over the run: zstd -3", "ratio over the run: zstd-3")

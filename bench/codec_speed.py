@@ -13,7 +13,9 @@ output to a file, as a user's would. It takes each one's CPU seconds (user
 too, the encoder using every core) and prints per round and as median
 [min, max] over the rounds: the fp32 MB each handles per CPU second, the
 ratio of each rckpt to zstd of the same round (> 1: faster than zstd),
-and with two binaries (the old one first) the ratios of their times.
+and with two binaries (the old one first) the ratios of their times. A
+line "csv:round,R,MB,ENC,DEC[,ENC2,DEC2],ZSTD1,ZSTDD" (CPU seconds) a
+round is for rckpt_bench.py.
 --same checks that both binaries write the same step files and decode
 the same bytes.
 
@@ -118,6 +120,9 @@ def main():
             zd.append(z)
             print("round %d: %s, zstd -1 %.2f s, zstd -d %.2f s" % (r + 1, ", ".join(line), zs[-1], z),
                   flush=True)
+            # machine-readable (rckpt_bench.py): MB of fp32, then CPU seconds
+            print("csv:round,%d,%.3f,%s,%.6f,%.6f" % (r + 1, mb, ",".join(
+                "%.6f,%.6f" % (cpu[b][-1], dcpu[b][-1]) for b in range(nb)), zs[-1], z), flush=True)
             if a.same and nb == 2:
                 for f in sorted(os.listdir(os.path.join(tmp, "out0"))):
                     if not filecmp.cmp(os.path.join(tmp, "out0", f), os.path.join(tmp, "out1", f), False):

@@ -70,38 +70,12 @@ import threading
 import time
 
 from bench_progress import Progress
+from bench_profiles import PROFILES
 from bench_report import compare, report, summary_table
 
 here = os.path.dirname(os.path.abspath(__file__))
 SUITES = ["baseline", "save", "compression", "frontier", "restore", "pcr", "loader", "group", "gpu"]
 OPT_SUITES = ["link"]  # run when named (or given --link), not by default
-PROFILES = {
-    # reps: runs of each timed tool; the rest sizes the data and the tools
-    "quick": dict(reps=3, link_steps=8, ckpt_width=512, ckpt_steps=600, images=1000, chains="1,2,4,8,16",
-                  rb_sizes=[65536, 4 << 20], rb_seconds=2, rb_budget=256 << 20, stall_width=1024, stall_saves=6,
-                  loader_images=500, loader_epochs=2, loader_learners=4, loc_learners="4,16,64", gpu_sizes="10M",
-                  group_steps=4,
-                  lm=["--steps", "600", "--every", "100", "--d-model", "64", "--corpus-bytes", "1000000"],
-                  fr_eps="0.0006,0.0012,0.003", fr_methods="rckpt,qd",
-                  pcr_args=["--threads", "1", "--scales", "auto", "--no-transcode"], big_mi=0),
-    "full": dict(reps=5, link_steps=16, ckpt_width=1024, ckpt_steps=1200, images=3000, chains="1,2,4,8,16,32",
-                 rb_sizes=[65536, 1 << 20, 4 << 20], rb_seconds=5, rb_budget=1 << 30, stall_width=2048, stall_saves=15,
-                 loader_images=2000, loader_epochs=3, loader_learners=4, loc_learners="4,16,64,256,1024",
-                 gpu_sizes="10M,100M", group_steps=8,
-                 lm=["--steps", "2000", "--every", "100"],
-                 fr_eps="0.0003,0.0006,0.0012,0.002,0.003,0.005,0.01",
-                 fr_methods="rckpt,abl-uniform-bins,abl-no-rearrange,abl-magnitude-only,qd,checknrun",
-                 pcr_args=["--threads", "1,2", "--scales", "auto,2"], big_mi=48),
-    # every suite and every step of it, on the least data that runs them:
-    # the tests' (tests/cluster/test_bench.sh), not a benchmark
-    "tiny": dict(reps=1, link_steps=2, ckpt_width=64, ckpt_steps=425, images=64, chains="1,2,4,16",
-                 rb_sizes=[65536], rb_seconds=1, rb_budget=64 << 20, stall_width=256, stall_saves=3,
-                 loader_images=64, loader_epochs=2, loader_learners=2, loc_learners="4,16", gpu_sizes="1M",
-                 group_steps=2,
-                 lm=["--steps", "200", "--every", "100", "--d-model", "32", "--corpus-bytes", "200000"],
-                 fr_eps="0.0012", fr_methods="rckpt,qd",
-                 pcr_args=["--threads", "1", "--scales", "auto", "--no-transcode"], big_mi=0),
-}
 
 
 class SuiteError(Exception):
@@ -377,7 +351,7 @@ class Bench:
         o = self.tool("bench_codec", [self.bin("bench_codec"), ck])
         per = {}
         for line in o.splitlines():
-            if not line.startswith("csv:") or line.startswith("csv:method,"):
+            if not line.startswith("csv:") or line.startswith(("csv:method,", "csv:stages,")):
                 continue
             f = line[4:].split(",")
             m = re.search(r"step-0*(\d+)", f[1])
@@ -392,6 +366,31 @@ class Bench:
                         sum(r["raw"] for r in rows) / sum(r["enc"] for r in rows), "higher")
         for meth, rows in per.items():
             self.metric("compression", "encode, one core: " + meth, "MB/s", [r["mbs"] for r in rows], "higher")
+        for line in o.splitlines():  # rckpt's encode by stage, fp32 MB over each stage's seconds
+            f = line.split(",")
+            if f[0] == "csv:stages" and f[1] == "rckpt":
+                for name, sec in zip(("prepare", "search", "quantize", "record"), f[3:7]):
+                    if float(sec) > 0:  # 0: done within another stage
+                        self.metric("compression", "encode stage, one core: " + name, "MB/s",
+                                    float(f[2]) / 1e6 / float(sec), "higher")
+        self.codec_speed(ck)
+
+    def codec_speed(self, ck):
+        """codec_speed.py on the run's last two checkpoints (a base and a
+        delta): CPU seconds of rckpt's encode and decode against zstd -1
+        and zstd -d in rounds, each round a pair."""
+        if not shutil.which("zstd"):
+            return say("no encode/decode pairs against zstd: zstd is not installed")
+        steps = sorted(f for f in os.listdir(ck) if re.fullmatch(r"step-\d+\.safetensors", f))[-2:]
+        o = self.tool("codec_speed", [self.py, os.path.join(here, "codec_speed.py"), "--rounds",
+                                      str(self.p["reps"]), "--rckpt", self.a.rckpt] + [os.path.join(ck, f) for f in steps])
+        rows = [[float(x) for x in line.split(",")[2:]] for line in o.splitlines() if line.startswith("csv:round,")]
+        if not rows:
+            raise SuiteError("codec_speed.py printed no rounds (raw/codec_speed.txt)")
+        self.metric("compression", "encode, MB of fp32 per CPU second: rckpt", "MB/s", [r[0] / r[1] for r in rows], "higher")
+        self.metric("compression", "decode, MB of fp32 per CPU second: rckpt", "MB/s", [r[0] / r[2] for r in rows], "higher")
+        self.metric_pairs("compression", "encode speed per CPU second / zstd -1", [r[3] / r[1] for r in rows], "higher")
+        self.metric_pairs("compression", "decode speed per CPU second / zstd -d", [r[4] / r[2] for r in rows], "higher")
 
     def lm_checkpoints(self):
         """The transformer run the frontier is judged on (make_transformer.py,
