@@ -602,7 +602,7 @@ int main(int argc, char **argv)
 		       "stage alone %.0f MB/s)\n",
 		       methods[j].name, 100 * r->t_prep / t, 100 * r->t_search / t, 100 * r->t_quant / t,
 		       100 * r->t_code / t, r->raw / 1e6 / r->t_code);
-		printf("csv:stages,%s,%.0f,%.6f,%.6f,%.6f,%.6f\n", methods[j].name, (double)r->raw, r->t_prep,
+		printf("stages:%s,%.0f,%.6f,%.6f,%.6f,%.6f\n", methods[j].name, (double)r->raw, r->t_prep,
 		       r->t_search, r->t_quant, r->t_code);
 	}
 	if (res[0].n && res[NMETHODS - 2].n)

@@ -351,7 +351,7 @@ class Bench:
         o = self.tool("bench_codec", [self.bin("bench_codec"), ck])
         per = {}
         for line in o.splitlines():
-            if not line.startswith("csv:") or line.startswith(("csv:method,", "csv:stages,")):
+            if not line.startswith("csv:") or line.startswith("csv:method,"):
                 continue
             f = line[4:].split(",")
             m = re.search(r"step-0*(\d+)", f[1])
@@ -368,11 +368,11 @@ class Bench:
             self.metric("compression", "encode, one core: " + meth, "MB/s", [r["mbs"] for r in rows], "higher")
         for line in o.splitlines():  # rckpt's encode by stage, fp32 MB over each stage's seconds
             f = line.split(",")
-            if f[0] == "csv:stages" and f[1] == "rckpt":
-                for name, sec in zip(("prepare", "search", "quantize", "record"), f[3:7]):
+            if f[0] == "stages:rckpt":
+                for name, sec in zip(("prepare", "search", "quantize", "record"), f[2:6]):
                     if float(sec) > 0:  # 0: done within another stage
                         self.metric("compression", "encode stage, one core: " + name, "MB/s",
-                                    float(f[2]) / 1e6 / float(sec), "higher")
+                                    float(f[1]) / 1e6 / float(sec), "higher")
         self.codec_speed(ck)
 
     def codec_speed(self, ck):

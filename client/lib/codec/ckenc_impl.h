@@ -199,6 +199,10 @@ typedef struct evalctx {
 					     (NULL: every one its own) */
 	const uint8_t *dsum;              /* ... and whether it adds to the step's
 					     (NULL: every one does) */
+	int alloc_near;                   /* the allocation weighs, for a tensor
+					     with a quantized parent, only the bin
+					     counts next to its parent's (see
+					     alloc_tables) */
 } evalctx_t;
 
 /* A per-tensor allocation's tables: option k of prepared tensor t has loss
@@ -215,6 +219,10 @@ typedef struct alloc {
 /* Times the allocation is chosen again, within a smaller budget, when it
  * fails on all the data. */
 #define ALLOC_RETRIES 3
+
+/* Every ALLOC_REFRESH-th step weighs every option of every tensor's
+ * allocation again (evalctx_t.alloc_near). */
+#define ALLOC_REFRESH 8
 
 rckpt_qconfig_t ckenc_config_of(const rckpt_ckenc_opts_t *o, cpoint_t c);
 /* The least aggressive point: what a step falls back to. */

@@ -131,9 +131,10 @@ static int choose(rckpt_ckenc_t *e, const part_t *P, const stepctx_t *x, rckpt_c
 	unsigned alloc_tries = 0;
 	cpoint_t best = ckenc_point_safest();
 	evalctx_t ex = { o,	   prep, x->smp + P->off, P->n, 0,    NULL, e->steps ? &e->prev : NULL,
-			 which, psmp, cache,		  0,	dfix, dsum };
+			 which, psmp, cache,		  0,	dfix, dsum, 0 };
 	int rc = 0, found = 0;
 
+	ex.alloc_near = e->steps >= 2 && e->steps % ALLOC_REFRESH != 0;
 	*accepted = 0;
 	if (o->mode == RCKPT_CKENC_FIXED) {
 		*config = o->fixed;
