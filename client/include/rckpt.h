@@ -810,7 +810,7 @@ typedef struct rckpt_pcr_progress {
  * scan_script): a record's group k is its images' first k scans. */
 #define RCKPT_PCR_SCRIPT_DEFAULT 0  /* libjpeg's: spectral selection and successive approximation */
 #define RCKPT_PCR_SCRIPT_SPECTRAL 1 /* spectral selection alone: prefixes decode faster, fidelity
-				       grows more slowly at the low groups (docs/pcr.md, "The scan script") */
+				       grows more slowly at the low groups (docs/datasets.md, "The scan script") */
 
 typedef struct rckpt_pcr_build_opts {
 	unsigned version;           /* RCKPT_PCR_BUILD_OPTS_VERSION */

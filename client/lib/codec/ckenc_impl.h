@@ -126,7 +126,12 @@ typedef struct sample {
 	float *w, *g;
 	size_t n;
 	uint64_t full, stride;
+	double den; /* sum g^2 w^2 over the sample, in order (g: 1 without
+		       gradients): every configuration's error is over it
+		       (ckenc_sample_den, once a step) */
 } sample_t;
+
+void ckenc_sample_den(sample_t *s);
 
 /* Chosen with the device (rckpt_ckenc_set_gpu): e->be. Stages added later
  * go here, with both implementations. g: the tensor's gradient RMS (fp32,

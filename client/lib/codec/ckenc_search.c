@@ -96,6 +96,17 @@ static const rckpt_seg_t *parent_seg(const evalctx_t *x, unsigned t)
 	return s->encoding == RCKPT_SEG_QUANTIZED ? s : NULL;
 }
 
+void ckenc_sample_den(sample_t *s)
+{
+	double td = 0;
+	size_t i;
+	for (i = 0; i < s->n; i++) {
+		double gg = s->g ? (double)s->g[i] * s->g[i] : 1.0;
+		td += gg * (double)s->w[i] * s->w[i];
+	}
+	s->den = td;
+}
+
 /* Tensor t under configuration c with quantizer (or under qfix, the
  * parameters kept from the last step, when not NULL): its loss terms
  * scaled to the whole tensor, and its estimated bytes (see evaluate). */
@@ -137,14 +148,13 @@ static int eval_tensor(evalctx_t *x, unsigned t, const rckpt_qconfig_t *c, unsig
 		 * hstab: the change this configuration makes between the last
 		 * step's sample and this one (what it will cost from now on) */
 		uint64_t hstab[256] = { 0 };
-		double h = 0, hs = 0, tn = 0, td = 0;
+		double h = 0, hs = 0, tn = 0;
 		unsigned l, m = q.nbins + 2, mp = m;
 		if (ps && ps->nbins + 2 > mp)
 			mp = ps->nbins + 2;
 		for (i = 0; i < s->n; i++) {
 			double gg = s->g ? (double)s->g[i] * s->g[i] : 1.0, d = (double)s->w[i] - r[i];
 			tn += gg * d * d;
-			td += gg * (double)s->w[i] * s->w[i];
 			/* cyclic differences; both operands < the modulus, so
 			 * one conditional subtraction, not a division */
 			if (ps) {
@@ -171,7 +181,7 @@ static int eval_tensor(evalctx_t *x, unsigned t, const rckpt_qconfig_t *c, unsig
 		if (pv && (qfix || !x->drift)) /* this step once, then HORIZON more like it */
 			h = (h + HORIZON * hs) / (1 + HORIZON);
 		*num = tn * (double)s->stride;
-		*den = td * (double)s->stride;
+		*den = s->den * (double)s->stride;
 		*bytes = h * (double)s->full / 8 + 2.0 * (double)np * (double)s->stride;
 	}
 	free(idx);

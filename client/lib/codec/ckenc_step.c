@@ -332,6 +332,8 @@ static int prep_range(rckpt_ckenc_t *e, stepctx_t *x, const rckpt_tset_t *params
 			     ? -ENOMEM
 			     : e->be->prepare(e, &x->prep[n], &bad, t, gd, kind, sp);
 		x->nprep++; /* from here on the cleanup frees it */
+		if (rc == 0)
+			ckenc_sample_den(sp);
 		if (rc == -EDOM)
 			bad_element(msg, msglen, t, kind, gd, bad);
 		if (rc)

@@ -27,13 +27,12 @@ static int cmp_double(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* Picks index i with probability p[i] / sum(p); -1 when sum is 0. */
-static long sample(const double *p, size_t n, uint64_t *rng)
+/* Picks index i with probability p[i] / sum(p), sum the p[i] added in
+ * order; -1 when sum is 0. */
+static long sample_of(const double *p, size_t n, double sum, uint64_t *rng)
 {
-	double sum = 0, t, acc = 0;
+	double t, acc = 0;
 	size_t i;
-	for (i = 0; i < n; i++)
-		sum += p[i];
 	if (!(sum > 0))
 		return -1;
 	t = uniform(rng) * sum;
@@ -46,6 +45,15 @@ static long sample(const double *p, size_t n, uint64_t *rng)
 		if (p[i] > 0)
 			return (long)i;
 	return -1;
+}
+
+static long sample(const double *p, size_t n, uint64_t *rng)
+{
+	double sum = 0;
+	size_t i;
+	for (i = 0; i < n; i++)
+		sum += p[i];
+	return sample_of(p, n, sum, rng);
 }
 
 static int kmeans(float *out, unsigned k, const double *x, const double *w, size_t n,
@@ -99,12 +107,14 @@ static int kmeans(float *out, unsigned k, const double *x, const double *w, size
 		near[i] = DBL_MAX;
 	for (j = 1; j < kk; j++) {
 		long pick;
+		double sum = 0;
 		for (i = 0; i < n; i++) { /* distance to the nearest centroid so far */
 			double dd = (x[i] - c[j - 1]) * (x[i] - c[j - 1]);
 			near[i] = dd < near[i] ? dd : near[i];
 			d2[i] = w[i] * near[i];
+			sum += d2[i]; /* in order: sample()'s sum, in the same pass */
 		}
-		pick = sample(d2, n, &rng);
+		pick = sample_of(d2, n, sum, &rng);
 		if (pick < 0) /* every weighted point sits on a centroid */
 			break;
 		c[j] = x[pick];

@@ -5,7 +5,7 @@
  * libjpeg-turbo decodes refinement scans slowest; a prefix of these scans
  * decodes faster, where the default script (libjpeg's, what TurboJPEG's
  * transform writes) gives more fidelity per byte at low groups. The
- * builder's `scan_script` picks one (rckpt.h); docs/pcr.md, "The scan
+ * builder's `scan_script` picks one (rckpt.h); docs/datasets.md, "The scan
  * script", has the trade-off. TurboJPEG cannot set a script: this
  * uses libjpeg's API of the same library (libjpeg-turbo).
  */
