@@ -25,6 +25,9 @@
 #define RCKPT_RECORD_HEADER_BYTES 40u
 #define RCKPT_NO_PARENT UINT64_MAX
 #define RCKPT_SEG_MAX_BINS 64
+/* A blob's method byte (formats/checkpoint.md, "A blob holds") */
+#define RCKPT_BLOB_RAW 0u
+#define RCKPT_BLOB_ZSTD 3u
 
 enum rckpt_record_kind { RCKPT_REC_BASE = 1, RCKPT_REC_DELTA = 2, RCKPT_REC_SPARSE = 3 };
 enum rckpt_seg_encoding { RCKPT_SEG_QUANTIZED = 1, RCKPT_SEG_LOSSLESS = 2 };
