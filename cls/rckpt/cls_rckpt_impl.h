@@ -9,10 +9,15 @@
 #include "cls_rckpt_methods.h"
 
 #include "rckpt_buf.h"
+#include "rckpt_record.h"
 #include "rckpt_store_wire.h"
 
 #define KEY_MAX 32
 #define CHAIN_MAX RCKPT_STORE_CHAIN_MAX /* records one materialize folds */
+#define RCKPT_CLS_ELEMENTS_MAX RCKPT_STORE_RECORD_ELEMENTS_MAX /* elements of one record */
+
+/* A record's elements: its segments' sum. */
+uint64_t crk_record_elements(const rckpt_record_t *r);
 
 /* A u64 omap value of the object; -ENOENT when the key is absent. */
 int crk_get_u64(rckpt_cls_obj_t *o, const char *key, uint64_t *v);
@@ -44,6 +49,8 @@ typedef struct walk {
 
 /* Every "r." entry of the chunk. On failure w holds nothing (freed). */
 int crk_all_entries(rckpt_cls_obj_t *o, walk_t *w);
+/* Position of step among w's entries (sorted), or -1. */
+long crk_find_entry(const walk_t *w, uint64_t step);
 /* The chunk's record count: its "count" key (append, trim and compact
  * keep it), or, in a chunk written before there was one, its entries
  * counted (bounded by what that older plugin took). */

@@ -235,3 +235,27 @@ int crk_head_reply(rckpt_cls_obj_t *o, const char *key, int count_entries, const
 	}
 	return rckpt_msg_head_encode(out, &h);
 }
+
+uint64_t crk_record_elements(const rckpt_record_t *r)
+{
+	uint64_t n = 0;
+	uint32_t i;
+	for (i = 0; i < r->nseg; i++)
+		n += r->seg[i].n;
+	return n;
+}
+
+long crk_find_entry(const walk_t *w, uint64_t step)
+{
+	uint32_t a = 0, b = w->n;
+	while (a < b) {
+		uint32_t c = a + (b - a) / 2;
+		if (w->e[c].step == step)
+			return (long)c;
+		if (w->e[c].step < step)
+			a = c + 1;
+		else
+			b = c;
+	}
+	return -1;
+}
