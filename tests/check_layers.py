@@ -111,7 +111,8 @@ FLOORS = {
         "cli_ckpt_ls.c", "cli_ckpt_restore.c", "cli_ckpt_save.c", "cli_ckpt_util.c",
         "cli_args.c", "cli_signals.c", "cli_files.c", "cli_out.c", "cli_progress.c",
         "cli_lock.c"],                            # the utility layer (cli.h)
-    "client/lib/pcr": ["rckpt_mpi.c", "rckpt_loader.c", "rckpt_locality.c", "rckpt_pcr_read.c",
+    "client/lib/pcr": ["rckpt_mpi.c", "rckpt_loader.c", "rckpt_locality.c", "rckpt_pcr_fetch.c",
+                       "rckpt_pcr_read.c",
                        "rckpt_pcr_build.c", "rckpt_pcr_script.c", "rckpt_ssim.c"],
 }
 
