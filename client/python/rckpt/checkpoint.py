@@ -223,7 +223,7 @@ class Checkpointer(_Restoring):
         self._g = None
         rc = 0
         if group is not None:
-            from .pcr import _TorchTransport
+            from ._distributed import _TorchTransport
             if partial_block:
                 raise ValueError("group saves are not partial yet")
             self._tr = _TorchTransport(None if group is True else group)
