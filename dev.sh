@@ -22,9 +22,9 @@ jobs=$(nproc 2>/dev/null || echo 2)
 
 # What the project builds and runs with, all from Debian's packages.
 # python3-torch and python3-sklearn train the small real model whose
-# checkpoints the codec's tests and benchmarks use (bench/make_checkpoints.py);
+# checkpoints the codec's tests and benchmarks use (bench/data/make_checkpoints.py);
 # python3-pil cuts the PCR data set out of the sample photos that
-# python3-sklearn and python3-skimage ship (bench/make_pcr_images.py).
+# python3-sklearn and python3-skimage ship (bench/data/make_pcr_images.py).
 # OpenMPI is the locality-aware loader's exchange for C trainers
 # (librckpt_mpi) and runs its multi-learner test (mpirun -np 4).
 # python3-matplotlib draws the plots of `rckpt bench`'s report.
@@ -51,7 +51,7 @@ commands:
               into a job, restore its latest step and verify it; build a PCR
               dataset of real photos and read it at two fidelities; train a
               small model from Python with failures restored from rckpt
-              (bench/ft_experiment.py --short); the cluster keeps running
+              (bench/experiments/ft_experiment.py --short); the cluster keeps running
   test        install, build, start a fresh test cluster, run the whole test
               suite (ctest) against it, stop it
   deps        only install missing system packages (apt-get; sudo when not root)
@@ -144,9 +144,9 @@ demo)
 	echo
 	ck=$build/demo-checkpoints
 	if ! ls "$ck"/step-*.optim.safetensors >/dev/null 2>&1; then
-		say "training a small real model with AdamW for its checkpoints and the optimizer's state (bench/make_checkpoints.py)"
+		say "training a small real model with AdamW for its checkpoints and the optimizer's state (bench/data/make_checkpoints.py)"
 		rm -rf "$ck"
-		/usr/bin/python3 "$repo/bench/make_checkpoints.py" --optim adamw "$ck" | tail -1
+		/usr/bin/python3 "$repo/bench/data/make_checkpoints.py" --optim adamw "$ck" | tail -1
 	fi
 	job=demo-$(date +%Y%m%d-%H%M%S)
 	mapfile -t ckpts < <(ls "$ck"/step-*.safetensors | grep -v '\.\(grads\|gmean\|optim\)\.' | sort)
@@ -185,8 +185,8 @@ demo)
 	echo
 	imgs=$build/demo-pcr-images
 	if [ ! -f "$imgs/labels.csv" ]; then
-		say "cutting a JPEG data set out of Debian's sample photos (bench/make_pcr_images.py)"
-		/usr/bin/python3 "$repo/bench/make_pcr_images.py" --count 1000 "$imgs"
+		say "cutting a JPEG data set out of Debian's sample photos (bench/data/make_pcr_images.py)"
+		/usr/bin/python3 "$repo/bench/data/make_pcr_images.py" --count 1000 "$imgs"
 	fi
 	ds=demo-$(date +%Y%m%d-%H%M%S)
 	say "main job: build PCR dataset $ds from $(ls "$imgs"/*.jpg | wc -l) JPEGs"
@@ -203,8 +203,8 @@ demo)
 	pre=() # with sanitizers, Python loads the instrumented library with their runtimes
 	[ "$sanitize" = 1 ] && pre=(env "LD_PRELOAD=$(cc -print-file-name=libasan.so):$(cc -print-file-name=libubsan.so)" ASAN_OPTIONS=detect_leaks=0)
 	if /usr/bin/python3 -c 'import torch, sklearn' 2>/dev/null; then
-		say "main job: fault-tolerant AdamW training from Python, short version (bench/ft_experiment.py --short --optim adamw)"
-		"${pre[@]}" env RCKPT_LIBRARY="$build/client/librckpt.so" /usr/bin/python3 "$repo/bench/ft_experiment.py" --short --optim adamw || exit 1
+		say "main job: fault-tolerant AdamW training from Python, short version (bench/experiments/ft_experiment.py --short --optim adamw)"
+		"${pre[@]}" env RCKPT_LIBRARY="$build/client/librckpt.so" /usr/bin/python3 "$repo/bench/experiments/ft_experiment.py" --short --optim adamw || exit 1
 	else
 		say "skipped the fault-tolerant training experiment: python3-torch or python3-sklearn is not installed"
 	fi

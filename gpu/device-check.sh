@@ -4,7 +4,7 @@
 # configuration (gpu/gpu-only.cmake) for the device's architecture; run
 # test_gpu_parity with the real checkpoints; run compute-sanitizer
 # (memcheck, racecheck) over its kernel cases; run bench_gpu and the
-# torch/CuPy baselines (bench/gpu_baselines.py); write OUTDIR/device-check.md
+# torch/CuPy baselines (bench/gpu/gpu_baselines.py); write OUTDIR/device-check.md
 # (the report, against issue 31's goals) and OUTDIR/device-check.csv (every
 # figure), with each step's log beside them.
 #
@@ -25,7 +25,7 @@ writing OUTDIR/device-check.md and OUTDIR/device-check.csv.
   --deps DIR       Debian packages unpacked by gpu/carry-deps.sh (zstd,
                    libcrypto, jansson, cmocka), for a machine without them
   --ckpt-dir DIR   real checkpoints (default: build/test-checkpoints if there;
-                   else made here with bench/make_checkpoints.py)
+                   else made here with bench/data/make_checkpoints.py)
   --lm-dir DIR     the test transformer with AdamW state (default:
                    build/test-lm if there)
   --sizes LIST     bench_gpu and baseline sizes (default 10M,100M,1G)
@@ -142,7 +142,7 @@ parity=$bdir/test_gpu_parity bench=$bdir/bench_gpu
 [ -n "$lm" ] || { [ -d "$src/build/test-lm" ] && lm=$src/build/test-lm; }
 if [ -z "$ckpt" ] && [ "$dev" != none ] && command -v python3 >/dev/null; then
 	ckpt=$bdir/device-checkpoints
-	if run data "$out/data.log" 120 python3 "$src/bench/make_checkpoints.py" "$ckpt" --steps 150 --every 25 --width 64; then
+	if run data "$out/data.log" 120 python3 "$src/bench/data/make_checkpoints.py" "$ckpt" --steps 150 --every 25 --width 64; then
 		step data ok "$last_secs" "made real checkpoints in $ckpt"
 	else
 		step data skip "$last_secs" "could not make checkpoints (data.log); the real cases skip"
@@ -188,7 +188,7 @@ else
 	fi
 	if ! command -v python3 >/dev/null; then
 		step baselines skip 0 "no python3"
-	elif run baselines "$out/baselines.log" 90 python3 -u "$src/bench/gpu_baselines.py" --sizes "$sizes" --reps "$reps"; then
+	elif run baselines "$out/baselines.log" 90 python3 -u "$src/bench/gpu/gpu_baselines.py" --sizes "$sizes" --reps "$reps"; then
 		step baselines ok "$last_secs" "torch.quantile and CuPy"
 	else
 		rc=$?

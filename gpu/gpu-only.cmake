@@ -70,7 +70,7 @@ rckpt_target(test_gpu_parity)
 add_test(NAME test_gpu_parity COMMAND test_gpu_parity)
 set_tests_properties(test_gpu_parity PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 1200)
 
-add_executable(bench_gpu ${PROJECT_SOURCE_DIR}/bench/bench_gpu.c ${PROJECT_SOURCE_DIR}/bench/bench_gpu_base.cu)
+add_executable(bench_gpu ${PROJECT_SOURCE_DIR}/bench/gpu/bench_gpu.c ${PROJECT_SOURCE_DIR}/bench/gpu/bench_gpu_base.cu)
 set_target_properties(bench_gpu PROPERTIES CUDA_RUNTIME_LIBRARY Static CUDA_STANDARD 17)
 target_compile_options(bench_gpu PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Werror=all-warnings>)
 target_link_libraries(bench_gpu PRIVATE rckpt_gpu_codec)

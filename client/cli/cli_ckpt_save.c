@@ -65,7 +65,7 @@ static int finish(save_run_t *sr, rckpt_save_t *pend, uint64_t s, size_t attache
 }
 
 /* The tensors of a step: the model's file st and, when there is one, the
- * optimizer's (a sibling STEP.optim.safetensors, as bench/make_transformer.py
+ * optimizer's (a sibling STEP.optim.safetensors, as bench/data/make_transformer.py
  * writes it; roles by rckpt_file_optim_role's convention). Declares their
  * roles and hands back one array (*out, freed by the caller). */
 static int optim_join(rckpt_job_t *j, const rckpt_file_t *st, const rckpt_file_t *os,

@@ -1,7 +1,7 @@
 /*
  * rckpt_cli_bench.c — `rckpt bench`: check that the cluster runs this
  * client's plugins, then hand over to the benchmark driver
- * (bench/rckpt_bench.py, which runs the suites and writes the report) with
+ * (bench/report/rckpt_bench.py, which runs the suites and writes the report) with
  * the paths of this build's tools.
  */
 #define _GNU_SOURCE /* getopt_long */
@@ -81,12 +81,12 @@ static int bad(const char *msg, const char *arg)
 static int find_tools(char *script, size_t ns, char *bin, size_t nb)
 {
 	const char *s = getenv("RCKPT_BENCH_SCRIPT"), *b = getenv("RCKPT_BENCH_BIN");
-	snprintf(script, ns, "%s", s && *s ? s : RCKPT_SOURCE_DIR "/bench/rckpt_bench.py");
+	snprintf(script, ns, "%s", s && *s ? s : RCKPT_SOURCE_DIR "/bench/report/rckpt_bench.py");
 	snprintf(bin, nb, "%s", b && *b ? b : RCKPT_BINARY_DIR "/bench");
 	if (access(script, R_OK) != 0) {
 		cli_err("bench", -errno,
 			"the benchmark driver %s is not there (%s); set RCKPT_BENCH_SCRIPT to "
-			"bench/rckpt_bench.py of rckpt's source tree",
+			"bench/report/rckpt_bench.py of rckpt's source tree",
 			script, strerror(errno));
 		return -1;
 	}

@@ -228,7 +228,7 @@ typedef int (*rckpt_quality_cb)(void *arg, const rckpt_tensor_t *t, unsigned n, 
 /* The compressor's default quality threshold: the Fisher-weighted relative
  * error of the quantized tensors (sum F (w - r)^2 / sum F w^2, F the square
  * of the gradient RMS the trainer hands in, 1 without one). Calibrated
- * against real held-out loss (bench/calibrate.py, docs/compression.md "What eps means"):
+ * against real held-out loss (bench/codec/calibrate.py, docs/compression.md "What eps means"):
  * at this value no model of the calibration suite lost more than 1%. */
 #define RCKPT_EPS_DEFAULT 0.0012
 

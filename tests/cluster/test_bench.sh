@@ -143,7 +143,7 @@ im=$t/img
 mkdir "$im"
 for f in $(ls "$RCKPT_TEST_PCR_DIR"/*.jpg | sort | head -n 64); do ln -s "$f" "$im/"; done
 head -n 65 "$RCKPT_TEST_PCR_DIR/labels.csv" >"$im/labels.csv"
-tiny=(/usr/bin/python3 "$(dirname "$0")/../../bench/rckpt_bench.py" run --tiny --seed 7
+tiny=(/usr/bin/python3 "$(dirname "$0")/../../bench/report/rckpt_bench.py" run --tiny --seed 7
 	--suites frontier,pcr,loader,group,link,gpu --link 1g
 	--checkpoints "$ck" --images "$im" --lm "$RCKPT_TEST_LM_DIR" --pool rckpt
 	--bin "$(dirname "$rckpt")/../bench" --rckpt "$rckpt" --out "$t/tiny")

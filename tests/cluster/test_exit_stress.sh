@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test_exit_stress.sh RCKPT [RUNS] — short multi-process runs must exit
-# cleanly. Each run is bench/loader_bytes.py with 4 learners (processes,
+# cleanly. Each run is bench/loader/loader_bytes.py with 4 learners (processes,
 # torch.distributed over gloo, each with its own librados client) on a small
 # PCR dataset; every other run with both cores kept busy by two spinning
 # processes, where a teardown race has the most room. Every learner must
@@ -24,7 +24,7 @@ for ((r = 1; r <= runs; r++)); do
 	if [ $((r % 2)) -eq 0 ]; then # both cores busy
 		for c in 1 2; do (while :; do :; done) & hogs+=($!); done
 	fi
-	if /usr/bin/python3 "$here/../../bench/loader_bytes.py" "$RCKPT_TEST_PCR_DIR" --rckpt "$rckpt" \
+	if /usr/bin/python3 "$here/../../bench/loader/loader_bytes.py" "$RCKPT_TEST_PCR_DIR" --rckpt "$rckpt" \
 		--images 256 --epochs 1 --learners 4 >"$t/out" 2>"$t/err"; then
 		clean=$((clean + 1))
 		[ ${#hogs[@]} -gt 0 ] && busy=$((busy + 1))

@@ -2,7 +2,7 @@
 # test_optim_cli.sh RCKPT — Adam's state from the command line, in the
 # cluster named by CEPH_CONF (issue 28): `ckpt save` takes a model's sibling
 # STEP.optim.safetensors (the test LM's AdamW state, as
-# bench/make_transformer.py writes it) as the optimizer's state; `ckpt ls`
+# bench/data/make_transformer.py writes it) as the optimizer's state; `ckpt ls`
 # gives the weights' and the optimizer's bytes apart; `ckpt restore` writes
 # the state to OUT.optim.safetensors, where the update Adam takes from it,
 # m / (sqrt(v) + eps), is within the update error's bound of the
@@ -31,7 +31,7 @@ check "  and over the job" contains "$t/o" "optimizer state"
 check "restore the last step" expect_run 0 "$t/o" "$rckpt" ckpt restore --job "$job" -o "$t/r.safetensors"
 check "  the state to its sibling" contains "$t/o" "of the optimizer's state -> $t/r.optim.safetensors"
 check "  the update it makes is the original's, within the bound" \
-	expect_run 0 "$t/p" /usr/bin/python3 - "$(dirname "$0")/../../bench" \
+	expect_run 0 "$t/p" /usr/bin/python3 - "$(dirname "$0")/../../bench/data" \
 	"${last%.safetensors}.optim.safetensors" "$t/r.optim.safetensors" <<'PY'
 import sys
 sys.path.insert(0, sys.argv[1])

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""test_bench_plots.py — the plots of `rckpt bench`'s report (bench/bench_plots.py)
+"""test_bench_plots.py — the plots of `rckpt bench`'s report (bench/report/bench_plots.py)
 keep their rules, on data shaped as a run's (every method of bench_codec, a
 frontier with a loss below the original's, a loader epoch of 0 bytes):
 
@@ -17,7 +17,7 @@ import tempfile
 import unittest
 
 here = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(here, "..", "..", "bench"))
+sys.path.insert(0, os.path.join(here, "..", "..", "bench", "report"))
 sys.path.insert(0, here)
 from testskip import skip_test  # noqa: E402
 

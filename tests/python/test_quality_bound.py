@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """test_quality_bound.py — the promise of eps, judged by the model's real loss.
 
-A small transformer language model (bench/make_transformer.py, AdamW, cosine
+A small transformer language model (bench/data/make_transformer.py, AdamW, cosine
 schedule to zero) is trained by a fixture into $RCKPT_TEST_LM_DIR. With the
 codec's defaults and no quality callback:
 
@@ -22,7 +22,7 @@ import tempfile
 import unittest
 
 here = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(here, "..", "..", "bench"))
+sys.path.insert(0, os.path.join(here, "..", "..", "bench", "data"))
 from testskip import skip_test  # noqa: E402
 
 BOUND = 0.01

@@ -448,7 +448,7 @@ static void test_dataset_lossless(void **state)
 
 	(void)state;
 	if (dir == NULL || (dd = opendir(dir)) == NULL) {
-		TEST_SKIP(TEST_NEED_DATA, "RCKPT_TEST_PCR_DIR names no data set (bench/make_pcr_images.py)");
+		TEST_SKIP(TEST_NEED_DATA, "RCKPT_TEST_PCR_DIR names no data set (bench/data/make_pcr_images.py)");
 	}
 	while ((e = readdir(dd)) != NULL) {
 		size_t l = strlen(e->d_name);

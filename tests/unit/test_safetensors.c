@@ -120,7 +120,7 @@ static void test_rejects(void **state)
 	assert_null(strstr(err, "/nonexistent"));
 }
 
-/* A checkpoint written by PyTorch (bench/make_checkpoints.py), when the
+/* A checkpoint written by PyTorch (bench/data/make_checkpoints.py), when the
  * test is given one: RCKPT_TEST_CKPT_DIR. */
 static void test_reads_pytorch_checkpoint(void **state)
 {

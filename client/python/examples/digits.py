@@ -9,7 +9,7 @@ cosine-decaying learning rate, a checkpoint every K steps.
 
 What it shows: Checkpointer.save with a gradient EMA and a quality callback
 (the dequantized model's loss on held-out batches), restore_into after a
-"crash", and each save's compression ratio. bench/ft_experiment.py runs the
+"crash", and each save's compression ratio. bench/experiments/ft_experiment.py runs the
 fault-tolerance experiment on the same trainer.
 """
 import argparse
