@@ -122,8 +122,11 @@ int cli_dispatch(const char *cmd, const char *help, const cli_sub_t *subs, size_
 	int i;
 	for (i = 1; i < argc; i++)
 		if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-			if (i < 2 || argv[1][0] == '-' || cli_sub_help(help, cmd, argv[1]))
+			if (i < 2 || argv[1][0] == '-' || cli_sub_help(help, cmd, argv[1])) {
 				fputs(help, stdout);
+				printf("\nGlobal options (--conf, --id/--user, --pool, --timeout, --read-from, "
+				       "--format)\ngo before '%s' or after the subcommand.\n", cmd);
+			}
 			return 0;
 		}
 	if (argc >= 2) {

@@ -55,16 +55,6 @@ static void usage_main(FILE *f)
 		"commands show a progress line on stderr.\n");
 }
 
-static int usage_error(const char *fmt, const char *arg)
-{
-	char m[1024];
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wformat-nonliteral"
-	snprintf(m, sizeof(m), fmt, arg);
-#pragma GCC diagnostic pop
-	return cli_usage_error(NULL, m);
-}
-
 /* ---- rckpt version ---- */
 
 int rckpt_cli_version(int argc, char **argv, const rckpt_connect_opts_t *conn)
@@ -77,7 +67,7 @@ int rckpt_cli_version(int argc, char **argv, const rckpt_connect_opts_t *conn)
 		return 0;
 	}
 	if (argc > 1)
-		return usage_error("version: unexpected argument '%s'", argv[1]);
+		return cli_usage_errorf(NULL, "version: unexpected argument '%s'", argv[1]);
 	rckpt_gpu_info(&gi);
 	if (cli_json_mode())
 		return cli_json_out(json_pack("{s:s, s:i, s:{s:b, s:i, s:i, s:i, s:s}}", "version", rckpt_version_string(),
@@ -304,15 +294,15 @@ int rckpt_cli_status(int argc, char **argv, const rckpt_connect_opts_t *conn)
 			dataset = optarg;
 			break;
 		case ':':
-			return usage_error("status: option '%s' needs a value", argv[optind - 1]);
+			return cli_usage_errorf(NULL, "status: option '%s' needs a value", argv[optind - 1]);
 		default:
-			return usage_error("status: bad option '%s'", argv[optind - 1]);
+			return cli_usage_errorf(NULL, "status: bad option '%s'", argv[optind - 1]);
 		}
 	}
 	if (optind < argc)
-		return usage_error("status: unexpected argument '%s'", argv[optind]);
+		return cli_usage_errorf(NULL, "status: unexpected argument '%s'", argv[optind]);
 	if (job && dataset)
-		return usage_error("status: %s", "--job and --dataset exclude each other");
+		return cli_usage_errorf(NULL, "status: %s", "--job and --dataset exclude each other");
 	if ((job && cli_check_name("status", "--job", job)) || (dataset && cli_check_name("status", "--dataset", dataset)))
 		return EXIT_USAGE;
 	if (dataset)
@@ -449,16 +439,16 @@ int rckpt_cli_call(int argc, char **argv, const rckpt_connect_opts_t *conn)
 			raw = 1;
 			break;
 		case ':':
-			return usage_error("call: option '%s' needs a value", argv[optind - 1]);
+			return cli_usage_errorf(NULL, "call: option '%s' needs a value", argv[optind - 1]);
 		default:
-			return usage_error("call: bad option '%s'", argv[optind - 1]);
+			return cli_usage_errorf(NULL, "call: bad option '%s'", argv[optind - 1]);
 		}
 	}
 	if (argc - optind != 2)
-		return usage_error("call: %s", argc - optind < 2 ? "needs CLASS and METHOD"
+		return cli_usage_errorf(NULL, "call: %s", argc - optind < 2 ? "needs CLASS and METHOD"
 								 : "too many arguments");
 	if (*oid == '\0')
-		return usage_error("call: %s", "--object must not be empty");
+		return cli_usage_errorf(NULL, "call: %s", "--object must not be empty");
 	if ((h = cli_connect(conn, argv[0])) == NULL)
 		return 1;
 	out = malloc(cap);
@@ -534,7 +524,7 @@ static int set_global(cli_opts_t *opts, int which, const char *v)
 	switch (which) {
 	case 'f':
 		if ((k = choice(v, formats)) < 0)
-			return usage_error("--format must be plain, json or json-pretty, not '%s'", v);
+			return cli_usage_errorf(NULL, "--format must be plain, json or json-pretty, not '%s'", v);
 		opts->format = k;
 		cli_set_format(k);
 		break;
@@ -544,11 +534,11 @@ static int set_global(cli_opts_t *opts, int which, const char *v)
 	case 'p': conn->pool = v; break;
 	case 't':
 		if (parse_timeout(v, &conn->timeout_s))
-			return usage_error("--timeout must be 1..3600 seconds, not '%s'", v);
+			return cli_usage_errorf(NULL, "--timeout must be 1..3600 seconds, not '%s'", v);
 		break;
 	case 'R':
 		if ((k = choice(v, reads)) < 0)
-			return usage_error("--read-from must be balance, primary or localize, not '%s'", v);
+			return cli_usage_errorf(NULL, "--read-from must be balance, primary or localize, not '%s'", v);
 		conn->read_from = (unsigned)k;
 		break;
 	}
@@ -646,13 +636,13 @@ static int run(int argc, char **argv)
 			usage_main(stdout);
 			return 0;
 		case ':':
-			return usage_error("option '%s' needs a value", argv[optind - 1]);
+			return cli_usage_errorf(NULL, "option '%s' needs a value", argv[optind - 1]);
 		default:
-			return usage_error("unknown option '%s'", argv[optind - 1]);
+			return cli_usage_errorf(NULL, "unknown option '%s'", argv[optind - 1]);
 		}
 	}
 	if (optind >= argc)
-		return usage_error("%s", "missing command");
+		return cli_usage_errorf(NULL, "%s", "missing command");
 	cmd = argv[optind];
 	argc -= optind;
 	argv += optind;
@@ -677,7 +667,7 @@ static int run(int argc, char **argv)
 			}
 			if (v == NULL) {
 				if (i + 1 >= argc)
-					return usage_error("option '%s' needs a value", a);
+					return cli_usage_errorf(NULL, "option '%s' needs a value", a);
 				v = argv[++i];
 			}
 			if ((c = set_global(&opts, which, v)) != 0)
@@ -693,7 +683,7 @@ static int run(int argc, char **argv)
 		usage_main(stdout);
 		return 0;
 	}
-	return usage_error("unknown command '%s'", cmd);
+	return cli_usage_errorf(NULL, "unknown command '%s'", cmd);
 }
 
 int main(int argc, char **argv)

@@ -66,16 +66,6 @@ static void usage(FILE *f)
 		"for the baseline.\n");
 }
 
-static int bad(const char *msg, const char *arg)
-{
-	char m[1024];
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wformat-nonliteral"
-	snprintf(m, sizeof(m), msg, arg);
-#pragma GCC diagnostic pop
-	return cli_usage_error("bench", m);
-}
-
 /* The driver script and the folder of bench tools: $RCKPT_BENCH_SCRIPT and
  * $RCKPT_BENCH_BIN, else the source and build trees this binary came from. */
 static int find_tools(char *script, size_t ns, char *bin, size_t nb)
@@ -161,7 +151,7 @@ int rckpt_cli_bench(int argc, char **argv, const rckpt_connect_opts_t *gconn)
 			return 0;
 		}
 		if (argc != 4)
-			return bad("%s", "compare takes two report folders, A and B");
+			return cli_usage_errorf("bench", "%s", "compare takes two report folders, A and B");
 		if (find_tools(script, sizeof(script), bin, sizeof(bin)))
 			return 1;
 		args[k++] = (char *)PYTHON;
@@ -184,7 +174,7 @@ int rckpt_cli_bench(int argc, char **argv, const rckpt_connect_opts_t *gconn)
 		case 'q':
 		case 'f':
 			if (profile)
-				return bad("%s", "give one of --quick and --full");
+				return cli_usage_errorf("bench", "%s", "give one of --quick and --full");
 			profile = c == 'q' ? "--quick" : "--full";
 			break;
 		case 'o': out = optarg; break;
@@ -192,7 +182,7 @@ int rckpt_cli_bench(int argc, char **argv, const rckpt_connect_opts_t *gconn)
 		case 'p': conn.pool = optarg; break;
 		case 's':
 			if (!*optarg || strspn(optarg, "0123456789") != strlen(optarg) || strlen(optarg) > 9)
-				return bad("--seed takes a number, not '%s'", optarg);
+				return cli_usage_errorf("bench", "--seed takes a number, not '%s'", optarg);
 			seed = optarg;
 			break;
 		case 'S': suites = optarg; break;
@@ -201,16 +191,16 @@ int rckpt_cli_bench(int argc, char **argv, const rckpt_connect_opts_t *gconn)
 		case 'I': images = optarg; break;
 		case 'L': link = optarg; break;
 		case 'h': usage(stdout); return 0;
-		case ':': return bad("option '%s' needs a value", argv[optind - 1]);
-		default: return bad("unknown option '%s'", argv[optind - 1]);
+		case ':': return cli_usage_errorf("bench", "option '%s' needs a value", argv[optind - 1]);
+		default: return cli_usage_errorf("bench", "unknown option '%s'", argv[optind - 1]);
 		}
 	}
 	if (optind < argc)
-		return bad("unexpected argument '%s'", argv[optind]);
+		return cli_usage_errorf("bench", "unexpected argument '%s'", argv[optind]);
 	if (!profile)
-		return bad("%s", "give --quick or --full");
+		return cli_usage_errorf("bench", "%s", "give --quick or --full");
 	if (!out || !*out)
-		return bad("%s", "needs --out DIR");
+		return cli_usage_errorf("bench", "%s", "needs --out DIR");
 	if (conn.user && strcmp(conn.user, "admin") != 0 && strcmp(conn.user, "client.admin") != 0) {
 		return cli_usage_errorf("bench",
 					"the suites run as client.admin (they create and delete pools' objects of "

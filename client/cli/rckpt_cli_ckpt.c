@@ -99,8 +99,6 @@ static const char help_text[] =
 	"rm       delete job J and all its objects (refused while a writer holds it), or\n"
 	"         with --step N forget that one step (not the head, not a pinned one).\n"
 	"\n"
-	"Global options (--conf, --id/--user, --pool, --timeout, --read-from, --format)\n"
-	"go before 'ckpt' or after the subcommand.\n"
 	"On a terminal, save, restore, export and compact show a progress line on stderr.\n"
 	"'rckpt compact --all' compacts every job of the pool under its own policy.\n";
 

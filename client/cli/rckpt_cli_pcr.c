@@ -40,8 +40,6 @@ static const char help_text[] =
 	"stat   bytes, images and mean SSIM per group of D.\n"
 	"rm     delete D and all its objects.\n"
 	"\n"
-	"Global options (--conf, --id/--user, --pool, --timeout, --read-from, --format)\n"
-	"go before 'pcr' or after the subcommand.\n"
 	"On a terminal, build shows a progress line on stderr.\n";
 
 int rckpt_cli_pcr(int argc, char **argv, const rckpt_connect_opts_t *conn)
