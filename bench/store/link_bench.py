@@ -73,6 +73,22 @@ def can_run():
     return None
 
 
+def names_for(pid, used):
+    """The namespace, the pair's two ends and their addresses for process
+    pid: a /30 of 169.254.1.0-169.254.254.255 (link-local: never routed off
+    the machine) whose third octet no address in `used` (`ip -4 -o addr
+    show`) has, starting from one the pid picks; the client's end first.
+    LinkError when every one is taken."""
+    nets = 254 * 62  # /30s from .4 to .248 in each of 169.254.1 .. 169.254.254
+    for k in range(pid % nets, pid % nets + nets):
+        k %= nets
+        c, d = 1 + k // 62, 4 * (k % 62) + 4
+        if " 169.254.%d." % c not in used:
+            return ("rckpt-link-%d" % pid, "rkl%da" % pid, "rkl%db" % pid,
+                    "169.254.%d.%d" % (c, d + 1), "169.254.%d.%d" % (c, d + 2))
+    raise LinkError("no free /30 in 169.254.0.0/16 for the link")
+
+
 class ShapedLink:
     """The namespace, the veth pair and the cluster; a context manager that
     removes all three however it is left."""
@@ -80,19 +96,8 @@ class ShapedLink:
     def __init__(self, plugins, say=print):
         self.say = say
         self.plugins = plugins
-        pid = os.getpid()
-        self.ns = "rckpt-link-%d" % pid
-        self.dev, self.peer = "rkl%da" % pid, "rkl%db" % pid
-        # a /30 of 169.254.0.0/16 that no interface here has
-        used = run(["ip", "-4", "-o", "addr", "show"])
-        nets = 254 * 62  # 169.254.1.0 .. 169.254.254.255, /30s from .4 to .248
-        for k in range(pid % nets, pid % nets + nets):
-            k %= nets
-            net = "169.254.%d.%d" % (1 + k // 62, 4 * (k % 62) + 4)
-            if net.rsplit(".", 1)[0] + "." not in used:
-                break
-        a, b, c, d = (int(x) for x in net.split("."))
-        self.client, self.server = "%d.%d.%d.%d" % (a, b, c, d + 1), "%d.%d.%d.%d" % (a, b, c, d + 2)
+        self.ns, self.dev, self.peer, self.client, self.server = names_for(
+            os.getpid(), run(["ip", "-4", "-o", "addr", "show"]))
         self.dir = None
         self.conf = None
         self.made = []
