@@ -361,11 +361,12 @@ static int alloc_row(void *arg, unsigned t)
 	}
 	for (k = 0; k + 1 < NALLOC && rc == 0; k++) {
 		const unsigned b[1] = { alloc_option(k) };
-		const rckpt_qconfig_t ct = tensor_config(c, &x->prep[t], b, 0);
+		rckpt_qconfig_t ct;
 		if (k % NB < lo || k % NB > hi) {
 			tn[k] = -1; /* not weighed this step */
 			continue;
 		}
+		ct = tensor_config(c, &x->prep[t], b, 0);
 		rc = eval_tensor(x, t, &ct, ALLOC_QUANTIZER(b[0]), NULL, &tn[k], &d0, &tb[k]);
 	}
 	tn[NALLOC - 1] = -1; /* unless the last codebook can be kept */
