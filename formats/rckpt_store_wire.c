@@ -1,7 +1,8 @@
 /*
- * rckpt_store_wire.c — store messages and omap values (formats/store.md);
- * object names in rckpt_store_names.c, a step's summary in
- * rckpt_store_summary.c, its attachment in rckpt_store_attach.c.
+ * rckpt_store_wire.c — store messages and omap values (formats/store.md),
+ * each described once by a field table (rckpt_wire_fields.h); object names
+ * in rckpt_store_names.c, a step's summary in rckpt_store_summary.c, its
+ * attachment in rckpt_store_attach.c.
  */
 #include "rckpt_store_wire.h"
 
@@ -12,847 +13,494 @@
 #include "rckpt_bytes.h"
 #include "rckpt_wire.h"
 
-/* ---- framing into a growable buffer ---- */
+#define STEP (RCKPT_STORE_NONE - 1) /* the most a step may be */
+#define FLD(T, f, k) .name = #f, .offset = offsetof(T, f), .kind = RCKPT_WF_##k
+#define COUNT(a) (uint8_t)(sizeof(a) / sizeof((a)[0]))
+/* A message of layout `ver` written with compat `cmp`, refused below `old`. */
+#define MSG(nm, T, ty, ver, cmp, old, fl, rl)                                             \
+	{                                                                                 \
+		.name = nm, .type = ty, .version = ver, .compat = cmp, .oldest = old,     \
+		.newest = RCKPT_STORE_WIRE_VERSION, .size = sizeof(T), .nfields = COUNT(fl), \
+		.fields = fl, .rule = rl                                                  \
+	}
+#define ELEM(nm, T, fl, rl) MSG(nm, T, 0, 0, 0, 0, fl, rl)
 
-static int put(rckpt_buf_t *b, const void *p, size_t n)
+/* ---- list elements ---- */
+
+static const rckpt_wire_field_t step_f[] = { { .name = "step", .kind = RCKPT_WF_U64, .max = STEP } };
+static const rckpt_wire_msg_t step_desc = ELEM("step", uint64_t, step_f, NULL);
+
+static int entry_rule(const void *m)
 {
-	return n ? rckpt_buf_append(b, p, n) : 0;
+	const rckpt_store_entry_t *e = m;
+	return e->length > RCKPT_STORE_OBJECT_MAX - e->offset ||
+		       (e->kind == 1) != (e->parent == RCKPT_STORE_NONE) ? -EINVAL : 0;
 }
 
-static int put_u8(rckpt_buf_t *b, uint8_t v)
+static const rckpt_wire_field_t entry_f[] = {
+	{ FLD(rckpt_store_entry_t, step, U64), .max = STEP },
+	{ FLD(rckpt_store_entry_t, offset, U64), .max = RCKPT_STORE_OBJECT_MAX },
+	{ FLD(rckpt_store_entry_t, length, U32) },
+	{ FLD(rckpt_store_entry_t, kind, U8), .min = 1, .max = 3 },
+	{ FLD(rckpt_store_entry_t, parent, U64) },
+};
+const rckpt_wire_msg_t rckpt_store_entry_desc = ELEM("entry", rckpt_store_entry_t, entry_f, entry_rule);
+
+static const rckpt_wire_field_t stepsum_f[] = {
+	{ FLD(rckpt_msg_stepsum_t, step, U64) },
+	{ FLD(rckpt_msg_stepsum_t, summary, BLOB), .max = RCKPT_STORE_SUMMARY_MAX },
+};
+static const rckpt_wire_msg_t stepsum_desc = ELEM("stepsum", rckpt_msg_stepsum_t, stepsum_f, NULL);
+
+/* ---- the messages ---- */
+
+static const rckpt_wire_field_t append_f[] = {
+	{ FLD(rckpt_msg_append_t, writer, U64), .min = 1 },
+	{ FLD(rckpt_msg_append_t, record, BLOB) },
+};
+
+static const rckpt_wire_field_t materialize_f[] = {
+	{ FLD(rckpt_msg_materialize_t, step, U64), .max = STEP },
+	{ FLD(rckpt_msg_materialize_t, budget, U64) },
+	{ FLD(rckpt_msg_materialize_t, start, BLOB) },
+};
+
+static const rckpt_wire_field_t materialized_f[] = {
+	{ FLD(rckpt_msg_materialized_t, reached, U64) },
+	{ FLD(rckpt_msg_materialized_t, done, U8), .max = 1 },
+	{ FLD(rckpt_msg_materialized_t, record, BLOB) },
+};
+
+static const rckpt_wire_field_t trim_f[] = {
+	{ FLD(rckpt_msg_trim_t, writer, U64), .min = 1 },
+	{ FLD(rckpt_msg_trim_t, after, U64) },
+};
+
+static const rckpt_wire_field_t commit_f[] = {
+	{ FLD(rckpt_msg_commit_t, expect, U64) },
+	{ FLD(rckpt_msg_commit_t, step, U64), .max = STEP },
+	{ FLD(rckpt_msg_commit_t, summary, BLOB), .max = RCKPT_STORE_SUMMARY_MAX },
+	{ FLD(rckpt_msg_commit_t, writer, U64), .min = 1 },
+};
+
+static const rckpt_wire_field_t head_f[] = {
+	{ FLD(rckpt_msg_head_t, head, U64) },
+	{ FLD(rckpt_msg_head_t, count, U64) },
+};
+
+static const rckpt_wire_field_t list_f[] = {
+	{ FLD(rckpt_msg_list_t, after, U64) },
+	{ FLD(rckpt_msg_list_t, max, U32), .min = 1, .max = RCKPT_STORE_LIST_MAX },
+};
+
+static const rckpt_wire_field_t steps_f[] = {
+	{ FLD(rckpt_msg_steps_t, steps, LIST), .max = RCKPT_STORE_LIST_MAX, .elem = &stepsum_desc },
+	{ FLD(rckpt_msg_steps_t, more, U8), .max = 1 },
+};
+
+static const rckpt_wire_field_t index_f[] = {
+	{ FLD(rckpt_msg_index_t, entries, LIST), .flags = RCKPT_WF_SORTED,
+	  .elem = &rckpt_store_entry_desc },
+};
+
+/* compact: every kept step <= upto (the set is increasing: its last). */
+static int compact_rule(const void *m)
 {
-	return rckpt_buf_put_u8(b, v);
+	const rckpt_msg_compact_t *c = m;
+	return c->keep.n && rckpt_stepset_at(&c->keep, c->keep.n - 1) > c->upto ? -EINVAL : 0;
 }
 
-static int put_u32(rckpt_buf_t *b, uint32_t v)
+static const rckpt_wire_field_t compact_f[] = {
+	{ FLD(rckpt_msg_compact_t, token, U64) },
+	{ FLD(rckpt_msg_compact_t, upto, U64), .max = STEP },
+	{ FLD(rckpt_msg_compact_t, keep, LIST), .flags = RCKPT_WF_SORTED,
+	  .max = RCKPT_STORE_STEPSET_MAX, .elem = &step_desc },
+};
+
+static const rckpt_wire_field_t drop_f[] = {
+	{ FLD(rckpt_msg_drop_t, token, U64) },
+	{ FLD(rckpt_msg_drop_t, steps, LIST), .flags = RCKPT_WF_SORTED,
+	  .max = RCKPT_STORE_STEPSET_MAX, .elem = &step_desc },
+};
+
+static const rckpt_wire_field_t pin_f[] = {
+	{ FLD(rckpt_msg_pin_t, token, U64) },
+	{ FLD(rckpt_msg_pin_t, step, U64), .max = STEP },
+	{ FLD(rckpt_msg_pin_t, on, U8), .max = 1 },
+};
+
+static int claim_rule(const void *m)
 {
-	return rckpt_buf_put_u32(b, v);
+	const rckpt_msg_claim_t *c = m;
+	return c->token <= c->prev ? -EINVAL : 0;
 }
 
-static int put_u64(rckpt_buf_t *b, uint64_t v)
+static const rckpt_wire_field_t claim_f[] = {
+	{ FLD(rckpt_msg_claim_t, prev, U64) },
+	{ FLD(rckpt_msg_claim_t, token, U64), .min = 1 },
+	{ FLD(rckpt_msg_claim_t, flags, U8), .max = RCKPT_CLAIM_DELETE },
+};
+
+/* retire: a step's object names its step, a chunk or the job none; the
+ * job only for the token that claimed it for deletion. */
+static int retire_rule(const void *m)
 {
-	return rckpt_buf_put_u64(b, v);
+	const rckpt_msg_retire_t *r = m;
+	return (r->kind == RCKPT_RETIRE_STEP) == (r->step == RCKPT_STORE_NONE) ||
+		       (r->kind == RCKPT_RETIRE_JOB && r->token == 0) ? -EINVAL : 0;
 }
 
-/* A frame header with a zero length; returns 0 and its offset in *at.
- * Version 1 (compat 1), or the fenced layout (version and compat 2: an
- * older plugin refuses it rather than run it unfenced). */
-static int begin(rckpt_buf_t *b, uint16_t type, size_t *at)
+static const rckpt_wire_field_t retire_f[] = {
+	{ FLD(rckpt_msg_retire_t, token, U64) },
+	{ FLD(rckpt_msg_retire_t, step, U64) },
+	{ FLD(rckpt_msg_retire_t, kind, U8), .max = RCKPT_RETIRE_JOB },
+};
+
+static const rckpt_wire_field_t put_f[] = {
+	{ FLD(rckpt_msg_put_t, token, U64), .min = 1 },
+	{ FLD(rckpt_msg_put_t, step, U64), .max = STEP },
+	{ FLD(rckpt_msg_put_t, bytes, BLOB), .max = RCKPT_STORE_PUT_MAX },
+};
+
+static const rckpt_wire_field_t verify_f[] = {
+	{ FLD(rckpt_msg_verify_t, after, U64) },
+};
+
+/* verified: a bad count within the records, a first bad step exactly
+ * when there is one, an error that is an error. */
+static int verified_rule(const void *m)
 {
-	return rckpt_frame_buf_begin(b, type, 1, 1, at);
+	const rckpt_msg_verified_t *v = m;
+	return v->bad > v->records || (v->bad == 0) != (v->first_bad == RCKPT_STORE_NONE) ||
+		       v->error > 0 ? -EINVAL : 0;
 }
 
-static int begin_fenced(rckpt_buf_t *b, uint16_t type, size_t *at)
+/* Version 2 (compat 1) added `next` after the version-1 fields, which a
+ * version-1 decoder reads and skips past; a version-1 reply (a plugin
+ * that checks a chunk whole) decodes with next = RCKPT_STORE_NONE. */
+static const rckpt_wire_field_t verified_f[] = {
+	{ FLD(rckpt_msg_verified_t, records, U32) },
+	{ FLD(rckpt_msg_verified_t, bytes, U64) },
+	{ FLD(rckpt_msg_verified_t, bad, U32) },
+	{ FLD(rckpt_msg_verified_t, first_bad, U64) },
+	{ FLD(rckpt_msg_verified_t, error, I32) },
+	{ FLD(rckpt_msg_verified_t, next, U64), .since = 2, .absent = RCKPT_STORE_NONE },
+};
+
+static const rckpt_wire_field_t rewind_f[] = {
+	{ FLD(rckpt_msg_rewind_t, token, U64), .min = 1 },
+	{ FLD(rckpt_msg_rewind_t, expect, U64), .max = STEP },
+	{ FLD(rckpt_msg_rewind_t, step, U64), .max = STEP },
+};
+
+/* Layouts: 1 unless the message carries a token (store.md "Fencing"):
+ * APPEND and TRIM since 2, CLAIM, COMPACT, DROP, PIN, RETIRE, PUT and
+ * REWIND since 3, each refusing an older frame. */
+#define F2 RCKPT_STORE_FENCED_VERSION
+#define F3 RCKPT_STORE_FENCED3_VERSION
+static const rckpt_wire_msg_t append_d =
+	MSG("append", rckpt_msg_append_t, RCKPT_MSG_APPEND, F2, F2, F2, append_f, NULL);
+static const rckpt_wire_msg_t materialize_d = MSG("materialize", rckpt_msg_materialize_t,
+						  RCKPT_MSG_MATERIALIZE, 1, 1, 1, materialize_f, NULL);
+static const rckpt_wire_msg_t materialized_d = MSG("materialized", rckpt_msg_materialized_t,
+						   RCKPT_MSG_MATERIALIZED, 1, 1, 1, materialized_f, NULL);
+static const rckpt_wire_msg_t trim_d = MSG("trim", rckpt_msg_trim_t, RCKPT_MSG_TRIM, F2, F2, F2, trim_f, NULL);
+static const rckpt_wire_msg_t commit_d =
+	MSG("commit", rckpt_msg_commit_t, RCKPT_MSG_COMMIT, 1, 1, 1, commit_f, NULL);
+static const rckpt_wire_msg_t head_d = MSG("head", rckpt_msg_head_t, RCKPT_MSG_HEAD, 1, 1, 1, head_f, NULL);
+static const rckpt_wire_msg_t list_d = MSG("list", rckpt_msg_list_t, RCKPT_MSG_LIST, 1, 1, 1, list_f, NULL);
+static const rckpt_wire_msg_t steps_d = MSG("steps", rckpt_msg_steps_t, RCKPT_MSG_STEPS, 1, 1, 1, steps_f, NULL);
+static const rckpt_wire_msg_t index_d = MSG("index", rckpt_msg_index_t, RCKPT_MSG_INDEX, 1, 1, 1, index_f, NULL);
+static const rckpt_wire_msg_t compact_d =
+	MSG("compact", rckpt_msg_compact_t, RCKPT_MSG_COMPACT, F3, F3, F3, compact_f, compact_rule);
+static const rckpt_wire_msg_t drop_d = MSG("drop", rckpt_msg_drop_t, RCKPT_MSG_DROP, F3, F3, F3, drop_f, NULL);
+static const rckpt_wire_msg_t pin_d = MSG("pin", rckpt_msg_pin_t, RCKPT_MSG_PIN, F3, F3, F3, pin_f, NULL);
+static const rckpt_wire_msg_t verified_d = MSG("verified", rckpt_msg_verified_t, RCKPT_MSG_VERIFIED, 2,
+					       1, 1, verified_f, verified_rule);
+static const rckpt_wire_msg_t claim_d =
+	MSG("claim", rckpt_msg_claim_t, RCKPT_MSG_CLAIM, F3, F3, F3, claim_f, claim_rule);
+static const rckpt_wire_msg_t retire_d =
+	MSG("retire", rckpt_msg_retire_t, RCKPT_MSG_RETIRE, F3, F3, F3, retire_f, retire_rule);
+static const rckpt_wire_msg_t put_d = MSG("put", rckpt_msg_put_t, RCKPT_MSG_PUT, F3, F3, F3, put_f, NULL);
+static const rckpt_wire_msg_t verify_d = MSG("verify", rckpt_msg_verify_t, RCKPT_MSG_VERIFY, 1, 1, 1, verify_f, NULL);
+static const rckpt_wire_msg_t rewind_d =
+	MSG("rewind", rckpt_msg_rewind_t, RCKPT_MSG_REWIND, F3, F3, F3, rewind_f, NULL);
+
+/* In type order (0x0101 up). */
+const rckpt_wire_msg_t *const rckpt_store_msgs[] = {
+	&append_d, &materialize_d, &materialized_d, &trim_d,  &commit_d,  &head_d,
+	&list_d,   &steps_d,       &index_d,        &compact_d, &drop_d,  &pin_d,
+	&verified_d, &claim_d,     &retire_d,       &put_d,   &verify_d,  &rewind_d,
+};
+const unsigned rckpt_store_nmsgs = COUNT(rckpt_store_msgs);
+
+const rckpt_wire_msg_t *rckpt_store_msg(uint16_t type)
 {
-	return rckpt_frame_buf_begin(b, type, RCKPT_STORE_FENCED_VERSION, RCKPT_STORE_FENCED_VERSION,
-				     at);
+	unsigned i = (unsigned)type - RCKPT_MSG_APPEND;
+	return type >= RCKPT_MSG_APPEND && i < rckpt_store_nmsgs ? rckpt_store_msgs[i] : NULL;
 }
 
-static int begin_fenced3(rckpt_buf_t *b, uint16_t type, size_t *at)
-{
-	return rckpt_frame_buf_begin(b, type, RCKPT_STORE_FENCED3_VERSION, RCKPT_STORE_FENCED3_VERSION,
-				     at);
-}
+/* ---- each message with its own arguments ---- */
 
-static int end(rckpt_buf_t *b, size_t at, int rc)
-{
-	return rckpt_frame_buf_end(b, at, rc);
-}
+#define STRUCT_CODEC(nm)                                                                           \
+	int rckpt_msg_##nm##_encode(rckpt_buf_t *out, const rckpt_msg_##nm##_t *m)                \
+	{                                                                                          \
+		return rckpt_wire_encode(out, &nm##_d, m);                                         \
+	}                                                                                          \
+	int rckpt_msg_##nm##_decode(rckpt_msg_##nm##_t *m, const uint8_t *src, size_t len)        \
+	{                                                                                          \
+		return rckpt_wire_decode(&nm##_d, m, src, len);                                    \
+	}
 
-static int open_frame(rckpt_reader_t *r, const uint8_t *src, size_t len, uint16_t type)
-{
-	rckpt_frame_t f;
-	int rc = rckpt_frame_open(&f, src, len, type, RCKPT_STORE_WIRE_VERSION);
-	if (rc)
-		return rc;
-	*r = rckpt_reader(f.payload, f.len);
-	return 0;
-}
-
-/* A message that must carry a token: a frame of a layout older than
- * `oldest` (an unfenced actor's) is refused. */
-static int open_since(rckpt_reader_t *r, const uint8_t *src, size_t len, uint16_t type,
-		      unsigned oldest)
-{
-	rckpt_frame_t f;
-	int rc = rckpt_frame_open(&f, src, len, type, RCKPT_STORE_WIRE_VERSION);
-	if (rc)
-		return rc;
-	if (f.version < oldest)
-		return -EBADMSG;
-	*r = rckpt_reader(f.payload, f.len);
-	return 0;
-}
-
-static int open_fenced(rckpt_reader_t *r, const uint8_t *src, size_t len, uint16_t type)
-{
-	return open_since(r, src, len, type, RCKPT_STORE_FENCED_VERSION);
-}
-
-static int open_fenced3(rckpt_reader_t *r, const uint8_t *src, size_t len, uint16_t type)
-{
-	return open_since(r, src, len, type, RCKPT_STORE_FENCED3_VERSION);
-}
-
-/* A u32-length-prefixed blob. */
-static void rd_blob(rckpt_reader_t *r, rckpt_blob_t *b)
-{
-	uint32_t n = rckpt_rd_u32(r);
-	b->p = rckpt_rd_bytes(r, n);
-	b->len = b->p ? n : 0;
-}
-
-static int put_blob(rckpt_buf_t *b, const rckpt_blob_t *x)
-{
-	int rc;
-	if (x->len > UINT32_MAX)
-		return -EINVAL;
-	rc = put_u32(b, (uint32_t)x->len);
-	return rc ? rc : put(b, x->p, x->len);
-}
-
-/* ---- append ---- */
+STRUCT_CODEC(materialize)
+STRUCT_CODEC(materialized)
+STRUCT_CODEC(commit)
+STRUCT_CODEC(head)
+STRUCT_CODEC(list)
+STRUCT_CODEC(retire)
+STRUCT_CODEC(rewind)
+STRUCT_CODEC(verified)
 
 int rckpt_msg_append_encode(rckpt_buf_t *out, uint64_t writer, const uint8_t *record, size_t len)
 {
-	rckpt_blob_t x = { record, len };
-	size_t at;
-	int rc;
-	if (writer == 0)
-		return -EINVAL;
-	rc = begin_fenced(out, RCKPT_MSG_APPEND, &at);
-	if (!rc)
-		rc = put_u64(out, writer);
-	return end(out, at, rc ? rc : put_blob(out, &x));
+	rckpt_msg_append_t m = { writer, { record, len } };
+	return rckpt_wire_encode(out, &append_d, &m);
 }
 
 int rckpt_msg_append_decode(uint64_t *writer, rckpt_blob_t *record, const uint8_t *src, size_t len)
 {
-	rckpt_reader_t r;
-	int rc = open_fenced(&r, src, len, RCKPT_MSG_APPEND);
-	memset(record, 0, sizeof(*record));
-	*writer = 0;
-	if (rc)
-		return rc;
-	*writer = rckpt_rd_u64(&r);
-	rd_blob(&r, record);
-	if (r.err || *writer == 0) {
-		memset(record, 0, sizeof(*record));
-		*writer = 0;
-		return -EBADMSG;
-	}
-	return 0;
+	rckpt_msg_append_t m;
+	int rc = rckpt_wire_decode(&append_d, &m, src, len);
+	*writer = m.writer;
+	*record = m.record;
+	return rc;
 }
-
-/* Two u64 fields of a fenced message, the first a nonzero token. */
-static int fenced2_encode(rckpt_buf_t *out, uint16_t type, uint64_t a, uint64_t b)
-{
-	size_t at;
-	int rc = begin_fenced(out, type, &at);
-	if (!rc)
-		rc = put_u64(out, a);
-	if (!rc)
-		rc = put_u64(out, b);
-	return end(out, at, rc);
-}
-
-static int fenced2_decode(uint64_t *a, uint64_t *b, const uint8_t *src, size_t len, uint16_t type)
-{
-	rckpt_reader_t r;
-	int rc = open_fenced(&r, src, len, type);
-	*a = *b = 0;
-	if (rc)
-		return rc;
-	*a = rckpt_rd_u64(&r);
-	*b = rckpt_rd_u64(&r);
-	if (r.err) {
-		*a = *b = 0;
-		return -EBADMSG;
-	}
-	return 0;
-}
-
-/* ---- materialize ---- */
-
-int rckpt_msg_materialize_encode(rckpt_buf_t *out, const rckpt_msg_materialize_t *m)
-{
-	size_t at;
-	int rc = begin(out, RCKPT_MSG_MATERIALIZE, &at);
-	if (!rc)
-		rc = put_u64(out, m->step);
-	if (!rc)
-		rc = put_u64(out, m->budget);
-	if (!rc)
-		rc = put_blob(out, &m->start);
-	return end(out, at, rc);
-}
-
-int rckpt_msg_materialize_decode(rckpt_msg_materialize_t *m, const uint8_t *src, size_t len)
-{
-	rckpt_reader_t r;
-	int rc = open_frame(&r, src, len, RCKPT_MSG_MATERIALIZE);
-	memset(m, 0, sizeof(*m));
-	if (rc)
-		return rc;
-	m->step = rckpt_rd_u64(&r);
-	m->budget = rckpt_rd_u64(&r);
-	rd_blob(&r, &m->start);
-	if (r.err || m->step == RCKPT_STORE_NONE) {
-		memset(m, 0, sizeof(*m));
-		return -EBADMSG;
-	}
-	return 0;
-}
-
-int rckpt_msg_materialized_encode(rckpt_buf_t *out, const rckpt_msg_materialized_t *m)
-{
-	size_t at;
-	int rc = begin(out, RCKPT_MSG_MATERIALIZED, &at);
-	if (!rc)
-		rc = put_u64(out, m->reached);
-	if (!rc)
-		rc = put_u8(out, m->done ? 1 : 0);
-	if (!rc)
-		rc = put_blob(out, &m->record);
-	return end(out, at, rc);
-}
-
-int rckpt_msg_materialized_decode(rckpt_msg_materialized_t *m, const uint8_t *src, size_t len)
-{
-	rckpt_reader_t r;
-	int rc = open_frame(&r, src, len, RCKPT_MSG_MATERIALIZED);
-	memset(m, 0, sizeof(*m));
-	if (rc)
-		return rc;
-	m->reached = rckpt_rd_u64(&r);
-	m->done = rckpt_rd_u8(&r);
-	rd_blob(&r, &m->record);
-	if (r.err || m->done > 1) {
-		memset(m, 0, sizeof(*m));
-		return -EBADMSG;
-	}
-	return 0;
-}
-
-/* ---- trim ---- */
 
 int rckpt_msg_trim_encode(rckpt_buf_t *out, uint64_t writer, uint64_t after)
 {
-	return writer ? fenced2_encode(out, RCKPT_MSG_TRIM, writer, after) : -EINVAL;
+	rckpt_msg_trim_t m = { writer, after };
+	return rckpt_wire_encode(out, &trim_d, &m);
 }
 
 int rckpt_msg_trim_decode(uint64_t *writer, uint64_t *after, const uint8_t *src, size_t len)
 {
-	int rc = fenced2_decode(writer, after, src, len, RCKPT_MSG_TRIM);
-	if (rc == 0 && *writer == 0) {
-		*after = 0;
-		return -EBADMSG;
-	}
+	rckpt_msg_trim_t m;
+	int rc = rckpt_wire_decode(&trim_d, &m, src, len);
+	*writer = m.writer;
+	*after = m.after;
 	return rc;
-}
-
-/* ---- retire, put ---- */
-
-int rckpt_msg_retire_encode(rckpt_buf_t *out, const rckpt_msg_retire_t *m)
-{
-	size_t at;
-	int rc;
-	if (m->kind > RCKPT_RETIRE_JOB || (m->kind == RCKPT_RETIRE_STEP) == (m->step == RCKPT_STORE_NONE) ||
-	    (m->kind == RCKPT_RETIRE_JOB && m->token == 0))
-		return -EINVAL;
-	rc = begin_fenced3(out, RCKPT_MSG_RETIRE, &at);
-	if (!rc)
-		rc = put_u64(out, m->token);
-	if (!rc)
-		rc = put_u64(out, m->step);
-	if (!rc)
-		rc = put_u8(out, m->kind);
-	return end(out, at, rc);
-}
-
-int rckpt_msg_retire_decode(rckpt_msg_retire_t *m, const uint8_t *src, size_t len)
-{
-	rckpt_reader_t r;
-	int rc = open_fenced3(&r, src, len, RCKPT_MSG_RETIRE);
-	memset(m, 0, sizeof(*m));
-	if (rc)
-		return rc;
-	m->token = rckpt_rd_u64(&r);
-	m->step = rckpt_rd_u64(&r);
-	m->kind = rckpt_rd_u8(&r);
-	if (r.err || m->kind > RCKPT_RETIRE_JOB ||
-	    (m->kind == RCKPT_RETIRE_STEP) == (m->step == RCKPT_STORE_NONE) ||
-	    (m->kind == RCKPT_RETIRE_JOB && m->token == 0)) {
-		memset(m, 0, sizeof(*m));
-		return -EBADMSG;
-	}
-	return 0;
 }
 
 int rckpt_msg_put_encode(rckpt_buf_t *out, uint64_t token, uint64_t step, const uint8_t *bytes,
 			 size_t len)
 {
-	rckpt_blob_t x = { bytes, len };
-	size_t at;
-	int rc;
-	if (token == 0 || step == RCKPT_STORE_NONE || len > RCKPT_STORE_PUT_MAX)
-		return -EINVAL;
-	rc = begin_fenced3(out, RCKPT_MSG_PUT, &at);
-	if (!rc)
-		rc = put_u64(out, token);
-	if (!rc)
-		rc = put_u64(out, step);
-	return end(out, at, rc ? rc : put_blob(out, &x));
+	rckpt_msg_put_t m = { token, step, { bytes, len } };
+	return rckpt_wire_encode(out, &put_d, &m);
 }
 
 int rckpt_msg_put_decode(uint64_t *token, uint64_t *step, rckpt_blob_t *bytes, const uint8_t *src,
 			 size_t len)
 {
-	rckpt_reader_t r;
-	int rc = open_fenced3(&r, src, len, RCKPT_MSG_PUT);
-	*token = *step = 0;
-	memset(bytes, 0, sizeof(*bytes));
-	if (rc)
-		return rc;
-	*token = rckpt_rd_u64(&r);
-	*step = rckpt_rd_u64(&r);
-	rd_blob(&r, bytes);
-	if (r.err || *token == 0 || *step == RCKPT_STORE_NONE || bytes->len > RCKPT_STORE_PUT_MAX) {
-		*token = *step = 0;
-		memset(bytes, 0, sizeof(*bytes));
-		return -EBADMSG;
-	}
-	return 0;
-}
-
-/* ---- commit, head, list ---- */
-
-int rckpt_msg_commit_encode(rckpt_buf_t *out, const rckpt_msg_commit_t *m)
-{
-	size_t at;
-	int rc;
-	if (m->step == RCKPT_STORE_NONE || m->summary.len > RCKPT_STORE_SUMMARY_MAX || m->writer == 0)
-		return -EINVAL;
-	rc = begin(out, RCKPT_MSG_COMMIT, &at);
-	if (!rc)
-		rc = put_u64(out, m->expect);
-	if (!rc)
-		rc = put_u64(out, m->step);
-	if (!rc)
-		rc = put_blob(out, &m->summary);
-	if (!rc)
-		rc = put_u64(out, m->writer);
-	return end(out, at, rc);
-}
-
-int rckpt_msg_commit_decode(rckpt_msg_commit_t *m, const uint8_t *src, size_t len)
-{
-	rckpt_reader_t r;
-	int rc = open_frame(&r, src, len, RCKPT_MSG_COMMIT);
-	memset(m, 0, sizeof(*m));
-	if (rc)
-		return rc;
-	m->expect = rckpt_rd_u64(&r);
-	m->step = rckpt_rd_u64(&r);
-	rd_blob(&r, &m->summary);
-	m->writer = rckpt_rd_u64(&r);
-	if (r.err || m->step == RCKPT_STORE_NONE || m->summary.len > RCKPT_STORE_SUMMARY_MAX ||
-	    m->writer == 0) {
-		memset(m, 0, sizeof(*m));
-		return -EBADMSG;
-	}
-	return 0;
-}
-
-int rckpt_msg_head_encode(rckpt_buf_t *out, const rckpt_msg_head_t *m)
-{
-	size_t at;
-	int rc = begin(out, RCKPT_MSG_HEAD, &at);
-	if (!rc)
-		rc = put_u64(out, m->head);
-	if (!rc)
-		rc = put_u64(out, m->count);
-	return end(out, at, rc);
-}
-
-int rckpt_msg_head_decode(rckpt_msg_head_t *m, const uint8_t *src, size_t len)
-{
-	rckpt_reader_t r;
-	int rc = open_frame(&r, src, len, RCKPT_MSG_HEAD);
-	memset(m, 0, sizeof(*m));
-	if (rc)
-		return rc;
-	m->head = rckpt_rd_u64(&r);
-	m->count = rckpt_rd_u64(&r);
-	if (r.err) {
-		memset(m, 0, sizeof(*m));
-		return -EBADMSG;
-	}
-	return 0;
-}
-
-int rckpt_msg_list_encode(rckpt_buf_t *out, const rckpt_msg_list_t *m)
-{
-	size_t at;
-	int rc;
-	if (m->max == 0 || m->max > RCKPT_STORE_LIST_MAX)
-		return -EINVAL;
-	rc = begin(out, RCKPT_MSG_LIST, &at);
-	if (!rc)
-		rc = put_u64(out, m->after);
-	if (!rc)
-		rc = put_u32(out, m->max);
-	return end(out, at, rc);
-}
-
-int rckpt_msg_list_decode(rckpt_msg_list_t *m, const uint8_t *src, size_t len)
-{
-	rckpt_reader_t r;
-	int rc = open_frame(&r, src, len, RCKPT_MSG_LIST);
-	memset(m, 0, sizeof(*m));
-	if (rc)
-		return rc;
-	m->after = rckpt_rd_u64(&r);
-	m->max = rckpt_rd_u32(&r);
-	if (r.err || m->max == 0 || m->max > RCKPT_STORE_LIST_MAX) {
-		memset(m, 0, sizeof(*m));
-		return -EBADMSG;
-	}
-	return 0;
-}
-
-void rckpt_msg_stepsum_begin(rckpt_msg_steps_writer_t *w, rckpt_buf_t *out)
-{
-	memset(w, 0, sizeof(*w));
-	w->out = out;
-	w->err = begin(out, RCKPT_MSG_STEPS, &w->header_at);
-	w->count_at = out->len;
-	if (!w->err)
-		w->err = put_u32(out, 0);
-}
-
-void rckpt_msg_stepsum_add(rckpt_msg_steps_writer_t *w, uint64_t step, const uint8_t *summary,
-			   size_t len)
-{
-	rckpt_blob_t x = { summary, len };
-	if (w->err)
-		return;
-	if (len > RCKPT_STORE_SUMMARY_MAX || w->n >= RCKPT_STORE_LIST_MAX) {
-		w->err = -EINVAL;
-		return;
-	}
-	w->err = put_u64(w->out, step);
-	if (!w->err)
-		w->err = put_blob(w->out, &x);
-	w->n++;
-}
-
-int rckpt_msg_stepsum_end(rckpt_msg_steps_writer_t *w, int more)
-{
-	if (!w->err)
-		w->err = put_u8(w->out, more ? 1 : 0);
-	if (!w->err) {
-		rckpt_writer_t c = rckpt_writer(w->out->p + w->count_at, 4);
-		rckpt_wr_u32(&c, w->n);
-	}
-	return end(w->out, w->header_at, w->err);
-}
-
-int rckpt_msg_stepsum_open(rckpt_msg_stepsum_reader_t *r, const uint8_t *src, size_t len)
-{
-	rckpt_reader_t rd;
-	uint32_t i;
-	int rc = open_frame(&rd, src, len, RCKPT_MSG_STEPS);
-	memset(r, 0, sizeof(*r));
-	if (rc)
-		return rc;
-	r->n = rckpt_rd_u32(&rd);
-	if (rd.err || r->n > RCKPT_STORE_LIST_MAX)
-		return -EBADMSG;
-	/* walk once now, so that next() cannot fail half way */
-	for (i = 0; i < r->n; i++) {
-		rckpt_blob_t b;
-		(void)rckpt_rd_u64(&rd);
-		rd_blob(&rd, &b);
-		if (rd.err || b.len > RCKPT_STORE_SUMMARY_MAX)
-			return -EBADMSG;
-	}
-	r->more = rckpt_rd_u8(&rd);
-	if (rd.err || r->more > 1)
-		return -EBADMSG;
-	r->p = rd.p;
-	r->len = rd.len;
-	r->pos = 4;
-	return 0;
-}
-
-int rckpt_msg_stepsum_next(rckpt_msg_stepsum_reader_t *r, uint64_t *step, rckpt_blob_t *summary)
-{
-	rckpt_reader_t rd;
-	if (r->i >= r->n)
-		return 0;
-	rd = rckpt_reader(r->p, r->len);
-	rd.pos = r->pos;
-	*step = rckpt_rd_u64(&rd);
-	rd_blob(&rd, summary);
-	if (rd.err)
-		return -EBADMSG;
-	r->pos = rd.pos;
-	r->i++;
-	return 1;
-}
-
-/* ---- chunk index ---- */
-
-void rckpt_store_entry_put(uint8_t out[RCKPT_STORE_ENTRY_BYTES], const rckpt_store_entry_t *e)
-{
-	rckpt_writer_t w = rckpt_writer(out, RCKPT_STORE_ENTRY_BYTES);
-	rckpt_wr_u64(&w, e->step);
-	rckpt_wr_u64(&w, e->offset);
-	rckpt_wr_u32(&w, e->length);
-	rckpt_wr_u8(&w, e->kind);
-	rckpt_wr_u64(&w, e->parent);
-}
-
-int rckpt_store_entry_get(rckpt_store_entry_t *e, const uint8_t *src, size_t len)
-{
-	rckpt_reader_t r = rckpt_reader(src, len);
-	memset(e, 0, sizeof(*e));
-	if (len != RCKPT_STORE_ENTRY_BYTES)
-		return -EBADMSG;
-	e->step = rckpt_rd_u64(&r);
-	e->offset = rckpt_rd_u64(&r);
-	e->length = rckpt_rd_u32(&r);
-	e->kind = rckpt_rd_u8(&r);
-	e->parent = rckpt_rd_u64(&r);
-	if (r.err || e->step == RCKPT_STORE_NONE || e->kind < 1 || e->kind > 3 ||
-	    e->offset > RCKPT_STORE_OBJECT_MAX || e->length > RCKPT_STORE_OBJECT_MAX - e->offset ||
-	    (e->kind == 1) != (e->parent == RCKPT_STORE_NONE)) {
-		memset(e, 0, sizeof(*e));
-		return -EBADMSG;
-	}
-	return 0;
-}
-
-int rckpt_msg_index_encode(rckpt_buf_t *out, const rckpt_store_entry_t *e, uint32_t n)
-{
-	size_t at;
-	uint32_t i;
-	int rc = begin(out, RCKPT_MSG_INDEX, &at);
-	if (!rc)
-		rc = put_u32(out, n);
-	for (i = 0; i < n && rc == 0; i++) {
-		uint8_t b[RCKPT_STORE_ENTRY_BYTES];
-		rckpt_store_entry_put(b, &e[i]);
-		rc = put(out, b, sizeof(b));
-	}
-	return end(out, at, rc);
-}
-
-int rckpt_msg_index_decode(rckpt_store_entry_t **e, uint32_t *n, const uint8_t *src, size_t len)
-{
-	rckpt_reader_t r;
-	uint32_t i, cnt;
-	int rc = open_frame(&r, src, len, RCKPT_MSG_INDEX);
-	*e = NULL;
-	*n = 0;
-	if (rc)
-		return rc;
-	cnt = rckpt_rd_u32(&r);
-	if (r.err || (uint64_t)cnt * RCKPT_STORE_ENTRY_BYTES > rckpt_rd_left(&r))
-		return -EBADMSG;
-	*e = calloc(cnt ? cnt : 1, sizeof(**e));
-	if (*e == NULL)
-		return -ENOMEM;
-	for (i = 0; i < cnt; i++) {
-		const uint8_t *b = rckpt_rd_bytes(&r, RCKPT_STORE_ENTRY_BYTES);
-		if (b == NULL || rckpt_store_entry_get(&(*e)[i], b, RCKPT_STORE_ENTRY_BYTES) ||
-		    (i && (*e)[i].step <= (*e)[i - 1].step)) {
-			free(*e);
-			*e = NULL;
-			return -EBADMSG;
-		}
-	}
-	*n = cnt;
-	return 0;
-}
-
-/* ---- step sets: compact, drop ---- */
-
-uint64_t rckpt_stepset_at(const rckpt_stepset_t *s, uint32_t i)
-{
-	return (uint64_t)rckpt_le32(s->p + 8 * (size_t)i) |
-	       (uint64_t)rckpt_le32(s->p + 8 * (size_t)i + 4) << 32;
-}
-
-static int put_steps(rckpt_buf_t *out, const uint64_t *v, uint32_t n, uint64_t max)
-{
-	uint32_t i;
-	int rc;
-	if (n > RCKPT_STORE_STEPSET_MAX)
-		return -EINVAL;
-	for (i = 0; i < n; i++)
-		if (v[i] > max || (i && v[i] <= v[i - 1]))
-			return -EINVAL;
-	rc = put_u32(out, n);
-	for (i = 0; i < n && rc == 0; i++)
-		rc = put_u64(out, v[i]);
+	rckpt_msg_put_t m;
+	int rc = rckpt_wire_decode(&put_d, &m, src, len);
+	*token = m.token;
+	*step = m.step;
+	*bytes = m.bytes;
 	return rc;
 }
 
-static int rd_steps(rckpt_reader_t *r, rckpt_stepset_t *s, uint64_t max)
+static rckpt_stepset_t host_steps(const uint64_t *v, uint32_t n)
 {
-	uint32_t i, n = rckpt_rd_u32(r);
-	if (r->err || n > RCKPT_STORE_STEPSET_MAX || (uint64_t)n * 8 > rckpt_rd_left(r))
-		return -EBADMSG;
-	s->p = rckpt_rd_bytes(r, (size_t)n * 8);
-	s->n = n;
-	if (n && s->p == NULL)
-		return -EBADMSG;
-	for (i = 0; i < n; i++) {
-		uint64_t v = rckpt_stepset_at(s, i);
-		if (v > max || (i && v <= rckpt_stepset_at(s, i - 1)))
-			return -EBADMSG;
-	}
-	return 0;
+	rckpt_stepset_t s = { NULL, 0, v, n };
+	return s;
+}
+
+uint64_t rckpt_stepset_at(const rckpt_stepset_t *s, uint32_t i)
+{
+	if (s->v)
+		return ((const uint64_t *)s->v)[i];
+	return (uint64_t)rckpt_le32(s->p + 8 * (size_t)i) |
+	       (uint64_t)rckpt_le32(s->p + 8 * (size_t)i + 4) << 32;
 }
 
 int rckpt_msg_compact_encode(rckpt_buf_t *out, uint64_t token, uint64_t upto, const uint64_t *keep,
 			     uint32_t n)
 {
-	size_t at;
-	int rc;
-	if (upto == RCKPT_STORE_NONE)
-		return -EINVAL;
-	rc = begin_fenced3(out, RCKPT_MSG_COMPACT, &at);
-	if (!rc)
-		rc = put_u64(out, token);
-	if (!rc)
-		rc = put_u64(out, upto);
-	if (!rc)
-		rc = put_steps(out, keep, n, upto);
-	return end(out, at, rc);
+	rckpt_msg_compact_t m = { token, upto, host_steps(keep, n) };
+	return rckpt_wire_encode(out, &compact_d, &m);
 }
 
 int rckpt_msg_compact_decode(rckpt_msg_compact_t *m, const uint8_t *src, size_t len)
 {
-	rckpt_reader_t r;
-	int rc = open_fenced3(&r, src, len, RCKPT_MSG_COMPACT);
-	memset(m, 0, sizeof(*m));
-	if (rc)
-		return rc;
-	m->token = rckpt_rd_u64(&r);
-	m->upto = rckpt_rd_u64(&r);
-	if (r.err || m->upto == RCKPT_STORE_NONE || rd_steps(&r, &m->keep, m->upto)) {
-		memset(m, 0, sizeof(*m));
-		return -EBADMSG;
-	}
-	return 0;
+	return rckpt_wire_decode(&compact_d, m, src, len);
 }
 
 int rckpt_msg_drop_encode(rckpt_buf_t *out, uint64_t token, const uint64_t *steps, uint32_t n)
 {
-	size_t at;
-	int rc = begin_fenced3(out, RCKPT_MSG_DROP, &at);
-	if (!rc)
-		rc = put_u64(out, token);
-	return end(out, at, rc ? rc : put_steps(out, steps, n, RCKPT_STORE_NONE - 1));
+	rckpt_msg_drop_t m = { token, host_steps(steps, n) };
+	return rckpt_wire_encode(out, &drop_d, &m);
 }
 
 int rckpt_msg_drop_decode(uint64_t *token, rckpt_stepset_t *s, const uint8_t *src, size_t len)
 {
-	rckpt_reader_t r;
-	int rc = open_fenced3(&r, src, len, RCKPT_MSG_DROP);
-	memset(s, 0, sizeof(*s));
-	*token = 0;
-	if (rc)
-		return rc;
-	*token = rckpt_rd_u64(&r);
-	if (r.err || rd_steps(&r, s, RCKPT_STORE_NONE - 1)) {
-		memset(s, 0, sizeof(*s));
-		*token = 0;
-		return -EBADMSG;
-	}
-	return 0;
+	rckpt_msg_drop_t m;
+	int rc = rckpt_wire_decode(&drop_d, &m, src, len);
+	*token = m.token;
+	*s = m.steps;
+	return rc;
 }
-
-/* ---- pin ---- */
 
 int rckpt_msg_pin_encode(rckpt_buf_t *out, uint64_t token, uint64_t step, int on)
 {
-	size_t at;
-	int rc;
-	if (step == RCKPT_STORE_NONE || (on != 0 && on != 1))
+	rckpt_msg_pin_t m = { token, step, (uint8_t)on };
+	if (on != 0 && on != 1)
 		return -EINVAL;
-	rc = begin_fenced3(out, RCKPT_MSG_PIN, &at);
-	if (!rc)
-		rc = put_u64(out, token);
-	if (!rc)
-		rc = put_u64(out, step);
-	if (!rc)
-		rc = put_u8(out, (uint8_t)on);
-	return end(out, at, rc);
+	return rckpt_wire_encode(out, &pin_d, &m);
 }
 
 int rckpt_msg_pin_decode(uint64_t *token, uint64_t *step, int *on, const uint8_t *src, size_t len)
 {
-	rckpt_reader_t r;
-	int rc = open_fenced3(&r, src, len, RCKPT_MSG_PIN);
-	unsigned v;
-	*token = *step = 0;
-	*on = 0;
-	if (rc)
-		return rc;
-	*token = rckpt_rd_u64(&r);
-	*step = rckpt_rd_u64(&r);
-	v = rckpt_rd_u8(&r);
-	if (r.err || *step == RCKPT_STORE_NONE || v > 1) {
-		*token = *step = 0;
-		return -EBADMSG;
-	}
-	*on = (int)v;
-	return 0;
+	rckpt_msg_pin_t m;
+	int rc = rckpt_wire_decode(&pin_d, &m, src, len);
+	*token = m.token;
+	*step = m.step;
+	*on = m.on;
+	return rc;
 }
-
-/* ---- rewind ---- */
-
-int rckpt_msg_rewind_encode(rckpt_buf_t *out, const rckpt_msg_rewind_t *m)
-{
-	size_t at;
-	int rc;
-	if (m->token == 0 || m->step == RCKPT_STORE_NONE || m->expect == RCKPT_STORE_NONE)
-		return -EINVAL;
-	rc = begin_fenced3(out, RCKPT_MSG_REWIND, &at);
-	if (!rc)
-		rc = put_u64(out, m->token);
-	if (!rc)
-		rc = put_u64(out, m->expect);
-	if (!rc)
-		rc = put_u64(out, m->step);
-	return end(out, at, rc);
-}
-
-int rckpt_msg_rewind_decode(rckpt_msg_rewind_t *m, const uint8_t *src, size_t len)
-{
-	rckpt_reader_t r;
-	int rc = open_fenced3(&r, src, len, RCKPT_MSG_REWIND);
-	memset(m, 0, sizeof(*m));
-	if (rc)
-		return rc;
-	m->token = rckpt_rd_u64(&r);
-	m->expect = rckpt_rd_u64(&r);
-	m->step = rckpt_rd_u64(&r);
-	if (r.err || m->token == 0 || m->step == RCKPT_STORE_NONE || m->expect == RCKPT_STORE_NONE) {
-		memset(m, 0, sizeof(*m));
-		return -EBADMSG;
-	}
-	return 0;
-}
-
-/* ---- claim ---- */
 
 int rckpt_msg_claim_encode(rckpt_buf_t *out, uint64_t prev, uint64_t token, unsigned flags)
 {
-	size_t at;
-	int rc;
-	if (token <= prev || (flags & ~RCKPT_CLAIM_DELETE))
+	rckpt_msg_claim_t m = { prev, token, (uint8_t)flags };
+	if (flags > UINT8_MAX)
 		return -EINVAL;
-	rc = begin_fenced3(out, RCKPT_MSG_CLAIM, &at);
-	if (!rc)
-		rc = put_u64(out, prev);
-	if (!rc)
-		rc = put_u64(out, token);
-	if (!rc)
-		rc = put_u8(out, (uint8_t)flags);
-	return end(out, at, rc);
+	return rckpt_wire_encode(out, &claim_d, &m);
 }
 
 int rckpt_msg_claim_decode(uint64_t *prev, uint64_t *token, unsigned *flags, const uint8_t *src,
 			   size_t len)
 {
-	rckpt_reader_t r;
-	int rc = open_fenced3(&r, src, len, RCKPT_MSG_CLAIM);
-	*prev = *token = 0;
-	*flags = 0;
-	if (rc)
-		return rc;
-	*prev = rckpt_rd_u64(&r);
-	*token = rckpt_rd_u64(&r);
-	*flags = rckpt_rd_u8(&r);
-	if (r.err || *token <= *prev || (*flags & ~RCKPT_CLAIM_DELETE)) {
-		*prev = *token = 0;
-		*flags = 0;
-		return -EBADMSG;
-	}
-	return 0;
+	rckpt_msg_claim_t m;
+	int rc = rckpt_wire_decode(&claim_d, &m, src, len);
+	*prev = m.prev;
+	*token = m.token;
+	*flags = m.flags;
+	return rc;
 }
-
-/* ---- verified ---- */
 
 int rckpt_msg_verify_encode(rckpt_buf_t *out, uint64_t after)
 {
-	size_t at;
-	int rc = begin(out, RCKPT_MSG_VERIFY, &at);
-	return end(out, at, rc ? rc : put_u64(out, after));
+	rckpt_msg_verify_t m = { after };
+	return rckpt_wire_encode(out, &verify_d, &m);
 }
 
+/* An empty input is "from the first" too. */
 int rckpt_msg_verify_decode(uint64_t *after, const uint8_t *src, size_t len)
 {
-	rckpt_reader_t r;
+	rckpt_msg_verify_t m;
 	int rc;
 	*after = RCKPT_STORE_NONE;
 	if (len == 0)
-		return 0; /* from the first */
-	if ((rc = open_frame(&r, src, len, RCKPT_MSG_VERIFY)))
-		return rc;
-	*after = rckpt_rd_u64(&r);
-	if (r.err) {
-		*after = RCKPT_STORE_NONE;
-		return -EBADMSG;
+		return 0;
+	rc = rckpt_wire_decode(&verify_d, &m, src, len);
+	if (rc == 0)
+		*after = m.after;
+	return rc;
+}
+
+/* ---- the steps reply, written a step at a time ---- */
+
+void rckpt_msg_stepsum_begin(rckpt_msg_steps_writer_t *w, rckpt_buf_t *out)
+{
+	memset(w, 0, sizeof(*w));
+	w->out = out;
+	w->err = rckpt_wire_begin(out, &steps_d, &w->header_at);
+	w->count_at = out->len;
+	if (!w->err)
+		w->err = rckpt_buf_put_u32(out, 0);
+}
+
+void rckpt_msg_stepsum_add(rckpt_msg_steps_writer_t *w, uint64_t step, const uint8_t *summary,
+			   size_t len)
+{
+	rckpt_msg_stepsum_t x = { step, { summary, len } };
+	if (w->err)
+		return;
+	if (w->n >= steps_f[0].max) {
+		w->err = -EINVAL;
+		return;
 	}
+	w->err = rckpt_wire_encode(w->out, &stepsum_desc, &x);
+	w->n++;
+}
+
+int rckpt_msg_stepsum_end(rckpt_msg_steps_writer_t *w, int more)
+{
+	rckpt_msg_steps_t m = { { NULL, 0, NULL, 0 }, more ? 1 : 0 };
+	if (!w->err)
+		w->err = rckpt_wire_put_field(w->out, &steps_f[1], &m);
+	if (!w->err)
+		rckpt_buf_set_u32(w->out, w->count_at, w->n);
+	return rckpt_frame_buf_end(w->out, w->header_at, w->err);
+}
+
+int rckpt_msg_stepsum_open(rckpt_msg_stepsum_reader_t *r, const uint8_t *src, size_t len)
+{
+	rckpt_msg_steps_t m;
+	int rc = rckpt_wire_decode(&steps_d, &m, src, len);
+	memset(r, 0, sizeof(*r));
+	if (rc)
+		return rc;
+	rckpt_wire_cursor_init(&r->c, &steps_f[0], &m.steps);
+	r->more = m.more;
 	return 0;
 }
 
-/* Version 2 (compat 1): `next` after the version-1 fields, which a
- * version-1 decoder reads and skips past. */
-int rckpt_msg_verified_encode(rckpt_buf_t *out, const rckpt_msg_verified_t *m)
+int rckpt_msg_stepsum_next(rckpt_msg_stepsum_reader_t *r, uint64_t *step, rckpt_blob_t *summary)
 {
-	size_t at;
-	int rc = rckpt_frame_buf_begin(out, RCKPT_MSG_VERIFIED, 2, 1, &at);
-	if (!rc)
-		rc = put_u32(out, m->records);
-	if (!rc)
-		rc = put_u64(out, m->bytes);
-	if (!rc)
-		rc = put_u32(out, m->bad);
-	if (!rc)
-		rc = put_u64(out, m->first_bad);
-	if (!rc)
-		rc = put_u32(out, (uint32_t)m->error);
-	if (!rc)
-		rc = put_u64(out, m->next);
-	return end(out, at, rc);
+	rckpt_msg_stepsum_t x;
+	int rc = rckpt_wire_cursor_next(&r->c, &x);
+	if (rc == 1) {
+		*step = x.step;
+		*summary = x.summary;
+	}
+	return rc;
 }
 
-int rckpt_msg_verified_decode(rckpt_msg_verified_t *m, const uint8_t *src, size_t len)
+/* ---- the chunk index ---- */
+
+int rckpt_store_entry_put(uint8_t out[RCKPT_STORE_ENTRY_BYTES], const rckpt_store_entry_t *e)
 {
-	rckpt_reader_t r;
-	rckpt_frame_t f;
-	int rc = rckpt_frame_open(&f, src, len, RCKPT_MSG_VERIFIED, RCKPT_STORE_WIRE_VERSION);
-	memset(m, 0, sizeof(*m));
+	rckpt_buf_t b = { out, 0, RCKPT_STORE_ENTRY_BYTES, RCKPT_STORE_ENTRY_BYTES };
+	return rckpt_wire_encode(&b, &rckpt_store_entry_desc, e);
+}
+
+int rckpt_store_entry_get(rckpt_store_entry_t *e, const uint8_t *src, size_t len)
+{
+	return rckpt_wire_decode(&rckpt_store_entry_desc, e, src, len);
+}
+
+int rckpt_msg_index_encode(rckpt_buf_t *out, const rckpt_store_entry_t *e, uint32_t n)
+{
+	rckpt_msg_index_t m = { { NULL, 0, e, n } };
+	return rckpt_wire_encode(out, &index_d, &m);
+}
+
+int rckpt_msg_index_decode(rckpt_store_entry_t **e, uint32_t *n, const uint8_t *src, size_t len)
+{
+	rckpt_msg_index_t m;
+	rckpt_wire_cursor_t c;
+	uint32_t i = 0;
+	int rc = rckpt_wire_decode(&index_d, &m, src, len);
+	*e = NULL;
+	*n = 0;
 	if (rc)
 		return rc;
-	r = rckpt_reader(f.payload, f.len);
-	m->records = rckpt_rd_u32(&r);
-	m->bytes = rckpt_rd_u64(&r);
-	m->bad = rckpt_rd_u32(&r);
-	m->first_bad = rckpt_rd_u64(&r);
-	m->error = (int32_t)rckpt_rd_u32(&r);
-	m->next = f.version >= 2 ? rckpt_rd_u64(&r) : RCKPT_STORE_NONE;
-	if (r.err || m->bad > m->records || (m->bad == 0) != (m->first_bad == RCKPT_STORE_NONE) ||
-	    m->error > 0) {
-		memset(m, 0, sizeof(*m));
-		return -EBADMSG;
-	}
+	*e = calloc(m.entries.n ? m.entries.n : 1, sizeof(**e));
+	if (*e == NULL)
+		return -ENOMEM;
+	rckpt_wire_cursor_init(&c, &index_f[0], &m.entries);
+	while (rckpt_wire_cursor_next(&c, &(*e)[i]) == 1)
+		i++;
+	*n = i;
 	return 0;
 }

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "rckpt_buf.h"
+#include "rckpt_wire_fields.h"
 
 /* The newest message layout: 3. Every message that changes stored data
  * carries a token (store.md "Fencing"): APPEND and TRIM since version 2;
@@ -76,14 +77,20 @@ enum rckpt_store_msg {
 #define RCKPT_STORE_STEPSET_MAX (1u << 20) /* steps in a COMPACT or DROP message */
 #define RCKPT_STORE_DROP_MAX 1024u          /* steps one drop call forgets (-E2BIG past it) */
 
-/* A blob inside a message: points into the decoded bytes. */
-typedef struct rckpt_blob {
-	const uint8_t *p;
-	size_t len;
-} rckpt_blob_t;
+/* Each message is described once, by a field table (rckpt_wire_fields.h):
+ * rckpt_store_msg(type) gives it; the functions below are its encoder and
+ * decoder with the message's own arguments. The tables of every message
+ * and of the index entry, for tests and tools: */
+extern const rckpt_wire_msg_t *const rckpt_store_msgs[];
+extern const unsigned rckpt_store_nmsgs;
+const rckpt_wire_msg_t *rckpt_store_msg(uint16_t type);
 
 /* append (chunk, write): one record, from the writer holding claim token
  * `writer` (nonzero). */
+typedef struct rckpt_msg_append {
+	uint64_t writer;
+	rckpt_blob_t record;
+} rckpt_msg_append_t;
 int rckpt_msg_append_encode(rckpt_buf_t *out, uint64_t writer, const uint8_t *record, size_t len);
 int rckpt_msg_append_decode(uint64_t *writer, rckpt_blob_t *record, const uint8_t *src, size_t len);
 
@@ -113,6 +120,9 @@ int rckpt_msg_materialized_decode(rckpt_msg_materialized_t *m, const uint8_t *sr
 /* trim (chunk, write): drop every record of a step after `after`
  * (RCKPT_STORE_NONE: drop all), for the writer holding claim token
  * `writer` (nonzero). */
+typedef struct rckpt_msg_trim {
+	uint64_t writer, after;
+} rckpt_msg_trim_t;
 int rckpt_msg_trim_encode(rckpt_buf_t *out, uint64_t writer, uint64_t after);
 int rckpt_msg_trim_decode(uint64_t *writer, uint64_t *after, const uint8_t *src, size_t len);
 
@@ -150,7 +160,17 @@ typedef struct rckpt_msg_list {
 int rckpt_msg_list_encode(rckpt_buf_t *out, const rckpt_msg_list_t *m);
 int rckpt_msg_list_decode(rckpt_msg_list_t *m, const uint8_t *src, size_t len);
 
-/* The reply is written incrementally: begin, add each step, end. */
+/* The reply (STEPS): a list of (step, summary) and whether more follow. */
+typedef struct rckpt_msg_stepsum {
+	uint64_t step;
+	rckpt_blob_t summary;
+} rckpt_msg_stepsum_t;
+typedef struct rckpt_msg_steps {
+	rckpt_wire_list_t steps; /* of rckpt_msg_stepsum_t */
+	uint8_t more;
+} rckpt_msg_steps_t;
+
+/* It is written incrementally: begin, add each step, end. */
 typedef struct rckpt_msg_steps_writer {
 	rckpt_buf_t *out;
 	size_t header_at, count_at;
@@ -165,9 +185,7 @@ int rckpt_msg_stepsum_end(rckpt_msg_steps_writer_t *w, int more);
 
 /* Reading it: iterate with rckpt_msg_stepsum_next until it returns 0. */
 typedef struct rckpt_msg_stepsum_reader {
-	const uint8_t *p;
-	size_t len, pos;
-	uint32_t n, i;
+	rckpt_wire_cursor_t c;
 	uint8_t more;
 } rckpt_msg_stepsum_reader_t;
 
@@ -187,20 +205,23 @@ typedef struct rckpt_store_entry {
 
 #define RCKPT_STORE_ENTRY_BYTES 29u
 
-void rckpt_store_entry_put(uint8_t out[RCKPT_STORE_ENTRY_BYTES], const rckpt_store_entry_t *e);
+/* 0, or -EINVAL for an entry its table refuses. */
+int rckpt_store_entry_put(uint8_t out[RCKPT_STORE_ENTRY_BYTES], const rckpt_store_entry_t *e);
+extern const rckpt_wire_msg_t rckpt_store_entry_desc;
 int rckpt_store_entry_get(rckpt_store_entry_t *e, const uint8_t *src, size_t len);
 
 /* index (chunk, read; empty input): every entry, in step order. */
+typedef struct rckpt_msg_index {
+	rckpt_wire_list_t entries; /* of rckpt_store_entry_t */
+} rckpt_msg_index_t;
 int rckpt_msg_index_encode(rckpt_buf_t *out, const rckpt_store_entry_t *e, uint32_t n);
 /* Allocates *e (free it); *n entries. */
 int rckpt_msg_index_decode(rckpt_store_entry_t **e, uint32_t *n, const uint8_t *src, size_t len);
 
-/* A set of steps inside a message, strictly increasing: points into the
- * decoded bytes (step i at p + 8 i, little-endian). */
-typedef struct rckpt_stepset {
-	const uint8_t *p;
-	uint32_t n;
-} rckpt_stepset_t;
+/* A set of steps inside a message, strictly increasing: a list whose
+ * element is one u64 (decoded: step i at p + 8 i, little-endian; to
+ * encode: v is a uint64_t array). */
+typedef rckpt_wire_list_t rckpt_stepset_t;
 
 uint64_t rckpt_stepset_at(const rckpt_stepset_t *s, uint32_t i);
 
@@ -225,6 +246,10 @@ int rckpt_msg_compact_decode(rckpt_msg_compact_t *m, const uint8_t *src, size_t 
 
 /* drop (job, write): forget these committed steps (never the head or a
  * pinned step). */
+typedef struct rckpt_msg_drop {
+	uint64_t token;
+	rckpt_stepset_t steps;
+} rckpt_msg_drop_t;
 int rckpt_msg_drop_encode(rckpt_buf_t *out, uint64_t token, const uint64_t *steps, uint32_t n);
 int rckpt_msg_drop_decode(uint64_t *token, rckpt_stepset_t *s, const uint8_t *src, size_t len);
 
@@ -235,6 +260,10 @@ int rckpt_msg_drop_decode(uint64_t *token, rckpt_stepset_t *s, const uint8_t *sr
  * every later claim that is not a deleter's, so no writer can take it
  * over while its objects go. */
 #define RCKPT_CLAIM_DELETE 1u
+typedef struct rckpt_msg_claim {
+	uint64_t prev, token;
+	uint8_t flags;
+} rckpt_msg_claim_t;
 int rckpt_msg_claim_encode(rckpt_buf_t *out, uint64_t prev, uint64_t token, unsigned flags);
 int rckpt_msg_claim_decode(uint64_t *prev, uint64_t *token, unsigned *flags, const uint8_t *src,
 			   size_t len);
@@ -267,6 +296,10 @@ int rckpt_msg_rewind_encode(rckpt_buf_t *out, const rckpt_msg_rewind_t *m);
 int rckpt_msg_rewind_decode(rckpt_msg_rewind_t *m, const uint8_t *src, size_t len);
 
 /* pin (job, write): pin (on = 1) or unpin (on = 0) a committed step. */
+typedef struct rckpt_msg_pin {
+	uint64_t token, step;
+	uint8_t on;
+} rckpt_msg_pin_t;
 int rckpt_msg_pin_encode(rckpt_buf_t *out, uint64_t token, uint64_t step, int on);
 int rckpt_msg_pin_decode(uint64_t *token, uint64_t *step, int *on, const uint8_t *src, size_t len);
 
@@ -274,6 +307,10 @@ int rckpt_msg_pin_decode(uint64_t *token, uint64_t *step, int *on, const uint8_t
  * from the writer holding `token` (nonzero); `bytes` must be a manifest or
  * an attachment of `step`. Refused when a newer writer has put it. */
 #define RCKPT_STORE_PUT_MAX ((uint64_t)80 << 20) /* bytes of one put (under osd_max_write_size) */
+typedef struct rckpt_msg_put {
+	uint64_t token, step;
+	rckpt_blob_t bytes;
+} rckpt_msg_put_t;
 int rckpt_msg_put_encode(rckpt_buf_t *out, uint64_t token, uint64_t step, const uint8_t *bytes,
 			 size_t len);
 int rckpt_msg_put_decode(uint64_t *token, uint64_t *step, rckpt_blob_t *bytes, const uint8_t *src,
@@ -282,6 +319,9 @@ int rckpt_msg_put_decode(uint64_t *token, uint64_t *step, rckpt_blob_t *bytes, c
 /* verify (chunk, read): the records of steps after `after`
  * (RCKPT_STORE_NONE: from the first; an empty input is that too), as many
  * as one call may read (the plugin's share: 64 MiB, and at least one). */
+typedef struct rckpt_msg_verify {
+	uint64_t after;
+} rckpt_msg_verify_t;
 int rckpt_msg_verify_encode(rckpt_buf_t *out, uint64_t after);
 int rckpt_msg_verify_decode(uint64_t *after, const uint8_t *src, size_t len);
 

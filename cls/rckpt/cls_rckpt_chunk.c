@@ -82,8 +82,7 @@ int cls_rckpt_append(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt
 	e.length = (uint32_t)rec.len;
 	e.kind = (uint8_t)kind;
 	e.parent = parent;
-	rckpt_store_entry_put(val, &e);
-	if ((rc = o->ops->write(o, size, rec.p, rec.len)) ||
+	if ((rc = rckpt_store_entry_put(val, &e)) || (rc = o->ops->write(o, size, rec.p, rec.len)) ||
 	    (rc = rckpt_store_step_key(key, sizeof(key), 'r', step)) ||
 	    (rc = o->ops->omap_set(o, key, val, sizeof(val))) || (rc = crk_set_u64(o, "tip", step)) ||
 	    (rc = crk_set_u64(o, "count", count + 1)))

@@ -401,8 +401,9 @@ static int compact_write(rckpt_cls_obj_t *o, const walk_t *w, plan_t *plan, uint
 			return rc;
 		if (stays) {
 			uint8_t val[RCKPT_STORE_ENTRY_BYTES];
-			rckpt_store_entry_put(val, &plan[k].e);
-			rc = o->ops->omap_set(o, key, val, sizeof(val));
+			rc = rckpt_store_entry_put(val, &plan[k].e);
+			if (rc == 0)
+				rc = o->ops->omap_set(o, key, val, sizeof(val));
 			k++;
 		} else {
 			rc = o->ops->omap_remove(o, key);

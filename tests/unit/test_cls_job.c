@@ -150,7 +150,7 @@ static void test_job_commit_list(void **state)
 	assert_int_equal(rckpt_msg_list_encode(&msg, &l), 0);
 	assert_int_equal(mem_obj_call(&m, cls_rckpt_list, msg.p, msg.len, &out), 0);
 	assert_int_equal(rckpt_msg_stepsum_open(&rd, out.p, out.len), 0);
-	assert_int_equal(rd.n, 1);
+	assert_int_equal(rd.c.n, 1);
 	assert_int_equal(rd.more, 0);
 	assert_int_equal(rckpt_msg_stepsum_next(&rd, &step, &sum), 1);
 	assert_int_equal(step, 40);
