@@ -89,22 +89,32 @@ int cli_usage_errorf(const char *cmd, const char *fmt, ...) CLI_PRINTF(2, 3);
  * missing its value, else an unknown one; at: optind), naming the option:
  * on stderr; EXIT_USAGE. Option strings start with ':' for it. */
 int cli_option_error(const char *cmd, const char *sub, int c, char **argv, int at);
-/* Prints the help of subcommand SUB of command CMD out of CMD's whole
- * help text (its synopsis, its paragraph, the global options' note), so
- * that `rckpt CMD SUB --help` and `rckpt CMD --help` say the same. 0, or
- * -1 when text has no such subcommand. */
-int cli_sub_help(const char *text, const char *cmd, const char *sub);
 
-/* A command of subcommands (ckpt, pcr): argv[1] names one of subs[0..n),
- * which runs with argv + 1. -h or --help anywhere prints help (or the
- * named subcommand's part of it); none, or an unknown one, is a usage
- * error that lists the names. An exit status. cli_args.c. */
+/* A command of subcommands (ckpt, pcr), as a table: each subcommand's
+ * name, handler, synopsis (its options and operands; a newline starts a
+ * line aligned under the first) and what it does (a newline starts a
+ * line). Its help, the help of each subcommand and the manual pages
+ * (make_man.py reads the help) all come from the table. */
 typedef struct cli_sub {
 	const char *name;
 	rckpt_cli_fn fn;
+	const char *synopsis;
+	const char *text;
 } cli_sub_t;
-int cli_dispatch(const char *cmd, const char *help, const cli_sub_t *subs, size_t n, int argc, char **argv,
-		 const rckpt_connect_opts_t *conn);
+typedef struct cli_cmd {
+	const char *name;
+	const cli_sub_t *subs;
+	size_t nsubs;
+	const char *footer; /* the help's closing lines */
+} cli_cmd_t;
+/* argv[1] names one of cmd's subcommands, which runs with argv + 1. -h or
+ * --help anywhere prints the help (or the named subcommand's); none, or
+ * an unknown one, is a usage error that lists the names. An exit status.
+ * cli_args.c. */
+int cli_dispatch(const cli_cmd_t *cmd, int argc, char **argv, const rckpt_connect_opts_t *conn);
+/* Prints cmd's help (sub NULL) or sub's: its synopsis and its paragraph.
+ * 0, or -1 when cmd has no subcommand sub. */
+int cli_cmd_help(const cli_cmd_t *cmd, const char *sub);
 
 /* ---- cli_args.c: names, numbers, file names, the connection ---- */
 
@@ -117,6 +127,20 @@ int cli_check_name(const char *cmd, const char *opt, const char *name);
 
 /* True when argv[1..] asks for help. */
 int cli_wants_help(int argc, char **argv);
+
+/* An option of a command: --name (and -letter, if nonzero), which takes
+ * a value (stored in *value) or is a flag (*flag set to 1). */
+typedef struct cli_opt {
+	const char *name;
+	char letter;
+	const char **value;
+	int *flag;
+} cli_opt_t;
+#define CLI_OPTS_MAX 16
+/* Parses the options of argv[1..] by opts (ended by a NULL name), up to
+ * the first operand: its index, or -EXIT_USAGE after a usage error
+ * ("CMD: option '--x' needs a value", "CMD: bad option '--y'"). */
+int cli_parse_opts(const char *cmd, const cli_opt_t *opts, int argc, char **argv);
 /* A decimal number, all of s: 0, or -1. */
 int cli_parse_u64(const char *s, uint64_t *v);
 /* The step number of a file: the last run of digits in its name, or dflt. */

@@ -3,10 +3,12 @@
  * requests, numbers, step numbers and siblings of checkpoint files, and
  * the connection the global options ask for.
  */
+#define _GNU_SOURCE /* getopt_long */
 #include "cli.h"
 
 #include <ctype.h>
 #include <errno.h>
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +45,42 @@ int cli_wants_help(int argc, char **argv)
 		if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)
 			return 1;
 	return 0;
+}
+
+int cli_parse_opts(const char *cmd, const cli_opt_t *opts, int argc, char **argv)
+{
+	struct option lo[CLI_OPTS_MAX + 1];
+	char shorts[2 + 2 * CLI_OPTS_MAX + 1] = "+:";
+	size_t n, k = 2, i;
+	int c;
+
+	memset(lo, 0, sizeof(lo));
+	for (n = 0; opts[n].name && n < CLI_OPTS_MAX; n++) {
+		lo[n].name = opts[n].name;
+		lo[n].has_arg = opts[n].value ? required_argument : no_argument;
+		lo[n].val = 256 + (int)n;
+		if (opts[n].letter) {
+			shorts[k++] = opts[n].letter;
+			if (opts[n].value)
+				shorts[k++] = ':';
+		}
+	}
+	shorts[k] = '\0';
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, shorts, lo, NULL)) != -1) {
+		for (i = 0; i < n && c != 256 + (int)i && c != opts[i].letter; i++)
+			;
+		if (i < n && opts[i].value)
+			*opts[i].value = optarg;
+		else if (i < n)
+			*opts[i].flag = 1;
+		else if (c == ':')
+			return -cli_usage_errorf(NULL, "%s: option '%s' needs a value", cmd, argv[optind - 1]);
+		else
+			return -cli_usage_errorf(NULL, "%s: bad option '%s'", cmd, argv[optind - 1]);
+	}
+	return optind;
 }
 
 int cli_parse_u64(const char *s, uint64_t *v)
@@ -114,30 +152,29 @@ int cli_open_job(rckpt_t **h, rckpt_job_t **j, const rckpt_connect_opts_t *conn,
 	return rc;
 }
 
-int cli_dispatch(const char *cmd, const char *help, const cli_sub_t *subs, size_t n, int argc, char **argv,
-		 const rckpt_connect_opts_t *conn)
+int cli_dispatch(const cli_cmd_t *cmd, int argc, char **argv, const rckpt_connect_opts_t *conn)
 {
 	char list[256] = "";
 	size_t k, len = 0;
 	int i;
 	for (i = 1; i < argc; i++)
 		if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-			if (i < 2 || argv[1][0] == '-' || cli_sub_help(help, cmd, argv[1])) {
-				fputs(help, stdout);
+			if (i < 2 || argv[1][0] == '-' || cli_cmd_help(cmd, argv[1])) {
+				cli_cmd_help(cmd, NULL);
 				printf("\nGlobal options (--conf, --id/--user, --pool, --timeout, --read-from, "
-				       "--format)\ngo before '%s' or after the subcommand.\n", cmd);
+				       "--format)\ngo before '%s' or after the subcommand.\n", cmd->name);
 			}
 			return 0;
 		}
 	if (argc >= 2) {
-		for (k = 0; k < n; k++)
-			if (strcmp(argv[1], subs[k].name) == 0)
-				return subs[k].fn(argc - 1, argv + 1, conn);
-		return cli_usage_errorf(cmd, "unknown subcommand '%s'", argv[1]);
+		for (k = 0; k < cmd->nsubs; k++)
+			if (strcmp(argv[1], cmd->subs[k].name) == 0)
+				return cmd->subs[k].fn(argc - 1, argv + 1, conn);
+		return cli_usage_errorf(cmd->name, "unknown subcommand '%s'", argv[1]);
 	}
-	for (k = 0; k < n && len < sizeof(list); k++) {
-		const int w = snprintf(list + len, sizeof(list) - len, "%s%s", k ? ", " : "", subs[k].name);
+	for (k = 0; k < cmd->nsubs && len < sizeof(list); k++) {
+		const int w = snprintf(list + len, sizeof(list) - len, "%s%s", k ? ", " : "", cmd->subs[k].name);
 		len += w > 0 ? (size_t)w : 0;
 	}
-	return cli_usage_errorf(cmd, "missing subcommand (%s)", list);
+	return cli_usage_errorf(cmd->name, "missing subcommand (%s)", list);
 }

@@ -182,64 +182,51 @@ int cli_option_error(const char *cmd, const char *sub, int c, char **argv, int a
 }
 
 /* Prints the lines of text [a, b). */
-static void put_lines(const char *a, const char *b)
+/* s, each line after the first indented by `indent` spaces. */
+static void put_indented(const char *s, int indent)
 {
-	fwrite(a, 1, (size_t)(b - a), stdout);
+	for (; *s; s++) {
+		putchar(*s);
+		if (*s == '\n' && s[1])
+			printf("%*s", indent, "");
+	}
 }
 
-/* The end of the line at p (after its newline). */
-static const char *line_end(const char *p)
+static void put_synopsis(const cli_cmd_t *c, const cli_sub_t *s, const char *lead)
 {
-	const char *e = strchr(p, '\n');
-	return e ? e + 1 : p + strlen(p);
+	int n = printf("%srckpt [options] %s %s%s", lead, c->name, s->name, *s->synopsis ? " " : "");
+	put_indented(s->synopsis, n);
+	putchar('\n');
 }
 
-int cli_sub_help(const char *text, const char *cmd, const char *sub)
+static void put_paragraph(const cli_sub_t *s, int width)
 {
-	char key[64], key2[64];
-	const char *p, *e, *desc = NULL, *syn = NULL;
-	size_t sl = strlen(sub);
-	int n;
-	n = snprintf(key, sizeof(key), " %s %s ", cmd, sub);
-	if (n < 0 || (size_t)n >= sizeof(key))
+	printf("%-*s", width, s->name);
+	put_indented(s->text, width);
+	putchar('\n');
+}
+
+int cli_cmd_help(const cli_cmd_t *c, const char *sub)
+{
+	int width = 0;
+	size_t k;
+	for (k = 0; k < c->nsubs; k++)
+		if ((int)strlen(c->subs[k].name) + 2 > width)
+			width = (int)strlen(c->subs[k].name) + 2;
+	for (k = 0; sub && k < c->nsubs; k++)
+		if (strcmp(c->subs[k].name, sub) == 0) {
+			put_synopsis(c, &c->subs[k], "usage: ");
+			putchar('\n');
+			put_paragraph(&c->subs[k], width);
+			return 0;
+		}
+	if (sub)
 		return -1;
-	snprintf(key2, sizeof(key2), " %s %s\n", cmd, sub); /* one with no options */
-	/* its synopsis: the usage line naming "CMD SUB", with the lines
-	 * continuing it (deeper indented, starting with '[') */
-	for (p = text; *p; p = line_end(p)) {
-		e = line_end(p);
-		if (syn == NULL && (memmem(p, (size_t)(e - p), key, strlen(key)) != NULL ||
-				    memmem(p, (size_t)(e - p), key2, strlen(key2)) != NULL))
-			syn = p;
-		/* its description: the paragraph starting "SUB " at column 0 */
-		if (desc == NULL && strncmp(p, sub, sl) == 0 && p[sl] == ' ')
-			desc = p;
-	}
-	if (syn == NULL || desc == NULL)
-		return -1;
-	e = line_end(syn);
-	fputs("usage: ", stdout);
-	while (*syn == ' ')
-		syn++;
-	if (strncmp(syn, "usage: ", 7) == 0)
-		syn += 7;
-	for (;;) {
-		const char *q = e;
-		while (*q == ' ')
-			q++;
-		if (*q != '[' || q - e < 8)
-			break;
-		e = line_end(e);
-	}
-	put_lines(syn, e);
-	fputc('\n', stdout);
-	for (e = line_end(desc); *e == ' '; e = line_end(e))
-		;
-	put_lines(desc, e);
-	/* the closing lines (global options) */
-	if ((p = strstr(text, "\nGlobal options")) != NULL) {
-		fputc('\n', stdout);
-		put_lines(p + 1, line_end(line_end(p + 1)));
-	}
+	for (k = 0; k < c->nsubs; k++)
+		put_synopsis(c, &c->subs[k], k ? "       " : "usage: ");
+	putchar('\n');
+	for (k = 0; k < c->nsubs; k++)
+		put_paragraph(&c->subs[k], width);
+	printf("\n%s\n", c->footer);
 	return 0;
 }

@@ -255,17 +255,13 @@ static void osds_in(const survey_t *s, const char *states, const char *label)
 
 int rckpt_cli_status(int argc, char **argv, const rckpt_connect_opts_t *conn)
 {
-	static const struct option longopts[] = {
-		{ "job", required_argument, NULL, 'j' },
-		{ "dataset", required_argument, NULL, 'd' },
-		{ NULL, 0, NULL, 0 },
-	};
 	const char *job = NULL, *dataset = NULL;
+	const cli_opt_t opts[] = { { "job", 0, &job, NULL }, { "dataset", 0, &dataset, NULL }, { NULL, 0, NULL, NULL } };
 	char fsid[37], ns[256];
 	survey_t s;
 	rckpt_t *h;
 	unsigned i, j, k;
-	int c, failed;
+	int first, failed;
 
 	if (cli_wants_help(argc, argv)) {
 		printf("usage: rckpt [options] status [--job JOB | --dataset NAME]\n\n"
@@ -283,24 +279,10 @@ int rckpt_cli_status(int argc, char **argv, const rckpt_connect_opts_t *conn)
 		       "OSD could be asked.\n");
 		return 0;
 	}
-	optind = 1;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+:", longopts, NULL)) != -1) {
-		switch (c) {
-		case 'j':
-			job = optarg;
-			break;
-		case 'd':
-			dataset = optarg;
-			break;
-		case ':':
-			return cli_usage_errorf(NULL, "status: option '%s' needs a value", argv[optind - 1]);
-		default:
-			return cli_usage_errorf(NULL, "status: bad option '%s'", argv[optind - 1]);
-		}
-	}
-	if (optind < argc)
-		return cli_usage_errorf(NULL, "status: unexpected argument '%s'", argv[optind]);
+	if ((first = cli_parse_opts("status", opts, argc, argv)) < 0)
+		return -first;
+	if (first < argc)
+		return cli_usage_errorf(NULL, "status: unexpected argument '%s'", argv[first]);
 	if (job && dataset)
 		return cli_usage_errorf(NULL, "status: %s", "--job and --dataset exclude each other");
 	if ((job && cli_check_name("status", "--job", job)) || (dataset && cli_check_name("status", "--dataset", dataset)))
@@ -404,18 +386,17 @@ static void hexdump(const unsigned char *p, size_t n)
 
 int rckpt_cli_call(int argc, char **argv, const rckpt_connect_opts_t *conn)
 {
-	static const struct option longopts[] = {
-		{ "object", required_argument, NULL, 'o' },
-		{ "input", required_argument, NULL, 'i' },
-		{ "raw", no_argument, NULL, 'r' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
 	const char *oid = "rckpt.probe", *input = "";
+	int raw = 0, first, n;
+	const cli_opt_t opts[] = {
+		{ "object", 'o', &oid, NULL },
+		{ "input", 'i', &input, NULL },
+		{ "raw", 'r', NULL, &raw },
+		{ NULL, 0, NULL, NULL },
+	};
 	size_t cap = 1u << 20;
 	unsigned char *out;
 	rckpt_t *h;
-	int raw = 0, c, n;
 
 	if (cli_wants_help(argc, argv)) {
 		printf("usage: rckpt [options] call [--object OID] [--input TEXT] [--raw] CLASS METHOD\n\n"
@@ -425,27 +406,10 @@ int rckpt_cli_call(int argc, char **argv, const rckpt_connect_opts_t *conn)
 		       "reported as such.\n");
 		return 0;
 	}
-	optind = 1;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+:o:i:r", longopts, NULL)) != -1) {
-		switch (c) {
-		case 'o':
-			oid = optarg;
-			break;
-		case 'i':
-			input = optarg;
-			break;
-		case 'r':
-			raw = 1;
-			break;
-		case ':':
-			return cli_usage_errorf(NULL, "call: option '%s' needs a value", argv[optind - 1]);
-		default:
-			return cli_usage_errorf(NULL, "call: bad option '%s'", argv[optind - 1]);
-		}
-	}
-	if (argc - optind != 2)
-		return cli_usage_errorf(NULL, "call: %s", argc - optind < 2 ? "needs CLASS and METHOD"
+	if ((first = cli_parse_opts("call", opts, argc, argv)) < 0)
+		return -first;
+	if (argc - first != 2)
+		return cli_usage_errorf(NULL, "call: %s", argc - first < 2 ? "needs CLASS and METHOD"
 								 : "too many arguments");
 	if (*oid == '\0')
 		return cli_usage_errorf(NULL, "call: %s", "--object must not be empty");
@@ -457,7 +421,7 @@ int rckpt_cli_call(int argc, char **argv, const rckpt_connect_opts_t *conn)
 		rckpt_destroy(h);
 		return 1;
 	}
-	n = rckpt_plugin_call(h, out, cap, oid, argv[optind], argv[optind + 1], input, strlen(input));
+	n = rckpt_plugin_call(h, out, cap, oid, argv[first], argv[first + 1], input, strlen(input));
 	if (n < 0)
 		cli_err("call", n, "%s", rckpt_errmsg(h));
 	else if (raw)
@@ -473,8 +437,8 @@ int rckpt_cli_call(int argc, char **argv, const rckpt_connect_opts_t *conn)
 		if (hex)
 			hex[2 * n] = '\0';
 		n = hex ? 0 : -ENOMEM;
-		if (hex && cli_json_out(json_pack("{s:s, s:s, s:s, s:i, s:s}", "object", oid, "class", argv[optind],
-						  "method", argv[optind + 1], "bytes", (int)(strlen(hex) / 2), "hex", hex),
+		if (hex && cli_json_out(json_pack("{s:s, s:s, s:s, s:i, s:s}", "object", oid, "class", argv[first],
+						  "method", argv[first + 1], "bytes", (int)(strlen(hex) / 2), "hex", hex),
 					conn))
 			n = -EIO;
 		free(hex);
