@@ -8,7 +8,7 @@ modules is checked against the table below:
   formats  the on-disk and on-wire formats; the bottom, shared by all
   gpu      CUDA kernels behind a C header (gpu/include/rckpt_gpu.h)
   cls      the object-class plugins that run in the OSDs
-  public   client/include/rckpt.h, the library's one public header
+  public   client/include/rckpt.h, the library's one public header (with its parts)
   common   client/lib/*: the handle, errors, names, time, plugin calls
   codec    client/lib/codec: checkpoint encoding and decoding
   store    client/lib/store: jobs, saves, restores, policy on RADOS (and
