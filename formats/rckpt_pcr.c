@@ -128,7 +128,7 @@ unsigned rckpt_pcr_auto_scale(unsigned luma_se)
 
 /* ---- record objects ---- */
 
-static int name_ok(const char *s, size_t n)
+int rckpt_pcr_name_ok(const char *s, size_t n)
 {
 	size_t i;
 	if (n == 0 || n > RCKPT_PCR_MAX_NAME || (n == 1 && s[0] == '.') ||
@@ -157,7 +157,7 @@ int rckpt_pcr_record_encode(rckpt_buf_t *out, uint32_t record_no, const rckpt_pc
 	for (i = 0; i < n; i++) {
 		const rckpt_pcr_src_t *s = &src[i];
 		if (s->id != src[0].id + i || s->id < src[0].id || !s->name ||
-		    !name_ok(s->name, strlen(s->name)) || s->label_len > RCKPT_PCR_MAX_LABEL ||
+		    !rckpt_pcr_name_ok(s->name, strlen(s->name)) || s->label_len > RCKPT_PCR_MAX_LABEL ||
 		    s->split.nscans == 0 || s->split.nscans > RCKPT_PCR_MAX_GROUPS ||
 		    s->split.header_len == 0 || s->split.header_len > RCKPT_PCR_MAX_HEADER)
 			return -EINVAL;
@@ -309,7 +309,7 @@ int rckpt_pcr_head_decode(rckpt_pcr_head_t *h, const uint8_t *src, size_t len)
 		if (im->nscans == 0 || im->nscans > ng)
 			break;
 		im->scan_lens = rckpt_rd_bytes(&r, 4u * im->nscans);
-		if (r.err || !name_ok(im->name, im->name_len) || im->id != h->img[0].id + i ||
+		if (r.err || !rckpt_pcr_name_ok(im->name, im->name_len) || im->id != h->img[0].id + i ||
 		    im->id < h->img[0].id)
 			break;
 		for (g = 0; g < ng; g++) {
@@ -524,223 +524,4 @@ int rckpt_pcr_index_decode(rckpt_pcr_index_t *x, const uint8_t *src, size_t len)
 bad:
 	rckpt_pcr_index_free(x);
 	return -EBADMSG;
-}
-
-/* ---- cls_pcr messages ---- */
-
-static int open_frame(rckpt_reader_t *r, const uint8_t *src, size_t len, uint16_t type)
-{
-	rckpt_frame_t f;
-	int rc = rckpt_frame_open(&f, src, len, type, RCKPT_PCR_VERSION);
-	if (rc)
-		return rc;
-	*r = rckpt_reader(f.payload, f.len);
-	return 0;
-}
-
-static int begin(rckpt_buf_t *b, uint16_t type, size_t *at)
-{
-	return rckpt_frame_buf_begin(b, type, RCKPT_PCR_VERSION, 1, at);
-}
-
-static int valid_k(uint16_t k)
-{
-	return k == RCKPT_PCR_GROUPS_ALL || (k >= 1 && k <= RCKPT_PCR_MAX_GROUPS);
-}
-
-int rckpt_msg_pcr_read_encode(rckpt_buf_t *out, uint16_t k)
-{
-	size_t at;
-	int rc = valid_k(k) ? begin(out, RCKPT_MSG_PCR_READ, &at) : -EINVAL;
-	if (rc)
-		return rc;
-	return rckpt_frame_buf_end(out, at, rckpt_buf_put_u16(out, k));
-}
-
-int rckpt_msg_pcr_read_decode(uint16_t *k, const uint8_t *src, size_t len)
-{
-	rckpt_reader_t r;
-	int rc = open_frame(&r, src, len, RCKPT_MSG_PCR_READ);
-	*k = 0;
-	if (rc)
-		return rc;
-	*k = rckpt_rd_u16(&r);
-	return r.err || !valid_k(*k) ? -EBADMSG : 0;
-}
-
-int rckpt_msg_pcr_prefix_encode(rckpt_buf_t *out, uint16_t k, const uint8_t *p, size_t len)
-{
-	size_t at;
-	int rc;
-	if (len > UINT32_MAX)
-		return -EINVAL;
-	rc = begin(out, RCKPT_MSG_PCR_PREFIX, &at);
-	rc = rc ? rc : rckpt_buf_put_u16(out, k);
-	rc = rc ? rc : rckpt_buf_put_u32(out, (uint32_t)len);
-	rc = rc ? rc : rckpt_buf_append(out, p, len);
-	return rckpt_frame_buf_end(out, at, rc);
-}
-
-int rckpt_msg_pcr_prefix_decode(uint16_t *k, const uint8_t **p, size_t *len, const uint8_t *src,
-				size_t srclen)
-{
-	rckpt_reader_t r;
-	uint32_t n;
-	int rc = open_frame(&r, src, srclen, RCKPT_MSG_PCR_PREFIX);
-	*k = 0;
-	*p = NULL;
-	*len = 0;
-	if (rc)
-		return rc;
-	*k = rckpt_rd_u16(&r);
-	n = rckpt_rd_u32(&r);
-	*p = rckpt_rd_bytes(&r, n);
-	if (r.err || *k == 0 || *k > RCKPT_PCR_MAX_GROUPS) {
-		*p = NULL;
-		return -EBADMSG;
-	}
-	*len = n;
-	return 0;
-}
-
-int rckpt_msg_pcr_images_encode(rckpt_buf_t *out, uint16_t k, const uint32_t *idx, uint32_t n)
-{
-	size_t at;
-	uint32_t i;
-	int rc;
-	if (!valid_k(k) || n == 0 || n > RCKPT_PCR_MAX_IMAGES)
-		return -EINVAL;
-	rc = begin(out, RCKPT_MSG_PCR_IMAGES, &at);
-	rc = rc ? rc : rckpt_buf_put_u16(out, k);
-	rc = rc ? rc : rckpt_buf_put_u32(out, n);
-	for (i = 0; i < n && !rc; i++)
-		rc = rckpt_buf_put_u32(out, idx[i]);
-	return rckpt_frame_buf_end(out, at, rc);
-}
-
-int rckpt_msg_pcr_images_decode(uint16_t *k, const uint8_t **idx, uint32_t *n, const uint8_t *src,
-				size_t len)
-{
-	rckpt_reader_t r;
-	int rc = open_frame(&r, src, len, RCKPT_MSG_PCR_IMAGES);
-	*k = 0;
-	*idx = NULL;
-	*n = 0;
-	if (rc)
-		return rc;
-	*k = rckpt_rd_u16(&r);
-	*n = rckpt_rd_u32(&r);
-	if (r.err || !valid_k(*k) || *n == 0 || *n > RCKPT_PCR_MAX_IMAGES)
-		return -EBADMSG;
-	*idx = rckpt_rd_bytes(&r, 4u * *n);
-	return r.err ? -EBADMSG : 0;
-}
-
-int rckpt_msg_pcr_jpegs_begin(rckpt_buf_t *out, size_t *at, uint32_t n)
-{
-	int rc = begin(out, RCKPT_MSG_PCR_JPEGS, at);
-	return rc ? rc : rckpt_buf_put_u32(out, n);
-}
-
-int rckpt_msg_pcr_jpegs_add(rckpt_buf_t *out, const rckpt_pcr_img_t *im, size_t *len_at)
-{
-	int rc = rckpt_buf_put_u32(out, im->id);
-	rc = rc ? rc : rckpt_buf_put_u8(out, im->name_len);
-	rc = rc ? rc : rckpt_buf_append(out, im->name, im->name_len);
-	rc = rc ? rc : rckpt_buf_put_u16(out, im->label_len);
-	rc = rc ? rc : rckpt_buf_append(out, im->label, im->label_len);
-	*len_at = out->len;
-	return rc ? rc : rckpt_buf_put_u32(out, 0);
-}
-
-int rckpt_msg_pcr_jpegs_add_done(rckpt_buf_t *out, size_t len_at)
-{
-	size_t n = out->len - len_at - 4;
-	if (n > UINT32_MAX)
-		return -EINVAL;
-	rckpt_buf_set_u32(out, len_at, (uint32_t)n);
-	return 0;
-}
-
-int rckpt_msg_pcr_jpegs_end(rckpt_buf_t *out, size_t at)
-{
-	return rckpt_frame_buf_end(out, at, 0);
-}
-
-int rckpt_msg_pcr_jpegs_open(rckpt_pcr_jpegs_reader_t *jr, const uint8_t *src, size_t len)
-{
-	rckpt_reader_t r;
-	int rc = open_frame(&r, src, len, RCKPT_MSG_PCR_JPEGS);
-	memset(jr, 0, sizeof(*jr));
-	if (rc)
-		return rc;
-	jr->n = rckpt_rd_u32(&r);
-	if (r.err || jr->n > RCKPT_PCR_MAX_IMAGES)
-		return -EBADMSG;
-	jr->p = r.p;
-	jr->len = r.len;
-	jr->pos = r.pos;
-	return 0;
-}
-
-int rckpt_msg_pcr_jpegs_next(rckpt_pcr_jpegs_reader_t *jr, rckpt_pcr_jpeg_t *e)
-{
-	rckpt_reader_t r = rckpt_reader(jr->p, jr->len);
-	memset(e, 0, sizeof(*e));
-	if (jr->done == jr->n)
-		return 0;
-	r.pos = jr->pos;
-	e->id = rckpt_rd_u32(&r);
-	e->name_len = rckpt_rd_u8(&r);
-	e->name = (const char *)rckpt_rd_bytes(&r, e->name_len);
-	e->label_len = rckpt_rd_u16(&r);
-	e->label = rckpt_rd_bytes(&r, e->label_len);
-	e->jpeg_len = rckpt_rd_u32(&r);
-	e->jpeg = rckpt_rd_bytes(&r, e->jpeg_len);
-	if (r.err || !name_ok(e->name, e->name_len) || e->label_len > RCKPT_PCR_MAX_LABEL ||
-	    e->jpeg_len < 4) {
-		memset(e, 0, sizeof(*e));
-		return -EBADMSG;
-	}
-	jr->pos = r.pos;
-	jr->done++;
-	return 1;
-}
-
-int rckpt_msg_pcr_stat_encode(rckpt_buf_t *out, const rckpt_msg_pcr_stat_t *m)
-{
-	size_t at;
-	unsigned g;
-	int rc;
-	if (m->ngroups == 0 || m->ngroups > RCKPT_PCR_MAX_GROUPS)
-		return -EINVAL;
-	rc = begin(out, RCKPT_MSG_PCR_STAT, &at);
-	rc = rc ? rc : rckpt_buf_put_u32(out, m->record_no);
-	rc = rc ? rc : rckpt_buf_put_u32(out, m->nimages);
-	rc = rc ? rc : rckpt_buf_put_u32(out, m->head_len);
-	rc = rc ? rc : rckpt_buf_put_u16(out, m->ngroups);
-	rc = rc ? rc : rckpt_buf_put_u64(out, m->size);
-	for (g = 0; g < m->ngroups && !rc; g++)
-		rc = rckpt_buf_put_u64(out, m->end[g]);
-	return rckpt_frame_buf_end(out, at, rc);
-}
-
-int rckpt_msg_pcr_stat_decode(rckpt_msg_pcr_stat_t *m, const uint8_t *src, size_t len)
-{
-	rckpt_reader_t r;
-	unsigned g;
-	int rc = open_frame(&r, src, len, RCKPT_MSG_PCR_STAT);
-	memset(m, 0, sizeof(*m));
-	if (rc)
-		return rc;
-	m->record_no = rckpt_rd_u32(&r);
-	m->nimages = rckpt_rd_u32(&r);
-	m->head_len = rckpt_rd_u32(&r);
-	m->ngroups = rckpt_rd_u16(&r);
-	m->size = rckpt_rd_u64(&r);
-	if (r.err || m->ngroups == 0 || m->ngroups > RCKPT_PCR_MAX_GROUPS)
-		return -EBADMSG;
-	for (g = 0; g < m->ngroups; g++)
-		m->end[g] = rckpt_rd_u64(&r);
-	return r.err ? -EBADMSG : 0;
 }

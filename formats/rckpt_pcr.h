@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "rckpt_buf.h"
+#include "rckpt_wire_fields.h"
 
 #define RCKPT_PCR_VERSION 1u
 #define RCKPT_PCR_REC_MAGIC 0x52435072u /* "rPCR" as little-endian bytes */
@@ -178,6 +179,33 @@ enum rckpt_pcr_msg {
 
 #define RCKPT_PCR_GROUPS_ALL 0xFFFFu /* k meaning every group */
 
+/* Each message is described once, by a field table (rckpt_wire_fields.h,
+ * formats/rckpt_pcr_msgs.c): */
+extern const rckpt_wire_msg_t *const rckpt_pcr_msgs[];
+extern const unsigned rckpt_pcr_nmsgs;
+const rckpt_wire_msg_t *rckpt_pcr_msg(uint16_t type);
+typedef struct rckpt_msg_pcr_read {
+	uint16_t k;
+} rckpt_msg_pcr_read_t;
+typedef struct rckpt_msg_pcr_prefix {
+	uint16_t k;
+	rckpt_blob_t bytes;
+} rckpt_msg_pcr_prefix_t;
+typedef struct rckpt_msg_pcr_images {
+	uint16_t k;
+	rckpt_wire_list_t idx; /* of uint32_t */
+} rckpt_msg_pcr_images_t;
+typedef struct rckpt_msg_pcr_entry { /* an image of a JPEGS reply */
+	uint32_t id;
+	rckpt_blob_t name, label, jpeg;
+} rckpt_msg_pcr_entry_t;
+typedef struct rckpt_msg_pcr_jpegs {
+	rckpt_wire_list_t jpegs; /* of rckpt_msg_pcr_entry_t */
+} rckpt_msg_pcr_jpegs_t;
+/* An image's file name: 1..RCKPT_PCR_MAX_NAME bytes, no '/', no control
+ * byte, not "." or "..". */
+int rckpt_pcr_name_ok(const char *s, size_t n);
+
 /* read: groups 1..k (RCKPT_PCR_GROUPS_ALL: all). */
 int rckpt_msg_pcr_read_encode(rckpt_buf_t *out, uint16_t k);
 int rckpt_msg_pcr_read_decode(uint16_t *k, const uint8_t *src, size_t len);
@@ -212,9 +240,7 @@ int rckpt_msg_pcr_jpegs_add_done(rckpt_buf_t *out, size_t len_at);
 int rckpt_msg_pcr_jpegs_end(rckpt_buf_t *out, size_t at);
 
 typedef struct rckpt_pcr_jpegs_reader {
-	const uint8_t *p;
-	size_t len, pos;
-	uint32_t n, done;
+	rckpt_wire_cursor_t c;
 } rckpt_pcr_jpegs_reader_t;
 
 int rckpt_msg_pcr_jpegs_open(rckpt_pcr_jpegs_reader_t *r, const uint8_t *src, size_t len);

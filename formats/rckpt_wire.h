@@ -79,7 +79,12 @@ typedef struct rckpt_wire_version {
 	(RCKPT_WIRE_HEADER_BYTES + 1 + RCKPT_WIRE_NAME_MAX + 6 + 1 + RCKPT_WIRE_RELEASE_MAX + \
 	 1 + RCKPT_WIRE_FORMATS_MAX * (1 + RCKPT_WIRE_NAME_MAX + 4))
 
-/* Encodes v into dst[0..cap); *out_len gets the bytes written. */
+/* Its field table (rckpt_wire_fields.h; rckpt_wire_version.c). */
+struct rckpt_wire_msg;
+extern const struct rckpt_wire_msg rckpt_wire_version_desc;
+
+/* Encodes v into dst[0..cap); *out_len gets the bytes written. 0, -EINVAL
+ * (a field the format cannot hold), -ERANGE (cap too small). */
 int rckpt_wire_version_encode(uint8_t *dst, size_t cap, size_t *out_len,
 			      const rckpt_wire_version_t *v);
 

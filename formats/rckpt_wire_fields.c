@@ -12,21 +12,30 @@
 
 #define ELEM_MAX 64 /* bytes of a list element's struct */
 
-static uint64_t kind_max(uint8_t kind)
+/* Bytes of a length or count prefix. */
+static unsigned width_of(const rckpt_wire_field_t *f)
 {
-	switch (kind) {
-	case RCKPT_WF_U8:
-		return UINT8_MAX;
-	case RCKPT_WF_U64:
-		return UINT64_MAX;
-	default: /* u32, i32, and a blob's length or a list's count */
-		return UINT32_MAX;
-	}
+	return f->width ? f->width : 4;
 }
 
 static uint64_t field_max(const rckpt_wire_field_t *f)
 {
-	return f->max ? f->max : kind_max(f->kind);
+	static const uint64_t by_width[] = { 0, UINT8_MAX, UINT16_MAX, 0, UINT32_MAX };
+	if (f->max)
+		return f->max;
+	switch (f->kind) {
+	case RCKPT_WF_U8:
+		return UINT8_MAX;
+	case RCKPT_WF_U16:
+		return UINT16_MAX;
+	case RCKPT_WF_U64:
+		return UINT64_MAX;
+	case RCKPT_WF_U32:
+	case RCKPT_WF_I32:
+		return f->width ? by_width[f->width] : UINT32_MAX;
+	default: /* a length or a count */
+		return by_width[width_of(f)];
+	}
 }
 
 static const void *at(const void *m, const rckpt_wire_field_t *f)
@@ -45,6 +54,8 @@ static uint64_t get_int(const void *m, const rckpt_wire_field_t *f)
 	switch (f->kind) {
 	case RCKPT_WF_U8:
 		return *(const uint8_t *)p;
+	case RCKPT_WF_U16:
+		return *(const uint16_t *)p;
 	case RCKPT_WF_U32:
 		return *(const uint32_t *)p;
 	case RCKPT_WF_I32:
@@ -60,6 +71,9 @@ static void set_int(void *m, const rckpt_wire_field_t *f, uint64_t v)
 	switch (f->kind) {
 	case RCKPT_WF_U8:
 		*(uint8_t *)p = (uint8_t)v;
+		break;
+	case RCKPT_WF_U16:
+		*(uint16_t *)p = (uint16_t)v;
 		break;
 	case RCKPT_WF_U32:
 		*(uint32_t *)p = (uint32_t)v;
@@ -98,12 +112,52 @@ static int host_list_valid(const rckpt_wire_field_t *f, const rckpt_wire_list_t 
 	return 0;
 }
 
+/* A string's length (never reading past its capacity) and alphabet. */
+static int str_valid(const rckpt_wire_field_t *f, const char *s)
+{
+	size_t n = 0;
+	while (n <= f->max && s[n] != '\0')
+		n++;
+	if (!in_range(f, n))
+		return -EINVAL;
+	while (n--) {
+		const unsigned char c = (unsigned char)s[n];
+		if ((f->flags & RCKPT_WF_PRINTABLE) ? c < 0x20 || c > 0x7e
+						    : !((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+							c == '_' || c == '-'))
+			return -EINVAL;
+	}
+	return 0;
+}
+
+static uint64_t array_count(const rckpt_wire_msg_t *d, const void *m, const rckpt_wire_field_t *f)
+{
+	return get_int(m, &d->fields[f->count]);
+}
+
+static int array_valid(const rckpt_wire_msg_t *d, const void *m, const rckpt_wire_field_t *f)
+{
+	uint64_t i, n = array_count(d, m, f);
+	if (n > f->max)
+		return -EINVAL;
+	for (i = 0; i < n; i++)
+		if (rckpt_wire_valid(f->elem, (const uint8_t *)at(m, f) + i * f->elem->size))
+			return -EINVAL;
+	return 0;
+}
+
 int rckpt_wire_valid(const rckpt_wire_msg_t *d, const void *m)
 {
 	unsigned i;
 	for (i = 0; i < d->nfields; i++) {
 		const rckpt_wire_field_t *f = &d->fields[i];
-		if (f->kind == RCKPT_WF_BLOB) {
+		if (f->kind == RCKPT_WF_STR) {
+			if (str_valid(f, at(m, f)))
+				return -EINVAL;
+		} else if (f->kind == RCKPT_WF_ARRAY) {
+			if (array_valid(d, m, f))
+				return -EINVAL;
+		} else if (f->kind == RCKPT_WF_BLOB) {
 			const rckpt_blob_t *b = at(m, f);
 			if (!in_range(f, b->len) || (b->len && b->p == NULL))
 				return -EINVAL;
@@ -125,10 +179,43 @@ int rckpt_wire_valid(const rckpt_wire_msg_t *d, const void *m)
 static int write_fields(rckpt_buf_t *out, const rckpt_wire_msg_t *d, const void *m)
 {
 	unsigned i;
+	uint64_t k;
 	int rc = 0;
-	for (i = 0; i < d->nfields && rc == 0; i++)
-		rc = rckpt_wire_put_field(out, &d->fields[i], m);
+	for (i = 0; i < d->nfields && rc == 0; i++) {
+		const rckpt_wire_field_t *f = &d->fields[i];
+		if (f->kind != RCKPT_WF_ARRAY) {
+			rc = rckpt_wire_put_field(out, f, m);
+			continue;
+		}
+		for (k = 0; k < array_count(d, m, f) && rc == 0; k++)
+			rc = write_fields(out, f->elem, (const uint8_t *)at(m, f) + k * f->elem->size);
+	}
 	return rc;
+}
+
+/* A length or count of `width` bytes. */
+static int put_n(rckpt_buf_t *out, const rckpt_wire_field_t *f, uint64_t n)
+{
+	switch (width_of(f)) {
+	case 1:
+		return rckpt_buf_put_u8(out, (uint8_t)n);
+	case 2:
+		return rckpt_buf_put_u16(out, (uint16_t)n);
+	default:
+		return rckpt_buf_put_u32(out, (uint32_t)n);
+	}
+}
+
+static uint64_t rd_n(rckpt_reader_t *r, const rckpt_wire_field_t *f)
+{
+	switch (width_of(f)) {
+	case 1:
+		return rckpt_rd_u8(r);
+	case 2:
+		return rckpt_rd_u16(r);
+	default:
+		return rckpt_rd_u32(r);
+	}
 }
 
 int rckpt_wire_put_field(rckpt_buf_t *out, const rckpt_wire_field_t *f, const void *m)
@@ -136,25 +223,39 @@ int rckpt_wire_put_field(rckpt_buf_t *out, const rckpt_wire_field_t *f, const vo
 	const rckpt_blob_t *b;
 	const rckpt_wire_list_t *l;
 	uint32_t i;
+	size_t n;
 	int rc;
 
 	switch (f->kind) {
 	case RCKPT_WF_U8:
 		return rckpt_buf_put_u8(out, (uint8_t)get_int(m, f));
+	case RCKPT_WF_U16:
+		return rckpt_buf_put_u16(out, (uint16_t)get_int(m, f));
+	case RCKPT_WF_STR:
+		for (n = 0; n <= f->max && ((const char *)at(m, f))[n] != '\0'; n++)
+			;
+		if (n > field_max(f))
+			return -EINVAL;
+		rc = put_n(out, f, n);
+		return rc ? rc : rckpt_buf_append(out, at(m, f), n);
 	case RCKPT_WF_U32:
 	case RCKPT_WF_I32:
-		return rckpt_buf_put_u32(out, (uint32_t)get_int(m, f));
+		return put_n(out, f, get_int(m, f)); /* width bytes (0: 4) */
 	case RCKPT_WF_U64:
 		return rckpt_buf_put_u64(out, get_int(m, f));
 	case RCKPT_WF_BLOB:
 		b = at(m, f);
-		if (b->len > UINT32_MAX)
+		if (b->len > field_max(f))
 			return -EINVAL;
-		rc = rckpt_buf_put_u32(out, (uint32_t)b->len);
+		rc = put_n(out, f, b->len);
 		return rc || b->len == 0 ? rc : rckpt_buf_append(out, b->p, b->len);
+	case RCKPT_WF_ARRAY:
+		return -EINVAL; /* written by write_fields, which knows its count */
 	default:
 		l = at(m, f);
-		rc = rckpt_buf_put_u32(out, l->n);
+		if (l->n > field_max(f))
+			return -EINVAL;
+		rc = put_n(out, f, l->n);
 		if (rc || l->n == 0)
 			return rc;
 		if (l->p)
@@ -193,7 +294,7 @@ static int read_list(rckpt_reader_t *r, const rckpt_wire_field_t *f, rckpt_wire_
 	const rckpt_wire_msg_t *e = f->elem;
 	uint64_t tmp[ELEM_MAX / 8], prev = 0;
 	size_t start;
-	uint32_t i, n = rckpt_rd_u32(r);
+	uint32_t i, n = (uint32_t)rd_n(r, f);
 
 	if (r->err || !in_range(f, n) || e->size > sizeof(tmp))
 		return -EBADMSG;
@@ -212,6 +313,32 @@ static int read_list(rckpt_reader_t *r, const rckpt_wire_field_t *f, rckpt_wire_
 	return 0;
 }
 
+/* A string into its char array: its length checked before it is copied. */
+static int read_str(rckpt_reader_t *r, const rckpt_wire_field_t *f, char *dst)
+{
+	uint64_t n = rd_n(r, f);
+	const uint8_t *p = rckpt_rd_bytes(r, (size_t)n);
+	if (p == NULL || n > f->max || memchr(p, '\0', (size_t)n)) /* a NUL is in no alphabet */
+		return -EBADMSG;
+	memcpy(dst, p, (size_t)n);
+	dst[n] = '\0';
+	return 0;
+}
+
+/* An array: as many elements as its count field (already read) says, at
+ * most its capacity. */
+static int read_array(rckpt_reader_t *r, const rckpt_wire_msg_t *d, const rckpt_wire_field_t *f,
+		      void *m)
+{
+	uint64_t k, n = array_count(d, m, f);
+	if (n > f->max)
+		return -EBADMSG;
+	for (k = 0; k < n; k++)
+		if (read_fields(r, f->elem, (uint8_t *)at_mut(m, f) + k * f->elem->size, 1))
+			return -EBADMSG;
+	return 0;
+}
+
 static int read_fields(rckpt_reader_t *r, const rckpt_wire_msg_t *d, void *m, unsigned version)
 {
 	unsigned i;
@@ -226,16 +353,27 @@ static int read_fields(rckpt_reader_t *r, const rckpt_wire_msg_t *d, void *m, un
 		case RCKPT_WF_U8:
 			set_int(m, f, rckpt_rd_u8(r));
 			break;
+		case RCKPT_WF_U16:
+			set_int(m, f, rckpt_rd_u16(r));
+			break;
+		case RCKPT_WF_STR:
+			if (read_str(r, f, at_mut(m, f)))
+				return -EBADMSG;
+			break;
+		case RCKPT_WF_ARRAY:
+			if (read_array(r, d, f, m))
+				return -EBADMSG;
+			break;
 		case RCKPT_WF_U32:
 		case RCKPT_WF_I32:
-			set_int(m, f, rckpt_rd_u32(r));
+			set_int(m, f, rd_n(r, f));
 			break;
 		case RCKPT_WF_U64:
 			set_int(m, f, rckpt_rd_u64(r));
 			break;
 		case RCKPT_WF_BLOB:
 			b = at_mut(m, f);
-			b->len = rckpt_rd_u32(r);
+			b->len = (size_t)rd_n(r, f);
 			b->p = rckpt_rd_bytes(r, b->len);
 			if (b->p == NULL)
 				b->len = 0;

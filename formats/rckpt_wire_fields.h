@@ -22,11 +22,16 @@
 
 enum rckpt_wire_kind {
 	RCKPT_WF_U8,   /* uint8_t */
+	RCKPT_WF_U16,  /* uint16_t */
 	RCKPT_WF_U32,  /* uint32_t */
 	RCKPT_WF_I32,  /* int32_t, as its u32 bits; range checked by the message's rule */
 	RCKPT_WF_U64,  /* uint64_t */
-	RCKPT_WF_BLOB, /* rckpt_blob_t: u32 length, then the bytes */
-	RCKPT_WF_LIST, /* rckpt_wire_list_t: u32 count, then each element (field.elem) */
+	RCKPT_WF_BLOB, /* rckpt_blob_t: its length (width bytes), then the bytes */
+	RCKPT_WF_LIST, /* rckpt_wire_list_t: its count (width bytes), then each element (elem) */
+	RCKPT_WF_STR,  /* char[max + 1], NUL-terminated: its length (width bytes), then
+			  the bytes (no NUL), of an alphabet (flags) */
+	RCKPT_WF_ARRAY, /* elem structs, a C array of max of them, as many as the
+			   earlier field fields[count] says (it is written there) */
 };
 
 /* A blob inside a message: points into the decoded bytes. */
@@ -47,16 +52,21 @@ typedef struct rckpt_wire_list {
 
 struct rckpt_wire_msg;
 
-#define RCKPT_WF_SORTED 1u /* a list whose elements' first u64 strictly increases */
+#define RCKPT_WF_SORTED 1u    /* a list whose elements' first u64 strictly increases */
+#define RCKPT_WF_NAME 2u      /* a string of [a-z0-9_-] */
+#define RCKPT_WF_PRINTABLE 4u /* a string of printable ASCII (0x20-0x7e) */
 
 typedef struct rckpt_wire_field {
 	const char *name;
 	uint16_t offset; /* in the struct */
 	uint8_t kind;    /* enum rckpt_wire_kind */
-	uint8_t flags;   /* RCKPT_WF_SORTED */
+	uint8_t flags;   /* RCKPT_WF_* */
 	uint8_t since;   /* the layout that added it (0 or 1: the first) */
-	uint64_t min;    /* the least value (integers), length (blob), count (list) */
-	uint64_t max;    /* the most; 0: all the kind can hold */
+	uint8_t width;   /* bytes on the wire of a u32 (1, 2, 4; 0: 4), and of a blob's
+			    or string's length or a list's count (the same) */
+	uint8_t count;   /* an array's count: the index of that field */
+	uint64_t min;    /* the least value (integers), length (blob, string), count (list) */
+	uint64_t max;    /* the most (0: all the kind and width can hold); an array's capacity */
 	uint64_t absent; /* the value of a field a frame older than `since` lacks */
 	const struct rckpt_wire_msg *elem; /* a list's element */
 } rckpt_wire_field_t;

@@ -133,7 +133,7 @@ static void check_images(fixture_t *f, const uint32_t *idx, uint32_t n, uint16_t
 	assert_int_equal(rckpt_msg_pcr_images_encode(&in, k, idx, n), 0);
 	assert_int_equal(mem_obj_call(&f->obj, cls_pcr_images, in.p, in.len, &out), 0);
 	assert_int_equal(rckpt_msg_pcr_jpegs_open(&jr, out.p, out.len), 0);
-	assert_int_equal(jr.n, n);
+	assert_int_equal(jr.c.n, n);
 	for (i = 0; i < n; i++) {
 		assert_int_equal(rckpt_msg_pcr_jpegs_next(&jr, &e), 1);
 		assert_int_equal(e.id, idx[i]);

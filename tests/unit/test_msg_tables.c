@@ -1,6 +1,7 @@
 /*
- * test_store_msgs.c — every store message's table (formats/store.md),
- * checked field by field: every type has one; a valid example of each
+ * test_msg_tables.c — the table of every cls-wire message (the version
+ * reply, formats/cls-wire.md; the store's, formats/store.md; the PCR
+ * class's, formats/pcr.md), checked field by field: every type has one; a valid example of each
  * round-trips every field, and each field carries a second value too;
  * every value a table or a message's rule reserves is refused by the
  * encoder (-EINVAL) and, written into a frame by this file's own writer,
@@ -18,12 +19,20 @@
 #include <string.h>
 
 #include "rckpt_bytes.h"
+#include "rckpt_pcr.h"
 #include "rckpt_store_wire.h"
 #include "rckpt_wire.h"
 
 /* Room for any message's struct. */
+#define ELEM_ROOM 64 /* bytes of a list's or array's element struct */
 typedef union {
-	uint64_t w[16];
+	uint64_t w[128];
+	rckpt_wire_version_t version;
+	rckpt_msg_pcr_read_t pcr_read;
+	rckpt_msg_pcr_prefix_t pcr_prefix;
+	rckpt_msg_pcr_images_t pcr_images;
+	rckpt_msg_pcr_jpegs_t pcr_jpegs;
+	rckpt_msg_pcr_stat_t pcr_stat;
 	rckpt_msg_append_t append;
 	rckpt_msg_materialize_t materialize;
 	rckpt_msg_materialized_t materialized;
@@ -48,6 +57,24 @@ static const uint8_t SUM_A[] = "a", SUM_B[] = "bb", REC[] = "record";
 static const rckpt_msg_stepsum_t STEPSUMS[] = { { 10, { SUM_A, 1 } }, { 20, { SUM_B, 2 } } };
 static const rckpt_store_entry_t ENTRIES[] = { { 2, 0, 10, 1, RCKPT_STORE_NONE }, { 3, 10, 5, 2, 2 } };
 static const uint64_t KEEP[] = { 10, 20 }, DROP[] = { 1, 2, 3 };
+static const uint32_t IDX[] = { 4, 2, 9 };
+static const uint8_t JPEG[] = { 0xFF, 0xD8, 0xFF, 0xD9, 0 }, LABEL[] = "cat";
+static const rckpt_msg_pcr_entry_t PCR_ENTRIES[] = {
+	{ 7, { (const uint8_t *)"a.jpg", 5 }, { LABEL, 3 }, { JPEG, 4 } },
+	{ 8, { (const uint8_t *)"b.jpg", 5 }, { NULL, 0 }, { JPEG, 5 } },
+};
+
+/* Every table: the version reply, the store's, the PCR class's. */
+static const rckpt_wire_msg_t *all_msgs(unsigned i)
+{
+	if (i == 0)
+		return &rckpt_wire_version_desc;
+	if (i - 1 < rckpt_store_nmsgs)
+		return rckpt_store_msgs[i - 1];
+	if (i - 1 - rckpt_store_nmsgs < rckpt_pcr_nmsgs)
+		return rckpt_pcr_msgs[i - 1 - rckpt_store_nmsgs];
+	return NULL;
+}
 
 static rckpt_wire_list_t host(const void *v, uint32_t n)
 {
@@ -79,6 +106,27 @@ static void example(uint16_t type, msg_t *out)
 	case RCKPT_MSG_PUT: out->put = (rckpt_msg_put_t){ 7, 5, rec }; break;
 	case RCKPT_MSG_VERIFY: out->verify = (rckpt_msg_verify_t){ 5 }; break;
 	case RCKPT_MSG_REWIND: out->rewind = (rckpt_msg_rewind_t){ 7, 9, 5 }; break;
+	case RCKPT_MSG_VERSION_REPLY:
+		strcpy(out->version.plugin, "rckpt");
+		out->version.major = 1;
+		out->version.minor = 2;
+		out->version.patch = 3;
+		strcpy(out->version.built_for, "Ceph 18.2 reef");
+		out->version.nformats = 2;
+		strcpy(out->version.formats[0].name, "cls-wire");
+		out->version.formats[0].min_version = 1;
+		out->version.formats[0].max_version = 1;
+		strcpy(out->version.formats[1].name, "store");
+		out->version.formats[1].min_version = 1;
+		out->version.formats[1].max_version = 3;
+		break;
+	case RCKPT_MSG_PCR_READ: out->pcr_read.k = 3; break;
+	case RCKPT_MSG_PCR_PREFIX: out->pcr_prefix = (rckpt_msg_pcr_prefix_t){ 3, rec }; break;
+	case RCKPT_MSG_PCR_IMAGES: out->pcr_images = (rckpt_msg_pcr_images_t){ 3, host(IDX, 3) }; break;
+	case RCKPT_MSG_PCR_JPEGS: out->pcr_jpegs.jpegs = host(PCR_ENTRIES, 2); break;
+	case RCKPT_MSG_PCR_STAT:
+		out->pcr_stat = (rckpt_msg_pcr_stat_t){ 5, 512, 900, 3, 1 << 20, { 1000, 5000, 1 << 20 } };
+		break;
 	default: fail_msg("no example of type 0x%04x", type);
 	}
 }
@@ -106,6 +154,7 @@ static uint64_t iget(const void *m, const rckpt_wire_field_t *f)
 	const void *p = (const uint8_t *)m + f->offset;
 	switch (f->kind) {
 	case RCKPT_WF_U8: return *(const uint8_t *)p;
+	case RCKPT_WF_U16: return *(const uint16_t *)p;
 	case RCKPT_WF_U32: return *(const uint32_t *)p;
 	case RCKPT_WF_I32: return (uint32_t) * (const int32_t *)p;
 	default: return *(const uint64_t *)p;
@@ -116,6 +165,7 @@ static void iset(void *m, const rckpt_wire_field_t *f, uint64_t v)
 {
 	switch (f->kind) {
 	case RCKPT_WF_U8: *(uint8_t *)fat(m, f) = (uint8_t)v; break;
+	case RCKPT_WF_U16: *(uint16_t *)fat(m, f) = (uint16_t)v; break;
 	case RCKPT_WF_U32: *(uint32_t *)fat(m, f) = (uint32_t)v; break;
 	case RCKPT_WF_I32: *(int32_t *)fat(m, f) = (int32_t)(uint32_t)v; break;
 	default: *(uint64_t *)fat(m, f) = v;
@@ -130,6 +180,21 @@ static void le(rckpt_buf_t *b, uint64_t v, unsigned n)
 	}
 }
 
+static unsigned wid(const rckpt_wire_field_t *f)
+{
+	return f->width ? f->width : 4;
+}
+
+/* A string's bytes: up to its NUL, never past its capacity. */
+static size_t str_len(const rckpt_wire_field_t *f, const void *m)
+{
+	const char *p = (const char *)m + f->offset;
+	size_t n = 0;
+	while (n <= f->max && p[n] != '\0')
+		n++;
+	return n;
+}
+
 static void tw_fields(rckpt_buf_t *b, const rckpt_wire_msg_t *d, const void *m, unsigned version)
 {
 	unsigned i, k;
@@ -140,17 +205,27 @@ static void tw_fields(rckpt_buf_t *b, const rckpt_wire_msg_t *d, const void *m, 
 			continue;
 		if (f->kind == RCKPT_WF_U8)
 			le(b, iget(m, f), 1);
+		else if (f->kind == RCKPT_WF_U16)
+			le(b, iget(m, f), 2);
 		else if (f->kind == RCKPT_WF_U32 || f->kind == RCKPT_WF_I32)
-			le(b, iget(m, f), 4);
+			le(b, iget(m, f), wid(f));
 		else if (f->kind == RCKPT_WF_U64)
 			le(b, iget(m, f), 8);
-		else if (f->kind == RCKPT_WF_BLOB) {
+		else if (f->kind == RCKPT_WF_STR) {
+			le(b, str_len(f, m), wid(f));
+			assert_int_equal(rckpt_buf_append(b, p, str_len(f, m)), 0);
+		} else if (f->kind == RCKPT_WF_BLOB) {
 			const rckpt_blob_t *x = p;
-			le(b, x->len, 4);
+			le(b, x->len, wid(f));
 			assert_int_equal(rckpt_buf_append(b, x->p, x->len), 0);
+		} else if (f->kind == RCKPT_WF_ARRAY) { /* one more than it holds, at most */
+			uint64_t n = iget(m, &d->fields[f->count]);
+			for (k = 0; k < n && k <= f->max; k++)
+				tw_fields(b, f->elem,
+					  (const uint8_t *)p + (size_t)(k < f->max ? k : k - 1) * f->elem->size, 1);
 		} else {
 			const rckpt_wire_list_t *l = p;
-			le(b, l->n, 4);
+			le(b, l->n, wid(f));
 			for (k = 0; k < l->n; k++)
 				tw_fields(b, f->elem, (const uint8_t *)l->v + (size_t)k * f->elem->size, 1);
 		}
@@ -181,7 +256,14 @@ static void same(const rckpt_wire_msg_t *d, const void *want, const void *got)
 	for (i = 0; i < d->nfields; i++) {
 		const rckpt_wire_field_t *f = &d->fields[i];
 		const void *a = (const uint8_t *)want + f->offset, *g = (const uint8_t *)got + f->offset;
-		if (f->kind == RCKPT_WF_BLOB) {
+		if (f->kind == RCKPT_WF_STR) {
+			assert_string_equal((const char *)a, (const char *)g);
+		} else if (f->kind == RCKPT_WF_ARRAY) {
+			uint64_t k, n = iget(want, &d->fields[f->count]);
+			for (k = 0; k < n; k++)
+				same(f->elem, (const uint8_t *)a + k * f->elem->size,
+				     (const uint8_t *)g + k * f->elem->size);
+		} else if (f->kind == RCKPT_WF_BLOB) {
 			const rckpt_blob_t *x = a, *y = g;
 			assert_int_equal(x->len, y->len);
 			assert_true(x->len == 0 || memcmp(x->p, y->p, x->len) == 0);
@@ -204,6 +286,15 @@ static void same(const rckpt_wire_msg_t *d, const void *want, const void *got)
 	}
 }
 
+/* The canary past a decoded struct. */
+static int untouched(const uint8_t *p, size_t n)
+{
+	while (n--)
+		if (*p++ != 0xa5)
+			return 0;
+	return 1;
+}
+
 static int zeroed(const void *m, size_t n)
 {
 	const uint8_t *p = m;
@@ -222,7 +313,9 @@ static void round_trip(const rckpt_wire_msg_t *d, const void *m)
 	tw_frame(&b, d, m, d->version, d->compat);
 	assert_int_equal(a.len, b.len);
 	assert_memory_equal(a.p, b.p, a.len);
+	memset(&got, 0xa5, sizeof(got));
 	assert_int_equal(rckpt_wire_decode(d, &got, a.p, a.len), 0);
+	assert_true(untouched((const uint8_t *)&got + d->size, sizeof(got) - d->size));
 	same(d, m, &got);
 	rckpt_buf_free(&a);
 	rckpt_buf_free(&b);
@@ -241,20 +334,34 @@ static void refused(const rckpt_wire_msg_t *d, const void *m, const char *what)
 	if (rckpt_wire_decode(d, &got, a.p, a.len) != -EBADMSG)
 		fail_msg("%s: the decoder took %s", d->name, what);
 	assert_true(zeroed(&got, d->size));
+	if (!untouched((const uint8_t *)&got + d->size, sizeof(got) - d->size))
+		fail_msg("%s: the decoder of %s wrote past its struct", d->name, what);
 	rckpt_buf_free(&a);
+}
+
+/* What the kind and width can hold. */
+static uint64_t kfull(const rckpt_wire_field_t *f)
+{
+	switch (f->kind) {
+	case RCKPT_WF_U8: return UINT8_MAX;
+	case RCKPT_WF_U16: return UINT16_MAX;
+	case RCKPT_WF_U64: return UINT64_MAX;
+	default: return wid(f) == 1 ? UINT8_MAX : wid(f) == 2 ? UINT16_MAX : UINT32_MAX;
+	}
 }
 
 static uint64_t kmax(const rckpt_wire_field_t *f)
 {
-	if (f->max)
-		return f->max;
-	return f->kind == RCKPT_WF_U8 ? UINT8_MAX : f->kind == RCKPT_WF_U64 ? UINT64_MAX : UINT32_MAX;
+	return f->max ? f->max : kfull(f);
 }
 
-static size_t ksize(uint8_t kind)
+static size_t ksize(const rckpt_wire_field_t *f)
 {
-	switch (kind) {
+	switch (f->kind) {
 	case RCKPT_WF_U8: return 1;
+	case RCKPT_WF_U16: return 2;
+	case RCKPT_WF_STR: return f->max + 1;
+	case RCKPT_WF_ARRAY: return f->max * f->elem->size;
 	case RCKPT_WF_U32:
 	case RCKPT_WF_I32: return 4;
 	case RCKPT_WF_U64: return 8;
@@ -274,37 +381,50 @@ static void check_table(const rckpt_wire_msg_t *d)
 	assert_true(d->nfields > 0 && d->size <= sizeof(msg_t));
 	for (i = 0; i < d->nfields; i++) {
 		const rckpt_wire_field_t *f = &d->fields[i];
-		size_t n = ksize(f->kind);
-		assert_true(f->offset >= end && f->offset - end < (n < 8 ? n : 8));
+		size_t n = ksize(f), align = f->kind == RCKPT_WF_STR ? 1 : f->kind == RCKPT_WF_ARRAY ? 8 : n;
+		assert_true(f->offset >= end && f->offset - end < (align < 8 ? align : 8));
 		end = f->offset + n;
 		assert_true(f->min <= kmax(f));
 		assert_true(f->since <= 1 || f->kind == RCKPT_WF_U64);
-		if (f->kind == RCKPT_WF_LIST)
+		assert_true(f->kind != RCKPT_WF_STR || f->max); /* a string has its capacity */
+		if (f->kind == RCKPT_WF_ARRAY) /* counted by an integer before it */
+			assert_true(f->count < i && d->fields[f->count].kind <= RCKPT_WF_U64);
+		if (f->kind == RCKPT_WF_LIST || f->kind == RCKPT_WF_ARRAY)
 			check_table(f->elem);
 	}
 	assert_true(d->size >= end && d->size - end < 8);
 }
 
-static void test_every_type_has_a_table(void **state)
+static void check_types(const rckpt_wire_msg_t *(*get)(uint16_t), uint16_t first, unsigned n,
+			unsigned newest)
 {
 	uint16_t t;
-	unsigned i, j;
-	(void)state;
-	assert_int_equal(rckpt_store_nmsgs, RCKPT_MSG_REWIND - RCKPT_MSG_APPEND + 1);
-	for (t = RCKPT_MSG_APPEND; t <= RCKPT_MSG_REWIND; t++) {
-		const rckpt_wire_msg_t *d = rckpt_store_msg(t);
+	for (t = first; t < first + n; t++) {
+		const rckpt_wire_msg_t *d = get(t);
 		assert_non_null(d);
 		assert_int_equal(d->type, t);
 		assert_true(d->compat >= 1 && d->compat <= d->version && d->oldest <= d->version);
-		assert_int_equal(d->newest, RCKPT_STORE_WIRE_VERSION);
+		assert_int_equal(d->newest, newest);
 		check_table(d);
 	}
-	assert_null(rckpt_store_msg(RCKPT_MSG_APPEND - 1));
-	assert_null(rckpt_store_msg(RCKPT_MSG_REWIND + 1));
-	for (i = 0; i < rckpt_store_nmsgs; i++)
-		for (j = 0; j < i; j++)
-			assert_string_not_equal(rckpt_store_msgs[i]->name, rckpt_store_msgs[j]->name);
+	assert_null(get((uint16_t)(first - 1)));
+	assert_null(get((uint16_t)(first + n)));
+}
+
+static void test_every_type_has_a_table(void **state)
+{
+	unsigned i, j;
+	(void)state;
+	assert_int_equal(rckpt_store_nmsgs, RCKPT_MSG_REWIND - RCKPT_MSG_APPEND + 1);
+	check_types(rckpt_store_msg, RCKPT_MSG_APPEND, rckpt_store_nmsgs, RCKPT_STORE_WIRE_VERSION);
+	assert_int_equal(rckpt_pcr_nmsgs, RCKPT_MSG_PCR_STAT - RCKPT_MSG_PCR_READ + 1);
+	check_types(rckpt_pcr_msg, RCKPT_MSG_PCR_READ, rckpt_pcr_nmsgs, RCKPT_PCR_VERSION);
+	assert_int_equal(rckpt_wire_version_desc.type, RCKPT_MSG_VERSION_REPLY);
+	check_table(&rckpt_wire_version_desc);
 	check_table(&rckpt_store_entry_desc);
+	for (i = 0; all_msgs(i); i++)
+		for (j = 0; j < i; j++)
+			assert_string_not_equal(all_msgs(i)->name, all_msgs(j)->name);
 }
 
 /* Each field round-trips, with the example's value and with another the
@@ -313,8 +433,8 @@ static void test_every_field_round_trips(void **state)
 {
 	unsigned i, k, c;
 	(void)state;
-	for (i = 0; i < rckpt_store_nmsgs; i++) {
-		const rckpt_wire_msg_t *d = rckpt_store_msgs[i];
+	for (i = 0; all_msgs(i); i++) {
+		const rckpt_wire_msg_t *d = all_msgs(i);
 		msg_t m;
 		example(d->type, &m);
 		round_trip(d, &m);
@@ -332,6 +452,13 @@ static void test_every_field_round_trips(void **state)
 				round_trip(d, &v);
 				continue;
 			}
+			if (f->kind == RCKPT_WF_STR) {
+				strcpy(fat(&v, f), "x-1");
+				round_trip(d, &v);
+				continue;
+			}
+			if (f->kind == RCKPT_WF_ARRAY) /* its count is a field of its own */
+				continue;
 			for (c = 0; c < 6; c++) {
 				msg_t base = m;
 				uint64_t x;
@@ -351,14 +478,81 @@ static void test_every_field_round_trips(void **state)
 	}
 }
 
+/* Each reserved value of element x's fields (x inside v), one at a
+ * time: in a list's last element, where a step too large keeps the
+ * order. */
+static void refuse_elem(const rckpt_wire_msg_t *d, msg_t *v, const rckpt_wire_msg_t *e, uint8_t *x)
+{
+	unsigned k;
+	for (k = 0; k < e->nfields; k++) {
+		const rckpt_wire_field_t *g = &e->fields[k];
+		uint8_t one[ELEM_ROOM];
+		memcpy(one, x, e->size);
+		if (g->kind == RCKPT_WF_STR) {
+			((char *)fat(x, g))[0] = '\0';
+			if (g->min)
+				refused(d, v, g->name);
+			strcpy(fat(x, g), "aR");
+			refused(d, v, g->name);
+		} else if (g->kind == RCKPT_WF_BLOB) {
+			rckpt_blob_t *b = fat(x, g);
+			if (g->min) {
+				b->len = g->min - 1;
+				refused(d, v, g->name);
+			}
+			if (g->max) {
+				uint8_t *big = calloc(g->max + 1, 1);
+				assert_non_null(big);
+				b->p = big;
+				b->len = g->max + 1;
+				refused(d, v, g->name);
+				free(big);
+			}
+		} else {
+			if (g->min > 0) {
+				iset(x, g, g->min - 1);
+				refused(d, v, g->name);
+			}
+			memcpy(x, one, e->size);
+			if (g->max && g->max < kfull(g)) {
+				iset(x, g, g->max + 1);
+				refused(d, v, g->name);
+			}
+		}
+		memcpy(x, one, e->size);
+	}
+}
+
 /* The values outside each field's range. */
 static void refuse_range(const rckpt_wire_msg_t *d, const msg_t *m, const rckpt_wire_field_t *f)
 {
 	msg_t v = *m;
 	char what[96];
+	if (f->kind == RCKPT_WF_STR) {
+		char *str = fat(&v, f);
+		if (f->min > 0) {
+			str[0] = '\0';
+			refused(d, &v, "an empty string");
+		}
+		memset(str, 'a', f->max + 1); /* one past its most, no NUL in its room */
+		refused(d, &v, "a string past its most");
+		strcpy(str, (f->flags & RCKPT_WF_PRINTABLE) ? "a\x7f" : "aR");
+		refused(d, &v, "a byte outside the alphabet");
+		return;
+	}
+	if (f->kind == RCKPT_WF_ARRAY) { /* its count's range is its count field's */
+		uint64_t n = iget(m, &d->fields[f->count]);
+		assert_true(n > 0 && kmax(&d->fields[f->count]) <= f->max);
+		refuse_elem(d, &v, f->elem, (uint8_t *)fat(&v, f) + (n - 1) * f->elem->size);
+		return;
+	}
 	if (f->kind == RCKPT_WF_BLOB) {
 		rckpt_blob_t *b = fat(&v, f);
 		uint8_t *big;
+		if (f->min > 0) {
+			b->len = f->min - 1;
+			refused(d, &v, "a blob under its least");
+		}
 		if (!f->max)
 			return;
 		big = calloc(f->max + 1, 1);
@@ -375,7 +569,7 @@ static void refuse_range(const rckpt_wire_msg_t *d, const msg_t *m, const rckpt_
 		snprintf(what, sizeof(what), "%s = %llu", f->name, (unsigned long long)(f->min - 1));
 		refused(d, &v, what);
 	}
-	if (kmax(f) < (f->kind == RCKPT_WF_U8 ? UINT8_MAX : f->kind == RCKPT_WF_U64 ? UINT64_MAX : UINT32_MAX)) {
+	if (kmax(f) < kfull(f)) {
 		v = *m;
 		iset(&v, f, kmax(f) + 1);
 		snprintf(what, sizeof(what), "%s = %llu", f->name, (unsigned long long)(kmax(f) + 1));
@@ -391,7 +585,7 @@ static void refuse_list(const rckpt_wire_msg_t *d, const msg_t *m, const rckpt_w
 	rckpt_wire_list_t *l;
 	msg_t v = *m;
 	uint8_t *els;
-	uint32_t n = ((const rckpt_wire_list_t *)fat((void *)m, f))->n, i, k;
+	uint32_t n = ((const rckpt_wire_list_t *)fat((void *)m, f))->n, i;
 	size_t cnt = f->max ? (size_t)f->max + 1 : n;
 
 	els = calloc(cnt, e->size);
@@ -419,32 +613,7 @@ static void refuse_list(const rckpt_wire_msg_t *d, const msg_t *m, const rckpt_w
 		refused(d, &v, "a list out of order");
 		memcpy(els, ((const rckpt_wire_list_t *)fat((void *)m, f))->v, (size_t)n * e->size);
 	}
-	/* each element field's reserved values, in the last element (where
-	 * a step too large keeps the order) */
-	for (k = 0; k < e->nfields; k++) {
-		const rckpt_wire_field_t *g = &e->fields[k];
-		uint8_t *last = els + (size_t)(n - 1) * e->size;
-		msg_t one;
-		memcpy(&one, last, e->size);
-		if (g->min > 0) {
-			iset(last, g, g->min - 1);
-			refused(d, &v, g->name);
-		}
-		memcpy(last, &one, e->size);
-		if (g->kind != RCKPT_WF_BLOB && g->max) {
-			iset(last, g, g->max + 1);
-			refused(d, &v, g->name);
-		}
-		if (g->kind == RCKPT_WF_BLOB && g->max) {
-			uint8_t *big = calloc(g->max + 1, 1);
-			assert_non_null(big);
-			((rckpt_blob_t *)fat(last, g))->p = big;
-			((rckpt_blob_t *)fat(last, g))->len = g->max + 1;
-			refused(d, &v, g->name);
-			free(big);
-		}
-		memcpy(last, &one, e->size);
-	}
+	refuse_elem(d, &v, e, els + (size_t)(n - 1) * e->size);
 	free(els);
 }
 
@@ -452,8 +621,8 @@ static void test_reserved_values_refused(void **state)
 {
 	unsigned i, k;
 	(void)state;
-	for (i = 0; i < rckpt_store_nmsgs; i++) {
-		const rckpt_wire_msg_t *d = rckpt_store_msgs[i];
+	for (i = 0; all_msgs(i); i++) {
+		const rckpt_wire_msg_t *d = all_msgs(i);
 		msg_t m;
 		example(d->type, &m);
 		for (k = 0; k < d->nfields; k++) {
@@ -507,6 +676,34 @@ static void test_rules_refuse(void **state)
 	example(RCKPT_MSG_VERIFIED, &m);
 	v->error = 1;
 	refused(rckpt_store_msg(RCKPT_MSG_VERIFIED), &m, "a positive error");
+
+	/* k groups: 1..64 or all (0xFFFF) */
+	example(RCKPT_MSG_PCR_READ, &m);
+	m.pcr_read.k = 0;
+	refused(rckpt_pcr_msg(RCKPT_MSG_PCR_READ), &m, "no group");
+	m.pcr_read.k = RCKPT_PCR_MAX_GROUPS + 1;
+	refused(rckpt_pcr_msg(RCKPT_MSG_PCR_READ), &m, "a group past the most");
+	example(RCKPT_MSG_PCR_IMAGES, &m);
+	m.pcr_images.k = RCKPT_PCR_GROUPS_ALL - 1;
+	refused(rckpt_pcr_msg(RCKPT_MSG_PCR_IMAGES), &m, "a group past the most");
+
+	/* an image's name is a file name of its own */
+	{
+		static const char *const bad[] = { ".", "..", "a/b", "a\nb" };
+		rckpt_msg_pcr_entry_t e[2];
+		unsigned i;
+		for (i = 0; i < 4; i++) {
+			memcpy(e, PCR_ENTRIES, sizeof(e));
+			e[1].name = (rckpt_blob_t){ (const uint8_t *)bad[i], strlen(bad[i]) };
+			example(RCKPT_MSG_PCR_JPEGS, &m);
+			m.pcr_jpegs.jpegs = host(e, 2);
+			refused(rckpt_pcr_msg(RCKPT_MSG_PCR_JPEGS), &m, bad[i]);
+		}
+	}
+
+	example(RCKPT_MSG_VERSION_REPLY, &m);
+	m.version.formats[1].min_version = 4;
+	refused(&rckpt_wire_version_desc, &m, "a format's range backwards");
 }
 
 /* The reserved values store.md names, listed here apart from the tables
@@ -607,8 +804,8 @@ static void test_layouts(void **state)
 	unsigned i;
 	msg_t m, got;
 	(void)state;
-	for (i = 0; i < rckpt_store_nmsgs; i++) {
-		const rckpt_wire_msg_t *d = rckpt_store_msgs[i];
+	for (i = 0; all_msgs(i); i++) {
+		const rckpt_wire_msg_t *d = all_msgs(i);
 		example(d->type, &m);
 		if (d->oldest > 1) {
 			tw_frame(&b, d, &m, d->oldest - 1, d->oldest - 1);
