@@ -29,6 +29,20 @@ int rckpt_buf_reserve(rckpt_buf_t *b, size_t n)
 	return 0;
 }
 
+void *rckpt_grow(void *p, size_t *cap, size_t need, size_t size)
+{
+	size_t n = *cap ? *cap : 16;
+	void *q;
+	if (need <= *cap && p != NULL)
+		return p;
+	while (n < need)
+		n = n > SIZE_MAX / 2 ? need : 2 * n;
+	if (size == 0 || n > SIZE_MAX / size || (q = realloc(p, n * size)) == NULL)
+		return NULL;
+	*cap = n;
+	return q;
+}
+
 int rckpt_buf_append(rckpt_buf_t *b, const void *src, size_t n)
 {
 	int rc = rckpt_buf_reserve(b, n);

@@ -25,6 +25,13 @@ int rckpt_buf_append(rckpt_buf_t *b, const void *src, size_t n);
 /* Frees the bytes and empties b (its max stays). */
 void rckpt_buf_free(rckpt_buf_t *b);
 
+/* The array p (malloc'd or NULL, room for *cap elements of `size` bytes)
+ * with room for at least need (>= 1): p itself when it has it, else p
+ * grown (doubling, 16 at least) and *cap set. NULL when memory or size_t
+ * runs out: p is then untouched and still the caller's. The one growable
+ * array of the project: a list grown a step at a time goes through it. */
+void *rckpt_grow(void *p, size_t *cap, size_t need, size_t size);
+
 /* Appends a little-endian integer. Same returns as rckpt_buf_append. */
 static inline int rckpt_buf_put_u8(rckpt_buf_t *b, uint8_t v)
 {

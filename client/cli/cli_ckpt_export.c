@@ -18,6 +18,7 @@
 #include "cli_ckpt.h"
 #define RCKPT_FILES_UNSTABLE
 #include "rckpt_files.h"
+#include "rckpt_buf.h"
 #include "rckpt_store_wire.h" /* RCKPT_STORE_CHUNK_ELEMENTS_MAX */
 
 /* ---- export ---- */
@@ -57,7 +58,8 @@ int ckpt_cmd_export(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	rckpt_job_opts_t jo = RCKPT_JOB_OPTS_INIT;
 	rckpt_t *h = NULL;
 	rckpt_job_t *j = NULL;
-	unsigned done = 0, nlist = 0, cap = 0, k;
+	unsigned done = 0, nlist = 0, k;
+	size_t cap = 0;
 	json_t *steps = json_array();
 	char why[160];
 	int c, rc = 0, more = 1, here = 0, made = 0;
@@ -120,8 +122,8 @@ int ckpt_cmd_export(int argc, char **argv, const rckpt_connect_opts_t *conn)
 			cli_err("ckpt", rc, "%s", rckpt_errmsg(h));
 			goto out;
 		}
-		if (nlist + n > cap) {
-			uint64_t *p = realloc(list, (cap = 2 * cap + n + 64) * sizeof(*p));
+		if (n) {
+			uint64_t *p = rckpt_grow(list, &cap, (size_t)nlist + n, sizeof(*p));
 			if (p == NULL) {
 				rc = -ENOMEM;
 				cli_err("ckpt", rc, "out of memory");

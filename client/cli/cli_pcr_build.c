@@ -13,23 +13,21 @@
 #include <jansson.h>
 
 #include "cli_pcr.h"
+#include "rckpt_buf.h"
 
 typedef struct inputs {
 	rckpt_pcr_input_t *v;
 	char **paths;
-	unsigned n, cap;
+	unsigned n;
+	size_t cap;
 } inputs_t;
 
 static int add_input(inputs_t *in, const char *path)
 {
-	if (in->n == in->cap) {
-		unsigned cap = in->cap ? 2 * in->cap : 256;
-		char **p = realloc(in->paths, cap * sizeof(*p));
-		if (p == NULL)
-			return -ENOMEM;
-		in->paths = p;
-		in->cap = cap;
-	}
+	char **p = rckpt_grow(in->paths, &in->cap, (size_t)in->n + 1, sizeof(*p));
+	if (p == NULL)
+		return -ENOMEM;
+	in->paths = p;
 	if ((in->paths[in->n] = strdup(path)) == NULL)
 		return -ENOMEM;
 	in->n++;
@@ -87,7 +85,8 @@ static int read_labels(const char *path, labels_t *l, unsigned *bad_line)
 	char *line = NULL;
 	size_t cap = 0;
 	ssize_t len;
-	unsigned lineno = 0, lcap = 0;
+	unsigned lineno = 0;
+	size_t lcap = 0, bcap = 0;
 	int rc = 0;
 
 	memset(l, 0, sizeof(*l));
@@ -108,13 +107,11 @@ static int read_labels(const char *path, labels_t *l, unsigned *bad_line)
 			break;
 		}
 		*comma = '\0';
-		if (l->n == lcap) {
-			char **a, **b;
-			lcap = lcap ? 2 * lcap : 256;
-			a = realloc(l->name, lcap * sizeof(*a));
+		{
+			char **a = rckpt_grow(l->name, &lcap, (size_t)l->n + 1, sizeof(*a)), **b;
 			if (a)
 				l->name = a;
-			b = realloc(l->label, lcap * sizeof(*b));
+			b = rckpt_grow(l->label, &bcap, (size_t)l->n + 1, sizeof(*b));
 			if (b)
 				l->label = b;
 			if (!a || !b) {

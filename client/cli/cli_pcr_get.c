@@ -15,11 +15,12 @@
 #include <unistd.h>
 
 #include "cli_pcr.h"
+#include "rckpt_buf.h"
 #include "rckpt_clock.h" /* rckpt_now_s */
 
 static int parse_ids(const char *s, uint32_t **ids, unsigned *n)
 {
-	unsigned cap = 0;
+	size_t cap = 0;
 	*ids = NULL;
 	*n = 0;
 	while (*s) {
@@ -31,12 +32,10 @@ static int parse_ids(const char *s, uint32_t **ids, unsigned *n)
 		v = strtoul(s, &end, 10);
 		if (errno || v > UINT32_MAX || (*end && *end != ','))
 			return -1;
-		if (*n == cap) {
-			uint32_t *p = realloc(*ids, (cap = cap ? 2 * cap : 64) * sizeof(*p));
-			if (p == NULL)
-				return -1;
-			*ids = p;
-		}
+		uint32_t *p = rckpt_grow(*ids, &cap, (size_t)*n + 1, sizeof(*p));
+		if (p == NULL)
+			return -1;
+		*ids = p;
 		(*ids)[(*n)++] = (uint32_t)v;
 		s = *end ? end + 1 : end;
 	}

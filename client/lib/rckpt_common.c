@@ -13,6 +13,7 @@
 
 #include "rckpt_bytes.h"
 #include "rckpt_internal.h"
+#include "rckpt_buf.h"
 
 _Static_assert(RCKPT_EVERSION == RCKPT_FMT_EVERSION, "error band out of step with formats/");
 _Static_assert(RCKPT_ECHECKSUM == RCKPT_FMT_ECHECKSUM, "error band out of step with formats/");
@@ -85,23 +86,21 @@ typedef struct ns_walk {
 	const char *oid, *prefix;
 	size_t pl;
 	char **names;
-	unsigned n, cap;
+	unsigned n;
+	size_t cap;
 } ns_walk_t;
 
 static int ns_one(void *arg, const char *oid, const char *ns)
 {
 	ns_walk_t *w = arg;
+	char **p;
 	if (strcmp(oid, w->oid) != 0 || strncmp(ns, w->prefix, w->pl) != 0 ||
 	    !rckpt_valid_name(ns + w->pl))
 		return 0;
-	if (w->n == w->cap) {
-		unsigned cap = w->cap ? 2 * w->cap : 16;
-		char **p = realloc(w->names, cap * sizeof(*p));
-		if (p == NULL)
-			return -ENOMEM;
-		w->names = p;
-		w->cap = cap;
-	}
+	p = rckpt_grow(w->names, &w->cap, (size_t)w->n + 1, sizeof(*p));
+	if (p == NULL)
+		return -ENOMEM;
+	w->names = p;
 	if ((w->names[w->n] = strdup(ns + w->pl)) == NULL)
 		return -ENOMEM;
 	w->n++;

@@ -6,6 +6,7 @@
  */
 #define _POSIX_C_SOURCE 200809L /* strdup */
 #include "rckpt_io.h"
+#include "rckpt_buf.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -125,21 +126,18 @@ int rckpt_io_fanout(rckpt_io_t *io, unsigned n, unsigned inflight,
 
 typedef struct names {
 	char **s;
-	unsigned n, cap;
+	unsigned n;
+	size_t cap;
 } names_t;
 
 static int name_one(void *arg, const char *oid, const char *ns)
 {
 	names_t *l = arg;
 	(void)ns;
-	if (l->n == l->cap) {
-		unsigned cap = l->cap ? 2 * l->cap : 64;
-		char **p = realloc(l->s, cap * sizeof(*p));
-		if (p == NULL)
-			return -ENOMEM;
-		l->s = p;
-		l->cap = cap;
-	}
+	char **p = rckpt_grow(l->s, &l->cap, (size_t)l->n + 1, sizeof(*p));
+	if (p == NULL)
+		return -ENOMEM;
+	l->s = p;
 	if ((l->s[l->n] = strdup(oid)) == NULL)
 		return -ENOMEM;
 	l->n++;

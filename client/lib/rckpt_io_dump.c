@@ -31,6 +31,7 @@
 
 #include "rckpt_bytes.h"
 #include "rckpt_internal.h"
+#include "rckpt_buf.h"
 
 enum { T_OBJECT_BEGIN = 3, T_OBJECT_END = 4, T_DATA = 5, T_ATTRS = 6, T_OMAP_HDR = 7, T_OMAP = 8,
        T_POOL_BEGIN = 10, T_POOL_END = 11 };
@@ -127,7 +128,7 @@ static int object_begin(rckpt_dump_t *d, rckpt_reader_t *r)
 	uint32_t len, hlen, n;
 	const uint8_t *p, *ns;
 	size_t end;
-	dobj_t *o;
+	dobj_t *o, *q;
 	if (struct_start(r, &len) || struct_start(r, &hlen))
 		return -EBADMSG;
 	end = r->pos + hlen;
@@ -139,14 +140,9 @@ static int object_begin(rckpt_dump_t *d, rckpt_reader_t *r)
 	ns = blob(r, &n);
 	if (r->err || r->pos > end || memchr(p, 0, len) || memchr(ns, 0, n))
 		return -EBADMSG;
-	if (d->n == d->cap) {
-		size_t cap = d->cap ? 2 * d->cap : 64;
-		dobj_t *q = realloc(d->o, cap * sizeof(*q));
-		if (q == NULL)
-			return -ENOMEM;
-		d->o = q;
-		d->cap = cap;
-	}
+	if ((q = rckpt_grow(d->o, &d->cap, d->n + 1, sizeof(*q))) == NULL)
+		return -ENOMEM;
+	d->o = q;
 	o = &d->o[d->n];
 	memset(o, 0, sizeof(*o));
 	o->oid = dup_str(p, len);
@@ -160,14 +156,10 @@ static int omap_at(dobj_t *o, uint64_t size, long at)
 {
 	if (size > SECTION_MAX || size > OMAP_OBJECT_MAX - o->om_bytes)
 		return -EFBIG;
-	if (o->nom == o->capom) {
-		size_t cap = o->capom ? 2 * o->capom : 4;
-		extent_t *q = realloc(o->om, cap * sizeof(*q));
-		if (q == NULL)
-			return -ENOMEM;
-		o->om = q;
-		o->capom = cap;
-	}
+	extent_t *q = rckpt_grow(o->om, &o->capom, o->nom + 1, sizeof(*q));
+	if (q == NULL)
+		return -ENOMEM;
+	o->om = q;
 	o->om[o->nom].at = (uint64_t)at;
 	o->om[o->nom].len = size;
 	o->nom++;
@@ -256,7 +248,7 @@ static int data(rckpt_dump_t *d, dobj_t *o, uint64_t size, long at)
 	rckpt_reader_t r;
 	uint32_t len, bl;
 	uint64_t off, n;
-	extent_t *e;
+	extent_t *e, *q;
 	if (size < DATA_HEAD || read_at(d->f, h, DATA_HEAD))
 		return -EBADMSG;
 	r = rckpt_reader(h, DATA_HEAD);
@@ -270,14 +262,9 @@ static int data(rckpt_dump_t *d, dobj_t *o, uint64_t size, long at)
 	 * holds of it, never a number a section makes up */
 	if (r.err || len != size - 6 || bl != n || n != size - DATA_HEAD || off != o->size)
 		return -EBADMSG;
-	if (o->next == o->capext) {
-		size_t cap = o->capext ? 2 * o->capext : 4;
-		extent_t *q = realloc(o->ext, cap * sizeof(*q));
-		if (q == NULL)
-			return -ENOMEM;
-		o->ext = q;
-		o->capext = cap;
-	}
+	if ((q = rckpt_grow(o->ext, &o->capext, o->next + 1, sizeof(*q))) == NULL)
+		return -ENOMEM;
+	o->ext = q;
 	e = &o->ext[o->next++];
 	e->off = off;
 	e->len = n;

@@ -43,7 +43,8 @@ int crk_read_record(rckpt_cls_obj_t *o, const rckpt_store_entry_t *e, rckpt_buf_
 /* A chunk's index entries, in step order. */
 typedef struct walk {
 	rckpt_store_entry_t *e;
-	uint32_t n, cap;
+	uint32_t n;
+	size_t cap;
 	int err;
 } walk_t;
 

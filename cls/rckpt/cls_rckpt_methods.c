@@ -153,21 +153,16 @@ static int collect_entry(void *arg, const char *key, const uint8_t *val, size_t 
 {
 	walk_t *w = arg;
 	uint64_t step;
+	rckpt_store_entry_t *e;
 	if (key[0] != 'r')
 		return 1; /* past the "r." keys */
 	if (rckpt_store_parse_step_key(&step, key, 'r'))
 		return -EBADMSG;
-	if (w->n == w->cap) {
-		uint32_t cap = w->cap ? 2 * w->cap : 64;
-		rckpt_store_entry_t *e;
-		if (cap > (1u << 20))
-			return -E2BIG;
-		e = realloc(w->e, cap * sizeof(*e));
-		if (e == NULL)
-			return -ENOMEM;
-		w->e = e;
-		w->cap = cap;
-	}
+	if (w->n >= (1u << 20))
+		return -E2BIG;
+	if ((e = rckpt_grow(w->e, &w->cap, (size_t)w->n + 1, sizeof(*e))) == NULL)
+		return -ENOMEM;
+	w->e = e;
 	if (rckpt_store_entry_get(&w->e[w->n], val, len) || w->e[w->n].step != step)
 		return -EBADMSG;
 	w->n++;

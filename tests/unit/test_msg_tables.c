@@ -825,6 +825,28 @@ static void test_layouts(void **state)
 	rckpt_buf_free(&b);
 }
 
+/* The one growable array under the codecs' buffers and lists. */
+static void test_grow(void **state)
+{
+	uint64_t *a = NULL, *b;
+	size_t cap = 0;
+	(void)state;
+	a = rckpt_grow(a, &cap, 1, sizeof(*a));
+	assert_non_null(a);
+	assert_int_equal(cap, 16);
+	a[15] = 7;
+	assert_ptr_equal(rckpt_grow(a, &cap, 16, sizeof(*a)), a); /* room enough: itself */
+	b = rckpt_grow(a, &cap, 17, sizeof(*a));
+	assert_non_null(b);
+	assert_int_equal(cap, 32);
+	assert_int_equal(b[15], 7); /* kept */
+	a = b;
+	assert_null(rckpt_grow(a, &cap, SIZE_MAX / 4, sizeof(*a))); /* past size_t: refused... */
+	assert_int_equal(cap, 32);                                    /* ...and a still ours */
+	a[31] = 1;
+	free(a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -835,6 +857,7 @@ int main(void)
 		cmocka_unit_test(test_spec_reserved),
 		cmocka_unit_test(test_entry),
 		cmocka_unit_test(test_layouts),
+		cmocka_unit_test(test_grow),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -26,6 +26,7 @@
 #include "rckpt_clock.h"
 #include "rckpt_pcr_internal.h"
 #include "rckpt_ssim.h"
+#include "rckpt_buf.h"
 
 #define DEFAULT_PER_RECORD 512u
 #define DEFAULT_INFLIGHT 4u
@@ -509,7 +510,7 @@ typedef struct build_acc {
 	double ssum[RCKPT_PCR_MAX_GROUPS]; /* SSIM per group, summed over the sampled images */
 	unsigned sampled;
 	rckpt_buf_t labels;
-	unsigned rec_cap; /* x->rec's room */
+	size_t rec_cap; /* x->rec's room */
 } build_acc_t;
 
 /* The window's images B->win[0..wcount) (inputs first..): the refused ones
@@ -584,13 +585,11 @@ static int put_record(builder_t *B, const char *dataset, rckpt_pcr_index_t *x, b
 	if ((rc = rckpt_pcr_record_encode(&ws->buf[slot], ws->no[slot], src, good)))
 		return rckpt_fail(h, rc, "rckpt_pcr_build", "record %u of %s is too large (%u images)", ws->no[slot],
 				  dataset, good);
-	if (x->nrecords == acc->rec_cap) {
-		const unsigned cap = acc->rec_cap ? 2 * acc->rec_cap : 16;
-		rckpt_pcr_index_rec_t *p = realloc(x->rec, cap * sizeof(*p));
+	{
+		rckpt_pcr_index_rec_t *p = rckpt_grow(x->rec, &acc->rec_cap, (size_t)x->nrecords + 1, sizeof(*p));
 		if (p == NULL)
 			return rckpt_fail(h, -ENOMEM, "rckpt_pcr_build", "out of memory");
 		x->rec = p;
-		acc->rec_cap = cap;
 	}
 	if ((rc = rckpt_pcr_head_decode(&hd, ws->buf[slot].p, ws->buf[slot].len)))
 		return rckpt_fail(h, rc, "rckpt_pcr_build", "record %u does not decode (a bug)", ws->no[slot]);

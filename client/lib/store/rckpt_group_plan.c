@@ -111,14 +111,10 @@ static int cmp_xfer(const void *a, const void *b)
 
 static int add_xfer(rckpt_group_plan_t *g, size_t *cap, const rckpt_xfer_t *x)
 {
-	if (g->nxfer == *cap) {
-		size_t nc = *cap ? 2 * *cap : 64;
-		rckpt_xfer_t *p = realloc(g->xfer, sizeof(*p) * nc);
-		if (p == NULL)
-			return -ENOMEM;
-		g->xfer = p;
-		*cap = nc;
-	}
+	rckpt_xfer_t *p = rckpt_grow(g->xfer, cap, (size_t)g->nxfer + 1, sizeof(*p));
+	if (p == NULL)
+		return -ENOMEM;
+	g->xfer = p;
 	g->xfer[g->nxfer++] = *x;
 	return 0;
 }

@@ -90,14 +90,10 @@ int rckpt_group_world_make(world_t *w, uint8_t **all, const size_t *lens, unsign
 			uint16_t nl;
 			const uint8_t *name;
 			uint64_t numel = 1;
-			if (w->ns == cap) {
-				size_t nc = cap ? 2 * cap : 64;
-				sdesc_t *g = realloc(w->s, nc * sizeof(*g));
-				if (g == NULL)
-					return -ENOMEM;
-				w->s = g;
-				cap = nc;
-			}
+			sdesc_t *g = rckpt_grow(w->s, &cap, (size_t)w->ns + 1, sizeof(*g));
+			if (g == NULL)
+				return -ENOMEM;
+			w->s = g;
 			x = &w->s[w->ns];
 			memset(x, 0, sizeof(*x));
 			x->rank = r;

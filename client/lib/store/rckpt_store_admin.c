@@ -57,10 +57,10 @@ int rckpt_steps_all(rckpt_job_t *j, rckpt_steps_t *out)
 	memset(out, 0, sizeof(*out));
 	while (more && rc == 0) {
 		unsigned got = 0;
-		if (out->cap - out->n < RCKPT_STORE_LIST_MAX) {
-			unsigned cap = out->cap ? 2 * out->cap : 2 * RCKPT_STORE_LIST_MAX;
-			rckpt_step_info_t *s = realloc(out->s, cap * sizeof(*s));
-			uint64_t *g = s ? realloc(out->seg, cap * sizeof(*g)) : NULL;
+		{
+			const size_t need = (size_t)out->n + RCKPT_STORE_LIST_MAX;
+			rckpt_step_info_t *s = rckpt_grow(out->s, &out->cap, need, sizeof(*s));
+			uint64_t *g = s ? rckpt_grow(out->seg, &out->segcap, need, sizeof(*g)) : NULL;
 			if (s)
 				out->s = s;
 			if (g == NULL) {
@@ -68,7 +68,6 @@ int rckpt_steps_all(rckpt_job_t *j, rckpt_steps_t *out)
 				break;
 			}
 			out->seg = g;
-			out->cap = cap;
 		}
 		rc = rckpt_list_steps(j, after, out->s + out->n, out->seg + out->n, RCKPT_STORE_LIST_MAX,
 				      &got, &more);
@@ -119,14 +118,15 @@ int rckpt_retire_exact(rckpt_job_t *j, uint64_t token, const rckpt_step_info_t *
 
 typedef struct pins {
 	uint64_t *s;
-	unsigned n, cap, seen;
+	unsigned n, seen;
+	size_t cap;
 	char after[32];
 } pins_t;
 
 static int pin_one(void *arg, const char *key, const uint8_t *val, size_t len)
 {
 	pins_t *p = arg;
-	uint64_t step;
+	uint64_t step, *q;
 	(void)val;
 	(void)len;
 	if (strlen(key) >= sizeof(p->after))
@@ -135,14 +135,9 @@ static int pin_one(void *arg, const char *key, const uint8_t *val, size_t len)
 	p->seen++;
 	if (rckpt_store_parse_step_key(&step, key, 'p'))
 		return 0;
-	if (p->n == p->cap) {
-		unsigned cap = p->cap ? 2 * p->cap : 64;
-		uint64_t *q = realloc(p->s, cap * sizeof(*q));
-		if (q == NULL)
-			return -ENOMEM;
-		p->s = q;
-		p->cap = cap;
-	}
+	if ((q = rckpt_grow(p->s, &p->cap, (size_t)p->n + 1, sizeof(*q))) == NULL)
+		return -ENOMEM;
+	p->s = q;
 	p->s[p->n++] = step;
 	return 0;
 }
@@ -294,19 +289,18 @@ int rckpt_job_drop(rckpt_job_t *j, uint64_t step)
 int rckpt_seg_runs(const rckpt_steps_t *s, rckpt_segrun_t **out, unsigned *n)
 {
 	rckpt_segrun_t *r = NULL;
-	unsigned i, k = 0, cap = 0;
+	unsigned i, k = 0;
+	size_t cap = 0;
 	*out = NULL;
 	*n = 0;
 	for (i = 0; i < s->n; i++) {
 		if (k == 0 || r[k - 1].seg != s->seg[i]) {
-			if (k == cap) {
-				rckpt_segrun_t *q = realloc(r, (cap = cap ? 2 * cap : 16) * sizeof(*q));
-				if (q == NULL) {
-					free(r);
-					return -ENOMEM;
-				}
-				r = q;
+			rckpt_segrun_t *q = rckpt_grow(r, &cap, (size_t)k + 1, sizeof(*q));
+			if (q == NULL) {
+				free(r);
+				return -ENOMEM;
 			}
+			r = q;
 			r[k].seg = s->seg[i];
 			r[k].first = i;
 			r[k].n = r[k].nchunks = 0;

@@ -214,7 +214,8 @@ int rckpt_chunk_writes(rckpt_job_t *j, uint64_t seg, const char *method, const r
 typedef struct steps {
 	rckpt_step_info_t *s;
 	uint64_t *seg; /* the segment of each step's records */
-	unsigned n, cap;
+	unsigned n;
+	size_t cap, segcap;
 } rckpt_steps_t;
 
 /* A segment (store.md "Segments") as the listed steps show it: the
