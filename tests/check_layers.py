@@ -104,10 +104,10 @@ FLOORS = {
         "rckpt_objects.c", "rckpt_fold.c"],       # the floor: calls on the job's objects
     "client/cli": [
         "rckpt_cli.c",                            # main, above the command groups
-        "rckpt_cli_bench.c", "rckpt_cli_codec.c",
+        "rckpt_cli_bench.c", "rckpt_cli_codec.c", "cli_status.c", "cli_call.c",
         "rckpt_cli_pcr.c", "cli_pcr_build.c", "cli_pcr_get.c", "cli_pcr_info.c", "cli_pcr_verify.c",
         "cli_pcr_util.c",
-        "rckpt_cli_ckpt.c", "cli_ckpt_compact.c", "cli_ckpt_admin.c", "cli_ckpt_export.c",
+        "rckpt_cli_ckpt.c", "cli_ckpt_compact.c", "cli_ckpt_verify.c", "cli_ckpt_admin.c", "cli_ckpt_export.c",
         "cli_ckpt_ls.c", "cli_ckpt_restore.c", "cli_ckpt_save.c", "cli_ckpt_util.c",
         "cli_args.c", "cli_signals.c", "cli_files.c", "cli_out.c", "cli_progress.c",
         "cli_lock.c"],                            # the utility layer (cli.h)

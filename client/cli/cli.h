@@ -19,8 +19,8 @@
 /* A command: argv[0] is its name; conn the global connection options. */
 typedef int (*rckpt_cli_fn)(int argc, char **argv, const rckpt_connect_opts_t *conn);
 
-int rckpt_cli_status(int argc, char **argv, const rckpt_connect_opts_t *conn);  /* rckpt_cli.c */
-int rckpt_cli_call(int argc, char **argv, const rckpt_connect_opts_t *conn);    /* rckpt_cli.c */
+int rckpt_cli_status(int argc, char **argv, const rckpt_connect_opts_t *conn);  /* cli_status.c */
+int rckpt_cli_call(int argc, char **argv, const rckpt_connect_opts_t *conn);    /* cli_call.c */
 int rckpt_cli_version(int argc, char **argv, const rckpt_connect_opts_t *conn); /* rckpt_cli.c */
 int rckpt_cli_codec(int argc, char **argv, const rckpt_connect_opts_t *conn);   /* rckpt_cli_codec.c */
 int rckpt_cli_ckpt(int argc, char **argv, const rckpt_connect_opts_t *conn);    /* rckpt_cli_ckpt.c */

@@ -56,4 +56,17 @@ int ckpt_interrupted(const char *what);
 void ckpt_print_compact(const char *job, const rckpt_compact_stats_t *cs);
 json_t *ckpt_compact_json(const char *job, const rckpt_compact_stats_t *cs);
 
+/* Options shared by the housekeeping commands (cli_ckpt_admin.c, verify):
+ * --job, --step, --upto, --keep-last, --keep-every, --off, --deep, ... */
+typedef struct admin_opts {
+	const char *job, *branch, *to;
+	uint64_t step, upto;
+	int have_step, have_upto, off, have_policy, deep, exact;
+	rckpt_retention_t pol;
+	rckpt_job_opts_t jo; /* the writer options (allowed 'K') */
+} admin_opts_t;
+/* Parses them (only the options whose letters `allowed` lists) for
+ * subcommand `what`: 0, or a usage error's exit status (EXIT_USAGE). */
+int ckpt_admin_parse(int argc, char **argv, admin_opts_t *a, const char *allowed, const char *what);
+
 #endif
