@@ -80,7 +80,8 @@ static const rckpt_wire_field_t stat_f[] = {
 	{ FLD(rckpt_msg_pcr_stat_t, head_len, U32) },
 	{ FLD(rckpt_msg_pcr_stat_t, ngroups, U16), .min = 1, .max = RCKPT_PCR_MAX_GROUPS },
 	{ FLD(rckpt_msg_pcr_stat_t, size, U64) },
-	{ FLD(rckpt_msg_pcr_stat_t, end, ARRAY), .count = 3, .max = RCKPT_PCR_MAX_GROUPS, .elem = &u64_desc },
+	{ FLD(rckpt_msg_pcr_stat_t, end, ARRAY), .count = 3,
+	  .max = sizeof(((rckpt_msg_pcr_stat_t *)0)->end) / sizeof(uint64_t), .elem = &u64_desc },
 };
 
 static const rckpt_wire_msg_t read_d = MSG("pcr-read", rckpt_msg_pcr_read_t, RCKPT_MSG_PCR_READ, read_f, read_rule);

@@ -12,30 +12,38 @@
 
 #define ELEM_MAX 64 /* bytes of a list element's struct */
 
-/* Bytes of a length or count prefix. */
+/* Bytes of a length or count prefix, or of a u32 on the wire: 1, 2 or 4. */
 static unsigned width_of(const rckpt_wire_field_t *f)
 {
-	return f->width ? f->width : 4;
+	return f->width == 1 || f->width == 2 ? f->width : 4;
 }
 
+/* The most a prefix of the field's width holds. */
+static uint64_t width_max(const rckpt_wire_field_t *f)
+{
+	return width_of(f) == 1 ? UINT8_MAX : width_of(f) == 2 ? UINT16_MAX : UINT32_MAX;
+}
+
+/* The most a field may hold: its table's max, never more than its kind
+ * and width can carry (so that nothing is cut short on the wire). */
 static uint64_t field_max(const rckpt_wire_field_t *f)
 {
-	static const uint64_t by_width[] = { 0, UINT8_MAX, UINT16_MAX, 0, UINT32_MAX };
-	if (f->max)
-		return f->max;
+	uint64_t full;
 	switch (f->kind) {
 	case RCKPT_WF_U8:
-		return UINT8_MAX;
+		full = UINT8_MAX;
+		break;
 	case RCKPT_WF_U16:
-		return UINT16_MAX;
+		full = UINT16_MAX;
+		break;
 	case RCKPT_WF_U64:
-		return UINT64_MAX;
-	case RCKPT_WF_U32:
-	case RCKPT_WF_I32:
-		return f->width ? by_width[f->width] : UINT32_MAX;
-	default: /* a length or a count */
-		return by_width[width_of(f)];
+	case RCKPT_WF_ARRAY: /* its capacity */
+		full = UINT64_MAX;
+		break;
+	default: /* u32, i32, a length or a count */
+		full = width_max(f);
 	}
+	return f->max && f->max < full ? f->max : full;
 }
 
 static const void *at(const void *m, const rckpt_wire_field_t *f)
@@ -164,7 +172,7 @@ int rckpt_wire_valid(const rckpt_wire_msg_t *d, const void *m)
 		} else if (f->kind == RCKPT_WF_LIST) {
 			/* a decoded list (p) was checked whole when it was read */
 			const rckpt_wire_list_t *l = at(m, f);
-			if (!in_range(f, l->n) || (l->n && l->p == NULL && l->v == NULL) ||
+			if (!in_range(f, l->n) || f->elem->size > ELEM_MAX || (l->n && l->p == NULL && l->v == NULL) ||
 			    (l->p == NULL && l->n && host_list_valid(f, l)))
 				return -EINVAL;
 		} else if (!in_range(f, get_int(m, f))) {
@@ -245,7 +253,7 @@ int rckpt_wire_put_field(rckpt_buf_t *out, const rckpt_wire_field_t *f, const vo
 		return rckpt_buf_put_u64(out, get_int(m, f));
 	case RCKPT_WF_BLOB:
 		b = at(m, f);
-		if (b->len > field_max(f))
+		if (b->len > field_max(f) || (b->len && b->p == NULL))
 			return -EINVAL;
 		rc = put_n(out, f, b->len);
 		return rc || b->len == 0 ? rc : rckpt_buf_append(out, b->p, b->len);
@@ -292,20 +300,24 @@ static int read_fields(rckpt_reader_t *r, const rckpt_wire_msg_t *d, void *m, un
 static int read_list(rckpt_reader_t *r, const rckpt_wire_field_t *f, rckpt_wire_list_t *l)
 {
 	const rckpt_wire_msg_t *e = f->elem;
-	uint64_t tmp[ELEM_MAX / 8], prev = 0;
+	union {
+		max_align_t align;
+		unsigned char b[ELEM_MAX];
+	} tmp;
+	uint64_t prev = 0;
 	size_t start;
 	uint32_t i, n = (uint32_t)rd_n(r, f);
 
-	if (r->err || !in_range(f, n) || e->size > sizeof(tmp))
+	if (r->err || !in_range(f, n) || e->size > sizeof(tmp.b))
 		return -EBADMSG;
 	start = r->pos;
 	for (i = 0; i < n; i++) {
-		memset(tmp, 0, sizeof(tmp));
-		if (read_fields(r, e, tmp, 1) || rckpt_wire_valid(e, tmp))
+		memset(tmp.b, 0, sizeof(tmp.b));
+		if (read_fields(r, e, tmp.b, 1) || rckpt_wire_valid(e, tmp.b))
 			return -EBADMSG;
-		if ((f->flags & RCKPT_WF_SORTED) && i && key_of(e, tmp) <= prev)
+		if ((f->flags & RCKPT_WF_SORTED) && i && key_of(e, tmp.b) <= prev)
 			return -EBADMSG;
-		prev = key_of(e, tmp);
+		prev = key_of(e, tmp.b);
 	}
 	l->p = n ? r->p + start : NULL;
 	l->bytes = r->pos - start;

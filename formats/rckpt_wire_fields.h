@@ -66,9 +66,11 @@ typedef struct rckpt_wire_field {
 			    or string's length or a list's count (the same) */
 	uint8_t count;   /* an array's count: the index of that field */
 	uint64_t min;    /* the least value (integers), length (blob, string), count (list) */
-	uint64_t max;    /* the most (0: all the kind and width can hold); an array's capacity */
+	uint64_t max;    /* the most (0, or more than the kind and width can hold: what
+			    they can); a string's or an array's capacity (its C
+			    array's size, less the string's NUL) */
 	uint64_t absent; /* the value of a field a frame older than `since` lacks */
-	const struct rckpt_wire_msg *elem; /* a list's element */
+	const struct rckpt_wire_msg *elem; /* a list's or array's element (a list's: <= 64 bytes) */
 } rckpt_wire_field_t;
 
 typedef struct rckpt_wire_msg {
@@ -111,7 +113,8 @@ void rckpt_wire_cursor_init(rckpt_wire_cursor_t *c, const rckpt_wire_field_t *f,
 int rckpt_wire_cursor_next(rckpt_wire_cursor_t *c, void *elem);
 
 /* The pieces, for a message written a part at a time (a reply streamed
- * from an omap): one field's bytes, and a frame's begin and end. */
+ * from an omap): one field's bytes (of a message rckpt_wire_valid passed:
+ * a value past its width is cut short here), and a frame's begin. */
 int rckpt_wire_put_field(rckpt_buf_t *out, const rckpt_wire_field_t *f, const void *m);
 int rckpt_wire_begin(rckpt_buf_t *out, const rckpt_wire_msg_t *d, size_t *at);
 

@@ -11,7 +11,8 @@
 #include "rckpt_wire_fields.h"
 
 #define FLD(T, f, k) .name = #f, .offset = offsetof(T, f), .kind = RCKPT_WF_##k
-#define NAME_STR .width = 1, .min = 1, .max = RCKPT_WIRE_NAME_MAX, .flags = RCKPT_WF_NAME
+#define ROOM(T, f) (sizeof(((T *)0)->f) - 1) /* a string member's most bytes */
+#define NAME_STR(T, f) FLD(T, f, STR), .width = 1, .min = 1, .max = ROOM(T, f), .flags = RCKPT_WF_NAME
 
 static int range_rule(const void *m)
 {
@@ -20,7 +21,7 @@ static int range_rule(const void *m)
 }
 
 static const rckpt_wire_field_t range_f[] = {
-	{ FLD(rckpt_wire_format_range_t, name, STR), NAME_STR },
+	{ NAME_STR(rckpt_wire_format_range_t, name) },
 	{ FLD(rckpt_wire_format_range_t, min_version, U16) },
 	{ FLD(rckpt_wire_format_range_t, max_version, U16) },
 };
@@ -30,14 +31,15 @@ static const rckpt_wire_msg_t range_desc = {
 };
 
 static const rckpt_wire_field_t version_f[] = {
-	{ FLD(rckpt_wire_version_t, plugin, STR), NAME_STR },
+	{ NAME_STR(rckpt_wire_version_t, plugin) },
 	{ FLD(rckpt_wire_version_t, major, U16) },
 	{ FLD(rckpt_wire_version_t, minor, U16) },
 	{ FLD(rckpt_wire_version_t, patch, U16) },
-	{ FLD(rckpt_wire_version_t, built_for, STR), .width = 1, .max = RCKPT_WIRE_RELEASE_MAX,
+	{ FLD(rckpt_wire_version_t, built_for, STR), .width = 1, .max = ROOM(rckpt_wire_version_t, built_for),
 	  .flags = RCKPT_WF_PRINTABLE },
 	{ FLD(rckpt_wire_version_t, nformats, U32), .width = 1, .max = RCKPT_WIRE_FORMATS_MAX },
-	{ FLD(rckpt_wire_version_t, formats, ARRAY), .count = 5, .max = RCKPT_WIRE_FORMATS_MAX,
+	{ FLD(rckpt_wire_version_t, formats, ARRAY), .count = 5,
+	  .max = sizeof(((rckpt_wire_version_t *)0)->formats) / sizeof(rckpt_wire_format_range_t),
 	  .elem = &range_desc },
 };
 
@@ -49,7 +51,7 @@ const rckpt_wire_msg_t rckpt_wire_version_desc = {
 int rckpt_wire_version_encode(uint8_t *dst, size_t cap, size_t *out_len, const rckpt_wire_version_t *v)
 {
 	rckpt_buf_t b = { dst, 0, cap, cap };
-	int rc = rckpt_wire_encode(&b, &rckpt_wire_version_desc, v);
+	int rc = cap ? rckpt_wire_encode(&b, &rckpt_wire_version_desc, v) : -EFBIG; /* max 0 is no limit */
 	*out_len = rc ? 0 : b.len;
 	return rc == -EFBIG ? -ERANGE : rc;
 }

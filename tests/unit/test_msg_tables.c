@@ -385,6 +385,11 @@ static void check_table(const rckpt_wire_msg_t *d)
 		assert_true(f->offset >= end && f->offset - end < (align < 8 ? align : 8));
 		end = f->offset + n;
 		assert_true(f->min <= kmax(f));
+		assert_true(f->width == 0 || f->width == 1 || f->width == 2 || f->width == 4);
+		if (f->kind >= RCKPT_WF_U32 && f->kind != RCKPT_WF_U64 && f->kind != RCKPT_WF_ARRAY)
+			assert_true(f->max <= kfull(f)); /* what its width carries */
+		if (f->kind == RCKPT_WF_LIST)
+			assert_true(f->elem->size <= ELEM_ROOM);
 		assert_true(f->since <= 1 || f->kind == RCKPT_WF_U64);
 		assert_true(f->kind != RCKPT_WF_STR || f->max); /* a string has its capacity */
 		if (f->kind == RCKPT_WF_ARRAY) /* counted by an integer before it */
@@ -825,6 +830,49 @@ static void test_layouts(void **state)
 	rckpt_buf_free(&b);
 }
 
+/* Every frame cut short (its length saying so) is refused; a frame with
+ * a byte of its payload changed either is refused or decodes to what
+ * encodes to the bytes it read (a count made smaller leaves a tail,
+ * which a newer layout's fields may fill: skipped). */
+static void test_cut_and_flipped(void **state)
+{
+	unsigned i, tried = 0, took = 0;
+	(void)state;
+	for (i = 0; all_msgs(i); i++) {
+		const rckpt_wire_msg_t *d = all_msgs(i);
+		rckpt_buf_t a = RCKPT_BUF_INIT, b = RCKPT_BUF_INIT;
+		size_t k, n;
+		msg_t m, got;
+		unsigned bit;
+		example(d->type, &m);
+		assert_int_equal(rckpt_wire_encode(&a, d, &m), 0);
+		n = a.len - RCKPT_WIRE_HEADER_BYTES;
+		for (k = 0; k < n; k++) {
+			rckpt_buf_set_u32(&a, 8, (uint32_t)k);
+			if (rckpt_wire_decode(d, &got, a.p, RCKPT_WIRE_HEADER_BYTES + k) != -EBADMSG)
+				fail_msg("%s: a payload cut to %zu of %zu bytes was taken", d->name, k, n);
+		}
+		rckpt_buf_set_u32(&a, 8, (uint32_t)n);
+		for (k = RCKPT_WIRE_HEADER_BYTES; k < a.len; k++)
+			for (bit = 0; bit < 8; bit += 3) {
+				a.p[k] ^= (uint8_t)(1u << bit);
+				tried++;
+				if (rckpt_wire_decode(d, &got, a.p, a.len) == 0) {
+					took++;
+					b.len = 0;
+					assert_int_equal(rckpt_wire_encode(&b, d, &got), 0);
+					assert_true(b.len <= a.len);
+					assert_memory_equal(b.p + RCKPT_WIRE_HEADER_BYTES, a.p + RCKPT_WIRE_HEADER_BYTES,
+							    b.len - RCKPT_WIRE_HEADER_BYTES);
+				}
+				a.p[k] ^= (uint8_t)(1u << bit);
+			}
+		rckpt_buf_free(&a);
+		rckpt_buf_free(&b);
+	}
+	assert_true(took > 0 && took < tried); /* both kinds were seen */
+}
+
 /* The one growable array under the codecs' buffers and lists. */
 static void test_grow(void **state)
 {
@@ -857,6 +905,7 @@ int main(void)
 		cmocka_unit_test(test_spec_reserved),
 		cmocka_unit_test(test_entry),
 		cmocka_unit_test(test_layouts),
+		cmocka_unit_test(test_cut_and_flipped),
 		cmocka_unit_test(test_grow),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -222,6 +222,10 @@ int rckpt_list_steps(rckpt_job_t *j, uint64_t after, rckpt_step_info_t *out, uin
 		while ((rc = rckpt_msg_stepsum_next(&rd, &step, &sum)) == 1) {
 			rckpt_step_info_t *s = &out[*n];
 			rckpt_store_summary_t v;
+			if (*n >= l.max) { /* more than it asked for: not the plugin's reply */
+				rc = -EBADMSG;
+				break;
+			}
 			rckpt_store_summary_get(&v, sum.p, sum.len); /* too short: zeros */
 			memset(s, 0, sizeof(*s));
 			s->step = step;
