@@ -603,6 +603,16 @@ def steps_set(r, n_max=1 << 20):
 NONE = 2**64 - 1
 
 
+def index_entry(r):
+    """A chunk's index entry (store.md "Objects"): step, offset, length,
+    kind (1 base, 2 delta, 3 sparse), parent (2^64-1 iff a base)."""
+    e = {"step": r.u64(), "offset": r.u64(), "length": r.u32(), "kind": r.u8(), "parent": r.u64()}
+    if (e["step"] == NONE or not 1 <= e["kind"] <= 3 or e["offset"] > 1 << 30
+            or e["length"] > (1 << 30) - e["offset"] or (e["kind"] == 1) != (e["parent"] == NONE)):
+        raise Bad("index entry")
+    return e
+
+
 def message(b, name):
     """A store message by name; its fields (trailing bytes of a newer
     encoder are skipped, as cls-wire says)."""
@@ -658,6 +668,25 @@ def message(b, name):
             raise Bad("CLAIM: a token not after the one it replaces")
         if m["flags"] & ~1:
             raise Bad("CLAIM: an unknown flag")
+    elif name == "materialized":
+        r = frame(b, 0x0103)
+        m = {"reached": r.u64(), "done": r.u8(), "record": wire_blob(r)}
+        if m["done"] > 1:
+            raise Bad("MATERIALIZED: done")
+    elif name == "head":
+        r = frame(b, 0x0106)
+        m = {"head": r.u64(), "count": r.u64()}
+    elif name == "list":
+        r = frame(b, 0x0107)
+        m = {"after": r.u64(), "max": r.u32()}
+        if not 1 <= m["max"] <= 1024:
+            raise Bad("LIST: max")
+    elif name == "index":
+        r = frame(b, 0x0109)
+        m = {"entries": [index_entry(r) for _ in range(r.u32())]}
+        steps = [e["step"] for e in m["entries"]]
+        if any(a >= b for a, b in zip(steps, steps[1:])):
+            raise Bad("INDEX: entries not in increasing step order")
     elif name == "steps":
         r = frame(b, 0x0108)
         n = r.u32()
@@ -768,6 +797,53 @@ def pcr_record(b):
 def pcr_jpegs(rec, k):
     """Each image through group k (None: all): header, scans 1..k, EOI."""
     return {im["name"]: im["header"] + b"".join(im["scans"][:k]) + b"\xff\xd9" for im in rec["images"]}
+
+
+def pcr_message(b, name):
+    """A cls_pcr message by name (pcr.md "cls_pcr methods"); its fields."""
+    def k_ok(k):
+        return k == 0xFFFF or 1 <= k <= 64
+    if name == "read":
+        r = frame(b, 0x0201)
+        m = {"k": r.u16()}
+        if not k_ok(m["k"]):
+            raise Bad("READ: k")
+    elif name == "prefix":
+        r = frame(b, 0x0202)
+        m = {"k": r.u16(), "bytes": wire_blob(r)}
+        if not 1 <= m["k"] <= 64:
+            raise Bad("PREFIX: groups")
+    elif name == "images":
+        r = frame(b, 0x0203)
+        m = {"k": r.u16()}
+        n = r.u32()
+        if not k_ok(m["k"]) or not 1 <= n <= 16384:
+            raise Bad("IMAGES")
+        m["idx"] = [r.u32() for _ in range(n)]
+    elif name == "jpegs":
+        r = frame(b, 0x0204)
+        n = r.u32()
+        if n > 16384:
+            raise Bad("JPEGS: count")
+        m = {"images": []}
+        for _ in range(n):
+            e = {"id": r.u32(), "name": r.take(r.u8()), "label": r.take(r.u16()), "jpeg": wire_blob(r)}
+            nm = e["name"]
+            if (not nm or b"/" in nm or nm in (b".", b"..") or any(c < 32 or c == 127 for c in nm)
+                    or len(e["label"]) > 1024 or len(e["jpeg"]) < 4):
+                raise Bad("JPEGS: an entry")
+            m["images"].append(e)
+    elif name == "stat":
+        r = frame(b, 0x0205)
+        m = {"record": r.u32(), "images": r.u32(), "head_len": r.u32()}
+        g = r.u16()
+        m["size"] = r.u64()
+        if not 1 <= g <= 64:
+            raise Bad("STAT: groups")
+        m["ends"] = [r.u64() for _ in range(g)]
+    else:
+        raise ValueError(name)
+    return m
 
 
 def pcr_index(b):

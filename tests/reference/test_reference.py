@@ -139,10 +139,30 @@ class Golden(unittest.TestCase):
         self.assertEqual(R.message(golden("store-pin-v3.hex"), "pin"), {"token": 7, "step": 43, "on": 1})
         self.assertEqual(R.message(golden("store-retire-v3.hex"), "retire"), {"token": 7, "step": 43, "kind": 0})
         self.assertEqual(R.message(golden("store-put-v3.hex"), "put"), {"token": 7, "step": 43, "bytes": b"abc"})
+        self.assertEqual(R.message(golden("store-head-v1.hex"), "head"), {"head": 100, "count": 7})
+        self.assertEqual(R.message(golden("store-list-v1.hex"), "list"), {"after": R.NONE, "max": 100})
+        self.assertEqual(R.message(golden("store-materialized-v1.hex"), "materialized"),
+                         {"reached": 42, "done": 1, "record": b"abc"})
+        self.assertEqual(R.message(golden("store-index-v1.hex"), "index"),
+                         {"entries": [{"step": 40, "offset": 0, "length": 100, "kind": 1, "parent": R.NONE},
+                                      {"step": 41, "offset": 100, "length": 20, "kind": 2, "parent": 40}]})
         old = bytearray(golden("store-trim-v2.hex"))
         old[2] = old[3] = 1  # the same bytes as a version-1 frame: unfenced, refused
         with self.assertRaises(R.Bad):
             R.message(bytes(old), "trim")
+
+    def test_pcr_messages(self):
+        self.assertEqual(R.pcr_message(golden("pcr-read-v1.hex"), "read"), {"k": 3})
+        self.assertEqual(R.pcr_message(golden("pcr-prefix-v1.hex"), "prefix"), {"k": 2, "bytes": b"abc"})
+        self.assertEqual(R.pcr_message(golden("pcr-images-v1.hex"), "images"), {"k": 0xFFFF, "idx": [5, 1]})
+        self.assertEqual(R.pcr_message(golden("pcr-jpegs-v1.hex"), "jpegs"),
+                         {"images": [{"id": 9, "name": b"a.jpg", "label": b"cat", "jpeg": b"\xff\xd8\xff\xd9"}]})
+        self.assertEqual(R.pcr_message(golden("pcr-stat-v1.hex"), "stat"),
+                         {"record": 3, "images": 512, "head_len": 900, "size": 5000, "ends": [1000, 5000]})
+        bad = bytearray(golden("pcr-jpegs-v1.hex"))
+        bad[12 + 4 + 4 + 1] = ord("/")  # a name with a slash
+        with self.assertRaises(R.Bad):
+            R.pcr_message(bytes(bad), "jpegs")
 
     def test_attachment(self):
         self.assertEqual(R.attachment(golden("store-attach-v1.hex"), 43), b"hello")
