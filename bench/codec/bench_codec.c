@@ -220,6 +220,7 @@ typedef struct result {
 	size_t raw_steady;     /* from the third checkpoint on: past the full searches */
 	double t_enc_steady;
 	double t_prep, t_search, t_quant, t_code; /* encode, split by stage */
+	double t_dstep, t_ddigest, t_dvalues;     /* decode: records and digests, digests alone, values */
 	unsigned n, accepted;
 	double first_ratio, last_ratio;
 	size_t opt_raw, opt_enc; /* the optimizer's state, when there is one */
@@ -435,7 +436,7 @@ static int run_ckenc(const method_t *m, ckpt_t *c, unsigned n, double eps, doubl
 	for (i = 0; i < n; i++) {
 		const uint8_t **recs = malloc(sizeof(*recs) * (rec[i].nchunks + 1));
 		size_t *lens = malloc(sizeof(*lens) * (rec[i].nchunks + 1));
-		double t0 = rckpt_now_s();
+		double t0 = rckpt_now_s(), t1;
 		float **vals = calloc(c[i].set.ntensors + 1, sizeof(*vals));
 		uint32_t k;
 		if (vals == NULL)
@@ -445,6 +446,8 @@ static int run_ckenc(const method_t *m, ckpt_t *c, unsigned n, double eps, doubl
 			lens[k] = rec[i].records[k].len;
 		}
 		rc = rckpt_ckdec_step(&dec, rec[i].manifest.p, rec[i].manifest.len, recs, lens);
+		r->t_dstep += rckpt_now_s() - t0;
+		t1 = rckpt_now_s();
 		for (k = 0; rc == 0 && k < dec.mf.ntensors; k++) {
 			const rckpt_mf_tensor_t *t = &dec.mf.t[k];
 			uint64_t elems = 1;
@@ -461,6 +464,15 @@ static int run_ckenc(const method_t *m, ckpt_t *c, unsigned n, double eps, doubl
 				free(out);
 		}
 		r->t_dec += rckpt_now_s() - t0;
+		r->t_dvalues += rckpt_now_s() - t1;
+		/* the digests' share of the step (each chunk's SHA-256 again, outside
+		 * the decode's time) */
+		t1 = rckpt_now_s();
+		for (k = 0; rc == 0 && k < dec.mf.nchunks; k++) {
+			uint8_t h[32];
+			rc = rckpt_record_digest(h, &dec.chunk[k]);
+		}
+		r->t_ddigest += rckpt_now_s() - t1;
 		if (rc == 0 && c[i].have_optim) {
 			for (k = 0; k < c[i].set.ntensors && vals[k]; k++)
 				;
@@ -604,6 +616,20 @@ int main(int argc, char **argv)
 		       100 * r->t_code / t, r->raw / 1e6 / r->t_code);
 		printf("stages:%s,%.0f,%.6f,%.6f,%.6f,%.6f\n", methods[j].name, (double)r->raw, r->t_prep,
 		       r->t_search, r->t_quant, r->t_code);
+	}
+	printf("\ndecode by stage, MB of fp32 per second of each (records: entropy decoding, run\n"
+	       "lengths, the delta on the parent's levels; digests: each chunk's SHA-256; values:\n"
+	       "dequantization to fp32):\n");
+	for (j = 0; j < NMETHODS; j++) {
+		const result_t *r = &res[j];
+		const double trec = r->t_dstep > r->t_ddigest ? r->t_dstep - r->t_ddigest : 0;
+		if (r->n == 0 || methods[j].kind || r->t_dvalues <= 0)
+			continue;
+		printf("  %-20s records %6.0f  digests %6.0f  values %6.0f MB/s\n", methods[j].name,
+		       trec > 0 ? r->raw / 1e6 / trec : 0.0, r->t_ddigest > 0 ? r->raw / 1e6 / r->t_ddigest : 0.0,
+		       r->raw / 1e6 / r->t_dvalues);
+		printf("dstages:%s,%.0f,%.6f,%.6f,%.6f\n", methods[j].name, (double)r->raw, trec, r->t_ddigest,
+		       r->t_dvalues);
 	}
 	if (res[0].n && res[NMETHODS - 2].n)
 		printf("\nrckpt encodes at %.2fx the speed of zstd -1 on the same bytes overall, %.2fx from the\n"

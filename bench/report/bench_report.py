@@ -95,6 +95,8 @@ def summary_rows(metrics, data):
     for st in ("prepare", "search", "quantize", "record"):
         add("encode stage %s, one core" % st, "encode stage, one core: " + st, goal=(">=", 1000))
     add("decode, MB of fp32 per CPU second", "decode, MB of fp32 per CPU second: rckpt", goal=(">=", 1000))
+    for st in ("records", "digests", "values"):
+        add("decode stage %s, one core" % st, "decode stage, one core: " + st, goal=(">=", 1000))
     add("decode speed per CPU second / zstd -d", "decode speed per CPU second / zstd -d")
     add("compression ratio over the run: rckpt", "ratio over the run: rckpt")
     add("compression ratio over the run: qd (baseline)", "ratio over the run: qd")

@@ -374,6 +374,11 @@ class Bench:
                     if float(sec) > 0:  # 0: done within another stage
                         self.metric("compression", "encode stage, one core: " + name, "MB/s",
                                     float(f[1]) / 1e6 / float(sec), "higher")
+            if f[0] == "dstages:rckpt":
+                for name, sec in zip(("records", "digests", "values"), f[2:5]):
+                    if float(sec) > 0:
+                        self.metric("compression", "decode stage, one core: " + name, "MB/s",
+                                    float(f[1]) / 1e6 / float(sec), "higher")
         self.codec_speed(ck)
 
     def codec_speed(self, ck):
