@@ -57,6 +57,11 @@ typedef struct mem_fault {
 
 /* Arms f (replacing any armed fault); NULL disarms. */
 void mem_pool_fault(mem_pool_t *p, const mem_fault_t *f);
+/* The next call of class method `method` runs nothing and replies
+ * reply[0..len) (a plugin that is not this one, or damage on the way):
+ * what a client does with a reply it did not ask for. Copied; NULL
+ * disarms. */
+void mem_pool_forge(mem_pool_t *p, const char *method, const void *reply, size_t len);
 /* Runs the held call now, as the OSD would once it arrives: its result,
  * or -ENOENT when no call is held. */
 int mem_pool_release(mem_pool_t *p);

@@ -402,6 +402,35 @@ static void test_rewind_atomic(void **state)
  * refused by restore with a message that says so, before the decoder
  * allocates for it; RCKPT_DECODE_RATIO_MAX lets a user who means it read
  * it. */
+/* A list reply with more steps than the call asked for (not this
+ * plugin's, or damaged) is refused, and nothing is written past the
+ * caller's room (it was, before: out[] overran). */
+static void test_list_reply_too_long(void **state)
+{
+	fx_t *f = *state;
+	rckpt_buf_t rep = RCKPT_BUF_INIT;
+	rckpt_msg_steps_writer_t w;
+	rckpt_step_info_t si[2];
+	const uint8_t *tail = (const uint8_t *)&si[1];
+	unsigned n = 0, i;
+	int more = 0;
+
+	assert_int_equal(save_next(f), 0);
+	rckpt_msg_stepsum_begin(&w, &rep);
+	rckpt_msg_stepsum_add(&w, 1, NULL, 0);
+	rckpt_msg_stepsum_add(&w, 2, NULL, 0);
+	assert_int_equal(rckpt_msg_stepsum_end(&w, 0), 0);
+	mem_pool_forge(f->pool, "list", rep.p, rep.len);
+	memset(si, 0xa5, sizeof(si));
+	assert_int_equal(rckpt_job_steps(f->j, RCKPT_LATEST, si, 1, &n, &more), -EBADMSG);
+	for (i = 0; i < sizeof(si[1]); i++)
+		assert_int_equal(tail[i], 0xa5);
+	/* the next call is the plugin's again */
+	assert_int_equal(rckpt_job_steps(f->j, RCKPT_LATEST, si, 1, &n, &more), 0);
+	assert_int_equal(n, 1);
+	rckpt_buf_free(&rep);
+}
+
 static void test_restore_declares_too_much(void **state)
 {
 	fx_t *f = *state;
@@ -445,6 +474,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_chunk_limits, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_rewind_atomic, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_restore_declares_too_much, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_list_reply_too_long, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
