@@ -18,9 +18,13 @@ line "csv:round,R,MB,ENC,DEC[,ENC2,DEC2],ZSTD1,ZSTDD" (CPU seconds) a
 round is for rckpt_bench.py.
 --same checks that both binaries write the same step files and decode
 the same bytes.
+--scaling also runs the (first) binary's encode on one core (taskset) in
+each round, beside its run on every core it may use: wall-clock MB/s on
+1 and on all N cores and their ratio per round, a line
+"csv:scaling,R,MB,WALL1,WALLN,N" a round.
 
-usage: codec_speed.py [--rounds N] [--same] --rckpt BIN [--rckpt BIN2]
-                      CKPT.safetensors...
+usage: codec_speed.py [--rounds N] [--same] [--scaling] --rckpt BIN
+                      [--rckpt BIN2] CKPT.safetensors...
 """
 import argparse
 import filecmp
@@ -76,6 +80,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3, help="rounds of pairs (default 3)")
     ap.add_argument("--rckpt", action="append", required=True, help="an rckpt binary (twice: old, new)")
     ap.add_argument("--same", action="store_true", help="require the binaries to write the same bytes")
+    ap.add_argument("--scaling", action="store_true", help="the encode on one core beside all cores, in pairs")
     ap.add_argument("ckpt", nargs="+", help="checkpoints, base first")
     a = ap.parse_args()
     if a.rounds < 1 or len(a.rckpt) > 2:
@@ -92,6 +97,10 @@ def main():
         cpu, wall = [[] for _ in range(nb)], [[] for _ in range(nb)]
         dcpu, dwall = [[] for _ in range(nb)], [[] for _ in range(nb)]
         zs, zd = [], []
+        one = []  # wall seconds of the first binary's encode on one core
+        cpus = sorted(os.sched_getaffinity(0))
+        if a.scaling and shutil.which("taskset") is None:
+            sys.exit("codec_speed: --scaling needs taskset (Debian package util-linux)")
         # the MB a decode of the chain handles: every step's fp32, as the
         # encoder's (it decodes the base and applies each delta)
         print("%.1f MB of fp32 in %d files, %d rounds" % (mb, len(a.ckpt), a.rounds))
@@ -102,6 +111,10 @@ def main():
                 shutil.rmtree(out, ignore_errors=True)
                 cpu[b].append(cpu_of([binary, "codec", "encode", "-o", out] + a.ckpt, wall[b]))
                 line.append("encode#%d %.2f s (wall %.2f s)" % (b + 1, cpu[b][-1], wall[b][-1]))
+                if a.scaling and b == 0:  # the pair: the same encode on one core
+                    shutil.rmtree(out + "-1", ignore_errors=True)
+                    cpu_of(["taskset", "-c", str(cpus[0]), binary, "codec", "encode", "-o", out + "-1"] + a.ckpt, one)
+                    line.append("on 1 core: wall %.2f s" % one[-1])
             z = 0.0
             for i, p in enumerate(a.ckpt):
                 z += cpu_of(["zstd", "-1", "-T1", "-q", "-f", "-o", os.path.join(tmp, "%d.zst" % i), p])
@@ -123,6 +136,8 @@ def main():
             # machine-readable (rckpt_bench.py): MB of fp32, then CPU seconds
             print("csv:round,%d,%.3f,%s,%.6f,%.6f" % (r + 1, mb, ",".join(
                 "%.6f,%.6f" % (cpu[b][-1], dcpu[b][-1]) for b in range(nb)), zs[-1], z), flush=True)
+            if a.scaling:
+                print("csv:scaling,%d,%.3f,%.6f,%.6f,%d" % (r + 1, mb, one[-1], wall[0][-1], len(cpus)), flush=True)
             if a.same and nb == 2:
                 for f in sorted(os.listdir(os.path.join(tmp, "out0"))):
                     if not filecmp.cmp(os.path.join(tmp, "out0", f), os.path.join(tmp, "out1", f), False):
@@ -138,6 +153,10 @@ def main():
                      spread([z / c for z, c in zip(zs, cpu[b])])))
             print("rckpt#%d: decode %s MB/s per CPU second, speed / zstd -d's, per round: %s"
                   % (b + 1, spread([mb / c for c in dcpu[b]]), spread([z / c for z, c in zip(zd, dcpu[b])])))
+        if a.scaling:
+            print("rckpt#1: encode on 1 core %s MB/s, on all %d cores %s MB/s (wall); all / 1, per round: %s"
+                  % (spread([mb / w for w in one]), len(cpus), spread([mb / w for w in wall[0]]),
+                     spread([x / y for x, y in zip(one, wall[0])])))
         if nb == 2:
             print("encode: rckpt#1 CPU / rckpt#2 CPU, per round: %s" % spread([x / y for x, y in zip(cpu[0], cpu[1])]))
             print("encode: rckpt#1 wall / rckpt#2 wall, per round: %s" % spread([x / y for x, y in zip(wall[0], wall[1])]))

@@ -389,7 +389,8 @@ class Bench:
             return say("no encode/decode pairs against zstd: zstd is not installed")
         steps = sorted(f for f in os.listdir(ck) if re.fullmatch(r"step-\d+\.safetensors", f))[-2:]
         o = self.tool("codec_speed", [self.py, os.path.join(here, "..", "codec", "codec_speed.py"), "--rounds",
-                                      str(self.p["reps"]), "--rckpt", self.a.rckpt] + [os.path.join(ck, f) for f in steps])
+                                      str(self.p["reps"]), "--scaling", "--rckpt", self.a.rckpt]
+                      + [os.path.join(ck, f) for f in steps])
         rows = [[float(x) for x in line.split(",")[2:]] for line in o.splitlines() if line.startswith("csv:round,")]
         if not rows:
             raise SuiteError("codec_speed.py printed no rounds (raw/codec_speed.txt)")
@@ -397,6 +398,16 @@ class Bench:
         self.metric("compression", "decode, MB of fp32 per CPU second: rckpt", "MB/s", [r[0] / r[2] for r in rows], "higher")
         self.metric_pairs("compression", "encode speed per CPU second / zstd -1", [r[3] / r[1] for r in rows], "higher")
         self.metric_pairs("compression", "decode speed per CPU second / zstd -d", [r[4] / r[2] for r in rows], "higher")
+        # the scaling table: the same encode on 1 core and on every core it may use, in pairs
+        sc = [[float(x) for x in line.split(",")[2:]] for line in o.splitlines() if line.startswith("csv:scaling,")]
+        if sc:
+            n = int(sc[0][3])
+            self.metric("compression", "encode, MB of fp32 per wall second: 1 core", "MB/s", [r[0] / r[1] for r in sc],
+                        "higher")
+            self.metric("compression", "encode, MB of fp32 per wall second: all %d cores" % n, "MB/s",
+                        [r[0] / r[2] for r in sc], "higher")
+            self.metric_pairs("compression", "encode speed, all %d cores / 1 core" % n, [r[1] / r[2] for r in sc],
+                              "higher")
 
     def lm_checkpoints(self):
         """The transformer run the frontier is judged on (make_transformer.py,

@@ -36,7 +36,8 @@ class Goals(unittest.TestCase):
               metric("delta save logical MB/s / rados write MB/s (64 KiB)", 0.2),
               metric("decode, MB of fp32 per CPU second: rckpt", 99, unit="MB/s", pairs=False),
               metric("save / raw write through the same layout, at 1g", 1.85, suite="link"),
-              metric("decode stage, one core: digests", 4489, unit="MB/s", pairs=False)]
+              metric("decode stage, one core: digests", 4489, unit="MB/s", pairs=False),
+              metric("encode speed, all 2 cores / 1 core", 1.6, suite="compression")]
         rows = {r[0]: r for r in br.summary_rows(ms, {})}
         self.assertEqual(rows["save / rados write (64 KiB)"][3], "≥ 1: not met")
         self.assertEqual(rows["trainer stall, rckpt default / torch.save"][3], "≤ 1: met")
@@ -45,6 +46,7 @@ class Goals(unittest.TestCase):
         self.assertEqual(rows["behind a shaped link: save / raw write through the same layout, at 1g"][3],
                          "≥ 3: not met")
         self.assertEqual(rows["decode stage digests, one core"][3], "≥ 1000: met")
+        self.assertEqual(rows["encode speed, all 2 cores / 1 core"][1], "1.6 [1.52, 1.68] (pairs)")
         table = br.summary_table(ms, {}).splitlines()
         self.assertEqual(table[0], "| measure | value | unit | goal |")
         self.assertTrue(all(line.count("|") == 5 for line in table))

@@ -6,8 +6,11 @@
  * of the lowest index that failed, as a loop in order that stops there
  * would return.
  */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include "ckenc_impl.h"
+
+#include <sched.h>
+#include <unistd.h>
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -186,4 +189,11 @@ int ckenc_parallel_views(rckpt_ckenc_t *e, unsigned n, unsigned threads,
 	rc = ckenc_parallel_slots(n, threads, on_view, &v);
 	free(v.view);
 	return rc;
+}
+
+unsigned rckpt_ckenc_cpus(unsigned max)
+{
+	cpu_set_t set;
+	long n = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : sysconf(_SC_NPROCESSORS_ONLN);
+	return n < 1 ? 1 : max && (unsigned long)n > max ? max : (unsigned)n;
 }
