@@ -237,6 +237,8 @@ int rckpt_msg_pcr_jpegs_begin(rckpt_buf_t *out, size_t *at, uint32_t n);
  * right after (rckpt_msg_pcr_jpegs_add_done fixes its length). */
 int rckpt_msg_pcr_jpegs_add(rckpt_buf_t *out, const rckpt_pcr_img_t *im, size_t *len_at);
 int rckpt_msg_pcr_jpegs_add_done(rckpt_buf_t *out, size_t len_at);
+/* 0, or -EINVAL when the reply is not what a decoder takes (fewer or
+ * more entries than begin's n). */
 int rckpt_msg_pcr_jpegs_end(rckpt_buf_t *out, size_t at);
 
 typedef struct rckpt_pcr_jpegs_reader {

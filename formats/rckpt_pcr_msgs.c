@@ -196,9 +196,15 @@ int rckpt_msg_pcr_jpegs_add_done(rckpt_buf_t *out, size_t len_at)
 	return 0;
 }
 
+/* The frame closed, then read back as a decoder will (a walk over its
+ * entries, not their bytes): as many entries as begin said, each whole. */
 int rckpt_msg_pcr_jpegs_end(rckpt_buf_t *out, size_t at)
 {
-	return rckpt_frame_buf_end(out, at, 0);
+	rckpt_msg_pcr_jpegs_t m;
+	int rc = rckpt_frame_buf_end(out, at, 0);
+	if (rc == 0 && rckpt_wire_decode(&jpegs_d, &m, out->p + at, out->len - at))
+		rc = -EINVAL;
+	return rc;
 }
 
 int rckpt_msg_pcr_jpegs_open(rckpt_pcr_jpegs_reader_t *jr, const uint8_t *src, size_t len)

@@ -304,6 +304,12 @@ static void test_messages(void **state)
 	assert_int_equal(e.id, 9);
 	assert_int_equal(e.jpeg_len, sizeof(jpeg_b));
 	assert_int_equal(rckpt_msg_pcr_jpegs_next(&jr, &e), 0);
+	b.len = 0; /* a reply with fewer entries than it said is not sent */
+	assert_int_equal(rckpt_msg_pcr_jpegs_begin(&b, &at, 2), 0);
+	assert_int_equal(rckpt_msg_pcr_jpegs_add(&b, &im, &len_at), 0);
+	assert_int_equal(rckpt_buf_append(&b, jpeg_b, sizeof(jpeg_b)), 0);
+	assert_int_equal(rckpt_msg_pcr_jpegs_add_done(&b, len_at), 0);
+	assert_int_equal(rckpt_msg_pcr_jpegs_end(&b, at), -EINVAL);
 	b.len = 0;
 	memset(&s, 0, sizeof(s));
 	s.record_no = 4;
