@@ -45,6 +45,38 @@ def find(metrics, name):
     return None
 
 
+def summ(v):
+    """median, min, max and count of the values that are not None; None
+    when there are none."""
+    v = [x for x in v if x is not None]
+    if not v:
+        return None
+    return {"median": statistics.median(v), "min": min(v), "max": max(v), "n": len(v)}
+
+
+def codec_speed_metrics(out):
+    """The figures in codec_speed.py's output, as (name, unit, values,
+    pairs): MB of fp32 per CPU second and the ratios to zstd a round each
+    ("csv:round,R,MB,ENC,DEC,ZSTD1,ZSTDD"), and the scaling table, the
+    encode on 1 core and on all N in pairs ("csv:scaling,R,MB,WALL1,WALLN,N");
+    [] when it printed no round."""
+    def rows(tag):
+        return [[float(x) for x in line.split(",")[2:]] for line in out.splitlines() if line.startswith(tag)]
+    r, sc = rows("csv:round,"), rows("csv:scaling,")
+    if not r:
+        return []
+    ms = [("encode, MB of fp32 per CPU second: rckpt", "MB/s", [x[0] / x[1] for x in r], False),
+          ("decode, MB of fp32 per CPU second: rckpt", "MB/s", [x[0] / x[2] for x in r], False),
+          ("encode speed per CPU second / zstd -1", "ratio", [x[3] / x[1] for x in r], True),
+          ("decode speed per CPU second / zstd -d", "ratio", [x[4] / x[2] for x in r], True)]
+    if sc:
+        n = int(sc[0][3])
+        ms += [("encode, MB of fp32 per wall second: 1 core", "MB/s", [x[0] / x[1] for x in sc], False),
+               ("encode, MB of fp32 per wall second: all %d cores" % n, "MB/s", [x[0] / x[2] for x in sc], False),
+               ("encode speed, all %d cores / 1 core" % n, "ratio", [x[1] / x[2] for x in sc], True)]
+    return ms
+
+
 def goal_status(m, goal):
     """'>= 1: met' (or 'not met'), judged on the median; '' without a goal."""
     if goal is None:

@@ -40,18 +40,18 @@ Suites (each a tool of bench/, run here and parsed; see the report):
                namespace, a veth pair, tc (link_bench.py; needs root)
 
 Timed measurements are repeated (--quick: 3 runs, --full: 5) and reported as
-median [min, max]; sizes and ratios of bytes are the same in every run and
-are measured once. A ratio of two timed cases is measured in interleaved
-pairs (A B A B ..., after an untimed warm-up): the save runs each right
-after a `rados bench` write, PCR's reads and decodes each between two
-baseline runs; it is reported as the median [min, max] of the per-pair
-ratios, and marked when that spread is too wide to conclude anything. DIR gets report.md, results.json, results.csv, the plots
-(*.png, bench_plots.py) and raw/ (every tool's output). On a terminal a
-live line per suite shows suite i of N, its elapsed seconds and the last
-line its tool printed (bench_progress.py); not with --json or when stdout
-is not a terminal. Real data only: checkpoints of a
-model trained here (make_checkpoints.py) and JPEGs cut from Debian's sample
-photos (make_pcr_images.py), made once and kept in --data.
+median [min, max]; sizes and ratios of bytes are the same in every run and are
+measured once. A ratio of two timed cases is measured in interleaved pairs (A
+B A B ..., after an untimed warm-up): the save runs each right after a `rados
+bench` write, PCR's reads and decodes each between two baseline runs; it is
+reported as the median [min, max] of the per-pair ratios, and marked when that
+spread is too wide to conclude anything. DIR gets report.md, results.json,
+results.csv, the plots (*.png, bench_plots.py) and raw/ (every tool's output).
+On a terminal a live line per suite shows suite i of N, its elapsed seconds
+and the last line its tool printed (bench_progress.py); not with --json or
+when stdout is not a terminal. Real data only: checkpoints of a model trained
+here (make_checkpoints.py) and JPEGs cut from Debian's sample photos
+(make_pcr_images.py), made once and kept in --data.
 """
 import argparse
 import csv
@@ -63,7 +63,6 @@ import re
 import shlex
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import threading
@@ -71,7 +70,7 @@ import time
 
 from bench_progress import Progress
 from bench_profiles import PROFILES
-from bench_report import compare, report, summary_table
+from bench_report import codec_speed_metrics, compare, report, summ, summary_table
 
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(here, "..", "store"))  # link_bench, for the link suite
@@ -89,13 +88,6 @@ PROGRESS = Progress(sys.stdout, False)  # the live line, on a terminal only (mai
 
 def say(msg):
     PROGRESS.message(lambda: print("rckpt bench: " + msg, flush=True, file=sys.stderr if JSON_OUT else sys.stdout))
-
-
-def summ(v):
-    v = [x for x in v if x is not None]
-    if not v:
-        return None
-    return {"median": statistics.median(v), "min": min(v), "max": max(v), "n": len(v)}
 
 
 class Bench:
@@ -299,8 +291,7 @@ class Bench:
     def suite_save(self):
         runs = self.run_store()
         s0 = runs[0]["save"]
-        mbs = self.metric("save", "save throughput (fp32 logical)", "MB/s",
-                          [r["save"]["mbs"] for r in runs], "higher")
+        self.metric("save", "save throughput (fp32 logical)", "MB/s", [r["save"]["mbs"] for r in runs], "higher")
         self.metric("save", "peak extra memory of a save", "MiB", [r["save"]["peak"] for r in runs], "lower")
         self.metric("save", "stored bytes per step", "KB", s0["stored"] / s0["n"] / 1e3, "lower")
         self.metric("save", "compression ratio of the saves", "x", s0["raw"] / s0["stored"], "higher")
@@ -330,7 +321,7 @@ class Bench:
             self.metric("save", "base save (fp32 logical)", "MB/s", [r["split"]["base_mbs"] for r in sp], "higher")
             self.metric("save", "delta save (fp32 logical)", "MB/s", [r["split"]["delta_mbs"] for r in sp],
                         "higher")
-        o = self.tool("save_stall", [self.py, os.path.join(here, "..", "store", "save_stall.py"), "--pool", self.a.pool,
+        self.tool("save_stall", [self.py, os.path.join(here, "..", "store", "save_stall.py"), "--pool", self.a.pool,
                                      "--width", str(self.p["stall_width"]), "--saves", str(self.p["stall_saves"]),
                                      "--seed", str(self.a.seed), "--rckpt", self.a.rckpt,
                                      "--json", os.path.join(self.raw, "save_stall.json")])
@@ -391,23 +382,14 @@ class Bench:
         o = self.tool("codec_speed", [self.py, os.path.join(here, "..", "codec", "codec_speed.py"), "--rounds",
                                       str(self.p["reps"]), "--scaling", "--rckpt", self.a.rckpt]
                       + [os.path.join(ck, f) for f in steps])
-        rows = [[float(x) for x in line.split(",")[2:]] for line in o.splitlines() if line.startswith("csv:round,")]
-        if not rows:
+        ms = codec_speed_metrics(o)
+        if not ms:
             raise SuiteError("codec_speed.py printed no rounds (raw/codec_speed.txt)")
-        self.metric("compression", "encode, MB of fp32 per CPU second: rckpt", "MB/s", [r[0] / r[1] for r in rows], "higher")
-        self.metric("compression", "decode, MB of fp32 per CPU second: rckpt", "MB/s", [r[0] / r[2] for r in rows], "higher")
-        self.metric_pairs("compression", "encode speed per CPU second / zstd -1", [r[3] / r[1] for r in rows], "higher")
-        self.metric_pairs("compression", "decode speed per CPU second / zstd -d", [r[4] / r[2] for r in rows], "higher")
-        # the scaling table: the same encode on 1 core and on every core it may use, in pairs
-        sc = [[float(x) for x in line.split(",")[2:]] for line in o.splitlines() if line.startswith("csv:scaling,")]
-        if sc:
-            n = int(sc[0][3])
-            self.metric("compression", "encode, MB of fp32 per wall second: 1 core", "MB/s", [r[0] / r[1] for r in sc],
-                        "higher")
-            self.metric("compression", "encode, MB of fp32 per wall second: all %d cores" % n, "MB/s",
-                        [r[0] / r[2] for r in sc], "higher")
-            self.metric_pairs("compression", "encode speed, all %d cores / 1 core" % n, [r[1] / r[2] for r in sc],
-                              "higher")
+        for name, unit, values, pairs in ms:
+            if pairs:
+                self.metric_pairs("compression", name, values, "higher")
+            else:
+                self.metric("compression", name, unit, values, "higher")
 
     def lm_checkpoints(self):
         """The transformer run the frontier is judged on (make_transformer.py,

@@ -16,6 +16,22 @@ def metric(name, median, suite="save", unit="ratio", pairs=True):
             "pairs": pairs, "suite": suite, "unit": unit}
 
 
+class CodecSpeed(unittest.TestCase):
+    OUT = ("csv:round,1,0.316,0.240445,0.014016,0.005632,0.004869\n"
+           "csv:scaling,1,0.316,0.278251,0.293862,2\n"
+           "csv:round,2,0.316,0.25,0.014,0.0056,0.0049\n"
+           "csv:scaling,2,0.316,0.28,0.29,2\n")
+
+    def test_metrics(self):
+        ms = {m[0]: m for m in br.codec_speed_metrics(self.OUT)}
+        self.assertAlmostEqual(ms["encode, MB of fp32 per CPU second: rckpt"][2][0], 0.316 / 0.240445)
+        self.assertAlmostEqual(ms["encode speed per CPU second / zstd -1"][2][1], 0.0056 / 0.25)
+        self.assertTrue(ms["decode speed per CPU second / zstd -d"][3])
+        self.assertAlmostEqual(ms["encode speed, all 2 cores / 1 core"][2][0], 0.278251 / 0.293862)
+        self.assertEqual(len(ms["encode, MB of fp32 per wall second: 1 core"][2]), 2)
+        self.assertEqual(br.codec_speed_metrics("no rounds\n"), [])
+
+
 class Goals(unittest.TestCase):
     def test_status(self):
         m = metric("x", 1.0)
