@@ -16,8 +16,10 @@
 
 #include <cmocka.h>
 
+#include "test_rng.h"
 #include "test_skip.h"
 
+#include "ckenc_impl.h"
 #include "rckpt_ckdec.h"
 #include "rckpt_ckenc.h"
 #include "rckpt_safetensors.h"
@@ -567,6 +569,94 @@ static void test_decode_ratio_bound(void **state)
 	free(w);
 }
 
+/* The search's memo (ckenc_search.c): a configuration evaluated through it
+ * gives the same loss and bytes, bit for bit, as evaluated afresh, at every
+ * point of the space, with either quantizer, with and without drift, with a
+ * last step's samples, and in an order that meets each tensor
+ * configuration many times; over tensors of every kind its key treats
+ * apart (embedding: its own bins, never pruned; a second moment: never
+ * pruned; one without gradients: the metric is moot). And it does keep
+ * them: one entry per distinct tensor configuration. */
+static void test_search_memo(void **state)
+{
+	enum { NT = 4, N = 2500 };
+	static const unsigned kinds[NT] = { RCKPT_LK_LINEAR, RCKPT_LK_EMBEDDING, RCKPT_LK_MOMENT2,
+					    RCKPT_LK_CONV };
+	const unsigned *ax = ckenc_axis_len;
+	float *w[NT], *g[NT], *pw[NT];
+	rckpt_tensor_prep_t prep[NT];
+	sample_t smp[NT];
+	struct prev_sample psmp[NT];
+	rckpt_codebook_cache_t *cache = calloc(2 * NT, sizeof(*cache));
+	evmemo_t *memo = calloc(NT, sizeof(*memo));
+	rckpt_ckenc_opts_t o;
+	evalctx_t x1, x2;
+	unsigned t, pass, evals = 0, i, npoints = ax[0] * ax[1] * ax[2] * ax[3] * ax[4];
+	uint64_t bad;
+
+	(void)state;
+	assert_non_null(cache);
+	assert_non_null(memo);
+	rckpt_ckenc_opts_default(&o);
+	o.threads = 1;
+	for (t = 0; t < NT; t++) {
+		w[t] = malloc(N * sizeof(float));
+		g[t] = t == 3 ? NULL : malloc(N * sizeof(float));
+		pw[t] = malloc(N * sizeof(float));
+		assert_true(w[t] && pw[t] && (t == 3 || g[t]));
+		for (i = 0; i < N; i++) {
+			float v = 0.05f * nrandf();
+			w[t][i] = kinds[t] == RCKPT_LK_MOMENT2 ? v * v : v;
+			pw[t][i] = w[t][i] + 0.002f * nrandf();
+			if (g[t])
+				g[t][i] = fabsf(nrandf());
+		}
+		assert_int_equal(rckpt_codec_prepare(&prep[t], &bad, w[t], RCKPT_DT_F32, N, g[t], kinds[t]), 0);
+		smp[t] = (sample_t){ .w = w[t], .g = g[t], .n = N, .full = N, .stride = 1 };
+		ckenc_sample_den(&smp[t]);
+		psmp[t] = (struct prev_sample){ .w = pw[t], .g = g[t], .n = N };
+	}
+	x1 = (evalctx_t){ .o = &o, .prep = prep, .smp = smp, .nprep = NT, .psmp = psmp, .cache = cache,
+			  .memo = memo };
+	x2 = x1;
+	x2.cache = cache + NT;
+	x2.memo = NULL;
+	/* k-means, then uniform bins, each twice: the second time every
+	 * evaluation is the memo's; points in a stride that scatters them */
+	for (pass = 0; pass < 4; pass++) {
+		o.quantizer = pass < 2 ? RCKPT_QUANTIZER_KMEANS : RCKPT_QUANTIZER_UNIFORM;
+		for (i = 0; i < npoints; i++) {
+			unsigned k = (i * 97u) % npoints;
+			cpoint_t c = { k % ax[0], k / ax[0] % ax[1], k / (ax[0] * ax[1]) % ax[2],
+				       k / (ax[0] * ax[1] * ax[2]) % ax[3], k / (ax[0] * ax[1] * ax[2] * ax[3]) };
+			double l1, b1, l2, b2;
+			x1.drift = x2.drift = (i + pass) % 3 == 0;
+			assert_int_equal(ckenc_evaluate(&x1, c, &l1, &b1), 0);
+			assert_int_equal(ckenc_evaluate(&x2, c, &l2, &b2), 0);
+			assert_true(l1 == l2 && b1 == b2);
+			evals++;
+		}
+	}
+	assert_int_equal(npoints, 972);
+	/* what each kind's evaluation reads, per quantizer: linear bins x
+	 * prune x metric x protect; embedding bins x metric x protect; a
+	 * second moment bins x metric x protect; no gradients bins x prune x
+	 * protect */
+	assert_int_equal(memo[0].n, 2 * ax[0] * ax[2] * 2 * ax[4]);
+	assert_int_equal(memo[1].n, 2 * ax[1] * 2 * ax[4]);
+	assert_int_equal(memo[2].n, 2 * ax[0] * 2 * ax[4]);
+	assert_int_equal(memo[3].n, 2 * ax[0] * ax[2] * ax[4]);
+	assert_int_equal(evals, 4 * npoints);
+	for (t = 0; t < NT; t++) {
+		rckpt_codec_prep_free(&prep[t]);
+		free(w[t]);
+		free(g[t]);
+		free(pw[t]);
+	}
+	ckenc_evmemo_free(memo, NT);
+	free(cache);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -577,6 +667,7 @@ int main(void)
 		cmocka_unit_test(test_fixed_and_errors),
 		cmocka_unit_test(test_quality_callback),
 		cmocka_unit_test(test_partial_priority),
+		cmocka_unit_test(test_search_memo),
 	};
 	return test_exit(cmocka_run_group_tests(tests, setup, teardown));
 }

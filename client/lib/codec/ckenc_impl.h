@@ -208,7 +208,19 @@ typedef struct evalctx {
 					     with a quantized parent, only the bin
 					     counts next to its parent's (see
 					     alloc_tables) */
+	struct evmemo *memo;              /* per prepared tensor, this call of
+					     choose: its evaluations so far
+					     (NULL: none kept) */
 } evalctx_t;
+
+/* The evaluations of one tensor so far, keyed by what of a configuration
+ * the tensor reads (ckenc_search.c). */
+typedef struct evmemo {
+	struct evmemo_entry *e;
+	size_t n, cap;
+} evmemo_t;
+
+void ckenc_evmemo_free(evmemo_t *m, unsigned n);
 
 /* A per-tensor allocation's tables: option k of prepared tensor t has loss
  * term tn[t * NALLOC + k] (negative: not available) and estimated bytes
@@ -228,6 +240,9 @@ typedef struct alloc {
 /* Every ALLOC_REFRESH-th step weighs every option of every tensor's
  * allocation again (evalctx_t.alloc_near). */
 #define ALLOC_REFRESH 8
+
+/* The number of settings of each axis of a cpoint_t (b, e, p, m, q). */
+extern const unsigned ckenc_axis_len[5];
 
 rckpt_qconfig_t ckenc_config_of(const rckpt_ckenc_opts_t *o, cpoint_t c);
 /* The least aggressive point: what a step falls back to. */

@@ -5,6 +5,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "ckenc_impl.h"
+#include "rckpt_buf.h"
 
 #include <errno.h>
 #include <math.h>
@@ -21,6 +22,8 @@ static const float PROTECT[] = { 0.0005f, 0.005f, 0.01f };
 #define NE (sizeof(EMB_BINS) / sizeof(EMB_BINS[0]))
 #define NP (sizeof(PRUNE) / sizeof(PRUNE[0]))
 #define NQ (sizeof(PROTECT) / sizeof(PROTECT[0]))
+
+const unsigned ckenc_axis_len[5] = { NB, NE, NP, 2, NQ };
 
 cpoint_t ckenc_point_safest(void)
 {
@@ -107,53 +110,89 @@ void ckenc_sample_den(sample_t *s)
 	s->den = td;
 }
 
-/* Tensor t under configuration c with quantizer (or under qfix, the
- * parameters kept from the last step, when not NULL): its loss terms
- * scaled to the whole tensor, and its estimated bytes (see evaluate). */
-static int eval_tensor(evalctx_t *x, unsigned t, const rckpt_qconfig_t *c, unsigned quantizer,
-		       const rckpt_qparams_t *qfix, double *num, double *den, double *bytes)
+/* What an evaluation of a tensor found on its samples: its error sum,
+ * the entropy (bits a symbol) of its record's symbols and of the change
+ * from the last step's sample (hs, when there is one: pv), and the
+ * protected values. The bytes follow from these and the evaluation's
+ * context (see eval_tensor). */
+typedef struct evres {
+	double tn, h, hs;
+	size_t np;
+	int pv;
+} evres_t;
+
+/* A tensor's evaluation depends on the configuration only through what
+ * rckpt_codec_qparams reads of it for the tensor's kind: the memo's key. */
+typedef struct evmemo_entry {
+	unsigned quantizer, bins, metric, protect_sens;
+	float prune, protect, lambda;
+	evres_t r;
+} evmemo_entry_t;
+
+static evmemo_entry_t key_of(const rckpt_tensor_prep_t *p, const rckpt_qconfig_t *c, unsigned quantizer)
+{
+	evmemo_entry_t k;
+	memset(&k, 0, sizeof(k));
+	k.quantizer = quantizer;
+	k.bins = p->kind == RCKPT_LK_EMBEDDING ? c->emb_bins : c->bins;
+	k.prune = p->kind == RCKPT_LK_MOMENT2 ? 0.0f : c->prune_frac[p->kind];
+	k.metric = p->g ? c->prune_metric : 0; /* without gradients, magnitude either way */
+	k.protect_sens = p->g ? c->protect_by_sensitivity != 0 : 0;
+	k.protect = c->protect_frac;
+	k.lambda = c->lambda;
+	return k;
+}
+
+static int key_equal(const evmemo_entry_t *a, const evmemo_entry_t *b)
+{
+	return a->quantizer == b->quantizer && a->bins == b->bins && a->metric == b->metric &&
+	       a->protect_sens == b->protect_sens && a->prune == b->prune && a->protect == b->protect &&
+	       a->lambda == b->lambda;
+}
+
+void ckenc_evmemo_free(evmemo_t *m, unsigned n)
+{
+	unsigned t;
+	for (t = 0; m && t < n; t++)
+		free(m[t].e);
+	free(m);
+}
+
+/* Tensor t's samples quantized with q: *r. */
+static int measure(const evalctx_t *x, unsigned t, const rckpt_qparams_t *q, evres_t *r)
 {
 	const sample_t *s = &x->smp[t];
 	const rckpt_seg_t *ps = parent_seg(x, t);
-	rckpt_qparams_t q;
-	uint64_t hist[256] = { 0 };
+	uint64_t hist[256] = { 0 }, hstab[256] = { 0 };
 	const struct prev_sample *pv = x->psmp && x->psmp[t].n == s->n ? &x->psmp[t] : NULL;
 	uint8_t *idx = malloc(s->n ? s->n : 1), *pidx = pv ? malloc(s->n ? s->n : 1) : NULL;
 	uint16_t *prot = malloc(2 * (s->n ? s->n : 1));
-	float *r = malloc(4 * (s->n ? s->n : 1));
+	float *deq = malloc(4 * (s->n ? s->n : 1));
 	size_t np, i;
-	int rc = !idx || !prot || !r ? -ENOMEM
-		 : qfix		     ? 0
-				     : rckpt_codec_qparams(&q, &x->prep[t], c, quantizer, ps,
-							   x->cache ? &x->cache[t] : NULL);
+	int rc = !idx || !prot || !deq || (pv && !pidx) ? -ENOMEM : 0;
 
-	if (qfix)
-		q = *qfix;
-	*num = *den = *bytes = 0;
-	if (pv && pidx == NULL)
-		rc = -ENOMEM;
+	memset(r, 0, sizeof(*r));
 	if (rc == 0) {
 		if (pv) {
 			size_t pnp;
 			/* a resumed encoder has no gradients of the last step:
 			 * this step's stand in */
-			rckpt_quantize(pidx, prot, &pnp, pv->w, pv->g ? pv->g : s->g, s->n, &q);
+			rckpt_quantize(pidx, prot, &pnp, pv->w, pv->g ? pv->g : s->g, s->n, q);
 		}
-		rckpt_quantize(idx, prot, &np, s->w, s->g, s->n, &q);
-		rc = rckpt_dequantize(r, idx, s->n, &q, prot, np);
+		rckpt_quantize(idx, prot, &np, s->w, s->g, s->n, q);
+		rc = rckpt_dequantize(deq, idx, s->n, q, prot, np);
 	}
 	if (rc == 0) {
 		/* hist: the symbols of this step's record (levels, or their
 		 * delta against the last record's levels: the switch cost);
 		 * hstab: the change this configuration makes between the last
 		 * step's sample and this one (what it will cost from now on) */
-		uint64_t hstab[256] = { 0 };
 		double h = 0, hs = 0, tn = 0;
-		unsigned l, m = q.nbins + 2, mp = m;
+		unsigned l, m = q->nbins + 2, mp = m;
 		if (ps && ps->nbins + 2 > mp)
 			mp = ps->nbins + 2;
 		for (i = 0; i < s->n; i++) {
-			double gg = s->g ? (double)s->g[i] * s->g[i] : 1.0, d = (double)s->w[i] - r[i];
+			double gg = s->g ? (double)s->g[i] * s->g[i] : 1.0, d = (double)s->w[i] - deq[i];
 			tn += gg * d * d;
 			/* cyclic differences; both operands < the modulus, so
 			 * one conditional subtraction, not a division */
@@ -178,17 +217,69 @@ static int eval_tensor(evalctx_t *x, unsigned t, const rckpt_qconfig_t *c, unsig
 				hs -= pr * log2(pr);
 			}
 		}
-		if (pv && (qfix || !x->drift)) /* this step once, then HORIZON more like it */
-			h = (h + HORIZON * hs) / (1 + HORIZON);
-		*num = tn * (double)s->stride;
-		*den = s->den * (double)s->stride;
-		*bytes = h * (double)s->full / 8 + 2.0 * (double)np * (double)s->stride;
+		r->tn = tn;
+		r->h = h;
+		r->hs = hs;
+		r->np = np;
+		r->pv = pv != NULL;
 	}
 	free(idx);
 	free(pidx);
 	free(prot);
-	free(r);
+	free(deq);
 	return rc;
+}
+
+/* Tensor t under configuration c with quantizer (or under qfix, the
+ * parameters kept from the last step, when not NULL): its loss terms
+ * scaled to the whole tensor, and its estimated bytes (see evaluate).
+ * An evaluation the memo has (the search meets the same tensor
+ * configuration under many points: an embedding's under every bin count
+ * and pruning, the others' under every embedding bin count) costs a look
+ * up; the bytes and sums are those of evaluating it again. */
+static int eval_tensor(evalctx_t *x, unsigned t, const rckpt_qconfig_t *c, unsigned quantizer,
+		       const rckpt_qparams_t *qfix, double *num, double *den, double *bytes)
+{
+	const sample_t *s = &x->smp[t];
+	evmemo_t *m = x->memo && !qfix ? &x->memo[t] : NULL;
+	evmemo_entry_t k = key_of(&x->prep[t], c, quantizer);
+	evres_t r;
+	double h;
+	size_t i;
+	int rc = 0;
+
+	*num = *den = *bytes = 0;
+	for (i = 0; m && i < m->n && !key_equal(&m->e[i], &k); i++)
+		;
+	if (m && i < m->n) {
+		r = m->e[i].r;
+	} else {
+		rckpt_qparams_t q;
+		if (qfix)
+			q = *qfix;
+		else
+			rc = rckpt_codec_qparams(&q, &x->prep[t], c, quantizer, parent_seg(x, t),
+						 x->cache ? &x->cache[t] : NULL);
+		if (rc == 0)
+			rc = measure(x, t, &q, &r);
+		if (rc)
+			return rc;
+		if (m) { /* kept if there is room; else measured again when met */
+			evmemo_entry_t *e = rckpt_grow(m->e, &m->cap, m->n + 1, sizeof(*m->e));
+			if (e) {
+				m->e = e;
+				k.r = r;
+				m->e[m->n++] = k;
+			}
+		}
+	}
+	h = r.h;
+	if (r.pv && (qfix || !x->drift)) /* this step once, then HORIZON more like it */
+		h = (h + HORIZON * r.hs) / (1 + HORIZON);
+	*num = r.tn * (double)s->stride;
+	*den = s->den * (double)s->stride;
+	*bytes = h * (double)s->full / 8 + 2.0 * (double)r.np * (double)s->stride;
+	return 0;
 }
 
 /* Tensor t's own configuration: c with its bin count set to bins[t] (the

@@ -130,11 +130,20 @@ static int choose(rckpt_ckenc_t *e, const part_t *P, const stepctx_t *x, rckpt_c
 	double alloc_eps = o->eps, cbq = 0;
 	unsigned alloc_tries = 0;
 	cpoint_t best = ckenc_point_safest();
-	evalctx_t ex = { o,	   prep, x->smp + P->off, P->n, 0,    NULL, e->steps ? &e->prev : NULL,
-			 which, psmp, cache,		  0,	dfix, dsum, 0 };
+	evalctx_t ex = { .o = o,
+			 .prep = prep,
+			 .smp = x->smp + P->off,
+			 .nprep = P->n,
+			 .prev = e->steps ? &e->prev : NULL,
+			 .which = which,
+			 .psmp = psmp,
+			 .cache = cache,
+			 .dfix = dfix,
+			 .dsum = dsum };
 	int rc = 0, found = 0;
 
 	ex.alloc_near = e->steps >= 2 && e->steps % ALLOC_REFRESH != 0;
+	ex.memo = calloc(P->n ? P->n : 1, sizeof(*ex.memo)); /* none: every evaluation in full */
 	*accepted = 0;
 	if (o->mode == RCKPT_CKENC_FIXED) {
 		*config = o->fixed;
@@ -235,6 +244,7 @@ static int choose(rckpt_ckenc_t *e, const part_t *P, const stepctx_t *x, rckpt_c
 out:
 	free(tbins);
 	free(memo);
+	ckenc_evmemo_free(ex.memo, P->n);
 	ckenc_alloc_free(&alloc);
 	return rc;
 }
