@@ -408,55 +408,57 @@ int rckpt_istream_peek_stages(const rckpt_reader_t *r)
 	return rckpt_rd_left(r) >= 1 ? r->p[r->pos] : -1;
 }
 
-/* Expands RLE tokens into d[0..n). */
-static int unrun(uint8_t *d, size_t n, const uint16_t *tok, size_t ntok, const uint16_t *lens,
-		 size_t nlen, unsigned m)
+/* The run lengths' LEB128 numbers, each + 2 (what a run covers), into
+ * run[0..nrun): the number of runs, or -1 for a number cut short, longer
+ * than LEB_MAX_BYTES, or past n. */
+static long run_lengths(uint32_t *run, size_t nrun, const uint16_t *lens, size_t nlen, size_t n)
 {
-	size_t i = 0, pos = 0, li = 0;
-
-	while (i < ntok) {
-		/* literals, as many as both the tokens and d have room for
-		 * without a check each: eight at a time while all are */
-		const size_t end = i + (ntok - i < n - pos ? ntok - i : n - pos);
-		unsigned t;
-		while (i + 8 <= end) {
-			unsigned k, lit = 1;
-			for (k = 0; k < 8; k++)
-				lit &= tok[i + k] < m;
-			if (!lit)
-				break;
-			for (k = 0; k < 8; k++)
-				d[pos + k] = (uint8_t)tok[i + k];
-			i += 8;
-			pos += 8;
+	size_t li = 0, k = 0;
+	while (li < nlen) {
+		uint64_t x = lens[li] & 0x7f;
+		unsigned shift = 7, b = lens[li++];
+		while (b & 0x80) {
+			if (shift == 7 * LEB_MAX_BYTES || li >= nlen)
+				return -1;
+			b = lens[li++];
+			x |= (uint64_t)(b & 0x7f) << shift;
+			shift += 7;
 		}
-		while (i < end && tok[i] < m)
-			d[pos++] = (uint8_t)tok[i++];
-		if (i == ntok)
-			break;
-		t = tok[i++];
-		if (t < m) {
-			return -EBADMSG; /* a literal past the end of d */
-		} else {
-			uint64_t x = 0;
-			unsigned shift = 0, k;
-			for (k = 0;; k++) {
-				unsigned b;
-				if (k == LEB_MAX_BYTES || li >= nlen)
-					return -EBADMSG;
-				b = lens[li++];
-				x |= (uint64_t)(b & 0x7f) << shift;
-				shift += 7;
-				if (!(b & 0x80))
-					break;
-			}
-			if (x > n || n - pos < x + 2)
-				return -EBADMSG;
-			memset(d + pos, (int)(t - m), (size_t)x + 2);
-			pos += (size_t)x + 2;
-		}
+		if (k == nrun || x > n)
+			return -1;
+		run[k++] = (uint32_t)x + 2;
 	}
-	return pos == n && li == nlen ? 0 : -EBADMSG;
+	return (long)k;
+}
+
+/* Expands RLE tokens into d[0..n), d having RUN_SLACK bytes more: each
+ * token writes RUN_SLACK bytes of its value and moves on by what it
+ * covers (a literal 1, a run its length), so a stretch of literals and
+ * short runs takes no branch of its own; a run longer than the slack
+ * writes the rest. run: every run's length (run_lengths), and room for
+ * one more, which this sets to 0 (a run token with no length left reads
+ * it, and the count of runs is then wrong at the end). */
+#define RUN_SLACK 16
+static int unrun(uint8_t *d, size_t n, const uint16_t *tok, size_t ntok, uint32_t *run, size_t nrun,
+		 unsigned m)
+{
+	size_t i, pos = 0, ri = 0;
+
+	run[nrun] = 0;
+	for (i = 0; i < ntok; i++) {
+		const unsigned t = tok[i];
+		const size_t isrun = t >= m, at = ri < nrun ? ri : nrun;
+		const size_t len = 1 + (((size_t)run[at] - 1) & (0 - isrun));
+		const unsigned v = t - (m & (0u - (unsigned)isrun));
+		ri += isrun;
+		if (len > n - pos)
+			return -EBADMSG; /* past the end of d */
+		memset(d + pos, (int)v, RUN_SLACK);
+		if (len > RUN_SLACK)
+			memset(d + pos + RUN_SLACK, (int)v, len - RUN_SLACK);
+		pos += len;
+	}
+	return pos == n && ri == nrun ? 0 : -EBADMSG;
 }
 
 int rckpt_istream_decode(uint8_t *cur, size_t n, unsigned lcur, const uint8_t *prev,
@@ -465,7 +467,9 @@ int rckpt_istream_decode(uint8_t *cur, size_t n, unsigned lcur, const uint8_t *p
 	unsigned stages = rckpt_rd_u8(r), m = modulus(prev, lcur, lprev);
 	uint8_t *d = NULL, *e = NULL;
 	uint16_t *tok = NULL, *lens = NULL;
+	uint32_t *run = NULL;
 	size_t i, ntok = n, nlen = 0;
+	long nrun;
 	int rc = -EBADMSG;
 
 	if (r->err || (stages & ~RCKPT_IS_KNOWN) || !(stages & RCKPT_IS_DELTA) != !prev ||
@@ -482,10 +486,11 @@ int rckpt_istream_decode(uint8_t *cur, size_t n, unsigned lcur, const uint8_t *p
 		if (r->err || ntok > n || nlen > (n / 2) * LEB_MAX_BYTES)
 			goto bad;
 	}
-	d = malloc(n ? n : 1);
+	d = malloc(n + RUN_SLACK);
 	tok = malloc(sizeof(*tok) * (ntok ? ntok : 1));
 	lens = malloc(sizeof(*lens) * (nlen ? nlen : 1));
-	if (d == NULL || tok == NULL || lens == NULL) {
+	run = malloc(sizeof(*run) * (nlen + 1));
+	if (d == NULL || tok == NULL || lens == NULL || run == NULL) {
 		rc = -ENOMEM;
 		goto out;
 	}
@@ -496,7 +501,8 @@ int rckpt_istream_decode(uint8_t *cur, size_t n, unsigned lcur, const uint8_t *p
 	if (stages & RCKPT_IS_RLE) {
 		if ((rc = rckpt_estream_decode(lens, nlen, 256, r)) == -ENOMEM)
 			goto out;
-		if (rc || unrun(d, n, tok, ntok, lens, nlen, m))
+		if (rc || (nrun = run_lengths(run, nlen, lens, nlen, n)) < 0 ||
+		    unrun(d, n, tok, ntok, run, (size_t)nrun, m))
 			goto bad;
 	} else {
 		for (i = 0; i < n; i++)
@@ -551,5 +557,6 @@ out:
 	free(e);
 	free(tok);
 	free(lens);
+	free(run);
 	return rc;
 }
