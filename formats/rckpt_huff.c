@@ -199,6 +199,36 @@ out:
 	return rc;
 }
 
+/* A stream of at least this many symbols of an alphabet of at most 256
+ * decodes through a table of up to three symbols an entry: below it, the
+ * table costs more to fill than it saves. */
+#define MULTI_MIN 8192
+
+/* multi[k] for the next maxlen bits k: as many whole codes as they hold,
+ * up to three: the bits they take (bits 0..4), how many (5..6), and the
+ * symbols, 8 bits each from bit 8. table: the one-code table, which gives
+ * for any k the first code's symbol and length. */
+static void multi_table(uint32_t *multi, const uint16_t *table, unsigned maxlen)
+{
+	const unsigned mask = (1u << maxlen) - 1;
+	unsigned k;
+	for (k = 0; k <= mask; k++) {
+		uint32_t syms = 0;
+		unsigned used = 0, cnt = 0;
+		while (cnt < 3) {
+			/* the bits past used are k's own; above them, zeros: a
+			 * code that fits in what is left is read right */
+			const unsigned e = table[(k >> used) & mask], l = e >> MAX_BITS;
+			if (l > maxlen - used)
+				break;
+			syms |= (uint32_t)(e & 0xff) << (8 * cnt);
+			cnt++;
+			used += l;
+		}
+		multi[k] = used | cnt << 5 | syms << 8;
+	}
+}
+
 int rckpt_huff_decode(uint16_t *syms, size_t n, unsigned nsym, const uint8_t *src, size_t len)
 {
 	uint8_t lens[RCKPT_HUFF_MAX_SYMBOLS];
@@ -241,7 +271,36 @@ int rckpt_huff_decode(uint16_t *syms, size_t n, unsigned nsym, const uint8_t *sr
 	}
 
 	pos = hdr;
-	for (i = 0; i < n;) {
+	i = 0;
+	if (a <= 256 && n >= MULTI_MIN) {
+		uint32_t multi[TABLE_SIZE];
+		multi_table(multi, table, maxlen);
+		/* four look-ups of at most maxlen bits each, each giving up to
+		 * three symbols, while the output has room for twelve */
+		while (n - i >= 12) {
+			unsigned k;
+			if (len - pos < 8)
+				break; /* the tail: one code at a time, checked */
+			{
+				uint64_t v = 0;
+				for (k = 0; k < 8; k++)
+					v |= (uint64_t)src[pos + k] << (8 * k);
+				buf |= v << bits;
+				pos += (63 - bits) >> 3;
+				bits |= 56;
+			}
+			for (k = 0; k < 4; k++) {
+				const uint32_t me = multi[buf & mask];
+				syms[i] = (uint16_t)(me >> 8 & 0xff);
+				syms[i + 1] = (uint16_t)(me >> 16 & 0xff);
+				syms[i + 2] = (uint16_t)(me >> 24);
+				i += me >> 5 & 3;
+				buf >>= me & 31;
+				bits -= me & 31;
+			}
+		}
+	}
+	while (i < n) {
 		unsigned e, l;
 		if (bits < 4 * MAX_BITS) {
 			if (len - pos >= 8) {

@@ -98,6 +98,18 @@ static void test_huff_distributions(void **state)
 		s[i] = (uint16_t)(rnd() & 1 ? 7 : 300);
 	huff_round_trip(s, N, 301);
 	huff_round_trip(s, 2, 301);
+	/* Streams of 8 Ki symbols and more of an alphabet of at most 256 go
+	 * through the table of up to three codes a look-up: one-bit codes
+	 * (three a look-up), every count around where its loop hands over to
+	 * the one-code loop, and a skewed alphabet of 256 (mixed lengths). */
+	for (i = 0; i < N; i++)
+		s[i] = (uint16_t)(rnd() & 1 ? 0 : 255);
+	huff_round_trip(s, N, 256);
+	for (i = 8180; i < 8210; i++)
+		huff_round_trip(s, i, 256);
+	for (i = 0; i < N; i++)
+		s[i] = (uint16_t)(rnd() % 8 ? rnd() % 4 : rnd() % 256);
+	huff_round_trip(s, N, 256);
 	free(s);
 }
 
