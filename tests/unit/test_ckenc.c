@@ -569,6 +569,85 @@ static void test_decode_ratio_bound(void **state)
 	free(w);
 }
 
+/* A trainer's judge that refuses the next *arg configurations it is
+ * shown, then passes every one. */
+static int refusing_judge(void *arg, const rckpt_tset_t *p, const float *const *values, double *loss)
+{
+	unsigned *refuse = arg;
+	(void)p;
+	(void)values;
+	*loss = *refuse ? 1.0 : 0.0;
+	*refuse -= *refuse > 0;
+	return 0;
+}
+
+/* Between refreshes of the per-tensor allocation, a step whose search
+ * chose the last step's point judges the last step's allocation first and
+ * keeps it when it passes; when it fails (here the trainer's judge refuses
+ * it once), a new allocation is made from the tables and the step still
+ * ends within eps. */
+static void test_alloc_reuse(void **state)
+{
+	enum { N = 65536, NT = 3, STEPS = 7 };
+	static const char *names[NT] = { "a.weight", "b.weight", "c.weight" };
+	float *w[NT], *g[NT];
+	rckpt_ctensor_t t[NT], tg[NT];
+	rckpt_tset_t set = { NT, t }, gset = { NT, tg };
+	rckpt_ckenc_t *e = NULL;
+	rckpt_ckenc_opts_t o;
+	rckpt_ckenc_stats_t st;
+	unsigned k, s, kept = 0, refuse = 0;
+	size_t i;
+	char msg[256];
+
+	(void)state;
+	rckpt_ckenc_opts_default(&o);
+	assert_true(o.alloc);
+	o.quality = refusing_judge;
+	o.quality_arg = &refuse;
+	o.quality_eps = 0.5;
+	for (k = 0; k < NT; k++) {
+		w[k] = malloc(N * sizeof(float));
+		g[k] = malloc(N * sizeof(float));
+		assert_true(w[k] && g[k]);
+		for (i = 0; i < N; i++) {
+			w[k][i] = (0.02f + 0.02f * (float)k) * nrandf();
+			g[k][i] = 0.5f + fabsf(nrandf());
+		}
+		t[k] = (rckpt_ctensor_t){ names[k], RCKPT_DT_F32, 2, { 256, 256 }, N, (const uint8_t *)w[k], 0, NULL, 0 };
+		tg[k] = (rckpt_ctensor_t){ names[k], RCKPT_DT_F32, 2, { 256, 256 }, N, (const uint8_t *)g[k], 0, NULL, 0 };
+	}
+	assert_int_equal(rckpt_ckenc_create(&e, &o), 0);
+	for (s = 0; s < STEPS; s++) {
+		rckpt_ckenc_out_t out;
+		memset(&out, 0, sizeof(out));
+		for (k = 0; k < NT; k++)
+			for (i = 0; i < N; i++)
+				w[k][i] += 0.0005f * nrandf();
+		refuse = s == STEPS - 1; /* the last step's first judgement */
+		assert_int_equal(rckpt_ckenc_step(e, &out, &st, &set, &gset, s + 1, msg, sizeof(msg)), 0);
+		assert_true(st.accepted);
+		assert_true(st.quality <= o.eps);
+		assert_true(st.allocs_kept <= st.allocs_reused);
+		if (s < 2)
+			assert_int_equal(st.allocs_reused, 0); /* the first two steps search it all */
+		if (s == STEPS - 1) {
+			assert_int_equal(refuse, 0);
+			assert_int_equal(st.allocs_reused, 1);
+			assert_int_equal(st.allocs_kept, 0);
+		} else {
+			kept += st.allocs_kept;
+		}
+		rckpt_ckenc_out_free(&out);
+	}
+	assert_true(kept >= 3); /* the steady steps kept theirs */
+	rckpt_ckenc_destroy(e);
+	for (k = 0; k < NT; k++) {
+		free(w[k]);
+		free(g[k]);
+	}
+}
+
 /* The search's memo (ckenc_search.c): a configuration evaluated through it
  * gives the same loss and bytes, bit for bit, as evaluated afresh, at every
  * point of the space, with either quantizer, with and without drift, with a
@@ -668,6 +747,7 @@ int main(void)
 		cmocka_unit_test(test_quality_callback),
 		cmocka_unit_test(test_partial_priority),
 		cmocka_unit_test(test_search_memo),
+		cmocka_unit_test(test_alloc_reuse),
 	};
 	return test_exit(cmocka_run_group_tests(tests, setup, teardown));
 }

@@ -174,6 +174,7 @@ void rckpt_ckenc_destroy(rckpt_ckenc_t *e)
 	}
 	ckenc_free_layout(e);
 	ckenc_free_prev_samples(e);
+	ckenc_free_allocs(e);
 	rckpt_istream_scratch_free(&e->is_scratch);
 	ckenc_workers_free(e);
 	rckpt_record_free(&e->prev);

@@ -64,6 +64,10 @@ struct rckpt_ckenc {
 	 * model's, the optimizer's state's, its normalized first moments' */
 	int have_plast[3];
 	cpoint_t plast[3];
+	/* ... and its per-tensor allocation (ckenc_search.c, alloc_pick), or
+	 * NULL: a later step whose search chose the same point tries it first */
+	unsigned *palloc[3];
+	unsigned npalloc[3];
 	struct prev_sample *psmp; /* the last step's samples, per prepared tensor */
 	unsigned npsmp;
 	/* the chunk layout, fixed at the first step */
@@ -179,6 +183,7 @@ extern const ckenc_backend_t ckenc_cpu_backend, ckenc_cuda_backend;
 void ckenc_free_names(rckpt_ckenc_t *e);
 void ckenc_free_saved(rckpt_ckenc_t *e);
 void ckenc_free_prev_samples(rckpt_ckenc_t *e);
+void ckenc_free_allocs(rckpt_ckenc_t *e);
 void ckenc_free_layout(rckpt_ckenc_t *e);
 /* The first step fixes the tensors; later ones must have the same. */
 int ckenc_check_layout(rckpt_ckenc_t *e, const rckpt_tset_t *params, char *msg, size_t msglen);

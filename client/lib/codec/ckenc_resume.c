@@ -221,6 +221,7 @@ int ckenc_adopt(rckpt_ckenc_t *e, const rckpt_tset_t *params)
 		e->prev_chunks[c] = d->chunk[c];
 		memset(&d->chunk[c], 0, sizeof(d->chunk[c]));
 	}
+	ckenc_free_allocs(e); /* a writer's allocation is its own */
 	e->have_plast[0] = ckenc_point_of(&e->plast[0], &mf->cfg); /* the optimizer's: searched anew */
 	/* As if this encoder had written the chain: after a base the next step
 	 * is the second (which searches the whole space again, now that it can

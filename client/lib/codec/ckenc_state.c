@@ -79,6 +79,16 @@ void ckenc_free_saved(rckpt_ckenc_t *e)
 	e->lastq = NULL;
 }
 
+void ckenc_free_allocs(rckpt_ckenc_t *e)
+{
+	unsigned k;
+	for (k = 0; k < 3; k++) {
+		free(e->palloc[k]);
+		e->palloc[k] = NULL;
+		e->npalloc[k] = 0;
+	}
+}
+
 void ckenc_free_prev_samples(rckpt_ckenc_t *e)
 {
 	unsigned i;

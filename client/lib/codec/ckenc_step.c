@@ -40,6 +40,8 @@ typedef struct part {
 	int *have_last;
 	int have_emb, have_g;
 	int callback; /* the trainer's callback judges this one (the model's) */
+	unsigned k;   /* which of the step's searches: e->plast[k], e->palloc[k] */
+	unsigned *alloc; /* the allocation it accepted (taken by step_done), or NULL */
 } part_t;
 
 /* What a step's searches share. */
@@ -108,11 +110,44 @@ static void step_free(stepctx_t *x)
 	memset(x, 0, sizeof(*x));
 }
 
+/* The per-tensor allocation of configuration c, from tables made now
+ * (into *a): *tbins filled, or freed and NULL where none is smaller than c
+ * itself. 0 or the error. */
+static int alloc_new(evalctx_t *ex, const rckpt_qconfig_t *c, alloc_t *a, double eps, unsigned **tbins)
+{
+	int rc = ckenc_alloc_tables(ex, c, a);
+	if (rc < 0)
+		return rc;
+	if (!ckenc_alloc_pick(a, eps, *tbins)) { /* no smaller than the search's choice */
+		free(*tbins);
+		*tbins = NULL;
+	}
+	return 0;
+}
+
+/* The allocation P judges first (*tbins, or NULL: none smaller than c).
+ * Between refreshes, where the search chose the point of the last step
+ * (same_point), the last step's allocation (*reused set): the tables,
+ * every tensor's options on the samples, are made only when it fails on
+ * all the data. Else one from tables made now. 0 or the error. */
+static int alloc_first(const rckpt_ckenc_t *e, const part_t *P, evalctx_t *ex, const rckpt_qconfig_t *c,
+		       int same_point, alloc_t *a, double eps, unsigned **tbins, int *reused)
+{
+	if ((*tbins = calloc(P->n ? P->n : 1, sizeof(**tbins))) == NULL)
+		return -ENOMEM;
+	if (ex->alloc_near && same_point && e->palloc[P->k] && e->npalloc[P->k] == P->n) {
+		memcpy(*tbins, e->palloc[P->k], sizeof(**tbins) * P->n);
+		*reused = 1;
+		return 0;
+	}
+	return alloc_new(ex, c, a, eps, tbins);
+}
+
 /* Chooses P's configuration, its per-tensor allocation, and its
  * quantization parameters (x->qp[P->off ..]), judged on all the data
  * (and by the callback) until within P->o.eps or nothing is less
  * aggressive. */
-static int choose(rckpt_ckenc_t *e, const part_t *P, const stepctx_t *x, rckpt_ckenc_stats_t *st,
+static int choose(rckpt_ckenc_t *e, part_t *P, const stepctx_t *x, rckpt_ckenc_stats_t *st,
 		  rckpt_qconfig_t *config, double *quality, int *accepted, char *msg, size_t msglen)
 {
 	const rckpt_ckenc_opts_t *o = &P->o;
@@ -129,7 +164,9 @@ static int choose(rckpt_ckenc_t *e, const part_t *P, const stepctx_t *x, rckpt_c
 	alloc_t alloc = { 0 };  /* its tables */
 	double alloc_eps = o->eps, cbq = 0;
 	unsigned alloc_tries = 0;
-	cpoint_t best = ckenc_point_safest();
+	cpoint_t best = ckenc_point_safest(), before = *P->last;
+	const int had_before = *P->have_last;
+	int reused = 0; /* tbins is the last step's allocation, not yet judged */
 	evalctx_t ex = { .o = o,
 			 .prep = prep,
 			 .smp = x->smp + P->off,
@@ -179,20 +216,13 @@ static int choose(rckpt_ckenc_t *e, const part_t *P, const stepctx_t *x, rckpt_c
 		*P->last = best;
 		*P->have_last = 1;
 		*config = ckenc_config_of(o, best);
-		if (found && o->alloc) {
-			if ((tbins = calloc(P->n ? P->n : 1, sizeof(*tbins))) == NULL) {
-				rc = -ENOMEM;
-				goto out;
-			}
-			if ((rc = ckenc_alloc_tables(&ex, config, &alloc)) < 0)
-				goto out;
-			if (!ckenc_alloc_pick(&alloc, alloc_eps, tbins)) { /* no smaller than the search's choice */
-				free(tbins);
-				tbins = NULL;
-			}
-		}
+		if (found && o->alloc &&
+		    (rc = alloc_first(e, P, &ex, config, had_before && memcmp(&before, &best, sizeof(best)) == 0,
+				      &alloc, alloc_eps, &tbins, &reused)) < 0)
+			goto out;
 	}
 	st->configs_tried += ex.tried;
+	st->allocs_reused += reused;
 
 	/* Judge it on all the data (the search judged samples) and, while
 	 * over eps, step one axis less aggressive. */
@@ -209,6 +239,13 @@ static int choose(rckpt_ckenc_t *e, const part_t *P, const stepctx_t *x, rckpt_c
 		ok = *quality <= o->eps && (!P->callback || !e->o.quality || cbq <= e->o.quality_eps);
 		if (rc || o->mode == RCKPT_CKENC_FIXED || ok)
 			break;
+		if (tbins && reused) { /* the last step's allocation failed: a new one */
+			reused = 0;
+			if ((rc = alloc_new(&ex, config, &alloc, alloc_eps, &tbins)) < 0)
+				break;
+			st->configs_tried++;
+			continue;
+		}
 		if (tbins) {
 			/* The allocation failed on all the data, where the samples
 			 * said it passed: choose again within a budget smaller by
@@ -241,6 +278,11 @@ static int choose(rckpt_ckenc_t *e, const part_t *P, const stepctx_t *x, rckpt_c
 	if (rc == 0)
 		*accepted = *quality <= o->eps &&
 			    (!P->callback || !e->o.quality || cbq <= e->o.quality_eps);
+	if (rc == 0 && *accepted) { /* the next step's first try */
+		st->allocs_kept += reused;
+		P->alloc = tbins;
+		tbins = NULL;
+	}
 out:
 	free(tbins);
 	free(memo);
@@ -482,6 +524,7 @@ int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rc
 	memset(st, 0, sizeof(*st));
 	memset(&sum, 0, sizeof(sum));
 	memset(&x, 0, sizeof(x));
+	memset(P, 0, sizeof(P));
 	memcpy(plast_before, e->plast, sizeof(plast_before));
 	memcpy(had_plast, e->have_plast, sizeof(had_plast));
 	st->step = step;
@@ -514,12 +557,12 @@ int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rc
 	e->xnorm = x.xnorm;
 	e->xq = x.tq;
 	e->xg = x.tg;
-	memset(P, 0, sizeof(P));
 	for (k = 0; k < 3; k++) {
 		P[k].o = *o;
 		P[k].o.eps = k == 0 ? o->eps : n1 < nq ? o->opt_eps / 2 : o->opt_eps;
 		P[k].last = &e->plast[k];
 		P[k].have_last = &e->have_plast[k];
+		P[k].k = k;
 	}
 	P[0].off = 0;
 	P[0].n = nmodel;
@@ -555,7 +598,15 @@ int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rc
 	e->force_base = 0;
 	st->t_encode = rckpt_now_s() - t0;
 	step_done(e, &x, st, &sum, nprep);
+	for (k = 0; k < 3; k++) { /* each search's allocation, for the next step */
+		free(e->palloc[k]);
+		e->palloc[k] = P[k].alloc;
+		e->npalloc[k] = P[k].n;
+		P[k].alloc = NULL;
+	}
 out:
+	for (k = 0; k < 3; k++)
+		free(P[k].alloc);
 	if (rc && !emitting) { /* nothing handed out: as if never called */
 		memcpy(e->plast, plast_before, sizeof(plast_before));
 		memcpy(e->have_plast, had_plast, sizeof(had_plast));

@@ -174,6 +174,9 @@ typedef struct rckpt_ckenc_stats {
 	int is_base;
 	rckpt_qconfig_t config;
 	unsigned configs_tried;
+	unsigned allocs_reused;  /* searches that judged the last step's
+				    per-tensor allocation first ... */
+	unsigned allocs_kept;    /* ... and kept it (it passed on all the data) */
 	uint64_t blocks;       /* a partial step: quantized blocks in the model */
 	uint64_t blocks_saved; /* ... and those it stored */
 	double t_prepare, t_search, t_quantize, t_encode; /* seconds */
