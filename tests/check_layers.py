@@ -94,7 +94,7 @@ FLOORS = {
         "ckenc_cpu.c", "ckenc_cuda.c", "rckpt_gpuenc.c",   # the compute backends
         "ckenc_optim.c", "ckenc_values.c", "ckenc_state.c", "ckenc_par.c",
         "rckpt_stepfile.c", "rckpt_safetensors.c", "rckpt_layout.c", "rckpt_tset.c",
-        "rckpt_ckdec.c", "rckpt_codec.c", "rckpt_kmeans.c", "rckpt_sketch.c", "rckpt_quant.c"],
+        "rckpt_ckdec.c", "rckpt_par.c", "rckpt_codec.c", "rckpt_kmeans.c", "rckpt_sketch.c", "rckpt_quant.c"],
     "client/lib/store": [
         "rckpt_group.c", "rckpt_group_world.c", "rckpt_group_part.c", "rckpt_group_xchg.c",
         "rckpt_group_plan.c",

@@ -569,6 +569,86 @@ static void test_decode_ratio_bound(void **state)
 	free(w);
 }
 
+/* The decoder's chunks at once (rckpt_ckdec_t.threads) decode to the same
+ * values as one at a time, and a step with two bad chunks fails with the
+ * error of the first, keeping the last good step, either way. */
+static void test_decode_threads(void **state)
+{
+	enum { STEPS = 3 };
+	rckpt_ckenc_opts_t o;
+	rckpt_ckenc_t *e = NULL;
+	rckpt_ckdec_t d1, d4;
+	char msg[256];
+	int i;
+
+	(void)state;
+	NEED_DATA();
+	rckpt_ckenc_opts_default(&o);
+	o.chunk_params = 50000; /* several chunks */
+	assert_int_equal(rckpt_ckenc_create(&e, &o), 0);
+	memset(&d1, 0, sizeof(d1));
+	memset(&d4, 0, sizeof(d4));
+	d1.threads = 1;
+	d4.threads = 4;
+	for (i = 0; i < STEPS; i++) {
+		rckpt_ckenc_out_t out;
+		rckpt_ckenc_stats_t st;
+		const uint8_t *recs[64];
+		size_t lens[64];
+		uint32_t c, t;
+		memset(&out, 0, sizeof(out));
+		assert_int_equal(rckpt_ckenc_step(e, &out, &st, &params[i].set, &grads[i].set, (uint64_t)(i + 1),
+						  msg, sizeof(msg)),
+				 0);
+		assert_true(out.nchunks >= 4 && out.nchunks <= 64);
+		for (c = 0; c < out.nchunks; c++) {
+			recs[c] = out.records[c].p;
+			lens[c] = out.records[c].len;
+		}
+		if (i == STEPS - 1) {
+			/* chunk 1 cut short, chunk 3 flipped: chunk 1's error */
+			lens[1]--;
+			out.records[3].p[out.records[3].len / 2] ^= 0x10;
+			assert_int_equal(rckpt_ckdec_step(&d1, out.manifest.p, out.manifest.len, recs, lens), -EBADMSG);
+			assert_int_equal(rckpt_ckdec_step(&d4, out.manifest.p, out.manifest.len, recs, lens), -EBADMSG);
+			/* the other way round: chunk 1 flipped, chunk 3 cut short */
+			lens[1]++;
+			out.records[1].p[out.records[1].len / 2] ^= 0x10;
+			out.records[3].p[out.records[3].len / 2] ^= 0x10;
+			lens[3]--;
+			assert_int_equal(rckpt_ckdec_step(&d1, out.manifest.p, out.manifest.len, recs, lens),
+					 RCKPT_FMT_ECHECKSUM);
+			assert_int_equal(rckpt_ckdec_step(&d4, out.manifest.p, out.manifest.len, recs, lens),
+					 RCKPT_FMT_ECHECKSUM);
+			assert_int_equal(d1.mf.step, (uint64_t)(STEPS - 1)); /* the last good step stays */
+			assert_int_equal(d4.mf.step, (uint64_t)(STEPS - 1));
+			assert_int_equal(d4.threads, 4);
+		} else {
+			assert_int_equal(rckpt_ckdec_step(&d1, out.manifest.p, out.manifest.len, recs, lens), 0);
+			assert_int_equal(rckpt_ckdec_step(&d4, out.manifest.p, out.manifest.len, recs, lens), 0);
+			assert_int_equal(d4.threads, 4);
+			for (t = 0; t < d1.mf.ntensors; t++) {
+				uint64_t n = 1;
+				unsigned k;
+				for (k = 0; k < d1.mf.t[t].ndim; k++)
+					n *= d1.mf.t[t].shape[k];
+				float *a = malloc(4 * (n ? n : 1)), *b = malloc(4 * (n ? n : 1));
+				assert_true(a && b);
+				assert_int_equal(rckpt_ckdec_tensor_f32(&d1, t, a), 0);
+				assert_int_equal(rckpt_ckdec_tensor_f32(&d4, t, b), 0);
+				assert_memory_equal(a, b, 4 * n);
+				free(a);
+				free(b);
+			}
+		}
+		rckpt_ckenc_out_free(&out);
+	}
+	rckpt_ckdec_free(&d1);
+	rckpt_ckdec_free(&d4);
+	assert_int_equal(d4.threads, 4); /* kept by free */
+	rckpt_ckenc_destroy(e);
+}
+
 /* A trainer's judge that refuses the next *arg configurations it is
  * shown, then passes every one. */
 static int refusing_judge(void *arg, const rckpt_tset_t *p, const float *const *values, double *loss)
@@ -748,6 +828,7 @@ int main(void)
 		cmocka_unit_test(test_partial_priority),
 		cmocka_unit_test(test_search_memo),
 		cmocka_unit_test(test_alloc_reuse),
+		cmocka_unit_test(test_decode_threads),
 	};
 	return test_exit(cmocka_run_group_tests(tests, setup, teardown));
 }

@@ -24,6 +24,7 @@
 
 #include "rckpt_ckenc.h"
 #include "rckpt_layout.h"
+#include "rckpt_par.h"
 
 /* A point of the search space: an index per axis (bins, embedding bins,
  * pruning, metric, protection); higher is less aggressive. */
@@ -100,12 +101,6 @@ struct rckpt_ckenc {
 				   the next step when its tensors match */
 };
 
-/* fn(arg, i) for every i < n, on up to `threads` threads (this one among
- * them; 0 or 1: in order here). Each call must write only what is its own.
- * Returns the result of the lowest i whose call failed, else 0; calls past
- * a failure may not run (ckenc_par.c). */
-int ckenc_parallel_for(unsigned n, unsigned threads, int (*fn)(void *arg, unsigned i), void *arg);
-
 /* The threads for `work` elements: opts.threads, or 1 below
  * opts.par_min_work. */
 unsigned ckenc_threads_for(const rckpt_ckenc_opts_t *o, uint64_t work);
@@ -113,8 +108,6 @@ unsigned ckenc_threads_for(const rckpt_ckenc_opts_t *o, uint64_t work);
 /* Frees the helper threads' scratch (ckenc_par.c). */
 void ckenc_workers_free(rckpt_ckenc_t *e);
 int ckenc_workers_ensure(rckpt_ckenc_t *e, unsigned n); /* 0 or -ENOMEM */
-int ckenc_parallel_slots(unsigned n, unsigned threads, int (*fn)(void *arg, unsigned i, unsigned slot),
-			 void *arg);
 int ckenc_parallel_views(rckpt_ckenc_t *e, unsigned n, unsigned threads,
 			 int (*fn)(rckpt_ckenc_t *view, void *arg, unsigned i), void *arg);
 

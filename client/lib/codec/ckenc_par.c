@@ -1,102 +1,11 @@
 /*
- * ckenc_par.c — a parallel loop for the encoder's independent pieces of
- * work (a search's evaluations, one tensor each). Each index runs once, on
- * whichever thread takes it next; what it writes must be its own (or its
- * thread's: slot numbers the threads from 0, this one). The result is that
- * of the lowest index that failed, as a loop in order that stops there
- * would return.
+ * ckenc_par.c — the encoder's parallel loops (rckpt_par.h) over views of
+ * it whose block scratch is each thread's own, and that scratch.
  */
-#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include "ckenc_impl.h"
 
-#include <sched.h>
-#include <unistd.h>
-
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define PAR_THREADS_MAX 64
-
-typedef struct par {
-	int (*fn)(void *arg, unsigned i, unsigned slot);
-	void *arg;
-	unsigned n, next, failed_at;
-	int rc;
-	pthread_mutex_t mu;
-} par_t;
-
-typedef struct slot {
-	par_t *p;
-	unsigned s;
-} slot_t;
-
-static void *par_run(void *sl_)
-{
-	const slot_t *sl = sl_;
-	par_t *p = sl->p;
-	for (;;) {
-		unsigned i;
-		int rc;
-		pthread_mutex_lock(&p->mu);
-		/* once an index failed, later ones are not started */
-		i = p->next < p->n && p->next < p->failed_at ? p->next++ : p->n;
-		pthread_mutex_unlock(&p->mu);
-		if (i == p->n)
-			return NULL;
-		if ((rc = p->fn(p->arg, i, sl->s)) != 0) {
-			pthread_mutex_lock(&p->mu);
-			if (i < p->failed_at) {
-				p->failed_at = i;
-				p->rc = rc;
-			}
-			pthread_mutex_unlock(&p->mu);
-		}
-	}
-}
-
-int ckenc_parallel_slots(unsigned n, unsigned threads, int (*fn)(void *arg, unsigned i, unsigned slot),
-			 void *arg)
-{
-	par_t p = { fn, arg, n, 0, n, 0, PTHREAD_MUTEX_INITIALIZER };
-	pthread_t tid[PAR_THREADS_MAX];
-	slot_t sl[PAR_THREADS_MAX];
-	unsigned t, started = 0;
-
-	if (threads > PAR_THREADS_MAX)
-		threads = PAR_THREADS_MAX;
-	if (threads > n)
-		threads = n;
-	for (t = 0; t < threads || t == 0; t++)
-		sl[t] = (slot_t){ &p, t };
-	for (t = 1; t < threads; t++) { /* this thread is the first */
-		if (pthread_create(&tid[t], NULL, par_run, &sl[t]))
-			break; /* fewer threads: the rest runs here */
-		started++;
-	}
-	par_run(&sl[0]);
-	for (t = 1; t <= started; t++)
-		pthread_join(tid[t], NULL);
-	return p.rc;
-}
-
-typedef struct plain {
-	int (*fn)(void *arg, unsigned i);
-	void *arg;
-} plain_t;
-
-static int plain_run(void *arg, unsigned i, unsigned slot)
-{
-	const plain_t *pl = arg;
-	(void)slot;
-	return pl->fn(pl->arg, i);
-}
-
-int ckenc_parallel_for(unsigned n, unsigned threads, int (*fn)(void *arg, unsigned i), void *arg)
-{
-	plain_t pl = { fn, arg };
-	return ckenc_parallel_slots(n, threads, plain_run, &pl);
-}
 
 unsigned ckenc_threads_for(const rckpt_ckenc_opts_t *o, uint64_t work)
 {
@@ -146,7 +55,7 @@ int ckenc_workers_ensure(rckpt_ckenc_t *e, unsigned n)
 
 /* fn(view, arg, i) for every i of [0, n) on up to `threads` threads (the
  * CPU backend), each with a view of e whose block scratch is its own (the
- * first, this thread's, e's own); as ckenc_parallel_for otherwise. */
+ * first, this thread's, e's own); as rckpt_par_for otherwise. */
 typedef struct views {
 	int (*fn)(rckpt_ckenc_t *view, void *arg, unsigned i);
 	void *arg;
@@ -186,14 +95,7 @@ int ckenc_parallel_views(rckpt_ckenc_t *e, unsigned n, unsigned threads,
 			v.view[i].pblk = w->pblk;
 		}
 	}
-	rc = ckenc_parallel_slots(n, threads, on_view, &v);
+	rc = rckpt_par_slots(n, threads, on_view, &v);
 	free(v.view);
 	return rc;
-}
-
-unsigned rckpt_ckenc_cpus(unsigned max)
-{
-	cpu_set_t set;
-	long n = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : sysconf(_SC_NPROCESSORS_ONLN);
-	return n < 1 ? 1 : max && (unsigned long)n > max ? max : (unsigned)n;
 }

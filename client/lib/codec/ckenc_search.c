@@ -316,7 +316,7 @@ static uint64_t sampled(const evalctx_t *x)
 }
 
 /* One configuration over every prepared tensor, a tensor per call
- * (ckenc_parallel_for): each writes its own row. */
+ * (rckpt_par_for): each writes its own row. */
 typedef struct evjob {
 	evalctx_t *x;
 	const rckpt_qconfig_t *c;
@@ -341,7 +341,7 @@ int ckenc_evaluate(evalctx_t *x, cpoint_t cp, double *loss, double *bytes)
 		return -ENOMEM;
 	x->tried++;
 	/* the tensors at once; their sums in tensor order, as one thread would */
-	if ((rc = ckenc_parallel_for(x->nprep, ckenc_threads_for(x->o, sampled(x)), eval_one, &j)) == 0)
+	if ((rc = rckpt_par_for(x->nprep, ckenc_threads_for(x->o, sampled(x)), eval_one, &j)) == 0)
 		for (t = 0; t < x->nprep; t++) {
 			double tn = j.tn[t], td = den_of(x->dfix, t, j.td[t]);
 			num += tn;
@@ -416,7 +416,7 @@ void ckenc_alloc_free(alloc_t *a)
  * one fewer, one more, with either quantizer) and keeping its codebook:
  * allocations move by a step of bins at a time, at 7 evaluations of the
  * tensor in place of 19. */
-/* Tensor t's row of the allocation's tables (ckenc_parallel_for); its
+/* Tensor t's row of the allocation's tables (rckpt_par_for); its
  * terms under the search's choice go to c0[3 t ..]. */
 typedef struct aljob {
 	evalctx_t *x;
@@ -484,7 +484,7 @@ int ckenc_alloc_tables(evalctx_t *x, const rckpt_qconfig_t *c, alloc_t *a)
 	x->drift = 1;
 	/* the tensors' rows at once; the sums in tensor order */
 	if (rc == 0)
-		rc = ckenc_parallel_for(x->nprep, ckenc_threads_for(x->o, NALLOC * sampled(x)), alloc_row, &j);
+		rc = rckpt_par_for(x->nprep, ckenc_threads_for(x->o, NALLOC * sampled(x)), alloc_row, &j);
 	for (t = 0; t < x->nprep && rc == 0; t++) {
 		const double d0 = den_of(x->dfix, t, c0[3 * t + 1]);
 		a->den += !x->dsum || x->dsum[t] ? d0 : 0;

@@ -10,15 +10,18 @@
 #include <string.h>
 
 #include "rckpt_codec.h"
+#include "rckpt_par.h"
 
 void rckpt_ckdec_free(rckpt_ckdec_t *d)
 {
 	uint32_t c;
 	for (c = 0; d->chunk && c < d->mf.nchunks; c++)
 		rckpt_record_free(&d->chunk[c]);
+	const unsigned threads = d->threads;
 	free(d->chunk);
 	rckpt_manifest_free(&d->mf);
 	memset(d, 0, sizeof(*d));
+	d->threads = threads;
 }
 
 /* Elements a record of this step may hold: 2^26 (what any store writer
@@ -63,12 +66,59 @@ static int check_declared(const rckpt_manifest_t *mf, size_t mlen, const uint8_t
 	return 4.0 * (double)elems > ratio * (double)bytes ? -E2BIG : 0;
 }
 
+/* By default, a step's records below this many bytes decode on the
+ * caller's thread: starting threads would cost more. */
+#define PAR_MIN_BYTES (256u << 10)
+
+/* Chunk c of a step (rckpt_par_for): decoded against d's last step where
+ * it is a delta, checked against the manifest. Each writes its own
+ * chunk[c]; d is only read. */
+typedef struct cjob {
+	const rckpt_ckdec_t *d;
+	const rckpt_manifest_t *mf;
+	rckpt_record_t *chunk;
+	const uint8_t *const *records;
+	const size_t *lens;
+	rckpt_record_limits_t lim;
+} cjob_t;
+
+static int decode_chunk(void *arg, unsigned c)
+{
+	const cjob_t *j = arg;
+	const rckpt_ckdec_t *d = j->d;
+	const rckpt_record_t *parent = NULL;
+	uint8_t h[32];
+	unsigned kind;
+	uint64_t rstep, rparent;
+	int rc;
+
+	if (j->records[c] == NULL)
+		return 0; /* a partial restore: this chunk is not wanted */
+	rc = rckpt_record_peek(&kind, &rstep, &rparent, j->records[c], j->lens[c]);
+	if (rc == 0 && kind != RCKPT_REC_BASE) {
+		if (d->chunk == NULL || d->mf.step != rparent || d->mf.nchunks != j->mf->nchunks)
+			rc = -ESTALE;
+		else
+			parent = &d->chunk[c];
+	}
+	if (rc == 0)
+		rc = rckpt_record_decode(&j->chunk[c], j->records[c], j->lens[c], parent, &j->lim);
+	if (rc == 0 && (j->chunk[c].step != j->mf->step || j->chunk[c].nseg != j->mf->chunk[c].nseg))
+		rc = -EBADMSG;
+	if (rc == 0)
+		rc = rckpt_record_digest(h, &j->chunk[c]);
+	if (rc == 0 && memcmp(h, j->mf->chunk[c].sha256, 32) != 0)
+		rc = RCKPT_FMT_ECHECKSUM;
+	return rc;
+}
+
 int rckpt_ckdec_step(rckpt_ckdec_t *d, const uint8_t *manifest, size_t mlen,
 		     const uint8_t *const *records, const size_t *lens)
 {
-	rckpt_record_limits_t lim = { 1u << 16, (uint64_t)1 << 26 };
 	rckpt_manifest_t mf;
-	rckpt_record_t *chunk;
+	cjob_t j = { d, &mf, NULL, records, lens, { 1u << 16, (uint64_t)1 << 26 } };
+	uint64_t bytes = 0;
+	unsigned threads = 1;
 	uint32_t c;
 	int rc = rckpt_manifest_decode(&mf, manifest, mlen);
 
@@ -78,48 +128,35 @@ int rckpt_ckdec_step(rckpt_ckdec_t *d, const uint8_t *manifest, size_t mlen,
 		rckpt_manifest_free(&mf);
 		return rc;
 	}
-	lim.max_elements = record_max(&mf);
-	chunk = calloc(mf.nchunks ? mf.nchunks : 1, sizeof(*chunk));
-	if (chunk == NULL) {
+	j.lim.max_elements = record_max(&mf);
+	j.chunk = calloc(mf.nchunks ? mf.nchunks : 1, sizeof(*j.chunk));
+	if (j.chunk == NULL) {
 		rckpt_manifest_free(&mf);
 		return -ENOMEM;
 	}
+	for (c = 0; c < mf.nchunks; c++)
+		bytes += records[c] ? lens[c] : 0;
+	if (d->threads) /* as asked */
+		threads = d->threads;
+	else if (mf.nchunks > 1 && bytes >= PAR_MIN_BYTES)
+		threads = rckpt_cpus(8);
 	/* Each record says what it needs: a base stands alone (as the store's
 	 * materialized records do, whatever the step's manifest parent); a
-	 * delta needs this decoder's last step to be its parent. */
-	for (c = 0; c < mf.nchunks && rc == 0; c++) {
-		uint8_t h[32];
-		unsigned kind;
-		uint64_t rstep, rparent;
-		const rckpt_record_t *parent = NULL;
-		if (records[c] == NULL)
-			continue; /* a partial restore: this chunk is not wanted */
-		rc = rckpt_record_peek(&kind, &rstep, &rparent, records[c], lens[c]);
-		if (rc == 0 && kind != RCKPT_REC_BASE) {
-			if (d->chunk == NULL || d->mf.step != rparent || d->mf.nchunks != mf.nchunks)
-				rc = -ESTALE;
-			else
-				parent = &d->chunk[c];
-		}
-		if (rc == 0)
-			rc = rckpt_record_decode(&chunk[c], records[c], lens[c], parent, &lim);
-		if (rc == 0 && (chunk[c].step != mf.step || chunk[c].nseg != mf.chunk[c].nseg))
-			rc = -EBADMSG;
-		if (rc == 0)
-			rc = rckpt_record_digest(h, &chunk[c]);
-		if (rc == 0 && memcmp(h, mf.chunk[c].sha256, 32) != 0)
-			rc = RCKPT_FMT_ECHECKSUM;
-	}
+	 * delta needs this decoder's last step to be its parent. The chunks
+	 * at once; the error, that of the first chunk that fails. */
+	rc = rckpt_par_for(mf.nchunks, threads, decode_chunk, &j);
 	if (rc) {
 		for (c = 0; c < mf.nchunks; c++)
-			rckpt_record_free(&chunk[c]);
-		free(chunk);
+			rckpt_record_free(&j.chunk[c]);
+		free(j.chunk);
 		rckpt_manifest_free(&mf);
 		return rc;
 	}
+	threads = d->threads;
 	rckpt_ckdec_free(d);
 	d->mf = mf;
-	d->chunk = chunk;
+	d->chunk = j.chunk;
+	d->threads = threads;
 	return 0;
 }
 

@@ -64,6 +64,7 @@
 #include "rckpt_ckdec.h"
 #include "rckpt_codec.h"
 #include "rckpt_manifest.h"
+#include "rckpt_par.h" /* rckpt_cpus: the default threads */
 #include "rckpt_record.h"
 #include "rckpt_tset.h"
 
@@ -86,10 +87,6 @@ typedef int (*rckpt_quality_fn)(void *arg, const rckpt_tset_t *params, const flo
 				double *loss);
 
 #define RCKPT_CKENC_THREADS_MAX 64 /* opts.threads above this count as this */
-/* The CPUs this process may run on (its affinity mask, which taskset,
- * cgroup cpusets and container limits set; else the online ones), at
- * least 1 and at most max (0: no most): the encoder's default threads. */
-unsigned rckpt_ckenc_cpus(unsigned max);
 
 typedef struct rckpt_ckenc_opts {
 	unsigned mode;             /* enum rckpt_ckenc_mode */

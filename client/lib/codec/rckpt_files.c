@@ -137,7 +137,7 @@ int rckpt_stepenc_create(rckpt_stepenc_t **out, const rckpt_stepenc_opts_t *o)
 	if (o->chunk_params)
 		eo.chunk_params = o->chunk_params;
 	eo.base_every = o->base_every;
-	eo.threads = rckpt_ckenc_cpus(8); /* chunks on every core it may use (the same bytes as one at a time) */
+	eo.threads = rckpt_cpus(8); /* chunks on every core it may use (the same bytes as one at a time) */
 	if ((s = calloc(1, sizeof(*s))) == NULL)
 		return -ENOMEM;
 	if ((rc = rckpt_ckenc_create(&s->e, &eo))) {

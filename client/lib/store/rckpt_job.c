@@ -498,7 +498,7 @@ static int open_job(rckpt_t *h, rckpt_job_t **out, const char *job, const rckpt_
 		/* threads beyond the first: a chunk's levels, protected values
 		 * and record each, out of what the budget has left */
 		if (j->o.threads == 0)
-			j->o.threads = rckpt_ckenc_cpus(8);
+			j->o.threads = rckpt_cpus(8);
 		while (j->o.threads > 1 && have - need < 3 * chunk * (j->o.threads - 1))
 			j->o.threads--;
 		work += 3 * chunk * (j->o.threads - 1);
