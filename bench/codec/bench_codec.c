@@ -49,6 +49,10 @@ typedef struct method {
 			     (no LOG2) */
 } method_t;
 
+/* In a method's quantizer: the allocation gives every tensor that
+ * quantizer too (rckpt_ckenc_opts_t.alloc_one_quantizer). */
+#define UNIFORM_ONLY 0x100u
+
 static const method_t methods[] = {
 	{ "rckpt", "k-means + prune/protect + search, rearranged delta, RLE, entropy", 0, 0,
 	  RCKPT_CKENC_SEARCH, RCKPT_QUANTIZER_KMEANS, RCKPT_IS_REARRANGED | RCKPT_IS_RLE, RCKPT_EST_TRY_ALL, 0,
@@ -59,8 +63,11 @@ static const method_t methods[] = {
 	  RCKPT_QUANTIZER_KMEANS, RCKPT_IS_RLE, RCKPT_EST_TRY_HUFF, 0, 1, 0 },
 	{ "abl-no-rearrange", "ablation: no rearrangement", 0, 0, RCKPT_CKENC_SEARCH,
 	  RCKPT_QUANTIZER_KMEANS, RCKPT_IS_RLE, RCKPT_EST_TRY_ALL, 0, 1, 0 },
-	{ "abl-uniform-bins", "ablation: uniform bins, same prune/protect and search", 0, 0,
+	{ "abl-uniform-bins", "ablation: uniform bins in the search (the allocation may still pick k-means)", 0, 0,
 	  RCKPT_CKENC_SEARCH, RCKPT_QUANTIZER_UNIFORM, RCKPT_IS_REARRANGED | RCKPT_IS_RLE,
+	  RCKPT_EST_TRY_ALL, 0, 1, 0 },
+	{ "abl-uniform-only", "ablation: uniform bins in the search and in every tensor's allocation", 0,
+	  0, RCKPT_CKENC_SEARCH, RCKPT_QUANTIZER_UNIFORM | UNIFORM_ONLY, RCKPT_IS_REARRANGED | RCKPT_IS_RLE,
 	  RCKPT_EST_TRY_ALL, 0, 1, 0 },
 	{ "abl-magnitude-only", "ablation: no gradients (magnitude ranking only)", 0, 0,
 	  RCKPT_CKENC_SEARCH, RCKPT_QUANTIZER_KMEANS, RCKPT_IS_REARRANGED | RCKPT_IS_RLE,
@@ -375,7 +382,8 @@ static int run_ckenc(const method_t *m, ckpt_t *c, unsigned n, double eps, doubl
 	rckpt_ckenc_opts_default(&o);
 	o.mode = m->mode;
 	o.eps = eps;
-	o.quantizer = m->quantizer;
+	o.quantizer = m->quantizer & ~UNIFORM_ONLY;
+	o.alloc_one_quantizer = (m->quantizer & UNIFORM_ONLY) != 0;
 	o.use_grads = m->use_grads;
 	o.is.stages = m->stages;
 	o.is.est_policy = m->policy;

@@ -23,7 +23,8 @@ MARKERS = ["o", "s", "^", "v", "D", "P", "X", "*", "<", ">", "h", "p", "d"]
 # The methods of bench_codec in its order: each keeps its style everywhere
 # (rckpt red circles, QD blue squares, ...); others take what is left.
 METHODS = ["rckpt", "qd", "checknrun", "abl-huffman-delta", "abl-rle-huffman", "abl-no-rearrange",
-           "abl-uniform-bins", "abl-magnitude-only", "abl-opt-plain-m", "abl-opt-linear-v", "zstd-1", "zstd-3"]
+           "abl-uniform-bins", "abl-uniform-only", "abl-magnitude-only", "abl-opt-plain-m", "abl-opt-linear-v",
+           "zstd-1", "zstd-3"]
 
 
 def style(names):

@@ -649,6 +649,62 @@ static void test_decode_threads(void **state)
 	rckpt_ckenc_destroy(e);
 }
 
+/* alloc_one_quantizer with uniform bins: no tensor gets k-means, in the
+ * search or the allocation: every quantized segment's levels are evenly
+ * spaced. */
+static void test_uniform_only(void **state)
+{
+	rckpt_ckenc_opts_t o;
+	rckpt_ckenc_t *e = NULL;
+	rckpt_ckdec_t d;
+	char msg[256];
+	unsigned quantized = 0;
+	int i;
+
+	(void)state;
+	NEED_DATA();
+	rckpt_ckenc_opts_default(&o);
+	o.quantizer = RCKPT_QUANTIZER_UNIFORM;
+	o.alloc_one_quantizer = 1;
+	assert_int_equal(rckpt_ckenc_create(&e, &o), 0);
+	memset(&d, 0, sizeof(d));
+	for (i = 0; i < 3; i++) {
+		rckpt_ckenc_out_t out;
+		rckpt_ckenc_stats_t st;
+		const uint8_t *recs[64];
+		size_t lens[64];
+		uint32_t c, k;
+		unsigned j;
+		memset(&out, 0, sizeof(out));
+		assert_int_equal(rckpt_ckenc_step(e, &out, &st, &params[i].set, &grads[i].set, (uint64_t)(i + 1), msg,
+						  sizeof(msg)),
+				 0);
+		assert_true(st.accepted);
+		assert_true(out.nchunks <= 64);
+		for (c = 0; c < out.nchunks; c++) {
+			recs[c] = out.records[c].p;
+			lens[c] = out.records[c].len;
+		}
+		assert_int_equal(rckpt_ckdec_step(&d, out.manifest.p, out.manifest.len, recs, lens), 0);
+		for (c = 0; c < d.mf.nchunks; c++)
+			for (k = 0; k < d.chunk[c].nseg; k++) {
+				const rckpt_seg_t *sg = &d.chunk[c].seg[k];
+				double step;
+				if (sg->encoding != RCKPT_SEG_QUANTIZED || sg->nbins < 3)
+					continue;
+				quantized++;
+				step = (double)sg->centroids[1] - sg->centroids[0];
+				for (j = 2; j < sg->nbins; j++)
+					assert_true(fabs(((double)sg->centroids[j] - sg->centroids[j - 1]) - step) <=
+						    1e-3 * fabs(step));
+			}
+		rckpt_ckenc_out_free(&out);
+	}
+	assert_true(quantized > 0);
+	rckpt_ckdec_free(&d);
+	rckpt_ckenc_destroy(e);
+}
+
 /* A trainer's judge that refuses the next *arg configurations it is
  * shown, then passes every one. */
 static int refusing_judge(void *arg, const rckpt_tset_t *p, const float *const *values, double *loss)
@@ -829,6 +885,7 @@ int main(void)
 		cmocka_unit_test(test_search_memo),
 		cmocka_unit_test(test_alloc_reuse),
 		cmocka_unit_test(test_decode_threads),
+		cmocka_unit_test(test_uniform_only),
 	};
 	return test_exit(cmocka_run_group_tests(tests, setup, teardown));
 }

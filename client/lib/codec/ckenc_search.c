@@ -453,7 +453,8 @@ static int alloc_row(void *arg, unsigned t)
 	for (k = 0; k + 1 < NALLOC && rc == 0; k++) {
 		const unsigned b[1] = { alloc_option(k) };
 		rckpt_qconfig_t ct;
-		if (k % NB < lo || k % NB > hi) {
+		if (k % NB < lo || k % NB > hi ||
+		    (x->o->alloc_one_quantizer && ALLOC_QUANTIZER(alloc_option(k)) != x->o->quantizer)) {
 			tn[k] = -1; /* not weighed this step */
 			continue;
 		}

@@ -104,6 +104,10 @@ typedef struct rckpt_ckenc_opts {
 	int alloc;                 /* SEARCH: then give each tensor its own bin
 				      count (a Lagrangian allocation within eps;
 				      default on) */
+	int alloc_one_quantizer;   /* ... with opts.quantizer only (default 0:
+				      k-means or uniform bins, whichever costs
+				      fewer bytes; 1 with uniform bins is the
+				      ablation without k-means) */
 	uint64_t chunk_params;     /* elements per chunk, 1..2^31 (default 2^22) */
 	rckpt_quality_fn quality;  /* optional: the trainer judges the chosen
 				      configuration; while its loss exceeds
