@@ -21,10 +21,21 @@ static double uniform(uint64_t *s)
 	return (double)((*s * 0x2545f4914f6cdd1dull) >> 11) * 0x1.0p-53;
 }
 
-static int cmp_double(const void *a, const void *b)
+/* Sorts c[0..k) ascending, stably (as glibc's qsort, a merge sort, did:
+ * the same array, -0 and +0 kept in their order). Lloyd's centroids come
+ * out of each step nearly sorted already, so this is one pass then. */
+static void sort_centroids(double *c, unsigned k)
 {
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
+	unsigned i;
+	for (i = 1; i < k; i++) {
+		const double v = c[i];
+		unsigned j = i;
+		while (j > 0 && c[j - 1] > v) {
+			c[j] = c[j - 1];
+			j--;
+		}
+		c[j] = v;
+	}
 }
 
 /* Picks index i with probability p[i] / sum(p), sum the p[i] added in
@@ -41,6 +52,32 @@ static long sample_of(const double *p, size_t n, double sum, uint64_t *rng)
 		if (p[i] > 0 && acc > t)
 			return (long)i;
 	}
+	for (i = n; i-- > 0;)
+		if (p[i] > 0)
+			return (long)i;
+	return -1;
+}
+
+/* sample_of(p, n, acc[n - 1], rng), with acc[i] the running sum of p
+ * up to i added in order (as sample_of adds it): the first i whose sum
+ * passes the draw is found by bisection. It is the same i: the sums never
+ * fall, and where one rises above the draw, p there is not 0. */
+static long sample_acc(const double *p, const double *acc, size_t n, uint64_t *rng)
+{
+	double t;
+	size_t lo = 0, hi = n, i;
+	if (n == 0 || !(acc[n - 1] > 0))
+		return -1;
+	t = uniform(rng) * acc[n - 1];
+	while (lo < hi) { /* the first i with acc[i] > t */
+		const size_t mid = lo + (hi - lo) / 2;
+		if (acc[mid] > t)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	if (lo < n)
+		return (long)lo;
 	for (i = n; i-- > 0;)
 		if (p[i] > 0)
 			return (long)i;
@@ -74,7 +111,7 @@ int rckpt_kmeans_1d_from(float *out, unsigned k, const double *x, const double *
 static int kmeans(float *out, unsigned k, const double *x, const double *w, size_t n,
 		  unsigned max_iter, const float *init)
 {
-	double *c = NULL, *d2 = NULL, *near = NULL, *sw = NULL, *swx = NULL, tol;
+	double *c = NULL, *d2 = NULL, *near = NULL, *sw = NULL, *swx = NULL, *acc = NULL, tol;
 	size_t i, distinct = 0;
 	unsigned j, kk, it;
 	uint64_t rng = 0x9e3779b97f4a7c15ull;
@@ -93,7 +130,8 @@ static int kmeans(float *out, unsigned k, const double *x, const double *w, size
 	near = malloc(sizeof(*near) * n);
 	sw = malloc(sizeof(*sw) * kk);
 	swx = malloc(sizeof(*swx) * kk);
-	if (!c || !d2 || !near || !sw || !swx)
+	acc = malloc(sizeof(*acc) * n);
+	if (!c || !d2 || !near || !sw || !swx || !acc)
 		goto out;
 
 	if (init && kk == k) {
@@ -106,22 +144,33 @@ static int kmeans(float *out, unsigned k, const double *x, const double *w, size
 	for (i = 0; i < n; i++)
 		near[i] = DBL_MAX;
 	for (j = 1; j < kk; j++) {
+		const double cj = c[j - 1];
+		size_t first = 0;
 		long pick;
-		double sum = 0;
-		for (i = 0; i < n; i++) { /* distance to the nearest centroid so far */
-			double dd = (x[i] - c[j - 1]) * (x[i] - c[j - 1]);
+		/* distance to the nearest centroid so far: it changes only from
+		 * the first point the new centroid is nearer to, and so does the
+		 * running sum of w * D^2 (acc[]: the sums sample_of adds, in its
+		 * order); before it, both stay what they were */
+		while (first < n && !((x[first] - cj) * (x[first] - cj) < near[first]))
+			first++;
+		for (i = first; i < n; i++) {
+			double dd = (x[i] - cj) * (x[i] - cj);
 			near[i] = dd < near[i] ? dd : near[i];
 			d2[i] = w[i] * near[i];
-			sum += d2[i]; /* in order: sample()'s sum, in the same pass */
 		}
-		pick = sample_of(d2, n, sum, &rng);
+		{
+			double a = first ? acc[first - 1] : 0;
+			for (i = first; i < n; i++)
+				acc[i] = a += d2[i];
+		}
+		pick = sample_acc(d2, acc, n, &rng);
 		if (pick < 0) /* every weighted point sits on a centroid */
 			break;
 		c[j] = x[pick];
 	}
 	kk = j;
 lloyd:
-	qsort(c, kk, sizeof(*c), cmp_double);
+	sort_centroids(c, kk);
 
 	/* Lloyd: points ascending and centroids ascending, so the owner of
 	 * point i only moves right as i grows. Done when no centroid moves by
@@ -159,7 +208,7 @@ lloyd:
 				moved = 1;
 			c[j] = nc;
 		}
-		qsort(c, kk, sizeof(*c), cmp_double);
+		sort_centroids(c, kk);
 		if (!moved)
 			break;
 	}
@@ -175,5 +224,6 @@ out:
 	free(near);
 	free(sw);
 	free(swx);
+	free(acc);
 	return rc;
 }
