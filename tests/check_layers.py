@@ -90,7 +90,7 @@ FLOORS = {
     "client/lib/codec": [
         "rckpt_files.c",                          # files in, files out
         "ckenc_handle.c", "ckenc_step.c",         # the encoder: its handle, a step
-        "ckenc_partial.c", "ckenc_resume.c", "ckenc_search.c", "ckenc_emit.c",
+        "ckenc_partial.c", "ckenc_resume.c", "ckenc_search.c", "ckenc_judge.c", "ckenc_emit.c",
         "ckenc_cpu.c", "ckenc_cuda.c", "rckpt_gpuenc.c",   # the compute backends
         "ckenc_optim.c", "ckenc_values.c", "ckenc_state.c", "ckenc_par.c",
         "rckpt_stepfile.c", "rckpt_safetensors.c", "rckpt_layout.c", "rckpt_tset.c",

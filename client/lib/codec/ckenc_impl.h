@@ -5,8 +5,8 @@
  *
  *   ckenc_handle.c    the handle (rckpt_ckenc.h): options, create, destroy
  *   ckenc_step.c      one full step (step_stream): prepare, choose, emit
- *   ckenc_search.c    the configuration search, the per-tensor allocation,
- *                     and judging a configuration on all the data
+ *   ckenc_search.c    the configuration search and the per-tensor allocation
+ *   ckenc_judge.c     judging the chosen configuration on all the data
  *   ckenc_emit.c      the chunk layout, and the one path that turns chunks
  *                     into records and a manifest (full and partial steps)
  *   ckenc_partial.c   partial steps (SCAR): the blocks that moved most
@@ -238,6 +238,57 @@ typedef struct alloc {
 /* Every ALLOC_REFRESH-th step weighs every option of every tensor's
  * allocation again (evalctx_t.alloc_near). */
 #define ALLOC_REFRESH 8
+
+/* ---- what the search (ckenc_search.c) and the judgement (ckenc_judge.c)
+ * share ---- */
+
+/* A tensor's allocation that keeps the last record's codebook, with this
+ * step's thresholds, instead of any bin count: its levels then change only
+ * where its values crossed a boundary, which is what makes deltas small
+ * (rckpt_codec_qparams_keep). */
+#define KEEP_LAST 0xffffu
+
+/* The options of a tensor: every bin count with k-means, with uniform
+ * bins, and KEEP_LAST. An allocation names one as bins | quantizer << 16. */
+#define ALLOC_BINS(a) ((a) & 0xffffu)
+#define ALLOC_QUANTIZER(a) ((a) >> 16)
+
+/* The quality loss of a step: the Fisher-weighted relative error of all its
+ * quantized tensors together, sum num_t / sum den_t, or a tensor's own
+ * num_t / den_t divided by TENSOR_CAP when that is more. The sum is what
+ * predicts the model's loss; the cap keeps one tensor from being wrecked
+ * because it weighs little in the sum (a small first layer without
+ * gradients, a tensor pruned hard), where the second-order estimate stops
+ * holding. Calibrated: docs/compression.md, "What eps means". */
+#define TENSOR_CAP 20.0
+
+static inline double step_loss(double num, double den, double worst)
+{
+	const double g = den > 0 ? num / den : 0;
+	return worst / TENSOR_CAP > g ? worst / TENSOR_CAP : g;
+}
+
+/* Tensor t's denominator: fixed (the update error of an optimizer's
+ * state), or its own sum g^2 w^2. */
+static inline double den_of(const double *dfix, unsigned t, double own)
+{
+	return dfix && dfix[t] >= 0 ? dfix[t] : own;
+}
+
+/* Tensor t's own configuration: c with its bin count set to bins[t] (the
+ * allocation), or c itself when bins is NULL. */
+static inline rckpt_qconfig_t tensor_config(const rckpt_qconfig_t *c, const rckpt_tensor_prep_t *p,
+					    const unsigned *bins, unsigned t)
+{
+	rckpt_qconfig_t ct = *c;
+	if (bins && bins[t] && bins[t] != KEEP_LAST) {
+		if (p->kind == RCKPT_LK_EMBEDDING)
+			ct.emb_bins = ALLOC_BINS(bins[t]);
+		else
+			ct.bins = ALLOC_BINS(bins[t]);
+	}
+	return ct;
+}
 
 /* The number of settings of each axis of a cpoint_t (b, e, p, m, q). */
 extern const unsigned ckenc_axis_len[5];

@@ -1,7 +1,8 @@
 /*
  * ckenc_search.c — choosing a step's configuration: the search space, a
  * configuration's loss and size estimated on samples, the guided search,
- * the per-tensor allocation, and judging the choice on all the data.
+ * the per-tensor allocation (the judgement on all the data:
+ * ckenc_judge.c).
  */
 #define _POSIX_C_SOURCE 200809L
 #include "ckenc_impl.h"
@@ -50,40 +51,10 @@ rckpt_qconfig_t ckenc_config_of(const rckpt_ckenc_opts_t *o, cpoint_t c)
 
 /* ---- evaluating a configuration on samples ---- */
 
-/* A tensor's allocation that keeps the last record's codebook, with this
- * step's thresholds, instead of any bin count: its levels then change only
- * where its values crossed a boundary, which is what makes deltas small
- * (rckpt_codec_qparams_keep). */
-#define KEEP_LAST 0xffffu
-
-/* The options of a tensor: every bin count with k-means, with uniform
- * bins, and KEEP_LAST. An allocation names one as bins | quantizer << 16. */
+/* A tensor's options: every bin count with either quantizer, and
+ * KEEP_LAST. */
 #define ALLOC_Q 2u
 #define NALLOC (NB * ALLOC_Q + 1)
-#define ALLOC_BINS(a) ((a) & 0xffffu)
-#define ALLOC_QUANTIZER(a) ((a) >> 16)
-
-/* The quality loss of a step: the Fisher-weighted relative error of all its
- * quantized tensors together, sum num_t / sum den_t, or a tensor's own
- * num_t / den_t divided by TENSOR_CAP when that is more. The sum is what
- * predicts the model's loss; the cap keeps one tensor from being wrecked
- * because it weighs little in the sum (a small first layer without
- * gradients, a tensor pruned hard), where the second-order estimate stops
- * holding. Calibrated: docs/compression.md, "What eps means". */
-#define TENSOR_CAP 20.0
-
-static double step_loss(double num, double den, double worst)
-{
-	const double g = den > 0 ? num / den : 0;
-	return worst / TENSOR_CAP > g ? worst / TENSOR_CAP : g;
-}
-
-/* Tensor t's denominator: fixed (the update error of an optimizer's
- * state), or its own sum g^2 w^2. */
-static double den_of(const double *dfix, unsigned t, double own)
-{
-	return dfix && dfix[t] >= 0 ? dfix[t] : own;
-}
 
 /* Steps over which a configuration's recurring cost is weighed against the
  * one-time cost of switching to it. */
@@ -189,6 +160,12 @@ static int measure(const evalctx_t *x, unsigned t, const rckpt_qparams_t *q, evr
 		 * step's sample and this one (what it will cost from now on) */
 		double h = 0, hs = 0, tn = 0;
 		unsigned l, m = q->nbins + 2, mp = m;
+		/* four lanes of counts, element i in lane i % 4: most symbols
+		 * are one (a delta's 0), and one counter would make every
+		 * increment wait for the last */
+		uint32_t h4[4][256], s4[4][256];
+		memset(h4, 0, sizeof(h4));
+		memset(s4, 0, sizeof(s4));
 		if (ps && ps->nbins + 2 > mp)
 			mp = ps->nbins + 2;
 		for (i = 0; i < s->n; i++) {
@@ -198,14 +175,18 @@ static int measure(const evalctx_t *x, unsigned t, const rckpt_qparams_t *q, evr
 			 * one conditional subtraction, not a division */
 			if (ps) {
 				unsigned dlt = idx[i] + mp - ps->idx[i];
-				hist[dlt >= mp ? dlt - mp : dlt]++;
+				h4[i & 3][dlt >= mp ? dlt - mp : dlt]++;
 			} else {
-				hist[idx[i]]++;
+				h4[i & 3][idx[i]]++;
 			}
 			if (pv) {
 				unsigned dlt = idx[i] + m - pidx[i];
-				hstab[dlt >= m ? dlt - m : dlt]++;
+				s4[i & 3][dlt >= m ? dlt - m : dlt]++;
 			}
+		}
+		for (l = 0; l < 256; l++) {
+			hist[l] = (uint64_t)h4[0][l] + h4[1][l] + h4[2][l] + h4[3][l];
+			hstab[l] = (uint64_t)s4[0][l] + s4[1][l] + s4[2][l] + s4[3][l];
 		}
 		for (l = 0; l < 256; l++) {
 			if (hist[l]) {
@@ -280,21 +261,6 @@ static int eval_tensor(evalctx_t *x, unsigned t, const rckpt_qconfig_t *c, unsig
 	*den = s->den * (double)s->stride;
 	*bytes = h * (double)s->full / 8 + 2.0 * (double)r.np * (double)s->stride;
 	return 0;
-}
-
-/* Tensor t's own configuration: c with its bin count set to bins[t] (the
- * allocation), or c itself when bins is NULL. */
-static rckpt_qconfig_t tensor_config(const rckpt_qconfig_t *c, const rckpt_tensor_prep_t *p,
-				     const unsigned *bins, unsigned t)
-{
-	rckpt_qconfig_t ct = *c;
-	if (bins && bins[t] && bins[t] != KEEP_LAST) {
-		if (p->kind == RCKPT_LK_EMBEDDING)
-			ct.emb_bins = ALLOC_BINS(bins[t]);
-		else
-			ct.bins = ALLOC_BINS(bins[t]);
-	}
-	return ct;
 }
 
 /* Quality loss and estimated bytes of configuration c, from the samples.
@@ -640,139 +606,6 @@ int ckenc_relax(cpoint_t *c)
 	else
 		return 0;
 	return 1;
-}
-
-static int qparams_equal(const rckpt_qparams_t *a, const rckpt_qparams_t *b)
-{
-	return a->nbins == b->nbins && a->prune_by_sensitivity == b->prune_by_sensitivity &&
-	       a->prune_below == b->prune_below && a->protect_mag == b->protect_mag &&
-	       a->protect_sens == b->protect_sens && a->nbins <= RCKPT_MAX_BINS &&
-	       memcmp(a->centroids, b->centroids, sizeof(float) * a->nbins) == 0;
-}
-
-/* Configuration c's quantization parameters for every prepared tensor
- * (qp[], k-means seeded from the last step's codebooks) and its loss over
- * all the data, judged block by block: nothing of the size of the model is
- * kept. The blocks' lengths are multiples of the tile, so the sums are
- * those of rckpt_qerr over each whole tensor, which the GPU's are too.
- * The tensors are judged at once on the CPU (each writes its own terms),
- * and their terms summed in tensor order after, as one thread would. */
-typedef struct jjob {
-	const rckpt_tset_t *params;
-	const rckpt_tensor_prep_t *prep;
-	const unsigned *which, *tbins;
-	const rckpt_qconfig_t *c;
-	rckpt_codebook_cache_t *cache;
-	rckpt_qparams_t *qp;
-	judged_t *memo;
-	double *tn, *td;
-} jjob_t;
-
-static int judge_one(rckpt_ckenc_t *e, void *arg, unsigned pi)
-{
-	const jjob_t *j = arg;
-	const rckpt_ctensor_t *t = &j->params->t[j->which[pi]];
-	const rckpt_qconfig_t ct = tensor_config(j->c, &j->prep[pi], j->tbins, pi);
-	rckpt_qparams_t *q = &j->qp[pi];
-	judged_t *m = j->memo ? &j->memo[pi] : NULL;
-	int rc;
-	if (j->tbins && j->tbins[pi] == KEEP_LAST)
-		rc = rckpt_codec_qparams_keep(q, &j->prep[pi], &ct, ckenc_warm_of(e, j->which[pi]));
-	else
-		rc = rckpt_codec_qparams(q, &j->prep[pi], &ct, j->tbins ? ALLOC_QUANTIZER(j->tbins[pi]) : e->o.quantizer,
-					 ckenc_warm_of(e, j->which[pi]), &j->cache[pi]);
-	if (rc)
-		return rc;
-	if (m && m->valid && qparams_equal(&m->q, q)) {
-		j->tn[pi] = m->tn;
-		j->td[pi] = m->td;
-		return 0;
-	}
-	if ((rc = e->be->qerr(e, &j->tn[pi], &j->td[pi], t, j->prep[pi].g, q)) == 0 && m) {
-		m->q = *q;
-		m->tn = j->tn[pi];
-		m->td = j->td[pi];
-		m->valid = 1;
-	}
-	return rc;
-}
-
-int ckenc_judge(rckpt_ckenc_t *e, const rckpt_tset_t *params, const rckpt_tensor_prep_t *prep,
-		 const unsigned *which, unsigned nprep, const rckpt_qconfig_t *c, const unsigned *tbins,
-		 rckpt_codebook_cache_t *cache, const double *dfix, const uint8_t *dsum,
-		 rckpt_qparams_t *qp, judged_t *memo, double *quality)
-{
-	double num = 0, den = 0, worst = 0, *v = calloc(2 * (size_t)nprep + 1, sizeof(double));
-	jjob_t j = { params, prep, which, tbins, c, cache, qp, memo, v, v + nprep };
-	uint64_t work = 0;
-	unsigned pi;
-	int rc;
-
-	if (v == NULL)
-		return -ENOMEM;
-	for (pi = 0; pi < nprep; pi++)
-		work += params->t[which[pi]].n;
-	rc = ckenc_parallel_views(e, nprep, ckenc_threads_for(&e->o, work), judge_one, &j);
-	ckenc_workers_free(e); /* kept only while in use, as the emission's */
-	for (pi = 0; pi < nprep && rc == 0; pi++) {
-		const double tn = j.tn[pi], td = den_of(dfix, pi, j.td[pi]);
-		num += tn;
-		den += !dsum || dsum[pi] ? td : 0;
-		if (td > 0 && tn / td > worst)
-			worst = tn / td;
-	}
-	free(v);
-	*quality = step_loss(num, den, worst);
-	return rc;
-}
-
-/* Tensor t as fp32 into out, wherever its data is. */
-static int widen_any(rckpt_ckenc_t *e, float *out, const rckpt_ctensor_t *t)
-{
-	const void *h;
-	void *owned;
-	int rc = e->be->to_host(e, t->data, (size_t)t->n * rckpt_dtype_size(t->dtype), &h, &owned);
-	if (rc == 0)
-		rckpt_widen_to_f32(out, h, t->dtype, t->n);
-	free(owned);
-	return rc;
-}
-
-/* Dequantizes every tensor with qp and asks the trainer's callback. This
- * holds the model in fp32: the callback's price. */
-int ckenc_ask_callback(rckpt_ckenc_t *e, const rckpt_tset_t *params, const rckpt_tensor_prep_t *prep,
-			const unsigned *which, unsigned nprep, const rckpt_qparams_t *qp,
-			double *loss)
-{
-	const size_t nt = params->ntensors ? params->ntensors : 1;
-	float **v = calloc(nt, sizeof(*v));
-	unsigned *slot = malloc(nt * sizeof(*slot)), i, pi;
-	int rc = v && slot ? 0 : -ENOMEM;
-
-	for (i = 0; rc == 0 && i < params->ntensors; i++)
-		slot[i] = nprep;
-	for (pi = 0; rc == 0 && pi < nprep; pi++)
-		slot[which[pi]] = pi;
-	for (i = 0; rc == 0 && i < params->ntensors; i++) {
-		const rckpt_ctensor_t *t = &params->t[i];
-		if ((v[i] = malloc(4 * (size_t)(t->n ? t->n : 1))) == NULL) {
-			rc = -ENOMEM;
-			break;
-		}
-		if ((pi = slot[i]) == nprep) { /* lossless */
-			rc = widen_any(e, v[i], t);
-			continue;
-		}
-		rc = e->be->dequantize(e, v[i], t, prep[pi].g, &qp[pi]);
-		rckpt_xf_inverse(v[i], (size_t)t->n, ckenc_value_xf(e, rckpt_ctensor_kind(t)));
-	}
-	if (rc == 0)
-		rc = e->o.quality(e->o.quality_arg, params, (const float *const *)v, loss);
-	for (i = 0; v && i < params->ntensors; i++)
-		free(v[i]);
-	free(v);
-	free(slot);
-	return rc;
 }
 
 /* The point of the search space a stored configuration is, if it is one. */
