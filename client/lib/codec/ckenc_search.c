@@ -168,9 +168,10 @@ static int measure(const evalctx_t *x, unsigned t, const rckpt_qparams_t *q, evr
 		memset(s4, 0, sizeof(s4));
 		if (ps && ps->nbins + 2 > mp)
 			mp = ps->nbins + 2;
+		double t4[4] = { 0, 0, 0, 0 };
 		for (i = 0; i < s->n; i++) {
 			double gg = s->g ? (double)s->g[i] * s->g[i] : 1.0, d = (double)s->w[i] - deq[i];
-			tn += gg * d * d;
+			t4[i & 3] += gg * d * d;
 			/* cyclic differences; both operands < the modulus, so
 			 * one conditional subtraction, not a division */
 			if (ps) {
@@ -184,6 +185,7 @@ static int measure(const evalctx_t *x, unsigned t, const rckpt_qparams_t *q, evr
 				s4[i & 3][dlt >= m ? dlt - m : dlt]++;
 			}
 		}
+		tn = (t4[0] + t4[1]) + (t4[2] + t4[3]);
 		for (l = 0; l < 256; l++) {
 			hist[l] = (uint64_t)h4[0][l] + h4[1][l] + h4[2][l] + h4[3][l];
 			hstab[l] = (uint64_t)s4[0][l] + s4[1][l] + s4[2][l] + s4[3][l];
