@@ -117,6 +117,9 @@ def summary_rows(metrics, data):
     add("base save / rados write (64 KiB)", "base save logical MB/s / rados write MB/s (64 KiB)",
         goal=(">=", 0.5))
     add("delta save / rados write (64 KiB)", "delta save logical MB/s / rados write MB/s (64 KiB)")
+    add("save / the same path writing raw fp32", "save MB/s / the same path writing raw fp32 MB/s")
+    add("restore of the last step / the same path reading raw fp32",
+        "restore MB/s of the last step / the same path reading raw fp32 MB/s", goal=(">=", 1))
     add("OSD materialize, fp32 folded (longest chain)", "OSD materialize of the longest chain: fp32 folded",
         goal=(">=", 2))
     add("trainer stall, rckpt default / torch.save", "stall rckpt default / torch.save", goal=("<=", 1))

@@ -53,7 +53,8 @@ class Goals(unittest.TestCase):
               metric("decode, MB of fp32 per CPU second: rckpt", 99, unit="MB/s", pairs=False),
               metric("save / raw write through the same layout, at 1g", 1.85, suite="link"),
               metric("decode stage, one core: digests", 4489, unit="MB/s", pairs=False),
-              metric("encode speed, all 2 cores / 1 core", 1.6, suite="compression")]
+              metric("encode speed, all 2 cores / 1 core", 1.6, suite="compression"),
+              metric("restore MB/s of the last step / the same path reading raw fp32 MB/s", 0.03)]
         rows = {r[0]: r for r in br.summary_rows(ms, {})}
         self.assertEqual(rows["save / rados write (64 KiB)"][3], "≥ 1: not met")
         self.assertEqual(rows["trainer stall, rckpt default / torch.save"][3], "≤ 1: met")
@@ -63,6 +64,7 @@ class Goals(unittest.TestCase):
                          "≥ 3: not met")
         self.assertEqual(rows["decode stage digests, one core"][3], "≥ 1000: met")
         self.assertEqual(rows["encode speed, all 2 cores / 1 core"][1], "1.6 [1.52, 1.68] (pairs)")
+        self.assertEqual(rows["restore of the last step / the same path reading raw fp32"][3], "≥ 1: not met")
         table = br.summary_table(ms, {}).splitlines()
         self.assertEqual(table[0], "| measure | value | unit | goal |")
         self.assertTrue(all(line.count("|") == 5 for line in table))
