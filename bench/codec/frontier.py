@@ -11,6 +11,7 @@ the run ("worst"). Methods are compared at equal real loss: for each loss
 budget, the best ratio a method reaches with its last checkpoint within it.
 
     /usr/bin/python3 bench/codec/frontier.py --out /tmp/frontier              # the transformer run
+    /usr/bin/python3 bench/codec/frontier.py --out /tmp/f20 --large           # its 22 Mi-parameter sibling
     /usr/bin/python3 bench/codec/frontier.py --out /tmp/f --ckpts DIR         # any run of make_*.py
 
 Writes OUT/frontier.csv (one line per method and threshold), OUT/frontier.md
@@ -18,7 +19,6 @@ and, with python3-matplotlib, OUT/frontier.png.
 """
 import argparse
 import csv
-import math
 import os
 import subprocess
 import sys
@@ -33,13 +33,25 @@ EPS = [0.0003, 0.0005, 0.0008, 0.0012, 0.002, 0.003, 0.005, 0.01, 0.02]
 BUDGETS = [0.0025, 0.005, 0.01, 0.02]
 
 
-def ensure_run(data, py):
-    d = os.path.join(data, "lm-adamw-frontier")
+# The runs frontier.py trains itself: (directory under --data, what it is,
+# make_transformer.py's arguments).
+RUNS = {
+    "small": ("lm-adamw-frontier", "0.8 Mi parameters, 2000 steps, a checkpoint every 100",
+              ["--steps", "2000", "--every", "100"]),
+    "large": ("lm20", "22 Mi parameters (7 blocks of width 512), 400 steps, a checkpoint every 50; "
+              "about 10 minutes on 2 cores",
+              ["--steps", "400", "--every", "50", "--d-model", "512", "--n-layer", "7", "--n-head", "8",
+               "--batch", "8"]),
+}
+
+
+def ensure_run(data, py, which="small"):
+    sub, what, args = RUNS[which]
+    d = os.path.join(data, sub)
     if os.path.exists(os.path.join(d, "model.json")):
         return d
-    print("frontier: training the transformer (make_transformer.py, 2000 steps, a checkpoint every 100)",
-          flush=True)
-    subprocess.run([py, os.path.join(here, "..", "data", "make_transformer.py"), d, "--steps", "2000", "--every", "100"],
+    print(f"frontier: training the transformer (make_transformer.py, {what})", flush=True)
+    subprocess.run([py, os.path.join(here, "..", "data", "make_transformer.py"), d] + args,
                    check=True, stdout=subprocess.DEVNULL)
     return d
 
@@ -52,6 +64,8 @@ def main():
     ap.add_argument("--ckpts", default=None, help="a directory of checkpoints (default: the transformer run, "
                     "trained once into --data)")
     ap.add_argument("--data", default=None, help="where the default run is kept (default OUT/../rckpt-calib-data)")
+    ap.add_argument("--large", action="store_true", help="without --ckpts: the larger transformer run ("
+                    + RUNS["large"][1] + ")")
     ap.add_argument("--build", default=os.path.join(here, "..", "..", "build"))
     ap.add_argument("--methods", default=",".join(METHODS))
     ap.add_argument("--eps", default=",".join(str(e) for e in EPS), help="thresholds swept")
@@ -62,7 +76,10 @@ def main():
     out = os.path.abspath(a.out)
     os.makedirs(out, exist_ok=True)
     data = os.path.abspath(a.data or os.path.join(out, "..", "rckpt-calib-data"))
-    ckdir = os.path.abspath(a.ckpts) if a.ckpts else ensure_run(data, sys.executable)
+    if a.ckpts and a.large:
+        sys.exit("frontier: --large trains its own run: give it or --ckpts, not both")
+    ckdir = os.path.abspath(a.ckpts) if a.ckpts else ensure_run(data, sys.executable,
+                                                                 "large" if a.large else "small")
     tool = os.path.join(a.build, "bench", "bench_codec")
     if not os.access(tool, os.X_OK):
         sys.exit(f"frontier: {tool} not found: build the project first")
