@@ -489,7 +489,7 @@ int rckpt_istream_decode(uint8_t *cur, size_t n, unsigned lcur, const uint8_t *p
 	d = malloc(n + RUN_SLACK);
 	tok = malloc(sizeof(*tok) * (ntok ? ntok : 1));
 	lens = malloc(sizeof(*lens) * (nlen ? nlen : 1));
-	run = malloc(sizeof(*run) * (nlen + 1));
+	run = malloc(sizeof(*run) * ((nlen < ntok ? nlen : ntok) + 1)); /* a run a token at most */
 	if (d == NULL || tok == NULL || lens == NULL || run == NULL) {
 		rc = -ENOMEM;
 		goto out;
@@ -501,7 +501,7 @@ int rckpt_istream_decode(uint8_t *cur, size_t n, unsigned lcur, const uint8_t *p
 	if (stages & RCKPT_IS_RLE) {
 		if ((rc = rckpt_estream_decode(lens, nlen, 256, r)) == -ENOMEM)
 			goto out;
-		if (rc || (nrun = run_lengths(run, nlen, lens, nlen, n)) < 0 ||
+		if (rc || (nrun = run_lengths(run, nlen < ntok ? nlen : ntok, lens, nlen, n)) < 0 ||
 		    unrun(d, n, tok, ntok, run, (size_t)nrun, m))
 			goto bad;
 	} else {

@@ -610,6 +610,8 @@ out:
 	if (rc && !emitting) { /* nothing handed out: as if never called */
 		memcpy(e->plast, plast_before, sizeof(plast_before));
 		memcpy(e->have_plast, had_plast, sizeof(had_plast));
+	} else if (rc) { /* the points moved on, the allocations did not */
+		ckenc_free_allocs(e);
 	}
 	e->xparams = NULL; /* what they point at goes now */
 	e->xnorm = NULL;

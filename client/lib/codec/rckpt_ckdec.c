@@ -139,7 +139,7 @@ int rckpt_ckdec_step(rckpt_ckdec_t *d, const uint8_t *manifest, size_t mlen,
 	if (d->threads) /* as asked */
 		threads = d->threads;
 	else if (mf.nchunks > 1 && bytes >= PAR_MIN_BYTES)
-		threads = rckpt_cpus(8);
+		threads = rckpt_cpus(4);
 	/* Each record says what it needs: a base stands alone (as the store's
 	 * materialized records do, whatever the step's manifest parent); a
 	 * delta needs this decoder's last step to be its parent. The chunks

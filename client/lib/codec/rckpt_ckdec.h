@@ -18,9 +18,10 @@ typedef struct rckpt_ckdec {
 	rckpt_manifest_t mf;   /* the last decoded step */
 	rckpt_record_t *chunk; /* its chunks, decoded (mf.nchunks) */
 	unsigned threads;      /* chunks decoded at once: 0, every CPU the
-				  process may use up to 8 (rckpt_cpus); 1, in
-				  order on the caller's thread. Kept by
-				  rckpt_ckdec_free. */
+				  process may use up to 4 (rckpt_cpus); 1, in
+				  order on the caller's thread. Each holds one
+				  chunk's scratch, about 5 bytes an element.
+				  Kept by rckpt_ckdec_free. */
 } rckpt_ckdec_t;
 
 /* What a decoder takes from untrusted bytes before it allocates: records

@@ -151,8 +151,8 @@ static int kmeans(float *out, unsigned k, const double *x, const double *w, size
 		 * the first point the new centroid is nearer to, and so does the
 		 * running sum of w * D^2 (acc[]: the sums sample_of adds, in its
 		 * order); before it, both stay what they were */
-		while (first < n && !((x[first] - cj) * (x[first] - cj) < near[first]))
-			first++;
+		while (j > 1 && first < n && !((x[first] - cj) * (x[first] - cj) < near[first]))
+			first++; /* (the first seed sets every point's distance) */
 		for (i = first; i < n; i++) {
 			double dd = (x[i] - cj) * (x[i] - cj);
 			near[i] = dd < near[i] ? dd : near[i];
