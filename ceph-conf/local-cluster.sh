@@ -190,7 +190,13 @@ link_classes() {
 }
 
 write_conf() {
-	local port=$1 fsid=$2 default_list net=127.0.0.0/8
+	local port=$1 fsid=$2 default_list net=127.0.0.0/8 statfs=""
+	# Pacific's memstore keeps its bytes in use in a counter that can drift
+	# below zero after GiBs of writes and deletes; the OSD then reads itself
+	# as 16 EiB used and refuses every write (failsafe full). Its usage is
+	# counted from its placement groups' object bytes instead, against the
+	# same capacity (Ceph's own knob for test clusters).
+	[ "$store" = memstore ] && statfs="fake statfs for testing = $osd_bytes"
 	[[ "$addr" != 169.254.* ]] || net=169.254.0.0/16
 	default_list=$(env -u CEPH_CONF ceph-osd -c /dev/null --no-mon-config --show-config-value osd_class_load_list 2>/dev/null | tail -n 1)
 	cat >"$conf.tmp" <<EOF
@@ -236,6 +242,7 @@ mgr data = $dir/data/\$name
 osd data = $dir/data/\$name
 osd objectstore = $store
 memstore device bytes = $osd_bytes
+$statfs
 # BlueStore links <osd data>/block to this file, so it lives beside the folder.
 bluestore block path = $dir/data/\$name.block
 bluestore block create = true
