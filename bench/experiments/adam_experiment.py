@@ -87,6 +87,8 @@ class LM:
         self.opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
                                       {"params": rest, "weight_decay": 0.0}],
                                      lr=a.lr, betas=(0.9, 0.95))
+        for group in self.opt.param_groups:
+            group["initial_lr"] = a.lr  # what torch's LR schedulers set: eps_schedule="lr" reads it
         self.step = 0
 
     def batch(self, step):
@@ -239,7 +241,8 @@ def run(a, seed, mode, job, opt_eps=None):
 
     def open_ck():
         return rckpt.Checkpointer(a.pool, job, a.conf, eps=a.eps, opt_eps=opt_eps,
-                                  optimizer_state="lossless" if mode == "rckpt-adam-ll" else "quantize")
+                                  optimizer_state="lossless" if mode == "rckpt-adam-ll" else "quantize",
+                                  eps_schedule=a.eps_schedule, eps_min=a.eps_min)
 
     if mode != "torch":
         rckpt.Checkpointer.delete(a.pool, job, a.conf)
@@ -315,7 +318,8 @@ def frontier_run(a, seed, settings, tag):
     cks = []
     for job, (eps, oe) in zip(jobs, settings):
         rckpt.Checkpointer.delete(a.pool, job, a.conf)
-        cks.append(rckpt.Checkpointer(a.pool, job, a.conf, eps=eps, opt_eps=oe))
+        cks.append(rckpt.Checkpointer(a.pool, job, a.conf, eps=eps, opt_eps=oe,
+                                      eps_schedule=a.eps_schedule, eps_min=a.eps_min))
     saves = [[] for _ in settings]
     torch_sizes, resumes = [], {}
     resume_at = {"peak": a.warmup - a.warmup % a.every or a.every,
@@ -409,6 +413,9 @@ def main():
     ap.add_argument("--corpus-bytes", type=int, default=mt.DEFAULT_CORPUS_BYTES)
     ap.add_argument("--eps", type=float, default=None, help="the weights' threshold (library default)")
     ap.add_argument("--opt-eps", type=float, default=None, help="the update error's (library default)")
+    ap.add_argument("--eps-schedule", choices=("lr",), default=None,
+                    help="each save's threshold follows the learning rate (Checkpointer eps_schedule)")
+    ap.add_argument("--eps-min", type=float, default=None, help="its floor (default: eps / 10)")
     ap.add_argument("--modes", default="none,rckpt,rckpt-adam-ll,torch")
     ap.add_argument("--frontier", default=None,
                     help="comma-separated settings EPS:OPT_EPS (or OPT_EPS alone: the weights' default): "

@@ -304,6 +304,14 @@ RCKPT_API int rckpt_job_attach(rckpt_job_t *j, const void *data, size_t len);
  * exact (-EINVAL). on = 0: lossy again. 0, -EPERM (read-only job). */
 RCKPT_API int rckpt_job_set_exact(rckpt_job_t *j, int on);
 
+/* The thresholds of the writer's next saves, in place of the options'
+ * eps and opt_eps: each in (0, 1), 0 keeping the one in use. A trainer
+ * tightens eps as its learning rate decays: a late restore's error is
+ * no longer healed by training (docs/compression.md "Thresholds that
+ * follow the learning rate"). Group saves keep the options'. 0, -EINVAL
+ * (out of range, changing nothing), -EPERM (read-only job). */
+RCKPT_API int rckpt_job_set_eps(rckpt_job_t *j, double eps, double opt_eps);
+
 /* A restored step: its tensors, decoded (every chunk's SHA-256 checked). */
 typedef struct rckpt_restored rckpt_restored_t;
 

@@ -378,6 +378,46 @@ class WithCluster(unittest.TestCase):
             self.assertTrue(torch.equal(back2.optimizer["state"][pid]["exp_avg_sq"], st["exp_avg_sq"]))
         self.assertLess(r.enc_bytes * 2, r2.enc_bytes)
 
+    def test_eps_per_save_and_lr_schedule(self):
+        """A save's threshold: save(eps=...) for one save, eps_schedule="lr"
+        to follow the learning rate (eps times lr / initial_lr, at least
+        eps_min); each save's quality stays within the eps it took and a
+        finer save is larger; bad values are refused before anything is
+        written."""
+        torch.manual_seed(3)
+        model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 64))
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda k: max(0.0, 1 - k / 100))
+        job = self.job("epsched")
+        with self.assertRaises(ValueError):
+            rckpt.Checkpointer(job=job, eps_schedule="cosine")
+        with self.assertRaises(ValueError):
+            rckpt.Checkpointer(job=job, eps=0.01, eps_schedule="lr", eps_min=0.02)
+        with rckpt.Checkpointer(job=job, eps=0.01, eps_schedule="lr", eps_min=0.002,
+                                optimizer_state="lossless") as ck:
+            self.assertEqual(ck.save_eps(), 0.01)  # no optimizer: eps
+            sizes, qual = [], []
+            for step, k in ((1, 0), (2, 50), (3, 95)):
+                while sched.last_epoch < k:
+                    opt.step()
+                    sched.step()
+                want = max(0.002, 0.01 * opt.param_groups[0]["lr"] / 1e-3)
+                self.assertAlmostEqual(ck.save_eps(opt), want, places=12)
+                with torch.no_grad():
+                    for p in model.parameters():
+                        p.add_(torch.randn_like(p), alpha=1e-3)
+                r = ck.save(step, model.state_dict(), optimizer=opt).wait()
+                self.assertLessEqual(r.quality, want)
+                sizes.append(r.enc_bytes)
+                qual.append(r.quality)
+            self.assertLess(sizes[1], sizes[2])  # eps 0.005, then 0.002 (the floor)
+            for bad in (0, 1.0, -0.1, float("nan")):
+                with self.assertRaises(ValueError):
+                    ck.save(4, model.state_dict(), optimizer=opt, eps=bad)
+            r = ck.save(4, model.state_dict(), optimizer=opt, eps=0.0005).wait()
+            self.assertLessEqual(r.quality, 0.0005)
+            self.assertEqual([s.step for s in ck.steps()], [1, 2, 3, 4])
+
     def test_quality_callback(self):
         import digits
         t = trained_digits()
@@ -909,7 +949,7 @@ class WithCluster(unittest.TestCase):
                 loss.backward()
                 opt.step()
                 sd = {k: v.detach().clone() for k, v in model.state_dict().items()}
-                r = ck.save(s, sd, lossless=(s == 2)).wait()
+                ck.save(s, sd, lossless=(s == 2)).wait()
                 sums[s] = {k: sha(v) for k, v in sd.items()}
             steps = {x.step: x for x in ck.steps()}
             self.assertTrue(steps[2].exact and steps[2].parent is None)

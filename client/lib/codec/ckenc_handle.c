@@ -121,6 +121,17 @@ void rckpt_ckenc_set_plain_moments(rckpt_ckenc_t *e, int on)
 	e->o.plain_moments = on || e->o.partial_block;
 }
 
+int rckpt_ckenc_set_eps(rckpt_ckenc_t *e, double eps, double opt_eps)
+{
+	if (!(eps >= 0 && eps < 1) || !(opt_eps >= 0 && opt_eps < 1))
+		return -EINVAL;
+	if (eps > 0)
+		e->o.eps = eps;
+	if (opt_eps > 0)
+		e->o.opt_eps = opt_eps;
+	return 0;
+}
+
 void rckpt_ckenc_restart(rckpt_ckenc_t *e)
 {
 	e->force_base = 1;

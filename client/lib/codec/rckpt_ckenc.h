@@ -261,6 +261,11 @@ int rckpt_ckenc_step_partial(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink,
  * transform changes makes its step a base. Partial steps keep them plain. */
 void rckpt_ckenc_set_plain_moments(rckpt_ckenc_t *e, int on);
 
+/* The thresholds of the next steps: eps (opts.eps) and opt_eps (opts.opt_eps),
+ * each in [0, 1), 0 keeping the one in use (a trainer tightens eps as its
+ * learning rate decays). 0 or -EINVAL. */
+int rckpt_ckenc_set_eps(rckpt_ckenc_t *e, double eps, double opt_eps);
+
 /* Where the next steps' passes over the values run: g, or the CPU (NULL).
  * With the CPU, every tensor must be in host memory. */
 void rckpt_ckenc_set_gpu(rckpt_ckenc_t *e, struct rckpt_gpuenc *g);

@@ -654,6 +654,23 @@ int rckpt_job_set_exact(rckpt_job_t *j, int on)
 	return 0;
 }
 
+int rckpt_job_set_eps(rckpt_job_t *j, double eps, double opt_eps)
+{
+	rckpt_clear_error(j->h);
+	if (!j->o.writer)
+		return rckpt_fail(j->h, -EPERM, __func__, "job %s was opened read-only", j->name);
+	if (!(eps >= 0 && eps < 1) || !(opt_eps >= 0 && opt_eps < 1))
+		return rckpt_fail(j->h, -EINVAL, __func__,
+				  "eps %g, opt_eps %g: each threshold is in (0, 1) (0: keep the one in use)",
+				  eps, opt_eps);
+	if (eps > 0)
+		j->o.eps = eps;
+	if (opt_eps > 0)
+		j->o.opt_eps = opt_eps;
+	/* the encoder a rewind makes takes them from j->o */
+	return j->enc ? rckpt_ckenc_set_eps(j->enc, eps, opt_eps) : 0;
+}
+
 int rckpt_job_exists(rckpt_job_t *j)
 {
 	uint64_t size = 0;

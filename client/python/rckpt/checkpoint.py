@@ -100,6 +100,14 @@ class Checkpointer(_Restoring):
       either way. Group saves compress it as model tensors for now.
     opt_eps: the update error's threshold (None: the library's default,
       RCKPT_OPT_EPS_DEFAULT; see docs/compression.md, "Adam's state").
+    eps_schedule: None (default: every save at eps) or "lr": a save given
+      its optimizer takes eps times its learning rate over the schedule's
+      initial one (param group "lr" / "initial_lr", which torch's LR
+      schedulers set; the largest over groups), at least eps_min (None:
+      eps / 10). Late in a decaying schedule a restore's error is no
+      longer healed by training, so late saves are stored finer
+      (docs/compression.md "Thresholds that follow the learning rate").
+      save(eps=...) sets one save's threshold instead.
     snapshot: True (default): save() copies the tensors (the copy is all
       the trainer waits for: less than torch.save to a local file) and
       everything else runs in a background thread. The copies are kept
@@ -167,7 +175,7 @@ class Checkpointer(_Restoring):
                  snapshot=True, writer=True, chunk_params=0, base_every=0,
                  compute="auto", timeout_s=0, partial_block=0, segment_bytes=0,
                  lossless=False, group=None, threads=0, takeover="auto", wait_s=0,
-                 progress=None):
+                 progress=None, eps_schedule=None, eps_min=None):
         if not job:
             raise ValueError("job is required")
         if takeover not in ("auto", True, False):
@@ -180,6 +188,15 @@ class Checkpointer(_Restoring):
             raise ValueError("optimizer_state must be 'lossless' or 'quantize'")
         if compute not in _lib.RCKPT_COMPUTE:
             raise ValueError("compute must be auto, cpu or gpu")
+        if eps_schedule not in (None, "lr"):
+            raise ValueError("eps_schedule must be None or 'lr'")
+        self.eps = EPS_DEFAULT if eps is None else eps
+        self.eps_schedule = eps_schedule
+        self.eps_min = self.eps / 10 if eps_min is None else eps_min
+        if eps_schedule is not None and not 0 < self.eps_min <= self.eps:
+            raise ValueError("eps_min must be in (0, eps]")
+        if eps_schedule is not None and group is not None:
+            raise ValueError("group saves take one eps for now: no eps_schedule")
         self.job = job
         self._writer = bool(writer)
         self._progress = progress
@@ -212,7 +229,7 @@ class Checkpointer(_Restoring):
         o.partial_block = partial_block
         o.segment_bytes = segment_bytes
         o.writer = 1 if writer else 0
-        o.eps = EPS_DEFAULT if eps is None else eps
+        o.eps = self.eps
         o.chunk_params = chunk_params
         o.base_every = base_every
         o.compute = _lib.RCKPT_COMPUTE[compute]
@@ -550,7 +567,8 @@ class Checkpointer(_Restoring):
         return out
 
     def save(self, step, state_dict=None, grads=None, optimizer=None, extra=None, partial=None,
-             select="priority", seed=0, lossless=None, *, model=None, scheduler=None, state=None):
+             select="priority", seed=0, lossless=None, *, model=None, scheduler=None, state=None,
+             eps=None):
         """Saves state_dict as `step` (steps grow) and returns a SaveHandle.
 
         model, scheduler, state: a trainer's whole state in one call, what
@@ -576,7 +594,10 @@ class Checkpointer(_Restoring):
 
         lossless: True stores this step bit-exact (a milestone; see the
         class's lossless), False lossy, None as the checkpointer says. The
-        lossy saves after an exact one are deltas on it."""
+        lossy saves after an exact one are deltas on it.
+
+        eps: this save's threshold, in (0, 1) (None: the checkpointer's
+        eps, or its eps_schedule's value for this save)."""
         if self._h is None:
             raise ValueError("the checkpointer is closed")
         if not self._writer:  # at once, whatever the mode
@@ -598,6 +619,11 @@ class Checkpointer(_Restoring):
             self._pending = None
         self._raise_failed()
         exact = self.lossless if lossless is None else bool(lossless)
+        seps = self.save_eps(optimizer) if eps is None else float(eps)
+        if not 0 < seps < 1:
+            raise ValueError("eps must be in (0, 1)")
+        if self._g and seps != self.eps:
+            raise ValueError("group saves take one eps for now: the checkpointer's")
         if exact and partial is not None:
             raise ValueError("a lossless save stores the whole step: not a partial one")
         if self._g:
@@ -625,14 +651,14 @@ class Checkpointer(_Restoring):
             comp = self._snapshot(comp, "w")
             g = self._snapshot(g, "g")
             th = threading.Thread(target=self._run_save,
-                                  args=(handle, step, comp, g, blob, t0, part, exact, roles),
+                                  args=(handle, step, comp, g, blob, t0, part, exact, roles, seps),
                                   daemon=True)
             self._pending = handle
             handle.t_blocked = time.perf_counter() - t0  # before the thread reads it
             th.start()
             return handle
         try:
-            s = self._encode(step, comp, g, blob, part, exact, roles)  # the tensors are free after
+            s = self._encode(step, comp, g, blob, part, exact, roles, seps)  # the tensors are free after
         except (RckptError, RuntimeError) as e:
             err = _step_error(step, e)
             if self._progress is not None:
@@ -708,7 +734,20 @@ class Checkpointer(_Restoring):
             lib.rckpt_restored_free(r)
         return out
 
-    def _encode(self, step, comp, g, blob, part=None, exact=False, roles=()):
+    def save_eps(self, optimizer=None):
+        """The threshold a save with this optimizer takes: eps, or with
+        eps_schedule "lr" eps times the largest lr / initial_lr of the
+        optimizer's param groups (those an LR scheduler set initial_lr in),
+        within [eps_min, eps]."""
+        if self.eps_schedule != "lr" or optimizer is None:
+            return self.eps
+        f = [g["lr"] / g["initial_lr"] for g in optimizer.param_groups
+             if g.get("initial_lr", 0) > 0 and g.get("lr") is not None]
+        if not f:
+            return self.eps
+        return min(self.eps, max(self.eps_min, self.eps * max(f)))
+
+    def _encode(self, step, comp, g, blob, part=None, exact=False, roles=(), seps=0.0):
         keep = []
         ra = (_lib.TensorRole * max(len(roles), 1))()
         for i, (name, role, param, eps) in enumerate(roles):
@@ -727,6 +766,8 @@ class Checkpointer(_Restoring):
         self._quality_error = None
         with self._lock:
             rc = lib.rckpt_job_set_exact(self._j, 1 if exact else 0)
+            if rc >= 0:
+                rc = lib.rckpt_job_set_eps(self._j, seps, 0.0)
             if rc >= 0:
                 rc = lib.rckpt_job_set_roles(self._j, ra, len(roles))
             if rc >= 0:
@@ -768,9 +809,9 @@ class Checkpointer(_Restoring):
                                   bool(st.is_partial), st.blocks, st.blocks_saved, st.opt_quality,
                                   st.opt_raw_bytes, st.opt_enc_bytes))
 
-    def _run_save(self, handle, step, comp, g, blob, t0, part=None, exact=False, roles=()):
+    def _run_save(self, handle, step, comp, g, blob, t0, part=None, exact=False, roles=(), seps=0.0):
         try:
-            s = self._encode(step, comp, g, blob, part, exact, roles)
+            s = self._encode(step, comp, g, blob, part, exact, roles, seps)
         except BaseException as e:
             handle._finish(error=e)
             return

@@ -1,0 +1,160 @@
+/*
+ * test_set_eps.c — a writer's thresholds changed between saves
+ * (rckpt_job_set_eps, rckpt_ckenc_set_eps), over the in-memory pool that
+ * runs the real object-class methods. Two writers save the same steps, one
+ * at the default eps throughout, the other at a looser eps for step 2 and a
+ * tighter one for step 3:
+ *  - each save's quality is within the eps it was given, and the looser
+ *    save is smaller, the tighter one larger, than the default's;
+ *  - the restored tensors are nearer the originals after the tighter save;
+ *  - out-of-range values are refused with nothing changed (the next save
+ *    keeps the last good eps), 0 keeps the one in use, and a read-only job
+ *    refuses with -EPERM.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "mem_io.h"
+#include "rckpt.h"
+#include "rckpt_internal.h"
+
+#define N ((uint64_t)60000)
+#define CHUNK ((uint64_t)1 << 15)
+
+static float w[N];
+
+static uint32_t mix(uint32_t x)
+{
+	x ^= x >> 16;
+	x *= 0x7feb352du;
+	x ^= x >> 15;
+	x *= 0x846ca68bu;
+	x ^= x >> 16;
+	return x;
+}
+
+/* Step s's weights: a smooth field plus noise that moves every step. */
+static void model_at(unsigned s)
+{
+	uint64_t i;
+	for (i = 0; i < N; i++)
+		w[i] = (float)(0.05 * sin(0.002 * (double)i + 0.01 * s) +
+			       0.002 * ((double)(mix((uint32_t)i ^ (s << 20)) & 0xffff) / 65536.0 - 0.5));
+}
+
+static int save(rckpt_job_t *j, unsigned s, rckpt_save_stats_t *st)
+{
+	rckpt_tensor_t t = { "w", RCKPT_F32, 2, { 300, N / 300 }, w };
+	model_at(s);
+	return rckpt_job_save(j, s, &t, 1, NULL, 0, st);
+}
+
+/* The relative error of step s restored from j against its weights. */
+static double restored_error(rckpt_job_t *j, unsigned s)
+{
+	rckpt_restored_t *r = NULL;
+	float *got = malloc(N * sizeof(*got));
+	double num = 0, den = 0;
+	uint64_t i;
+	assert_non_null(got);
+	assert_int_equal(rckpt_job_restore(j, s, &r, NULL), 0);
+	assert_int_equal(rckpt_restored_read(r, 0, got, N * sizeof(*got)), 0);
+	model_at(s);
+	for (i = 0; i < N; i++) {
+		num += ((double)got[i] - w[i]) * ((double)got[i] - w[i]);
+		den += (double)w[i] * w[i];
+	}
+	rckpt_restored_free(r);
+	free(got);
+	return num / den;
+}
+
+static void test_set_eps(void **state)
+{
+	mem_pool_t *pool;
+	rckpt_t *h;
+	rckpt_job_t *a, *b, *ro;
+	rckpt_job_opts_t o = RCKPT_JOB_OPTS_INIT;
+	rckpt_save_stats_t sa, sb;
+	(void)state;
+
+	assert_int_equal(mem_pool_create(&pool), 0);
+	assert_int_equal(rckpt_create(&h), 0);
+	assert_int_equal(rckpt_set_io(h, mem_pool_open, pool, "mem"), 0);
+	o.writer = 1;
+	o.compute = RCKPT_COMPUTE_CPU;
+	o.chunk_params = CHUNK;
+	assert_int_equal(rckpt_job_open(h, &a, "default", &o), 0);
+	assert_int_equal(rckpt_job_open(h, &b, "moved", &o), 0);
+
+	/* step 1 the same way in both */
+	assert_int_equal(save(a, 1, &sa), 0);
+	assert_int_equal(save(b, 1, &sb), 0);
+	assert_true(sa.quality <= RCKPT_EPS_DEFAULT && sb.quality <= RCKPT_EPS_DEFAULT);
+	assert_int_equal(sa.enc_bytes, sb.enc_bytes);
+
+	/* step 2: b looser */
+	assert_int_equal(rckpt_job_set_eps(b, 0.03, 0), 0);
+	assert_int_equal(save(a, 2, &sa), 0);
+	assert_int_equal(save(b, 2, &sb), 0);
+	print_message("step 2: default %llu bytes (quality %.5f), eps 0.03 %llu bytes (%.5f)\n",
+		      (unsigned long long)sa.enc_bytes, sa.quality, (unsigned long long)sb.enc_bytes,
+		      sb.quality);
+	assert_true(sa.quality <= RCKPT_EPS_DEFAULT);
+	assert_true(sb.quality <= 0.03 && sb.quality > RCKPT_EPS_DEFAULT);
+	assert_true(sb.enc_bytes < sa.enc_bytes);
+
+	/* refused values change nothing; 0 keeps the one in use */
+	assert_int_equal(rckpt_job_set_eps(b, -0.1, 0), -EINVAL);
+	assert_int_equal(rckpt_job_set_eps(b, 1.0, 0), -EINVAL);
+	assert_int_equal(rckpt_job_set_eps(b, NAN, 0), -EINVAL);
+	assert_int_equal(rckpt_job_set_eps(b, 0.001, -1), -EINVAL);
+	assert_int_equal(rckpt_job_set_eps(b, 0.001, INFINITY), -EINVAL);
+	assert_non_null(strstr(rckpt_errmsg(h), "(0, 1)"));
+
+	/* step 3: b tighter than the default */
+	assert_int_equal(rckpt_job_set_eps(b, 0.0002, 0), 0);
+	assert_int_equal(rckpt_job_set_eps(b, 0, 0), 0);
+	assert_int_equal(save(a, 3, &sa), 0);
+	assert_int_equal(save(b, 3, &sb), 0);
+	print_message("step 3: default %llu bytes (quality %.6f), eps 0.0002 %llu bytes (%.6f)\n",
+		      (unsigned long long)sa.enc_bytes, sa.quality, (unsigned long long)sb.enc_bytes,
+		      sb.quality);
+	assert_true(sb.quality <= 0.0002);
+	assert_true(sb.enc_bytes > sa.enc_bytes);
+	{
+		const double ea = restored_error(a, 3), eb = restored_error(b, 3);
+		print_message("step 3 restored: relative error %.3g (default) %.3g (eps 0.0002)\n", ea,
+			      eb);
+		assert_true(eb < ea);
+	}
+
+	/* a reader cannot set them */
+	o.writer = 0;
+	assert_int_equal(rckpt_job_open(h, &ro, "moved", &o), 0);
+	assert_int_equal(rckpt_job_set_eps(ro, 0.01, 0), -EPERM);
+	rckpt_job_close(ro);
+
+	rckpt_job_close(a);
+	rckpt_job_close(b);
+	rckpt_destroy(h);
+	mem_pool_destroy(pool);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_set_eps),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
