@@ -304,7 +304,8 @@ static int find(const rckpt_ckdec_t *d, const char *name)
 /* The update error of the decoded step against step i's state: the
  * relative squared error of u = m / (sqrt(v) + eps) over every parameter,
  * and the worst per-tensor ratio of |u'| to |u| (as max(r, 1/r)). */
-static void update_error(const rckpt_ckdec_t *d, int i, double *err, double *worst_ratio)
+static void update_error(const rckpt_ckdec_t *d, int i, double *err, double *worst_ratio,
+			 double *worst_err)
 {
 	const rckpt_tset_t *o = &optim[i].set;
 	const double eps = ADAM_EPS * sqrt(1.0 - pow(BETA2, 150.0 * (i + 1)));
@@ -312,6 +313,8 @@ static void update_error(const rckpt_ckdec_t *d, int i, double *err, double *wor
 	unsigned k;
 
 	*worst_ratio = 1;
+	if (worst_err)
+		*worst_err = 0;
 	for (k = 0; k < o->ntensors; k++) {
 		const rckpt_ctensor_t *mt = &o->t[k], *vt;
 		char vname[300];
@@ -346,6 +349,8 @@ static void update_error(const rckpt_ckdec_t *d, int i, double *err, double *wor
 		}
 		num += tn;
 		den += tu;
+		if (tu > 0 && worst_err && tn / tu > *worst_err)
+			*worst_err = tn / tu;
 		if (tu > 0) {
 			const double r = sqrt(tr / tu);
 			if ((r > 1 ? r : 1 / r) > *worst_ratio)
@@ -417,7 +422,7 @@ static void test_adam_state(void **state)
 		for (t = 0; t < d.mf.ntensors; t++)
 			if (strncmp(d.mf.t[t].name, "exp_avg_sq.", 11) == 0)
 				assert_int_equal(d.mf.t[t].kind, RCKPT_LK_MOMENT2);
-		update_error(&d, i, &err, &ratio);
+		update_error(&d, i, &err, &ratio, NULL);
 		print_message("step %d: model %.2fx, optimizer %" PRIu64 " -> %" PRIu64
 			      " bytes (%.1fx), update error %.4f (encoder %.4f, opt_eps %.3f), "
 			      "worst update norm ratio %.3f, %s\n",
@@ -449,6 +454,56 @@ static void test_adam_state(void **state)
 	rckpt_ckdec_free(&dw);
 	rckpt_ckenc_destroy(e);
 	rckpt_ckenc_destroy(ew);
+}
+
+/* A loose opt_eps spreads over the tensors: no parameter's update is
+ * wrecked because it weighs little in the sum (OPT_TENSOR_MAX, each
+ * moment's own error at most 0.1; the TENSOR_CAP of the model's tensors
+ * let one reach 20 opt_eps), so the first update after a restore keeps
+ * every tensor's norm. */
+static void test_adam_loose(void **state)
+{
+	static const double oes[] = { 0.1, 0.2 };
+	unsigned k;
+
+	(void)state;
+	NEED_DATA();
+	for (k = 0; k < sizeof(oes) / sizeof(oes[0]); k++) {
+		rckpt_ckenc_opts_t o;
+		rckpt_ckenc_t *e;
+		rckpt_ckdec_t d;
+		char msg[256];
+		int i;
+		rckpt_ckenc_opts_default(&o);
+		o.opt_eps = oes[k];
+		assert_int_equal(rckpt_ckenc_create(&e, &o), 0);
+		memset(&d, 0, sizeof(d));
+		for (i = 0; i < NSTEPS; i++) {
+			rckpt_tset_t s;
+			rckpt_ckenc_out_t out;
+			rckpt_ckenc_stats_t st;
+			double err, ratio, worst;
+			memset(&out, 0, sizeof(out));
+			make_set(&s, i, 1, 0);
+			assert_int_equal(rckpt_ckenc_step(e, &out, &st, &s, NULL, 150 * (i + 1), msg, sizeof(msg)),
+					 0);
+			decode(&d, &out);
+			update_error(&d, i, &err, &ratio, &worst);
+			print_message("opt_eps %.2f step %d: optimizer %.1fx, update error %.4f, worst "
+				      "parameter's %.4f, worst norm ratio %.3f\n",
+				      o.opt_eps, 150 * (i + 1),
+				      (double)st.opt_raw_bytes / (double)st.opt_enc_bytes, err, worst, ratio);
+			assert_true(st.opt_quality <= o.opt_eps && err <= 1.25 * o.opt_eps);
+			/* each moment's own error at most max(0.1, its pass's eps): the
+			 * two add, and the estimate's first-order slack */
+			assert_true(worst <= 2.5 * (o.opt_eps > 0.1 ? o.opt_eps : 0.1));
+			assert_true(ratio < 1.3);
+			rckpt_ckenc_out_free(&out);
+			free(s.t);
+		}
+		rckpt_ckdec_free(&d);
+		rckpt_ckenc_destroy(e);
+	}
 }
 
 /* A second moment with a negative value is refused, naming it, and the
@@ -526,6 +581,7 @@ int main(void)
 		cmocka_unit_test(test_log2_transform),
 		cmocka_unit_test(test_golden_step),
 		cmocka_unit_test(test_adam_state),
+		cmocka_unit_test(test_adam_loose),
 		cmocka_unit_test(test_decode_to_sink),
 		cmocka_unit_test(test_negative_second_moment),
 	};

@@ -202,6 +202,7 @@ typedef struct evalctx {
 					     (NULL: every one its own) */
 	const uint8_t *dsum;              /* ... and whether it adds to the step's
 					     (NULL: every one does) */
+	double cap;                       /* tensor_cap of the pass (0: TENSOR_CAP) */
 	int alloc_near;                   /* the allocation weighs, for a tensor
 					     with a quantized parent, only the bin
 					     counts next to its parent's (see
@@ -262,10 +263,27 @@ typedef struct alloc {
  * holding. Calibrated: docs/compression.md, "What eps means". */
 #define TENSOR_CAP 20.0
 
-static inline double step_loss(double num, double den, double worst)
+/* The optimizer's state is held tighter: a tensor's own update error at
+ * most OPT_TENSOR_MAX (or its pass's eps, when that is more), so that a
+ * loose opt_eps spreads over the tensors instead of landing on one whose
+ * first update after a restore would then be far from the original's. */
+#define OPT_TENSOR_MAX 0.1
+
+/* The divisor of the worst tensor's own error in pass k (0: the model's)
+ * under threshold eps. */
+static inline double tensor_cap(unsigned k, double eps)
+{
+	double c;
+	if (k == 0 || !(eps > 0))
+		return TENSOR_CAP;
+	c = OPT_TENSOR_MAX / eps;
+	return c < 1 ? 1 : c > TENSOR_CAP ? TENSOR_CAP : c;
+}
+
+static inline double step_loss(double num, double den, double worst, double cap)
 {
 	const double g = den > 0 ? num / den : 0;
-	return worst / TENSOR_CAP > g ? worst / TENSOR_CAP : g;
+	return worst / cap > g ? worst / cap : g;
 }
 
 /* Tensor t's denominator: fixed (the update error of an optimizer's
@@ -304,7 +322,7 @@ int ckenc_evaluate(evalctx_t *x, cpoint_t cp, double *loss, double *bytes);
 int ckenc_search(evalctx_t *x, const cpoint_t *last, int have_emb, int have_g, cpoint_t *best,
 		 int *found);
 int ckenc_alloc_tables(evalctx_t *x, const rckpt_qconfig_t *c, alloc_t *a);
-int ckenc_alloc_pick(alloc_t *a, double eps, unsigned *bins);
+int ckenc_alloc_pick(alloc_t *a, double eps, double cap, unsigned *bins);
 void ckenc_alloc_free(alloc_t *a);
 /* A tensor's last judged parameters and error sums: a judgement after a
  * retry reuses them where its parameters did not change (the same values
@@ -319,7 +337,7 @@ typedef struct judged {
 int ckenc_judge(rckpt_ckenc_t *e, const rckpt_tset_t *params, const rckpt_tensor_prep_t *prep,
 		const unsigned *which, unsigned nprep, const rckpt_qconfig_t *c, const unsigned *tbins,
 		rckpt_codebook_cache_t *cache, const double *dfix, const uint8_t *dsum,
-		rckpt_qparams_t *qp, judged_t *memo, double *quality);
+		double cap, rckpt_qparams_t *qp, judged_t *memo, double *quality);
 int ckenc_ask_callback(rckpt_ckenc_t *e, const rckpt_tset_t *params, const rckpt_tensor_prep_t *prep,
 		       const unsigned *which, unsigned nprep, const rckpt_qparams_t *qp, double *loss);
 

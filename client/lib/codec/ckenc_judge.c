@@ -67,7 +67,7 @@ static int judge_one(rckpt_ckenc_t *e, void *arg, unsigned pi)
 int ckenc_judge(rckpt_ckenc_t *e, const rckpt_tset_t *params, const rckpt_tensor_prep_t *prep,
 		 const unsigned *which, unsigned nprep, const rckpt_qconfig_t *c, const unsigned *tbins,
 		 rckpt_codebook_cache_t *cache, const double *dfix, const uint8_t *dsum,
-		 rckpt_qparams_t *qp, judged_t *memo, double *quality)
+		 double cap, rckpt_qparams_t *qp, judged_t *memo, double *quality)
 {
 	double num = 0, den = 0, worst = 0, *v = calloc(2 * (size_t)nprep + 1, sizeof(double));
 	jjob_t j = { params, prep, which, tbins, c, cache, qp, memo, v, v + nprep };
@@ -89,7 +89,7 @@ int ckenc_judge(rckpt_ckenc_t *e, const rckpt_tset_t *params, const rckpt_tensor
 			worst = tn / td;
 	}
 	free(v);
-	*quality = step_loss(num, den, worst);
+	*quality = step_loss(num, den, worst, cap);
 	return rc;
 }
 

@@ -321,7 +321,7 @@ int ckenc_evaluate(evalctx_t *x, cpoint_t cp, double *loss, double *bytes)
 	free(v);
 	if (rc)
 		return rc;
-	*loss = step_loss(num, den, worst);
+	*loss = step_loss(num, den, worst, x->cap > 0 ? x->cap : TENSOR_CAP);
 	*bytes = est;
 	return 0;
 }
@@ -472,7 +472,7 @@ int ckenc_alloc_tables(evalctx_t *x, const rckpt_qconfig_t *c, alloc_t *a)
  * tensor's own error over TENSOR_CAP * eps), and returns 1 when it is
  * smaller than the search's choice by the estimate, else 0 (no allocation;
  * also when the choice itself is over). */
-int ckenc_alloc_pick(alloc_t *a, double eps, unsigned *bins)
+int ckenc_alloc_pick(alloc_t *a, double eps, double cap, unsigned *bins)
 {
 	const double budget = eps * a->den;
 	double lo = 0, hi, sn, sb;
@@ -481,7 +481,7 @@ int ckenc_alloc_pick(alloc_t *a, double eps, unsigned *bins)
 	if (!(a->den > 0) || a->c_num > budget)
 		return 0;
 	for (t = 0; t < a->nprep; t++)
-		a->cap[t] = a->tden[t] > 0 ? TENSOR_CAP * eps * a->tden[t] : HUGE_VAL;
+		a->cap[t] = a->tden[t] > 0 ? cap * eps * a->tden[t] : HUGE_VAL;
 	pick(a->tn, a->tb, a->cap, a->nprep, 0, bins, &sn, &sb);
 	if (sn > budget) {
 		/* the smallest lambda that passes: bracket, then bisect */

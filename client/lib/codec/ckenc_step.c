@@ -118,7 +118,7 @@ static int alloc_new(evalctx_t *ex, const rckpt_qconfig_t *c, alloc_t *a, double
 	int rc = ckenc_alloc_tables(ex, c, a);
 	if (rc < 0)
 		return rc;
-	if (!ckenc_alloc_pick(a, eps, *tbins)) { /* no smaller than the search's choice */
+	if (!ckenc_alloc_pick(a, eps, ex->cap, *tbins)) { /* no smaller than the search's choice */
 		free(*tbins);
 		*tbins = NULL;
 	}
@@ -176,7 +176,8 @@ static int choose(rckpt_ckenc_t *e, part_t *P, const stepctx_t *x, rckpt_ckenc_s
 			 .psmp = psmp,
 			 .cache = cache,
 			 .dfix = dfix,
-			 .dsum = dsum };
+			 .dsum = dsum,
+			 .cap = tensor_cap(P->k, o->eps) };
 	int rc = 0, found = 0;
 
 	ex.alloc_near = e->steps >= 2 && e->steps % ALLOC_REFRESH != 0;
@@ -228,7 +229,7 @@ static int choose(rckpt_ckenc_t *e, part_t *P, const stepctx_t *x, rckpt_ckenc_s
 	 * over eps, step one axis less aggressive. */
 	for (;;) {
 		int ok;
-		rc = ckenc_judge(e, x->params, prep, which, P->n, config, tbins, cache, dfix, dsum, qp,
+		rc = ckenc_judge(e, x->params, prep, which, P->n, config, tbins, cache, dfix, dsum, ex.cap, qp,
 				 memo, quality);
 		if (rc == 0 && P->callback && e->o.quality) {
 			rc = ckenc_ask_callback(e, x->params, x->prep, x->which, x->nprep, x->qp, &cbq);
@@ -255,7 +256,7 @@ static int choose(rckpt_ckenc_t *e, part_t *P, const stepctx_t *x, rckpt_ckenc_s
 			 * choice. The cap on each tensor shrinks with it. (When
 			 * the quality callback refused it, by a margin only.) */
 			alloc_eps *= 0.98 * (*quality > o->eps ? o->eps / *quality : 1.0);
-			if (++alloc_tries > ALLOC_RETRIES || !ckenc_alloc_pick(&alloc, alloc_eps, tbins)) {
+			if (++alloc_tries > ALLOC_RETRIES || !ckenc_alloc_pick(&alloc, alloc_eps, ex.cap, tbins)) {
 				free(tbins);
 				tbins = NULL;
 			}
