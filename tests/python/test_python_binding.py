@@ -341,7 +341,7 @@ class WithCluster(unittest.TestCase):
         self.assertEqual(r.opt_raw_bytes, 2 * 4 * nparam)  # exp_avg, exp_avg_sq in fp32
         self.assertEqual((info.opt_raw_bytes, info.opt_enc_bytes), (r.opt_raw_bytes, r.opt_enc_bytes))
         self.assertGreater(r.opt_quality, 0)
-        self.assertLessEqual(r.opt_quality, 0.01)  # RCKPT_OPT_EPS_DEFAULT
+        self.assertLessEqual(r.opt_quality, 0.1)  # RCKPT_OPT_EPS_DEFAULT
         self.assertLess(r.opt_enc_bytes * 5, r.opt_raw_bytes)
         for pid, st in opt.state_dict()["state"].items():
             got = back.optimizer["state"][pid]
@@ -365,7 +365,7 @@ class WithCluster(unittest.TestCase):
         got = step_from(back.optimizer)
         num = sum(float((a - b).pow(2).sum()) for a, b in zip(got, want))
         den = sum(float(b.pow(2).sum()) for b in want)
-        self.assertLess(num / den, 0.01)
+        self.assertLess(num / den, 0.1)  # RCKPT_OPT_EPS_DEFAULT
         for a, b in zip(got, want):
             ratio = float(a.norm() / b.norm())
             self.assertTrue(0.8 < ratio < 1.25, ratio)
@@ -396,6 +396,9 @@ class WithCluster(unittest.TestCase):
         with rckpt.Checkpointer(job=job, eps=0.01, eps_schedule="lr", eps_min=0.002,
                                 optimizer_state="lossless") as ck:
             self.assertEqual(ck.save_eps(), 0.01)  # no optimizer: eps
+            bare = torch.optim.AdamW(model.parameters(), lr=1e-3)  # no initial_lr: eps, said once
+            with self.assertWarnsRegex(UserWarning, "initial_lr"):
+                self.assertEqual(ck.save_eps(bare), 0.01)
             sizes, qual = [], []
             for step, k in ((1, 0), (2, 50), (3, 95)):
                 while sched.last_epoch < k:

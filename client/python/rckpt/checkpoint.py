@@ -13,6 +13,7 @@ import errno
 import sys
 import threading
 import time
+import warnings
 
 import torch
 
@@ -193,6 +194,7 @@ class Checkpointer(_Restoring):
         self.eps = EPS_DEFAULT if eps is None else eps
         self.eps_schedule = eps_schedule
         self.eps_min = self.eps / 10 if eps_min is None else eps_min
+        self._warned_lr = False  # eps_schedule="lr" without initial_lr: said once
         if eps_schedule is not None and not 0 < self.eps_min <= self.eps:
             raise ValueError("eps_min must be in (0, eps]")
         if eps_schedule is not None and group is not None:
@@ -744,6 +746,11 @@ class Checkpointer(_Restoring):
         f = [g["lr"] / g["initial_lr"] for g in optimizer.param_groups
              if g.get("initial_lr", 0) > 0 and g.get("lr") is not None]
         if not f:
+            if not self._warned_lr:
+                self._warned_lr = True
+                warnings.warn("eps_schedule='lr': the optimizer's param groups have no initial_lr "
+                              "(an LR scheduler sets it; a trainer setting lr by hand sets it too): "
+                              "saving at eps", stacklevel=3)
             return self.eps
         return min(self.eps, max(self.eps_min, self.eps * max(f)))
 
