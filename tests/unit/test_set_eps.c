@@ -25,6 +25,7 @@
 #include <cmocka.h>
 
 #include "mem_io.h"
+#include "test_rng.h"
 #include "rckpt.h"
 #include "rckpt_internal.h"
 
@@ -33,23 +34,14 @@
 
 static float w[N];
 
-static uint32_t mix(uint32_t x)
-{
-	x ^= x >> 16;
-	x *= 0x7feb352du;
-	x ^= x >> 15;
-	x *= 0x846ca68bu;
-	x ^= x >> 16;
-	return x;
-}
-
-/* Step s's weights: a smooth field plus noise that moves every step. */
+/* Step s's weights: a smooth field plus noise that moves every step (the
+ * generator reseeded by s, so a step's weights can be made again). */
 static void model_at(unsigned s)
 {
 	uint64_t i;
+	rng_state = TEST_RNG_SEED ^ ((uint64_t)(s + 1) << 32);
 	for (i = 0; i < N; i++)
-		w[i] = (float)(0.05 * sin(0.002 * (double)i + 0.01 * s) +
-			       0.002 * ((double)(mix((uint32_t)i ^ (s << 20)) & 0xffff) / 65536.0 - 0.5));
+		w[i] = (float)(0.05 * sin(0.002 * (double)i + 0.01 * s) + 0.002 * (urand() - 0.5));
 }
 
 static int save(rckpt_job_t *j, unsigned s, rckpt_save_stats_t *st)
