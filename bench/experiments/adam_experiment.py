@@ -235,7 +235,7 @@ def run(a, seed, mode, job, opt_eps=None):
         fail_at = {round(a.steps * (i + 1) / (a.failures + 1)) for i in range(a.failures)}
     failed, saves, resumes = set(), [], {}
     ck, handle, local = None, None, None
-    torch_sizes, replayed = [], 0
+    torch_sizes, replayed, eps_used = [], 0, []
     resume_at = {"peak": a.warmup - a.warmup % a.every or a.every,
                  "late": a.steps - a.steps // 20 - (a.steps - a.steps // 20) % a.every}
 
@@ -260,10 +260,10 @@ def run(a, seed, mode, job, opt_eps=None):
             else:
                 if handle is not None:
                     saves.append(handle.wait())
+                eps_used.append((t.step, ck.save_eps(t.opt, t.step)))
                 handle = ck.save(t.step, t.net.state_dict(), optimizer=t.opt)
+                torch_sizes.append(len(torch_bytes({"model": t.net.state_dict(), "opt": t.opt.state_dict()})))
                 if mode == "none":
-                    torch_sizes.append(len(torch_bytes({"model": t.net.state_dict(),
-                                                        "opt": t.opt.state_dict()})))
                     for which, s in resume_at.items():
                         if s == t.step:
                             saves.append(handle.wait())
@@ -273,16 +273,18 @@ def run(a, seed, mode, job, opt_eps=None):
             failed.add(t.step)
             nt = LM(a, seed)
             if mode == "torch":
-                st = torch.load(io.BytesIO(local[1]))
-                nt = t.clone_from(st["model"], st["opt"], local[0])
+                if local is not None:  # else nothing saved yet: start over, as a trainer would
+                    st = torch.load(io.BytesIO(local[1]))
+                    nt = t.clone_from(st["model"], st["opt"], local[0])
             else:
                 if handle is not None:
                     saves.append(handle.wait())  # committed before the crash
                     handle = None
                 ck.close()
                 ck = open_ck()
-                r = ck.restore_into(nt.net, optimizer=nt.opt)
-                nt.step = r.step
+                if saves:
+                    r = ck.restore_into(nt.net, optimizer=nt.opt)
+                    nt.step = r.step
             replayed += t.step - nt.step
             t = nt
     if handle is not None:
@@ -295,11 +297,12 @@ def run(a, seed, mode, job, opt_eps=None):
         enc = sum(s.enc_bytes for s in saves)
         oenc = sum(s.opt_enc_bytes for s in saves)
         out.update(saves=len(saves), enc_bytes=enc, opt_enc_bytes=oenc,
-                   opt_quality=[s.opt_quality for s in saves])
+                   opt_quality=[s.opt_quality for s in saves], ratio=sum(torch_sizes) / enc,
+                   eps_used=eps_used)
     if mode == "none":
         tb = sum(torch_sizes)
         pn = sum(p.numel() for p in t.net.parameters())
-        out.update(torch_bytes=tb, ratio=tb / out["enc_bytes"],
+        out.update(torch_bytes=tb,
                    weights_ratio=(len(saves) * 4 * pn) / (out["enc_bytes"] - out["opt_enc_bytes"]),
                    adam_ratio=(len(saves) * 8 * pn) / out["opt_enc_bytes"], resumes=resumes)
     if mode != "torch":
@@ -413,8 +416,9 @@ def main():
     ap.add_argument("--corpus-bytes", type=int, default=mt.DEFAULT_CORPUS_BYTES)
     ap.add_argument("--eps", type=float, default=None, help="the weights' threshold (library default)")
     ap.add_argument("--opt-eps", type=float, default=None, help="the update error's (library default)")
-    ap.add_argument("--eps-schedule", choices=("lr",), default=None,
-                    help="each save's threshold follows the learning rate (Checkpointer eps_schedule)")
+    ap.add_argument("--eps-schedule", choices=("lr", "restores", "lr+restores"), default=None,
+                    help="each save's threshold follows the learning rate, the job's resumes, or both "
+                    "(Checkpointer eps_schedule)")
     ap.add_argument("--eps-min", type=float, default=None, help="its floor (default: eps / 10)")
     ap.add_argument("--modes", default="none,rckpt,rckpt-adam-ll,torch")
     ap.add_argument("--frontier", default=None,
@@ -458,6 +462,9 @@ def main():
 
 def print_run(r):
     extra = ""
+    if r["mode"] not in ("none", "torch"):
+        extra = "  ratio %.1fx over its saves; eps (step: eps) %s" % (
+            r["ratio"], " ".join("%d:%.2g" % x for x in r["eps_used"]))
     if r["mode"] == "none":
         extra = "  ratio %.1fx (weights %.1fx, Adam %.1fx)" % (r["ratio"], r["weights_ratio"], r["adam_ratio"])
         for which, x in r["resumes"].items():

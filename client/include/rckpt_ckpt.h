@@ -313,6 +313,15 @@ RCKPT_API int rckpt_job_set_exact(rckpt_job_t *j, int on);
  * (out of range, changing nothing), -EPERM (read-only job). */
 RCKPT_API int rckpt_job_set_eps(rckpt_job_t *j, double eps, double opt_eps);
 
+/* The job's record of resumes, read now: *count the writers that restored
+ * a step before their first save (a restarted trainer reading where it
+ * left off; once per handle), *last the step the newest one read
+ * (RCKPT_LATEST: none). A trainer that resumes often stores finer: a
+ * restore's error is paid once per resume (docs/compression.md "Thresholds
+ * that follow the restores"). Either pointer may be NULL. 0, -EBADMSG (a
+ * damaged record), or a RADOS error. */
+RCKPT_API int rckpt_job_restores(rckpt_job_t *j, uint64_t *count, uint64_t *last);
+
 /* A restored step: its tensors, decoded (every chunk's SHA-256 checked). */
 typedef struct rckpt_restored rckpt_restored_t;
 

@@ -421,6 +421,46 @@ class WithCluster(unittest.TestCase):
             self.assertLessEqual(r.quality, 0.0005)
             self.assertEqual([s.step for s in ck.steps()], [1, 2, 3, 4])
 
+    def test_eps_following_restores(self):
+        """eps_schedule="restores": a trainer that resumes often stores its
+        saves finer. Each resume (a writer's restore before it saves) is
+        in the job's record; a save's eps is eps times RESUME_RATE_REF over
+        the chance that a resume reads it (the resumes per step so far
+        times the steps since the last save), at most eps, at least
+        eps_min; with "lr+restores" times the lr factor as well."""
+        torch.manual_seed(4)
+        model = torch.nn.Sequential(torch.nn.Linear(32, 128), torch.nn.ReLU(), torch.nn.Linear(128, 32))
+        job = self.job("eprst")
+
+        def ck(**kw):
+            return rckpt.Checkpointer(job=job, eps=0.01, eps_schedule="restores", eps_min=0.001, **kw)
+
+        with ck() as c:  # a new run: no resumes, eps
+            self.assertEqual(c.save_eps(None, 10), 0.01)
+            c.save(10, model.state_dict()).wait()
+            c.save(20, model.state_dict()).wait()
+            c.restore()  # after its saves: a check, not a resume
+        took = []
+        for resumes, step in ((1, 30), (2, 40), (3, 50)):
+            with ck() as c:
+                self.assertIsNotNone(c.load_latest(model))  # resumes from step - 10
+                p = min(1.0, resumes * 10 / step)
+                want = max(0.001, 0.01 * min(1.0, rckpt.checkpoint.RESUME_RATE_REF / p))
+                self.assertAlmostEqual(c.save_eps(None, step), want, places=12)
+                r = c.save(step, model.state_dict()).wait()
+                self.assertLessEqual(r.quality, want)
+                took.append(want)
+                c.restore()  # after a save: not a resume
+        self.assertEqual(took, [0.01, 0.01, 0.01 * 0.5 / 0.6])
+        with ck() as c:  # 4 resumes over 60 steps, saves 10 apart: p = 2/3 when saving 60
+            c.load_latest(model)
+            self.assertAlmostEqual(c.save_eps(None, 60), 0.01 * 0.5 / (4 * 10 / 60), places=12)
+            self.assertEqual(c.save_eps(None, 55), 0.01)  # 5 steps on: less likely read
+        with rckpt.Checkpointer(job=job, writer=False) as r:
+            self.assertEqual([x.step for x in r.steps()], [10, 20, 30, 40, 50])
+        with self.assertRaises(ValueError):
+            rckpt.Checkpointer(job=job, eps_schedule="restores+lr")
+
     def test_quality_callback(self):
         import digits
         t = trained_digits()

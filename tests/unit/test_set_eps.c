@@ -10,6 +10,11 @@
  *  - out-of-range values are refused with nothing changed (the next save
  *    keeps the last good eps), 0 keeps the one in use, and a read-only job
  *    refuses with -EPERM.
+ * And the job's record of resumes (rckpt_job_restores), which a trainer's
+ * thresholds may follow: a writer's restores before its first save count
+ * once; a reader's, a writer's after it saved, and a failed restore do not;
+ * a record that cannot be written fails no restore; a damaged one is
+ * refused with one line and started again by the next resume.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -143,10 +148,102 @@ static void test_set_eps(void **state)
 	mem_pool_destroy(pool);
 }
 
+static rckpt_job_t *open_job(rckpt_t *h, int writer)
+{
+	rckpt_job_opts_t o = RCKPT_JOB_OPTS_INIT;
+	rckpt_job_t *j = NULL;
+	o.writer = writer;
+	o.compute = RCKPT_COMPUTE_CPU;
+	o.chunk_params = CHUNK;
+	assert_int_equal(rckpt_job_open(h, &j, "resumed", &o), 0);
+	return j;
+}
+
+static void restore_ok(rckpt_job_t *j, uint64_t step)
+{
+	rckpt_restored_t *r = NULL;
+	assert_int_equal(rckpt_job_restore(j, step, &r, NULL), 0);
+	rckpt_restored_free(r);
+}
+
+static void expect_restores(rckpt_job_t *j, uint64_t count, uint64_t last)
+{
+	uint64_t c = 99, l = 99;
+	assert_int_equal(rckpt_job_restores(j, &c, &l), 0);
+	assert_int_equal(c, count);
+	assert_int_equal(l, last);
+}
+
+static void test_restores(void **state)
+{
+	mem_pool_t *pool;
+	rckpt_t *h;
+	rckpt_job_t *j, *ro;
+	rckpt_restored_t *r = NULL;
+	rckpt_io_t *io;
+	const mem_fault_t no_omap = { "omap_set", 1, -EIO, 0, 0, 0 };
+	(void)state;
+
+	assert_int_equal(mem_pool_create(&pool), 0);
+	assert_int_equal(rckpt_create(&h), 0);
+	assert_int_equal(rckpt_set_io(h, mem_pool_open, pool, "mem"), 0);
+
+	/* a new run: two saves, no resume */
+	j = open_job(h, 1);
+	assert_int_equal(save(j, 1, NULL), 0);
+	assert_int_equal(save(j, 2, NULL), 0);
+	restore_ok(j, 2); /* after its saves: a check, not a resume */
+	expect_restores(j, 0, RCKPT_LATEST);
+	rckpt_job_close(j);
+
+	/* a reader's restore is not a resume */
+	ro = open_job(h, 0);
+	restore_ok(ro, RCKPT_LATEST);
+	expect_restores(ro, 0, RCKPT_LATEST);
+
+	/* a restarted writer: a failed restore records nothing; its reads
+	 * before the first save count once; after a save, none */
+	j = open_job(h, 1);
+	assert_int_equal(rckpt_job_restore(j, 7, &r, NULL), -ENOENT);
+	expect_restores(j, 0, RCKPT_LATEST);
+	restore_ok(j, RCKPT_LATEST);
+	restore_ok(j, 1);
+	expect_restores(ro, 1, 2);
+	assert_int_equal(save(j, 3, NULL), 0);
+	restore_ok(j, 3);
+	expect_restores(j, 1, 2);
+	rckpt_job_close(j);
+
+	/* a record that cannot be written fails no restore */
+	j = open_job(h, 1);
+	mem_pool_fault(pool, &no_omap);
+	restore_ok(j, 3);
+	assert_true(mem_pool_struck(pool));
+	mem_pool_fault(pool, NULL);
+	expect_restores(j, 1, 2);
+	rckpt_job_close(j);
+
+	/* a damaged record: refused with one line, started again by a resume */
+	assert_int_equal(mem_pool_open(pool, "resumed", &io), 0);
+	assert_int_equal(io->ops->omap_set(io, "rckpt.job", "x.restores", "abc", 3), 0);
+	io->ops->close(io);
+	assert_int_equal(rckpt_job_restores(ro, NULL, NULL), -EBADMSG);
+	assert_non_null(strstr(rckpt_errmsg(h), "record of restores"));
+	j = open_job(h, 1);
+	restore_ok(j, 3);
+	expect_restores(ro, 1, 3);
+	rckpt_job_close(j);
+
+	rckpt_job_close(ro);
+	rckpt_destroy(h);
+	mem_pool_destroy(pool);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_set_eps),
+		cmocka_unit_test(test_restores),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

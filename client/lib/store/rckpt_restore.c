@@ -335,6 +335,62 @@ static int restore_exact(rckpt_job_t *j, rckpt_restored_t *r, const mat_t *m, ui
 	return 0;
 }
 
+/* The job's record of resumes (formats/store.md, `x.restores`): u64 the
+ * resumes, u64 the step the last one read. A resume is a writer's first
+ * restore before it saves (a restarted trainer reading where it left
+ * off): once per handle, however many reads it takes; a writer's
+ * restores after its saves (a check, an evaluation) are not. The record
+ * only informs later thresholds (rckpt_job_restores), so a failure to
+ * write it fails nothing. */
+#define RESTORES_KEY "x.restores"
+
+static int read_restores(rckpt_job_t *j, uint64_t *count, uint64_t *last)
+{
+	rckpt_buf_t v = RCKPT_BUF_INIT;
+	int rc = j->io->ops->omap_get(j->io, RCKPT_STORE_JOB_OID, RESTORES_KEY, &v);
+	*count = 0;
+	*last = RCKPT_LATEST;
+	if (rc == 0 && v.len != 16)
+		rc = -EBADMSG;
+	if (rc == 0) {
+		rckpt_reader_t r = rckpt_reader(v.p, v.len);
+		*count = rckpt_rd_u64(&r);
+		*last = rckpt_rd_u64(&r);
+	}
+	rckpt_buf_free(&v);
+	return rc == -ENOENT ? 0 : rc;
+}
+
+static void note_restore(rckpt_job_t *j, uint64_t step)
+{
+	uint64_t count, last;
+	uint8_t b[16];
+	rckpt_writer_t w = rckpt_writer(b, sizeof(b));
+	if (read_restores(j, &count, &last) == -EBADMSG)
+		count = 0; /* a damaged record starts again */
+	rckpt_wr_u64(&w, count < UINT64_MAX ? count + 1 : count);
+	rckpt_wr_u64(&w, step);
+	if (j->io->ops->omap_set(j->io, RCKPT_STORE_JOB_OID, RESTORES_KEY, b, sizeof(b)) == 0)
+		j->resumed = 1;
+}
+
+int rckpt_job_restores(rckpt_job_t *j, uint64_t *count, uint64_t *last)
+{
+	uint64_t c, l;
+	int rc;
+	rckpt_clear_error(j->h);
+	rc = read_restores(j, &c, &l);
+	if (rc == -EBADMSG)
+		return rckpt_fail(j->h, rc, __func__, "job %s: its record of restores is not 16 bytes", j->name);
+	if (rc)
+		return rckpt_fail(j->h, rc, __func__, "cannot read job %s's record of restores", j->name);
+	if (count)
+		*count = c;
+	if (last)
+		*last = l;
+	return 0;
+}
+
 int rckpt_restore_sel(rckpt_job_t *j, uint64_t step, const char *const *names, unsigned nnames,
 		       const rckpt_range_t *ranges, unsigned nranges, rckpt_restored_t **outp,
 		       rckpt_restore_stats_t *rst, unsigned what, const char *fn)
@@ -422,6 +478,8 @@ int rckpt_restore_sel(rckpt_job_t *j, uint64_t step, const char *const *names, u
 	}
 	*outp = r;
 	r = NULL;
+	if (j->o.writer && !j->resumed)
+		note_restore(j, step);
 done:
 	if (r)
 		rckpt_restored_free(r);

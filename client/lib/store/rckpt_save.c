@@ -587,6 +587,7 @@ static void save_finish(rckpt_save_t *s)
 		goto done;
 	}
 	j->head = s->step;
+	j->resumed = 1; /* a restore from now on reads what this writer saved */
 	s->stats.raw_bytes = s->st.raw_bytes;
 	s->stats.enc_bytes = s->st.enc_bytes;
 	s->stats.nchunks = s->nchunks;

@@ -251,6 +251,7 @@ _sigs = {
     "rckpt_restored_free": (None, [c_voidp]),
     "rckpt_job_set_exact": (c_int, [c_voidp, c_int]),
     "rckpt_job_set_eps": (c_int, [c_voidp, c_double, c_double]),
+    "rckpt_job_restores": (c_int, [c_voidp, P(c_u64), P(c_u64)]),
     "rckpt_job_set_roles": (c_int, [c_voidp, P(TensorRole), c_uint]),
     "rckpt_restored_role": (c_int, [c_voidp, c_uint]),
     "rckpt_group_open": (c_int, [c_voidp, P(c_voidp), c_charp, P(JobOpts), P(LocTransport)]),

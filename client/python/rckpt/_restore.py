@@ -74,6 +74,9 @@ class _Restoring:
             exact = bool(lib.rckpt_restored_exact(r))
         finally:
             lib.rckpt_restored_free(r)
+        if self._writer and not self._saved:
+            # a resume, which the library recorded: read the record again when a save needs it
+            self._resumes, self._prev_step = None, step_got
         return step_got, tensors, meta, {"wire_bytes": rs.wire_bytes, "calls": rs.calls,
                                          "seconds": rs.seconds, "exact": exact}
 
