@@ -13,8 +13,9 @@
  * And the job's record of resumes (rckpt_job_restores), which a trainer's
  * thresholds may follow: a writer's restores before its first save count
  * once; a reader's, a writer's after it saved, and a failed restore do not;
- * a record that cannot be written fails no restore; a damaged one is
- * refused with one line and started again by the next resume.
+ * a record that cannot be written or read fails no restore (and one not
+ * read is not overwritten); a damaged one is refused with one line and
+ * started again by the next resume.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -214,13 +215,38 @@ static void test_restores(void **state)
 	expect_restores(j, 1, 2);
 	rckpt_job_close(j);
 
-	/* a record that cannot be written fails no restore */
+	/* a record that cannot be written, or read, fails no restore and
+	 * loses nothing */
 	j = open_job(h, 1);
 	mem_pool_fault(pool, &no_omap);
 	restore_ok(j, 3);
 	assert_true(mem_pool_struck(pool));
 	mem_pool_fault(pool, NULL);
 	expect_restores(j, 1, 2);
+	rckpt_job_close(j);
+	j = open_job(h, 1);
+	{
+		unsigned before = mem_pool_calls(pool, "omap_get");
+		unsigned k;
+		/* the restore's own reads of the job's omap come first: fail
+		 * each in turn until the record's read is the one failing */
+		for (k = 1; k < 64; k++) {
+			const mem_fault_t no_get = { "omap_get", k, -EIO, 0, 0, 0 };
+			rckpt_job_close(j);
+			j = open_job(h, 1);
+			mem_pool_fault(pool, &no_get);
+			if (rckpt_job_restore(j, 3, &r, NULL) == 0) {
+				rckpt_restored_free(r);
+				if (mem_pool_struck(pool))
+					break;
+			}
+			mem_pool_fault(pool, NULL);
+		}
+		mem_pool_fault(pool, NULL);
+		assert_true(k < 64);
+		assert_true(mem_pool_calls(pool, "omap_get") > before);
+	}
+	expect_restores(j, 1, 2); /* not overwritten with 1 */
 	rckpt_job_close(j);
 
 	/* a damaged record: refused with one line, started again by a resume */

@@ -366,8 +366,11 @@ static void note_restore(rckpt_job_t *j, uint64_t step)
 	uint64_t count, last;
 	uint8_t b[16];
 	rckpt_writer_t w = rckpt_writer(b, sizeof(b));
-	if (read_restores(j, &count, &last) == -EBADMSG)
+	int rc = read_restores(j, &count, &last);
+	if (rc == -EBADMSG)
 		count = 0; /* a damaged record starts again */
+	else if (rc)
+		return; /* not read: a record that may be good is not overwritten */
 	rckpt_wr_u64(&w, count < UINT64_MAX ? count + 1 : count);
 	rckpt_wr_u64(&w, step);
 	if (j->io->ops->omap_set(j->io, RCKPT_STORE_JOB_OID, RESTORES_KEY, b, sizeof(b)) == 0)

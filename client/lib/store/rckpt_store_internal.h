@@ -60,8 +60,9 @@ struct rckpt_job {
 	uint64_t head;      /* writer: the head it last saw or moved */
 	int trimmed;        /* writer: uncommitted records dropped */
 	int resume_tried;   /* writer: the head was offered to the encoder */
-	int resumed;        /* writer: its resume is recorded, or it has saved:
-			       a restore now is not a resume */
+	atomic_int resumed; /* writer: its resume is recorded, or it has saved (a
+			       save may finish on another thread): a restore
+			       now is not a resume */
 	struct rckpt_save *pending; /* writer: the save in flight, if any, */
 	void (*pending_finish)(struct rckpt_save *);  /* committed (or failed) first, */
 	void (*pending_abandon)(struct rckpt_save *); /* or dropped when the job closes */
