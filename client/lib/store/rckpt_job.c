@@ -123,18 +123,27 @@ int rckpt_job_encoder_for(rckpt_job_t *j, const rckpt_layout_t *layout, rckpt_ck
 	return rckpt_ckenc_create(out, &eo);
 }
 
-int rckpt_read_writer(rckpt_job_t *j, uint64_t *token)
+int rckpt_read_u64s(rckpt_job_t *j, const char *key, uint64_t *v, unsigned n)
 {
-	rckpt_buf_t v = RCKPT_BUF_INIT;
-	int rc = j->io->ops->omap_get(j->io, RCKPT_STORE_JOB_OID, "writer", &v);
-	*token = 0;
-	if (rc == 0 && v.len != 8)
+	rckpt_buf_t b = RCKPT_BUF_INIT;
+	int rc = j->io->ops->omap_get(j->io, RCKPT_STORE_JOB_OID, key, &b);
+	unsigned i;
+	if (rc == 0 && b.len != 8 * (size_t)n)
 		rc = -EBADMSG;
 	if (rc == 0) {
-		rckpt_reader_t r = rckpt_reader(v.p, v.len);
-		*token = rckpt_rd_u64(&r);
+		rckpt_reader_t r = rckpt_reader(b.p, b.len);
+		for (i = 0; i < n; i++)
+			v[i] = rckpt_rd_u64(&r);
 	}
-	rckpt_buf_free(&v);
+	rckpt_buf_free(&b);
+	return rc;
+}
+
+int rckpt_read_writer(rckpt_job_t *j, uint64_t *token)
+{
+	int rc = rckpt_read_u64s(j, "writer", token, 1);
+	if (rc)
+		*token = 0;
 	return rc == -ENOENT ? 0 : rc;
 }
 

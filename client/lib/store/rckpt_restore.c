@@ -346,18 +346,10 @@ static int restore_exact(rckpt_job_t *j, rckpt_restored_t *r, const mat_t *m, ui
 
 static int read_restores(rckpt_job_t *j, uint64_t *count, uint64_t *last)
 {
-	rckpt_buf_t v = RCKPT_BUF_INIT;
-	int rc = j->io->ops->omap_get(j->io, RCKPT_STORE_JOB_OID, RESTORES_KEY, &v);
-	*count = 0;
-	*last = RCKPT_LATEST;
-	if (rc == 0 && v.len != 16)
-		rc = -EBADMSG;
-	if (rc == 0) {
-		rckpt_reader_t r = rckpt_reader(v.p, v.len);
-		*count = rckpt_rd_u64(&r);
-		*last = rckpt_rd_u64(&r);
-	}
-	rckpt_buf_free(&v);
+	uint64_t v[2] = { 0, RCKPT_LATEST };
+	int rc = rckpt_read_u64s(j, RESTORES_KEY, v, 2); /* v untouched on failure */
+	*count = v[0];
+	*last = v[1];
 	return rc == -ENOENT ? 0 : rc;
 }
 

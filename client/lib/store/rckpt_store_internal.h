@@ -132,6 +132,10 @@ int rckpt_list_steps(rckpt_job_t *j, uint64_t after, rckpt_step_info_t *out, uin
 /* A listed step's summary (-ENOENT: not listed). */
 int rckpt_step_summary(rckpt_job_t *j, uint64_t step, rckpt_store_summary_t *s);
 
+/* n little-endian u64s of the job object's omap key into v[0..n):
+ * 0, -ENOENT (no such key or object), -EBADMSG (not 8n bytes; v
+ * untouched), or a RADOS error. */
+int rckpt_read_u64s(rckpt_job_t *j, const char *key, uint64_t *v, unsigned n);
 /* The job's writer token as it is now (0: never claimed): the token of an
  * actor that is not the writer (store.md "Fencing"). */
 int rckpt_read_writer(rckpt_job_t *j, uint64_t *token);
