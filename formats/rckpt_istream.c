@@ -11,6 +11,9 @@
  * (stable), which the decoder knows, so no permutation is stored. RLE token
  * t < M is the symbol t once; t = M + v is v repeated r >= 2 times, r - 2
  * being the next LEB128 number of the run-length stream.
+ *
+ * CTX (rckpt_ctx.c) replaces the tokens of a rearranged delta: u32 length,
+ * then one frequency table per parent level present and a rANS stream.
  */
 #include "rckpt_istream.h"
 
@@ -18,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rckpt_ctx.h"
 #include "rckpt_estream.h"
 
 #define LEB_MAX_BYTES 5 /* run lengths < 2^35 */
@@ -311,9 +315,54 @@ static int scratch_grow(rckpt_istream_scratch_t *s, size_t n)
 	return 0;
 }
 
+/* Streams shorter than this are not tried in the CTX form: its tables
+ * cost more than the context saves. */
+#define CTX_MIN 256
+
+/* The parent's level counts: cnt[0..lprev). */
+static void count_levels(size_t *cnt, const uint8_t *prev, size_t n, unsigned lprev)
+{
+	size_t h[4][256], i;
+	unsigned k;
+	memset(h, 0, sizeof(h));
+	for (i = 0; i + 4 <= n; i += 4) {
+		h[0][prev[i]]++;
+		h[1][prev[i + 1]]++;
+		h[2][prev[i + 2]]++;
+		h[3][prev[i + 3]]++;
+	}
+	for (; i < n; i++)
+		h[0][prev[i]]++;
+	for (k = 0; k < lprev; k++)
+		cnt[k] = h[0][k] + h[1][k] + h[2][k] + h[3][k];
+}
+
+/* Replaces the stream at out->p + start by its CTX form when that is
+ * smaller. d: the rearranged delta symbols. */
+static int keep_smaller_ctx(rckpt_buf_t *out, size_t start, const uint8_t *d, const uint8_t *prev,
+			    size_t n, unsigned lprev, unsigned m)
+{
+	rckpt_buf_t alt = RCKPT_BUF_INIT;
+	size_t cnt[RCKPT_ISTREAM_MAX_LEVELS + 1];
+	int rc;
+
+	count_levels(cnt, prev, n, lprev);
+	rc = rckpt_buf_put_u8(&alt, RCKPT_IS_DELTA | RCKPT_IS_REARRANGED | RCKPT_IS_CTX);
+	if (rc == 0)
+		rc = rckpt_ctx_encode(&alt, d, cnt, lprev, m);
+	if (rc == 0 && alt.len < out->len - start) {
+		out->len = start;
+		rc = rckpt_buf_append(out, alt.p, alt.len);
+	}
+	rckpt_buf_free(&alt);
+	return rc;
+}
+
 int rckpt_istream_encode(rckpt_buf_t *out, const uint8_t *cur, size_t n, unsigned lcur,
 			 const uint8_t *prev, unsigned lprev, const rckpt_istream_opts_t *o)
 {
+	const size_t start = out->len;
+	int have_d = 0;
 	unsigned stages = (o->stages & (RCKPT_IS_REARRANGED | RCKPT_IS_RLE)) |
 			  (prev ? RCKPT_IS_DELTA : 0);
 	unsigned m = modulus(prev, lcur, lprev);
@@ -358,6 +407,7 @@ int rckpt_istream_encode(rckpt_buf_t *out, const uint8_t *cur, size_t n, unsigne
 	}
 	if ((rc = symbols(d, cur, n, lcur, prev, lprev, m, stages & RCKPT_IS_REARRANGED)))
 		goto out;
+	have_d = 1;
 	if (stages & RCKPT_IS_RLE) {
 		for (i = 0; i < n;) {
 			size_t r = run_at(d, i, n);
@@ -394,6 +444,13 @@ tokens_ready:
 				  o->zstd_level);
 	if (rc == 0 && (stages & RCKPT_IS_RLE))
 		rc = rckpt_estream_encode(out, lens, nlen, 256, o->est_policy, o->zstd_level);
+	if (rc == 0 && (o->stages & RCKPT_IS_CTX) && (stages & RCKPT_IS_REARRANGED) && n >= CTX_MIN &&
+	    m >= 2) {
+		if (!have_d)
+			rc = symbols(d, cur, n, lcur, prev, lprev, m, 1);
+		if (rc == 0)
+			rc = keep_smaller_ctx(out, start, d, prev, n, lprev, m);
+	}
 out:
 	if (!o->scratch) {
 		free(d);
@@ -478,6 +535,31 @@ int rckpt_istream_decode(uint8_t *cur, size_t n, unsigned lcur, const uint8_t *p
 	if (lcur == 0 || lcur > RCKPT_ISTREAM_MAX_LEVELS || n > RCKPT_EST_MAX_COUNT ||
 	    (prev && (lprev == 0 || lprev > RCKPT_ISTREAM_MAX_LEVELS)))
 		goto bad;
+	if (stages & RCKPT_IS_CTX) {
+		size_t cnt[RCKPT_ISTREAM_MAX_LEVELS + 1], sum = 0;
+		unsigned k;
+		if ((stages & (RCKPT_IS_REARRANGED | RCKPT_IS_RLE)) != RCKPT_IS_REARRANGED)
+			goto bad;
+		d = malloc(n ? n : 1);
+		e = malloc(n ? n : 1);
+		if (d == NULL || e == NULL) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		count_levels(cnt, prev, n, lprev);
+		for (k = 0; k < lprev; k++)
+			sum += cnt[k];
+		if (sum != n) { /* a parent's level >= lprev */
+			rc = -EINVAL;
+			goto out;
+		}
+		if ((rc = rckpt_ctx_decode(e, cnt, lprev, m, r)) == -ENOMEM)
+			goto out;
+		if (rc)
+			goto bad;
+		ungroup_by(d, e, prev, n, lprev);
+		goto delta;
+	}
 	if (stages & RCKPT_IS_RLE) {
 		ntok = rckpt_rd_u32(r);
 		nlen = rckpt_rd_u32(r);
@@ -528,6 +610,7 @@ int rckpt_istream_decode(uint8_t *cur, size_t n, unsigned lcur, const uint8_t *p
 		d = e;
 		e = NULL;
 	}
+delta:
 	{
 		/* d < m (checked by the entropy decoder), prev < m: one subtract. */
 		unsigned bad = 0;

@@ -23,7 +23,10 @@
 #define RCKPT_IS_DELTA 0x01u      /* cyclic delta against the parent */
 #define RCKPT_IS_REARRANGED 0x02u /* grouped by the parent's index */
 #define RCKPT_IS_RLE 0x04u        /* run-length tokens */
-#define RCKPT_IS_KNOWN 0x07u
+#define RCKPT_IS_CTX 0x08u        /* rANS with the parent's level as context
+				     (rckpt_ctx.h); needs DELTA and
+				     REARRANGED, excludes RLE; version 3 */
+#define RCKPT_IS_KNOWN 0x0fu
 
 /* Working memory an encoder may keep across calls, so that large buffers
  * are not mapped and faulted in again each time. Zero-initialize; free with
@@ -42,7 +45,9 @@ void rckpt_istream_scratch_free(rckpt_istream_scratch_t *s);
 
 typedef struct rckpt_istream_opts {
 	unsigned stages;     /* RCKPT_IS_REARRANGED | RCKPT_IS_RLE for the full
-				pipeline; DELTA is implied by a parent */
+				pipeline; DELTA is implied by a parent. With
+				CTX too, a rearranged delta is also coded in
+				the CTX form and the smaller kept */
 	unsigned est_policy; /* RCKPT_EST_TRY_* */
 	int zstd_level;
 	rckpt_istream_scratch_t *scratch; /* NULL: allocate per call */

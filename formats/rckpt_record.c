@@ -128,8 +128,34 @@ static int seg_check(const rckpt_seg_t *s)
 	}
 }
 
+/* The index stream of a segment; *ctx is set when it took the CTX form,
+ * which makes the record version 3. */
+static int istream_put(rckpt_buf_t *out, const uint8_t *cur, size_t n, unsigned lcur,
+		       const uint8_t *prev, unsigned lprev, const rckpt_istream_opts_t *o,
+		       unsigned *ctx)
+{
+	const size_t at = out->len;
+	int rc = rckpt_istream_encode(out, cur, n, lcur, prev, lprev, o);
+	if (rc == 0 && (out->p[at] & RCKPT_IS_CTX))
+		*ctx = 1;
+	return rc;
+}
+
+/* The index stream of a segment in a record of the given version: CTX is
+ * version 3's. */
+static int istream_get(uint8_t *cur, size_t n, unsigned lcur, const uint8_t *prev, unsigned lprev,
+		       rckpt_reader_t *r, unsigned version)
+{
+	const int st = rckpt_istream_peek_stages(r);
+	if (st >= 0 && (st & RCKPT_IS_CTX) && version < 3) {
+		r->err = -EBADMSG;
+		return -EBADMSG;
+	}
+	return rckpt_istream_decode(cur, n, lcur, prev, lprev, r);
+}
+
 static int seg_encode(rckpt_buf_t *out, const rckpt_seg_t *s, const rckpt_seg_t *ps,
-		      const rckpt_istream_opts_t *o)
+		      const rckpt_istream_opts_t *o, unsigned *ctx)
 {
 	uint8_t hdr[24 + 1 + 4 * RCKPT_SEG_MAX_BINS + 8];
 	rckpt_writer_t w = rckpt_writer(hdr, sizeof(hdr));
@@ -170,16 +196,19 @@ static int seg_encode(rckpt_buf_t *out, const rckpt_seg_t *s, const rckpt_seg_t 
 			return rc;
 	}
 	/* ps has the same layout (checked): a delta of the parent's levels. */
-	return rckpt_istream_encode(out, s->idx, s->n, s->nbins + 2, ps ? ps->idx : NULL,
-				    ps ? ps->nbins + 2 : 0, o);
+	return istream_put(out, s->idx, s->n, s->nbins + 2, ps ? ps->idx : NULL,
+			   ps ? ps->nbins + 2 : 0, o, ctx);
 }
 
-/* The version a record is written in: 2 when a segment has a transform
- * (older decoders then answer RCKPT_EVERSION rather than misread it),
- * else 1, which every decoder reads. Compat is the same. */
-static unsigned record_version(const rckpt_record_t *rec)
+/* The version a record is written in: 3 when an index stream took the CTX
+ * form, 2 when a segment has a transform (older decoders then answer
+ * RCKPT_EVERSION rather than misread it), else 1, which every decoder
+ * reads. Compat is the same. */
+static unsigned record_version(const rckpt_record_t *rec, unsigned ctx)
 {
 	uint32_t i;
+	if (ctx)
+		return 3;
 	for (i = 0; i < rec->nseg; i++)
 		if (rec->seg[i].transform != RCKPT_XF_NONE)
 			return 2;
@@ -188,15 +217,15 @@ static unsigned record_version(const rckpt_record_t *rec)
 
 /* Fills in the header of the record that starts at out->p + start (its
  * segments follow it) and appends the CRC. */
-static int record_close(rckpt_buf_t *out, size_t start, const rckpt_record_t *rec)
+static int record_close(rckpt_buf_t *out, size_t start, const rckpt_record_t *rec, unsigned ctx)
 {
 	const size_t body = out->len - start - RCKPT_RECORD_HEADER_BYTES;
 	uint8_t hdr[RCKPT_RECORD_HEADER_BYTES], tail[4];
 	rckpt_writer_t w = rckpt_writer(hdr, sizeof(hdr));
 
 	rckpt_wr_u32(&w, RCKPT_RECORD_MAGIC);
-	rckpt_wr_u8(&w, (uint8_t)record_version(rec));
-	rckpt_wr_u8(&w, (uint8_t)record_version(rec));
+	rckpt_wr_u8(&w, (uint8_t)record_version(rec, ctx));
+	rckpt_wr_u8(&w, (uint8_t)record_version(rec, ctx));
 	rckpt_wr_u8(&w, (uint8_t)rec->kind);
 	rckpt_wr_u8(&w, 0);
 	rckpt_wr_u64(&w, rec->step);
@@ -215,6 +244,7 @@ int rckpt_record_encode(rckpt_buf_t *out, const rckpt_record_t *rec, const rckpt
 {
 	size_t start = out->len;
 	uint32_t i;
+	unsigned ctx = 0;
 	int rc;
 
 	if ((rec->kind == RCKPT_REC_BASE) != (parent == NULL) ||
@@ -236,10 +266,10 @@ int rckpt_record_encode(rckpt_buf_t *out, const rckpt_record_t *rec, const rckpt
 	out->len += RCKPT_RECORD_HEADER_BYTES;
 	for (i = 0; i < rec->nseg; i++) {
 		const rckpt_seg_t *ps = parent ? &parent->seg[i] : NULL;
-		if ((rc = seg_encode(out, &rec->seg[i], ps, o)))
+		if ((rc = seg_encode(out, &rec->seg[i], ps, o, &ctx)))
 			goto fail;
 	}
-	if ((rc = record_close(out, start, rec)))
+	if ((rc = record_close(out, start, rec, ctx)))
 		goto fail;
 	return 0;
 fail:
@@ -283,7 +313,7 @@ static void seg_head_put(rckpt_writer_t *w, const rckpt_seg_t *s)
 
 static int sparse_seg_encode(rckpt_buf_t *out, const rckpt_seg_t *s, const rckpt_seg_t *ps,
 			     uint32_t block, const rckpt_sparse_sel_t *sel,
-			     const rckpt_istream_opts_t *o)
+			     const rckpt_istream_opts_t *o, unsigned *ctx)
 {
 	uint8_t hdr[24 + 8];
 	rckpt_writer_t w = rckpt_writer(hdr, sizeof(hdr));
@@ -357,7 +387,7 @@ static int sparse_seg_encode(rckpt_buf_t *out, const rckpt_seg_t *s, const rckpt
 	rckpt_wr_u64(&w, np);
 	if ((rc = rckpt_buf_append(out, hdr, 8)) || (rc = blob_put(out, pb, 2 * (size_t)np)))
 		goto out;
-	rc = rckpt_istream_encode(out, cur, (size_t)m, s->nbins + 2, prev, ps->nbins + 2, o);
+	rc = istream_put(out, cur, (size_t)m, s->nbins + 2, prev, ps->nbins + 2, o, ctx);
 out:
 	free(cur);
 	free(prev);
@@ -372,6 +402,7 @@ int rckpt_record_encode_sparse(rckpt_buf_t *out, const rckpt_record_t *rec,
 {
 	size_t start = out->len;
 	uint32_t i;
+	unsigned ctx = 0;
 	int rc;
 
 	if (rec->kind != RCKPT_REC_SPARSE || parent == NULL || parent->step != rec->parent ||
@@ -386,9 +417,10 @@ int rckpt_record_encode_sparse(rckpt_buf_t *out, const rckpt_record_t *rec,
 		return rc;
 	out->len += RCKPT_RECORD_HEADER_BYTES;
 	for (i = 0; i < rec->nseg; i++)
-		if ((rc = sparse_seg_encode(out, &rec->seg[i], &parent->seg[i], block, &sel[i], o)))
+		if ((rc = sparse_seg_encode(out, &rec->seg[i], &parent->seg[i], block, &sel[i], o,
+					     &ctx)))
 			goto fail;
-	if ((rc = record_close(out, start, rec)))
+	if ((rc = record_close(out, start, rec, ctx)))
 		goto fail;
 	return 0;
 fail:
@@ -527,8 +559,8 @@ static int seg_decode(rckpt_seg_t *s, rckpt_reader_t *r, const rckpt_seg_t *ps, 
 	if (s->idx == NULL)
 		return -ENOMEM;
 	{
-		int rc = rckpt_istream_decode(s->idx, (size_t)s->n, s->nbins + 2, ps ? ps->idx : NULL,
-					      ps ? ps->nbins + 2 : 0, r);
+		int rc = istream_get(s->idx, (size_t)s->n, s->nbins + 2, ps ? ps->idx : NULL,
+				     ps ? ps->nbins + 2 : 0, r, version);
 		uint64_t i, np = 0;
 		if (rc)
 			return rc;
@@ -614,7 +646,7 @@ static int sparse_seg_decode(rckpt_seg_t *s, rckpt_reader_t *r, const rckpt_seg_
 		memcpy(prev + m, ps->idx + lo, (size_t)(hi - lo));
 		m += hi - lo;
 	}
-	if ((rc = rckpt_istream_decode(cur, (size_t)m, P + 1u, prev, P + 1u, r)))
+	if ((rc = istream_get(cur, (size_t)m, P + 1u, prev, P + 1u, r, version)))
 		goto out;
 	rc = -EBADMSG;
 	if (count_level(cur, m, P) != np)

@@ -19,9 +19,10 @@
 #include "rckpt_istream.h"
 
 #define RCKPT_RECORD_MAGIC 0x524b4352u /* "RCKR" as little-endian bytes */
-#define RCKPT_RECORD_VERSION 2u /* the newest this code reads and writes;
-				  a record without transforms is written as
-				  version 1, byte for byte as before */
+#define RCKPT_RECORD_VERSION 3u /* the newest this code reads and writes;
+				  a record is written in the oldest version
+				  that holds it (3: a CTX index stream, 2: a
+				  transform, else 1, byte for byte as before) */
 #define RCKPT_RECORD_HEADER_BYTES 40u
 #define RCKPT_NO_PARENT UINT64_MAX
 #define RCKPT_SEG_MAX_BINS 64

@@ -36,8 +36,12 @@ static int istream_skip(rckpt_reader_t *r)
 {
 	unsigned stages = rckpt_rd_u8(r);
 	int rc;
-	if (r->err || (stages & ~7u))
+	if (r->err || (stages & ~RCKPT_IS_KNOWN))
 		return -EBADMSG;
+	if (stages & RCKPT_IS_CTX) { /* u32 length, the body */
+		size_t len = rckpt_rd_u32(r);
+		return rckpt_rd_bytes(r, len) == NULL ? -EBADMSG : 0;
+	}
 	if (stages & RCKPT_IS_RLE) {
 		(void)rckpt_rd_u32(r); /* tokens */
 		(void)rckpt_rd_u32(r); /* run-length bytes */

@@ -51,6 +51,8 @@ int main(int argc, char **argv)
 	} cases[] = {
 		{ "delta+rearrange+rle (no entropy)", RCKPT_IS_REARRANGED | RCKPT_IS_RLE, 0 },
 		{ "delta+rearrange+rle+entropy", RCKPT_IS_REARRANGED | RCKPT_IS_RLE, RCKPT_EST_TRY_ALL },
+		{ "delta+rearrange+rle+entropy or CTX (the codec's)",
+		  RCKPT_IS_REARRANGED | RCKPT_IS_RLE | RCKPT_IS_CTX, RCKPT_EST_TRY_ALL },
 		{ "delta+rle+entropy", RCKPT_IS_RLE, RCKPT_EST_TRY_ALL },
 		{ "delta+entropy (huffman only)", 0, RCKPT_EST_TRY_HUFF },
 	};

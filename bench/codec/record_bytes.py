@@ -7,13 +7,13 @@ Parses each step file by formats/checkpoint.md alone (no rckpt code) and
 splits its bytes into: manifest; record headers (record header, CRC,
 segment headers); codebooks (bin count, centroids, protected count);
 protected values (their blob); index tokens and run lengths (the index
-stream's two entropy streams and its header); lossless tensors (their
-blobs). One line per file with the shares, then the total.
+stream's two entropy streams and its header), or the whole index stream
+when it is context-coded (CTX); lossless tensors (their blobs). One line per file with the shares, then the total.
 """
 import struct
 import sys
 
-CATS = ["manifest", "headers", "codebooks", "protected", "tokens", "run lengths", "lossless"]
+CATS = ["manifest", "headers", "codebooks", "protected", "tokens", "run lengths", "context-coded", "lossless"]
 
 
 def blob(b, o):
@@ -49,6 +49,11 @@ def record(b, acc):
         acc["protected"] += n
         o += n
         stages = b[o]
+        if stages & 8:  # CTX: u32 length, tables and rANS bytes
+            n = 5 + struct.unpack_from("<I", b, o + 1)[0]
+            acc["context-coded"] += n
+            o += n
+            continue
         hdr = 1 + (8 if stages & 4 else 0)
         acc["tokens"] += hdr
         o += hdr

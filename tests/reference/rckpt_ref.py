@@ -181,15 +181,75 @@ def entropy_stream(r, nsym, want=None):
 
 # ---- index stream ----
 
-def index_stream(r, n, lcur, prev=None, lprev=None):
+def ctx_body(r, counts, M):
+    """The CTX form's symbols, group by group ("Index stream", CTX)."""
+    body = Reader(r.take(r.u32()), "CTX body")
+    tables = {}
+    for g, c in enumerate(counts):
+        if not c:
+            continue
+        k = body.u8() + 1
+        if k > M:
+            raise Bad("CTX: more symbols than the alphabet")
+        syms, freqs = [], []
+        for _ in range(k):
+            s = body.u8()
+            f = 4096
+            if k > 1:
+                f = shift = 0
+                while True:  # LEB128 of f - 1, two bytes at most
+                    b = body.u8()
+                    f |= (b & 127) << shift
+                    shift += 7
+                    if not b & 128:
+                        break
+                    if shift >= 14:
+                        raise Bad("CTX: a frequency over two bytes")
+                f += 1
+            if s >= M or (syms and s <= syms[-1]):
+                raise Bad("CTX: symbols not ascending below M")
+            syms.append(s)
+            freqs.append(f)
+        if sum(freqs) != 4096:
+            raise Bad("CTX: frequencies do not sum to 4096")
+        cum = [0]
+        for f in freqs:
+            cum.append(cum[-1] + f)
+        tables[g] = (syms, freqs, cum)
+    x = body.u32()
+    out = []
+    for g, c in enumerate(counts):
+        if not c:
+            continue
+        syms, freqs, cum = tables[g]
+        for _ in range(c):
+            slot = x & 4095
+            j = next(i for i in range(len(syms)) if cum[i] <= slot < cum[i + 1])
+            out.append(syms[j])
+            x = freqs[j] * (x >> 12) + slot - cum[j]
+            while x < (1 << 23):
+                x = (x << 8) | body.u8()
+    if x != 1 << 23:
+        raise Bad("CTX: the final state is not 2^23")
+    body.end()
+    return np.array(out, dtype=np.int64)
+
+
+def index_stream(r, n, lcur, prev=None, lprev=None, version=3):
     stages = r.u8()
-    if stages & ~7:
+    if stages & ~15:
         raise Bad("index stream: unknown stage bits")
-    delta, rearranged, rle = stages & 1, stages & 2, stages & 4
+    delta, rearranged, rle, ctx = stages & 1, stages & 2, stages & 4, stages & 8
     if bool(delta) != (prev is not None) or (rearranged and not delta):
         raise Bad("index stream: DELTA must be set exactly with a parent; REARRANGED needs it")
+    if ctx and (not rearranged or rle or version < 3):
+        raise Bad("index stream: CTX needs REARRANGED, excludes RLE, is version 3's")
     M = max(lcur, lprev) if delta else lcur
-    if rle:
+    if ctx:
+        if n and prev.max() >= lprev:
+            raise Bad("index stream: a parent level out of range")
+        d = ctx_body(r, np.bincount(prev, minlength=lprev)[:lprev].tolist(), M)
+    elif rle:
         ntok, nlen = r.u32(), r.u32()
         if ntok > n or nlen > (n // 2) * 5:
             raise Bad("index stream: RLE counts")
@@ -306,7 +366,7 @@ def segment(r, parent=None, sparse=False, version=1):
         for b in blocks:
             mask[int(b) * block:min(n, (int(b) + 1) * block)] = True
         prot_in = protected(r, int(mask.sum()))
-        inner = index_stream(r, int(mask.sum()), B + 2, parent["levels"][mask], B + 2)
+        inner = index_stream(r, int(mask.sum()), B + 2, parent["levels"][mask], B + 2, version)
         levels = parent["levels"].copy()
         levels[mask] = inner
         pprot_pos = np.flatnonzero(parent["levels"] == B + 1)
@@ -324,7 +384,7 @@ def segment(r, parent=None, sparse=False, version=1):
     s["prot"] = protected(r, n)
     s["levels"] = index_stream(r, n, B + 2,
                                parent["levels"] if parent is not None else None,
-                               parent["B"] + 2 if parent is not None else None)
+                               parent["B"] + 2 if parent is not None else None, version)
     check_prot(s)
     return s
 
@@ -340,7 +400,7 @@ def record(b, parent=None):
         raise Bad("record: magic")
     version, compat, kind, flags = r.u8(), r.u8(), r.u8(), r.u8()
     step, par, nseg, reserved, body = r.u64(), r.u64(), r.u32(), r.u32(), r.u64()
-    if compat > 2:
+    if compat > 3:
         raise Bad("record: a newer version")  # RCKPT_EVERSION
     if compat == 0 or compat > version or flags or reserved or kind not in (1, 2, 3):
         raise Bad("record: header")

@@ -51,6 +51,21 @@ class Golden(unittest.TestCase):
         self.assertEqual(list(s["prot"]), [0x4000])
         self.assertEqual(list(R.values(s)), [-0.5, 0.0, 0.5, 0.5, 0.5, 2.0, 0.5, 0.0])
 
+    def test_ctx_v3(self):
+        """Version 3: an index stream in the CTX form (per parent level a
+        frequency table, one rANS stream); as version 2 it is refused."""
+        base = R.record(golden("ckpt-record-v1.hex"))
+        r = R.record(golden("ckpt-ctx-v3.hex"), base)
+        s = r["seg"][0]
+        self.assertEqual((r["step"], r["kind"], r["parent"]), (44, 2, 42))
+        self.assertEqual(list(s["levels"]), [0, 2, 2, 2, 2, 3, 3, 0])
+        self.assertEqual(list(s["prot"]), [0x4000, 0x4040])
+        b = bytearray(golden("ckpt-ctx-v3.hex"))
+        b[4] = b[5] = 2
+        b[-4:] = struct.pack("<I", R.crc32c(bytes(b[:-4])))
+        with self.assertRaises(R.Bad):
+            R.record(bytes(b), base)
+
     def test_sparse(self):
         base = R.record(golden("ckpt-record-v1.hex"))
         s = R.record(golden("ckpt-sparse-v1.hex"), base)["seg"][0]

@@ -258,8 +258,8 @@ static void test_limits_and_versions(void **state)
 	encode(&b, &rec, NULL);
 	assert_int_equal(rckpt_record_decode(&dec, b.p, b.len, NULL, &few_segs), -E2BIG);
 	assert_int_equal(rckpt_record_decode(&dec, b.p, b.len, NULL, &few_elems), -E2BIG);
-	b.p[5] = 3; /* compat 3: a newer format */
-	b.p[4] = 3;
+	b.p[5] = RCKPT_RECORD_VERSION + 1; /* a newer format */
+	b.p[4] = RCKPT_RECORD_VERSION + 1;
 	assert_int_equal(rckpt_record_decode(&dec, b.p, b.len, NULL, NULL), RCKPT_FMT_EVERSION);
 	rckpt_record_free(&rec);
 	rckpt_buf_free(&b);
@@ -717,6 +717,45 @@ static void reseal(uint8_t *p, size_t len)
 	p[len - 1] = (uint8_t)(crc >> 24);
 }
 
+/* Version 3 (tests/golden/ckpt-ctx-v3.hex, derived by hand): a delta whose
+ * index stream is in the CTX form. The decoder gives the spec's levels and
+ * protected values; the same bytes as version 2, a rANS state changed, or
+ * a table's frequencies that do not sum to 4096 are refused. */
+static void test_golden_ctx(void **state)
+{
+	static const uint8_t levels[8] = { 0, 2, 2, 2, 2, 3, 3, 0 };
+	uint8_t base[4096], rec[4096], c[4096];
+	size_t nb, nr;
+	rckpt_record_t parent, dec;
+
+	(void)state;
+	nb = golden_hex("ckpt-record-v1.hex", base, sizeof(base));
+	nr = golden_hex("ckpt-ctx-v3.hex", rec, sizeof(rec));
+	assert_int_equal(rckpt_record_decode(&parent, base, nb, NULL, NULL), 0);
+	assert_int_equal(rckpt_record_decode(&dec, rec, nr, &parent, NULL), 0);
+	assert_int_equal(dec.step, 44);
+	assert_int_equal(dec.parent, 42);
+	assert_memory_equal(dec.seg[0].idx, levels, 8);
+	assert_int_equal(dec.seg[0].nprot, 2);
+	assert_int_equal(dec.seg[0].prot[0], 0x4000);
+	assert_int_equal(dec.seg[0].prot[1], 0x4040);
+	rckpt_record_free(&dec);
+	memcpy(c, rec, nr); /* CTX in a version 2 record */
+	c[4] = c[5] = 2;
+	reseal(c, nr);
+	assert_int_equal(rckpt_record_decode(&dec, c, nr, &parent, NULL), -EBADMSG);
+	memcpy(c, rec, nr); /* the state one off: it does not end at 2^23 */
+	c[nr - 8] ^= 1;
+	reseal(c, nr);
+	assert_int_equal(rckpt_record_decode(&dec, c, nr, &parent, NULL), -EBADMSG);
+	memcpy(c, rec, nr); /* level 2's first frequency 3073: the sum is 4097 */
+	c[nr - 15] = 0x80;
+	c[nr - 14] = 0x18;
+	reseal(c, nr);
+	assert_int_equal(rckpt_record_decode(&dec, c, nr, &parent, NULL), -EBADMSG);
+	rckpt_record_free(&parent);
+}
+
 /* Version 2: a segment's transform (checkpoint.md "Transforms"). */
 static void test_transform_segments(void **state)
 {
@@ -792,6 +831,7 @@ int main(void)
 		cmocka_unit_test(test_sparse_rejects),
 		cmocka_unit_test(test_golden_vector),
 		cmocka_unit_test(test_golden_delta),
+		cmocka_unit_test(test_golden_ctx),
 		cmocka_unit_test(test_golden_xform),
 		cmocka_unit_test(test_golden_zstd),
 		cmocka_unit_test(test_golden_sparse),

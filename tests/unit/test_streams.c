@@ -371,6 +371,141 @@ static void test_istream_sparse_path(void **state)
 	rckpt_istream_scratch_free(&scratch);
 }
 
+/* The CTX form: per parent level a frequency table and one rANS stream. On
+ * deltas whose spread depends on the parent's level (as a pruned or edge
+ * level's does) it is chosen and smaller than run length + Huffman; the
+ * sparse path (with a scratch) writes the same bytes; a group of one
+ * symbol, 2 and 255 levels, and a level count that changes all decode. */
+static void test_istream_ctx(void **state)
+{
+	enum { N = 40000 };
+	static const unsigned lv[][2] = { { 34, 34 }, { 2, 2 }, { 255, 255 }, { 20, 34 }, { 34, 20 } };
+	const rckpt_istream_opts_t ctx = { RCKPT_IS_REARRANGED | RCKPT_IS_RLE | RCKPT_IS_CTX,
+					   RCKPT_EST_TRY_ALL, 1, NULL };
+	rckpt_istream_scratch_t sc = RCKPT_ISTREAM_SCRATCH_INIT;
+	rckpt_istream_opts_t ctx_sc = ctx;
+	uint8_t *cur = malloc(N), *prev = malloc(N);
+	size_t i, k, a, b;
+
+	(void)state;
+	ctx_sc.scratch = &sc;
+	for (k = 0; k < sizeof(lv) / sizeof(lv[0]); k++) {
+		const unsigned lc = lv[k][0], lp = lv[k][1];
+		rckpt_buf_t x = RCKPT_BUF_INIT, y = RCKPT_BUF_INIT;
+		for (i = 0; i < N; i++) {
+			unsigned p = (unsigned)(rnd() % lp), c = p;
+			if (p == 0) /* one symbol only */
+				c = 0;
+			else if (p % 2) /* mostly still */
+				c = rnd() % 16 ? p : p - 1;
+			else /* spread */
+				c = p + (unsigned)(rnd() % 3) - 1;
+			prev[i] = (uint8_t)p;
+			cur[i] = (uint8_t)(c >= lc ? lc - 1 : c);
+		}
+		a = is_round_trip(cur, N, lc, prev, lp, &full);
+		b = is_round_trip(cur, N, lc, prev, lp, &ctx);
+		assert_int_equal(rckpt_istream_encode(&x, cur, N, lc, prev, lp, &ctx), 0);
+		assert_int_equal(rckpt_istream_encode(&y, cur, N, lc, prev, lp, &ctx_sc), 0);
+		assert_int_equal(x.len, y.len); /* the sparse path's symbols */
+		assert_memory_equal(x.p, y.p, x.len);
+		assert_int_equal(x.p[0], RCKPT_IS_DELTA | RCKPT_IS_REARRANGED | RCKPT_IS_CTX);
+		print_message("levels %u/%u: run length + Huffman %zu bytes, CTX %zu\n", lc, lp, a, b);
+		/* at least 5% smaller; with 255 levels the tables take more */
+		assert_true(lp > 64 ? b < a : b * 100 < a * 95);
+		rckpt_buf_free(&x);
+		rckpt_buf_free(&y);
+	}
+	/* every level the same: one table of one symbol, no rANS byte */
+	memset(cur, 3, N);
+	memset(prev, 3, N);
+	assert_true(is_round_trip(cur, N, 6, prev, 6, &ctx) <= is_round_trip(cur, N, 6, prev, 6, &full));
+	/* short streams stay in the old form */
+	for (i = 0; i < 100; i++) {
+		prev[i] = (uint8_t)(rnd() % 6);
+		cur[i] = (uint8_t)(prev[i] % 2 ? prev[i] : rnd() % 6);
+	}
+	{
+		rckpt_buf_t x = RCKPT_BUF_INIT;
+		assert_int_equal(rckpt_istream_encode(&x, cur, 100, 6, prev, 6, &ctx), 0);
+		assert_int_equal(x.p[0] & RCKPT_IS_CTX, 0);
+		rckpt_buf_free(&x);
+	}
+	rckpt_istream_scratch_free(&sc);
+	free(cur);
+	free(prev);
+}
+
+/* A CTX stream is read against its contract: with RLE, without
+ * REARRANGED or without a parent it is refused; every truncation is
+ * refused; a flipped bit decodes to levels in range or is refused (and
+ * the rANS state's end check refuses nearly all). */
+static void test_istream_ctx_rejects(void **state)
+{
+	enum { N = 5000 };
+	const rckpt_istream_opts_t ctx = { RCKPT_IS_REARRANGED | RCKPT_IS_RLE | RCKPT_IS_CTX,
+					   RCKPT_EST_TRY_ALL, 1, NULL };
+	uint8_t cur[N], prev[N], out[N];
+	rckpt_buf_t b = RCKPT_BUF_INIT;
+	rckpt_reader_t r;
+	size_t i, k, refused = 0, flips = 3000;
+
+	(void)state;
+	for (i = 0; i < N; i++) {
+		prev[i] = (uint8_t)(rnd() % 8);
+		cur[i] = (uint8_t)(prev[i] < 4 ? prev[i] : (prev[i] + rnd() % 3) % 8);
+	}
+	assert_int_equal(rckpt_istream_encode(&b, cur, N, 8, prev, 8, &ctx), 0);
+	assert_int_equal(b.p[0], RCKPT_IS_DELTA | RCKPT_IS_REARRANGED | RCKPT_IS_CTX);
+	{
+		static const uint8_t bad_stages[] = { RCKPT_IS_DELTA | RCKPT_IS_CTX,
+						      RCKPT_IS_DELTA | RCKPT_IS_REARRANGED | RCKPT_IS_RLE | RCKPT_IS_CTX,
+						      0x10 | RCKPT_IS_DELTA | RCKPT_IS_REARRANGED | RCKPT_IS_CTX };
+		const uint8_t keep = b.p[0];
+		for (k = 0; k < sizeof(bad_stages); k++) {
+			b.p[0] = bad_stages[k];
+			r = rckpt_reader(b.p, b.len);
+			assert_int_equal(rckpt_istream_decode(out, N, 8, prev, 8, &r), -EBADMSG);
+		}
+		b.p[0] = keep;
+	}
+	r = rckpt_reader(b.p, b.len); /* without a parent */
+	assert_int_equal(rckpt_istream_decode(out, N, 8, NULL, 0, &r), -EBADMSG);
+	r = rckpt_reader(b.p, b.len); /* a parent other than the encoder's */
+	prev[0] = (uint8_t)((prev[0] + 1) % 8);
+	assert_int_equal(rckpt_istream_decode(out, N, 8, prev, 8, &r), -EBADMSG);
+	prev[0] = (uint8_t)((prev[0] + 7) % 8);
+	r = rckpt_reader(b.p, b.len); /* a parent level past lprev */
+	assert_int_equal(rckpt_istream_decode(out, N, 8, prev, 6, &r), -EINVAL);
+	r = rckpt_reader(b.p, b.len);
+	assert_int_equal(rckpt_istream_decode(out, N, 8, prev, 8, &r), 0);
+	assert_memory_equal(out, cur, N);
+	for (k = 0; k < b.len; k++) {
+		r = rckpt_reader(b.p, k);
+		assert_int_equal(rckpt_istream_decode(out, N, 8, prev, 8, &r), -EBADMSG);
+	}
+	for (k = 0; k < 2 * flips; k++) { /* anywhere, then in the rANS bytes */
+		uint8_t *c = malloc(b.len);
+		const size_t at = k < flips ? 1 + rnd() % (b.len - 1) : b.len / 2 + rnd() % (b.len / 2);
+		int rc;
+		memcpy(c, b.p, b.len);
+		c[at] ^= (uint8_t)(1u << (rnd() & 7));
+		r = rckpt_reader(c, b.len);
+		rc = rckpt_istream_decode(out, N, 8, prev, 8, &r);
+		if (rc == 0) {
+			for (i = 0; i < N; i++)
+				assert_true(out[i] < 8);
+		} else {
+			assert_int_equal(rc, -EBADMSG);
+			refused += k >= flips;
+		}
+		free(c);
+	}
+	print_message("CTX: %zu of %zu flips in the rANS bytes refused\n", refused, flips);
+	assert_true(refused * 100 >= flips * 99);
+	rckpt_buf_free(&b);
+}
+
 static void test_istream_rejects(void **state)
 {
 	enum { N = 3000 };
@@ -432,6 +567,8 @@ int main(void)
 		cmocka_unit_test(test_istream_rearrangement_helps),
 		cmocka_unit_test(test_istream_sparse_path),
 		cmocka_unit_test(test_istream_rejects),
+		cmocka_unit_test(test_istream_ctx),
+		cmocka_unit_test(test_istream_ctx_rejects),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

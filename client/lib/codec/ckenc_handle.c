@@ -23,7 +23,7 @@ void rckpt_ckenc_opts_default(rckpt_ckenc_opts_t *o)
 	rckpt_qconfig_default(&o->fixed);
 	o->quantizer = RCKPT_QUANTIZER_KMEANS;
 	o->use_grads = 1;
-	o->is.stages = RCKPT_IS_REARRANGED | RCKPT_IS_RLE;
+	o->is.stages = RCKPT_IS_REARRANGED | RCKPT_IS_RLE | RCKPT_IS_CTX;
 	o->is.est_policy = RCKPT_EST_TRY_ALL;
 	o->is.zstd_level = 1;
 	o->base_every = 0;

@@ -1,0 +1,287 @@
+/*
+ * rckpt_ctx.c — the CTX form of an index stream: per parent level a static
+ * frequency table, then one rANS stream over every group's symbols.
+ *
+ *   u32 length           bytes that follow, all of them the CTX body's
+ *   per nonempty group g (ascending): a table
+ *     u8  k - 1          k symbols present (1..m)
+ *     k x ( u8 symbol    ascending, < m
+ *           LEB128 f - 1 only when k > 1; f >= 1, sum of f = 4096 )
+ *   u32 state            the rANS state the decoder starts from
+ *   bytes                renormalization bytes, read in order
+ *
+ * rANS with a 32-bit state in [2^23, 2^31) and byte renormalization: a
+ * symbol s of frequency f and cumulative frequency c (the sum of the
+ * table's frequencies before it) is decoded from state x by slot = x mod
+ * 4096, s the symbol whose [c, c + f) holds slot, x = f * (x >> 12) +
+ * slot - c, then while x < 2^23 x = x << 8 | next byte. Decoding ends with
+ * x = 2^23 and every byte read. A group with one symbol reads nothing.
+ */
+#include "rckpt_ctx.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SCALE (1u << RCKPT_CTX_SCALE_BITS)
+#define RANS_L (1u << 23)
+#define TABLE_MIN 1024 /* a group this large decodes through a slot table */
+
+typedef struct ctab {
+	uint16_t f[256], c[256];
+	unsigned k; /* symbols present */
+} ctab_t;
+
+/* Frequencies summing to SCALE, at least 1 for every symbol present. */
+static void normalize(ctab_t *t, const uint32_t *h, unsigned m, size_t total)
+{
+	unsigned s, big = 0;
+	long sum = 0, c = 0;
+
+	t->k = 0;
+	for (s = 0; s < m; s++) {
+		uint64_t v;
+		t->f[s] = 0;
+		if (h[s] == 0)
+			continue;
+		v = ((uint64_t)h[s] * SCALE + total / 2) / total;
+		t->f[s] = (uint16_t)(v ? v : 1);
+		sum += t->f[s];
+		t->k++;
+		if (h[s] > h[big])
+			big = s;
+	}
+	while (sum > (long)SCALE) { /* rounding up the rare ones overshot */
+		unsigned b = big;
+		for (s = 0; s < m; s++)
+			if (t->f[s] > t->f[b])
+				b = s;
+		t->f[b]--;
+		sum--;
+	}
+	t->f[big] = (uint16_t)(t->f[big] + (SCALE - sum));
+	for (s = 0; s < m; s++) {
+		t->c[s] = (uint16_t)c;
+		c += t->f[s];
+	}
+}
+
+static int put_table(rckpt_buf_t *out, const ctab_t *t, unsigned m)
+{
+	uint8_t b[256 * 3 + 1];
+	size_t len = 0;
+	unsigned s;
+
+	b[len++] = (uint8_t)(t->k - 1);
+	for (s = 0; s < m; s++) {
+		unsigned x;
+		if (t->f[s] == 0)
+			continue;
+		b[len++] = (uint8_t)s;
+		if (t->k == 1)
+			continue;
+		x = t->f[s] - 1u;
+		do {
+			b[len++] = (uint8_t)((x & 0x7f) | (x > 0x7f ? 0x80 : 0));
+			x >>= 7;
+		} while (x);
+	}
+	return rckpt_buf_append(out, b, len);
+}
+
+int rckpt_ctx_encode(rckpt_buf_t *out, const uint8_t *e, const size_t *cnt, unsigned ngroups,
+		     unsigned m)
+{
+	ctab_t *tab = NULL;
+	uint8_t *rb = NULL, *q;
+	size_t n = 0, pos, lenat, i;
+	uint32_t h[256], x = RANS_L;
+	unsigned g;
+	int rc;
+
+	if (m < 2 || m > 255)
+		return -EINVAL;
+	for (g = 0; g < ngroups; g++)
+		n += cnt[g];
+	tab = malloc(sizeof(*tab) * (ngroups ? ngroups : 1));
+	rb = malloc(2 * n + 8); /* a symbol adds at most 12 bits */
+	if (tab == NULL || rb == NULL) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	lenat = out->len;
+	if ((rc = rckpt_buf_put_u32(out, 0)))
+		goto out;
+	for (g = 0, pos = 0; g < ngroups; pos += cnt[g], g++) {
+		if (cnt[g] == 0)
+			continue;
+		memset(h, 0, sizeof(h));
+		for (i = pos; i < pos + cnt[g]; i++)
+			h[e[i]]++;
+		for (i = m; i < 256; i++)
+			if (h[i]) {
+				rc = -EINVAL;
+				goto out;
+			}
+		normalize(&tab[g], h, m, cnt[g]);
+		if ((rc = put_table(out, &tab[g], m)))
+			goto out;
+	}
+	/* rANS codes backwards: the last symbol first, bytes from the end. */
+	q = rb + 2 * n + 8;
+	for (g = ngroups; g-- > 0;) {
+		const ctab_t *t = &tab[g];
+		pos -= cnt[g];
+		if (cnt[g] == 0 || t->k == 1)
+			continue; /* a frequency of 4096 leaves the state as it is */
+		for (i = pos + cnt[g]; i-- > pos;) {
+			const uint32_t f = t->f[e[i]];
+			const uint32_t xmax = ((RANS_L >> RCKPT_CTX_SCALE_BITS) << 8) * f;
+			while (x >= xmax) {
+				*--q = (uint8_t)x;
+				x >>= 8;
+			}
+			x = ((x / f) << RCKPT_CTX_SCALE_BITS) + (x % f) + t->c[e[i]];
+		}
+	}
+	q -= 4;
+	q[0] = (uint8_t)x;
+	q[1] = (uint8_t)(x >> 8);
+	q[2] = (uint8_t)(x >> 16);
+	q[3] = (uint8_t)(x >> 24);
+	if ((rc = rckpt_buf_append(out, q, (size_t)(rb + 2 * n + 8 - q))))
+		goto out;
+	if (out->len - lenat - 4 > UINT32_MAX) {
+		rc = -EINVAL;
+		goto out;
+	}
+	rckpt_buf_set_u32(out, lenat, (uint32_t)(out->len - lenat - 4));
+out:
+	free(tab);
+	free(rb);
+	return rc;
+}
+
+/* A table read back: its symbols, frequencies and cumulative frequencies. */
+typedef struct dtab {
+	uint8_t sym[256];
+	uint16_t f[256], c[257];
+	unsigned k;
+} dtab_t;
+
+static int get_table(dtab_t *t, unsigned m, rckpt_reader_t *b)
+{
+	unsigned i, sum = 0;
+	int last = -1;
+
+	t->k = rckpt_rd_u8(b) + 1u;
+	if (b->err || t->k > m)
+		return -EBADMSG;
+	for (i = 0; i < t->k; i++) {
+		unsigned s = rckpt_rd_u8(b), f = SCALE, shift = 0, byte;
+		if (t->k > 1) {
+			f = 0;
+			do { /* f - 1 < 4096: two bytes at most */
+				byte = rckpt_rd_u8(b);
+				f |= (byte & 0x7fu) << shift;
+				shift += 7;
+			} while ((byte & 0x80) && shift < 14);
+			if (byte & 0x80)
+				return -EBADMSG;
+			f += 1;
+		}
+		if (b->err || (int)s <= last || s >= m || f > SCALE - sum)
+			return -EBADMSG;
+		last = (int)s;
+		t->sym[i] = (uint8_t)s;
+		t->f[i] = (uint16_t)f;
+		t->c[i] = (uint16_t)sum;
+		sum += f;
+	}
+	t->c[t->k] = (uint16_t)sum;
+	return sum == SCALE ? 0 : -EBADMSG;
+}
+
+/* The entry of t whose [c, c + f) holds slot: a binary search. */
+static unsigned find(const dtab_t *t, unsigned slot)
+{
+	unsigned lo = 0, hi = t->k; /* c[lo] <= slot < c[hi] */
+	while (hi - lo > 1) {
+		unsigned mid = (lo + hi) / 2;
+		if (t->c[mid] <= slot)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+int rckpt_ctx_decode(uint8_t *e, const size_t *cnt, unsigned ngroups, unsigned m, rckpt_reader_t *r)
+{
+	const uint32_t len = rckpt_rd_u32(r);
+	const uint8_t *p = rckpt_rd_bytes(r, len), *end;
+	rckpt_reader_t b;
+	dtab_t *tab = NULL;
+	uint8_t *slot = NULL;
+	size_t pos, i;
+	uint32_t x;
+	unsigned g;
+	int rc = -EBADMSG;
+
+	if (p == NULL || m < 2 || m > 255)
+		goto bad;
+	b = rckpt_reader(p, len);
+	tab = malloc(sizeof(*tab) * (ngroups ? ngroups : 1));
+	if (tab == NULL) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (g = 0; g < ngroups; g++)
+		if (cnt[g] && get_table(&tab[g], m, &b))
+			goto bad;
+	x = rckpt_rd_u32(&b);
+	if (b.err)
+		goto bad;
+	p = b.p + b.pos;
+	end = b.p + b.len;
+	for (g = 0, pos = 0; g < ngroups; pos += cnt[g], g++) {
+		const dtab_t *t = &tab[g];
+		if (cnt[g] == 0)
+			continue;
+		if (t->k == 1) {
+			memset(e + pos, t->sym[0], cnt[g]);
+			continue;
+		}
+		if (cnt[g] >= TABLE_MIN) {
+			unsigned j;
+			if (slot == NULL && (slot = malloc(SCALE)) == NULL) {
+				rc = -ENOMEM;
+				goto out;
+			}
+			for (j = 0; j < t->k; j++)
+				memset(slot + t->c[j], (int)j, t->f[j]);
+		}
+		for (i = pos; i < pos + cnt[g]; i++) {
+			const unsigned s = x & (SCALE - 1);
+			const unsigned j = cnt[g] >= TABLE_MIN ? slot[s] : find(t, s);
+			e[i] = t->sym[j];
+			x = t->f[j] * (x >> RCKPT_CTX_SCALE_BITS) + s - t->c[j];
+			while (x < RANS_L) {
+				if (p == end)
+					goto bad;
+				x = x << 8 | *p++;
+			}
+		}
+	}
+	if (x != RANS_L || p != end)
+		goto bad;
+	rc = 0;
+	goto out;
+bad:
+	r->err = -EBADMSG;
+	rc = -EBADMSG;
+out:
+	free(tab);
+	free(slot);
+	return rc;
+}
