@@ -7,15 +7,18 @@
  *     u8  k - 1          k symbols present (1..m)
  *     k x ( u8 symbol    ascending, < m
  *           LEB128 f - 1 only when k > 1; f >= 1, sum of f = 4096 )
- *   u32 state            the rANS state the decoder starts from
+ *   u32 x0, u32 x1       the two rANS states the decoder starts from
  *   bytes                renormalization bytes, read in order
  *
- * rANS with a 32-bit state in [2^23, 2^31) and byte renormalization: a
- * symbol s of frequency f and cumulative frequency c (the sum of the
- * table's frequencies before it) is decoded from state x by slot = x mod
- * 4096, s the symbol whose [c, c + f) holds slot, x = f * (x >> 12) +
- * slot - c, then while x < 2^23 x = x << 8 | next byte. Decoding ends with
- * x = 2^23 and every byte read. A group with one symbol reads nothing.
+ * rANS with 32-bit states in [2^23, 2^31) and byte renormalization, two of
+ * them interleaved so that a decoder works on two symbols at once: the
+ * symbol at position i of the rearranged sequence is coded by state
+ * x(i mod 2). A symbol s of frequency f and cumulative frequency c (the
+ * sum of the table's frequencies before it) is decoded from its state x
+ * by slot = x mod 4096, s the symbol whose [c, c + f) holds slot, x = f *
+ * (x >> 12) + slot - c, then while x < 2^23 x = x << 8 | next byte.
+ * Decoding ends with both states 2^23 and every byte read. A group with
+ * one symbol reads nothing.
  */
 #include "rckpt_ctx.h"
 
@@ -95,7 +98,7 @@ int rckpt_ctx_encode(rckpt_buf_t *out, const uint8_t *e, const size_t *cnt, unsi
 	ctab_t *tab = NULL;
 	uint8_t *rb = NULL, *q;
 	size_t n = 0, pos, lenat, i;
-	uint32_t h[256], x = RANS_L;
+	uint32_t h[256], x[2] = { RANS_L, RANS_L };
 	unsigned g;
 	int rc;
 
@@ -104,7 +107,7 @@ int rckpt_ctx_encode(rckpt_buf_t *out, const uint8_t *e, const size_t *cnt, unsi
 	for (g = 0; g < ngroups; g++)
 		n += cnt[g];
 	tab = malloc(sizeof(*tab) * (ngroups ? ngroups : 1));
-	rb = malloc(2 * n + 8); /* a symbol adds at most 12 bits */
+	rb = malloc(2 * n + 12); /* a symbol adds at most 12 bits */
 	if (tab == NULL || rb == NULL) {
 		rc = -ENOMEM;
 		goto out;
@@ -128,7 +131,7 @@ int rckpt_ctx_encode(rckpt_buf_t *out, const uint8_t *e, const size_t *cnt, unsi
 			goto out;
 	}
 	/* rANS codes backwards: the last symbol first, bytes from the end. */
-	q = rb + 2 * n + 8;
+	q = rb + 2 * n + 12;
 	for (g = ngroups; g-- > 0;) {
 		const ctab_t *t = &tab[g];
 		pos -= cnt[g];
@@ -137,19 +140,22 @@ int rckpt_ctx_encode(rckpt_buf_t *out, const uint8_t *e, const size_t *cnt, unsi
 		for (i = pos + cnt[g]; i-- > pos;) {
 			const uint32_t f = t->f[e[i]];
 			const uint32_t xmax = ((RANS_L >> RCKPT_CTX_SCALE_BITS) << 8) * f;
-			while (x >= xmax) {
-				*--q = (uint8_t)x;
-				x >>= 8;
+			uint32_t *xs = &x[i & 1];
+			while (*xs >= xmax) {
+				*--q = (uint8_t)*xs;
+				*xs >>= 8;
 			}
-			x = ((x / f) << RCKPT_CTX_SCALE_BITS) + (x % f) + t->c[e[i]];
+			*xs = ((*xs / f) << RCKPT_CTX_SCALE_BITS) + (*xs % f) + t->c[e[i]];
 		}
 	}
-	q -= 4;
-	q[0] = (uint8_t)x;
-	q[1] = (uint8_t)(x >> 8);
-	q[2] = (uint8_t)(x >> 16);
-	q[3] = (uint8_t)(x >> 24);
-	if ((rc = rckpt_buf_append(out, q, (size_t)(rb + 2 * n + 8 - q))))
+	for (g = 2; g-- > 0;) { /* x1, then x0 in front of it */
+		q -= 4;
+		q[0] = (uint8_t)x[g];
+		q[1] = (uint8_t)(x[g] >> 8);
+		q[2] = (uint8_t)(x[g] >> 16);
+		q[3] = (uint8_t)(x[g] >> 24);
+	}
+	if ((rc = rckpt_buf_append(out, q, (size_t)(rb + 2 * n + 12 - q))))
 		goto out;
 	if (out->len - lenat - 4 > UINT32_MAX) {
 		rc = -EINVAL;
@@ -216,15 +222,35 @@ static unsigned find(const dtab_t *t, unsigned slot)
 	return lo;
 }
 
+/* A slot's decoding step, packed: symbol (8 bits), f - 1 (12), slot - c
+ * (12). A table with k > 1 has every f < 4096. */
+static inline uint32_t packed(const dtab_t *t, unsigned j, unsigned slot)
+{
+	return t->sym[j] | (uint32_t)(t->f[j] - 1u) << 8 | (uint32_t)(slot - t->c[j]) << 20;
+}
+
+/* One symbol from state *x: its packed step; then the state renormalized
+ * from *p (< end). 0, or -1 when the bytes run out. */
+static inline int step(uint8_t *out, uint32_t *x, uint32_t pk, const uint8_t **p, const uint8_t *end)
+{
+	*out = (uint8_t)pk;
+	*x = ((pk >> 8 & 0xfffu) + 1u) * (*x >> RCKPT_CTX_SCALE_BITS) + (pk >> 20);
+	while (*x < RANS_L) {
+		if (*p == end)
+			return -1;
+		*x = *x << 8 | *(*p)++;
+	}
+	return 0;
+}
+
 int rckpt_ctx_decode(uint8_t *e, const size_t *cnt, unsigned ngroups, unsigned m, rckpt_reader_t *r)
 {
 	const uint32_t len = rckpt_rd_u32(r);
 	const uint8_t *p = rckpt_rd_bytes(r, len), *end;
 	rckpt_reader_t b;
 	dtab_t *tab = NULL;
-	uint8_t *slot = NULL;
+	uint32_t *slot = NULL, x[2];
 	size_t pos, i;
-	uint32_t x;
 	unsigned g;
 	int rc = -EBADMSG;
 
@@ -239,41 +265,59 @@ int rckpt_ctx_decode(uint8_t *e, const size_t *cnt, unsigned ngroups, unsigned m
 	for (g = 0; g < ngroups; g++)
 		if (cnt[g] && get_table(&tab[g], m, &b))
 			goto bad;
-	x = rckpt_rd_u32(&b);
+	x[0] = rckpt_rd_u32(&b);
+	x[1] = rckpt_rd_u32(&b);
 	if (b.err)
 		goto bad;
 	p = b.p + b.pos;
 	end = b.p + b.len;
 	for (g = 0, pos = 0; g < ngroups; pos += cnt[g], g++) {
 		const dtab_t *t = &tab[g];
+		const size_t hi = pos + cnt[g];
 		if (cnt[g] == 0)
 			continue;
 		if (t->k == 1) {
 			memset(e + pos, t->sym[0], cnt[g]);
 			continue;
 		}
-		if (cnt[g] >= TABLE_MIN) {
-			unsigned j;
-			if (slot == NULL && (slot = malloc(SCALE)) == NULL) {
-				rc = -ENOMEM;
-				goto out;
-			}
-			for (j = 0; j < t->k; j++)
-				memset(slot + t->c[j], (int)j, t->f[j]);
-		}
-		for (i = pos; i < pos + cnt[g]; i++) {
-			const unsigned s = x & (SCALE - 1);
-			const unsigned j = cnt[g] >= TABLE_MIN ? slot[s] : find(t, s);
-			e[i] = t->sym[j];
-			x = t->f[j] * (x >> RCKPT_CTX_SCALE_BITS) + s - t->c[j];
-			while (x < RANS_L) {
-				if (p == end)
+		if (cnt[g] < TABLE_MIN) {
+			for (i = pos; i < hi; i++) {
+				const unsigned s = x[i & 1] & (SCALE - 1);
+				if (step(e + i, &x[i & 1], packed(t, find(t, s), s), &p, end))
 					goto bad;
-				x = x << 8 | *p++;
 			}
+			continue;
 		}
+		if (slot == NULL && (slot = malloc(sizeof(*slot) * SCALE)) == NULL) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		{
+			unsigned j, s;
+			for (j = 0; j < t->k; j++)
+				for (s = t->c[j]; s < t->c[j + 1]; s++)
+					slot[s] = packed(t, j, s);
+		}
+		i = pos;
+		if (i & 1) {
+			if (step(e + i, &x[1], slot[x[1] & (SCALE - 1)], &p, end))
+				goto bad;
+			i++;
+		}
+		{
+			uint32_t x0 = x[0], x1 = x[1]; /* two chains at once */
+			for (; i + 2 <= hi; i += 2) {
+				if (step(e + i, &x0, slot[x0 & (SCALE - 1)], &p, end) ||
+				    step(e + i + 1, &x1, slot[x1 & (SCALE - 1)], &p, end))
+					goto bad;
+			}
+			x[0] = x0;
+			x[1] = x1;
+		}
+		if (i < hi && step(e + i, &x[0], slot[x[0] & (SCALE - 1)], &p, end))
+			goto bad;
 	}
-	if (x != RANS_L || p != end)
+	if (x[0] != RANS_L || x[1] != RANS_L || p != end)
 		goto bad;
 	rc = 0;
 	goto out;

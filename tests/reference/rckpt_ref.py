@@ -216,21 +216,22 @@ def ctx_body(r, counts, M):
         for f in freqs:
             cum.append(cum[-1] + f)
         tables[g] = (syms, freqs, cum)
-    x = body.u32()
+    x = [body.u32(), body.u32()]  # two states; position i decodes from x[i % 2]
     out = []
     for g, c in enumerate(counts):
         if not c:
             continue
         syms, freqs, cum = tables[g]
         for _ in range(c):
-            slot = x & 4095
+            s = len(out) % 2
+            slot = x[s] & 4095
             j = next(i for i in range(len(syms)) if cum[i] <= slot < cum[i + 1])
             out.append(syms[j])
-            x = freqs[j] * (x >> 12) + slot - cum[j]
-            while x < (1 << 23):
-                x = (x << 8) | body.u8()
-    if x != 1 << 23:
-        raise Bad("CTX: the final state is not 2^23")
+            x[s] = freqs[j] * (x[s] >> 12) + slot - cum[j]
+            while x[s] < (1 << 23):
+                x[s] = (x[s] << 8) | body.u8()
+    if x != [1 << 23, 1 << 23]:
+        raise Bad("CTX: the final states are not 2^23")
     body.end()
     return np.array(out, dtype=np.int64)
 

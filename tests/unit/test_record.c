@@ -744,13 +744,13 @@ static void test_golden_ctx(void **state)
 	c[4] = c[5] = 2;
 	reseal(c, nr);
 	assert_int_equal(rckpt_record_decode(&dec, c, nr, &parent, NULL), -EBADMSG);
-	memcpy(c, rec, nr); /* the state one off: it does not end at 2^23 */
+	memcpy(c, rec, nr); /* x1 one off: it does not end at 2^23 */
 	c[nr - 8] ^= 1;
 	reseal(c, nr);
 	assert_int_equal(rckpt_record_decode(&dec, c, nr, &parent, NULL), -EBADMSG);
 	memcpy(c, rec, nr); /* level 2's first frequency 3073: the sum is 4097 */
-	c[nr - 15] = 0x80;
-	c[nr - 14] = 0x18;
+	c[nr - 19] = 0x80;
+	c[nr - 18] = 0x18;
 	reseal(c, nr);
 	assert_int_equal(rckpt_record_decode(&dec, c, nr, &parent, NULL), -EBADMSG);
 	rckpt_record_free(&parent);
