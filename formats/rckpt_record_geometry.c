@@ -32,11 +32,12 @@ static int estream_skip(rckpt_reader_t *r)
 	return 0;
 }
 
-static int istream_skip(rckpt_reader_t *r)
+/* An index stream; CTX only in a record of version 3 or later. */
+static int istream_skip(rckpt_reader_t *r, unsigned version)
 {
 	unsigned stages = rckpt_rd_u8(r);
 	int rc;
-	if (r->err || (stages & ~RCKPT_IS_KNOWN))
+	if (r->err || (stages & ~RCKPT_IS_KNOWN) || ((stages & RCKPT_IS_CTX) && version < 3))
 		return -EBADMSG;
 	if (stages & RCKPT_IS_CTX) { /* u32 length, the body */
 		size_t len = rckpt_rd_u32(r);
@@ -91,7 +92,7 @@ int rckpt_record_geometry(uint32_t *nseg, uint64_t *elements, const uint8_t *src
 			if (rc == 0)
 				rc = blob_skip(&r);
 			if (rc == 0)
-				rc = istream_skip(&r);
+				rc = istream_skip(&r, src[4]);
 		} else {
 			b = rckpt_rd_u8(&r);
 			if (b < 1 || b > RCKPT_SEG_MAX_BINS || rckpt_rd_bytes(&r, 4 * (size_t)b) == NULL)
@@ -99,7 +100,7 @@ int rckpt_record_geometry(uint32_t *nseg, uint64_t *elements, const uint8_t *src
 			(void)rckpt_rd_u64(&r); /* protected */
 			rc = blob_skip(&r);
 			if (rc == 0)
-				rc = istream_skip(&r);
+				rc = istream_skip(&r, src[4]);
 		}
 		if (rc || r.err)
 			return -EBADMSG;

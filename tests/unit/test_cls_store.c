@@ -419,6 +419,50 @@ static void test_compact(void **state)
 	mem_obj_free(&m);
 }
 
+/* A delta compaction writes is what the writer's encoder writes, context
+ * coding (CTX, record version 3) included: the record of step 5 on the new
+ * base 9 is the client's encoding of the same levels, byte for byte, and
+ * smaller than the run-length form of it. */
+static void test_compact_writes_ctx(void **state)
+{
+	static uint8_t lv5[N], lv9[N];
+	const rckpt_istream_opts_t ctx = { RCKPT_IS_REARRANGED | RCKPT_IS_RLE | RCKPT_IS_CTX,
+					   RCKPT_EST_TRY_ALL, 1, NULL };
+	const rckpt_istream_opts_t rle = { RCKPT_IS_REARRANGED | RCKPT_IS_RLE, RCKPT_EST_TRY_ALL, 1, NULL };
+	mem_obj_t m = { 0 };
+	uint64_t keep[] = { 5 };
+	rckpt_buf_t want = RCKPT_BUF_INIT, old = RCKPT_BUF_INIT;
+	rckpt_record_t r, p;
+	rckpt_seg_t seg, pseg;
+	rckpt_store_entry_t *e;
+	uint32_t n, i;
+	unsigned s;
+
+	(void)state;
+	for (s = 1; s <= STEPS; s++)
+		assert_int_equal(append(&m, s, s == 1), 0);
+	assert_int_equal(compact(&m, 9, keep, 1), 0);
+	levels_at(lv5, 5);
+	levels_at(lv9, 9);
+	make_record(&r, &seg, lv5, 5, 9);
+	make_record(&p, &pseg, lv9, 9, RCKPT_NO_PARENT);
+	assert_int_equal(rckpt_record_encode(&want, &r, &p, &ctx), 0);
+	assert_int_equal(rckpt_record_encode(&old, &r, &p, &rle), 0);
+	assert_int_equal(want.p[4], 3);
+	assert_true(want.len < old.len);
+	index_of(&m, &e, &n);
+	for (i = 0; i < n && e[i].step != 5; i++)
+		;
+	assert_true(i < n && e[i].kind == RCKPT_REC_DELTA && e[i].parent == 9);
+	assert_int_equal(e[i].length, want.len);
+	assert_memory_equal(m.data + e[i].offset, want.p, want.len);
+	assert_int_equal(materialize(&m, 5, 0), 1);
+	free(e);
+	rckpt_buf_free(&want);
+	rckpt_buf_free(&old);
+	mem_obj_free(&m);
+}
+
 /* Sparse partial records: step s > 1 changes the 64-element blocks b with
  * b % 8 == s % 8 (an eighth). Appended after a base, folded by
  * materialize, refused when their parent is not the tip, re-encoded by
@@ -818,6 +862,7 @@ int main(void)
 		cmocka_unit_test(test_materialize_errors),
 		cmocka_unit_test(test_trim_and_index),
 		cmocka_unit_test(test_compact),
+		cmocka_unit_test(test_compact_writes_ctx),
 		cmocka_unit_test(test_compact_keeps_parents_and_fails_closed),
 		cmocka_unit_test(test_sparse),
 		cmocka_unit_test(test_resume_bounded_by_the_chunk),

@@ -719,8 +719,9 @@ static void reseal(uint8_t *p, size_t len)
 
 /* Version 3 (tests/golden/ckpt-ctx-v3.hex, derived by hand): a delta whose
  * index stream is in the CTX form. The decoder gives the spec's levels and
- * protected values; the same bytes as version 2, a rANS state changed, or
- * a table's frequencies that do not sum to 4096 are refused. */
+ * protected values, and its geometry the OSD's check; the same bytes as
+ * version 2 (by both), a rANS state changed, or a table's frequencies that
+ * do not sum to 4096 are refused. */
 static void test_golden_ctx(void **state)
 {
 	static const uint8_t levels[8] = { 0, 2, 2, 2, 2, 3, 3, 0 };
@@ -740,10 +741,17 @@ static void test_golden_ctx(void **state)
 	assert_int_equal(dec.seg[0].prot[0], 0x4000);
 	assert_int_equal(dec.seg[0].prot[1], 0x4040);
 	rckpt_record_free(&dec);
-	memcpy(c, rec, nr); /* CTX in a version 2 record */
-	c[4] = c[5] = 2;
-	reseal(c, nr);
-	assert_int_equal(rckpt_record_decode(&dec, c, nr, &parent, NULL), -EBADMSG);
+	{ /* the OSD's check of an appended record reads the same */
+		uint32_t nseg;
+		uint64_t elems;
+		assert_int_equal(rckpt_record_geometry(&nseg, &elems, rec, nr), 0);
+		assert_true(nseg == 1 && elems == 8);
+		memcpy(c, rec, nr); /* CTX in a version 2 record */
+		c[4] = c[5] = 2;
+		reseal(c, nr);
+		assert_int_equal(rckpt_record_decode(&dec, c, nr, &parent, NULL), -EBADMSG);
+		assert_int_equal(rckpt_record_geometry(&nseg, &elems, c, nr), -EBADMSG);
+	}
 	memcpy(c, rec, nr); /* x1 one off: it does not end at 2^23 */
 	c[nr - 8] ^= 1;
 	reseal(c, nr);
