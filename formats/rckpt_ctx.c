@@ -134,18 +134,34 @@ int rckpt_ctx_encode(rckpt_buf_t *out, const uint8_t *e, const size_t *cnt, unsi
 	q = rb + 2 * n + 12;
 	for (g = ngroups; g-- > 0;) {
 		const ctab_t *t = &tab[g];
+		uint64_t mul[256];
+		unsigned sh[256], s;
 		pos -= cnt[g];
 		if (cnt[g] == 0 || t->k == 1)
 			continue; /* a frequency of 4096 leaves the state as it is */
+		/* x / f as (x * mul) >> sh, exact for x < 2^31 (Granlund and
+		 * Montgomery: l = ceil(log2 f), mul = floor(2^(31 + l) / f) + 1),
+		 * and a renormalized x is below 2^19 f <= 2^31 */
+		for (s = 0; s < m; s++) {
+			unsigned l = 0;
+			if (t->f[s] == 0)
+				continue;
+			while ((1u << l) < t->f[s])
+				l++;
+			sh[s] = 31 + l;
+			mul[s] = ((uint64_t)1 << sh[s]) / t->f[s] + 1;
+		}
 		for (i = pos + cnt[g]; i-- > pos;) {
-			const uint32_t f = t->f[e[i]];
+			const unsigned sym = e[i];
+			const uint32_t f = t->f[sym];
 			const uint32_t xmax = ((RANS_L >> RCKPT_CTX_SCALE_BITS) << 8) * f;
-			uint32_t *xs = &x[i & 1];
+			uint32_t *xs = &x[i & 1], qt;
 			while (*xs >= xmax) {
 				*--q = (uint8_t)*xs;
 				*xs >>= 8;
 			}
-			*xs = ((*xs / f) << RCKPT_CTX_SCALE_BITS) + (*xs % f) + t->c[e[i]];
+			qt = (uint32_t)(((uint64_t)*xs * mul[sym]) >> sh[sym]);
+			*xs = (qt << RCKPT_CTX_SCALE_BITS) + (*xs - qt * f) + t->c[sym];
 		}
 	}
 	for (g = 2; g-- > 0;) { /* x1, then x0 in front of it */
