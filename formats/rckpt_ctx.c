@@ -92,6 +92,22 @@ static int put_table(rckpt_buf_t *out, const ctab_t *t, unsigned m)
 	return rckpt_buf_append(out, b, len);
 }
 
+/* Codes sym into state x (backwards), its renormalization bytes before
+ * *q; x / f as (x * mul) >> sh. */
+static inline uint32_t put(uint32_t x, unsigned sym, const ctab_t *t, const uint64_t *mul,
+			   const unsigned *sh, uint8_t **q)
+{
+	const uint32_t f = t->f[sym];
+	const uint32_t xmax = ((RANS_L >> RCKPT_CTX_SCALE_BITS) << 8) * f;
+	uint32_t qt;
+	while (x >= xmax) {
+		*--*q = (uint8_t)x;
+		x >>= 8;
+	}
+	qt = (uint32_t)(((uint64_t)x * mul[sym]) >> sh[sym]);
+	return (qt << RCKPT_CTX_SCALE_BITS) + (x - qt * f) + t->c[sym];
+}
+
 int rckpt_ctx_encode(rckpt_buf_t *out, const uint8_t *e, const size_t *cnt, unsigned ngroups,
 		     unsigned m)
 {
@@ -151,17 +167,17 @@ int rckpt_ctx_encode(rckpt_buf_t *out, const uint8_t *e, const size_t *cnt, unsi
 			sh[s] = 31 + l;
 			mul[s] = ((uint64_t)1 << sh[s]) / t->f[s] + 1;
 		}
-		for (i = pos + cnt[g]; i-- > pos;) {
-			const unsigned sym = e[i];
-			const uint32_t f = t->f[sym];
-			const uint32_t xmax = ((RANS_L >> RCKPT_CTX_SCALE_BITS) << 8) * f;
-			uint32_t *xs = &x[i & 1], qt;
-			while (*xs >= xmax) {
-				*--q = (uint8_t)*xs;
-				*xs >>= 8;
+		{
+			uint32_t x0 = x[0], x1 = x[1]; /* in registers, by parity */
+			for (i = pos + cnt[g]; i-- > pos;) {
+				const unsigned sym = e[i];
+				if (i & 1)
+					x1 = put(x1, sym, t, mul, sh, &q);
+				else
+					x0 = put(x0, sym, t, mul, sh, &q);
 			}
-			qt = (uint32_t)(((uint64_t)*xs * mul[sym]) >> sh[sym]);
-			*xs = (qt << RCKPT_CTX_SCALE_BITS) + (*xs - qt * f) + t->c[sym];
+			x[0] = x0;
+			x[1] = x1;
 		}
 	}
 	for (g = 2; g-- > 0;) { /* x1, then x0 in front of it */
