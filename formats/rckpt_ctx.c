@@ -23,6 +23,7 @@
 #include "rckpt_ctx.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -122,8 +123,12 @@ int rckpt_ctx_encode(rckpt_buf_t *out, const uint8_t *e, const size_t *cnt, unsi
 		return -EINVAL;
 	for (g = 0; g < ngroups; g++)
 		n += cnt[g];
+	if (n > (SIZE_MAX - 12) / 2)
+		return -EINVAL;
 	tab = malloc(sizeof(*tab) * (ngroups ? ngroups : 1));
-	rb = malloc(2 * n + 12); /* a symbol adds at most 12 bits */
+	/* a renormalized state is below 2^31 and renormalizes down to at
+	 * least 2^19: at most 2 bytes a symbol, then the two states */
+	rb = malloc(2 * n + 12);
 	if (tab == NULL || rb == NULL) {
 		rc = -ENOMEM;
 		goto out;

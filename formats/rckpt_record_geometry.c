@@ -37,8 +37,11 @@ static int istream_skip(rckpt_reader_t *r, unsigned version)
 {
 	unsigned stages = rckpt_rd_u8(r);
 	int rc;
-	if (r->err || (stages & ~RCKPT_IS_KNOWN) || ((stages & RCKPT_IS_CTX) && version < 3))
+	if (r->err || (stages & ~RCKPT_IS_KNOWN))
 		return -EBADMSG;
+	if ((stages & RCKPT_IS_CTX) &&
+	    (version < 3 || (stages & ~RCKPT_IS_CTX) != (RCKPT_IS_DELTA | RCKPT_IS_REARRANGED)))
+		return -EBADMSG; /* as the decoder: CTX is a rearranged delta's, without RLE */
 	if (stages & RCKPT_IS_CTX) { /* u32 length, the body */
 		size_t len = rckpt_rd_u32(r);
 		return rckpt_rd_bytes(r, len) == NULL ? -EBADMSG : 0;

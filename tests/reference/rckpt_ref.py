@@ -222,6 +222,9 @@ def ctx_body(r, counts, M):
         if not c:
             continue
         syms, freqs, cum = tables[g]
+        if len(syms) == 1:  # reads nothing, leaves both states as they are
+            out.extend(syms * c)
+            continue
         for _ in range(c):
             s = len(out) % 2
             slot = x[s] & 4095

@@ -65,6 +65,19 @@ class Golden(unittest.TestCase):
         b[-4:] = struct.pack("<I", R.crc32c(bytes(b[:-4])))
         with self.assertRaises(R.Bad):
             R.record(bytes(b), base)
+        # Groups of one symbol read nothing and leave the states as they
+        # are: both must still end at 2^23, every byte read.
+        prev = np.array([0, 1, 1, 0], dtype=np.uint8)
+        tables = bytes([0, 0, 0, 1])  # level 0: symbol 0; level 1: symbol 1
+
+        def stream(x0, extra=b""):
+            body = tables + struct.pack("<II", x0, 1 << 23) + extra
+            return bytes([0x0B]) + struct.pack("<I", len(body)) + body
+
+        cur = R.index_stream(R.Reader(stream(1 << 23), "s"), 4, 3, prev, 3)
+        self.assertEqual(list(cur), [0, 2, 2, 0])
+        with self.assertRaises(R.Bad):
+            R.index_stream(R.Reader(stream(0x8000, b"\0"), "s"), 4, 3, prev, 3)
 
     def test_sparse(self):
         base = R.record(golden("ckpt-record-v1.hex"))

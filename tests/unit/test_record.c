@@ -752,6 +752,16 @@ static void test_golden_ctx(void **state)
 		assert_int_equal(rckpt_record_decode(&dec, c, nr, &parent, NULL), -EBADMSG);
 		assert_int_equal(rckpt_record_geometry(&nseg, &elems, c, nr), -EBADMSG);
 	}
+	memcpy(c, rec, nr); /* CTX with RLE: refused by both */
+	assert_int_equal(c[90], RCKPT_IS_DELTA | RCKPT_IS_REARRANGED | RCKPT_IS_CTX);
+	c[90] |= RCKPT_IS_RLE;
+	reseal(c, nr);
+	assert_int_equal(rckpt_record_decode(&dec, c, nr, &parent, NULL), -EBADMSG);
+	{
+		uint32_t nseg;
+		uint64_t elems;
+		assert_int_equal(rckpt_record_geometry(&nseg, &elems, c, nr), -EBADMSG);
+	}
 	memcpy(c, rec, nr); /* x1 one off: it does not end at 2^23 */
 	c[nr - 8] ^= 1;
 	reseal(c, nr);
