@@ -51,6 +51,9 @@ typedef struct rckpt_istream_opts {
 	unsigned est_policy; /* RCKPT_EST_TRY_* */
 	int zstd_level;
 	rckpt_istream_scratch_t *scratch; /* NULL: allocate per call */
+	unsigned predict;    /* rckpt_record_encode: a delta's blobs also
+				coded against the parent's (predicted
+				blobs, version 4), the smaller kept */
 } rckpt_istream_opts_t;
 
 /* Appends the stream for cur[0..n) (each < lcur) to out. prev (each <

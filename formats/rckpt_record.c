@@ -41,9 +41,9 @@ static int centroids_ok(const float *c, unsigned nb)
 	return 1;
 }
 
-/* ---- blobs: u8 method (raw or zstd), u32 length, payload ---- */
+/* ---- blobs: u8 method (raw or zstd, maybe predicted), u32 length, payload ---- */
 
-static int blob_put(rckpt_buf_t *out, const void *src, size_t n)
+static int blob_put_m(rckpt_buf_t *out, const void *src, size_t n, unsigned flags)
 {
 	size_t bound = ZSTD_compressBound(n), z = 0;
 	uint8_t *zb = NULL;
@@ -61,7 +61,7 @@ static int blob_put(rckpt_buf_t *out, const void *src, size_t n)
 	rc = rckpt_buf_reserve(out, 5 + (use_zstd ? z : n));
 	if (rc == 0) {
 		rckpt_writer_t w = rckpt_writer(out->p + out->len, 5 + (use_zstd ? z : n));
-		rckpt_wr_u8(&w, (uint8_t)(use_zstd ? BLOB_ZSTD : BLOB_RAW));
+		rckpt_wr_u8(&w, (uint8_t)((use_zstd ? BLOB_ZSTD : BLOB_RAW) | flags));
 		rckpt_wr_u32(&w, (uint32_t)(use_zstd ? z : n));
 		rckpt_wr_bytes(&w, use_zstd ? (const void *)zb : src, use_zstd ? z : n);
 		out->len += w.pos;
@@ -70,8 +70,68 @@ static int blob_put(rckpt_buf_t *out, const void *src, size_t n)
 	return rc;
 }
 
-/* Reads a blob that must hold exactly n bytes into dst. */
-static int blob_get(void *dst, size_t n, rckpt_reader_t *r)
+static int blob_put(rckpt_buf_t *out, const void *src, size_t n)
+{
+	return blob_put_m(out, src, n, 0);
+}
+
+/* Predicted bytes (formats/checkpoint.md "Predicted blobs"): the n bytes of
+ * elements w bytes wide, each XORed with its prediction, as w byte planes
+ * (byte j of every element, then byte j + 1). plane_xor makes them from
+ * elements, unplane_xor undoes it. */
+static void plane_xor(uint8_t *dst, const uint8_t *src, const uint8_t *pred, size_t n, unsigned w)
+{
+	const size_t m = n / w;
+	size_t i;
+	unsigned j;
+	for (j = 0; j < w; j++)
+		for (i = 0; i < m; i++)
+			dst[j * m + i] = src[i * w + j] ^ pred[i * w + j];
+}
+
+static void unplane_xor(uint8_t *dst, const uint8_t *planes, const uint8_t *pred, size_t n,
+			unsigned w)
+{
+	const size_t m = n / w;
+	size_t i;
+	unsigned j;
+	for (j = 0; j < w; j++)
+		for (i = 0; i < m; i++)
+			dst[i * w + j] = planes[j * m + i] ^ pred[i * w + j];
+}
+
+/* The blob of src[0..n); with pred (a delta's record, opted in), also
+ * the predicted form, and the smaller kept (ties: the plain one, so a
+ * record that gains nothing is the bytes it was). *used is set when the
+ * predicted form went in, which makes the record version 4. */
+static int blob_put_pred(rckpt_buf_t *out, const uint8_t *src, size_t n, const uint8_t *pred,
+			 unsigned w, unsigned *used)
+{
+	const size_t at = out->len;
+	rckpt_buf_t alt = RCKPT_BUF_INIT;
+	uint8_t *res;
+	int rc = blob_put(out, src, n);
+
+	if (rc || pred == NULL || n == 0)
+		return rc;
+	if ((res = malloc(n)) == NULL)
+		return -ENOMEM;
+	plane_xor(res, src, pred, n, w);
+	rc = blob_put_m(&alt, res, n, RCKPT_BLOB_PREDICTED);
+	if (rc == 0 && alt.len < out->len - at) {
+		out->len = at;
+		rc = rckpt_buf_append(out, alt.p, alt.len);
+		*used = 1;
+	}
+	free(res);
+	rckpt_buf_free(&alt);
+	return rc;
+}
+
+/* Reads a blob that must hold exactly n bytes into dst. A predicted blob
+ * is taken only where allowed (*pred then set: dst holds the planes, for
+ * the caller to unplane against its prediction). */
+static int blob_get_p(void *dst, size_t n, rckpt_reader_t *r, unsigned allow_pred, unsigned *pred)
 {
 	unsigned method = rckpt_rd_u8(r);
 	size_t len = rckpt_rd_u32(r);
@@ -79,6 +139,12 @@ static int blob_get(void *dst, size_t n, rckpt_reader_t *r)
 
 	if (p == NULL)
 		return -EBADMSG;
+	if (method & RCKPT_BLOB_PREDICTED) {
+		if (!allow_pred)
+			return -EBADMSG;
+		*pred = 1;
+		method &= ~RCKPT_BLOB_PREDICTED;
+	}
 	if (method == BLOB_RAW) {
 		if (len != n)
 			return -EBADMSG;
@@ -94,6 +160,46 @@ static int blob_get(void *dst, size_t n, rckpt_reader_t *r)
 		return ZSTD_isError(got) || got != n ? -EBADMSG : 0;
 	}
 	return -EBADMSG;
+}
+
+static int blob_get(void *dst, size_t n, rckpt_reader_t *r)
+{
+	unsigned pred = 0;
+	return blob_get_p(dst, n, r, 0, &pred);
+}
+
+/* The prediction of a delta's protected values (formats/checkpoint.md
+ * "Predicted blobs"), as little-endian bf16 bytes: at each protected
+ * position of s, the parent's protected value there if the parent's level
+ * is protected, else the parent's level's value (its centroid, or 0 for
+ * the pruned level) rounded to bf16. */
+static void prot_pred(uint8_t *dst, const rckpt_seg_t *s, const rckpt_seg_t *ps)
+{
+	uint16_t val[RCKPT_SEG_MAX_BINS + 1];
+	const uint8_t P = (uint8_t)(s->nbins + 1), PP = (uint8_t)(ps->nbins + 1);
+	unsigned j, pruned = 0;
+	uint64_t i, k = 0, pp = 0;
+
+	while (pruned < ps->nbins && ps->centroids[pruned] < 0)
+		pruned++;
+	for (j = 0; j < PP && j <= RCKPT_SEG_MAX_BINS; j++) {
+		uint32_t u = j == pruned ? 0u : rckpt_f2u(ps->centroids[j < pruned ? j : j - 1]);
+		val[j] = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+	}
+	for (i = 0; i < s->n && k < s->nprot; i++) {
+		const uint8_t l = ps->idx[i];
+		uint16_t v = 0;
+		if (s->idx[i] == P) { /* a parent not checked reads 0, never out of bounds */
+			if (l == PP)
+				v = pp < ps->nprot ? ps->prot[pp] : 0;
+			else
+				v = l < PP && l <= RCKPT_SEG_MAX_BINS ? val[l] : 0;
+			dst[2 * k] = (uint8_t)v;
+			dst[2 * k + 1] = (uint8_t)(v >> 8);
+			k++;
+		}
+		pp += l == PP;
+	}
 }
 
 /* ---- encoding ---- */
@@ -155,8 +261,9 @@ static int istream_get(uint8_t *cur, size_t n, unsigned lcur, const uint8_t *pre
 }
 
 static int seg_encode(rckpt_buf_t *out, const rckpt_seg_t *s, const rckpt_seg_t *ps,
-		      const rckpt_istream_opts_t *o, unsigned *ctx)
+		      const rckpt_istream_opts_t *o, unsigned *ctx, unsigned *pred)
 {
+	const int predict = ps != NULL && o != NULL && o->predict;
 	uint8_t hdr[24 + 1 + 4 * RCKPT_SEG_MAX_BINS + 8];
 	rckpt_writer_t w = rckpt_writer(hdr, sizeof(hdr));
 	unsigned j;
@@ -172,7 +279,9 @@ static int seg_encode(rckpt_buf_t *out, const rckpt_seg_t *s, const rckpt_seg_t 
 	if (s->encoding == RCKPT_SEG_LOSSLESS) {
 		if ((rc = rckpt_buf_append(out, hdr, w.pos)))
 			return rc;
-		return blob_put(out, s->raw, (size_t)s->n * rckpt_dtype_size(s->dtype));
+		return blob_put_pred(out, s->raw, (size_t)s->n * rckpt_dtype_size(s->dtype),
+				     predict ? ps->raw : NULL, (unsigned)rckpt_dtype_size(s->dtype),
+				     pred);
 	}
 	rckpt_wr_u8(&w, (uint8_t)s->nbins);
 	for (j = 0; j < s->nbins; j++)
@@ -181,8 +290,8 @@ static int seg_encode(rckpt_buf_t *out, const rckpt_seg_t *s, const rckpt_seg_t 
 	if ((rc = rckpt_buf_append(out, hdr, w.pos)))
 		return rc;
 	{
-		/* bf16 values as little-endian bytes */
-		uint8_t *pb = malloc(s->nprot ? 2 * s->nprot : 1);
+		/* bf16 values as little-endian bytes; their prediction beside */
+		uint8_t *pb = malloc(s->nprot ? 4 * s->nprot : 1);
 		uint64_t i;
 		if (pb == NULL)
 			return -ENOMEM;
@@ -190,7 +299,10 @@ static int seg_encode(rckpt_buf_t *out, const rckpt_seg_t *s, const rckpt_seg_t 
 			pb[2 * i] = (uint8_t)s->prot[i];
 			pb[2 * i + 1] = (uint8_t)(s->prot[i] >> 8);
 		}
-		rc = blob_put(out, pb, 2 * s->nprot);
+		if (predict && s->nprot)
+			prot_pred(pb + 2 * s->nprot, s, ps);
+		rc = blob_put_pred(out, pb, 2 * s->nprot, predict ? pb + 2 * s->nprot : NULL, 2,
+				   pred);
 		free(pb);
 		if (rc)
 			return rc;
@@ -200,13 +312,15 @@ static int seg_encode(rckpt_buf_t *out, const rckpt_seg_t *s, const rckpt_seg_t 
 			   ps ? ps->nbins + 2 : 0, o, ctx);
 }
 
-/* The version a record is written in: 3 when an index stream took the CTX
- * form, 2 when a segment has a transform (older decoders then answer
+/* The version a record is written in: 4 when a blob took the predicted
+ * form, 3 when an index stream took the CTX form, 2 when a segment has a transform (older decoders then answer
  * RCKPT_EVERSION rather than misread it), else 1, which every decoder
  * reads. Compat is the same. */
-static unsigned record_version(const rckpt_record_t *rec, unsigned ctx)
+static unsigned record_version(const rckpt_record_t *rec, unsigned ctx, unsigned pred)
 {
 	uint32_t i;
+	if (pred)
+		return 4;
 	if (ctx)
 		return 3;
 	for (i = 0; i < rec->nseg; i++)
@@ -217,15 +331,16 @@ static unsigned record_version(const rckpt_record_t *rec, unsigned ctx)
 
 /* Fills in the header of the record that starts at out->p + start (its
  * segments follow it) and appends the CRC. */
-static int record_close(rckpt_buf_t *out, size_t start, const rckpt_record_t *rec, unsigned ctx)
+static int record_close(rckpt_buf_t *out, size_t start, const rckpt_record_t *rec, unsigned ctx,
+			unsigned pred)
 {
 	const size_t body = out->len - start - RCKPT_RECORD_HEADER_BYTES;
 	uint8_t hdr[RCKPT_RECORD_HEADER_BYTES], tail[4];
 	rckpt_writer_t w = rckpt_writer(hdr, sizeof(hdr));
 
 	rckpt_wr_u32(&w, RCKPT_RECORD_MAGIC);
-	rckpt_wr_u8(&w, (uint8_t)record_version(rec, ctx));
-	rckpt_wr_u8(&w, (uint8_t)record_version(rec, ctx));
+	rckpt_wr_u8(&w, (uint8_t)record_version(rec, ctx, pred));
+	rckpt_wr_u8(&w, (uint8_t)record_version(rec, ctx, pred));
 	rckpt_wr_u8(&w, (uint8_t)rec->kind);
 	rckpt_wr_u8(&w, 0);
 	rckpt_wr_u64(&w, rec->step);
@@ -244,7 +359,7 @@ int rckpt_record_encode(rckpt_buf_t *out, const rckpt_record_t *rec, const rckpt
 {
 	size_t start = out->len;
 	uint32_t i;
-	unsigned ctx = 0;
+	unsigned ctx = 0, pred = 0;
 	int rc;
 
 	if ((rec->kind == RCKPT_REC_BASE) != (parent == NULL) ||
@@ -266,10 +381,10 @@ int rckpt_record_encode(rckpt_buf_t *out, const rckpt_record_t *rec, const rckpt
 	out->len += RCKPT_RECORD_HEADER_BYTES;
 	for (i = 0; i < rec->nseg; i++) {
 		const rckpt_seg_t *ps = parent ? &parent->seg[i] : NULL;
-		if ((rc = seg_encode(out, &rec->seg[i], ps, o, &ctx)))
+		if ((rc = seg_encode(out, &rec->seg[i], ps, o, &ctx, &pred)))
 			goto fail;
 	}
-	if ((rc = record_close(out, start, rec, ctx)))
+	if ((rc = record_close(out, start, rec, ctx, pred)))
 		goto fail;
 	return 0;
 fail:
@@ -420,7 +535,7 @@ int rckpt_record_encode_sparse(rckpt_buf_t *out, const rckpt_record_t *rec,
 		if ((rc = sparse_seg_encode(out, &rec->seg[i], &parent->seg[i], block, &sel[i], o,
 					     &ctx)))
 			goto fail;
-	if ((rc = record_close(out, start, rec, ctx)))
+	if ((rc = record_close(out, start, rec, ctx, 0)))
 		goto fail;
 	return 0;
 fail:
@@ -512,10 +627,16 @@ static int seg_head_get(rckpt_seg_t *s, rckpt_reader_t *r, unsigned version)
 	return 0;
 }
 
+/* A base's segment (ps NULL) or a delta's on its parent's ps. Predicted
+ * blobs: in a delta of version 4 or later. */
 static int seg_decode(rckpt_seg_t *s, rckpt_reader_t *r, const rckpt_seg_t *ps, unsigned version)
 {
-	unsigned j;
+	const unsigned allow = ps != NULL && version >= 4;
+	unsigned j, pred = 0;
 	size_t dsz;
+	uint8_t *pb;
+	uint64_t i, np = 0;
+	int rc;
 
 	if (seg_head_get(s, r, version))
 		return -EBADMSG;
@@ -526,10 +647,18 @@ static int seg_decode(rckpt_seg_t *s, rckpt_reader_t *r, const rckpt_seg_t *ps, 
 	if (ps && !same_layout(s, ps))
 		return -EBADMSG;
 	if (s->encoding == RCKPT_SEG_LOSSLESS) {
-		s->raw = malloc(s->n ? (size_t)s->n * dsz : 1);
+		const size_t k = (size_t)s->n * dsz;
+		s->raw = malloc(k ? k : 1);
 		if (s->raw == NULL)
 			return -ENOMEM;
-		return blob_get(s->raw, (size_t)s->n * dsz, r);
+		if ((rc = blob_get_p(s->raw, k, r, allow, &pred)) || !pred || k == 0)
+			return rc;
+		if ((pb = malloc(k)) == NULL)
+			return -ENOMEM;
+		unplane_xor(pb, s->raw, ps->raw, k, (unsigned)dsz);
+		free(s->raw);
+		s->raw = pb;
+		return 0;
 	}
 	s->nbins = rckpt_rd_u8(r);
 	if (r->err || s->nbins < 1 || s->nbins > RCKPT_SEG_MAX_BINS)
@@ -539,35 +668,36 @@ static int seg_decode(rckpt_seg_t *s, rckpt_reader_t *r, const rckpt_seg_t *ps, 
 	s->nprot = rckpt_rd_u64(r);
 	if (r->err || !centroids_ok(s->centroids, s->nbins) || s->nprot > s->n)
 		return -EBADMSG;
-	{
-		uint8_t *pb = malloc(s->nprot ? 2 * (size_t)s->nprot : 1);
-		uint64_t i;
-		int rc;
-		s->prot = malloc(s->nprot ? 2 * (size_t)s->nprot : 1);
-		if (pb == NULL || s->prot == NULL) {
-			free(pb);
-			return -ENOMEM;
-		}
-		rc = blob_get(pb, 2 * (size_t)s->nprot, r);
-		for (i = 0; rc == 0 && i < s->nprot; i++)
-			s->prot[i] = (uint16_t)(pb[2 * i] | pb[2 * i + 1] << 8);
-		free(pb);
-		if (rc)
-			return rc;
-	}
+	/* the blob's bytes, then (predicted) the prediction and the values */
+	pb = malloc(s->nprot ? 6 * (size_t)s->nprot : 1);
+	s->prot = malloc(s->nprot ? 2 * (size_t)s->nprot : 1);
 	s->idx = malloc(s->n ? (size_t)s->n : 1);
-	if (s->idx == NULL)
-		return -ENOMEM;
-	{
-		int rc = istream_get(s->idx, (size_t)s->n, s->nbins + 2, ps ? ps->idx : NULL,
-				     ps ? ps->nbins + 2 : 0, r, version);
-		uint64_t i, np = 0;
-		if (rc)
-			return rc;
-		for (i = 0; i < s->n; i++)
-			np += s->idx[i] == s->nbins + 1;
-		return np == s->nprot ? 0 : -EBADMSG;
+	if (pb == NULL || s->prot == NULL || s->idx == NULL) {
+		rc = -ENOMEM;
+		goto out;
 	}
+	if ((rc = blob_get_p(pb, 2 * (size_t)s->nprot, r, allow, &pred)) ||
+	    (rc = istream_get(s->idx, (size_t)s->n, s->nbins + 2, ps ? ps->idx : NULL,
+			      ps ? ps->nbins + 2 : 0, r, version)))
+		goto out;
+	for (i = 0; i < s->n; i++)
+		np += s->idx[i] == s->nbins + 1;
+	rc = -EBADMSG;
+	if (np != s->nprot)
+		goto out;
+	if (pred) { /* the levels are known now: so is the prediction */
+		prot_pred(pb + 2 * s->nprot, s, ps);
+		unplane_xor(pb + 4 * s->nprot, pb, pb + 2 * s->nprot, 2 * (size_t)s->nprot, 2);
+	}
+	{
+		const uint8_t *v = pred ? pb + 4 * s->nprot : pb;
+		for (i = 0; i < s->nprot; i++)
+			s->prot[i] = (uint16_t)(v[2 * i] | v[2 * i + 1] << 8);
+	}
+	rc = 0;
+out:
+	free(pb);
+	return rc;
 }
 
 /* A sparse record's segment on top of its parent's ps (formats/checkpoint.md,

@@ -19,16 +19,19 @@
 #include "rckpt_istream.h"
 
 #define RCKPT_RECORD_MAGIC 0x524b4352u /* "RCKR" as little-endian bytes */
-#define RCKPT_RECORD_VERSION 3u /* the newest this code reads and writes;
+#define RCKPT_RECORD_VERSION 4u /* the newest this code reads and writes;
 				  a record is written in the oldest version
-				  that holds it (3: a CTX index stream, 2: a
-				  transform, else 1, byte for byte as before) */
+				  that holds it (4: a predicted blob, 3: a CTX
+				  index stream, 2: a transform, else 1, byte
+				  for byte as before) */
 #define RCKPT_RECORD_HEADER_BYTES 40u
 #define RCKPT_NO_PARENT UINT64_MAX
 #define RCKPT_SEG_MAX_BINS 64
 /* A blob's method byte (formats/checkpoint.md, "A blob holds") */
 #define RCKPT_BLOB_RAW 0u
 #define RCKPT_BLOB_ZSTD 3u
+#define RCKPT_BLOB_PREDICTED 0x80u /* with raw or zstd: XOR with a prediction,
+				     in byte planes (a delta's, version 4) */
 
 enum rckpt_record_kind { RCKPT_REC_BASE = 1, RCKPT_REC_DELTA = 2, RCKPT_REC_SPARSE = 3 };
 enum rckpt_seg_encoding { RCKPT_SEG_QUANTIZED = 1, RCKPT_SEG_LOSSLESS = 2 };
@@ -91,7 +94,9 @@ int rckpt_record_geometry(uint32_t *nseg, uint64_t *elements, const uint8_t *src
 /* Encodes rec's segments as a base (parent == NULL) or as a delta against
  * parent (a decoded record of the same layout), appending to out. Every
  * segment is checked first: -EINVAL for one that the format cannot hold
- * or that does not match its parent's. */
+ * or that does not match its parent's. With o->predict, a delta's blobs
+ * (lossless values, protected values) are also coded against the
+ * parent's and the smaller kept (version 4). */
 int rckpt_record_encode(rckpt_buf_t *out, const rckpt_record_t *rec, const rckpt_record_t *parent,
 			const rckpt_istream_opts_t *o);
 

@@ -12,10 +12,14 @@
 #include "rckpt_estream.h"
 #include "rckpt_istream.h"
 
-static int blob_skip(rckpt_reader_t *r)
+/* A blob; predicted (pred_ok) only as the decoder takes it: in a delta
+ * record of version 4 or later, for lossless and protected values. */
+static int blob_skip(rckpt_reader_t *r, unsigned pred_ok)
 {
 	unsigned method = rckpt_rd_u8(r);
 	size_t len = rckpt_rd_u32(r);
+	if ((method & RCKPT_BLOB_PREDICTED) && pred_ok)
+		method &= ~RCKPT_BLOB_PREDICTED;
 	if ((method != RCKPT_BLOB_RAW && method != RCKPT_BLOB_ZSTD) || rckpt_rd_bytes(r, len) == NULL)
 		return -EBADMSG;
 	return 0;
@@ -61,6 +65,7 @@ int rckpt_record_geometry(uint32_t *nseg, uint64_t *elements, const uint8_t *src
 	unsigned kind;
 	uint64_t step, parent, sum = 0;
 	uint32_t n, i;
+	unsigned pred_ok;
 	rckpt_reader_t r;
 	int rc = rckpt_record_check(&kind, &step, &parent, src, len);
 
@@ -70,6 +75,7 @@ int rckpt_record_geometry(uint32_t *nseg, uint64_t *elements, const uint8_t *src
 		return rc;
 	r = rckpt_reader(src + 24, 4);
 	n = rckpt_rd_u32(&r);
+	pred_ok = kind == RCKPT_REC_DELTA && src[4] >= 4;
 	r = rckpt_reader(src + RCKPT_RECORD_HEADER_BYTES, len - RCKPT_RECORD_HEADER_BYTES - 4);
 	for (i = 0; i < n; i++) {
 		uint64_t e;
@@ -84,16 +90,16 @@ int rckpt_record_geometry(uint32_t *nseg, uint64_t *elements, const uint8_t *src
 			return -EBADMSG;
 		sum += e;
 		if (enc == RCKPT_SEG_LOSSLESS) {
-			rc = blob_skip(&r);
+			rc = blob_skip(&r, pred_ok);
 		} else if (enc != RCKPT_SEG_QUANTIZED) {
 			rc = -EBADMSG;
 		} else if (kind == RCKPT_REC_SPARSE) {
 			(void)rckpt_rd_u32(&r); /* block */
 			(void)rckpt_rd_u32(&r); /* blocks stored */
-			rc = blob_skip(&r);
+			rc = blob_skip(&r, 0);
 			(void)rckpt_rd_u64(&r); /* protected */
 			if (rc == 0)
-				rc = blob_skip(&r);
+				rc = blob_skip(&r, 0);
 			if (rc == 0)
 				rc = istream_skip(&r, src[4]);
 		} else {
@@ -101,7 +107,7 @@ int rckpt_record_geometry(uint32_t *nseg, uint64_t *elements, const uint8_t *src
 			if (b < 1 || b > RCKPT_SEG_MAX_BINS || rckpt_rd_bytes(&r, 4 * (size_t)b) == NULL)
 				return -EBADMSG;
 			(void)rckpt_rd_u64(&r); /* protected */
-			rc = blob_skip(&r);
+			rc = blob_skip(&r, pred_ok);
 			if (rc == 0)
 				rc = istream_skip(&r, src[4]);
 		}

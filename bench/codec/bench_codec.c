@@ -52,6 +52,9 @@ typedef struct method {
 /* In a method's quantizer: the allocation gives every tensor that
  * quantizer too (rckpt_ckenc_opts_t.alloc_one_quantizer). */
 #define UNIFORM_ONLY 0x100u
+/* In a method's stages: no predicted blobs (rckpt_istream_opts_t.predict,
+ * on for every method of the search but this one). */
+#define NO_PRED 0x100u
 
 static const method_t methods[] = {
 	{ "rckpt", "k-means + prune/protect + search, rearranged delta, RLE + entropy or context-coded", 0, 0,
@@ -63,6 +66,9 @@ static const method_t methods[] = {
 	  RCKPT_QUANTIZER_KMEANS, RCKPT_IS_RLE, RCKPT_EST_TRY_HUFF, 0, 1, 0 },
 	{ "abl-no-ctx", "ablation: no context coding (rearranged delta, RLE, entropy)", 0, 0,
 	  RCKPT_CKENC_SEARCH, RCKPT_QUANTIZER_KMEANS, RCKPT_IS_REARRANGED | RCKPT_IS_RLE,
+	  RCKPT_EST_TRY_ALL, 0, 1, 0 },
+	{ "abl-no-pred", "ablation: lossless and protected values not predicted from the parent's", 0, 0,
+	  RCKPT_CKENC_SEARCH, RCKPT_QUANTIZER_KMEANS, RCKPT_IS_REARRANGED | RCKPT_IS_RLE | RCKPT_IS_CTX | NO_PRED,
 	  RCKPT_EST_TRY_ALL, 0, 1, 0 },
 	{ "abl-no-rearrange", "ablation: no rearrangement", 0, 0, RCKPT_CKENC_SEARCH,
 	  RCKPT_QUANTIZER_KMEANS, RCKPT_IS_RLE, RCKPT_EST_TRY_ALL, 0, 1, 0 },
@@ -388,7 +394,8 @@ static int run_ckenc(const method_t *m, ckpt_t *c, unsigned n, double eps, doubl
 	o.quantizer = m->quantizer & ~UNIFORM_ONLY;
 	o.alloc_one_quantizer = (m->quantizer & UNIFORM_ONLY) != 0;
 	o.use_grads = m->use_grads;
-	o.is.stages = m->stages;
+	o.is.stages = m->stages & ~NO_PRED;
+	o.is.predict = m->mode == RCKPT_CKENC_SEARCH && !(m->stages & NO_PRED);
 	o.is.est_policy = m->policy;
 	o.base_every = m->base_every;
 	o.opt_eps = opt_eps;

@@ -241,7 +241,7 @@ static int reencode(rckpt_cls_obj_t *o, const walk_t *w, dcache_t *c, uint64_t s
 {
 	/* stored for good: every entropy coder, as the writer's encoder does */
 	rckpt_istream_opts_t is = { RCKPT_IS_REARRANGED | RCKPT_IS_RLE | RCKPT_IS_CTX, RCKPT_EST_TRY_ALL, 1,
-				    NULL };
+				    NULL, 1 };
 	rckpt_record_t *self, *parent = NULL, r;
 	size_t before = enc->len;
 	int rc;

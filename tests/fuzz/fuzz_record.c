@@ -33,27 +33,34 @@ static void decode_both(const uint8_t *data, size_t size)
 {
 	static const uint8_t levels[8] = { 0, 1, 2, 2, 2, 2, 3, 0 };
 	rckpt_record_limits_t lim = { 64, 1u << 20 };
+	static const uint8_t raw[8] = { 0x00, 0x00, 0x80, 0x3f, 0x00, 0x00, 0x00, 0xc0 };
 	rckpt_record_t parent, out;
-	rckpt_seg_t seg;
-	uint8_t idx[8];
+	rckpt_seg_t seg[2];
+	uint8_t idx[8], rawc[8];
 	uint16_t prot[1] = { 0x4120 };
+	unsigned p;
 
-	memset(&seg, 0, sizeof(seg));
-	seg.n = 8;
-	seg.encoding = RCKPT_SEG_QUANTIZED;
-	seg.dtype = RCKPT_DT_F32;
-	seg.nbins = 2;
-	seg.centroids[0] = -0.5f;
-	seg.centroids[1] = 0.25f;
+	memset(seg, 0, sizeof(seg));
+	seg[0].n = 8;
+	seg[0].encoding = RCKPT_SEG_QUANTIZED;
+	seg[0].dtype = RCKPT_DT_F32;
+	seg[0].nbins = 2;
+	seg[0].centroids[0] = -0.5f;
+	seg[0].centroids[1] = 0.25f;
 	memcpy(idx, levels, 8);
-	seg.idx = idx;
-	seg.nprot = 1;
-	seg.prot = prot;
+	seg[0].idx = idx;
+	seg[0].nprot = 1;
+	seg[0].prot = prot;
+	seg[1].tensor = 1;
+	seg[1].n = 2;
+	seg[1].encoding = RCKPT_SEG_LOSSLESS;
+	seg[1].dtype = RCKPT_DT_F32;
+	memcpy(rawc, raw, 8);
+	seg[1].raw = rawc;
 	parent.kind = RCKPT_REC_BASE;
 	parent.step = 42;
 	parent.parent = RCKPT_NO_PARENT;
-	parent.nseg = 1;
-	parent.seg = &seg;
+	parent.seg = seg;
 
 	if (rckpt_record_decode(&out, data, size, NULL, &lim) == 0) {
 		/* what decodes has the shape the geometry walk says (the OSD
@@ -72,13 +79,16 @@ static void decode_both(const uint8_t *data, size_t size)
 		uint64_t elements;
 		(void)rckpt_record_geometry(&nseg, &elements, data, size); /* never crashes */
 	}
-	if (rckpt_record_decode(&out, data, size, &parent, &lim) == 0) {
-		uint32_t i;
-		uint64_t k;
-		for (i = 0; i < out.nseg; i++)
-			for (k = 0; out.seg[i].idx && k < out.seg[i].n; k++)
-				if (out.seg[i].idx[k] > out.seg[i].nbins + 1)
-					abort();
-		rckpt_record_free(&out);
+	for (p = 1; p <= 2; p++) {
+		parent.nseg = p;
+		if (rckpt_record_decode(&out, data, size, &parent, &lim) == 0) {
+			uint32_t i;
+			uint64_t k;
+			for (i = 0; i < out.nseg; i++)
+				for (k = 0; out.seg[i].idx && k < out.seg[i].n; k++)
+					if (out.seg[i].idx[k] > out.seg[i].nbins + 1)
+						abort();
+			rckpt_record_free(&out);
+		}
 	}
 }

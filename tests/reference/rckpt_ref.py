@@ -297,9 +297,19 @@ def index_stream(r, n, lcur, prev=None, lprev=None, version=3):
 
 # ---- blob ----
 
-def blob(r, k):
+def blob(r, k, pred_ok=False):
+    """A blob's k bytes; with pred_ok (a delta of version 4) also a
+    predicted one's, as (planes, True): "Predicted blobs"."""
     method, length = r.u8(), r.u32()
     payload = r.take(length)
+    if method & 0x80 and pred_ok:
+        return blob_bytes(method & 0x7F, payload, k), True
+    b = blob_bytes(method, payload, k)
+    return (b, False) if pred_ok else b
+
+
+def blob_bytes(method, payload, k):
+    length = len(payload)
     if method == 0:
         if length != k:
             raise Bad("raw blob of the wrong length")
@@ -344,6 +354,26 @@ def protected(r, n):
     return np.frombuffer(blob(r, 2 * k), dtype="<u2").copy()
 
 
+def unplane_xor(planes, pred, w):
+    """"Predicted blobs": w byte planes XOR the prediction's bytes."""
+    m = len(planes) // w
+    x = np.frombuffer(planes, dtype=np.uint8).reshape(w, m).T ^ np.frombuffer(pred, dtype=np.uint8).reshape(m, w)
+    return x.tobytes()
+
+
+def prot_prediction(levels, B, parent):
+    """"Predicted blobs": at each protected position, the parent's protected
+    value if its level there is protected, else its level's value as bf16."""
+    pos = np.flatnonzero(levels == B + 1)
+    pl = parent["levels"][pos]
+    pb = parent["B"] + 1
+    pred = f32_to_bf16(level_values(parent)[np.minimum(pl, pb - 1)])
+    ppos = np.flatnonzero(parent["levels"] == pb)
+    hit = pl == pb
+    pred[hit] = parent["prot"][np.searchsorted(ppos, pos[hit])]
+    return pred.astype("<u2").tobytes()
+
+
 def check_prot(s):
     if int((s["levels"] == s["B"] + 1).sum()) != len(s["prot"]):
         raise Bad("protected values and protected levels disagree")
@@ -355,6 +385,12 @@ def segment(r, parent=None, sparse=False, version=1):
                                   for k in ("tensor", "first", "n", "encoding", "dtype", "transform")):
         raise Bad("a segment that is not its parent's")
     n = s["n"]
+    pred_ok = parent is not None and not sparse and version >= 4
+    if s["encoding"] == 2 and pred_ok:
+        w = DTYPE_SIZE[s["dtype"]]
+        raw, pred = blob(r, n * w, True)
+        s["raw"] = unplane_xor(raw, parent["raw"], w) if pred else raw
+        return s
     if s["encoding"] == 2:
         s["raw"] = blob(r, n * DTYPE_SIZE[s["dtype"]])
         return s
@@ -385,10 +421,22 @@ def segment(r, parent=None, sparse=False, version=1):
         return s
     B, s["centroids"] = codebook(r)
     s["B"] = B
-    s["prot"] = protected(r, n)
+    if pred_ok:
+        k = r.u64()
+        if k > n:
+            raise Bad("more protected values than elements")
+        pb, pred = blob(r, 2 * k, True)
+    else:
+        s["prot"], pred = protected(r, n), False
     s["levels"] = index_stream(r, n, B + 2,
                                parent["levels"] if parent is not None else None,
                                parent["B"] + 2 if parent is not None else None, version)
+    if pred_ok:
+        if int((s["levels"] == B + 1).sum()) != k:
+            raise Bad("protected values and protected levels disagree")
+        if pred:
+            pb = unplane_xor(pb, prot_prediction(s["levels"], B, parent), 2)
+        s["prot"] = np.frombuffer(pb, dtype="<u2").copy()
     check_prot(s)
     return s
 
@@ -404,7 +452,7 @@ def record(b, parent=None):
         raise Bad("record: magic")
     version, compat, kind, flags = r.u8(), r.u8(), r.u8(), r.u8()
     step, par, nseg, reserved, body = r.u64(), r.u64(), r.u32(), r.u32(), r.u64()
-    if compat > 3:
+    if compat > 4:
         raise Bad("record: a newer version")  # RCKPT_EVERSION
     if compat == 0 or compat > version or flags or reserved or kind not in (1, 2, 3):
         raise Bad("record: header")
@@ -539,13 +587,18 @@ def log2_inverse(x):
     return out
 
 
+def level_values(s):
+    """The value of each level but the protected one ("Concepts"), f32."""
+    c = np.frombuffer(s["centroids"], dtype="<f4")
+    P = int((c < 0).sum())
+    return np.concatenate([c[:P], [np.float32(0)], c[P:]]).astype(np.float32)
+
+
 def values(s):
     """A quantized segment's values (f32): "Concepts", then LOG2 undone
     (NORM needs the second moment: tensor_bytes)."""
-    c = np.frombuffer(s["centroids"], dtype="<f4")
     B = s["B"]
-    P = int((c < 0).sum())
-    lv = np.concatenate([c[:P], [np.float32(0)], c[P:], [np.float32(0)]]).astype(np.float32)
+    lv = np.concatenate([level_values(s), [np.float32(0)]]).astype(np.float32)
     out = lv[s["levels"]]
     out[s["levels"] == B + 1] = bf16_to_f32(s["prot"])
     return log2_inverse(out) if s["transform"] == 1 else out

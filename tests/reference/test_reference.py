@@ -79,6 +79,29 @@ class Golden(unittest.TestCase):
         with self.assertRaises(R.Bad):
             R.index_stream(R.Reader(stream(0x8000, b"\0"), "s"), 4, 3, prev, 3)
 
+    def test_pred_v4(self):
+        """Version 4: protected and lossless values predicted from the
+        parent's ("Predicted blobs"); as version 3, or in a base, refused."""
+        base = R.record(golden("ckpt-pbase-v1.hex"))
+        r = R.record(golden("ckpt-pred-v4.hex"), base)
+        s, t = r["seg"]
+        self.assertEqual((r["step"], r["kind"], r["parent"]), (43, 2, 42))
+        self.assertEqual(list(s["levels"]), [0, 1, 2, 3, 2, 2, 3, 0])
+        self.assertEqual(list(s["prot"]), [0x3E90, 0x4128])
+        self.assertEqual(t["raw"], struct.pack("<ff", 1.5, -2.0))
+        b = bytearray(golden("ckpt-pred-v4.hex"))
+        b[4] = b[5] = 3
+        b[-4:] = struct.pack("<I", R.crc32c(bytes(b[:-4])))
+        with self.assertRaises(R.Bad):
+            R.record(bytes(b), base)
+        b = bytearray(golden("ckpt-pbase-v1.hex"))
+        self.assertEqual(b[146], 0)
+        b[4] = b[5] = 4
+        b[146] = 0x80
+        b[-4:] = struct.pack("<I", R.crc32c(bytes(b[:-4])))
+        with self.assertRaises(R.Bad):
+            R.record(bytes(b))
+
     def test_sparse(self):
         base = R.record(golden("ckpt-record-v1.hex"))
         s = R.record(golden("ckpt-sparse-v1.hex"), base)["seg"][0]
@@ -220,12 +243,16 @@ class AgainstC(unittest.TestCase):
         ckpts = sorted(p for p in glob.glob(os.path.join(d, "step-*.safetensors"))
                        if os.path.basename(p).count(".") == 1)[:8]  # not the .grads. siblings
         self.assertGreaterEqual(len(ckpts), 8)
+        versions = set()
         with tempfile.TemporaryDirectory() as t:
             for eps in ("0.0012", "0.01"):
                 enc = os.path.join(t, "enc" + eps)
                 subprocess.run([cli, "codec", "encode", "--eps", eps, "-o", enc] + ckpts, check=True,
                                stdout=subprocess.DEVNULL)
                 steps = sorted(glob.glob(os.path.join(enc, "*.rckpt")))
+                for p in steps:
+                    with open(p, "rb") as f:
+                        versions |= {rec[4] for rec in R.step_file(f.read())[1]}
                 for k in (1, 4, len(steps)):
                     out = os.path.join(t, "c.safetensors")
                     subprocess.run([cli, "codec", "decode", "-o", out] + steps[:k], check=True,
@@ -234,6 +261,8 @@ class AgainstC(unittest.TestCase):
                     self.assertEqual(sorted(got), sorted(ref))
                     for name in ref:
                         self.assertEqual(got[name], ref[name], (eps, k, name))
+        self.assertIn(3, versions)  # CTX streams
+        self.assertIn(4, versions)  # predicted blobs
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@
 #define TEST_RNG_SEED 0x1234567887654321ull
 #include "test_rng.h"
 
-static const rckpt_istream_opts_t opts = { RCKPT_IS_REARRANGED | RCKPT_IS_RLE, RCKPT_EST_TRY_ALL, 1, NULL };
+static const rckpt_istream_opts_t opts = { RCKPT_IS_REARRANGED | RCKPT_IS_RLE, RCKPT_EST_TRY_ALL, 1, NULL, 0 };
 
 /* A quantized segment with nb bins: levels from a bell, some protected. */
 static void make_quant(rckpt_seg_t *s, uint32_t tensor, uint64_t first, uint64_t n, unsigned nb,
@@ -602,7 +602,7 @@ static void test_golden_delta(void **state)
 	{
 		/* the encoder, with the stages of the vector (delta, rearranged,
 		 * no RLE), chooses the Huffman block and writes the same bytes */
-		const rckpt_istream_opts_t ro = { RCKPT_IS_REARRANGED, RCKPT_EST_TRY_ALL, 1, NULL };
+		const rckpt_istream_opts_t ro = { RCKPT_IS_REARRANGED, RCKPT_EST_TRY_ALL, 1, NULL, 0 };
 		rckpt_buf_t b = RCKPT_BUF_INIT;
 		assert_int_equal(rckpt_record_encode(&b, &dec, &parent, &ro), 0);
 		assert_int_equal(b.len, nd);
@@ -671,7 +671,7 @@ static void test_golden_sparse(void **state)
 	assert_int_equal(dec.seg[0].prot[0], 0xc080);
 	dec.kind = RCKPT_REC_SPARSE;
 	{ /* the stages of the vector: delta only */
-		const rckpt_istream_opts_t so = { 0, RCKPT_EST_TRY_ALL, 1, NULL };
+		const rckpt_istream_opts_t so = { 0, RCKPT_EST_TRY_ALL, 1, NULL, 0 };
 		assert_int_equal(rckpt_record_encode_sparse(&b, &dec, &parent, 3, &sel, &so), 0);
 	}
 	assert_int_equal(b.len, ns);
@@ -686,7 +686,7 @@ static void test_digest(void **state)
 {
 	rckpt_record_t rec, dec;
 	rckpt_buf_t b1 = RCKPT_BUF_INIT, b2 = RCKPT_BUF_INIT;
-	rckpt_istream_opts_t plain = { 0, 0, 1, NULL };
+	rckpt_istream_opts_t plain = { 0, 0, 1, NULL, 0 };
 	uint8_t h1[32], h2[32], h3[32];
 
 	(void)state;
@@ -774,6 +774,139 @@ static void test_golden_ctx(void **state)
 	rckpt_record_free(&parent);
 }
 
+/* Version 4 (tests/golden/ckpt-pred-v4.hex, derived by hand, on the base
+ * ckpt-pbase-v1.hex): a delta whose protected and lossless values are
+ * predicted from the parent's. The decoder gives the spec's values, and its
+ * geometry the OSD's check; the same bytes as version 3, or a base whose
+ * blob claims a prediction, are refused by both; a residual bit flipped
+ * flips the value's bit (XOR, not a checksum). */
+static void test_golden_pred(void **state)
+{
+	static const uint8_t levels[8] = { 0, 1, 2, 3, 2, 2, 3, 0 };
+	static const uint8_t raw[8] = { 0x00, 0x00, 0xc0, 0x3f, 0x00, 0x00, 0x00, 0xc0 };
+	uint8_t base[4096], rec[4096], c[4096];
+	size_t nb, nr;
+	uint32_t nseg;
+	uint64_t elems;
+	rckpt_record_t parent, dec;
+
+	(void)state;
+	nb = golden_hex("ckpt-pbase-v1.hex", base, sizeof(base));
+	nr = golden_hex("ckpt-pred-v4.hex", rec, sizeof(rec));
+	assert_int_equal(rckpt_record_decode(&parent, base, nb, NULL, NULL), 0);
+	assert_int_equal(rckpt_record_decode(&dec, rec, nr, &parent, NULL), 0);
+	assert_int_equal(dec.step, 43);
+	assert_memory_equal(dec.seg[0].idx, levels, 8);
+	assert_int_equal(dec.seg[0].nprot, 2);
+	assert_int_equal(dec.seg[0].prot[0], 0x3e90);
+	assert_int_equal(dec.seg[0].prot[1], 0x4128);
+	assert_memory_equal(dec.seg[1].raw, raw, 8);
+	rckpt_record_free(&dec);
+	assert_int_equal(rckpt_record_geometry(&nseg, &elems, rec, nr), 0);
+	assert_true(nseg == 2 && elems == 10);
+	memcpy(c, rec, nr); /* the residual's bit 0 of position 3 */
+	assert_int_equal(c[86], 0x10);
+	c[86] ^= 1;
+	reseal(c, nr);
+	assert_int_equal(rckpt_record_decode(&dec, c, nr, &parent, NULL), 0);
+	assert_int_equal(dec.seg[0].prot[0], 0x3e91);
+	rckpt_record_free(&dec);
+	memcpy(c, rec, nr); /* predicted blobs in a version 3 record */
+	c[4] = c[5] = 3;
+	reseal(c, nr);
+	assert_int_equal(rckpt_record_decode(&dec, c, nr, &parent, NULL), -EBADMSG);
+	assert_int_equal(rckpt_record_geometry(&nseg, &elems, c, nr), -EBADMSG);
+	memcpy(c, base, nb); /* a base's lossless blob "predicted": nothing to predict from */
+	assert_int_equal(c[146], RCKPT_BLOB_RAW);
+	c[4] = c[5] = 4;
+	c[146] = RCKPT_BLOB_PREDICTED;
+	reseal(c, nb);
+	assert_int_equal(rckpt_record_decode(&dec, c, nb, NULL, NULL), -EBADMSG);
+	assert_int_equal(rckpt_record_geometry(&nseg, &elems, c, nb), -EBADMSG);
+	rckpt_record_free(&parent);
+}
+
+/* The encoder's predicted blobs: on a step whose lossless values and
+ * protected values moved little, the predicted record (version 4) is
+ * smaller and decodes to the step; without predict, or on a step whose
+ * values are new, the record is the bytes it was. */
+static void test_predicted_blobs(void **state)
+{
+	rckpt_istream_opts_t po = opts;
+	rckpt_record_t base, next, dec, pdec;
+	rckpt_buf_t b0 = RCKPT_BUF_INIT, b1 = RCKPT_BUF_INIT;
+	uint32_t i;
+
+	(void)state;
+	po.predict = 1;
+	build_base(&base, 8);
+	build_next(&next, &base, 9, 12);
+	for (i = 0; i < next.nseg; i++) { /* values all new: nothing to gain */
+		rckpt_seg_t *s = &next.seg[i];
+		uint64_t j;
+		if (s->encoding == RCKPT_SEG_LOSSLESS)
+			for (j = 0; j < s->n * rckpt_dtype_size(s->dtype); j++)
+				s->raw[j] = (uint8_t)rnd();
+		else
+			for (j = 0; j < s->nprot; j++)
+				s->prot[j] = (uint16_t)rnd();
+	}
+	encode(&b0, &next, &base);
+	b1.len = 0;
+	assert_int_equal(rckpt_record_encode(&b1, &next, &base, &po), 0);
+	assert_int_equal(b1.len, b0.len);
+	assert_memory_equal(b1.p, b0.p, b0.len);
+	assert_int_equal(b1.p[4], 1);
+	for (i = 0; i < next.nseg; i++) { /* now: slowly moving values */
+		rckpt_seg_t *s = &next.seg[i];
+		const rckpt_seg_t *p = &base.seg[i];
+		uint64_t j, k = 0, pp = 0;
+		const size_t w = rckpt_dtype_size(s->dtype);
+		if (s->encoding == RCKPT_SEG_LOSSLESS) {
+			memcpy(s->raw, p->raw, s->n * w);
+			for (j = 0; j < s->n; j += 3)
+				s->raw[j * w] ^= (uint8_t)rnd(); /* the low byte of every third */
+			continue;
+		}
+		for (j = 0; j < s->n; j++) {
+			if (s->idx[j] == s->nbins + 1) {
+				s->prot[k] = p->idx[j] == p->nbins + 1 ? p->prot[pp] ^ (uint16_t)(rnd() & 3)
+									: (uint16_t)(0x3f00 | (rnd() & 0xff));
+				k++;
+			}
+			pp += p->idx[j] == p->nbins + 1;
+		}
+	}
+	encode(&b0, &next, &base);
+	b1.len = 0;
+	assert_int_equal(rckpt_record_encode(&b1, &next, &base, &po), 0);
+	assert_int_equal(b0.p[4], 1);
+	assert_int_equal(b1.p[4], 4);
+	assert_int_equal(b1.p[5], 4);
+	assert_true(b1.len < b0.len - 1000);
+	assert_int_equal(rckpt_record_decode(&dec, b1.p, b1.len, &base, NULL), 0);
+	assert_same(&dec, &next);
+	{ /* the OSD's check reads it; a delta of it on the decoded record too */
+		uint32_t nseg;
+		uint64_t elems;
+		assert_int_equal(rckpt_record_geometry(&nseg, &elems, b1.p, b1.len), 0);
+		assert_int_equal(nseg, next.nseg);
+	}
+	b0.len = 0;
+	dec.kind = RCKPT_REC_DELTA;
+	next.step = 10;
+	next.parent = 9;
+	assert_int_equal(rckpt_record_encode(&b0, &next, &dec, &po), 0);
+	assert_int_equal(rckpt_record_decode(&pdec, b0.p, b0.len, &dec, NULL), 0);
+	assert_same(&pdec, &next);
+	rckpt_record_free(&pdec);
+	rckpt_record_free(&dec);
+	rckpt_record_free(&next);
+	rckpt_record_free(&base);
+	rckpt_buf_free(&b0);
+	rckpt_buf_free(&b1);
+}
+
 /* Version 2: a segment's transform (checkpoint.md "Transforms"). */
 static void test_transform_segments(void **state)
 {
@@ -850,6 +983,8 @@ int main(void)
 		cmocka_unit_test(test_golden_vector),
 		cmocka_unit_test(test_golden_delta),
 		cmocka_unit_test(test_golden_ctx),
+		cmocka_unit_test(test_golden_pred),
+		cmocka_unit_test(test_predicted_blobs),
 		cmocka_unit_test(test_golden_xform),
 		cmocka_unit_test(test_golden_zstd),
 		cmocka_unit_test(test_golden_sparse),

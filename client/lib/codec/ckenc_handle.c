@@ -26,6 +26,7 @@ void rckpt_ckenc_opts_default(rckpt_ckenc_opts_t *o)
 	o->is.stages = RCKPT_IS_REARRANGED | RCKPT_IS_RLE | RCKPT_IS_CTX;
 	o->is.est_policy = RCKPT_EST_TRY_ALL;
 	o->is.zstd_level = 1;
+	o->is.predict = 1;
 	o->base_every = 0;
 	o->sample_max = 1u << 14;
 	o->alloc = 1;
