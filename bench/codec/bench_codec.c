@@ -32,6 +32,7 @@
 #include "rckpt.h"
 #define RCKPT_FILES_UNSTABLE
 #include "rckpt_files.h"
+#include "rckpt_stepfile.h"
 #include "rckpt_ckenc.h"
 #include "rckpt_codec.h"
 #include "rckpt_safetensors.h"
@@ -335,6 +336,41 @@ static int run_zstd(const method_t *m, ckpt_t *c, unsigned n, result_t *r, float
 	return 0;
 }
 
+/* DIR/METHOD, made if missing. */
+static int method_dir(const char *dir, const char *method)
+{
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/%s", dir, method);
+	if (mkdir(dir, 0777) && errno != EEXIST)
+		return -errno;
+	if (mkdir(path, 0777) && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+/* The encoded step as DIR/METHOD/STEM.rckpt (STEM: the checkpoint's file
+ * name without .safetensors), a step file rckpt codec and
+ * bench/codec/record_bytes.py read. */
+static int write_encoded(const char *dir, const char *method, const ckpt_t *c,
+			 const rckpt_ckenc_out_t *out)
+{
+	const char *base = strrchr(c->path, '/');
+	char path[4096];
+	size_t k;
+	int rc = method_dir(dir, method);
+
+	snprintf(path, sizeof(path), "%s/%s/%s", dir, method, base ? base + 1 : c->path);
+	k = strlen(path);
+	if (k > 12 && strcmp(path + k - 12, ".safetensors") == 0)
+		path[k - 12] = '\0';
+	strncat(path, ".rckpt", sizeof(path) - strlen(path) - 1);
+	if (rc == 0)
+		rc = rckpt_stepfile_write(path, out);
+	if (rc)
+		fprintf(stderr, "bench_codec: writing %s: %s\n", path, strerror(-rc));
+	return rc;
+}
+
 /* The decoded step as DIR/METHOD/NAME (NAME: the checkpoint's file name),
  * fp32, for judging it by the model's real loss. */
 static int write_decoded(const char *dir, const char *method, const ckpt_t *c, const rckpt_ckdec_t *dec)
@@ -345,11 +381,8 @@ static int write_decoded(const char *dir, const char *method, const ckpt_t *c, c
 	uint32_t k;
 	int rc = t ? 0 : -ENOMEM;
 
-	snprintf(path, sizeof(path), "%s/%s", dir, method);
-	if (rc == 0 && mkdir(dir, 0777) && errno != EEXIST)
-		rc = -errno;
-	if (rc == 0 && mkdir(path, 0777) && errno != EEXIST)
-		rc = -errno;
+	if (rc == 0)
+		rc = method_dir(dir, method);
 	snprintf(path, sizeof(path), "%s/%s/%s", dir, method, base ? base + 1 : c->path);
 	for (k = 0; rc == 0 && k < dec->mf.ntensors; k++) {
 		const rckpt_mf_tensor_t *mt = &dec->mf.t[k];
@@ -378,7 +411,7 @@ static int write_decoded(const char *dir, const char *method, const ckpt_t *c, c
 }
 
 static int run_ckenc(const method_t *m, ckpt_t *c, unsigned n, double eps, double opt_eps, int verbose,
-		     result_t *r, const char *decode_dir)
+		     result_t *r, const char *decode_dir, const char *encode_dir)
 {
 	rckpt_ckenc_opts_t o;
 	rckpt_ckenc_t *e;
@@ -418,6 +451,8 @@ static int run_ckenc(const method_t *m, ckpt_t *c, unsigned n, double eps, doubl
 			fprintf(stderr, "bench_codec: %s on %s: %s (%s)\n", m->name, c[i].path, strerror(-rc), msg);
 			return rc;
 		}
+		if (encode_dir && (rc = write_encoded(encode_dir, m->name, &c[i], &rec[i])))
+			return rc;
 		r->raw += st.raw_bytes;
 		r->enc += st.enc_bytes;
 		r->opt_raw += st.opt_raw_bytes;
@@ -520,7 +555,7 @@ static void usage(FILE *f)
 {
 	unsigned i;
 	fprintf(f, "usage: bench_codec [--eps E] [--opt-eps E] [--methods a,b,...] [--limit N]\n"
-		   "                   [--verbose] [--decode-dir OUT] DIR\n\n"
+		   "                   [--verbose] [--decode-dir OUT] [--encode-dir OUT] DIR\n\n"
 		   "Compress the checkpoints DIR/*.safetensors (file-name order; gradients in\n"
 		   "X.grads.safetensors beside X.safetensors; an optimizer's state in\n"
 		   "X.optim.safetensors, reported apart) with every method, side by side.\n"
@@ -528,7 +563,9 @@ static void usage(FILE *f)
 		   "the abl-opt-* methods run only where there is optimizer state.\n"
 		   "--verbose prints each step's configurations tried and stage times to stderr.\n"
 		   "--decode-dir writes each lossy method's decoded steps, fp32, to\n"
-		   "OUT/METHOD/NAME.safetensors (to judge them by the model's real loss).\n\n"
+		   "OUT/METHOD/NAME.safetensors (to judge them by the model's real loss).\n"
+		   "--encode-dir writes each step file of every method but zstd-* to\n"
+		   "OUT/METHOD/STEM.rckpt (for bench/codec/record_bytes.py).\n\n"
 		   "methods:\n", RCKPT_OPT_EPS_DEFAULT);
 	for (i = 0; i < NMETHODS; i++)
 		fprintf(f, "  %-20s %s\n", methods[i].name, methods[i].what);
@@ -539,8 +576,9 @@ int main(int argc, char **argv)
 	static const struct option lo[] = { { "eps", 1, 0, 'e' }, { "methods", 1, 0, 'm' },
 					    { "limit", 1, 0, 'l' }, { "verbose", 0, 0, 'v' },
 					    { "help", 0, 0, 'h' },  { "decode-dir", 1, 0, 'd' },
-					    { "opt-eps", 1, 0, 'o' }, { 0, 0, 0, 0 } };
-	const char *only = NULL, *decode_dir = NULL;
+					    { "opt-eps", 1, 0, 'o' }, { "encode-dir", 1, 0, 'w' },
+					    { 0, 0, 0, 0 } };
+	const char *only = NULL, *decode_dir = NULL, *encode_dir = NULL;
 	double eps = RCKPT_EPS_DEFAULT, opt_eps = RCKPT_OPT_EPS_DEFAULT;
 	unsigned limit = 0, n, i, j;
 	result_t res[NMETHODS];
@@ -556,6 +594,7 @@ int main(int argc, char **argv)
 		case 'l': limit = (unsigned)atoi(optarg); break;
 		case 'v': verbose = 1; break;
 		case 'd': decode_dir = optarg; break;
+		case 'w': encode_dir = optarg; break;
 		case 'o': opt_eps = atof(optarg); break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
@@ -581,7 +620,7 @@ int main(int argc, char **argv)
 		if ((only && !strstr(only, m->name)) || (m->opt_abl && !c[0].have_optim))
 			continue;
 		if ((m->kind ? run_zstd(m, c, n, &res[j], buf)
-			     : run_ckenc(m, c, n, eps, opt_eps, verbose, &res[j], decode_dir)))
+			     : run_ckenc(m, c, n, eps, opt_eps, verbose, &res[j], decode_dir, encode_dir)))
 			return 1;
 	}
 	printf("\n%-20s %8s %8s %8s %11s %11s %9s %9s %9s\n", "method", "overall", "first", "last",

@@ -463,6 +463,93 @@ static void test_compact_writes_ctx(void **state)
 	mem_obj_free(&m);
 }
 
+/* Step s with a second, lossless segment of NL fp32 values that drift a
+ * millionth a step (a late step's norm weights). */
+#define NL 2048u
+static void pred_record(rckpt_record_t *r, rckpt_seg_t seg[2], uint8_t *lv, float *raw, unsigned s,
+			uint64_t parent)
+{
+	unsigned i;
+	levels_at(lv, s);
+	make_record(r, &seg[0], lv, s, parent);
+	for (i = 0; i < NL; i++)
+		raw[i] = 1.0f + 0.001f * (float)i + 1e-6f * (float)s;
+	memset(&seg[1], 0, sizeof(seg[1]));
+	seg[1].tensor = 1;
+	seg[1].n = NL;
+	seg[1].encoding = RCKPT_SEG_LOSSLESS;
+	seg[1].dtype = RCKPT_DT_F32;
+	seg[1].raw = (uint8_t *)raw;
+	r->nseg = 2;
+	r->seg = seg;
+}
+
+/* Compaction writes predicted blobs (record version 4) as the writer's
+ * encoder does: a chain written without them (an older client), compacted
+ * onto base 9, holds step 5 as the client's predicted encoding of it,
+ * byte for byte, smaller than the plain one, and restores its values. */
+static void test_compact_writes_pred(void **state)
+{
+	static uint8_t lv[N], plv[N];
+	static float raw[NL], praw[NL];
+	const rckpt_istream_opts_t plain = { RCKPT_IS_REARRANGED | RCKPT_IS_RLE | RCKPT_IS_CTX,
+					     RCKPT_EST_TRY_ALL, 1, NULL, 0 };
+	rckpt_istream_opts_t pred = plain;
+	mem_obj_t m = { 0 };
+	uint64_t keep[] = { 5 };
+	rckpt_buf_t want = RCKPT_BUF_INIT, old = RCKPT_BUF_INIT;
+	rckpt_record_t r, p, dp, dr;
+	rckpt_seg_t seg[2], pseg[2];
+	rckpt_store_entry_t *e;
+	uint32_t n, i;
+	unsigned s;
+
+	(void)state;
+	pred.predict = 1;
+	for (s = 1; s <= STEPS; s++) {
+		rckpt_buf_t rec = RCKPT_BUF_INIT, msg = RCKPT_BUF_INIT;
+		rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
+		pred_record(&r, seg, lv, raw, s, s == 1 ? RCKPT_NO_PARENT : s - 1);
+		if (s > 1)
+			pred_record(&p, pseg, plv, praw, s - 1, RCKPT_NO_PARENT);
+		assert_int_equal(rckpt_record_encode(&rec, &r, s == 1 ? NULL : &p, &plain), 0);
+		assert_true(rec.p[4] < 4);
+		assert_int_equal(rckpt_msg_append_encode(&msg, WRITER, rec.p, rec.len), 0);
+		assert_int_equal(mem_obj_call(&m, cls_rckpt_append, msg.p, msg.len, &out), 0);
+		rckpt_buf_free(&rec);
+		rckpt_buf_free(&msg);
+		rckpt_buf_free(&out);
+	}
+	assert_int_equal(compact(&m, 9, keep, 1), 0);
+	pred_record(&r, seg, lv, raw, 5, 9);
+	pred_record(&p, pseg, plv, praw, 9, RCKPT_NO_PARENT);
+	assert_int_equal(rckpt_record_encode(&want, &r, &p, &pred), 0);
+	assert_int_equal(rckpt_record_encode(&old, &r, &p, &plain), 0);
+	assert_int_equal(want.p[4], 4);
+	assert_true(want.len < old.len);
+	index_of(&m, &e, &n);
+	for (i = 0; i < n && e[i].step != 5; i++)
+		;
+	assert_true(i < n && e[i].kind == RCKPT_REC_DELTA && e[i].parent == 9);
+	assert_int_equal(e[i].length, want.len);
+	assert_memory_equal(m.data + e[i].offset, want.p, want.len);
+	{ /* the stored bytes restore step 5's values on the decoded base */
+		rckpt_buf_t b = RCKPT_BUF_INIT;
+		assert_int_equal(rckpt_record_encode(&b, &p, NULL, &plain), 0);
+		assert_int_equal(rckpt_record_decode(&dp, b.p, b.len, NULL, NULL), 0);
+		assert_int_equal(rckpt_record_decode(&dr, m.data + e[i].offset, e[i].length, &dp, NULL), 0);
+		assert_memory_equal(dr.seg[0].idx, lv, N);
+		assert_memory_equal(dr.seg[1].raw, raw, 4 * NL);
+		rckpt_record_free(&dr);
+		rckpt_record_free(&dp);
+		rckpt_buf_free(&b);
+	}
+	free(e);
+	rckpt_buf_free(&want);
+	rckpt_buf_free(&old);
+	mem_obj_free(&m);
+}
+
 /* Sparse partial records: step s > 1 changes the 64-element blocks b with
  * b % 8 == s % 8 (an eighth). Appended after a base, folded by
  * materialize, refused when their parent is not the tip, re-encoded by
@@ -863,6 +950,7 @@ int main(void)
 		cmocka_unit_test(test_trim_and_index),
 		cmocka_unit_test(test_compact),
 		cmocka_unit_test(test_compact_writes_ctx),
+		cmocka_unit_test(test_compact_writes_pred),
 		cmocka_unit_test(test_compact_keeps_parents_and_fails_closed),
 		cmocka_unit_test(test_sparse),
 		cmocka_unit_test(test_resume_bounded_by_the_chunk),
