@@ -168,6 +168,21 @@ static int blob_get(void *dst, size_t n, rckpt_reader_t *r)
 	return blob_get_p(dst, n, r, 0, &pred);
 }
 
+static uint64_t count_level(const uint8_t *idx, uint64_t n, uint8_t level)
+{
+	uint64_t i, c = 0;
+	for (i = 0; i < n; i++)
+		c += idx[i] == level;
+	return c;
+}
+
+/* The first position >= from of level in idx[0..n), or n. */
+static uint64_t next_level(const uint8_t *idx, uint64_t from, uint64_t n, uint8_t level)
+{
+	const uint8_t *q = from < n ? memchr(idx + from, level, (size_t)(n - from)) : NULL;
+	return q ? (uint64_t)(q - idx) : n;
+}
+
 /* The prediction of a delta's protected values (formats/checkpoint.md
  * "Predicted blobs"), as little-endian bf16 bytes: at each protected
  * position of s, the parent's protected value there if the parent's level
@@ -178,28 +193,39 @@ static void prot_pred(uint8_t *dst, const rckpt_seg_t *s, const rckpt_seg_t *ps)
 	uint16_t val[RCKPT_SEG_MAX_BINS + 1];
 	const uint8_t P = (uint8_t)(s->nbins + 1), PP = (uint8_t)(ps->nbins + 1);
 	unsigned j, pruned = 0;
-	uint64_t i, k = 0, pp = 0;
+	uint64_t i, k = 0, pp = 0, pnext;
 
-	while (pruned < ps->nbins && ps->centroids[pruned] < 0)
+	while (pruned < ps->nbins && pruned < RCKPT_SEG_MAX_BINS && ps->centroids[pruned] < 0)
 		pruned++;
 	for (j = 0; j < PP && j <= RCKPT_SEG_MAX_BINS; j++) {
 		uint32_t u = j == pruned ? 0u : rckpt_f2u(ps->centroids[j < pruned ? j : j - 1]);
 		val[j] = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 	}
-	for (i = 0; i < s->n && k < s->nprot; i++) {
-		const uint8_t l = ps->idx[i];
-		uint16_t v = 0;
-		if (s->idx[i] == P) { /* a parent not checked reads 0, never out of bounds */
-			if (l == PP)
-				v = pp < ps->nprot ? ps->prot[pp] : 0;
-			else
-				v = l < PP && l <= RCKPT_SEG_MAX_BINS ? val[l] : 0;
-			dst[2 * k] = (uint8_t)v;
-			dst[2 * k + 1] = (uint8_t)(v >> 8);
-			k++;
+	/* from one protected position of s to the next, and of the parent's
+	 * (memchr both: protected levels are rare) */
+	pnext = next_level(ps->idx, 0, ps->n, PP);
+	for (i = 0; k < s->nprot && i < s->n; k++) {
+		const uint64_t at = next_level(s->idx, i, s->n, P);
+		uint8_t l;
+		uint16_t v;
+		if (at == s->n)
+			break; /* fewer than nprot: s not checked; the rest stay 0 */
+		while (pnext < at) { /* pp: the parent's protected levels before at */
+			pp++;
+			pnext = next_level(ps->idx, pnext + 1, ps->n, PP);
 		}
-		pp += l == PP;
+		l = ps->idx[at];
+		/* a parent not checked reads 0, never out of bounds */
+		if (l == PP)
+			v = pp < ps->nprot ? ps->prot[pp] : 0;
+		else
+			v = l < PP && l <= RCKPT_SEG_MAX_BINS ? val[l] : 0;
+		dst[2 * k] = (uint8_t)v;
+		dst[2 * k + 1] = (uint8_t)(v >> 8);
+		i = at + 1;
 	}
+	for (; k < s->nprot; k++)
+		dst[2 * k] = dst[2 * k + 1] = 0;
 }
 
 /* ---- encoding ---- */
@@ -406,13 +432,6 @@ static void block_range(uint64_t *lo, uint64_t *hi, uint32_t b, uint32_t block, 
 	*hi = n - *lo > block ? *lo + block : n;
 }
 
-static uint64_t count_level(const uint8_t *idx, uint64_t n, uint8_t level)
-{
-	uint64_t i, c = 0;
-	for (i = 0; i < n; i++)
-		c += idx[i] == level;
-	return c;
-}
 
 /* The 24-byte segment header; a parent's segment must match it. */
 static void seg_head_put(rckpt_writer_t *w, const rckpt_seg_t *s)

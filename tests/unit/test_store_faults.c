@@ -28,6 +28,8 @@
 #include "rckpt.h"
 #include "rckpt_internal.h"
 #include "rckpt_store_wire.h"
+#include "rckpt_wire.h"
+#include "cls_rckpt_methods.h"
 #include "store_fx.h"
 
 /* ---- the fault points ---- */
@@ -402,6 +404,88 @@ static void test_rewind_atomic(void **state)
  * refused by restore with a message that says so, before the decoder
  * allocates for it; RCKPT_DECODE_RATIO_MAX lets a user who means it read
  * it. */
+/* The newest version among the records job's chunk objects hold (first
+ * segment), read through the class's index as a reader would. */
+static unsigned newest_record_version(mem_pool_t *pool, const char *job)
+{
+	static uint8_t buf[1 << 20];
+	rckpt_io_t *io;
+	unsigned v = 0;
+	uint32_t c;
+
+	assert_int_equal(mem_pool_open(pool, job, &io), 0);
+	for (c = 0;; c++) {
+		char oid[64];
+		rckpt_store_entry_t *e;
+		uint32_t n, i;
+		int len;
+		assert_int_equal(rckpt_store_chunk_oid(oid, sizeof(oid), c), 0);
+		if ((len = io->ops->call(io, oid, "rckpt", "index", NULL, 0, buf, sizeof(buf))) < 0)
+			break; /* past the last chunk */
+		assert_int_equal(rckpt_msg_index_decode(&e, &n, buf, (size_t)len), 0);
+		for (i = 0; i < n; i++) {
+			uint8_t h[8];
+			assert_int_equal(io->ops->read(io, oid, h, sizeof(h), e[i].offset), (int)sizeof(h));
+			v = h[4] > v ? h[4] : v;
+		}
+		free(e);
+	}
+	assert_true(c > 0);
+	io->ops->close(io);
+	return v;
+}
+
+/* A writer writes the records the OSDs' class reads: told by its
+ * `version` answer that it reads chunk records up to version 2, it
+ * writes version 1 records only (no context-coded streams, no predicted
+ * blobs), where this class's writer writes version 3 or later; the saves
+ * restore as before. It asks once per handle. */
+static void test_writes_what_the_class_reads(void **state)
+{
+	fx_t *f = *state;
+	rckpt_wire_version_t v;
+	uint8_t rep[RCKPT_WIRE_VERSION_BOUND];
+	size_t len;
+	unsigned i, calls;
+	int n;
+
+	/* this class's own answer, then its record range cut to version 2 */
+	{
+		rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
+		assert_int_equal(cls_rckpt_version(NULL, 0, &out), 0);
+		assert_true(out.len <= sizeof(rep));
+		memcpy(rep, out.p, out.len);
+		n = (int)out.len;
+		rckpt_buf_free(&out);
+	}
+	assert_int_equal(rckpt_wire_version_decode(&v, rep, (size_t)n), 0);
+	for (i = 0; i < v.nformats && strcmp(v.formats[i].name, "ckpt-record") != 0; i++)
+		;
+	assert_true(i < v.nformats && v.formats[i].max_version >= 4);
+	v.formats[i].max_version = 2;
+	assert_int_equal(rckpt_wire_version_encode(rep, sizeof(rep), &len, &v), 0);
+	mem_pool_forge(f->pool, "version", rep, len);
+	for (i = 0; i < 4; i++)
+		assert_int_equal(save_next(f), 0);
+	calls = mem_pool_calls(f->pool, "version");
+	for (i = 0; i < 2; i++)
+		assert_int_equal(save_next(f), 0);
+	assert_int_equal(mem_pool_calls(f->pool, "version"), calls); /* asked once */
+	assert_int_equal(newest_record_version(f->pool, "faults"), 1);
+	nothing_lost(f);
+}
+
+/* The same saves to a class that reads them all: context-coded streams
+ * (version 3) at least. */
+static void test_writes_newest_to_this_class(void **state)
+{
+	fx_t *f = *state;
+	unsigned i;
+	for (i = 0; i < 4; i++)
+		assert_int_equal(save_next(f), 0);
+	assert_true(newest_record_version(f->pool, "faults") >= 3);
+}
+
 /* A list reply with more steps than the call asked for (not this
  * plugin's, or damaged) is refused, and nothing is written past the
  * caller's room (it was, before: out[] overran). */
@@ -475,6 +559,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_rewind_atomic, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_restore_declares_too_much, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_list_reply_too_long, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_writes_what_the_class_reads, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_writes_newest_to_this_class, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -204,3 +204,11 @@ void rckpt_ckenc_set_gpu(rckpt_ckenc_t *e, struct rckpt_gpuenc *g)
 	e->o.gpu = g;
 	e->be = g ? &ckenc_cuda_backend : &ckenc_cpu_backend;
 }
+
+void rckpt_ckenc_limit_records(rckpt_ckenc_t *e, unsigned max_version)
+{
+	if (max_version < 4)
+		e->o.is.predict = 0;
+	if (max_version < 3)
+		e->o.is.stages &= ~RCKPT_IS_CTX;
+}

@@ -275,6 +275,12 @@ void rckpt_ckenc_set_gpu(rckpt_ckenc_t *e, struct rckpt_gpuenc *g);
  * or it begins a new segment of the store. After rckpt_ckenc_resume too. */
 void rckpt_ckenc_restart(rckpt_ckenc_t *e);
 
+/* From the next step on, records of at most version max_version (the
+ * newest a reader, the OSDs' class, takes): below 4 no predicted blobs,
+ * below 3 no context-coded streams either. Versions 1 and 2 are what the
+ * steps need (a transform makes a record version 2) and stay. */
+void rckpt_ckenc_limit_records(rckpt_ckenc_t *e, unsigned max_version);
+
 /* Continue a chain this encoder did not write: d holds a committed step,
  * decoded (a writer that restarts materializes the job's head). The next
  * step takes it up when its tensors are that step's (names, dtypes, sizes,

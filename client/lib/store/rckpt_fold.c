@@ -9,6 +9,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -169,6 +170,25 @@ static int plugin_reads_ours(const rckpt_wire_version_t *v)
 			record = 1;
 	}
 	return store && record;
+}
+
+unsigned rckpt_class_records(rckpt_job_t *j)
+{
+	rckpt_wire_version_t v;
+	unsigned i;
+
+	int rc;
+
+	if (j->class_records)
+		return j->class_records;
+	rc = rckpt_plugin_probe(j->io, RCKPT_STORE_JOB_OID, "rckpt", &v);
+	if (rc == -ENOENT)
+		return UINT_MAX; /* no job object yet: asked again once there is */
+	j->class_records = UINT_MAX;
+	for (i = 0; rc == 0 && i < v.nformats; i++)
+		if (strcmp(v.formats[i].name, "ckpt-record") == 0 && v.formats[i].max_version >= 1)
+			j->class_records = v.formats[i].max_version;
+	return j->class_records;
 }
 
 int rckpt_fold_decide(rckpt_job_t *j)

@@ -107,6 +107,7 @@ int rckpt_job_encoder(rckpt_job_t *j, rckpt_ckenc_t **out)
 int rckpt_job_encoder_for(rckpt_job_t *j, const rckpt_layout_t *layout, rckpt_ckenc_t **out)
 {
 	rckpt_ckenc_opts_t eo;
+	int rc;
 	rckpt_ckenc_opts_default(&eo);
 	eo.layout = layout;
 	eo.eps = j->o.eps;
@@ -120,7 +121,10 @@ int rckpt_job_encoder_for(rckpt_job_t *j, const rckpt_layout_t *layout, rckpt_ck
 		eo.quality_arg = j;
 		eo.quality_eps = j->o.quality_eps;
 	}
-	return rckpt_ckenc_create(out, &eo);
+	rc = rckpt_ckenc_create(out, &eo);
+	if (rc == 0 && j->class_records) /* known: the writer has claimed the job */
+		rckpt_ckenc_limit_records(*out, j->class_records);
+	return rc;
 }
 
 int rckpt_read_u64s(rckpt_job_t *j, const char *key, uint64_t *v, unsigned n)
@@ -322,6 +326,13 @@ static int acquire(rckpt_job_t *j, unsigned claim_flags, const char *fn)
 				  "job %s: another writer took it over while this one claimed it", j->name);
 	}
 	j->lazy = 0;
+	/* The records the OSDs' class reads: an older class is not sent
+	 * newer ones (its append would refuse them). The job object exists
+	 * now, so this asks once. */
+	if (j->enc)
+		rckpt_ckenc_limit_records(j->enc, rckpt_class_records(j));
+	else
+		(void)rckpt_class_records(j);
 	return (claim_flags & RCKPT_CLAIM_DELETE) ? 0 : finish_rewind(j, fn);
 }
 

@@ -83,6 +83,9 @@ struct rckpt_job {
 	rckpt_roles_t roles; /* writer: its saves' optimizer tensors */
 	int fold;            /* where restores fold chains: enum rckpt_fold */
 	char fold_why[160];  /* why in the client */
+	unsigned class_records; /* writer: the newest record version the OSDs'
+				   class reads; 0 until asked, UINT_MAX when
+				   it did not say */
 };
 
 /* ---- rckpt_fold.c (store.md "Restore without the plugin") ---- */
@@ -93,6 +96,12 @@ enum rckpt_fold { RCKPT_FOLD_UNKNOWN = 0, RCKPT_FOLD_OSD = 1, RCKPT_FOLD_CLIENT 
  * else whether the OSDs' rckpt class answers and reads this client's
  * records. 0, or an error that leaves it undecided. */
 int rckpt_fold_decide(rckpt_job_t *j);
+/* The newest chunk record version the OSDs' rckpt class reads (its
+ * `version` answer's ckpt-record range), asked once per handle on the job
+ * object (again while that does not exist); UINT_MAX when it does not
+ * say, so a writer writes what it always would and the append says the
+ * rest. */
+unsigned rckpt_class_records(rckpt_job_t *j);
 /* Whether an OSD's answer to a class call says it will not run it: the
  * class is missing or not permitted. (One that fails to load answers
  * -EIO, which a damaged object may answer too: rckpt_fold_decide's probe
