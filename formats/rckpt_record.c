@@ -687,16 +687,21 @@ static int seg_decode(rckpt_seg_t *s, rckpt_reader_t *r, const rckpt_seg_t *ps, 
 	s->nprot = rckpt_rd_u64(r);
 	if (r->err || !centroids_ok(s->centroids, s->nbins) || s->nprot > s->n)
 		return -EBADMSG;
-	/* the blob's bytes, then (predicted) the prediction and the values */
-	pb = malloc(s->nprot ? 6 * (size_t)s->nprot : 1);
+	/* the blob's bytes (as before: nothing past them allocated until they
+	 * are read), the levels, then a prediction's, when predicted */
+	pb = malloc(s->nprot ? 2 * (size_t)s->nprot : 1);
 	s->prot = malloc(s->nprot ? 2 * (size_t)s->nprot : 1);
-	s->idx = malloc(s->n ? (size_t)s->n : 1);
-	if (pb == NULL || s->prot == NULL || s->idx == NULL) {
+	if (pb == NULL || s->prot == NULL) {
 		rc = -ENOMEM;
 		goto out;
 	}
-	if ((rc = blob_get_p(pb, 2 * (size_t)s->nprot, r, allow, &pred)) ||
-	    (rc = istream_get(s->idx, (size_t)s->n, s->nbins + 2, ps ? ps->idx : NULL,
+	if ((rc = blob_get_p(pb, 2 * (size_t)s->nprot, r, allow, &pred)))
+		goto out;
+	if ((s->idx = malloc(s->n ? (size_t)s->n : 1)) == NULL) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	if ((rc = istream_get(s->idx, (size_t)s->n, s->nbins + 2, ps ? ps->idx : NULL,
 			      ps ? ps->nbins + 2 : 0, r, version)))
 		goto out;
 	for (i = 0; i < s->n; i++)
@@ -704,15 +709,19 @@ static int seg_decode(rckpt_seg_t *s, rckpt_reader_t *r, const rckpt_seg_t *ps, 
 	rc = -EBADMSG;
 	if (np != s->nprot)
 		goto out;
-	if (pred) { /* the levels are known now: so is the prediction */
-		prot_pred(pb + 2 * s->nprot, s, ps);
-		unplane_xor(pb + 4 * s->nprot, pb, pb + 2 * s->nprot, 2 * (size_t)s->nprot, 2);
+	if (pred && s->nprot) { /* the levels are known now: so is the prediction */
+		uint8_t *pr = malloc(2 * (size_t)s->nprot);
+		if (pr == NULL) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		prot_pred(pr, s, ps);
+		unplane_xor(pr, pb, pr, 2 * (size_t)s->nprot, 2); /* in place: element by element */
+		free(pb);
+		pb = pr;
 	}
-	{
-		const uint8_t *v = pred ? pb + 4 * s->nprot : pb;
-		for (i = 0; i < s->nprot; i++)
-			s->prot[i] = (uint16_t)(v[2 * i] | v[2 * i + 1] << 8);
-	}
+	for (i = 0; i < s->nprot; i++)
+		s->prot[i] = (uint16_t)(pb[2 * i] | pb[2 * i + 1] << 8);
 	rc = 0;
 out:
 	free(pb);

@@ -176,14 +176,13 @@ unsigned rckpt_class_records(rckpt_job_t *j)
 {
 	rckpt_wire_version_t v;
 	unsigned i;
-
 	int rc;
 
 	if (j->class_records)
 		return j->class_records;
 	rc = rckpt_plugin_probe(j->io, RCKPT_STORE_JOB_OID, "rckpt", &v);
-	if (rc == -ENOENT)
-		return UINT_MAX; /* no job object yet: asked again once there is */
+	if (rc && !rckpt_fold_refused(rc))
+		return UINT_MAX; /* no job object yet, or no answer: asked again */
 	j->class_records = UINT_MAX;
 	for (i = 0; rc == 0 && i < v.nformats; i++)
 		if (strcmp(v.formats[i].name, "ckpt-record") == 0 && v.formats[i].max_version >= 1)

@@ -122,8 +122,8 @@ int rckpt_job_encoder_for(rckpt_job_t *j, const rckpt_layout_t *layout, rckpt_ck
 		eo.quality_eps = j->o.quality_eps;
 	}
 	rc = rckpt_ckenc_create(out, &eo);
-	if (rc == 0 && j->class_records) /* known: the writer has claimed the job */
-		rckpt_ckenc_limit_records(*out, j->class_records);
+	if (rc == 0) /* a group's other ranks too, whose handles never claim */
+		rckpt_ckenc_limit_records(*out, rckpt_class_records(j));
 	return rc;
 }
 
@@ -328,11 +328,9 @@ static int acquire(rckpt_job_t *j, unsigned claim_flags, const char *fn)
 	j->lazy = 0;
 	/* The records the OSDs' class reads: an older class is not sent
 	 * newer ones (its append would refuse them). The job object exists
-	 * now, so this asks once. */
-	if (j->enc)
+	 * now; an encoder made before it did (a new job's) learns it here. */
+	if (j->enc && !(claim_flags & RCKPT_CLAIM_DELETE))
 		rckpt_ckenc_limit_records(j->enc, rckpt_class_records(j));
-	else
-		(void)rckpt_class_records(j);
 	return (claim_flags & RCKPT_CLAIM_DELETE) ? 0 : finish_rewind(j, fn);
 }
 

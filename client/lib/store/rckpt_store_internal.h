@@ -97,10 +97,10 @@ enum rckpt_fold { RCKPT_FOLD_UNKNOWN = 0, RCKPT_FOLD_OSD = 1, RCKPT_FOLD_CLIENT 
  * records. 0, or an error that leaves it undecided. */
 int rckpt_fold_decide(rckpt_job_t *j);
 /* The newest chunk record version the OSDs' rckpt class reads (its
- * `version` answer's ckpt-record range), asked once per handle on the job
- * object (again while that does not exist); UINT_MAX when it does not
- * say, so a writer writes what it always would and the append says the
- * rest. */
+ * `version` answer's ckpt-record range), asked on the job object and kept
+ * for the handle once the class answers or is known missing; UINT_MAX
+ * (asked again next time) while there is no job object or no answer, so
+ * a writer writes what it always would and the append says the rest. */
 unsigned rckpt_class_records(rckpt_job_t *j);
 /* Whether an OSD's answer to a class call says it will not run it: the
  * class is missing or not permitted. (One that fails to load answers
