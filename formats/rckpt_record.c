@@ -75,29 +75,33 @@ static int blob_put(rckpt_buf_t *out, const void *src, size_t n)
 	return blob_put_m(out, src, n, 0);
 }
 
-/* Predicted bytes (formats/checkpoint.md "Predicted blobs"): the n bytes of
- * elements w bytes wide, each XORed with its prediction, as w byte planes
- * (byte j of every element, then byte j + 1). plane_xor makes them from
- * elements, unplane_xor undoes it. */
-static void plane_xor(uint8_t *dst, const uint8_t *src, const uint8_t *pred, size_t n, unsigned w)
+/* Predicted bytes (formats/checkpoint.md "Predicted blobs"): n bytes of
+ * elements w bytes wide, each XORed with its prediction (element-major,
+ * pred[i * w + j]), as w byte planes (byte j of every element, then byte
+ * j + 1). Byte j of element i goes from src[i * si + j * sj] to
+ * dst[i * di + j * dj]: to planes (di 1, dj m; si w, sj 1) or back (the
+ * strides swapped). dst may be pred: each byte is read before it is
+ * written. */
+static void planes_xor(uint8_t *dst, size_t di, size_t dj, const uint8_t *src, size_t si, size_t sj,
+		       const uint8_t *pred, size_t n, unsigned w)
 {
 	const size_t m = n / w;
 	size_t i;
 	unsigned j;
 	for (j = 0; j < w; j++)
 		for (i = 0; i < m; i++)
-			dst[j * m + i] = src[i * w + j] ^ pred[i * w + j];
+			dst[i * di + j * dj] = src[i * si + j * sj] ^ pred[i * w + j];
+}
+
+static void plane_xor(uint8_t *dst, const uint8_t *src, const uint8_t *pred, size_t n, unsigned w)
+{
+	planes_xor(dst, 1, n / w, src, w, 1, pred, n, w);
 }
 
 static void unplane_xor(uint8_t *dst, const uint8_t *planes, const uint8_t *pred, size_t n,
 			unsigned w)
 {
-	const size_t m = n / w;
-	size_t i;
-	unsigned j;
-	for (j = 0; j < w; j++)
-		for (i = 0; i < m; i++)
-			dst[i * w + j] = planes[j * m + i] ^ pred[i * w + j];
+	planes_xor(dst, w, 1, planes, 1, n / w, pred, n, w);
 }
 
 /* The blob of src[0..n); with pred (a delta's record, opted in), also

@@ -123,6 +123,10 @@ def main():
     per = {} if args[0] == "--by-kind" else None
     if per is not None:
         args = args[1:]
+    if not args:
+        print("record_bytes.py: no step files given (usage: record_bytes.py [--by-kind] STEP.rckpt...)",
+              file=sys.stderr)
+        return 2
     total = dict.fromkeys(CATS, 0)
     print("%-40s %10s  " % ("file", "bytes") + "  ".join("%11s" % c for c in CATS))
     for p in args:

@@ -419,6 +419,24 @@ static void test_compact(void **state)
 	mem_obj_free(&m);
 }
 
+/* Step s is stored as a delta on parent whose bytes are want's: their
+ * offset in the object. */
+static uint64_t stored_as(mem_obj_t *m, uint64_t s, uint64_t parent, const rckpt_buf_t *want)
+{
+	rckpt_store_entry_t *e;
+	uint64_t at;
+	uint32_t n, i;
+	index_of(m, &e, &n);
+	for (i = 0; i < n && e[i].step != s; i++)
+		;
+	assert_true(i < n && e[i].kind == RCKPT_REC_DELTA && e[i].parent == parent);
+	assert_int_equal(e[i].length, want->len);
+	assert_memory_equal(m->data + e[i].offset, want->p, want->len);
+	at = e[i].offset;
+	free(e);
+	return at;
+}
+
 /* A delta compaction writes is what the writer's encoder writes, context
  * coding (CTX, record version 3) included: the record of step 5 on the new
  * base 9 is the client's encoding of the same levels, byte for byte, and
@@ -434,8 +452,6 @@ static void test_compact_writes_ctx(void **state)
 	rckpt_buf_t want = RCKPT_BUF_INIT, old = RCKPT_BUF_INIT;
 	rckpt_record_t r, p;
 	rckpt_seg_t seg, pseg;
-	rckpt_store_entry_t *e;
-	uint32_t n, i;
 	unsigned s;
 
 	(void)state;
@@ -450,14 +466,8 @@ static void test_compact_writes_ctx(void **state)
 	assert_int_equal(rckpt_record_encode(&old, &r, &p, &rle), 0);
 	assert_int_equal(want.p[4], 3);
 	assert_true(want.len < old.len);
-	index_of(&m, &e, &n);
-	for (i = 0; i < n && e[i].step != 5; i++)
-		;
-	assert_true(i < n && e[i].kind == RCKPT_REC_DELTA && e[i].parent == 9);
-	assert_int_equal(e[i].length, want.len);
-	assert_memory_equal(m.data + e[i].offset, want.p, want.len);
+	stored_as(&m, 5, 9, &want);
 	assert_int_equal(materialize(&m, 5, 0), 1);
-	free(e);
 	rckpt_buf_free(&want);
 	rckpt_buf_free(&old);
 	mem_obj_free(&m);
@@ -500,8 +510,7 @@ static void test_compact_writes_pred(void **state)
 	rckpt_buf_t want = RCKPT_BUF_INIT, old = RCKPT_BUF_INIT;
 	rckpt_record_t r, p, dp, dr;
 	rckpt_seg_t seg[2], pseg[2];
-	rckpt_store_entry_t *e;
-	uint32_t n, i;
+	uint64_t at;
 	unsigned s;
 
 	(void)state;
@@ -527,24 +536,18 @@ static void test_compact_writes_pred(void **state)
 	assert_int_equal(rckpt_record_encode(&old, &r, &p, &plain), 0);
 	assert_int_equal(want.p[4], 4);
 	assert_true(want.len < old.len);
-	index_of(&m, &e, &n);
-	for (i = 0; i < n && e[i].step != 5; i++)
-		;
-	assert_true(i < n && e[i].kind == RCKPT_REC_DELTA && e[i].parent == 9);
-	assert_int_equal(e[i].length, want.len);
-	assert_memory_equal(m.data + e[i].offset, want.p, want.len);
+	at = stored_as(&m, 5, 9, &want);
 	{ /* the stored bytes restore step 5's values on the decoded base */
 		rckpt_buf_t b = RCKPT_BUF_INIT;
 		assert_int_equal(rckpt_record_encode(&b, &p, NULL, &plain), 0);
 		assert_int_equal(rckpt_record_decode(&dp, b.p, b.len, NULL, NULL), 0);
-		assert_int_equal(rckpt_record_decode(&dr, m.data + e[i].offset, e[i].length, &dp, NULL), 0);
+		assert_int_equal(rckpt_record_decode(&dr, m.data + at, want.len, &dp, NULL), 0);
 		assert_memory_equal(dr.seg[0].idx, lv, N);
 		assert_memory_equal(dr.seg[1].raw, raw, 4 * NL);
 		rckpt_record_free(&dr);
 		rckpt_record_free(&dp);
 		rckpt_buf_free(&b);
 	}
-	free(e);
 	rckpt_buf_free(&want);
 	rckpt_buf_free(&old);
 	mem_obj_free(&m);

@@ -157,25 +157,34 @@ int rckpt_fold_refused(int rc)
 
 /* ---- where restores fold ---- */
 
+/* The newest chunk record version a class's `version` answer says it
+ * reads (its ckpt-record range), UINT_MAX when it does not say. */
+static unsigned records_read(const rckpt_wire_version_t *v)
+{
+	unsigned i;
+	for (i = 0; i < v->nformats; i++)
+		if (strcmp(v->formats[i].name, "ckpt-record") == 0 && v->formats[i].max_version >= 1)
+			return v->formats[i].max_version;
+	return UINT_MAX;
+}
+
 /* Whether the class's answer to `version` says it reads what this client
  * writes: the store's messages and the records' layout. */
 static int plugin_reads_ours(const rckpt_wire_version_t *v)
 {
-	unsigned i, store = 0, record = 0;
+	const unsigned rec = records_read(v);
+	unsigned i, store = 0;
 	for (i = 0; i < v->nformats; i++) {
 		const rckpt_wire_format_range_t *f = &v->formats[i];
 		if (strcmp(f->name, "store") == 0 && f->max_version >= RCKPT_STORE_WIRE_VERSION)
 			store = 1;
-		if (strcmp(f->name, "ckpt-record") == 0 && f->max_version >= RCKPT_RECORD_VERSION)
-			record = 1;
 	}
-	return store && record;
+	return store && rec != UINT_MAX && rec >= RCKPT_RECORD_VERSION;
 }
 
 unsigned rckpt_class_records(rckpt_job_t *j)
 {
 	rckpt_wire_version_t v;
-	unsigned i;
 	int rc;
 
 	if (j->class_records)
@@ -183,10 +192,7 @@ unsigned rckpt_class_records(rckpt_job_t *j)
 	rc = rckpt_plugin_probe(j->io, RCKPT_STORE_JOB_OID, "rckpt", &v);
 	if (rc && !rckpt_fold_refused(rc))
 		return UINT_MAX; /* no job object yet, or no answer: asked again */
-	j->class_records = UINT_MAX;
-	for (i = 0; rc == 0 && i < v.nformats; i++)
-		if (strcmp(v.formats[i].name, "ckpt-record") == 0 && v.formats[i].max_version >= 1)
-			j->class_records = v.formats[i].max_version;
+	j->class_records = rc ? UINT_MAX : records_read(&v);
 	return j->class_records;
 }
 
@@ -211,6 +217,8 @@ int rckpt_fold_decide(rckpt_job_t *j)
 		return rckpt_fail(j->h, -EINVAL, "rckpt_job_restore",
 				  "RCKPT_FOLD is '%s'; it must be auto, osd or client", env);
 	rc = rckpt_plugin_probe(j->io, RCKPT_STORE_JOB_OID, "rckpt", &v);
+	if (rc == 0 && !j->class_records)
+		j->class_records = records_read(&v); /* the answer a writer asks for */
 	if (rc == 0 && plugin_reads_ours(&v)) {
 		j->fold = RCKPT_FOLD_OSD;
 		return 0;
