@@ -99,7 +99,7 @@ FLOORS = {
         "rckpt_group.c", "rckpt_group_world.c", "rckpt_group_part.c", "rckpt_group_xchg.c",
         "rckpt_group_plan.c",
         "rckpt_rewind.c", "rckpt_branch.c", "rckpt_compact.c", "rckpt_store_admin.c", "rckpt_policy.c",
-        "rckpt_save.c", "rckpt_restore.c", "rckpt_exact.c",
+        "rckpt_save.c", "rckpt_restore.c", "rckpt_exact.c", "rckpt_segment.c",
         "rckpt_job.c", "rckpt_holder.c",          # the job's handle
         "rckpt_objects.c", "rckpt_fold.c"],       # the floor: calls on the job's objects
     "client/cli": [

@@ -472,10 +472,16 @@ static int run_ckenc(const method_t *m, ckpt_t *c, unsigned n, double eps, doubl
 			r->first_ratio = (double)st.raw_bytes / (double)st.enc_bytes;
 		r->last_ratio = (double)st.raw_bytes / (double)st.enc_bytes;
 		rckpt_qconfig_format(cfg, sizeof(cfg), &st.config);
-		if (verbose)
+		if (verbose) {
+			char ocfg[256];
+			rckpt_qconfig_format(ocfg, sizeof(ocfg), &st.opt_config);
 			fprintf(stderr, "%s %s: %u configurations; prepare %.2f ms, search %.2f ms, quantize %.2f ms, record %.2f ms\n",
 				m->name, c[i].path, st.configs_tried, st.t_prepare * 1e3, st.t_search * 1e3,
 				st.t_quantize * 1e3, st.t_encode * 1e3);
+			if (st.opt_raw_bytes)
+				fprintf(stderr, "%s %s: optimizer %llu bytes, update error %.4f, %s\n", m->name,
+					c[i].path, (unsigned long long)st.opt_enc_bytes, st.opt_quality, ocfg);
+		}
 		printf("csv:%s,%s,%zu,%zu,%.3f,%.6f,%d,%s%s,%.1f\n", m->name, c[i].path, st.raw_bytes,
 		       st.enc_bytes, (double)st.raw_bytes / (double)st.enc_bytes, st.quality, st.accepted,
 		       st.is_base ? "base " : "", cfg,

@@ -23,6 +23,7 @@
 #include "rckpt_ckdec.h"
 #include "rckpt_ckenc.h"
 #include "rckpt_safetensors.h"
+#include "bf16_round.h"
 
 #define NSTEPS 6
 
@@ -117,6 +118,10 @@ static double decode_step(rckpt_ckdec_t *d, const rckpt_ckenc_out_t *out, const 
 				tn += gg * ((double)w[k] - r[k]) * ((double)w[k] - r[k]);
 				td += gg * (double)w[k] * w[k];
 			}
+		if (d->mf.t[i].kind == RCKPT_LK_NORM_BIAS) { /* kept as bf16, outside the sums */
+			assert_true(tn <= 0x1p-16 * td); /* each value within 2^-8 of its own */
+			tn = td = 0;
+		}
 		num += tn;
 		den += td;
 		if (td > 0 && tn / td > worst)
@@ -124,8 +129,9 @@ static double decode_step(rckpt_ckdec_t *d, const rckpt_ckenc_out_t *out, const 
 		free(w);
 		free(r);
 	}
-	/* the whole model's Fisher-weighted relative error, or the worst
-	 * tensor's over 20 (ckenc_search.c, TENSOR_CAP) */
+	/* the Fisher-weighted relative error of the model's quantized tensors
+	 * but its norms and biases, or the worst tensor's over 20
+	 * (ckenc_search.c, TENSOR_CAP) */
 	return worst / 20 > num / den ? worst / 20 : num / den;
 }
 
@@ -281,6 +287,77 @@ static void test_threads_same_bytes(void **state)
 			rckpt_buf_free(&many);
 		}
 		rckpt_buf_free(&one);
+	}
+}
+
+/* Norms and biases kept as bf16 (the default) weigh nothing in the sums
+ * eps bounds: every step chooses what it chose when they were lossless,
+ * at the same quality, the other tensors decode to the same values, and
+ * the steps are smaller. */
+static void test_bf16_norms_same_choices(void **state)
+{
+	rckpt_ckenc_opts_t o[2];
+	rckpt_ckenc_t *e[2];
+	rckpt_ckdec_t d[2];
+	size_t bytes[2] = { 0, 0 };
+	char msg[256];
+	unsigned k, i, t, norms = 0;
+
+	(void)state;
+	NEED_DATA();
+	for (k = 0; k < 2; k++) {
+		rckpt_ckenc_opts_default(&o[k]);
+		o[k].eps = 0.01;
+		memset(&d[k], 0, sizeof(d[k]));
+	}
+	assert_int_equal(o[0].fixed.bf16_kinds, 1u << RCKPT_LK_NORM_BIAS);
+	assert_int_equal(o[0].fixed.lossless_kinds, 0);
+	o[1].fixed.bf16_kinds = 0;
+	o[1].fixed.lossless_kinds = 1u << RCKPT_LK_NORM_BIAS;
+	for (k = 0; k < 2; k++)
+		assert_int_equal(rckpt_ckenc_create(&e[k], &o[k]), 0);
+	for (i = 0; i < NSTEPS; i++) {
+		rckpt_ckenc_stats_t st[2];
+		for (k = 0; k < 2; k++) {
+			rckpt_ckenc_out_t out;
+			memset(&out, 0, sizeof(out));
+			assert_int_equal(rckpt_ckenc_step(e[k], &out, &st[k], &params[i].set, &grads[i].set,
+							  (uint64_t)(25 * (i + 1)), msg, sizeof(msg)),
+					 0);
+			bytes[k] += st[k].enc_bytes;
+			decode_step(&d[k], &out, &params[i].set, &grads[i].set);
+			rckpt_ckenc_out_free(&out);
+		}
+		assert_true(st[0].quality == st[1].quality);
+		assert_int_equal(st[0].config.bins, st[1].config.bins);
+		assert_int_equal(st[0].config.emb_bins, st[1].config.emb_bins);
+		assert_true(st[0].config.protect_frac == st[1].config.protect_frac);
+		assert_true(st[0].config.prune_frac[RCKPT_LK_LINEAR] == st[1].config.prune_frac[RCKPT_LK_LINEAR]);
+		assert_int_equal(st[0].config.prune_metric, st[1].config.prune_metric);
+		for (t = 0; t < params[i].set.ntensors; t++) {
+			const rckpt_ctensor_t *ct = &params[i].set.t[t];
+			float *a = malloc(4 * (ct->n + 1)), *b = malloc(4 * (ct->n + 1));
+			assert_true(a && b);
+			assert_int_equal(rckpt_ckdec_tensor_f32(&d[0], t, a), 0);
+			assert_int_equal(rckpt_ckdec_tensor_f32(&d[1], t, b), 0);
+			if (d[0].mf.t[t].kind == RCKPT_LK_NORM_BIAS) {
+				assert_int_equal(d[0].mf.t[t].encoding, RCKPT_SEG_QUANTIZED);
+				assert_int_equal(d[1].mf.t[t].encoding, RCKPT_SEG_LOSSLESS);
+				bf16_round(b, ct->n); /* the lossless value's bf16 */
+				norms++;
+			}
+			assert_memory_equal(a, b, 4 * ct->n);
+			free(a);
+			free(b);
+		}
+	}
+	assert_true(norms > 0);
+	assert_true(bytes[0] < bytes[1]);
+	print_message("%u steps: %zu bytes with norms and biases as bf16, %zu lossless\n", NSTEPS, bytes[0],
+		      bytes[1]);
+	for (k = 0; k < 2; k++) {
+		rckpt_ckdec_free(&d[k]);
+		rckpt_ckenc_destroy(e[k]);
 	}
 }
 
@@ -878,6 +955,7 @@ int main(void)
 		cmocka_unit_test(test_decode_ratio_bound),
 		cmocka_unit_test(test_search_chain),
 		cmocka_unit_test(test_deterministic),
+		cmocka_unit_test(test_bf16_norms_same_choices),
 		cmocka_unit_test(test_threads_same_bytes),
 		cmocka_unit_test(test_fixed_and_errors),
 		cmocka_unit_test(test_quality_callback),

@@ -26,7 +26,7 @@ check "  one line a step and a total" bash -c "[ \$(grep -c '\.rckpt$' '$t/o') -
 check "  the first is a base" bash -c "head -1 '$t/o' | grep -q 'base, '"
 check "inspect the last" expect_run 0 "$t/o" "$rckpt" codec inspect "$t/enc/$last.rckpt"
 check "  a delta of the step before" contains "$t/o" "delta of step $prevn"
-check "  lists the layer norm as lossless" grep -q 'norm.weight .*lossless' "$t/o"
+check "  lists the layer norm as a quantized norm" grep -q 'norm.weight .*norm/bias quantized' "$t/o"
 check "a glob with the gradient files encodes the same chain" expect_run 0 "$t/o2" "$rckpt" codec encode -o "$t/enc2" "$d"/step-*.safetensors
 check "  same bytes" bash -c "cmp -s '$t/enc/$last.rckpt' '$t/enc2/$last.rckpt'"
 check "decode the chain" expect_run 0 "$t/o" "$rckpt" codec decode -o "$t/out.safetensors" $(ls "$t"/enc/*.rckpt)

@@ -274,13 +274,32 @@ static void test_edge_cases(void **state)
 				 0);
 		free_seg(&s);
 	}
-	/* ... unless the tensor is lossless: stored as it is */
+	/* ... and in a norm or bias, kept as bf16 by default */
+	assert_int_equal(rckpt_codec_encode_tensor(&s, &bad, w, RCKPT_DT_F32, 7, NULL, RCKPT_LK_NORM_BIAS, &c),
+			 -EDOM);
+	assert_int_equal(bad, 6);
+	/* ... unless the tensor's kind is lossless: stored as it is */
+	c.lossless_kinds = 1u << RCKPT_LK_NORM_BIAS;
 	assert_int_equal(rckpt_codec_encode_tensor(&s, &bad, w, RCKPT_DT_F32, 7, NULL, RCKPT_LK_NORM_BIAS, &c),
 			 0);
 	assert_int_equal(s.encoding, RCKPT_SEG_LOSSLESS);
 	assert_int_equal(rckpt_codec_decode_f32(r, &s), 0);
 	assert_true(isinf(r[6]) && r[6] < 0);
 	free_seg(&s);
+	c.lossless_kinds = 0;
+	/* a norm's values, every one protected: each its bf16 (round to
+	 * nearest even), zeros and signs kept, nothing pruned */
+	{
+		const float v[6] = { 1.0f, 1.0f + 0x1p-8f + 0x1p-20f, -0.0f, 0.0f, -0x1p-100f, 1.0f + 0x1p-8f };
+		const float want[6] = { 1.0f, 1.0f + 0x1p-7f, -0.0f, 0.0f, -0x1p-100f, 1.0f };
+		assert_int_equal(rckpt_codec_encode_tensor(&s, &bad, v, RCKPT_DT_F32, 6, NULL, RCKPT_LK_NORM_BIAS, &c),
+				 0);
+		assert_int_equal(s.encoding, RCKPT_SEG_QUANTIZED);
+		assert_int_equal(s.nprot, 6);
+		assert_int_equal(rckpt_codec_decode_f32(r, &s), 0);
+		assert_memory_equal(r, want, sizeof(want));
+		free_seg(&s);
+	}
 	/* fp16 and bf16 tensors (centroids within alpha of the values) */
 	assert_int_equal(rckpt_codec_encode_tensor(&s, &bad, h, RCKPT_DT_F16, 3, NULL, RCKPT_LK_LINEAR, &c), 0);
 	assert_int_equal(s.dtype, RCKPT_DT_F16);
@@ -366,9 +385,12 @@ static void test_real_chain(void **state)
 			rec.seg[i].tensor = i;
 			rckpt_widen_to_f32(w, t->data, t->dtype, t->n);
 			assert_int_equal(rckpt_codec_decode_f32(r, &rec.seg[i]), 0);
-			if (kind == RCKPT_LK_NORM_BIAS)
+			if (kind == RCKPT_LK_NORM_BIAS) { /* each value's bf16 */
+				uint64_t k;
+				for (k = 0; k < t->n; k++)
+					w[k] = rckpt_bf16_to_f32(rckpt_f32_to_bf16(w[k]));
 				assert_memory_equal(r, w, t->n * 4);
-			else
+			} else
 				assert_true(rckpt_codec_rel_error(w, r, NULL, t->n) < 0.02);
 			raw_bytes += t->n * 4;
 			free(r);

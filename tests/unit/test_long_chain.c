@@ -27,6 +27,7 @@
 #include "rckpt_clock.h"
 #include "rckpt_internal.h"
 #include "rckpt_store_wire.h"
+#include "bf16_round.h"
 
 #define ROWS 16
 #define COLS 16
@@ -60,7 +61,7 @@ static void model_at(unsigned s, float *w, float *b)
 }
 
 /* Restores step s: 0 and its hash, checking it against the source (the
- * bias exact, the weight within the codec's error). */
+ * bias its bf16, the weight within the codec's error). */
 static int restore(lj_t *L, unsigned s, uint64_t *hash)
 {
 	float w[ROWS * COLS], b[COLS], rw[ROWS * COLS], rb[COLS];
@@ -75,6 +76,7 @@ static int restore(lj_t *L, unsigned s, uint64_t *hash)
 	assert_int_equal(rckpt_restored_read(r, 1, rw, sizeof(rw)), 0);
 	rckpt_restored_free(r);
 	model_at(s, w, b);
+	bf16_round(b, COLS);
 	assert_memory_equal(rb, b, sizeof(b));
 	for (i = 0; i < ROWS * COLS; i++) {
 		num += (rw[i] - w[i]) * (double)(rw[i] - w[i]);

@@ -200,8 +200,8 @@ typedef struct evalctx {
 	const double *dfix;               /* per prepared tensor: the denominator of
 					     its error, or < 0 for its own sum g^2 w^2
 					     (NULL: every one its own) */
-	const uint8_t *dsum;              /* ... and whether it adds to the step's
-					     (NULL: every one does) */
+	const uint8_t *dsum;              /* ... and what it adds to the step's
+					     sums, SUM_* (NULL: every one SUM_ALL) */
 	double cap;                       /* tensor_cap of the pass (0: TENSOR_CAP) */
 	int alloc_near;                   /* the allocation weighs, for a tensor
 					     with a quantized parent, only the bin
@@ -278,6 +278,25 @@ static inline double tensor_cap(unsigned k, double eps)
 		return TENSOR_CAP;
 	c = OPT_TENSOR_MAX / eps;
 	return c < 1 ? 1 : c > TENSOR_CAP ? TENSOR_CAP : c;
+}
+
+/* What a prepared tensor adds to its step's sums (dsum[t]). */
+enum {
+	SUM_NUM = 0,  /* its error alone: an optimizer tensor whose weight
+			 another's stands for */
+	SUM_ALL = 1,  /* its error and its weight */
+	SUM_NONE = 2, /* nothing: a kind kept as bf16, whose error the format
+			 bounds (each value within 2^-8 of its own) */
+};
+
+static inline int sums_num(const uint8_t *dsum, unsigned t)
+{
+	return !dsum || dsum[t] != SUM_NONE;
+}
+
+static inline int sums_den(const uint8_t *dsum, unsigned t)
+{
+	return !dsum || dsum[t] == SUM_ALL;
 }
 
 static inline double step_loss(double num, double den, double worst, double cap)

@@ -82,9 +82,9 @@ int ckenc_judge(rckpt_ckenc_t *e, const rckpt_tset_t *params, const rckpt_tensor
 	rc = ckenc_parallel_views(e, nprep, ckenc_threads_for(&e->o, work), judge_one, &j);
 	ckenc_workers_free(e); /* kept only while in use, as the emission's */
 	for (pi = 0; pi < nprep && rc == 0; pi++) {
-		const double tn = j.tn[pi], td = den_of(dfix, pi, j.td[pi]);
+		const double tn = sums_num(dsum, pi) ? j.tn[pi] : 0, td = den_of(dfix, pi, j.td[pi]);
 		num += tn;
-		den += !dsum || dsum[pi] ? td : 0;
+		den += sums_den(dsum, pi) ? td : 0;
 		if (td > 0 && tn / td > worst)
 			worst = tn / td;
 	}

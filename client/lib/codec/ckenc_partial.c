@@ -224,6 +224,32 @@ static int partial_measure(rckpt_ckenc_t *e, const rckpt_tset_t *params, uint64_
 	return rc;
 }
 
+/* The blocks a partial step chooses among: those of the tensors not kept
+ * as bf16, their numbers into elig[0, *nel) and their distances moved to
+ * the front of dist; every other block is marked chosen. */
+static void partial_eligible(const rckpt_ckenc_t *e, const rckpt_tset_t *params, uint64_t *const *boff,
+			     double *dist, uint8_t *chosen, uint64_t *nel, uint64_t *elig)
+{
+	uint32_t c, k;
+	uint64_t b, n = 0;
+	for (c = 0; c < e->nchunks; c++)
+		for (k = 0; k < e->npieces[c]; k++) {
+			const rckpt_piece_t *pc = &e->pieces[c][k];
+			const int always = (e->o.fixed.bf16_kinds >> rckpt_ctensor_kind(&params->t[pc->tensor])) & 1;
+			if (e->saved[pc->tensor] == NULL)
+				continue;
+			for (b = boff[c][k]; b < boff[c][k] + piece_blocks(pc->n, e->o.partial_block); b++) {
+				if (always)
+					chosen[b] = 1;
+				else
+					elig[n++] = b;
+			}
+		}
+	for (b = 0; b < n; b++) /* elig is ascending: each move is to a place at or before its own */
+		dist[b] = dist[elig[b]];
+	*nel = n;
+}
+
 /* Marks `want` of the nb blocks chosen[], as p->select says. 0 or -ENOMEM. */
 static int partial_choose(const rckpt_ckenc_t *e, const rckpt_ckenc_partial_t *p, uint64_t step,
 			  const double *dist, uint64_t nb, uint64_t want, uint8_t *chosen)
@@ -277,8 +303,9 @@ static int partial_judge(rckpt_ckenc_t *e, const rckpt_tset_t *params, const rck
 			const rckpt_piece_t *pc = &e->pieces[c][k];
 			const rckpt_ctensor_t *t = &params->t[pc->tensor];
 			const float *g0 = weights_of(upd, grads, t, pc->tensor);
-			if (e->saved[pc->tensor] == NULL)
-				continue;
+			if (e->saved[pc->tensor] == NULL ||
+			    (e->o.fixed.bf16_kinds & (1u << rckpt_ctensor_kind(t))))
+				continue; /* a kind kept as bf16 adds nothing to the sums */
 			for (b = 0; b < piece_blocks(pc->n, block) && rc == 0; b++) {
 				const uint64_t lo = b * block, len = pc->n - lo > block ? block : pc->n - lo;
 				const float *w, *gd;
@@ -407,7 +434,7 @@ int rckpt_ckenc_step_partial(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink,
 	const uint32_t block = e->o.partial_block;
 	const uint64_t run = block <= BLK ? BLK / block * block : 0;
 	ckenc_emit_t x;
-	uint64_t **boff = NULL, nb = 0, want;
+	uint64_t **boff = NULL, nb = 0, want, nel = 0, b, *elig = NULL;
 	double *dist = NULL;
 	uint8_t *chosen = NULL;
 	uint16_t *nw = NULL;
@@ -458,23 +485,30 @@ int rckpt_ckenc_step_partial(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink,
 	}
 	if (rc == 0) {
 		dist = malloc(nb ? 8 * (size_t)nb : 8);
-		chosen = calloc(nb ? (size_t)nb : 1, 1);
+		chosen = calloc(nb ? 2 * (size_t)nb : 1, 1); /* and the eligible blocks' choice */
+		elig = malloc(nb ? 8 * (size_t)nb : 8);
 		nw = malloc(2 * (size_t)(block > BLK ? block : BLK));
-		if (!dist || !chosen || !nw)
+		if (!dist || !chosen || !nw || !elig)
 			rc = -ENOMEM;
 	}
 	for (i = 0; i < params->ntensors; i++)
 		st->raw_bytes += (size_t)params->t[i].n * 4;
 	if (rc || (rc = partial_measure(e, params, run, block, boff, dist, msg, msglen)))
 		goto out;
-	/* Choose. */
-	want = nb ? (uint64_t)ceil(p->fraction * (double)nb - 1e-9) : 0;
-	if (nb && want < 1)
+	/* Choose among the blocks of the tensors not kept as bf16 (the first
+	 * nel after numbering them apart); a kind kept as bf16 (norms,
+	 * biases: a few values) is saved whole in every step, as a lossless
+	 * one would be, outside the fraction. */
+	partial_eligible(e, params, boff, dist, chosen, &nel, elig);
+	want = nel ? (uint64_t)ceil(p->fraction * (double)nel - 1e-9) : 0;
+	if (nel && want < 1)
 		want = 1;
-	if (want > nb)
-		want = nb;
-	if ((rc = partial_choose(e, p, step, dist, nb, want, chosen)))
+	if (want > nel)
+		want = nel;
+	if ((rc = partial_choose(e, p, step, dist, nel, want, chosen + nb)))
 		goto out;
+	for (b = 0; b < nel; b++)
+		chosen[elig[b]] = chosen[nb + b];
 	/* The chosen blocks must meet eps with the last full step's codebooks
 	 * (the relative error of their values, gradient-weighted when given):
 	 * when training has moved them out of those codebooks' reach, the
@@ -487,7 +521,7 @@ int rckpt_ckenc_step_partial(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink,
 		rc = -ERANGE;
 		goto out;
 	}
-	st->blocks = nb;
+	st->blocks = nel;
 	st->blocks_saved = want;
 	st->config = e->lastcfg;
 	st->accepted = 1;
@@ -507,8 +541,8 @@ int rckpt_ckenc_step_partial(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink,
 	e->force_base = 0;
 	e->depth++;
 	e->prev.step = step; /* the next step's parent */
-	if (p->select == RCKPT_CKENC_ROUND_ROBIN && nb)
-		e->rr_cursor = (e->rr_cursor + want) % nb;
+	if (p->select == RCKPT_CKENC_ROUND_ROBIN && nel)
+		e->rr_cursor = (e->rr_cursor + want) % nel;
 	st->t_encode = rckpt_now_s() - t0;
 out:
 	ckenc_emit_free(&x);
@@ -516,6 +550,7 @@ out:
 		free(boff[c]);
 	free(boff);
 	free(dist);
+	free(elig);
 	ckenc_update_free(&upd);
 	free(chosen);
 	free(nw);

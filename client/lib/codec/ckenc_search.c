@@ -311,9 +311,9 @@ int ckenc_evaluate(evalctx_t *x, cpoint_t cp, double *loss, double *bytes)
 	/* the tensors at once; their sums in tensor order, as one thread would */
 	if ((rc = rckpt_par_for(x->nprep, ckenc_threads_for(x->o, sampled(x)), eval_one, &j)) == 0)
 		for (t = 0; t < x->nprep; t++) {
-			double tn = j.tn[t], td = den_of(x->dfix, t, j.td[t]);
+			double tn = sums_num(x->dsum, t) ? j.tn[t] : 0, td = den_of(x->dfix, t, j.td[t]);
 			num += tn;
-			den += !x->dsum || x->dsum[t] ? td : 0;
+			den += sums_den(x->dsum, t) ? td : 0;
 			est += j.tb[t];
 			if (td > 0 && tn / td > worst)
 				worst = tn / td;
@@ -456,10 +456,16 @@ int ckenc_alloc_tables(evalctx_t *x, const rckpt_qconfig_t *c, alloc_t *a)
 		rc = rckpt_par_for(x->nprep, ckenc_threads_for(x->o, NALLOC * sampled(x)), alloc_row, &j);
 	for (t = 0; t < x->nprep && rc == 0; t++) {
 		const double d0 = den_of(x->dfix, t, c0[3 * t + 1]);
-		a->den += !x->dsum || x->dsum[t] ? d0 : 0;
+		a->den += sums_den(x->dsum, t) ? d0 : 0;
 		a->tden[t] = d0;
-		a->c_num += c0[3 * t];
+		a->c_num += sums_num(x->dsum, t) ? c0[3 * t] : 0;
 		a->c_bytes += c0[3 * t + 2];
+		if (!sums_num(x->dsum, t)) { /* its options weigh nothing in the sum */
+			unsigned k;
+			for (k = 0; k < NALLOC; k++)
+				if (a->tn[(size_t)t * NALLOC + k] > 0)
+					a->tn[(size_t)t * NALLOC + k] = 0;
+		}
 	}
 	x->drift = 0;
 	free(c0);

@@ -361,7 +361,9 @@ static int prep_range(rckpt_ckenc_t *e, stepctx_t *x, const rckpt_tset_t *params
 		sample_t *sp = &x->smp[n];
 		uint64_t bad = 0;
 		x->dfix[n] = -1;
-		x->dsum[n] = 1;
+		/* a kind kept as bf16 adds nothing to the sums: eps bounds the
+		 * other tensors as before, and chooses what it chose before */
+		x->dsum[n] = e->o.fixed.bf16_kinds & (1u << kind) ? SUM_NONE : SUM_ALL;
 		if (rckpt_lk_is_optim(kind)) { /* the update error's terms */
 			if (upd->w) {
 				gd = upd->w[i];

@@ -53,7 +53,8 @@ void rckpt_qconfig_default(rckpt_qconfig_t *c)
 	c->protect_frac = 0.005f;
 	c->protect_by_sensitivity = 1;
 	c->lambda = 0.5f;
-	c->lossless_kinds = 1u << RCKPT_LK_NORM_BIAS;
+	c->lossless_kinds = 0;
+	c->bf16_kinds = 1u << RCKPT_LK_NORM_BIAS;
 }
 
 /* ---- element types ---- */
@@ -296,6 +297,10 @@ static void thresholds(rckpt_qparams_t *q, const rckpt_tensor_prep_t *p, const r
 	const float prune_frac = p->kind == RCKPT_LK_MOMENT2 ? 0.0f : c->prune_frac[p->kind];
 	memset(q, 0, sizeof(*q));
 	q->protect_mag = q->protect_sens = INFINITY;
+	if (c->bf16_kinds & (1u << p->kind)) { /* every value protected, none pruned */
+		q->protect_mag = 0.0f;
+		return;
+	}
 	if (c->protect_frac > 0) {
 		float lo;
 		rckpt_sketch_view_abs_bounds(&p->vvalue, 1.0 - c->protect_frac, &lo, &q->protect_mag);

@@ -4,8 +4,15 @@
  * quantize; and back. Internal to librckpt.
  *
  * Decisions (say them once, here):
- *  - 1-D tensors (norms, biases) and scalars are lossless by default: they
- *    are tiny, and pruning a LayerNorm's weights wrecks a model.
+ *  - 1-D tensors (norms, biases) and scalars are kept as bf16 by default
+ *    (bf16_kinds): a quantized segment whose every value is protected,
+ *    nothing pruned (pruning a LayerNorm's weights wrecks a model). Each
+ *    value is within 2^-8 of its own, their error adds to the sum eps
+ *    bounds but their weight does not (eps means for the other tensors
+ *    what it meant when these were lossless), and a delta's values are
+ *    predicted from the parent's (checkpoint.md "Predicted blobs"): half
+ *    the bytes of the lossless form, whose low mantissa bits no delta
+ *    compresses. A kind in lossless_kinds is stored as it is.
  *  - A quantized tensor holding NaN or Inf is refused (-EDOM, the index in
  *    the message): a checkpoint that holds them is not worth compressing,
  *    and no quality measure can judge it. Lossless tensors are stored as
@@ -69,10 +76,13 @@ typedef struct rckpt_qconfig {
 	int protect_by_sensitivity;        /* also protect the top |w g| */
 	float lambda;                      /* k-means bucket weight: frequency share */
 	unsigned lossless_kinds;           /* bit per layer kind stored losslessly */
+	unsigned bf16_kinds;               /* bit per layer kind whose values are all
+					      protected (kept as bf16), weighing
+					      nothing in eps's sum */
 } rckpt_qconfig_t;
 
 /* Paper-style defaults: 16 bins, 32 for embeddings, 10% pruned, 0.5%
- * protected, lambda 0.5, norms and biases lossless. */
+ * protected, lambda 0.5, norms and biases kept as bf16. */
 void rckpt_qconfig_default(rckpt_qconfig_t *c);
 
 enum rckpt_quantizer {

@@ -1,29 +1,20 @@
 /*
  * rckpt_compact.c — compaction of a job (formats/store.md, "Compaction"):
  * the steps its retention policy keeps, each segment's chunks rewritten so
- * that the latest step kept is a base, in stages that each OSD call can
- * do within its bound. Above the housekeeping's steps, pins and retirement
- * (rckpt_store_admin.c).
+ * that the latest step kept is a base (rckpt_segment.c). Above the
+ * housekeeping's steps, pins and retirement (rckpt_store_admin.c).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <inttypes.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "rckpt_bytes.h"
 #include "rckpt_clock.h"
-#include "rckpt_manifest.h"
 #include "rckpt_store_internal.h"
 #include "rckpt_store_wire.h"
-
-#define COMPACT_STRIDE RCKPT_STORE_SEGMENT_RECORDS /* records a compact call folds at
-			   * most, per stage (what the plugin caches); fewer by their
-			   * elements, and when the plugin says a stage is more than one
-			   * call may do */
-#define COMPACT_CALL_WORK ((uint64_t)32 << 20) /* elements a stage aims at: ~100 ms */
 
 static int keeps(const rckpt_retention_t *r, const rckpt_steps_t *s, unsigned i, uint64_t head,
 		 const uint64_t *pins, unsigned np)
@@ -40,96 +31,6 @@ static int keeps(const rckpt_retention_t *r, const rckpt_steps_t *s, unsigned i,
 		if (pins[k] == step)
 			return 1;
 	return 0;
-}
-
-/* Compacts the chunks of one segment up to step `end` (the head, or the
- * segment's newest kept step), keeping keep[0, nk) (its kept steps), in
- * stages: from chunk 0's first record that a writer left (a delta on an
- * earlier step: what compaction has not reshaped yet), at most
- * COMPACT_STRIDE records each, the last one at `end`. */
-static int compact_segment(rckpt_job_t *j, uint64_t seg, unsigned nchunks, uint64_t token,
-			   uint64_t end, const uint64_t *keep, unsigned nk, uint64_t per,
-			   rckpt_compact_stats_t *st)
-{
-	rckpt_store_entry_t *ix = NULL;
-	uint32_t nix = 0, from, at, stride;
-	int rc;
-
-	if ((rc = rckpt_chunk_index(j, seg, 0, &ix, &nix)))
-		return rckpt_fail(j->h, rc, "rckpt_job_compact", "cannot read the index of job %s", j->name);
-	from = nix;
-	for (at = 0; at < nix && ix[at].step <= end; at++)
-		if (ix[at].kind != RCKPT_REC_BASE && ix[at].parent < ix[at].step) {
-			from = at;
-			break;
-		}
-	{
-		/* stages of about COMPACT_CALL_WORK elements: a stage of s
-		 * records folds and encodes about 2 s + 1 of them, each of at
-		 * most `per` elements (the job's largest chunk) */
-		if (per == 0)
-			per = j->o.chunk_params ? j->o.chunk_params : 1;
-		stride = COMPACT_CALL_WORK / (2 * per) < COMPACT_STRIDE ? (uint32_t)(COMPACT_CALL_WORK / (2 * per))
-									: COMPACT_STRIDE;
-		if (stride == 0)
-			stride = 1;
-	}
-	/* none: everything up to `end` is in shape, one stage at it */
-	for (;;) {
-		uint64_t upto = end;
-		rckpt_buf_t in = RCKPT_BUF_INIT;
-		unsigned nkeep = 0;
-		double c0 = rckpt_now_s(), dt;
-		if (from < nix && from + stride < nix && ix[from + stride].step < end)
-			upto = ix[from + stride].step;
-		while (nkeep < nk && keep[nkeep] <= upto)
-			nkeep++;
-		rc = rckpt_msg_compact_encode(&in, token, upto, keep, nkeep);
-		if (rc == 0)
-			rc = rckpt_chunk_writes(j, seg, "compact", &in, 1, nchunks);
-		rckpt_buf_free(&in);
-		if (rc == -E2BIG && stride > 1 && (upto != end || from < nix)) {
-			stride /= 2; /* more than one call may do: a shorter stage */
-			continue;
-		}
-		if (rc) {
-			rc = rckpt_fail(j->h, rc, "rckpt_job_compact", "cannot compact job %s up to step %" PRIu64 "%s",
-					j->name, upto, rc == RCKPT_ECHECKSUM ? " (a damaged record: run verify)" : "");
-			break;
-		}
-		st->stages++;
-		dt = rckpt_now_s() - c0;
-		if (dt > st->max_call_seconds)
-			st->max_call_seconds = dt; /* every chunk's call ran within it */
-		if (upto == end)
-			break;
-		from += stride;
-	}
-	free(ix);
-	return rc;
-}
-
-/* Elements of the largest chunk of step's manifest into *most (0: no
- * manifest): what a record of the job holds at most, to size
- * compaction's stages. 0, or the read's or the decoder's error. */
-static int largest_chunk(rckpt_job_t *j, uint64_t step, uint64_t *most)
-{
-	rckpt_buf_t b = RCKPT_BUF_INIT;
-	rckpt_manifest_t mf;
-	char oid[64];
-	uint32_t c;
-	int rc;
-	*most = 0;
-	memset(&mf, 0, sizeof(mf));
-	rckpt_store_manifest_oid(oid, sizeof(oid), step);
-	rc = rckpt_read_object(j, oid, (uint64_t)64 << 20, &b);
-	if (rc == 0 && (rc = rckpt_manifest_decode(&mf, b.p, b.len)) == 0)
-		for (c = 0; c < mf.nchunks; c++)
-			if (mf.chunk[c].elements > *most)
-				*most = mf.chunk[c].elements;
-	rckpt_manifest_free(&mf);
-	rckpt_buf_free(&b);
-	return rc == -ENOENT ? 0 : rc;
 }
 
 /* One compaction, for a compactor whose token is the job's writer token
@@ -200,7 +101,7 @@ static int compact_once(rckpt_job_t *j, const rckpt_retention_t *pol, rckpt_comp
 		rc = rckpt_fail(h, -ENOMEM, __func__, "out of memory");
 		goto out;
 	}
-	if ((rc = largest_chunk(j, head, &per))) {
+	if ((rc = rckpt_largest_chunk(j, head, &per))) {
 		rc = rckpt_fail(h, rc, __func__, "cannot read the manifest of step %" PRIu64 " of job %s", head,
 				j->name);
 		goto out;
@@ -228,7 +129,7 @@ static int compact_once(rckpt_job_t *j, const rckpt_retention_t *pol, rckpt_comp
 			continue;
 		}
 		if (nk)
-			rc = compact_segment(j, g->seg, g->nchunks, token, g->seg == head_seg ? head : keep[nk - 1],
+			rc = rckpt_segment_compact(j, g->seg, g->nchunks, token, g->seg == head_seg ? head : keep[nk - 1],
 					     keep, nk, per, st);
 		if (nk && rc == 0 && g->seg != head_seg) {
 			/* An old segment: no writer appends to it (only to the

@@ -225,7 +225,10 @@ static int save_begin(void *arg, uint32_t nchunks)
 		return -ENOMEM;
 	if (!j->trimmed) {
 		rckpt_buf_t tm = RCKPT_BUF_INIT;
-		int rc = rckpt_msg_trim_encode(&tm, j->token, j->head);
+		int rc = rckpt_head_rebase(j); /* a rewind onto a compacted line */
+		if (rc)
+			return s->trim_err = rc;
+		rc = rckpt_msg_trim_encode(&tm, j->token, j->head);
 		if (rc == 0)
 			rc = rckpt_chunk_writes(j, j->seg, "trim", &tm, 1, nchunks);
 		rckpt_buf_free(&tm);

@@ -261,6 +261,25 @@ int rckpt_retire_exact(rckpt_job_t *j, uint64_t token, const rckpt_step_info_t *
 /* The job's pinned steps, sorted, into *pins (free it). */
 int rckpt_pins_read(rckpt_job_t *j, uint64_t **pins, unsigned *n);
 
+/* ---- rckpt_segment.c ---- */
+
+/* Compacts the chunks of segment seg up to step `end` (the head, or the
+ * segment's newest kept step), keeping keep[0, nk) (its kept steps,
+ * ascending), in stages of at most a segment's records, each within an
+ * OSD call's bound (per: the elements of the job's largest chunk); token:
+ * the compactor's, or the writer's own. 0 or the error, the message set. */
+int rckpt_segment_compact(rckpt_job_t *j, uint64_t seg, unsigned nchunks, uint64_t token, uint64_t end,
+			  const uint64_t *keep, unsigned nk, uint64_t per, rckpt_compact_stats_t *st);
+/* Elements of the largest chunk of step's manifest into *most (0: no
+ * manifest). 0, or the read's or the decoder's error. */
+int rckpt_largest_chunk(rckpt_job_t *j, uint64_t step, uint64_t *most);
+/* Before a writer trims what lies past the head in the head's segment
+ * (its first save): where compaction left a step at or before the head as
+ * a delta on a step past it (a rewind onto a compacted line), that
+ * segment is compacted up to the head first, so that the trim takes no
+ * record a listed step needs. 0 or the error (the handle's message set). */
+int rckpt_head_rebase(rckpt_job_t *j);
+
 /* ---- rckpt_restore.c ---- */
 
 struct rckpt_restored {
