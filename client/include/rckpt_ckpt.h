@@ -219,7 +219,8 @@ RCKPT_API int rckpt_save_wait(rckpt_save_t *s, rckpt_save_stats_t *st);
  * other value stays as it was last saved, so each committed step restores
  * the "running checkpoint": every block at its latest save. Saving a
  * fraction r every r*C steps writes about as much as a full save every C.
- * Lossless tensors (norms, biases) go in whole every time. The blocks are
+ * Norms and biases (kept as bf16) go in whole every time, outside the
+ * fraction (st->blocks counts the others). The blocks are
  * quantized with the codebooks of the last full save; when their error
  * with those passes eps (training moved them out of reach), the save is a
  * full one instead, which fits new codebooks (st->is_partial says). */

@@ -4,7 +4,8 @@
  * cls_rckpt_compact.c). A chunk
  * object's data is an append-only log of chunk records; its omap holds
  * "r.<step>" -> index entry, "tip" -> the newest step appended, and
- * "writer" -> the newest writer token that appended or trimmed (fencing).
+ * "writer" -> the newest writer token that appended, trimmed or compacted
+ * (fencing).
  */
 #include "cls_rckpt_impl.h"
 

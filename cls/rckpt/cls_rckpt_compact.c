@@ -450,6 +450,11 @@ int cls_rckpt_compact(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckp
 		goto out;
 	rc = compact_write(o, &w, plan, np, &enc, &raw);
 out:
+	/* a writer's own compaction (before it trims past a rewound head)
+	 * fences a compactor that read the token before it, as its trim
+	 * would */
+	if (rc == 0)
+		rc = crk_fence_record(o, m.token, newer);
 	dcache_free(&cache);
 	rckpt_buf_free(&enc);
 	rckpt_buf_free(&raw);

@@ -861,6 +861,15 @@ static void test_stale_writer_fenced(void **state)
 	materialize(&c, 5, 0);
 	assert_int_equal(append_as(&c, 3, 6, 0), 0); /* a newer writer is taken */
 	assert_int_equal(append_as(&c, 2, 7, 0), -ESTALE); /* and fences W2 */
+	{ /* a compaction by a newer writer (one rewound, before its trim)
+	   * records its token: a compactor that read W3's is fenced */
+		const uint64_t keep[] = { 4 };
+		assert_int_equal(compact_as(&c, 4, 4, keep, 1), 0);
+		assert_int_equal(compact_as(&c, 3, 6, keep, 1), -ESTALE);
+		assert_int_equal(trim_as(&c, 3, 4), -ESTALE);
+		assert_int_equal(trim_as(&c, 4, 4), 0);
+		materialize(&c, 4, 0);
+	}
 
 	assert_int_equal(append_as(&d, 1, 1, 1), 0);
 	assert_int_equal(append_as(&d, 1, 2, 0), 0);

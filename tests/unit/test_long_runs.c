@@ -506,15 +506,15 @@ static void test_rewind(void **state)
  * saved on, is refused too (it names the head it read). */
 /* A rewind onto a compacted line: compaction left each kept step a delta
  * on the next kept one (store.md "Compaction"), so the step rewound to
- * is a delta on a step past it, in the same segment. The next save trims
- * what lies past the head: it compacts the head's segment up to the head
- * first, and every listed step still restores as it did. */
+ * is a delta on a step past it, in the same segment. gc and the next save
+ * trim what lies past the head: each compacts the head's segment up to
+ * the head first, and every listed step still restores as it did. */
 static void test_rewind_onto_compacted(void **state)
 {
 	sj_t J;
 	const rckpt_retention_t every2 = { 1, 2 }; /* 2, 4, 6 and the last */
 	uint64_t h;
-	unsigned s;
+	unsigned s, removed;
 
 	(void)state;
 	open_pool(&J, LIMIT, 0);
@@ -527,6 +527,9 @@ static void test_rewind_onto_compacted(void **state)
 	assert_int_equal(rckpt_job_compact(J.j, &every2, NULL), 0);
 	assert_int_equal(check_all(&J, "compacted"), 4);
 	assert_int_equal(rckpt_job_rewind(J.j, 4, NULL), 0); /* 4: a delta on 6 */
+	assert_int_equal(rckpt_job_gc(J.j, &removed), 0); /* gc trims past the head too */
+	assert_int_equal(restore(&J, 4, &h), 0);
+	assert_true(h == J.hash[4]);
 	J.drift = 300;
 	for (s = 5; s <= 6; s++) {
 		if (save(&J, s))

@@ -7,9 +7,9 @@
  *  - 1-D tensors (norms, biases) and scalars are kept as bf16 by default
  *    (bf16_kinds): a quantized segment whose every value is protected,
  *    nothing pruned (pruning a LayerNorm's weights wrecks a model). Each
- *    value is within 2^-8 of its own, their error adds to the sum eps
- *    bounds but their weight does not (eps means for the other tensors
- *    what it meant when these were lossless), and a delta's values are
+ *    value is within 2^-8 of its own; they add nothing to the sums eps
+ *    bounds (the other tensors are quantized as they were when these were
+ *    lossless: ckenc_impl.h SUM_NONE), and a delta's values are
  *    predicted from the parent's (checkpoint.md "Predicted blobs"): half
  *    the bytes of the lossless form, whose low mantissa bits no delta
  *    compresses. A kind in lossless_kinds is stored as it is.

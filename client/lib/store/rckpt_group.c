@@ -249,7 +249,9 @@ static int trim_part(rckpt_group_t *g, const rckpt_group_part_t *part, uint64_t 
 	for (c = 0; c < part->layout.nchunks && rc == 0; c++) {
 		char oid[64];
 		rckpt_store_segment_oid(oid, sizeof(oid), part->chunk[c], seg);
-		rc = rckpt_exec_write(g->j, oid, "trim", &tm);
+		/* a rewind onto a compacted line: the head stands alone first */
+		if ((rc = rckpt_chunk_rebase(g->j, seg, part->chunk[c], after, g->j->token)) == 0)
+			rc = rckpt_exec_write(g->j, oid, "trim", &tm);
 	}
 	rckpt_buf_free(&tm);
 	return rc;

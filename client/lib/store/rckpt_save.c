@@ -225,7 +225,7 @@ static int save_begin(void *arg, uint32_t nchunks)
 		return -ENOMEM;
 	if (!j->trimmed) {
 		rckpt_buf_t tm = RCKPT_BUF_INIT;
-		int rc = rckpt_head_rebase(j); /* a rewind onto a compacted line */
+		int rc = rckpt_head_rebase(j, j->head); /* a rewind onto a compacted line */
 		if (rc)
 			return s->trim_err = rc;
 		rc = rckpt_msg_trim_encode(&tm, j->token, j->head);

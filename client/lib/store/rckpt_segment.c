@@ -112,49 +112,85 @@ int rckpt_largest_chunk(rckpt_job_t *j, uint64_t step, uint64_t *most)
 	return rc == -ENOENT ? 0 : rc;
 }
 
-int rckpt_head_rebase(rckpt_job_t *j)
+/* The listed steps at or before head among the index entries ix[0, nix)
+ * (ascending) whose summaries name segment seg, into keep[0, *nk). */
+static int listed_in(rckpt_job_t *j, uint64_t seg, const rckpt_store_entry_t *ix, uint32_t nix, uint64_t head,
+		     uint64_t *keep, unsigned *nk)
 {
-	rckpt_store_summary_t sum, si;
-	rckpt_store_entry_t *ix = NULL;
-	rckpt_compact_stats_t st;
-	uint64_t *keep = NULL, per = 0;
-	uint32_t nix = 0, i;
-	unsigned nk = 0;
-	int rc, needed = 0;
-
-	if (j->head == RCKPT_STORE_NONE)
-		return 0;
-	if ((rc = rckpt_step_summary(j, j->head, &sum)))
-		return rckpt_fail(j->h, rc, __func__, "cannot read step %" PRIu64 " of job %s", j->head, j->name);
-	/* what compaction wrote: a kept step a delta on the next kept one */
-	rc = rckpt_chunk_index(j, sum.segment, 0, &ix, &nix);
-	if (rc == -ENOENT)
-		return 0;
-	if (rc)
-		return rckpt_fail(j->h, rc, __func__, "cannot read the index of job %s", j->name);
-	for (i = 0; i < nix; i++)
-		if (ix[i].step <= j->head && ix[i].kind != RCKPT_REC_BASE && ix[i].parent > j->head &&
-		    ix[i].parent != RCKPT_STORE_NONE)
-			needed = 1;
-	/* the listed steps of the segment (a summary naming it; at most the
-	 * records a segment holds) stay: the head becomes a base, each before
-	 * it a delta on the next */
-	if (needed && (keep = calloc(nix ? nix : 1, sizeof(*keep))) == NULL)
-		rc = -ENOMEM;
-	for (i = 0; needed && rc == 0 && i < nix && ix[i].step <= j->head; i++) {
+	rckpt_store_summary_t si;
+	uint32_t i;
+	int rc = 0;
+	*nk = 0;
+	for (i = 0; rc == 0 && i < nix && ix[i].step <= head; i++) {
 		rc = rckpt_step_summary(j, ix[i].step, &si);
-		if (rc == 0 && si.segment == sum.segment && (nk == 0 || keep[nk - 1] < ix[i].step))
-			keep[nk++] = ix[i].step;
+		if (rc == 0 && si.segment == seg && (*nk == 0 || keep[*nk - 1] < ix[i].step))
+			keep[(*nk)++] = ix[i].step;
 		if (rc == -ENOENT)
 			rc = 0; /* not listed */
 	}
-	free(ix);
-	if (rc == 0 && needed && (rc = rckpt_largest_chunk(j, j->head, &per)) == 0) {
-		memset(&st, 0, sizeof(st));
-		rc = rckpt_segment_compact(j, sum.segment, sum.nchunks, j->token, j->head, keep, nk, per, &st);
-	} else if (rc) {
-		rc = rckpt_fail(j->h, rc, __func__, "cannot read the steps of job %s", j->name);
-	}
-	free(keep);
 	return rc;
+}
+
+int rckpt_chunk_rebase(rckpt_job_t *j, uint64_t seg, uint32_t chunk, uint64_t head, uint64_t token)
+{
+	rckpt_store_entry_t *ix = NULL;
+	rckpt_buf_t in = RCKPT_BUF_INIT;
+	uint64_t *keep = NULL;
+	uint32_t nix = 0, i;
+	unsigned nk = 0;
+	char oid[64];
+	int rc, needed = 0;
+
+	if (head == RCKPT_STORE_NONE)
+		return 0;
+	if ((rc = rckpt_chunk_index(j, seg, chunk, &ix, &nix)))
+		return rc == -ENOENT ? 0 : rc;
+	/* what compaction wrote: a kept step a delta on the next kept one */
+	for (i = 0; i < nix; i++)
+		if (ix[i].step <= head && ix[i].kind != RCKPT_REC_BASE && ix[i].parent != RCKPT_STORE_NONE &&
+		    ix[i].parent > head)
+			needed = 1;
+	if (needed && (keep = calloc(nix, sizeof(*keep))) == NULL)
+		rc = -ENOMEM;
+	if (needed && rc == 0 && (rc = listed_in(j, seg, ix, nix, head, keep, &nk)) == 0 && nk) {
+		/* one call: the head becomes a base, each listed step before it
+		 * a delta on the next; the records past it are copied as they
+		 * are, for the trim that follows */
+		rckpt_store_segment_oid(oid, sizeof(oid), chunk, seg);
+		if ((rc = rckpt_msg_compact_encode(&in, token, head, keep, nk)) == 0)
+			rc = rckpt_exec_write(j, oid, "compact", &in);
+	}
+	rckpt_buf_free(&in);
+	free(keep);
+	free(ix);
+	return rc;
+}
+
+int rckpt_head_rebase(rckpt_job_t *j, uint64_t head)
+{
+	rckpt_store_summary_t sum;
+	uint32_t c;
+	int rc;
+
+	if (head == RCKPT_STORE_NONE)
+		return 0;
+	if ((rc = rckpt_step_summary(j, head, &sum)))
+		return rckpt_fail(j->h, rc, __func__, "cannot read step %" PRIu64 " of job %s", head, j->name);
+	/* every chunk the head has (a failed compaction may have reshaped
+	 * some and not others), and any past them that later steps made */
+	for (c = 0; rc == 0 && c < RCKPT_MF_MAX_CHUNKS; c++) {
+		if (c >= sum.nchunks) {
+			uint64_t size = 0;
+			char oid[64];
+			rckpt_store_segment_oid(oid, sizeof(oid), c, sum.segment);
+			if (j->io->ops->stat(j->io, oid, &size) == -ENOENT)
+				break;
+		}
+		rc = rckpt_chunk_rebase(j, sum.segment, c, head, j->token);
+	}
+	if (rc)
+		return rckpt_fail(j->h, rc, __func__,
+				  "cannot make step %" PRIu64 " of job %s stand without the records after it%s", head,
+				  j->name, rc == -E2BIG ? " (its chain is longer than one OSD call may fold)" : "");
+	return 0;
 }

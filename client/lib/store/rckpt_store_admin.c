@@ -581,6 +581,8 @@ int rckpt_job_gc(rckpt_job_t *j, unsigned *removed)
 	if ((rc = rckpt_read_head(j, &g.head, &count)) || (rc = rckpt_steps_all(j, &g.s)))
 		return rckpt_fail(h, rc, __func__, "cannot list job %s", j->name);
 	rc = rckpt_msg_trim_encode(&in, j->token, g.head);
+	if (rc == 0 && g.s.n)
+		rc = rckpt_head_rebase(j, g.head); /* a rewind onto a compacted line */
 	if (rc == 0 && g.s.n) { /* past the head in its segment; other segments go whole */
 		rckpt_segrun_t *runs;
 		unsigned nruns;

@@ -273,12 +273,17 @@ int rckpt_segment_compact(rckpt_job_t *j, uint64_t seg, unsigned nchunks, uint64
 /* Elements of the largest chunk of step's manifest into *most (0: no
  * manifest). 0, or the read's or the decoder's error. */
 int rckpt_largest_chunk(rckpt_job_t *j, uint64_t step, uint64_t *most);
-/* Before a writer trims what lies past the head in the head's segment
- * (its first save): where compaction left a step at or before the head as
- * a delta on a step past it (a rewind onto a compacted line), that
- * segment is compacted up to the head first, so that the trim takes no
- * record a listed step needs. 0 or the error (the handle's message set). */
-int rckpt_head_rebase(rckpt_job_t *j);
+/* Before a writer trims what lies past the head in the head's segment:
+ * where compaction left a listed step at or before the head as a delta on
+ * a step past it (a rewind onto a compacted line), chunk `chunk` of
+ * segment seg is compacted up to the head first (token: the writer's),
+ * so that the trim takes no record a listed step needs; one OSD call,
+ * -E2BIG when the head's chain there is longer than one call may fold.
+ * 0 or the error. */
+int rckpt_chunk_rebase(rckpt_job_t *j, uint64_t seg, uint32_t chunk, uint64_t head, uint64_t token);
+/* The same for every chunk of the head's segment (a writer's first save,
+ * gc). 0 or the error, the handle's message set. */
+int rckpt_head_rebase(rckpt_job_t *j, uint64_t head);
 
 /* ---- rckpt_restore.c ---- */
 
