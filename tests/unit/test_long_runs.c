@@ -13,7 +13,10 @@
  *    erasure-coded pool, eps 0;
  *  - rewind (store.md "Rewind"): back to a committed step and on anew,
  *    across segments, a restarted writer continuing the new line, gc
- *    removing the abandoned line; refused to an uncommitted or dropped
+ *    removing the abandoned line, onto a compacted line (a head whose
+ *    chain is longer than one call of the test's plugin may fold: the
+ *    plugin's work per call is set low in CMakeLists.txt); refused to an
+ *    uncommitted or dropped
  *    step, past a pinned one, and for a stale writer;
  *  - restores without the class (store.md "Restore without the plugin").
  */
@@ -553,6 +556,43 @@ static void test_rewind_onto_compacted(void **state)
 	close_pool(&J);
 }
 
+/* A rewind onto a compacted line whose head hangs on a chain longer than
+ * one OSD call may fold (this test's plugin folds about 8 of its records
+ * per call): the head is made to stand alone in stages, and every step
+ * before it restores as it did. */
+static void test_rewind_onto_a_long_chain(void **state)
+{
+	sj_t J;
+	const rckpt_retention_t all = { 0, 0 };
+	uint64_t h;
+	unsigned s, removed;
+
+	(void)state;
+	open_pool(&J, (uint64_t)64 << 20, 0); /* one segment holds them all */
+	assert_int_equal(rckpt_job_open(J.h, &J.j, "seg", &J.o), 0);
+	for (s = 1; s <= 28; s++) {
+		assert_int_equal(save(&J, s), 0);
+		assert_int_equal(restore(&J, s, &J.hash[s]), 0);
+	}
+	assert_int_equal(rckpt_job_compact(J.j, &all, NULL), 0); /* 28 a base, each before a delta on the next */
+	assert_int_equal(check_all(&J, "compacted"), 28);
+	assert_int_equal(rckpt_job_rewind(J.j, 3, NULL), 0); /* 3 hangs on 25 records */
+	assert_int_equal(rckpt_job_gc(J.j, &removed), 0);
+	assert_int_equal(check_all(&J, "rebased"), 3);
+	J.drift = 300;
+	for (s = 4; s <= 5; s++) {
+		if (save(&J, s))
+			fail_msg("save %u after the rewind: %s", s, rckpt_errmsg(J.h));
+		assert_int_equal(restore(&J, s, &J.hash[s]), 0);
+	}
+	J.drift = 0;
+	for (s = 1; s <= 3; s++) {
+		assert_int_equal(restore(&J, s, &h), 0);
+		assert_true(h == J.hash[s]);
+	}
+	close_pool(&J);
+}
+
 static void test_rewind_by_a_stale_writer(void **state)
 {
 	sj_t J;
@@ -709,6 +749,7 @@ int main(void)
 		cmocka_unit_test(test_restore_without_the_class),
 		cmocka_unit_test(test_rewind),
 		cmocka_unit_test(test_rewind_onto_compacted),
+		cmocka_unit_test(test_rewind_onto_a_long_chain),
 		cmocka_unit_test(test_rewind_by_a_stale_writer),
 		cmocka_unit_test(test_branches),
 	};

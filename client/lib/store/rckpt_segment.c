@@ -131,36 +131,101 @@ static int listed_in(rckpt_job_t *j, uint64_t seg, const rckpt_store_entry_t *ix
 	return rc;
 }
 
+/* The index of step among ix[0, nix) (ascending), or -1. */
+static long entry_of(const rckpt_store_entry_t *ix, uint32_t nix, uint64_t step)
+{
+	uint32_t lo = 0, hi = nix;
+	while (lo < hi) {
+		const uint32_t mid = lo + (hi - lo) / 2;
+		if (ix[mid].step < step)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < nix && ix[lo].step == step ? (long)lo : -1;
+}
+
+/* The chain the newest record at or before head hangs on, into up[0, *nu):
+ * that record's step, its parent, the parent's parent, ... as far as a base
+ * or a parent the chunk does not hold. */
+static void chain_up(const rckpt_store_entry_t *ix, uint32_t nix, uint64_t head, uint64_t *up, uint32_t *nu)
+{
+	long at = -1;
+	uint32_t i;
+	*nu = 0;
+	for (i = 0; i < nix && ix[i].step <= head; i++)
+		at = (long)i;
+	while (at >= 0 && *nu < nix) {
+		const rckpt_store_entry_t *e = &ix[at];
+		up[(*nu)++] = e->step;
+		if (e->kind == RCKPT_REC_BASE || e->parent == RCKPT_STORE_NONE || e->parent <= e->step)
+			break;
+		at = entry_of(ix, nix, e->parent);
+	}
+}
+
 int rckpt_chunk_rebase(rckpt_job_t *j, uint64_t seg, uint32_t chunk, uint64_t head, uint64_t token)
 {
 	rckpt_store_entry_t *ix = NULL;
-	rckpt_buf_t in = RCKPT_BUF_INIT;
-	uint64_t *keep = NULL;
-	uint32_t nix = 0, i;
-	unsigned nk = 0;
+	uint64_t *keep = NULL, *up = NULL;
+	uint32_t nix = 0, nu = 0, i, b, stride;
+	unsigned nk = 0, nlisted = 0;
 	char oid[64];
 	int rc, needed = 0;
 
 	if (head == RCKPT_STORE_NONE)
 		return 0;
 	if ((rc = rckpt_chunk_index(j, seg, chunk, &ix, &nix)))
-		return rc == -ENOENT ? 0 : rc;
+		return rc;
 	/* what compaction wrote: a kept step a delta on the next kept one */
-	for (i = 0; i < nix; i++)
+	for (i = 0; i < nix; i++) {
 		if (ix[i].step <= head && ix[i].kind != RCKPT_REC_BASE && ix[i].parent != RCKPT_STORE_NONE &&
 		    ix[i].parent > head)
 			needed = 1;
-	if (needed && (keep = calloc(nix, sizeof(*keep))) == NULL)
-		rc = -ENOMEM;
-	if (needed && rc == 0 && (rc = listed_in(j, seg, ix, nix, head, keep, &nk)) == 0 && nk) {
-		/* one call: the head becomes a base, each listed step before it
-		 * a delta on the next; the records past it are copied as they
-		 * are, for the trim that follows */
-		rckpt_store_segment_oid(oid, sizeof(oid), chunk, seg);
-		if ((rc = rckpt_msg_compact_encode(&in, token, head, keep, nk)) == 0)
-			rc = rckpt_exec_write(j, oid, "compact", &in);
+		if (i && ix[i].step <= ix[i - 1].step)
+			rc = -EBADMSG; /* an index out of order: not the plugin's */
 	}
-	rckpt_buf_free(&in);
+	if (rc == 0 && needed &&
+	    ((keep = calloc(nix, sizeof(*keep))) == NULL || (up = calloc(nix, sizeof(*up))) == NULL))
+		rc = -ENOMEM;
+	if (rc == 0 && needed)
+		rc = listed_in(j, seg, ix, nix, head, keep, &nlisted);
+	if (rc || !needed || nlisted == 0)
+		goto out;
+	/* In stages, from the base the head's chain ends on down to the head:
+	 * each makes a step of that chain `stride` records nearer the head a
+	 * base, keeping every step between it and the head as it is, so a call
+	 * folds at most stride records however long the chain is. The first
+	 * try is the head itself (one call: the usual case); a stage that is
+	 * more than one call may do is asked again half as long. The last
+	 * makes the head a base and each listed step before it a delta on the
+	 * next; the records past it are copied as they are, for the trim that
+	 * follows. */
+	chain_up(ix, nix, head, up, &nu);
+	rckpt_store_segment_oid(oid, sizeof(oid), chunk, seg);
+	b = nu ? nu - 1 : 0;
+	stride = b ? b : 1;
+	for (;;) {
+		const uint32_t t = b > stride ? b - stride : 0;
+		const uint64_t upto = t ? up[t] : head;
+		rckpt_buf_t in = RCKPT_BUF_INIT;
+		nk = nlisted;
+		for (i = 0; i < nix && ix[i].step <= upto; i++)
+			if (ix[i].step > head)
+				keep[nk++] = ix[i].step;
+		if ((rc = rckpt_msg_compact_encode(&in, token, upto, keep, nk)) == 0)
+			rc = rckpt_exec_write(j, oid, "compact", &in);
+		rckpt_buf_free(&in);
+		if (rc == -E2BIG && stride > 1) {
+			stride /= 2;
+			continue;
+		}
+		if (rc || t == 0)
+			break;
+		b = t;
+	}
+out:
+	free(up);
 	free(keep);
 	free(ix);
 	return rc;
@@ -191,6 +256,6 @@ int rckpt_head_rebase(rckpt_job_t *j, uint64_t head)
 	if (rc)
 		return rckpt_fail(j->h, rc, __func__,
 				  "cannot make step %" PRIu64 " of job %s stand without the records after it%s", head,
-				  j->name, rc == -E2BIG ? " (its chain is longer than one OSD call may fold)" : "");
+				  j->name, rc == -E2BIG ? " (one stage of it is more than an OSD call may fold)" : "");
 	return 0;
 }

@@ -277,9 +277,10 @@ int rckpt_largest_chunk(rckpt_job_t *j, uint64_t step, uint64_t *most);
  * where compaction left a listed step at or before the head as a delta on
  * a step past it (a rewind onto a compacted line), chunk `chunk` of
  * segment seg is compacted up to the head first (token: the writer's),
- * so that the trim takes no record a listed step needs; one OSD call,
- * -E2BIG when the head's chain there is longer than one call may fold.
- * 0 or the error. */
+ * so that the trim takes no record a listed step needs: one OSD call, or
+ * as many as the head's chain there needs to stay within what one call
+ * may fold (each makes a step of it nearer the head a base). 0 or the
+ * error. */
 int rckpt_chunk_rebase(rckpt_job_t *j, uint64_t seg, uint32_t chunk, uint64_t head, uint64_t token);
 /* The same for every chunk of the head's segment (a writer's first save,
  * gc). 0 or the error, the handle's message set. */
