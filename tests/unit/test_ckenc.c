@@ -75,12 +75,16 @@ static int teardown(void **state)
 		}                                                                          \
 	} while (0)
 
-/* b is no more aggressive than a: as many bins or more, as much protection
- * or more, as much pruning or less. */
-static int not_more_aggressive(const rckpt_qconfig_t *a, const rckpt_qconfig_t *b)
+/* The axes on which b is more aggressive than a (fewer bins, less
+ * protection, more pruning), or 9 when one of them moved by more than one
+ * step of the space (rckpt_ckenc.h). */
+static int bolder_axes(const rckpt_qconfig_t *a, const rckpt_qconfig_t *b)
 {
-	return b->bins >= a->bins && b->emb_bins >= a->emb_bins && b->protect_frac >= a->protect_frac &&
-	       b->prune_frac[RCKPT_LK_LINEAR] <= a->prune_frac[RCKPT_LK_LINEAR];
+	if (3 * b->bins < 2 * a->bins || 2 * b->emb_bins < a->emb_bins ||
+	    b->prune_frac[RCKPT_LK_LINEAR] > a->prune_frac[RCKPT_LK_LINEAR] + 0.1001f)
+		return 9;
+	return (b->bins < a->bins) + (b->emb_bins < a->emb_bins) + (b->protect_frac < a->protect_frac) +
+	       (b->prune_frac[RCKPT_LK_LINEAR] > a->prune_frac[RCKPT_LK_LINEAR]);
 }
 
 /* Decodes out into d and returns the step's loss, recomputed. */
@@ -169,8 +173,9 @@ static void test_search_chain(void **state)
 		assert_true(st.quality <= o.eps);
 		assert_int_equal(st.is_base, i == 0);
 		assert_true(st.configs_tried >= 1);
-		if (i >= 2) /* the second step may search afresh; from then on, never more aggressive */
-			assert_true(not_more_aggressive(&lastc, &st.config));
+		if (i >= 2) /* the second step may search afresh; from then on, a neighbour at most
+			       one axis bolder (ckenc_search) */
+			assert_true(bolder_axes(&lastc, &st.config) <= 1);
 		lastc = st.config;
 		if (i == 0) { /* a flipped byte in a chunk or the manifest fails closed */
 			const uint8_t *recs[64];
@@ -214,6 +219,78 @@ static void test_search_chain(void **state)
 /* Steps 0..2 encoded with opts.threads = th (chunks of 997 parameters:
  * many, of uneven pieces), partial_block as given: every step's manifest
  * and records, one after the other, into b. */
+
+/* A writer that continues a chain from a cautious configuration (64 bins,
+ * nothing pruned, the most protection: what a step that failed its sample
+ * may leave) moves on to bolder ones, one axis one step at a time, where
+ * their estimates say they pay for the switch; with opts.bold_gain 1 (the
+ * old rule: never more aggressive than the last accepted point) it stays.
+ * The test's small model gains little per step, so the bar is 0 here. */
+static unsigned resume_moves(double bold_gain)
+{
+	rckpt_ckenc_opts_t o;
+	rckpt_ckenc_t *a, *b;
+	rckpt_qconfig_t cautious, last;
+	rckpt_ckdec_t d;
+	char msg[256];
+	unsigned moved = 0;
+	int i;
+
+	rckpt_ckenc_opts_default(&o);
+	o.eps = 0.01;
+	cautious = o.fixed;
+	cautious.bins = 64;
+	cautious.emb_bins = 64;
+	for (i = 0; i < RCKPT_LK_COUNT; i++)
+		cautious.prune_frac[i] = 0.0f;
+	cautious.protect_frac = 0.01f;
+	o.mode = RCKPT_CKENC_FIXED;
+	o.fixed = cautious;
+	assert_int_equal(rckpt_ckenc_create(&a, &o), 0);
+	memset(&d, 0, sizeof(d));
+	for (i = 0; i < 2; i++) {
+		rckpt_ckenc_out_t out;
+		rckpt_ckenc_stats_t st;
+		memset(&out, 0, sizeof(out));
+		assert_int_equal(rckpt_ckenc_step(a, &out, &st, &params[i].set, &grads[i].set, (uint64_t)(25 * (i + 1)),
+						  msg, sizeof(msg)),
+				 0);
+		decode_step(&d, &out, &params[i].set, &grads[i].set);
+		rckpt_ckenc_out_free(&out);
+	}
+	rckpt_ckenc_destroy(a);
+	o.mode = RCKPT_CKENC_SEARCH;
+	o.bold_gain = bold_gain;
+	assert_int_equal(rckpt_ckenc_create(&b, &o), 0);
+	assert_int_equal(rckpt_ckenc_resume(b, &d), 0);
+	last = cautious;
+	for (i = 2; i < NSTEPS; i++) {
+		rckpt_ckenc_out_t out;
+		rckpt_ckenc_stats_t st;
+		memset(&out, 0, sizeof(out));
+		assert_int_equal(rckpt_ckenc_step(b, &out, &st, &params[i].set, &grads[i].set, (uint64_t)(25 * (i + 1)),
+						  msg, sizeof(msg)),
+				 0);
+		assert_false(st.is_base); /* it took the chain up */
+		assert_true(st.accepted && st.quality <= o.eps);
+		assert_true(bolder_axes(&last, &st.config) <= 1);
+		moved += (unsigned)bolder_axes(&last, &st.config);
+		last = st.config;
+		rckpt_ckenc_out_free(&out);
+	}
+	rckpt_ckdec_free(&d);
+	rckpt_ckenc_destroy(b);
+	return moved;
+}
+
+static void test_resume_walks_back(void **state)
+{
+	(void)state;
+	NEED_DATA();
+	assert_int_equal(resume_moves(1.0), 0);
+	assert_true(resume_moves(0.0) >= 1);
+}
+
 static void encode_threads(rckpt_buf_t *b, unsigned th, uint32_t partial_block, uint32_t *nchunks)
 {
 	rckpt_ckenc_opts_t o;
@@ -954,6 +1031,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_decode_ratio_bound),
 		cmocka_unit_test(test_search_chain),
+		cmocka_unit_test(test_resume_walks_back),
 		cmocka_unit_test(test_deterministic),
 		cmocka_unit_test(test_bf16_norms_same_choices),
 		cmocka_unit_test(test_threads_same_bytes),

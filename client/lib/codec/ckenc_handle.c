@@ -30,6 +30,7 @@ void rckpt_ckenc_opts_default(rckpt_ckenc_opts_t *o)
 	o->base_every = 0;
 	o->sample_max = 1u << 14;
 	o->alloc = 1;
+	o->bold_gain = 0.05;
 	o->chunk_params = (uint64_t)1 << 22;
 	o->par_min_work = (uint64_t)1 << 15;
 }

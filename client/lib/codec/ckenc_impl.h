@@ -341,7 +341,7 @@ int ckenc_evaluate(evalctx_t *x, cpoint_t cp, double *loss, double *bytes);
 int ckenc_search(evalctx_t *x, const cpoint_t *last, int have_emb, int have_g, cpoint_t *best,
 		 int *found);
 int ckenc_alloc_tables(evalctx_t *x, const rckpt_qconfig_t *c, alloc_t *a);
-int ckenc_alloc_pick(alloc_t *a, double eps, double cap, unsigned *bins);
+int ckenc_alloc_pick(alloc_t *a, double eps, double cap, unsigned *bins, int any);
 void ckenc_alloc_free(alloc_t *a);
 /* A tensor's last judged parameters and error sums: a judgement after a
  * retry reuses them where its parameters did not change (the same values

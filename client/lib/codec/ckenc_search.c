@@ -477,14 +477,15 @@ int ckenc_alloc_tables(evalctx_t *x, const rckpt_qconfig_t *c, alloc_t *a)
 /* Fills bins[] with the allocation of a within eps (no option puts a
  * tensor's own error over TENSOR_CAP * eps), and returns 1 when it is
  * smaller than the search's choice by the estimate, else 0 (no allocation;
- * also when the choice itself is over). */
-int ckenc_alloc_pick(alloc_t *a, double eps, double cap, unsigned *bins)
+ * also when the choice itself is over). With any, 1 whenever there is an
+ * allocation within eps. */
+int ckenc_alloc_pick(alloc_t *a, double eps, double cap, unsigned *bins, int any)
 {
 	const double budget = eps * a->den;
 	double lo = 0, hi, sn, sb;
 	unsigned it, t;
 
-	if (!(a->den > 0) || a->c_num > budget)
+	if (!(a->den > 0) || (!any && a->c_num > budget))
 		return 0;
 	for (t = 0; t < a->nprep; t++)
 		a->cap[t] = a->tden[t] > 0 ? cap * eps * a->tden[t] : HUGE_VAL;
@@ -510,7 +511,7 @@ int ckenc_alloc_pick(alloc_t *a, double eps, double cap, unsigned *bins)
 		}
 		pick(a->tn, a->tb, a->cap, a->nprep, hi, bins, &sn, &sb);
 	}
-	return sb < a->c_bytes;
+	return any || sb < a->c_bytes;
 }
 
 static int allowed(cpoint_t c, const cpoint_t *last)
@@ -543,27 +544,54 @@ int ckenc_search(evalctx_t *x, const cpoint_t *last, int have_emb, int have_g, c
 
 	*found = 0;
 	if (last) {
-		/* The neighbourhood: last, then each axis one step less
-		 * aggressive. A less aggressive point keeps more information, so
-		 * its estimate is no smaller: when last passes (with either
-		 * metric: that axis is free), the others need no evaluation. */
-		cpoint_t n[5];
-		unsigned k;
-		n[0] = *last;
-		for (k = 1; k < 5; k++)
+		/* The neighbourhood: last (with either metric: that axis is
+		 * free). When it fails, each axis one step less aggressive
+		 * (those keep more information, so while last passes their
+		 * estimates are no smaller and need no weighing). When it
+		 * passes, each axis one step more aggressive, taken when its
+		 * estimate is smaller by opts.bold_gain: the estimate holds the
+		 * switch's cost (the delta against the last record's levels),
+		 * so the configuration follows the run both ways, where a
+		 * ratchet would keep one step's caution for good; the margin
+		 * keeps it from swinging on the samples' noise. */
+		cpoint_t n[8];
+		unsigned k, k0;
+		double bar;
+		for (k = 0; k < 8; k++)
 			n[k] = *last;
-		n[1].b = last->b + 1 < NB ? last->b + 1 : last->b;
-		n[2].e = last->e + 1 < NE ? last->e + 1 : last->e;
-		n[3].p = last->p + 1 < NP ? last->p + 1 : last->p;
-		n[4].q = last->q + 1 < NQ ? last->q + 1 : last->q;
-		for (k = 0; k < 5 && !(k == 1 && *found); k++)
+		n[0].b = last->b + 1 < NB ? last->b + 1 : last->b;
+		n[1].e = last->e + 1 < NE ? last->e + 1 : last->e;
+		n[2].p = last->p + 1 < NP ? last->p + 1 : last->p;
+		n[3].q = last->q + 1 < NQ ? last->q + 1 : last->q;
+		n[4].b = last->b ? last->b - 1 : 0;
+		n[5].e = last->e > e0 ? last->e - 1 : last->e;
+		n[6].p = last->p ? last->p - 1 : 0;
+		n[7].q = last->q ? last->q - 1 : 0;
+		for (m = 0; m < mmax; m++) {
+			cpoint_t c = *last;
+			c.m = m;
+			if ((rc = consider(x, c, found, best, &best_bytes, &pass, &bytes)))
+				return rc;
+		}
+		bar = best_bytes * (1 - x->o->bold_gain);
+		for (k0 = *found ? 4 : 0, k = k0; k < k0 + 4; k++)
 			for (m = 0; m < mmax; m++) {
 				cpoint_t c = n[k];
+				double loss;
 				c.m = m;
-				if (k > 0 && memcmp(&n[k], last, sizeof(c)) == 0)
+				if (memcmp(&n[k], last, sizeof(c)) == 0)
 					continue; /* an axis at its end */
-				if ((rc = consider(x, c, found, best, &best_bytes, &pass, &bytes)))
+				if (k < 4) {
+					if ((rc = consider(x, c, found, best, &best_bytes, &pass, &bytes)))
+						return rc;
+					continue;
+				}
+				if ((rc = ckenc_evaluate(x, c, &loss, &bytes)))
 					return rc;
+				if (loss <= x->o->eps && bytes < bar) {
+					*best = c;
+					bar = bytes;
+				}
 			}
 		if (*found)
 			return 0;

@@ -118,7 +118,7 @@ static int alloc_new(evalctx_t *ex, const rckpt_qconfig_t *c, alloc_t *a, double
 	int rc = ckenc_alloc_tables(ex, c, a);
 	if (rc < 0)
 		return rc;
-	if (!ckenc_alloc_pick(a, eps, ex->cap, *tbins)) { /* no smaller than the search's choice */
+	if (!ckenc_alloc_pick(a, eps, ex->cap, *tbins, 0)) { /* no smaller than the search's choice */
 		free(*tbins);
 		*tbins = NULL;
 	}
@@ -250,13 +250,19 @@ static int choose(rckpt_ckenc_t *e, part_t *P, const stepctx_t *x, rckpt_ckenc_s
 		if (tbins) {
 			/* The allocation failed on all the data, where the samples
 			 * said it passed: choose again within a budget smaller by
-			 * the miss, a few times (falling back to the search's
-			 * choice would switch every tensor's codebook at once,
-			 * which costs more than a margin), then the search's
-			 * choice. The cap on each tensor shrinks with it. (When
-			 * the quality callback refused it, by a margin only.) */
+			 * the miss, a few times, then the search's choice.
+			 * Falling back switches every tensor's codebook at once,
+			 * and the allocations that follow start from that choice's
+			 * bins (a step of bins at a time): on the small LM run one
+			 * such fall back cost its linear weights 1.5x the bytes
+			 * for the rest of the run. So any allocation within the
+			 * smaller budget is taken, even where the estimate puts it
+			 * above the search's choice or that choice is itself over
+			 * the budget. The cap on each tensor shrinks with it.
+			 * (When the quality callback refused it, by a margin
+			 * only.) */
 			alloc_eps *= 0.98 * (*quality > o->eps ? o->eps / *quality : 1.0);
-			if (++alloc_tries > ALLOC_RETRIES || !ckenc_alloc_pick(&alloc, alloc_eps, ex.cap, tbins)) {
+			if (++alloc_tries > ALLOC_RETRIES || !ckenc_alloc_pick(&alloc, alloc_eps, ex.cap, tbins, 1)) {
 				free(tbins);
 				tbins = NULL;
 			}

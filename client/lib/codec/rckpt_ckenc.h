@@ -23,13 +23,17 @@
  *  - First step, or when the neighbourhood fails: guided exhaustive search:
  *    for every (embedding bins, pruning, metric, protection), bins are tried
  *    from fewest up and the first acceptable ends that line.
- *  - Later steps: the last accepted configuration and its neighbours one
- *    step less aggressive in each dimension (more bins, less pruning, more
- *    protection, either metric).
- *  - Never more aggressive than the last accepted configuration, from the
- *    second step on: the second step searches exhaustively again, because
- *    it is the first that can judge how stable each configuration's levels
- *    are between steps, which the first step's choice could not know.
+ *  - Later steps: the last accepted configuration (either metric); when
+ *    it fails, its neighbours one step less aggressive in each dimension
+ *    (more bins, less pruning, more protection); when it passes, its
+ *    neighbours one step more aggressive, each taken only when its
+ *    estimate (which holds the cost of switching from the last record's
+ *    levels) is smaller by opts.bold_gain: the configuration follows the
+ *    run both ways, one axis one step at a time. The exhaustive search
+ *    that follows a failed neighbourhood goes no bolder than the last.
+ *  - The second step searches exhaustively again, because it is the
+ *    first that can judge how stable each configuration's levels are
+ *    between steps, which the first step's choice could not know.
  *  - Then each tensor gets its own option (opts.alloc): any bin count with
  *    k-means or uniform bins, or the last step's parameters kept, whichever
  *    minimizes bytes + lambda * its share of the loss, lambda the least
@@ -104,6 +108,10 @@ typedef struct rckpt_ckenc_opts {
 	int alloc;                 /* SEARCH: then give each tensor its own bin
 				      count (a Lagrangian allocation within eps;
 				      default on) */
+	double bold_gain;          /* SEARCH: a neighbour one step bolder than a
+				      passing last configuration is taken when
+				      its estimate is smaller by this share
+				      (default 0.05; 1: never) */
 	int alloc_one_quantizer;   /* ... with opts.quantizer only (default 0:
 				      k-means or uniform bins, whichever costs
 				      fewer bytes; 1 with uniform bins is the
