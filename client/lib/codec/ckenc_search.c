@@ -555,7 +555,7 @@ int ckenc_search(evalctx_t *x, const cpoint_t *last, int have_emb, int have_g, c
 		 * ratchet would keep one step's caution for good; the margin
 		 * keeps it from swinging on the samples' noise. */
 		cpoint_t n[8];
-		unsigned k, k0;
+		unsigned k, k0, m0;
 		double bar;
 		for (k = 0; k < 8; k++)
 			n[k] = *last;
@@ -574,11 +574,14 @@ int ckenc_search(evalctx_t *x, const cpoint_t *last, int have_emb, int have_g, c
 				return rc;
 		}
 		bar = best_bytes * (1 - x->o->bold_gain);
+		m0 = best->m;
 		for (k0 = *found ? 4 : 0, k = k0; k < k0 + 4; k++)
 			for (m = 0; m < mmax; m++) {
 				cpoint_t c = n[k];
 				double loss;
 				c.m = m;
+				if (k >= 4 && m != m0)
+					continue; /* bolder: with the metric last passed best with */
 				if (memcmp(&n[k], last, sizeof(c)) == 0)
 					continue; /* an axis at its end */
 				if (k < 4) {
