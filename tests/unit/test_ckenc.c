@@ -80,7 +80,7 @@ static int teardown(void **state)
  * step of the space (rckpt_ckenc.h). */
 static int bolder_axes(const rckpt_qconfig_t *a, const rckpt_qconfig_t *b)
 {
-	if (3 * b->bins < 2 * a->bins || 2 * b->emb_bins < a->emb_bins ||
+	if (3 * b->bins < 2 * a->bins || 2 * b->emb_bins < a->emb_bins || 15 * b->protect_frac < a->protect_frac ||
 	    b->prune_frac[RCKPT_LK_LINEAR] > a->prune_frac[RCKPT_LK_LINEAR] + 0.1001f)
 		return 9;
 	return (b->bins < a->bins) + (b->emb_bins < a->emb_bins) + (b->protect_frac < a->protect_frac) +
@@ -215,11 +215,6 @@ static void test_search_chain(void **state)
 	rckpt_ckenc_destroy(e);
 }
 
-/* The same steps encode to the same bytes: the search is deterministic. */
-/* Steps 0..2 encoded with opts.threads = th (chunks of 997 parameters:
- * many, of uneven pieces), partial_block as given: every step's manifest
- * and records, one after the other, into b. */
-
 /* A writer that continues a chain from a cautious configuration (64 bins,
  * nothing pruned, the most protection: what a step that failed its sample
  * may leave) moves on to bolder ones, one axis one step at a time, where
@@ -291,6 +286,9 @@ static void test_resume_walks_back(void **state)
 	assert_true(resume_moves(0.0) >= 1);
 }
 
+/* Steps 0..2 encoded with opts.threads = th (chunks of 997 parameters:
+ * many, of uneven pieces), partial_block as given: every step's manifest
+ * and records, one after the other, into b. */
 static void encode_threads(rckpt_buf_t *b, unsigned th, uint32_t partial_block, uint32_t *nchunks)
 {
 	rckpt_ckenc_opts_t o;
@@ -323,6 +321,7 @@ static void encode_threads(rckpt_buf_t *b, unsigned th, uint32_t partial_block, 
 }
 
 /* The same steps give the same bytes, encoder after encoder. */
+/* The same steps encode to the same bytes: the search is deterministic. */
 static void test_deterministic(void **state)
 {
 	rckpt_buf_t b[2] = { RCKPT_BUF_INIT, RCKPT_BUF_INIT };

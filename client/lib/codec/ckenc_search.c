@@ -574,8 +574,9 @@ int ckenc_search(evalctx_t *x, const cpoint_t *last, int have_emb, int have_g, c
 				return rc;
 		}
 		bar = best_bytes * (1 - x->o->bold_gain);
-		m0 = best->m;
-		for (k0 = *found ? 4 : 0, k = k0; k < k0 + 4; k++)
+		m0 = *found ? best->m : 0;
+		k0 = *found ? 4 : 0;
+		for (k = k0; k < k0 + 4 && !(*found && x->o->bold_gain >= 1); k++)
 			for (m = 0; m < mmax; m++) {
 				cpoint_t c = n[k];
 				double loss;

@@ -143,10 +143,31 @@ static int alloc_first(const rckpt_ckenc_t *e, const part_t *P, evalctx_t *ex, c
 	return alloc_new(ex, c, a, eps, tbins);
 }
 
+/* Whether a is more aggressive than b on any axis. */
+static int bolder(cpoint_t a, cpoint_t b)
+{
+	return a.b < b.b || a.e < b.e || a.p < b.p || a.q < b.q;
+}
+
 /* Chooses P's configuration, its per-tensor allocation, and its
  * quantization parameters (x->qp[P->off ..]), judged on all the data
  * (and by the callback) until within P->o.eps or nothing is less
- * aggressive. */
+ * aggressive.
+ *  - An allocation that fails on all the data, where the samples said it
+ *    passed, is chosen again within a budget smaller by the miss, a few
+ *    times, then the search's choice. Falling back switches every
+ *    tensor's codebook at once, and the allocations that follow start
+ *    from that choice's bins (a step of bins at a time): on the small LM
+ *    run one such fall back cost its linear weights 1.5x the bytes for
+ *    the rest of the run. So any allocation within the smaller budget is
+ *    taken, even where the estimate puts it above the search's choice or
+ *    that choice is itself over the budget. The cap on each tensor
+ *    shrinks with it. (When the quality callback refused it, by a margin
+ *    only.)
+ *  - A bolder neighbour the samples passed and all the data did not
+ *    gives way to the last configuration, with the last step's
+ *    allocation, before any step less aggressive (relaxing the bolder one
+ *    would mix axes, and never gives back embedding bins). */
 static int choose(rckpt_ckenc_t *e, part_t *P, const stepctx_t *x, rckpt_ckenc_stats_t *st,
 		  rckpt_qconfig_t *config, double *quality, int *accepted, char *msg, size_t msglen)
 {
@@ -167,6 +188,7 @@ static int choose(rckpt_ckenc_t *e, part_t *P, const stepctx_t *x, rckpt_ckenc_s
 	cpoint_t best = ckenc_point_safest(), before = *P->last;
 	const int had_before = *P->have_last;
 	int reused = 0; /* tbins is the last step's allocation, not yet judged */
+	int reverted = 0; /* a bolder choice gave way to the last one */
 	evalctx_t ex = { .o = o,
 			 .prep = prep,
 			 .smp = x->smp + P->off,
@@ -207,7 +229,7 @@ static int choose(rckpt_ckenc_t *e, part_t *P, const stepctx_t *x, rckpt_ckenc_s
 		/* The first step's choice is provisional: it is made without
 		 * knowing how stable each configuration's levels are. The second
 		 * step, the first that can measure it, searches the whole space
-		 * again; "never more aggressive" holds from there on. */
+		 * again; the neighbourhood of the last choice from there on. */
 		rc = ckenc_search(&ex, *P->have_last && e->steps != 1 ? P->last : NULL, P->have_emb,
 				  P->have_g, &best, &found);
 		if (rc)
@@ -247,20 +269,7 @@ static int choose(rckpt_ckenc_t *e, part_t *P, const stepctx_t *x, rckpt_ckenc_s
 			st->configs_tried++;
 			continue;
 		}
-		if (tbins) {
-			/* The allocation failed on all the data, where the samples
-			 * said it passed: choose again within a budget smaller by
-			 * the miss, a few times, then the search's choice.
-			 * Falling back switches every tensor's codebook at once,
-			 * and the allocations that follow start from that choice's
-			 * bins (a step of bins at a time): on the small LM run one
-			 * such fall back cost its linear weights 1.5x the bytes
-			 * for the rest of the run. So any allocation within the
-			 * smaller budget is taken, even where the estimate puts it
-			 * above the search's choice or that choice is itself over
-			 * the budget. The cap on each tensor shrinks with it.
-			 * (When the quality callback refused it, by a margin
-			 * only.) */
+		if (tbins) { /* an allocation that missed (above) */
 			alloc_eps *= 0.98 * (*quality > o->eps ? o->eps / *quality : 1.0);
 			if (++alloc_tries > ALLOC_RETRIES || !ckenc_alloc_pick(&alloc, alloc_eps, ex.cap, tbins, 1)) {
 				free(tbins);
@@ -274,6 +283,16 @@ static int choose(rckpt_ckenc_t *e, part_t *P, const stepctx_t *x, rckpt_ckenc_s
 				break;
 			config->bins *= 2;
 			config->emb_bins = config->bins;
+		} else if (had_before && !reverted && bolder(best, before)) { /* (above) */
+			reverted = 1;
+			best = before;
+			*config = ckenc_config_of(o, best);
+			*P->last = best;
+			ckenc_alloc_free(&alloc);
+			alloc_eps = o->eps;
+			alloc_tries = 0;
+			if (o->alloc && (rc = alloc_first(e, P, &ex, config, 1, &alloc, alloc_eps, &tbins, &reused)) < 0)
+				break;
 		} else {
 			if (!ckenc_relax(&best))
 				break;

@@ -216,8 +216,8 @@ int rckpt_chunk_rebase(rckpt_job_t *j, uint64_t seg, uint32_t chunk, uint64_t he
 		if ((rc = rckpt_msg_compact_encode(&in, token, upto, keep, nk)) == 0)
 			rc = rckpt_exec_write(j, oid, "compact", &in);
 		rckpt_buf_free(&in);
-		if (rc == -E2BIG && stride > 1) {
-			stride /= 2;
+		if (rc == -E2BIG && (stride < b ? stride : b) > 1) {
+			stride = (stride < b ? stride : b) / 2;
 			continue;
 		}
 		if (rc || t == 0)
