@@ -379,6 +379,8 @@ int rckpt_store_parse_step_key(uint64_t *step, const char *key, char prefix);
 #define RCKPT_SUMMARY_EXACT 1u  /* flags: the step is stored bit-exact */
 #define RCKPT_SUMMARY_ATTACH 2u /* flags: the step has an attachment (a first-layout
 				   summary may: readers look for one) */
+#define RCKPT_SUMMARY_LAYOUT 4u /* flags: the step's tensors differ from the step
+				   before it: a new chunk layout, a new segment */
 typedef struct rckpt_store_summary {
 	uint64_t raw_bytes; /* of the step's tensors as fp32 */
 	uint64_t enc_bytes; /* stored: records, manifest, attachment */

@@ -44,7 +44,7 @@ static int ls_json(rckpt_t *h, rckpt_job_t *j, const char *job, const rckpt_conn
 			/* an exact step's residuals are not split between the
 			 * weights and the optimizer's state: no split then */
 			const int exact = (s[i].flags & RCKPT_STEP_EXACT) != 0;
-			json_t *x = json_pack("{s:I, s:s, s:I, s:I, s:f, s:i, s:I, s:o, s:I, s:o, s:i, s:b}", "step",
+			json_t *x = json_pack("{s:I, s:s, s:I, s:I, s:f, s:i, s:I, s:o, s:I, s:o, s:i, s:b, s:b}", "step",
 					      (json_int_t)s[i].step, "saved_as",
 					      s[i].parent == RCKPT_LATEST ? "base" : "delta", "raw_bytes",
 					      (json_int_t)s[i].raw_bytes, "stored_bytes", (json_int_t)s[i].enc_bytes,
@@ -56,7 +56,8 @@ static int ls_json(rckpt_t *h, rckpt_job_t *j, const char *job, const rckpt_conn
 					      "optimizer_raw_bytes", (json_int_t)s[i].opt_raw_bytes,
 					      "optimizer_stored_bytes",
 					      exact ? json_null() : json_integer((json_int_t)s[i].opt_enc_bytes), "ranks",
-					      (int)ranks_of(&s[i]), "exact", exact);
+					      (int)ranks_of(&s[i]), "exact", exact, "new_layout",
+					      (s[i].flags & RCKPT_STEP_LAYOUT) != 0);
 			json_array_append_new(steps, x);
 			after = s[i].step;
 		}
@@ -146,10 +147,11 @@ int ckpt_cmd_ls(int argc, char **argv, const rckpt_connect_opts_t *conn)
 			else
 				snprintf(split, sizeof(split), "%13" PRIu64 " %6.1fx %22s", wenc,
 					 wenc ? (double)wraw / (double)wenc : 0.0, opt);
-			printf("%-10" PRIu64 " %-8s %14" PRIu64 " %12" PRIu64 " %7.1fx %7u %s%s%s\n", s[i].step,
+			printf("%-10" PRIu64 " %-8s %14" PRIu64 " %12" PRIu64 " %7.1fx %7u %s%s%s%s\n", s[i].step,
 			       s[i].parent == RCKPT_LATEST ? "base" : "delta", s[i].raw_bytes, s[i].enc_bytes,
 			       s[i].enc_bytes ? (double)s[i].raw_bytes / (double)s[i].enc_bytes : 0.0, s[i].nchunks,
-			       split, by, exact ? "  exact" : "");
+			       split, by, exact ? "  exact" : "",
+			       s[i].flags & RCKPT_STEP_LAYOUT ? "  new layout" : "");
 			raw += s[i].raw_bytes;
 			enc += s[i].enc_bytes;
 			if (exact)

@@ -185,7 +185,10 @@ typedef struct rckpt_save_stats {
 /* Compresses tensors t[0..n) (and the gradient RMS g[0..ng), fp32, same
  * names, or none) as step `step`, appends a record to every chunk object,
  * writes the manifest, and commits the step. Returns when the step is
- * committed. Steps must grow and every save must have the same tensors.
+ * committed. Steps must grow. A save may hold other tensors than the one
+ * before it (added, removed, renamed, resized or retyped): it is then a
+ * base in a layout of its own (RCKPT_STEP_LAYOUT), and the tensors still
+ * there go on as deltas from the save after it.
  * -EINVAL, -EDOM (NaN/Inf), -ESTALE (the head moved: another writer), a
  * RADOS error. st may be NULL. Tensors in CUDA device memory are read on a
  * stream of the library's own: the caller's work writing them must be
@@ -435,6 +438,9 @@ RCKPT_API void rckpt_restored_free(rckpt_restored_t *r);
 #define RCKPT_STEP_EXACT 1u  /* stored bit-exact */
 #define RCKPT_STEP_ATTACH 2u /* has an attachment (steps of early clients
 				may have one and not say so) */
+#define RCKPT_STEP_LAYOUT 4u /* its tensors differ from the step before it
+				(added, removed, renamed, resized, retyped):
+				a base in a new chunk layout */
 typedef struct rckpt_step_info {
 	uint64_t step, parent; /* parent: RCKPT_LATEST for a base */
 	uint64_t raw_bytes, enc_bytes;

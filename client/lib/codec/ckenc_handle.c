@@ -134,6 +134,13 @@ int rckpt_ckenc_set_eps(rckpt_ckenc_t *e, double eps, double opt_eps)
 	return 0;
 }
 
+int rckpt_ckenc_keeps_layout(const rckpt_ckenc_t *e, const rckpt_tset_t *params)
+{
+	if (e->resume)
+		return ckenc_resume_matches(e, params);
+	return e->steps == 0 || ckenc_same_tensors(e, params);
+}
+
 void rckpt_ckenc_restart(rckpt_ckenc_t *e)
 {
 	e->force_base = 1;

@@ -36,6 +36,7 @@ typedef struct cpoint {
 struct prev_sample {
 	float *w, *g;
 	size_t n;
+	unsigned tensor; /* its index in that step's tensors */
 };
 
 
@@ -71,7 +72,8 @@ struct rckpt_ckenc {
 	unsigned npalloc[3];
 	struct prev_sample *psmp; /* the last step's samples, per prepared tensor */
 	unsigned npsmp;
-	/* the chunk layout, fixed at the first step */
+	/* the chunk layout: the first step's, or that of the last step whose
+	   tensors differed from the step before (ckenc_relayout) */
 	uint32_t nchunks;
 	rckpt_piece_t **pieces; /* pieces[c][0..npieces[c]) */
 	uint32_t *npieces;
@@ -178,8 +180,10 @@ void ckenc_free_saved(rckpt_ckenc_t *e);
 void ckenc_free_prev_samples(rckpt_ckenc_t *e);
 void ckenc_free_allocs(rckpt_ckenc_t *e);
 void ckenc_free_layout(rckpt_ckenc_t *e);
-/* The first step fixes the tensors; later ones must have the same. */
-int ckenc_check_layout(rckpt_ckenc_t *e, const rckpt_tset_t *params, char *msg, size_t msglen);
+/* The first step's tensors' names: e->names. 0 or -ENOMEM. */
+int ckenc_take_names(rckpt_ckenc_t *e, const rckpt_tset_t *params);
+/* Whether params are the last step's tensors (names, sizes, dtypes). */
+int ckenc_same_tensors(const rckpt_ckenc_t *e, const rckpt_tset_t *params);
 
 /* ---- ckenc_search.c ---- */
 
@@ -451,5 +455,13 @@ int ckenc_emit_full(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rckpt_buf_
 /* Takes up e->resume when params are its tensors in the same layout: 0
  * taken up, 1 not (the next step is a base), or -ENOMEM. */
 int ckenc_adopt(rckpt_ckenc_t *e, const rckpt_tset_t *params);
+/* Whether the committed step e->resume holds params' tensors as this
+ * encoder would lay them out (the next step takes it up). */
+int ckenc_resume_matches(const rckpt_ckenc_t *e, const rckpt_tset_t *params);
+/* The step's tensors (params) differ from the last step's: the next step
+ * is a base in a new layout, and what the encoder knows of each tensor
+ * still there (same name, size, dtype) moves to its new index: codebook,
+ * levels at the sample positions, samples. 0 or -ENOMEM. */
+int ckenc_relayout(rckpt_ckenc_t *e, const rckpt_tset_t *params);
 
 #endif

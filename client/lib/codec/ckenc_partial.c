@@ -456,8 +456,10 @@ int rckpt_ckenc_step_partial(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink,
 		snprintf(msg, msglen, "fraction must be in (0, 1] and select known");
 		return -EINVAL;
 	}
-	if ((rc = ckenc_check_layout(e, params, msg, msglen)))
-		return rc;
+	if (!ckenc_same_tensors(e, params)) {
+		snprintf(msg, msglen, "the tensors differ from the last step's: a full step");
+		return -ERANGE;
+	}
 	/* the tensors may hold new values at the same addresses */
 	e->be->step_begin(e);
 	if ((rc = partial_check_grads(params, grads, msg, msglen)))

@@ -1,12 +1,15 @@
 /*
  * ckenc_resume.c — a writer that continues a chain it did not write: the
  * committed step's levels become the chunks' parents, its codebooks the
- * warm starts, its configuration the search's last accepted one.
+ * warm starts, its configuration the search's last accepted one; and a
+ * step whose tensors differ from the last one's, which keeps what it can
+ * of the encoder's state under a new layout.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "ckenc_impl.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -148,6 +151,7 @@ static int adopt_samples(rckpt_ckenc_t *e, const rckpt_tset_t *params, const rck
 		struct prev_sample *ps = &e->psmp[e->npsmp];
 		i = slot[k];
 		e->npsmp++;
+		ps->tensor = i;
 		ps->n = (size_t)((params->t[i].n + stride[i] - 1) / stride[i]);
 		if ((ps->w = malloc(4 * (ps->n ? ps->n : 1))) == NULL)
 			rc = -ENOMEM;
@@ -180,6 +184,11 @@ static int adopt_samples(rckpt_ckenc_t *e, const rckpt_tset_t *params, const rck
 		}
 	free(slot);
 	return rc;
+}
+
+int ckenc_resume_matches(const rckpt_ckenc_t *e, const rckpt_tset_t *params)
+{
+	return e->resume && adopt_same_tensors(e, params, &e->resume->mf);
 }
 
 /* Takes up e->resume when params are the tensors of that step, laid out in
@@ -242,5 +251,80 @@ out:
 	free(stride);
 	rckpt_ckdec_free(d);
 	free(d);
+	return rc;
+}
+
+/* The step's tensors differ from the last step's: new chunks, every
+ * record a base, and what the encoder knows of a tensor that is still
+ * there (its codebook, its levels at the sample positions, its samples)
+ * moved to its new index, so that the steps after this one are deltas as
+ * small as before. A tensor added, resized or retyped starts anew. The
+ * per-tensor allocations are chosen again; a partial step waits for the
+ * next full one. 0 or -ENOMEM (the next step is then a base of a fresh
+ * encoder's state). */
+int ckenc_relayout(rckpt_ckenc_t *e, const rckpt_tset_t *params)
+{
+	const unsigned nt = params->ntensors;
+	rckpt_record_t prev = { 0 };
+	struct prev_sample *psmp = NULL;
+	unsigned *order = NULL, *slot = NULL, i, j, k, nq = 0;
+	int rc = -ENOMEM;
+
+	prev.step = e->prev.step;
+	prev.nseg = nt;
+	prev.seg = calloc(nt ? nt : 1, sizeof(*prev.seg));
+	slot = malloc(sizeof(*slot) * (nt ? nt : 1)); /* new tensor -> old, or UINT_MAX */
+	order = malloc(sizeof(*order) * (nt ? nt : 1));
+	psmp = calloc(nt ? nt : 1, sizeof(*psmp));
+	if (!prev.seg || !slot || !order || !psmp)
+		goto out;
+	for (i = j = 0; i < nt; i++) { /* both sorted by name */
+		int c = 1;
+		while (j < e->ntensors && (c = strcmp(e->names[j], params->t[i].name)) < 0)
+			j++;
+		slot[i] = c == 0 && j < e->prev.nseg && e->prev.seg[j].n == params->t[i].n &&
+				  e->prev.seg[j].dtype == params->t[i].dtype
+			  ? j
+			  : UINT_MAX;
+		if (slot[i] != UINT_MAX) {
+			prev.seg[i] = e->prev.seg[j];
+			prev.seg[i].tensor = i;
+			memset(&e->prev.seg[j], 0, sizeof(e->prev.seg[j]));
+		}
+	}
+	/* the samples, in the order this step prepares its tensors */
+	nq = ckenc_prep_order(&e->o, params, order, NULL, NULL);
+	for (k = 0; k < nq; k++) {
+		const unsigned old = slot[order[k]];
+		for (j = 0; old != UINT_MAX && j < e->npsmp; j++)
+			if (e->psmp[j].tensor == old && e->psmp[j].w) {
+				psmp[k] = e->psmp[j];
+				memset(&e->psmp[j], 0, sizeof(e->psmp[j]));
+				break;
+			}
+		psmp[k].tensor = order[k];
+	}
+	rc = 0;
+out:
+	ckenc_free_saved(e);
+	ckenc_free_allocs(e);
+	ckenc_free_prev_samples(e);
+	ckenc_free_layout(e);
+	rckpt_record_free(&e->prev);
+	memset(&e->prev, 0, sizeof(e->prev));
+	if (rc == 0) {
+		e->prev = prev;
+		e->psmp = psmp;
+		e->npsmp = nq;
+		rc = ckenc_take_names(e, params);
+	} else {
+		rckpt_record_free(&prev);
+		free(psmp);
+		ckenc_free_names(e);
+		e->steps = 0;
+	}
+	free(slot);
+	free(order);
+	e->force_base = 1;
 	return rc;
 }

@@ -118,31 +118,32 @@ void ckenc_free_layout(rckpt_ckenc_t *e)
 	e->nchunks = 0;
 }
 
-int ckenc_check_layout(rckpt_ckenc_t *e, const rckpt_tset_t *params, char *msg, size_t msglen)
+/* Whether params are the last step's tensors (names, sizes, dtypes). */
+int ckenc_same_tensors(const rckpt_ckenc_t *e, const rckpt_tset_t *params)
 {
 	unsigned i;
-	if (e->steps == 0) { /* the first successful step fixes the layout */
-		ckenc_free_names(e);
-		e->names = calloc(params->ntensors ? params->ntensors : 1, sizeof(char *));
-		if (e->names == NULL)
-			return -ENOMEM;
-		for (i = 0; i < params->ntensors; i++) {
-			e->names[i] = strdup(params->t[i].name);
-			if (e->names[i] == NULL)
-				return -ENOMEM;
-			e->ntensors++;
-		}
+	if (params->ntensors != e->ntensors || e->prev.nseg < params->ntensors)
 		return 0;
-	}
-	if (params->ntensors != e->ntensors) {
-		snprintf(msg, msglen, "%u tensors, the first step had %u", params->ntensors, e->ntensors);
-		return -EINVAL;
-	}
 	for (i = 0; i < params->ntensors; i++)
 		if (strcmp(params->t[i].name, e->names[i]) != 0 || params->t[i].n != e->prev.seg[i].n ||
-		    params->t[i].dtype != e->prev.seg[i].dtype) {
-			snprintf(msg, msglen, "tensor '%s' differs from the last step's", params->t[i].name);
-			return -EINVAL;
-		}
+		    params->t[i].dtype != e->prev.seg[i].dtype)
+			return 0;
+	return 1;
+}
+
+/* The names of params, as the tensors of every step from now on. */
+int ckenc_take_names(rckpt_ckenc_t *e, const rckpt_tset_t *params)
+{
+	unsigned i;
+	ckenc_free_names(e);
+	e->names = calloc(params->ntensors ? params->ntensors : 1, sizeof(char *));
+	if (e->names == NULL)
+		return -ENOMEM;
+	for (i = 0; i < params->ntensors; i++) {
+		e->names[i] = strdup(params->t[i].name);
+		if (e->names[i] == NULL)
+			return -ENOMEM;
+		e->ntensors++;
+	}
 	return 0;
 }

@@ -528,6 +528,7 @@ static void step_done(rckpt_ckenc_t *e, stepctx_t *x, const rckpt_ckenc_stats_t 
 			e->psmp[i].w = x->smp[i].w;
 			e->psmp[i].g = x->smp[i].g;
 			e->psmp[i].n = x->smp[i].n;
+			e->psmp[i].tensor = x->which[i];
 			x->smp[i].w = x->smp[i].g = NULL;
 		}
 		e->npsmp = nprep;
@@ -558,7 +559,9 @@ int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rc
 	st->step = step;
 	if (e->resume && (rc = ckenc_adopt(e, params)) < 0)
 		return rc;
-	if ((rc = ckenc_check_layout(e, params, msg, msglen)))
+	if ((rc = e->steps == 0			     ? ckenc_take_names(e, params)
+		  : ckenc_same_tensors(e, params) ? 0
+						  : ckenc_relayout(e, params)))
 		return rc;
 	e->be->step_begin(e);
 
@@ -610,7 +613,7 @@ int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rc
 		x.tq[x.which[i]] = &x.qp[i];
 		x.tg[x.which[i]] = x.prep[i].g;
 	}
-	if (e->steps == 0 && (rc = ckenc_build_layout(e, params)))
+	if ((e->steps == 0 || e->prev_chunks == NULL) && (rc = ckenc_build_layout(e, params)))
 		goto out;
 	if ((rc = saved_ensure(e, &x)) || (rc = ckenc_summary_init(e, &sum, params, x.tq, x.stride, step)))
 		goto out;

@@ -196,10 +196,11 @@ void rckpt_ckenc_destroy(rckpt_ckenc_t *e);
 
 /* Encodes one step: params (and grads, tensors of the same names in fp32,
  * or NULL) into out (which must be empty; the caller frees it with
- * rckpt_ckenc_out_free). Every step must have the same tensors. 0, -EINVAL
- * (tensors differ from the previous step's, grads of another shape or
- * dtype), -EDOM (NaN/Inf; msg names the tensor), -ENOMEM. On failure the
- * encoder keeps its last step. */
+ * rckpt_ckenc_out_free). A step whose tensors differ from the previous
+ * step's is a base in a chunk layout of its own (rckpt_ckenc_keeps_layout).
+ * 0, -EINVAL (grads of another shape or dtype), -EDOM (NaN/Inf; msg names
+ * the tensor), -ENOMEM. On failure the encoder keeps its last step (its
+ * next step a base when the tensors had differed). */
 int rckpt_ckenc_step(rckpt_ckenc_t *e, rckpt_ckenc_out_t *out, rckpt_ckenc_stats_t *st,
 		     const rckpt_tset_t *params, const rckpt_tset_t *grads, uint64_t step, char *msg,
 		     size_t msglen);
@@ -282,6 +283,15 @@ void rckpt_ckenc_set_gpu(rckpt_ckenc_t *e, struct rckpt_gpuenc *g);
  * appends or its commit failed), so they cannot be the next step's parents;
  * or it begins a new segment of the store. After rckpt_ckenc_resume too. */
 void rckpt_ckenc_restart(rckpt_ckenc_t *e);
+
+/* Whether a step of params keeps the chunks of the step it follows (the
+ * encoder's last, or the one rckpt_ckenc_resume handed it): 1; 0 when its
+ * tensors differ (one added, removed, renamed, resized or retyped; for a
+ * resumed step also a kind, an encoding or chunk_params), and the step is
+ * then a base in a new chunk layout, with the state of the tensors still
+ * there kept for the steps after it. 1 for an encoder with nothing to
+ * follow. */
+int rckpt_ckenc_keeps_layout(const rckpt_ckenc_t *e, const rckpt_tset_t *params);
 
 /* From the next step on, records of at most version max_version (the
  * newest a reader, the OSDs' class, takes): below 4 no predicted blobs,

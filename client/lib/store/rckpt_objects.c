@@ -233,7 +233,7 @@ int rckpt_list_steps(rckpt_job_t *j, uint64_t after, rckpt_step_info_t *out, uin
 			s->enc_bytes = v.enc_bytes;
 			s->parent = v.parent;
 			s->nchunks = v.nchunks;
-			s->flags = v.flags & (RCKPT_STEP_EXACT | RCKPT_STEP_ATTACH);
+			s->flags = v.flags & (RCKPT_STEP_EXACT | RCKPT_STEP_ATTACH | RCKPT_STEP_LAYOUT);
 			s->ranks = v.ranks;
 			s->opt_raw_bytes = v.opt_raw_bytes;
 			s->opt_enc_bytes = v.opt_enc_bytes;

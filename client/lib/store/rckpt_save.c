@@ -147,6 +147,8 @@ struct rckpt_save {
 	unsigned nchunks;
 	uint64_t seg;          /* the segment its records go to */
 	int roll;              /* it begins that segment */
+	int relaid;            /* its tensors differ from the step it follows:
+				  a new chunk layout, which begins a segment */
 	rckpt_buf_t *msgs;     /* chunk i's append, until it completes */
 	rckpt_io_window_t win; /* the appends in flight */
 	unsigned issued;       /* appends started: [0, issued) */
@@ -229,8 +231,9 @@ static int save_begin(void *arg, uint32_t nchunks)
 		if (rc)
 			return s->trim_err = rc;
 		rc = rckpt_msg_trim_encode(&tm, j->token, j->head);
-		if (rc == 0)
-			rc = rckpt_chunk_writes(j, j->seg, "trim", &tm, 1, nchunks);
+		if (rc == 0) /* the head segment's chunks, in its own layout */
+			rc = rckpt_chunk_writes(j, j->seg, "trim", &tm, 1,
+						s->roll && j->seg_n ? j->seg_n : nchunks);
 		rckpt_buf_free(&tm);
 		if (rc)
 			return s->trim_err = rc;
@@ -251,6 +254,7 @@ static int save_begin(void *arg, uint32_t nchunks)
 		j->seg = s->step;
 		if (nchunks > j->seg_n && (rc = seg_measure(j, j->seg_n, nchunks)))
 			return rc;
+		j->seg_n = nchunks; /* the segment's layout: this step's */
 		for (c = 0; c < j->seg_n; c++)
 			j->seg_bytes[c] = j->rec_max[c] = 0;
 		j->seg_records = 0;
@@ -450,7 +454,10 @@ static int save_start(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t, un
 		rckpt_restored_free(r);
 		rckpt_clear_error(h);
 	}
-	if ((s->roll = seg_full(j)) || s->exact)
+	/* A step whose tensors differ from the last one's is laid out anew:
+	 * it begins a segment, so that a segment's steps share one layout. */
+	s->relaid = !rckpt_ckenc_keeps_layout(j->enc, &params);
+	if ((s->roll = seg_full(j) || s->relaid) || s->exact)
 		rckpt_ckenc_restart(j->enc); /* a segment begins with a base, and
 						an exact step is one: its residual
 						is of its record alone */
@@ -571,7 +578,8 @@ static void save_finish(rckpt_save_t *s)
 		sum.nchunks = s->nchunks;
 		sum.quality = s->st.quality;
 		sum.segment = s->seg;
-		sum.flags = (s->attach.len ? RCKPT_SUMMARY_ATTACH : 0) | (s->exact ? RCKPT_SUMMARY_EXACT : 0);
+		sum.flags = (s->attach.len ? RCKPT_SUMMARY_ATTACH : 0) | (s->exact ? RCKPT_SUMMARY_EXACT : 0) |
+			    (s->relaid ? RCKPT_SUMMARY_LAYOUT : 0);
 		sum.opt_raw_bytes = s->st.opt_raw_bytes;
 		sum.opt_enc_bytes = s->st.opt_enc_bytes;
 		rckpt_store_summary_put(summary, &sum);
