@@ -284,7 +284,8 @@ class _Restoring:
                 s = buf[i]
                 out.append(StepInfo(s.step, None if s.parent == _lib.RCKPT_LATEST else s.parent,
                                     s.raw_bytes, s.enc_bytes, s.nchunks, bool(s.flags & 1),
-                                    s.ranks or 1, s.opt_raw_bytes, s.opt_enc_bytes))
+                                    s.ranks or 1, s.opt_raw_bytes, s.opt_enc_bytes,
+                                    bool(s.flags & 4)))
             if n.value == 0:
                 break
             after = buf[n.value - 1].step
