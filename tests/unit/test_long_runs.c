@@ -675,6 +675,105 @@ static void test_rewind_by_a_stale_writer(void **state)
  * compaction made some deltas point forward; both jobs list the branch;
  * the main line goes on. A new job started from a step (fine-tuning)
  * restores it and saves on from it. */
+/* Step s with tensors of shape `shape`: 0 {b, w}; 1 {a, b, w} (a tensor
+ * added); 2 {b, w} with w half as long (resized). */
+static int save_shaped(sj_t *J, unsigned s, unsigned shape, rckpt_save_stats_t *st)
+{
+	rckpt_tensor_t t[3] = { { "a", RCKPT_F32, 2, { 64, 64 }, J->w + 8192 },
+				{ "b", RCKPT_F32, 1, { N - NW }, J->w + NW },
+				{ "w", RCKPT_F32, 2, { shape == 2 ? 64 : 128, NW / 128 }, J->w } };
+	model_at(J->w, s);
+	return rckpt_job_save(J->j, s, shape == 1 ? t : t + 1, shape == 1 ? 3 : 2, NULL, 0, st);
+}
+
+/* Step s restores the tensors of shape `shape`, w within the codec's error. */
+static void restores_shaped(sj_t *J, unsigned s, unsigned shape)
+{
+	rckpt_restored_t *r = NULL;
+	rckpt_tensor_t t;
+	const uint64_t nw = shape == 2 ? NW / 2 : NW;
+	float *got = malloc(NW * sizeof(float));
+	double num = 0, den = 0;
+	uint64_t i;
+	int k;
+	assert_non_null(got);
+	if (rckpt_job_restore(J->j, s, &r, NULL))
+		fail_msg("step %u does not restore: %s", s, rckpt_errmsg(J->h));
+	assert_int_equal(rckpt_restored_count(r), shape == 1 ? 3 : 2);
+	assert_int_equal(rckpt_restored_find(r, "a") >= 0, shape == 1);
+	assert_true((k = rckpt_restored_find(r, "w")) >= 0);
+	assert_int_equal(rckpt_restored_tensor(r, (unsigned)k, &t), 0);
+	assert_true(t.ndim == 2 && t.shape[0] * t.shape[1] == nw);
+	assert_int_equal(rckpt_restored_read(r, (unsigned)k, got, nw * sizeof(float)), 0);
+	rckpt_restored_free(r);
+	model_at(J->w, s);
+	for (i = 0; i < nw; i++) {
+		num += (got[i] - J->w[i]) * (double)(got[i] - J->w[i]);
+		den += J->w[i] * (double)J->w[i];
+	}
+	if (!(num / den < 0.05))
+		fail_msg("step %u restores with relative error %g", s, num / den);
+	free(got);
+}
+
+/* Tensors that change between steps (issue 63): each change is a base
+ * that begins a segment (a segment's steps share one layout) and is
+ * marked RCKPT_STEP_LAYOUT; every step restores its own tensors; a new
+ * writer continues the head's layout as a delta, and with other tensors
+ * begins a segment; compaction retires the older layouts' segments whole;
+ * verify and gc agree; a rewind into an older layout goes on there. */
+static void test_layouts_change(void **state)
+{
+	/* steps 1-3 shape 0, 4-6 shape 1, 7-9 shape 2; 10 shape 2 and 11
+	 * shape 0 from new writers */
+	static const unsigned shape[13] = { 0, 0, 0, 0, 1, 1, 1, 2, 2, 2, 2, 0, 2 };
+	const rckpt_retention_t last2 = { 2, 0 };
+	rckpt_step_info_t si[16];
+	rckpt_save_stats_t st;
+	rckpt_verify_stats_t vs;
+	unsigned s, n = 0, removed;
+	int more;
+	sj_t J;
+
+	(void)state;
+	open_pool(&J, 0, 0);
+	assert_int_equal(rckpt_job_open(J.h, &J.j, "seg", &J.o), 0);
+	for (s = 1; s <= 11; s++) {
+		if (s == 10 || s == 11) { /* a new writer */
+			rckpt_job_close(J.j);
+			assert_int_equal(rckpt_job_open(J.h, &J.j, "seg", &J.o), 0);
+		}
+		if (save_shaped(&J, s, shape[s], &st))
+			fail_msg("save %u: %s", s, rckpt_errmsg(J.h));
+		assert_int_equal(st.is_base, s == 1 || shape[s] != shape[s - 1]);
+	}
+	assert_int_equal(census(&J).segments, 4); /* the first, 4, 7 and 11 */
+	assert_int_equal(rckpt_job_steps(J.j, RCKPT_LATEST, si, 16, &n, &more), 0);
+	assert_int_equal(n, 11);
+	for (s = 1; s <= 11; s++) {
+		assert_int_equal((si[s - 1].flags & RCKPT_STEP_LAYOUT) != 0, s == 4 || s == 7 || s == 11);
+		restores_shaped(&J, s, shape[s]);
+	}
+	assert_int_equal(rckpt_job_verify(J.j, &vs), 0);
+	assert_int_equal(vs.bad, 0);
+	/* compaction keeps 10 and 11: the first two segments go whole */
+	assert_int_equal(rckpt_job_compact(J.j, &last2, NULL), 0);
+	assert_int_equal(census(&J).segments, 2);
+	restores_shaped(&J, 10, 2);
+	restores_shaped(&J, 11, 0);
+	/* back to 10, in shape 2 again: a delta in its segment */
+	assert_int_equal(rckpt_job_rewind(J.j, 10, NULL), 0);
+	assert_int_equal(save_shaped(&J, 12, 2, &st), 0);
+	assert_false(st.is_base);
+	assert_int_equal(rckpt_job_gc(J.j, &removed), 0);
+	assert_int_equal(census(&J).segments, 1);
+	restores_shaped(&J, 10, 2);
+	restores_shaped(&J, 12, 2);
+	assert_int_equal(rckpt_job_verify(J.j, &vs), 0);
+	assert_int_equal(vs.bad, 0);
+	close_pool(&J);
+}
+
 static void test_branches(void **state)
 {
 	sj_t J;
@@ -752,6 +851,7 @@ int main(void)
 		cmocka_unit_test(test_rewind_onto_a_long_chain),
 		cmocka_unit_test(test_rewind_by_a_stale_writer),
 		cmocka_unit_test(test_branches),
+		cmocka_unit_test(test_layouts_change),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

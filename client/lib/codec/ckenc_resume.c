@@ -14,7 +14,8 @@
 #include <string.h>
 
 /* Whether the committed step of manifest mf holds params' tensors as
- * this encoder would (names, dtypes, kinds, encodings, NORM partners). */
+ * this encoder would (names, sizes, dtypes, kinds, encodings, NORM
+ * partners). */
 static int adopt_same_tensors(const rckpt_ckenc_t *e, const rckpt_tset_t *params, const rckpt_manifest_t *mf)
 {
 	unsigned i;
@@ -26,7 +27,11 @@ static int adopt_same_tensors(const rckpt_ckenc_t *e, const rckpt_tset_t *params
 		const unsigned enc = e->o.fixed.lossless_kinds & (1u << kind) ? RCKPT_SEG_LOSSLESS
 									       : RCKPT_SEG_QUANTIZED;
 		const int norm = ckenc_norm_partner(&e->o, params, i);
-		if (strcmp(mf->t[i].name, t->name) != 0 || mf->t[i].dtype != t->dtype ||
+		uint64_t n = 1;
+		unsigned k;
+		for (k = 0; k < mf->t[i].ndim; k++)
+			n *= mf->t[i].shape[k];
+		if (strcmp(mf->t[i].name, t->name) != 0 || mf->t[i].dtype != t->dtype || n != t->n ||
 		    mf->t[i].kind != kind || mf->t[i].encoding != enc ||
 		    (norm < 0 ? mf->t[i].norm != RCKPT_MF_NO_NORM : mf->t[i].norm != (uint32_t)norm))
 			return 0;

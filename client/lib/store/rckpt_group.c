@@ -45,7 +45,73 @@ struct rckpt_group {
 	rckpt_layout_t enc_layout; /* the part it was made for */
 	int trimmed;              /* this rank's chunks trimmed past the head */
 	int exact;                /* the next saves store their steps bit-exact */
+	uint64_t sig;             /* the tensors of the last step this group
+				     committed (tensors_sig), when have_sig */
+	int have_sig;
+	int relaid;               /* this save's tensors differ from its head's */
 };
+
+/* FNV-1a of what lays a step out: each tensor's name, elements, dtype and
+ * kind, in name order. */
+static uint64_t sig_add(uint64_t h, const void *p, size_t n)
+{
+	const uint8_t *b = p;
+	size_t i;
+	for (i = 0; i < n; i++)
+		h = (h ^ b[i]) * 0x100000001b3ull;
+	return h;
+}
+
+static uint64_t tensor_sig(uint64_t h, const char *name, uint64_t n, unsigned dtype, unsigned kind)
+{
+	uint8_t f[10];
+	rckpt_writer_t w = rckpt_writer(f, sizeof(f));
+	rckpt_wr_u64(&w, n);
+	rckpt_wr_u8(&w, (uint8_t)dtype);
+	rckpt_wr_u8(&w, (uint8_t)kind);
+	h = sig_add(h, name, strlen(name) + 1);
+	return sig_add(h, f, sizeof(f));
+}
+
+static uint64_t tensors_sig(const rckpt_tset_t *ts)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	unsigned i;
+	for (i = 0; i < ts->ntensors; i++)
+		h = tensor_sig(h, ts->t[i].name, ts->t[i].n, ts->t[i].dtype, rckpt_ctensor_kind(&ts->t[i]));
+	return h;
+}
+
+/* Rank 0: whether the step's tensors ts differ from the head's (a group
+ * that has committed none reads the head's manifest; one it cannot read
+ * counts as the same, as before). */
+static int tensors_changed(rckpt_group_t *g, const rckpt_tset_t *ts, uint64_t head)
+{
+	rckpt_buf_t man = RCKPT_BUF_INIT;
+	rckpt_manifest_t mf;
+	char oid[64];
+	uint64_t h = 0xcbf29ce484222325ull;
+	unsigned i, k;
+	if (head == RCKPT_STORE_NONE)
+		return 0;
+	if (g->have_sig)
+		return g->sig != tensors_sig(ts);
+	memset(&mf, 0, sizeof(mf));
+	rckpt_store_manifest_oid(oid, sizeof(oid), head);
+	if (rckpt_read_object(g->j, oid, (uint64_t)1 << 30, &man) || rckpt_manifest_decode(&mf, man.p, man.len)) {
+		rckpt_buf_free(&man);
+		return 0;
+	}
+	for (i = 0; i < mf.ntensors; i++) {
+		uint64_t n = 1;
+		for (k = 0; k < mf.t[i].ndim; k++)
+			n *= mf.t[i].shape[k];
+		h = tensor_sig(h, mf.t[i].name, n, mf.t[i].dtype, mf.t[i].kind);
+	}
+	rckpt_manifest_free(&mf);
+	rckpt_buf_free(&man);
+	return h != tensors_sig(ts);
+}
 
 /* ---- small collectives over the transport, in one global order ---- */
 
@@ -555,7 +621,8 @@ static int commit_step(rckpt_group_t *g, const world_t *w, const rckpt_layout_t 
 		sum.nchunks = l->nchunks;
 		sum.quality = quality;
 		sum.segment = seg;
-		sum.flags = (attached ? RCKPT_SUMMARY_ATTACH : 0) | (all_exact ? RCKPT_SUMMARY_EXACT : 0);
+		sum.flags = (attached ? RCKPT_SUMMARY_ATTACH : 0) | (all_exact ? RCKPT_SUMMARY_EXACT : 0) |
+			    (g->relaid ? RCKPT_SUMMARY_LAYOUT : 0);
 		sum.ranks = g->tr.size;
 		rckpt_store_summary_put(summary, &sum);
 		cm = (rckpt_msg_commit_t){ head, step, { summary, sizeof(summary) }, g->j->token };
@@ -572,10 +639,11 @@ out:
 }
 
 /* Step 4 of a group save: whether the step begins a new segment, which
- * it does when any rank's chunk could pass the cap (every rank learns
- * rank 0's verdict). 0, or the transport's error. */
-static int group_roll(rckpt_group_t *g, const rckpt_group_part_t *part, uint64_t seg, uint64_t head,
-		      int *roll)
+ * it does when any rank's chunk could pass the cap, or when the step's
+ * tensors ts differ from the head's (a segment's steps share one layout;
+ * every rank learns rank 0's verdict). 0, or the transport's error. */
+static int group_roll(rckpt_group_t *g, const rckpt_group_part_t *part, const rckpt_tset_t *ts, uint64_t seg,
+		      uint64_t head, int *roll)
 {
 	const rckpt_loc_transport_t *tr = &g->tr;
 	uint8_t mine = 0, verdict = 0, *flags = calloc(tr->size, 1);
@@ -585,6 +653,8 @@ static int group_roll(rckpt_group_t *g, const rckpt_group_part_t *part, uint64_t
 		return -ENOMEM;
 	if (part_full(g, part, seg, &full) == 0)
 		mine = (uint8_t)full;
+	if (tr->rank == 0 && tensors_changed(g, ts, head))
+		mine |= 2;
 	if ((rc = gather(tr, &mine, 1, flags)) == 0) {
 		for (r = 0; tr->rank == 0 && r < tr->size; r++)
 			verdict |= flags[r];
@@ -592,6 +662,7 @@ static int group_roll(rckpt_group_t *g, const rckpt_group_part_t *part, uint64_t
 	}
 	free(flags);
 	*roll = verdict != 0 && head != RCKPT_STORE_NONE;
+	g->relaid = (verdict & 2) != 0;
 	return rc;
 }
 
@@ -749,7 +820,7 @@ int rckpt_group_save(rckpt_group_t *g, uint64_t step, const rckpt_shard_t *s, un
 		goto out;
 	}
 	/* 4. a new segment when any rank's chunk could pass the cap */
-	if ((rc = group_roll(g, &part, seg, head, &roll))) {
+	if ((rc = group_roll(g, &part, &w.ts, seg, head, &roll))) {
 		rc = rckpt_fail(h, rc, __func__,
 				rc == -ENOMEM ? "out of memory" : "the group's transport failed");
 		goto out;
@@ -770,6 +841,8 @@ int rckpt_group_save(rckpt_group_t *g, uint64_t step, const rckpt_shard_t *s, un
 	if ((rc = group_outcome(g, &w, &l, step, head, seg, roll, &cfg, reps, replens, msg, &raw, &stored)))
 		goto out;
 	g->j->head = step;
+	g->sig = tensors_sig(&w.ts);
+	g->have_sig = 1;
 	rckpt_buf_free(&g->j->attach);
 	if (st) {
 		memset(st, 0, sizeof(*st));

@@ -353,6 +353,28 @@ int rckpt_job_attach(rckpt_job_t *j, const void *data, size_t len)
 	return 0;
 }
 
+/* A new writer of a job with a committed head continues its chain: the
+ * head's levels, materialized in the OSDs, become the parents of this
+ * step's deltas. When they cannot be had, this step is a base as it
+ * would be anyway; when the model is another one, a base in a layout of
+ * its own. */
+static void resume_head(rckpt_job_t *j, const char *fn)
+{
+	rckpt_restored_t *r = NULL;
+	j->resume_tried = 1;
+	if (j->head != RCKPT_STORE_NONE && rckpt_restore_sel(j, j->head, NULL, 0, NULL, 0, &r, NULL, 0, fn) == 0 &&
+	    rckpt_ckenc_resume(j->enc, &r->dec) == 0) {
+		/* how long the chain it continues already is (unknown: as long
+		 * as a chain may get, so this step is a base) */
+		unsigned depth;
+		if (rckpt_chain_depth(j, j->seg, j->head, &depth))
+			depth = RCKPT_STORE_CHAIN_REBASE;
+		rckpt_ckenc_set_depth(j->enc, depth);
+	}
+	rckpt_restored_free(r);
+	rckpt_clear_error(j->h);
+}
+
 /* A full save (p NULL) or a partial one. */
 static int save_start(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t, unsigned n,
 		      const rckpt_tensor_t *g, unsigned ng, const rckpt_partial_t *p,
@@ -433,27 +455,8 @@ static int save_start(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t, un
 	}
 	if ((rc = rckpt_job_hold(j, fn)))
 		goto fail;
-	if (!j->resume_tried) {
-		/* A new writer of a job with a committed head continues its
-		 * chain: the head's levels, materialized in the OSDs, become the
-		 * parents of this step's deltas. When they cannot be had, or the
-		 * model is another one, this step is a base as it would be
-		 * anyway. */
-		rckpt_restored_t *r = NULL;
-		j->resume_tried = 1;
-		if (j->head != RCKPT_STORE_NONE &&
-		    rckpt_restore_sel(j, j->head, NULL, 0, NULL, 0, &r, NULL, 0, fn) == 0 &&
-		    rckpt_ckenc_resume(j->enc, &r->dec) == 0) {
-			/* how long the chain it continues already is (unknown:
-			 * as long as a chain may get, so this step is a base) */
-			unsigned depth;
-			if (rckpt_chain_depth(j, j->seg, j->head, &depth))
-				depth = RCKPT_STORE_CHAIN_REBASE;
-			rckpt_ckenc_set_depth(j->enc, depth);
-		}
-		rckpt_restored_free(r);
-		rckpt_clear_error(h);
-	}
+	if (!j->resume_tried)
+		resume_head(j, fn);
 	/* A step whose tensors differ from the last one's is laid out anew:
 	 * it begins a segment, so that a segment's steps share one layout. */
 	s->relaid = !rckpt_ckenc_keeps_layout(j->enc, &params);
