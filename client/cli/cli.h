@@ -119,10 +119,17 @@ int cli_cmd_help(const cli_cmd_t *cmd, const char *sub);
 /* ---- cli_args.c: names, numbers, file names, the connection ---- */
 
 /* Checks a job's or data set's name given with option OPT (--job, --to,
- * --dataset): 1..63 characters of [A-Za-z0-9._-], the names a RADOS
+ * --dataset): 1..63 characters of [A-Za-z0-9._-], the first not . or -
+ * (no . or .., nothing that reads as an option), the names a RADOS
  * namespace of the store may have. 0, or a usage error naming the rule
  * (EXIT_USAGE). */
 #define CLI_NAME_MAX 63
+
+/* "s" unless n is 1: "%u step%s" reads "1 step", "2 steps". */
+static inline const char *cli_s(uint64_t n)
+{
+	return n == 1 ? "" : "s";
+}
 int cli_check_name(const char *cmd, const char *opt, const char *name);
 
 /* True when argv[1..] asks for help. */

@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define NAME_RULE "1..63 characters of A-Z a-z 0-9 . _ -, the first not . or -"
+
 int cli_check_name(const char *cmd, const char *opt, const char *name)
 {
 	size_t n = strlen(name), i;
@@ -23,18 +25,23 @@ int cli_check_name(const char *cmd, const char *opt, const char *name)
 				break;
 	}
 	if (n == 0)
-		return cli_usage_errorf(cmd, "%s is empty: a name is 1..%d characters of A-Z a-z 0-9 . _ -", opt,
-					CLI_NAME_MAX);
-	if (i < n)
-		return cli_usage_errorf(cmd,
-					"%s '%s': %s%c%s is not allowed in a name (1..%d characters of A-Z a-z "
-					"0-9 . _ -)",
-					opt, name, isprint((unsigned char)name[i]) ? "'" : "byte ",
-					isprint((unsigned char)name[i]) ? name[i] : '?',
-					isprint((unsigned char)name[i]) ? "'" : "", CLI_NAME_MAX);
+		return cli_usage_errorf(cmd, "%s is empty: a name is " NAME_RULE, opt);
+	if (i < n) {
+		const unsigned char c = (unsigned char)name[i];
+		char what[16];
+		if (c < 0x80 && isprint(c))
+			snprintf(what, sizeof(what), "'%c'", c);
+		else
+			snprintf(what, sizeof(what), "byte 0x%02x", c);
+		return cli_usage_errorf(cmd, "%s '%s': %s is not allowed in a name (" NAME_RULE ")", opt, name,
+					what);
+	}
+	if (name[0] == '.' || name[0] == '-')
+		return cli_usage_errorf(cmd, "%s '%s': a name may not begin with '%c' (" NAME_RULE ")", opt, name,
+					name[0]);
 	if (n > CLI_NAME_MAX)
-		return cli_usage_errorf(cmd, "%s '%s': %zu characters, a name has at most %d (of A-Z a-z 0-9 . _ -)",
-					opt, name, n, CLI_NAME_MAX);
+		return cli_usage_errorf(cmd, "%s '%s': %zu characters, a name has at most %d (" NAME_RULE ")", opt,
+					name, n, CLI_NAME_MAX);
 	return 0;
 }
 

@@ -104,7 +104,7 @@ int ckpt_admin_parse(int argc, char **argv, admin_opts_t *a, const char *allowed
 	if (a->branch && strlen(a->job) + 1 + strlen(a->branch) > CLI_NAME_MAX)
 		return cli_usage_errorf("ckpt",
 					"--branch %s: the branch is job %s.%s, over %d characters (a name is 1..%d "
-					"characters of A-Z a-z 0-9 . _ -)",
+					"characters of A-Z a-z 0-9 . _ -, the first not . or -)",
 					a->branch, a->job, a->branch, CLI_NAME_MAX, CLI_NAME_MAX);
 	if (a->have_upto && a->have_step && a->upto < a->step)
 		return ckpt_usage_error("--upto must be a step at or after --step");

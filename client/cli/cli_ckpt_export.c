@@ -201,7 +201,7 @@ int ckpt_cmd_export(int argc, char **argv, const rckpt_connect_opts_t *conn)
 			     ? -EIO
 			     : 0;
 	else if (rc == 0)
-		printf("exported %u steps of job %s to %s\n", done, job, dir);
+		printf("exported %u step%s of job %s to %s\n", done, cli_s(done), job, dir);
 out:
 	if (rc && made && done == 0)
 		rmdir(dir);

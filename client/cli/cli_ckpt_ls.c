@@ -171,7 +171,7 @@ int ckpt_cmd_ls(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	if (rc == 0) {
 		uint64_t stored = 0;
 		unsigned objects = 0;
-		printf("%" PRIu64 " steps, %.1fx overall as saved", total, enc ? (double)raw / (double)enc : 0.0);
+		printf("%" PRIu64 " step%s, %.1fx overall as saved", total, cli_s(total), enc ? (double)raw / (double)enc : 0.0);
 		if (nexact)
 			printf(" (%u exact, %.1fx)", nexact, enc > lenc ? (double)(raw - lraw) / (double)(enc - lenc) : 0.0);
 		if (oraw)
@@ -189,12 +189,15 @@ int ckpt_cmd_ls(int argc, char **argv, const rckpt_connect_opts_t *conn)
 			if (pol.keep_last == 0 && pol.keep_every == 0)
 				printf("policy: none (compaction keeps every step)\n");
 			else if (pol.keep_every == 0)
-				printf("policy: keep the last %u steps\n", pol.keep_last);
+				if (pol.keep_last == 1)
+					printf("policy: keep the last step\n");
+				else
+					printf("policy: keep the last %u steps\n", pol.keep_last);
 			else if (pol.keep_last == 0)
 				printf("policy: keep the multiples of %" PRIu64 "\n", pol.keep_every);
 			else
-				printf("policy: keep the last %u steps and the multiples of %" PRIu64 "\n",
-				       pol.keep_last, pol.keep_every);
+				printf("policy: keep the last %u step%s and the multiples of %" PRIu64 "\n",
+				       pol.keep_last, cli_s(pol.keep_last), pol.keep_every);
 		}
 	}
 	if (rc == 0) {

@@ -133,7 +133,7 @@ enum rckpt_compute { RCKPT_COMPUTE_AUTO = 0, RCKPT_COMPUTE_CPU = 1, RCKPT_COMPUT
 	  0, 0, 0, 0.0, 0, RCKPT_TAKEOVER_AUTO, 0 }
 
 /* Opens job `job` (a RADOS namespace of the pool, 1..63 characters of
- * [A-Za-z0-9._-]). A writer takes an exclusive lock on the job object and
+ * [A-Za-z0-9._-], the first not . or -). A writer takes an exclusive lock on the job object and
  * claims the job (a new fencing token): -EBUSY (with a message naming the
  * holder) while another writer holds it and opts->takeover does not take
  * it over; a lock whose holder died expires after its lease. A writer of

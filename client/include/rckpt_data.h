@@ -14,7 +14,7 @@
 /* ---- training data: Progressive Compressed Records (formats/pcr.md) ---- */
 
 /* A dataset is the namespace "pcr/<name>" of the pool (name: 1..63 of
- * [A-Za-z0-9._-]): record objects "rec.<n>", each holding up to
+ * [A-Za-z0-9._-], the first not . or -): record objects "rec.<n>", each holding up to
  * images_per_record JPEGs rewritten losslessly as progressive JPEGs with
  * their scans regrouped (group g: scan g of every image), and an "index"
  * object, written last, that makes the dataset visible. Reading a record
@@ -118,7 +118,9 @@ typedef struct rckpt_pcr_opts {
 
 #define RCKPT_PCR_OPTS_INIT { RCKPT_PCR_OPTS_VERSION, RCKPT_PCR_ALL, RCKPT_PCR_JPEG, 0, 0, 0 }
 
-/* Opens a dataset (reads its index). -ENOENT when there is none. */
+/* Opens a dataset (reads its index). -ENOENT when there is none;
+ * -EINVAL, naming the option, for options out of range, groups above the
+ * dataset's scan groups among them. */
 RCKPT_API int rckpt_pcr_open(rckpt_t *h, rckpt_pcr_t **out, const char *dataset,
 			     const rckpt_pcr_opts_t *opts);
 /* Waits for reads in flight and frees d (batches handed out stay valid).
@@ -146,9 +148,9 @@ RCKPT_API int rckpt_pcr_info(rckpt_pcr_t *d, rckpt_pcr_info_t *out);
 RCKPT_API int rckpt_pcr_lookup(rckpt_pcr_t *d, uint32_t id, uint32_t *record, const void **label,
 			       size_t *label_len);
 
-/* Starts a new pass over the records at k groups (RCKPT_PCR_ALL: all):
- * the fidelity may change between epochs. Reads in flight are waited for
- * and dropped. */
+/* Starts a new pass over the records at k groups (RCKPT_PCR_ALL: all;
+ * more than the dataset has: -EINVAL): the fidelity may change between
+ * epochs. Reads in flight are waited for and dropped. */
 RCKPT_API int rckpt_pcr_rewind(rckpt_pcr_t *d, unsigned groups);
 /* The same, the pass reading only records[0..n), in that order (a
  * worker's share of an epoch, a shuffled order); records NULL: all, in

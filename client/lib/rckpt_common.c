@@ -58,7 +58,7 @@ const char *rckpt_errmsg(const rckpt_t *h)
 int rckpt_valid_name(const char *s)
 {
 	size_t i, n = strlen(s);
-	if (n == 0 || n > 63)
+	if (n == 0 || n > 63 || s[0] == '.' || s[0] == '-') /* not an option, not . or .. */
 		return 0;
 	for (i = 0; i < n; i++) {
 		char c = s[i];

@@ -63,7 +63,7 @@ static inline void rckpt_clear_error(rckpt_t *h)
 	h->errmsg[0] = '\0';
 }
 
-/* A job or dataset name: 1..63 of [A-Za-z0-9._-]. */
+/* A job or dataset name: 1..63 of [A-Za-z0-9._-], not beginning with . or -. */
 int rckpt_valid_name(const char *s);
 
 /* Frees a list of names (rckpt_jobs, rckpt_pcr_datasets). Accepts NULL. */

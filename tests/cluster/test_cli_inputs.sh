@@ -67,6 +67,12 @@ rmdir m-7.optim.safetensors
 check "a bad job name: exit 2" expect_run 2 "$t/o" "$rckpt" ckpt ls --job "a/b"
 check "  states the rule" contains "$t/o" "1..63 characters of A-Z a-z 0-9 . _ -"
 check "  names the character" contains "$t/o" "'/' is not allowed"
+for bad in -trial .. .hidden; do
+	check "job name '$bad': exit 2, the rule" expect_run 2 "$t/o" "$rckpt" ckpt ls --job "$bad"
+	check "  the first character" contains "$t/o" "a name may not begin with '${bad:0:1}'"
+done
+check "a non-ASCII job name: exit 2" expect_run 2 "$t/o" "$rckpt" ckpt ls --job "j$(printf '\xc3\xa9')"
+check "  names the byte" contains "$t/o" "byte 0xc3 is not allowed"
 long=$(printf 'j%.0s' $(seq 64))
 check "a 64-character job name: exit 2" expect_run 2 "$t/o" "$rckpt" ckpt save --job "$long" "$one"
 check "  states the length" contains "$t/o" "64 characters, a name has at most 63"

@@ -1158,6 +1158,22 @@ class WithCluster(unittest.TestCase):
         self.assertTrue(torch.equal(batch[0][0], batch[2][0]))
         raw = rckpt.PCRDataset(ds, decode=False, fidelity=1)
         self.assertTrue(raw[0][0].startswith(b"\xff\xd8"))
+        # a fidelity that is not 1..groups is refused, naming it (issue 63)
+        for bad in (0, -1, 1.5, True):
+            with self.assertRaises(ValueError) as e:
+                rckpt.PCRDataset(ds, fidelity=bad)
+            self.assertIn("fidelity", str(e.exception))
+        groups = full.info.groups
+        with self.assertRaises(rckpt.RckptError) as e:
+            rckpt.PCRDataset(ds, fidelity=groups + 1)
+        self.assertEqual(e.exception.code, -22)
+        self.assertIn("fidelity=%d" % (groups + 1), str(e.exception))
+        self.assertIn("%d scan groups" % groups, str(e.exception))
+        it = rckpt.PCRIterableDataset(ds, fidelity=1)
+        with self.assertRaises(ValueError) as e:
+            it.set_fidelity(groups + 1)
+        self.assertIn("scan groups", str(e.exception))
+        it.set_fidelity(groups)
         stats = {}
         for k in (1, None):
             it = rckpt.PCRIterableDataset(ds, fidelity=k)

@@ -284,6 +284,15 @@ static void test_chunk_limits(void **state)
 	o.writer = 1;
 	o.compute = RCKPT_COMPUTE_CPU;
 	o.mem_budget = (uint64_t)1 << 30;
+	{ /* names: not . or .., nothing that reads as an option (issue 63) */
+		static const char *const bad[] = { "-trial", "..", ".", ".x", "a/b", "" };
+		for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+			assert_int_equal(rckpt_job_open(f->h, &j, bad[i], &o), -EINVAL);
+			assert_says(f, "bad job name");
+		}
+		assert_int_equal(rckpt_job_open(f->h, &j, "_a.-b", &o), 0);
+		rckpt_job_close(j);
+	}
 	o.chunk_params = RCKPT_STORE_CHUNK_ELEMENTS_MAX + 1;
 	assert_int_equal(rckpt_job_open(f->h, &j, "limits", &o), -EINVAL);
 	assert_says(f, "more than the OSD plugin takes");

@@ -640,7 +640,7 @@ int rckpt_pcr_build(rckpt_t *h, const char *dataset, const rckpt_pcr_input_t *in
 	if ((rc = build_opts(h, &B, opts, in, n, &threads)) || (rc = check_names(h, in, n)))
 		return rc;
 	if ((rc = rckpt_pcr_io(h, dataset, &B.io)))
-		return rckpt_fail(h, rc, __func__, "bad dataset name %s (1..63 of [A-Za-z0-9._-])",
+		return rckpt_fail(h, rc, __func__, "bad dataset name %s (1..63 of [A-Za-z0-9._-], not beginning with . or -)",
 				  dataset ? dataset : "(null)");
 	B.h = h;
 	B.in = in;

@@ -334,10 +334,14 @@ int rckpt_pcr_open(rckpt_t *h, rckpt_pcr_t **out, const char *dataset, const rck
 				  "options of version %u, where this library takes %u (start from "
 				  "RCKPT_PCR_OPTS_INIT of its rckpt.h)",
 				  opts->version, RCKPT_PCR_OPTS_VERSION);
-	if (opts->output > RCKPT_PCR_RGB ||
-	    opts->threads > MAX_THREADS || opts->prefetch > MAX_PREFETCH ||
-	    (opts->groups != RCKPT_PCR_ALL && opts->groups > RCKPT_PCR_MAX_GROUPS))
-		return rckpt_fail(h, -EINVAL, __func__, "bad options");
+	if (opts->output > RCKPT_PCR_RGB)
+		return rckpt_fail(h, -EINVAL, __func__, "output %u: RCKPT_PCR_JPEG or RCKPT_PCR_RGB", opts->output);
+	if (opts->threads > MAX_THREADS || opts->prefetch > MAX_PREFETCH)
+		return rckpt_fail(h, -EINVAL, __func__, "threads %u, prefetch %u: at most %u and %u", opts->threads,
+				  opts->prefetch, MAX_THREADS, MAX_PREFETCH);
+	if (opts->groups != RCKPT_PCR_ALL && opts->groups > RCKPT_PCR_MAX_GROUPS)
+		return rckpt_fail(h, -EINVAL, __func__, "groups %u: 1..%u scan groups, or RCKPT_PCR_ALL (0) for every one",
+				  opts->groups, RCKPT_PCR_MAX_GROUPS);
 	if (opts->scale != 0 && opts->scale != 1 && opts->scale != 2 &&
 	    opts->scale != 4 && opts->scale != 8 && opts->scale != RCKPT_PCR_SCALE_AUTO)
 		return rckpt_fail(h, -EINVAL, __func__,
@@ -372,6 +376,12 @@ int rckpt_pcr_open(rckpt_t *h, rckpt_pcr_t **out, const char *dataset, const rck
 	}
 	d->stats.wire_bytes += len;
 	d->stats.reads++;
+	if (d->k != RCKPT_PCR_ALL && d->k > d->x.ngroups) {
+		rc = rckpt_fail(h, -EINVAL, __func__, "groups %u: dataset %s has %u scan groups (1..%u, or RCKPT_PCR_ALL)",
+				d->k, dataset, d->x.ngroups, d->x.ngroups);
+		rckpt_pcr_close(d);
+		return rc;
+	}
 	d->pass_len = d->x.nrecords;
 	for (t = 0; t < d->o.threads; t++) {
 		if (pthread_create(&d->tid[t], NULL, worker, d)) {
@@ -437,9 +447,9 @@ int rckpt_pcr_rewind_records(rckpt_pcr_t *d, unsigned groups, const uint32_t *re
 	uint32_t *order = NULL, i;
 
 	rckpt_clear_error(d->h);
-	if (groups != RCKPT_PCR_ALL && groups > RCKPT_PCR_MAX_GROUPS)
-		return rckpt_fail(d->h, -EINVAL, __func__, "groups %u: at most %u", groups,
-				  RCKPT_PCR_MAX_GROUPS);
+	if (groups != RCKPT_PCR_ALL && groups > d->x.ngroups)
+		return rckpt_fail(d->h, -EINVAL, __func__, "groups %u: dataset %s has %u scan groups (1..%u, or RCKPT_PCR_ALL)",
+				  groups, d->name, d->x.ngroups, d->x.ngroups);
 	if (records && n > d->x.nrecords)
 		return rckpt_fail(d->h, -EINVAL, __func__, "%" PRIu32 " records for a pass of %s, which has %" PRIu32,
 				  n, d->name, d->x.nrecords);

@@ -442,7 +442,7 @@ static int open_job(rckpt_t *h, rckpt_job_t **out, const char *job, const rckpt_
 				  opts->version, RCKPT_JOB_OPTS_VERSION);
 	if (job == NULL || !rckpt_valid_name(job))
 		return rckpt_fail(h, -EINVAL, "rckpt_job_open",
-				  "bad job name '%.80s': 1 to 63 characters of A-Z a-z 0-9 . _ -",
+				  "bad job name '%.80s': 1 to 63 characters of A-Z a-z 0-9 . _ -, not beginning with . or -",
 				  job ? job : "(none)");
 	if (opts->compute > RCKPT_COMPUTE_GPU || !(opts->quality_eps >= 0) || opts->partial_block > 65536 ||
 	    opts->takeover < RCKPT_TAKEOVER_AUTO || opts->takeover > RCKPT_TAKEOVER_ALWAYS)

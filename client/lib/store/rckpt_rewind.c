@@ -38,7 +38,7 @@ int rckpt_job_rewind(rckpt_job_t *j, uint64_t step, const char *branch)
 		char key[128];
 		snprintf(bname, sizeof(bname), "%s.%s", j->name, branch);
 		if (!rckpt_valid_name(bname) || !*branch)
-			return rckpt_fail(h, -EINVAL, __func__, "branch '%s' of job %s: '%s' is no job name (1..63 of [A-Za-z0-9._-])",
+			return rckpt_fail(h, -EINVAL, __func__, "branch '%s' of job %s: '%s' is no job name (1..63 of [A-Za-z0-9._-], not beginning with . or -)",
 					  branch, j->name, bname);
 		if ((rc = rckpt_read_head(j, &head, &count)))
 			return rckpt_fail(h, rc, __func__, "cannot read the head of job %s", j->name);

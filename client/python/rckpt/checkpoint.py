@@ -87,7 +87,7 @@ def _step_error(step, e):
 class Checkpointer(_Restoring):
     """One job's checkpoints in a pool.
 
-    pool, job: where (job: 1..63 of [A-Za-z0-9._-], one RADOS namespace).
+    pool, job: where (job: 1..63 of [A-Za-z0-9._-], the first not . or -, one RADOS namespace).
     conf, user: the ceph.conf and cephx user (None: $CEPH_CONF, "admin").
     eps: the compressor's quality threshold: the Fisher-weighted relative
       error of the compressed tensors (None: the library's default, 0.0012,

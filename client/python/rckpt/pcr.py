@@ -75,6 +75,17 @@ def _timeout_of(timeout_s):
     return min(int(-(-timeout_s // 1)), 2**31)
 
 
+def _fidelity_of(fidelity):
+    """A reader's fidelity: None (every scan group) or a group count >= 1
+    (above the dataset's: refused when it is opened)."""
+    if fidelity is None:
+        return None
+    if isinstance(fidelity, bool) or not isinstance(fidelity, int) or fidelity < 1:
+        raise ValueError("fidelity must be None (every scan group) or a number of scan groups >= 1, "
+                         "not %r" % (fidelity,))
+    return fidelity
+
+
 def _retries_of(retries):
     if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
         raise ValueError("retries must be an int >= 0, not %r" % (retries,))
@@ -283,7 +294,7 @@ class _Reader:
                  timeout_s=None, retries=2):
         self.args = (dataset, pool, conf, user)
         self.scale = scale
-        self.fidelity = fidelity
+        self.fidelity = _fidelity_of(fidelity)
         self.rgb = rgb
         self.threads = threads
         self.prefetch = prefetch
@@ -318,6 +329,8 @@ class _Reader:
         if rc < 0:
             msg = lib.rckpt_errmsg(h).decode(errors="replace")
             lib.rckpt_destroy(h)
+            if self.fidelity and "scan groups" in msg:
+                msg = "fidelity=%d: %s" % (self.fidelity, msg)
             raise _lib.RckptError(rc, msg)
         return h, d
 
@@ -667,14 +680,18 @@ class PCRIterableDataset(_Items, torch.utils.data.IterableDataset):
         self._r = _Reader(dataset, pool, conf, user, fidelity, decode, threads, prefetch, sc,
                           timeout_s, retries)
         self.info, self._r.int_labels = _open_info(self._r, int_labels)
-        self.fidelity = fidelity
+        self.fidelity = self._r.fidelity
         self.shuffle = shuffle
         self.seed = seed
         self.shuffle_buffer = shuffle_buffer
         self.epoch = 0
 
     def set_fidelity(self, fidelity):
-        self.fidelity = fidelity
+        f = _fidelity_of(fidelity)
+        if f is not None and f > self.info.groups:
+            raise ValueError("fidelity %d: dataset %s has %d scan groups (1..%d, or None for every one)"
+                             % (f, self._r.name, self.info.groups, self.info.groups))
+        self.fidelity = f
 
     def set_epoch(self, epoch):
         self.epoch = epoch
