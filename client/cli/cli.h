@@ -177,6 +177,9 @@ int cli_check_file(const char *cmd, const char *path);
 /* The same, and a safetensors file whose header holds every tensor within
  * the file (rckpt_file_check): a truncated or foreign file is -EBADMSG. */
 int cli_check_safetensors(const char *cmd, const char *path);
+/* The same, flags as rckpt_file_check_flags's (RCKPT_FILE_ANY_DTYPE: the
+ * dtypes files keep as they are too). */
+int cli_check_safetensors_flags(const char *cmd, const char *path, unsigned flags);
 /* An input directory: exists, a directory, readable. */
 int cli_check_dir(const char *cmd, const char *path);
 /* An output file: not a directory or special file; its directory exists

@@ -15,8 +15,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cli_attach.h"
 #include "cli_ckpt.h"
-#define RCKPT_FILES_UNSTABLE
 #include "rckpt_files.h"
 #include "rckpt_store_wire.h" /* RCKPT_STORE_CHUNK_ELEMENTS_MAX */
 
@@ -36,6 +36,177 @@ static int write_bytes(const char *path, const void *p, size_t len)
 	return rc;
 }
 
+/* What a restore writes: the step's tensors, the model's and the
+ * optimizer's (opt[i]), compressed ones read into bufs, exact ones in
+ * place in the attachment; and the attachment itself. */
+typedef struct rout {
+	rckpt_tensor_t *t;
+	uint8_t **bufs;
+	int *opt;
+	unsigned n, nopt, nexact, nbufs; /* t[0..nbufs) were read into bufs */
+	uint64_t total;
+	cli_exact_t *x; /* the attachment's exact tensors (cli_attach.h) */
+	unsigned nx;
+	const void *att; /* the attachment to write: as stored, or without them */
+	size_t attlen;
+	uint8_t *att2;
+} rout_t;
+
+static int wanted(char *const *names, unsigned nnames, const char *name)
+{
+	unsigned k;
+	for (k = 0; k < nnames; k++)
+		if (strcmp(names[k], name) == 0)
+			return 1;
+	return nnames == 0;
+}
+
+/* The names of --tensors that the step keeps exact in its attachment are
+ * moved to the end of names: *nlib the others, which the library
+ * restores (none: every tensor). 0, or an error (said). */
+static int split_names(rckpt_job_t *j, rckpt_t *h, uint64_t step, char **names, unsigned nnames, unsigned *nlib)
+{
+	size_t len = 0;
+	uint8_t *att = NULL, *rest = NULL;
+	cli_exact_t *x = NULL;
+	unsigned nx = 0, i, k, m = 0;
+	int rc = rckpt_job_attachment(j, &step, NULL, 0, &len);
+
+	*nlib = nnames;
+	if (rc == -ENOENT || (rc == 0 && len == 0))
+		return 0; /* none: the library names a tensor the step lacks */
+	if (rc == -ERANGE && (att = malloc(len)) != NULL)
+		rc = rckpt_job_attachment(j, &step, att, len, &len);
+	if (rc == 0)
+		rc = cli_attach_split(att, len, &x, &nx, &rest, &len);
+	if (rc)
+		cli_err("ckpt", rc, "%s", rc == -ENOMEM ? "out of memory" : rckpt_errmsg(h));
+	for (i = 0; rc == 0 && i < nnames; i++) { /* stable: the others first */
+		char *nm = names[i];
+		for (k = 0; k < nx && strcmp(x[k].name, nm) != 0; k++)
+			;
+		if (k == nx) {
+			memmove(names + m + 1, names + m, (i - m) * sizeof(*names));
+			names[m++] = nm;
+		}
+	}
+	*nlib = m;
+	cli_exact_free(x, nx);
+	free(rest);
+	free(att);
+	return rc;
+}
+
+/* Every wanted tensor of r into o: the compressed ones read, the exact
+ * ones of its attachment (and the attachment without them). */
+static int collect(rout_t *o, rckpt_restored_t *r, char *const *names, unsigned nnames)
+{
+	const void *att = NULL;
+	size_t attlen = 0;
+	unsigned n = rckpt_restored_count(r), i;
+	uint64_t written = 0;
+	int rc = 0;
+
+	if (rckpt_restored_attachment(r, &att, &attlen) == 0) {
+		o->att = att;
+		o->attlen = attlen;
+		if ((rc = cli_attach_split(att, attlen, &o->x, &o->nx, &o->att2, &attlen)))
+			return rc;
+		if (o->att2) {
+			o->att = o->att2;
+			o->attlen = attlen;
+		}
+	}
+	o->t = calloc(n + o->nx + 1, sizeof(*o->t));
+	o->bufs = calloc(n + 1, sizeof(*o->bufs));
+	o->opt = calloc(n + o->nx + 1, sizeof(*o->opt));
+	if (!o->t || !o->bufs || !o->opt)
+		return -ENOMEM;
+	for (i = 0; i < n; i++) {
+		rckpt_tensor_t d;
+		rckpt_restored_tensor(r, i, &d);
+		if (wanted(names, nnames, d.name))
+			o->total += ckpt_tensor_bytes(&d);
+	}
+	cli_progress_begin("restoring", n, "tensors", o->total);
+	cli_progress_item("step %" PRIu64, rckpt_restored_step(r));
+	for (i = 0; i < n && rc == 0; i++) {
+		rckpt_tensor_t d;
+		size_t bytes;
+		rckpt_restored_tensor(r, i, &d);
+		if (!wanted(names, nnames, d.name))
+			continue;
+		bytes = ckpt_tensor_bytes(&d);
+		o->t[o->n] = d;
+		o->bufs[o->n] = malloc(bytes ? bytes : 1);
+		rc = o->bufs[o->n] ? rckpt_restored_read(r, i, o->bufs[o->n], bytes) : -ENOMEM;
+		o->t[o->n].data = o->bufs[o->n];
+		o->nbufs = o->n + 1;
+		o->opt[o->n] = rckpt_restored_role(r, i) != RCKPT_ROLE_MODEL;
+		o->nopt += o->opt[o->n];
+		o->n++;
+		cli_progress_set(i + 1, written += bytes);
+	}
+	for (i = 0; i < o->nx && rc == 0; i++) {
+		if (!wanted(names, nnames, o->x[i].name))
+			continue;
+		o->t[o->n] = o->x[i].t;
+		o->opt[o->n] = o->x[i].optim;
+		o->nopt += o->opt[o->n];
+		o->nexact++;
+		o->n++;
+	}
+	return rc;
+}
+
+static void rout_free(rout_t *o)
+{
+	unsigned i;
+	for (i = 0; o->bufs && i < o->nbufs; i++)
+		free(o->bufs[i]);
+	free(o->bufs);
+	free(o->t);
+	free(o->opt);
+	free(o->att2);
+	cli_exact_free(o->x, o->nx);
+}
+
+/* The model's tensors to outp, the optimizer's to optp, the attachment to
+ * statep, each under a temporary name of sg. 0, or an error (said). */
+static int write_outputs(rout_t *o, cli_stage_t *sg, const char *outp, const char *optp, const char *statep)
+{
+	const char *tmodel, *topt = NULL, *tstate = NULL;
+	rckpt_tensor_t *to = NULL;
+	unsigned a = 0, b = 0, i;
+	int rc = 0;
+
+	if ((tmodel = cli_stage_add(sg, outp)) == NULL || (o->nopt && (topt = cli_stage_add(sg, optp)) == NULL) ||
+	    (o->att && (tstate = cli_stage_add(sg, statep)) == NULL) ||
+	    (o->nopt && (to = calloc(o->nopt, sizeof(*to))) == NULL)) {
+		cli_err("ckpt", -ENOMEM, "out of memory");
+		return -ENOMEM;
+	}
+	/* the model's tensors to OUT, the optimizer's state to its sibling
+	 * OUT.optim.safetensors (what `ckpt save` reads beside a model) */
+	for (i = 0; i < o->n; i++) {
+		if (o->opt[i])
+			to[b++] = o->t[i];
+		else
+			o->t[a++] = o->t[i];
+	}
+	if (o->nopt && (rc = rckpt_file_write(topt, to, o->nopt)))
+		cli_err("ckpt", rc, "%s: cannot write it: %s", optp, rckpt_strerror(rc));
+	else if ((rc = rckpt_file_write(tmodel, o->t, o->n - o->nopt)))
+		cli_err("ckpt", rc, "%s: cannot write it: %s", outp, rckpt_strerror(rc));
+	/* the attachment without the tensors put in the files: the Python
+	 * binding's plain data (the scheduler, RNG states, epoch, param
+	 * groups, the trainer's extra state) */
+	else if (o->att && (rc = write_bytes(tstate, o->att, o->attlen)))
+		cli_err("ckpt", rc, "%s: cannot write it: %s", statep, strerror(-rc));
+	free(to);
+	return rc;
+}
+
 int ckpt_cmd_restore(int argc, char **argv, const rckpt_connect_opts_t *conn)
 {
 	static const struct option lo[] = { { "job", 1, 0, 'j' },
@@ -43,22 +214,19 @@ int ckpt_cmd_restore(int argc, char **argv, const rckpt_connect_opts_t *conn)
 					    { "output", 1, 0, 'o' },
 					    { "tensors", 1, 0, 'T' },
 					    { 0, 0, 0, 0 } };
-	const char *job = NULL, *outp = NULL, *tlist = NULL, *tmodel, *topt = NULL, *tstate = NULL;
+	const char *job = NULL, *outp = NULL, *tlist = NULL;
 	char *tcopy = NULL, *names[4096], *optp = NULL, *statep = NULL;
-	unsigned nnames = 0, nout = 0;
-	uint64_t step = RCKPT_LATEST, total = 0, written = 0;
+	unsigned nnames = 0, nlib = 0;
+	uint64_t step = RCKPT_LATEST;
 	rckpt_t *h = NULL;
 	rckpt_job_t *j = NULL;
 	rckpt_restored_t *r = NULL;
 	rckpt_restore_stats_t rs;
-	rckpt_tensor_t *t = NULL;
 	cli_stage_t sg = { 0 };
-	const void *att = NULL;
-	size_t attlen = 0;
-	uint8_t **bufs = NULL;
-	unsigned i, n = 0, nopt = 0;
-	int c, rc, here = 0, *opt = NULL, has_att = 0, stale_opt = 0, stale_state = 0;
+	rout_t o;
+	int c, rc, here = 0, stale_opt = 0, stale_state = 0;
 
+	memset(&o, 0, sizeof(o));
 	optind = 1;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":j:s:o:T:", lo, NULL)) != -1) {
@@ -110,7 +278,11 @@ int ckpt_cmd_restore(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	cli_progress_begin("restoring", 0, "", 0);
 	if (step != RCKPT_LATEST)
 		cli_progress_item("step %" PRIu64, step);
-	rc = rckpt_job_restore_tensors(j, step, (const char *const *)names, nnames, &r, &rs);
+	if (nnames && (rc = split_names(j, h, step, names, nnames, &nlib)))
+		goto done;
+	/* the tensors the library restores: those named but kept exact in the
+	 * attachment (then every one, when only such are named) */
+	rc = rckpt_job_restore_tensors(j, step, (const char *const *)names, nlib, &r, &rs);
 	if (rc) {
 		cli_err("ckpt", rc, "%s", rckpt_errmsg(h));
 		goto done;
@@ -120,101 +292,28 @@ int ckpt_cmd_restore(int argc, char **argv, const rckpt_connect_opts_t *conn)
 		if ((here = rckpt_job_folds_here(j, why, sizeof(why))) == 1)
 			cli_note("ckpt", "folded in the client (slower): %s", why);
 	}
-	n = rckpt_restored_count(r);
-	t = calloc(n ? n : 1, sizeof(*t));
-	bufs = calloc(n ? n : 1, sizeof(*bufs));
-	opt = calloc(n ? n : 1, sizeof(*opt));
-	rc = t && bufs && opt ? 0 : -ENOMEM;
-	for (i = 0; i < n && rc == 0; i++) {
-		rckpt_tensor_t d;
-		unsigned k, want = nnames == 0;
-		rckpt_restored_tensor(r, i, &d);
-		for (k = 0; k < nnames && !want; k++)
-			want = strcmp(names[k], d.name) == 0;
-		if (want)
-			total += ckpt_tensor_bytes(&d);
-	}
-	cli_progress_begin("restoring", n, "tensors", total);
-	cli_progress_item("step %" PRIu64, rckpt_restored_step(r));
-	for (i = 0; i < n && rc == 0; i++) {
-		rckpt_tensor_t d;
-		size_t bytes;
-		unsigned k, want = nnames == 0;
-		rckpt_restored_tensor(r, i, &d);
-		for (k = 0; k < nnames && !want; k++)
-			want = strcmp(names[k], d.name) == 0;
-		if (!want)
-			continue;
-		bytes = ckpt_tensor_bytes(&d);
-		t[nout] = d;
-		bufs[nout] = malloc(bytes ? bytes : 1);
-		rc = bufs[nout] ? rckpt_restored_read(r, i, bufs[nout], bytes) : -ENOMEM;
-		t[nout].data = bufs[nout];
-		opt[nout] = rckpt_restored_role(r, i) != RCKPT_ROLE_MODEL;
-		nopt += opt[nout];
-		nout++;
-		cli_progress_set(i + 1, written += bytes);
-	}
-	if (rc) {
+	if ((rc = collect(&o, r, names, nnames))) {
 		cli_err("ckpt", rc, "reading the restored tensors: %s", rc == -ENOMEM ? "out of memory" : rckpt_strerror(rc));
 		goto done;
 	}
-	has_att = rckpt_restored_attachment(r, &att, &attlen) == 0;
 	/* every output under a temporary name, renamed into place at the end */
-	if ((tmodel = cli_stage_add(&sg, outp)) == NULL || (nopt && (topt = cli_stage_add(&sg, optp)) == NULL) ||
-	    (has_att && (tstate = cli_stage_add(&sg, statep)) == NULL)) {
-		rc = -ENOMEM;
-		cli_err("ckpt", rc, "out of memory");
+	if ((rc = write_outputs(&o, &sg, outp, optp, statep)))
 		goto done;
-	}
-	/* the model's tensors to OUT, the optimizer's state to its sibling
-	 * OUT.optim.safetensors (what `ckpt save` reads beside a model) */
-	if (nopt) {
-		rckpt_tensor_t *to = calloc(nopt, sizeof(*to));
-		unsigned a = 0, b = 0;
-		if (to == NULL) {
-			rc = -ENOMEM;
-			cli_err("ckpt", rc, "out of memory");
-			goto done;
-		}
-		for (i = 0; i < nout; i++) {
-			if (opt[i])
-				to[b++] = t[i];
-			else
-				t[a++] = t[i];
-		}
-		rc = rckpt_file_write(topt, to, nopt);
-		free(to);
-		if (rc) {
-			cli_err("ckpt", rc, "%s: cannot write it: %s", optp, rckpt_strerror(rc));
-			goto done;
-		}
-	}
-	if ((rc = rckpt_file_write(tmodel, t, nout - nopt))) {
-		cli_err("ckpt", rc, "%s: cannot write it: %s", outp, rckpt_strerror(rc));
-		goto done;
-	}
-	/* the attachment, as stored: the Python binding's plain data (the
-	 * scheduler, RNG states, epoch, param groups of a nested state) */
-	if (has_att && (rc = write_bytes(tstate, att, attlen))) {
-		cli_err("ckpt", rc, "%s: cannot write it: %s", statep, strerror(-rc));
-		goto done;
-	}
 	cli_progress_end();
 	if ((rc = cli_stage_commit(&sg, "ckpt")))
 		goto done;
 	/* siblings of an earlier restore that this step does not have would
 	 * be read beside OUT by a later save */
-	stale_opt = !nopt && ckpt_exists(optp) && unlink(optp) == 0;
-	stale_state = !has_att && ckpt_exists(statep) && unlink(statep) == 0;
+	stale_opt = !o.nopt && ckpt_exists(optp) && unlink(optp) == 0;
+	stale_state = !o.att && ckpt_exists(statep) && unlink(statep) == 0;
 	if (cli_json_mode()) {
-		rc = cli_json_out(json_pack("{s:s, s:I, s:b, s:i, s:s, s:i, s:o, s:o, s:I, s:i, s:I, s:f, s:b}", "job",
-					    job, "step", (json_int_t)rckpt_restored_step(r), "exact",
-					    rckpt_restored_exact(r) != 0, "tensors", (int)(nout - nopt), "output", outp,
-					    "optimizer_tensors", (int)nopt,
-					    "optimizer_output", nopt ? json_string(optp) : json_null(), "state_output",
-					    has_att ? json_string(statep) : json_null(), "state_bytes",
-					    (json_int_t)(has_att ? attlen : 0), "materialize_calls",
+		rc = cli_json_out(json_pack("{s:s, s:I, s:b, s:i, s:i, s:s, s:i, s:o, s:o, s:I, s:i, s:I, s:f, s:b}",
+					    "job", job, "step", (json_int_t)rckpt_restored_step(r), "exact",
+					    rckpt_restored_exact(r) != 0, "tensors", (int)(o.n - o.nopt),
+					    "exact_tensors", (int)o.nexact, "output", outp, "optimizer_tensors",
+					    (int)o.nopt, "optimizer_output", o.nopt ? json_string(optp) : json_null(),
+					    "state_output", o.att ? json_string(statep) : json_null(), "state_bytes",
+					    (json_int_t)(o.att ? o.attlen : 0), "materialize_calls",
 					    here == 1 ? 0 : (int)rs.calls, "wire_bytes",
 					    (json_int_t)(here == 1 ? 0 : rs.wire_bytes), "seconds", rs.seconds,
 					    "folded_here", here == 1),
@@ -223,30 +322,30 @@ int ckpt_cmd_restore(int argc, char **argv, const rckpt_connect_opts_t *conn)
 			     : 0;
 		goto done;
 	}
-	printf("restored step %" PRIu64 " of job %s%s: %u tensors, %u materialize calls, %" PRIu64
+	printf("restored step %" PRIu64 " of job %s%s: %u tensor%s, %u materialize calls, %" PRIu64
 	       " bytes from the OSDs, %.1f ms -> %s\n",
-	       rckpt_restored_step(r), job, rckpt_restored_exact(r) ? " (exact)" : "", nout,
-	       here == 1 ? 0 : rs.calls, here == 1 ? 0 : rs.wire_bytes, rs.seconds * 1e3, outp);
-	if (nopt)
-		printf("  of which %u of the optimizer's state -> %s\n", nopt, optp);
-	if (has_att)
-		printf("  its attachment, the non-tensor state (scheduler, RNG, epoch, param groups: %zu bytes, "
+	       rckpt_restored_step(r), job, rckpt_restored_exact(r) ? " (exact)" : "", o.n - o.nopt,
+	       cli_s(o.n - o.nopt), here == 1 ? 0 : rs.calls, here == 1 ? 0 : rs.wire_bytes, rs.seconds * 1e3,
+	       outp);
+	if (o.nopt)
+		printf("  and %u tensor%s of the optimizer's state -> %s\n", o.nopt, cli_s(o.nopt), optp);
+	if (o.nexact)
+		printf("  (%u of these stored exact: tensors the codec does not quantize)\n",
+		       o.nexact);
+	if (o.att)
+		printf("  the step's other state (scheduler, RNG, epoch, param groups: %zu bytes, "
 		       "rckpt._plain.loads reads it) -> %s\n",
-		       attlen, statep);
+		       o.attlen, statep);
 	if (stale_opt || stale_state)
 		printf("  removed %s%s%s, from before: this step has none\n", stale_opt ? optp : "",
 		       stale_opt && stale_state ? " and " : "", stale_state ? statep : "");
 done:
 	cli_progress_end();
 	cli_stage_abort(&sg);
-	for (i = 0; bufs && i < nout; i++)
-		free(bufs[i]);
+	rout_free(&o);
 	free(tcopy);
 	free(optp);
 	free(statep);
-	free(bufs);
-	free(opt);
-	free(t);
 	rckpt_restored_free(r);
 	rckpt_job_close(j);
 	rckpt_destroy(h);

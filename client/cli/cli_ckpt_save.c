@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cli_attach.h"
 #include "cli_ckpt.h"
 #define RCKPT_FILES_UNSTABLE
 #include "rckpt_files.h"
@@ -68,29 +69,101 @@ static int finish(save_run_t *sr, rckpt_save_t *pend, uint64_t s, size_t attache
  * optimizer's (a sibling STEP.optim.safetensors, as bench/data/make_transformer.py
  * writes it; roles by rckpt_file_optim_role's convention). Declares their
  * roles and hands back one array (*out, freed by the caller). */
-static int optim_join(rckpt_job_t *j, const rckpt_file_t *st, const rckpt_file_t *os,
-		      rckpt_tensor_t **out, unsigned *n)
+static int dropped(char *const *drop, unsigned ndrop, const char *name)
+{
+	unsigned k;
+	for (k = 0; k < ndrop; k++)
+		if (strcmp(drop[k], name) == 0)
+			return 1;
+	return 0;
+}
+
+static int optim_join(rckpt_job_t *j, const rckpt_file_t *st, const rckpt_file_t *os, char *const *drop,
+		      unsigned ndrop, rckpt_tensor_t **out, unsigned *n)
 {
 	const unsigned nm = rckpt_file_count(st), no = os ? rckpt_file_count(os) : 0;
 	rckpt_tensor_role_t *r = NULL;
-	unsigned i;
+	unsigned i, nr = 0;
 	int rc;
 
+	*n = 0;
 	*out = malloc(sizeof(**out) * (nm + no + 1));
 	r = malloc(sizeof(*r) * (no + 1));
 	if (*out == NULL || r == NULL) {
 		free(r);
 		return -ENOMEM;
 	}
-	memcpy(*out, rckpt_file_tensors(st), sizeof(**out) * nm);
+	for (i = 0; i < nm; i++) /* but the tensors the state keeps exact */
+		if (!dropped(drop, ndrop, rckpt_file_tensors(st)[i].name))
+			(*out)[(*n)++] = rckpt_file_tensors(st)[i];
 	for (i = 0; i < no; i++) {
 		const rckpt_tensor_t *t = &rckpt_file_tensors(os)[i];
-		(*out)[nm + i] = *t;
-		rckpt_file_optim_role(t->name, &r[i]);
+		if (dropped(drop, ndrop, t->name))
+			continue;
+		(*out)[(*n)++] = *t;
+		rckpt_file_optim_role(t->name, &r[nr++]);
 	}
-	*n = nm + no;
-	rc = rckpt_job_set_roles(j, r, no);
+	rc = rckpt_job_set_roles(j, r, nr);
 	free(r);
+	return rc;
+}
+
+/* The files beside a state: where cli_attach_join finds its tensors. */
+typedef struct beside {
+	const rckpt_file_t *f[2];
+} beside_t;
+
+static const rckpt_tensor_t *find_beside(void *arg, const char *name)
+{
+	const beside_t *b = arg;
+	unsigned k, i;
+	for (k = 0; k < 2; k++)
+		for (i = 0; b->f[k] && i < rckpt_file_count(b->f[k]); i++)
+			if (strcmp(rckpt_file_tensors(b->f[k])[i].name, name) == 0)
+				return &rckpt_file_tensors(b->f[k])[i];
+	return NULL;
+}
+
+/* A step's tensors and state from its files: the tensors the state keeps
+ * exact (as `ckpt restore` writes them) back into the state (*att, *attlen
+ * replaced), the rest in *all for the compressor, which takes F32, F16
+ * and BF16 only. 0, or an error (said, naming path). */
+static int step_inputs(rckpt_t *h, rckpt_job_t *j, const char *path, const rckpt_file_t *st, const rckpt_file_t *os,
+		       uint8_t **att, size_t *attlen, rckpt_tensor_t **all, unsigned *nall)
+{
+	beside_t b = { { st, os } };
+	uint8_t *joined = NULL;
+	size_t jlen = 0;
+	char **drop = NULL, msg[256] = "";
+	unsigned ndrop = 0, i;
+	int rc = *att ? cli_attach_join(*att, *attlen, find_beside, &b, &joined, &jlen, &drop, &ndrop, msg,
+					sizeof(msg))
+		      : 0;
+	if (rc) {
+		cli_err("ckpt", rc, "%s: %s", path, rc == -ENOMEM ? "out of memory" : msg);
+		return rc;
+	}
+	if (joined) {
+		free(*att);
+		*att = joined;
+		*attlen = jlen;
+	}
+	rc = optim_join(j, st, os, drop, ndrop, all, nall);
+	cli_names_free(drop, ndrop);
+	if (rc)
+		cli_err("ckpt", rc, "%s: %s", path, rc == -ENOMEM ? "out of memory" : rckpt_errmsg(h));
+	for (i = 0; rc == 0 && i < *nall; i++)
+		if ((*all)[i].dtype != RCKPT_F32 && (*all)[i].dtype != RCKPT_F16 && (*all)[i].dtype != RCKPT_BF16) {
+			rc = -ENOTSUP;
+			cli_err("ckpt", rc,
+				"%s: tensor '%s': only F32, F16 and BF16 tensors are compressed, and the state "
+				"beside it does not keep this one exact",
+				path, (*all)[i].name);
+		}
+	if (rc) { /* said: the caller says nothing more */
+		free(*all);
+		*all = NULL;
+	}
 	return rc;
 }
 
@@ -132,16 +205,18 @@ static int save_check_files(int argc, char **argv, int first, const char *gfile,
 		char *g, *o, *st;
 		if (cli_is_sibling(argv[i]))
 			continue;
-		if (cli_check_safetensors("ckpt", argv[i]))
-			return 1;
 		g = ckpt_sibling(argv[i], "grads.safetensors");
 		o = ckpt_sibling(argv[i], "optim.safetensors");
 		st = ckpt_sibling(argv[i], "state");
+		/* beside a state, a file may hold what the state keeps exact */
+		const unsigned fl = st && ckpt_exists(st) ? RCKPT_FILE_ANY_DTYPE : 0;
 		if (!g || !o || !st) {
 			cli_err("ckpt", -ENOMEM, "out of memory");
 			rc = 1;
-		} else if ((!gfile && ckpt_exists(g) && cli_check_safetensors("ckpt", g)) ||
-			   (ckpt_exists(o) && cli_check_safetensors("ckpt", o)) || (ckpt_exists(st) && cli_check_file("ckpt", st)))
+		} else if (cli_check_safetensors_flags("ckpt", argv[i], fl) ||
+			   (!gfile && ckpt_exists(g) && cli_check_safetensors("ckpt", g)) ||
+			   (ckpt_exists(o) && cli_check_safetensors_flags("ckpt", o, fl)) ||
+			   (ckpt_exists(st) && cli_check_file("ckpt", st)))
 			rc = 1;
 		else
 			*bytes += ckpt_size_of(argv[i]) + (ckpt_exists(o) ? ckpt_size_of(o) : 0);
@@ -256,13 +331,16 @@ int ckpt_cmd_save(int argc, char **argv, const rckpt_connect_opts_t *conn)
 		if (!gpath || !opath || !spath) {
 			rc = -ENOMEM;
 			cli_err("ckpt", rc, "out of memory");
-		} else if ((rc = rckpt_file_read(&st, argv[i], err, sizeof(err))))
+		} else if ((rc = rckpt_file_read_flags(&st, argv[i], ckpt_exists(spath) ? RCKPT_FILE_ANY_DTYPE : 0, err,
+						       sizeof(err))))
 			cli_err("ckpt", rc, "%s: %s", argv[i], err);
 		else if (gfile && (rc = rckpt_file_read(&gs, gfile, err, sizeof(err))))
 			cli_err("ckpt", rc, "%s: %s", gfile, err);
 		else if (!gfile && ckpt_exists(gpath) && (rc = rckpt_file_read(&gs, gpath, err, sizeof(err))))
 			cli_err("ckpt", rc, "%s: %s", gpath, err);
-		else if (ckpt_exists(opath) && (rc = rckpt_file_read(&os, opath, err, sizeof(err))))
+		else if (ckpt_exists(opath) &&
+			 (rc = rckpt_file_read_flags(&os, opath, ckpt_exists(spath) ? RCKPT_FILE_ANY_DTYPE : 0, err,
+						     sizeof(err))))
 			cli_err("ckpt", rc, "%s: %s", opath, err);
 		else if (ckpt_exists(spath) && (rc = read_whole(spath, &att, &attlen)))
 			cli_err("ckpt", rc, "%s: %s", spath, rc == -EFBIG ? "over 1 GiB, more than a step's attachment may hold" : strerror(-rc));
@@ -277,13 +355,13 @@ int ckpt_cmd_save(int argc, char **argv, const rckpt_connect_opts_t *conn)
 				rc = r2;
 		}
 		if (rc == 0 && cli_interrupted() == 0) {
-			rc = optim_join(j, st, os, &all, &nall);
+			rc = step_inputs(h, j, argv[i], st, os, &att, &attlen, &all, &nall); /* says why */
 			if (rc == 0 && att)
 				rc = rckpt_job_attach(j, att, attlen);
 			if (rc == 0)
 				rc = rckpt_job_save_async(j, s, all, nall, gs ? rckpt_file_tensors(gs) : NULL,
 							  gs ? rckpt_file_count(gs) : 0, &pend);
-			if (rc)
+			if (rc && all)
 				cli_err("ckpt", rc, "%s: %s", argv[i], rckpt_errmsg(h));
 			pend_step = s;
 			pend_bytes = bytes;

@@ -18,6 +18,8 @@
 #include <unistd.h>
 
 #include "cli_ckpt.h"
+#define RCKPT_FILES_UNSTABLE
+#include "rckpt_files.h"
 
 int ckpt_usage_error(const char *what)
 {
@@ -131,5 +133,5 @@ size_t ckpt_tensor_bytes(const rckpt_tensor_t *d)
 	unsigned k;
 	for (k = 0; k < d->ndim; k++)
 		e *= d->shape[k];
-	return (size_t)e * (d->dtype == RCKPT_F32 ? 4 : 2);
+	return (size_t)e * rckpt_file_dtype_size(d->dtype);
 }

@@ -59,9 +59,14 @@ int cli_check_file(const char *cmd, const char *path)
 
 int cli_check_safetensors(const char *cmd, const char *path)
 {
+	return cli_check_safetensors_flags(cmd, path, 0);
+}
+
+int cli_check_safetensors_flags(const char *cmd, const char *path, unsigned flags)
+{
 	char why[512] = "";
 	int rc = cli_check_file(cmd, path);
-	if (rc == 0 && (rc = rckpt_file_check(path, why, sizeof(why))) != 0)
+	if (rc == 0 && (rc = rckpt_file_check_flags(path, flags, why, sizeof(why))) != 0)
 		cli_err(cmd, rc, "%s: %s", path, why[0] ? why : rckpt_strerror(rc));
 	return rc;
 }

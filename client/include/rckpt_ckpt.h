@@ -339,6 +339,12 @@ typedef struct rckpt_restore_stats {
  * no such step is committed, RCKPT_ECHECKSUM when stored data is damaged. */
 RCKPT_API int rckpt_job_restore(rckpt_job_t *j, uint64_t step, rckpt_restored_t **out,
 				rckpt_restore_stats_t *st);
+/* The attachment of committed step *step (RCKPT_LATEST: the head, *step
+ * then set to it), without restoring its tensors: its *len bytes into
+ * dst[0..cap). -ERANGE (with *len) when cap is too small: call with dst
+ * NULL, cap 0 to learn *len; -ENOENT when there is no such step or it was
+ * saved without one. Since 0.1.0. */
+RCKPT_API int rckpt_job_attachment(rckpt_job_t *j, uint64_t *step, void *dst, size_t cap, size_t *len);
 /* Partial recovery: restores only the chunks holding tensors names[0..n)
  * (-ENOENT for a name the step lacks). The others read as -ENOENT. */
 RCKPT_API int rckpt_job_restore_tensors(rckpt_job_t *j, uint64_t step, const char *const *names,

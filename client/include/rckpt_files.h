@@ -29,6 +29,24 @@ extern "C" {
 /* A safetensors file read into memory and checked. */
 typedef struct rckpt_file rckpt_file_t;
 
+/* Dtypes a file may hold beside RCKPT_F32, RCKPT_F16 and RCKPT_BF16:
+ * kept as they are (rckpt_file_write, and rckpt_file_read_flags with
+ * RCKPT_FILE_ANY_DTYPE), never compressed (a save refuses them). What
+ * `rckpt ckpt restore` writes of a step's exact state (an int buffer, an
+ * optimizer's step count). Since 0.1.0 (unstable). */
+enum rckpt_file_dtype {
+	RCKPT_F64 = 16,
+	RCKPT_I64 = 17,
+	RCKPT_I32 = 18,
+	RCKPT_I16 = 19,
+	RCKPT_I8 = 20,
+	RCKPT_U8 = 21,
+	RCKPT_BOOL = 22,
+};
+#define RCKPT_FILE_ANY_DTYPE 1u /* rckpt_file_read_flags: the dtypes above too */
+/* Bytes of an element of dtype (any of a file's), or 0 for none. */
+RCKPT_API size_t rckpt_file_dtype_size(unsigned dtype);
+
 /* Reads path. On failure err (when not NULL) gets a one-line reason, not
  * naming the file (its caller does): 0,
  * -errno of the I/O, -EISDIR (a directory), -EINVAL (not a regular file:
@@ -36,6 +54,11 @@ typedef struct rckpt_file rckpt_file_t;
  * truncated), -ENOTSUP (a dtype other than F32, F16, BF16), -ENOMEM (it
  * does not fit in memory). */
 RCKPT_API int rckpt_file_read(rckpt_file_t **out, const char *path, char *err, size_t errlen);
+/* rckpt_file_read, flags RCKPT_FILE_ANY_DTYPE or 0 (the same); the same
+ * returns for rckpt_file_check_flags. Since 0.1.0 (unstable). */
+RCKPT_API int rckpt_file_read_flags(rckpt_file_t **out, const char *path, unsigned flags, char *err,
+				    size_t errlen);
+RCKPT_API int rckpt_file_check_flags(const char *path, unsigned flags, char *err, size_t errlen);
 /* Checks path as rckpt_file_read would, reading only its header (every
  * tensor's bytes within the file's size): the same returns. Cheap before
  * a long run over many files. Since 0.1.0 (unstable). */
@@ -45,7 +68,8 @@ RCKPT_API unsigned rckpt_file_count(const rckpt_file_t *f);
 RCKPT_API const rckpt_tensor_t *rckpt_file_tensors(const rckpt_file_t *f);
 RCKPT_API void rckpt_file_free(rckpt_file_t *f);
 
-/* Writes t[0..n) to path (through a temporary file renamed into place). */
+/* Writes t[0..n) (any dtype of a file's) to path (through a temporary file
+ * renamed into place). -EINVAL for an unknown dtype or a name twice. */
 RCKPT_API int rckpt_file_write(const char *path, const rckpt_tensor_t *t, unsigned n);
 
 /* The role of a tensor of an optimizer's file (MODEL.optim.safetensors

@@ -152,6 +152,93 @@ d = _plain.loads(open(t + "/py.state", "rb").read())
 text = repr(d)
 assert "epoch" in text and "scheduler" in text and "param_groups" in text, text[:400]
 PY
+	check "every tensor in the files: a strict load_state_dict, --tensors, a state without tensors, a save again" /usr/bin/python3 - "$job-py" "$rckpt" "$t" <<'PY'
+import json, os, struct, subprocess, sys
+sys.path.insert(0, os.path.join(os.environ["RCKPT_SRC"], "client", "python"))
+import torch, rckpt
+from rckpt import _plain
+job, cli, t = sys.argv[1:4]
+job += "-x"
+pool = os.environ.get("RCKPT_POOL", "rckpt")
+DT = {"F32": torch.float32, "F64": torch.float64, "I64": torch.int64, "BOOL": torch.bool}
+
+
+class M(torch.nn.Module):  # a -inf mask and an int buffer: what the codec keeps exact
+    def __init__(s):
+        super().__init__()
+        s.fc, s.bn, s.head = torch.nn.Linear(32, 64), torch.nn.BatchNorm1d(64), torch.nn.Linear(64, 8)
+        s.register_buffer("mask", torch.triu(torch.full((8, 8), float("-inf")), 1))
+
+    def forward(s, x):
+        return s.head(torch.relu(s.bn(s.fc(x))))
+
+
+def st_read(p):  # safetensors, read as its spec says
+    b = open(p, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    out = {}
+    for k, v in json.loads(b[8:8 + n]).items():
+        a, e = v["data_offsets"]
+        out[k] = torch.frombuffer(bytearray(b[8 + n + a:8 + n + e]), dtype=DT[v["dtype"]]).reshape(v["shape"])
+    return out
+
+
+def tensors_in(x):
+    if isinstance(x, torch.Tensor):
+        return 1
+    if isinstance(x, dict):
+        return sum(tensors_in(v) for v in x.values())
+    if isinstance(x, (list, tuple)):
+        return sum(tensors_in(v) for v in x)
+    return 0
+
+
+torch.manual_seed(0)
+m = M()
+opt = torch.optim.AdamW(m.parameters(), lr=1e-3)
+for _ in range(3):
+    m(torch.randn(16, 32)).sum().backward()
+    opt.step()
+    opt.zero_grad()
+try:
+    with rckpt.Checkpointer(pool=pool, job=job) as ck:
+        ck.save(1, model=m, optimizer=opt).wait()
+    r = subprocess.run([cli, "ckpt", "restore", "--job", job, "-o", t + "/x.safetensors"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "10 tensors," in r.stdout and "and 18 tensors of the optimizer's state" in r.stdout, r.stdout
+    sd = st_read(t + "/x.safetensors")
+    m2 = M()
+    m2.load_state_dict(sd, strict=True)  # every tensor of the model is there
+    assert torch.equal(m2.mask, m.mask) and m2.bn.num_batches_tracked.item() == 3
+    osd = st_read(t + "/x.optim.safetensors")
+    assert osd["@optimizer/0/step"].item() == 3.0, sorted(osd)
+    state = _plain.loads(open(t + "/x.state", "rb").read())
+    assert tensors_in(state["other"]) == 0 and tensors_in(state["optimizer"]) == 0, state
+    r = subprocess.run([cli, "ckpt", "restore", "--job", job, "--tensors", "head.weight,mask", "-o", t + "/p.safetensors"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert sorted(st_read(t + "/p.safetensors")) == ["head.weight", "mask"]
+    r = subprocess.run([cli, "ckpt", "restore", "--job", job, "--tensors", "mask", "-o", t + "/q.safetensors"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and sorted(st_read(t + "/q.safetensors")) == ["mask"], r.stderr
+    # restored files saved again: the exact ones back in the state, bit for bit
+    r = subprocess.run([cli, "ckpt", "save", "--job", job + "b", "--step", "5", t + "/x.safetensors"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    with rckpt.Checkpointer(pool=pool, job=job + "b", writer=False) as ck:
+        back = ck.restore_full(5)
+    assert torch.equal(back.state_dict["mask"], m.mask) and back.state_dict["bn.num_batches_tracked"].item() == 3
+    opt2 = torch.optim.AdamW(M().parameters(), lr=1e-3)
+    opt2.load_state_dict(back.optimizer)
+    # an int tensor with no state beside it to keep it: refused, naming it
+    os.rename(t + "/x.state", t + "/x.state.off")
+    r = subprocess.run([cli, "ckpt", "save", "--job", job + "b", "--step", "6", t + "/x.safetensors"],
+                       capture_output=True, text=True)
+    assert r.returncode == 1 and "bn.num_batches_tracked" in r.stderr, r.stderr
+finally:
+    for j in (job, job + "b"):
+        subprocess.run([cli, "ckpt", "rm", "--job", j], capture_output=True)
+PY
 fi
 
 # ckpt jobs, text and JSON; ls of one writer

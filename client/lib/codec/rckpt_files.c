@@ -18,13 +18,28 @@
 _Static_assert((int)RCKPT_F32 == (int)RCKPT_DT_F32 && (int)RCKPT_F16 == (int)RCKPT_DT_F16 &&
 		       (int)RCKPT_BF16 == (int)RCKPT_DT_BF16,
 	       "the public dtypes are the codec's");
+_Static_assert((int)RCKPT_F64 == (int)RCKPT_ST_F64 && (int)RCKPT_I64 == (int)RCKPT_ST_I64 &&
+		       (int)RCKPT_I32 == (int)RCKPT_ST_I32 && (int)RCKPT_I16 == (int)RCKPT_ST_I16 &&
+		       (int)RCKPT_I8 == (int)RCKPT_ST_I8 && (int)RCKPT_U8 == (int)RCKPT_ST_U8 &&
+		       (int)RCKPT_BOOL == (int)RCKPT_ST_BOOL,
+	       "the files' other dtypes are the reader's");
 
 struct rckpt_file {
 	rckpt_st_t st;
 	rckpt_tensor_t *t;
 };
 
+size_t rckpt_file_dtype_size(unsigned dtype)
+{
+	return rckpt_st_dtype_size(dtype);
+}
+
 int rckpt_file_read(rckpt_file_t **out, const char *path, char *err, size_t errlen)
+{
+	return rckpt_file_read_flags(out, path, 0, err, errlen);
+}
+
+int rckpt_file_read_flags(rckpt_file_t **out, const char *path, unsigned flags, char *err, size_t errlen)
 {
 	rckpt_file_t *f = calloc(1, sizeof(*f));
 	unsigned i;
@@ -33,7 +48,11 @@ int rckpt_file_read(rckpt_file_t **out, const char *path, char *err, size_t errl
 	*out = NULL;
 	if (f == NULL)
 		return -ENOMEM;
-	if ((rc = rckpt_st_read(&f->st, path, err, errlen))) {
+	if (flags & ~RCKPT_FILE_ANY_DTYPE) {
+		free(f);
+		return -EINVAL;
+	}
+	if ((rc = rckpt_st_read_flags(&f->st, path, flags & RCKPT_FILE_ANY_DTYPE ? RCKPT_ST_ANY : 0, err, errlen))) {
 		free(f);
 		return rc;
 	}
@@ -58,6 +77,13 @@ int rckpt_file_check(const char *path, char *err, size_t errlen)
 	return rckpt_st_check(path, err, errlen);
 }
 
+int rckpt_file_check_flags(const char *path, unsigned flags, char *err, size_t errlen)
+{
+	if (flags & ~RCKPT_FILE_ANY_DTYPE)
+		return -EINVAL;
+	return rckpt_st_check_flags(path, flags & RCKPT_FILE_ANY_DTYPE ? RCKPT_ST_ANY : 0, err, errlen);
+}
+
 unsigned rckpt_file_count(const rckpt_file_t *f)
 {
 	return f->st.set.ntensors;
@@ -80,7 +106,35 @@ void rckpt_file_free(rckpt_file_t *f)
 int rckpt_file_write(const char *path, const rckpt_tensor_t *t, unsigned n)
 {
 	rckpt_tset_t s;
-	int rc = rckpt_tset_view(&s, t, n);
+	unsigned i, d;
+	int rc = 0;
+	memset(&s, 0, sizeof(s));
+	if (n && t == NULL)
+		return -EINVAL;
+	if ((s.t = calloc(n ? n : 1, sizeof(*s.t))) == NULL)
+		return -ENOMEM;
+	s.ntensors = n;
+	for (i = 0; i < n && rc == 0; i++) { /* as rckpt_tset_view, any dtype of a file's */
+		rckpt_ctensor_t *o = &s.t[i];
+		if (t[i].name == NULL || rckpt_st_dtype_size(t[i].dtype) == 0 || t[i].ndim > RCKPT_MAX_DIMS ||
+		    (t[i].data == NULL && t[i].ndim)) {
+			rc = -EINVAL;
+			break;
+		}
+		o->name = t[i].name;
+		o->dtype = t[i].dtype;
+		o->ndim = t[i].ndim;
+		o->n = 1;
+		for (d = 0; d < t[i].ndim && rc == 0; d++) {
+			o->shape[d] = t[i].shape[d];
+			if (o->shape[d] && o->n > UINT64_MAX / o->shape[d] / rckpt_st_dtype_size(o->dtype))
+				rc = -EINVAL;
+			o->n *= o->shape[d];
+		}
+		o->data = t[i].data;
+	}
+	if (rc == 0)
+		rc = rckpt_tset_sort(&s);
 	if (rc == 0)
 		rc = rckpt_st_write(path, s.t, s.ntensors);
 	rckpt_tset_free(&s);

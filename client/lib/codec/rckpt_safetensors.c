@@ -28,20 +28,44 @@ static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
 	return rc;
 }
 
-static int dtype_of(const char *s)
+/* The dtypes of a file: the codec's, then those kept as they are. */
+static const struct {
+	const char *name;
+	unsigned dtype, size;
+} st_dtypes[] = {
+	{ "F32", RCKPT_DT_F32, 4 },  { "F16", RCKPT_DT_F16, 2 }, { "BF16", RCKPT_DT_BF16, 2 },
+	{ "F64", RCKPT_ST_F64, 8 },  { "I64", RCKPT_ST_I64, 8 }, { "I32", RCKPT_ST_I32, 4 },
+	{ "I16", RCKPT_ST_I16, 2 },  { "I8", RCKPT_ST_I8, 1 },   { "U8", RCKPT_ST_U8, 1 },
+	{ "BOOL", RCKPT_ST_BOOL, 1 },
+};
+#define NDT (sizeof(st_dtypes) / sizeof(st_dtypes[0]))
+
+/* The dtype called s, or 0 (one of the others only with RCKPT_ST_ANY). */
+static int dtype_of(const char *s, unsigned flags)
 {
-	if (strcmp(s, "F32") == 0)
-		return RCKPT_DT_F32;
-	if (strcmp(s, "F16") == 0)
-		return RCKPT_DT_F16;
-	if (strcmp(s, "BF16") == 0)
-		return RCKPT_DT_BF16;
+	unsigned i;
+	for (i = 0; i < NDT; i++)
+		if (strcmp(s, st_dtypes[i].name) == 0)
+			return i < 3 || (flags & RCKPT_ST_ANY) ? (int)st_dtypes[i].dtype : 0;
 	return 0;
 }
 
 static const char *dtype_name(unsigned d)
 {
-	return d == RCKPT_DT_F32 ? "F32" : d == RCKPT_DT_F16 ? "F16" : d == RCKPT_DT_BF16 ? "BF16" : NULL;
+	unsigned i;
+	for (i = 0; i < NDT; i++)
+		if (st_dtypes[i].dtype == d)
+			return st_dtypes[i].name;
+	return NULL;
+}
+
+size_t rckpt_st_dtype_size(unsigned d)
+{
+	unsigned i;
+	for (i = 0; i < NDT; i++)
+		if (st_dtypes[i].dtype == d)
+			return st_dtypes[i].size;
+	return 0;
 }
 
 void rckpt_st_free(rckpt_st_t *st)
@@ -56,7 +80,7 @@ void rckpt_st_free(rckpt_st_t *st)
  * data_len bytes, starts at data (NULL: only checked, the tensors' data
  * pointers are then NULL). out->buf and out->size are the caller's. */
 static int st_index(rckpt_st_t *out, const uint8_t *head, size_t hlen, uint8_t *data, size_t data_len,
-		    char *err, size_t errlen)
+		    unsigned flags, char *err, size_t errlen)
 {
 	json_t *root = NULL, *v;
 	json_error_t je;
@@ -100,10 +124,11 @@ static int st_index(rckpt_st_t *out, const uint8_t *head, size_t hlen, uint8_t *
 			rc = fail(err, errlen, -EBADMSG, "tensor '%s': malformed entry", key);
 			goto out;
 		}
-		t->dtype = (unsigned)dtype_of(json_string_value(dt));
+		t->dtype = (unsigned)dtype_of(json_string_value(dt), flags);
 		if (t->dtype == 0) {
-			rc = fail(err, errlen, -ENOTSUP, "tensor '%s': dtype %s not supported (F32, F16, BF16)",
-				  key, json_string_value(dt));
+			rc = fail(err, errlen, -ENOTSUP, "tensor '%s': dtype %s not supported (F32, F16, BF16%s)",
+				  key, json_string_value(dt),
+				  flags & RCKPT_ST_ANY ? ", F64, I64, I32, I16, I8, U8, BOOL" : "");
 			goto out;
 		}
 		t->ndim = (unsigned)json_array_size(shape);
@@ -120,8 +145,8 @@ static int st_index(rckpt_st_t *out, const uint8_t *head, size_t hlen, uint8_t *
 		b = json_is_integer(json_array_get(offs, 0)) ? json_integer_value(json_array_get(offs, 0)) : -1;
 		e = json_is_integer(json_array_get(offs, 1)) ? json_integer_value(json_array_get(offs, 1)) : -1;
 		if (b >= 0 && e >= b && (uint64_t)e > data_len &&
-		    n <= (uint64_t)(e - b) / rckpt_dtype_size(t->dtype) &&
-		    (uint64_t)(e - b) == n * rckpt_dtype_size(t->dtype)) {
+		    n <= (uint64_t)(e - b) / rckpt_st_dtype_size(t->dtype) &&
+		    (uint64_t)(e - b) == n * rckpt_st_dtype_size(t->dtype)) {
 			rc = fail(err, errlen, -EBADMSG,
 				  "truncated: tensor '%s' ends at byte %lld of the data, and the file holds "
 				  "%zu data bytes",
@@ -129,8 +154,8 @@ static int st_index(rckpt_st_t *out, const uint8_t *head, size_t hlen, uint8_t *
 			goto out;
 		}
 		if (b < 0 || e < b || (uint64_t)e > data_len ||
-		    n > (uint64_t)(e - b) / rckpt_dtype_size(t->dtype) ||
-		    (uint64_t)(e - b) != n * rckpt_dtype_size(t->dtype)) {
+		    n > (uint64_t)(e - b) / rckpt_st_dtype_size(t->dtype) ||
+		    (uint64_t)(e - b) != n * rckpt_st_dtype_size(t->dtype)) {
 			rc = fail(err, errlen, -EBADMSG,
 				  "tensor '%s': data_offsets [%lld, %lld] do not hold its %llu elements "
 				  "within %zu data bytes",
@@ -178,6 +203,11 @@ static int st_header_len(const uint8_t len8[8], uint64_t size, uint64_t *hlen, c
 
 int rckpt_st_parse(rckpt_st_t *out, uint8_t *buf, size_t size, char *err, size_t errlen)
 {
+	return rckpt_st_parse_flags(out, buf, size, 0, err, errlen);
+}
+
+int rckpt_st_parse_flags(rckpt_st_t *out, uint8_t *buf, size_t size, unsigned flags, char *err, size_t errlen)
+{
 	uint64_t hlen = 0;
 	int rc;
 
@@ -185,8 +215,8 @@ int rckpt_st_parse(rckpt_st_t *out, uint8_t *buf, size_t size, char *err, size_t
 	out->buf = buf;
 	out->size = size;
 	if ((rc = st_header_len(buf, size, &hlen, err, errlen)) == 0)
-		rc = st_index(out, buf + 8, (size_t)hlen, buf + 8 + hlen, size - 8 - (size_t)hlen, err,
-			      errlen);
+		rc = st_index(out, buf + 8, (size_t)hlen, buf + 8 + hlen, size - 8 - (size_t)hlen, flags,
+			      err, errlen);
 	if (rc)
 		rckpt_st_free(out);
 	return rc;
@@ -256,6 +286,11 @@ static int read_at(int fd, uint8_t *p, size_t len, uint64_t off, char *err, size
 
 int rckpt_st_read(rckpt_st_t *out, const char *path, char *err, size_t errlen)
 {
+	return rckpt_st_read_flags(out, path, 0, err, errlen);
+}
+
+int rckpt_st_read_flags(rckpt_st_t *out, const char *path, unsigned flags, char *err, size_t errlen)
+{
 	uint8_t *buf;
 	uint64_t size = 0;
 	int fd, rc;
@@ -275,7 +310,7 @@ int rckpt_st_read(rckpt_st_t *out, const char *path, char *err, size_t errlen)
 		free(buf);
 		return rc;
 	}
-	return rckpt_st_parse(out, buf, (size_t)size, err, errlen);
+	return rckpt_st_parse_flags(out, buf, (size_t)size, flags, err, errlen);
 }
 
 int rckpt_st_regular(const char *path, char *err, size_t errlen)
@@ -288,6 +323,11 @@ int rckpt_st_regular(const char *path, char *err, size_t errlen)
 }
 
 int rckpt_st_check(const char *path, char *err, size_t errlen)
+{
+	return rckpt_st_check_flags(path, 0, err, errlen);
+}
+
+int rckpt_st_check_flags(const char *path, unsigned flags, char *err, size_t errlen)
 {
 	rckpt_st_t st;
 	uint8_t len8[8] = { 0 };
@@ -305,7 +345,7 @@ int rckpt_st_check(const char *path, char *err, size_t errlen)
 			rc = fail(err, errlen, -ENOMEM, "cannot allocate its header of %llu bytes",
 				  (unsigned long long)hlen);
 		else if ((rc = read_at(fd, head, (size_t)hlen, 8, err, errlen)) == 0)
-			rc = st_index(&st, head, (size_t)hlen, NULL, (size_t)(size - 8 - hlen), err, errlen);
+			rc = st_index(&st, head, (size_t)hlen, NULL, (size_t)(size - 8 - hlen), flags, err, errlen);
 	}
 	close(fd);
 	free(head);
@@ -328,7 +368,7 @@ int rckpt_st_write(const char *path, const rckpt_ctensor_t *t, unsigned n)
 		return -ENOMEM;
 	for (i = 0; i < n; i++) {
 		json_t *e = json_object(), *shape = json_array();
-		uint64_t bytes = t[i].n * rckpt_dtype_size(t[i].dtype);
+		uint64_t bytes = t[i].n * rckpt_st_dtype_size(t[i].dtype);
 		if (!dtype_name(t[i].dtype) || t[i].ndim > RCKPT_ST_MAX_DIMS) {
 			json_decref(e);
 			json_decref(shape);
@@ -365,7 +405,7 @@ int rckpt_st_write(const char *path, const rckpt_ctensor_t *t, unsigned n)
 	for (k = 0; rc == 0 && k < pad; k++)
 		rc = fputc(' ', f) == ' ' ? 0 : -EIO;
 	for (i = 0; rc == 0 && i < n; i++) {
-		size_t bytes = (size_t)t[i].n * rckpt_dtype_size(t[i].dtype);
+		size_t bytes = (size_t)t[i].n * rckpt_st_dtype_size(t[i].dtype);
 		rc = fwrite(t[i].data, 1, bytes, f) == bytes ? 0 : -EIO;
 	}
 	if (fclose(f) != 0 && rc == 0)

@@ -645,3 +645,27 @@ int rckpt_restored_attachment(const rckpt_restored_t *r, const void **data, size
 	return 0;
 }
 
+int rckpt_job_attachment(rckpt_job_t *j, uint64_t *step, void *dst, size_t cap, size_t *len)
+{
+	int attach = 1, exact = 0, rc;
+	uint64_t seg = 0;
+	uint8_t *p = NULL;
+	size_t n = 0;
+
+	rckpt_clear_error(j->h);
+	*len = 0;
+	if ((rc = restore_locate(j, step, &seg, &attach, &exact, __func__)))
+		return rc;
+	if (attach && (rc = read_attachment(j, *step, &p, &n)))
+		return rckpt_fail(j->h, rc, __func__, "cannot read the attachment of step %" PRIu64 "%s", *step,
+				  rc == RCKPT_ECHECKSUM ? ": it fails its checksum" : "");
+	if (p == NULL)
+		return rckpt_fail(j->h, -ENOENT, __func__, "step %" PRIu64 " has no attachment", *step);
+	*len = n;
+	if (n > cap || (n && dst == NULL))
+		rc = -ERANGE;
+	else if (n)
+		memcpy(dst, p, n);
+	free(p);
+	return rc;
+}
