@@ -1169,6 +1169,11 @@ class WithCluster(unittest.TestCase):
         self.assertEqual(e.exception.code, -22)
         self.assertIn("fidelity=%d" % (groups + 1), str(e.exception))
         self.assertIn("%d scan groups" % groups, str(e.exception))
+        # workers kept across epochs by default (spawned ones start again
+        # every epoch otherwise: docs/datasets.md)
+        self.assertTrue(full.loader(batch_size=10, num_workers=1).persistent_workers)
+        self.assertFalse(full.loader(batch_size=10, num_workers=1, persistent_workers=False).persistent_workers)
+        self.assertFalse(full.loader(batch_size=10).persistent_workers)
         it = rckpt.PCRIterableDataset(ds, fidelity=1)
         with self.assertRaises(ValueError) as e:
             it.set_fidelity(groups + 1)

@@ -608,13 +608,17 @@ class PCRDataset(_Items, torch.utils.data.Dataset):
         generator), batches stacked by collate() (the default collate,
         with a clear error for images of different sizes) unless
         collate_fn is given. Other keywords (num_workers, pin_memory, ...)
-        go to the DataLoader."""
+        go to the DataLoader; with workers, persistent_workers defaults to
+        True (spawned workers otherwise start again every epoch, ~0.85 s
+        each time on docs/datasets.md's run)."""
         data = torch.utils.data
         base = (data.RandomSampler(self, generator=generator) if shuffle
                 else data.SequentialSampler(self))
         batches = data.BatchSampler(base, batch_size, drop_last)
         if not kwargs.get("num_workers"):  # one process: read each next batch ahead
             batches = _AheadSampler(self, batches)
+        else:  # workers that live across epochs: no start-up per epoch
+            kwargs.setdefault("persistent_workers", True)
         kwargs.setdefault("collate_fn", _Collate("PCRDataset %r" % self._r.name))
         return data.DataLoader(self, sampler=batches, batch_size=None, **kwargs)
 
