@@ -98,8 +98,10 @@ FLOORS = {
     "client/lib/store": [
         "rckpt_group.c", "rckpt_group_world.c", "rckpt_group_part.c", "rckpt_group_xchg.c",
         "rckpt_group_plan.c",
-        "rckpt_rewind.c", "rckpt_branch.c", "rckpt_compact.c", "rckpt_store_admin.c", "rckpt_policy.c",
-        "rckpt_save.c", "rckpt_restore.c", "rckpt_exact.c", "rckpt_segment.c",
+        "rckpt_rewind.c", "rckpt_branch.c",
+        "rckpt_save.c",                           # a writer compacts every compact_every saves
+        "rckpt_compact.c", "rckpt_store_admin.c", "rckpt_policy.c",
+        "rckpt_restore.c", "rckpt_exact.c", "rckpt_segment.c",
         "rckpt_job.c", "rckpt_holder.c",          # the job's handle
         "rckpt_objects.c", "rckpt_fold.c"],       # the floor: calls on the job's objects
     "client/cli": [
@@ -108,7 +110,7 @@ FLOORS = {
         "rckpt_cli_pcr.c", "cli_pcr_build.c", "cli_pcr_get.c", "cli_pcr_info.c", "cli_pcr_verify.c",
         "cli_pcr_util.c",
         "rckpt_cli_ckpt.c", "cli_ckpt_compact.c", "cli_ckpt_verify.c", "cli_ckpt_admin.c", "cli_ckpt_export.c",
-        "cli_ckpt_ls.c", "cli_ckpt_restore.c", "cli_ckpt_save.c", "cli_ckpt_util.c",
+        "cli_ckpt_ls.c", "cli_ckpt_restore.c", "cli_ckpt_save.c", "cli_attach.c", "cli_ckpt_util.c",
         "cli_args.c", "cli_signals.c", "cli_files.c", "cli_out.c", "cli_progress.c",
         "cli_lock.c"],                            # the utility layer (cli.h)
     "client/lib/pcr": ["rckpt_mpi.c", "rckpt_loader.c", "rckpt_locality.c", "rckpt_pcr_fetch.c",

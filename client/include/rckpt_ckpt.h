@@ -107,6 +107,15 @@ typedef struct rckpt_job_opts {
 				   does when another holds the job's lock */
 	unsigned wait_s;        /* then wait up to this many seconds for
 				   the lock before -EBUSY; 0: do not wait */
+	unsigned compact_every; /* the writer compacts the job (rckpt_job_compact
+				   under its stored policy: every step kept
+				   unless one was set) after every N-th save it
+				   commits, so that a restore of the head folds
+				   at most N records a chunk; 0: never (the C
+				   default; Python's Checkpointer compacts
+				   every 8). A failed compaction leaves the
+				   save committed and is tried again at the
+				   next save */
 } rckpt_job_opts_t;
 
 /* A writer that finds the job's lock held by another (formats/store.md,
@@ -130,7 +139,7 @@ enum rckpt_compute { RCKPT_COMPUTE_AUTO = 0, RCKPT_COMPUTE_CPU = 1, RCKPT_COMPUT
 
 #define RCKPT_JOB_OPTS_INIT \
 	{ RCKPT_JOB_OPTS_VERSION, 0, RCKPT_EPS_DEFAULT, 0, 0, 0, 0, 0, RCKPT_COMPUTE_AUTO, NULL, NULL, 0.0, \
-	  0, 0, 0, 0.0, 0, RCKPT_TAKEOVER_AUTO, 0 }
+	  0, 0, 0, 0.0, 0, RCKPT_TAKEOVER_AUTO, 0, 0 }
 
 /* Opens job `job` (a RADOS namespace of the pool, 1..63 characters of
  * [A-Za-z0-9._-], the first not . or -). A writer takes an exclusive lock on the job object and

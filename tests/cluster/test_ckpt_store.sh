@@ -80,10 +80,10 @@ PY
 )
 "$rckpt" ckpt save --job "$pjob" --chunk-params 8192 "${ckpts[@]:0:3}" >/dev/null
 check "restore a job of small chunks" expect_run 0 "$t/o" "$rckpt" ckpt restore --job "$pjob" -o "$t/full.safetensors"
-fullcalls=$(sed -n 's/.*tensors, \([0-9]*\) materialize calls.*/\1/p' "$t/o")
+fullcalls=$(sed -n 's/.*tensors\{0,1\}, \([0-9]*\) materialize calls.*/\1/p' "$t/o")
 check "restore --tensors $tname" expect_run 0 "$t/o" "$rckpt" ckpt restore --job "$pjob" --tensors "$tname" -o "$t/part.safetensors"
-partcalls=$(sed -n 's/.*tensors, \([0-9]*\) materialize calls.*/\1/p' "$t/o")
-check "  one tensor" contains "$t/o" ": 1 tensors"
+partcalls=$(sed -n 's/.*tensors\{0,1\}, \([0-9]*\) materialize calls.*/\1/p' "$t/o")
+check "  one tensor" contains "$t/o" ": 1 tensor,"
 check "  from fewer chunks ($partcalls of $fullcalls calls)" test "$partcalls" -lt "$fullcalls"
 check "  the same bytes as in the full restore" /usr/bin/python3 - "$t/part.safetensors" "$t/full.safetensors" "$tname" <<'PY'
 import json, struct, sys

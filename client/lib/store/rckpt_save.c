@@ -320,6 +320,24 @@ static int save_record(void *arg, uint32_t i, rckpt_buf_t *rec)
 
 static void save_finish(rckpt_save_t *s);
 
+/* After a commit: every compact_every-th one compacts the job, so the
+ * head's chain stays short (store.md "Compaction"). The step stays
+ * committed whatever it gives; one that failed is tried at the next
+ * commit. Its records moved: the segment's sizes are learnt again. */
+static void after_commit(rckpt_job_t *j)
+{
+	char msg[RCKPT_ERRMSG_MAX];
+	if (j->o.compact_every == 0 || ++j->since_compact < j->o.compact_every)
+		return;
+	snprintf(msg, sizeof(msg), "%s", j->h->errmsg);
+	if (rckpt_job_compact(j, NULL, NULL) == 0) {
+		j->since_compact = 0;
+		rckpt_ckenc_set_depth(j->enc, 1); /* the head is a base now */
+	}
+	j->seg_known = 0;
+	snprintf(j->h->errmsg, sizeof(j->h->errmsg), "%s", msg);
+}
+
 /* A save that failed after its first append: its records lie past the
  * head. The next save trims them and starts a new base. */
 static void save_lost(rckpt_job_t *j)
@@ -602,6 +620,7 @@ static void save_finish(rckpt_save_t *s)
 	}
 	j->head = s->step;
 	j->resumed = 1; /* a restore from now on reads what this writer saved */
+	after_commit(j);
 	s->stats.raw_bytes = s->st.raw_bytes;
 	s->stats.enc_bytes = s->st.enc_bytes;
 	s->stats.nchunks = s->nchunks;

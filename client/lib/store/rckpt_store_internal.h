@@ -86,6 +86,8 @@ struct rckpt_job {
 	unsigned class_records; /* writer: the newest record version the OSDs'
 				   class reads; 0 until asked, UINT_MAX when
 				   it did not say */
+	unsigned since_compact; /* writer: saves committed since it last
+				   compacted (o.compact_every) */
 };
 
 /* ---- rckpt_fold.c (store.md "Restore without the plugin") ---- */

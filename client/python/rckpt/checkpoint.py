@@ -150,6 +150,13 @@ class Checkpointer(_Restoring):
       ones, those of at most 16 elements, and those holding +-Inf at
       their first save (a causal mask of -inf). A tensor holding NaN fails
       the save (a diverged model), unless lossless names it.
+    compact_every: after every N-th committed save (default 8) the writer
+      compacts the job in the background of that save (the trainer goes
+      on): the head becomes a base, so a restore of the latest step folds
+      at most N records per chunk instead of the whole chain (up to 256).
+      It applies the job's stored retention policy (every step kept unless
+      one was set with `rckpt ckpt compact --keep-last/--keep-every`).
+      0: never (then `rckpt compact --all` from cron keeps restores fast).
     takeover: what opening does when another writer holds the job's lock.
       "auto" (default): take over at once when that writer was a process
       of this machine that has exited (a restart after a crash); True: at
@@ -184,7 +191,7 @@ class Checkpointer(_Restoring):
                  snapshot=True, writer=True, chunk_params=0, base_every=0,
                  compute="auto", timeout_s=0, partial_block=0, segment_bytes=0,
                  lossless=False, group=None, threads=0, takeover="auto", wait_s=0,
-                 progress=None, eps_schedule=None, eps_min=None):
+                 progress=None, eps_schedule=None, eps_min=None, compact_every=8):
         if not job:
             raise ValueError("job is required")
         if takeover not in ("auto", True, False):
@@ -193,6 +200,8 @@ class Checkpointer(_Restoring):
             raise ValueError("snapshot must be True, False or 'device'")
         if not wait_s >= 0:
             raise ValueError("wait_s must be >= 0")
+        if isinstance(compact_every, bool) or not isinstance(compact_every, int) or compact_every < 0:
+            raise ValueError("compact_every must be an int >= 0 (0: never), not %r" % (compact_every,))
         if optimizer_state not in ("lossless", "quantize"):
             raise ValueError("optimizer_state must be 'lossless' or 'quantize'")
         if compute not in _lib.RCKPT_COMPUTE:
@@ -245,6 +254,7 @@ class Checkpointer(_Restoring):
         o.eps = self.eps
         o.chunk_params = chunk_params
         o.base_every = base_every
+        o.compact_every = compact_every
         o.compute = _lib.RCKPT_COMPUTE[compute]
         o.quality_eps = quality_eps
         if quality is not None:
