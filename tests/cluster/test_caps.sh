@@ -61,7 +61,7 @@ check "trainer cannot read B" refused as "$u" ckpt restore --job "$other" -o "$t
 check "trainer cannot compact B" refused as "$u" ckpt compact --job "$other" --keep-last 1
 check "trainer cannot delete B" refused as "$u" ckpt rm --job "$other"
 check "B is untouched" expect_run 0 "$t/o" "$rckpt" ckpt ls --job "$other"
-check "  one step" contains "$t/o" "1 steps"
+check "  one step" contains "$t/o" "1 step,"
 
 # reader of A
 u=${users[1]}

@@ -54,5 +54,5 @@ assert num / den <= 0.125, num / den  # RCKPT_OPT_EPS_DEFAULT, and a quarter for
 PY
 check "one first moment alone" expect_run 0 "$t/o" "$rckpt" ckpt restore --job "$job" \
 	--tensors "exp_avg.head.weight" -o "$t/one.safetensors"
-check "  comes back" contains "$t/o" "1 tensors"
+check "  comes back" contains "$t/o" "and 1 tensor of the optimizer's state"
 finish
