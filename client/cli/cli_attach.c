@@ -44,18 +44,73 @@ static const char *py_dtype(unsigned d)
 	return NULL;
 }
 
+/* Python's json writes NaN, Infinity and -Infinity as bare words, which
+ * JSON (and jansson) has not: outside strings they are read as these
+ * strings, which no JSON the binding writes holds (a NUL, then a marker),
+ * and written back as the words. */
+static const char *const nonfinite[3][2] = { { "-Infinity", "\\u0000rckpt:-Infinity" },
+					     { "Infinity", "\\u0000rckpt:Infinity" },
+					     { "NaN", "\\u0000rckpt:NaN" } };
+
+/* text[0..n) with the bare words quoted as their markers: malloc'd, *m
+ * its length; NULL for -ENOMEM. */
+static char *quote_nonfinite(const char *text, size_t n, size_t *m)
+{
+	char *o = malloc(6 * n + 1); /* a word grows at most 17/3 times */
+	size_t i = 0, k = 0;
+	int in = 0;
+	unsigned q;
+	if (o == NULL)
+		return NULL;
+	while (i < n) {
+		if (in) {
+			if (text[i] == '\\' && i + 1 < n) {
+				o[k++] = text[i++];
+			} else if (text[i] == '"') {
+				in = 0;
+			}
+			o[k++] = text[i++];
+			continue;
+		}
+		for (q = 0; q < 3; q++) {
+			size_t w = strlen(nonfinite[q][0]);
+			if (i + w <= n && memcmp(text + i, nonfinite[q][0], w) == 0)
+				break;
+		}
+		if (q < 3) {
+			k += (size_t)sprintf(o + k, "\"%s\"", nonfinite[q][1]);
+			i += strlen(nonfinite[q][0]);
+			continue;
+		}
+		in = text[i] == '"';
+		o[k++] = text[i++];
+	}
+	o[k] = '\0';
+	*m = k;
+	return o;
+}
+
 /* The attachment's document and where its bytes begin; NULL when att is
- * not one the binding wrote, or its JSON cannot be read here. */
-static json_t *parse(const uint8_t *att, size_t len, size_t *base)
+ * not one the binding wrote, or its JSON cannot be read here (*bad then
+ * says it has the binding's magic). */
+static json_t *parse(const uint8_t *att, size_t len, size_t *base, int *bad)
 {
 	uint32_t n;
+	size_t m = 0;
+	char *text;
+	json_t *doc;
+	*bad = 0;
 	if (len < 8 || memcmp(att, MAGIC, 4) != 0)
 		return NULL;
+	*bad = 1;
 	n = (uint32_t)att[4] | (uint32_t)att[5] << 8 | (uint32_t)att[6] << 16 | (uint32_t)att[7] << 24;
-	if (n > len - 8)
+	if (n > len - 8 || (text = quote_nonfinite((const char *)att + 8, n, &m)) == NULL)
 		return NULL;
 	*base = 8 + (size_t)n;
-	return json_loadb((const char *)att + 8, n, JSON_ALLOW_NUL, NULL);
+	doc = json_loadb(text, m, JSON_ALLOW_NUL, NULL);
+	free(text);
+	*bad = doc == NULL;
+	return doc;
 }
 
 /* The value of key in a {"__dict__": [[key, value], ...]} object, or NULL. */
@@ -106,6 +161,8 @@ typedef struct walk {
 	unsigned nx, xcap;
 	cli_find_fn find;     /* join */
 	void *arg;
+	cli_want_fn want;     /* split: the tensors to take (NULL: every one) */
+	void *warg;
 	char **names;         /* join: the tensors put back */
 	unsigned nnames;
 	char *msg;
@@ -197,7 +254,7 @@ static int take(walk_t *w, json_t *v, const char *name, int optim, json_t **ref)
 
 	*ref = NULL;
 	if (blob_of(spec, w->blen, &off, &len) || dt == NULL || !json_is_array(shape) ||
-	    json_array_size(shape) > RCKPT_MAX_DIMS)
+	    json_array_size(shape) > RCKPT_MAX_DIMS || (w->want && !w->want(w->warg, name)))
 		return 0;
 	for (i = 0; i < NDT && dtype == 0; i++)
 		if (strcmp(dt, dtypes[i].py) == 0)
@@ -316,8 +373,8 @@ static int walk(walk_t *w, json_t **vp, const char *path, int optim)
 			json_decref(rep);
 		return rc;
 	}
-	if ((items = json_object_get(v, "__tuple__")) != NULL)
-		return walk(w, &items, path, optim); /* an array, indexed as a list's */
+	if ((items = json_object_get(v, "__tuple__")) != NULL) /* an array, indexed as a list's */
+		return json_is_array(items) ? walk(w, &items, path, optim) : -EBADMSG;
 	if ((items = json_object_get(v, "__dict__")) == NULL)
 		return 0;
 	{
@@ -330,10 +387,16 @@ static int walk(walk_t *w, json_t **vp, const char *path, int optim)
 		}
 		json_array_foreach(items, i, kv)
 		{
-			json_t *x = json_array_get(kv, 1), *x0 = x;
+			json_t *x = json_array_get(kv, 1), *x0 = x, *key = json_array_get(kv, 0), *k0 = key;
 			char *s = named ? segment(json_array_get(kv, 0)) : NULL, *p = NULL;
+			if (!json_is_array(kv) || json_array_size(kv) != 2)
+				return -EBADMSG;
 			if (named && (s == NULL || (p = join_path(path, s)) == NULL))
 				rc = -ENOMEM;
+			if (rc == 0) /* a key's blobs (a NumPy scalar as a key) are carried too */
+				rc = walk(w, &key, NULL, optim);
+			if (rc == 0 && key != k0)
+				rc = json_array_set_new(kv, 0, key) ? -ENOMEM : 0;
 			if (rc == 0)
 				rc = walk(w, &x, p, optim);
 			if (rc == 0 && x != x0)
@@ -398,12 +461,30 @@ static int walk_flat(walk_t *w, json_t *doc)
 	return 0;
 }
 
+/* The markers of js put back as the bare words, in place. */
+static void unquote_nonfinite(char *js)
+{
+	unsigned q;
+	for (q = 0; q < 3; q++) {
+		char pat[40], *at;
+		const size_t w = strlen(nonfinite[q][0]);
+		snprintf(pat, sizeof(pat), "\"%s\"", nonfinite[q][1]);
+		while ((at = strstr(js, pat)) != NULL) {
+			memcpy(at, nonfinite[q][0], w);
+			memmove(at + w, at + strlen(pat), strlen(at + strlen(pat)) + 1);
+		}
+	}
+}
+
 /* The attachment of doc and w's blobs. */
 static int serialize(walk_t *w, json_t *doc, uint8_t **out, size_t *outlen)
 {
 	char *js = json_dumps(doc, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENCODE_ANY);
-	size_t n = js ? strlen(js) : 0;
+	size_t n;
 	uint8_t *o;
+	if (js)
+		unquote_nonfinite(js);
+	n = js ? strlen(js) : 0;
 	if (js == NULL || n > UINT32_MAX || (o = malloc(8 + n + w->olen)) == NULL) {
 		free(js);
 		return -ENOMEM;
@@ -422,11 +503,11 @@ static int serialize(walk_t *w, json_t *doc, uint8_t **out, size_t *outlen)
 	return 0;
 }
 
-int cli_attach_split(const uint8_t *att, size_t len, cli_exact_t **x, unsigned *nx, uint8_t **out,
-		     size_t *outlen)
+int cli_attach_split(const uint8_t *att, size_t len, cli_want_fn want, void *warg, cli_exact_t **x, unsigned *nx,
+		     uint8_t **out, size_t *outlen, int *unread)
 {
 	size_t base = 0;
-	json_t *doc = parse(att, len, &base), *fmt, *all = NULL;
+	json_t *doc = parse(att, len, &base, unread), *fmt, *all = NULL;
 	walk_t w;
 	int rc = 0;
 
@@ -437,6 +518,8 @@ int cli_attach_split(const uint8_t *att, size_t len, cli_exact_t **x, unsigned *
 	if (doc == NULL)
 		return 0;
 	memset(&w, 0, sizeof(w));
+	w.want = want;
+	w.warg = warg;
 	w.bytes = att + base;
 	w.blen = len - base;
 	fmt = dict_get(doc, "format");
@@ -487,7 +570,8 @@ int cli_attach_join(const uint8_t *state, size_t len, cli_find_fn find, void *ar
 		    size_t *outlen, char ***names, unsigned *n, char *msg, size_t msglen)
 {
 	size_t base = 0;
-	json_t *doc = parse(state, len, &base);
+	int unread = 0;
+	json_t *doc = parse(state, len, &base, &unread);
 	walk_t w;
 	int rc;
 
@@ -495,8 +579,11 @@ int cli_attach_join(const uint8_t *state, size_t len, cli_find_fn find, void *ar
 	*outlen = 0;
 	*names = NULL;
 	*n = 0;
-	if (doc == NULL)
+	if (doc == NULL) {
+		if (unread)
+			snprintf(msg, msglen, "its JSON cannot be read: attached as it is");
 		return 0;
+	}
 	memset(&w, 0, sizeof(w));
 	w.bytes = state + base;
 	w.blen = len - base;
@@ -505,6 +592,8 @@ int cli_attach_join(const uint8_t *state, size_t len, cli_find_fn find, void *ar
 	w.msg = msg;
 	w.msglen = msglen;
 	rc = walk(&w, &doc, NULL, 0);
+	if (rc == -EBADMSG)
+		snprintf(msg, msglen, "malformed: a blob out of its bounds, or an object of no known form");
 	if (rc == 0 && w.nnames)
 		rc = serialize(&w, doc, out, outlen);
 	json_decref(doc);

@@ -64,21 +64,21 @@ static int wanted(char *const *names, unsigned nnames, const char *name)
 /* The names of --tensors that the step keeps exact in its attachment are
  * moved to the end of names: *nlib the others, which the library
  * restores (none: every tensor). 0, or an error (said). */
-static int split_names(rckpt_job_t *j, rckpt_t *h, uint64_t step, char **names, unsigned nnames, unsigned *nlib)
+static int split_names(rckpt_job_t *j, rckpt_t *h, uint64_t *step, char **names, unsigned nnames, unsigned *nlib)
 {
 	size_t len = 0;
 	uint8_t *att = NULL, *rest = NULL;
 	cli_exact_t *x = NULL;
 	unsigned nx = 0, i, k, m = 0;
-	int rc = rckpt_job_attachment(j, &step, NULL, 0, &len);
+	int unread = 0, rc = rckpt_job_attachment(j, step, NULL, 0, &len); /* the head pinned: *step */
 
 	*nlib = nnames;
 	if (rc == -ENOENT || (rc == 0 && len == 0))
 		return 0; /* none: the library names a tensor the step lacks */
 	if (rc == -ERANGE && (att = malloc(len)) != NULL)
-		rc = rckpt_job_attachment(j, &step, att, len, &len);
+		rc = rckpt_job_attachment(j, step, att, len, &len);
 	if (rc == 0)
-		rc = cli_attach_split(att, len, &x, &nx, &rest, &len);
+		rc = cli_attach_split(att, len, NULL, NULL, &x, &nx, &rest, &len, &unread);
 	if (rc)
 		cli_err("ckpt", rc, "%s", rc == -ENOMEM ? "out of memory" : rckpt_errmsg(h));
 	for (i = 0; rc == 0 && i < nnames; i++) { /* stable: the others first */
@@ -97,21 +97,37 @@ static int split_names(rckpt_job_t *j, rckpt_t *h, uint64_t step, char **names, 
 	return rc;
 }
 
+typedef struct names {
+	char *const *v;
+	unsigned n;
+} names_t;
+
+static int want_name(void *arg, const char *name)
+{
+	const names_t *w = arg;
+	return wanted(w->v, w->n, name);
+}
+
 /* Every wanted tensor of r into o: the compressed ones read, the exact
- * ones of its attachment (and the attachment without them). */
+ * ones of its attachment (and the attachment without them: those not
+ * wanted stay in it). */
 static int collect(rout_t *o, rckpt_restored_t *r, char *const *names, unsigned nnames)
 {
 	const void *att = NULL;
 	size_t attlen = 0;
 	unsigned n = rckpt_restored_count(r), i;
 	uint64_t written = 0;
-	int rc = 0;
+	names_t nm = { names, nnames };
+	int rc = 0, unread = 0;
 
 	if (rckpt_restored_attachment(r, &att, &attlen) == 0) {
 		o->att = att;
 		o->attlen = attlen;
-		if ((rc = cli_attach_split(att, attlen, &o->x, &o->nx, &o->att2, &attlen)))
+		if ((rc = cli_attach_split(att, attlen, want_name, &nm, &o->x, &o->nx, &o->att2, &attlen, &unread)))
 			return rc;
+		if (unread)
+			cli_note("ckpt", "the step's attachment cannot be read here (malformed, or an integer past "
+				 "64 bits): written as stored, its exact tensors in it");
 		if (o->att2) {
 			o->att = o->att2;
 			o->attlen = attlen;
@@ -278,7 +294,7 @@ int ckpt_cmd_restore(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	cli_progress_begin("restoring", 0, "", 0);
 	if (step != RCKPT_LATEST)
 		cli_progress_item("step %" PRIu64, step);
-	if (nnames && (rc = split_names(j, h, step, names, nnames, &nlib)))
+	if (nnames && (rc = split_names(j, h, &step, names, nnames, &nlib)))
 		goto done;
 	/* the tensors the library restores: those named but kept exact in the
 	 * attachment (then every one, when only such are named) */

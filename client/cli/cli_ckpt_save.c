@@ -128,7 +128,7 @@ static const rckpt_tensor_t *find_beside(void *arg, const char *name)
  * exact (as `ckpt restore` writes them) back into the state (*att, *attlen
  * replaced), the rest in *all for the compressor, which takes F32, F16
  * and BF16 only. 0, or an error (said, naming path). */
-static int step_inputs(rckpt_t *h, rckpt_job_t *j, const char *path, const rckpt_file_t *st, const rckpt_file_t *os,
+static int step_inputs(rckpt_t *h, rckpt_job_t *j, const char *path, const char *spath, const rckpt_file_t *st, const rckpt_file_t *os,
 		       uint8_t **att, size_t *attlen, rckpt_tensor_t **all, unsigned *nall)
 {
 	beside_t b = { { st, os } };
@@ -140,9 +140,11 @@ static int step_inputs(rckpt_t *h, rckpt_job_t *j, const char *path, const rckpt
 					sizeof(msg))
 		      : 0;
 	if (rc) {
-		cli_err("ckpt", rc, "%s: %s", path, rc == -ENOMEM ? "out of memory" : msg);
+		cli_err("ckpt", rc, "%s: %s", spath, rc == -ENOMEM ? "out of memory" : msg);
 		return rc;
 	}
+	if (msg[0])
+		cli_note("ckpt", "%s: %s", spath, msg);
 	if (joined) {
 		free(*att);
 		*att = joined;
@@ -355,7 +357,7 @@ int ckpt_cmd_save(int argc, char **argv, const rckpt_connect_opts_t *conn)
 				rc = r2;
 		}
 		if (rc == 0 && cli_interrupted() == 0) {
-			rc = step_inputs(h, j, argv[i], st, os, &att, &attlen, &all, &nall); /* says why */
+			rc = step_inputs(h, j, argv[i], spath, st, os, &att, &attlen, &all, &nall); /* says why */
 			if (rc == 0 && att)
 				rc = rckpt_job_attach(j, att, attlen);
 			if (rc == 0)

@@ -45,8 +45,9 @@ struct rckpt_group {
 	rckpt_layout_t enc_layout; /* the part it was made for */
 	int trimmed;              /* this rank's chunks trimmed past the head */
 	int exact;                /* the next saves store their steps bit-exact */
-	uint64_t sig;             /* the tensors of the last step this group
-				     committed (tensors_sig), when have_sig */
+	uint64_t sig;             /* the tensors of step sig_step, the last this
+				     group committed (tensors_sig), when have_sig */
+	uint64_t sig_step;
 	int have_sig;
 	int relaid;               /* this save's tensors differ from its head's */
 };
@@ -83,8 +84,8 @@ static uint64_t tensors_sig(const rckpt_tset_t *ts)
 }
 
 /* Rank 0: whether the step's tensors ts differ from the head's (a group
- * that has committed none reads the head's manifest; one it cannot read
- * counts as the same, as before). */
+ * whose last commit is not the head reads the head's manifest; one it
+ * cannot read counts as the same, as before). */
 static int tensors_changed(rckpt_group_t *g, const rckpt_tset_t *ts, uint64_t head)
 {
 	rckpt_buf_t man = RCKPT_BUF_INIT;
@@ -94,7 +95,7 @@ static int tensors_changed(rckpt_group_t *g, const rckpt_tset_t *ts, uint64_t he
 	unsigned i, k;
 	if (head == RCKPT_STORE_NONE)
 		return 0;
-	if (g->have_sig)
+	if (g->have_sig && g->sig_step == head) /* else another writer moved it */
 		return g->sig != tensors_sig(ts);
 	memset(&mf, 0, sizeof(mf));
 	rckpt_store_manifest_oid(oid, sizeof(oid), head);
@@ -842,6 +843,7 @@ int rckpt_group_save(rckpt_group_t *g, uint64_t step, const rckpt_shard_t *s, un
 		goto out;
 	g->j->head = step;
 	g->sig = tensors_sig(&w.ts);
+	g->sig_step = step;
 	g->have_sig = 1;
 	rckpt_buf_free(&g->j->attach);
 	if (st) {

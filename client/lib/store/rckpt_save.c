@@ -322,18 +322,18 @@ static void save_finish(rckpt_save_t *s);
 
 /* After a commit: every compact_every-th one compacts the job, so the
  * head's chain stays short (store.md "Compaction"). The step stays
- * committed whatever it gives; one that failed is tried at the next
- * commit. Its records moved: the segment's sizes are learnt again. */
+ * committed whatever it gives; one that failed is tried again
+ * compact_every commits on. Its records moved: the segment's sizes are
+ * learnt again. */
 static void after_commit(rckpt_job_t *j)
 {
 	char msg[RCKPT_ERRMSG_MAX];
 	if (j->o.compact_every == 0 || ++j->since_compact < j->o.compact_every)
 		return;
 	snprintf(msg, sizeof(msg), "%s", j->h->errmsg);
-	if (rckpt_job_compact(j, NULL, NULL) == 0) {
-		j->since_compact = 0;
+	j->since_compact = 0; /* failed or not: the next try is N commits on */
+	if (rckpt_job_compact(j, NULL, NULL) == 0)
 		rckpt_ckenc_set_depth(j->enc, 1); /* the head is a base now */
-	}
 	j->seg_known = 0;
 	snprintf(j->h->errmsg, sizeof(j->h->errmsg), "%s", msg);
 }
@@ -380,11 +380,15 @@ static void resume_head(rckpt_job_t *j, const char *fn)
 {
 	rckpt_restored_t *r = NULL;
 	j->resume_tried = 1;
+	/* unless the head is taken up below, this writer cannot tell its
+	 * tensors from the head's: its first step begins a segment */
+	j->relayout_pending = j->head != RCKPT_STORE_NONE;
 	if (j->head != RCKPT_STORE_NONE && rckpt_restore_sel(j, j->head, NULL, 0, NULL, 0, &r, NULL, 0, fn) == 0 &&
 	    rckpt_ckenc_resume(j->enc, &r->dec) == 0) {
 		/* how long the chain it continues already is (unknown: as long
 		 * as a chain may get, so this step is a base) */
 		unsigned depth;
+		j->relayout_pending = 0;
 		if (rckpt_chain_depth(j, j->seg, j->head, &depth))
 			depth = RCKPT_STORE_CHAIN_REBASE;
 		rckpt_ckenc_set_depth(j->enc, depth);
@@ -477,8 +481,10 @@ static int save_start(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t, un
 		resume_head(j, fn);
 	/* A step whose tensors differ from the last one's is laid out anew:
 	 * it begins a segment, so that a segment's steps share one layout. */
-	s->relaid = !rckpt_ckenc_keeps_layout(j->enc, &params);
-	if ((s->roll = seg_full(j) || s->relaid) || s->exact)
+	s->relaid = !rckpt_ckenc_keeps_layout(j->enc, &params) || j->relayout_pending == 2;
+	/* a step of other tensors, or one this writer cannot compare (a save
+	 * that changed the layout failed, or the head was not taken up) */
+	if ((s->roll = seg_full(j) || s->relaid || j->relayout_pending) || s->exact)
 		rckpt_ckenc_restart(j->enc); /* a segment begins with a base, and
 						an exact step is one: its residual
 						is of its record alone */
@@ -510,6 +516,8 @@ static int save_start(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t, un
 	if (rc) {
 		if (s->issued)
 			save_lost(j);
+		/* the encoder may have taken the new layout */
+		j->relayout_pending = s->relaid ? 2 : j->relayout_pending | s->roll;
 		if (s->err)
 			rc = rckpt_fail(h, rc, fn, "cannot append step %" PRIu64 " to its chunks", step);
 		else if (s->trim_err)
@@ -620,7 +628,7 @@ static void save_finish(rckpt_save_t *s)
 	}
 	j->head = s->step;
 	j->resumed = 1; /* a restore from now on reads what this writer saved */
-	after_commit(j);
+	j->relayout_pending = 0;
 	s->stats.raw_bytes = s->st.raw_bytes;
 	s->stats.enc_bytes = s->st.enc_bytes;
 	s->stats.nchunks = s->nchunks;
@@ -634,8 +642,11 @@ static void save_finish(rckpt_save_t *s)
 	s->stats.opt_enc_bytes = s->st.opt_enc_bytes;
 	s->stats.t_encode = s->t1 - s->t0;
 	s->stats.t_write = rckpt_now_s() - s->t1;
+	after_commit(j);
 done:
 	if (rc) {
+		/* its segment may hold records past the head */
+		j->relayout_pending = s->relaid ? 2 : j->relayout_pending | s->roll;
 		save_lost(j);
 		snprintf(s->errmsg, sizeof(s->errmsg), "%s", h->errmsg);
 	}

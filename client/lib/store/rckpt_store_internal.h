@@ -88,6 +88,11 @@ struct rckpt_job {
 				   it did not say */
 	unsigned since_compact; /* writer: saves committed since it last
 				   compacted (o.compact_every) */
+	int relayout_pending; /* writer: its next save begins a segment: 1 a
+				 save that began one failed, or the head's
+				 tensors are unknown to it; 2 a save of other
+				 tensors than the head's failed (the next is
+				 marked a new layout too) */
 };
 
 /* ---- rckpt_fold.c (store.md "Restore without the plugin") ---- */
