@@ -774,6 +774,42 @@ static void test_layouts_change(void **state)
 	close_pool(&J);
 }
 
+/* A save of other tensors that fails (a NaN) leaves the encoder on the
+ * new tensors: the save after it, of those tensors, still begins a
+ * segment and is marked; every step restores its own. */
+static void test_layout_after_failed_save(void **state)
+{
+	rckpt_tensor_t t[3] = { { "a", RCKPT_F32, 2, { 64, 64 }, NULL },
+				{ "b", RCKPT_F32, 1, { N - NW }, NULL },
+				{ "w", RCKPT_F32, 2, { 128, NW / 128 }, NULL } };
+	rckpt_step_info_t si[4];
+	rckpt_save_stats_t st;
+	unsigned n = 0;
+	int more;
+	sj_t J;
+
+	(void)state;
+	open_pool(&J, 0, 0);
+	t[0].data = J.w + 8192;
+	t[1].data = J.w + NW;
+	t[2].data = J.w;
+	assert_int_equal(rckpt_job_open(J.h, &J.j, "seg", &J.o), 0);
+	assert_int_equal(save_shaped(&J, 1, 0, &st), 0);
+	model_at(J.w, 2);
+	J.w[8192 + 5] = NAN; /* in "a", the new tensor */
+	assert_int_equal(rckpt_job_save(J.j, 2, t, 3, NULL, 0, &st), -EDOM);
+	assert_int_equal(save_shaped(&J, 3, 1, &st), 0);
+	assert_true(st.is_base);
+	assert_int_equal(census(&J).segments, 2);
+	assert_int_equal(rckpt_job_steps(J.j, RCKPT_LATEST, si, 4, &n, &more), 0);
+	assert_int_equal(n, 2);
+	assert_false(si[0].flags & RCKPT_STEP_LAYOUT);
+	assert_true(si[1].flags & RCKPT_STEP_LAYOUT);
+	restores_shaped(&J, 1, 0);
+	restores_shaped(&J, 3, 1);
+	close_pool(&J);
+}
+
 static void test_branches(void **state)
 {
 	sj_t J;
@@ -852,6 +888,7 @@ int main(void)
 		cmocka_unit_test(test_rewind_by_a_stale_writer),
 		cmocka_unit_test(test_branches),
 		cmocka_unit_test(test_layouts_change),
+		cmocka_unit_test(test_layout_after_failed_save),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
