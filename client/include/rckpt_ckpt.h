@@ -114,8 +114,8 @@ typedef struct rckpt_job_opts {
 				   at most N records a chunk; 0: never (the C
 				   default; Python's Checkpointer compacts
 				   every 8). A failed compaction leaves the
-				   save committed and is tried again at the
-				   next save */
+				   save committed and is tried again N saves
+				   later */
 } rckpt_job_opts_t;
 
 /* A writer that finds the job's lock held by another (formats/store.md,
