@@ -5,8 +5,9 @@ with AdamW, 2.4 Mi parameters, 7.3 Mi values with Adam's state) saves
 every --every saves (Checkpointer's compact_every, default 8) and one
 never (compact_every=0); after every --probe saves the latest step of
 each is restored (restore_full, the best of --reps), beside torch.load of
-the same state from a local file, in that order each time. One line a
-probe, then the medians.
+the same state from a local file (the two jobs' order alternating from
+probe to probe). One line a probe, then the ratio never / compacted as
+median [min, max] over the probes, and the medians beside torch.load.
 
     export CEPH_CONF=$PWD/build/cluster/ceph.conf
     /usr/bin/python3 bench/store/restore_chain.py --saves 24 --probe 4
@@ -63,15 +64,20 @@ def main():
                 if s % a.probe:
                     continue
                 torch.save({"model": m.state_dict(), "optimizer": opt.state_dict()}, path)
-                r = {n: best(ck.restore_full, a.reps) for n, ck in cks.items()}
+                order = ["compacted", "never"] if len(rows) % 2 == 0 else ["never", "compacted"]  # A B, B A
+                r = {n: best(cks[n].restore_full, a.reps) for n in order}
                 r["torch.load"] = best(lambda: torch.load(path), a.reps)
                 rows.append(r)
-                print("step %3d: compacted every %d %6.0f ms, never %6.0f ms, torch.load %5.0f ms"
-                      % (s, a.every, r["compacted"], r["never"], r["torch.load"]), flush=True)
+                print("step %3d: compacted every %d %6.0f ms, never %6.0f ms (%.1fx), torch.load %5.0f ms"
+                      % (s, a.every, r["compacted"], r["never"], r["never"] / r["compacted"], r["torch.load"]),
+                      flush=True)
     finally:
         for n, ck in cks.items():
             ck.close()
             rckpt.Checkpointer.delete(a.pool, jobs[n])
+    ratios = [r["never"] / r["compacted"] for r in rows]
+    print("never / compacted, per probe: %.1fx median [%.1f, %.1f]"
+          % (statistics.median(ratios), min(ratios), max(ratios)))
     med = {n: statistics.median(r[n] for r in rows) for n in rows[0]}
     print("median over the probes: compacted %.0f ms (%.1fx torch.load), never %.0f ms (%.1fx torch.load)"
           % (med["compacted"], med["compacted"] / med["torch.load"], med["never"], med["never"] / med["torch.load"]))
