@@ -644,6 +644,14 @@ static void test_summary_and_segments(void **state)
 	assert_true(s.opt_raw_bytes == 8388608 && s.opt_enc_bytes == 262144);
 	rckpt_store_summary_put(got, &s);
 	assert_memory_equal(got, want, n);
+	/* a step of other tensors than the step before it: a new layout */
+	n = golden_hex("store-summary-layout-v4.hex", want, sizeof(want));
+	assert_int_equal(n, RCKPT_STORE_SUMMARY_BYTES);
+	assert_int_equal(rckpt_store_summary_get(&s, want, n), 0);
+	assert_true(s.parent == RCKPT_STORE_NONE && s.segment == 131 &&
+		    s.flags == (RCKPT_SUMMARY_ATTACH | RCKPT_SUMMARY_LAYOUT));
+	rckpt_store_summary_put(got, &s);
+	assert_memory_equal(got, want, n);
 	/* without the optimizer's share */
 	n = golden_hex("store-summary-v3.hex", want, sizeof(want));
 	assert_int_equal(n, RCKPT_STORE_SUMMARY_V3_BYTES);
