@@ -9,6 +9,7 @@
 #include "rckpt_estream.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -191,4 +192,131 @@ int rckpt_estream_decode(uint16_t *syms, size_t n, unsigned nsym, rckpt_reader_t
 bad:
 	r->err = -EBADMSG;
 	return -EBADMSG;
+}
+
+/* ---- byte symbols (alphabet 256), as a PLANES blob's planes are ---- */
+
+/* n symbols of these counts take at least this many bytes in any prefix
+ * code (less a margin for rounding). */
+static double entropy_bytes(const uint64_t *freq, size_t n)
+{
+	double bits = 0;
+	unsigned s;
+	for (s = 0; s < 256; s++)
+		if (freq[s])
+			bits -= (double)freq[s] * log2((double)freq[s] / (double)n);
+	return bits / 8 * (1 - 1e-9);
+}
+
+/* A plane is Huffman coded when that saves at least 1/32 of its bytes:
+ * below it, decoding the code costs more time than the bytes it saves
+ * (a mantissa's top byte, 7.9 bits of entropy, stays raw). */
+#define RCKPT_EST8_MIN_GAIN 32
+
+int rckpt_estream_plan8(rckpt_est8_plan_t *p, const uint8_t *syms, size_t n)
+{
+	uint64_t freq[4][256] = { { 0 } };
+	size_t i, hbytes = 0;
+	unsigned s, present = 0;
+	int rc;
+
+	if (n > RCKPT_EST_MAX_COUNT)
+		return -EINVAL;
+	/* four tables, so that runs of one byte do not stall on one counter */
+	for (i = 0; i + 4 <= n; i += 4) {
+		freq[0][syms[i]]++;
+		freq[1][syms[i + 1]]++;
+		freq[2][syms[i + 2]]++;
+		freq[3][syms[i + 3]]++;
+	}
+	for (; i < n; i++)
+		freq[0][syms[i]]++;
+	for (s = 0; s < 256; s++) {
+		freq[0][s] += freq[1][s] + freq[2][s] + freq[3][s];
+		present += freq[0][s] != 0;
+	}
+	p->method = RCKPT_EST_RAW;
+	p->bytes = HDR_BYTES + n;
+	if (present == 1) {
+		p->method = RCKPT_EST_CONST;
+		p->bytes = HDR_BYTES + 2;
+		return 0;
+	}
+	/* No code is shorter than the symbols' order-0 entropy: where that
+	 * alone saves too little (a mantissa's plane), raw, without building
+	 * one. */
+	if (present >= 2 && entropy_bytes(freq[0], n) < (double)(n - n / RCKPT_EST8_MIN_GAIN)) {
+		if ((rc = rckpt_huff_plan(p->len, &hbytes, freq[0], 256)))
+			return rc;
+		if (hbytes < n - n / RCKPT_EST8_MIN_GAIN) { /* worth its decoding */
+			p->method = RCKPT_EST_HUFF;
+			p->bytes = HDR_BYTES + hbytes;
+		}
+	}
+	return 0;
+}
+
+int rckpt_estream_emit8(rckpt_buf_t *out, const rckpt_est8_plan_t *p, const uint8_t *syms, size_t n)
+{
+	const size_t start = out->len;
+	int rc;
+
+	if ((rc = rckpt_buf_reserve(out, p->bytes)))
+		return rc;
+	out->len += HDR_BYTES;
+	switch (p->method) {
+	case RCKPT_EST_CONST:
+		out->p[out->len] = syms[0];
+		out->p[out->len + 1] = 0;
+		out->len += 2;
+		break;
+	case RCKPT_EST_HUFF:
+		if ((rc = rckpt_huff_encode8(out, syms, n, p->len))) {
+			out->len = start;
+			return rc;
+		}
+		break;
+	default:
+		if (n)
+			memcpy(out->p + out->len, syms, n);
+		out->len += n;
+	}
+	put_hdr(out->p + start, p->method, n, out->len - start - HDR_BYTES);
+	return 0;
+}
+
+int rckpt_estream_encode8(rckpt_buf_t *out, const uint8_t *syms, size_t n)
+{
+	rckpt_est8_plan_t p;
+	int rc = rckpt_estream_plan8(&p, syms, n);
+	return rc ? rc : rckpt_estream_emit8(out, &p, syms, n);
+}
+
+int rckpt_estream_decode8(uint8_t *dst, size_t n, rckpt_reader_t *r)
+{
+	const size_t at = r->pos;
+	uint16_t *syms;
+	size_t i;
+	int rc;
+
+	/* raw and constant straight into dst; other methods through the
+	 * general decoder */
+	if (rckpt_rd_left(r) >= HDR_BYTES) {
+		const unsigned method = r->p[at];
+		rckpt_reader_t h = rckpt_reader(r->p + at + 1, HDR_BYTES - 1);
+		const size_t count = rckpt_rd_u32(&h), len = rckpt_rd_u32(&h);
+		if (method == RCKPT_EST_RAW && count == n && len == n && rckpt_rd_left(r) - HDR_BYTES >= n) {
+			if (n)
+				memcpy(dst, r->p + at + HDR_BYTES, n);
+			r->pos += HDR_BYTES + n;
+			return 0;
+		}
+	}
+	if ((syms = malloc(n ? n * sizeof(*syms) : 1)) == NULL)
+		return -ENOMEM;
+	rc = rckpt_estream_decode(syms, n, 256, r);
+	for (i = 0; rc == 0 && i < n; i++)
+		dst[i] = (uint8_t)syms[i];
+	free(syms);
+	return rc;
 }

@@ -37,6 +37,26 @@ int rckpt_estream_encode(rckpt_buf_t *out, const uint16_t *syms, size_t n, unsig
  * each < nsym. 0 or -EBADMSG (r->err is set too); -ENOMEM. */
 int rckpt_estream_decode(uint16_t *syms, size_t n, unsigned nsym, rckpt_reader_t *r);
 
+/* A stream of n byte symbols (alphabet 256): constant when one symbol,
+ * else Huffman or raw, whichever is smaller (ties: raw), sized from the
+ * symbols' counts before anything is coded (zstd is not tried). 0,
+ * -EINVAL (n), -ENOMEM, -EFBIG. */
+int rckpt_estream_encode8(rckpt_buf_t *out, const uint8_t *syms, size_t n);
+
+/* rckpt_estream_encode8 in two halves: the method and the stream's size
+ * (header included), known before any byte is written; then the stream. */
+typedef struct rckpt_est8_plan {
+	unsigned method;  /* RCKPT_EST_RAW, _CONST or _HUFF */
+	size_t bytes;
+	uint8_t len[256]; /* Huffman's code lengths */
+} rckpt_est8_plan_t;
+int rckpt_estream_plan8(rckpt_est8_plan_t *p, const uint8_t *syms, size_t n);
+int rckpt_estream_emit8(rckpt_buf_t *out, const rckpt_est8_plan_t *p, const uint8_t *syms, size_t n);
+
+/* Reads one stream of exactly n symbols of alphabet 256 (any method) into
+ * dst[0..n). As rckpt_estream_decode. */
+int rckpt_estream_decode8(uint8_t *dst, size_t n, rckpt_reader_t *r);
+
 /* The method of the stream that starts at r, without consuming it; -1 if
  * none can be read. For statistics. */
 int rckpt_estream_peek_method(const rckpt_reader_t *r);

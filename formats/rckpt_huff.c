@@ -120,31 +120,18 @@ static void canonical_codes(const uint8_t *len, unsigned nsym, uint16_t *codes)
 			codes[s] = (uint16_t)reverse_bits(next[len[s]]++, len[s]);
 }
 
-int rckpt_huff_encode(rckpt_buf_t *out, const uint16_t *syms, size_t n, unsigned nsym)
+int rckpt_huff_plan(uint8_t *len, size_t *bytes, const uint64_t *freq, unsigned nsym)
 {
-	uint64_t *freq = NULL, acc = 0;
-	leaf_t *lv = NULL;
-	uint8_t *len = NULL, *p;
-	uint16_t *codes = NULL;
-	unsigned a = 0, m = 0, s, accbits = 0;
-	size_t i, start;
+	leaf_t *lv;
+	unsigned a = 0, m = 0, s;
+	uint64_t bits = 0;
 	int rc = -EINVAL;
 
 	if (nsym < 2 || nsym > RCKPT_HUFF_MAX_SYMBOLS)
 		return -EINVAL;
-	freq = calloc(nsym, sizeof(*freq));
-	len = calloc(nsym, 1);
-	codes = calloc(nsym, sizeof(*codes));
-	lv = malloc(sizeof(*lv) * nsym);
-	if (!freq || !len || !codes || !lv) {
-		rc = -ENOMEM;
-		goto out;
-	}
-	for (i = 0; i < n; i++) {
-		if (syms[i] >= nsym)
-			goto out;
-		freq[syms[i]]++;
-	}
+	memset(len, 0, nsym);
+	if ((lv = malloc(sizeof(*lv) * nsym)) == NULL)
+		return -ENOMEM;
 	for (s = 0; s < nsym; s++) {
 		if (freq[s]) {
 			lv[m].freq = freq[s];
@@ -153,50 +140,91 @@ int rckpt_huff_encode(rckpt_buf_t *out, const uint16_t *syms, size_t n, unsigned
 			a = s + 1;
 		}
 	}
-	if (m < 2)
-		goto out;
-	qsort(lv, m, sizeof(*lv), leaf_by_freq);
-	if ((rc = build_lengths(lv, m, len)))
-		goto out;
-	canonical_codes(len, a, codes);
+	if (m >= 2) {
+		qsort(lv, m, sizeof(*lv), leaf_by_freq);
+		rc = build_lengths(lv, m, len);
+	}
+	for (s = 0; rc == 0 && s < a; s++)
+		bits += freq[s] * len[s];
+	if (rc == 0)
+		*bytes = 2 + ((size_t)a + 1) / 2 + (size_t)((bits + 7) / 8);
+	free(lv);
+	return rc;
+}
 
+/* The block of n symbols (s16[i], or s8[i] when s8 is set) with code
+ * lengths len[0..nsym), appended to out. */
+static int emit(rckpt_buf_t *out, const uint16_t *s16, const uint8_t *s8, size_t n,
+		const uint8_t *len, unsigned nsym)
+{
+	uint16_t codes[RCKPT_HUFF_MAX_SYMBOLS];
+	uint64_t acc = 0;
+	unsigned a = 0, s, accbits = 0;
+	size_t i;
+	uint8_t *p;
+	int rc;
+
+	for (s = 0; s < nsym; s++)
+		if (len[s])
+			a = s + 1;
+	canonical_codes(len, a, codes);
 	/* Header: alphabet size, then the lengths as nibbles, low first. */
-	start = out->len;
-	rc = rckpt_buf_reserve(out, 2 + (a + 1) / 2 + n * MAX_BITS / 8 + 16);
-	if (rc)
-		goto out;
-	p = out->p + start;
+	if ((rc = rckpt_buf_reserve(out, 2 + (a + 1) / 2 + n * MAX_BITS / 8 + 16)))
+		return rc;
+	p = out->p + out->len;
 	p[0] = (uint8_t)a;
 	p[1] = (uint8_t)(a >> 8);
 	p += 2;
 	for (s = 0; s < a; s += 2)
 		*p++ = (uint8_t)(len[s] | (s + 1 < a ? len[s + 1] << 4 : 0));
-	for (i = 0; i < n; i++) {
-		acc |= (uint64_t)codes[syms[i]] << accbits;
-		accbits += len[syms[i]];
-		if (accbits >= 32) {
-			p[0] = (uint8_t)acc;
-			p[1] = (uint8_t)(acc >> 8);
-			p[2] = (uint8_t)(acc >> 16);
-			p[3] = (uint8_t)(acc >> 24);
-			p += 4;
-			acc >>= 32;
-			accbits -= 32;
+	/* up to four codes (48 bits) join the fewer than 8 bits left over,
+	 * then every whole byte goes out in one 8-byte store (the reserve
+	 * above leaves room past the end) */
+	for (i = 0; i < n;) {
+		const size_t end = n - i >= 4 ? i + 4 : n;
+		for (; i < end; i++) {
+			const unsigned v = s8 ? s8[i] : s16[i];
+			acc |= (uint64_t)codes[v] << accbits;
+			accbits += len[v];
 		}
+		for (s = 0; s < 8; s++)
+			p[s] = (uint8_t)(acc >> (8 * s));
+		p += accbits >> 3;
+		acc = accbits >= 64 ? 0 : acc >> (accbits & ~7u);
+		accbits &= 7;
 	}
-	while (accbits > 0) {
+	if (accbits > 0)
 		*p++ = (uint8_t)acc;
-		acc >>= 8;
-		accbits = accbits > 8 ? accbits - 8 : 0;
-	}
 	out->len = (size_t)(p - out->p);
-	rc = 0;
+	return 0;
+}
+
+int rckpt_huff_encode(rckpt_buf_t *out, const uint16_t *syms, size_t n, unsigned nsym)
+{
+	uint64_t *freq;
+	uint8_t len[RCKPT_HUFF_MAX_SYMBOLS];
+	size_t i, bytes;
+	int rc = -EINVAL;
+
+	if (nsym < 2 || nsym > RCKPT_HUFF_MAX_SYMBOLS)
+		return -EINVAL;
+	if ((freq = calloc(nsym, sizeof(*freq))) == NULL)
+		return -ENOMEM;
+	for (i = 0; i < n; i++) {
+		if (syms[i] >= nsym)
+			goto out;
+		freq[syms[i]]++;
+	}
+	if ((rc = rckpt_huff_plan(len, &bytes, freq, nsym)) == 0)
+		rc = emit(out, syms, NULL, n, len, nsym);
 out:
 	free(freq);
-	free(len);
-	free(codes);
-	free(lv);
 	return rc;
+}
+
+int rckpt_huff_encode8(rckpt_buf_t *out, const uint8_t *syms, size_t n, const uint8_t len[256])
+{
+	return emit(out, NULL, syms, n, len, 256);
 }
 
 /* A stream of at least this many symbols of an alphabet of at most 256

@@ -23,6 +23,17 @@
  * symbol >= nsym. -ENOMEM, -EFBIG from the buffer. */
 int rckpt_huff_encode(rckpt_buf_t *out, const uint16_t *syms, size_t n, unsigned nsym);
 
+/* The code lengths len[0..nsym) a block of symbols of these frequencies
+ * gets (as rckpt_huff_encode gives them), and the block's size in bytes
+ * (*bytes): what it costs, known before it is coded. -EINVAL with fewer
+ * than two symbols present; -ENOMEM. */
+int rckpt_huff_plan(uint8_t *len, size_t *bytes, const uint64_t *freq, unsigned nsym);
+
+/* Appends the block of the byte symbols syms[0..n) coded with lengths len
+ * (from rckpt_huff_plan over these symbols' frequencies, so that every
+ * symbol has a code; alphabet 256). -ENOMEM, -EFBIG. */
+int rckpt_huff_encode8(rckpt_buf_t *out, const uint8_t *syms, size_t n, const uint8_t len[256]);
+
 /* Decodes exactly n symbols, each < nsym, from the block src[0..len) (the
  * block must fill it, allowing only the zero padding of its last byte). */
 int rckpt_huff_decode(uint16_t *syms, size_t n, unsigned nsym, const uint8_t *src, size_t len);

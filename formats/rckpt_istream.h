@@ -54,6 +54,9 @@ typedef struct rckpt_istream_opts {
 	unsigned predict;    /* rckpt_record_encode: a delta's blobs also
 				coded against the parent's (predicted
 				blobs, version 4), the smaller kept */
+	unsigned planes;     /* rckpt_record_encode: lossless values as
+				PLANES blobs (version 5), for exact steps:
+				no zstd tried, GB/s */
 } rckpt_istream_opts_t;
 
 /* Appends the stream for cur[0..n) (each < lcur) to out. prev (each <

@@ -13,6 +13,7 @@
 #include "rckpt_bytes.h"
 #include "rckpt_crc32c.h"
 #include "rckpt_estream.h"
+#include "rckpt_planes.h"
 
 #define BLOB_RAW RCKPT_BLOB_RAW
 #define BLOB_ZSTD RCKPT_BLOB_ZSTD
@@ -106,8 +107,8 @@ static void unplane_xor(uint8_t *dst, const uint8_t *planes, const uint8_t *pred
 
 /* The blob of src[0..n); with pred (a delta's record, opted in), also
  * the predicted form, and the smaller kept (ties: the plain one, so a
- * record that gains nothing is the bytes it was). *used is set when the
- * predicted form went in, which makes the record version 4. */
+ * record that gains nothing is the bytes it was). *used becomes at least
+ * 4 when the predicted form went in: the record's version. */
 static int blob_put_pred(rckpt_buf_t *out, const uint8_t *src, size_t n, const uint8_t *pred,
 			 unsigned w, unsigned *used)
 {
@@ -125,11 +126,42 @@ static int blob_put_pred(rckpt_buf_t *out, const uint8_t *src, size_t n, const u
 	if (rc == 0 && alt.len < out->len - at) {
 		out->len = at;
 		rc = rckpt_buf_append(out, alt.p, alt.len);
-		*used = 1;
+		if (*used < 4)
+			*used = 4;
 	}
 	free(res);
 	rckpt_buf_free(&alt);
 	return rc;
+}
+
+/* A lossless segment's values src[0..n) (elements w bytes wide) as a
+ * PLANES blob, with pred (a delta's parent's values) predicted when that
+ * is smaller. *used becomes 5: the record's version. */
+static int blob_put_planes(rckpt_buf_t *out, const uint8_t *src, size_t n, const uint8_t *pred,
+			   unsigned w, unsigned *used)
+{
+	const size_t at = out->len;
+	int predicted = 0, rc;
+
+	if (n > UINT32_MAX)
+		return -EINVAL;
+	if ((rc = rckpt_buf_reserve(out, 5)))
+		return rc;
+	out->len += 5;
+	if ((rc = rckpt_planes_encode(out, &predicted, src, pred, n, w)) == 0 &&
+	    out->len - at - 5 > UINT32_MAX)
+		rc = -EFBIG;
+	if (rc) {
+		out->len = at;
+		return rc;
+	}
+	{
+		rckpt_writer_t wr = rckpt_writer(out->p + at, 5);
+		rckpt_wr_u8(&wr, (uint8_t)(RCKPT_BLOB_PLANES | (predicted ? RCKPT_BLOB_PREDICTED : 0)));
+		rckpt_wr_u32(&wr, (uint32_t)(out->len - at - 5));
+	}
+	*used = 5;
+	return 0;
 }
 
 /* Reads a blob that must hold exactly n bytes into dst. A predicted blob
@@ -309,6 +341,10 @@ static int seg_encode(rckpt_buf_t *out, const rckpt_seg_t *s, const rckpt_seg_t 
 	if (s->encoding == RCKPT_SEG_LOSSLESS) {
 		if ((rc = rckpt_buf_append(out, hdr, w.pos)))
 			return rc;
+		if (o != NULL && o->planes)
+			return blob_put_planes(out, s->raw, (size_t)s->n * rckpt_dtype_size(s->dtype),
+					       predict ? ps->raw : NULL, (unsigned)rckpt_dtype_size(s->dtype),
+					       pred);
 		return blob_put_pred(out, s->raw, (size_t)s->n * rckpt_dtype_size(s->dtype),
 				     predict ? ps->raw : NULL, (unsigned)rckpt_dtype_size(s->dtype),
 				     pred);
@@ -342,15 +378,15 @@ static int seg_encode(rckpt_buf_t *out, const rckpt_seg_t *s, const rckpt_seg_t 
 			   ps ? ps->nbins + 2 : 0, o, ctx);
 }
 
-/* The version a record is written in: 4 when a blob took the predicted
- * form, 3 when an index stream took the CTX form, 2 when a segment has a transform (older decoders then answer
+/* The version a record is written in: 5 when a value blob is in PLANES,
+ * 4 when a blob took the predicted form, 3 when an index stream took the CTX form, 2 when a segment has a transform (older decoders then answer
  * RCKPT_EVERSION rather than misread it), else 1, which every decoder
  * reads. Compat is the same. */
 static unsigned record_version(const rckpt_record_t *rec, unsigned ctx, unsigned pred)
 {
 	uint32_t i;
 	if (pred)
-		return 4;
+		return pred; /* 4 or 5 */
 	if (ctx)
 		return 3;
 	for (i = 0; i < rec->nseg; i++)
@@ -650,6 +686,23 @@ static int seg_head_get(rckpt_seg_t *s, rckpt_reader_t *r, unsigned version)
 	return 0;
 }
 
+/* A PLANES blob of a lossless segment's k value bytes (elements w wide)
+ * into dst: in a record of version 5 or later; predicted (by pred, the
+ * parent's values) only where pred is given. */
+static int planes_get(uint8_t *dst, size_t k, unsigned w, rckpt_reader_t *r, unsigned version,
+		      const uint8_t *pred)
+{
+	const unsigned method = rckpt_rd_u8(r);
+	const size_t len = rckpt_rd_u32(r);
+	const uint8_t *p = rckpt_rd_bytes(r, len);
+	int rc;
+
+	if (p == NULL || version < 5 || ((method & RCKPT_BLOB_PREDICTED) && pred == NULL))
+		return -EBADMSG;
+	rc = rckpt_planes_decode(dst, method & RCKPT_BLOB_PREDICTED ? pred : NULL, k, w, p, len);
+	return rc == -ENOMEM ? rc : rc ? -EBADMSG : 0;
+}
+
 /* A base's segment (ps NULL) or a delta's on its parent's ps. Predicted
  * blobs: in a delta of version 4 or later. */
 static int seg_decode(rckpt_seg_t *s, rckpt_reader_t *r, const rckpt_seg_t *ps, unsigned version)
@@ -674,6 +727,8 @@ static int seg_decode(rckpt_seg_t *s, rckpt_reader_t *r, const rckpt_seg_t *ps, 
 		s->raw = malloc(k ? k : 1);
 		if (s->raw == NULL)
 			return -ENOMEM;
+		if (rckpt_rd_left(r) > 0 && (r->p[r->pos] & ~RCKPT_BLOB_PREDICTED) == RCKPT_BLOB_PLANES)
+			return planes_get(s->raw, k, (unsigned)dsz, r, version, allow ? ps->raw : NULL);
 		if ((rc = blob_get_p(s->raw, k, r, allow, &pred)) || !pred || k == 0)
 			return rc;
 		if ((pb = malloc(k)) == NULL)

@@ -19,9 +19,10 @@
 #include "rckpt_istream.h"
 
 #define RCKPT_RECORD_MAGIC 0x524b4352u /* "RCKR" as little-endian bytes */
-#define RCKPT_RECORD_VERSION 4u /* the newest this code reads and writes;
+#define RCKPT_RECORD_VERSION 5u /* the newest this code reads and writes;
 				  a record is written in the oldest version
-				  that holds it (4: a predicted blob, 3: a CTX
+				  that holds it (5: a PLANES blob, 4: a
+				  predicted blob, 3: a CTX
 				  index stream, 2: a transform, else 1, byte
 				  for byte as before) */
 #define RCKPT_RECORD_HEADER_BYTES 40u
@@ -30,6 +31,8 @@
 /* A blob's method byte (formats/checkpoint.md, "A blob holds") */
 #define RCKPT_BLOB_RAW 0u
 #define RCKPT_BLOB_ZSTD 3u
+#define RCKPT_BLOB_PLANES 4u /* a lossless segment's values as byte planes,
+				each an entropy stream (version 5) */
 #define RCKPT_BLOB_PREDICTED 0x80u /* with raw or zstd: XOR with a prediction,
 				     in byte planes (a delta's, version 4) */
 
@@ -96,7 +99,9 @@ int rckpt_record_geometry(uint32_t *nseg, uint64_t *elements, const uint8_t *src
  * segment is checked first: -EINVAL for one that the format cannot hold
  * or that does not match its parent's. With o->predict, a delta's blobs
  * (lossless values, protected values) are also coded against the
- * parent's and the smaller kept (version 4). */
+ * parent's and the smaller kept (version 4). With o->planes, lossless
+ * segments' values are PLANES blobs instead (also predicted in a delta,
+ * the smaller kept; version 5). */
 int rckpt_record_encode(rckpt_buf_t *out, const rckpt_record_t *rec, const rckpt_record_t *parent,
 			const rckpt_istream_opts_t *o);
 

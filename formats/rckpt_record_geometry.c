@@ -13,14 +13,17 @@
 #include "rckpt_istream.h"
 
 /* A blob; predicted (pred_ok) only as the decoder takes it: in a delta
- * record of version 4 or later, for lossless and protected values. */
-static int blob_skip(rckpt_reader_t *r, unsigned pred_ok)
+ * record of version 4 or later, for lossless and protected values; PLANES
+ * (planes_ok) for lossless values in a base or delta of version 5. */
+static int blob_skip(rckpt_reader_t *r, unsigned pred_ok, unsigned planes_ok)
 {
 	unsigned method = rckpt_rd_u8(r);
 	size_t len = rckpt_rd_u32(r);
 	if ((method & RCKPT_BLOB_PREDICTED) && pred_ok)
 		method &= ~RCKPT_BLOB_PREDICTED;
-	if ((method != RCKPT_BLOB_RAW && method != RCKPT_BLOB_ZSTD) || rckpt_rd_bytes(r, len) == NULL)
+	if ((method != RCKPT_BLOB_RAW && method != RCKPT_BLOB_ZSTD &&
+	     (method != RCKPT_BLOB_PLANES || !planes_ok)) ||
+	    rckpt_rd_bytes(r, len) == NULL)
 		return -EBADMSG;
 	return 0;
 }
@@ -90,16 +93,16 @@ int rckpt_record_geometry(uint32_t *nseg, uint64_t *elements, const uint8_t *src
 			return -EBADMSG;
 		sum += e;
 		if (enc == RCKPT_SEG_LOSSLESS) {
-			rc = blob_skip(&r, pred_ok);
+			rc = blob_skip(&r, pred_ok, kind != RCKPT_REC_SPARSE && src[4] >= 5);
 		} else if (enc != RCKPT_SEG_QUANTIZED) {
 			rc = -EBADMSG;
 		} else if (kind == RCKPT_REC_SPARSE) {
 			(void)rckpt_rd_u32(&r); /* block */
 			(void)rckpt_rd_u32(&r); /* blocks stored */
-			rc = blob_skip(&r, 0);
+			rc = blob_skip(&r, 0, 0);
 			(void)rckpt_rd_u64(&r); /* protected */
 			if (rc == 0)
-				rc = blob_skip(&r, 0);
+				rc = blob_skip(&r, 0, 0);
 			if (rc == 0)
 				rc = istream_skip(&r, src[4]);
 		} else {
@@ -107,7 +110,7 @@ int rckpt_record_geometry(uint32_t *nseg, uint64_t *elements, const uint8_t *src
 			if (b < 1 || b > RCKPT_SEG_MAX_BINS || rckpt_rd_bytes(&r, 4 * (size_t)b) == NULL)
 				return -EBADMSG;
 			(void)rckpt_rd_u64(&r); /* protected */
-			rc = blob_skip(&r, pred_ok);
+			rc = blob_skip(&r, pred_ok, 0);
 			if (rc == 0)
 				rc = istream_skip(&r, src[4]);
 		}

@@ -47,7 +47,7 @@ add_subdirectory(gpu)
 set(_f ${PROJECT_SOURCE_DIR}/formats)
 set(_c ${PROJECT_SOURCE_DIR}/client/lib/codec)
 add_library(rckpt_gpu_codec STATIC
-  ${_f}/rckpt_buf.c ${_f}/rckpt_crc32c.c ${_f}/rckpt_ctx.c ${_f}/rckpt_estream.c ${_f}/rckpt_huff.c ${_f}/rckpt_istream.c
+  ${_f}/rckpt_buf.c ${_f}/rckpt_crc32c.c ${_f}/rckpt_ctx.c ${_f}/rckpt_estream.c ${_f}/rckpt_huff.c ${_f}/rckpt_istream.c ${_f}/rckpt_planes.c
   ${_f}/rckpt_manifest.c ${_f}/rckpt_record.c ${_f}/rckpt_record_geometry.c ${_f}/rckpt_store_wire.c ${_f}/rckpt_store_names.c ${_f}/rckpt_store_summary.c ${_f}/rckpt_store_attach.c ${_f}/rckpt_wire.c ${_f}/rckpt_wire_fields.c ${_f}/rckpt_wire_version.c
   ${_c}/rckpt_sketch.c ${_c}/rckpt_kmeans.c ${_c}/rckpt_quant.c ${_c}/rckpt_safetensors.c ${_c}/rckpt_tset.c
   ${_c}/rckpt_codec.c ${_c}/ckenc_handle.c ${_c}/ckenc_step.c ${_c}/ckenc_state.c ${_c}/ckenc_values.c ${_c}/ckenc_search.c ${_c}/ckenc_judge.c ${_c}/ckenc_emit.c ${_c}/ckenc_partial.c

@@ -36,12 +36,14 @@
 #include "rckpt_ckenc.h"
 #include "rckpt_codec.h"
 #include "rckpt_safetensors.h"
+#include "rckpt_planes.h"
 #include "rckpt_clock.h" /* rckpt_now_s */
 
 typedef struct method {
 	const char *name;
 	const char *what;
-	int kind; /* 0: ckenc, 1: zstd on raw bytes */
+	int kind; /* 0: ckenc, 1: zstd on raw bytes, 2: the exact tier
+		     (mode: the dtype; base_every 1: each step alone) */
 	int zstd_level;
 	unsigned mode, quantizer, stages, policy, base_every;
 	int use_grads;
@@ -92,6 +94,17 @@ static const method_t methods[] = {
 	  RCKPT_CKENC_BITWIDTH, RCKPT_QUANTIZER_UNIFORM, 0, RCKPT_EST_TRY_HUFF, 0, 0, 0 },
 	{ "checknrun", "baseline: adaptive uniform quantization per checkpoint, no delta", 0, 0,
 	  RCKPT_CKENC_BITWIDTH, RCKPT_QUANTIZER_UNIFORM, 0, RCKPT_EST_TRY_ALL, 1, 0, 0 },
+	{ "exact", "lossless: the exact tier (byte planes), a run: each step on the last", 2, 0,
+	  RCKPT_DT_F32, 0, 0, 0, 0, 0, 0 },
+	{ "exact-lone", "lossless: the exact tier, each step alone", 2, 0, RCKPT_DT_F32, 0, 0, 0, 1, 0, 0 },
+	{ "exact-bf16", "lossless: the exact tier on the tensors rounded to bf16, a run", 2, 0,
+	  RCKPT_DT_BF16, 0, 0, 0, 0, 0, 0 },
+	{ "exact-bf16-lone", "lossless: the exact tier on bf16, each step alone", 2, 0, RCKPT_DT_BF16, 0,
+	  0, 0, 1, 0, 0 },
+	{ "zstd-1-bf16", "lossless: zstd -1 on the tensors rounded to bf16", 1, 1, RCKPT_DT_BF16, 0, 0, 0,
+	  0, 0, 0 },
+	{ "zstd-3-bf16", "lossless: zstd -3 on the tensors rounded to bf16", 1, 3, RCKPT_DT_BF16, 0, 0, 0,
+	  0, 0, 0 },
 	{ "zstd-1", "lossless: zstd -1 on the raw tensors", 1, 1, 0, 0, 0, 0, 0, 0, 0 },
 	{ "zstd-3", "lossless: zstd -3 on the raw tensors", 1, 3, 0, 0, 0, 0, 0, 0, 0 },
 };
@@ -238,6 +251,7 @@ typedef struct result {
 	double t_enc_steady;
 	double t_prep, t_search, t_quant, t_code; /* encode, split by stage */
 	double t_dstep, t_ddigest, t_dvalues;     /* decode: records and digests, digests alone, values */
+	double t_penc, t_pdec;  /* the exact tier: its codec alone (PLANES payloads, no records) */
 	unsigned n, accepted;
 	double first_ratio, last_ratio;
 	size_t opt_raw, opt_enc; /* the optimizer's state, when there is one */
@@ -305,7 +319,12 @@ static int run_zstd(const method_t *m, ckpt_t *c, unsigned n, result_t *r, float
 {
 	unsigned i;
 	for (i = 0; i < n; i++) {
-		size_t raw = raw_f32(&c[i], buf), cap = ZSTD_compressBound(raw), z, got;
+		size_t raw = raw_f32(&c[i], buf), cap, z, got;
+		if (m->mode == RCKPT_DT_BF16) { /* in place: each bf16 is read before written */
+			rckpt_narrow_from_f32(buf, buf, RCKPT_DT_BF16, raw / 4);
+			raw /= 2;
+		}
+		cap = ZSTD_compressBound(raw);
 		void *dst = malloc(cap), *back = malloc(raw ? raw : 1);
 		double t0 = rckpt_now_s();
 		z = ZSTD_compress(dst, cap, buf, raw, m->zstd_level);
@@ -334,6 +353,191 @@ static int run_zstd(const method_t *m, ckpt_t *c, unsigned n, result_t *r, float
 		free(back);
 	}
 	return 0;
+}
+
+/* Step i of c in dtype (its tensors widened or rounded; data pointers into
+ * bufs[k], owned by the caller) into x. */
+static int exact_view(rckpt_tset_t *x, uint8_t **bufs, const ckpt_t *c, unsigned dtype, size_t *raw)
+{
+	unsigned k;
+	x->ntensors = c->set.ntensors;
+	x->t = calloc(x->ntensors + 1, sizeof(*x->t));
+	if (x->t == NULL)
+		return -ENOMEM;
+	*raw = 0;
+	for (k = 0; k < x->ntensors; k++) {
+		const rckpt_ctensor_t *t = &c->set.t[k];
+		float *f = malloc(4 * (size_t)(t->n ? t->n : 1));
+		x->t[k] = *t;
+		bufs[k] = (uint8_t *)f;
+		if (f == NULL)
+			return -ENOMEM;
+		rckpt_widen_to_f32(f, t->data, t->dtype, t->n);
+		if (dtype != RCKPT_DT_F32)
+			rckpt_narrow_from_f32(f, f, dtype, t->n);
+		x->t[k].dtype = dtype;
+		x->t[k].data = bufs[k];
+		*raw += (size_t)t->n * rckpt_dtype_size(dtype);
+	}
+	return 0;
+}
+
+static int exact_begin(void *arg, uint32_t nchunks)
+{
+	rckpt_ckenc_out_t *o = arg;
+	o->records = calloc(nchunks ? nchunks : 1, sizeof(*o->records));
+	o->nchunks = o->records ? nchunks : 0;
+	return o->records ? 0 : -ENOMEM;
+}
+
+static int exact_record(void *arg, uint32_t c, rckpt_buf_t *rec)
+{
+	rckpt_ckenc_out_t *o = arg;
+	if (o->records == NULL)
+		return -ENOMEM;
+	o->records[c] = *rec;
+	memset(rec, 0, sizeof(*rec));
+	return 0;
+}
+
+/* The exact tier's codec alone: each tensor of x, in pieces of at most
+ * 4 Mi elements (a chunk), as PLANES payloads (predicted by the same
+ * tensor of prev when given and it is smaller) and back, timed apart from
+ * the records' framing and digests; the bits checked. */
+static int planes_alone(result_t *r, const rckpt_tset_t *x, const rckpt_tset_t *prev)
+{
+	const uint64_t piece = (uint64_t)1 << 22;
+	rckpt_buf_t b = RCKPT_BUF_INIT;
+	uint8_t *back = NULL;
+	unsigned k;
+	int rc = 0;
+
+	for (k = 0; k < x->ntensors && rc == 0; k++) {
+		const rckpt_ctensor_t *t = &x->t[k];
+		const rckpt_ctensor_t *p = prev ? rckpt_tset_find(prev, t->name) : NULL;
+		const unsigned w = (unsigned)rckpt_dtype_size(t->dtype);
+		uint64_t at;
+		if (p && (p->n != t->n || p->dtype != t->dtype))
+			p = NULL;
+		for (at = 0; at < t->n && rc == 0; at += piece) {
+			const size_t n = (size_t)((t->n - at < piece ? t->n - at : piece) * w);
+			int pred = 0;
+			double t0;
+			uint8_t *nb = realloc(back, n);
+			if (nb == NULL) {
+				rc = -ENOMEM;
+				break;
+			}
+			back = nb;
+			b.len = 0;
+			t0 = rckpt_now_s();
+			rc = rckpt_planes_encode(&b, &pred, t->data + at * w, p ? p->data + at * w : NULL, n, w);
+			r->t_penc += rckpt_now_s() - t0;
+			t0 = rckpt_now_s();
+			if (rc == 0)
+				rc = rckpt_planes_decode(back, pred ? p->data + at * w : NULL, n, w, b.p, b.len);
+			r->t_pdec += rckpt_now_s() - t0;
+			if (rc == 0 && memcmp(back, t->data + at * w, n))
+				rc = -EILSEQ;
+		}
+	}
+	free(back);
+	rckpt_buf_free(&b);
+	return rc;
+}
+
+/* The exact tier (rckpt_ckenc_step_exact: the records an exact save
+ * stores) over the run in m->mode's dtype, each step decoded again and
+ * checked bit for bit. */
+static int run_exact(const method_t *m, ckpt_t *c, unsigned n, result_t *r)
+{
+	rckpt_ckenc_opts_t o;
+	rckpt_ckenc_t *e = NULL;
+	rckpt_ckdec_t dec;
+	rckpt_tset_t prev = { 0 };
+	unsigned i, k;
+	int rc;
+
+	rckpt_ckenc_opts_default(&o);
+	if ((rc = rckpt_ckenc_create(&e, &o)))
+		return rc;
+	memset(&dec, 0, sizeof(dec));
+	for (i = 0; i < n && rc == 0; i++) {
+		rckpt_tset_t x = { 0 };
+		uint8_t **bufs = calloc(c[i].set.ntensors + 1, sizeof(*bufs));
+		rckpt_ckenc_out_t out = { RCKPT_BUF_INIT, 0, NULL };
+		const rckpt_ckenc_sink_t sink = { exact_begin, exact_record, &out };
+		rckpt_ckenc_stats_t st;
+		size_t raw = 0, enc = 0;
+		double t0;
+
+		rc = bufs ? exact_view(&x, bufs, &c[i], m->mode, &raw) : -ENOMEM;
+		if (rc == 0)
+			rc = planes_alone(r, &x, m->base_every || i == 0 ? NULL : &prev);
+		if (rc == 0 && m->base_every)
+			rckpt_ckenc_restart(e);
+		t0 = rckpt_now_s();
+		if (rc == 0)
+			rc = rckpt_ckenc_step_exact(e, &sink, &out.manifest, &st, &x, (uint64_t)i + 1);
+		r->t_enc += rckpt_now_s() - t0;
+		if (i >= 2) {
+			r->t_enc_steady += rckpt_now_s() - t0;
+			r->raw_steady += raw;
+		}
+		if (rc == 0) { /* decode, then every tensor's bits */
+			const uint8_t **recs = calloc(out.nchunks + 1, sizeof(*recs));
+			size_t *lens = calloc(out.nchunks + 1, sizeof(*lens));
+			uint8_t *back = malloc(4 * (c[i].raw / 4 + 1));
+			rc = recs && lens && back ? 0 : -ENOMEM;
+			for (k = 0; rc == 0 && k < out.nchunks; k++) {
+				recs[k] = out.records[k].p;
+				lens[k] = out.records[k].len;
+				enc += lens[k];
+			}
+			enc += out.manifest.len;
+			t0 = rckpt_now_s();
+			if (rc == 0)
+				rc = rckpt_ckdec_step(&dec, out.manifest.p, out.manifest.len, recs, lens);
+			for (k = 0; rc == 0 && k < dec.mf.ntensors; k++) {
+				const rckpt_ctensor_t *t = rckpt_tset_find(&x, dec.mf.t[k].name);
+				rckpt_ckdec_sink_t hs;
+				rckpt_ckdec_host_sink(&hs, back);
+				rc = t ? rckpt_ckdec_tensor_to(&dec, k, &hs) : -EBADMSG;
+				if (rc == 0 && memcmp(back, t->data, (size_t)t->n * rckpt_dtype_size(t->dtype)))
+					rc = -EILSEQ;
+			}
+			r->t_dec += rckpt_now_s() - t0;
+			free(recs);
+			free(lens);
+			free(back);
+		}
+		for (k = 0; prev.t && k < prev.ntensors; k++)
+			free((void *)prev.t[k].data);
+		free(prev.t);
+		prev = x; /* the next step's prediction, in the codec-alone pass */
+		free(bufs);
+		rckpt_ckenc_out_free(&out);
+		if (rc) {
+			fprintf(stderr, "bench_codec: %s on %s: %s\n", m->name, c[i].path,
+				rc == -EILSEQ ? "the decoded bits differ" : strerror(-rc));
+			break;
+		}
+		r->raw += raw;
+		r->enc += enc;
+		if (i == 0)
+			r->first_ratio = (double)raw / (double)enc;
+		r->last_ratio = (double)raw / (double)enc;
+		r->n++;
+		r->accepted++;
+		printf("csv:%s,%s,%zu,%zu,%.3f,0,1,%slossless,%.1f\n", m->name, c[i].path, raw, enc,
+		       (double)raw / (double)enc, st.is_base ? "base " : "", raw / 1e6 / (r->t_enc / (i + 1)));
+	}
+	for (k = 0; prev.t && k < prev.ntensors; k++)
+		free((void *)prev.t[k].data);
+	free(prev.t);
+	rckpt_ckdec_free(&dec);
+	rckpt_ckenc_destroy(e);
+	return rc;
 }
 
 /* DIR/METHOD, made if missing. */
@@ -626,8 +830,9 @@ int main(int argc, char **argv)
 		const method_t *m = &methods[j];
 		if ((only && !strstr(only, m->name)) || (m->opt_abl && !c[0].have_optim))
 			continue;
-		if ((m->kind ? run_zstd(m, c, n, &res[j], buf)
-			     : run_ckenc(m, c, n, eps, opt_eps, verbose, &res[j], decode_dir, encode_dir)))
+		if ((m->kind == 2   ? run_exact(m, c, n, &res[j])
+		     : m->kind == 1 ? run_zstd(m, c, n, &res[j], buf)
+				    : run_ckenc(m, c, n, eps, opt_eps, verbose, &res[j], decode_dir, encode_dir)))
 			return 1;
 	}
 	printf("\n%-20s %8s %8s %8s %11s %11s %9s %9s %9s\n", "method", "overall", "first", "last",
@@ -636,11 +841,22 @@ int main(int argc, char **argv)
 		const result_t *r = &res[j];
 		if (r->n == 0)
 			continue;
-		printf("%-20s %7.1fx %7.1fx %7.1fx %11.2e %11.2e %9.0f %9.0f %9.0f%s\n", methods[j].name,
-		       (double)r->raw / (double)r->enc, r->first_ratio, r->last_ratio, r->q_sum / r->n,
+		printf(methods[j].kind ? "%-20s %7.2fx %7.2fx %7.2fx %11.2e %11.2e %9.0f %9.0f %9.0f%s\n"
+				       : "%-20s %7.1fx %7.1fx %7.1fx %11.2e %11.2e %9.0f %9.0f %9.0f%s\n",
+		       methods[j].name, (double)r->raw / (double)r->enc, r->first_ratio, r->last_ratio, r->q_sum / r->n,
 		       r->q_max, r->raw / 1e6 / r->t_enc,
 		       r->t_enc_steady > 0 ? r->raw_steady / 1e6 / r->t_enc_steady : 0.0, r->raw / 1e6 / r->t_dec,
 		       r->accepted == r->n ? "" : "  (some steps over eps)");
+	}
+	for (j = 0; j < NMETHODS; j++) {
+		const result_t *r = &res[j];
+		if (r->n == 0 || methods[j].kind != 2 || r->t_penc <= 0)
+			continue;
+		if (strcmp(methods[j].name, "exact") == 0 || j == 0 || methods[j - 1].kind != 2)
+			printf("\nthe exact tier's codec alone (PLANES payloads of each tensor, no record\n"
+			       "framing, CRC or SHA-256 digests), MB of the tensors' bytes per second:\n");
+		printf("  %-20s encode %6.0f  decode %6.0f MB/s\n", methods[j].name, r->raw / 1e6 / r->t_penc,
+		       r->raw / 1e6 / r->t_pdec);
 	}
 	if (c[0].have_optim) {
 		printf("\nthe optimizer's state (X.optim.safetensors, opt_eps %g): its share of the bytes,\n"
@@ -695,11 +911,13 @@ int main(int argc, char **argv)
 		printf("dstages:%s,%.0f,%.6f,%.6f,%.6f\n", methods[j].name, (double)r->raw, trec, r->t_ddigest,
 		       r->t_dvalues);
 	}
-	if (res[0].n && res[NMETHODS - 2].n)
+	for (j = 0; j < NMETHODS && strcmp(methods[j].name, "zstd-1") != 0; j++)
+		;
+	if (res[0].n && j < NMETHODS && res[j].n)
 		printf("\nrckpt encodes at %.2fx the speed of zstd -1 on the same bytes overall, %.2fx from the\n"
 		       "third checkpoint on (\"steady\": past the two full configuration searches)\n",
-		       res[NMETHODS - 2].t_enc / res[0].t_enc,
-		       res[0].t_enc_steady > 0 ? (res[NMETHODS - 2].t_enc_steady / res[NMETHODS - 2].raw_steady) /
+		       res[j].t_enc / res[0].t_enc,
+		       res[0].t_enc_steady > 0 ? (res[j].t_enc_steady / res[j].raw_steady) /
 						 (res[0].t_enc_steady / res[0].raw_steady)
 					       : 0.0);
 	printf("\nreproduce: %s --eps %g --opt-eps %g%s%s%s DIR=%s\n", argv[0], eps, opt_eps, only ? " --methods " : "",

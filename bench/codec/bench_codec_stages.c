@@ -101,7 +101,7 @@ int main(int argc, char **argv)
 			double t0;
 			if (c < 4) {
 				/* an encoder reuses its working memory across calls */
-				rckpt_istream_opts_t o = { cases[c].stages, cases[c].policy, 1, &scratch, 0 };
+				rckpt_istream_opts_t o = { cases[c].stages, cases[c].policy, 1, &scratch, 0, 0 };
 				rckpt_buf_t b = RCKPT_BUF_INIT;
 				rckpt_reader_t rd;
 				t0 = rckpt_now_s();

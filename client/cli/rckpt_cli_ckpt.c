@@ -22,10 +22,10 @@ static const cli_sub_t subs[] = {
 	  "The gradient RMS that weighs errors comes from --grads (one file only) or a\n"
 	  "sibling MODEL.grads.safetensors;\n"
 	  "--eps bounds the Fisher-weighted relative error, in (0, 1) (default 0.0012:\n"
-	  "see 'rckpt codec --help'). --exact stores the steps bit-exact: lossy records\n"
-	  "plus the bits quantization changed, in byte planes (zstd); their\n"
-	  "restores match the files' SHA-256, and later lossy saves are deltas on\n"
-	  "them. An optimizer's state beside a model, MODEL.optim.safetensors\n"
+	  "see 'rckpt codec --help'). --exact stores the steps bit-exact: every value\n"
+	  "whole, its bytes in planes (the exponent's Huffman-coded), each exact\n"
+	  "step a delta on the exact step before; their restores match the files'\n"
+	  "SHA-256. An optimizer's state beside a model, MODEL.optim.safetensors\n"
 	  "(exp_avg.P, exp_avg_sq.P: Adam's moments of P; momentum_buffer.P; other\n"
 	  "tensors), is saved as the step's optimizer state: compressed apart, judged\n"
 	  "by the error of the update it makes (README \"Adam's state\"). A sibling\n"
@@ -71,7 +71,7 @@ static const cli_sub_t subs[] = {
 	  "--job J",
 	  "list the committed steps as they were saved (kind, size, ratio, and\n"
 	  "the weights' and the optimizer state's bytes and ratios apart, but for\n"
-	  "exact steps, whose residuals are not split; a compaction rewrites them\n"
+	  "exact steps, which are not split; a compaction rewrites them\n"
 	  "later), what the job stores now, and its retention policy." },
 	{ "jobs", ckpt_cmd_jobs,
 	  "",

@@ -25,7 +25,7 @@ static int usage_error(const char *what)
 static void usage(void)
 {
 	printf("usage: rckpt codec encode [--eps E] [--bins B] [--chunk-params N] [--base-every N]\n"
-	       "                          -o DIR CKPT.safetensors...\n"
+	       "                          [--exact] -o DIR CKPT.safetensors...\n"
 	       "       rckpt codec decode -o OUT.safetensors STEP.rckpt...\n"
 	       "       rckpt codec inspect STEP.rckpt\n"
 	       "\n"
@@ -40,7 +40,9 @@ static void usage(void)
 	       "         at which no model of the calibration suite lost over 1%% held-out loss);\n"
 	       "         --bins B skips the search and uses B bins; --chunk-params\n"
 	       "         sets the elements per chunk (default 4194304); --base-every N writes a\n"
-	       "         base every N steps (default: the first only).\n"
+	       "         base every N steps (default: the first only). --exact keeps every\n"
+	       "         value bit for bit: no quantization, each value's bytes in planes\n"
+	       "         (the exponent's entropy-coded), each step's predicted by the last's.\n"
 	       "decode   rebuild the last of a chain of step files (base first, then each delta\n"
 	       "         in order) and write its tensors, in their own dtypes, to OUT.safetensors.\n"
 	       "         Every chunk's SHA-256 is checked.\n"
@@ -87,7 +89,8 @@ static int cmd_encode(int argc, char **argv, const rckpt_connect_opts_t *conn)
 {
 	static const struct option lo[] = { { "eps", 1, 0, 'e' },  { "bins", 1, 0, 'b' },
 					    { "chunk-params", 1, 0, 'c' }, { "base-every", 1, 0, 'B' },
-					    { "out", 1, 0, 'o' },   { 0, 0, 0, 0 } };
+					    { "out", 1, 0, 'o' },   { "exact", 0, 0, 'x' },
+					    { 0, 0, 0, 0 } };
 	rckpt_stepenc_opts_t o = RCKPT_STEPENC_OPTS_INIT;
 	rckpt_stepenc_t *e = NULL;
 	const char *dir = NULL;
@@ -101,6 +104,9 @@ static int cmd_encode(int argc, char **argv, const rckpt_connect_opts_t *conn)
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "+:e:b:c:B:o:", lo, NULL)) != -1) {
 		switch (c) {
+		case 'x':
+			o.exact = 1;
+			break;
 		case 'e':
 			o.eps = strtod(optarg, &end);
 			if (*end || end == optarg || !(o.eps > 0))

@@ -92,9 +92,13 @@ typedef struct rckpt_stepenc_opts {
 	unsigned bins;         /* 1..64: this many bins, no search; 0: search */
 	uint64_t chunk_params; /* elements per chunk; 0: 4 Mi */
 	unsigned base_every;   /* 0: only the first step is a base */
+	int exact;             /* 1: every step exact, its values whole in byte
+				  planes (formats/checkpoint.md "Planes"),
+				  each a delta on the step before; eps and bins
+				  then do nothing */
 } rckpt_stepenc_opts_t;
 #define RCKPT_STEPENC_OPTS_VERSION 1
-#define RCKPT_STEPENC_OPTS_INIT { RCKPT_STEPENC_OPTS_VERSION, 0.0, 0, 0, 0 }
+#define RCKPT_STEPENC_OPTS_INIT { RCKPT_STEPENC_OPTS_VERSION, 0.0, 0, 0, 0, 0 }
 
 typedef struct rckpt_step_report {
 	uint64_t raw_bytes;  /* the tensors as fp32 */

@@ -241,9 +241,10 @@ static int reencode(rckpt_cls_obj_t *o, const walk_t *w, dcache_t *c, uint64_t s
 {
 	/* stored for good: every entropy coder, as the writer's encoder does */
 	rckpt_istream_opts_t is = { RCKPT_IS_REARRANGED | RCKPT_IS_RLE | RCKPT_IS_CTX, RCKPT_EST_TRY_ALL, 1,
-				    NULL, 1 };
+				    NULL, 1, 0 };
 	rckpt_record_t *self, *parent = NULL, r;
 	size_t before = enc->len;
+	uint32_t i;
 	int rc;
 
 	/* the target first, kept (pinned) while self is resolved */
@@ -258,6 +259,10 @@ static int reencode(rckpt_cls_obj_t *o, const walk_t *w, dcache_t *c, uint64_t s
 	if (*work > work_max(c))
 		return -E2BIG;
 	r = *self;
+	/* an exact step's record (every value kept) stays in byte planes */
+	for (i = 0, is.planes = r.nseg > 0; i < r.nseg; i++)
+		if (r.seg[i].encoding != RCKPT_SEG_LOSSLESS)
+			is.planes = 0;
 	r.kind = parent ? RCKPT_REC_DELTA : RCKPT_REC_BASE;
 	r.parent = parent ? parent->step : RCKPT_NO_PARENT;
 	rc = rckpt_record_encode(enc, &r, parent, &is);

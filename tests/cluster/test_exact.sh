@@ -3,7 +3,8 @@
 # named by CEPH_CONF (formats/store.md "Exact steps"): a real checkpoint
 # saved --exact restores to the file's own SHA-256 (the whole safetensors
 # file, byte for byte), before and after a compaction that drops the steps
-# around it; the lossy steps after it are deltas; `pin --exact` is refused
+# around it; the lossy step after it is a base (its records hold the values
+# whole, no levels), the next a delta; `pin --exact` is refused
 # for a lossy step; export writes the exact bytes too. Exit 77 (skipped)
 # without a cluster or the real checkpoints.
 set -u
@@ -25,7 +26,8 @@ check "    exact" contains "$t/o" " exact "
 check "save 3 lossy steps after it" expect_run 0 "$t/o" "$rckpt" ckpt save --job "$job" "${ckpts[@]:3:3}"
 check "ls marks the exact step" expect_run 0 "$t/o" "$rckpt" ckpt ls --job "$job"
 check "  and only it" test "$(awk '$NF == "exact" {print $1}' "$t/o")" = "$s3"
-check "  the next step is a delta" test "$(awk -v s="$(stepof "${ckpts[3]}")" '$1 == s {print $2}' "$t/o")" = delta
+check "  the next step is a base" test "$(awk -v s="$(stepof "${ckpts[3]}")" '$1 == s {print $2}' "$t/o")" = base
+check "  the one after a delta" test "$(awk -v s="$(stepof "${ckpts[4]}")" '$1 == s {print $2}' "$t/o")" = delta
 check "the exact step restores" expect_run 0 "$t/o" "$rckpt" ckpt restore --job "$job" --step "$s3" -o "$t/r.safetensors"
 check "  saying it is exact" contains "$t/o" "(exact)"
 check "  to the source's SHA-256" test "$(sha "$t/r.safetensors")" = "$(sha "${ckpts[2]}")"

@@ -52,7 +52,7 @@ static int encode(rckpt_buf_t *out, unsigned s, int base)
 	static uint8_t lv[N], plv[N];
 	rckpt_seg_t seg, pseg;
 	rckpt_record_t r, p;
-	rckpt_istream_opts_t is = { RCKPT_IS_REARRANGED | RCKPT_IS_RLE, RCKPT_EST_TRY_HUFF, 1, NULL, 0 };
+	rckpt_istream_opts_t is = { RCKPT_IS_REARRANGED | RCKPT_IS_RLE, RCKPT_EST_TRY_HUFF, 1, NULL, 0, 0 };
 	unsigned j;
 	memset(&seg, 0, sizeof(seg));
 	seg.n = N;

@@ -803,8 +803,8 @@ class WithCluster(unittest.TestCase):
             got = ck.restore_full(step=1)
             self.assertTrue(got.stats["exact"])
             same(want, got.state_dict)
-            ck.save(2, tree(4), lossless=False).wait()  # lossy, a delta on step 1
-            self.assertEqual(ck.steps()[1].parent, 1)
+            ck.save(2, tree(4), lossless=False).wait()  # lossy: a base after an exact step
+            self.assertIsNone(ck.steps()[1].parent)
             lossy = ck.restore(step=2)
             same(lossy["optim"], opt.state_dict())  # the optimizer's state: lossless
             self.assertEqual(lossy["sched"]["epoch"], 4)
@@ -981,8 +981,9 @@ class WithCluster(unittest.TestCase):
         """The exact tier: a transformer trained a few steps with AdamW,
         its milestone saved lossless=True, restores to the source's SHA-256
         for every tensor (fp32, and a bf16 copy of the model in another
-        job); the lossy saves after it are deltas on it; pin(exact=True) is
-        refused for a lossy step."""
+        job, two exact steps, the second a delta on the first); the lossy
+        save after it is a base (its records hold values, not levels), the
+        next a delta; pin(exact=True) is refused for a lossy step."""
         import hashlib
 
         def sha(t):
@@ -1006,7 +1007,8 @@ class WithCluster(unittest.TestCase):
             steps = {x.step: x for x in ck.steps()}
             self.assertTrue(steps[2].exact and steps[2].parent is None)
             self.assertFalse(steps[3].exact)
-            self.assertEqual(steps[3].parent, 2)
+            self.assertIsNone(steps[3].parent)
+            self.assertEqual(steps[4].parent, 3)
             with self.assertRaises(rckpt.RckptError) as e:
                 ck.pin(3, exact=True)
             self.assertEqual(e.exception.code, -22)
@@ -1025,6 +1027,11 @@ class WithCluster(unittest.TestCase):
             ck.save(1, bf).wait()
             got = ck.restore(step=1)
             self.assertEqual({k: sha(v) for k, v in got.items()}, {k: sha(v) for k, v in bf.items()})
+            bf2 = {k: v + (v.abs() * 2 ** -7 if v.is_floating_point() else 0) for k, v in bf.items()}
+            ck.save(2, bf2).wait()
+            self.assertEqual({x.step: x.parent for x in ck.steps()}[2], 1)
+            got = ck.restore(step=2)
+            self.assertEqual({k: sha(v) for k, v in got.items()}, {k: sha(v) for k, v in bf2.items()})
             with self.assertRaises(ValueError):
                 ck.save(2, bf, partial=0.5)
 

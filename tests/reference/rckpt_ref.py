@@ -379,6 +379,40 @@ def check_prot(s):
         raise Bad("protected values and protected levels disagree")
 
 
+def planes_blob(payload, k, w, pred):
+    """"Planes": w entropy streams of k / w byte symbols; element i's
+    planes, rotated right by one bit, XOR its prediction (pred, or
+    nothing)."""
+    r = Reader(payload, "planes")
+    m = k // w
+    u = np.zeros(m, dtype=np.uint64)
+    for j in range(w):
+        u |= entropy_stream(r, 256, m).astype(np.uint64) << np.uint64(8 * j)
+    r.end()
+    bits = np.uint64(8 * w)
+    v = (u >> np.uint64(1)) | ((u & np.uint64(1)) << (bits - np.uint64(1)))
+    if pred is not None:
+        v ^= np.frombuffer(pred, dtype="<u4" if w == 4 else "<u2").astype(np.uint64)
+    return v.astype("<u4" if w == 4 else "<u2").tobytes()
+
+
+def lossless_values(r, s, parent, version, pred_ok):
+    """A lossless segment's value blob: plain, predicted (version 4) or in
+    planes (version 5, predicted only where a delta's may be)."""
+    w = DTYPE_SIZE[s["dtype"]]
+    k = s["n"] * w
+    if r.left() and r.b[r.pos] & 0x7F == 4:
+        method, length = r.u8(), r.u32()
+        payload = r.take(length)
+        if version < 5 or (method & 0x80 and not pred_ok):
+            raise Bad("a PLANES blob where none may be")
+        return planes_blob(payload, k, w, parent["raw"] if method & 0x80 else None)
+    if pred_ok:
+        raw, pred = blob(r, k, True)
+        return unplane_xor(raw, parent["raw"], w) if pred else raw
+    return blob(r, k)
+
+
 def segment(r, parent=None, sparse=False, version=1):
     s = segment_header(r, version)
     if parent is not None and any(s[k] != parent[k]
@@ -386,12 +420,10 @@ def segment(r, parent=None, sparse=False, version=1):
         raise Bad("a segment that is not its parent's")
     n = s["n"]
     pred_ok = parent is not None and not sparse and version >= 4
-    if s["encoding"] == 2 and pred_ok:
-        w = DTYPE_SIZE[s["dtype"]]
-        raw, pred = blob(r, n * w, True)
-        s["raw"] = unplane_xor(raw, parent["raw"], w) if pred else raw
+    if s["encoding"] == 2 and not sparse:
+        s["raw"] = lossless_values(r, s, parent, version, pred_ok)
         return s
-    if s["encoding"] == 2:
+    if s["encoding"] == 2:  # a sparse record's: plain
         s["raw"] = blob(r, n * DTYPE_SIZE[s["dtype"]])
         return s
     if sparse:  # "Sparse partial record"
@@ -452,7 +484,7 @@ def record(b, parent=None):
         raise Bad("record: magic")
     version, compat, kind, flags = r.u8(), r.u8(), r.u8(), r.u8()
     step, par, nseg, reserved, body = r.u64(), r.u64(), r.u32(), r.u32(), r.u64()
-    if compat > 4:
+    if compat > 5:
         raise Bad("record: a newer version")  # RCKPT_EVERSION
     if compat == 0 or compat > version or flags or reserved or kind not in (1, 2, 3):
         raise Bad("record: header")

@@ -102,6 +102,27 @@ class Golden(unittest.TestCase):
         with self.assertRaises(R.Bad):
             R.record(bytes(b))
 
+    def test_planes_v5(self):
+        """Version 5: a lossless segment's values as byte planes ("Planes"),
+        a base's (Huffman, constant and raw planes) and a delta's predicted
+        by its parent's; as version 4, or predicted in a base, refused."""
+        base = R.record(golden("ckpt-planes-v5.hex"))
+        self.assertEqual((base["step"], base["kind"]), (7, 1))
+        self.assertEqual(base["seg"][0]["raw"], struct.pack("<4f", 1.0, 2.0, -1.0, 0.5))
+        r = R.record(golden("ckpt-planes-delta-v5.hex"), base)
+        self.assertEqual((r["step"], r["kind"], r["parent"]), (8, 2, 7))
+        self.assertEqual(r["seg"][0]["raw"], struct.pack("<4f", 1.5, 2.0, -1.0, 0.25))
+        for name, parent, at, val in (("ckpt-planes-v5.hex", None, 4, 4),
+                                      ("ckpt-planes-delta-v5.hex", base, 4, 4),
+                                      ("ckpt-planes-v5.hex", None, 64, 0x84)):
+            b = bytearray(golden(name))
+            b[at] = val
+            if at == 4:
+                b[5] = val
+            b[-4:] = struct.pack("<I", R.crc32c(bytes(b[:-4])))
+            with self.assertRaises(R.Bad):
+                R.record(bytes(b), parent)
+
     def test_sparse(self):
         base = R.record(golden("ckpt-record-v1.hex"))
         s = R.record(golden("ckpt-sparse-v1.hex"), base)["seg"][0]
@@ -261,8 +282,25 @@ class AgainstC(unittest.TestCase):
                     self.assertEqual(sorted(got), sorted(ref))
                     for name in ref:
                         self.assertEqual(got[name], ref[name], (eps, k, name))
+            # the exact tier: every value's bits, in planes (version 5)
+            enc = os.path.join(t, "exact")
+            subprocess.run([cli, "codec", "encode", "--exact", "-o", enc] + ckpts[:4], check=True,
+                           stdout=subprocess.DEVNULL)
+            steps = sorted(glob.glob(os.path.join(enc, "*.rckpt")))
+            for p in steps:
+                with open(p, "rb") as f:
+                    versions |= {rec[4] for rec in R.step_file(f.read())[1]}
+            out = os.path.join(t, "x.safetensors")
+            subprocess.run([cli, "codec", "decode", "-o", out] + steps, check=True,
+                           stdout=subprocess.DEVNULL)
+            got, ref, src = R.read_safetensors(out), R.decode_chain(steps), R.read_safetensors(ckpts[3])
+            self.assertEqual(sorted(ref), sorted(src))
+            for name in src:
+                self.assertEqual(ref[name], src[name], name)
+                self.assertEqual(got[name], src[name], name)
         self.assertIn(3, versions)  # CTX streams
         self.assertIn(4, versions)  # predicted blobs
+        self.assertIn(5, versions)  # byte planes
 
 
 if __name__ == "__main__":

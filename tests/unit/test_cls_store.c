@@ -69,7 +69,7 @@ static void encode_step(rckpt_buf_t *out, unsigned s, int base)
 	static uint8_t lv[N], plv[N];
 	rckpt_record_t r, p;
 	rckpt_seg_t seg, pseg;
-	rckpt_istream_opts_t is = { RCKPT_IS_REARRANGED | RCKPT_IS_RLE, RCKPT_EST_TRY_ALL, 1, NULL, 0 };
+	rckpt_istream_opts_t is = { RCKPT_IS_REARRANGED | RCKPT_IS_RLE, RCKPT_EST_TRY_ALL, 1, NULL, 0, 0 };
 
 	levels_at(lv, s);
 	make_record(&r, &seg, lv, s, base ? RCKPT_NO_PARENT : s - 1);
@@ -445,8 +445,8 @@ static void test_compact_writes_ctx(void **state)
 {
 	static uint8_t lv5[N], lv9[N];
 	const rckpt_istream_opts_t ctx = { RCKPT_IS_REARRANGED | RCKPT_IS_RLE | RCKPT_IS_CTX,
-					   RCKPT_EST_TRY_ALL, 1, NULL, 1 };
-	const rckpt_istream_opts_t rle = { RCKPT_IS_REARRANGED | RCKPT_IS_RLE, RCKPT_EST_TRY_ALL, 1, NULL, 0 };
+					   RCKPT_EST_TRY_ALL, 1, NULL, 1, 0 };
+	const rckpt_istream_opts_t rle = { RCKPT_IS_REARRANGED | RCKPT_IS_RLE, RCKPT_EST_TRY_ALL, 1, NULL, 0, 0 };
 	mem_obj_t m = { 0 };
 	uint64_t keep[] = { 5 };
 	rckpt_buf_t want = RCKPT_BUF_INIT, old = RCKPT_BUF_INIT;
@@ -503,7 +503,7 @@ static void test_compact_writes_pred(void **state)
 	static uint8_t lv[N], plv[N];
 	static float raw[NL], praw[NL];
 	const rckpt_istream_opts_t plain = { RCKPT_IS_REARRANGED | RCKPT_IS_RLE | RCKPT_IS_CTX,
-					     RCKPT_EST_TRY_ALL, 1, NULL, 0 };
+					     RCKPT_EST_TRY_ALL, 1, NULL, 0, 0 };
 	rckpt_istream_opts_t pred = plain;
 	mem_obj_t m = { 0 };
 	uint64_t keep[] = { 5 };
@@ -575,7 +575,7 @@ static void sparse_levels(uint8_t (*lv)[N], unsigned last)
 
 static int append_sparse(mem_obj_t *m, uint8_t (*lv)[N], unsigned s, uint64_t parent)
 {
-	rckpt_istream_opts_t is = { RCKPT_IS_REARRANGED | RCKPT_IS_RLE, RCKPT_EST_TRY_ALL, 1, NULL, 0 };
+	rckpt_istream_opts_t is = { RCKPT_IS_REARRANGED | RCKPT_IS_RLE, RCKPT_EST_TRY_ALL, 1, NULL, 0, 0 };
 	rckpt_buf_t rec = RCKPT_BUF_INIT, msg = RCKPT_BUF_INIT;
 	rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
 	rckpt_record_t r, p;
@@ -750,7 +750,7 @@ static void test_resume_bounded_by_the_chunk(void **state)
 	rckpt_seg_t seg;
 	rckpt_buf_t crafted = RCKPT_BUF_INIT, msg = RCKPT_BUF_INIT;
 	rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
-	rckpt_istream_opts_t is = { RCKPT_IS_RLE, RCKPT_EST_TRY_ALL, 1, NULL, 0 };
+	rckpt_istream_opts_t is = { RCKPT_IS_RLE, RCKPT_EST_TRY_ALL, 1, NULL, 0, 0 };
 	unsigned s;
 
 	(void)state;
@@ -899,7 +899,7 @@ static void test_append_geometry(void **state)
 		rckpt_record_t r;
 		rckpt_seg_t seg;
 		rckpt_buf_t rec = RCKPT_BUF_INIT, msg = RCKPT_BUF_INIT, out = RCKPT_BUF_INIT;
-		rckpt_istream_opts_t is = { RCKPT_IS_REARRANGED | RCKPT_IS_RLE, RCKPT_EST_TRY_ALL, 1, NULL, 0 };
+		rckpt_istream_opts_t is = { RCKPT_IS_REARRANGED | RCKPT_IS_RLE, RCKPT_EST_TRY_ALL, 1, NULL, 0, 0 };
 		make_record(&r, &seg, lv, 1, RCKPT_NO_PARENT);
 		seg.n = sizes[i];
 		assert_int_equal(rckpt_record_encode(&rec, &r, NULL, &is), 0);
@@ -929,7 +929,7 @@ static void test_append_count(void **state)
 		rckpt_record_t r;
 		rckpt_seg_t seg;
 		rckpt_buf_t rec = RCKPT_BUF_INIT, msg = RCKPT_BUF_INIT, out = RCKPT_BUF_INIT;
-		rckpt_istream_opts_t is = { RCKPT_IS_REARRANGED | RCKPT_IS_RLE, RCKPT_EST_TRY_HUFF, 1, NULL, 0 };
+		rckpt_istream_opts_t is = { RCKPT_IS_REARRANGED | RCKPT_IS_RLE, RCKPT_EST_TRY_HUFF, 1, NULL, 0, 0 };
 		size_t before = m.size;
 		make_record(&r, &seg, lv, s, RCKPT_NO_PARENT);
 		seg.n = 16;

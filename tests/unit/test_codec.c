@@ -343,7 +343,7 @@ static void test_deterministic(void **state)
 static void test_real_chain(void **state)
 {
 	const char *d = getenv("RCKPT_TEST_CKPT_DIR");
-	rckpt_istream_opts_t o = { RCKPT_IS_REARRANGED | RCKPT_IS_RLE, RCKPT_EST_TRY_ALL, 1, NULL, 0 };
+	rckpt_istream_opts_t o = { RCKPT_IS_REARRANGED | RCKPT_IS_RLE, RCKPT_EST_TRY_ALL, 1, NULL, 0, 0 };
 	rckpt_record_t prev_dec;
 	rckpt_qconfig_t c;
 	size_t raw_bytes = 0, enc_bytes = 0;

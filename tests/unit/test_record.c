@@ -25,7 +25,7 @@
 #define TEST_RNG_SEED 0x1234567887654321ull
 #include "test_rng.h"
 
-static const rckpt_istream_opts_t opts = { RCKPT_IS_REARRANGED | RCKPT_IS_RLE, RCKPT_EST_TRY_ALL, 1, NULL, 0 };
+static const rckpt_istream_opts_t opts = { RCKPT_IS_REARRANGED | RCKPT_IS_RLE, RCKPT_EST_TRY_ALL, 1, NULL, 0, 0 };
 
 /* A quantized segment with nb bins: levels from a bell, some protected. */
 static void make_quant(rckpt_seg_t *s, uint32_t tensor, uint64_t first, uint64_t n, unsigned nb,
@@ -602,7 +602,7 @@ static void test_golden_delta(void **state)
 	{
 		/* the encoder, with the stages of the vector (delta, rearranged,
 		 * no RLE), chooses the Huffman block and writes the same bytes */
-		const rckpt_istream_opts_t ro = { RCKPT_IS_REARRANGED, RCKPT_EST_TRY_ALL, 1, NULL, 0 };
+		const rckpt_istream_opts_t ro = { RCKPT_IS_REARRANGED, RCKPT_EST_TRY_ALL, 1, NULL, 0, 0 };
 		rckpt_buf_t b = RCKPT_BUF_INIT;
 		assert_int_equal(rckpt_record_encode(&b, &dec, &parent, &ro), 0);
 		assert_int_equal(b.len, nd);
@@ -671,7 +671,7 @@ static void test_golden_sparse(void **state)
 	assert_int_equal(dec.seg[0].prot[0], 0xc080);
 	dec.kind = RCKPT_REC_SPARSE;
 	{ /* the stages of the vector: delta only */
-		const rckpt_istream_opts_t so = { 0, RCKPT_EST_TRY_ALL, 1, NULL, 0 };
+		const rckpt_istream_opts_t so = { 0, RCKPT_EST_TRY_ALL, 1, NULL, 0, 0 };
 		assert_int_equal(rckpt_record_encode_sparse(&b, &dec, &parent, 3, &sel, &so), 0);
 	}
 	assert_int_equal(b.len, ns);
@@ -686,7 +686,7 @@ static void test_digest(void **state)
 {
 	rckpt_record_t rec, dec;
 	rckpt_buf_t b1 = RCKPT_BUF_INIT, b2 = RCKPT_BUF_INIT;
-	rckpt_istream_opts_t plain = { 0, 0, 1, NULL, 0 };
+	rckpt_istream_opts_t plain = { 0, 0, 1, NULL, 0, 0 };
 	uint8_t h1[32], h2[32], h3[32];
 
 	(void)state;
@@ -824,6 +824,163 @@ static void test_golden_pred(void **state)
 	assert_int_equal(rckpt_record_decode(&dec, c, nb, NULL, NULL), -EBADMSG);
 	assert_int_equal(rckpt_record_geometry(&nseg, &elems, c, nb), -EBADMSG);
 	rckpt_record_free(&parent);
+}
+
+/* Version 5 (tests/golden/ckpt-planes-v5.hex and ckpt-planes-delta-v5.hex,
+ * derived by hand): a lossless segment's values in byte planes, a base's
+ * (a Huffman, two constant and a raw plane) and a delta's predicted by its
+ * parent's. The decoder gives the spec's values and the geometry reads
+ * both; as version 4, predicted in a base, or a plane short of symbols,
+ * both refuse them. */
+static void test_golden_planes(void **state)
+{
+	static const float want0[4] = { 1.0f, 2.0f, -1.0f, 0.5f }, want1[4] = { 1.5f, 2.0f, -1.0f, 0.25f };
+	uint8_t base[512], rec[512], c[512];
+	size_t nb, nr;
+	uint32_t nseg;
+	uint64_t elems;
+	rckpt_record_t parent, dec;
+
+	(void)state;
+	nb = golden_hex("ckpt-planes-v5.hex", base, sizeof(base));
+	nr = golden_hex("ckpt-planes-delta-v5.hex", rec, sizeof(rec));
+	assert_int_equal(rckpt_record_decode(&parent, base, nb, NULL, NULL), 0);
+	assert_int_equal(parent.step, 7);
+	assert_memory_equal(parent.seg[0].raw, want0, 16);
+	assert_int_equal(rckpt_record_decode(&dec, rec, nr, &parent, NULL), 0);
+	assert_int_equal(dec.step, 8);
+	assert_memory_equal(dec.seg[0].raw, want1, 16);
+	rckpt_record_free(&dec);
+	assert_int_equal(rckpt_record_geometry(&nseg, &elems, base, nb), 0);
+	assert_true(nseg == 1 && elems == 4);
+	assert_int_equal(rckpt_record_geometry(&nseg, &elems, rec, nr), 0);
+	memcpy(c, rec, nr); /* as version 4 */
+	c[4] = c[5] = 4;
+	reseal(c, nr);
+	assert_int_equal(rckpt_record_decode(&dec, c, nr, &parent, NULL), -EBADMSG);
+	assert_int_equal(rckpt_record_geometry(&nseg, &elems, c, nr), -EBADMSG);
+	memcpy(c, base, nb); /* a base's planes "predicted" */
+	assert_int_equal(c[64], RCKPT_BLOB_PLANES);
+	c[64] |= RCKPT_BLOB_PREDICTED;
+	reseal(c, nb);
+	assert_int_equal(rckpt_record_decode(&dec, c, nb, NULL, NULL), -EBADMSG);
+	assert_int_equal(rckpt_record_geometry(&nseg, &elems, c, nb), -EBADMSG);
+	memcpy(c, base, nb); /* plane 0 of 3 symbols */
+	assert_int_equal(c[70], 4);
+	c[70] = 3;
+	reseal(c, nb);
+	assert_int_equal(rckpt_record_decode(&dec, c, nb, NULL, NULL), -EBADMSG);
+	rckpt_record_free(&parent);
+}
+
+/* Floats as a layer's weights are: a bell of magnitudes around 0.02, every
+ * mantissa bit used. */
+static float weight(void)
+{
+	double u = 0;
+	unsigned k;
+	for (k = 0; k < 4; k++)
+		u += (double)(rnd() & 0xffffff) / 16777216.0 - 0.5;
+	return (float)(0.03 * u);
+}
+
+/* The encoder's PLANES blobs (opts.planes, version 5): a base of weights
+ * in fp32, bf16 and fp16 (and an empty segment) is smaller than the plain
+ * form and decodes to the same bits; a step of slowly moving values is a
+ * smaller delta, its blobs predicted; one of new values keeps the plain
+ * planes. Damage never crashes the decoder. */
+static void test_planes_blobs(void **state)
+{
+	static const struct { uint64_t n; unsigned dtype; } segs[4] = {
+		{ 50001, RCKPT_DT_F32 }, { 4097, RCKPT_DT_BF16 }, { 3001, RCKPT_DT_F16 }, { 0, RCKPT_DT_F32 }
+	};
+	rckpt_istream_opts_t po = opts;
+	rckpt_record_t base, next, dec;
+	rckpt_buf_t plain = RCKPT_BUF_INIT, b0 = RCKPT_BUF_INIT, b1 = RCKPT_BUF_INIT;
+	uint32_t i, k;
+
+	(void)state;
+	po.predict = 1;
+	po.planes = 1;
+	memset(&base, 0, sizeof(base));
+	base.kind = RCKPT_REC_BASE;
+	base.step = 1;
+	base.parent = RCKPT_NO_PARENT;
+	base.nseg = 4;
+	base.seg = calloc(4, sizeof(rckpt_seg_t));
+	for (i = 0; i < 4; i++) {
+		rckpt_seg_t *s = &base.seg[i];
+		make_lossless(s, i, segs[i].n, segs[i].dtype);
+		for (k = 0; k < s->n; k++) {
+			float f = weight();
+			if (s->dtype == RCKPT_DT_F32)
+				memcpy(s->raw + 4 * k, &f, 4);
+			else /* any 16 bits of a small value: the top of an fp32 */
+				memcpy(s->raw + 2 * k, (uint8_t *)&f + 2, 2);
+		}
+	}
+	assert_int_equal(rckpt_record_encode(&plain, &base, NULL, &opts), 0);
+	assert_int_equal(rckpt_record_encode(&b0, &base, NULL, &po), 0);
+	assert_int_equal(plain.p[4], 1);
+	assert_int_equal(b0.p[4], 5);
+	assert_int_equal(b0.p[5], 5);
+	print_message("weights: %zu bytes raw, plain %zu, planes %zu\n", (size_t)(4 * 50001 + 2 * 7098),
+		      plain.len, b0.len);
+	assert_true(b0.len < plain.len - plain.len / 20);
+	assert_int_equal(rckpt_record_decode(&dec, b0.p, b0.len, NULL, NULL), 0);
+	assert_same(&dec, &base);
+	rckpt_record_free(&dec);
+	/* the next step: every value's low byte moved */
+	build_next(&next, &base, 2, 0);
+	for (i = 0; i < 4; i++) {
+		const size_t w = rckpt_dtype_size(base.seg[i].dtype);
+		memcpy(next.seg[i].raw, base.seg[i].raw, base.seg[i].n * w);
+		for (k = 0; k < base.seg[i].n; k++)
+			next.seg[i].raw[k * w] ^= (uint8_t)(rnd() & 0x0f);
+	}
+	assert_int_equal(rckpt_record_encode(&b1, &next, &base, &po), 0);
+	assert_int_equal(b1.p[4], 5);
+	assert_int_equal(b1.p[40 + 24], RCKPT_BLOB_PLANES | RCKPT_BLOB_PREDICTED);
+	assert_true(b1.len < b0.len / 2);
+	assert_int_equal(rckpt_record_decode(&dec, b1.p, b1.len, &base, NULL), 0);
+	assert_same(&dec, &next);
+	rckpt_record_free(&dec);
+	{
+		uint32_t nseg;
+		uint64_t elems;
+		assert_int_equal(rckpt_record_geometry(&nseg, &elems, b1.p, b1.len), 0);
+		assert_true(nseg == 4 && elems == 50001 + 4097 + 3001);
+	}
+	/* new values: the plain planes, not predicted */
+	for (i = 0; i < 4; i++)
+		for (k = 0; k < next.seg[i].n; k++) {
+			float f = weight();
+			memcpy(next.seg[i].raw + k * rckpt_dtype_size(next.seg[i].dtype), &f,
+			       rckpt_dtype_size(next.seg[i].dtype));
+		}
+	b1.len = 0;
+	assert_int_equal(rckpt_record_encode(&b1, &next, &base, &po), 0);
+	assert_int_equal(b1.p[40 + 24], RCKPT_BLOB_PLANES);
+	assert_int_equal(rckpt_record_decode(&dec, b1.p, b1.len, &base, NULL), 0);
+	assert_same(&dec, &next);
+	rckpt_record_free(&dec);
+	/* a byte changed anywhere (the CRC made right): an error or other
+	 * values, never a crash */
+	for (k = 0; k < 400; k++) {
+		uint8_t *c = malloc(b0.len);
+		assert_non_null(c);
+		memcpy(c, b0.p, b0.len);
+		c[40 + rnd() % (b0.len - 44)] ^= (uint8_t)(1 + rnd() % 255);
+		reseal(c, b0.len);
+		if (rckpt_record_decode(&dec, c, b0.len, NULL, NULL) == 0)
+			rckpt_record_free(&dec);
+		free(c);
+	}
+	rckpt_buf_free(&plain);
+	rckpt_buf_free(&b0);
+	rckpt_buf_free(&b1);
+	rckpt_record_free(&base);
+	rckpt_record_free(&next);
 }
 
 /* The encoder's predicted blobs: on a step whose lossless values and
@@ -985,6 +1142,8 @@ int main(void)
 		cmocka_unit_test(test_golden_ctx),
 		cmocka_unit_test(test_golden_pred),
 		cmocka_unit_test(test_predicted_blobs),
+		cmocka_unit_test(test_golden_planes),
+		cmocka_unit_test(test_planes_blobs),
 		cmocka_unit_test(test_golden_xform),
 		cmocka_unit_test(test_golden_zstd),
 		cmocka_unit_test(test_golden_sparse),

@@ -219,7 +219,7 @@ static void test_estream_choices(void **state)
 
 /* ---- index streams ---- */
 
-static const rckpt_istream_opts_t full = { RCKPT_IS_REARRANGED | RCKPT_IS_RLE, RCKPT_EST_TRY_ALL, 1, NULL, 0 };
+static const rckpt_istream_opts_t full = { RCKPT_IS_REARRANGED | RCKPT_IS_RLE, RCKPT_EST_TRY_ALL, 1, NULL, 0, 0 };
 
 static size_t is_round_trip(const uint8_t *cur, size_t n, unsigned lc, const uint8_t *prev, unsigned lp,
 			    const rckpt_istream_opts_t *o)
@@ -267,7 +267,7 @@ static void test_istream_sizes_and_stages(void **state)
 			for (st = 0; st < 4; st++) {
 				/* every other call through one scratch, grown and reused */
 				rckpt_istream_opts_t o = { stage_sets[st], RCKPT_EST_TRY_ALL, 1,
-							   st & 1 ? &scratch : NULL, 0 };
+							   st & 1 ? &scratch : NULL, 0, 0 };
 				is_round_trip(cur, n, lc, prev, lp, &o);
 				is_round_trip(cur, n, lc, NULL, 0, &o);
 				o.est_policy = 0;
@@ -307,7 +307,7 @@ static void test_istream_rearrangement_helps(void **state)
 {
 	enum { N = 200000 };
 	uint8_t *cur = malloc(N), *prev = malloc(N);
-	rckpt_istream_opts_t rle_only = { RCKPT_IS_RLE, RCKPT_EST_TRY_HUFF, 1, NULL, 0 };
+	rckpt_istream_opts_t rle_only = { RCKPT_IS_RLE, RCKPT_EST_TRY_HUFF, 1, NULL, 0, 0 };
 	size_t a, b, i;
 
 	(void)state;
@@ -339,7 +339,7 @@ static void test_istream_sparse_path(void **state)
 			size_t n = sizes[si];
 			uint8_t *cur = malloc(n), *prev = malloc(n), *back = malloc(n);
 			rckpt_istream_opts_t with = { RCKPT_IS_REARRANGED | RCKPT_IS_RLE, RCKPT_EST_TRY_ALL, 1,
-						      &scratch, 0 };
+						      &scratch, 0, 0 };
 			rckpt_istream_opts_t without = with;
 			rckpt_buf_t a = RCKPT_BUF_INIT, b = RCKPT_BUF_INIT;
 			rckpt_reader_t r;
@@ -381,7 +381,7 @@ static void test_istream_ctx(void **state)
 	enum { N = 40000 };
 	static const unsigned lv[][2] = { { 34, 34 }, { 2, 2 }, { 255, 255 }, { 20, 34 }, { 34, 20 } };
 	const rckpt_istream_opts_t ctx = { RCKPT_IS_REARRANGED | RCKPT_IS_RLE | RCKPT_IS_CTX,
-					   RCKPT_EST_TRY_ALL, 1, NULL, 0 };
+					   RCKPT_EST_TRY_ALL, 1, NULL, 0, 0 };
 	rckpt_istream_scratch_t sc = RCKPT_ISTREAM_SCRATCH_INIT;
 	rckpt_istream_opts_t ctx_sc = ctx;
 	uint8_t *cur = malloc(N), *prev = malloc(N);
@@ -444,7 +444,7 @@ static void test_istream_ctx_rejects(void **state)
 {
 	enum { N = 5000 };
 	const rckpt_istream_opts_t ctx = { RCKPT_IS_REARRANGED | RCKPT_IS_RLE | RCKPT_IS_CTX,
-					   RCKPT_EST_TRY_ALL, 1, NULL, 0 };
+					   RCKPT_EST_TRY_ALL, 1, NULL, 0, 0 };
 	uint8_t cur[N], prev[N], out[N];
 	rckpt_buf_t b = RCKPT_BUF_INIT;
 	rckpt_reader_t r;

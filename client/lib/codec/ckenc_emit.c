@@ -58,10 +58,11 @@ int ckenc_lossless_piece(rckpt_ckenc_t *e, rckpt_seg_t *seg, const rckpt_ctensor
 /* ---- the one emission path ---- */
 
 /* Tensor i's encoding: a kind the options keep lossless, else quantized
- * (full steps quantize exactly these; partial steps keep their values). */
+ * (full steps quantize exactly these; partial steps keep their values);
+ * in an exact step, lossless. */
 static unsigned encoding_of(const rckpt_ckenc_t *e, unsigned kind)
 {
-	return e->o.fixed.lossless_kinds & (1u << kind) ? RCKPT_SEG_LOSSLESS : RCKPT_SEG_QUANTIZED;
+	return e->exact_step || e->o.fixed.lossless_kinds & (1u << kind) ? RCKPT_SEG_LOSSLESS : RCKPT_SEG_QUANTIZED;
 }
 
 int ckenc_emit_begin(ckenc_emit_t *x, rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink,

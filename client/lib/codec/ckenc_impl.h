@@ -83,6 +83,10 @@ struct rckpt_ckenc {
 					 a step's emission or judgement (ckenc_par.c) */
 	unsigned nworkers;
 	int force_base;      /* the next step is a base (a step failed midway) */
+	int exact_step;      /* the step being emitted keeps every tensor whole
+				(rckpt_ckenc_step_exact) */
+	int exact_last;      /* the last step was exact: its records hold no
+				levels, so a lossy step after it is a base */
 	float *wblk;         /* BLK values widened to fp32 */
 	float *nblk;         /* BLK values of a normalizing second moment */
 	/* this step's NORM first moments (ckenc_values), per tensor: */

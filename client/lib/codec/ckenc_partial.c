@@ -18,7 +18,7 @@
 
 int rckpt_ckenc_partial_ready(const rckpt_ckenc_t *e)
 {
-	return e->o.partial_block && e->steps > 0 && !e->force_base && e->saved != NULL &&
+	return e->o.partial_block && e->steps > 0 && !e->force_base && !e->exact_last && e->saved != NULL &&
 	       e->depth < RCKPT_STORE_CHAIN_REBASE; /* else a full step, a base */
 }
 

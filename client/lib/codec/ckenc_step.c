@@ -619,7 +619,7 @@ int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rc
 		goto out;
 	st->is_base = e->steps == 0 || e->force_base || (o->base_every && e->steps % o->base_every == 0) ||
 		      e->depth >= RCKPT_STORE_CHAIN_REBASE || /* keep chains far from what the OSD folds */
-		      transforms_changed(e, params);
+		      e->exact_last || transforms_changed(e, params);
 	/* From the first record handed out, a failure leaves the chunks'
 	 * parents half replaced: the next step must then be a base. */
 	e->force_base = 1;
@@ -627,6 +627,7 @@ int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rc
 	if ((rc = ckenc_emit_full(e, sink, manifest, st, params, x.tg, x.tq, x.stride, &sum, step)))
 		goto out;
 	e->force_base = 0;
+	e->exact_last = 0;
 	st->t_encode = rckpt_now_s() - t0;
 	step_done(e, &x, st, &sum, nprep);
 	for (k = 0; k < 3; k++) { /* each search's allocation, for the next step */
@@ -654,6 +655,70 @@ out:
 	return rc;
 }
 
+int rckpt_ckenc_step_exact(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rckpt_buf_t *manifest,
+			   rckpt_ckenc_stats_t *st, const rckpt_tset_t *params, uint64_t step)
+{
+	const size_t nt = params->ntensors ? params->ntensors : 1;
+	const rckpt_qparams_t **tq = calloc(nt, sizeof(*tq));
+	const float **tg = calloc(nt, sizeof(*tg));
+	uint64_t *stride = calloc(nt, sizeof(*stride));
+	const unsigned planes = e->o.is.planes;
+	rckpt_record_t sum;
+	unsigned i;
+	int rc;
+
+	memset(st, 0, sizeof(*st));
+	memset(&sum, 0, sizeof(sum));
+	st->step = step;
+	if (!tq || !tg || !stride) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	if (e->resume && (rc = ckenc_adopt(e, params)) < 0)
+		goto out;
+	if ((rc = e->steps == 0			     ? ckenc_take_names(e, params)
+		  : ckenc_same_tensors(e, params) ? 0
+						  : ckenc_relayout(e, params)))
+		goto out;
+	for (i = 0; i < params->ntensors; i++) {
+		st->raw_bytes += (size_t)params->t[i].n * 4;
+		stride[i] = 1;
+	}
+	if ((e->steps == 0 || e->prev_chunks == NULL) && (rc = ckenc_build_layout(e, params)))
+		goto out;
+	if ((rc = ckenc_summary_init(e, &sum, params, tq, stride, step)))
+		goto out;
+	/* a delta only on an exact step of the same chunks: its values are
+	 * the prediction of this one's */
+	st->is_base = e->steps == 0 || e->force_base || !e->exact_last ||
+		      e->depth >= RCKPT_STORE_CHAIN_REBASE;
+	st->accepted = 1;
+	e->force_base = 1; /* until every record went out */
+	e->exact_step = 1;
+	e->o.is.planes = 1;
+	rc = ckenc_emit_full(e, sink, manifest, st, params, tg, tq, stride, &sum, step);
+	e->exact_step = 0;
+	e->o.is.planes = planes;
+	if (rc)
+		goto out;
+	e->force_base = 0;
+	e->exact_last = 1;
+	/* the last lossy step's per-tensor allocations may keep codebooks
+	 * this step's records no longer hold */
+	ckenc_free_allocs(e);
+	rckpt_record_free(&e->prev); /* the tensors' headers: what the next step compares */
+	e->prev = sum;
+	memset(&sum, 0, sizeof(sum));
+	e->steps++;
+	e->depth = st->is_base ? 1 : e->depth + 1;
+out:
+	rckpt_record_free(&sum);
+	free(tq);
+	free(tg);
+	free(stride);
+	return rc;
+}
+
 /* The sink of rckpt_ckenc_step: every record kept in out. */
 static int collect_begin(void *arg, uint32_t nchunks)
 {
@@ -669,6 +734,16 @@ static int collect_record(void *arg, uint32_t c, rckpt_buf_t *rec)
 	out->records[c] = *rec;
 	memset(rec, 0, sizeof(*rec));
 	return 0;
+}
+
+int rckpt_ckenc_step_whole(rckpt_ckenc_t *e, rckpt_ckenc_out_t *out, rckpt_ckenc_stats_t *st,
+			   const rckpt_tset_t *params, uint64_t step)
+{
+	const rckpt_ckenc_sink_t sink = { collect_begin, collect_record, out };
+	int rc = rckpt_ckenc_step_exact(e, &sink, &out->manifest, st, params, step);
+	if (rc)
+		rckpt_ckenc_out_free(out);
+	return rc;
 }
 
 int rckpt_ckenc_step(rckpt_ckenc_t *e, rckpt_ckenc_out_t *out, rckpt_ckenc_stats_t *st,

@@ -229,6 +229,19 @@ int rckpt_ckenc_step_stream(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rc
 			    rckpt_ckenc_stats_t *st, const rckpt_tset_t *params, const rckpt_tset_t *grads,
 			    uint64_t step, char *msg, size_t msglen);
 
+/* An exact step, streamed like rckpt_ckenc_step_stream: every tensor
+ * kept whole, its values as PLANES blobs (checkpoint.md "Planes"; version
+ * 5 records), a delta whose values are predicted by the last step's when
+ * that step was exact too, else a base. The lossy step after it is a
+ * base. Any bits go in (NaN, Inf). 0, -ENOMEM, the sink's error; the same
+ * failure rules. */
+int rckpt_ckenc_step_exact(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rckpt_buf_t *manifest,
+			   rckpt_ckenc_stats_t *st, const rckpt_tset_t *params, uint64_t step);
+
+/* rckpt_ckenc_step_exact into out, as rckpt_ckenc_step. */
+int rckpt_ckenc_step_whole(rckpt_ckenc_t *e, rckpt_ckenc_out_t *out, rckpt_ckenc_stats_t *st,
+			   const rckpt_tset_t *params, uint64_t step);
+
 /* Prioritized partial checkpoints (SCAR). A partial step stores, in a
  * sparse partial record per chunk (checkpoint.md), the fraction of the
  * quantized blocks that `select` picks, quantized with the codebooks and

@@ -145,6 +145,9 @@ int rckpt_file_write(const char *path, const rckpt_tensor_t *t, unsigned n)
 
 struct rckpt_stepenc {
 	rckpt_ckenc_t *e;
+	int exact;           /* opts.exact */
+	unsigned base_every; /* opts.base_every, for exact steps */
+	uint64_t steps;      /* encoded */
 };
 
 void rckpt_file_optim_role(const char *name, rckpt_tensor_role_t *r)
@@ -194,6 +197,8 @@ int rckpt_stepenc_create(rckpt_stepenc_t **out, const rckpt_stepenc_opts_t *o)
 	eo.threads = rckpt_cpus(8); /* chunks on every core it may use (the same bytes as one at a time) */
 	if ((s = calloc(1, sizeof(*s))) == NULL)
 		return -ENOMEM;
+	s->exact = o->exact != 0;
+	s->base_every = o->base_every;
 	if ((rc = rckpt_ckenc_create(&s->e, &eo))) {
 		free(s);
 		return rc;
@@ -214,8 +219,15 @@ int rckpt_stepenc_file(rckpt_stepenc_t *e, const rckpt_file_t *params, const rck
 	memset(rep, 0, sizeof(*rep));
 	if (msglen)
 		msg[0] = '\0';
-	rc = rckpt_ckenc_step(e->e, &out, &st, &params->st.set, grads ? &grads->st.set : NULL, step, msg,
-			      msglen);
+	if (e->exact) {
+		if (e->base_every && e->steps % e->base_every == 0)
+			rckpt_ckenc_restart(e->e);
+		rc = rckpt_ckenc_step_whole(e->e, &out, &st, &params->st.set, step);
+	} else {
+		rc = rckpt_ckenc_step(e->e, &out, &st, &params->st.set, grads ? &grads->st.set : NULL, step,
+				      msg, msglen);
+	}
+	e->steps += rc == 0;
 	if (rc == 0 && (rc = rckpt_stepfile_write(path, &out)) != 0 && msglen)
 		snprintf(msg, msglen, "cannot write %s", path);
 	if (rc == 0) {
@@ -224,7 +236,10 @@ int rckpt_stepenc_file(rckpt_stepenc_t *e, const rckpt_file_t *params, const rck
 		rep->quality = st.quality;
 		rep->accepted = st.accepted;
 		rep->is_base = st.is_base;
-		rckpt_qconfig_format(rep->config, sizeof(rep->config), &st.config);
+		if (e->exact)
+			snprintf(rep->config, sizeof(rep->config), "exact");
+		else
+			rckpt_qconfig_format(rep->config, sizeof(rep->config), &st.config);
 	}
 	rckpt_ckenc_out_free(&out);
 	return rc;

@@ -156,6 +156,9 @@ struct rckpt_save {
 	int trim_err;          /* the trim before the first append failed */
 	double t0, t1;         /* start; encoded */
 	int partial;           /* a sparse partial step */
+	int whole;             /* an exact step whose records keep every value
+				  (version 5, rckpt_ckenc_step_exact): no
+				  residuals */
 	int exact;             /* a step stored bit-exact: msgs[nchunks + i] is
 				  chunk i's residual put */
 	const rckpt_tset_t *params; /* the trainer's tensors, while encoding */
@@ -281,7 +284,8 @@ static int save_record(void *arg, uint32_t i, rckpt_buf_t *rec)
 
 	/* An exact step's residual, from the base record and the trainer's
 	 * values, before the record goes. */
-	if (s->exact && (rc = rckpt_exact_build(&res, s->step, i, rec->p, rec->len, s->params, NULL)) == 0 &&
+	if (s->exact && !s->whole &&
+	    (rc = rckpt_exact_build(&res, s->step, i, rec->p, rec->len, s->params, NULL)) == 0 &&
 	    res.len)
 		rc = rckpt_msg_put_encode(&s->msgs[s->nchunks + i], j->token, s->step, res.p, res.len);
 	s->exact_bytes += res.len;
@@ -484,10 +488,14 @@ static int save_start(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t, un
 	s->relaid = !rckpt_ckenc_keeps_layout(j->enc, &params) || j->relayout_pending == 2;
 	/* a step of other tensors, or one this writer cannot compare (a save
 	 * that changed the layout failed, or the head was not taken up) */
-	if ((s->roll = seg_full(j) || s->relaid || j->relayout_pending) || s->exact)
+	/* An exact step keeps its values whole in records of version 5
+	 * (store.md "Exact steps"); for a class that reads older ones, it is
+	 * a lossy base and the bits quantization changed beside it. */
+	s->whole = s->exact && rckpt_class_records(j) >= 5;
+	if ((s->roll = seg_full(j) || s->relaid || j->relayout_pending) || (s->exact && !s->whole))
 		rckpt_ckenc_restart(j->enc); /* a segment begins with a base, and
-						an exact step is one: its residual
-						is of its record alone */
+						so does a residual's step: the
+						residual is of its record alone */
 	s->params = &params;
 	{
 		/* Chunks are encoded and appended as they come: the encoder never
@@ -505,6 +513,8 @@ static int save_start(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t, un
 				rc = rckpt_ckenc_step_stream(j->enc, &sink, &s->manifest, &s->st, &params,
 							     g && ng ? &grads : NULL, step, msg, sizeof(msg));
 			}
+		} else if (s->whole) {
+			rc = rckpt_ckenc_step_exact(j->enc, &sink, &s->manifest, &s->st, &params, step);
 		} else {
 			rc = rckpt_ckenc_step_stream(j->enc, &sink, &s->manifest, &s->st, &params,
 						     g && ng ? &grads : NULL, step, msg, sizeof(msg));

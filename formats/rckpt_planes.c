@@ -1,0 +1,165 @@
+/*
+ * rckpt_planes.c — PLANES blobs: byte planes of rotated elements, each an
+ * entropy stream (ZipNN's grouping of the exponent apart from the mantissa).
+ */
+#include "rckpt_planes.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rckpt_estream.h"
+
+static inline uint32_t le32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* Element i's w bytes, XOR its prediction, rotated left by one bit, into
+ * the planes pl (plane j at pl + j * m). */
+static void split(uint8_t *pl, const uint8_t *src, const uint8_t *pred, size_t m, unsigned w)
+{
+	size_t i;
+	if (w == 4) {
+		for (i = 0; i < m; i++) {
+			uint32_t v = le32(src + 4 * i) ^ (pred ? le32(pred + 4 * i) : 0);
+			v = v << 1 | v >> 31;
+			pl[i] = (uint8_t)v;
+			pl[m + i] = (uint8_t)(v >> 8);
+			pl[2 * m + i] = (uint8_t)(v >> 16);
+			pl[3 * m + i] = (uint8_t)(v >> 24);
+		}
+	} else {
+		for (i = 0; i < m; i++) {
+			uint16_t v = (uint16_t)(src[2 * i] | src[2 * i + 1] << 8);
+			if (pred)
+				v ^= (uint16_t)(pred[2 * i] | pred[2 * i + 1] << 8);
+			v = (uint16_t)(v << 1 | v >> 15);
+			pl[i] = (uint8_t)v;
+			pl[m + i] = (uint8_t)(v >> 8);
+		}
+	}
+}
+
+/* split's inverse. dst may not be pred. */
+static void join(uint8_t *dst, const uint8_t *pl, const uint8_t *pred, size_t m, unsigned w)
+{
+	size_t i;
+	if (w == 4) {
+		for (i = 0; i < m; i++) {
+			uint32_t v = (uint32_t)pl[i] | (uint32_t)pl[m + i] << 8 |
+				     (uint32_t)pl[2 * m + i] << 16 | (uint32_t)pl[3 * m + i] << 24;
+			v = v >> 1 | v << 31;
+			if (pred)
+				v ^= le32(pred + 4 * i);
+			dst[4 * i] = (uint8_t)v;
+			dst[4 * i + 1] = (uint8_t)(v >> 8);
+			dst[4 * i + 2] = (uint8_t)(v >> 16);
+			dst[4 * i + 3] = (uint8_t)(v >> 24);
+		}
+	} else {
+		for (i = 0; i < m; i++) {
+			uint16_t v = (uint16_t)(pl[i] | pl[m + i] << 8);
+			v = (uint16_t)(v >> 1 | v << 15);
+			if (pred)
+				v ^= (uint16_t)(pred[2 * i] | pred[2 * i + 1] << 8);
+			dst[2 * i] = (uint8_t)v;
+			dst[2 * i + 1] = (uint8_t)(v >> 8);
+		}
+	}
+}
+
+/* Past this many elements the form is chosen on every SAMPLE_STRIDE-th
+ * element alone: sizing both forms in full would double the encoder's
+ * work. */
+#define SAMPLE_MIN 65536
+#define SAMPLE_STRIDE 16
+
+/* The order-0 entropy, in bits, of the planes of every stride-th element
+ * of src (XOR pred when given): what a form costs, near enough to choose
+ * between two. */
+static double sample_bits(const uint8_t *src, const uint8_t *pred, size_t m, unsigned w, size_t stride)
+{
+	uint32_t h[4][256];
+	double bits = 0;
+	size_t i, n = 0;
+	unsigned j, s;
+
+	memset(h, 0, sizeof(h));
+	for (i = 0; i < m; i += stride, n++) {
+		uint32_t v = w == 4 ? le32(src + 4 * i) : (uint32_t)(src[2 * i] | src[2 * i + 1] << 8);
+		if (pred)
+			v ^= w == 4 ? le32(pred + 4 * i) : (uint32_t)(pred[2 * i] | pred[2 * i + 1] << 8);
+		v = w == 4 ? v << 1 | v >> 31 : (uint32_t)((v << 1 | v >> 15) & 0xffff);
+		for (j = 0; j < w; j++)
+			h[j][(v >> (8 * j)) & 0xff]++;
+	}
+	for (j = 0; j < w; j++)
+		for (s = 0; s < 256; s++)
+			if (h[j][s])
+				bits -= (double)h[j][s] * log2((double)h[j][s] / (double)n);
+	return bits;
+}
+
+int rckpt_planes_encode(rckpt_buf_t *out, int *predicted, const uint8_t *src, const uint8_t *pred,
+			size_t n, unsigned w)
+{
+	const size_t start = out->len, m = w ? n / w : 0;
+	unsigned forms = pred && n ? 2 : 1, first = 0;
+	rckpt_est8_plan_t plan[2][4];
+	size_t size[2] = { 0, 0 };
+	uint8_t *pl;
+	unsigned f, j, best = 0;
+	int rc = 0;
+
+	*predicted = 0;
+	if ((w != 2 && w != 4) || n % w)
+		return -EINVAL;
+	if (forms == 2 && m >= SAMPLE_MIN) { /* one form, chosen on a sample */
+		first = sample_bits(src, pred, m, w, SAMPLE_STRIDE) < sample_bits(src, NULL, m, w, SAMPLE_STRIDE);
+		forms = 1;
+	}
+	if ((pl = malloc(forms * n + 1)) == NULL)
+		return -ENOMEM;
+	/* each form's planes sized first; only the smaller is coded */
+	for (f = 0; f < forms && rc == 0; f++) {
+		split(pl + f * n, src, f + first ? pred : NULL, m, w);
+		for (j = 0; j < w && rc == 0; j++) {
+			rc = rckpt_estream_plan8(&plan[f][j], pl + f * n + j * m, m);
+			size[f] += rc ? 0 : plan[f][j].bytes;
+		}
+	}
+	if (forms == 2 && size[1] < size[0]) /* ties: the plain form */
+		best = 1;
+	for (j = 0; j < w && rc == 0; j++)
+		rc = rckpt_estream_emit8(out, &plan[best][j], pl + best * n + j * m, m);
+	if (rc)
+		out->len = start;
+	*predicted = rc == 0 && best + first;
+	free(pl);
+	return rc;
+}
+
+int rckpt_planes_decode(uint8_t *dst, const uint8_t *pred, size_t n, unsigned w, const uint8_t *src,
+			size_t len)
+{
+	rckpt_reader_t r = rckpt_reader(src, len);
+	const size_t m = w ? n / w : 0;
+	uint8_t *pl;
+	unsigned j;
+	int rc = 0;
+
+	if ((w != 2 && w != 4) || n % w)
+		return -EBADMSG;
+	if ((pl = malloc(n ? n : 1)) == NULL)
+		return -ENOMEM;
+	for (j = 0; j < w && rc == 0; j++)
+		rc = rckpt_estream_decode8(pl + j * m, m, &r);
+	if (rc == 0 && (r.err || r.pos != len))
+		rc = -EBADMSG; /* every byte of the payload is a plane's */
+	if (rc == 0)
+		join(dst, pl, pred, m, w);
+	free(pl);
+	return rc;
+}
