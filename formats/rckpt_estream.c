@@ -299,16 +299,33 @@ int rckpt_estream_decode8(uint8_t *dst, size_t n, rckpt_reader_t *r)
 	size_t i;
 	int rc;
 
-	/* raw and constant straight into dst; other methods through the
+	/* raw, constant and Huffman straight into dst; zstd through the
 	 * general decoder */
 	if (rckpt_rd_left(r) >= HDR_BYTES) {
 		const unsigned method = r->p[at];
 		rckpt_reader_t h = rckpt_reader(r->p + at + 1, HDR_BYTES - 1);
 		const size_t count = rckpt_rd_u32(&h), len = rckpt_rd_u32(&h);
-		if (method == RCKPT_EST_RAW && count == n && len == n && rckpt_rd_left(r) - HDR_BYTES >= n) {
-			if (n)
-				memcpy(dst, r->p + at + HDR_BYTES, n);
-			r->pos += HDR_BYTES + n;
+		const uint8_t *p = r->p + at + HDR_BYTES;
+		if (count == n && len <= rckpt_rd_left(r) - HDR_BYTES &&
+		    (method == RCKPT_EST_RAW || method == RCKPT_EST_CONST || method == RCKPT_EST_HUFF)) {
+			rc = -EBADMSG;
+			if (method == RCKPT_EST_RAW && len == n) {
+				if (n)
+					memcpy(dst, p, n);
+				rc = 0;
+			} else if (method == RCKPT_EST_CONST && len == 2 && n > 0 && p[1] == 0) {
+				memset(dst, p[0], n);
+				rc = 0;
+			} else if (method == RCKPT_EST_HUFF && n > 0) {
+				rc = rckpt_huff_decode8(dst, n, p, len);
+			}
+			if (rc == -ENOMEM)
+				return rc;
+			if (rc) {
+				r->err = -EBADMSG;
+				return -EBADMSG;
+			}
+			r->pos += HDR_BYTES + len;
 			return 0;
 		}
 	}

@@ -257,7 +257,11 @@ static void multi_table(uint32_t *multi, const uint16_t *table, unsigned maxlen)
 	}
 }
 
-int rckpt_huff_decode(uint16_t *syms, size_t n, unsigned nsym, const uint8_t *src, size_t len)
+/* Symbol i goes to s8[i] when s8 is set (an alphabet of at most 256),
+ * else to s16[i]; GCC unswitches the loops on it. */
+#define PUT(i, v) (s8 ? (void)(s8[i] = (uint8_t)(v)) : (void)(s16[i] = (uint16_t)(v)))
+
+static int decode(uint16_t *s16, uint8_t *s8, size_t n, unsigned nsym, const uint8_t *src, size_t len)
 {
 	uint8_t lens[RCKPT_HUFF_MAX_SYMBOLS];
 	uint16_t codes[RCKPT_HUFF_MAX_SYMBOLS];
@@ -319,9 +323,9 @@ int rckpt_huff_decode(uint16_t *syms, size_t n, unsigned nsym, const uint8_t *sr
 			}
 			for (k = 0; k < 4; k++) {
 				const uint32_t me = multi[buf & mask];
-				syms[i] = (uint16_t)(me >> 8 & 0xff);
-				syms[i + 1] = (uint16_t)(me >> 16 & 0xff);
-				syms[i + 2] = (uint16_t)(me >> 24);
+				PUT(i, me >> 8 & 0xff);
+				PUT(i + 1, me >> 16 & 0xff);
+				PUT(i + 2, me >> 24);
 				i += me >> 5 & 3;
 				buf >>= me & 31;
 				bits -= me & 31;
@@ -352,7 +356,8 @@ int rckpt_huff_decode(uint16_t *syms, size_t n, unsigned nsym, const uint8_t *sr
 			for (k = 0; k < 4; k++) {
 				e = table[buf & mask];
 				l = e >> MAX_BITS;
-				syms[i++] = (uint16_t)(e & (TABLE_SIZE - 1));
+				PUT(i, e & (TABLE_SIZE - 1));
+				i++;
 				buf >>= l;
 				bits -= l;
 			}
@@ -362,7 +367,8 @@ int rckpt_huff_decode(uint16_t *syms, size_t n, unsigned nsym, const uint8_t *sr
 		l = e >> MAX_BITS;
 		if (l > bits) /* the code runs past the end of the block */
 			goto out;
-		syms[i++] = (uint16_t)(e & (TABLE_SIZE - 1));
+		PUT(i, e & (TABLE_SIZE - 1));
+		i++;
 		buf >>= l;
 		bits -= l;
 	}
@@ -372,4 +378,14 @@ int rckpt_huff_decode(uint16_t *syms, size_t n, unsigned nsym, const uint8_t *sr
 	rc = 0;
 out:
 	return rc;
+}
+
+int rckpt_huff_decode(uint16_t *syms, size_t n, unsigned nsym, const uint8_t *src, size_t len)
+{
+	return decode(syms, NULL, n, nsym, src, len);
+}
+
+int rckpt_huff_decode8(uint8_t *syms, size_t n, const uint8_t *src, size_t len)
+{
+	return decode(NULL, syms, n, 256, src, len);
 }

@@ -38,4 +38,7 @@ int rckpt_huff_encode8(rckpt_buf_t *out, const uint8_t *syms, size_t n, const ui
  * block must fill it, allowing only the zero padding of its last byte). */
 int rckpt_huff_decode(uint16_t *syms, size_t n, unsigned nsym, const uint8_t *src, size_t len);
 
+/* rckpt_huff_decode into bytes: an alphabet of 256. */
+int rckpt_huff_decode8(uint8_t *syms, size_t n, const uint8_t *src, size_t len);
+
 #endif /* RCKPT_HUFF_H */

@@ -382,24 +382,6 @@ static int exact_view(rckpt_tset_t *x, uint8_t **bufs, const ckpt_t *c, unsigned
 	return 0;
 }
 
-static int exact_begin(void *arg, uint32_t nchunks)
-{
-	rckpt_ckenc_out_t *o = arg;
-	o->records = calloc(nchunks ? nchunks : 1, sizeof(*o->records));
-	o->nchunks = o->records ? nchunks : 0;
-	return o->records ? 0 : -ENOMEM;
-}
-
-static int exact_record(void *arg, uint32_t c, rckpt_buf_t *rec)
-{
-	rckpt_ckenc_out_t *o = arg;
-	if (o->records == NULL)
-		return -ENOMEM;
-	o->records[c] = *rec;
-	memset(rec, 0, sizeof(*rec));
-	return 0;
-}
-
 /* The exact tier's codec alone: each tensor of x, in pieces of at most
  * 4 Mi elements (a chunk), as PLANES payloads (predicted by the same
  * tensor of prev when given and it is smaller) and back, timed apart from
@@ -466,7 +448,6 @@ static int run_exact(const method_t *m, ckpt_t *c, unsigned n, result_t *r)
 		rckpt_tset_t x = { 0 };
 		uint8_t **bufs = calloc(c[i].set.ntensors + 1, sizeof(*bufs));
 		rckpt_ckenc_out_t out = { RCKPT_BUF_INIT, 0, NULL };
-		const rckpt_ckenc_sink_t sink = { exact_begin, exact_record, &out };
 		rckpt_ckenc_stats_t st;
 		size_t raw = 0, enc = 0;
 		double t0;
@@ -478,7 +459,7 @@ static int run_exact(const method_t *m, ckpt_t *c, unsigned n, result_t *r)
 			rckpt_ckenc_restart(e);
 		t0 = rckpt_now_s();
 		if (rc == 0)
-			rc = rckpt_ckenc_step_exact(e, &sink, &out.manifest, &st, &x, (uint64_t)i + 1);
+			rc = rckpt_ckenc_step_whole(e, &out, &st, &x, (uint64_t)i + 1);
 		r->t_enc += rckpt_now_s() - t0;
 		if (i >= 2) {
 			r->t_enc_steady += rckpt_now_s() - t0;
