@@ -61,6 +61,9 @@ struct rckpt_cls_obj {
 	 * rckpt_cls_damaged ("" when the body gave no reason). */
 	char why[RCKPT_CLS_WHY_MAX];
 	int damaged; /* the stored data is at fault, not the request */
+	int client;  /* the method runs in a client on its own memory
+			(rckpt_fold.c), not in an OSD: objects and records of
+			older writers, past the OSD's bounds, are read there */
 };
 
 /* Says why the method fails ("method: reason", printf-style) and returns

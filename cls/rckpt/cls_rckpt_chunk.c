@@ -105,7 +105,7 @@ int cls_rckpt_materialize(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len,
 	rckpt_record_t cur, next;
 	rckpt_buf_t raw = RCKPT_BUF_INIT, enc = RCKPT_BUF_INIT;
 	rckpt_istream_opts_t is = { RCKPT_IS_REARRANGED | RCKPT_IS_RLE, RCKPT_EST_TRY_HUFF, 1, NULL, 0, 0 };
-	const rckpt_record_limits_t lim = { RCKPT_STORE_CHUNK_SEGMENTS_MAX, RCKPT_CLS_ELEMENTS_MAX };
+	const rckpt_record_limits_t lim = { RCKPT_STORE_CHUNK_SEGMENTS_MAX, crk_elements_max(o) };
 	uint64_t start_step = RCKPT_STORE_NONE, done_elems = 0, budget;
 	unsigned n = 0, i, first, folded = 0;
 	int rc;

@@ -35,7 +35,8 @@
  * more). A stage the client sizes by its records' elements fits whole,
  * so each record of it is folded once. */
 #define COMPACT_CACHE ((int)RCKPT_STORE_SEGMENT_RECORDS)
-#define COMPACT_CACHE_BYTES ((uint64_t)256 << 20)
+#define COMPACT_CACHE_BYTES ((uint64_t)40 << 20) /* with the fresh bytes below and a
+						      record read: within 64 MiB a call */
 /* Elements one compact call may decode and encode, whatever it is asked:
  * 2^27, or six records of the chunk's largest where that is more (a stage
  * of one step, at its first compaction, folds a base and two deltas and
@@ -47,7 +48,7 @@
 #endif
 #define COMPACT_WORK_RECORDS 6
 /* Bytes of re-encoded records one call may hold. */
-#define COMPACT_FRESH_MAX ((size_t)256 << 20)
+#define COMPACT_FRESH_MAX ((size_t)16 << 20)
 
 typedef struct dcache {
 	rckpt_record_t *rec;          /* [COMPACT_CACHE] */
@@ -167,7 +168,7 @@ static rckpt_record_t *dcache_put(dcache_t *c, rckpt_record_t *r)
 static int resolve(rckpt_cls_obj_t *o, const walk_t *w, dcache_t *c, uint64_t step,
 		   rckpt_record_t **outp, uint64_t *work)
 {
-	const rckpt_record_limits_t lim = { RCKPT_STORE_CHUNK_SEGMENTS_MAX, RCKPT_CLS_ELEMENTS_MAX };
+	const rckpt_record_limits_t lim = { RCKPT_STORE_CHUNK_SEGMENTS_MAX, crk_elements_max(o) };
 	uint32_t *chain = NULL;
 	rckpt_record_t next;
 	rckpt_record_t *top = NULL;

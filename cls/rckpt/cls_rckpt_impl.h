@@ -14,7 +14,15 @@
 
 #define KEY_MAX 32
 #define CHAIN_MAX RCKPT_STORE_CHAIN_MAX /* records one materialize folds */
-#define RCKPT_CLS_ELEMENTS_MAX RCKPT_STORE_RECORD_ELEMENTS_MAX /* elements of one record */
+
+/* What one call reads of an object, whoever wrote it (cls-wire.md "What
+ * one call may cost"): in an OSD, records of at most 2^22 elements (what
+ * append takes) and objects of at most 4096 index entries (what append
+ * writes); anything past them is refused (-E2BIG), never walked. A client
+ * folding for itself (o->client) reads what older writers wrote: records
+ * of 2^26 elements, objects of 2^20 entries. */
+uint64_t crk_elements_max(const rckpt_cls_obj_t *o);
+uint32_t crk_entries_max(const rckpt_cls_obj_t *o);
 
 /* A record's elements: its segments' sum. */
 uint64_t crk_record_elements(const rckpt_record_t *r);
@@ -46,9 +54,11 @@ typedef struct walk {
 	uint32_t n;
 	size_t cap;
 	int err;
+	uint32_t max; /* crk_entries_max: past it, -E2BIG */
 } walk_t;
 
-/* Every "r." entry of the chunk. On failure w holds nothing (freed). */
+/* Every "r." entry of the chunk, at most crk_entries_max of them (-E2BIG
+ * past it, said in the OSD's log). On failure w holds nothing (freed). */
 int crk_all_entries(rckpt_cls_obj_t *o, walk_t *w);
 /* Position of step among w's entries (sorted), or -1. */
 long crk_find_entry(const walk_t *w, uint64_t step);

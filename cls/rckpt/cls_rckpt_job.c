@@ -66,7 +66,7 @@ int cls_rckpt_commit(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt
 	if ((rc = has_key(o, "deleting")) != 0)
 		return rc < 0 ? rc : rckpt_cls_fail(o, -EIDRM, "commit: the job is being deleted");
 	if ((rc = has_key(o, "rewinding")) != 0) /* the old line's summaries go first */
-		return rc < 0 ? rc : rckpt_cls_fail(o, -EAGAIN, "commit: a rewind is not finished");
+		return rc < 0 ? rc : rckpt_cls_fail(o, -EBUSY, "commit: a rewind is not finished");
 	if ((rc = rckpt_store_step_key(key, sizeof(key), 's', m.step)) ||
 	    (rc = o->ops->omap_set(o, key, m.summary.p, m.summary.len)) ||
 	    (rc = crk_set_u64(o, "count", count + 1)))

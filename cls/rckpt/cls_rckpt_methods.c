@@ -158,7 +158,7 @@ static int collect_entry(void *arg, const char *key, const uint8_t *val, size_t 
 		return 1; /* past the "r." keys */
 	if (rckpt_store_parse_step_key(&step, key, 'r'))
 		return -EBADMSG;
-	if (w->n >= (1u << 20))
+	if (w->n >= w->max)
 		return -E2BIG;
 	if ((e = rckpt_grow(w->e, &w->cap, (size_t)w->n + 1, sizeof(*e))) == NULL)
 		return -ENOMEM;
@@ -171,11 +171,22 @@ static int collect_entry(void *arg, const char *key, const uint8_t *val, size_t 
 
 /* Every "r." entry of the chunk, in step order. On failure w holds
  * nothing (freed). */
+uint64_t crk_elements_max(const rckpt_cls_obj_t *o)
+{
+	return o->client ? RCKPT_STORE_RECORD_ELEMENTS_MAX : RCKPT_STORE_CHUNK_ELEMENTS_MAX;
+}
+
+uint32_t crk_entries_max(const rckpt_cls_obj_t *o)
+{
+	return o->client ? (uint32_t)1 << 20 : RCKPT_STORE_OBJECT_RECORDS_MAX;
+}
+
 int crk_all_entries(rckpt_cls_obj_t *o, walk_t *w)
 {
 	char after[KEY_MAX] = "r.";
 	int more = 1, rc = 0;
 	memset(w, 0, sizeof(*w));
+	w->max = crk_entries_max(o);
 	while (more) {
 		uint32_t before = w->n;
 		rc = o->ops->omap_list(o, after, 256, collect_entry, w, &more);
@@ -192,6 +203,11 @@ int crk_all_entries(rckpt_cls_obj_t *o, walk_t *w)
 		free(w->e);
 		memset(w, 0, sizeof(*w));
 	}
+	if (rc == -E2BIG)
+		return rckpt_cls_damaged(o, rc, "the object has more than %u index entries: not one this "
+					 "plugin writes (planted, or an older plugin's); refused unread. Restore "
+					 "its job with RCKPT_FOLD=client, or remove it",
+					 crk_entries_max(o));
 	return rc;
 }
 

@@ -50,7 +50,7 @@ static const method_t methods[] = {
 	{ "rckpt", "tip", 0 },      { "rckpt", "head", 0 },      { "rckpt", "commit", 1 },
 	{ "rckpt", "list", 0 },     { "rckpt", "compact", 1 },   { "rckpt", "verify", 0 },
 	{ "rckpt", "drop", 1 },     { "rckpt", "pin", 1 },       { "rckpt", "claim", 1 },
-	{ "rckpt", "retire", 1 },   { "rckpt", "put", 1 },
+	{ "rckpt", "retire", 1 },   { "rckpt", "put", 1 },       { "rckpt", "rewind", 1 },
 	{ "pcr", "version", 0 },    { "pcr", "read", 0 },        { "pcr", "images", 0 },
 	{ "pcr", "stat", 0 },
 };

@@ -143,6 +143,7 @@ int rckpt_fold_exec(rckpt_job_t *j, const char *oid, const char *method, const r
 	memset(&o, 0, sizeof(o));
 	o.ops = &view_ops;
 	o.ctx = &v;
+	o.client = 1; /* the client's memory: what older writers wrote reads here */
 	rc = fn(&o, in ? in->p : NULL, in ? in->len : 0, &reply);
 	if (rc == 0 && reply.len)
 		rc = rckpt_buf_append(out, reply.p, reply.len);

@@ -26,7 +26,9 @@ int rckpt_exec_read(rckpt_job_t *j, const char *oid, const char *method, const r
 	int rc = -EOPNOTSUPP;
 	if (j->fold != RCKPT_FOLD_CLIENT)
 		rc = j->io->ops->exec(j->io, oid, "rckpt", method, in ? in->p : NULL, in ? in->len : 0, out);
-	if (rckpt_fold_refused(rc)) {
+	/* refused (no class), or past the OSD's bounds (an older writer's
+	 * object): the same method here, on the client's memory */
+	if (rckpt_fold_refused(rc) || rc == -E2BIG) {
 		const int osd = rc;
 		rc = rckpt_fold_exec(j, oid, method, in, out);
 		if (rc == -EOPNOTSUPP)

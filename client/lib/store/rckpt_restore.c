@@ -260,9 +260,12 @@ static int materialize_round(rckpt_job_t *j, const rckpt_manifest_t *mf, mat_t *
 					 rckpt_plugin_hint(res[k]));
 			}
 	}
-	for (k = 0; rc == 0 && j->fold == RCKPT_FOLD_CLIENT && k < nw; k++) {
+	for (k = 0; rc == 0 && k < nw; k++) {
 		round_t rd = { which, seg };
-		if (osd_ran && !rckpt_fold_refused(res[k]))
+		/* a chunk past the OSD's bounds (an older writer's: records of
+		 * 2^26 elements) folds here, on the client's memory */
+		const int here = j->fold == RCKPT_FOLD_CLIENT || (osd_ran && res[k] == -E2BIG);
+		if (!here || (osd_ran && !rckpt_fold_refused(res[k]) && res[k] != -E2BIG))
 			continue; /* the OSD's own answer stands */
 		out[k].len = 0;
 		pending_oid(&rd, k, oid, sizeof(oid));

@@ -632,7 +632,7 @@ static void save_finish(rckpt_save_t *s)
 	if (rc) {
 		rc = rckpt_fail(h, rc, __func__, "cannot commit step %" PRIu64 "%s", s->step,
 				rc == -ESTALE   ? " (the head moved: another writer)"
-				: rc == -EAGAIN ? " (a rewind of the job is not finished: rewind again)"
+				: rc == -EBUSY  ? " (a rewind of the job is not finished: rewind again)"
 						: "");
 		goto done;
 	}

@@ -1,0 +1,335 @@
+/*
+ * test_planted.c — objects a trainer can write with plain RADOS writes
+ * (its caps are `rwx` on its namespace) that no rckpt writer writes, and
+ * every method of the `rckpt` class on them (issue "Store safety IV"):
+ *
+ *  A  a chunk object of 20,000 small records (a base, then deltas) and no
+ *     `count` key (an older plugin's chunk had no count; append stops at
+ *     4096 records): compacting it would fold and move every one;
+ *  B  a chunk object of a base and a delta that each declare 2^26
+ *     elements (append refuses past 2^22; a plain write does not ask):
+ *     constant index streams of a few dozen bytes that decode to 64 MiB of
+ *     levels each.
+ *
+ * Checked: each call (index, tip, verify, materialize, compact, trim, and
+ * the job object's head and list on them) returns within 1 s; the OSD's
+ * resident memory, sampled every 5 ms over all the calls, grows by at
+ * most 64 MiB; the OSD answers `ping` afterwards.
+ *
+ * Environment: CEPH_CONF; RCKPT_TEST_CLIENT (the cephx user, default
+ * admin; test_planted.sh runs it as a trainer of the namespace);
+ * RCKPT_TEST_NS (the job's namespace, default planted-<pid>);
+ * RCKPT_TEST_OSD_PID, or else the pid file run/osd.0.pid beside
+ * CEPH_CONF (the local cluster's). Skipped without a cluster or an OSD
+ * pid to watch.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "test_skip.h"
+#include <rados/librados.h>
+
+#include "rckpt_record.h"
+#include "rckpt_store_wire.h"
+
+#define ENTRIES 20000u
+#define CALL_SECONDS_MAX 1.0
+#define RSS_GROWTH_MAX ((long)64 << 20)
+
+typedef struct fixture {
+	rados_t cl;
+	rados_ioctx_t io;
+	char ns[80];
+	char oid_a[64], oid_b[64];
+	long osd_pid;
+} fixture_t;
+
+static double now_s(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* The OSD's resident bytes (VmRSS), or -1. */
+static long rss_of(long pid)
+{
+	char path[64], line[256];
+	long kb = -1;
+	FILE *f;
+	snprintf(path, sizeof(path), "/proc/%ld/status", pid);
+	if ((f = fopen(path, "r")) == NULL)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb < 0 ? -1 : kb * 1024;
+}
+
+typedef struct sampler {
+	long pid, peak;
+	volatile int stop;
+} sampler_t;
+
+static void *sample(void *arg)
+{
+	sampler_t *s = arg;
+	while (!s->stop) {
+		long r = rss_of(s->pid);
+		if (r > s->peak)
+			s->peak = r;
+		usleep(5000);
+	}
+	return NULL;
+}
+
+static long osd_pid(void)
+{
+	const char *env = getenv("RCKPT_TEST_OSD_PID"), *conf = getenv("CEPH_CONF");
+	char path[4096], *slash;
+	long pid = -1;
+	FILE *f;
+	if (env && *env)
+		return strtol(env, NULL, 10);
+	if (conf == NULL || strlen(conf) + 32 > sizeof(path))
+		return -1;
+	snprintf(path, sizeof(path), "%s", conf);
+	slash = strrchr(path, '/');
+	snprintf(slash ? slash + 1 : path, sizeof(path) - (size_t)(slash ? slash + 1 - path : 0),
+		 "run/osd.0.pid");
+	if ((f = fopen(path, "r")) == NULL)
+		return -1;
+	if (fscanf(f, "%ld", &pid) != 1)
+		pid = -1;
+	fclose(f);
+	return pid > 0 && rss_of(pid) > 0 ? pid : -1;
+}
+
+static void set_u64(fixture_t *f, const char *oid, const char *key, uint64_t v)
+{
+	uint8_t b[8];
+	const char *k[1] = { key }, *vv[1] = { (const char *)b };
+	size_t l[1] = { 8 };
+	rados_write_op_t op = rados_create_write_op();
+	unsigned i;
+	for (i = 0; i < 8; i++)
+		b[i] = (uint8_t)(v >> (8 * i));
+	rados_write_op_omap_set(op, k, vv, l, 1);
+	assert_int_equal(rados_write_op_operate(op, f->io, oid, NULL, 0), 0);
+	rados_release_write_op(op);
+}
+
+/* Record `step` of one quantized segment of n elements, every level
+ * `level` (a constant index stream: a few dozen bytes whatever n), a base
+ * or a delta on `parent` (its decoded record), appended to out. */
+static void chain_record(rckpt_buf_t *out, rckpt_record_t *r, uint64_t step, const rckpt_record_t *parent,
+			 uint64_t n, uint8_t level)
+{
+	const rckpt_istream_opts_t is = { 0, 0, 1, NULL, 0, 0 };
+	rckpt_seg_t *seg = calloc(1, sizeof(*seg));
+	assert_non_null(seg);
+	seg->n = n;
+	seg->encoding = RCKPT_SEG_QUANTIZED;
+	seg->dtype = RCKPT_DT_F32;
+	seg->nbins = 2;
+	seg->centroids[0] = 0.25f;
+	seg->centroids[1] = 0.5f;
+	seg->idx = malloc((size_t)n);
+	seg->prot = calloc(1, 2);
+	assert_non_null(seg->idx);
+	memset(seg->idx, level, (size_t)n);
+	memset(r, 0, sizeof(*r));
+	r->kind = parent ? RCKPT_REC_DELTA : RCKPT_REC_BASE;
+	r->step = step;
+	r->parent = parent ? parent->step : RCKPT_NO_PARENT;
+	r->nseg = 1;
+	r->seg = seg;
+	assert_int_equal(rckpt_record_encode(out, r, parent, &is), 0);
+}
+
+/* A log of `n` records (step 1 a base, each next a delta on the one
+ * before) of `elems` elements each written as the object's data, with an
+ * index entry per record; its tip, and its count when `count`. */
+static void plant_chain(fixture_t *f, const char *oid, uint32_t n, uint64_t elems, int count)
+{
+	rckpt_buf_t data = RCKPT_BUF_INIT;
+	rckpt_record_t prev, cur;
+	uint32_t s;
+	size_t *at = calloc(n + 1, sizeof(*at));
+	enum { BATCH = 2000 };
+	assert_non_null(at);
+	memset(&prev, 0, sizeof(prev));
+	for (s = 1; s <= n; s++) {
+		at[s - 1] = data.len;
+		chain_record(&data, &cur, s, s > 1 ? &prev : NULL, elems, (uint8_t)(s % 3));
+		rckpt_record_free(&prev);
+		prev = cur;
+	}
+	at[n] = data.len;
+	rckpt_record_free(&prev);
+	assert_int_equal(rados_write_full(f->io, oid, (const char *)data.p, data.len), 0);
+	for (s = 1; s <= n;) {
+		char keys[BATCH][40];
+		uint8_t vals[BATCH][RCKPT_STORE_ENTRY_BYTES];
+		const char *kp[BATCH], *vp[BATCH];
+		size_t lens[BATCH];
+		rados_write_op_t op = rados_create_write_op();
+		unsigned k = 0;
+		for (; k < BATCH && s <= n; k++, s++) {
+			rckpt_store_entry_t e = { s, at[s - 1], (uint32_t)(at[s] - at[s - 1]),
+						  s == 1 ? RCKPT_REC_BASE : RCKPT_REC_DELTA,
+						  s == 1 ? RCKPT_STORE_NONE : s - 1 };
+			assert_int_equal(rckpt_store_step_key(keys[k], sizeof(keys[k]), 'r', s), 0);
+			assert_int_equal(rckpt_store_entry_put(vals[k], &e), 0);
+			kp[k] = keys[k];
+			vp[k] = (const char *)vals[k];
+			lens[k] = RCKPT_STORE_ENTRY_BYTES;
+		}
+		rados_write_op_omap_set(op, kp, vp, lens, k);
+		assert_int_equal(rados_write_op_operate(op, f->io, oid, NULL, 0), 0);
+		rados_release_write_op(op);
+	}
+	set_u64(f, oid, "tip", n);
+	if (count)
+		set_u64(f, oid, "count", n);
+	print_message("planted %s: %u records of %" PRIu64 " elements, %zu bytes, %s\n", oid, n, elems,
+		      data.len, count ? "a count" : "no count");
+	rckpt_buf_free(&data);
+	free(at);
+}
+
+static int setup(void **state)
+{
+	const char *conf = getenv("CEPH_CONF"), *user = getenv("RCKPT_TEST_CLIENT"), *ns = getenv("RCKPT_TEST_NS");
+	fixture_t *f;
+
+	*state = NULL;
+	if (conf == NULL || !*conf) {
+		print_message("no cluster: CEPH_CONF is not set (./dev.sh test starts one)\n");
+		return 0;
+	}
+	f = calloc(1, sizeof(*f));
+	assert_non_null(f);
+	if ((f->osd_pid = osd_pid()) < 0) {
+		print_message("no OSD process to watch (RCKPT_TEST_OSD_PID, or run/osd.0.pid beside CEPH_CONF)\n");
+		free(f);
+		return 0;
+	}
+	assert_int_equal(rados_create(&f->cl, user && *user ? user : "admin"), 0);
+	assert_int_equal(rados_conf_read_file(f->cl, conf), 0);
+	assert_int_equal(rados_connect(f->cl), 0);
+	assert_int_equal(rados_ioctx_create(f->cl, "rckpt", &f->io), 0);
+	snprintf(f->ns, sizeof(f->ns), "%s", ns && *ns ? ns : "");
+	if (!f->ns[0])
+		snprintf(f->ns, sizeof(f->ns), "planted-%d", (int)getpid());
+	rados_ioctx_set_namespace(f->io, f->ns);
+	assert_int_equal(rckpt_store_segment_oid(f->oid_a, sizeof(f->oid_a), 0, RCKPT_STORE_NONE), 0);
+	assert_int_equal(rckpt_store_segment_oid(f->oid_b, sizeof(f->oid_b), 1, RCKPT_STORE_NONE), 0);
+	/* A: 20,000 small records, a chain, no count; B: a base and a delta
+	 * of 2^26 elements each */
+	plant_chain(f, f->oid_a, ENTRIES, 8, 0);
+	plant_chain(f, f->oid_b, 2, RCKPT_STORE_RECORD_ELEMENTS_MAX, 1);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	fixture_t *f = *state;
+	if (f == NULL)
+		return 0;
+	rados_remove(f->io, f->oid_a);
+	rados_remove(f->io, f->oid_b);
+	rados_ioctx_destroy(f->io);
+	rados_shutdown(f->cl);
+	free(f);
+	return 0;
+}
+
+static void test_planted_objects(void **state)
+{
+	fixture_t *f = *state;
+	rckpt_buf_t req[2][8];
+	const char *names[8] = { "index", "tip", "verify", "materialize", "compact", "head", "list", "trim" };
+	static char reply[1 << 20];
+	const char *oids[2];
+	sampler_t smp;
+	pthread_t th;
+	long base;
+	unsigned i, k;
+	double worst = 0;
+
+	if (f == NULL) {
+		TEST_SKIP(TEST_NEED_CLUSTER, "no cluster, or no OSD process of it to watch");
+		return;
+	}
+	oids[0] = f->oid_a;
+	oids[1] = f->oid_b;
+	for (k = 0; k < 2; k++) {
+		/* the last step of A (a chain of 20,000), step 2 of B (both
+		 * records decoded); a compaction of steps 1..2 (re-encoded,
+		 * so every later record of the log would move) */
+		rckpt_msg_materialize_t mm = { k ? 2 : ENTRIES, 0, { NULL, 0 } };
+		rckpt_msg_list_t ml = { RCKPT_STORE_NONE, 16 };
+		const uint64_t keep[1] = { 1 };
+		for (i = 0; i < 8; i++)
+			req[k][i] = (rckpt_buf_t)RCKPT_BUF_INIT;
+		assert_int_equal(rckpt_msg_verify_encode(&req[k][2], 0), 0);
+		assert_int_equal(rckpt_msg_materialize_encode(&req[k][3], &mm), 0);
+		assert_int_equal(rckpt_msg_compact_encode(&req[k][4], 0x1234, 2, keep, 1), 0);
+		assert_int_equal(rckpt_msg_list_encode(&req[k][6], &ml), 0);
+		assert_int_equal(rckpt_msg_trim_encode(&req[k][7], 0x1234, 0), 0);
+	}
+	base = rss_of(f->osd_pid);
+	assert_true(base > 0);
+	smp.pid = f->osd_pid;
+	smp.peak = base;
+	smp.stop = 0;
+	assert_int_equal(pthread_create(&th, NULL, sample, &smp), 0);
+	for (k = 0; k < 2; k++)
+		for (i = 0; i < 8; i++) {
+			double t0 = now_s(), dt;
+			int rc = rados_exec(f->io, oids[k], "rckpt", names[i], (const char *)req[k][i].p,
+					    req[k][i].len, reply, sizeof(reply));
+			dt = now_s() - t0;
+			print_message("%-12s on %s: %d in %.3f s\n", names[i], k ? "B (2^26 elements)" : "A (20,000 entries)",
+				      rc, dt);
+			if (dt > worst)
+				worst = dt;
+			if (dt > CALL_SECONDS_MAX)
+				fail_msg("%s on %s took %.2f s (at most %.1f)", names[i], oids[k], dt,
+					 CALL_SECONDS_MAX);
+		}
+	smp.stop = 1;
+	pthread_join(th, NULL);
+	print_message("OSD resident memory: %ld MiB before, %ld MiB at its peak (+%ld MiB); slowest call %.3f s\n",
+		      base >> 20, smp.peak >> 20, (smp.peak - base) >> 20, worst);
+	assert_true(smp.peak - base <= RSS_GROWTH_MAX);
+	/* the OSD is up */
+	assert_int_equal(rados_exec(f->io, f->oid_b, "rckpt", "ping", NULL, 0, reply, sizeof(reply)) >= 0, 1);
+	for (k = 0; k < 2; k++)
+		for (i = 0; i < 8; i++)
+			rckpt_buf_free(&req[k][i]);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_planted_objects, setup, teardown),
+	};
+	return test_exit(cmocka_run_group_tests(tests, NULL, NULL));
+}
