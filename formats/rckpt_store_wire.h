@@ -32,9 +32,10 @@
 #define RCKPT_STORE_OBJECT_MAX ((uint64_t)1 << 30) /* bytes of a chunk object */
 /* What one chunk's record may hold (store.md "Limits"). A client lays no
  * more than RCKPT_STORE_CHUNK_ELEMENTS_MAX into a chunk, so that one
- * record costs an OSD call about 100 ms; the plugin decodes records of up
- * to RCKPT_STORE_RECORD_ELEMENTS_MAX, what clients before it could write,
- * so that their jobs stay readable. */
+ * record costs an OSD call about 100 ms, and the plugin decodes no larger
+ * one, however it got there; a client folding for itself decodes records
+ * of up to RCKPT_STORE_RECORD_ELEMENTS_MAX, what clients before it could
+ * write, so that their jobs stay readable. */
 #define RCKPT_STORE_CHUNK_ELEMENTS_MAX ((uint64_t)1 << 22)
 #define RCKPT_STORE_RECORD_ELEMENTS_MAX ((uint64_t)1 << 26)
 #define RCKPT_STORE_CHUNK_SEGMENTS_MAX (1u << 16)

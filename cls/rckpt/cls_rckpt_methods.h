@@ -122,7 +122,7 @@ int cls_rckpt_pin(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cl
  * (never a job object), or the job object once its deleter (this token)
  * has removed the rest. The object's own token (manifests, attachments,
  * chunks: "writer") must not be newer. Returns 0, -EINVAL (another object,
- * another step), -EPERM (a job object as a chunk), -ESTALE, -ENOENT. */
+ * another step), -EACCES (a job object as a chunk), -ESTALE, -ENOENT. */
 int cls_rckpt_retire(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out);
 
 /* put (RD|WR, a step's manifest or attachment) — Input: a PUT frame

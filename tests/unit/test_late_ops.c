@@ -9,8 +9,11 @@
  * (-ESTALE) and every committed step still restores to what it restored to
  * when committed (store_fx.h keeps that), and the successor saves on.
  */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* unshare, CLONE_NEWTIME */
 #include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -435,6 +438,140 @@ static void test_takeover_auto(void **state)
 	nothing_lost(f);
 }
 
+#ifndef CLONE_NEWTIME
+#define CLONE_NEWTIME 0x00000080
+#endif
+
+/* Until the parent closes its end of the pipe: the process lives on
+ * here; then it ends at once (no exit handlers: a sanitizer's would
+ * report the parent's heap). */
+static void *hold_on(void *arg)
+{
+	char c;
+	while (read(*(int *)arg, &c, 1) < 0 && errno == EINTR)
+		;
+	_exit(0);
+	return NULL;
+}
+
+/* Whether process pid's /proc stat says state `st`, within a few seconds. */
+static int state_is(pid_t pid, char st)
+{
+	char path[64], b[512];
+	int tries;
+	snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
+	for (tries = 0; tries < 500; tries++) {
+		FILE *f = fopen(path, "r");
+		size_t k = f ? fread(b, 1, sizeof(b) - 1, f) : 0;
+		const char *p;
+		if (f)
+			fclose(f);
+		b[k] = '\0';
+		p = strrchr(b, ')');
+		if (p && p[1] == ' ' && p[2] == st)
+			return 1;
+		usleep(10000);
+	}
+	return 0;
+}
+
+/* A cookie made by a live process that `auto` must not take the job
+ * from: one whose main thread has exited while another thread runs (its
+ * leader shows as a zombie), and one in a time namespace of its own
+ * (its start time reads otherwise from here), where the machine lets this
+ * test make one. Each counts as gone once it has really exited. */
+static void test_takeover_live_holders(void **state)
+{
+	char cookie[LOCK_COOKIE_MAX], what[128];
+	int fd[2], hold[2], st;
+	ssize_t n;
+	pid_t pid;
+
+	(void)state;
+	/* a zombie leader with a live thread */
+	assert_int_equal(pipe(fd), 0);
+	assert_int_equal(pipe(hold), 0);
+	if ((pid = fork()) == 0) {
+		pthread_t t;
+		char c[LOCK_COOKIE_MAX];
+		close(hold[1]);
+		rckpt_holder_cookie(c, sizeof(c), 5);
+		if (pthread_create(&t, NULL, hold_on, &hold[0]) || write(fd[1], c, strlen(c) + 1) < 0)
+			_exit(1);
+		pthread_exit(NULL); /* the main thread goes; the process does not */
+	}
+	assert_true(pid > 0);
+	close(fd[1]);
+	close(hold[0]);
+	n = read(fd[0], cookie, sizeof(cookie) - 1);
+	close(fd[0]);
+	assert_true(n > 0);
+	cookie[n] = '\0';
+	assert_true(state_is(pid, 'Z'));
+	assert_int_equal(rckpt_holder_gone(cookie, what, sizeof(what)), 0);
+	print_message("a zombie leader with a live thread: %s\n", what);
+	assert_non_null(strstr(what, "still running"));
+	close(hold[1]); /* its thread returns: the process exits */
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_int_equal(rckpt_holder_gone(cookie, what, sizeof(what)), 1);
+
+	/* a writer in a time namespace of its own, its boot clock a day on */
+	assert_int_equal(pipe(fd), 0);
+	assert_int_equal(pipe(hold), 0);
+	if ((pid = fork()) == 0) {
+		int off, ok;
+		pid_t inner;
+		close(fd[0]);
+		close(hold[1]);
+		ok = unshare(CLONE_NEWTIME) == 0 && (off = open("/proc/self/timens_offsets", O_WRONLY)) >= 0;
+		ok = ok && write(off, "boottime 86400 0\n", 17) == 17;
+		if (!ok) { /* no time namespaces here: say so */
+			if (write(fd[1], "", 1) < 0)
+				_exit(1);
+			_exit(0);
+		}
+		close(off);
+		if ((inner = fork()) == 0) { /* the new namespace's first process */
+			char c[LOCK_COOKIE_MAX];
+			rckpt_holder_cookie(c, sizeof(c), 6);
+			if (write(fd[1], c, strlen(c) + 1) < 0)
+				_exit(1);
+			hold_on(&hold[0]);
+			_exit(0);
+		}
+		_exit(inner > 0 && waitpid(inner, &ok, 0) == inner ? 0 : 1);
+	}
+	assert_true(pid > 0);
+	close(fd[1]);
+	close(hold[0]);
+	n = read(fd[0], cookie, sizeof(cookie) - 1);
+	close(fd[0]);
+	assert_true(n > 0);
+	cookie[n] = '\0';
+	if (cookie[0] == '\0') {
+		print_message("no time namespace could be made here (unshare refused): that case untested\n");
+	} else {
+		long inner = 0;
+		const char *p = cookie;
+		unsigned dots = 0;
+		for (; *p && dots < 4; p++) /* w2.boot.pidns.timens.PID */
+			dots += *p == '.';
+		inner = strtol(p, NULL, 10);
+		assert_true(inner > 0);
+		assert_int_equal(rckpt_holder_gone(cookie, what, sizeof(what)), 0);
+		print_message("a writer in its own time namespace: %s\n", what);
+		assert_non_null(strstr(what, "still running"));
+		close(hold[1]);
+		assert_int_equal(waitpid(pid, &st, 0), pid);
+		assert_int_equal(rckpt_holder_gone(cookie, what, sizeof(what)), 1);
+		hold[1] = -1;
+	}
+	if (hold[1] >= 0) {
+		close(hold[1]);
+		waitpid(pid, &st, 0);
+	}
+}
+
 /* A writer's open of a job that does not exist creates nothing (an open
  * only to restore leaves no job); its first save makes the job and takes
  * its lock. rckpt_job_release lets the next writer in at once. */
@@ -505,6 +642,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_late_rm, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_takeover_late_requests, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_takeover_auto, setup, teardown),
+		cmocka_unit_test(test_takeover_live_holders),
 		cmocka_unit_test_setup_teardown(test_lazy_open, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_takeover_race, setup, teardown),
 	};

@@ -7,7 +7,12 @@
  * (no such pid, or one started at another time: a pid reused), which is
  * what lets a trainer restarted after a crash take its job over at once.
  * Anything else (another machine, a container of its own, an old cookie,
- * no /proc) cannot be told: the holder may be alive.
+ * no /proc) cannot be told: the holder may be alive. A process whose main
+ * thread has exited while others run (its leader a zombie) is alive; so is
+ * one whose start time reads otherwise from another time namespace (the
+ * kernel shows start times in the reader's boot clock): the cookie names
+ * the writer's time namespace, and start times are compared only within
+ * one.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -21,7 +26,7 @@
 
 #include "rckpt_store_internal.h"
 
-#define COOKIE_TAG "w1"
+#define COOKIE_TAG "w2" /* w1: before the time namespace was in it */
 
 /* The first 8 hex digits of this boot's id, or 0. */
 static uint32_t boot_id(void)
@@ -59,9 +64,40 @@ static uint64_t pid_ns(void)
 	return p ? strtoull(p + 1, NULL, 10) : 0;
 }
 
+/* The inode of this process's time namespace, or 0 (a kernel without
+ * them). */
+static uint64_t time_ns(void)
+{
+	char b[64];
+	ssize_t n = readlink("/proc/self/ns/time", b, sizeof(b) - 1);
+	const char *p;
+	if (n <= 0)
+		return 0;
+	b[n] = '\0';
+	p = strchr(b, '[');
+	return p ? strtoull(p + 1, NULL, 10) : 0;
+}
+
+/* Threads of process pid (/proc/PID/status), or 0 when it cannot be read. */
+static unsigned threads_of(long pid)
+{
+	char path[64], line[128];
+	unsigned n = 0;
+	FILE *f;
+	snprintf(path, sizeof(path), "/proc/%ld/status", pid);
+	if ((f = fopen(path, "r")) == NULL)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "Threads: %u", &n) == 1)
+			break;
+	fclose(f);
+	return n;
+}
+
 /* Process pid's start time (clock ticks after boot, /proc/PID/stat field
  * 22): 0 and *alive 0 when there is no such process (or only its
- * zombie); *alive -1 when it cannot be told. */
+ * zombie: a leader whose process has other threads still running is
+ * alive); *alive -1 when it cannot be told. */
 static uint64_t start_time(long pid, int *alive)
 {
 	char path[64], b[1024];
@@ -88,7 +124,7 @@ static uint64_t start_time(long pid, int *alive)
 	*alive = -1;
 	if (p == NULL || p[1] != ' ')
 		return 0;
-	if (p[2] == 'Z' || p[2] == 'X') { /* exited, not yet waited for */
+	if ((p[2] == 'Z' || p[2] == 'X') && threads_of(pid) <= 1) { /* exited, not yet waited for */
 		*alive = 0;
 		return 0;
 	}
@@ -105,8 +141,8 @@ void rckpt_holder_cookie(char *out, size_t cap, uint64_t client_id)
 	int alive;
 	const long pid = (long)getpid();
 	const uint64_t st = start_time(pid, &alive);
-	snprintf(out, cap, COOKIE_TAG ".%08" PRIx32 ".%" PRIu64 ".%ld.%" PRIu64 ".%" PRIu64, boot_id(),
-		 pid_ns(), pid, st, client_id % 1000000000u);
+	snprintf(out, cap, COOKIE_TAG ".%08" PRIx32 ".%" PRIu64 ".%" PRIu64 ".%ld.%" PRIu64 ".%" PRIu64,
+		 boot_id(), pid_ns(), time_ns(), pid, st, client_id % 1000000000u);
 }
 
 /* One field of a cookie: digits of base (no sign, no space) up to the
@@ -132,18 +168,22 @@ static int field(const char **p, int base, uint64_t max, uint64_t *v)
 	return 0;
 }
 
-/* Parses a cookie of rckpt_holder_cookie's: 0, or -EINVAL (anything else,
- * a cut one included). */
-static int parse(const char *cookie, uint32_t *boot, uint64_t *ns, long *pid, uint64_t *st)
+/* Parses a cookie of rckpt_holder_cookie's (w2), or of the clients before
+ * it (w1: no time namespace, *tns 0): 0, or -EINVAL (anything else, a cut
+ * one included). */
+static int parse(const char *cookie, uint32_t *boot, uint64_t *ns, uint64_t *tns, long *pid, uint64_t *st)
 {
+	const int w1 = strncmp(cookie, "w1.", 3) == 0;
 	const char *p = cookie + 3;
-	uint64_t b, n, q, s, c;
-	if (strncmp(cookie, COOKIE_TAG ".", 3) != 0 || field(&p, 16, UINT32_MAX, &b) ||
-	    field(&p, 10, UINT64_MAX, &n) || field(&p, 10, 0x7fffffffu, &q) || field(&p, 10, UINT64_MAX, &s) ||
-	    field(&p, 10, UINT64_MAX, &c) || *p != '\0' || q == 0 || strlen(cookie) >= LOCK_COOKIE_MAX - 1)
+	uint64_t b, n, t = 0, q, s, c;
+	if ((!w1 && strncmp(cookie, COOKIE_TAG ".", 3) != 0) || field(&p, 16, UINT32_MAX, &b) ||
+	    field(&p, 10, UINT64_MAX, &n) || (!w1 && field(&p, 10, UINT64_MAX, &t)) ||
+	    field(&p, 10, 0x7fffffffu, &q) || field(&p, 10, UINT64_MAX, &s) || field(&p, 10, UINT64_MAX, &c) ||
+	    *p != '\0' || q == 0 || strlen(cookie) >= LOCK_COOKIE_MAX - 1)
 		return -EINVAL;
 	*boot = (uint32_t)b;
 	*ns = n;
+	*tns = t;
 	*pid = (long)q;
 	*st = s;
 	return 0;
@@ -152,11 +192,11 @@ static int parse(const char *cookie, uint32_t *boot, uint64_t *ns, long *pid, ui
 int rckpt_holder_gone(const char *cookie, char *what, size_t cap)
 {
 	uint32_t boot;
-	uint64_t ns, st, now;
+	uint64_t ns, tns, st, now;
 	long pid;
 	int alive;
 
-	if (parse(cookie, &boot, &ns, &pid, &st)) {
+	if (parse(cookie, &boot, &ns, &tns, &pid, &st)) {
 		snprintf(what, cap, "a writer of another version or tool");
 		return 0;
 	}
@@ -170,6 +210,10 @@ int rckpt_holder_gone(const char *cookie, char *what, size_t cap)
 		return 0;
 	}
 	now = start_time(pid, &alive);
+	/* a start time read in another time namespace's boot clock differs
+	 * from the writer's own: only "no such process" is sure then */
+	if (tns != time_ns())
+		st = 0;
 	if (alive == 0 || (alive == 1 && st != 0 && now != st)) {
 		snprintf(what, cap, "process %ld of this machine, which has exited", pid);
 		return 1;

@@ -16,7 +16,7 @@
 #include "rckpt_store_wire.h"
 
 #define LOCK_NAME "rckpt.writer"
-#define LOCK_COOKIE_MAX 64
+#define LOCK_COOKIE_MAX 96
 #define SUMMARY_BYTES RCKPT_STORE_SUMMARY_BYTES
 /* A segment's cap when the job names none, and what the OSDs' largest
  * object must leave over it (store.md "Segments"). */
