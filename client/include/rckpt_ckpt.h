@@ -86,9 +86,11 @@ typedef struct rckpt_job_opts {
 				   4 bytes per parameter, between saves */
 	uint64_t segment_bytes; /* a chunk's log goes on in a new object (a
 				   segment, starting with a base) before one
-				   passes this many bytes; 0: 64 MiB, or half
+				   passes this many bytes; 0: 32 MiB, or half
 				   the OSDs' osd_max_object_size when that is
-				   less. More than that half is -EINVAL */
+				   less. More than that half, or than 32 MiB
+				   (what one compaction call in an OSD may
+				   move), is -EINVAL */
 	int exact;              /* the writer's saves store their steps
 				   bit-exact (rckpt_job_set_exact) */
 	double opt_eps;         /* threshold of the optimizer state's update

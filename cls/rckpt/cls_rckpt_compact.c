@@ -387,6 +387,13 @@ static int compact_write(rckpt_cls_obj_t *o, const walk_t *w, plan_t *plan, uint
 		if (first == np && (p->fresh || p->e.offset != w->e[p->from].offset))
 			first = i;
 	}
+	/* what moves is held in the OSD's transaction: bounded, checked
+	 * before anything is written */
+	if (first < np && off - plan[first].e.offset > RCKPT_STORE_MOVE_MAX)
+		return rckpt_cls_fail(o, -E2BIG, "compact: it would rewrite %llu bytes of the object (at most %llu "
+				      "a call): more than a writer's segment holds",
+				      (unsigned long long)(off - plan[first].e.offset),
+				      (unsigned long long)RCKPT_STORE_MOVE_MAX);
 	for (i = first; i < np && rc == 0; i++) {
 		const plan_t *p = &plan[i];
 		if (p->fresh)
@@ -454,6 +461,7 @@ int cls_rckpt_compact(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckp
 		goto out;
 	if ((rc = compact_plan(o, &w, &cache, &m, keep, top, plan, &np, &enc, &changed)) || !changed)
 		goto out;
+	dcache_free(&cache); /* the decoded records are done with: the writes hold what moves */
 	rc = compact_write(o, &w, plan, np, &enc, &raw);
 out:
 	/* a writer's own compaction (before it trims past a rewound head)

@@ -9,10 +9,14 @@
  *  B  a chunk object of a base and a delta that each declare 2^26
  *     elements (append refuses past 2^22; a plain write does not ask):
  *     constant index streams of a few dozen bytes that decode to 64 MiB of
- *     levels each.
+ *     levels each;
+ *  C  the largest object a writer makes: 1024 records (a segment's), 31
+ *     MiB (under the 32 MiB segment cap), whose compaction from its first
+ *     step moves every record.
  *
  * Checked: each call (index, tip, verify, materialize, compact, trim, and
- * the job object's head and list on them) returns within 1 s; the OSD's
+ * the job object's head and list on them) returns within 1 s (on C, the
+ * compaction succeeds); the OSD's
  * resident memory, sampled every 5 ms over all the calls, grows by at
  * most 64 MiB; the OSD answers `ping` afterwards.
  *
@@ -53,7 +57,7 @@ typedef struct fixture {
 	rados_t cl;
 	rados_ioctx_t io;
 	char ns[80];
-	char oid_a[64], oid_b[64];
+	char oid_a[64], oid_b[64], oid_c[64];
 	long osd_pid;
 } fixture_t;
 
@@ -134,12 +138,13 @@ static void set_u64(fixture_t *f, const char *oid, const char *key, uint64_t v)
 }
 
 /* Record `step` of one quantized segment of n elements, every level
- * `level` (a constant index stream: a few dozen bytes whatever n), a base
+ * `level` (< 3: a constant index stream, a few dozen bytes whatever n; 3:
+ * levels 0 and 1 hashed, about a bit an element), a base
  * or a delta on `parent` (its decoded record), appended to out. */
 static void chain_record(rckpt_buf_t *out, rckpt_record_t *r, uint64_t step, const rckpt_record_t *parent,
 			 uint64_t n, uint8_t level)
 {
-	const rckpt_istream_opts_t is = { 0, 0, 1, NULL, 0, 0 };
+	const rckpt_istream_opts_t is = { 0, RCKPT_EST_TRY_HUFF, 1, NULL, 0, 0 };
 	rckpt_seg_t *seg = calloc(1, sizeof(*seg));
 	assert_non_null(seg);
 	seg->n = n;
@@ -151,7 +156,13 @@ static void chain_record(rckpt_buf_t *out, rckpt_record_t *r, uint64_t step, con
 	seg->idx = malloc((size_t)n);
 	seg->prot = calloc(1, 2);
 	assert_non_null(seg->idx);
-	memset(seg->idx, level, (size_t)n);
+	if (level < 3) {
+		memset(seg->idx, level, (size_t)n);
+	} else { /* a level a bit, hashed: about a bit an element coded */
+		uint64_t i;
+		for (i = 0; i < n; i++)
+			seg->idx[i] = (uint8_t)((((uint32_t)i ^ (uint32_t)(step * 2654435761u)) * 2654435761u) >> 31);
+	}
 	memset(r, 0, sizeof(*r));
 	r->kind = parent ? RCKPT_REC_DELTA : RCKPT_REC_BASE;
 	r->step = step;
@@ -164,7 +175,7 @@ static void chain_record(rckpt_buf_t *out, rckpt_record_t *r, uint64_t step, con
 /* A log of `n` records (step 1 a base, each next a delta on the one
  * before) of `elems` elements each written as the object's data, with an
  * index entry per record; its tip, and its count when `count`. */
-static void plant_chain(fixture_t *f, const char *oid, uint32_t n, uint64_t elems, int count)
+static void plant_chain(fixture_t *f, const char *oid, uint32_t n, uint64_t elems, int count, int hashed)
 {
 	rckpt_buf_t data = RCKPT_BUF_INIT;
 	rckpt_record_t prev, cur;
@@ -175,13 +186,21 @@ static void plant_chain(fixture_t *f, const char *oid, uint32_t n, uint64_t elem
 	memset(&prev, 0, sizeof(prev));
 	for (s = 1; s <= n; s++) {
 		at[s - 1] = data.len;
-		chain_record(&data, &cur, s, s > 1 ? &prev : NULL, elems, (uint8_t)(s % 3));
+		chain_record(&data, &cur, s, s > 1 ? &prev : NULL, elems, hashed ? 3 : (uint8_t)(s % 3));
 		rckpt_record_free(&prev);
 		prev = cur;
 	}
 	at[n] = data.len;
 	rckpt_record_free(&prev);
-	assert_int_equal(rados_write_full(f->io, oid, (const char *)data.p, data.len), 0);
+	{ /* in pieces: one write is bounded by the OSD's osd_max_write_size */
+		size_t off;
+		assert_int_equal(rados_write_full(f->io, oid, "", 0), 0);
+		for (off = 0; off < data.len; off += (size_t)4 << 20)
+			assert_int_equal(rados_write(f->io, oid, (const char *)data.p + off,
+						     data.len - off < ((size_t)4 << 20) ? data.len - off : (size_t)4 << 20,
+						     off),
+					 0);
+	}
 	for (s = 1; s <= n;) {
 		char keys[BATCH][40];
 		uint8_t vals[BATCH][RCKPT_STORE_ENTRY_BYTES];
@@ -239,10 +258,12 @@ static int setup(void **state)
 	rados_ioctx_set_namespace(f->io, f->ns);
 	assert_int_equal(rckpt_store_segment_oid(f->oid_a, sizeof(f->oid_a), 0, RCKPT_STORE_NONE), 0);
 	assert_int_equal(rckpt_store_segment_oid(f->oid_b, sizeof(f->oid_b), 1, RCKPT_STORE_NONE), 0);
+	assert_int_equal(rckpt_store_segment_oid(f->oid_c, sizeof(f->oid_c), 2, RCKPT_STORE_NONE), 0);
 	/* A: 20,000 small records, a chain, no count; B: a base and a delta
 	 * of 2^26 elements each */
-	plant_chain(f, f->oid_a, ENTRIES, 8, 0);
-	plant_chain(f, f->oid_b, 2, RCKPT_STORE_RECORD_ELEMENTS_MAX, 1);
+	plant_chain(f, f->oid_a, ENTRIES, 8, 0, 0);
+	plant_chain(f, f->oid_b, 2, RCKPT_STORE_RECORD_ELEMENTS_MAX, 1, 0);
+	plant_chain(f, f->oid_c, RCKPT_STORE_SEGMENT_RECORDS, 165000, 1, 1);
 	*state = f;
 	return 0;
 }
@@ -254,6 +275,7 @@ static int teardown(void **state)
 		return 0;
 	rados_remove(f->io, f->oid_a);
 	rados_remove(f->io, f->oid_b);
+	rados_remove(f->io, f->oid_c);
 	rados_ioctx_destroy(f->io);
 	rados_shutdown(f->cl);
 	free(f);
@@ -263,10 +285,11 @@ static int teardown(void **state)
 static void test_planted_objects(void **state)
 {
 	fixture_t *f = *state;
-	rckpt_buf_t req[2][8];
+	rckpt_buf_t req[3][8];
 	const char *names[8] = { "index", "tip", "verify", "materialize", "compact", "head", "list", "trim" };
 	static char reply[1 << 20];
-	const char *oids[2];
+	const char *oids[3];
+	const char *what[3] = { "A (20,000 records, no count)", "B (2^26 elements)", "C (1024 records, 31 MiB)" };
 	sampler_t smp;
 	pthread_t th;
 	long base;
@@ -279,11 +302,13 @@ static void test_planted_objects(void **state)
 	}
 	oids[0] = f->oid_a;
 	oids[1] = f->oid_b;
-	for (k = 0; k < 2; k++) {
+	oids[2] = f->oid_c;
+	for (k = 0; k < 3; k++) {
 		/* the last step of A (a chain of 20,000), step 2 of B (both
 		 * records decoded); a compaction of steps 1..2 (re-encoded,
 		 * so every later record of the log would move) */
-		rckpt_msg_materialize_t mm = { k ? 2 : ENTRIES, 0, { NULL, 0 } };
+		rckpt_msg_materialize_t mm = { k == 0 ? ENTRIES : k == 1 ? 2 : RCKPT_STORE_SEGMENT_RECORDS, 0,
+					       { NULL, 0 } };
 		rckpt_msg_list_t ml = { RCKPT_STORE_NONE, 16 };
 		const uint64_t keep[1] = { 1 };
 		for (i = 0; i < 8; i++)
@@ -300,16 +325,17 @@ static void test_planted_objects(void **state)
 	smp.peak = base;
 	smp.stop = 0;
 	assert_int_equal(pthread_create(&th, NULL, sample, &smp), 0);
-	for (k = 0; k < 2; k++)
+	for (k = 0; k < 3; k++)
 		for (i = 0; i < 8; i++) {
 			double t0 = now_s(), dt;
 			int rc = rados_exec(f->io, oids[k], "rckpt", names[i], (const char *)req[k][i].p,
 					    req[k][i].len, reply, sizeof(reply));
 			dt = now_s() - t0;
-			print_message("%-12s on %s: %d in %.3f s\n", names[i], k ? "B (2^26 elements)" : "A (20,000 entries)",
-				      rc, dt);
+			print_message("%-12s on %s: %d in %.3f s\n", names[i], what[k], rc, dt);
 			if (dt > worst)
 				worst = dt;
+			if (k == 2 && i == 4 && rc != 0)
+				fail_msg("compact of a writer's largest object refused: %d", rc);
 			if (dt > CALL_SECONDS_MAX)
 				fail_msg("%s on %s took %.2f s (at most %.1f)", names[i], oids[k], dt,
 					 CALL_SECONDS_MAX);
@@ -321,7 +347,7 @@ static void test_planted_objects(void **state)
 	assert_true(smp.peak - base <= RSS_GROWTH_MAX);
 	/* the OSD is up */
 	assert_int_equal(rados_exec(f->io, f->oid_b, "rckpt", "ping", NULL, 0, reply, sizeof(reply)) >= 0, 1);
-	for (k = 0; k < 2; k++)
+	for (k = 0; k < 3; k++)
 		for (i = 0; i < 8; i++)
 			rckpt_buf_free(&req[k][i]);
 }

@@ -61,6 +61,10 @@ static int segment_cap(rckpt_job_t *j)
 		return rckpt_fail(h, -EINVAL, "rckpt_job_open",
 				  "segments of %" PRIu64 " bytes: more than half the OSDs' osd_max_object_size "
 				  "(%" PRIu64 ")", cap, h->max_object);
+	if (cap > RCKPT_STORE_MOVE_MAX)
+		return rckpt_fail(h, -EINVAL, "rckpt_job_open",
+				  "segments of %" PRIu64 " bytes: at most %" PRIu64 " (what one compaction call "
+				  "in an OSD may move)", cap, RCKPT_STORE_MOVE_MAX);
 	if (cap < ((uint64_t)1 << 20))
 		return rckpt_fail(h, -EINVAL, "rckpt_job_open",
 				  "segments of %" PRIu64 " bytes: at least 1 MiB%s", cap,

@@ -20,7 +20,7 @@
 #define SUMMARY_BYTES RCKPT_STORE_SUMMARY_BYTES
 /* A segment's cap when the job names none, and what the OSDs' largest
  * object must leave over it (store.md "Segments"). */
-#define SEGMENT_BYTES_DEFAULT ((uint64_t)64 << 20)
+#define SEGMENT_BYTES_DEFAULT RCKPT_STORE_MOVE_MAX /* what one compact call may move */
 
 /* Objects past this size are refused by the OSD's osd_max_write_size
  * (90 MiB by default) in one write_full: attachments stay under it. */

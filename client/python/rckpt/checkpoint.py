@@ -138,7 +138,8 @@ class Checkpointer(_Restoring):
       0 (default) takes none. The writer then keeps every compressed value
       as last saved, 4 bytes per parameter, to rank blocks.
     segment_bytes: a chunk's log goes on in a new object before one passes
-      this (0: 64 MiB, or half the OSDs' osd_max_object_size when less).
+      this (0: 32 MiB, or half the OSDs' osd_max_object_size when less;
+      at most 32 MiB, what one compaction call in an OSD may move).
     lossless: True stores every save bit-exact (the exact tier: the lossy
       records plus the bits quantization changed, in zstd-coded byte
       planes; restores match the source's SHA-256); save(lossless=...)
