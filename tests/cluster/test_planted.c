@@ -14,6 +14,8 @@
  *     MiB (under the 32 MiB segment cap), whose compaction from its first
  *     step moves every record.
  *
+ * And a commit to a job whose rewind has not finished: -EBUSY within 1 s.
+ *
  * Checked: each call (index, tip, verify, materialize, compact, trim, and
  * the job object's head and list on them) returns within 1 s (on C, the
  * compaction succeeds); the OSD's
@@ -231,7 +233,7 @@ static void plant_chain(fixture_t *f, const char *oid, uint32_t n, uint64_t elem
 	free(at);
 }
 
-static int setup(void **state)
+static int setup_with(void **state, int plant)
 {
 	const char *conf = getenv("CEPH_CONF"), *user = getenv("RCKPT_TEST_CLIENT"), *ns = getenv("RCKPT_TEST_NS");
 	fixture_t *f;
@@ -250,6 +252,7 @@ static int setup(void **state)
 	}
 	assert_int_equal(rados_create(&f->cl, user && *user ? user : "admin"), 0);
 	assert_int_equal(rados_conf_read_file(f->cl, conf), 0);
+	assert_int_equal(rados_conf_set(f->cl, "rados_osd_op_timeout", "5"), 0);
 	assert_int_equal(rados_connect(f->cl), 0);
 	assert_int_equal(rados_ioctx_create(f->cl, "rckpt", &f->io), 0);
 	snprintf(f->ns, sizeof(f->ns), "%s", ns && *ns ? ns : "");
@@ -260,12 +263,24 @@ static int setup(void **state)
 	assert_int_equal(rckpt_store_segment_oid(f->oid_b, sizeof(f->oid_b), 1, RCKPT_STORE_NONE), 0);
 	assert_int_equal(rckpt_store_segment_oid(f->oid_c, sizeof(f->oid_c), 2, RCKPT_STORE_NONE), 0);
 	/* A: 20,000 small records, a chain, no count; B: a base and a delta
-	 * of 2^26 elements each */
-	plant_chain(f, f->oid_a, ENTRIES, 8, 0, 0);
-	plant_chain(f, f->oid_b, 2, RCKPT_STORE_RECORD_ELEMENTS_MAX, 1, 0);
-	plant_chain(f, f->oid_c, RCKPT_STORE_SEGMENT_RECORDS, 165000, 1, 1);
+	 * of 2^26 elements each; C: a writer's largest object */
+	if (plant) {
+		plant_chain(f, f->oid_a, ENTRIES, 8, 0, 0);
+		plant_chain(f, f->oid_b, 2, RCKPT_STORE_RECORD_ELEMENTS_MAX, 1, 0);
+		plant_chain(f, f->oid_c, RCKPT_STORE_SEGMENT_RECORDS, 165000, 1, 1);
+	}
 	*state = f;
 	return 0;
+}
+
+static int setup(void **state)
+{
+	return setup_with(state, 1);
+}
+
+static int setup_job(void **state)
+{
+	return setup_with(state, 0);
 }
 
 static int teardown(void **state)
@@ -352,10 +367,40 @@ static void test_planted_objects(void **state)
 			rckpt_buf_free(&req[k][i]);
 }
 
+/* A commit to a job whose rewind has not finished (its "rewinding" mark)
+ * is refused at once with the documented -EBUSY: never -EAGAIN, which
+ * librados resends over and over until its op timeout (set to 5 s here,
+ * so that such a plugin fails this test rather than hang it). */
+static void test_commit_during_rewind(void **state)
+{
+	fixture_t *f = *state;
+	rckpt_buf_t in = RCKPT_BUF_INIT;
+	const uint8_t summary[36] = { 0 };
+	rckpt_msg_commit_t m = { RCKPT_STORE_NONE, 7, { summary, sizeof(summary) }, 0x1234 };
+	double t0, dt;
+	int rc;
+
+	if (f == NULL) {
+		TEST_SKIP(TEST_NEED_CLUSTER, "no cluster, or no OSD process of it to watch");
+		return;
+	}
+	set_u64(f, RCKPT_STORE_JOB_OID, "rewinding", 3);
+	assert_int_equal(rckpt_msg_commit_encode(&in, &m), 0);
+	t0 = now_s();
+	rc = rados_exec(f->io, RCKPT_STORE_JOB_OID, "rckpt", "commit", (const char *)in.p, in.len, NULL, 0);
+	dt = now_s() - t0;
+	print_message("commit during a rewind: %d in %.3f s\n", rc, dt);
+	assert_int_equal(rc, -EBUSY);
+	assert_true(dt < CALL_SECONDS_MAX);
+	rados_remove(f->io, RCKPT_STORE_JOB_OID);
+	rckpt_buf_free(&in);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_planted_objects, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_commit_during_rewind, setup_job, teardown),
 	};
 	return test_exit(cmocka_run_group_tests(tests, NULL, NULL));
 }
