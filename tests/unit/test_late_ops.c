@@ -298,6 +298,27 @@ static void lock_as(fx_t *f, const char *cookie)
 	io->ops->close(io);
 }
 
+/* Whether process pid's /proc stat says state `st`, within a few seconds. */
+static int state_is(pid_t pid, char st)
+{
+	char path[64], b[512];
+	int tries;
+	snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
+	for (tries = 0; tries < 500; tries++) {
+		FILE *f = fopen(path, "r");
+		size_t k = f ? fread(b, 1, sizeof(b) - 1, f) : 0;
+		const char *p;
+		if (f)
+			fclose(f);
+		b[k] = '\0';
+		p = strrchr(b, ')');
+		if (p && p[1] == ' ' && p[2] == st)
+			return 1;
+		nanosleep(&(struct timespec){ 0, 10000000L }, NULL);
+	}
+	return 0;
+}
+
 /* A cookie made in a child process that has exited by the time this
  * returns: reaped (reap) or left a zombie. *pid gets the child's pid. */
 static void dead_cookie(char *cookie, size_t cap, int reap, pid_t *pid)
@@ -323,22 +344,7 @@ static void dead_cookie(char *cookie, size_t cap, int reap, pid_t *pid)
 		int st;
 		assert_int_equal(waitpid(*pid, &st, 0), *pid);
 	} else { /* until it is a zombie: its stat says Z */
-		char path[64], b[512];
-		int tries;
-		snprintf(path, sizeof(path), "/proc/%ld/stat", (long)*pid);
-		for (tries = 0; tries < 500; tries++) {
-			FILE *s = fopen(path, "r");
-			size_t k = s ? fread(b, 1, sizeof(b) - 1, s) : 0;
-			const char *p;
-			if (s)
-				fclose(s);
-			b[k] = '\0';
-			p = strrchr(b, ')');
-			if (p && p[1] == ' ' && p[2] == 'Z')
-				break;
-			nanosleep(&(struct timespec){ 0, 10000000L }, NULL);
-		}
-		assert_true(tries < 500);
+		assert_true(state_is(*pid, 'Z'));
 	}
 }
 
@@ -454,25 +460,18 @@ static void *hold_on(void *arg)
 	return NULL;
 }
 
-/* Whether process pid's /proc stat says state `st`, within a few seconds. */
-static int state_is(pid_t pid, char st)
+/* The cookie child pid wrote to fd (the parent's ends kept: fd[0], the
+ * hold pipe's writing end). */
+static void child_cookie(char *cookie, size_t cap, pid_t pid, int fd[2], int hold[2])
 {
-	char path[64], b[512];
-	int tries;
-	snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
-	for (tries = 0; tries < 500; tries++) {
-		FILE *f = fopen(path, "r");
-		size_t k = f ? fread(b, 1, sizeof(b) - 1, f) : 0;
-		const char *p;
-		if (f)
-			fclose(f);
-		b[k] = '\0';
-		p = strrchr(b, ')');
-		if (p && p[1] == ' ' && p[2] == st)
-			return 1;
-		usleep(10000);
-	}
-	return 0;
+	ssize_t n;
+	assert_true(pid > 0);
+	close(fd[1]);
+	close(hold[0]);
+	n = read(fd[0], cookie, cap - 1);
+	close(fd[0]);
+	assert_true(n > 0);
+	cookie[n] = '\0';
 }
 
 /* A cookie made by a live process that `auto` must not take the job
@@ -484,7 +483,6 @@ static void test_takeover_live_holders(void **state)
 {
 	char cookie[LOCK_COOKIE_MAX], what[128];
 	int fd[2], hold[2], st;
-	ssize_t n;
 	pid_t pid;
 
 	(void)state;
@@ -500,13 +498,7 @@ static void test_takeover_live_holders(void **state)
 			_exit(1);
 		pthread_exit(NULL); /* the main thread goes; the process does not */
 	}
-	assert_true(pid > 0);
-	close(fd[1]);
-	close(hold[0]);
-	n = read(fd[0], cookie, sizeof(cookie) - 1);
-	close(fd[0]);
-	assert_true(n > 0);
-	cookie[n] = '\0';
+	child_cookie(cookie, sizeof(cookie), pid, fd, hold);
 	assert_true(state_is(pid, 'Z'));
 	assert_int_equal(rckpt_holder_gone(cookie, what, sizeof(what)), 0);
 	print_message("a zombie leader with a live thread: %s\n", what);
@@ -541,13 +533,7 @@ static void test_takeover_live_holders(void **state)
 		}
 		_exit(inner > 0 && waitpid(inner, &ok, 0) == inner ? 0 : 1);
 	}
-	assert_true(pid > 0);
-	close(fd[1]);
-	close(hold[0]);
-	n = read(fd[0], cookie, sizeof(cookie) - 1);
-	close(fd[0]);
-	assert_true(n > 0);
-	cookie[n] = '\0';
+	child_cookie(cookie, sizeof(cookie), pid, fd, hold);
 	if (cookie[0] == '\0') {
 		print_message("no time namespace could be made here (unshare refused): that case untested\n");
 	} else {

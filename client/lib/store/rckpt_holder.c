@@ -51,11 +51,12 @@ static uint32_t boot_id(void)
 	return n == 8 ? v : 0;
 }
 
-/* The inode of this process's PID namespace ("pid:[4026531836]"), or 0. */
-static uint64_t pid_ns(void)
+/* The inode of this process's namespace at `path` (/proc/self/ns/pid:
+ * "pid:[4026531836]"), or 0 (none: a kernel without that kind). */
+static uint64_t ns_inode(const char *path)
 {
 	char b[64];
-	ssize_t n = readlink("/proc/self/ns/pid", b, sizeof(b) - 1);
+	ssize_t n = readlink(path, b, sizeof(b) - 1);
 	const char *p;
 	if (n <= 0)
 		return 0;
@@ -64,18 +65,14 @@ static uint64_t pid_ns(void)
 	return p ? strtoull(p + 1, NULL, 10) : 0;
 }
 
-/* The inode of this process's time namespace, or 0 (a kernel without
- * them). */
+static uint64_t pid_ns(void)
+{
+	return ns_inode("/proc/self/ns/pid");
+}
+
 static uint64_t time_ns(void)
 {
-	char b[64];
-	ssize_t n = readlink("/proc/self/ns/time", b, sizeof(b) - 1);
-	const char *p;
-	if (n <= 0)
-		return 0;
-	b[n] = '\0';
-	p = strchr(b, '[');
-	return p ? strtoull(p + 1, NULL, 10) : 0;
+	return ns_inode("/proc/self/ns/time");
 }
 
 /* Threads of process pid (/proc/PID/status), or 0 when it cannot be read. */
