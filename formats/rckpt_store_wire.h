@@ -47,15 +47,16 @@
 /* Records of one chunk object (store.md "Segments"): a writer begins a
  * new segment before any of its chunk objects would hold more than
  * RCKPT_STORE_SEGMENT_RECORDS, and `append` refuses a record past
- * RCKPT_STORE_OBJECT_RECORDS_MAX (-EFBIG), so that what a method reads of
- * an object's index is bounded whatever the job's length. */
+ * RCKPT_STORE_OBJECT_RECORDS_MAX, the same (-EFBIG), so that what a method
+ * reads of an object's index is bounded whatever the job's length (and
+ * methods refuse an object of more index entries, however it was made). */
 #define RCKPT_STORE_SEGMENT_RECORDS 1024u
 /* Bytes one compact call may write to its object (the records it moves and
  * re-encodes; the OSD holds them in the operation's transaction): a
  * writer's segment cap is at most this, so compacting its objects never
  * passes it; an object that would is refused (-E2BIG). */
 #define RCKPT_STORE_MOVE_MAX ((uint64_t)32 << 20)
-#define RCKPT_STORE_OBJECT_RECORDS_MAX 4096u
+#define RCKPT_STORE_OBJECT_RECORDS_MAX RCKPT_STORE_SEGMENT_RECORDS
 #define RCKPT_STORE_CHAIN_REBASE 256u
 
 /* Message types (cls-wire), pinned. */

@@ -17,7 +17,7 @@
 
 /* What one call reads of an object, whoever wrote it (cls-wire.md "What
  * one call may cost"): in an OSD, records of at most 2^22 elements (what
- * append takes) and objects of at most 4096 index entries (what append
+ * append takes) and objects of at most 1024 index entries (what append
  * writes); anything past them is refused (-E2BIG), never walked. A client
  * folding for itself (o->client) reads what older writers wrote: records
  * of 2^26 elements, objects of 2^20 entries. */

@@ -5,7 +5,7 @@
  *
  *  A  a chunk object of 20,000 small records (a base, then deltas) and no
  *     `count` key (an older plugin's chunk had no count; append stops at
- *     4096 records): compacting it would fold and move every one;
+ *     1024 records): compacting it would fold and move every one;
  *  B  a chunk object of a base and a delta that each declare 2^26
  *     elements (append refuses past 2^22; a plain write does not ask):
  *     constant index streams of a few dozen bytes that decode to 64 MiB of
