@@ -271,7 +271,7 @@ int rckpt_estream_emit8(rckpt_buf_t *out, const rckpt_est8_plan_t *p, const uint
 		out->len += 2;
 		break;
 	case RCKPT_EST_HUFF:
-		if ((rc = rckpt_huff_encode8(out, syms, n, p->len))) {
+		if ((rc = rckpt_huff_encode8(out, syms, n, p->len, p->bytes - HDR_BYTES))) {
 			out->len = start;
 			return rc;
 		}

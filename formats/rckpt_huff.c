@@ -155,7 +155,7 @@ int rckpt_huff_plan(uint8_t *len, size_t *bytes, const uint64_t *freq, unsigned 
 /* The block of n symbols (s16[i], or s8[i] when s8 is set) with code
  * lengths len[0..nsym), appended to out. */
 static int emit(rckpt_buf_t *out, const uint16_t *s16, const uint8_t *s8, size_t n,
-		const uint8_t *len, unsigned nsym)
+		const uint8_t *len, unsigned nsym, size_t bytes)
 {
 	uint16_t codes[RCKPT_HUFF_MAX_SYMBOLS];
 	uint64_t acc = 0;
@@ -169,7 +169,9 @@ static int emit(rckpt_buf_t *out, const uint16_t *s16, const uint8_t *s8, size_t
 			a = s + 1;
 	canonical_codes(len, a, codes);
 	/* Header: alphabet size, then the lengths as nibbles, low first. */
-	if ((rc = rckpt_buf_reserve(out, 2 + (a + 1) / 2 + n * MAX_BITS / 8 + 16)))
+	/* the block's size when known (rckpt_huff_plan's), else the worst;
+	 * and room for the last 8-byte store */
+	if ((rc = rckpt_buf_reserve(out, (bytes ? bytes : 2 + (a + 1) / 2 + n * MAX_BITS / 8) + 16)))
 		return rc;
 	p = out->p + out->len;
 	p[0] = (uint8_t)a;
@@ -216,15 +218,16 @@ int rckpt_huff_encode(rckpt_buf_t *out, const uint16_t *syms, size_t n, unsigned
 		freq[syms[i]]++;
 	}
 	if ((rc = rckpt_huff_plan(len, &bytes, freq, nsym)) == 0)
-		rc = emit(out, syms, NULL, n, len, nsym);
+		rc = emit(out, syms, NULL, n, len, nsym, bytes);
 out:
 	free(freq);
 	return rc;
 }
 
-int rckpt_huff_encode8(rckpt_buf_t *out, const uint8_t *syms, size_t n, const uint8_t len[256])
+int rckpt_huff_encode8(rckpt_buf_t *out, const uint8_t *syms, size_t n, const uint8_t len[256],
+		       size_t bytes)
 {
-	return emit(out, NULL, syms, n, len, 256);
+	return emit(out, NULL, syms, n, len, 256, bytes);
 }
 
 /* A stream of at least this many symbols of an alphabet of at most 256

@@ -31,8 +31,10 @@ int rckpt_huff_plan(uint8_t *len, size_t *bytes, const uint64_t *freq, unsigned 
 
 /* Appends the block of the byte symbols syms[0..n) coded with lengths len
  * (from rckpt_huff_plan over these symbols' frequencies, so that every
- * symbol has a code; alphabet 256). -ENOMEM, -EFBIG. */
-int rckpt_huff_encode8(rckpt_buf_t *out, const uint8_t *syms, size_t n, const uint8_t len[256]);
+ * symbol has a code; alphabet 256); bytes: the block's size as the plan
+ * gave it (what is reserved), or 0. -ENOMEM, -EFBIG. */
+int rckpt_huff_encode8(rckpt_buf_t *out, const uint8_t *syms, size_t n, const uint8_t len[256],
+		       size_t bytes);
 
 /* Decodes exactly n symbols, each < nsym, from the block src[0..len) (the
  * block must fill it, allowing only the zero padding of its last byte). */

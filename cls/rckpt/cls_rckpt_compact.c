@@ -35,8 +35,8 @@
  * more). A stage the client sizes by its records' elements fits whole,
  * so each record of it is folded once. */
 #define COMPACT_CACHE ((int)RCKPT_STORE_SEGMENT_RECORDS)
-#define COMPACT_CACHE_BYTES ((uint64_t)40 << 20) /* with the fresh bytes below and a
-						      record read: within 64 MiB a call */
+#define COMPACT_CACHE_BYTES ((uint64_t)32 << 20) /* with the fresh bytes below and a
+						      record read: about 64 MiB a call */
 /* Elements one compact call may decode and encode, whatever it is asked:
  * 2^27, or six records of the chunk's largest where that is more (a stage
  * of one step, at its first compaction, folds a base and two deltas and
@@ -48,7 +48,8 @@
 #endif
 #define COMPACT_WORK_RECORDS 6
 /* Bytes of re-encoded records one call may hold. */
-#define COMPACT_FRESH_MAX ((size_t)16 << 20)
+#define COMPACT_FRESH_MAX ((size_t)34 << 20) /* two records of 2^22 fp32 values kept
+						  whole (an exact step's), re-encoded */
 
 typedef struct dcache {
 	rckpt_record_t *rec;          /* [COMPACT_CACHE] */

@@ -130,6 +130,11 @@ int crk_read_record(rckpt_cls_obj_t *o, const rckpt_store_entry_t *e, rckpt_buf_
 	int rc;
 
 	b->len = 0;
+	/* what a record of at most crk_elements_max can take (4 bytes an
+	 * element kept whole, and headers), checked before it is read */
+	if (e->length > 4 * crk_elements_max(o) + ((uint64_t)4 << 20))
+		return rckpt_cls_damaged(o, -E2BIG, "the record of step %llu is %llu bytes: more than a chunk's",
+					 (unsigned long long)e->step, (unsigned long long)e->length);
 	rc = o->ops->read(o, e->offset, e->length, b);
 	if (rc)
 		return rc;

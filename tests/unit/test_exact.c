@@ -453,6 +453,65 @@ partial:
 	close_fx(&F);
 }
 
+/* A chunk of 2^22 fp32 values (what a writer puts in one) saved exact,
+ * step after step: the records are about its raw bytes, so the writer's
+ * segments hold two, and compaction (keeping the last three: a segment's
+ * two records re-encoded in one call, within the class's bounds of 34 MiB
+ * re-encoded and 32 MiB written) and a rewind onto an exact step both
+ * work; every kept step restores its bits. */
+static void test_exact_whole_chunks(void **state)
+{
+	const uint64_t n = (uint64_t)1 << 22;
+	const rckpt_retention_t keep3 = { 3, 0 };
+	float *w = malloc(4 * (size_t)n);
+	uint8_t want[8][32];
+	mem_pool_t *pool;
+	rckpt_t *h;
+	rckpt_job_t *j;
+	rckpt_job_opts_t o = RCKPT_JOB_OPTS_INIT;
+	unsigned s;
+	uint64_t i;
+
+	(void)state;
+	if (old_class)
+		return; /* the residual form is test_exact_steps' */
+	assert_non_null(w);
+	assert_int_equal(mem_pool_create(&pool), 0);
+	assert_int_equal(rckpt_create(&h), 0);
+	assert_int_equal(rckpt_set_io(h, mem_pool_open, pool, "mem"), 0);
+	o.writer = 1;
+	o.compute = RCKPT_COMPUTE_CPU;
+	o.exact = 1;
+	assert_int_equal(rckpt_job_open(h, &j, "big", &o), 0);
+	for (s = 1; s <= 7; s++) {
+		rckpt_tensor_t t = { "w", RCKPT_F32, 2, { 2048, n / 2048 }, w };
+		for (i = 0; i < n; i++) /* a weight each, moving a little each step */
+			w[i] = (float)(0.02 * sin(0.001 * (double)i) + 1e-4 * s * cos((double)i)) +
+			       1e-3f * (float)((mix((uint32_t)i) & 0xffff) / 65536.0 - 0.5);
+		sha256(want[s], w, 4 * (size_t)n);
+		if (rckpt_job_save(j, s, &t, 1, NULL, 0, NULL))
+			fail_msg("save %u: %s", s, rckpt_errmsg(h));
+	}
+	if (rckpt_job_compact(j, &keep3, NULL))
+		fail_msg("compact: %s", rckpt_errmsg(h));
+	for (s = 5; s <= 7; s++) {
+		rckpt_restored_t *r = NULL;
+		uint8_t got[32];
+		assert_int_equal(rckpt_job_restore(j, s, &r, NULL), 0);
+		assert_true(rckpt_restored_exact(r));
+		assert_int_equal(rckpt_restored_read(r, 0, w, 4 * (size_t)n), 0);
+		sha256(got, w, 4 * (size_t)n);
+		assert_memory_equal(got, want[s], 32);
+		rckpt_restored_free(r);
+	}
+	if (rckpt_job_rewind(j, 6, NULL))
+		fail_msg("rewind: %s", rckpt_errmsg(h));
+	rckpt_job_close(j);
+	rckpt_destroy(h);
+	mem_pool_destroy(pool);
+	free(w);
+}
+
 static int whole_values(void **state)
 {
 	(void)state;
@@ -473,6 +532,7 @@ int main(void)
 		cmocka_unit_test_setup(test_exact_steps, whole_values),
 		cmocka_unit_test_setup(test_rewind_over_an_exact_step, whole_values),
 		cmocka_unit_test_setup(test_damage, whole_values),
+		cmocka_unit_test_setup(test_exact_whole_chunks, whole_values),
 		cmocka_unit_test_setup(test_exact_steps, residual_class),
 		cmocka_unit_test_setup(test_rewind_over_an_exact_step, residual_class),
 		cmocka_unit_test_setup(test_damage, residual_class),

@@ -691,6 +691,7 @@ int rckpt_ckenc_step_exact(rckpt_ckenc_t *e, const rckpt_ckenc_sink_t *sink, rck
 	/* a delta only on an exact step of the same chunks: its values are
 	 * the prediction of this one's */
 	st->is_base = e->steps == 0 || e->force_base || !e->exact_last ||
+		      (e->o.base_every && e->steps % e->o.base_every == 0) ||
 		      e->depth >= RCKPT_STORE_CHAIN_REBASE;
 	st->accepted = 1;
 	e->force_base = 1; /* until every record went out */

@@ -209,7 +209,7 @@ int rckpt_holder_gone(const char *cookie, char *what, size_t cap)
 	now = start_time(pid, &alive);
 	/* a start time read in another time namespace's boot clock differs
 	 * from the writer's own: only "no such process" is sure then */
-	if (tns != time_ns())
+	if (tns != 0 && tns != time_ns())
 		st = 0;
 	if (alive == 0 || (alive == 1 && st != 0 && now != st)) {
 		snprintf(what, cap, "process %ld of this machine, which has exited", pid);

@@ -54,9 +54,11 @@ static int pick_compute(rckpt_job_t *j, const rckpt_tset_t *params, const rckpt_
 
 /* What a chunk's next record may take, for the roll: the largest this
  * writer appended to it, or before any, 4 bytes per parameter. */
-static uint64_t record_estimate(const rckpt_job_t *j, unsigned c)
+static uint64_t record_estimate(const rckpt_job_t *j, unsigned c, int whole)
 {
-	return j->rec_max[c] ? j->rec_max[c] : 4 * j->o.chunk_params + ((uint64_t)64 << 10);
+	const uint64_t raw = 4 * j->o.chunk_params + ((uint64_t)64 << 10);
+	/* an exact step keeps its values whole: about its raw bytes */
+	return whole || !j->rec_max[c] ? (j->rec_max[c] > raw ? j->rec_max[c] : raw) : j->rec_max[c];
 }
 
 /* Sizes chunks [from, n) of the writer's segment (one that does not exist
@@ -125,13 +127,13 @@ static int seg_learn(rckpt_job_t *j)
  * pass the cap with its next record, or its chunk objects hold as many
  * records as a segment may (what a method reads of an object's index
  * stays bounded: store.md "Segments"). */
-static int seg_full(const rckpt_job_t *j)
+static int seg_full(const rckpt_job_t *j, int whole)
 {
 	unsigned c;
 	if (j->seg_n && j->seg_records >= RCKPT_STORE_SEGMENT_RECORDS)
 		return 1;
 	for (c = 0; c < j->seg_n; c++)
-		if (j->seg_bytes[c] + record_estimate(j, c) > j->seg_cap)
+		if (j->seg_bytes[c] + record_estimate(j, c, whole) > j->seg_cap)
 			return 1;
 	return 0;
 }
@@ -492,7 +494,7 @@ static int save_start(rckpt_job_t *j, uint64_t step, const rckpt_tensor_t *t, un
 	 * (store.md "Exact steps"); for a class that reads older ones, it is
 	 * a lossy base and the bits quantization changed beside it. */
 	s->whole = s->exact && rckpt_class_records(j) >= 5;
-	if ((s->roll = seg_full(j) || s->relaid || j->relayout_pending) || (s->exact && !s->whole))
+	if ((s->roll = seg_full(j, s->whole) || s->relaid || j->relayout_pending) || (s->exact && !s->whole))
 		rckpt_ckenc_restart(j->enc); /* a segment begins with a base, and
 						so does a residual's step: the
 						residual is of its record alone */
