@@ -15,11 +15,12 @@
  *   4. (--per-call MI) what one call of each rckpt method costs in the OSD
  *      on a chunk of MI Mi elements (4: the largest a client writes): the
  *      slowest call, and with --osd-pid the OSD's peak memory above its
- *      resident size before the method's calls.
+ *      resident size before the method's calls; --exact with steps
+ *      saved bit-exact (the exact tier's whole-value records).
  *
  * usage: bench_store [--conf PATH] [--pool NAME] [--chains 1,2,...] [--reps N]
  *                    [--no-rados-bench] [--mem-sizes 16,64,256] [--mem-budget MIB]
- *                    [--per-call MI [--osd-pid PID]] [--threads N] [--save-only] [--steps N] DIR
+ *                    [--per-call MI [--osd-pid PID] [--exact]] [--threads N] [--save-only] [--steps N] DIR
  * DIR holds step-*.safetensors (bench/data/make_checkpoints.py): at least as many
  * as the longest chain plus one.
  */
@@ -633,21 +634,21 @@ int main(int argc, char **argv)
 					    { "mem-sizes", 1, 0, 'm' },	   { "mem-budget", 1, 0, 'B' },
 					    { "per-call", 1, 0, 'P' },	   { "osd-pid", 1, 0, 'O' },
 					    { "threads", 1, 0, 'T' },	   { "save-only", 0, 0, 'S' },
-					    { "steps", 1, 0, 'N' },
+					    { "steps", 1, 0, 'N' },	   { "exact", 0, 0, 'X' },
 					    { 0, 0, 0, 0 } };
 	rckpt_connect_opts_t co = RCKPT_CONNECT_OPTS_INIT;
 	const char *pool = "rckpt", *chains = "1,2,4,8,16,32,64", *mem_sizes = "16,64,256";
 	uint64_t budget_mib = 256;
 	unsigned chain[16], nchain = 0, maxchain = 0, per_call_mi = 0, steps = 64;
 	long osd_pid = 0;
-	int reps = 5, do_rb = 1, save_only = 0, c, rc;
+	int reps = 5, do_rb = 1, save_only = 0, exact = 0, c, rc;
 	rckpt_t *h;
 	rados_t cl;
 	rados_ioctx_t io;
 	ckpts_t ck;
 	char job[64];
 
-	while ((c = getopt_long(argc, argv, "c:p:L:r:nhm:B:P:O:T:SN:", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "c:p:L:r:nhm:B:P:O:T:SN:X", lo, NULL)) != -1) {
 		switch (c) {
 		case 'c': co.conf_path = optarg; break;
 		case 'p': pool = optarg; break;
@@ -661,18 +662,24 @@ int main(int argc, char **argv)
 		case 'O': osd_pid = atol(optarg); break;
 		case 'S': save_only = 1; break;
 		case 'N': steps = (unsigned)atoi(optarg); break;
+		case 'X': exact = 1; break;
 		default:
 			printf("usage: bench_store [--conf PATH] [--pool NAME] [--chains 1,2,4,...]\n"
 			       "                   [--reps N] [--no-rados-bench]\n"
 			       "                   [--mem-sizes MI,MI,... (Mi parameters; 0: skip)]\n"
 			       "                   [--mem-budget MIB]\n"
 			       "                   [--per-call MI (a chunk of MI Mi elements, 1..4; 0: skip)\n"
-			       "                    [--osd-pid PID (the OSD's memory)]]\n"
+			       "                    [--osd-pid PID (the OSD's memory)]\n"
+			       "                    [--exact (the steps saved bit-exact)]]\n"
 			       "                   [--threads N (chunks a save encodes at once; 0: the cores)]\n"
 			       "                   [--save-only (1. and its raw-fp32 pair alone)]\n"
 			       "                   [--steps N (checkpoints loaded, at most; default 64)] DIR\n");
 			return c == 'h' ? 0 : 2;
 		}
+	}
+	if (exact && per_call_mi == 0) {
+		fprintf(stderr, "bench_store: --exact is for --per-call MI\n");
+		return 2;
 	}
 	if (optind != argc - 1 || reps < 1 || steps < 2) {
 		fprintf(stderr, "bench_store: needs DIR; try --help\n");
@@ -765,12 +772,12 @@ int main(int argc, char **argv)
 		restore_vs_chain(h, io, &ck, chain, nchain, maxchain, reps);
 		/* 4. one call of each method */
 		if (per_call_mi)
-			per_call(h, io, per_call_mi, osd_pid);
+			per_call(h, io, per_call_mi, osd_pid, exact);
 	}
 	printf("\ncommand: bench_store %s%s%s --chains %s --reps %d --mem-sizes %s --mem-budget %" PRIu64
-	       " --per-call %u --steps %u %s\n", co.conf_path ? "--conf " : "", co.conf_path ? co.conf_path : "",
-	       save_only ? " --save-only" : "", chains, reps, mem_sizes, budget_mib, per_call_mi, steps,
-	       argv[optind]);
+	       " --per-call %u%s --steps %u %s\n", co.conf_path ? "--conf " : "", co.conf_path ? co.conf_path : "",
+	       save_only ? " --save-only" : "", chains, reps, mem_sizes, budget_mib, per_call_mi,
+	       exact ? " --exact" : "", steps, argv[optind]);
 	rados_ioctx_destroy(io);
 	rados_shutdown(cl);
 	rckpt_destroy(h);

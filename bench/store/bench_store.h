@@ -32,6 +32,6 @@ void mem_vs_size(rckpt_t *h, const char *sizes, uint64_t budget_mib);
 
 /* 4. one call of each rckpt method on a chunk of mi Mi elements: the
  * slowest call, and with osd (its PID) the OSD's peak memory. */
-void per_call(rckpt_t *h, rados_ioctx_t io, unsigned mi, long osd);
+void per_call(rckpt_t *h, rados_ioctx_t io, unsigned mi, long osd, int exact);
 
 #endif

@@ -260,7 +260,7 @@ static uint64_t job_token(rados_ioctx_t io)
 	return t;
 }
 
-void per_call(rckpt_t *h, rados_ioctx_t io, unsigned mi, long osd)
+void per_call(rckpt_t *h, rados_ioctx_t io, unsigned mi, long osd, int exact)
 {
 	const char *chunk = "rckpt.chunk.00000";
 	const unsigned steps = 6; /* a base and 5 deltas */
@@ -285,6 +285,7 @@ void per_call(rckpt_t *h, rados_ioctx_t io, unsigned mi, long osd)
 	rckpt_job_delete(h, job);
 	o.writer = 1;
 	o.chunk_params = m.params; /* the whole model in one chunk */
+	o.exact = exact;
 	o.mem_budget = 8 * m.params + ((uint64_t)64 << 20);
 	if ((rc = rckpt_job_open(h, &j, job, &o)))
 		die(rckpt_errmsg(h), rc);
@@ -299,9 +300,9 @@ void per_call(rckpt_t *h, rados_ioctx_t io, unsigned mi, long osd)
 	}
 	rados_ioctx_set_namespace(io, job);
 	token = job_token(io);
-	printf("\n4. one call of each rckpt method on a chunk of %" PRIu64 " elements (%u steps: a "
+	printf("\n4. one call of each rckpt method on a chunk of %" PRIu64 " elements (%u steps%s: a "
 	       "base and %u deltas; slowest save %.2f s)\n",
-	       m.params, steps, steps - 1, slowest_save);
+	       m.params, steps, exact ? " saved bit-exact" : "", steps - 1, slowest_save);
 	printf("   %-12s %-44s %6s %10s %12s\n", "method", "what", "calls", "slowest ms", "OSD peak MiB");
 	{ /* the chunk's index */
 		rckpt_buf_t in = RCKPT_BUF_INIT;

@@ -242,6 +242,10 @@ static int hit(mem_pool_t *p, const char *op, int *delay)
 		return 0;
 	p->struck = 1;
 	snprintf(p->struck_op, sizeof(p->struck_op), "%s", op);
+	if (p->fault.before) {
+		p->fault.before(p->fault.arg);
+		return 0;
+	}
 	if (p->fault.delay) {
 		if (delay)
 			*delay = 1;

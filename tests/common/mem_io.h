@@ -45,7 +45,9 @@ int mem_pool_open(void *arg, const char *ns, rckpt_io_t **out);
  * set, a class call of a write method is kept, not run, and the caller
  * gets rc: the request of a client that paused or was cut off, still
  * queued, which mem_pool_release lands later (after its successor has
- * moved on). */
+ * moved on); or, with before set, before(arg) runs first (another actor
+ * acting at that moment, through the same pool), then the call as it
+ * was asked. */
 typedef struct mem_fault {
 	const char *op;
 	unsigned nth;
@@ -53,6 +55,8 @@ typedef struct mem_fault {
 	int delay;
 	int lost;
 	int held;
+	void (*before)(void *arg);
+	void *arg;
 } mem_fault_t;
 
 /* Arms f (replacing any armed fault); NULL disarms. */

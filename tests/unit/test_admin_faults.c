@@ -105,7 +105,7 @@ static void test_compaction_faults(void **state)
 		assert_int_equal(save_next(f), 0);
 	assert_int_equal(rckpt_job_pin(f->j, pinned, 1), 0);
 	for (k = 1;; k++) {
-		const mem_fault_t fault = { NULL, k, -EIO, 0, 0, 0 };
+		const mem_fault_t fault = { NULL, k, -EIO, 0, 0, 0, NULL, NULL };
 		char op[32];
 		int rc, struck;
 		mem_pool_fault(f->pool, &fault);
@@ -172,7 +172,7 @@ static void test_compaction_faults(void **state)
 static void test_gc_faults(void **state)
 {
 	fx_t *f = *state;
-	const mem_fault_t mid = { "append", 3, -EIO, 0, 0, 0 };
+	const mem_fault_t mid = { "append", 3, -EIO, 0, 0, 0, NULL, NULL };
 	unsigned k, removed = 0, failed = 0;
 
 	assert_int_equal(save_next(f), 0);
@@ -182,7 +182,7 @@ static void test_gc_faults(void **state)
 	assert_int_equal(rckpt_job_save(f->j, f->next++, f->m.t, NT, NULL, 0, NULL), -EIO);
 	mem_pool_fault(f->pool, NULL);
 	for (k = 1;; k++) {
-		const mem_fault_t fault = { NULL, k, -EIO, 0, 0, 0 };
+		const mem_fault_t fault = { NULL, k, -EIO, 0, 0, 0, NULL, NULL };
 		int rc, struck;
 		mem_pool_fault(f->pool, &fault);
 		rc = rckpt_job_gc(f->j, &removed);
@@ -285,7 +285,7 @@ static void test_policy_faults(void **state)
 	rckpt_policy_close(p);
 
 	for (k = 1;; k++) {
-		const mem_fault_t fault = { NULL, k, -EIO, 0, 0, 0 };
+		const mem_fault_t fault = { NULL, k, -EIO, 0, 0, 0, NULL, NULL };
 		int rc, struck;
 		mem_pool_fault(f->pool, &fault);
 		rc = rckpt_policy_open(f->j, &p, NULL);
@@ -310,7 +310,7 @@ static void test_policy_faults(void **state)
 	assert_float_equal(in.restart_s, 5.0, 0);
 	/* a notice whose record fails: the decision does not wait on it */
 	{
-		const mem_fault_t fault = { "omap_set", 1, -EIO, 0, 0, 0 };
+		const mem_fault_t fault = { "omap_set", 1, -EIO, 0, 0, 0, NULL, NULL };
 		mem_pool_fault(f->pool, &fault);
 		rckpt_policy_notify(p);
 		assert_int_equal(rckpt_policy_should_save(p, 1), RCKPT_POLICY_EMERGENCY);

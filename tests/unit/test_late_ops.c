@@ -58,7 +58,7 @@ static void successor(fx_t *f)
  * waits for mem_pool_release. */
 static void hold(fx_t *f, const char *op, unsigned nth)
 {
-	const mem_fault_t h = { op, nth, PAUSED, 0, 0, 1 };
+	const mem_fault_t h = { op, nth, PAUSED, 0, 0, 1, NULL, NULL };
 	mem_pool_fault(f->pool, &h);
 }
 
@@ -197,13 +197,116 @@ static void test_late_compactor(void **state)
 	rckpt_job_close(c);
 }
 
+/* Another client that acts when armed: a compaction under `keep`, or
+ * (rewind set) a writer that takes the job over, rewinds to step 2 and
+ * saves steps 3 and 4 anew. */
+typedef struct actor {
+	fx_t *f;
+	rckpt_t *h;
+	rckpt_job_t *j;
+	rckpt_retention_t keep;
+	int rewind;
+	unsigned round; /* rewinds so far: each saves other values */
+	int rc;
+} actor_t;
+
+static void act_now(void *arg)
+{
+	actor_t *c = arg;
+	rckpt_job_t *w = NULL;
+	rckpt_job_opts_t o = RCKPT_JOB_OPTS_INIT;
+	uint64_t s;
+	if (!c->rewind) {
+		c->rc = rckpt_job_compact(c->j, &c->keep, NULL);
+		return;
+	}
+	o.writer = 1;
+	o.chunk_params = 1024;
+	o.compute = RCKPT_COMPUTE_CPU;
+	o.takeover = RCKPT_TAKEOVER_ALWAYS;
+	c->rc = rckpt_job_open(c->h, &w, "faults", &o);
+	if (c->rc == 0)
+		c->rc = rckpt_job_rewind(w, 2, NULL);
+	for (s = 3; s <= 4 && c->rc == 0; s++) {
+		model_at(&c->f->m, 40 + 10 * c->round + (unsigned)s); /* values no earlier 3, 4 had */
+		c->rc = rckpt_job_save(w, s, c->f->m.t, NT, NULL, 0, NULL);
+	}
+	rckpt_job_close(w);
+	c->round++;
+}
+
+/* Restores step s (the sth committed) while another client acts (a
+ * compaction under `keep`, or a rewind and saves) just before the
+ * restore's first materialize call (after it read the step's summary and
+ * manifest): the restore's result; restored, the values it restored to
+ * when it was committed. */
+static int restore_beside(fx_t *f, uint64_t s, rckpt_retention_t keep, int rewind, actor_t *c)
+{
+	rckpt_job_opts_t o = RCKPT_JOB_OPTS_INIT;
+	float *out[NT];
+	unsigned t;
+	int rc;
+	mem_fault_t before = { "materialize", 1, 0, 0, 0, 0, act_now, c };
+	c->f = f;
+	c->keep = keep;
+	c->rewind = rewind;
+	c->rc = 1;
+	assert_int_equal(rckpt_create(&c->h), 0);
+	assert_int_equal(rckpt_set_io(c->h, mem_pool_open, f->pool, "mem"), 0);
+	o.compute = RCKPT_COMPUTE_CPU;
+	assert_int_equal(rckpt_job_open(c->h, &c->j, "faults", &o), 0);
+	for (t = 0; t < NT; t++)
+		assert_non_null(out[t] = __real_malloc(4 * numel(t)));
+	mem_pool_fault(f->pool, &before);
+	rc = restore(f, s, out);
+	assert_true(mem_pool_struck(f->pool));
+	mem_pool_fault(f->pool, NULL);
+	assert_int_equal(c->rc, 0);
+	assert_int_equal(f->step[s - 1], s);
+	for (t = 0; t < NT; t++) {
+		if (rc == 0)
+			assert_memory_equal(out[t], f->got[s - 1][t], 4 * numel(t));
+		free(out[t]);
+	}
+	rckpt_job_close(c->j);
+	rckpt_destroy(c->h);
+	return rc;
+}
+
+/* A restore that a compaction overtakes (the campaign's "cannot
+ * materialize step 334 ... No such file or directory", issue 64): a step
+ * the compaction keeps restores as committed; one it drops fails saying
+ * so, not as damage; so does one that a rewind drops and a writer saves
+ * anew under the same number. */
+static void test_restore_beside_compaction(void **state)
+{
+	fx_t *f = *state;
+	actor_t c;
+	rckpt_retention_t every2 = { 0, 2 }, last1 = { 1, 0 }, none = { 0, 0 };
+	unsigned i;
+	for (i = 0; i < 6; i++)
+		assert_int_equal(save_next(f), 0);
+	/* rewinds first, while every step is listed: the head rewound away
+	 * (to 2, then 3 and 4 saved anew); then 4 saved anew again */
+	c.round = 0;
+	assert_int_equal(restore_beside(f, 6, none, 1, &c), -ENOENT);
+	assert_says(f, "step 6 was dropped");
+	assert_int_equal(restore_beside(f, 4, none, 1, &c), -ENOENT);
+	assert_says(f, "step 4 was dropped");
+	/* step 2 kept (every 2: 2 and the head 4), made a delta on 4 meanwhile */
+	assert_int_equal(restore_beside(f, 2, every2, 0, &c), 0);
+	/* step 2 dropped (keep-last 1) */
+	assert_int_equal(restore_beside(f, 2, last1, 0, &c), -ENOENT);
+	assert_says(f, "step 2 was dropped");
+}
+
 /* gc removes the manifest a failed save left (step 3, never committed)
  * but pauses with that retire queued; a new writer saves its own step 3
  * and 4; the retire lands: refused, step 3 restores to what it committed. */
 static void test_late_gc(void **state)
 {
 	fx_t *f = *state;
-	const mem_fault_t no_commit = { "commit", 1, -EIO, 0, 0, 0 };
+	const mem_fault_t no_commit = { "commit", 1, -EIO, 0, 0, 0, NULL, NULL };
 	unsigned removed = 0;
 	assert_int_equal(save_next(f), 0);
 	assert_int_equal(save_next(f), 0);
@@ -631,6 +734,7 @@ int main(void)
 		cmocka_unit_test(test_takeover_live_holders),
 		cmocka_unit_test_setup_teardown(test_lazy_open, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_takeover_race, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_restore_beside_compaction, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -297,7 +297,7 @@ static void test_failed_roll(void **state)
 {
 	sj_t J;
 	const unsigned roll = first_roll(STEPS);
-	const mem_fault_t fail_commit = { "commit", 1, -EIO, 0, 0, 0 };
+	const mem_fault_t fail_commit = { "commit", 1, -EIO, 0, 0, 0, NULL, NULL };
 	census_t c0, c1;
 	unsigned s, removed;
 

@@ -182,7 +182,7 @@ static void test_restores(void **state)
 	rckpt_job_t *j, *ro;
 	rckpt_restored_t *r = NULL;
 	rckpt_io_t *io;
-	const mem_fault_t no_omap = { "omap_set", 1, -EIO, 0, 0, 0 };
+	const mem_fault_t no_omap = { "omap_set", 1, -EIO, 0, 0, 0, NULL, NULL };
 	(void)state;
 
 	assert_int_equal(mem_pool_create(&pool), 0);
@@ -231,7 +231,7 @@ static void test_restores(void **state)
 		/* the restore's own reads of the job's omap come first: fail
 		 * each in turn until the record's read is the one failing */
 		for (k = 1; k < 64; k++) {
-			const mem_fault_t no_get = { "omap_get", k, -EIO, 0, 0, 0 };
+			const mem_fault_t no_get = { "omap_get", k, -EIO, 0, 0, 0, NULL, NULL };
 			rckpt_job_close(j);
 			j = open_job(h, 1);
 			mem_pool_fault(pool, &no_get);

@@ -84,7 +84,7 @@ static void test_allocation_fails_at_each_step_of_a_save(void **state)
 static void test_append_fails_mid_step(void **state)
 {
 	fx_t *f = *state;
-	const mem_fault_t fault = { "append", 3, -EIO, 0, 0, 0 };
+	const mem_fault_t fault = { "append", 3, -EIO, 0, 0, 0, NULL, NULL };
 	unsigned appends;
 
 	assert_int_equal(save_next(f), 0);
@@ -115,7 +115,7 @@ static void test_append_fails_mid_step(void **state)
 static void test_append_runs_late(void **state)
 {
 	fx_t *f = *state;
-	const mem_fault_t late = { "append", 2, 0, 1, 0, 0 };
+	const mem_fault_t late = { "append", 2, 0, 1, 0, 0, NULL, NULL };
 	assert_int_equal(save_next(f), 0);
 	mem_pool_fault(f->pool, &late);
 	assert_int_equal(save_next(f), 0);
@@ -130,7 +130,7 @@ static void test_append_runs_late(void **state)
 static void test_commit_fails(void **state)
 {
 	fx_t *f = *state;
-	const mem_fault_t fault = { "commit", 1, -EIO, 0, 0, 0 };
+	const mem_fault_t fault = { "commit", 1, -EIO, 0, 0, 0, NULL, NULL };
 	const uint64_t lost = 3;
 	rckpt_restored_t *r = NULL;
 
@@ -146,7 +146,7 @@ static void test_commit_fails(void **state)
 	assert_null(r);
 	/* a lost lease looks the same from here: the head moved under us */
 	{
-		const mem_fault_t stale = { "commit", 1, -ESTALE, 0, 0, 0 };
+		const mem_fault_t stale = { "commit", 1, -ESTALE, 0, 0, 0, NULL, NULL };
 		mem_pool_fault(f->pool, &stale);
 		model_at(&f->m, f->next);
 		assert_int_equal(rckpt_job_save(f->j, f->next++, f->m.t, NT, NULL, 0, NULL), -ESTALE);
@@ -164,7 +164,7 @@ static void test_commit_fails(void **state)
 static void test_commit_reply_lost(void **state)
 {
 	fx_t *f = *state;
-	const mem_fault_t lost = { "commit", 1, -ETIMEDOUT, 0, 1, 0 };
+	const mem_fault_t lost = { "commit", 1, -ETIMEDOUT, 0, 1, 0, NULL, NULL };
 
 	assert_int_equal(save_next(f), 0);
 	assert_int_equal(save_next(f), 0);
@@ -185,7 +185,7 @@ static void test_commit_reply_lost(void **state)
 static void test_manifest_write_fails(void **state)
 {
 	fx_t *f = *state;
-	const mem_fault_t fault = { "put", 1, -ENOSPC, 0, 0, 0 };
+	const mem_fault_t fault = { "put", 1, -ENOSPC, 0, 0, 0, NULL, NULL };
 	assert_int_equal(save_next(f), 0);
 	mem_pool_fault(f->pool, &fault);
 	model_at(&f->m, f->next);
@@ -204,7 +204,7 @@ static void test_materialize_fails(void **state)
 	fx_t *f = *state;
 	float *now[NT];
 	unsigned t;
-	const mem_fault_t fault = { "materialize", 2, -EIO, 0, 0, 0 };
+	const mem_fault_t fault = { "materialize", 2, -EIO, 0, 0, 0, NULL, NULL };
 
 	assert_int_equal(save_next(f), 0);
 	assert_int_equal(save_next(f), 0);
@@ -221,7 +221,7 @@ static void test_materialize_fails(void **state)
 	nothing_lost(f);
 	/* and a reader's restore fails alike, leaving the job as it was */
 	{
-		const mem_fault_t readfault = { "read", 1, -EIO, 0, 0, 0 };
+		const mem_fault_t readfault = { "read", 1, -EIO, 0, 0, 0, NULL, NULL };
 		mem_pool_fault(f->pool, &readfault);
 		assert_int_not_equal(rckpt_job_restore(f->j, 3, &(rckpt_restored_t *){ NULL }, NULL), 0);
 		mem_pool_fault(f->pool, NULL);
@@ -368,7 +368,7 @@ static void test_rewind_atomic(void **state)
 		rckpt_io_t *io = NULL;
 		rckpt_buf_t v = RCKPT_BUF_INIT;
 		char name[16];
-		const mem_fault_t crash = { "rewind", nth, -EIO, 0, 0, 0 };
+		const mem_fault_t crash = { "rewind", nth, -EIO, 0, 0, 0, NULL, NULL };
 		unsigned n;
 		snprintf(name, sizeof(name), "rw%u", nth);
 		o.writer = 1;
@@ -555,6 +555,69 @@ static void test_restore_declares_too_much(void **state)
 	free(w);
 }
 
+/* A chunk object past the class's bounds, as a trainer can plant with
+ * plain omap writes (issue 64): 1100 more index entries in the second
+ * chunk (copies of step 3's, of steps past the head). Compaction is refused, naming the object
+ * and the repair, and changes nothing; every step still restores (folded
+ * in the client). */
+static void test_compact_oversized_chunk(void **state)
+{
+	fx_t *f = *state;
+	rckpt_io_t *io = NULL;
+	rckpt_retention_t all = { 0, 0 };
+	rckpt_buf_t v = RCKPT_BUF_INIT;
+	rckpt_store_entry_t e;
+	uint8_t b[RCKPT_STORE_ENTRY_BYTES];
+	char key[32];
+	unsigned i;
+	for (i = 0; i < 3; i++)
+		assert_int_equal(save_next(f), 0);
+	assert_int_equal(mem_pool_open(f->pool, "faults", &io), 0);
+	assert_int_equal(rckpt_store_step_key(key, sizeof(key), 'r', 3), 0);
+	assert_int_equal(io->ops->omap_get(io, "rckpt.chunk.00001", key, &v), 0);
+	assert_int_equal(rckpt_store_entry_get(&e, v.p, v.len), 0);
+	for (i = 0; i < 1100; i++) {
+		e.step = 1000 + i;
+		assert_int_equal(rckpt_store_entry_put(b, &e), 0);
+		assert_int_equal(rckpt_store_step_key(key, sizeof(key), 'r', e.step), 0);
+		assert_int_equal(io->ops->omap_set(io, "rckpt.chunk.00001", key, b, sizeof(b)), 0);
+	}
+	assert_int_equal(rckpt_job_compact(f->j, &all, NULL), -E2BIG);
+	assert_says(f, "rckpt.chunk.00001 takes no rckpt call");
+	assert_says(f, "rckpt ckpt branch --job faults --step S --upto 3 ");
+	nothing_lost(f);
+	/* the repair it names: a branch copies steps 1..3 into a job in shape,
+	 * which restores to the same values and compacts */
+	{
+		rckpt_job_t *b = NULL;
+		rckpt_job_opts_t o = RCKPT_JOB_OPTS_INIT;
+		float *out[NT];
+		unsigned t, k;
+		o.compute = RCKPT_COMPUTE_CPU;
+		assert_int_equal(rckpt_job_branch(f->j, 1, 3, "repaired"), 0);
+		assert_int_equal(rckpt_job_open(f->h, &b, "repaired", &o), 0);
+		for (t = 0; t < NT; t++)
+			assert_non_null(out[t] = malloc(4 * numel(t)));
+		for (k = 0; k < 3; k++) {
+			rckpt_restored_t *r = NULL;
+			assert_int_equal(rckpt_job_restore(b, k + 1, &r, NULL), 0);
+			for (t = 0; t < NT; t++) {
+				int at = rckpt_restored_find(r, MODEL[t].name);
+				assert_true(at >= 0);
+				assert_int_equal(rckpt_restored_read(r, (unsigned)at, out[t], 4 * numel(t)), 0);
+				assert_memory_equal(out[t], f->got[k][t], 4 * numel(t));
+			}
+			rckpt_restored_free(r);
+		}
+		assert_int_equal(rckpt_job_compact(b, &all, NULL), 0);
+		for (t = 0; t < NT; t++)
+			free(out[t]);
+		rckpt_job_close(b);
+	}
+	rckpt_buf_free(&v);
+	io->ops->close(io);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -573,6 +636,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_list_reply_too_long, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_writes_what_the_class_reads, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_writes_newest_to_this_class, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_compact_oversized_chunk, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

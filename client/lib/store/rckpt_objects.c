@@ -83,8 +83,14 @@ static void chunk_oid(void *arg, unsigned i, char *buf, size_t cap)
 int rckpt_chunk_writes(rckpt_job_t *j, uint64_t seg, const char *method, const rckpt_buf_t *msgs,
 		       int same, unsigned n)
 {
+	return rckpt_chunk_writes_at(j, seg, method, msgs, same, n, NULL);
+}
+
+int rckpt_chunk_writes_at(rckpt_job_t *j, uint64_t seg, const char *method, const rckpt_buf_t *msgs,
+			  int same, unsigned n, unsigned *failed)
+{
 	return rckpt_io_fanout(j->io, n, j->o.inflight, chunk_oid, &seg, "rckpt", method, msgs, same,
-			       NULL, NULL, NULL);
+			       NULL, NULL, failed);
 }
 
 /* ---- records and whole objects ---- */

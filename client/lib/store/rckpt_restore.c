@@ -28,7 +28,9 @@ typedef struct mat {
 	int skip;          /* not wanted (a partial restore) */
 } mat_t;
 
-/* The step's attachment, decompressed into *out; none: *out NULL, 0. */
+/* The step's attachment, decompressed into *out; none: *out NULL, 0 (a
+ * step dropped meanwhile too: the restore checks at its end that the step
+ * is still the one it found). */
 static int read_attachment(rckpt_job_t *j, uint64_t step, uint8_t **out, size_t *len)
 {
 	rckpt_buf_t b = RCKPT_BUF_INIT;
@@ -109,8 +111,8 @@ static void pending_oid(void *arg, unsigned k, char *buf, size_t cap)
 /* Where step's records are (*seg) and whether it has an attachment and
  * is exact (clearing *attach, *exact when not), *step resolved from
  * RCKPT_LATEST. 0, or the error with the handle's message set. */
-static int restore_locate(rckpt_job_t *j, uint64_t *step, uint64_t *seg, int *attach, int *exact,
-			  const char *fn)
+static int restore_locate(rckpt_job_t *j, uint64_t *step, rckpt_store_summary_t *sump, int *attach,
+			  int *exact, const char *fn)
 {
 	rckpt_t *h = j->h;
 	rckpt_store_summary_t sum;
@@ -136,7 +138,7 @@ static int restore_locate(rckpt_job_t *j, uint64_t *step, uint64_t *seg, int *at
 				  *step);
 	if (rc)
 		return rckpt_fail(h, rc, fn, "cannot read the summary of step %" PRIu64, *step);
-	*seg = sum.segment;
+	*sump = sum;
 	/* a rewound job may hold an attachment of an abandoned step of this
 	 * number: only one the summary names is the step's */
 	if (!(sum.flags & RCKPT_SUMMARY_ATTACH))
@@ -389,6 +391,42 @@ int rckpt_job_restores(rckpt_job_t *j, uint64_t *count, uint64_t *last)
 	return 0;
 }
 
+/* Whether step is still what the restore found (its summary was): listed
+ * at or before the head with the same summary. A compaction's retention
+ * policy or a rewind may drop it under a restore (its records, manifest
+ * or attachment go), and a rewound job may save another step of that
+ * number. 1, 0 (gone or another), or the read's error. */
+static int still_the_step(rckpt_job_t *j, uint64_t step, const rckpt_store_summary_t *was)
+{
+	rckpt_store_summary_t now;
+	uint64_t head, count;
+	int rc = rckpt_step_summary(j, step, &now);
+	if (rc == 0)
+		rc = rckpt_read_head(j, &head, &count);
+	if (rc)
+		return rc == -ENOENT ? 0 : rc;
+	return head != RCKPT_STORE_NONE && step <= head && now.segment == was->segment &&
+	       now.flags == was->flags && now.raw_bytes == was->raw_bytes && now.enc_bytes == was->enc_bytes &&
+	       now.parent == was->parent && now.nchunks == was->nchunks && now.quality == was->quality;
+}
+
+/* A restore of step that ended with rc (0: it succeeded): -ENOENT with a
+ * message saying so when the step is no longer the one it found, the
+ * handle's message (when rc) appended; else rc as it was. */
+static int dropped_meanwhile(rckpt_job_t *j, uint64_t step, const rckpt_store_summary_t *was, int rc,
+			     const char *fn)
+{
+	char why[160] = "";
+	if (rc == -ENOMEM || still_the_step(j, step, was) != 0)
+		return rc;
+	if (rc)
+		snprintf(why, sizeof(why), " (%s)", rckpt_errmsg(j->h));
+	return rckpt_fail(j->h, -ENOENT, fn,
+			  "job %s: step %" PRIu64 " was dropped while it was restored (by a retention policy or "
+			  "a rewind; or saved anew, or the job deleted)%s",
+			  j->name, step, why);
+}
+
 int rckpt_restore_sel(rckpt_job_t *j, uint64_t step, const char *const *names, unsigned nnames,
 		       const rckpt_range_t *ranges, unsigned nranges, rckpt_restored_t **outp,
 		       rckpt_restore_stats_t *rst, unsigned what, const char *fn)
@@ -402,17 +440,22 @@ int rckpt_restore_sel(rckpt_job_t *j, uint64_t step, const char *const *names, u
 	mat_run_t x = { 0, 0, 0, UINT_MAX, 0 };
 	const uint8_t **recs = NULL;
 	size_t *lens = NULL;
+	rckpt_store_summary_t sum;
 	uint64_t seg = 0;
 	unsigned i;
 	char oid[64];
 	double t0 = rckpt_now_s();
-	int rc;
+	int rc, located = 0;
 
 	rckpt_clear_error(h);
 	*outp = NULL;
 	memset(&mf, 0, sizeof(mf));
-	if ((rc = restore_locate(j, &step, &seg, &attach, &exact, fn)))
+	memset(&sum, 0, sizeof(sum));
+	if ((rc = restore_locate(j, &step, &sum, &attach, &exact, fn)))
 		return rc;
+	seg = sum.segment;
+	/* from here the step may be dropped under the restore (done:) */
+	located = 1;
 	if ((rc = restore_manifest(j, step, &man, &mf, fn)))
 		goto done;
 	if ((rc = rckpt_fold_decide(j))) {
@@ -469,6 +512,13 @@ int rckpt_restore_sel(rckpt_job_t *j, uint64_t step, const char *const *names, u
 	}
 	if (exact && (rc = restore_exact(j, r, m, step, &x.wire, fn)))
 		goto done;
+	/* Each chunk matched the manifest's SHA-256, but the attachment is
+	 * read apart: that of the same step only if the step is still the one
+	 * found (a rewound job may have saved another of that number). */
+	if (attach && (rc = dropped_meanwhile(j, step, &sum, 0, fn))) {
+		located = 0; /* said */
+		goto done;
+	}
 	if (rst) {
 		rst->wire_bytes = x.wire + man.len;
 		rst->calls = x.calls;
@@ -479,6 +529,8 @@ int rckpt_restore_sel(rckpt_job_t *j, uint64_t step, const char *const *names, u
 	if (j->o.writer && !j->resumed)
 		note_restore(j, step);
 done:
+	if (rc && located)
+		rc = dropped_meanwhile(j, step, &sum, rc, fn);
 	if (r)
 		rckpt_restored_free(r);
 	for (i = 0; m && i < mf.nchunks; i++) {
@@ -651,13 +703,13 @@ int rckpt_restored_attachment(const rckpt_restored_t *r, const void **data, size
 int rckpt_job_attachment(rckpt_job_t *j, uint64_t *step, void *dst, size_t cap, size_t *len)
 {
 	int attach = 1, exact = 0, rc;
-	uint64_t seg = 0;
+	rckpt_store_summary_t sum;
 	uint8_t *p = NULL;
 	size_t n = 0;
 
 	rckpt_clear_error(j->h);
 	*len = 0;
-	if ((rc = restore_locate(j, step, &seg, &attach, &exact, __func__)))
+	if ((rc = restore_locate(j, step, &sum, &attach, &exact, __func__)))
 		return rc;
 	if (attach && (rc = read_attachment(j, *step, &p, &n)))
 		return rckpt_fail(j->h, rc, __func__, "cannot read the attachment of step %" PRIu64 "%s", *step,

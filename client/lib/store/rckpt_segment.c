@@ -33,6 +33,7 @@ int rckpt_segment_compact(rckpt_job_t *j, uint64_t seg, unsigned nchunks, uint64
 {
 	rckpt_store_entry_t *ix = NULL;
 	uint32_t nix = 0, from, at, stride;
+	unsigned failed = 0;
 	int rc;
 
 	if ((rc = rckpt_chunk_index(j, seg, 0, &ix, &nix)))
@@ -66,11 +67,25 @@ int rckpt_segment_compact(rckpt_job_t *j, uint64_t seg, unsigned nchunks, uint64
 			nkeep++;
 		rc = rckpt_msg_compact_encode(&in, token, upto, keep, nkeep);
 		if (rc == 0)
-			rc = rckpt_chunk_writes(j, seg, "compact", &in, 1, nchunks);
+			rc = rckpt_chunk_writes_at(j, seg, "compact", &in, 1, nchunks, &failed);
 		rckpt_buf_free(&in);
 		if (rc == -E2BIG && stride > 1 && (upto != end || from < nix)) {
 			stride /= 2; /* more than one call may do: a shorter stage */
 			continue;
+		}
+		if (rc == -E2BIG) { /* even one record: an object past the class's bounds */
+			char oid[64];
+			uint64_t head = end, count;
+			rckpt_store_segment_oid(oid, sizeof(oid), failed, seg);
+			if (rckpt_read_head(j, &head, &count) || head == RCKPT_STORE_NONE)
+				head = end;
+			rc = rckpt_fail(j->h, rc, "rckpt_job_compact",
+					"cannot compact job %s to step %" PRIu64 ": %s takes no rckpt call (over %u "
+					"records, or of 2^22 elements: written without the class); its steps restore, "
+					"and 'rckpt ckpt branch --job %s --step S --upto %" PRIu64 " --to NEW' copies "
+					"them into a job in shape",
+					j->name, upto, oid, RCKPT_STORE_OBJECT_RECORDS_MAX, j->name, head);
+			break;
 		}
 		if (rc) {
 			rc = rckpt_fail(j->h, rc, "rckpt_job_compact", "cannot compact job %s up to step %" PRIu64 "%s",

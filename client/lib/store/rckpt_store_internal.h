@@ -230,6 +230,9 @@ int rckpt_holder_gone(const char *cookie, char *what, size_t cap);
  * when `same`. */
 int rckpt_chunk_writes(rckpt_job_t *j, uint64_t seg, const char *method, const rckpt_buf_t *msgs,
 		       int same, unsigned n);
+/* The same; *failed: the chunk of the first call that failed. */
+int rckpt_chunk_writes_at(rckpt_job_t *j, uint64_t seg, const char *method, const rckpt_buf_t *msgs,
+			  int same, unsigned n, unsigned *failed);
 
 /* ---- rckpt_store_admin.c: what compaction (rckpt_compact.c) takes ---- */
 
