@@ -313,6 +313,10 @@ void per_call(rckpt_t *h, rados_ioctx_t io, unsigned mi, long osd, int exact)
 			die("index", n < 0 ? n : -EBADMSG);
 		cost_end(&c, osd);
 		newest = ix[nix - 1].step;
+		if (exact) /* whole values: two records fill a 32 MiB segment */
+			printf("   (%s holds steps %" PRIu64 "..%" PRIu64 ": exact steps roll into segments of "
+			       "their own)\n",
+			       chunk, ix[0].step, newest);
 		rckpt_buf_free(&in);
 	}
 	{ /* trim the newest record, then append it again: the largest append */
@@ -444,6 +448,25 @@ void per_call(rckpt_t *h, rados_ioctx_t io, unsigned mi, long osd, int exact)
 		cost_end(&c, osd);
 		rckpt_buf_free(&in);
 		rckpt_buf_free(&obj);
+	}
+	{ /* one compact call at a time: steps 1..2, then 1..4, then 1..6,
+	   * keep-all (as the client's stages of two records would) */
+		const uint64_t keep[6] = { 1, 2, 3, 4, 5, 6 };
+		rckpt_buf_t in = RCKPT_BUF_INIT;
+		uint64_t upto;
+		char what[48];
+		for (upto = 2; upto <= steps; upto += 2) {
+			in.len = 0;
+			snprintf(what, sizeof(what), "one call, up to step %" PRIu64, upto);
+			cost_begin(&c, "compact", what, osd);
+			rc = rckpt_msg_compact_encode(&in, token, upto, keep, (unsigned)upto);
+			if (rc == 0)
+				rc = cost_call(&c, io, chunk, "compact", &in, NULL, 0);
+			if (rc < 0)
+				printf("   (compact up to %" PRIu64 ": %d)\n", upto, rc);
+			cost_end(&c, osd);
+		}
+		rckpt_buf_free(&in);
 	}
 	rados_ioctx_set_namespace(io, "");
 	{ /* compaction, keep-all: its stages, through the client (which
