@@ -399,15 +399,16 @@ int rckpt_job_restores(rckpt_job_t *j, uint64_t *count, uint64_t *last)
 static int still_the_step(rckpt_job_t *j, uint64_t step, const rckpt_store_summary_t *was)
 {
 	rckpt_store_summary_t now;
+	uint8_t a[RCKPT_STORE_SUMMARY_BYTES], b[RCKPT_STORE_SUMMARY_BYTES];
 	uint64_t head, count;
 	int rc = rckpt_step_summary(j, step, &now);
 	if (rc == 0)
 		rc = rckpt_read_head(j, &head, &count);
 	if (rc)
 		return rc == -ENOENT ? 0 : rc;
-	return head != RCKPT_STORE_NONE && step <= head && now.segment == was->segment &&
-	       now.flags == was->flags && now.raw_bytes == was->raw_bytes && now.enc_bytes == was->enc_bytes &&
-	       now.parent == was->parent && now.nchunks == was->nchunks && now.quality == was->quality;
+	rckpt_store_summary_put(a, &now);
+	rckpt_store_summary_put(b, was);
+	return head != RCKPT_STORE_NONE && step <= head && memcmp(a, b, sizeof(a)) == 0;
 }
 
 /* A restore of step that ended with rc (0: it succeeded): -ENOENT with a
