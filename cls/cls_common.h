@@ -19,7 +19,8 @@
 #define RCKPT_CLS_OUT_MAX ((size_t)64 << 20)
 
 /* A method's reply: the glue hands each body an empty buffer whose max is
- * RCKPT_CLS_OUT_MAX, and frees it after copying the reply out. */
+ * RCKPT_CLS_OUT_MAX, and hands its bytes (malloc'd, as rckpt_buf_t's are)
+ * to the OSD's reply without a copy. */
 typedef rckpt_buf_t rckpt_cls_out_t;
 #define RCKPT_CLS_OUT_INIT { NULL, 0, 0, RCKPT_CLS_OUT_MAX }
 

@@ -39,17 +39,32 @@ inline int stat(rckpt_cls_obj_t *o, uint64_t *size)
 	return cls_cxx_stat(hctx_of(o), size, nullptr);
 }
 
+// Reads a piece at a time into room made once: a record is never held
+// twice (the OSD's buffer beside ours) nor copied as out grows.
 inline int read(rckpt_cls_obj_t *o, uint64_t off, size_t len, rckpt_buf_t *out)
 {
-	ceph::bufferlist bl;
-	if (off > INT_MAX || len > INT_MAX)
+	const size_t piece = (size_t)4 << 20;
+	size_t done = 0;
+	int rc;
+	if (off > INT_MAX || len > INT_MAX || off + len > (uint64_t)INT_MAX + 1)
 		return -EFBIG;
-	int rc = cls_cxx_read(hctx_of(o), static_cast<int>(off), static_cast<int>(len), &bl);
-	if (rc < 0)
+	if ((rc = rckpt_buf_reserve(out, len))) /* bodies read what they bound */
 		return rc;
-	if (bl.length() == 0)
-		return 0;
-	return rckpt_buf_append(out, bl.c_str(), bl.length());
+	while (done < len) {
+		ceph::bufferlist bl;
+		const size_t want = len - done < piece ? len - done : piece;
+		rc = cls_cxx_read(hctx_of(o), static_cast<int>(off + done), static_cast<int>(want), &bl);
+		if (rc < 0)
+			return rc;
+		if (bl.length() > want)
+			return -EIO; /* more than asked: not the OSD we know */
+		bl.begin().copy(bl.length(), reinterpret_cast<char *>(out->p + out->len));
+		out->len += bl.length();
+		done += bl.length();
+		if (bl.length() < want)
+			return 0; /* the object's end */
+	}
+	return 0;
 }
 
 inline int write(rckpt_cls_obj_t *o, uint64_t off, const uint8_t *p, size_t len)
@@ -120,6 +135,21 @@ const rckpt_cls_obj_ops_t ops = { stat, read, write, truncate, omap_get, omap_se
 
 } // namespace rckpt_cls
 
+// Hands the reply's bytes to the OSD's buffer (no copy: a reply can be a
+// whole record).
+static inline int reply_to(ceph::bufferlist *out, rckpt_cls_out_t *reply)
+{
+	if (reply->len == 0)
+		return 0;
+	if (reply->len > UINT_MAX)
+		return -EFBIG; /* bodies keep replies within RCKPT_CLS_OUT_MAX */
+	out->append(ceph::buffer::claim_malloc(static_cast<unsigned>(reply->len),
+					       reinterpret_cast<char *>(reply->p)));
+	reply->p = nullptr;
+	reply->len = reply->cap = 0;
+	return 0;
+}
+
 // Input: the request bytes, made contiguous. Output: the body's reply bytes.
 // Returns: the body's return code (0 or a negative errno).
 template <rckpt_cls_method_fn Body>
@@ -129,8 +159,8 @@ static int rckpt_cls_call(cls_method_context_t, ceph::bufferlist *in, ceph::buff
 	const size_t in_len = in->length();
 	const uint8_t *in_p = in_len ? reinterpret_cast<const uint8_t *>(in->c_str()) : nullptr;
 	int rc = Body(in_p, in_len, &reply);
-	if (rc == 0 && reply.len)
-		out->append(reinterpret_cast<const char *>(reply.p), reply.len);
+	if (rc == 0)
+		rc = reply_to(out, &reply);
 	rckpt_buf_free(&reply);
 	return rc;
 }
@@ -158,8 +188,8 @@ static int rckpt_cls_obj_call(cls_method_context_t hctx, ceph::bufferlist *in, c
 		CLS_LOG(1, "rckpt: refused: %s (%d)", obj.why, rc);
 	else if (rc < 0)
 		CLS_LOG(10, "rckpt: a method failed (%d)", rc);
-	if (rc == 0 && reply.len)
-		out->append(reinterpret_cast<const char *>(reply.p), reply.len);
+	if (rc == 0)
+		rc = reply_to(out, &reply);
 	rckpt_buf_free(&reply);
 	return rc;
 }

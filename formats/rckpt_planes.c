@@ -16,40 +16,37 @@ static inline uint32_t le32(const uint8_t *p)
 	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-/* Element i's w bytes, XOR its prediction, rotated left by one bit, into
- * the planes pl (plane j at pl + j * m). */
-static void split(uint8_t *pl, const uint8_t *src, const uint8_t *pred, size_t m, unsigned w)
+/* Plane j of src[0..m) (elements w bytes wide): byte j of each element
+ * XOR its prediction, rotated left by one bit. A plane at a time, so that
+ * a record's planes never need a copy of its values beside them. */
+static void split(uint8_t *pl, const uint8_t *src, const uint8_t *pred, size_t m, unsigned w, unsigned j)
 {
+	const unsigned sh = 8 * j;
 	size_t i;
 	if (w == 4) {
 		for (i = 0; i < m; i++) {
 			uint32_t v = le32(src + 4 * i) ^ (pred ? le32(pred + 4 * i) : 0);
-			v = v << 1 | v >> 31;
-			pl[i] = (uint8_t)v;
-			pl[m + i] = (uint8_t)(v >> 8);
-			pl[2 * m + i] = (uint8_t)(v >> 16);
-			pl[3 * m + i] = (uint8_t)(v >> 24);
+			pl[i] = (uint8_t)((v << 1 | v >> 31) >> sh);
 		}
 	} else {
 		for (i = 0; i < m; i++) {
-			uint16_t v = (uint16_t)(src[2 * i] | src[2 * i + 1] << 8);
+			uint32_t v = (uint32_t)(src[2 * i] | src[2 * i + 1] << 8);
 			if (pred)
-				v ^= (uint16_t)(pred[2 * i] | pred[2 * i + 1] << 8);
-			v = (uint16_t)(v << 1 | v >> 15);
-			pl[i] = (uint8_t)v;
-			pl[m + i] = (uint8_t)(v >> 8);
+				v ^= (uint32_t)(pred[2 * i] | pred[2 * i + 1] << 8);
+			pl[i] = (uint8_t)((v << 1 | v >> 15) >> sh);
 		}
 	}
 }
 
-/* split's inverse. dst may not be pred. */
-static void join(uint8_t *dst, const uint8_t *pl, const uint8_t *pred, size_t m, unsigned w)
+/* split's inverse, in place: dst holds every element's rotated bytes (the
+ * planes put back in place); rotated back and XORed with pred. dst may
+ * not be pred. */
+static void join(uint8_t *dst, const uint8_t *pred, size_t m, unsigned w)
 {
 	size_t i;
 	if (w == 4) {
 		for (i = 0; i < m; i++) {
-			uint32_t v = (uint32_t)pl[i] | (uint32_t)pl[m + i] << 8 |
-				     (uint32_t)pl[2 * m + i] << 16 | (uint32_t)pl[3 * m + i] << 24;
+			uint32_t v = le32(dst + 4 * i);
 			v = v >> 1 | v << 31;
 			if (pred)
 				v ^= le32(pred + 4 * i);
@@ -60,7 +57,7 @@ static void join(uint8_t *dst, const uint8_t *pl, const uint8_t *pred, size_t m,
 		}
 	} else {
 		for (i = 0; i < m; i++) {
-			uint16_t v = (uint16_t)(pl[i] | pl[m + i] << 8);
+			uint16_t v = (uint16_t)(dst[2 * i] | dst[2 * i + 1] << 8);
 			v = (uint16_t)(v >> 1 | v << 15);
 			if (pred)
 				v ^= (uint16_t)(pred[2 * i] | pred[2 * i + 1] << 8);
@@ -107,7 +104,7 @@ int rckpt_planes_encode(rckpt_buf_t *out, int *predicted, const uint8_t *src, co
 {
 	const size_t start = out->len, m = w ? n / w : 0;
 	unsigned forms = pred && n ? 2 : 1, first = 0;
-	rckpt_est8_plan_t plan[2][4];
+	rckpt_est8_plan_t plan;
 	size_t size[2] = { 0, 0 };
 	uint8_t *pl;
 	unsigned f, j, best = 0;
@@ -120,23 +117,27 @@ int rckpt_planes_encode(rckpt_buf_t *out, int *predicted, const uint8_t *src, co
 		first = sample_bits(src, pred, m, w, SAMPLE_STRIDE) < sample_bits(src, NULL, m, w, SAMPLE_STRIDE);
 		forms = 1;
 	}
-	if ((pl = malloc(forms * n + 1)) == NULL)
+	if ((pl = malloc(m + 1)) == NULL)
 		return -ENOMEM;
-	/* each form's planes sized first; only the smaller is coded */
-	for (f = 0; f < forms && rc == 0; f++) {
-		split(pl + f * n, src, f + first ? pred : NULL, m, w);
+	/* below SAMPLE_MIN, each form's planes sized first; only the smaller
+	 * is coded */
+	for (f = 0; forms == 2 && f < forms && rc == 0; f++)
 		for (j = 0; j < w && rc == 0; j++) {
-			rc = rckpt_estream_plan8(&plan[f][j], pl + f * n + j * m, m);
-			size[f] += rc ? 0 : plan[f][j].bytes;
+			split(pl, src, f ? pred : NULL, m, w, j);
+			rc = rckpt_estream_plan8(&plan, pl, m);
+			size[f] += rc ? 0 : plan.bytes;
 		}
-	}
 	if (forms == 2 && size[1] < size[0]) /* ties: the plain form */
 		best = 1;
-	for (j = 0; j < w && rc == 0; j++)
-		rc = rckpt_estream_emit8(out, &plan[best][j], pl + best * n + j * m, m);
+	best += first;
+	for (j = 0; j < w && rc == 0; j++) {
+		split(pl, src, best ? pred : NULL, m, w, j);
+		if ((rc = rckpt_estream_plan8(&plan, pl, m)) == 0)
+			rc = rckpt_estream_emit8(out, &plan, pl, m);
+	}
 	if (rc)
 		out->len = start;
-	*predicted = rc == 0 && best + first;
+	*predicted = rc == 0 && best;
 	free(pl);
 	return rc;
 }
@@ -147,19 +148,22 @@ int rckpt_planes_decode(uint8_t *dst, const uint8_t *pred, size_t n, unsigned w,
 	rckpt_reader_t r = rckpt_reader(src, len);
 	const size_t m = w ? n / w : 0;
 	uint8_t *pl;
+	size_t i;
 	unsigned j;
 	int rc = 0;
 
 	if ((w != 2 && w != 4) || n % w)
 		return -EBADMSG;
-	if ((pl = malloc(n ? n : 1)) == NULL)
+	if ((pl = malloc(m ? m : 1)) == NULL)
 		return -ENOMEM;
-	for (j = 0; j < w && rc == 0; j++)
-		rc = rckpt_estream_decode8(pl + j * m, m, &r);
+	for (j = 0; j < w && rc == 0; j++) /* each plane back into its bytes */
+		if ((rc = rckpt_estream_decode8(pl, m, &r)) == 0)
+			for (i = 0; i < m; i++)
+				dst[i * w + j] = pl[i];
 	if (rc == 0 && (r.err || r.pos != len))
 		rc = -EBADMSG; /* every byte of the payload is a plane's */
 	if (rc == 0)
-		join(dst, pl, pred, m, w);
+		join(dst, pred, m, w);
 	free(pl);
 	return rc;
 }

@@ -50,6 +50,19 @@
 /* Bytes of re-encoded records one call may hold. */
 #define COMPACT_FRESH_MAX ((size_t)34 << 20) /* two records of 2^22 fp32 values kept
 						  whole (an exact step's), re-encoded */
+/* What one call may hold at once: the decoded records it keeps, the
+ * re-encoded ones waiting for the write, and the record it is decoding
+ * (its bytes read, its values) or encoding (its values' worth of output).
+ * Cached records are evicted to stay within it; a record that cannot be
+ * decoded or encoded within it even so is more than a call may do
+ * (-E2BIG). With the planes' scratch (a quarter of a record's values) and
+ * the OSD's own buffers, a call stays within 64 MiB. */
+#define COMPACT_HELD_MAX ((uint64_t)48 << 20)
+/* A base this long stays a base: an exact step's record (every value kept
+ * whole, about 13 MiB at 2^22 values). As a delta on the next kept step it
+ * would be about a sixth smaller, but making it one takes both steps'
+ * values and two such records in one call. */
+#define COMPACT_KEEP_BASE_BYTES ((uint64_t)8 << 20)
 
 typedef struct dcache {
 	rckpt_record_t *rec;          /* [COMPACT_CACHE] */
@@ -58,6 +71,8 @@ typedef struct dcache {
 	uint64_t clock, total;
 	int pinned;          /* an entry eviction leaves alone (-1: none) */
 	uint64_t record_max; /* elements of the largest record decoded */
+	uint64_t fresh;      /* bytes of re-encoded records the call holds */
+	uint64_t refused;    /* bytes it would have held: past COMPACT_HELD_MAX */
 } dcache_t;
 
 /* The work one call may do, by the records it has seen. */
@@ -119,14 +134,38 @@ static int dcache_index(const dcache_t *c, const rckpt_record_t *r)
 	return r ? (int)(r - c->rec) : -1;
 }
 
-/* The least recently used entry but the pinned one; -1 if none. */
-static int dcache_lru(const dcache_t *c)
+/* The least recently used entry but the pinned one and spare (-1:
+ * none); -1 if none. */
+static int dcache_lru(const dcache_t *c, int spare)
 {
 	int i, v = -1;
 	for (i = 0; i < COMPACT_CACHE; i++)
-		if (c->used[i] && i != c->pinned && (v < 0 || c->used[i] < c->used[v]))
+		if (c->used[i] && i != c->pinned && i != spare && (v < 0 || c->used[i] < c->used[v]))
 			v = i;
 	return v;
+}
+
+static void dcache_evict(dcache_t *c, int e)
+{
+	rckpt_record_free(&c->rec[e]);
+	c->total -= c->bytes[e];
+	c->used[e] = 0;
+}
+
+/* Makes room for `more` bytes within COMPACT_HELD_MAX, evicting the least
+ * recently used entries but the pinned one and spare; -E2BIG when those
+ * and the fresh bytes leave no room. */
+static int dcache_room(dcache_t *c, int spare, uint64_t more)
+{
+	while (c->total + c->fresh + more > COMPACT_HELD_MAX) {
+		int e = dcache_lru(c, spare);
+		if (e < 0) {
+			c->refused = c->total + c->fresh + more;
+			return -E2BIG;
+		}
+		dcache_evict(c, e);
+	}
+	return 0;
 }
 
 /* Takes ownership of *r and returns where it went, evicting the least
@@ -141,12 +180,10 @@ static rckpt_record_t *dcache_put(dcache_t *c, rckpt_record_t *r)
 	for (i = 0; i < COMPACT_CACHE; i++)
 		live += c->used[i] != 0;
 	while (live == COMPACT_CACHE || (live > 0 && c->total + nb > COMPACT_CACHE_BYTES)) {
-		int e = dcache_lru(c);
+		int e = dcache_lru(c, -1);
 		if (e < 0)
 			break; /* only the pinned one is left */
-		rckpt_record_free(&c->rec[e]);
-		c->total -= c->bytes[e];
-		c->used[e] = 0;
+		dcache_evict(c, e);
 		live--;
 	}
 	for (i = 0; i < COMPACT_CACHE && v < 0; i++)
@@ -204,7 +241,15 @@ static int resolve(rckpt_cls_obj_t *o, const walk_t *w, dcache_t *c, uint64_t st
 	 * re-encodes next are older ones of this chain */
 	for (i = n; i-- > 0;) {
 		const rckpt_store_entry_t *e = &w->e[chain[i]];
+		uint32_t nseg;
+		uint64_t elems;
 		if ((rc = crk_read_record(o, e, &raw)) ||
+		    (rc = rckpt_record_geometry(&nseg, &elems, raw.p, raw.len)))
+			goto out;
+		/* room for its values (a delta's: its parent's shape; a base's:
+		 * at most 4 bytes a value) besides its bytes read */
+		if ((rc = dcache_room(c, dcache_index(c, top),
+				      raw.len + (e->kind == RCKPT_REC_BASE || !top ? 4 * elems : record_bytes(top)))) ||
 		    (rc = rckpt_record_decode(&next, raw.p, raw.len,
 					      e->kind == RCKPT_REC_BASE ? NULL : top, &lim)))
 			goto out;
@@ -249,6 +294,7 @@ static int reencode(rckpt_cls_obj_t *o, const walk_t *w, dcache_t *c, uint64_t s
 	uint32_t i;
 	int rc;
 
+	c->fresh = enc->len;
 	/* the target first, kept (pinned) while self is resolved */
 	if (to && (rc = resolve(o, w, c, *to, &parent, work)))
 		return rc;
@@ -260,6 +306,14 @@ static int reencode(rckpt_cls_obj_t *o, const walk_t *w, dcache_t *c, uint64_t s
 	*work += crk_record_elements(self); /* the encode */
 	if (*work > work_max(c))
 		return -E2BIG;
+	/* room for its output (about its values' bytes at most): only the
+	 * target and self need stay */
+	c->pinned = dcache_index(c, parent);
+	c->fresh = enc->len;
+	rc = dcache_room(c, dcache_index(c, self), record_bytes(self));
+	c->pinned = -1;
+	if (rc)
+		return rc;
 	r = *self;
 	/* an exact step's record (every value kept) stays in byte planes */
 	for (i = 0, is.planes = r.nseg > 0; i < r.nseg; i++)
@@ -349,11 +403,18 @@ static int compact_plan(rckpt_cls_obj_t *o, walk_t *w, dcache_t *cache, const rc
 		if (e->step > m->upto)
 			continue; /* copied as it is */
 		base = (long)p->from == top || depth + 1 > RCKPT_STORE_CHAIN_REBASE ||
-		       (e->kind == RCKPT_REC_BASE && depth + 1 > RCKPT_STORE_CHAIN_REBASE / 2);
+		       (e->kind == RCKPT_REC_BASE &&
+			(depth + 1 > RCKPT_STORE_CHAIN_REBASE / 2 || e->length > COMPACT_KEEP_BASE_BYTES));
 		if (base && e->kind != RCKPT_REC_BASE)
 			rc = reencode(o, w, cache, e->step, NULL, enc, p, &work);
 		else if (!base && (e->kind != RCKPT_REC_DELTA || e->parent != next))
 			rc = reencode(o, w, cache, e->step, &next, enc, p, &work);
+		if (rc == -E2BIG && cache->refused)
+			return rckpt_cls_fail(o, -E2BIG,
+					      "compact: up to step %llu is more than one call may hold (%llu MiB "
+					      "at once, at most %llu); ask for less",
+					      (unsigned long long)m->upto, (unsigned long long)(cache->refused >> 20),
+					      (unsigned long long)(COMPACT_HELD_MAX >> 20));
 		if (rc == -E2BIG || rc == -EFBIG)
 			return rckpt_cls_fail(o, -E2BIG,
 					      "compact: up to step %llu is more than one call may do (%llu "

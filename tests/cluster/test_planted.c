@@ -12,15 +12,20 @@
  *     levels each;
  *  C  the largest object a writer makes: 1024 records (a segment's), 31
  *     MiB (under the 32 MiB segment cap), whose compaction from its first
- *     step moves every record.
+ *     step moves every record;
+ *  D  the largest records a writer makes, exact steps' (2^22 fp32 values
+ *     kept whole, in planes: about 13 MiB each), three in a chain where
+ *     the writer rolls at two; compacting steps 1..2 folds two of them
+ *     and re-encodes one, and moves the third.
  *
  * And a commit to a job whose rewind has not finished: -EBUSY within 1 s.
  *
  * Checked: each call (index, tip, verify, materialize, compact, trim, and
- * the job object's head and list on them) returns within 1 s (on C, the
- * compaction succeeds); the OSD's
- * resident memory, sampled every 5 ms over all the calls, grows by at
- * most 64 MiB; the OSD answers `ping` afterwards.
+ * the job object's head and list on them) returns within 1 s (on C and D
+ * the compaction succeeds, on D the materialize); the OSD's resident
+ * memory grows by at most 64 MiB in any call (its peak, VmHWM reset
+ * before each call where /proc allows it, and sampled every 5 ms, over
+ * what it held as the call began); the OSD answers `ping` afterwards.
  *
  * Environment: CEPH_CONF; RCKPT_TEST_CLIENT (the cephx user, default
  * admin; test_planted.sh runs it as a trainer of the namespace);
@@ -59,7 +64,7 @@ typedef struct fixture {
 	rados_t cl;
 	rados_ioctx_t io;
 	char ns[80];
-	char oid_a[64], oid_b[64], oid_c[64];
+	char oid_a[64], oid_b[64], oid_c[64], oid_d[64];
 	long osd_pid;
 } fixture_t;
 
@@ -70,37 +75,76 @@ static double now_s(void)
 	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* The OSD's resident bytes (VmRSS), or -1. */
-static long rss_of(long pid)
+/* A field of the OSD's status (VmRSS, VmHWM) in bytes, or -1. */
+static long status_of(long pid, const char *field)
 {
-	char path[64], line[256];
+	char path[64], line[256], fmt[32];
 	long kb = -1;
 	FILE *f;
 	snprintf(path, sizeof(path), "/proc/%ld/status", pid);
+	snprintf(fmt, sizeof(fmt), "%s: %%ld kB", field);
 	if ((f = fopen(path, "r")) == NULL)
 		return -1;
 	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
+		if (sscanf(line, fmt, &kb) == 1)
 			break;
 	fclose(f);
 	return kb < 0 ? -1 : kb * 1024;
 }
 
+/* The OSD's resident bytes (VmRSS), or -1. */
+static long rss_of(long pid)
+{
+	return status_of(pid, "VmRSS");
+}
+
+/* Resets the OSD's peak (VmHWM) to what it holds now; 0 when it could. */
+static int reset_peak(long pid)
+{
+	char path[64];
+	FILE *f;
+	int rc;
+	snprintf(path, sizeof(path), "/proc/%ld/clear_refs", pid);
+	if ((f = fopen(path, "w")) == NULL)
+		return -1;
+	rc = fputs("5", f) < 0;
+	return fclose(f) || rc ? -1 : 0;
+}
+
+/* The OSD's resident memory every 5 ms, its peak since the last take
+ * (where VmHWM cannot be reset, a peak between samples is missed). */
 typedef struct sampler {
 	long pid, peak;
-	volatile int stop;
+	int stop;
+	pthread_mutex_t mu;
 } sampler_t;
 
 static void *sample(void *arg)
 {
 	sampler_t *s = arg;
-	while (!s->stop) {
+	for (;;) {
 		long r = rss_of(s->pid);
+		int stop;
+		pthread_mutex_lock(&s->mu);
 		if (r > s->peak)
 			s->peak = r;
+		stop = s->stop;
+		pthread_mutex_unlock(&s->mu);
+		if (stop)
+			return NULL;
 		usleep(5000);
 	}
-	return NULL;
+}
+
+/* The sampled peak since the last take; the next starts from `from`. */
+static long sampler_take(sampler_t *s, long from)
+{
+	long p;
+	pthread_mutex_lock(&s->mu);
+	p = s->peak;
+	s->peak = from;
+	pthread_mutex_unlock(&s->mu);
+	return p;
 }
 
 static long osd_pid(void)
@@ -141,15 +185,33 @@ static void set_u64(fixture_t *f, const char *oid, const char *key, uint64_t v)
 
 /* Record `step` of one quantized segment of n elements, every level
  * `level` (< 3: a constant index stream, a few dozen bytes whatever n; 3:
- * levels 0 and 1 hashed, about a bit an element), a base
- * or a delta on `parent` (its decoded record), appended to out. */
+ * levels 0 and 1 hashed, about a bit an element; 4: an exact step's, n
+ * fp32 values kept whole in planes, weight-like, each step moving their
+ * low bits), a base or a delta on `parent` (its decoded record), appended
+ * to out. */
 static void chain_record(rckpt_buf_t *out, rckpt_record_t *r, uint64_t step, const rckpt_record_t *parent,
 			 uint64_t n, uint8_t level)
 {
-	const rckpt_istream_opts_t is = { 0, RCKPT_EST_TRY_HUFF, 1, NULL, 0, 0 };
+	const rckpt_istream_opts_t is = { 0, RCKPT_EST_TRY_HUFF, 1, NULL, level == 4, level == 4 };
 	rckpt_seg_t *seg = calloc(1, sizeof(*seg));
 	assert_non_null(seg);
 	seg->n = n;
+	if (level == 4) {
+		uint32_t x = 777, y = 1234567u * (uint32_t)step;
+		float *v = malloc(4 * (size_t)n);
+		uint64_t i;
+		assert_non_null(v);
+		for (i = 0; i < n; i++) {
+			x = x * 1664525u + 1013904223u;
+			y = y * 22695477u + 1u;
+			v[i] = ((float)(x >> 8) / 16777216.0f - 0.5f) * 0.05f *
+			       (1.0f + 1e-3f * (float)step * ((float)(y >> 8) / 16777216.0f));
+		}
+		seg->encoding = RCKPT_SEG_LOSSLESS;
+		seg->dtype = RCKPT_DT_F32;
+		seg->raw = (uint8_t *)v;
+		goto record;
+	}
 	seg->encoding = RCKPT_SEG_QUANTIZED;
 	seg->dtype = RCKPT_DT_F32;
 	seg->nbins = 2;
@@ -165,6 +227,7 @@ static void chain_record(rckpt_buf_t *out, rckpt_record_t *r, uint64_t step, con
 		for (i = 0; i < n; i++)
 			seg->idx[i] = (uint8_t)((((uint32_t)i ^ (uint32_t)(step * 2654435761u)) * 2654435761u) >> 31);
 	}
+record:
 	memset(r, 0, sizeof(*r));
 	r->kind = parent ? RCKPT_REC_DELTA : RCKPT_REC_BASE;
 	r->step = step;
@@ -177,7 +240,7 @@ static void chain_record(rckpt_buf_t *out, rckpt_record_t *r, uint64_t step, con
 /* A log of `n` records (step 1 a base, each next a delta on the one
  * before) of `elems` elements each written as the object's data, with an
  * index entry per record; its tip, and its count when `count`. */
-static void plant_chain(fixture_t *f, const char *oid, uint32_t n, uint64_t elems, int count, int hashed)
+static void plant_chain(fixture_t *f, const char *oid, uint32_t n, uint64_t elems, int count, int level)
 {
 	rckpt_buf_t data = RCKPT_BUF_INIT;
 	rckpt_record_t prev, cur;
@@ -188,7 +251,7 @@ static void plant_chain(fixture_t *f, const char *oid, uint32_t n, uint64_t elem
 	memset(&prev, 0, sizeof(prev));
 	for (s = 1; s <= n; s++) {
 		at[s - 1] = data.len;
-		chain_record(&data, &cur, s, s > 1 ? &prev : NULL, elems, hashed ? 3 : (uint8_t)(s % 3));
+		chain_record(&data, &cur, s, s > 1 ? &prev : NULL, elems, level ? (uint8_t)level : (uint8_t)(s % 3));
 		rckpt_record_free(&prev);
 		prev = cur;
 	}
@@ -262,12 +325,15 @@ static int setup_with(void **state, int plant)
 	assert_int_equal(rckpt_store_segment_oid(f->oid_a, sizeof(f->oid_a), 0, RCKPT_STORE_NONE), 0);
 	assert_int_equal(rckpt_store_segment_oid(f->oid_b, sizeof(f->oid_b), 1, RCKPT_STORE_NONE), 0);
 	assert_int_equal(rckpt_store_segment_oid(f->oid_c, sizeof(f->oid_c), 2, RCKPT_STORE_NONE), 0);
+	assert_int_equal(rckpt_store_segment_oid(f->oid_d, sizeof(f->oid_d), 3, RCKPT_STORE_NONE), 0);
 	/* A: 20,000 small records, a chain, no count; B: a base and a delta
-	 * of 2^26 elements each; C: a writer's largest object */
+	 * of 2^26 elements each; C: a writer's largest object; D: three exact
+	 * records */
 	if (plant) {
 		plant_chain(f, f->oid_a, ENTRIES, 8, 0, 0);
 		plant_chain(f, f->oid_b, 2, RCKPT_STORE_RECORD_ELEMENTS_MAX, 1, 0);
-		plant_chain(f, f->oid_c, RCKPT_STORE_SEGMENT_RECORDS, 165000, 1, 1);
+		plant_chain(f, f->oid_c, RCKPT_STORE_SEGMENT_RECORDS, 165000, 1, 3);
+		plant_chain(f, f->oid_d, 3, RCKPT_STORE_CHUNK_ELEMENTS_MAX, 1, 4);
 	}
 	*state = f;
 	return 0;
@@ -291,6 +357,7 @@ static int teardown(void **state)
 	rados_remove(f->io, f->oid_a);
 	rados_remove(f->io, f->oid_b);
 	rados_remove(f->io, f->oid_c);
+	rados_remove(f->io, f->oid_d);
 	rados_ioctx_destroy(f->io);
 	rados_shutdown(f->cl);
 	free(f);
@@ -300,16 +367,18 @@ static int teardown(void **state)
 static void test_planted_objects(void **state)
 {
 	fixture_t *f = *state;
-	rckpt_buf_t req[3][8];
+	rckpt_buf_t req[4][8];
 	const char *names[8] = { "index", "tip", "verify", "materialize", "compact", "head", "list", "trim" };
-	static char reply[1 << 20];
-	const char *oids[3];
-	const char *what[3] = { "A (20,000 records, no count)", "B (2^26 elements)", "C (1024 records, 31 MiB)" };
+	static char reply[32 << 20]; /* a materialized exact record */
+	const char *oids[4];
+	const char *what[4] = { "A (20,000 records, no count)", "B (2^26 elements)", "C (1024 records, 31 MiB)",
+				"D (3 exact records, 37 MiB)" };
 	sampler_t smp;
 	pthread_t th;
-	long base;
+	long base, most = 0;
 	unsigned i, k;
 	double worst = 0;
+	int hwm;
 
 	if (f == NULL) {
 		TEST_SKIP(TEST_NEED_CLUSTER, "no cluster, or no OSD process of it to watch");
@@ -318,12 +387,13 @@ static void test_planted_objects(void **state)
 	oids[0] = f->oid_a;
 	oids[1] = f->oid_b;
 	oids[2] = f->oid_c;
-	for (k = 0; k < 3; k++) {
+	oids[3] = f->oid_d;
+	for (k = 0; k < 4; k++) {
 		/* the last step of A (a chain of 20,000), step 2 of B (both
 		 * records decoded); a compaction of steps 1..2 (re-encoded,
 		 * so every later record of the log would move) */
-		rckpt_msg_materialize_t mm = { k == 0 ? ENTRIES : k == 1 ? 2 : RCKPT_STORE_SEGMENT_RECORDS, 0,
-					       { NULL, 0 } };
+		rckpt_msg_materialize_t mm = { k == 0 ? ENTRIES : k == 1 ? 2 : k == 2 ? RCKPT_STORE_SEGMENT_RECORDS : 3,
+					       0, { NULL, 0 } };
 		rckpt_msg_list_t ml = { RCKPT_STORE_NONE, 16 };
 		const uint64_t keep[1] = { 1 };
 		for (i = 0; i < 8; i++)
@@ -336,33 +406,58 @@ static void test_planted_objects(void **state)
 	}
 	base = rss_of(f->osd_pid);
 	assert_true(base > 0);
+	hwm = reset_peak(f->osd_pid) == 0 && status_of(f->osd_pid, "VmHWM") > 0;
+	print_message("per call: the OSD's %s\n", hwm ? "VmHWM, reset before each call"
+						       : "resident memory sampled every 5 ms");
 	smp.pid = f->osd_pid;
 	smp.peak = base;
 	smp.stop = 0;
+	assert_int_equal(pthread_mutex_init(&smp.mu, NULL), 0);
 	assert_int_equal(pthread_create(&th, NULL, sample, &smp), 0);
-	for (k = 0; k < 3; k++)
+	for (k = 0; k < 4; k++)
 		for (i = 0; i < 8; i++) {
-			double t0 = now_s(), dt;
-			int rc = rados_exec(f->io, oids[k], "rckpt", names[i], (const char *)req[k][i].p,
-					    req[k][i].len, reply, sizeof(reply));
+			/* each call's growth: its peak over what the OSD held
+			 * as it began */
+			const long before = rss_of(f->osd_pid);
+			double t0, dt;
+			long peak;
+			int rc;
+			if (hwm)
+				reset_peak(f->osd_pid);
+			sampler_take(&smp, before);
+			t0 = now_s();
+			rc = rados_exec(f->io, oids[k], "rckpt", names[i], (const char *)req[k][i].p,
+					req[k][i].len, reply, sizeof(reply));
 			dt = now_s() - t0;
-			print_message("%-12s on %s: %d in %.3f s\n", names[i], what[k], rc, dt);
+			peak = sampler_take(&smp, 0);
+			if (hwm && status_of(f->osd_pid, "VmHWM") > peak)
+				peak = status_of(f->osd_pid, "VmHWM");
+			if (peak - before > most)
+				most = peak - before;
+			print_message("%-12s on %s: %d in %.3f s, +%.1f MiB\n", names[i], what[k], rc, dt,
+				      (double)(peak - before) / 1048576.0);
 			if (dt > worst)
 				worst = dt;
-			if (k == 2 && i == 4 && rc != 0)
-				fail_msg("compact of a writer's largest object refused: %d", rc);
+			if (k == 3 && i == 3 && rc < 0)
+				fail_msg("materialize of %s failed: %d", what[k], rc);
+			if (k >= 2 && i == 4 && rc != 0)
+				fail_msg("compact of %s refused: %d", what[k], rc);
 			if (dt > CALL_SECONDS_MAX)
 				fail_msg("%s on %s took %.2f s (at most %.1f)", names[i], oids[k], dt,
 					 CALL_SECONDS_MAX);
 		}
+	pthread_mutex_lock(&smp.mu);
 	smp.stop = 1;
+	pthread_mutex_unlock(&smp.mu);
 	pthread_join(th, NULL);
-	print_message("OSD resident memory: %ld MiB before, %ld MiB at its peak (+%ld MiB); slowest call %.3f s\n",
-		      base >> 20, smp.peak >> 20, (smp.peak - base) >> 20, worst);
-	assert_true(smp.peak - base <= RSS_GROWTH_MAX);
+	pthread_mutex_destroy(&smp.mu);
+	print_message("OSD resident memory: %ld MiB before, %ld MiB after; a call's most +%.1f MiB; slowest "
+		      "call %.3f s\n",
+		      base >> 20, rss_of(f->osd_pid) >> 20, (double)most / 1048576.0, worst);
+	assert_true(most <= RSS_GROWTH_MAX);
 	/* the OSD is up */
 	assert_int_equal(rados_exec(f->io, f->oid_b, "rckpt", "ping", NULL, 0, reply, sizeof(reply)) >= 0, 1);
-	for (k = 0; k < 3; k++)
+	for (k = 0; k < 4; k++)
 		for (i = 0; i < 8; i++)
 			rckpt_buf_free(&req[k][i]);
 }

@@ -821,6 +821,146 @@ static void test_compact_bounded(void **state)
 	mem_obj_free(&before);
 }
 
+/* Exact steps: one lossless segment of NX fp32 values, a weight-like
+ * spread that moves in its low bits from step to step, in planes (what
+ * the writer's exact tier stores: about 13 MiB a record). */
+#define NX ((uint32_t)1 << 22)
+static void exact_values(float *v, unsigned s)
+{
+	uint32_t x = 777, y = 1234567u * s, i;
+	for (i = 0; i < NX; i++) {
+		x = x * 1664525u + 1013904223u;
+		y = y * 22695477u + 1u;
+		v[i] = ((float)(x >> 8) / 16777216.0f - 0.5f) * 0.05f *
+		       (1.0f + 1e-3f * (float)s * ((float)(y >> 8) / 16777216.0f));
+	}
+}
+
+static int append_exact(mem_obj_t *m, float *v, float *pv, unsigned s, int base)
+{
+	rckpt_istream_opts_t is = { RCKPT_IS_REARRANGED | RCKPT_IS_RLE | RCKPT_IS_CTX, RCKPT_EST_TRY_ALL, 1,
+				    NULL, 1, 1 };
+	rckpt_buf_t rec = RCKPT_BUF_INIT, msg = RCKPT_BUF_INIT;
+	rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
+	rckpt_record_t r, p;
+	rckpt_seg_t seg, pseg;
+	int rc;
+
+	memset(&seg, 0, sizeof(seg));
+	seg.n = NX;
+	seg.encoding = RCKPT_SEG_LOSSLESS;
+	seg.dtype = RCKPT_DT_F32;
+	seg.raw = (uint8_t *)v;
+	pseg = seg;
+	pseg.raw = (uint8_t *)pv;
+	memset(&r, 0, sizeof(r));
+	r.kind = base ? RCKPT_REC_BASE : RCKPT_REC_DELTA;
+	r.step = s;
+	r.parent = base ? RCKPT_NO_PARENT : s - 1;
+	r.nseg = 1;
+	r.seg = &seg;
+	p = r;
+	p.kind = RCKPT_REC_BASE;
+	p.step = s - 1;
+	p.parent = RCKPT_NO_PARENT;
+	p.seg = &pseg;
+	exact_values(v, s);
+	if (!base)
+		exact_values(pv, s - 1);
+	assert_int_equal(rckpt_record_encode(&rec, &r, base ? NULL : &p, &is), 0);
+	assert_true(!base || rec.len > (size_t)8 << 20); /* an exact base's size */
+	assert_int_equal(rckpt_msg_append_encode(&msg, WRITER, rec.p, rec.len), 0);
+	rc = mem_obj_call(m, cls_rckpt_append, msg.p, msg.len, &out);
+	rckpt_buf_free(&rec);
+	rckpt_buf_free(&msg);
+	rckpt_buf_free(&out);
+	return rc;
+}
+
+/* The kind of step s in the index, and its parent. */
+static unsigned kind_of(mem_obj_t *m, uint64_t s, uint64_t *parent)
+{
+	rckpt_store_entry_t *e;
+	uint32_t n, i;
+	unsigned k = 0;
+	index_of(m, &e, &n);
+	for (i = 0; i < n; i++)
+		if (e[i].step == s) {
+			k = e[i].kind;
+			*parent = e[i].parent;
+		}
+	free(e);
+	return k;
+}
+
+/* Step s materializes (one call) to its values, bit for bit. */
+static void exact_restores(mem_obj_t *m, float *v, uint64_t s)
+{
+	rckpt_buf_t msg = RCKPT_BUF_INIT;
+	rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
+	rckpt_msg_materialize_t q = { s, 0, { NULL, 0 } };
+	rckpt_msg_materialized_t rep;
+	rckpt_record_t r;
+	assert_int_equal(rckpt_msg_materialize_encode(&msg, &q), 0);
+	assert_int_equal(mem_obj_call(m, cls_rckpt_materialize, msg.p, msg.len, &out), 0);
+	assert_int_equal(rckpt_msg_materialized_decode(&rep, out.p, out.len), 0);
+	assert_true(rep.done && rep.reached == s);
+	assert_int_equal(rckpt_record_decode(&r, rep.record.p, rep.record.len, NULL, NULL), 0);
+	exact_values(v, (unsigned)s);
+	assert_int_equal(r.nseg, 1);
+	assert_memory_equal(r.seg[0].raw, v, 4 * (size_t)NX);
+	rckpt_record_free(&r);
+	rckpt_buf_free(&msg);
+	rckpt_buf_free(&out);
+}
+
+/* Exact steps' records are the largest a compaction meets, and what one
+ * call holds is bounded (COMPACT_HELD_MAX): a base of an exact step stays
+ * a base (never re-encoded as a delta on the next kept step, which would
+ * take both steps' values and two such records in one call), so the
+ * writer's segment of two exact steps compacts in one call that
+ * re-encodes one record. A chain of three exact records in one object
+ * (written with the class by hand: the writer rolls at two) cannot be
+ * reshaped whole in one call: refused (-E2BIG), nothing changed; in the
+ * client's shorter stages it goes through, and every step restores its
+ * values bit for bit. */
+static void test_compact_exact_held(void **state)
+{
+	float *v = malloc(4 * (size_t)NX), *pv = malloc(4 * (size_t)NX);
+	mem_obj_t m = { 0 }, before = { 0 };
+	uint64_t keep[] = { 1, 2, 3 }, parent = 0;
+	unsigned s;
+
+	(void)state;
+	assert_non_null(v);
+	assert_non_null(pv);
+	assert_int_equal(append_exact(&m, v, pv, 1, 1), 0);
+	assert_int_equal(append_exact(&m, v, pv, 2, 0), 0);
+	assert_int_equal(compact(&m, 2, keep, 2), 0);
+	assert_int_equal(kind_of(&m, 2, &parent), RCKPT_REC_BASE);
+	assert_int_equal(kind_of(&m, 1, &parent), RCKPT_REC_BASE); /* stays one */
+	for (s = 1; s <= 2; s++)
+		exact_restores(&m, v, s);
+	mem_obj_free(&m);
+
+	for (s = 1; s <= 3; s++)
+		assert_int_equal(append_exact(&m, v, pv, s, s == 1), 0);
+	assert_int_equal(mem_obj_copy(&before, &m), 0);
+	assert_int_equal(compact(&m, 3, keep, 3), -E2BIG);
+	assert_non_null(strstr(m.why, "more than one call may hold"));
+	same_obj(&m, &before);
+	assert_int_equal(compact(&m, 2, keep, 2), 0);
+	assert_int_equal(compact(&m, 3, keep, 3), 0);
+	for (s = 1; s <= 3; s++)
+		assert_int_equal(kind_of(&m, s, &parent), RCKPT_REC_BASE);
+	for (s = 1; s <= 3; s++)
+		exact_restores(&m, v, s);
+	mem_obj_free(&m);
+	mem_obj_free(&before);
+	free(v);
+	free(pv);
+}
+
 /* A writer paused past its lease (issue 25): W1 (token 1) saved steps 1
  * and 2; W2 claimed the job (token 2), trimmed past the head, saved 3 and
  * 4. Then W1's queued requests land: a trim that would cut the chunk back
@@ -967,6 +1107,7 @@ int main(void)
 		cmocka_unit_test(test_sparse),
 		cmocka_unit_test(test_resume_bounded_by_the_chunk),
 		cmocka_unit_test(test_compact_bounded),
+		cmocka_unit_test(test_compact_exact_held),
 		cmocka_unit_test(test_stale_writer_fenced),
 		cmocka_unit_test(test_malformed),
 	};
