@@ -295,25 +295,33 @@ static int reencode(rckpt_cls_obj_t *o, const walk_t *w, dcache_t *c, uint64_t s
 	int rc;
 
 	c->fresh = enc->len;
-	/* the target first, kept (pinned) while self is resolved */
+	/* the target first, kept (pinned) while self is resolved, then room
+	 * for the output (about its values' bytes at most): only the target
+	 * and self need stay */
 	if (to && (rc = resolve(o, w, c, *to, &parent, work)))
 		return rc;
 	c->pinned = dcache_index(c, parent);
 	rc = resolve(o, w, c, step, &self, work);
+	if (rc == 0)
+		rc = dcache_room(c, dcache_index(c, self), record_bytes(self));
 	c->pinned = -1;
+	if (rc == -E2BIG && c->refused && parent) {
+		/* a delta on the target is more than a call may hold (two
+		 * exact steps' values and a record): the step is stored whole,
+		 * as it is when it is a base already */
+		c->refused = 0;
+		if (p->e.kind == RCKPT_REC_BASE)
+			return 0; /* copied as it is */
+		parent = NULL;
+		rc = resolve(o, w, c, step, &self, work);
+		if (rc == 0)
+			rc = dcache_room(c, dcache_index(c, self), record_bytes(self));
+	}
 	if (rc)
 		return rc;
 	*work += crk_record_elements(self); /* the encode */
 	if (*work > work_max(c))
 		return -E2BIG;
-	/* room for its output (about its values' bytes at most): only the
-	 * target and self need stay */
-	c->pinned = dcache_index(c, parent);
-	c->fresh = enc->len;
-	rc = dcache_room(c, dcache_index(c, self), record_bytes(self));
-	c->pinned = -1;
-	if (rc)
-		return rc;
 	r = *self;
 	/* an exact step's record (every value kept) stays in byte planes */
 	for (i = 0, is.planes = r.nseg > 0; i < r.nseg; i++)

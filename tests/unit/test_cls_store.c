@@ -825,6 +825,7 @@ static void test_compact_bounded(void **state)
  * spread that moves in its low bits from step to step, in planes (what
  * the writer's exact tier stores: about 13 MiB a record). */
 #define NX ((uint32_t)1 << 22)
+static int exact_compressible; /* values of five levels: records of about 1.5 MiB */
 static void exact_values(float *v, unsigned s)
 {
 	uint32_t x = 777, y = 1234567u * s, i;
@@ -833,6 +834,8 @@ static void exact_values(float *v, unsigned s)
 		y = y * 22695477u + 1u;
 		v[i] = ((float)(x >> 8) / 16777216.0f - 0.5f) * 0.05f *
 		       (1.0f + 1e-3f * (float)s * ((float)(y >> 8) / 16777216.0f));
+		if (exact_compressible)
+			v[i] = (float)((i * 7 + s) % 5) * 0.25f;
 	}
 }
 
@@ -868,7 +871,7 @@ static int append_exact(mem_obj_t *m, float *v, float *pv, unsigned s, int base)
 	if (!base)
 		exact_values(pv, s - 1);
 	assert_int_equal(rckpt_record_encode(&rec, &r, base ? NULL : &p, &is), 0);
-	assert_true(!base || rec.len > (size_t)8 << 20); /* an exact base's size */
+	assert_true(!base || exact_compressible || rec.len > (size_t)8 << 20); /* an exact base's size */
 	assert_int_equal(rckpt_msg_append_encode(&msg, WRITER, rec.p, rec.len), 0);
 	rc = mem_obj_call(m, cls_rckpt_append, msg.p, msg.len, &out);
 	rckpt_buf_free(&rec);
@@ -916,14 +919,16 @@ static void exact_restores(mem_obj_t *m, float *v, uint64_t s)
 
 /* Exact steps' records are the largest a compaction meets, and what one
  * call holds is bounded (COMPACT_HELD_MAX): a base of an exact step stays
- * a base (never re-encoded as a delta on the next kept step, which would
- * take both steps' values and two such records in one call), so the
- * writer's segment of two exact steps compacts in one call that
+ * a base (a delta on the next kept step would take both steps' values and
+ * a record in one call), whether its record is over 8 MiB or small (values
+ * that compress well), and a delta whose parent goes becomes a base, so
+ * the writer's segment of two exact steps compacts in one call that
  * re-encodes one record. A chain of three exact records in one object
- * (written with the class by hand: the writer rolls at two) cannot be
- * reshaped whole in one call: refused (-E2BIG), nothing changed; in the
- * client's shorter stages it goes through, and every step restores its
- * values bit for bit. */
+ * (appended by hand: the writer rolls at two) cannot be reshaped whole in
+ * one call: refused (-E2BIG, "may hold"), nothing changed; in the stages
+ * the client falls back to (rckpt_segment.c: up to the first record to
+ * reshape, then the next) it goes through. Every step restores its values
+ * bit for bit. */
 static void test_compact_exact_held(void **state)
 {
 	float *v = malloc(4 * (size_t)NX), *pv = malloc(4 * (size_t)NX);
@@ -941,6 +946,29 @@ static void test_compact_exact_held(void **state)
 	assert_int_equal(kind_of(&m, 1, &parent), RCKPT_REC_BASE); /* stays one */
 	for (s = 1; s <= 2; s++)
 		exact_restores(&m, v, s);
+	mem_obj_free(&m);
+
+	/* base, delta, base; step 1 goes: step 2 becomes a base */
+	assert_int_equal(append_exact(&m, v, pv, 1, 1), 0);
+	assert_int_equal(append_exact(&m, v, pv, 2, 0), 0);
+	assert_int_equal(append_exact(&m, v, pv, 3, 1), 0);
+	assert_int_equal(compact(&m, 3, keep + 1, 2), 0);
+	assert_int_equal(kind_of(&m, 2, &parent), RCKPT_REC_BASE);
+	for (s = 2; s <= 3; s++)
+		exact_restores(&m, v, s);
+	mem_obj_free(&m);
+
+	/* records of 1.5 MiB: the base stays one all the same */
+	exact_compressible = 1;
+	assert_int_equal(append_exact(&m, v, pv, 1, 1), 0);
+	assert_int_equal(append_exact(&m, v, pv, 2, 0), 0);
+	assert_true(m.size < (size_t)8 << 20);
+	assert_int_equal(compact(&m, 2, keep, 2), 0);
+	assert_int_equal(kind_of(&m, 2, &parent), RCKPT_REC_BASE);
+	assert_int_equal(kind_of(&m, 1, &parent), RCKPT_REC_BASE);
+	for (s = 1; s <= 2; s++)
+		exact_restores(&m, v, s);
+	exact_compressible = 0;
 	mem_obj_free(&m);
 
 	for (s = 1; s <= 3; s++)

@@ -61,6 +61,7 @@ int rckpt_segment_compact(rckpt_job_t *j, uint64_t seg, unsigned nchunks, uint64
 		rckpt_buf_t in = RCKPT_BUF_INIT;
 		unsigned nkeep = 0;
 		double c0 = rckpt_now_s(), dt;
+		/* stride 0: a stage up to the first record to reshape alone */
 		if (from < nix && from + stride < nix && ix[from + stride].step < end)
 			upto = ix[from + stride].step;
 		while (nkeep < nk && keep[nkeep] <= upto)
@@ -69,8 +70,8 @@ int rckpt_segment_compact(rckpt_job_t *j, uint64_t seg, unsigned nchunks, uint64
 		if (rc == 0)
 			rc = rckpt_chunk_writes_at(j, seg, "compact", &in, 1, nchunks, &failed);
 		rckpt_buf_free(&in);
-		if (rc == -E2BIG && stride > 1 && (upto != end || from < nix)) {
-			stride /= 2; /* more than one call may do: a shorter stage */
+		if (rc == -E2BIG && stride > 0 && (upto != end || from < nix)) {
+			stride /= 2; /* more than one call may do or hold: a shorter stage */
 			continue;
 		}
 		if (rc == -E2BIG) { /* even one record: an object past the class's bounds */
@@ -98,7 +99,7 @@ int rckpt_segment_compact(rckpt_job_t *j, uint64_t seg, unsigned nchunks, uint64
 			st->max_call_seconds = dt; /* every chunk's call ran within it */
 		if (upto == end)
 			break;
-		from += stride;
+		from += stride ? stride : 1;
 	}
 	free(ix);
 	return rc;
