@@ -45,18 +45,12 @@ inline int read(rckpt_cls_obj_t *o, uint64_t off, size_t len, rckpt_buf_t *out)
 {
 	const size_t piece = (size_t)4 << 20;
 	size_t done = 0;
-	uint64_t size = 0;
 	int rc;
 	if (off > INT_MAX || len > INT_MAX || off + len > (uint64_t)INT_MAX + 1)
 		return -EFBIG;
-	if ((rc = cls_cxx_stat(hctx_of(o), &size, nullptr)) < 0)
-		return rc;
-	if (off >= size)
-		return 0; /* past the object's end: nothing */
-	if (len > size - off)
-		len = static_cast<size_t>(size - off);
-	if ((rc = rckpt_buf_reserve(out, len))) /* what is there, bounded by the body */
-		return rc;
+	/* room for all of it at once where out allows (untouched past the
+	 * object's end); else piece by piece, as far as the object goes */
+	(void)rckpt_buf_reserve(out, len);
 	while (done < len) {
 		ceph::bufferlist bl;
 		const size_t want = len - done < piece ? len - done : piece;
@@ -65,6 +59,8 @@ inline int read(rckpt_cls_obj_t *o, uint64_t off, size_t len, rckpt_buf_t *out)
 			return rc;
 		if (bl.length() > want)
 			return -EIO; /* more than asked: not the OSD we know */
+		if ((rc = rckpt_buf_reserve(out, bl.length())))
+			return rc;
 		bl.begin().copy(bl.length(), reinterpret_cast<char *>(out->p + out->len));
 		out->len += bl.length();
 		done += bl.length();

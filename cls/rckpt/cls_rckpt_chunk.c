@@ -219,7 +219,7 @@ int cls_rckpt_materialize(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len,
 		cur.kind = RCKPT_REC_BASE;
 		cur.parent = RCKPT_NO_PARENT;
 		enc.max = RCKPT_CLS_OUT_MAX;
-		rckpt_buf_free(&raw); /* done with: the reply's copy is all that is held */
+		rckpt_buf_free(&raw); /* the last record read: its values are all that is held */
 		if ((rc = rckpt_record_encode(&enc, &cur, NULL, &is)))
 			goto out;
 		rep.reached = cur.step;

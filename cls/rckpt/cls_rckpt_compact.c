@@ -241,15 +241,17 @@ static int resolve(rckpt_cls_obj_t *o, const walk_t *w, dcache_t *c, uint64_t st
 	 * re-encodes next are older ones of this chain */
 	for (i = n; i-- > 0;) {
 		const rckpt_store_entry_t *e = &w->e[chain[i]];
+		const int base = e->kind == RCKPT_REC_BASE || top == NULL;
 		uint32_t nseg;
-		uint64_t elems;
-		if ((rc = crk_read_record(o, e, &raw)) ||
-		    (rc = rckpt_record_geometry(&nseg, &elems, raw.p, raw.len)))
+		uint64_t values = 0;
+		if ((rc = crk_read_record(o, e, &raw)))
 			goto out;
-		/* room for its values (a delta's: its parent's shape; a base's:
-		 * at most 4 bytes a value) besides its bytes read */
-		if ((rc = dcache_room(c, dcache_index(c, top),
-				      raw.len + (e->kind == RCKPT_REC_BASE || !top ? 4 * elems : record_bytes(top)))) ||
+		/* room for its values besides its bytes read: a delta's, its
+		 * parent's shape; a base's, at most 4 bytes a value */
+		if (base && (rc = rckpt_record_geometry(&nseg, &values, raw.p, raw.len)))
+			goto out;
+		values = base ? 4 * values : record_bytes(top);
+		if ((rc = dcache_room(c, dcache_index(c, top), raw.len + values)) ||
 		    (rc = rckpt_record_decode(&next, raw.p, raw.len,
 					      e->kind == RCKPT_REC_BASE ? NULL : top, &lim)))
 			goto out;

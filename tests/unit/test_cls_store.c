@@ -80,21 +80,29 @@ static void encode_step(rckpt_buf_t *out, unsigned s, int base)
 	assert_int_equal(rckpt_record_encode(out, &r, base ? NULL : &p, &is), 0);
 }
 
+/* Appends the record rec (then freed) as the writer holding claim token
+ * `writer`: append's return. */
+static int append_bytes(mem_obj_t *m, uint64_t writer, rckpt_buf_t *rec)
+{
+	rckpt_buf_t msg = RCKPT_BUF_INIT;
+	rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
+	int rc;
+	assert_int_equal(rckpt_msg_append_encode(&msg, writer, rec->p, rec->len), 0);
+	rc = mem_obj_call(m, cls_rckpt_append, msg.p, msg.len, &out);
+	assert_int_equal(out.len, 0); /* write methods reply with nothing */
+	rckpt_buf_free(rec);
+	rckpt_buf_free(&msg);
+	rckpt_buf_free(&out);
+	return rc;
+}
+
 /* Appends step s (a base, or a delta on s - 1) as the writer holding
  * claim token `writer`. */
 static int append_as(mem_obj_t *m, uint64_t writer, unsigned s, int base)
 {
-	rckpt_buf_t rec = RCKPT_BUF_INIT, msg = RCKPT_BUF_INIT;
-	rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
-	int rc;
+	rckpt_buf_t rec = RCKPT_BUF_INIT;
 	encode_step(&rec, s, base);
-	assert_int_equal(rckpt_msg_append_encode(&msg, writer, rec.p, rec.len), 0);
-	rc = mem_obj_call(m, cls_rckpt_append, msg.p, msg.len, &out);
-	assert_int_equal(out.len, 0); /* write methods reply with nothing */
-	rckpt_buf_free(&rec);
-	rckpt_buf_free(&msg);
-	rckpt_buf_free(&out);
-	return rc;
+	return append_bytes(m, writer, &rec);
 }
 
 static int append(mem_obj_t *m, unsigned s, int base)
@@ -516,18 +524,13 @@ static void test_compact_writes_pred(void **state)
 	(void)state;
 	pred.predict = 1;
 	for (s = 1; s <= STEPS; s++) {
-		rckpt_buf_t rec = RCKPT_BUF_INIT, msg = RCKPT_BUF_INIT;
-		rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
+		rckpt_buf_t rec = RCKPT_BUF_INIT;
 		pred_record(&r, seg, lv, raw, s, s == 1 ? RCKPT_NO_PARENT : s - 1);
 		if (s > 1)
 			pred_record(&p, pseg, plv, praw, s - 1, RCKPT_NO_PARENT);
 		assert_int_equal(rckpt_record_encode(&rec, &r, s == 1 ? NULL : &p, &plain), 0);
 		assert_true(rec.p[4] < 4);
-		assert_int_equal(rckpt_msg_append_encode(&msg, WRITER, rec.p, rec.len), 0);
-		assert_int_equal(mem_obj_call(&m, cls_rckpt_append, msg.p, msg.len, &out), 0);
-		rckpt_buf_free(&rec);
-		rckpt_buf_free(&msg);
-		rckpt_buf_free(&out);
+		assert_int_equal(append_bytes(&m, WRITER, &rec), 0);
 	}
 	assert_int_equal(compact(&m, 9, keep, 1), 0);
 	pred_record(&r, seg, lv, raw, 5, 9);
@@ -576,13 +579,11 @@ static void sparse_levels(uint8_t (*lv)[N], unsigned last)
 static int append_sparse(mem_obj_t *m, uint8_t (*lv)[N], unsigned s, uint64_t parent)
 {
 	rckpt_istream_opts_t is = { RCKPT_IS_REARRANGED | RCKPT_IS_RLE, RCKPT_EST_TRY_ALL, 1, NULL, 0, 0 };
-	rckpt_buf_t rec = RCKPT_BUF_INIT, msg = RCKPT_BUF_INIT;
-	rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
+	rckpt_buf_t rec = RCKPT_BUF_INIT;
 	rckpt_record_t r, p;
 	rckpt_seg_t seg, pseg;
 	uint32_t blocks[(N + SPB - 1) / SPB], nb = 0, b;
 	rckpt_sparse_sel_t sel;
-	int rc;
 
 	for (b = 0; b < (N + SPB - 1) / SPB; b++)
 		if (b % 8 == s % 8)
@@ -593,12 +594,7 @@ static int append_sparse(mem_obj_t *m, uint8_t (*lv)[N], unsigned s, uint64_t pa
 	r.kind = RCKPT_REC_SPARSE;
 	make_record(&p, &pseg, lv[s - 1], parent, RCKPT_NO_PARENT);
 	assert_int_equal(rckpt_record_encode_sparse(&rec, &r, &p, SPB, &sel, &is), 0);
-	assert_int_equal(rckpt_msg_append_encode(&msg, WRITER, rec.p, rec.len), 0);
-	rc = mem_obj_call(m, cls_rckpt_append, msg.p, msg.len, &out);
-	rckpt_buf_free(&rec);
-	rckpt_buf_free(&msg);
-	rckpt_buf_free(&out);
-	return rc;
+	return append_bytes(m, WRITER, &rec);
 }
 
 static void test_sparse(void **state)
@@ -613,16 +609,7 @@ static void test_sparse(void **state)
 
 	(void)state;
 	sparse_levels(lv, 10);
-	{
-		rckpt_buf_t rec = RCKPT_BUF_INIT, msg = RCKPT_BUF_INIT;
-		rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
-		encode_step(&rec, 0, 1); /* levels_at(0) == lv[1], as step 0 */
-		assert_int_equal(rckpt_msg_append_encode(&msg, WRITER, rec.p, rec.len), 0);
-		assert_int_equal(mem_obj_call(&m, cls_rckpt_append, msg.p, msg.len, &out), 0);
-		rckpt_buf_free(&rec);
-		rckpt_buf_free(&msg);
-		rckpt_buf_free(&out);
-	}
+	assert_int_equal(append(&m, 0, 1), 0); /* levels_at(0) == lv[1], as step 0 */
 	memcpy(lv[0], lv[1], N);
 	/* step 1 = step 0's levels; a sparse record that is not on the tip */
 	assert_int_equal(append_sparse(&m, lv, 2, 1), -ESTALE);
@@ -843,41 +830,24 @@ static int append_exact(mem_obj_t *m, float *v, float *pv, unsigned s, int base)
 {
 	rckpt_istream_opts_t is = { RCKPT_IS_REARRANGED | RCKPT_IS_RLE | RCKPT_IS_CTX, RCKPT_EST_TRY_ALL, 1,
 				    NULL, 1, 1 };
-	rckpt_buf_t rec = RCKPT_BUF_INIT, msg = RCKPT_BUF_INIT;
-	rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
+	rckpt_buf_t rec = RCKPT_BUF_INIT;
 	rckpt_record_t r, p;
 	rckpt_seg_t seg, pseg;
-	int rc;
 
-	memset(&seg, 0, sizeof(seg));
-	seg.n = NX;
-	seg.encoding = RCKPT_SEG_LOSSLESS;
-	seg.dtype = RCKPT_DT_F32;
+	/* the test's record, its one segment NX values kept whole */
+	make_record(&r, &seg, NULL, s, base ? RCKPT_NO_PARENT : s - 1);
+	make_record(&p, &pseg, NULL, s - 1, RCKPT_NO_PARENT);
+	seg.n = pseg.n = NX;
+	seg.encoding = pseg.encoding = RCKPT_SEG_LOSSLESS;
+	seg.nbins = pseg.nbins = 0;
 	seg.raw = (uint8_t *)v;
-	pseg = seg;
 	pseg.raw = (uint8_t *)pv;
-	memset(&r, 0, sizeof(r));
-	r.kind = base ? RCKPT_REC_BASE : RCKPT_REC_DELTA;
-	r.step = s;
-	r.parent = base ? RCKPT_NO_PARENT : s - 1;
-	r.nseg = 1;
-	r.seg = &seg;
-	p = r;
-	p.kind = RCKPT_REC_BASE;
-	p.step = s - 1;
-	p.parent = RCKPT_NO_PARENT;
-	p.seg = &pseg;
 	exact_values(v, s);
 	if (!base)
 		exact_values(pv, s - 1);
 	assert_int_equal(rckpt_record_encode(&rec, &r, base ? NULL : &p, &is), 0);
 	assert_true(!base || exact_compressible || rec.len > (size_t)8 << 20); /* an exact base's size */
-	assert_int_equal(rckpt_msg_append_encode(&msg, WRITER, rec.p, rec.len), 0);
-	rc = mem_obj_call(m, cls_rckpt_append, msg.p, msg.len, &out);
-	rckpt_buf_free(&rec);
-	rckpt_buf_free(&msg);
-	rckpt_buf_free(&out);
-	return rc;
+	return append_bytes(m, WRITER, &rec);
 }
 
 /* The kind of step s in the index, and its parent. */
