@@ -300,6 +300,68 @@ static void test_restore_beside_compaction(void **state)
 	assert_says(f, "step 2 was dropped");
 }
 
+/* The writer commits the first step of a new segment (step 4, of other
+ * tensors: a new layout begins one; exact, to compare bits) just as a
+ * compaction lists the job, after it read the head: that segment holds no
+ * step at or before the head the compaction read, yet its steps are not
+ * gone; the compaction leaves it alone and the step restores as committed
+ * (the 30-minute campaign's steps 5183-5185: listed, their segment
+ * removed under them, for the compactor's token was still the writer's). */
+static void save_relaid_now(void *arg)
+{
+	actor_t *c = arg;
+	assert_int_equal(rckpt_job_set_exact(c->f->j, 1), 0);
+	model_at(&c->f->m, 4);
+	c->rc = rckpt_job_save(c->f->j, 4, c->f->m.t, NT - 1, NULL, 0, NULL);
+}
+
+static void test_compaction_beside_a_new_segment(void **state)
+{
+	fx_t *f = *state;
+	actor_t c;
+	rckpt_job_opts_t o = RCKPT_JOB_OPTS_INIT;
+	rckpt_retention_t all = { 0, 0 };
+	mem_fault_t before = { "list", 1, 0, 0, 0, 0, save_relaid_now, &c };
+	rckpt_restored_t *r = NULL;
+	float *out[NT];
+	unsigned i;
+	memset(&c, 0, sizeof(c));
+	c.f = f;
+	c.rc = 1;
+	for (i = 0; i < 3; i++)
+		assert_int_equal(save_next(f), 0);
+	assert_int_equal(rckpt_create(&c.h), 0);
+	assert_int_equal(rckpt_set_io(c.h, mem_pool_open, f->pool, "mem"), 0);
+	o.compute = RCKPT_COMPUTE_CPU;
+	assert_int_equal(rckpt_job_open(c.h, &c.j, "faults", &o), 0);
+	mem_pool_fault(f->pool, &before);
+	assert_int_equal(rckpt_job_compact(c.j, &all, NULL), 0);
+	assert_true(mem_pool_struck(f->pool));
+	mem_pool_fault(f->pool, NULL);
+	assert_int_equal(c.rc, 0); /* step 4 committed, in a segment of its own */
+	rckpt_job_close(c.j);
+	rckpt_destroy(c.h);
+	for (i = 0; i < NT; i++)
+		assert_non_null(out[i] = __real_malloc(4 * numel(i)));
+	if (rckpt_job_restore(f->j, 4, &r, NULL) != 0)
+		fail_msg("step 4 does not restore: %s", rckpt_errmsg(f->h));
+	for (i = 0; i + 1 < NT; i++) { /* bit for bit */
+		int k = rckpt_restored_find(r, MODEL[i].name);
+		assert_true(k >= 0);
+		assert_int_equal(rckpt_restored_read(r, (unsigned)k, out[i], 4 * numel(i)), 0);
+		assert_memory_equal(out[i], f->m.v[i], 4 * numel(i));
+	}
+	rckpt_restored_free(r);
+	for (i = 0; i < 3; i++) { /* and 1-3 as committed */
+		unsigned t;
+		assert_int_equal(restore(f, i + 1, out), 0);
+		for (t = 0; t < NT; t++)
+			assert_memory_equal(out[t], f->got[i][t], 4 * numel(t));
+	}
+	for (i = 0; i < NT; i++)
+		free(out[i]);
+}
+
 /* gc removes the manifest a failed save left (step 3, never committed)
  * but pauses with that retire queued; a new writer saves its own step 3
  * and 4; the retire lands: refused, step 3 restores to what it committed. */
@@ -735,6 +797,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_lazy_open, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_takeover_race, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_restore_beside_compaction, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_compaction_beside_a_new_segment, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

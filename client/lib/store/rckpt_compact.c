@@ -111,10 +111,17 @@ static int compact_once(rckpt_job_t *j, const rckpt_retention_t *pol, rckpt_comp
 	 * their newest kept step. */
 	for (k = 0; k < nruns && rc == 0; k++) {
 		const rckpt_segrun_t *g = &runs[k];
+		int newer = 0;
 		nk = 0;
-		for (i = 0; i < kept.n; i++)
+		for (i = 0; i < kept.n; i++) {
 			if (kept.s[i].step <= head && kept.seg[i] == g->seg)
 				keep[nk++] = kept.s[i].step;
+			newer |= kept.s[i].step > head && kept.seg[i] == g->seg;
+		}
+		for (i = 0; i < s.n; i++)
+			newer |= s.s[i].step > head && s.seg[i] == g->seg;
+		if (nk == 0 && newer)
+			continue; /* a segment a writer began after the head we read: the next compaction's */
 		if (nk == 0 && g->seg != head_seg) {
 			unsigned c;
 			for (c = 0; c < g->nchunks && rc == 0; c++) {
