@@ -33,6 +33,17 @@ static int keeps(const rckpt_retention_t *r, const rckpt_steps_t *s, unsigned i,
 	return 0;
 }
 
+/* Whether segment seg holds a listed step after head: one a writer
+ * committed after the compactor read the head. */
+static int after_head(const rckpt_steps_t *s, uint64_t seg, uint64_t head)
+{
+	unsigned i;
+	for (i = 0; i < s->n; i++)
+		if (s->s[i].step > head && s->seg[i] == seg)
+			return 1;
+	return 0;
+}
+
 /* One compaction, for a compactor whose token is the job's writer token
  * as it read it first: a writer that claims the job meanwhile makes it
  * -ESTALE before it changes anything that writer touched. */
@@ -111,16 +122,11 @@ static int compact_once(rckpt_job_t *j, const rckpt_retention_t *pol, rckpt_comp
 	 * their newest kept step. */
 	for (k = 0; k < nruns && rc == 0; k++) {
 		const rckpt_segrun_t *g = &runs[k];
-		int newer = 0;
 		nk = 0;
-		for (i = 0; i < kept.n; i++) {
+		for (i = 0; i < kept.n; i++)
 			if (kept.s[i].step <= head && kept.seg[i] == g->seg)
 				keep[nk++] = kept.s[i].step;
-			newer |= kept.s[i].step > head && kept.seg[i] == g->seg;
-		}
-		for (i = 0; i < s.n; i++)
-			newer |= s.s[i].step > head && s.seg[i] == g->seg;
-		if (nk == 0 && newer)
+		if (nk == 0 && (after_head(&s, g->seg, head) || after_head(&kept, g->seg, head)))
 			continue; /* a segment a writer began after the head we read: the next compaction's */
 		if (nk == 0 && g->seg != head_seg) {
 			unsigned c;
