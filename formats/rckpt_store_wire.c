@@ -57,7 +57,9 @@ static const rckpt_wire_msg_t stepsum_desc = ELEM("stepsum", rckpt_msg_stepsum_t
 static const rckpt_wire_field_t append_f[] = {
 	{ FLD(rckpt_msg_append_t, writer, U64), .min = 1 },
 	{ FLD(rckpt_msg_append_t, record, BLOB) },
+	{ FLD(rckpt_msg_append_t, head, BLOB), .since = RCKPT_STORE_HEAD_VERSION },
 };
+#define APPEND_V2_FIELDS 2 /* the first two: a frame without a head */
 
 static const rckpt_wire_field_t materialize_f[] = {
 	{ FLD(rckpt_msg_materialize_t, step, U64), .max = STEP },
@@ -199,7 +201,13 @@ static const rckpt_wire_field_t rewind_f[] = {
 #define F2 RCKPT_STORE_FENCED_VERSION
 #define F3 RCKPT_STORE_FENCED3_VERSION
 static const rckpt_wire_msg_t append_d =
-	MSG("append", rckpt_msg_append_t, RCKPT_MSG_APPEND, F2, F2, F2, append_f, NULL);
+	MSG("append", rckpt_msg_append_t, RCKPT_MSG_APPEND, RCKPT_STORE_HEAD_VERSION, F2, F2, append_f, NULL);
+/* An append without a head is written as layout 2, as before. */
+static const rckpt_wire_msg_t append_v2_d = {
+	.name = "append", .type = RCKPT_MSG_APPEND, .version = F2, .compat = F2, .oldest = F2,
+	.newest = RCKPT_STORE_WIRE_VERSION, .size = sizeof(rckpt_msg_append_t), .nfields = APPEND_V2_FIELDS,
+	.fields = append_f, .rule = NULL
+};
 static const rckpt_wire_msg_t materialize_d = MSG("materialize", rckpt_msg_materialize_t,
 						  RCKPT_MSG_MATERIALIZE, 1, 1, 1, materialize_f, NULL);
 static const rckpt_wire_msg_t materialized_d = MSG("materialized", rckpt_msg_materialized_t,
@@ -263,17 +271,20 @@ STRUCT_CODEC(verified)
 
 int rckpt_msg_append_encode(rckpt_buf_t *out, uint64_t writer, const uint8_t *record, size_t len)
 {
-	rckpt_msg_append_t m = { writer, { record, len } };
-	return rckpt_wire_encode(out, &append_d, &m);
+	rckpt_msg_append_t m = { writer, { record, len }, { NULL, 0 } };
+	return rckpt_wire_encode(out, &append_v2_d, &m);
 }
 
-int rckpt_msg_append_decode(uint64_t *writer, rckpt_blob_t *record, const uint8_t *src, size_t len)
+int rckpt_msg_append_head_encode(rckpt_buf_t *out, const rckpt_msg_append_t *m)
 {
-	rckpt_msg_append_t m;
-	int rc = rckpt_wire_decode(&append_d, &m, src, len);
-	*writer = m.writer;
-	*record = m.record;
-	return rc;
+	if (m->head.len == 0)
+		return rckpt_msg_append_encode(out, m->writer, m->record.p, m->record.len);
+	return rckpt_wire_encode(out, &append_d, m);
+}
+
+int rckpt_msg_append_decode(rckpt_msg_append_t *m, const uint8_t *src, size_t len)
+{
+	return rckpt_wire_decode(&append_d, m, src, len);
 }
 
 int rckpt_msg_trim_encode(rckpt_buf_t *out, uint64_t writer, uint64_t after)

@@ -17,14 +17,17 @@
 #include "rckpt_buf.h"
 #include "rckpt_wire_fields.h"
 
-/* The newest message layout: 3. Every message that changes stored data
+/* The newest message layout: 4. Every message that changes stored data
  * carries a token (store.md "Fencing"): APPEND and TRIM since version 2;
- * CLAIM, COMPACT, DROP, PIN and RETIRE since 3, and PUT is new in 3. The
- * other messages are still version 1 (COMMIT carried its token from the
- * start). A decoder refuses a message of a layout older than its token's. */
-#define RCKPT_STORE_WIRE_VERSION 3u
+ * CLAIM, COMPACT, DROP, PIN and RETIRE since 3, and PUT is new in 3.
+ * APPEND gains its head record in 4 (written with compat 2: a plugin of
+ * layout 2 or 3 takes the record and skips the head). The other messages
+ * are still version 1 (COMMIT carried its token from the start). A
+ * decoder refuses a message of a layout older than its token's. */
+#define RCKPT_STORE_WIRE_VERSION 4u
 #define RCKPT_STORE_FENCED_VERSION 2u /* APPEND, TRIM */
 #define RCKPT_STORE_FENCED3_VERSION 3u /* CLAIM, COMPACT, DROP, PIN, RETIRE, PUT */
+#define RCKPT_STORE_HEAD_VERSION 4u /* APPEND's head record */
 #define RCKPT_STORE_NONE UINT64_MAX /* no step: an empty head, a base's parent */
 
 #define RCKPT_STORE_SUMMARY_MAX 4096u  /* bytes of a step's summary */
@@ -93,13 +96,19 @@ extern const unsigned rckpt_store_nmsgs;
 const rckpt_wire_msg_t *rckpt_store_msg(uint16_t type);
 
 /* append (chunk, write): one record, from the writer holding claim token
- * `writer` (nonzero). */
+ * `writer` (nonzero), and optionally (head.len > 0, layout 4) a base
+ * record of the same step, the chunk's head record (store.md "Head
+ * records"). */
 typedef struct rckpt_msg_append {
 	uint64_t writer;
 	rckpt_blob_t record;
+	rckpt_blob_t head;
 } rckpt_msg_append_t;
+/* Without a head: the layout-2 frame, byte for byte as before. */
 int rckpt_msg_append_encode(rckpt_buf_t *out, uint64_t writer, const uint8_t *record, size_t len);
-int rckpt_msg_append_decode(uint64_t *writer, rckpt_blob_t *record, const uint8_t *src, size_t len);
+/* With one (head.len > 0): layout 4, compat 2. */
+int rckpt_msg_append_head_encode(rckpt_buf_t *out, const rckpt_msg_append_t *m);
+int rckpt_msg_append_decode(rckpt_msg_append_t *m, const uint8_t *src, size_t len);
 
 /* materialize (chunk, read): step, an element budget (0: the plugin's),
  * and optionally a base record of an earlier step of the same chain to

@@ -357,8 +357,9 @@ static int read_fields(rckpt_reader_t *r, const rckpt_wire_msg_t *d, void *m, un
 	for (i = 0; i < d->nfields; i++) {
 		const rckpt_wire_field_t *f = &d->fields[i];
 		rckpt_blob_t *b;
-		if (f->since > version) {
-			set_int(m, f, f->absent);
+		if (f->since > version) { /* a blob a frame lacks is empty (zeroed) */
+			if (f->kind != RCKPT_WF_BLOB)
+				set_int(m, f, f->absent);
 			continue;
 		}
 		switch (f->kind) {

@@ -69,7 +69,8 @@ typedef struct rckpt_wire_field {
 	uint64_t max;    /* the most (0, or more than the kind and width can hold: what
 			    they can); a string's or an array's capacity (its C
 			    array's size, less the string's NUL) */
-	uint64_t absent; /* the value of a field a frame older than `since` lacks */
+	uint64_t absent; /* the value of a field a frame older than `since` lacks
+			    (an integer's; a blob it lacks is empty) */
 	const struct rckpt_wire_msg *elem; /* a list's or array's element (a list's: <= 64 bytes) */
 } rckpt_wire_field_t;
 

@@ -118,6 +118,13 @@ typedef struct rckpt_job_opts {
 				   every 8). A failed compaction leaves the
 				   save committed and is tried again N saves
 				   later */
+	int no_heads;           /* 1: the writer's deltas go without head
+				   records (formats/store.md "Head records"):
+				   fewer bytes written a save, and a restore
+				   of the newest step folds its chain; 0 (the
+				   default): each delta comes with one, and
+				   restoring the newest step reads one record
+				   a chunk whatever the chain */
 } rckpt_job_opts_t;
 
 /* A writer that finds the job's lock held by another (formats/store.md,
@@ -141,7 +148,7 @@ enum rckpt_compute { RCKPT_COMPUTE_AUTO = 0, RCKPT_COMPUTE_CPU = 1, RCKPT_COMPUT
 
 #define RCKPT_JOB_OPTS_INIT \
 	{ RCKPT_JOB_OPTS_VERSION, 0, RCKPT_EPS_DEFAULT, 0, 0, 0, 0, 0, RCKPT_COMPUTE_AUTO, NULL, NULL, 0.0, \
-	  0, 0, 0, 0.0, 0, RCKPT_TAKEOVER_AUTO, 0, 0 }
+	  0, 0, 0, 0.0, 0, RCKPT_TAKEOVER_AUTO, 0, 0, 0 }
 
 /* Opens job `job` (a RADOS namespace of the pool, 1..63 characters of
  * [A-Za-z0-9._-], the first not . or -). A writer takes an exclusive lock on the job object and

@@ -20,22 +20,62 @@
 
 /* ---- append (chunk, write) ---- */
 
+/* An append's head record: a base of the same step and shape as the
+ * record it comes with (what it declares; its values are the writer's
+ * word, checked against the manifest's digest by whoever restores it). */
+static int append_head_check(rckpt_cls_obj_t *o, const rckpt_blob_t *head, uint64_t step,
+			     uint32_t nseg, uint64_t elements)
+{
+	unsigned kind;
+	uint64_t hstep, hparent, helems;
+	uint32_t hseg;
+	int rc = rckpt_record_check(&kind, &hstep, &hparent, head->p, head->len);
+	if (rc == 0)
+		rc = rckpt_record_geometry(&hseg, &helems, head->p, head->len);
+	if (rc || kind != RCKPT_REC_BASE || hstep != step || hseg != nseg || helems != elements)
+		return rckpt_cls_fail(o, -EINVAL,
+				      "append: a head record that is not a base of step %llu's shape (%d)",
+				      (unsigned long long)step, rc);
+	return 0;
+}
+
+/* Where the next record goes: over the head record when it is the log's
+ * tail, past the tip's record (a head record is always after it), else at
+ * the end. */
+static int append_at(rckpt_cls_obj_t *o, uint64_t size, uint64_t tip, int *had_head, uint64_t *at)
+{
+	rckpt_store_entry_t h, t;
+	int rc = crk_get_head(o, size, &h);
+	*had_head = rc != -ENOENT;
+	*at = size;
+	if (rc)
+		return rc == -ENOENT || rc == -EBADMSG ? 0 : rc;
+	if (h.offset + h.length != size || tip == RCKPT_STORE_NONE)
+		return 0;
+	rc = crk_get_entry(o, tip, &t);
+	if (rc == 0 && t.offset + t.length <= h.offset)
+		*at = h.offset;
+	return rc == -ENOENT || rc == -EBADMSG ? 0 : rc;
+}
+
 int cls_rckpt_append(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out)
 {
-	rckpt_blob_t rec;
+	rckpt_msg_append_t m;
 	rckpt_store_entry_t e;
 	uint8_t val[RCKPT_STORE_ENTRY_BYTES];
 	char key[KEY_MAX];
 	unsigned kind;
-	uint64_t writer, step, parent, tip = RCKPT_STORE_NONE, size = 0, count = 0;
-	int rc, record;
+	uint64_t step, parent, tip = RCKPT_STORE_NONE, size = 0, count = 0, at, end;
+	uint64_t elements;
+	uint32_t nseg;
+	int rc, record, had_head;
 
 	(void)out;
-	if (rckpt_msg_append_decode(&writer, &rec, in, in_len))
+	if (rckpt_msg_append_decode(&m, in, in_len))
 		return rckpt_cls_fail(o, -EINVAL, "append: a malformed request");
-	if ((rc = crk_fence(o, writer, &record)) || (rc = crk_is_chunk(o, "append")))
+	if ((rc = crk_fence(o, m.writer, &record)) || (rc = crk_is_chunk(o, "append")))
 		return rc;
-	rc = rckpt_record_check(&kind, &step, &parent, rec.p, rec.len);
+	rc = rckpt_record_check(&kind, &step, &parent, m.record.p, m.record.len);
 	if (rc == RCKPT_FMT_ECHECKSUM || rc == -EBADMSG)
 		return rckpt_cls_fail(o, -EINVAL, "append: a record that fails its checks (%d)", rc);
 	if (rc)
@@ -43,20 +83,17 @@ int cls_rckpt_append(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt
 	/* What it declares, within the one chunk limit, before it is stored:
 	 * nothing stored can make a later call (materialize, compact) decode
 	 * more than a chunk a client writes (store.md "Limits"). */
-	{
-		uint32_t nseg;
-		uint64_t elements;
-		rc = rckpt_record_geometry(&nseg, &elements, rec.p, rec.len);
-		if (rc)
-			return rckpt_cls_fail(o, -EINVAL, "append: a record whose segments fail their checks (%d)",
-					      rc);
-		if (elements > RCKPT_STORE_CHUNK_ELEMENTS_MAX || nseg > RCKPT_STORE_CHUNK_SEGMENTS_MAX)
-			return rckpt_cls_fail(o, -E2BIG,
-					      "append: a record of %llu elements in %u segments; a chunk holds "
-					      "at most %llu elements",
-					      (unsigned long long)elements, nseg,
-					      (unsigned long long)RCKPT_STORE_CHUNK_ELEMENTS_MAX);
-	}
+	rc = rckpt_record_geometry(&nseg, &elements, m.record.p, m.record.len);
+	if (rc)
+		return rckpt_cls_fail(o, -EINVAL, "append: a record whose segments fail their checks (%d)", rc);
+	if (elements > RCKPT_STORE_CHUNK_ELEMENTS_MAX || nseg > RCKPT_STORE_CHUNK_SEGMENTS_MAX)
+		return rckpt_cls_fail(o, -E2BIG,
+				      "append: a record of %llu elements in %u segments; a chunk holds "
+				      "at most %llu elements",
+				      (unsigned long long)elements, nseg,
+				      (unsigned long long)RCKPT_STORE_CHUNK_ELEMENTS_MAX);
+	if (m.head.len && (rc = append_head_check(o, &m.head, step, nseg, elements)))
+		return rc;
 	rc = crk_get_u64(o, "tip", &tip);
 	if (rc && rc != -ENOENT)
 		return rc;
@@ -76,19 +113,36 @@ int cls_rckpt_append(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt
 		size = 0;
 	else if (rc)
 		return rc;
-	if (size > RCKPT_STORE_OBJECT_MAX || rec.len > RCKPT_STORE_OBJECT_MAX - size)
+	if (size > RCKPT_STORE_OBJECT_MAX)
 		return rckpt_cls_fail(o, -EFBIG, "append: the chunk would pass 1 GiB");
+	if ((rc = append_at(o, size, tip, &had_head, &at)))
+		return rc;
+	if (m.record.len > RCKPT_STORE_OBJECT_MAX - at || m.head.len > RCKPT_STORE_OBJECT_MAX - at - m.record.len)
+		return rckpt_cls_fail(o, -EFBIG, "append: the chunk would pass 1 GiB");
+	end = at + m.record.len + m.head.len;
 	e.step = step;
-	e.offset = size;
-	e.length = (uint32_t)rec.len;
+	e.offset = at;
+	e.length = (uint32_t)m.record.len;
 	e.kind = (uint8_t)kind;
 	e.parent = parent;
-	if ((rc = rckpt_store_entry_put(val, &e)) || (rc = o->ops->write(o, size, rec.p, rec.len)) ||
+	if ((rc = rckpt_store_entry_put(val, &e)) || (rc = o->ops->write(o, at, m.record.p, m.record.len)) ||
 	    (rc = rckpt_store_step_key(key, sizeof(key), 'r', step)) ||
 	    (rc = o->ops->omap_set(o, key, val, sizeof(val))) || (rc = crk_set_u64(o, "tip", step)) ||
 	    (rc = crk_set_u64(o, "count", count + 1)))
 		return rc;
-	return crk_fence_record(o, writer, record);
+	if (m.head.len) { /* the step's head record, after it: the old one's place */
+		rckpt_store_entry_t h = { step, at + m.record.len, (uint32_t)m.head.len, RCKPT_REC_BASE,
+					  RCKPT_STORE_NONE };
+		if ((rc = rckpt_store_entry_put(val, &h)) ||
+		    (rc = o->ops->write(o, h.offset, m.head.p, m.head.len)) ||
+		    (rc = o->ops->omap_set(o, CRK_HEAD_KEY, val, sizeof(val))))
+			return rc;
+	} else if (had_head && (rc = o->ops->omap_remove(o, CRK_HEAD_KEY)) && rc != -ENOENT) {
+		return rc;
+	}
+	if (end < size && (rc = o->ops->truncate(o, end))) /* the rest of the old head record */
+		return rc;
+	return crk_fence_record(o, m.writer, record);
 }
 
 /* ---- materialize (chunk, read) ---- */
@@ -96,6 +150,45 @@ int cls_rckpt_append(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt
 /* levels decoded per call: 8 records of the largest chunk a client writes
  * now (at least one record is folded, whatever its size) */
 #define MATERIALIZE_BUDGET_DEFAULT ((uint64_t)32 << 20)
+
+/* A stored base record of the step, CRC checked, as the reply. */
+static int reply_stored(rckpt_cls_obj_t *o, const rckpt_store_entry_t *e, rckpt_buf_t *raw,
+			rckpt_cls_out_t *out)
+{
+	rckpt_msg_materialized_t rep;
+	int rc = crk_read_record(o, e, raw);
+	if (rc)
+		return rc;
+	if (raw->len > RCKPT_CLS_OUT_MAX)
+		return -E2BIG;
+	rep.reached = e->step;
+	rep.done = 1;
+	rep.record.p = raw->p;
+	rep.record.len = raw->len;
+	return rckpt_msg_materialized_encode(out, &rep);
+}
+
+/* The reply from the chunk's head record when it is one of this step, an
+ * indexed one; -ENOENT when there is none to use (then the chain is
+ * folded: a head record that fails its checks is only logged). */
+static int materialize_head(rckpt_cls_obj_t *o, uint64_t step, rckpt_buf_t *raw, rckpt_cls_out_t *out)
+{
+	rckpt_store_entry_t h, e;
+	uint64_t size = 0;
+	int rc = o->ops->stat(o, &size);
+	if (rc == 0)
+		rc = crk_get_head(o, size, &h);
+	if (rc == -EBADMSG || (rc == 0 && h.step != step))
+		return -ENOENT;
+	if (rc == 0)
+		rc = crk_get_entry(o, step, &e); /* the step is still the chunk's */
+	if (rc == -EBADMSG)
+		return -ENOENT;
+	if (rc)
+		return rc;
+	rc = reply_stored(o, &h, raw, out);
+	return rc == -ENOMEM ? rc : rc ? -ENOENT : 0;
+}
 
 int cls_rckpt_materialize(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len,
 			  rckpt_cls_out_t *out)
@@ -121,6 +214,12 @@ int cls_rckpt_materialize(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len,
 		rc = rckpt_record_check(&kind, &start_step, &parent, m.start.p, m.start.len);
 		if (rc || kind != RCKPT_REC_BASE)
 			return rckpt_cls_fail(o, -EINVAL, "materialize: a resume record that is not a base");
+	}
+	/* The step's head record, when the chunk keeps one: the answer
+	 * without a fold, whatever the chain (store.md "Head records"). */
+	if (start_step == RCKPT_STORE_NONE && (rc = materialize_head(o, m.step, &raw, out)) != -ENOENT) {
+		rckpt_buf_free(&raw);
+		return rc;
 	}
 	chain = calloc(CHAIN_MAX, sizeof(*chain));
 	if (chain == NULL)
@@ -158,18 +257,7 @@ int cls_rckpt_materialize(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len,
 	/* The step is a base itself (the latest after a compaction): its
 	 * record, CRC checked, is the answer as it is stored. */
 	if (start_step == RCKPT_STORE_NONE && n == 1) {
-		rckpt_msg_materialized_t rep;
-		if ((rc = crk_read_record(o, &chain[0], &raw)))
-			goto out;
-		if (raw.len > RCKPT_CLS_OUT_MAX) {
-			rc = -E2BIG;
-			goto out;
-		}
-		rep.reached = m.step;
-		rep.done = 1;
-		rep.record.p = raw.p;
-		rep.record.len = raw.len;
-		rc = rckpt_msg_materialized_encode(out, &rep);
+		rc = reply_stored(o, &chain[0], &raw, out);
 		goto out;
 	}
 	/* Fold forward: chain[n-1] is the oldest. */
@@ -258,9 +346,10 @@ int cls_rckpt_index(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_
 int cls_rckpt_trim(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_cls_out_t *out)
 {
 	walk_t w;
+	rckpt_store_entry_t h;
 	uint64_t writer, after, end = 0, tip = RCKPT_STORE_NONE, size = 0;
 	uint32_t i, kept = 0;
-	int rc, record;
+	int rc, record, hrc;
 
 	(void)out;
 	memset(&w, 0, sizeof(w));
@@ -273,6 +362,11 @@ int cls_rckpt_trim(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_c
 		return crk_fence_record(o, writer, record);
 	if (rc || (rc = crk_all_entries(o, &w)))
 		goto done;
+	hrc = crk_get_head(o, size, &h);
+	if (hrc && hrc != -ENOENT && hrc != -EBADMSG) {
+		rc = hrc;
+		goto done;
+	}
 	for (i = 0; i < w.n && rc == 0; i++) {
 		const rckpt_store_entry_t *e = &w.e[i];
 		if (after != RCKPT_STORE_NONE && e->step <= after) {
@@ -289,7 +383,13 @@ int cls_rckpt_trim(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt_c
 	}
 	if (rc)
 		goto done;
-	if (size > end)
+	/* the head record stays when it is the kept tip's, after the kept
+	 * records (a trim of what a failed save left); else it goes */
+	if (hrc == 0 && tip != RCKPT_STORE_NONE && h.step == tip && h.offset >= end)
+		end = h.offset + h.length;
+	else if (hrc != -ENOENT && (rc = o->ops->omap_remove(o, CRK_HEAD_KEY)) == -ENOENT)
+		rc = 0;
+	if (rc == 0 && size > end)
 		rc = o->ops->truncate(o, end);
 	if (rc == 0)
 		rc = tip == RCKPT_STORE_NONE ? o->ops->omap_remove(o, "tip") : crk_set_u64(o, "tip", tip);

@@ -440,6 +440,53 @@ static int compact_plan(rckpt_cls_obj_t *o, walk_t *w, dcache_t *cache, const rc
 	return 0;
 }
 
+/* The chunk's head record through a compaction (store.md "Head
+ * records"): it follows the log's new end when its step stays and it was
+ * after every record; else it goes. */
+typedef struct head {
+	rckpt_store_entry_t e;
+	int had;  /* the chunk had a head entry */
+	int keep; /* it is one to keep */
+	int kept; /* its step stays */
+} head_t;
+
+static int compact_head_read(rckpt_cls_obj_t *o, const walk_t *w, head_t *hd)
+{
+	uint64_t size = 0, end = 0;
+	uint32_t i;
+	int rc = o->ops->stat(o, &size);
+	memset(hd, 0, sizeof(*hd));
+	if (rc == 0)
+		rc = crk_get_head(o, size, &hd->e);
+	if (rc == -ENOENT)
+		return 0;
+	hd->had = 1;
+	if (rc == -EBADMSG)
+		return 0;
+	for (i = 0; i < w->n; i++)
+		if (w->e[i].offset + w->e[i].length > end)
+			end = w->e[i].offset + w->e[i].length;
+	hd->keep = rc == 0 && hd->e.offset >= end && hd->e.offset + hd->e.length == size;
+	return rc;
+}
+
+/* Moves the head record to the new end, or removes its entry. */
+static int compact_head(rckpt_cls_obj_t *o, head_t *hd, uint64_t off, rckpt_buf_t *raw)
+{
+	uint8_t val[RCKPT_STORE_ENTRY_BYTES];
+	int rc;
+	if (!hd->keep)
+		return hd->had && (rc = o->ops->omap_remove(o, CRK_HEAD_KEY)) != -ENOENT ? rc : 0;
+	if (hd->e.offset == off)
+		return 0;
+	if ((rc = crk_read_record(o, &hd->e, raw)) || (rc = o->ops->write(o, off, raw->p, raw->len)))
+		return rc;
+	hd->e.offset = off;
+	if ((rc = rckpt_store_entry_put(val, &hd->e)))
+		return rc;
+	return o->ops->omap_set(o, CRK_HEAD_KEY, val, sizeof(val));
+}
+
 /* Writes the new log over the old one from the first record that moves
  * or changes (what precedes it stays where it is), record by record: a
  * record copied is read from where it was (a method's reads see the
@@ -447,9 +494,9 @@ static int compact_plan(rckpt_cls_obj_t *o, walk_t *w, dcache_t *cache, const rc
  * is held besides the re-encoded ones. Then the index entries that
  * changed, and the count. */
 static int compact_write(rckpt_cls_obj_t *o, const walk_t *w, plan_t *plan, uint32_t np,
-			 const rckpt_buf_t *enc, rckpt_buf_t *raw)
+			 const rckpt_buf_t *enc, rckpt_buf_t *raw, head_t *hd)
 {
-	uint64_t off = 0;
+	uint64_t off = 0, from;
 	uint32_t i, k, first = np;
 	int rc = 0;
 	for (i = 0; i < np; i++) {
@@ -458,14 +505,17 @@ static int compact_write(rckpt_cls_obj_t *o, const walk_t *w, plan_t *plan, uint
 		off += p->e.length;
 		if (first == np && (p->fresh || p->e.offset != w->e[p->from].offset))
 			first = i;
+		if (hd->keep && p->e.step == hd->e.step)
+			hd->kept = 1;
 	}
+	hd->keep &= hd->kept; /* a head record goes with its step */
+	from = first < np ? plan[first].e.offset : off;
 	/* what moves is held in the OSD's transaction: bounded, checked
 	 * before anything is written */
-	if (first < np && off - plan[first].e.offset > RCKPT_STORE_MOVE_MAX)
+	if (off - from + (hd->keep && hd->e.offset != off ? hd->e.length : 0) > RCKPT_STORE_MOVE_MAX)
 		return rckpt_cls_fail(o, -E2BIG, "compact: it would rewrite %llu bytes of the object (at most %llu "
 				      "a call): more than a writer's segment holds",
-				      (unsigned long long)(off - plan[first].e.offset),
-				      (unsigned long long)RCKPT_STORE_MOVE_MAX);
+				      (unsigned long long)(off - from), (unsigned long long)RCKPT_STORE_MOVE_MAX);
 	for (i = first; i < np && rc == 0; i++) {
 		const plan_t *p = &plan[i];
 		if (p->fresh)
@@ -473,7 +523,9 @@ static int compact_write(rckpt_cls_obj_t *o, const walk_t *w, plan_t *plan, uint
 		else if ((rc = crk_read_record(o, &w->e[p->from], raw)) == 0)
 			rc = o->ops->write(o, p->e.offset, raw->p, raw->len);
 	}
-	if (rc || (rc = o->ops->truncate(o, off))) /* nothing moved: only a tail goes */
+	if (rc == 0)
+		rc = compact_head(o, hd, off, raw);
+	if (rc || (rc = o->ops->truncate(o, hd->keep ? off + hd->e.length : off))) /* nothing moved: only a tail goes */
 		return rc;
 	for (i = 0, k = 0; i < w->n; i++) {
 		char key[KEY_MAX];
@@ -504,6 +556,7 @@ int cls_rckpt_compact(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckp
 {
 	rckpt_msg_compact_t m;
 	walk_t w;
+	head_t hd;
 	dcache_t cache;
 	uint8_t *keep = NULL;
 	plan_t *plan = NULL;
@@ -531,10 +584,11 @@ int cls_rckpt_compact(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckp
 	}
 	if ((rc = compact_keep(&w, &m, keep, &top)) || top < 0)
 		goto out;
-	if ((rc = compact_plan(o, &w, &cache, &m, keep, top, plan, &np, &enc, &changed)) || !changed)
+	if ((rc = compact_head_read(o, &w, &hd)) ||
+	    (rc = compact_plan(o, &w, &cache, &m, keep, top, plan, &np, &enc, &changed)) || !changed)
 		goto out;
 	dcache_free(&cache); /* the decoded records are done with: the writes hold what moves */
-	rc = compact_write(o, &w, plan, np, &enc, &raw);
+	rc = compact_write(o, &w, plan, np, &enc, &raw, &hd);
 out:
 	/* a writer's own compaction (before it trims past a rewound head)
 	 * fences a compactor that read the token before it, as its trim

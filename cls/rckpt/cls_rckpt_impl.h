@@ -45,6 +45,13 @@ int crk_fence_record(rckpt_cls_obj_t *o, uint64_t writer, int record);
 int crk_is_chunk(rckpt_cls_obj_t *o, const char *method);
 /* The index entry "r.<step>" of a chunk object. */
 int crk_get_entry(rckpt_cls_obj_t *o, uint64_t step, rckpt_store_entry_t *e);
+/* The chunk's head record (store.md "Head records"): a base record of
+ * one step, kept after the log's last record, its entry (an index entry's
+ * layout) under CRK_HEAD_KEY. crk_get_head: 0 and the entry when there is
+ * one within the object's `size` bytes; -ENOENT when there is none;
+ * -EBADMSG when its entry fails its checks (callers take it as none). */
+#define CRK_HEAD_KEY "headrec"
+int crk_get_head(rckpt_cls_obj_t *o, uint64_t size, rckpt_store_entry_t *e);
 /* The record an index entry points at, bounds checked, into b. */
 int crk_read_record(rckpt_cls_obj_t *o, const rckpt_store_entry_t *e, rckpt_buf_t *b);
 

@@ -121,6 +121,18 @@ int crk_get_entry(rckpt_cls_obj_t *o, uint64_t step, rckpt_store_entry_t *e)
 	return rc;
 }
 
+int crk_get_head(rckpt_cls_obj_t *o, uint64_t size, rckpt_store_entry_t *e)
+{
+	rckpt_buf_t b = RCKPT_BUF_INIT;
+	int rc = o->ops->omap_get(o, CRK_HEAD_KEY, &b);
+	if (rc == 0)
+		rc = rckpt_store_entry_get(e, b.p, b.len);
+	if (rc == 0 && (e->kind != RCKPT_REC_BASE || e->offset > size || e->length > size - e->offset))
+		rc = -EBADMSG;
+	rckpt_buf_free(&b);
+	return rc;
+}
+
 /* Reads a record's bytes into b (emptied first) and checks its header and
  * CRC against the index entry. */
 int crk_read_record(rckpt_cls_obj_t *o, const rckpt_store_entry_t *e, rckpt_buf_t *b)

@@ -846,9 +846,10 @@ static int col_begin(void *arg, uint32_t nchunks)
 	return 0;
 }
 
-static int col_record(void *arg, uint32_t chunk, rckpt_buf_t *rec)
+static int col_record(void *arg, uint32_t chunk, rckpt_buf_t *rec, rckpt_buf_t *head)
 {
 	collect_t *x = arg;
+	(void)head;
 	(void)chunk;
 	x->n++;
 	return rckpt_buf_append(&x->all, rec->p, rec->len) ? -ENOMEM : 0;

@@ -800,9 +800,11 @@ def message(b, name):
         m = {"token": r.u64(), "step": r.u64(), "bytes": wire_blob(r)}
         if m["token"] == 0 or m["step"] == NONE or len(m["bytes"]) > 80 << 20:
             raise Bad("PUT")
-    elif name == "append":  # version 2: the writer's token first
-        r = frame(b, 0x0101, 2, 2)
+    elif name == "append":  # version 2: the writer's token first; 4: a head record after the record
+        r = frame(b, 0x0101, 4, 2)
         m = {"writer": r.u64(), "record": wire_blob(r)}
+        if b[2] >= 4:
+            m["head"] = wire_blob(r)
         if m["writer"] == 0:
             raise Bad("APPEND")
     elif name == "trim":

@@ -202,6 +202,8 @@ class Golden(unittest.TestCase):
             R.message(golden("store-commit-v1.hex"), "steps")
         # version 2: the messages that carry a writer's token (fencing)
         self.assertEqual(R.message(golden("store-append-v2.hex"), "append"), {"writer": 7, "record": b"abc"})
+        self.assertEqual(R.message(golden("store-append-v4.hex"), "append"),
+                         {"writer": 7, "record": b"abc", "head": b"defg"})
         self.assertEqual(R.message(golden("store-trim-v2.hex"), "trim"), {"writer": 7, "after": 42})
         # version 3: CLAIM with flags, and the other actors' tokens
         self.assertEqual(R.message(golden("store-claim-v3.hex"), "claim"), {"prev": 6, "token": 7, "flags": 1})

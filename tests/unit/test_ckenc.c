@@ -711,9 +711,10 @@ static int col_begin(void *arg, uint32_t nchunks)
 	return nchunks <= 64 ? 0 : -E2BIG;
 }
 
-static int col_record(void *arg, uint32_t chunk, rckpt_buf_t *rec)
+static int col_record(void *arg, uint32_t chunk, rckpt_buf_t *rec, rckpt_buf_t *head)
 {
 	collect_t *x = arg;
+	(void)head;
 	x->n = chunk + 1;
 	return rckpt_buf_append(&x->rec[chunk], rec->p, rec->len) ? -ENOMEM : 0;
 }

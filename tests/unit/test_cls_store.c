@@ -682,6 +682,189 @@ static void test_compact_keeps_parents_and_fails_closed(void **state)
 
 /* Every method turns garbage and truncations into -EINVAL, changing
  * nothing; the fuzz target goes further. */
+/* Step s's head record as these tests write it: a base whose levels are
+ * coded raw (run lengths, no entropy coder), so that it differs from the
+ * base a fold answers with. */
+static void encode_head(rckpt_buf_t *out, unsigned s)
+{
+	static uint8_t lv[N];
+	rckpt_record_t r;
+	rckpt_seg_t seg;
+	rckpt_istream_opts_t is = { RCKPT_IS_RLE, 0, 1, NULL, 0, 0 };
+	levels_at(lv, s);
+	make_record(&r, &seg, lv, s, RCKPT_NO_PARENT);
+	assert_int_equal(rckpt_record_encode(out, &r, NULL, &is), 0);
+}
+
+/* Appends step s as a delta with its head record (a base of step s; or
+ * the record `head` when given): append's return. */
+static int append_head(mem_obj_t *m, unsigned s, rckpt_buf_t *head)
+{
+	rckpt_buf_t rec = RCKPT_BUF_INIT, h = RCKPT_BUF_INIT, msg = RCKPT_BUF_INIT;
+	rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
+	rckpt_msg_append_t a;
+	int rc;
+	encode_step(&rec, s, 0);
+	if (head == NULL)
+		encode_head(&h, s);
+	a = (rckpt_msg_append_t){ WRITER, { rec.p, rec.len }, { head ? head->p : h.p, head ? head->len : h.len } };
+	assert_int_equal(rckpt_msg_append_head_encode(&msg, &a), 0);
+	rc = mem_obj_call(m, cls_rckpt_append, msg.p, msg.len, &out);
+	rckpt_buf_free(&rec);
+	rckpt_buf_free(&h);
+	rckpt_buf_free(&msg);
+	rckpt_buf_free(&out);
+	return rc;
+}
+
+/* The record materialize(s) replies with, whole. */
+static void materialized_record(mem_obj_t *m, unsigned s, rckpt_buf_t *rec)
+{
+	rckpt_msg_materialize_t q = { s, 0, { NULL, 0 } };
+	rckpt_msg_materialized_t a;
+	rckpt_buf_t msg = RCKPT_BUF_INIT;
+	rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
+	assert_int_equal(rckpt_msg_materialize_encode(&msg, &q), 0);
+	assert_int_equal(mem_obj_call(m, cls_rckpt_materialize, msg.p, msg.len, &out), 0);
+	assert_int_equal(rckpt_msg_materialized_decode(&a, out.p, out.len), 0);
+	assert_true(a.done);
+	rec->len = 0;
+	assert_int_equal(rckpt_buf_append(rec, a.record.p, a.record.len), 0);
+	rckpt_buf_free(&msg);
+	rckpt_buf_free(&out);
+}
+
+/* Whether materialize(s) answers with step s's head record, as written. */
+static int answers_head(mem_obj_t *m, unsigned s)
+{
+	rckpt_buf_t got = RCKPT_BUF_INIT, h = RCKPT_BUF_INIT;
+	int same;
+	materialized_record(m, s, &got);
+	encode_head(&h, s);
+	same = got.len == h.len && memcmp(got.p, h.p, h.len) == 0;
+	rckpt_buf_free(&got);
+	rckpt_buf_free(&h);
+	return same;
+}
+
+/* The bytes of the records of steps [1, s] (as append_head writes them) */
+static uint64_t records_bytes(unsigned s)
+{
+	uint64_t n = 0;
+	unsigned k;
+	for (k = 1; k <= s; k++) {
+		rckpt_buf_t r = RCKPT_BUF_INIT;
+		encode_step(&r, k, k == 1);
+		n += r.len;
+		rckpt_buf_free(&r);
+	}
+	return n;
+}
+
+static uint64_t head_bytes(unsigned s)
+{
+	rckpt_buf_t r = RCKPT_BUF_INIT;
+	uint64_t n;
+	encode_head(&r, s);
+	n = r.len;
+	rckpt_buf_free(&r);
+	return n;
+}
+
+/* Sets an omap pair of m as a trainer's plain write may. */
+static void mem_kv_set(mem_obj_t *m, const char *key, const uint8_t *v, size_t n)
+{
+	rckpt_cls_obj_t o;
+	memset(&o, 0, sizeof(o));
+	o.ops = &mem_obj_ops;
+	o.ctx = m;
+	assert_int_equal(mem_omap_set(&o, key, v, n), 0);
+}
+
+/* Head records (store.md "Head records"): the newest delta's head record
+ * answers materialize of its step as stored, whatever the chain, and is
+ * the log's last bytes, replaced by the next append (so the object holds
+ * one); an append without one, a trim past it and a compaction that drops
+ * its step take it away, one that keeps its step moves it; a head record
+ * of another step or shape is refused, and a planted head entry is only
+ * a hint: a fold answers when it does not check out. */
+static void test_head_records(void **state)
+{
+	mem_obj_t m = { 0 }, before = { 0 };
+	rckpt_buf_t bad = RCKPT_BUF_INIT;
+	uint8_t val[RCKPT_STORE_ENTRY_BYTES];
+	unsigned s;
+	uint64_t keep[] = { 9 };
+
+	(void)state;
+	assert_int_equal(append(&m, 1, 1), 0);
+	for (s = 2; s <= 6; s++) {
+		assert_int_equal(append_head(&m, s, NULL), 0);
+		assert_true(answers_head(&m, s));
+		assert_int_equal(materialize(&m, s, 1), 1); /* no fold, whatever the budget */
+		assert_int_equal(m.size, records_bytes(s) + head_bytes(s));
+	}
+	for (s = 1; s < 6; s++) /* the older steps fold as before */
+		assert_int_equal(materialize(&m, s, 0), 1);
+	assert_int_equal(materialize(&m, 5, 1), 4); /* a budget of a record a call: a fold */
+
+	/* an append without one takes it away */
+	assert_int_equal(append(&m, 7, 0), 0);
+	assert_int_equal(m.size, records_bytes(7));
+	assert_false(answers_head(&m, 7));
+	assert_int_equal(materialize(&m, 7, 0), 1);
+
+	/* refused, nothing changed: a head of another step, a delta, another shape */
+	assert_int_equal(mem_obj_copy(&before, &m), 0);
+	encode_step(&bad, 9, 1);
+	assert_int_equal(append_head(&m, 8, &bad), -EINVAL);
+	bad.len = 0;
+	encode_step(&bad, 8, 0);
+	assert_int_equal(append_head(&m, 8, &bad), -EINVAL);
+	bad.len = 0;
+	assert_int_equal(rckpt_buf_append(&bad, "RCKR", 4), 0);
+	assert_int_equal(append_head(&m, 8, &bad), -EINVAL);
+	same_obj(&m, &before);
+	mem_obj_free(&before);
+
+	/* a trim that keeps its step keeps it; one past it takes it away */
+	assert_int_equal(append_head(&m, 8, NULL), 0);
+	assert_int_equal(trim_as(&m, WRITER, 8), 0);
+	assert_true(answers_head(&m, 8));
+	assert_int_equal(m.size, records_bytes(8) + head_bytes(8));
+	assert_int_equal(trim_as(&m, WRITER, 7), 0);
+	assert_int_equal(m.size, records_bytes(7));
+	assert_int_equal(materialize(&m, 7, 0), 1);
+
+	/* a compaction that keeps its step moves it to the log's new end */
+	assert_int_equal(append_head(&m, 8, NULL), 0);
+	assert_int_equal(append_head(&m, 9, NULL), 0);
+	assert_int_equal(compact(&m, 9, keep, 1), 0);
+	assert_true(answers_head(&m, 9));
+	assert_int_equal(materialize(&m, 9, 0), 1);
+	assert_int_equal(materialize_rc(&m, 8), -ENOENT);
+
+	/* a planted entry: another record's place, past the data, a delta's
+	 * kind: a fold answers, right */
+	{
+		rckpt_store_entry_t e = { 9, 0, 100, RCKPT_REC_BASE, RCKPT_STORE_NONE };
+		assert_int_equal(rckpt_store_entry_put(val, &e), 0);
+		mem_kv_set(&m, "headrec", val, sizeof(val));
+		assert_false(answers_head(&m, 9));
+		assert_int_equal(materialize(&m, 9, 0), 1);
+		e.offset = m.size; /* past the data */
+		assert_int_equal(rckpt_store_entry_put(val, &e), 0);
+		mem_kv_set(&m, "headrec", val, sizeof(val));
+		assert_int_equal(materialize(&m, 9, 0), 1);
+		mem_kv_set(&m, "headrec", val, 5); /* not an entry */
+		assert_int_equal(materialize(&m, 9, 0), 1);
+		assert_int_equal(append_head(&m, 10, NULL), 0); /* and an append goes on */
+		assert_true(answers_head(&m, 10));
+	}
+	rckpt_buf_free(&bad);
+	mem_obj_free(&m);
+}
+
 static void test_malformed(void **state)
 {
 	static const rckpt_cls_obj_method_fn fns[] = { cls_rckpt_append, cls_rckpt_materialize,
@@ -1107,6 +1290,7 @@ int main(void)
 		cmocka_unit_test(test_compact_bounded),
 		cmocka_unit_test(test_compact_exact_held),
 		cmocka_unit_test(test_stale_writer_fenced),
+		cmocka_unit_test(test_head_records),
 		cmocka_unit_test(test_malformed),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -89,7 +89,7 @@ static void example(uint16_t type, msg_t *out)
 	const rckpt_blob_t rec = { REC, 6 };
 	memset(out, 0, sizeof(*out));
 	switch (type) {
-	case RCKPT_MSG_APPEND: out->append = (rckpt_msg_append_t){ 7, rec }; break;
+	case RCKPT_MSG_APPEND: out->append = (rckpt_msg_append_t){ 7, rec, rec }; break;
 	case RCKPT_MSG_MATERIALIZE: out->materialize = (rckpt_msg_materialize_t){ 5, 100, rec }; break;
 	case RCKPT_MSG_MATERIALIZED: out->materialized = (rckpt_msg_materialized_t){ 5, 1, rec }; break;
 	case RCKPT_MSG_TRIM: out->trim = (rckpt_msg_trim_t){ 7, 3 }; break;
@@ -391,7 +391,9 @@ static void check_table(const rckpt_wire_msg_t *d)
 			assert_true(f->max <= kfull(f)); /* what its width carries */
 		if (f->kind == RCKPT_WF_LIST)
 			assert_true(f->elem->size <= ELEM_ROOM);
-		assert_true(f->since <= 1 || f->kind == RCKPT_WF_U64);
+		/* a field of a later layout: an integer (its `absent` value) or a
+		 * blob (empty) when a frame lacks it */
+		assert_true(f->since <= 1 || f->kind == RCKPT_WF_U64 || (f->kind == RCKPT_WF_BLOB && !f->absent));
 		assert_true(f->kind != RCKPT_WF_STR || f->max); /* a string has its capacity */
 		if (f->kind == RCKPT_WF_ARRAY) /* counted by an integer before it */
 			assert_true(f->count < i && d->fields[f->count].kind <= RCKPT_WF_U64);

@@ -177,21 +177,36 @@ static void test_golden_fenced(void **state)
 {
 	uint8_t want[256];
 	rckpt_buf_t b = RCKPT_BUF_INIT;
-	rckpt_blob_t rec;
-	uint64_t w;
+	rckpt_msg_append_t a;
 	size_t n;
 
 	(void)state;
 	n = golden_hex("store-append-v2.hex", want, sizeof(want));
-	assert_int_equal(rckpt_msg_append_decode(&w, &rec, want, n), 0);
-	assert_int_equal(w, 7);
-	assert_int_equal(rec.len, 3);
-	assert_memory_equal(rec.p, "abc", 3);
+	assert_int_equal(rckpt_msg_append_decode(&a, want, n), 0);
+	assert_int_equal(a.writer, 7);
+	assert_int_equal(a.record.len, 3);
+	assert_memory_equal(a.record.p, "abc", 3);
+	assert_int_equal(a.head.len, 0); /* layout 2 has none */
 	assert_int_equal(rckpt_msg_append_encode(&b, 7, (const uint8_t *)"abc", 3), 0);
+	same_bytes(&b, want, n);
+	b.len = 0; /* without a head, the head encoder writes layout 2 too */
+	assert_int_equal(rckpt_msg_append_head_encode(&b, &a), 0);
 	same_bytes(&b, want, n);
 	assert_int_equal(rckpt_msg_append_encode(&b, 0, (const uint8_t *)"abc", 3), -EINVAL);
 	want[2] = want[3] = 1;
-	assert_int_equal(rckpt_msg_append_decode(&w, &rec, want, n), -EBADMSG);
+	assert_int_equal(rckpt_msg_append_decode(&a, want, n), -EBADMSG);
+
+	/* layout 4: the head record after the record */
+	n = golden_hex("store-append-v4.hex", want, sizeof(want));
+	assert_int_equal(rckpt_msg_append_decode(&a, want, n), 0);
+	assert_int_equal(a.writer, 7);
+	assert_int_equal(a.record.len, 3);
+	assert_memory_equal(a.record.p, "abc", 3);
+	assert_int_equal(a.head.len, 4);
+	assert_memory_equal(a.head.p, "defg", 4);
+	b.len = 0;
+	assert_int_equal(rckpt_msg_append_head_encode(&b, &a), 0);
+	same_bytes(&b, want, n);
 
 	golden_fenced2("store-trim-v2.hex", rckpt_msg_trim_decode, rckpt_msg_trim_encode, 7, 42);
 	rckpt_buf_free(&b);

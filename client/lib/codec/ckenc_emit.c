@@ -119,7 +119,7 @@ static int mf_add_seg(rckpt_manifest_t *mf, uint32_t t, uint32_t c, uint32_t k, 
 /* The chunk's record, encoded, goes to the manifest and the sink, and
  * becomes the chunk's next parent (rc: the encoding's result). */
 static int emit_finish(ckenc_emit_t *x, uint32_t c, rckpt_record_t *r, rckpt_buf_t *enc,
-		       const uint8_t sha[32], int rc)
+		       rckpt_buf_t *head, const uint8_t sha[32], int rc)
 {
 	rckpt_ckenc_t *e = x->e;
 	rckpt_manifest_t *mf = &x->mf;
@@ -135,9 +135,11 @@ static int emit_finish(ckenc_emit_t *x, uint32_t c, rckpt_record_t *r, rckpt_buf
 		memcpy(mf->chunk[c].sha256, sha, 32);
 		mf->chunk[c].record_bytes = enc->len;
 		mf->enc_bytes += enc->len;
-		rc = x->sink->record(x->sink->arg, c, enc);
+		x->st->head_bytes += head->len;
+		rc = x->sink->record(x->sink->arg, c, enc, head);
 	}
 	rckpt_buf_free(enc);
+	rckpt_buf_free(head);
 	if (rc == 0) { /* this record is the chunk's next parent */
 		rckpt_record_free(parent);
 		*parent = *r;
@@ -148,11 +150,29 @@ static int emit_finish(ckenc_emit_t *x, uint32_t c, rckpt_record_t *r, rckpt_buf
 	return rc;
 }
 
-/* Record r of chunk c encoded against the chunk's parent, and its digest:
- * a function of r and the parent alone, so chunks may run at once. */
+/* A delta's head record (store.md "Head records"): the same step as a
+ * base, its levels coded for a fast decode (run lengths and Huffman, no
+ * trials of other coders), so that a restore of it reads one record
+ * whatever the chain. */
+static int encode_head(const rckpt_record_t *r, const rckpt_istream_opts_t *is, rckpt_buf_t *head)
+{
+	rckpt_istream_opts_t hs = *is;
+	rckpt_record_t b = *r;
+	b.kind = RCKPT_REC_BASE;
+	b.parent = RCKPT_NO_PARENT;
+	hs.stages = RCKPT_IS_RLE;
+	hs.est_policy = RCKPT_EST_TRY_HUFF;
+	hs.predict = 0;
+	return rckpt_record_encode(head, &b, NULL, &hs);
+}
+
+/* Record r of chunk c encoded against the chunk's parent (and, when the
+ * options ask for one and r is not a base, its head record), and its
+ * digest: a function of r and the parent alone, so chunks may run at
+ * once. */
 static int encode_chunk(const rckpt_ckenc_t *e, uint32_t c, const rckpt_record_t *r, uint32_t block,
 			const rckpt_sparse_sel_t *sel, const rckpt_istream_opts_t *is, rckpt_buf_t *enc,
-			uint8_t sha[32])
+			rckpt_buf_t *head, uint8_t sha[32])
 {
 	const rckpt_record_t *parent = &e->prev_chunks[c];
 	int rc;
@@ -160,17 +180,20 @@ static int encode_chunk(const rckpt_ckenc_t *e, uint32_t c, const rckpt_record_t
 		rc = rckpt_record_encode_sparse(enc, r, parent, block, sel, is);
 	else
 		rc = rckpt_record_encode(enc, r, r->kind == RCKPT_REC_BASE ? NULL : parent, is);
+	if (rc == 0 && e->o.heads && r->kind != RCKPT_REC_BASE)
+		rc = encode_head(r, is, head);
 	return rc ? rc : rckpt_record_digest(sha, r);
 }
 
 int ckenc_emit_chunk(ckenc_emit_t *x, uint32_t c, rckpt_record_t *r, uint32_t block,
 		     const rckpt_sparse_sel_t *sel)
 {
-	rckpt_buf_t enc = RCKPT_BUF_INIT;
+	rckpt_buf_t enc = RCKPT_BUF_INIT, head = RCKPT_BUF_INIT;
 	uint8_t sha[32];
-	int rc = r->nseg == x->e->npieces[c] ? encode_chunk(x->e, c, r, block, sel, &x->e->o.is, &enc, sha)
-					     : -EINVAL;
-	return emit_finish(x, c, r, &enc, sha, rc);
+	int rc = r->nseg == x->e->npieces[c]
+			 ? encode_chunk(x->e, c, r, block, sel, &x->e->o.is, &enc, &head, sha)
+			 : -EINVAL;
+	return emit_finish(x, c, r, &enc, &head, sha, rc);
 }
 
 /* The configuration and statistics, then the bytes. */
@@ -254,7 +277,7 @@ static int build_chunk(rckpt_ckenc_t *e, const fullctx_t *f, uint32_t c, rckpt_r
 
 typedef struct pjob {
 	rckpt_record_t r;
-	rckpt_buf_t enc;
+	rckpt_buf_t enc, head;
 	uint8_t sha[32];
 	uint32_t c;
 	int built; /* quantized already (by the step's thread) */
@@ -287,7 +310,7 @@ static void *run_jobs(void *arg)
 			return NULL;
 		j->rc = j->built ? 0 : build_chunk(&t->view, b->f, j->c, &j->r);
 		if (j->rc == 0)
-			j->rc = encode_chunk(&t->view, j->c, &j->r, 0, NULL, &t->is, &j->enc, j->sha);
+			j->rc = encode_chunk(&t->view, j->c, &j->r, 0, NULL, &t->is, &j->enc, &j->head, j->sha);
 	}
 }
 
@@ -336,10 +359,11 @@ static int emit_batch(ckenc_emit_t *x, const fullctx_t *f, pjob_t *job, uint32_t
 		pthread_join(tid[i + 1], NULL);
 	for (i = 0; i < n; i++) {
 		if (rc == 0)
-			rc = emit_finish(x, job[i].c, &job[i].r, &job[i].enc, job[i].sha, job[i].rc);
+			rc = emit_finish(x, job[i].c, &job[i].r, &job[i].enc, &job[i].head, job[i].sha, job[i].rc);
 		else { /* after a failure nothing more is handed on */
 			rckpt_record_free(&job[i].r);
 			rckpt_buf_free(&job[i].enc);
+			rckpt_buf_free(&job[i].head);
 		}
 	}
 	return rc;

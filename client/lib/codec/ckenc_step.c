@@ -729,9 +729,10 @@ static int collect_begin(void *arg, uint32_t nchunks)
 	return out->records ? 0 : -ENOMEM;
 }
 
-static int collect_record(void *arg, uint32_t c, rckpt_buf_t *rec)
+static int collect_record(void *arg, uint32_t c, rckpt_buf_t *rec, rckpt_buf_t *head)
 {
 	rckpt_ckenc_out_t *out = arg;
+	(void)head;
 	out->records[c] = *rec;
 	memset(rec, 0, sizeof(*rec));
 	return 0;

@@ -149,6 +149,12 @@ typedef struct rckpt_ckenc_opts {
 	uint64_t par_min_work;     /* work of fewer elements than this runs on
 				      one thread (default 2^15: less costs
 				      less than starting threads); tests set 0 */
+	int heads;                 /* with each delta (or sparse) record, a
+				      head record: the step as a base, for a
+				      restore that reads one record whatever
+				      the chain (store.md "Head records"); the
+				      sink's `head`. Default 0 (a store's
+				      writer sets it) */
 	const struct rckpt_layout *layout; /* NULL: the layout of the tensors
 				      (checkpoint.md "Chunks"). Else a group
 				      save's part: these chunks, whose pieces
@@ -178,6 +184,7 @@ typedef struct rckpt_ckenc_stats {
 	rckpt_qconfig_t opt_config; /* ... and its configuration */
 	uint64_t opt_raw_bytes, opt_enc_bytes; /* the optimizer's share of
 				  raw_bytes and of the records' bytes */
+	uint64_t head_bytes;   /* head records (opts.heads), beside enc_bytes */
 	double cb_quality;     /* the callback's loss, when there is a callback */
 	int accepted;          /* quality <= eps (and cb_quality <= quality_eps) */
 	int is_base;
@@ -206,12 +213,13 @@ int rckpt_ckenc_step(rckpt_ckenc_t *e, rckpt_ckenc_out_t *out, rckpt_ckenc_stats
 		     size_t msglen);
 
 /* Where rckpt_ckenc_step_stream puts a step's records: begin(nchunks)
- * once, before the first; then record(c, rec) for c = 0, 1, ... in order,
- * each taking the encoded record (it may steal rec's bytes and leave rec
+ * once, before the first; then record(c, rec, head) for c = 0, 1, ... in
+ * order, each taking the encoded record and its head record (empty
+ * unless opts.heads; either may have its bytes stolen and be left
  * empty). A negative return stops the step with that code. */
 typedef struct rckpt_ckenc_sink {
 	int (*begin)(void *arg, uint32_t nchunks);
-	int (*record)(void *arg, uint32_t chunk, rckpt_buf_t *rec);
+	int (*record)(void *arg, uint32_t chunk, rckpt_buf_t *rec, rckpt_buf_t *head);
 	void *arg;
 } rckpt_ckenc_sink_t;
 

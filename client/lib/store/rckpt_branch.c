@@ -233,20 +233,8 @@ static int copy_step(rckpt_job_t *src, rckpt_job_t *dst, src_seg_t *g, uint64_t 
 		goto out;
 	/* the branch's segment: a new one before a chunk could pass the cap
 	 * (every record of this step is then a base) */
-	if (dst->seg_n < n) {
-		uint64_t *b = realloc(dst->seg_bytes, n * sizeof(*b));
-		uint64_t *m = b ? realloc(dst->rec_max, n * sizeof(*m)) : NULL;
-		if (b)
-			dst->seg_bytes = b;
-		if (m == NULL) {
-			rc = -ENOMEM;
-			goto out;
-		}
-		dst->rec_max = m;
-		for (c = dst->seg_n; c < n; c++)
-			dst->seg_bytes[c] = dst->rec_max[c] = 0;
-		dst->seg_n = n;
-	}
+	if ((rc = rckpt_seg_grow(dst, n)))
+		goto out;
 	for (c = 0; c < n && prev != RCKPT_STORE_NONE; c++) {
 		const rckpt_store_entry_t *e = entry_of(g->ix[c], g->nix[c], s);
 		const uint64_t est = e ? e->length : 4 * dst->o.chunk_params;
@@ -267,7 +255,7 @@ static int copy_step(rckpt_job_t *src, rckpt_job_t *dst, src_seg_t *g, uint64_t 
 			goto out;
 		dst->seg = seg;
 		for (c = 0; c < dst->seg_n; c++)
-			dst->seg_bytes[c] = dst->rec_max[c] = 0;
+			dst->seg_bytes[c] = dst->rec_max[c] = dst->head_bytes[c] = 0;
 		dst->seg_records = 0;
 	}
 	for (c = 0; c < n && rc == 0; c++) {
@@ -280,7 +268,9 @@ static int copy_step(rckpt_job_t *src, rckpt_job_t *dst, src_seg_t *g, uint64_t 
 			rc = rckpt_exec_write(dst, oid, "append", &msg);
 		}
 		if (rc == 0) {
-			dst->seg_bytes[c] += rec.len;
+			dst->seg_bytes[c] += rec.len; /* an append without a head drops one */
+			dst->seg_bytes[c] -= dst->head_bytes[c];
+			dst->head_bytes[c] = 0;
 			if (rec.len > dst->rec_max[c])
 				dst->rec_max[c] = rec.len;
 		}

@@ -177,7 +177,9 @@ static int plugin_reads_ours(const rckpt_wire_version_t *v)
 	unsigned i, store = 0;
 	for (i = 0; i < v->nformats; i++) {
 		const rckpt_wire_format_range_t *f = &v->formats[i];
-		if (strcmp(f->name, "store") == 0 && f->max_version >= RCKPT_STORE_WIRE_VERSION)
+		/* what a restore sends is the same since layout 3 (4 added
+		 * APPEND's head record, which a plugin of 3 skips) */
+		if (strcmp(f->name, "store") == 0 && f->max_version >= RCKPT_STORE_FENCED3_VERSION)
 			store = 1;
 	}
 	return store && rec != UINT_MAX && rec >= RCKPT_RECORD_VERSION;

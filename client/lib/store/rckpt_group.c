@@ -280,13 +280,14 @@ static int gsink_begin(void *arg, uint32_t nchunks)
 	return nchunks == s->part->layout.nchunks ? 0 : -EINVAL;
 }
 
-static int gsink_record(void *arg, uint32_t c, rckpt_buf_t *rec)
+static int gsink_record(void *arg, uint32_t c, rckpt_buf_t *rec, rckpt_buf_t *head)
 {
 	gsink_t *s = arg;
 	rckpt_job_t *j = s->g->j;
 	rckpt_buf_t msg = RCKPT_BUF_INIT;
+	const rckpt_msg_append_t m = { j->token, { rec->p, rec->len }, { head->p, head->len } };
 	char oid[64];
-	int rc = rckpt_msg_append_encode(&msg, j->token, rec->p, rec->len);
+	int rc = rckpt_msg_append_head_encode(&msg, &m);
 	s->bytes += rec->len;
 	rckpt_store_segment_oid(oid, sizeof(oid), s->part->chunk[c], s->seg);
 	if (rc == 0 && s->exact) {

@@ -120,6 +120,7 @@ int rckpt_job_encoder_for(rckpt_job_t *j, const rckpt_layout_t *layout, rckpt_ck
 	eo.base_every = j->o.base_every;
 	eo.partial_block = j->o.partial_block;
 	eo.threads = j->o.threads;
+	eo.heads = !j->o.no_heads;
 	if (j->o.quality) {
 		eo.quality = call_quality;
 		eo.quality_arg = j;
@@ -574,6 +575,7 @@ void rckpt_job_close(rckpt_job_t *j)
 	rckpt_roles_free(&j->roles);
 	free(j->seg_bytes);
 	free(j->rec_max);
+	free(j->head_bytes);
 	if (j->io)
 		j->io->ops->close(j->io);
 	free(j);

@@ -61,23 +61,35 @@ static uint64_t record_estimate(const rckpt_job_t *j, unsigned c, int whole)
 	return whole || !j->rec_max[c] ? (j->rec_max[c] > raw ? j->rec_max[c] : raw) : j->rec_max[c];
 }
 
+int rckpt_seg_grow(rckpt_job_t *j, unsigned n)
+{
+	uint64_t *b, *m, *h;
+	unsigned c;
+	if (n <= j->seg_n)
+		return 0;
+	if ((b = realloc(j->seg_bytes, n * sizeof(*b))))
+		j->seg_bytes = b;
+	if (b && (m = realloc(j->rec_max, n * sizeof(*m))))
+		j->rec_max = m;
+	else
+		return -ENOMEM;
+	if ((h = realloc(j->head_bytes, n * sizeof(*h))) == NULL)
+		return -ENOMEM;
+	j->head_bytes = h;
+	for (c = j->seg_n; c < n; c++)
+		j->seg_bytes[c] = j->rec_max[c] = j->head_bytes[c] = 0;
+	j->seg_n = n;
+	return 0;
+}
+
 /* Sizes chunks [from, n) of the writer's segment (one that does not exist
  * has none), growing the arrays to n. */
 static int seg_measure(rckpt_job_t *j, unsigned from, unsigned n)
 {
 	unsigned c;
-	if (n > j->seg_n) {
-		uint64_t *b = realloc(j->seg_bytes, n * sizeof(*b));
-		if (b)
-			j->seg_bytes = b;
-		uint64_t *m = b ? realloc(j->rec_max, n * sizeof(*m)) : NULL;
-		if (m == NULL)
-			return -ENOMEM;
-		j->rec_max = m;
-		for (c = j->seg_n; c < n; c++)
-			j->seg_bytes[c] = j->rec_max[c] = 0;
-		j->seg_n = n;
-	}
+	int rc = rckpt_seg_grow(j, n);
+	if (rc)
+		return rc;
 	for (c = from; c < n; c++) {
 		char oid[64];
 		uint64_t size = 0;
@@ -87,6 +99,7 @@ static int seg_measure(rckpt_job_t *j, unsigned from, unsigned n)
 		if (rc && rc != -ENOENT)
 			return rc;
 		j->seg_bytes[c] = size;
+		j->head_bytes[c] = 0; /* a head record in size, if any, counts as records */
 	}
 	return 0;
 }
@@ -261,7 +274,7 @@ static int save_begin(void *arg, uint32_t nchunks)
 			return rc;
 		j->seg_n = nchunks; /* the segment's layout: this step's */
 		for (c = 0; c < j->seg_n; c++)
-			j->seg_bytes[c] = j->rec_max[c] = 0;
+			j->seg_bytes[c] = j->rec_max[c] = j->head_bytes[c] = 0;
 		j->seg_records = 0;
 	} else if (nchunks > j->seg_n) {
 		int rc = seg_measure(j, j->seg_n, nchunks); /* a model with more chunks */
@@ -275,7 +288,7 @@ static int save_begin(void *arg, uint32_t nchunks)
 /* The encoder's sink: chunk i's record. Its append starts at once unless
  * `inflight` appends or the memory budget's share of appended bytes are
  * already out; then the oldest are reaped first. */
-static int save_record(void *arg, uint32_t i, rckpt_buf_t *rec)
+static int save_record(void *arg, uint32_t i, rckpt_buf_t *rec, rckpt_buf_t *head)
 {
 	rckpt_save_t *s = arg;
 	rckpt_job_t *j = s->j;
@@ -292,16 +305,22 @@ static int save_record(void *arg, uint32_t i, rckpt_buf_t *rec)
 		rc = rckpt_msg_put_encode(&s->msgs[s->nchunks + i], j->token, s->step, res.p, res.len);
 	s->exact_bytes += res.len;
 	rckpt_buf_free(&res);
-	if (rc == 0)
-		rc = rckpt_msg_append_encode(&s->msgs[i], j->token, rec->p, rec->len);
+	if (rc == 0) {
+		const rckpt_msg_append_t m = { j->token, { rec->p, rec->len }, { head->p, head->len } };
+		rc = rckpt_msg_append_head_encode(&s->msgs[i], &m);
+	}
 	rckpt_buf_free(rec);
 	if (rc)
 		return rc;
 	if (i < j->seg_n) {
-		j->seg_bytes[i] += len;
+		/* the head record is the chunk's last bytes until the next
+		 * append takes its place (store.md "Head records") */
+		j->seg_bytes[i] += len + head->len - j->head_bytes[i];
+		j->head_bytes[i] = head->len;
 		if (len > j->rec_max[i])
 			j->rec_max[i] = len;
 	}
+	rckpt_buf_free(head);
 	if (i == 0)
 		j->seg_records++;
 	rckpt_io_window_room(&s->win, s->msgs[i].len);

@@ -76,6 +76,8 @@ struct rckpt_job {
 	uint64_t seg;        /* the segment (RCKPT_STORE_NONE: the first) */
 	uint64_t *seg_bytes; /* chunk c's object in seg: its bytes, [0, seg_n) */
 	uint64_t *rec_max;   /* chunk c's largest record this writer appended */
+	uint64_t *head_bytes; /* chunk c's head record this writer appended (in
+				 seg_bytes until the next append replaces it) */
 	unsigned seg_n;
 	uint64_t seg_records; /* records each chunk object of seg holds */
 	int seg_known;       /* seg and seg_bytes are as stored */
@@ -224,6 +226,10 @@ void rckpt_holder_cookie(char *out, size_t cap, uint64_t client_id);
  * this boot and PID namespace, and that pid is gone or started at another
  * time); else 0. what gets a description of the holder. */
 int rckpt_holder_gone(const char *cookie, char *what, size_t cap);
+
+/* Grows the writer's per-chunk segment arrays (seg_bytes, rec_max,
+ * head_bytes) to n chunks, the new ones empty (rckpt_save.c). */
+int rckpt_seg_grow(rckpt_job_t *j, unsigned n);
 
 /* Runs write method `method` on the chunk objects [0, n) of segment seg,
  * `inflight` at a time: msgs[i] is chunk i's input, or msgs[0] for all

@@ -53,7 +53,7 @@ class JobOpts(ctypes.Structure):
                 ("quality", QUALITY_CB), ("quality_arg", c_voidp), ("quality_eps", c_double),
                 ("partial_block", ctypes.c_uint32), ("segment_bytes", c_u64), ("exact", c_int),
                 ("opt_eps", c_double), ("threads", c_uint), ("takeover", c_int),
-                ("wait_s", c_uint), ("compact_every", c_uint)]
+                ("wait_s", c_uint), ("compact_every", c_uint), ("no_heads", c_int)]
 
 
 class SaveStats(ctypes.Structure):
