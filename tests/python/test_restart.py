@@ -368,6 +368,59 @@ class Resume(unittest.TestCase):
         for (k, a), (_, b) in zip(m.state_dict().items(), m2.state_dict().items()):
             self.assertLess(((a - b).norm() / a.norm().clamp_min(1e-12)).item(), 0.05, k)
 
+    def test_load_latest_optimizer_as_torch_loads(self):
+        """load_latest puts the optimizer's state in without torch's deep
+        copy of it: the same state as torch's own load_state_dict of the
+        restored state (every tensor, dtype, step and group), so the next
+        step moves the model the same; into an optimizer that has state it
+        reads in place (the same tensors, no new memory)."""
+        j = job("resume-opt")
+        self.jobs = [j]
+        m, opt, sched = self.make()
+        x = torch.randn(16, 32)
+
+        def train(mm, oo):
+            oo.zero_grad()
+            mm(x).square().mean().backward()
+            oo.step()
+        with rckpt.Checkpointer("rckpt", j, CONF) as ck:
+            for _ in range(5):
+                train(m, opt)
+            ck.save(5, model=m, optimizer=opt).wait()
+        with rckpt.Checkpointer("rckpt", j, CONF) as ck:
+            ref_m, ref_opt, _ = self.make()
+            r = ck.restore_full(5)
+            ref_m.load_state_dict(r.state_dict)
+            ref_opt.load_state_dict(r.optimizer)  # torch's own way
+            fresh_m, fresh_opt, _ = self.make()  # a new process: no state yet
+            self.assertEqual(ck.load_latest(model=fresh_m, optimizer=fresh_opt), 5)
+            live_m, live_opt, _ = self.make()  # a trainer that has state: in place
+            train(live_m, live_opt)
+            before = {id(v): v.data_ptr() for st in live_opt.state.values() for v in st.values()
+                      if torch.is_tensor(v) and v.numel() > 1}
+            self.assertEqual(ck.load_latest(model=live_m, optimizer=live_opt), 5)
+            after = {id(v): v.data_ptr() for st in live_opt.state.values() for v in st.values()
+                     if torch.is_tensor(v) and v.numel() > 1}
+            self.assertEqual(before, after)
+        want = ref_opt.state_dict()
+        for got_opt in (fresh_opt, live_opt):
+            got = got_opt.state_dict()
+            self.assertEqual(got["param_groups"], want["param_groups"])
+            self.assertEqual(sorted(got["state"]), sorted(want["state"]))
+            for pid, st in want["state"].items():
+                self.assertEqual(sorted(got["state"][pid]), sorted(st))
+                for k, v in st.items():
+                    g = got["state"][pid][k]
+                    self.assertEqual((g.dtype, g.device, g.shape), (v.dtype, v.device, v.shape), k)
+                    self.assertTrue(torch.equal(g, v), k)
+            ptrs = [v.data_ptr() for st in got_opt.state.values() for v in st.values() if torch.is_tensor(v)]
+            self.assertEqual(len(ptrs), len(set(ptrs)))  # no tensor shared by two states
+        for mm, oo in ((ref_m, ref_opt), (fresh_m, fresh_opt), (live_m, live_opt)):
+            train(mm, oo)
+        for got_m in (fresh_m, live_m):
+            for (k, a), (_, b) in zip(ref_m.state_dict().items(), got_m.state_dict().items()):
+                self.assertTrue(torch.equal(a, b), k)
+
 
 if __name__ == "__main__":
     if not CONF:

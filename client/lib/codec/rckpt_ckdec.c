@@ -171,14 +171,26 @@ int rckpt_ckdec_tensor_f32(const rckpt_ckdec_t *d, uint32_t t, float *out)
 	return rckpt_ckdec_range_f32(d, t, 0, numel, out);
 }
 
+/* Where a reading of one tensor in order stands: at element `at`, in its
+ * segment k (which begins at element `off`), after `pk` of that segment's
+ * protected values. A read that starts where the last one stopped goes on
+ * from there instead of counting the segment's protected values again. */
+typedef struct rcur {
+	uint32_t t, k;
+	uint64_t at, off, pk;
+	int valid;
+} rcur_t;
+
 /* The values of the segments, their LOG2 undone; a NORM segment's are
  * still the normalized ones (norm: whether the tensor's manifest entry
- * names a second moment, which its segments must agree with). */
-static int range_raw(const rckpt_ckdec_t *d, uint32_t t, uint64_t first, uint64_t count, float *out)
+ * names a second moment, which its segments must agree with). cur: NULL,
+ * or the cursor of the reads of this tensor before, then after, this one. */
+static int range_raw(const rckpt_ckdec_t *d, uint32_t t, uint64_t first, uint64_t count, float *out,
+		     rcur_t *cur)
 {
 	const rckpt_mf_tensor_t *mt;
-	uint64_t off = 0, numel = 1;
-	uint32_t k;
+	uint64_t off = 0, numel = 1, pk0 = UINT64_MAX;
+	uint32_t k = 0;
 	unsigned dd;
 
 	if (t >= d->mf.ntensors)
@@ -188,12 +200,20 @@ static int range_raw(const rckpt_ckdec_t *d, uint32_t t, uint64_t first, uint64_
 		numel *= mt->shape[dd];
 	if (first > numel || count > numel - first)
 		return -ERANGE;
-	for (k = 0; k < mt->nseg && count > 0; k++) {
+	if (cur && cur->valid && cur->t == t && cur->at == first && cur->k < mt->nseg) {
+		k = cur->k; /* go on where the last read stopped */
+		off = cur->off;
+		pk0 = cur->pk;
+	}
+	if (cur)
+		cur->valid = 0;
+	for (; k < mt->nseg && count > 0; k++) {
 		const rckpt_mf_seg_t *ms = &mt->seg[k];
 		const rckpt_seg_t *s;
-		uint64_t a, b;
+		uint64_t a, b, pk = 0, np = 0, i;
 		if (off + ms->n <= first) {
 			off += ms->n;
+			pk0 = UINT64_MAX;
 			continue;
 		}
 		if (ms->chunk >= d->mf.nchunks)
@@ -213,25 +233,31 @@ static int range_raw(const rckpt_ckdec_t *d, uint32_t t, uint64_t first, uint64_
 		} else {
 			rckpt_qparams_t q;
 			const uint8_t P = (uint8_t)(s->nbins + 1);
-			uint64_t pk = 0, np = 0, i;
 			int rc;
-			for (i = 0; i < a; i++)
-				pk += s->idx[i] == P;
+			if (pk0 != UINT64_MAX)
+				pk = pk0;
+			else
+				for (i = 0; i < a; i++)
+					pk += s->idx[i] == P;
 			for (i = a; i < b; i++)
 				np += s->idx[i] == P;
-			if (pk + np > s->nprot)
+			if (pk > s->nprot || np > s->nprot - pk)
 				return -EBADMSG;
 			memset(&q, 0, sizeof(q));
 			q.nbins = s->nbins;
 			memcpy(q.centroids, s->centroids, sizeof(float) * s->nbins);
-			if ((rc = rckpt_dequantize(out, s->idx + a, (size_t)(b - a), &q, s->prot + pk,
-						   (size_t)np)))
+			if ((rc = rckpt_dequantize_xf(out, s->idx + a, (size_t)(b - a), &q, s->prot + pk, (size_t)np,
+						      s->transform)))
 				return rc;
-			rckpt_xf_inverse(out, (size_t)(b - a), s->transform);
 		}
+		pk0 = UINT64_MAX;
 		out += b - a;
 		count -= b - a;
 		first += b - a;
+		if (count == 0 && cur) { /* where the next read goes on */
+			const int done = b == s->n;
+			*cur = (rcur_t){ t, done ? k + 1 : k, first, done ? off + s->n : off, done ? 0 : pk + np, 1 };
+		}
 		off += ms->n;
 	}
 	return count == 0 ? 0 : -EBADMSG;
@@ -241,13 +267,16 @@ static int range_raw(const rckpt_ckdec_t *d, uint32_t t, uint64_t first, uint64_
  * second moment as restored, in blocks. */
 #define NORM_BLK 65536u
 
-int rckpt_ckdec_range_f32(const rckpt_ckdec_t *d, uint32_t t, uint64_t first, uint64_t count,
-			  float *out)
+/* rckpt_ckdec_range_f32 with the cursors of tensor t's reads and of its
+ * second moment's (NULL: none). */
+static int range_f32(const rckpt_ckdec_t *d, uint32_t t, uint64_t first, uint64_t count, float *out,
+		     rcur_t *ct, rcur_t *cn)
 {
 	const rckpt_mf_tensor_t *mt;
+	rcur_t own = { 0 };
 	float *v;
 	uint64_t k;
-	int rc = range_raw(d, t, first, count, out);
+	int rc = range_raw(d, t, first, count, out, ct);
 
 	if (rc || (mt = &d->mf.t[t])->norm == RCKPT_MF_NO_NORM)
 		return rc;
@@ -255,16 +284,24 @@ int rckpt_ckdec_range_f32(const rckpt_ckdec_t *d, uint32_t t, uint64_t first, ui
 		return -EBADMSG; /* the manifest's decoder checked it; a second moment is plain */
 	if ((v = malloc(4 * (size_t)(count < NORM_BLK ? count + 1 : NORM_BLK))) == NULL)
 		return -ENOMEM;
+	if (cn == NULL)
+		cn = &own;
 	for (k = 0; k < count && rc == 0; k += NORM_BLK) {
 		const size_t n = count - k < NORM_BLK ? (size_t)(count - k) : NORM_BLK;
 		size_t i;
-		if ((rc = range_raw(d, mt->norm, first + k, n, v)) != 0)
+		if ((rc = range_raw(d, mt->norm, first + k, n, v, cn)) != 0)
 			break;
 		for (i = 0; i < n; i++)
 			out[k + i] = out[k + i] * (sqrtf(v[i]) + mt->eps);
 	}
 	free(v);
 	return rc;
+}
+
+int rckpt_ckdec_range_f32(const rckpt_ckdec_t *d, uint32_t t, uint64_t first, uint64_t count,
+			  float *out)
+{
+	return range_f32(d, t, first, count, out, NULL, NULL);
 }
 
 /* Elements [first, first + count) of tensor t decoded here, narrowed to
@@ -277,11 +314,12 @@ static int staged(const rckpt_ckdec_t *d, uint32_t t, uint64_t first, uint64_t c
 	const size_t blk = count < RCKPT_CKDEC_STAGE ? (size_t)count : RCKPT_CKDEC_STAGE;
 	float *f = malloc(4 * (blk ? blk : 1));
 	uint8_t *b = malloc(dsz * (blk ? blk : 1));
+	rcur_t ct = { 0 }, cn = { 0 };
 	uint64_t k;
 	int rc = f && b ? 0 : -ENOMEM;
 	for (k = 0; k < count && rc == 0; k += blk) {
 		const size_t m = count - k < blk ? (size_t)(count - k) : blk;
-		if ((rc = rckpt_ckdec_range_f32(d, t, first + k, m, f)) == 0) {
+		if ((rc = range_f32(d, t, first + k, m, f, &ct, &cn)) == 0) {
 			rckpt_narrow_from_f32(b, f, dt, m);
 			rc = s->put(s->arg, (first + k) * dsz, b, m * dsz);
 		}
@@ -329,12 +367,12 @@ static int readable(const rckpt_ckdec_t *d, uint32_t t, uint64_t numel)
 		if (sg->encoding != RCKPT_SEG_LOSSLESS) {
 			const uint8_t L = (uint8_t)(sg->nbins + 2), P = (uint8_t)(sg->nbins + 1);
 			uint64_t np = 0;
-			for (i = 0; i < sg->n; i++) {
-				if (sg->idx[i] >= L)
-					return -EBADMSG;
+			uint8_t top = 0;
+			for (i = 0; i < sg->n; i++) { /* no branch: it vectorizes */
+				top = sg->idx[i] > top ? sg->idx[i] : top;
 				np += sg->idx[i] == P;
 			}
-			if (np > sg->nprot)
+			if ((sg->n && top >= L) || np > sg->nprot)
 				return -EBADMSG;
 		}
 	}

@@ -207,8 +207,8 @@ void rckpt_quantize(uint8_t *idx, uint16_t *prot, size_t *nprot, const float *w,
 	*nprot = np;
 }
 
-int rckpt_dequantize(float *out, const uint8_t *idx, size_t n, const rckpt_qparams_t *q,
-		     const uint16_t *prot, size_t nprot)
+int rckpt_dequantize_xf(float *out, const uint8_t *idx, size_t n, const rckpt_qparams_t *q,
+			const uint16_t *prot, size_t nprot, unsigned xf)
 {
 	float lv[RCKPT_MAX_BINS + 2];
 	const unsigned nb = q->nbins, pl = rckpt_q_pruned_level(q), protl = nb + 1;
@@ -218,17 +218,26 @@ int rckpt_dequantize(float *out, const uint8_t *idx, size_t n, const rckpt_qpara
 	for (j = 0; j < nb; j++)
 		lv[j + (j >= pl)] = q->centroids[j];
 	lv[pl] = 0.0f;
+	rckpt_xf_inverse(lv, nb + 1, xf);
 	for (i = 0; i < n; i++) {
 		unsigned v = idx[i];
 		if (v < protl) {
 			out[i] = lv[v];
 		} else if (v == protl && k < nprot) {
-			out[i] = rckpt_bf16_to_f32(prot[k++]);
+			float x = rckpt_bf16_to_f32(prot[k++]);
+			rckpt_xf_inverse(&x, 1, xf);
+			out[i] = x;
 		} else {
 			return -EBADMSG;
 		}
 	}
 	return k == nprot ? 0 : -EBADMSG;
+}
+
+int rckpt_dequantize(float *out, const uint8_t *idx, size_t n, const rckpt_qparams_t *q,
+		     const uint16_t *prot, size_t nprot)
+{
+	return rckpt_dequantize_xf(out, idx, n, q, prot, nprot, RCKPT_XF_NONE);
 }
 
 /* ---- fixed-order sums (the GPU's twins) ---- */

@@ -50,6 +50,10 @@ void rckpt_quantize(uint8_t *idx, uint16_t *prot, size_t *nprot, const float *w,
  * protected values. */
 int rckpt_dequantize(float *out, const uint8_t *idx, size_t n, const rckpt_qparams_t *q,
 		     const uint16_t *prot, size_t nprot);
+/* The same, then transform xf undone (rckpt_xf_inverse): the same floats,
+ * in one pass (the levels' values are undone once each, in a table). */
+int rckpt_dequantize_xf(float *out, const uint8_t *idx, size_t n, const rckpt_qparams_t *q,
+			const uint16_t *prot, size_t nprot, unsigned xf);
 
 /* The B - 1 midpoints the bin assignment compares with: mid[j] = c[j] +
  * (c[j+1] - c[j]) * 0.5f in float, non-decreasing; the GPU gets these very

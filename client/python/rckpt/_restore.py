@@ -13,6 +13,57 @@ from ._tree import (_NODEV, _NOMEM, _TORCH, _OPT_PREFIX, _FORMAT, _FORMAT_TREE, 
                     Restored, _is_flat, _paths, _user_extra, _fill_tree, _load_tree)
 
 
+def _optimizer_params(optimizer):
+    """A torch optimizer's parameters in its state_dict's numbering."""
+    return [p for g in optimizer.param_groups for p in g["params"]]
+
+
+def _optimizer_into(optimizer, into):
+    """The optimizer's state tensors as they are now, by the names a save
+    gives them: a restore reads into them in place."""
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        return
+    for pid, p in enumerate(_optimizer_params(optimizer)):
+        for key, v in optimizer.state.get(p, {}).items():
+            if isinstance(v, torch.Tensor) and v.numel() > 1:
+                into["%s%d/%s" % (_OPT_PREFIX, pid, key)] = v
+
+
+def _cast_state(p, key, v):
+    """What torch's Optimizer.load_state_dict makes of a state value: a
+    floating-point tensor in its parameter's dtype, on its device (a
+    'step' as it is)."""
+    if isinstance(v, torch.Tensor) and key != "step":
+        if p.is_floating_point():
+            v = v.to(p.dtype)
+        return v.to(p.device)
+    return v
+
+
+def _load_optimizer(optimizer, osd):
+    """optimizer.load_state_dict(osd) without torch's deep copy of every
+    state tensor (a second copy of the optimizer's state, as long as a
+    restore's read of it): the tensors here are the restore's own, or the
+    optimizer's read in place. Anything but a torch optimizer whose groups
+    match goes through its own load_state_dict."""
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        return optimizer.load_state_dict(osd)
+    params = _optimizer_params(optimizer)
+    groups = osd.get("param_groups") if isinstance(osd, dict) else None
+    state = osd.get("state") if isinstance(osd, dict) else None
+    if not isinstance(groups, list) or not isinstance(state, dict) or \
+            len(groups) != len(optimizer.param_groups) or \
+            any(not isinstance(g, dict) or len(g.get("params", ())) != len(o["params"])
+                for g, o in zip(groups, optimizer.param_groups)):
+        return optimizer.load_state_dict(osd)  # torch says what does not match
+    optimizer.load_state_dict({"state": {}, "param_groups": groups})  # the groups' settings
+    ids = [i for g in groups for i in g["params"]]
+    for i, p in zip(ids, params):
+        if i in state:
+            optimizer.state[p] = {k: _cast_state(p, k, v) for k, v in state[i].items()}
+    optimizer.__setstate__({"state": optimizer.state})  # the class's own fixes (Adam's step)
+
+
 class _Restoring:
     """Checkpointer's methods that read what is stored."""
 
@@ -126,6 +177,8 @@ class _Restoring:
         # the live tensors, by the names a save gives them: read in place
         live = model.state_dict() if isinstance(model, torch.nn.Module) else model
         into = dict(_paths(live))
+        if optimizer is not None:
+            _optimizer_into(optimizer, into)
         r = self._restore_full(step, into=into)
         if isinstance(model, torch.nn.Module):
             model.load_state_dict(r.state_dict, strict=strict)
@@ -145,7 +198,7 @@ class _Restoring:
         if optimizer is not None:
             if r.optimizer is None:
                 raise KeyError("step %d was saved without optimizer state" % r.step)
-            optimizer.load_state_dict(r.optimizer)
+            _load_optimizer(optimizer, r.optimizer)
         return r
 
     def load_latest(self, model=None, optimizer=None, scheduler=None, state=None, strict=True):
@@ -166,7 +219,7 @@ class _Restoring:
             if optimizer is not None:
                 if r.optimizer is None:
                     raise KeyError("step %d was saved without optimizer state" % r.step)
-                optimizer.load_state_dict(r.optimizer)
+                _load_optimizer(optimizer, r.optimizer)
         train = r.extra if isinstance(r.extra, dict) and r.extra.get("format") == _TRAIN else {}
         if scheduler is not None:
             if train.get("scheduler") is None:
