@@ -560,6 +560,20 @@ int rckpt_istream_decode(uint8_t *cur, size_t n, unsigned lcur, const uint8_t *p
 		ungroup_by(d, e, prev, n, lprev);
 		goto delta;
 	}
+	if (!prev && !(stages & RCKPT_IS_RLE)) {
+		/* a base without run lengths: its symbols are the levels, read
+		 * straight into cur (one pass, nothing allocated) */
+		unsigned bad = 0;
+		if ((rc = rckpt_estream_decode8(cur, n, r)) == -ENOMEM)
+			return rc;
+		if (rc)
+			goto bad;
+		for (i = 0; i < n; i++)
+			bad |= (unsigned)(cur[i] >= lcur);
+		if (bad)
+			goto bad;
+		return 0;
+	}
 	if (stages & RCKPT_IS_RLE) {
 		ntok = rckpt_rd_u32(r);
 		nlen = rckpt_rd_u32(r);
