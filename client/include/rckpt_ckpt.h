@@ -432,6 +432,15 @@ RCKPT_API int rckpt_restored_role(const rckpt_restored_t *r, unsigned i);
  * dtype's size bytes). -ENOENT for a tensor a partial restore left out
  * (then nothing is written); -ENOMEM may leave dst partly written. */
 RCKPT_API int rckpt_restored_read(const rckpt_restored_t *r, unsigned i, void *dst, size_t cap);
+/* Tensors idx[0..n), each as rckpt_restored_read writes it, into dst[k]
+ * (cap[k] bytes), on up to `threads` threads (0: the CPUs the process may
+ * use, at most 8), every tensor in pieces of at most 4 Mi elements, so
+ * that the threads share any mix of sizes. Every tensor is checked before
+ * any is written; rcs[k] gets tensor k's result (-ENOENT: left out by a
+ * partial restore, nothing written). Returns 0, or -EINVAL, -ENOMEM (then
+ * nothing is written). */
+RCKPT_API int rckpt_restored_read_many(const rckpt_restored_t *r, unsigned n, const unsigned *idx,
+				       void *const *dst, const size_t *cap, int *rcs, unsigned threads);
 /* The same into CUDA device memory at d_dst (a tensor's data on the GPU):
  * the levels (a byte an element) and protected values go to the device and
  * are dequantized there, straight into d_dst, with no fp32 copy of the

@@ -379,6 +379,46 @@ static int readable(const rckpt_ckdec_t *d, uint32_t t, uint64_t numel)
 	return off == numel ? 0 : -EBADMSG;
 }
 
+int rckpt_ckdec_tensor_check(const rckpt_ckdec_t *d, uint32_t t)
+{
+	const rckpt_mf_tensor_t *mt;
+	uint64_t numel = 1;
+	unsigned dd;
+	int rc;
+	if (t >= d->mf.ntensors)
+		return -EINVAL;
+	mt = &d->mf.t[t];
+	for (dd = 0; dd < mt->ndim; dd++)
+		numel *= mt->shape[dd];
+	if ((rc = readable(d, t, numel)) || mt->norm == RCKPT_MF_NO_NORM)
+		return rc;
+	return mt->norm >= d->mf.ntensors ? -EBADMSG : readable(d, mt->norm, numel);
+}
+
+int rckpt_ckdec_range_to_host(const rckpt_ckdec_t *d, uint32_t t, uint64_t first, uint64_t count,
+			      void *dst)
+{
+	const unsigned dt = t < d->mf.ntensors ? d->mf.t[t].dtype : 0;
+	const size_t dsz = rckpt_dtype_size(dt);
+	rcur_t ct = { 0 }, cn = { 0 };
+	float *f;
+	uint64_t k;
+	int rc = 0;
+	if (t >= d->mf.ntensors)
+		return -EINVAL;
+	if (dt == RCKPT_DT_F32) /* straight into place */
+		return range_f32(d, t, first, count, dst, &ct, &cn);
+	if ((f = malloc(4 * (size_t)(count < RCKPT_CKDEC_STAGE ? count + 1 : RCKPT_CKDEC_STAGE))) == NULL)
+		return -ENOMEM;
+	for (k = 0; k < count && rc == 0; k += RCKPT_CKDEC_STAGE) {
+		const size_t m = count - k < RCKPT_CKDEC_STAGE ? (size_t)(count - k) : RCKPT_CKDEC_STAGE;
+		if ((rc = range_f32(d, t, first + k, m, f, &ct, &cn)) == 0)
+			rckpt_narrow_from_f32((uint8_t *)dst + k * dsz, f, dt, m);
+	}
+	free(f);
+	return rc;
+}
+
 int rckpt_ckdec_tensor_to(const rckpt_ckdec_t *d, uint32_t t, const rckpt_ckdec_sink_t *s)
 {
 	const rckpt_mf_tensor_t *mt;

@@ -78,6 +78,17 @@ typedef struct rckpt_ckdec_sink {
 #define RCKPT_CKDEC_STAGE (1u << 20)
 int rckpt_ckdec_tensor_to(const rckpt_ckdec_t *d, uint32_t t, const rckpt_ckdec_sink_t *s);
 
+/* Whether tensor t reads whole: its segments (and a NORM tensor's second
+ * moment's) are there and their levels in range. 0, -ENOENT, -EBADMSG. */
+int rckpt_ckdec_tensor_check(const rckpt_ckdec_t *d, uint32_t t);
+
+/* Elements [first, first + count) of tensor t, in its dtype, into host
+ * memory at dst (its element `first`'s place): the same bytes as
+ * rckpt_ckdec_tensor_to's into host memory. After rckpt_ckdec_tensor_check
+ * of t; ranges of one tensor may run at once on other threads. */
+int rckpt_ckdec_range_to_host(const rckpt_ckdec_t *d, uint32_t t, uint64_t first, uint64_t count,
+			      void *dst);
+
 /* The sink into host memory at dst: the CPU twin of a device's. */
 void rckpt_ckdec_host_sink(rckpt_ckdec_sink_t *s, void *dst);
 

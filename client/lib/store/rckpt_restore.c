@@ -16,6 +16,7 @@
 
 #include "rckpt_clock.h"
 #include "rckpt_gpuenc.h"
+#include "rckpt_par.h"
 #include "rckpt_store_internal.h"
 #include "rckpt_store_wire.h"
 
@@ -612,6 +613,77 @@ int rckpt_restored_read(const rckpt_restored_t *r, unsigned i, void *dst, size_t
 	/* no fp32 copy of the tensor: levels are dequantized into dst */
 	rckpt_ckdec_host_sink(&s, dst);
 	return rckpt_ckdec_tensor_to(&r->dec, i, &s);
+}
+
+/* rckpt_restored_read_many's pieces of work: elements [first, first +
+ * count) of the k-th tensor asked for. A piece is at most a chunk's worth,
+ * so that tensors of any sizes spread over the threads. */
+#define READ_PIECE ((uint64_t)1 << 22)
+
+typedef struct rpiece {
+	unsigned k;
+	uint64_t first, count;
+} rpiece_t;
+
+typedef struct rmany {
+	const rckpt_restored_t *r;
+	const unsigned *idx;
+	void *const *dst;
+	const rpiece_t *pc;
+	int *rcs; /* a piece's result, each its own */
+} rmany_t;
+
+static int read_piece(void *arg, unsigned p)
+{
+	const rmany_t *m = arg;
+	const rpiece_t *pc = &m->pc[p];
+	const unsigned t = m->idx[pc->k];
+	const size_t dsz = rckpt_dtype_size(m->r->dec.mf.t[t].dtype);
+	m->rcs[p] = rckpt_ckdec_range_to_host(&m->r->dec, t, pc->first, pc->count,
+					      (uint8_t *)m->dst[pc->k] + pc->first * dsz);
+	return 0; /* every piece runs: each tensor's result is its own */
+}
+
+int rckpt_restored_read_many(const rckpt_restored_t *r, unsigned n, const unsigned *idx, void *const *dst,
+			     const size_t *cap, int *rcs, unsigned threads)
+{
+	rpiece_t *pc;
+	int *prc;
+	rmany_t m;
+	size_t np = 0, p;
+	unsigned k;
+
+	if (r == NULL || (n && (idx == NULL || dst == NULL || cap == NULL || rcs == NULL)))
+		return -EINVAL;
+	/* every tensor checked before any is written: one that cannot be
+	 * read is not begun (dst may be the trainer's live tensors) */
+	for (k = 0; k < n; k++) {
+		if ((rcs[k] = fits(r, idx[k], cap[k])) == 0)
+			rcs[k] = rckpt_ckdec_tensor_check(&r->dec, idx[k]);
+		if (rcs[k] == 0)
+			np += (size_t)((mf_numel(&r->dec.mf.t[idx[k]]) + READ_PIECE - 1) / READ_PIECE);
+	}
+	pc = malloc((np ? np : 1) * sizeof(*pc));
+	prc = calloc(np ? np : 1, sizeof(*prc));
+	if (pc == NULL || prc == NULL) {
+		free(pc);
+		free(prc);
+		return -ENOMEM;
+	}
+	for (k = 0, p = 0; k < n; k++) {
+		const uint64_t numel = rcs[k] ? 0 : mf_numel(&r->dec.mf.t[idx[k]]);
+		uint64_t f;
+		for (f = 0; f < numel; f += READ_PIECE, p++)
+			pc[p] = (rpiece_t){ k, f, numel - f < READ_PIECE ? numel - f : READ_PIECE };
+	}
+	m = (rmany_t){ r, idx, dst, pc, prc };
+	(void)rckpt_par_for((unsigned)np, threads ? threads : rckpt_cpus(8), read_piece, &m);
+	for (p = 0; p < np; p++)
+		if (prc[p] && rcs[pc[p].k] == 0)
+			rcs[pc[p].k] = prc[p];
+	free(pc);
+	free(prc);
+	return 0;
 }
 
 int rckpt_restored_read_device(const rckpt_restored_t *r, unsigned i, void *d_dst, size_t cap)

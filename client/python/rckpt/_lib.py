@@ -247,6 +247,8 @@ _sigs = {
     "rckpt_restored_tensor": (c_int, [c_voidp, c_uint, P(Tensor)]),
     "rckpt_restored_read": (c_int, [c_voidp, c_uint, c_voidp, c_size]),
     "rckpt_restored_read_device": (c_int, [c_voidp, c_uint, c_voidp, c_size]),
+    "rckpt_restored_read_many": (c_int, [c_voidp, c_uint, P(c_uint), P(c_voidp), P(c_size), P(c_int),
+                                         c_uint]),
     "rckpt_restored_attachment": (c_int, [c_voidp, P(c_voidp), P(c_size)]),
     "rckpt_restored_free": (None, [c_voidp]),
     "rckpt_job_set_exact": (c_int, [c_voidp, c_int]),

@@ -83,6 +83,7 @@ class _Restoring:
             check(rc, self._h)
         try:
             tensors = {}
+            host = []  # (name, index, tensor): read on the host, all at once
             device_reads = [True]
             for i in range(lib.rckpt_restored_count(r)):
                 d = _lib.Tensor()
@@ -109,12 +110,26 @@ class _Restoring:
                         out = live  # read in place: no second copy of the model
                     else:
                         out = torch.empty(shape, dtype=_TORCH[d.dtype])
-                    rc = lib.rckpt_restored_read(r, i, ctypes.c_void_p(out.data_ptr()),
-                                                 out.numel() * out.element_size())
+                    tensors[name] = None  # the order of the step's tensors
+                    host.append((name, i, out))
+                    continue
                 if rc == -2:  # left out by a partial restore
                     continue
                 check(rc, None, "cannot read tensor %s" % name)
                 tensors[name] = out.to(device) if device is not None else out
+            if host:  # on every core, in pieces: the library's threads
+                n = len(host)
+                idx = (ctypes.c_uint * n)(*[i for _, i, _ in host])
+                dst = (ctypes.c_void_p * n)(*[t.data_ptr() for _, _, t in host])
+                cap = (_lib.c_size * n)(*[t.numel() * t.element_size() for _, _, t in host])
+                rcs = (ctypes.c_int * n)()
+                check(lib.rckpt_restored_read_many(r, n, idx, dst, cap, rcs, 0), None)
+                for (name, _, out), rc in zip(host, rcs):
+                    if rc == -2:  # left out by a partial restore
+                        del tensors[name]
+                        continue
+                    check(rc, None, "cannot read tensor %s" % name)
+                    tensors[name] = out.to(device) if device is not None else out
             p = _lib.c_voidp()
             n = _lib.c_size()
             meta = None
