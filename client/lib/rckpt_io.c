@@ -85,6 +85,8 @@ typedef struct fan {
 	int *rcs;
 	unsigned *failed;
 	int rc;
+	void (*each)(void *arg, unsigned i, int rc);
+	void *each_arg;
 } fan_t;
 
 /* Item i ended with r: kept in rcs, or the first failure kept. */
@@ -98,6 +100,8 @@ static void fan_ended(void *arg, unsigned i, int r)
 		if (f->failed)
 			*f->failed = i;
 	}
+	if (f->each)
+		f->each(f->each_arg, i, r);
 }
 
 int rckpt_io_fanout(rckpt_io_t *io, unsigned n, unsigned inflight,
@@ -105,8 +109,18 @@ int rckpt_io_fanout(rckpt_io_t *io, unsigned n, unsigned inflight,
 		    const char *cls, const char *method, const rckpt_buf_t *in, int same,
 		    rckpt_buf_t *out, int *rcs, unsigned *failed)
 {
+	return rckpt_io_fanout_each(io, n, inflight, oid, arg, cls, method, in, same, out, rcs, failed, NULL,
+				    NULL);
+}
+
+int rckpt_io_fanout_each(rckpt_io_t *io, unsigned n, unsigned inflight,
+			 void (*oid)(void *arg, unsigned i, char *buf, size_t cap), void *arg,
+			 const char *cls, const char *method, const rckpt_buf_t *in, int same,
+			 rckpt_buf_t *out, int *rcs, unsigned *failed,
+			 void (*each)(void *arg, unsigned i, int rc), void *each_arg)
+{
 	rckpt_io_window_t w;
-	fan_t f = { rcs, failed, 0 };
+	fan_t f = { rcs, failed, 0, each, each_arg };
 	unsigned i;
 	int rc = rckpt_io_window_init(&w, io, inflight < n ? inflight : n, 0, fan_ended, &f);
 

@@ -180,6 +180,14 @@ int rckpt_io_fanout(rckpt_io_t *io, unsigned n, unsigned inflight,
 		    void (*oid)(void *arg, unsigned i, char *buf, size_t cap), void *arg,
 		    const char *cls, const char *method, const rckpt_buf_t *in, int same,
 		    rckpt_buf_t *out, int *rcs, unsigned *failed);
+/* The same, each(each_arg, i, rc) called as call i ends (on the caller's
+ * thread, in order of ending), out[i] then filled: what a caller can act
+ * on while the rest are in flight. */
+int rckpt_io_fanout_each(rckpt_io_t *io, unsigned n, unsigned inflight,
+			 void (*oid)(void *arg, unsigned i, char *buf, size_t cap), void *arg,
+			 const char *cls, const char *method, const rckpt_buf_t *in, int same,
+			 rckpt_buf_t *out, int *rcs, unsigned *failed,
+			 void (*each)(void *arg, unsigned i, int rc), void *each_arg);
 
 /* The names of the namespace's objects, collected first (removing objects
  * while listing them is not defined): *names[0..*n), freed with

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,33 +35,49 @@ static uint64_t record_max(const rckpt_manifest_t *mf)
 	return mf->chunk_params > floor ? (mf->chunk_params < cap ? mf->chunk_params : cap) : floor;
 }
 
+/* The bound on declared values against bytes (RCKPT_DECODE_RATIO_MAX, or
+ * the environment's). */
+static double decode_ratio(void)
+{
+	const char *env = getenv("RCKPT_DECODE_RATIO_MAX");
+	if (env && *env) {
+		char *end;
+		const double v = strtod(env, &end);
+		if (*end == '\0' && v >= 1)
+			return v;
+	}
+	return RCKPT_DECODE_RATIO_MAX;
+}
+
+/* What a base record declares, from its segment headers: its elements,
+ * or -1 when it is not a base whose headers read (a delta is bounded by
+ * its parent; errors come with its decode), -2 past a record's bounds. */
+static int64_t declared(const rckpt_manifest_t *mf, const uint8_t *rec, size_t len)
+{
+	unsigned kind;
+	uint64_t step, parent, e;
+	uint32_t nseg;
+	if (rec == NULL || rckpt_record_peek(&kind, &step, &parent, rec, len) || kind != RCKPT_REC_BASE ||
+	    rckpt_record_geometry(&nseg, &e, rec, len))
+		return -1;
+	return e > record_max(mf) || nseg > (1u << 16) ? -2 : (int64_t)e;
+}
+
 /* The bases' declared values against their bytes (RCKPT_DECODE_RATIO_MAX),
  * from the records' segment headers, before anything is decoded. */
 static int check_declared(const rckpt_manifest_t *mf, size_t mlen, const uint8_t *const *records,
 			  const size_t *lens)
 {
-	const char *env = getenv("RCKPT_DECODE_RATIO_MAX");
-	double ratio = RCKPT_DECODE_RATIO_MAX;
+	const double ratio = decode_ratio();
 	uint64_t elems = 0, bytes = mlen;
 	uint32_t c;
-	if (env && *env) {
-		char *end;
-		const double v = strtod(env, &end);
-		if (*end == '\0' && v >= 1)
-			ratio = v;
-	}
 	for (c = 0; c < mf->nchunks; c++) {
-		unsigned kind;
-		uint64_t step, parent, e;
-		uint32_t nseg;
-		if (records[c] == NULL || rckpt_record_peek(&kind, &step, &parent, records[c], lens[c]) ||
-		    kind != RCKPT_REC_BASE)
-			continue; /* a delta is bounded by its parent; errors come later */
-		if (rckpt_record_geometry(&nseg, &e, records[c], lens[c]))
-			continue;
-		if (e > record_max(mf) || nseg > (1u << 16))
+		const int64_t e = declared(mf, records[c], records[c] ? lens[c] : 0);
+		if (e == -2)
 			return -E2BIG;
-		elems += e;
+		if (e < 0)
+			continue;
+		elems += (uint64_t)e;
 		bytes += lens[c];
 	}
 	return 4.0 * (double)elems > ratio * (double)bytes ? -E2BIG : 0;
@@ -70,94 +87,167 @@ static int check_declared(const rckpt_manifest_t *mf, size_t mlen, const uint8_t
  * caller's thread: starting threads would cost more. */
 #define PAR_MIN_BYTES (256u << 10)
 
-/* Chunk c of a step (rckpt_par_for): decoded against d's last step where
- * it is a delta, checked against the manifest. Each writes its own
- * chunk[c]; d is only read. */
-typedef struct cjob {
-	const rckpt_ckdec_t *d;
-	const rckpt_manifest_t *mf;
-	rckpt_record_t *chunk;
-	const uint8_t *const *records;
-	const size_t *lens;
-	rckpt_record_limits_t lim;
-} cjob_t;
-
-static int decode_chunk(void *arg, unsigned c)
+/* Chunk c's record decoded into *out: against d's last step where it is a
+ * delta, checked against the manifest. Reads d and mf only. */
+static int decode_rec(const rckpt_ckdec_t *d, const rckpt_manifest_t *mf, uint32_t c, const uint8_t *rec,
+		      size_t len, rckpt_record_t *out)
 {
-	const cjob_t *j = arg;
-	const rckpt_ckdec_t *d = j->d;
+	const rckpt_record_limits_t lim = { 1u << 16, record_max(mf) };
 	const rckpt_record_t *parent = NULL;
 	uint8_t h[32];
 	unsigned kind;
 	uint64_t rstep, rparent;
-	int rc;
-
-	if (j->records[c] == NULL)
-		return 0; /* a partial restore: this chunk is not wanted */
-	rc = rckpt_record_peek(&kind, &rstep, &rparent, j->records[c], j->lens[c]);
+	int rc = rckpt_record_peek(&kind, &rstep, &rparent, rec, len);
 	if (rc == 0 && kind != RCKPT_REC_BASE) {
-		if (d->chunk == NULL || d->mf.step != rparent || d->mf.nchunks != j->mf->nchunks)
+		if (d->chunk == NULL || d->mf.step != rparent || d->mf.nchunks != mf->nchunks)
 			rc = -ESTALE;
 		else
 			parent = &d->chunk[c];
 	}
 	if (rc == 0)
-		rc = rckpt_record_decode(&j->chunk[c], j->records[c], j->lens[c], parent, &j->lim);
-	if (rc == 0 && (j->chunk[c].step != j->mf->step || j->chunk[c].nseg != j->mf->chunk[c].nseg))
+		rc = rckpt_record_decode(out, rec, len, parent, &lim);
+	if (rc == 0 && (out->step != mf->step || out->nseg != mf->chunk[c].nseg))
 		rc = -EBADMSG;
 	if (rc == 0)
-		rc = rckpt_record_digest(h, &j->chunk[c]);
-	if (rc == 0 && memcmp(h, j->mf->chunk[c].sha256, 32) != 0)
+		rc = rckpt_record_digest(h, out);
+	if (rc == 0 && memcmp(h, mf->chunk[c].sha256, 32) != 0)
 		rc = RCKPT_FMT_ECHECKSUM;
+	return rc;
+}
+
+int rckpt_ckdec_inc_begin(rckpt_ckdec_inc_t *x, const rckpt_ckdec_t *d, const uint8_t *manifest,
+			  size_t mlen)
+{
+	uint32_t c;
+	int rc;
+	memset(x, 0, sizeof(*x));
+	if ((rc = rckpt_manifest_decode(&x->mf, manifest, mlen)))
+		return rc;
+	x->d = d;
+	x->bytes = x->mlen = mlen;
+	x->ratio = decode_ratio();
+	x->chunk = calloc(x->mf.nchunks ? x->mf.nchunks : 1, sizeof(*x->chunk));
+	x->rc = malloc((x->mf.nchunks ? x->mf.nchunks : 1) * sizeof(*x->rc));
+	x->given = calloc(x->mf.nchunks ? x->mf.nchunks : 1, sizeof(*x->given));
+	x->mu = malloc(sizeof(pthread_mutex_t));
+	if (!x->chunk || !x->rc || !x->given || !x->mu) {
+		free(x->mu);
+		x->mu = NULL;
+		rckpt_ckdec_inc_abort(x);
+		return -ENOMEM;
+	}
+	pthread_mutex_init(x->mu, NULL);
+	for (c = 0; c < x->mf.nchunks; c++)
+		x->rc[c] = 1;
+	return 0;
+}
+
+int rckpt_ckdec_inc_chunk(rckpt_ckdec_inc_t *x, uint32_t c, const uint8_t *rec, size_t len)
+{
+	const int64_t e = declared(&x->mf, rec, len);
+	int now;
+	if (c >= x->mf.nchunks || rec == NULL)
+		return -EINVAL;
+	/* decoded now only while what the bases given so far declare stays
+	 * within the bound over the bytes given so far: never more than the
+	 * whole step's check would let through */
+	pthread_mutex_lock(x->mu);
+	x->bytes += len;
+	now = x->given[c] == NULL && e != -2 &&
+	      4.0 * (double)(x->elems + (e > 0 ? (uint64_t)e : 0)) <= x->ratio * (double)x->bytes;
+	if (now) {
+		x->elems += e > 0 ? (uint64_t)e : 0;
+		x->given[c] = rec;
+	}
+	pthread_mutex_unlock(x->mu);
+	if (now)
+		x->rc[c] = decode_rec(x->d, &x->mf, c, rec, len, &x->chunk[c]);
+	return 0;
+}
+
+/* The chunks end decodes: those not decoded as they came. */
+typedef struct rest {
+	rckpt_ckdec_inc_t *x;
+	const uint8_t *const *records;
+	const size_t *lens;
+	const uint32_t *todo;
+} rest_t;
+
+static int decode_rest(void *arg, unsigned i)
+{
+	const rest_t *r = arg;
+	const uint32_t c = r->todo[i];
+	r->x->rc[c] = decode_rec(r->x->d, &r->x->mf, c, r->records[c], r->lens[c], &r->x->chunk[c]);
+	return 0;
+}
+
+void rckpt_ckdec_inc_abort(rckpt_ckdec_inc_t *x)
+{
+	uint32_t c;
+	for (c = 0; x->chunk && c < x->mf.nchunks; c++)
+		rckpt_record_free(&x->chunk[c]);
+	free(x->chunk);
+	free(x->rc);
+	free(x->given);
+	if (x->mu) {
+		pthread_mutex_destroy(x->mu);
+		free(x->mu);
+	}
+	rckpt_manifest_free(&x->mf);
+	memset(x, 0, sizeof(*x));
+}
+
+int rckpt_ckdec_inc_end(rckpt_ckdec_inc_t *x, rckpt_ckdec_t *d, const uint8_t *const *records,
+			const size_t *lens)
+{
+	uint32_t *todo = calloc(x->mf.nchunks ? x->mf.nchunks : 1, sizeof(*todo));
+	uint64_t bytes = 0;
+	unsigned threads = 1, n = 0;
+	uint32_t c;
+	int rc = todo ? 0 : -ENOMEM;
+
+	if (rc == 0)
+		rc = check_declared(&x->mf, x->mlen, records, lens);
+	for (c = 0; rc == 0 && c < x->mf.nchunks; c++) {
+		if (records[c] == NULL) { /* not wanted: its tensors read as -ENOENT */
+			rckpt_record_free(&x->chunk[c]);
+			x->rc[c] = 0;
+		} else if (x->given[c] != records[c]) {
+			rckpt_record_free(&x->chunk[c]);
+			todo[n++] = c;
+			bytes += lens[c];
+		}
+	}
+	if (rc == 0 && n) {
+		const rest_t r = { x, records, lens, todo };
+		if (d->threads) /* as asked */
+			threads = d->threads;
+		else if (n > 1 && bytes >= PAR_MIN_BYTES)
+			threads = rckpt_cpus(4);
+		(void)rckpt_par_for(n, threads, decode_rest, (void *)&r);
+	}
+	for (c = 0; rc == 0 && c < x->mf.nchunks; c++)
+		rc = x->rc[c]; /* the first chunk that failed */
+	free(todo);
+	if (rc == 0) {
+		threads = d->threads;
+		rckpt_ckdec_free(d);
+		d->mf = x->mf;
+		d->chunk = x->chunk;
+		d->threads = threads;
+		memset(&x->mf, 0, sizeof(x->mf));
+		x->chunk = NULL;
+	}
+	rckpt_ckdec_inc_abort(x);
 	return rc;
 }
 
 int rckpt_ckdec_step(rckpt_ckdec_t *d, const uint8_t *manifest, size_t mlen,
 		     const uint8_t *const *records, const size_t *lens)
 {
-	rckpt_manifest_t mf;
-	cjob_t j = { d, &mf, NULL, records, lens, { 1u << 16, (uint64_t)1 << 26 } };
-	uint64_t bytes = 0;
-	unsigned threads = 1;
-	uint32_t c;
-	int rc = rckpt_manifest_decode(&mf, manifest, mlen);
-
-	if (rc)
-		return rc;
-	if ((rc = check_declared(&mf, mlen, records, lens))) {
-		rckpt_manifest_free(&mf);
-		return rc;
-	}
-	j.lim.max_elements = record_max(&mf);
-	j.chunk = calloc(mf.nchunks ? mf.nchunks : 1, sizeof(*j.chunk));
-	if (j.chunk == NULL) {
-		rckpt_manifest_free(&mf);
-		return -ENOMEM;
-	}
-	for (c = 0; c < mf.nchunks; c++)
-		bytes += records[c] ? lens[c] : 0;
-	if (d->threads) /* as asked */
-		threads = d->threads;
-	else if (mf.nchunks > 1 && bytes >= PAR_MIN_BYTES)
-		threads = rckpt_cpus(4);
-	/* Each record says what it needs: a base stands alone (as the store's
-	 * materialized records do, whatever the step's manifest parent); a
-	 * delta needs this decoder's last step to be its parent. The chunks
-	 * at once; the error, that of the first chunk that fails. */
-	rc = rckpt_par_for(mf.nchunks, threads, decode_chunk, &j);
-	if (rc) {
-		for (c = 0; c < mf.nchunks; c++)
-			rckpt_record_free(&j.chunk[c]);
-		free(j.chunk);
-		rckpt_manifest_free(&mf);
-		return rc;
-	}
-	threads = d->threads;
-	rckpt_ckdec_free(d);
-	d->mf = mf;
-	d->chunk = j.chunk;
-	d->threads = threads;
-	return 0;
+	rckpt_ckdec_inc_t x;
+	int rc = rckpt_ckdec_inc_begin(&x, d, manifest, mlen);
+	return rc ? rc : rckpt_ckdec_inc_end(&x, d, records, lens);
 }
 
 int rckpt_ckdec_tensor_f32(const rckpt_ckdec_t *d, uint32_t t, float *out)
@@ -417,6 +507,89 @@ int rckpt_ckdec_range_to_host(const rckpt_ckdec_t *d, uint32_t t, uint64_t first
 	}
 	free(f);
 	return rc;
+}
+
+unsigned rckpt_ckdec_threads(const rckpt_ckdec_t *d)
+{
+	return d->threads ? d->threads : rckpt_cpus(4);
+}
+
+/* rckpt_ckdec_read_many's pieces of work: elements [first, first + count)
+ * of the k-th tensor asked for. A piece is at most a chunk's worth, so
+ * that tensors of any sizes spread over the threads. */
+#define READ_PIECE ((uint64_t)1 << 22)
+
+typedef struct rpiece {
+	unsigned k;
+	uint64_t first, count;
+} rpiece_t;
+
+typedef struct rmany {
+	const rckpt_ckdec_t *d;
+	const unsigned *idx;
+	void *const *dst;
+	const rpiece_t *pc;
+	int *rcs; /* each piece's result */
+} rmany_t;
+
+static int read_piece(void *arg, unsigned p)
+{
+	const rmany_t *m = arg;
+	const rpiece_t *pc = &m->pc[p];
+	const unsigned t = m->idx[pc->k];
+	const size_t dsz = rckpt_dtype_size(m->d->mf.t[t].dtype);
+	m->rcs[p] = rckpt_ckdec_range_to_host(m->d, t, pc->first, pc->count,
+					      (uint8_t *)m->dst[pc->k] + pc->first * dsz);
+	return 0; /* every piece runs: each tensor's result is its own */
+}
+
+static uint64_t numel_of(const rckpt_mf_tensor_t *mt)
+{
+	uint64_t n = 1;
+	unsigned dd;
+	for (dd = 0; dd < mt->ndim; dd++)
+		n *= mt->shape[dd];
+	return n;
+}
+
+int rckpt_ckdec_read_many(const rckpt_ckdec_t *d, unsigned n, const unsigned *idx, void *const *dst,
+			  int *rcs, unsigned threads)
+{
+	rpiece_t *pc;
+	int *prc;
+	rmany_t m;
+	size_t np = 0, p;
+	unsigned k;
+
+	/* every tensor checked before any is written: one that cannot be
+	 * read is not begun (dst may be the trainer's live tensors) */
+	for (k = 0; k < n; k++) {
+		if (rcs[k] == 0)
+			rcs[k] = rckpt_ckdec_tensor_check(d, idx[k]);
+		if (rcs[k] == 0)
+			np += (size_t)((numel_of(&d->mf.t[idx[k]]) + READ_PIECE - 1) / READ_PIECE);
+	}
+	pc = malloc((np ? np : 1) * sizeof(*pc));
+	prc = calloc(np ? np : 1, sizeof(*prc));
+	if (pc == NULL || prc == NULL) {
+		free(pc);
+		free(prc);
+		return -ENOMEM;
+	}
+	for (k = 0, p = 0; k < n; k++) {
+		const uint64_t numel = rcs[k] ? 0 : numel_of(&d->mf.t[idx[k]]);
+		uint64_t f;
+		for (f = 0; f < numel; f += READ_PIECE, p++)
+			pc[p] = (rpiece_t){ k, f, numel - f < READ_PIECE ? numel - f : READ_PIECE };
+	}
+	m = (rmany_t){ d, idx, dst, pc, prc };
+	(void)rckpt_par_for((unsigned)np, threads ? threads : rckpt_cpus(8), read_piece, &m);
+	for (p = 0; p < np; p++)
+		if (prc[p] && rcs[pc[p].k] == 0)
+			rcs[pc[p].k] = prc[p];
+	free(pc);
+	free(prc);
+	return 0;
 }
 
 int rckpt_ckdec_tensor_to(const rckpt_ckdec_t *d, uint32_t t, const rckpt_ckdec_sink_t *s)

@@ -46,6 +46,38 @@ typedef struct rckpt_ckdec {
 int rckpt_ckdec_step(rckpt_ckdec_t *d, const uint8_t *manifest, size_t mlen,
 		     const uint8_t *const *records, const size_t *lens);
 
+/* rckpt_ckdec_step in parts, so that a restore decodes each chunk as its
+ * record arrives: begin (the manifest), chunk (one record, decoded at
+ * once, on the caller's thread, unless the bytes given so far do not
+ * bound what it declares: then at end), end (every record: what is not
+ * decoded yet, then the step's own bound over all of them, as
+ * rckpt_ckdec_step checks it first). The same results and errors as
+ * rckpt_ckdec_step with the same records. Calls of chunk for distinct
+ * chunks may run at once on other threads; a record must stay as given
+ * until end. */
+typedef struct rckpt_ckdec_inc {
+	const rckpt_ckdec_t *d;   /* the decoder (its last step: deltas' parents) */
+	rckpt_manifest_t mf;
+	rckpt_record_t *chunk;    /* decoded chunks (mf.nchunks) */
+	int *rc;                  /* each chunk's result; 1: not decoded yet */
+	const uint8_t **given;    /* each chunk's record as given (NULL: not yet) */
+	uint64_t elems, bytes;    /* bases' declared elements decoded, bytes given */
+	size_t mlen;              /* the manifest's bytes */
+	double ratio;
+	void *mu;                 /* pthread_mutex_t */
+} rckpt_ckdec_inc_t;
+
+int rckpt_ckdec_inc_begin(rckpt_ckdec_inc_t *x, const rckpt_ckdec_t *d, const uint8_t *manifest,
+			  size_t mlen);
+/* Chunk c's record. Returns 0: its result is kept for end. */
+int rckpt_ckdec_inc_chunk(rckpt_ckdec_inc_t *x, uint32_t c, const uint8_t *rec, size_t len);
+/* records/lens: every chunk's (NULL: not wanted), those given to chunk
+ * among them; the step goes into d on success. x is freed either way. */
+int rckpt_ckdec_inc_end(rckpt_ckdec_inc_t *x, rckpt_ckdec_t *d, const uint8_t *const *records,
+			const size_t *lens);
+/* Frees x without a step. */
+void rckpt_ckdec_inc_abort(rckpt_ckdec_inc_t *x);
+
 /* Tensor t of the decoded step as fp32, into out[0..its elements). */
 int rckpt_ckdec_tensor_f32(const rckpt_ckdec_t *d, uint32_t t, float *out);
 
@@ -88,6 +120,19 @@ int rckpt_ckdec_tensor_check(const rckpt_ckdec_t *d, uint32_t t);
  * of t; ranges of one tensor may run at once on other threads. */
 int rckpt_ckdec_range_to_host(const rckpt_ckdec_t *d, uint32_t t, uint64_t first, uint64_t count,
 			      void *dst);
+
+/* Tensors idx[0..n) into host memory at dst[k] (each whole, in its
+ * dtype), on up to `threads` threads (0: the CPUs the process may use, at
+ * most 8), in pieces of at most 4 Mi elements: rckpt_restored_read_many.
+ * rcs[k] comes in 0 for each tensor to read (else it is left out, as it
+ * is); every tensor is checked (rckpt_ckdec_tensor_check) before any is
+ * written, and rcs[k] gets its result. 0, or -ENOMEM (nothing written). */
+int rckpt_ckdec_read_many(const rckpt_ckdec_t *d, unsigned n, const unsigned *idx, void *const *dst,
+			  int *rcs, unsigned threads);
+
+/* The threads a decode of this decoder's steps runs on (its `threads`, or
+ * the CPUs the process may use, at most 4). */
+unsigned rckpt_ckdec_threads(const rckpt_ckdec_t *d);
 
 /* The sink into host memory at dst: the CPU twin of a device's. */
 void rckpt_ckdec_host_sink(rckpt_ckdec_sink_t *s, void *dst);

@@ -16,7 +16,8 @@
 
 #include "rckpt_clock.h"
 #include "rckpt_gpuenc.h"
-#include "rckpt_par.h"
+
+#include <pthread.h>
 #include "rckpt_store_internal.h"
 #include "rckpt_store_wire.h"
 
@@ -221,15 +222,149 @@ static int restore_select(rckpt_job_t *j, const rckpt_manifest_t *mf, mat_t *m, 
 	return 0;
 }
 
+/* ---- chunks decoded as their records arrive ---- */
+
+/* The decoder threads of a restore: the thread that runs the materialize
+ * calls queues each chunk whose record has come (in its window's
+ * callback, while the others are in flight); they decode it
+ * (rckpt_ckdec_inc_chunk). Without threads (one chunk, one CPU) the
+ * chunks are decoded at the end, as before. */
+#define DPOOL_THREADS 8
+
+typedef struct dpool {
+	rckpt_ckdec_inc_t *x;
+	mat_t *m;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	uint32_t *q;
+	unsigned head, tail, cap, nthr;
+	int closed;
+	pthread_t tid[DPOOL_THREADS];
+} dpool_t;
+
+static void dpool_drain(dpool_t *p)
+{
+	for (;;) {
+		uint32_t c;
+		pthread_mutex_lock(&p->mu);
+		while (p->head == p->tail && !p->closed)
+			pthread_cond_wait(&p->cv, &p->mu);
+		if (p->head == p->tail) {
+			pthread_mutex_unlock(&p->mu);
+			return;
+		}
+		c = p->q[p->head++];
+		pthread_mutex_unlock(&p->mu);
+		(void)rckpt_ckdec_inc_chunk(p->x, c, p->m[c].rec.p, p->m[c].rec.len);
+	}
+}
+
+static void *dpool_run(void *arg)
+{
+	dpool_drain(arg);
+	return NULL;
+}
+
+/* Starts up to `threads` decoders over n chunks (none: p->nthr 0). */
+static void dpool_start(dpool_t *p, rckpt_ckdec_inc_t *x, mat_t *m, unsigned n, unsigned threads)
+{
+	memset(p, 0, sizeof(*p));
+	p->x = x;
+	p->m = m;
+	if (threads > DPOOL_THREADS)
+		threads = DPOOL_THREADS;
+	if (n < 2 || threads < 2 || (p->q = malloc(n * sizeof(*p->q))) == NULL)
+		return;
+	p->cap = n;
+	pthread_mutex_init(&p->mu, NULL);
+	pthread_cond_init(&p->cv, NULL);
+	for (p->nthr = 0; p->nthr < threads; p->nthr++)
+		if (pthread_create(&p->tid[p->nthr], NULL, dpool_run, p))
+			break;
+}
+
+/* Chunk c's record has come: to a decoder. */
+static void dpool_put(dpool_t *p, uint32_t c)
+{
+	if (p == NULL || p->nthr == 0)
+		return;
+	pthread_mutex_lock(&p->mu);
+	if (p->tail < p->cap)
+		p->q[p->tail++] = c;
+	pthread_cond_signal(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+}
+
+/* Every queued chunk decoded (this thread helping), the threads gone. */
+static void dpool_stop(dpool_t *p)
+{
+	unsigned i;
+	if (p->q == NULL)
+		return;
+	if (p->nthr) {
+		pthread_mutex_lock(&p->mu);
+		p->closed = 1;
+		pthread_cond_broadcast(&p->cv);
+		pthread_mutex_unlock(&p->mu);
+		dpool_drain(p);
+		for (i = 0; i < p->nthr; i++)
+			pthread_join(p->tid[i], NULL);
+	}
+	pthread_mutex_destroy(&p->mu);
+	pthread_cond_destroy(&p->cv);
+	free(p->q);
+	p->q = NULL;
+}
+
 /* What the rounds of materialize calls count. */
 typedef struct mat_run {
 	unsigned left, calls, restarts, bad_chunk;
 	uint64_t wire;
+	dpool_t *pool; /* where a chunk whose record came goes */
 } mat_run_t;
 
 /* One round of materialize calls, `inflight` at a time, for every chunk
  * not done yet: in the OSDs, or here when they lack the class. 0, or the
  * error (x->bad_chunk: the chunk, when one failed). */
+/* Chunk i's materialize reply: its base record, done (then to a decoder),
+ * or where to go on from. */
+static int take_reply(mat_t *m, unsigned i, const rckpt_buf_t *out, mat_run_t *x)
+{
+	rckpt_msg_materialized_t a;
+	rckpt_buf_t *dst;
+	int e = rckpt_msg_materialized_decode(&a, out->p, out->len);
+	if (e)
+		return e;
+	dst = a.done ? &m[i].rec : &m[i].start;
+	dst->len = 0;
+	if ((e = rckpt_buf_append(dst, a.record.p, a.record.len)))
+		return e;
+	x->wire += out->len;
+	if (a.done) {
+		m[i].done = 1;
+		x->left--;
+		dpool_put(x->pool, i);
+	}
+	return 0;
+}
+
+/* A round's calls as they end: each reply taken at once, so that its
+ * chunk decodes while the others are in flight. */
+typedef struct round_ctx {
+	const unsigned *which;
+	mat_t *m;
+	const rckpt_buf_t *out;
+	uint8_t *taken;
+	mat_run_t *x;
+} round_ctx_t;
+
+static void round_each(void *arg, unsigned k, int rc)
+{
+	round_ctx_t *c = arg;
+	if (rc == 0 && take_reply(c->m, c->which[k], &c->out[k], c->x) == 0)
+		c->taken[k] = 1; /* else the round's loop says what failed */
+}
+
 static int materialize_round(rckpt_job_t *j, const rckpt_manifest_t *mf, mat_t *m, uint64_t step,
 			     uint64_t seg, mat_run_t *x)
 {
@@ -237,10 +372,12 @@ static int materialize_round(rckpt_job_t *j, const rckpt_manifest_t *mf, mat_t *
 	rckpt_buf_t *in = calloc(mf->nchunks, sizeof(*in));
 	rckpt_buf_t *out = calloc(mf->nchunks, sizeof(*out));
 	int *res = calloc(mf->nchunks, sizeof(*res));
+	uint8_t *taken = calloc(mf->nchunks, 1);
+	round_ctx_t ctx = { which, m, out, taken, x };
 	int rc = 0, osd_ran = 0;
 	char oid[64];
 
-	if (!which || !in || !out || !res)
+	if (!which || !in || !out || !res || !taken)
 		rc = -ENOMEM;
 	for (i = 0; i < mf->nchunks && rc == 0; i++) {
 		rckpt_msg_materialize_t q = { step, 0, { m[i].start.p, m[i].start.len } };
@@ -252,8 +389,8 @@ static int materialize_round(rckpt_job_t *j, const rckpt_manifest_t *mf, mat_t *
 	if (rc == 0 && j->fold == RCKPT_FOLD_OSD) {
 		round_t rd = { which, seg };
 		osd_ran = 1;
-		rc = rckpt_io_fanout(j->io, nw, j->o.inflight, pending_oid, &rd, "rckpt", "materialize", in, 0,
-				     out, res, NULL);
+		rc = rckpt_io_fanout_each(j->io, nw, j->o.inflight, pending_oid, &rd, "rckpt", "materialize", in,
+					  0, out, res, NULL, round_each, &ctx);
 		x->calls += nw;
 		for (k = 0; rc == 0 && k < nw; k++)
 			if (rckpt_fold_refused(res[k])) {
@@ -277,24 +414,15 @@ static int materialize_round(rckpt_job_t *j, const rckpt_manifest_t *mf, mat_t *
 	for (k = 0; rc == 0 && k < nw; k++) {
 		int e = res[k];
 		i = which[k];
+		if (taken[k])
+			continue; /* taken as it came */
 		if (e == -ESTALE && m[i].start.len && x->restarts < 8) {
 			/* compacted since the last round: start this chunk over */
 			m[i].start.len = 0;
 			x->restarts++;
 			e = 0;
 		} else if (e == 0) {
-			rckpt_msg_materialized_t a;
-			x->wire += out[k].len;
-			e = rckpt_msg_materialized_decode(&a, out[k].p, out[k].len);
-			if (e == 0) {
-				rckpt_buf_t *dst = a.done ? &m[i].rec : &m[i].start;
-				dst->len = 0;
-				e = rckpt_buf_append(dst, a.record.p, a.record.len);
-				if (a.done) {
-					m[i].done = 1;
-					x->left--;
-				}
-			}
+			e = take_reply(m, i, &out[k], x);
 		}
 		if (e) {
 			rc = e;
@@ -309,6 +437,7 @@ static int materialize_round(rckpt_job_t *j, const rckpt_manifest_t *mf, mat_t *
 	free(in);
 	free(out);
 	free(res);
+	free(taken);
 	return rc;
 }
 
@@ -439,7 +568,9 @@ int rckpt_restore_sel(rckpt_job_t *j, uint64_t step, const char *const *names, u
 	int attach = (what & RCKPT_RESTORE_ATTACH) != 0, exact = (what & RCKPT_RESTORE_EXACT) != 0;
 	rckpt_buf_t man = RCKPT_BUF_INIT;
 	mat_t *m = NULL;
-	mat_run_t x = { 0, 0, 0, UINT_MAX, 0 };
+	mat_run_t x = { 0, 0, 0, UINT_MAX, 0, NULL };
+	rckpt_ckdec_inc_t inc;
+	dpool_t pool;
 	const uint8_t **recs = NULL;
 	size_t *lens = NULL;
 	rckpt_store_summary_t sum;
@@ -475,10 +606,24 @@ int rckpt_restore_sel(rckpt_job_t *j, uint64_t step, const char *const *names, u
 	if ((nnames || nranges) && /* only the chunks that hold these */
 	    (rc = restore_select(j, &mf, m, &x.left, names, nnames, ranges, nranges, step, fn)))
 		goto done;
-	/* Rounds of materialize calls until every chunk is done. */
+	r = calloc(1, sizeof(*r));
+	if (r == NULL) {
+		rc = rckpt_fail(h, -ENOMEM, fn, "out of memory");
+		goto done;
+	}
+	if ((rc = rckpt_ckdec_inc_begin(&inc, &r->dec, man.p, man.len))) {
+		rc = rckpt_fail(h, rc, fn, "the manifest of step %" PRIu64 " does not decode", step);
+		goto done;
+	}
+	/* Rounds of materialize calls until every chunk is done, each chunk
+	 * decoded as its record comes */
+	dpool_start(&pool, &inc, m, mf.nchunks, rckpt_ckdec_threads(&r->dec));
+	x.pool = &pool;
 	while (x.left > 0 && rc == 0)
 		rc = materialize_round(j, &mf, m, step, seg, &x);
+	dpool_stop(&pool);
 	if (rc) {
+		rckpt_ckdec_inc_abort(&inc);
 		if (x.bad_chunk != UINT_MAX) {
 			rckpt_store_segment_oid(oid, sizeof(oid), x.bad_chunk, seg);
 			rc = rckpt_fail(h, rc, fn, "cannot materialize step %" PRIu64 " from %s/%s", step, j->name,
@@ -488,22 +633,18 @@ int rckpt_restore_sel(rckpt_job_t *j, uint64_t step, const char *const *names, u
 		}
 		goto done;
 	}
-	r = calloc(1, sizeof(*r));
-	if (r == NULL) {
-		rc = rckpt_fail(h, -ENOMEM, fn, "out of memory");
-		goto done;
-	}
 	for (i = 0; i < mf.nchunks; i++) {
 		recs[i] = m[i].skip ? NULL : m[i].rec.p;
 		lens[i] = m[i].skip ? 0 : m[i].rec.len;
 	}
 	r->step = step;
 	if (attach && (rc = read_attachment(j, step, &r->attach, &r->attach_len))) {
+		rckpt_ckdec_inc_abort(&inc);
 		rc = rckpt_fail(h, rc, fn, "cannot read the attachment of step %" PRIu64 "%s", step,
 				rc == RCKPT_ECHECKSUM ? ": it fails its checksum" : "");
 		goto done;
 	}
-	rc = rckpt_ckdec_step(&r->dec, man.p, man.len, recs, lens);
+	rc = rckpt_ckdec_inc_end(&inc, &r->dec, recs, lens);
 	if (rc) {
 		rc = rckpt_fail(h, rc, fn, "step %" PRIu64 " does not decode%s", step,
 				rc == RCKPT_ECHECKSUM ? ": a chunk's digest differs from its manifest"
@@ -615,75 +756,15 @@ int rckpt_restored_read(const rckpt_restored_t *r, unsigned i, void *dst, size_t
 	return rckpt_ckdec_tensor_to(&r->dec, i, &s);
 }
 
-/* rckpt_restored_read_many's pieces of work: elements [first, first +
- * count) of the k-th tensor asked for. A piece is at most a chunk's worth,
- * so that tensors of any sizes spread over the threads. */
-#define READ_PIECE ((uint64_t)1 << 22)
-
-typedef struct rpiece {
-	unsigned k;
-	uint64_t first, count;
-} rpiece_t;
-
-typedef struct rmany {
-	const rckpt_restored_t *r;
-	const unsigned *idx;
-	void *const *dst;
-	const rpiece_t *pc;
-	int *rcs; /* a piece's result, each its own */
-} rmany_t;
-
-static int read_piece(void *arg, unsigned p)
-{
-	const rmany_t *m = arg;
-	const rpiece_t *pc = &m->pc[p];
-	const unsigned t = m->idx[pc->k];
-	const size_t dsz = rckpt_dtype_size(m->r->dec.mf.t[t].dtype);
-	m->rcs[p] = rckpt_ckdec_range_to_host(&m->r->dec, t, pc->first, pc->count,
-					      (uint8_t *)m->dst[pc->k] + pc->first * dsz);
-	return 0; /* every piece runs: each tensor's result is its own */
-}
-
 int rckpt_restored_read_many(const rckpt_restored_t *r, unsigned n, const unsigned *idx, void *const *dst,
 			     const size_t *cap, int *rcs, unsigned threads)
 {
-	rpiece_t *pc;
-	int *prc;
-	rmany_t m;
-	size_t np = 0, p;
 	unsigned k;
-
 	if (r == NULL || (n && (idx == NULL || dst == NULL || cap == NULL || rcs == NULL)))
 		return -EINVAL;
-	/* every tensor checked before any is written: one that cannot be
-	 * read is not begun (dst may be the trainer's live tensors) */
-	for (k = 0; k < n; k++) {
-		if ((rcs[k] = fits(r, idx[k], cap[k])) == 0)
-			rcs[k] = rckpt_ckdec_tensor_check(&r->dec, idx[k]);
-		if (rcs[k] == 0)
-			np += (size_t)((mf_numel(&r->dec.mf.t[idx[k]]) + READ_PIECE - 1) / READ_PIECE);
-	}
-	pc = malloc((np ? np : 1) * sizeof(*pc));
-	prc = calloc(np ? np : 1, sizeof(*prc));
-	if (pc == NULL || prc == NULL) {
-		free(pc);
-		free(prc);
-		return -ENOMEM;
-	}
-	for (k = 0, p = 0; k < n; k++) {
-		const uint64_t numel = rcs[k] ? 0 : mf_numel(&r->dec.mf.t[idx[k]]);
-		uint64_t f;
-		for (f = 0; f < numel; f += READ_PIECE, p++)
-			pc[p] = (rpiece_t){ k, f, numel - f < READ_PIECE ? numel - f : READ_PIECE };
-	}
-	m = (rmany_t){ r, idx, dst, pc, prc };
-	(void)rckpt_par_for((unsigned)np, threads ? threads : rckpt_cpus(8), read_piece, &m);
-	for (p = 0; p < np; p++)
-		if (prc[p] && rcs[pc[p].k] == 0)
-			rcs[pc[p].k] = prc[p];
-	free(pc);
-	free(prc);
-	return 0;
+	for (k = 0; k < n; k++)
+		rcs[k] = fits(r, idx[k], cap[k]);
+	return rckpt_ckdec_read_many(&r->dec, n, idx, dst, rcs, threads);
 }
 
 int rckpt_restored_read_device(const rckpt_restored_t *r, unsigned i, void *d_dst, size_t cap)
