@@ -866,6 +866,84 @@ static void test_decode_ratio_bound(void **state)
 	free(w);
 }
 
+/* A step decoded in parts (rckpt_ckdec_inc_*, a restore's chunks as they
+ * arrive) is the step decoded whole: a chunk whose record declares more
+ * than the bytes given so far can hold (a tensor of zeros, given first)
+ * waits for the end, where the whole step's bound lets it through; a step
+ * over the bound is refused at the end with nothing decoded before. */
+static void test_decode_in_parts(void **state)
+{
+	enum { Z = 2048 * 2048, R = 1 << 20 };
+	float *z = calloc(Z, sizeof(float)), *r = malloc(R * sizeof(float)), *a = malloc(Z * 4), *b = malloc(Z * 4);
+	rckpt_ctensor_t t[2] = { { "a.zeros", RCKPT_DT_F32, 2, { 2048, 2048 }, Z, NULL, 0, NULL, 0 },
+				 { "b.random", RCKPT_DT_F32, 1, { R }, R, NULL, 0, NULL, 0 } };
+	rckpt_tset_t set = { 2, t };
+	rckpt_ckenc_t *e = NULL;
+	rckpt_ckenc_opts_t o;
+	rckpt_ckenc_out_t out;
+	rckpt_ckenc_stats_t st;
+	rckpt_ckdec_t whole = { 0 }, parts = { 0 };
+	rckpt_ckdec_inc_t x;
+	const uint8_t *recs[2];
+	size_t lens[2];
+	uint64_t v = 88172645463325252ull;
+	unsigned i, k;
+	char msg[256];
+
+	(void)state;
+	assert_true(z && r && a && b);
+	z[5] = 1.0f;
+	for (i = 0; i < R; i++) {
+		v ^= v << 13, v ^= v >> 7, v ^= v << 17;
+		r[i] = (float)((double)(v >> 11) * 0x1.0p-53 - 0.5);
+	}
+	t[0].data = (const uint8_t *)z;
+	t[1].data = (const uint8_t *)r;
+	rckpt_ckenc_opts_default(&o);
+	assert_int_equal(rckpt_ckenc_create(&e, &o), 0);
+	memset(&out, 0, sizeof(out));
+	if (rckpt_ckenc_step(e, &out, &st, &set, NULL, 1, msg, sizeof(msg)))
+		fail_msg("encode: %s", msg);
+	assert_int_equal(out.nchunks, 2); /* z alone in chunk 0 */
+	for (k = 0; k < 2; k++) {
+		recs[k] = out.records[k].p;
+		lens[k] = out.records[k].len;
+	}
+	assert_true(4.0 * Z > (double)RCKPT_DECODE_RATIO_MAX * (double)(out.manifest.len + lens[0]));
+	unsetenv("RCKPT_DECODE_RATIO_MAX");
+	assert_int_equal(rckpt_ckdec_step(&whole, out.manifest.p, out.manifest.len, recs, lens), 0);
+
+	assert_int_equal(rckpt_ckdec_inc_begin(&x, &parts, out.manifest.p, out.manifest.len), 0);
+	assert_int_equal(rckpt_ckdec_inc_chunk(&x, 0, recs[0], lens[0]), 0);
+	assert_int_equal(x.rc[0], 1); /* waits: not decoded yet */
+	assert_null(x.chunk[0].seg);
+	assert_int_equal(rckpt_ckdec_inc_chunk(&x, 1, recs[1], lens[1]), 0);
+	assert_int_equal(x.rc[1], 0); /* decoded as it came */
+	assert_int_equal(rckpt_ckdec_inc_chunk(&x, 2, recs[1], lens[1]), -EINVAL);
+	assert_int_equal(rckpt_ckdec_inc_end(&x, &parts, recs, lens), 0);
+	for (k = 0; k < 2; k++) {
+		assert_int_equal(rckpt_ckdec_tensor_f32(&whole, k, a), 0);
+		assert_int_equal(rckpt_ckdec_tensor_f32(&parts, k, b), 0);
+		assert_memory_equal(a, b, 4 * (size_t)t[k].n);
+	}
+
+	/* over the bound: the same -E2BIG as whole, nothing decoded early */
+	setenv("RCKPT_DECODE_RATIO_MAX", "2", 1);
+	assert_int_equal(rckpt_ckdec_step(&whole, out.manifest.p, out.manifest.len, recs, lens), -E2BIG);
+	assert_int_equal(rckpt_ckdec_inc_begin(&x, &parts, out.manifest.p, out.manifest.len), 0);
+	assert_int_equal(rckpt_ckdec_inc_chunk(&x, 1, recs[1], lens[1]), 0);
+	assert_int_equal(rckpt_ckdec_inc_chunk(&x, 0, recs[0], lens[0]), 0);
+	assert_null(x.chunk[0].seg);
+	assert_null(x.chunk[1].seg);
+	assert_int_equal(rckpt_ckdec_inc_end(&x, &parts, recs, lens), -E2BIG);
+	unsetenv("RCKPT_DECODE_RATIO_MAX");
+	rckpt_ckdec_free(&whole);
+	rckpt_ckdec_free(&parts);
+	rckpt_ckenc_out_free(&out);
+	rckpt_ckenc_destroy(e);
+	free(z), free(r), free(a), free(b);
+}
+
 /* The decoder's chunks at once (rckpt_ckdec_t.threads) decode to the same
  * values as one at a time, and a step with two bad chunks fails with the
  * error of the first, keeping the last good step, either way. */
@@ -1173,6 +1251,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_decode_ratio_bound),
+		cmocka_unit_test(test_decode_in_parts),
 		cmocka_unit_test(test_search_chain),
 		cmocka_unit_test(test_resume_walks_back),
 		cmocka_unit_test(test_deterministic),
