@@ -198,6 +198,10 @@ typedef struct rckpt_save_stats {
 	double opt_quality;       /* the optimizer state's update error (0: none) */
 	uint64_t opt_raw_bytes;   /* its share of raw_bytes */
 	uint64_t opt_enc_bytes;   /* and of the records' bytes */
+	/* since head records: */
+	uint64_t head_bytes;      /* the deltas' head records written besides
+				     enc_bytes (each replaces the chunk's last
+				     one: formats/store.md "Head records") */
 } rckpt_save_stats_t;
 
 /* Compresses tensors t[0..n) (and the gradient RMS g[0..ng), fp32, same

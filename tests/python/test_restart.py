@@ -421,6 +421,38 @@ class Resume(unittest.TestCase):
             for (k, a), (_, b) in zip(ref_m.state_dict().items(), got_m.state_dict().items()):
                 self.assertTrue(torch.equal(a, b), k)
 
+    def test_head_records(self):
+        """Head records (formats/store.md): each delta save writes one
+        (head_bytes; a base none) unless head_records=False, and a job
+        with them restores every step to the same values as a job
+        without, the newest from its head record, the older by folding."""
+        jobs = [job("heads-on"), job("heads-off")]
+        self.jobs = jobs
+        m, opt, _ = self.make()
+        x = torch.randn(16, 32)
+        cks = [rckpt.Checkpointer("rckpt", jobs[0], CONF, compact_every=0),
+               rckpt.Checkpointer("rckpt", jobs[1], CONF, compact_every=0, head_records=False)]
+        try:
+            for step in range(1, 6):
+                opt.zero_grad()
+                m(x).square().mean().backward()
+                opt.step()
+                on, off = (ck.save(step, model=m, optimizer=opt).wait() for ck in cks)
+                self.assertEqual(on.is_base, step == 1)
+                self.assertEqual(on.head_bytes > 0, step > 1)
+                self.assertEqual(off.head_bytes, 0)
+                self.assertEqual(on.enc_bytes, off.enc_bytes)  # the same records
+            for step in range(1, 6):
+                a, b = (ck.restore_full(step) for ck in cks)
+                for k in a.state_dict:
+                    self.assertTrue(torch.equal(a.state_dict[k], b.state_dict[k]), (step, k))
+                for pid in a.optimizer["state"]:
+                    for k, v in a.optimizer["state"][pid].items():
+                        self.assertTrue(torch.equal(v, b.optimizer["state"][pid][k]), (step, pid, k))
+        finally:
+            for ck in cks:
+                ck.close()
+
 
 if __name__ == "__main__":
     if not CONF:

@@ -671,6 +671,7 @@ static void save_finish(rckpt_save_t *s)
 	s->stats.opt_quality = s->st.opt_quality;
 	s->stats.opt_raw_bytes = s->st.opt_raw_bytes;
 	s->stats.opt_enc_bytes = s->st.opt_enc_bytes;
+	s->stats.head_bytes = s->st.head_bytes;
 	s->stats.t_encode = s->t1 - s->t0;
 	s->stats.t_write = rckpt_now_s() - s->t1;
 	after_commit(j);

@@ -61,7 +61,7 @@ class SaveStats(ctypes.Structure):
                 ("is_base", c_int), ("quality", c_double), ("t_encode", c_double),
                 ("t_write", c_double), ("is_partial", c_int), ("blocks", c_u64),
                 ("blocks_saved", c_u64), ("opt_quality", c_double), ("opt_raw_bytes", c_u64),
-                ("opt_enc_bytes", c_u64)]
+                ("opt_enc_bytes", c_u64), ("head_bytes", c_u64)]
 
 
 class TensorRole(ctypes.Structure):

@@ -25,7 +25,7 @@ _TINY = 16                        # tensors of at most this many elements are ke
 
 SaveResult = collections.namedtuple(
     "SaveResult", "step raw_bytes enc_bytes ratio nchunks is_base quality t_encode t_write t_blocked "
-    "is_partial blocks blocks_saved opt_quality opt_raw_bytes opt_enc_bytes")
+    "is_partial blocks blocks_saved opt_quality opt_raw_bytes opt_enc_bytes head_bytes")
 StepInfo = collections.namedtuple("StepInfo", "step parent raw_bytes enc_bytes nchunks exact ranks "
                                   "opt_raw_bytes opt_enc_bytes new_layout")
 Restored = collections.namedtuple("Restored", "step state_dict optimizer extra stats")

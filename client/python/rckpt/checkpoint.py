@@ -158,6 +158,11 @@ class Checkpointer(_Restoring):
       It applies the job's stored retention policy (every step kept unless
       one was set with `rckpt ckpt compact --keep-last/--keep-every`).
       0: never (then `rckpt compact --all` from cron keeps restores fast).
+    head_records: with each delta the writer also stores the step as a
+      base (its head record, formats/store.md "Head records"), so that
+      restoring the newest step reads one record a chunk whatever the
+      chain (default True). False: fewer bytes written a save; a restore
+      of the newest step then folds its chain in the OSDs.
     takeover: what opening does when another writer holds the job's lock.
       "auto" (default): take over at once when that writer was a process
       of this machine that has exited (a restart after a crash); True: at
@@ -192,7 +197,7 @@ class Checkpointer(_Restoring):
                  snapshot=True, writer=True, chunk_params=0, base_every=0,
                  compute="auto", timeout_s=0, partial_block=0, segment_bytes=0,
                  lossless=False, group=None, threads=0, takeover="auto", wait_s=0,
-                 progress=None, eps_schedule=None, eps_min=None, compact_every=8):
+                 progress=None, eps_schedule=None, eps_min=None, compact_every=8, head_records=True):
         if not job:
             raise ValueError("job is required")
         if takeover not in ("auto", True, False):
@@ -256,6 +261,7 @@ class Checkpointer(_Restoring):
         o.chunk_params = chunk_params
         o.base_every = base_every
         o.compact_every = compact_every
+        o.no_heads = 0 if head_records else 1
         o.compute = _lib.RCKPT_COMPUTE[compute]
         o.quality_eps = quality_eps
         if quality is not None:
@@ -733,7 +739,7 @@ class Checkpointer(_Restoring):
         ratio = st.raw_bytes / st.enc_bytes if st.enc_bytes else float("inf")
         h = SaveHandle(step, self._progress)
         h._finish(SaveResult(step, st.raw_bytes, st.enc_bytes, ratio, st.nchunks, False, 0.0,
-                             st.t_encode, 0.0, blocked, False, 0, 0, 0.0, 0, 0))
+                             st.t_encode, 0.0, blocked, False, 0, 0, 0.0, 0, 0, 0))
         h.t_blocked = blocked
         return h
 
@@ -862,7 +868,7 @@ class Checkpointer(_Restoring):
         handle._finish(SaveResult(handle.step, st.raw_bytes, st.enc_bytes, ratio, st.nchunks,
                                   bool(st.is_base), st.quality, st.t_encode, st.t_write, blocked,
                                   bool(st.is_partial), st.blocks, st.blocks_saved, st.opt_quality,
-                                  st.opt_raw_bytes, st.opt_enc_bytes))
+                                  st.opt_raw_bytes, st.opt_enc_bytes, st.head_bytes))
 
     def _run_save(self, handle, step, comp, g, blob, t0, part=None, exact=False, roles=(), seps=0.0):
         try:
