@@ -165,6 +165,30 @@ def fig_restore(rs):
     return fig
 
 
+def fig_resume(rows):
+    import matplotlib.pyplot as plt
+
+    models = list(dict.fromkeys("%gM %s" % (r["size_m"], r["dtype"]) for r in rows))
+    st = style(models)
+    fig, ax = plt.subplots(figsize=(8, 4))
+    for m in models:
+        rs = sorted((r for r in rows if "%gM %s" % (r["size_m"], r["dtype"]) == m), key=lambda r: r["chain"])
+        c, mk = st[m]
+        a = [sorted(r["ms"]["A"]) for r in rs]
+        med = [x[len(x) // 2] for x in a]
+        ax.errorbar([max(r["chain"], 1) for r in rs], med, yerr=[[m_ - x[0] for m_, x in zip(med, a)],
+                                                               [x[-1] - m_ for m_, x in zip(med, a)]],
+                    color=c, marker=mk, capsize=3, label=m)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("chain length (deltas after the base)")
+    ax.set_ylabel("load_latest, ms (median, min-max)")
+    ax.set_title("Resume time against chain length")
+    ax.grid(alpha=.3)
+    legend_outside(ax)
+    return fig
+
+
 def fig_pcr(pcr):
     import matplotlib.pyplot as plt
 
@@ -241,6 +265,8 @@ def figures(data):
         out.append(("compression_overall", fig_compression_overall(data["compression"])))
     if data.get("restore"):
         out.append(("restore_vs_chain", fig_restore(data["restore"])))
+    if data.get("resume"):
+        out.append(("resume_vs_chain", fig_resume(data["resume"])))
     if data.get("pcr") and data["pcr"].get("rows"):
         out.append(("pcr_groups", fig_pcr(data["pcr"])))
     if data.get("loader"):

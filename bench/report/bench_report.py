@@ -151,6 +151,19 @@ def summary_rows(metrics, data):
     for m in metrics:
         if m["name"].startswith("restore of a ") and m.get("pairs"):
             rows.append((m["name"], fmt(m), m["unit"], goal_status(m, (">=", 0.5))))
+    rz = data.get("resume")
+    if rz:  # the largest model's rows: a trainer's resume (issue 65's goals)
+        big = max(r["size_m"] for r in rz)
+        for r in (r for r in rz if r["size_m"] == big):
+            what = "%gM %s, chain %d" % (r["size_m"], r["dtype"], r["chain"])
+            add("resume (load_latest), " + what, "load_latest, " + what)
+            add("resume / raw read of its fp32 bytes, " + what, "load_latest / raw read of its fp32 bytes, " + what,
+                goal=("<=", 1.5))
+            add("resume / torch.load + load_state_dict, " + what,
+                "load_latest / torch.load + load_state_dict, " + what)
+        for m in metrics:
+            if m["suite"] == "resume" and m["name"].startswith("load_latest at chain"):
+                rows.append((m["name"], fmt(m), m["unit"], goal_status(m, ("<=", 1.3))))
     pcr = data.get("pcr")
     if pcr and pcr["rows"]:
         r = next((r for r in pcr["rows"] if r["ssim"] >= 0.9), pcr["rows"][-1])
@@ -254,6 +267,13 @@ def report(out, meta, metrics, data, status, plots):
          "`bench_store`: restore the newest step of a chain of L deltas: materialized in the OSD "
          "(server-side), the same after a compaction made it a base, and client-side (fetch every record, "
          "fold here)."),
+        ("resume", "A trainer's resume against a raw read and torch.load",
+         "`resume_bench.py`: an MLP with AdamW per size, saved every training step with nothing compacted; "
+         "after 1..N deltas, rounds of `load_latest(model, optimizer)` (A), a raw RADOS read of the state's "
+         "fp32 bytes from the same pool, every 4 MiB object in flight (B), and `torch.load` of the same "
+         "state from a warm local file plus both `load_state_dict` calls (C), in the order A B C then "
+         "C B A; ratios are per round. The stages are one `restore_into` per row (the library's "
+         "RestoreStats and the tensors' read)."),
         ("pcr", "PCR: bytes and images/s per scan group",
          "`bench_pcr`: the same JPEGs as a PCR dataset and as one object per original JPEG; read and decode "
          "every image through the first k scan groups (one thread), and decode the same prefixes from memory "
@@ -334,6 +354,21 @@ def report(out, meta, metrics, data, status, plots):
                 L.append("%s (%d deltas): %s %s." % (x["name"], rs[-1]["chain"] if rs else 0, fmt(x), x["unit"]))
                 L.append("")
             img("restore_vs_chain", "restore latency vs chain length")
+        elif suite == "resume":
+            table("resume")
+            rs = data.get("resume")
+            if rs:
+                L.append("| model | chain | load_latest ms | / raw read | / torch.load | locate | fetch | decode "
+                         "after | decode CPU | read into tensors |")
+                L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+                for r in rs:
+                    st = r.get("stages_ms", {})
+                    L.append("| %gM %s | %d | %.1f | %.2fx | %.2fx | %.1f | %.1f | %.1f | %.1f | %.1f |" % (
+                        r["size_m"], r["dtype"], r["chain"], statistics.median(r["ms"]["A"]),
+                        statistics.median(r["A/B"]), statistics.median(r["A/C"]), st.get("t_locate", 0),
+                        st.get("t_fetch", 0), st.get("t_decode", 0), st.get("decode_cpu", 0), st.get("t_read", 0)))
+                L.append("")
+            img("resume_vs_chain", "resume time against chain length")
         elif suite == "pcr":
             p = data.get("pcr")
             if p:

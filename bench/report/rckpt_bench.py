@@ -26,6 +26,9 @@ Suites (each a tool of bench/, run here and parsed; see the report):
                held-out loss, per method and threshold (frontier.py)
   restore      restore latency vs chain length: server-side, after
                compaction, client-side materialization (bench_store)
+  resume       a trainer's load_latest of MLP + AdamW models beside a raw
+               RADOS read of their fp32 bytes and torch.load, in pairs, after
+               1..N saves, and where its time went (resume_bench.py)
   pcr          PCR bytes and images/s per scan group against one object per
                JPEG (bench_pcr)
   loader       bytes from the cluster per epoch, locality-aware vs regular
@@ -74,7 +77,7 @@ from bench_report import codec_speed_metrics, compare, report, summ, summary_tab
 
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(here, "..", "store"))  # link_bench, for the link suite
-SUITES = ["baseline", "save", "compression", "frontier", "restore", "pcr", "loader", "group", "gpu"]
+SUITES = ["baseline", "save", "compression", "frontier", "restore", "resume", "pcr", "loader", "group", "gpu"]
 OPT_SUITES = ["link"]  # run when named (or given --link), not by default
 
 
@@ -470,6 +473,34 @@ class Bench:
                     "higher")
         self.metric_pairs("restore", "restore of a %d Mi-parameter model, fp32 MB/s / rados seq read MB/s (4 MiB)"
                           % mi, ratios, "higher")
+
+    def suite_resume(self):
+        """resume_bench.py: load_latest against a raw read and torch.load
+        (pairs, every round A B C then C B A), per model and chain length;
+        the chain's cost as the ratio of the longest chain's time to the
+        shortest's; the stages of one restore per row."""
+        p = self.p
+        js = os.path.join(self.raw, "resume.json")
+        self.tool("resume_bench", [self.py, os.path.join(here, "..", "store", "resume_bench.py"), "--pool",
+                                   self.a.pool, "--sizes", p["rs_sizes"], "--dtypes", p["rs_dtypes"], "--chains",
+                                   p["rs_chains"], "--rounds", str(p["reps"]), "--json", js], timeout=7200)
+        with open(js) as f:
+            rows = json.load(f)["rows"]
+        if not rows:
+            raise SuiteError("resume_bench.py measured nothing (raw/resume_bench.txt)")
+        for r in rows:
+            what = "%gM %s, chain %d" % (r["size_m"], r["dtype"], r["chain"])
+            self.metric("resume", "load_latest, %s" % what, "ms", r["ms"]["A"], "lower")
+            self.metric_pairs("resume", "load_latest / raw read of its fp32 bytes, %s" % what, r["A/B"], "lower")
+            self.metric_pairs("resume", "load_latest / torch.load + load_state_dict, %s" % what, r["A/C"], "lower")
+        for model in dict.fromkeys((r["size_m"], r["dtype"]) for r in rows):
+            by = sorted((r for r in rows if (r["size_m"], r["dtype"]) == model), key=lambda r: r["chain"])
+            if len(by) > 1:
+                lo, hi = by[0], by[-1]
+                self.metric("resume", "load_latest at chain %d / at chain %d, %gM %s"
+                            % (hi["chain"], lo["chain"], model[0], model[1]), "ratio",
+                            summ(hi["ms"]["A"])["median"] / summ(lo["ms"]["A"])["median"], "lower")
+        self.data["resume"] = rows
 
     def suite_pcr(self):
         imgs = self.images()

@@ -216,6 +216,8 @@ def probe(a, ck, m, opt, buf, rados, nel, chain, step, path, ref, got, fresh):
            "A/B": [x / y for x, y in zip(t["A"], t["B"])], "A/C": [x / y for x, y in zip(t["A"], t["C"])],
            "fp32_bytes": nel * 4, "stored_bytes": stored, "chain_bytes": chain_bytes,
            "wire_bytes": rs["wire_bytes"], "lib_calls": rs["calls"], "lib_ms": rs["seconds"] * 1e3,
+           "stages_ms": {k: rs.get(k, 0.0) * 1e3 for k in ("t_locate", "t_fetch", "t_decode", "decode_cpu",
+                                                          "t_read")},
            "rel_err": errs, "folds_here": ck.folds_here()}
     print("%5gM %s chain %2d: A %7.1f ms  B %7.1f ms  C %7.1f ms  A/B %s  A/C %s  stored %s"
           % (a.size_m, a.dname, chain, statistics.median(t["A"]), statistics.median(t["B"]),
@@ -297,10 +299,18 @@ def main():
         print("%-14s" % ("%gM %s" % (sm, dn)) + "".join(
             "%20s" % ("%.1f (%.1fx)" % (statistics.median(by[c]["ms"]["A"]), statistics.median(by[c]["A/B"])))
             for c in a.chains))
-    print("stages: the library restore call (RestoreStats.seconds) spans locate + manifest + the OSD fold\n"
-          "and the transfer (materialize calls) + record decode and SHA-256 check; A minus it: dequantize\n"
-          "into the tensors + load_state_dict. Not exposed apart: OSD fold, transfer, entropy decode,\n"
-          "dequantize, copy into tensors.")
+    print("\nwhere a restore's time went (ms, one restore_into per row): locate (summary, manifest);\n"
+          "fetch (materialize calls: the OSDs' fold or head-record read, the transfer; chunks decode\n"
+          "meanwhile); decode (after the last reply); decode CPU (entropy decode + SHA-256, all threads);\n"
+          "read (dequantize into the tensors, all threads); the rest of A (load_state_dict, Python)")
+    print("%-14s %6s %8s %8s %8s %10s %8s %8s" % ("model", "chain", "locate", "fetch", "decode", "decode-cpu",
+                                                  "read", "rest"))
+    for r in rows:
+        st = r["stages_ms"]
+        rest = statistics.median(r["ms"]["A"]) - (st["t_locate"] + st["t_fetch"] + st["t_decode"] + st["t_read"])
+        print("%-14s %6d %8.1f %8.1f %8.1f %10.1f %8.1f %8.1f" % (
+            "%gM %s" % (r["size_m"], r["dtype"]), r["chain"], st["t_locate"], st["t_fetch"], st["t_decode"],
+            st["decode_cpu"], st["t_read"], max(rest, 0.0)))
     if a.csv:
         cols = ["size_m", "params", "dtype", "chain", "deltas_seen", "A_ms", "B_ms", "B16_ms", "C_ms", "fresh_ms",
                 "A/B", "A/C", "lib_ms", "wire_bytes", "stored_bytes", "chain_bytes", "fp32_bytes"]

@@ -355,6 +355,15 @@ typedef struct rckpt_restore_stats {
 	uint64_t wire_bytes;   /* bytes the OSDs sent */
 	unsigned calls;        /* materialize calls, resumed ones included */
 	double seconds;
+	/* since head records, where the seconds went (the chunks decode as
+	 * their records come, so t_fetch holds most of decode_cpu's work): */
+	double t_locate;       /* the step's summary and manifest */
+	double t_fetch;        /* the materialize calls, first sent to last
+				  answered (the OSDs' work, the transfer) */
+	double t_decode;       /* decoding after the last answer came (and
+				  the attachment's read) */
+	double decode_cpu;     /* CPU seconds of decoding every chunk's record
+				  (entropy decode, digest), on all threads */
 } rckpt_restore_stats_t;
 
 /* Restores committed step `step` (RCKPT_LATEST: the head). -ENOENT when

@@ -144,7 +144,7 @@ mkdir "$im"
 for f in $(ls "$RCKPT_TEST_PCR_DIR"/*.jpg | sort | head -n 64); do ln -s "$f" "$im/"; done
 head -n 65 "$RCKPT_TEST_PCR_DIR/labels.csv" >"$im/labels.csv"
 tiny=(/usr/bin/python3 "$(dirname "$0")/../../bench/report/rckpt_bench.py" run --tiny --seed 7
-	--suites frontier,pcr,loader,group,link,gpu --link 1g
+	--suites frontier,pcr,loader,group,resume,link,gpu --link 1g
 	--checkpoints "$ck" --images "$im" --lm "$RCKPT_TEST_LM_DIR" --pool rckpt
 	--bin "$(dirname "$rckpt")/../bench" --rckpt "$rckpt" --out "$t/tiny")
 tty=0
@@ -158,7 +158,7 @@ check "the other suites, --tiny: exit 0" expect_run 0 "$t/tiny.log" on_tty "${ti
 echo "# the other suites at the tiny size: $((SECONDS - t0)) s"
 r=$t/tiny/report.md
 check "  every suite ok (the GPU's ok or skipped; the link's where no namespace can be made)" bash -c \
-	"[ \$(grep -cE '^\| (frontier|pcr|loader|group) \| ok ' '$r') -eq 4 ] &&
+	"[ \$(grep -cE '^\| (frontier|pcr|loader|group|resume) \| ok ' '$r') -eq 5 ] &&
 	 grep -qE '^\| link \| (ok|skipped: cannot create a network namespace)' '$r' &&
 	 grep -qE '^\| gpu \| (ok|skipped)' '$r'"
 check "  the link suite left no namespace, pair or cluster behind" bash -c \
@@ -182,6 +182,13 @@ assert "regular" in {x["loader"] for x in lb} and len({x["loader"] for x in lb})
 assert {x["epoch"] for x in lb} == {0, 1}, lb
 # group saves by 1, 2 and 4 ranks
 assert set(d["group"]["summary"]) == {"1", "2", "4"}, d["group"]["summary"].keys()
+# the resume: the 1M model after 1 and 4 saves, each against a raw read
+# and torch.load, with its stages
+rs = d["resume"]
+assert [x["chain"] for x in rs] == [1, 4], rs
+for x in rs:
+    assert len(x["A/B"]) == 1 and x["A/B"][0] > 0 and x["A/C"][0] > 0, x
+    assert x["stages_ms"]["t_fetch"] > 0 and x["stages_ms"]["decode_cpu"] > 0, x["stages_ms"]
 # behind the shaped link: the link carried about its rate (1 Gbit/s: 125
 # MB/s at most), and a pair of each kind was timed
 if "link" not in d:

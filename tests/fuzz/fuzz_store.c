@@ -107,13 +107,19 @@ static void seed(void)
 	uint8_t sum[4] = { 1, 2, 3, 4 };
 	unsigned s;
 	for (s = 1; s <= STEPS; s++) {
+		/* the last step with its head record (store.md "Head records") */
+		rckpt_buf_t head = RCKPT_BUF_INIT;
+		rckpt_msg_append_t a;
 		rec.len = 0;
-		if (encode(&rec, s, s == 1 || s == 5) || rckpt_msg_append_encode(&msg, WRITER, rec.p, rec.len) ||
-		    call_msg(&chunk0, cls_rckpt_append, &msg))
+		if (encode(&rec, s, s == 1 || s == 5) || (s == STEPS && encode(&head, s, 1)))
 			abort();
+		a = (rckpt_msg_append_t){ WRITER, { rec.p, rec.len }, { head.p, head.len } };
+		if (rckpt_msg_append_head_encode(&msg, &a) || call_msg(&chunk0, cls_rckpt_append, &msg))
+			abort();
+		rckpt_buf_free(&head);
 	}
 	if (rckpt_msg_compact_encode(&msg, WRITER, 4, keep, 1) || call_msg(&chunk0, cls_rckpt_compact, &msg))
-		abort(); /* 2 (a delta on 4), 4 (a base), 5.. as written */
+		abort(); /* 2 (a delta on 4), 4 (a base), 5.. as written, the head record moved */
 	if (rckpt_msg_claim_encode(&msg, 0, WRITER, 0) || call_msg(&job0, cls_rckpt_claim, &msg))
 		abort();
 	for (s = 1; s <= 3; s++) {

@@ -1,7 +1,7 @@
 /*
  * rckpt_ckdec.c — the checkpoint decoder (rckpt_ckdec.h).
  */
-#define _POSIX_C_SOURCE 200809L
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include "rckpt_ckdec.h"
 
 #include <errno.h>
@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "rckpt_codec.h"
 #include "rckpt_par.h"
@@ -87,6 +88,13 @@ static int check_declared(const rckpt_manifest_t *mf, size_t mlen, const uint8_t
  * caller's thread: starting threads would cost more. */
 #define PAR_MIN_BYTES (256u << 10)
 
+/* This thread's CPU seconds. */
+static double thread_cpu(void)
+{
+	struct timespec ts;
+	return clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) ? 0.0 : (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 /* Chunk c's record decoded into *out: against d's last step where it is a
  * delta, checked against the manifest. Reads d and mf only. */
 static int decode_rec(const rckpt_ckdec_t *d, const rckpt_manifest_t *mf, uint32_t c, const uint8_t *rec,
@@ -160,8 +168,13 @@ int rckpt_ckdec_inc_chunk(rckpt_ckdec_inc_t *x, uint32_t c, const uint8_t *rec, 
 		x->given[c] = rec;
 	}
 	pthread_mutex_unlock(x->mu);
-	if (now)
+	if (now) {
+		const double t0 = thread_cpu();
 		x->rc[c] = decode_rec(x->d, &x->mf, c, rec, len, &x->chunk[c]);
+		pthread_mutex_lock(x->mu);
+		x->cpu += thread_cpu() - t0;
+		pthread_mutex_unlock(x->mu);
+	}
 	return 0;
 }
 
@@ -177,12 +190,17 @@ static int decode_rest(void *arg, unsigned i)
 {
 	const rest_t *r = arg;
 	const uint32_t c = r->todo[i];
+	const double t0 = thread_cpu();
 	r->x->rc[c] = decode_rec(r->x->d, &r->x->mf, c, r->records[c], r->lens[c], &r->x->chunk[c]);
+	pthread_mutex_lock(r->x->mu);
+	r->x->cpu += thread_cpu() - t0;
+	pthread_mutex_unlock(r->x->mu);
 	return 0;
 }
 
 void rckpt_ckdec_inc_abort(rckpt_ckdec_inc_t *x)
 {
+	const double cpu = x->cpu;
 	uint32_t c;
 	for (c = 0; x->chunk && c < x->mf.nchunks; c++)
 		rckpt_record_free(&x->chunk[c]);
@@ -195,6 +213,7 @@ void rckpt_ckdec_inc_abort(rckpt_ckdec_inc_t *x)
 	}
 	rckpt_manifest_free(&x->mf);
 	memset(x, 0, sizeof(*x));
+	x->cpu = cpu;
 }
 
 int rckpt_ckdec_inc_end(rckpt_ckdec_inc_t *x, rckpt_ckdec_t *d, const uint8_t *const *records,

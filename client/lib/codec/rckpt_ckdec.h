@@ -63,6 +63,8 @@ typedef struct rckpt_ckdec_inc {
 	const uint8_t **given;    /* each chunk's record as given (NULL: not yet) */
 	uint64_t elems, bytes;    /* bases' declared elements decoded, bytes given */
 	size_t mlen;              /* the manifest's bytes */
+	double cpu;               /* CPU seconds of the chunks' decodes, all
+				     threads (end and abort keep it) */
 	double ratio;
 	void *mu;                 /* pthread_mutex_t */
 } rckpt_ckdec_inc_t;

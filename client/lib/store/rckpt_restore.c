@@ -577,7 +577,7 @@ int rckpt_restore_sel(rckpt_job_t *j, uint64_t step, const char *const *names, u
 	uint64_t seg = 0;
 	unsigned i;
 	char oid[64];
-	double t0 = rckpt_now_s();
+	double t0 = rckpt_now_s(), t_loc = t0, t_fetch = t0, t_dec = 0;
 	int rc, located = 0;
 
 	rckpt_clear_error(h);
@@ -591,6 +591,7 @@ int rckpt_restore_sel(rckpt_job_t *j, uint64_t step, const char *const *names, u
 	located = 1;
 	if ((rc = restore_manifest(j, step, &man, &mf, fn)))
 		goto done;
+	t_loc = rckpt_now_s();
 	if ((rc = rckpt_fold_decide(j))) {
 		rc = rckpt_fail(h, rc, fn, "cannot ask the OSDs for the rckpt class");
 		goto done;
@@ -621,6 +622,7 @@ int rckpt_restore_sel(rckpt_job_t *j, uint64_t step, const char *const *names, u
 	x.pool = &pool;
 	while (x.left > 0 && rc == 0)
 		rc = materialize_round(j, &mf, m, step, seg, &x);
+	t_fetch = rckpt_now_s();
 	dpool_stop(&pool);
 	if (rc) {
 		rckpt_ckdec_inc_abort(&inc);
@@ -645,6 +647,7 @@ int rckpt_restore_sel(rckpt_job_t *j, uint64_t step, const char *const *names, u
 		goto done;
 	}
 	rc = rckpt_ckdec_inc_end(&inc, &r->dec, recs, lens);
+	t_dec = rckpt_now_s() - t_fetch;
 	if (rc) {
 		rc = rckpt_fail(h, rc, fn, "step %" PRIu64 " does not decode%s", step,
 				rc == RCKPT_ECHECKSUM ? ": a chunk's digest differs from its manifest"
@@ -666,6 +669,10 @@ int rckpt_restore_sel(rckpt_job_t *j, uint64_t step, const char *const *names, u
 		rst->wire_bytes = x.wire + man.len;
 		rst->calls = x.calls;
 		rst->seconds = rckpt_now_s() - t0;
+		rst->t_locate = t_loc - t0;
+		rst->t_fetch = t_fetch - t_loc;
+		rst->t_decode = t_dec;
+		rst->decode_cpu = inc.cpu;
 	}
 	*outp = r;
 	r = NULL;

@@ -97,7 +97,8 @@ RCKPT_SELECT = {"priority": 0, "round_robin": 1, "random": 2}
 
 
 class RestoreStats(ctypes.Structure):
-    _fields_ = [("wire_bytes", c_u64), ("calls", c_uint), ("seconds", c_double)]
+    _fields_ = [("wire_bytes", c_u64), ("calls", c_uint), ("seconds", c_double), ("t_locate", c_double),
+                ("t_fetch", c_double), ("t_decode", c_double), ("decode_cpu", c_double)]
 
 
 class Shard(ctypes.Structure):

@@ -4,6 +4,7 @@ element range, in place), the trainer's resume, and the job's steps
 whose handle, job and lock it uses."""
 import collections
 import ctypes
+import time
 
 import torch
 
@@ -83,6 +84,7 @@ class _Restoring:
             check(rc, self._h)
         try:
             tensors = {}
+            t_read = [0.0]  # seconds dequantizing into the tensors (read_many)
             host = []  # (name, index, tensor): read on the host, all at once
             device_reads = [True]
             for i in range(lib.rckpt_restored_count(r)):
@@ -123,7 +125,9 @@ class _Restoring:
                 dst = (ctypes.c_void_p * n)(*[t.data_ptr() for _, _, t in host])
                 cap = (_lib.c_size * n)(*[t.numel() * t.element_size() for _, _, t in host])
                 rcs = (ctypes.c_int * n)()
+                t0 = time.perf_counter()
                 check(lib.rckpt_restored_read_many(r, n, idx, dst, cap, rcs, 0), None)
+                t_read[0] = time.perf_counter() - t0
                 for (name, _, out), rc in zip(host, rcs):
                     if rc == -2:  # left out by a partial restore
                         del tensors[name]
@@ -144,7 +148,9 @@ class _Restoring:
             # a resume, which the library recorded: read the record again when a save needs it
             self._resumes, self._prev_step = None, step_got
         return step_got, tensors, meta, {"wire_bytes": rs.wire_bytes, "calls": rs.calls,
-                                         "seconds": rs.seconds, "exact": exact}
+                                         "seconds": rs.seconds, "exact": exact, "t_locate": rs.t_locate,
+                                         "t_fetch": rs.t_fetch, "t_decode": rs.t_decode,
+                                         "decode_cpu": rs.decode_cpu, "t_read": t_read[0]}
 
     def restore_full(self, step=None, names=None, device=None, into=None):
         """A committed step (None: the latest) as Restored(step, state_dict,
