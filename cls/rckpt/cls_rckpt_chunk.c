@@ -169,12 +169,14 @@ static int reply_stored(rckpt_cls_obj_t *o, const rckpt_store_entry_t *e, rckpt_
 }
 
 /* The reply from the chunk's head record when it is one of this step, an
- * indexed one; -ENOENT when there is none to use (then the chain is
- * folded: a head record that fails its checks is only logged). */
+ * indexed one; -ENOENT when there is none (then the chain is folded: an
+ * entry that is not one, or lies past the object's data, is none). A head
+ * record that fails its checks (CRC-32C, a base of the step) fails the
+ * call, as any damaged record does. */
 static int materialize_head(rckpt_cls_obj_t *o, uint64_t step, rckpt_buf_t *raw, rckpt_cls_out_t *out)
 {
-	rckpt_store_entry_t h, e;
-	uint64_t size = 0;
+	rckpt_store_entry_t h, e, t;
+	uint64_t size = 0, tip = RCKPT_STORE_NONE;
 	int rc = o->ops->stat(o, &size);
 	if (rc == 0)
 		rc = crk_get_head(o, size, &h);
@@ -182,12 +184,17 @@ static int materialize_head(rckpt_cls_obj_t *o, uint64_t step, rckpt_buf_t *raw,
 		return -ENOENT;
 	if (rc == 0)
 		rc = crk_get_entry(o, step, &e); /* the step is still the chunk's */
+	/* and the entry is where a head record is, after the tip's record (an
+	 * older plugin's trim may leave an entry whose place later records
+	 * took): else none */
+	if (rc == 0 && (rc = crk_get_u64(o, "tip", &tip)) == 0 && (rc = crk_get_entry(o, tip, &t)) == 0 &&
+	    h.offset < t.offset + t.length)
+		return -ENOENT;
 	if (rc == -EBADMSG)
 		return -ENOENT;
 	if (rc)
 		return rc;
-	rc = reply_stored(o, &h, raw, out);
-	return rc == -ENOMEM ? rc : rc ? -ENOENT : 0;
+	return reply_stored(o, &h, raw, out);
 }
 
 int cls_rckpt_materialize(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len,
@@ -460,6 +467,23 @@ int cls_rckpt_verify(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len, rckpt
 		else if (v.bad++ == 0) {
 			v.first_bad = e->step;
 			v.error = bad;
+		}
+	}
+	/* at the end, the head record (store.md "Head records"): damage in it
+	 * is damage in the chunk, though its step's records are whole */
+	if (rc == 0 && v.next == RCKPT_STORE_NONE && w.n) {
+		rckpt_store_entry_t h;
+		const rckpt_store_entry_t *last = &w.e[w.n - 1];
+		if (crk_get_head(o, size, &h) == 0 && h.step == last->step && h.offset >= last->offset + last->length) {
+			const int bad = crk_read_record(o, &h, &raw);
+			if (bad == -ENOMEM)
+				rc = bad;
+			else if (bad == 0)
+				v.bytes += h.length;
+			else if (v.bad++ == 0) {
+				v.first_bad = h.step;
+				v.error = bad;
+			}
 		}
 	}
 	if (rc == 0)

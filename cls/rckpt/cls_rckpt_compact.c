@@ -442,7 +442,8 @@ static int compact_plan(rckpt_cls_obj_t *o, walk_t *w, dcache_t *cache, const rc
 
 /* The chunk's head record through a compaction (store.md "Head
  * records"): it follows the log's new end when its step stays and it was
- * after every record; else it goes. */
+ * after every record (then it is checked first, as a record the call
+ * copies: a damaged one fails the call); else it goes. */
 typedef struct head {
 	rckpt_store_entry_t e;
 	int had;  /* the chunk had a head entry */
@@ -467,6 +468,11 @@ static int compact_head_read(rckpt_cls_obj_t *o, const walk_t *w, head_t *hd)
 		if (w->e[i].offset + w->e[i].length > end)
 			end = w->e[i].offset + w->e[i].length;
 	hd->keep = rc == 0 && hd->e.offset >= end && hd->e.offset + hd->e.length == size;
+	if (rc == 0 && hd->keep) { /* one to keep is checked as any record moved (damage fails the call) */
+		rckpt_buf_t b = RCKPT_BUF_INIT;
+		rc = crk_read_record(o, &hd->e, &b);
+		rckpt_buf_free(&b);
+	}
 	return rc;
 }
 

@@ -843,15 +843,33 @@ static void test_head_records(void **state)
 	assert_true(answers_head(&m, 9));
 	assert_int_equal(materialize(&m, 9, 0), 1);
 	assert_int_equal(materialize_rc(&m, 8), -ENOENT);
+	{ /* a damaged head record fails closed: materialize, verify, compact */
+		mem_obj_t d = { 0 };
+		rckpt_msg_verified_t v;
+		assert_int_equal(mem_obj_copy(&d, &m), 0);
+		d.data[d.size - 10] ^= 0x40;
+		assert_true(materialize_rc(&d, 9) < 0);
+		verify(&d, &v);
+		assert_int_equal(v.bad, 1);
+		assert_true(compact(&d, 9, keep, 1) < 0);
+		mem_obj_free(&d);
+	}
 
-	/* a planted entry: another record's place, past the data, a delta's
-	 * kind: a fold answers, right */
+	/* a planted entry (or one an older plugin's trim left, whose place
+	 * later records took): before the tip's record's end, past the data,
+	 * or not an entry, it is none: a fold answers, right, and verify finds
+	 * nothing wrong */
 	{
 		rckpt_store_entry_t e = { 9, 0, 100, RCKPT_REC_BASE, RCKPT_STORE_NONE };
+		rckpt_msg_verified_t v;
+		verify(&m, &v);
+		assert_int_equal(v.bad, 0); /* the head record is checked too, whole */
 		assert_int_equal(rckpt_store_entry_put(val, &e), 0);
 		mem_kv_set(&m, "headrec", val, sizeof(val));
 		assert_false(answers_head(&m, 9));
 		assert_int_equal(materialize(&m, 9, 0), 1);
+		verify(&m, &v);
+		assert_int_equal(v.bad, 0);
 		e.offset = m.size; /* past the data */
 		assert_int_equal(rckpt_store_entry_put(val, &e), 0);
 		mem_kv_set(&m, "headrec", val, sizeof(val));

@@ -160,7 +160,8 @@ int rckpt_ckdec_inc_chunk(rckpt_ckdec_inc_t *x, uint32_t c, const uint8_t *rec, 
 	 * within the bound over the bytes given so far: never more than the
 	 * whole step's check would let through */
 	pthread_mutex_lock(x->mu);
-	x->bytes += len;
+	if (e >= 0) /* as the whole step's check counts them: bases' bytes */
+		x->bytes += len;
 	now = x->given[c] == NULL && e != -2 &&
 	      4.0 * (double)(x->elems + (e > 0 ? (uint64_t)e : 0)) <= x->ratio * (double)x->bytes;
 	if (now) {

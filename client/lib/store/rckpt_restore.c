@@ -335,6 +335,8 @@ static int take_reply(mat_t *m, unsigned i, const rckpt_buf_t *out, mat_run_t *x
 	int e = rckpt_msg_materialized_decode(&a, out->p, out->len);
 	if (e)
 		return e;
+	if (a.record.len == 0)
+		return -EBADMSG; /* a reply must hold a record (done or not) */
 	dst = a.done ? &m[i].rec : &m[i].start;
 	dst->len = 0;
 	if ((e = rckpt_buf_append(dst, a.record.p, a.record.len)))

@@ -319,6 +319,8 @@ static int save_record(void *arg, uint32_t i, rckpt_buf_t *rec, rckpt_buf_t *hea
 		j->head_bytes[i] = head->len;
 		if (len > j->rec_max[i])
 			j->rec_max[i] = len;
+		if (head->len > j->rec_max[i]) /* the roll's estimate covers a head record too */
+			j->rec_max[i] = head->len;
 	}
 	rckpt_buf_free(head);
 	if (i == 0)

@@ -21,8 +21,10 @@ def _optimizer_params(optimizer):
 
 def _optimizer_into(optimizer, into):
     """The optimizer's state tensors as they are now, by the names a save
-    gives them: a restore reads into them in place."""
-    if not isinstance(optimizer, torch.optim.Optimizer):
+    gives them: a restore reads into them in place (as into the model's:
+    a load that fails after the read leaves them holding the step's
+    values), when _load_optimizer will hand them back as they are."""
+    if not _plain_optimizer(optimizer):
         return
     for pid, p in enumerate(_optimizer_params(optimizer)):
         for key, v in optimizer.state.get(p, {}).items():
@@ -41,13 +43,29 @@ def _cast_state(p, key, v):
     return v
 
 
+def _plain_optimizer(optimizer):
+    """Whether torch's own Optimizer.load_state_dict is what loading this
+    optimizer runs, with no hooks, no fused or capturable group (whose
+    'step' torch moves to the device) and state of tensors and numbers
+    alone: then _load_optimizer does what it does, without the copy."""
+    if not isinstance(optimizer, torch.optim.Optimizer) or \
+            type(optimizer).load_state_dict is not torch.optim.Optimizer.load_state_dict:
+        return False
+    for hooks in ("_optimizer_load_state_dict_pre_hooks", "_optimizer_load_state_dict_post_hooks"):
+        if getattr(optimizer, hooks, None):
+            return False
+    return not any(g.get("fused") or g.get("capturable") for g in optimizer.param_groups)
+
+
 def _load_optimizer(optimizer, osd):
     """optimizer.load_state_dict(osd) without torch's deep copy of every
     state tensor (a second copy of the optimizer's state, as long as a
     restore's read of it): the tensors here are the restore's own, or the
-    optimizer's read in place. Anything but a torch optimizer whose groups
-    match goes through its own load_state_dict."""
-    if not isinstance(optimizer, torch.optim.Optimizer):
+    optimizer's read in place. Anything else (another load_state_dict,
+    hooks, fused or capturable groups, groups that do not match, state
+    values other than tensors and numbers) goes through the optimizer's
+    own load_state_dict."""
+    if not _plain_optimizer(optimizer):
         return optimizer.load_state_dict(osd)
     params = _optimizer_params(optimizer)
     groups = osd.get("param_groups") if isinstance(osd, dict) else None
@@ -55,7 +73,9 @@ def _load_optimizer(optimizer, osd):
     if not isinstance(groups, list) or not isinstance(state, dict) or \
             len(groups) != len(optimizer.param_groups) or \
             any(not isinstance(g, dict) or len(g.get("params", ())) != len(o["params"])
-                for g, o in zip(groups, optimizer.param_groups)):
+                for g, o in zip(groups, optimizer.param_groups)) or \
+            any(not isinstance(st, dict) or any(not isinstance(v, (torch.Tensor, int, float, bool))
+                                                for v in st.values()) for st in state.values()):
         return optimizer.load_state_dict(osd)  # torch says what does not match
     optimizer.load_state_dict({"state": {}, "param_groups": groups})  # the groups' settings
     ids = [i for g in groups for i in g["params"]]
@@ -86,6 +106,7 @@ class _Restoring:
             tensors = {}
             t_read = [0.0]  # seconds dequantizing into the tensors (read_many)
             host = []  # (name, index, tensor): read on the host, all at once
+            dests = set()  # data_ptr()s read into in place
             device_reads = [True]
             for i in range(lib.rckpt_restored_count(r)):
                 d = _lib.Tensor()
@@ -108,8 +129,9 @@ class _Restoring:
                     elif rc == _NOMEM:  # no room on the device for the levels: on the host
                         rc = _NODEV
                 if rc == _NODEV:
-                    if fits and not live.is_cuda:
+                    if fits and not live.is_cuda and live.data_ptr() not in dests:
                         out = live  # read in place: no second copy of the model
+                        dests.add(live.data_ptr())  # (tied weights: the others read apart)
                     else:
                         out = torch.empty(shape, dtype=_TORCH[d.dtype])
                     tensors[name] = None  # the order of the step's tensors
