@@ -120,6 +120,15 @@ int rckpt_manifest_encode(rckpt_buf_t *out, const rckpt_manifest_t *m)
 	return 0;
 }
 
+uint64_t rckpt_mf_numel(const rckpt_mf_tensor_t *t)
+{
+	uint64_t n = 1;
+	unsigned d;
+	for (d = 0; d < t->ndim; d++)
+		n *= t->shape[d];
+	return n;
+}
+
 static uint64_t mf_elements(const rckpt_mf_tensor_t *t)
 {
 	uint64_t n = 0;

@@ -72,6 +72,9 @@ typedef struct rckpt_manifest {
  * as version 1, byte for byte as before. */
 int rckpt_manifest_encode(rckpt_buf_t *out, const rckpt_manifest_t *m);
 int rckpt_manifest_decode(rckpt_manifest_t *out, const uint8_t *src, size_t len);
+/* A tensor's elements, by its shape (a decoded manifest's: their product
+ * fits a u64). */
+uint64_t rckpt_mf_numel(const rckpt_mf_tensor_t *t);
 void rckpt_manifest_free(rckpt_manifest_t *m);
 
 /* The optimizer's share of a step: its tensors' elements as fp32 bytes

@@ -563,15 +563,6 @@ static int read_piece(void *arg, unsigned p)
 	return 0; /* every piece runs: each tensor's result is its own */
 }
 
-static uint64_t numel_of(const rckpt_mf_tensor_t *mt)
-{
-	uint64_t n = 1;
-	unsigned dd;
-	for (dd = 0; dd < mt->ndim; dd++)
-		n *= mt->shape[dd];
-	return n;
-}
-
 int rckpt_ckdec_read_many(const rckpt_ckdec_t *d, unsigned n, const unsigned *idx, void *const *dst,
 			  int *rcs, unsigned threads)
 {
@@ -587,7 +578,7 @@ int rckpt_ckdec_read_many(const rckpt_ckdec_t *d, unsigned n, const unsigned *id
 		if (rcs[k] == 0)
 			rcs[k] = rckpt_ckdec_tensor_check(d, idx[k]);
 		if (rcs[k] == 0)
-			np += (size_t)((numel_of(&d->mf.t[idx[k]]) + READ_PIECE - 1) / READ_PIECE);
+			np += (size_t)((rckpt_mf_numel(&d->mf.t[idx[k]]) + READ_PIECE - 1) / READ_PIECE);
 	}
 	pc = malloc((np ? np : 1) * sizeof(*pc));
 	prc = calloc(np ? np : 1, sizeof(*prc));
@@ -597,7 +588,7 @@ int rckpt_ckdec_read_many(const rckpt_ckdec_t *d, unsigned n, const unsigned *id
 		return -ENOMEM;
 	}
 	for (k = 0, p = 0; k < n; k++) {
-		const uint64_t numel = rcs[k] ? 0 : numel_of(&d->mf.t[idx[k]]);
+		const uint64_t numel = rcs[k] ? 0 : rckpt_mf_numel(&d->mf.t[idx[k]]);
 		uint64_t f;
 		for (f = 0; f < numel; f += READ_PIECE, p++)
 			pc[p] = (rpiece_t){ k, f, numel - f < READ_PIECE ? numel - f : READ_PIECE };

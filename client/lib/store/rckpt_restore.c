@@ -735,14 +735,6 @@ int rckpt_restored_role(const rckpt_restored_t *r, unsigned i)
 	}
 }
 
-static uint64_t mf_numel(const rckpt_mf_tensor_t *t)
-{
-	uint64_t n = 1;
-	unsigned d;
-	for (d = 0; d < t->ndim; d++)
-		n *= t->shape[d];
-	return n;
-}
 
 /* Whether tensor i fits in cap bytes: 0, -EINVAL (no tensor i), -ERANGE. */
 static int fits(const rckpt_restored_t *r, unsigned i, size_t cap)
@@ -751,7 +743,7 @@ static int fits(const rckpt_restored_t *r, unsigned i, size_t cap)
 	if (i >= r->dec.mf.ntensors)
 		return -EINVAL;
 	t = &r->dec.mf.t[i];
-	return cap < mf_numel(t) * rckpt_dtype_size(t->dtype) ? -ERANGE : 0;
+	return cap < rckpt_mf_numel(t) * rckpt_dtype_size(t->dtype) ? -ERANGE : 0;
 }
 
 int rckpt_restored_read(const rckpt_restored_t *r, unsigned i, void *dst, size_t cap)
@@ -786,7 +778,7 @@ int rckpt_restored_read_device(const rckpt_restored_t *r, unsigned i, void *d_ds
 	rckpt_gpu_probe(&pr);
 	if (!pr.built_with_cuda || pr.device_count == 0)
 		return -ENODEV;
-	if (mf_numel(&r->dec.mf.t[i]) == 0)
+	if (rckpt_mf_numel(&r->dec.mf.t[i]) == 0)
 		return 0; /* nothing to write, wherever d_dst is */
 	/* the stream and buffers on the device that holds d_dst; the
 	 * thread's current device back afterwards */
