@@ -70,6 +70,29 @@ static void join(uint8_t *dst, const uint8_t *pred, size_t m, unsigned w)
 /* Past this many elements the form is chosen on every SAMPLE_STRIDE-th
  * element alone: sizing both forms in full would double the encoder's
  * work. */
+/* Each of m elements w bytes wide rotated left (left) or right by one bit. */
+static void rotate(uint8_t *p, size_t m, unsigned w, int left)
+{
+	size_t i;
+	if (w == 4) {
+		for (i = 0; i < m; i++) {
+			uint32_t v = le32(p + 4 * i);
+			v = left ? v << 1 | v >> 31 : v >> 1 | v << 31;
+			p[4 * i] = (uint8_t)v;
+			p[4 * i + 1] = (uint8_t)(v >> 8);
+			p[4 * i + 2] = (uint8_t)(v >> 16);
+			p[4 * i + 3] = (uint8_t)(v >> 24);
+		}
+	} else {
+		for (i = 0; i < m; i++) {
+			uint16_t v = (uint16_t)(p[2 * i] | p[2 * i + 1] << 8);
+			v = left ? (uint16_t)(v << 1 | v >> 15) : (uint16_t)(v >> 1 | v << 15);
+			p[2 * i] = (uint8_t)v;
+			p[2 * i + 1] = (uint8_t)(v >> 8);
+		}
+	}
+}
+
 #define SAMPLE_MIN 65536
 #define SAMPLE_STRIDE 16
 
@@ -156,13 +179,23 @@ int rckpt_planes_decode(uint8_t *dst, const uint8_t *pred, size_t n, unsigned w,
 		return -EBADMSG;
 	if ((pl = malloc(m ? m : 1)) == NULL)
 		return -ENOMEM;
-	for (j = 0; j < w && rc == 0; j++) /* each plane back into its bytes */
-		if ((rc = rckpt_estream_decode8(pl, m, &r)) == 0)
+	/* in place (dst == pred): each element of the prediction rotated as
+	 * the planes are, the planes xored in, then rotated back; else each
+	 * plane into its bytes, then joined with the prediction */
+	if (pred == dst)
+		rotate(dst, m, w, 1);
+	for (j = 0; j < w && rc == 0; j++)
+		if ((rc = rckpt_estream_decode8(pl, m, &r)) == 0 && pred == dst)
+			for (i = 0; i < m; i++)
+				dst[i * w + j] ^= pl[i];
+		else if (rc == 0)
 			for (i = 0; i < m; i++)
 				dst[i * w + j] = pl[i];
 	if (rc == 0 && (r.err || r.pos != len))
 		rc = -EBADMSG; /* every byte of the payload is a plane's */
-	if (rc == 0)
+	if (rc == 0 && pred == dst)
+		rotate(dst, m, w, 0);
+	else if (rc == 0)
 		join(dst, pred, m, w);
 	free(pl);
 	return rc;

@@ -23,8 +23,9 @@ int rckpt_planes_encode(rckpt_buf_t *out, int *predicted, const uint8_t *src, co
 			size_t n, unsigned w);
 
 /* Decodes the payload src[0..len) into dst[0..n) (n a multiple of w):
- * exactly w streams of n / w symbols each, filling len. pred as above.
- * -EBADMSG for anything else, -ENOMEM. */
+ * exactly w streams of n / w symbols each, filling len. pred as above;
+ * pred may be dst (decoded in place, over the prediction). -EBADMSG for
+ * anything else (dst then undefined), -ENOMEM. */
 int rckpt_planes_decode(uint8_t *dst, const uint8_t *pred, size_t n, unsigned w, const uint8_t *src,
 			size_t len);
 

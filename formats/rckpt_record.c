@@ -704,8 +704,9 @@ static int planes_get(uint8_t *dst, size_t k, unsigned w, rckpt_reader_t *r, uns
 }
 
 /* A base's segment (ps NULL) or a delta's on its parent's ps. Predicted
- * blobs: in a delta of version 4 or later. */
-static int seg_decode(rckpt_seg_t *s, rckpt_reader_t *r, const rckpt_seg_t *ps, unsigned version)
+ * blobs: in a delta of version 4 or later. With take, a lossless segment
+ * is decoded in ps's memory, ps left without it (rckpt_record_decode_onto). */
+static int seg_decode(rckpt_seg_t *s, rckpt_reader_t *r, rckpt_seg_t *ps, unsigned version, int take)
 {
 	const unsigned allow = ps != NULL && version >= 4;
 	unsigned j, pred = 0;
@@ -724,19 +725,25 @@ static int seg_decode(rckpt_seg_t *s, rckpt_reader_t *r, const rckpt_seg_t *ps, 
 		return -EBADMSG;
 	if (s->encoding == RCKPT_SEG_LOSSLESS) {
 		const size_t k = (size_t)s->n * dsz;
-		s->raw = malloc(k ? k : 1);
-		if (s->raw == NULL)
+		const int predicted = rckpt_rd_left(r) > 0 && (r->p[r->pos] & RCKPT_BLOB_PREDICTED);
+		const uint8_t *pv = ps ? ps->raw : NULL; /* the parent's values */
+		if (take && pv) { /* decoded in the parent's memory */
+			s->raw = ps->raw;
+			ps->raw = NULL;
+		} else if ((s->raw = malloc(k ? k : 1)) == NULL) {
 			return -ENOMEM;
+		}
 		if (rckpt_rd_left(r) > 0 && (r->p[r->pos] & ~RCKPT_BLOB_PREDICTED) == RCKPT_BLOB_PLANES)
-			return planes_get(s->raw, k, (unsigned)dsz, r, version, allow ? ps->raw : NULL);
-		if ((rc = blob_get_p(s->raw, k, r, allow, &pred)) || !pred || k == 0)
-			return rc;
-		if ((pb = malloc(k)) == NULL)
+			return planes_get(s->raw, k, (unsigned)dsz, r, version, allow ? pv : NULL);
+		if (!predicted)
+			return blob_get_p(s->raw, k, r, allow, &pred);
+		if ((pb = malloc(k ? k : 1)) == NULL)
 			return -ENOMEM;
-		unplane_xor(pb, s->raw, ps->raw, k, (unsigned)dsz);
-		free(s->raw);
-		s->raw = pb;
-		return 0;
+		rc = blob_get_p(pb, k, r, allow, &pred);
+		if (rc == 0 && k) /* element by element: in place when taken */
+			unplane_xor(s->raw, pb, pv, k, (unsigned)dsz);
+		free(pb);
+		return rc;
 	}
 	s->nbins = rckpt_rd_u8(r);
 	if (r->err || s->nbins < 1 || s->nbins > RCKPT_SEG_MAX_BINS)
@@ -790,8 +797,8 @@ out:
 /* A sparse record's segment on top of its parent's ps (formats/checkpoint.md,
  * "Sparse partial record"): ps with the stored blocks' levels and protected
  * values replaced. */
-static int sparse_seg_decode(rckpt_seg_t *s, rckpt_reader_t *r, const rckpt_seg_t *ps,
-			     unsigned version)
+static int sparse_seg_decode(rckpt_seg_t *s, rckpt_reader_t *r, rckpt_seg_t *ps,
+			     unsigned version, int take)
 {
 	uint8_t *cur = NULL, *prev = NULL, *bb = NULL, *pb = NULL;
 	uint32_t *blocks = NULL, block, nblocks, i;
@@ -805,10 +812,13 @@ static int sparse_seg_decode(rckpt_seg_t *s, rckpt_reader_t *r, const rckpt_seg_
 	dsz = rckpt_dtype_size(s->dtype);
 	if (dsz == 0 || s->n > RCKPT_EST_MAX_COUNT)
 		return -EBADMSG;
-	if (s->encoding == RCKPT_SEG_LOSSLESS) {
-		s->raw = malloc(s->n ? (size_t)s->n * dsz : 1);
-		if (s->raw == NULL)
+	if (s->encoding == RCKPT_SEG_LOSSLESS) { /* whole, over the parent's when take */
+		if (take && ps->raw) {
+			s->raw = ps->raw;
+			ps->raw = NULL;
+		} else if ((s->raw = malloc(s->n ? (size_t)s->n * dsz : 1)) == NULL) {
 			return -ENOMEM;
+		}
 		return blob_get(s->raw, (size_t)s->n * dsz, r);
 	}
 	if (s->encoding != RCKPT_SEG_QUANTIZED || ps->nbins < 1 || ps->nbins > RCKPT_SEG_MAX_BINS ||
@@ -904,8 +914,8 @@ out:
 	return rc;
 }
 
-int rckpt_record_decode(rckpt_record_t *out, const uint8_t *src, size_t len,
-			const rckpt_record_t *parent, const rckpt_record_limits_t *lim)
+static int record_decode(rckpt_record_t *out, const uint8_t *src, size_t len, rckpt_record_t *parent,
+			 const rckpt_record_limits_t *lim, int take)
 {
 	rckpt_record_limits_t deflim = RCKPT_RECORD_LIMITS_DEFAULT;
 	rckpt_reader_t r = rckpt_reader(src, len);
@@ -960,7 +970,7 @@ int rckpt_record_decode(rckpt_record_t *out, const uint8_t *src, size_t len,
 	out->nseg = nseg;
 	r = rckpt_reader(src + RCKPT_RECORD_HEADER_BYTES, (size_t)body);
 	for (i = 0; i < nseg; i++) {
-		const rckpt_seg_t *ps = kind != RCKPT_REC_BASE ? &parent->seg[i] : NULL;
+		rckpt_seg_t *ps = kind != RCKPT_REC_BASE ? &parent->seg[i] : NULL;
 		/* Peek n to bound the allocation before seg_decode makes it. */
 		if (rckpt_rd_left(&r) >= 20) {
 			rckpt_reader_t pk = r;
@@ -977,9 +987,9 @@ int rckpt_record_decode(rckpt_record_t *out, const uint8_t *src, size_t len,
 		/* Same layout as the parent's segment, encoding included; a
 		 * lossless segment is whole in every record. */
 		if (kind == RCKPT_REC_SPARSE)
-			rc = sparse_seg_decode(&out->seg[i], &r, ps, version);
+			rc = sparse_seg_decode(&out->seg[i], &r, ps, version, take);
 		else
-			rc = seg_decode(&out->seg[i], &r, ps, version);
+			rc = seg_decode(&out->seg[i], &r, ps, version, take);
 		if (rc)
 			goto fail;
 	}
@@ -991,4 +1001,17 @@ int rckpt_record_decode(rckpt_record_t *out, const uint8_t *src, size_t len,
 fail:
 	rckpt_record_free(out);
 	return rc == -EINVAL ? -EBADMSG : rc;
+}
+
+int rckpt_record_decode(rckpt_record_t *out, const uint8_t *src, size_t len,
+			const rckpt_record_t *parent, const rckpt_record_limits_t *lim)
+{
+	/* the parent is only read when nothing is taken */
+	return record_decode(out, src, len, (rckpt_record_t *)parent, lim, 0);
+}
+
+int rckpt_record_decode_onto(rckpt_record_t *out, const uint8_t *src, size_t len,
+			     rckpt_record_t *parent, const rckpt_record_limits_t *lim)
+{
+	return record_decode(out, src, len, parent, lim, 1);
 }

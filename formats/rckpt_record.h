@@ -133,6 +133,12 @@ int rckpt_record_encode_sparse(rckpt_buf_t *out, const rckpt_record_t *rec,
 int rckpt_record_decode(rckpt_record_t *out, const uint8_t *src, size_t len,
 			const rckpt_record_t *parent, const rckpt_record_limits_t *lim);
 
+/* As rckpt_record_decode, a delta's or a sparse record's lossless values
+ * decoded in the parent's memory (a fold holds one copy of them, not two):
+ * the parent is left fit only for rckpt_record_free, whatever the result. */
+int rckpt_record_decode_onto(rckpt_record_t *out, const uint8_t *src, size_t len,
+			     rckpt_record_t *parent, const rckpt_record_limits_t *lim);
+
 /* Reads only the fixed header (no CRC check). */
 int rckpt_record_peek(unsigned *kind, uint64_t *step, uint64_t *parent, const uint8_t *src,
 		      size_t len);

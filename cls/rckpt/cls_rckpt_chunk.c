@@ -302,8 +302,8 @@ int cls_rckpt_materialize(rckpt_cls_obj_t *o, const uint8_t *in, size_t in_len,
 		if (done_elems >= budget && folded > 0)
 			break; /* out of budget: reply with where we are */
 		if ((rc = crk_read_record(o, &chain[i], &raw)) ||
-		    (rc = rckpt_record_decode(&next, raw.p, raw.len, &cur, &lim)))
-			goto out;
+		    (rc = rckpt_record_decode_onto(&next, raw.p, raw.len, &cur, &lim)))
+			goto out; /* exact values decoded over cur's: one copy held */
 		rckpt_record_free(&cur);
 		cur = next;
 		done_elems += crk_record_elements(&cur);

@@ -80,14 +80,41 @@ static void decode_both(const uint8_t *data, size_t size)
 		(void)rckpt_record_geometry(&nseg, &elements, data, size); /* never crashes */
 	}
 	for (p = 1; p <= 2; p++) {
+		rckpt_record_t onto, took;
+		int rc;
 		parent.nseg = p;
-		if (rckpt_record_decode(&out, data, size, &parent, &lim) == 0) {
+		rc = rckpt_record_decode(&out, data, size, &parent, &lim);
+		/* decoded over a copy of the parent's memory: the same answer */
+		took = parent;
+		took.seg = calloc(2, sizeof(rckpt_seg_t));
+		if (took.seg == NULL)
+			abort();
+		took.seg[0] = seg[0];
+		took.seg[1] = seg[1];
+		took.seg[0].idx = malloc(8);
+		took.seg[0].prot = malloc(2);
+		took.seg[1].raw = malloc(8);
+		if (!took.seg[0].idx || !took.seg[0].prot || !took.seg[1].raw)
+			abort();
+		memcpy(took.seg[0].idx, levels, 8);
+		memcpy(took.seg[0].prot, prot, 2);
+		memcpy(took.seg[1].raw, raw, 8);
+		if (rckpt_record_decode_onto(&onto, data, size, &took, &lim) != rc)
+			abort();
+		took.nseg = 2; /* both segments freed, whatever parent.nseg */
+		rckpt_record_free(&took);
+		if (rc == 0) {
 			uint32_t i;
 			uint64_t k;
-			for (i = 0; i < out.nseg; i++)
+			for (i = 0; i < out.nseg; i++) {
 				for (k = 0; out.seg[i].idx && k < out.seg[i].n; k++)
 					if (out.seg[i].idx[k] > out.seg[i].nbins + 1)
 						abort();
+				if (out.seg[i].raw && memcmp(out.seg[i].raw, onto.seg[i].raw,
+							     out.seg[i].n * rckpt_dtype_size(out.seg[i].dtype)))
+					abort();
+			}
+			rckpt_record_free(&onto);
 			rckpt_record_free(&out);
 		}
 	}

@@ -133,6 +133,52 @@ static void build_next(rckpt_record_t *rec, const rckpt_record_t *prev, uint64_t
 	}
 }
 
+/* A decoded record's own copy. */
+static void copy_record(rckpt_record_t *d, const rckpt_record_t *r)
+{
+	uint32_t i;
+	*d = *r;
+	d->seg = calloc(r->nseg ? r->nseg : 1, sizeof(rckpt_seg_t));
+	assert_non_null(d->seg);
+	for (i = 0; i < r->nseg; i++) {
+		const rckpt_seg_t *s = &r->seg[i];
+		rckpt_seg_t *t = &d->seg[i];
+		const size_t k = s->n * rckpt_dtype_size(s->dtype);
+		*t = *s;
+		t->prot = s->prot ? malloc(2 * s->nprot + 1) : NULL;
+		t->idx = s->idx ? malloc(s->n + 1) : NULL;
+		t->raw = s->raw ? malloc(k + 1) : NULL;
+		if (s->prot)
+			memcpy(t->prot, s->prot, 2 * s->nprot);
+		if (s->idx)
+			memcpy(t->idx, s->idx, s->n);
+		if (s->raw)
+			memcpy(t->raw, s->raw, k);
+	}
+}
+
+/* src decoded on parent into *out (as rckpt_record_decode) and also in the
+ * memory of a copy of the parent (rckpt_record_decode_onto): the same
+ * record, the copy's lossless values taken. */
+static int decode_both(rckpt_record_t *out, const uint8_t *src, size_t len, const rckpt_record_t *parent)
+{
+	rckpt_record_t cp, on;
+	uint32_t i;
+	int rc = rckpt_record_decode(out, src, len, parent, NULL);
+	if (parent == NULL)
+		return rc;
+	copy_record(&cp, parent);
+	assert_int_equal(rckpt_record_decode_onto(&on, src, len, &cp, NULL), rc);
+	if (rc == 0) {
+		assert_same(&on, out);
+		for (i = 0; i < cp.nseg; i++)
+			assert_true(cp.seg[i].raw == NULL || out->seg[i].encoding != RCKPT_SEG_LOSSLESS);
+		rckpt_record_free(&on);
+	}
+	rckpt_record_free(&cp);
+	return rc;
+}
+
 static void encode(rckpt_buf_t *b, const rckpt_record_t *rec, const rckpt_record_t *parent)
 {
 	b->len = 0;
@@ -188,7 +234,7 @@ static void test_delta_chain(void **state)
 	}
 	assert_int_equal(rckpt_record_decode(&dec[0], enc[0].p, enc[0].len, NULL, NULL), 0);
 	for (s = 1; s < 10; s++) {
-		assert_int_equal(rckpt_record_decode(&dec[s], enc[s].p, enc[s].len, &dec[s - 1], NULL), 0);
+		assert_int_equal(decode_both(&dec[s], enc[s].p, enc[s].len, &dec[s - 1]), 0);
 		assert_int_equal(dec[s].kind, RCKPT_REC_DELTA);
 		assert_same(&orig[s], &dec[s]);
 	}
@@ -392,9 +438,7 @@ static void test_sparse_chain(void **state)
 					 0);
 			free_sel(blk, 6);
 		}
-		assert_int_equal(rckpt_record_decode(&dec[s], enc[s].p, enc[s].len, s ? &dec[s - 1] : NULL,
-						     NULL),
-				 0);
+		assert_int_equal(decode_both(&dec[s], enc[s].p, enc[s].len, s ? &dec[s - 1] : NULL), 0);
 		assert_same(&orig[s], &dec[s]);
 		if (blocks[s] && s)
 			assert_int_equal(dec[s].kind, RCKPT_REC_SPARSE);
@@ -942,7 +986,7 @@ static void test_planes_blobs(void **state)
 	assert_int_equal(b1.p[4], 5);
 	assert_int_equal(b1.p[40 + 24], RCKPT_BLOB_PLANES | RCKPT_BLOB_PREDICTED);
 	assert_true(b1.len < b0.len / 2);
-	assert_int_equal(rckpt_record_decode(&dec, b1.p, b1.len, &base, NULL), 0);
+	assert_int_equal(decode_both(&dec, b1.p, b1.len, &base), 0);
 	assert_same(&dec, &next);
 	rckpt_record_free(&dec);
 	{
@@ -961,7 +1005,7 @@ static void test_planes_blobs(void **state)
 	b1.len = 0;
 	assert_int_equal(rckpt_record_encode(&b1, &next, &base, &po), 0);
 	assert_int_equal(b1.p[40 + 24], RCKPT_BLOB_PLANES);
-	assert_int_equal(rckpt_record_decode(&dec, b1.p, b1.len, &base, NULL), 0);
+	assert_int_equal(decode_both(&dec, b1.p, b1.len, &base), 0);
 	assert_same(&dec, &next);
 	rckpt_record_free(&dec);
 	/* a byte changed anywhere (the CRC made right): an error or other
@@ -1041,7 +1085,7 @@ static void test_predicted_blobs(void **state)
 	assert_int_equal(b1.p[4], 4);
 	assert_int_equal(b1.p[5], 4);
 	assert_true(b1.len < b0.len - 1000);
-	assert_int_equal(rckpt_record_decode(&dec, b1.p, b1.len, &base, NULL), 0);
+	assert_int_equal(decode_both(&dec, b1.p, b1.len, &base), 0);
 	assert_same(&dec, &next);
 	{ /* the OSD's check reads it; a delta of it on the decoded record too */
 		uint32_t nseg;
@@ -1054,7 +1098,7 @@ static void test_predicted_blobs(void **state)
 	next.step = 10;
 	next.parent = 9;
 	assert_int_equal(rckpt_record_encode(&b0, &next, &dec, &po), 0);
-	assert_int_equal(rckpt_record_decode(&pdec, b0.p, b0.len, &dec, NULL), 0);
+	assert_int_equal(decode_both(&pdec, b0.p, b0.len, &dec), 0);
 	assert_same(&pdec, &next);
 	rckpt_record_free(&pdec);
 	rckpt_record_free(&dec);
