@@ -65,6 +65,7 @@ int rckpt_estream_encode(rckpt_buf_t *out, const uint16_t *syms, size_t n, unsig
 	size_t width = sym_width(nsym), rawlen, i, start = out->len, best_len;
 	rckpt_buf_t huff = RCKPT_BUF_INIT;
 	uint8_t *raw = NULL, *zbuf = NULL;
+	const int split = (policy & RCKPT_EST_SPLIT) && n >= RCKPT_EST_SPLIT_MIN;
 	unsigned best = RCKPT_EST_RAW;
 	int rc, distinct_one = n > 0;
 
@@ -93,11 +94,11 @@ int rckpt_estream_encode(rckpt_buf_t *out, const uint16_t *syms, size_t n, unsig
 		return -ENOMEM;
 	to_raw(raw, syms, n, width);
 	if ((policy & RCKPT_EST_TRY_HUFF) && n > 0 && nsym >= 2) {
-		rc = rckpt_huff_encode(&huff, syms, n, nsym);
+		rc = rckpt_huff_encode(&huff, syms, n, nsym, split);
 		if (rc)
 			goto out;
 		if (huff.len < best_len) {
-			best = RCKPT_EST_HUFF;
+			best = split ? RCKPT_EST_HUFF4 : RCKPT_EST_HUFF;
 			best_len = huff.len;
 		}
 	}
@@ -123,7 +124,7 @@ int rckpt_estream_encode(rckpt_buf_t *out, const uint16_t *syms, size_t n, unsig
 		goto out;
 	put_hdr(out->p + start, best, n, best_len);
 	memcpy(out->p + start + HDR_BYTES,
-	       best == RCKPT_EST_HUFF ? huff.p : best == RCKPT_EST_ZSTD ? zbuf : raw, best_len);
+	       best == RCKPT_EST_ZSTD ? zbuf : best != RCKPT_EST_RAW ? huff.p : raw, best_len);
 	out->len += HDR_BYTES + best_len;
 out:
 	rckpt_buf_free(&huff);
@@ -165,9 +166,12 @@ int rckpt_estream_decode(uint16_t *syms, size_t n, unsigned nsym, rckpt_reader_t
 		return 0;
 	}
 	case RCKPT_EST_HUFF:
+	case RCKPT_EST_HUFF4:
 		if (n == 0)
 			goto bad;
-		if ((rc = rckpt_huff_decode(syms, n, nsym, p, len)) == -ENOMEM)
+		rc = method == RCKPT_EST_HUFF ? rckpt_huff_decode(syms, n, nsym, p, len)
+					      : rckpt_huff_decode_split(syms, n, nsym, p, len);
+		if (rc == -ENOMEM)
 			return rc; /* out of memory is not damage */
 		if (rc)
 			goto bad;
@@ -299,15 +303,16 @@ int rckpt_estream_decode8(uint8_t *dst, size_t n, rckpt_reader_t *r)
 	size_t i;
 	int rc;
 
-	/* raw, constant and Huffman straight into dst; zstd through the
-	 * general decoder */
+	/* raw, constant and Huffman (split or not) straight into dst; zstd
+	 * through the general decoder */
 	if (rckpt_rd_left(r) >= HDR_BYTES) {
 		const unsigned method = r->p[at];
 		rckpt_reader_t h = rckpt_reader(r->p + at + 1, HDR_BYTES - 1);
 		const size_t count = rckpt_rd_u32(&h), len = rckpt_rd_u32(&h);
 		const uint8_t *p = r->p + at + HDR_BYTES;
 		if (count == n && len <= rckpt_rd_left(r) - HDR_BYTES &&
-		    (method == RCKPT_EST_RAW || method == RCKPT_EST_CONST || method == RCKPT_EST_HUFF)) {
+		    (method == RCKPT_EST_RAW || method == RCKPT_EST_CONST || method == RCKPT_EST_HUFF ||
+		     method == RCKPT_EST_HUFF4)) {
 			rc = -EBADMSG;
 			if (method == RCKPT_EST_RAW && len == n) {
 				if (n)
@@ -318,6 +323,8 @@ int rckpt_estream_decode8(uint8_t *dst, size_t n, rckpt_reader_t *r)
 				rc = 0;
 			} else if (method == RCKPT_EST_HUFF && n > 0) {
 				rc = rckpt_huff_decode8(dst, n, p, len);
+			} else if (method == RCKPT_EST_HUFF4 && n > 0) {
+				rc = rckpt_huff_decode8_split(dst, n, p, len);
 			}
 			if (rc == -ENOMEM)
 				return rc;

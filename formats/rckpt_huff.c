@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rckpt_bytes.h"
+
 #define MAX_BITS RCKPT_HUFF_MAX_BITS
 #define TABLE_SIZE (1u << MAX_BITS)
 #define DEPTH_MAX 64 /* a tree over < 2^64 weights is shallower than this */
@@ -152,39 +154,18 @@ int rckpt_huff_plan(uint8_t *len, size_t *bytes, const uint64_t *freq, unsigned 
 	return rc;
 }
 
-/* The block of n symbols (s16[i], or s8[i] when s8 is set) with code
- * lengths len[0..nsym), appended to out. */
-static int emit(rckpt_buf_t *out, const uint16_t *s16, const uint8_t *s8, size_t n,
-		const uint8_t *len, unsigned nsym, size_t bytes)
+/* The codes of symbols [i, end) (s16[i], or s8[i] when s8 is set) from
+ * p on, zero padded to a byte; returns the end. Up to four codes (48
+ * bits) join the fewer than 8 bits left over, then every whole byte goes
+ * out in one 8-byte store (the caller leaves room past the end). */
+static uint8_t *put_codes(uint8_t *p, const uint16_t *s16, const uint8_t *s8, size_t i, size_t end,
+			  const uint8_t *len, const uint16_t *codes)
 {
-	uint16_t codes[RCKPT_HUFF_MAX_SYMBOLS];
 	uint64_t acc = 0;
-	unsigned a = 0, s, accbits = 0;
-	size_t i;
-	uint8_t *p;
-	int rc;
-
-	for (s = 0; s < nsym; s++)
-		if (len[s])
-			a = s + 1;
-	canonical_codes(len, a, codes);
-	/* Header: alphabet size, then the lengths as nibbles, low first. */
-	/* the block's size when known (rckpt_huff_plan's), else the worst;
-	 * and room for the last 8-byte store */
-	if ((rc = rckpt_buf_reserve(out, (bytes ? bytes : 2 + (a + 1) / 2 + n * MAX_BITS / 8) + 16)))
-		return rc;
-	p = out->p + out->len;
-	p[0] = (uint8_t)a;
-	p[1] = (uint8_t)(a >> 8);
-	p += 2;
-	for (s = 0; s < a; s += 2)
-		*p++ = (uint8_t)(len[s] | (s + 1 < a ? len[s + 1] << 4 : 0));
-	/* up to four codes (48 bits) join the fewer than 8 bits left over,
-	 * then every whole byte goes out in one 8-byte store (the reserve
-	 * above leaves room past the end) */
-	for (i = 0; i < n;) {
-		const size_t end = n - i >= 4 ? i + 4 : n;
-		for (; i < end; i++) {
+	unsigned accbits = 0, s;
+	while (i < end) {
+		const size_t stop = end - i >= 4 ? i + 4 : end;
+		for (; i < stop; i++) {
 			const unsigned v = s8 ? s8[i] : s16[i];
 			acc |= (uint64_t)codes[v] << accbits;
 			accbits += len[v];
@@ -197,11 +178,63 @@ static int emit(rckpt_buf_t *out, const uint16_t *s16, const uint8_t *s8, size_t
 	}
 	if (accbits > 0)
 		*p++ = (uint8_t)acc;
+	return p;
+}
+
+/* The block of n symbols (s16[i], or s8[i] when s8 is set) with code
+ * lengths len[0..nsym), appended to out: one stream of codes, or with
+ * split the four of a split block. */
+static int emit(rckpt_buf_t *out, const uint16_t *s16, const uint8_t *s8, size_t n,
+		const uint8_t *len, unsigned nsym, size_t bytes, int split)
+{
+	uint16_t codes[RCKPT_HUFF_MAX_SYMBOLS];
+	unsigned a = 0, s, k;
+	uint8_t *p, *lens;
+	int rc;
+
+	for (s = 0; s < nsym; s++)
+		if (len[s])
+			a = s + 1;
+	canonical_codes(len, a, codes);
+	/* the block's size when known (rckpt_huff_plan's, plus a split
+	 * block's lengths and its streams' padding), else the worst; and
+	 * room for the last 8-byte store */
+	if (bytes == 0)
+		bytes = 2 + (a + 1) / 2 + n * MAX_BITS / 8 + 1;
+	if ((rc = rckpt_buf_reserve(out, bytes + (split ? RCKPT_HUFF_SPLIT_BYTES + 3 : 0) + 16)))
+		return rc;
+	/* Header: alphabet size, then the lengths as nibbles, low first. */
+	p = out->p + out->len;
+	p[0] = (uint8_t)a;
+	p[1] = (uint8_t)(a >> 8);
+	p += 2;
+	for (s = 0; s < a; s += 2)
+		*p++ = (uint8_t)(len[s] | (s + 1 < a ? len[s + 1] << 4 : 0));
+	if (!split) {
+		p = put_codes(p, s16, s8, 0, n, len, codes);
+		out->len = (size_t)(p - out->p);
+		return 0;
+	}
+	/* stream k: symbols [k q, (k + 1) q), the last to n; the first
+	 * three's byte lengths ahead of them */
+	lens = p;
+	p += RCKPT_HUFF_SPLIT_BYTES;
+	for (k = 0; k < 4; k++) {
+		const size_t q = n / 4, from = k * q, to = k < 3 ? from + q : n;
+		uint8_t *start = p;
+		p = put_codes(p, s16, s8, from, to, len, codes);
+		if (k < 3) {
+			rckpt_writer_t w = rckpt_writer(lens + 4 * k, 4);
+			if ((size_t)(p - start) > UINT32_MAX)
+				return -EFBIG;
+			rckpt_wr_u32(&w, (uint32_t)(p - start));
+		}
+	}
 	out->len = (size_t)(p - out->p);
 	return 0;
 }
 
-int rckpt_huff_encode(rckpt_buf_t *out, const uint16_t *syms, size_t n, unsigned nsym)
+int rckpt_huff_encode(rckpt_buf_t *out, const uint16_t *syms, size_t n, unsigned nsym, int split)
 {
 	uint64_t *freq;
 	uint8_t len[RCKPT_HUFF_MAX_SYMBOLS];
@@ -218,7 +251,7 @@ int rckpt_huff_encode(rckpt_buf_t *out, const uint16_t *syms, size_t n, unsigned
 		freq[syms[i]]++;
 	}
 	if ((rc = rckpt_huff_plan(len, &bytes, freq, nsym)) == 0)
-		rc = emit(out, syms, NULL, n, len, nsym, bytes);
+		rc = emit(out, syms, NULL, n, len, nsym, bytes, split);
 out:
 	free(freq);
 	return rc;
@@ -227,7 +260,7 @@ out:
 int rckpt_huff_encode8(rckpt_buf_t *out, const uint8_t *syms, size_t n, const uint8_t len[256],
 		       size_t bytes)
 {
-	return emit(out, NULL, syms, n, len, 256, bytes);
+	return emit(out, NULL, syms, n, len, 256, bytes, 0);
 }
 
 /* A stream of at least this many symbols of an alphabet of at most 256
@@ -264,123 +297,224 @@ static void multi_table(uint32_t *multi, const uint16_t *table, unsigned maxlen)
  * else to s16[i]; GCC unswitches the loops on it. */
 #define PUT(i, v) (s8 ? (void)(s8[i] = (uint8_t)(v)) : (void)(s16[i] = (uint16_t)(v)))
 
-static int decode(uint16_t *s16, uint8_t *s8, size_t n, unsigned nsym, const uint8_t *src, size_t len)
+/* A block's code: its one-code table over the next maxlen bits (symbol,
+ * and length from bit MAX_BITS on). */
+typedef struct code {
+	uint16_t table[TABLE_SIZE];
+	unsigned a, maxlen, mask;
+	size_t hdr; /* the header's bytes */
+} code_t;
+
+/* The block header at src[0..len): the lengths checked (a complete code
+ * of an alphabet within nsym), the table filled. */
+static int code_read(code_t *c, unsigned nsym, const uint8_t *src, size_t len)
 {
 	uint8_t lens[RCKPT_HUFF_MAX_SYMBOLS];
 	uint16_t codes[RCKPT_HUFF_MAX_SYMBOLS];
-	uint16_t table[TABLE_SIZE];
-	uint64_t buf = 0, kraft = 0;
-	unsigned a, s, bits = 0, maxlen = 0, mask;
-	size_t i, pos, hdr;
-	int rc = -EBADMSG;
+	uint64_t kraft = 0;
+	unsigned s;
 
 	if (len < 2 || nsym > RCKPT_HUFF_MAX_SYMBOLS)
 		return -EBADMSG;
-	a = (unsigned)src[0] | (unsigned)src[1] << 8;
-	hdr = 2 + ((size_t)a + 1) / 2;
-	if (a < 2 || a > nsym || len < hdr)
+	c->a = (unsigned)src[0] | (unsigned)src[1] << 8;
+	c->hdr = 2 + ((size_t)c->a + 1) / 2;
+	c->maxlen = 0;
+	if (c->a < 2 || c->a > nsym || len < c->hdr)
 		return -EBADMSG;
-	for (s = 0; s < a; s++) {
+	for (s = 0; s < c->a; s++) {
 		lens[s] = (uint8_t)((src[2 + s / 2] >> (s & 1 ? 4 : 0)) & 15);
 		if (lens[s] > MAX_BITS)
 			return -EBADMSG;
 		if (lens[s])
 			kraft += 1u << (MAX_BITS - lens[s]);
-		if (lens[s] > maxlen)
-			maxlen = lens[s];
+		if (lens[s] > c->maxlen)
+			c->maxlen = lens[s];
 	}
-	if (a & 1 && src[hdr - 1] >> 4) /* the unused nibble must be zero */
+	if (c->a & 1 && src[c->hdr - 1] >> 4) /* the unused nibble must be zero */
 		return -EBADMSG;
 	if (kraft != TABLE_SIZE) /* incomplete or over-full code */
 		return -EBADMSG;
 	/* A table of 2^maxlen entries, not 2^MAX_BITS: small streams have
 	 * short codes, and filling the table is most of their cost. */
-	mask = (1u << maxlen) - 1;
-	canonical_codes(lens, a, codes);
-	for (s = 0; s < a; s++) {
+	c->mask = (1u << c->maxlen) - 1;
+	canonical_codes(lens, c->a, codes);
+	for (s = 0; s < c->a; s++) {
 		unsigned k, step = 1u << lens[s];
 		if (lens[s] == 0)
 			continue;
-		for (k = codes[s]; k <= mask; k += step)
-			table[k] = (uint16_t)(lens[s] << MAX_BITS | s);
+		for (k = codes[s]; k <= c->mask; k += step)
+			c->table[k] = (uint16_t)(lens[s] << MAX_BITS | s);
 	}
+	return 0;
+}
 
-	pos = hdr;
-	i = 0;
-	if (a <= 256 && n >= MULTI_MIN) {
+/* Where a stream of codes is: src[pos..len) not yet read, bits of it in
+ * buf. */
+typedef struct bitin {
+	const uint8_t *src;
+	size_t len, pos;
+	uint64_t buf;
+	unsigned bits;
+} bitin_t;
+
+/* Eight bytes more into the bit buffer (at least 56 bits in it after). */
+#define REFILL(b)                                                    \
+	do {                                                         \
+		uint64_t v_ = 0;                                     \
+		unsigned k_;                                         \
+		for (k_ = 0; k_ < 8; k_++)                           \
+			v_ |= (uint64_t)(b).src[(b).pos + k_] << (8 * k_); \
+		(b).buf |= v_ << (b).bits;                           \
+		(b).pos += (63 - (b).bits) >> 3;                     \
+		(b).bits |= 56;                                      \
+	} while (0)
+
+/* Symbols [i, n) from b, one code at a time, every read checked; then
+ * only the zero padding of the stream's last byte may be left. */
+static int decode_rest(uint16_t *s16, uint8_t *s8, size_t i, size_t n, const code_t *c, bitin_t *b)
+{
+	const unsigned mask = c->mask;
+	while (i < n) {
+		unsigned e, l;
+		if (b->bits < 4 * MAX_BITS) {
+			if (b->len - b->pos >= 8) {
+				REFILL(*b);
+			} else {
+				while (b->bits <= 56 && b->pos < b->len) {
+					b->buf |= (uint64_t)b->src[b->pos++] << b->bits;
+					b->bits += 8;
+				}
+			}
+		}
+		if (b->bits >= 4 * MAX_BITS && n - i >= 4) {
+			/* four codes of at most MAX_BITS each are in buf */
+			unsigned k;
+			for (k = 0; k < 4; k++) {
+				e = c->table[b->buf & mask];
+				l = e >> MAX_BITS;
+				PUT(i, e & (TABLE_SIZE - 1));
+				i++;
+				b->buf >>= l;
+				b->bits -= l;
+			}
+			continue;
+		}
+		e = c->table[b->buf & mask];
+		l = e >> MAX_BITS;
+		if (l > b->bits) /* the code runs past the end of the stream */
+			return -EBADMSG;
+		PUT(i, e & (TABLE_SIZE - 1));
+		i++;
+		b->buf >>= l;
+		b->bits -= l;
+	}
+	/* What is left must be the zero padding of the last byte. */
+	if (b->pos != b->len || b->bits >= 8 || (b->buf & ((1u << b->bits) - 1)) != 0)
+		return -EBADMSG;
+	return 0;
+}
+
+static int decode(uint16_t *s16, uint8_t *s8, size_t n, unsigned nsym, const uint8_t *src, size_t len)
+{
+	code_t c;
+	bitin_t b;
+	size_t i = 0;
+	int rc = code_read(&c, nsym, src, len);
+
+	if (rc)
+		return rc;
+	b.src = src;
+	b.len = len;
+	b.pos = c.hdr;
+	b.buf = 0;
+	b.bits = 0;
+	if (c.a <= 256 && n >= MULTI_MIN) {
 		uint32_t multi[TABLE_SIZE];
-		multi_table(multi, table, maxlen);
+		const unsigned mask = c.mask;
+		multi_table(multi, c.table, c.maxlen);
 		/* four look-ups of at most maxlen bits each, each giving up to
 		 * three symbols, while the output has room for twelve */
-		while (n - i >= 12) {
+		while (n - i >= 12 && len - b.pos >= 8) { /* then the tail: checked */
 			unsigned k;
-			if (len - pos < 8)
-				break; /* the tail: one code at a time, checked */
-			{
-				uint64_t v = 0;
-				for (k = 0; k < 8; k++)
-					v |= (uint64_t)src[pos + k] << (8 * k);
-				buf |= v << bits;
-				pos += (63 - bits) >> 3;
-				bits |= 56;
-			}
+			REFILL(b);
 			for (k = 0; k < 4; k++) {
-				const uint32_t me = multi[buf & mask];
+				const uint32_t me = multi[b.buf & mask];
 				PUT(i, me >> 8 & 0xff);
 				PUT(i + 1, me >> 16 & 0xff);
 				PUT(i + 2, me >> 24);
 				i += me >> 5 & 3;
-				buf >>= me & 31;
-				bits -= me & 31;
+				b.buf >>= me & 31;
+				b.bits -= me & 31;
 			}
 		}
 	}
-	while (i < n) {
-		unsigned e, l;
-		if (bits < 4 * MAX_BITS) {
-			if (len - pos >= 8) {
-				uint64_t v = 0;
-				unsigned k;
-				for (k = 0; k < 8; k++)
-					v |= (uint64_t)src[pos + k] << (8 * k);
-				buf |= v << bits;
-				pos += (63 - bits) >> 3;
-				bits |= 56;
-			} else {
-				while (bits <= 56 && pos < len) {
-					buf |= (uint64_t)src[pos++] << bits;
-					bits += 8;
-				}
-			}
-		}
-		if (bits >= 4 * MAX_BITS && n - i >= 4) {
-			/* four codes of at most MAX_BITS each are in buf */
-			unsigned k;
-			for (k = 0; k < 4; k++) {
-				e = table[buf & mask];
-				l = e >> MAX_BITS;
-				PUT(i, e & (TABLE_SIZE - 1));
-				i++;
-				buf >>= l;
-				bits -= l;
-			}
-			continue;
-		}
-		e = table[buf & mask];
-		l = e >> MAX_BITS;
-		if (l > bits) /* the code runs past the end of the block */
-			goto out;
-		PUT(i, e & (TABLE_SIZE - 1));
-		i++;
-		buf >>= l;
-		bits -= l;
+	return decode_rest(s16, s8, i, n, &c, &b);
+}
+
+/* One code of stream b into symbol i (the buffer holds it: refilled). */
+#define ONE(b, o, i)                                              \
+	do {                                                      \
+		const unsigned e_ = table[(b).buf & mask];         \
+		PUT((o) + (i), e_ & (TABLE_SIZE - 1));             \
+		(b).buf >>= e_ >> MAX_BITS;                        \
+		(b).bits -= e_ >> MAX_BITS;                        \
+	} while (0)
+
+/* A split block (rckpt_huff_decode_split): its four streams decoded
+ * together, four codes of each per refill while every stream has eight
+ * bytes and four symbols left, then each stream's rest one code at a
+ * time, checked. */
+static int decode_split(uint16_t *s16, uint8_t *s8, size_t n, unsigned nsym, const uint8_t *src,
+			size_t len)
+{
+	const size_t q = n / 4;
+	code_t c;
+	bitin_t b0, b1, b2, b3;
+	size_t at, i = 0, l[4];
+	unsigned k;
+	int rc = code_read(&c, nsym, src, len);
+
+	if (rc)
+		return rc;
+	if (len - c.hdr < RCKPT_HUFF_SPLIT_BYTES)
+		return -EBADMSG;
+	at = c.hdr + RCKPT_HUFF_SPLIT_BYTES;
+	for (k = 0; k < 3; k++) {
+		const uint8_t *p = src + c.hdr + 4 * k;
+		l[k] = (size_t)p[0] | (size_t)p[1] << 8 | (size_t)p[2] << 16 | (size_t)p[3] << 24;
+		if (l[k] > len - at)
+			return -EBADMSG;
+		at += l[k];
 	}
-	/* What is left must be the zero padding of the last byte. */
-	if (pos != len || bits >= 8 || (buf & ((1u << bits) - 1)) != 0)
-		goto out;
-	rc = 0;
-out:
-	return rc;
+	l[3] = len - at;
+	/* each stream's bytes alone: its reads stop at its end */
+	at = c.hdr + RCKPT_HUFF_SPLIT_BYTES;
+	b0 = (bitin_t){ src + at, l[0], 0, 0, 0 };
+	b1 = (bitin_t){ src + at + l[0], l[1], 0, 0, 0 };
+	b2 = (bitin_t){ src + at + l[0] + l[1], l[2], 0, 0, 0 };
+	b3 = (bitin_t){ src + at + l[0] + l[1] + l[2], l[3], 0, 0, 0 };
+	{
+		const uint16_t *const table = c.table;
+		const unsigned mask = c.mask;
+		while (q - i >= 4 && b0.len - b0.pos >= 8 && b1.len - b1.pos >= 8 && b2.len - b2.pos >= 8 &&
+		       b3.len - b3.pos >= 8) {
+			REFILL(b0);
+			REFILL(b1);
+			REFILL(b2);
+			REFILL(b3);
+			for (k = 0; k < 4; k++, i++) {
+				ONE(b0, 0, i);
+				ONE(b1, q, i);
+				ONE(b2, 2 * q, i);
+				ONE(b3, 3 * q, i);
+			}
+		}
+	}
+	if ((rc = decode_rest(s16, s8, i, q, &c, &b0)) ||
+	    (rc = decode_rest(s16 ? s16 + q : NULL, s8 ? s8 + q : NULL, i, q, &c, &b1)) ||
+	    (rc = decode_rest(s16 ? s16 + 2 * q : NULL, s8 ? s8 + 2 * q : NULL, i, q, &c, &b2)))
+		return rc;
+	return decode_rest(s16 ? s16 + 3 * q : NULL, s8 ? s8 + 3 * q : NULL, i, n - 3 * q, &c, &b3);
 }
 
 int rckpt_huff_decode(uint16_t *syms, size_t n, unsigned nsym, const uint8_t *src, size_t len)
@@ -391,4 +525,14 @@ int rckpt_huff_decode(uint16_t *syms, size_t n, unsigned nsym, const uint8_t *sr
 int rckpt_huff_decode8(uint8_t *syms, size_t n, const uint8_t *src, size_t len)
 {
 	return decode(NULL, syms, n, 256, src, len);
+}
+
+int rckpt_huff_decode_split(uint16_t *syms, size_t n, unsigned nsym, const uint8_t *src, size_t len)
+{
+	return decode_split(syms, NULL, n, nsym, src, len);
+}
+
+int rckpt_huff_decode8_split(uint8_t *syms, size_t n, const uint8_t *src, size_t len)
+{
+	return decode_split(NULL, syms, n, 256, src, len);
 }

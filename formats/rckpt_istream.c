@@ -465,6 +465,24 @@ int rckpt_istream_peek_stages(const rckpt_reader_t *r)
 	return rckpt_rd_left(r) >= 1 ? r->p[r->pos] : -1;
 }
 
+int rckpt_istream_peek_split(const rckpt_reader_t *r)
+{
+	rckpt_reader_t k = *r;
+	const unsigned stages = rckpt_rd_u8(&k);
+	unsigned i, streams = stages & RCKPT_IS_RLE ? 2 : 1;
+	if (k.err || (stages & RCKPT_IS_CTX))
+		return 0; /* a CTX body holds no entropy stream */
+	if (stages & RCKPT_IS_RLE)
+		(void)rckpt_rd_bytes(&k, 8);
+	for (i = 0; i < streams && !k.err; i++) { /* method, count, length, payload */
+		if (rckpt_estream_peek_method(&k) == RCKPT_EST_HUFF4)
+			return 1;
+		(void)rckpt_rd_bytes(&k, 5);
+		(void)rckpt_rd_bytes(&k, rckpt_rd_u32(&k));
+	}
+	return 0;
+}
+
 /* The run lengths' LEB128 numbers, each + 2 (what a run covers), into
  * run[0..nrun): the number of runs, or -1 for a number cut short, longer
  * than LEB_MAX_BYTES, or past n. */

@@ -82,4 +82,8 @@ int rckpt_istream_decode(uint8_t *cur, size_t n, unsigned lcur, const uint8_t *p
 /* The stage flags of the stream starting at r, or -1. */
 int rckpt_istream_peek_stages(const rckpt_reader_t *r);
 
+/* Whether the stream starting at r holds a split Huffman block (entropy
+ * method 4: a record of version 6 or later); 0 when it cannot be read. */
+int rckpt_istream_peek_split(const rckpt_reader_t *r);
+
 #endif /* RCKPT_ISTREAM_H */

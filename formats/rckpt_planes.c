@@ -185,7 +185,9 @@ int rckpt_planes_decode(uint8_t *dst, const uint8_t *pred, size_t n, unsigned w,
 	if (pred == dst)
 		rotate(dst, m, w, 1);
 	for (j = 0; j < w && rc == 0; j++)
-		if ((rc = rckpt_estream_decode8(pl, m, &r)) == 0 && pred == dst)
+		if (rckpt_estream_peek_method(&r) == RCKPT_EST_HUFF4) /* an index stream's only */
+			rc = -EBADMSG;
+		else if ((rc = rckpt_estream_decode8(pl, m, &r)) == 0 && pred == dst)
 			for (i = 0; i < m; i++)
 				dst[i * w + j] ^= pl[i];
 		else if (rc == 0)

@@ -304,18 +304,22 @@ static int istream_put(rckpt_buf_t *out, const uint8_t *cur, size_t n, unsigned 
 {
 	const size_t at = out->len;
 	int rc = rckpt_istream_encode(out, cur, n, lcur, prev, lprev, o);
+	rckpt_reader_t r;
 	if (rc == 0 && (out->p[at] & RCKPT_IS_CTX))
-		*ctx = 1;
+		*ctx |= 1;
+	r = rckpt_reader(out->p + at, out->len - at);
+	if (rc == 0 && rckpt_istream_peek_split(&r))
+		*ctx |= 2;
 	return rc;
 }
 
 /* The index stream of a segment in a record of the given version: CTX is
- * version 3's. */
+ * version 3's, a split Huffman block version 6's. */
 static int istream_get(uint8_t *cur, size_t n, unsigned lcur, const uint8_t *prev, unsigned lprev,
 		       rckpt_reader_t *r, unsigned version)
 {
 	const int st = rckpt_istream_peek_stages(r);
-	if (st >= 0 && (st & RCKPT_IS_CTX) && version < 3) {
+	if ((st >= 0 && (st & RCKPT_IS_CTX) && version < 3) || (version < 6 && rckpt_istream_peek_split(r))) {
 		r->err = -EBADMSG;
 		return -EBADMSG;
 	}
@@ -378,13 +382,17 @@ static int seg_encode(rckpt_buf_t *out, const rckpt_seg_t *s, const rckpt_seg_t 
 			   ps ? ps->nbins + 2 : 0, o, ctx);
 }
 
-/* The version a record is written in: 5 when a value blob is in PLANES,
- * 4 when a blob took the predicted form, 3 when an index stream took the CTX form, 2 when a segment has a transform (older decoders then answer
- * RCKPT_EVERSION rather than misread it), else 1, which every decoder
- * reads. Compat is the same. */
+/* The version a record is written in: 6 when an index stream holds a
+ * split Huffman block (ctx bit 1), 5 when a value blob is in PLANES, 4
+ * when a blob took the predicted form, 3 when an index stream took the
+ * CTX form (ctx bit 0), 2 when a segment has a transform (older decoders
+ * then answer RCKPT_EVERSION rather than misread it), else 1, which every
+ * decoder reads. Compat is the same. */
 static unsigned record_version(const rckpt_record_t *rec, unsigned ctx, unsigned pred)
 {
 	uint32_t i;
+	if (ctx & 2)
+		return 6;
 	if (pred)
 		return pred; /* 4 or 5 */
 	if (ctx)

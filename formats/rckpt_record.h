@@ -19,9 +19,10 @@
 #include "rckpt_istream.h"
 
 #define RCKPT_RECORD_MAGIC 0x524b4352u /* "RCKR" as little-endian bytes */
-#define RCKPT_RECORD_VERSION 5u /* the newest this code reads and writes;
+#define RCKPT_RECORD_VERSION 6u /* the newest this code reads and writes;
 				  a record is written in the oldest version
-				  that holds it (5: a PLANES blob, 4: a
+				  that holds it (6: a split Huffman block,
+				  5: a PLANES blob, 4: a
 				  predicted blob, 3: a CTX
 				  index stream, 2: a transform, else 1, byte
 				  for byte as before) */

@@ -28,13 +28,15 @@ static int blob_skip(rckpt_reader_t *r, unsigned pred_ok, unsigned planes_ok)
 	return 0;
 }
 
-static int estream_skip(rckpt_reader_t *r)
+/* An entropy stream of an index stream: a split Huffman block (method
+ * 4) only in a record of version 6 or later. */
+static int estream_skip(rckpt_reader_t *r, unsigned version)
 {
 	unsigned method = rckpt_rd_u8(r);
 	size_t len;
 	(void)rckpt_rd_u32(r); /* count */
 	len = rckpt_rd_u32(r);
-	if (method > 3 || rckpt_rd_bytes(r, len) == NULL)
+	if (method > (version >= 6 ? RCKPT_EST_HUFF4 : RCKPT_EST_ZSTD) || rckpt_rd_bytes(r, len) == NULL)
 		return -EBADMSG;
 	return 0;
 }
@@ -57,9 +59,9 @@ static int istream_skip(rckpt_reader_t *r, unsigned version)
 		(void)rckpt_rd_u32(r); /* tokens */
 		(void)rckpt_rd_u32(r); /* run-length bytes */
 	}
-	rc = estream_skip(r);
+	rc = estream_skip(r, version);
 	if (rc == 0 && (stages & RCKPT_IS_RLE))
-		rc = estream_skip(r);
+		rc = estream_skip(r, version);
 	return rc;
 }
 

@@ -101,8 +101,8 @@ def unzstd(frame, size):
 
 # ---- Huffman block ----
 
-def huffman_decode(payload, count, nsym):
-    r = Reader(payload, "Huffman block")
+def huffman_code(r, nsym):
+    """A Huffman block's header: {(length, code): symbol}."""
     A = r.u16()
     if not 2 <= A <= nsym:
         raise Bad(f"Huffman alphabet {A} (stream alphabet {nsym})")
@@ -125,7 +125,30 @@ def huffman_decode(payload, count, nsym):
         code = (code + 1) << (l - prev) if code >= 0 else 0
         prev = l
         table[(l, code)] = s
-    bits = r.take(r.left())
+    return table
+
+
+def huffman_decode(payload, count, nsym):
+    r = Reader(payload, "Huffman block")
+    table = huffman_code(r, nsym)
+    return huffman_codes(table, r.take(r.left()), count)
+
+
+def huffman_split_decode(payload, count, nsym):
+    """A split Huffman block: the header, three streams' byte lengths, four
+    streams of codes (count // 4 symbols each, the last the rest)."""
+    r = Reader(payload, "split Huffman block")
+    table = huffman_code(r, nsym)
+    lens = [r.u32(), r.u32(), r.u32()]
+    streams = [r.take(n) for n in lens]
+    streams.append(r.take(r.left()))
+    q = count // 4
+    return np.concatenate([huffman_codes(table, streams[k], q if k < 3 else count - 3 * q)
+                           for k in range(4)])
+
+
+def huffman_codes(table, bits, count):
+    """count codes from bits, then only the last byte's zero padding."""
     out = np.empty(count, dtype=np.int64)
     pos, nbits = 0, 8 * len(bits)
     for k in range(count):
@@ -150,7 +173,7 @@ def huffman_decode(payload, count, nsym):
 
 # ---- entropy stream ----
 
-def entropy_stream(r, nsym, want=None):
+def entropy_stream(r, nsym, want=None, split_ok=False):
     method, count, length = r.u8(), r.u32(), r.u32()
     if count > 2**31 - 1 or (want is not None and count != want):
         raise Bad(f"entropy stream of {count} symbols, {want} expected")
@@ -168,6 +191,10 @@ def entropy_stream(r, nsym, want=None):
         if count < 1:
             raise Bad("empty Huffman stream")
         out = huffman_decode(payload, count, nsym)
+    elif method == 4 and split_ok:
+        if count < 1:
+            raise Bad("empty Huffman stream")
+        out = huffman_split_decode(payload, count, nsym)
     elif method == 3:
         w = 1 if nsym <= 256 else 2
         raw = unzstd(payload, w * count)
@@ -257,8 +284,8 @@ def index_stream(r, n, lcur, prev=None, lprev=None, version=3):
         ntok, nlen = r.u32(), r.u32()
         if ntok > n or nlen > (n // 2) * 5:
             raise Bad("index stream: RLE counts")
-        tokens = entropy_stream(r, 2 * M, ntok)
-        lens = entropy_stream(r, 256, nlen)
+        tokens = entropy_stream(r, 2 * M, ntok, version >= 6)
+        lens = entropy_stream(r, 256, nlen, version >= 6)
         syms, li = [], 0
         for t in tokens:
             if t < M:
@@ -283,7 +310,7 @@ def index_stream(r, n, lcur, prev=None, lprev=None, version=3):
             raise Bad("runs do not make n symbols, or leave run-length bytes")
         d = np.array(syms, dtype=np.int64)
     else:
-        d = entropy_stream(r, M, n)
+        d = entropy_stream(r, M, n, version >= 6)
     if rearranged:  # positions grouped by the parent's level, in order
         order = np.argsort(prev, kind="stable")
         u = np.empty(n, dtype=np.int64)
@@ -484,7 +511,7 @@ def record(b, parent=None):
         raise Bad("record: magic")
     version, compat, kind, flags = r.u8(), r.u8(), r.u8(), r.u8()
     step, par, nseg, reserved, body = r.u64(), r.u64(), r.u32(), r.u32(), r.u64()
-    if compat > 5:
+    if compat > 6:
         raise Bad("record: a newer version")  # RCKPT_EVERSION
     if compat == 0 or compat > version or flags or reserved or kind not in (1, 2, 3):
         raise Bad("record: header")

@@ -123,6 +123,23 @@ class Golden(unittest.TestCase):
             with self.assertRaises(R.Bad):
                 R.record(bytes(b), parent)
 
+    def test_split_v6(self):
+        """Version 6: the levels of ckpt-record-v1.hex's record in a split
+        Huffman block ("Split Huffman block"); as version 5, or a stream's
+        length past the block, refused."""
+        r = R.record(golden("ckpt-split-v6.hex"))
+        self.assertEqual((r["step"], r["kind"]), (42, 1))
+        self.assertEqual(list(r["seg"][0]["levels"]), [0, 1, 2, 2, 2, 2, 3, 0])
+        self.assertEqual(list(r["seg"][0]["prot"]), [0x4120])
+        for at, val in ((4, 5), (102, 3)):
+            b = bytearray(golden("ckpt-split-v6.hex"))
+            b[at] = val
+            if at == 4:
+                b[5] = val
+            b[-4:] = struct.pack("<I", R.crc32c(bytes(b[:-4])))
+            with self.assertRaises(R.Bad):
+                R.record(bytes(b))
+
     def test_sparse(self):
         base = R.record(golden("ckpt-record-v1.hex"))
         s = R.record(golden("ckpt-sparse-v1.hex"), base)["seg"][0]

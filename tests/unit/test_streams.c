@@ -66,10 +66,10 @@ static void huff_round_trip(const uint16_t *syms, size_t n, unsigned nsym)
 	rckpt_buf_t b = RCKPT_BUF_INIT, b2 = RCKPT_BUF_INIT;
 	uint16_t *out = malloc(sizeof(*out) * (n + 16));
 
-	assert_int_equal(rckpt_huff_encode(&b, syms, n, nsym), 0);
+	assert_int_equal(rckpt_huff_encode(&b, syms, n, nsym, 0), 0);
 	assert_int_equal(rckpt_huff_decode(out, n, nsym, b.p, b.len), 0);
 	assert_memory_equal(out, syms, n * sizeof(*out));
-	assert_int_equal(rckpt_huff_encode(&b2, syms, n, nsym), 0); /* deterministic */
+	assert_int_equal(rckpt_huff_encode(&b2, syms, n, nsym, 0), 0); /* deterministic */
 	assert_int_equal(b.len, b2.len);
 	assert_memory_equal(b.p, b2.p, b.len);
 	/* The block does not store its symbol count (the entropy stream does):
@@ -113,6 +113,107 @@ static void test_huff_distributions(void **state)
 	free(s);
 }
 
+/* A split block of syms[0..n): both decoders (u16, and bytes when the
+ * alphabet allows) give the symbols back; the layout is the spec's (the
+ * header, three lengths, four streams that fill the rest, each decoding
+ * alone as a plain block's codes of its quarter); damage is an error or
+ * other symbols, never a read past the block. */
+static void split_round_trip(const uint16_t *syms, size_t n, unsigned nsym)
+{
+	rckpt_buf_t b = RCKPT_BUF_INIT, one = RCKPT_BUF_INIT;
+	uint16_t *out = malloc(sizeof(*out) * (n + 64));
+	uint8_t *o8 = malloc(n + 16), *blk;
+	size_t hdr, at, l[4], k, i;
+
+	for (i = 1; i < n && syms[i] == syms[0]; i++)
+		;
+	if (i == n) { /* one symbol: a constant stream's, not a block's */
+		assert_int_equal(rckpt_huff_encode(&b, syms, n, nsym, 1), -EINVAL);
+		free(out);
+		free(o8);
+		return;
+	}
+	assert_int_equal(rckpt_huff_encode(&b, syms, n, nsym, 1), 0);
+	assert_int_equal(rckpt_huff_decode_split(out, n, nsym, b.p, b.len), 0);
+	assert_memory_equal(out, syms, n * sizeof(*out));
+	if (nsym <= 256) {
+		assert_int_equal(rckpt_huff_decode8_split(o8, n, b.p, b.len), 0);
+		for (i = 0; i < n; i++)
+			assert_int_equal(o8[i], syms[i]);
+	}
+	/* the same code as the plain block's; each stream that code's bits
+	 * for its quarter */
+	assert_int_equal(rckpt_huff_encode(&one, syms, n, nsym, 0), 0);
+	hdr = 2 + ((size_t)(b.p[0] | b.p[1] << 8) + 1) / 2;
+	assert_memory_equal(b.p, one.p, hdr);
+	at = hdr + RCKPT_HUFF_SPLIT_BYTES;
+	for (k = 0; k < 3; k++)
+		l[k] = (size_t)b.p[hdr + 4 * k] | (size_t)b.p[hdr + 4 * k + 1] << 8 |
+		       (size_t)b.p[hdr + 4 * k + 2] << 16 | (size_t)b.p[hdr + 4 * k + 3] << 24;
+	assert_true(l[0] + l[1] + l[2] <= b.len - at);
+	l[3] = b.len - at - l[0] - l[1] - l[2];
+	blk = malloc(hdr + b.len);
+	memcpy(blk, b.p, hdr);
+	for (k = 0; k < 4; k++) {
+		const size_t q = n / 4, m = k < 3 ? q : n - 3 * q;
+		memcpy(blk + hdr, b.p + at, l[k]);
+		if (m) {
+			assert_int_equal(rckpt_huff_decode(out, m, nsym, blk, hdr + l[k]), 0);
+			assert_memory_equal(out, syms + k * q, m * sizeof(*out));
+		} else {
+			assert_int_equal(l[k], 0);
+		}
+		at += l[k];
+	}
+	/* a plain decoder does not read it as its symbols, nor a split one
+	 * a plain block */
+	if (n >= 16) {
+		assert_true(rckpt_huff_decode(out, n, nsym, b.p, b.len) != 0 ||
+			    memcmp(out, syms, n * sizeof(*out)) != 0);
+		assert_true(rckpt_huff_decode_split(out, n, nsym, one.p, one.len) != 0 ||
+			    memcmp(out, syms, n * sizeof(*out)) != 0);
+	}
+	/* 16 symbols more a stream need 16 bits more than there are */
+	assert_int_equal(rckpt_huff_decode_split(out, n + 64, nsym, b.p, b.len), -EBADMSG);
+	/* a length past the block; damage anywhere */
+	memcpy(blk, b.p, b.len);
+	blk[hdr + 3] = 0x80;
+	assert_int_equal(rckpt_huff_decode_split(out, n, nsym, blk, b.len), -EBADMSG);
+	assert_int_equal(rckpt_huff_decode_split(out, n, nsym, b.p, hdr + 11), -EBADMSG);
+	for (k = 0; k < 64; k++) {
+		memcpy(blk, b.p, b.len);
+		blk[rnd() % b.len] ^= (uint8_t)(1 + rnd() % 255);
+		(void)rckpt_huff_decode_split(out, n, nsym, blk, b.len);
+		(void)rckpt_huff_decode_split(out, n, nsym, blk, b.len - 1 - rnd() % b.len);
+	}
+	free(blk);
+	free(out);
+	free(o8);
+	rckpt_buf_free(&b);
+	rckpt_buf_free(&one);
+}
+
+static void test_huff_split(void **state)
+{
+	enum { N = (1 << 17) + 3 };
+	uint16_t *s = malloc(sizeof(*s) * N);
+	size_t i, n;
+
+	(void)state;
+	for (i = 0; i < N; i++) /* skewed over 256, mixed lengths to 12 bits */
+		s[i] = (uint16_t)(rnd() % 8 ? rnd() % 4 : rnd() % 256);
+	split_round_trip(s, N, 256);
+	for (n = 1; n < 40; n++) /* streams empty or of a few symbols */
+		split_round_trip(s, n, 256);
+	for (i = 0; i < N; i++) /* one-bit codes */
+		s[i] = (uint16_t)(rnd() & 1 ? 3 : 250);
+	split_round_trip(s, N, 256);
+	for (i = 0; i < N; i++) /* an alphabet past 256: the u16 decoder */
+		s[i] = (uint16_t)(rnd() % 4 ? rnd() % 16 : rnd() % 1000);
+	split_round_trip(s, N, 1000);
+	free(s);
+}
+
 /* Fibonacci frequencies make the unlimited code 40 bits deep: the length
  * limit must fold it to 12 and stay decodable. */
 static void test_huff_length_limit(void **state)
@@ -133,7 +234,7 @@ static void test_huff_length_limit(void **state)
 		for (k = 0; k < f[i]; k++)
 			s[n++] = (uint16_t)i;
 	huff_round_trip(s, n, 26);
-	assert_int_equal(rckpt_huff_encode(&b, s, n, 26), 0);
+	assert_int_equal(rckpt_huff_encode(&b, s, n, 26, 0), 0);
 	for (i = 0; i < 26; i++) { /* every length nibble within the limit */
 		unsigned l = (b.p[2 + i / 2] >> (i & 1 ? 4 : 0)) & 15;
 		assert_true(l >= 1 && l <= RCKPT_HUFF_MAX_BITS);
@@ -151,13 +252,13 @@ static void test_huff_rejects(void **state)
 	(void)state;
 	for (i = 0; i < 64; i++)
 		s[i] = (uint16_t)(rnd() % 9);
-	assert_int_equal(rckpt_huff_encode(&b, s, 64, 1), -EINVAL);
+	assert_int_equal(rckpt_huff_encode(&b, s, 64, 1, 0), -EINVAL);
 	s[5] = 9;
-	assert_int_equal(rckpt_huff_encode(&b, s, 64, 9), -EINVAL); /* symbol >= nsym */
+	assert_int_equal(rckpt_huff_encode(&b, s, 64, 9, 0), -EINVAL); /* symbol >= nsym */
 	s[5] = 1;
 	memset(out, 0, sizeof(out));
-	assert_int_equal(rckpt_huff_encode(&b, (uint16_t[]){ 3, 3, 3 }, 3, 9), -EINVAL);
-	assert_int_equal(rckpt_huff_encode(&b, s, 64, 9), 0);
+	assert_int_equal(rckpt_huff_encode(&b, (uint16_t[]){ 3, 3, 3 }, 3, 9, 0), -EINVAL);
+	assert_int_equal(rckpt_huff_encode(&b, s, 64, 9, 0), 0);
 	for (k = 0; k < b.len; k++) /* every truncation */
 		assert_int_equal(rckpt_huff_decode(out, 64, 9, b.p, k), -EBADMSG);
 	assert_int_equal(rckpt_huff_decode(out, 64, 5, b.p, b.len), -EBADMSG); /* alphabet too big */
@@ -215,6 +316,36 @@ static void test_estream_choices(void **state)
 		s[i] = (uint16_t)(rnd() & 0xff);
 	assert_int_equal(est_method(s, N, 256, RCKPT_EST_TRY_ALL), RCKPT_EST_RAW);
 	assert_int_equal(est_method(s, N, 4096, 0), RCKPT_EST_RAW); /* u16 raw form */
+	{ /* split: Huffman of 64 Ki symbols and more as four streams */
+		enum { M = RCKPT_EST_SPLIT_MIN };
+		uint16_t *t = malloc(sizeof(*t) * (M + 1));
+		uint8_t *d = malloc(M + 1);
+		uint16_t *d16 = malloc(sizeof(*d16) * (M + 1));
+		rckpt_buf_t b = RCKPT_BUF_INIT;
+		rckpt_reader_t r;
+		for (i = 0; i <= M; i++)
+			t[i] = (uint16_t)(rnd() % 16 == 0 ? rnd() % 200 : rnd() % 3);
+		assert_int_equal(est_method(t, M - 1, 200, RCKPT_EST_TRY_HUFF | RCKPT_EST_SPLIT), RCKPT_EST_HUFF);
+		assert_int_equal(est_method(t, M, 200, RCKPT_EST_TRY_HUFF), RCKPT_EST_HUFF);
+		assert_int_equal(est_method(t, M, 200, RCKPT_EST_TRY_HUFF | RCKPT_EST_SPLIT), RCKPT_EST_HUFF4);
+		assert_int_equal(rckpt_estream_encode(&b, t, M + 1, 200, RCKPT_EST_TRY_ALL | RCKPT_EST_SPLIT, 1), 0);
+		assert_int_equal(b.p[0], RCKPT_EST_HUFF4);
+		r = rckpt_reader(b.p, b.len);
+		assert_int_equal(rckpt_estream_decode(d16, M + 1, 200, &r), 0);
+		assert_int_equal(rckpt_rd_left(&r), 0);
+		assert_memory_equal(d16, t, sizeof(*t) * (M + 1));
+		r = rckpt_reader(b.p, b.len);
+		assert_int_equal(rckpt_estream_decode8(d, M + 1, &r), 0);
+		assert_int_equal(rckpt_rd_left(&r), 0);
+		for (i = 0; i <= M; i++)
+			assert_int_equal(d[i], t[i]);
+		r = rckpt_reader(b.p, b.len); /* one symbol more than the stream says */
+		assert_int_equal(rckpt_estream_decode8(d, M, &r), -EBADMSG);
+		rckpt_buf_free(&b);
+		free(t);
+		free(d);
+		free(d16);
+	}
 }
 
 /* ---- index streams ---- */
@@ -559,6 +690,7 @@ int main(void)
 		cmocka_unit_test(test_crc32c_vectors),
 		cmocka_unit_test(test_crc32c_paths_agree),
 		cmocka_unit_test(test_huff_distributions),
+		cmocka_unit_test(test_huff_split),
 		cmocka_unit_test(test_huff_length_limit),
 		cmocka_unit_test(test_huff_rejects),
 		cmocka_unit_test(test_estream_choices),

@@ -151,9 +151,10 @@ static int emit_finish(ckenc_emit_t *x, uint32_t c, rckpt_record_t *r, rckpt_buf
 }
 
 /* A delta's head record (store.md "Head records"): the same step as a
- * base, its levels coded for a fast decode (Huffman alone, no run
- * lengths: the levels of trained state have few runs, and without them a
- * restore decodes straight into the levels; no trials of other coders),
+ * base, its levels coded for a fast decode (Huffman alone, split in four
+ * streams where the plugin reads that, no run lengths: the levels of
+ * trained state have few runs, and without them a restore decodes
+ * straight into the levels; no trials of other coders),
  * so that a restore of it reads one record whatever the chain. */
 static int encode_head(const rckpt_record_t *r, const rckpt_istream_opts_t *is, rckpt_buf_t *head)
 {
@@ -162,7 +163,7 @@ static int encode_head(const rckpt_record_t *r, const rckpt_istream_opts_t *is, 
 	b.kind = RCKPT_REC_BASE;
 	b.parent = RCKPT_NO_PARENT;
 	hs.stages = 0;
-	hs.est_policy = RCKPT_EST_TRY_HUFF;
+	hs.est_policy = RCKPT_EST_TRY_HUFF | (is->est_policy & RCKPT_EST_SPLIT);
 	hs.predict = 0;
 	return rckpt_record_encode(head, &b, NULL, &hs);
 }

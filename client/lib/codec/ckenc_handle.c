@@ -24,7 +24,7 @@ void rckpt_ckenc_opts_default(rckpt_ckenc_opts_t *o)
 	o->quantizer = RCKPT_QUANTIZER_KMEANS;
 	o->use_grads = 1;
 	o->is.stages = RCKPT_IS_REARRANGED | RCKPT_IS_RLE | RCKPT_IS_CTX;
-	o->is.est_policy = RCKPT_EST_TRY_ALL;
+	o->is.est_policy = RCKPT_EST_TRY_ALL | RCKPT_EST_SPLIT;
 	o->is.zstd_level = 1;
 	o->is.predict = 1;
 	o->base_every = 0;
@@ -215,6 +215,8 @@ void rckpt_ckenc_set_gpu(rckpt_ckenc_t *e, struct rckpt_gpuenc *g)
 
 void rckpt_ckenc_limit_records(rckpt_ckenc_t *e, unsigned max_version)
 {
+	if (max_version < 6)
+		e->o.is.est_policy &= ~RCKPT_EST_SPLIT;
 	if (max_version < 4)
 		e->o.is.predict = 0;
 	if (max_version < 3)

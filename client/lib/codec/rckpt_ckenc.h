@@ -315,7 +315,8 @@ void rckpt_ckenc_restart(rckpt_ckenc_t *e);
 int rckpt_ckenc_keeps_layout(const rckpt_ckenc_t *e, const rckpt_tset_t *params);
 
 /* From the next step on, records of at most version max_version (the
- * newest a reader, the OSDs' class, takes): below 4 no predicted blobs,
+ * newest a reader, the OSDs' class, takes): below 6 no split Huffman
+ * blocks, below 4 no predicted blobs,
  * below 3 no context-coded streams either. Versions 1 and 2 are what the
  * steps need (a transform makes a record version 2) and stay. */
 void rckpt_ckenc_limit_records(rckpt_ckenc_t *e, unsigned max_version);
