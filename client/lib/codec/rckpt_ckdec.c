@@ -344,21 +344,22 @@ static int range_raw(const rckpt_ckdec_t *d, uint32_t t, uint64_t first, uint64_
 			rckpt_qparams_t q;
 			const uint8_t P = (uint8_t)(s->nbins + 1);
 			int rc;
+			size_t used;
 			if (pk0 != UINT64_MAX)
 				pk = pk0;
 			else
 				for (i = 0; i < a; i++)
 					pk += s->idx[i] == P;
-			for (i = a; i < b; i++)
-				np += s->idx[i] == P;
-			if (pk > s->nprot || np > s->nprot - pk)
+			if (pk > s->nprot)
 				return -EBADMSG;
 			memset(&q, 0, sizeof(q));
 			q.nbins = s->nbins;
 			memcpy(q.centroids, s->centroids, sizeof(float) * s->nbins);
-			if ((rc = rckpt_dequantize_xf(out, s->idx + a, (size_t)(b - a), &q, s->prot + pk, (size_t)np,
-						      s->transform)))
+			/* the range's protected values: as many as its levels take */
+			if ((rc = rckpt_dequantize_xf(out, s->idx + a, (size_t)(b - a), &q, s->prot + pk,
+						      (size_t)(s->nprot - pk), s->transform, &used)))
 				return rc;
+			np = used;
 		}
 		pk0 = UINT64_MAX;
 		out += b - a;
@@ -461,8 +462,12 @@ static int seg_of(const rckpt_ckdec_t *d, uint32_t t, uint32_t k, uint64_t off, 
 }
 
 /* Whether tensor t (numel elements) decodes: its segments are there and
- * whole, and their levels in range with the protected values they use. */
-static int readable(const rckpt_ckdec_t *d, uint32_t t, uint64_t numel)
+ * whole, and (levels) their levels in range with the protected values
+ * they use. The record decoder lets nothing else in (rckpt_record_decode:
+ * levels below L, exactly nprot protected) and the dequantizer checks
+ * each level again as it reads: the levels' pass is for a sink, which
+ * may write where nothing is checked (a device). */
+static int readable(const rckpt_ckdec_t *d, uint32_t t, uint64_t numel, int levels)
 {
 	const rckpt_mf_tensor_t *mt = &d->mf.t[t];
 	const rckpt_seg_t *sg;
@@ -474,7 +479,7 @@ static int readable(const rckpt_ckdec_t *d, uint32_t t, uint64_t numel)
 			return -EBADMSG;
 		if ((rc = seg_of(d, t, k, off, numel, &sg)))
 			return rc;
-		if (sg->encoding != RCKPT_SEG_LOSSLESS) {
+		if (levels && sg->encoding != RCKPT_SEG_LOSSLESS) {
 			const uint8_t L = (uint8_t)(sg->nbins + 2), P = (uint8_t)(sg->nbins + 1);
 			uint64_t np = 0;
 			uint8_t top = 0;
@@ -500,9 +505,9 @@ int rckpt_ckdec_tensor_check(const rckpt_ckdec_t *d, uint32_t t)
 	mt = &d->mf.t[t];
 	for (dd = 0; dd < mt->ndim; dd++)
 		numel *= mt->shape[dd];
-	if ((rc = readable(d, t, numel)) || mt->norm == RCKPT_MF_NO_NORM)
+	if ((rc = readable(d, t, numel, 0)) || mt->norm == RCKPT_MF_NO_NORM)
 		return rc;
-	return mt->norm >= d->mf.ntensors ? -EBADMSG : readable(d, mt->norm, numel);
+	return mt->norm >= d->mf.ntensors ? -EBADMSG : readable(d, mt->norm, numel, 0);
 }
 
 int rckpt_ckdec_range_to_host(const rckpt_ckdec_t *d, uint32_t t, uint64_t first, uint64_t count,
@@ -621,10 +626,10 @@ int rckpt_ckdec_tensor_to(const rckpt_ckdec_t *d, uint32_t t, const rckpt_ckdec_
 		numel *= mt->shape[dd];
 	/* every segment first, and a NORM tensor's partner: a tensor that
 	 * cannot be read is not begun (the sink may be the caller's live one) */
-	if ((rc = readable(d, t, numel)))
+	if ((rc = readable(d, t, numel, 1)))
 		return rc;
 	if (mt->norm != RCKPT_MF_NO_NORM) { /* each value needs its second moment's */
-		if (mt->norm >= d->mf.ntensors || (rc = readable(d, mt->norm, numel)))
+		if (mt->norm >= d->mf.ntensors || (rc = readable(d, mt->norm, numel, 1)))
 			return rc ? rc : -EBADMSG;
 		return staged(d, t, 0, numel, s);
 	}

@@ -113,7 +113,9 @@ typedef struct rckpt_ckdec_sink {
 int rckpt_ckdec_tensor_to(const rckpt_ckdec_t *d, uint32_t t, const rckpt_ckdec_sink_t *s);
 
 /* Whether tensor t reads whole: its segments (and a NORM tensor's second
- * moment's) are there and their levels in range. 0, -ENOENT, -EBADMSG. */
+ * moment's) are there and whole; their levels are as the record decoder
+ * let them in (in range, checked again as they are read). 0, -ENOENT,
+ * -EBADMSG. */
 int rckpt_ckdec_tensor_check(const rckpt_ckdec_t *d, uint32_t t);
 
 /* Elements [first, first + count) of tensor t, in its dtype, into host

@@ -208,7 +208,7 @@ void rckpt_quantize(uint8_t *idx, uint16_t *prot, size_t *nprot, const float *w,
 }
 
 int rckpt_dequantize_xf(float *out, const uint8_t *idx, size_t n, const rckpt_qparams_t *q,
-			const uint16_t *prot, size_t nprot, unsigned xf)
+			const uint16_t *prot, size_t nprot, unsigned xf, size_t *used)
 {
 	float lv[RCKPT_MAX_BINS + 2];
 	const unsigned nb = q->nbins, pl = rckpt_q_pruned_level(q), protl = nb + 1;
@@ -231,13 +231,15 @@ int rckpt_dequantize_xf(float *out, const uint8_t *idx, size_t n, const rckpt_qp
 			return -EBADMSG;
 		}
 	}
-	return k == nprot ? 0 : -EBADMSG;
+	if (used)
+		*used = k;
+	return k == nprot || used ? 0 : -EBADMSG;
 }
 
 int rckpt_dequantize(float *out, const uint8_t *idx, size_t n, const rckpt_qparams_t *q,
 		     const uint16_t *prot, size_t nprot)
 {
-	return rckpt_dequantize_xf(out, idx, n, q, prot, nprot, RCKPT_XF_NONE);
+	return rckpt_dequantize_xf(out, idx, n, q, prot, nprot, RCKPT_XF_NONE, NULL);
 }
 
 /* ---- fixed-order sums (the GPU's twins) ---- */

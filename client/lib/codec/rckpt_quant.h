@@ -51,9 +51,11 @@ void rckpt_quantize(uint8_t *idx, uint16_t *prot, size_t *nprot, const float *w,
 int rckpt_dequantize(float *out, const uint8_t *idx, size_t n, const rckpt_qparams_t *q,
 		     const uint16_t *prot, size_t nprot);
 /* The same, then transform xf undone (rckpt_xf_inverse): the same floats,
- * in one pass (the levels' values are undone once each, in a table). */
+ * in one pass (the levels' values are undone once each, in a table).
+ * With used, a range of a segment: at most nprot protected values (those
+ * past the range's are there), *used the number it took. */
 int rckpt_dequantize_xf(float *out, const uint8_t *idx, size_t n, const rckpt_qparams_t *q,
-			const uint16_t *prot, size_t nprot, unsigned xf);
+			const uint16_t *prot, size_t nprot, unsigned xf, size_t *used);
 
 /* The B - 1 midpoints the bin assignment compares with: mid[j] = c[j] +
  * (c[j+1] - c[j]) * 0.5f in float, non-decreasing; the GPU gets these very
