@@ -348,6 +348,23 @@ static int code_read(code_t *c, unsigned nsym, const uint8_t *src, size_t len)
 	return 0;
 }
 
+/* Eight bytes as a little-endian number: one load where the machine is
+ * little-endian. */
+static inline uint64_t le64(const uint8_t *p)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	uint64_t v;
+	memcpy(&v, p, 8);
+	return v;
+#else
+	uint64_t v = 0;
+	unsigned k;
+	for (k = 0; k < 8; k++)
+		v |= (uint64_t)p[k] << (8 * k);
+	return v;
+#endif
+}
+
 /* Where a stream of codes is: src[pos..len) not yet read, bits of it in
  * buf. */
 typedef struct bitin {
@@ -360,10 +377,7 @@ typedef struct bitin {
 /* Eight bytes more into the bit buffer (at least 56 bits in it after). */
 #define REFILL(b)                                                    \
 	do {                                                         \
-		uint64_t v_ = 0;                                     \
-		unsigned k_;                                         \
-		for (k_ = 0; k_ < 8; k_++)                           \
-			v_ |= (uint64_t)(b).src[(b).pos + k_] << (8 * k_); \
+		const uint64_t v_ = le64((b).src + (b).pos);         \
 		(b).buf |= v_ << (b).bits;                           \
 		(b).pos += (63 - (b).bits) >> 3;                     \
 		(b).bits |= 56;                                      \
@@ -433,31 +447,80 @@ static int decode(uint16_t *s16, uint8_t *s8, size_t n, unsigned nsym, const uin
 		const unsigned mask = c.mask;
 		multi_table(multi, c.table, c.maxlen);
 		/* four look-ups of at most maxlen bits each, each giving up to
-		 * three symbols, while the output has room for twelve */
-		while (n - i >= 12 && len - b.pos >= 8) { /* then the tail: checked */
+		 * three symbols, while the output has room for twelve; the
+		 * state in locals (the output's stores may alias b's fields) */
+		uint64_t buf = 0;
+		unsigned bits = 0;
+		size_t pos = b.pos;
+		while (n - i >= 12 && len - pos >= 8) { /* then the tail: checked */
 			unsigned k;
-			REFILL(b);
+			buf |= le64(src + pos) << bits;
+			pos += (63 - bits) >> 3;
+			bits |= 56;
 			for (k = 0; k < 4; k++) {
-				const uint32_t me = multi[b.buf & mask];
+				const uint32_t me = multi[buf & mask];
 				PUT(i, me >> 8 & 0xff);
 				PUT(i + 1, me >> 16 & 0xff);
 				PUT(i + 2, me >> 24);
 				i += me >> 5 & 3;
-				b.buf >>= me & 31;
-				b.bits -= me & 31;
+				buf >>= me & 31;
+				bits -= me & 31;
 			}
 		}
+		b.pos = pos;
+		b.buf = buf;
+		b.bits = bits;
 	}
 	return decode_rest(s16, s8, i, n, &c, &b);
 }
 
-/* One code of stream b into symbol i (the buffer holds it: refilled). */
-#define ONE(b, o, i)                                              \
-	do {                                                      \
-		const unsigned e_ = table[(b).buf & mask];         \
-		PUT((o) + (i), e_ & (TABLE_SIZE - 1));             \
-		(b).buf >>= e_ >> MAX_BITS;                        \
-		(b).bits -= e_ >> MAX_BITS;                        \
+/* The fast loop's state of stream k, in locals (a store through the
+ * uint8_t output may alias any struct field; locals it cannot). */
+#define SPLIT_LOAD(k) const uint8_t *p##k = b##k.src; size_t pos##k = b##k.pos; uint64_t buf##k = b##k.buf; unsigned bits##k = b##k.bits
+#define SPLIT_SAVE(k) (b##k.pos = pos##k, b##k.buf = buf##k, b##k.bits = bits##k)
+#define SPLIT_ROOM(k) (b##k.len - pos##k >= 8)
+#define SPLIT_REFILL(k)                                                      \
+	do {                                                                 \
+		const uint64_t v_ = le64(p##k + pos##k);                     \
+		buf##k |= v_ << bits##k;                                     \
+		pos##k += (63 - bits##k) >> 3;                               \
+		bits##k |= 56;                                               \
+	} while (0)
+#define SPLIT_ONE(k, o)                                                      \
+	do {                                                                 \
+		const unsigned e_ = table[buf##k & mask];                    \
+		o = e_ & (TABLE_SIZE - 1);                                   \
+		buf##k >>= e_ >> MAX_BITS;                                   \
+		bits##k -= e_ >> MAX_BITS;                                   \
+	} while (0)
+
+/* Symbols [0, *i) of the four streams' first q, four codes of each per
+ * refill, while every stream has eight bytes and four symbols left; the
+ * output's type T. */
+#define SPLIT_FAST(T, out)                                                          \
+	do {                                                                        \
+		T *const o0 = (out), *const o1 = o0 + q, *const o2 = o1 + q, *const o3 = o2 + q; \
+		SPLIT_LOAD(0);                                                      \
+		SPLIT_LOAD(1);                                                      \
+		SPLIT_LOAD(2);                                                      \
+		SPLIT_LOAD(3);                                                      \
+		while (q - i >= 4 && SPLIT_ROOM(0) && SPLIT_ROOM(1) && SPLIT_ROOM(2) && SPLIT_ROOM(3)) { \
+			unsigned u_;                                                \
+			SPLIT_REFILL(0);                                            \
+			SPLIT_REFILL(1);                                            \
+			SPLIT_REFILL(2);                                            \
+			SPLIT_REFILL(3);                                            \
+			for (u_ = 0; u_ < 4; u_++, i++) {                           \
+				SPLIT_ONE(0, o0[i]);                                \
+				SPLIT_ONE(1, o1[i]);                                \
+				SPLIT_ONE(2, o2[i]);                                \
+				SPLIT_ONE(3, o3[i]);                                \
+			}                                                           \
+		}                                                                   \
+		SPLIT_SAVE(0);                                                      \
+		SPLIT_SAVE(1);                                                      \
+		SPLIT_SAVE(2);                                                      \
+		SPLIT_SAVE(3);                                                      \
 	} while (0)
 
 /* A split block (rckpt_huff_decode_split): its four streams decoded
@@ -496,19 +559,10 @@ static int decode_split(uint16_t *s16, uint8_t *s8, size_t n, unsigned nsym, con
 	{
 		const uint16_t *const table = c.table;
 		const unsigned mask = c.mask;
-		while (q - i >= 4 && b0.len - b0.pos >= 8 && b1.len - b1.pos >= 8 && b2.len - b2.pos >= 8 &&
-		       b3.len - b3.pos >= 8) {
-			REFILL(b0);
-			REFILL(b1);
-			REFILL(b2);
-			REFILL(b3);
-			for (k = 0; k < 4; k++, i++) {
-				ONE(b0, 0, i);
-				ONE(b1, q, i);
-				ONE(b2, 2 * q, i);
-				ONE(b3, 3 * q, i);
-			}
-		}
+		if (s8)
+			SPLIT_FAST(uint8_t, s8);
+		else
+			SPLIT_FAST(uint16_t, s16);
 	}
 	if ((rc = decode_rest(s16, s8, i, q, &c, &b0)) ||
 	    (rc = decode_rest(s16 ? s16 + q : NULL, s8 ? s8 + q : NULL, i, q, &c, &b1)) ||

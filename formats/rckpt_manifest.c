@@ -303,10 +303,15 @@ int rckpt_record_digest(uint8_t out[32], const rckpt_record_t *rec)
 		}
 		ok = EVP_DigestUpdate(ctx, h, w.pos);
 		if (s->encoding == RCKPT_SEG_QUANTIZED) {
-			uint64_t k;
-			for (k = 0; ok && k < s->nprot; k++) {
-				uint8_t b[2] = { (uint8_t)s->prot[k], (uint8_t)(s->prot[k] >> 8) };
-				ok = EVP_DigestUpdate(ctx, b, 2);
+			uint8_t b[4096]; /* the protected values' bytes, a buffer at a time */
+			uint64_t k = 0;
+			while (ok && k < s->nprot) {
+				size_t m = 0;
+				for (; k < s->nprot && m < sizeof(b); k++, m += 2) {
+					b[m] = (uint8_t)s->prot[k];
+					b[m + 1] = (uint8_t)(s->prot[k] >> 8);
+				}
+				ok = EVP_DigestUpdate(ctx, b, m);
 			}
 			if (ok && s->n)
 				ok = EVP_DigestUpdate(ctx, s->idx, (size_t)s->n);
