@@ -59,6 +59,32 @@ static void test_crc32c_paths_agree(void **state)
 		}
 }
 
+/* Past 12 KiB the hardware path runs three streams and joins them:
+ * every length around its blocks' edges, at odd offsets, and continued
+ * across a split, as the portable loop says. */
+static void test_crc32c_long(void **state)
+{
+	static const size_t lens[] = { 12287, 12288, 12289, 12295, 24576, 24583, 36864 + 7, 100003 };
+	const size_t cap = 100003 + 16;
+	uint8_t *buf = malloc(cap);
+	size_t i, k, off;
+
+	(void)state;
+	for (i = 0; i < cap; i++)
+		buf[i] = (uint8_t)rnd();
+	for (k = 0; k < sizeof(lens) / sizeof(lens[0]); k++)
+		for (off = 0; off < 9; off += 3) {
+			const size_t len = lens[k];
+			const uint32_t whole = rckpt_crc32c(0, buf + off, len);
+			assert_int_equal(whole, rckpt_crc32c_sw(0, buf + off, len));
+			assert_int_equal(whole, rckpt_crc32c(rckpt_crc32c(0, buf + off, len / 2 + 1),
+							    buf + off + len / 2 + 1, len - len / 2 - 1));
+			assert_int_equal(rckpt_crc32c(0x12345678u, buf + off, len),
+					 rckpt_crc32c_sw(0x12345678u, buf + off, len));
+		}
+	free(buf);
+}
+
 /* ---- Huffman ---- */
 
 static void huff_round_trip(const uint16_t *syms, size_t n, unsigned nsym)
@@ -689,6 +715,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_crc32c_vectors),
 		cmocka_unit_test(test_crc32c_paths_agree),
+		cmocka_unit_test(test_crc32c_long),
 		cmocka_unit_test(test_huff_distributions),
 		cmocka_unit_test(test_huff_split),
 		cmocka_unit_test(test_huff_length_limit),
