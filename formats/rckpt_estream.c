@@ -296,13 +296,17 @@ int rckpt_estream_encode8(rckpt_buf_t *out, const uint8_t *syms, size_t n)
 	return rc ? rc : rckpt_estream_emit8(out, &p, syms, n);
 }
 
-int rckpt_estream_decode8(uint8_t *dst, size_t n, rckpt_reader_t *r)
+int rckpt_estream_decode8(uint8_t *dst, size_t n, unsigned nsym, rckpt_reader_t *r)
 {
 	const size_t at = r->pos;
 	uint16_t *syms;
 	size_t i;
 	int rc;
 
+	if (nsym == 0 || nsym > 256) {
+		r->err = -EBADMSG;
+		return -EBADMSG;
+	}
 	/* raw, constant and Huffman (split or not) straight into dst; zstd
 	 * through the general decoder */
 	if (rckpt_rd_left(r) >= HDR_BYTES) {
@@ -315,16 +319,20 @@ int rckpt_estream_decode8(uint8_t *dst, size_t n, rckpt_reader_t *r)
 		     method == RCKPT_EST_HUFF4)) {
 			rc = -EBADMSG;
 			if (method == RCKPT_EST_RAW && len == n) {
+				unsigned bad = 0;
+				size_t i;
 				if (n)
 					memcpy(dst, p, n);
-				rc = 0;
-			} else if (method == RCKPT_EST_CONST && len == 2 && n > 0 && p[1] == 0) {
+				for (i = 0; nsym < 256 && i < n; i++) /* no branch: it vectorizes */
+					bad |= (unsigned)(p[i] >= nsym);
+				rc = bad ? -EBADMSG : 0;
+			} else if (method == RCKPT_EST_CONST && len == 2 && n > 0 && p[1] == 0 && p[0] < nsym) {
 				memset(dst, p[0], n);
 				rc = 0;
-			} else if (method == RCKPT_EST_HUFF && n > 0) {
-				rc = rckpt_huff_decode8(dst, n, p, len);
+			} else if (method == RCKPT_EST_HUFF && n > 0) { /* its code's alphabet within nsym */
+				rc = rckpt_huff_decode8(dst, n, nsym, p, len);
 			} else if (method == RCKPT_EST_HUFF4 && n > 0) {
-				rc = rckpt_huff_decode8_split(dst, n, p, len);
+				rc = rckpt_huff_decode8_split(dst, n, nsym, p, len);
 			}
 			if (rc == -ENOMEM)
 				return rc;
@@ -338,7 +346,7 @@ int rckpt_estream_decode8(uint8_t *dst, size_t n, rckpt_reader_t *r)
 	}
 	if ((syms = malloc(n ? n * sizeof(*syms) : 1)) == NULL)
 		return -ENOMEM;
-	rc = rckpt_estream_decode(syms, n, 256, r);
+	rc = rckpt_estream_decode(syms, n, nsym, r);
 	for (i = 0; rc == 0 && i < n; i++)
 		dst[i] = (uint8_t)syms[i];
 	free(syms);

@@ -58,9 +58,10 @@ typedef struct rckpt_est8_plan {
 int rckpt_estream_plan8(rckpt_est8_plan_t *p, const uint8_t *syms, size_t n);
 int rckpt_estream_emit8(rckpt_buf_t *out, const rckpt_est8_plan_t *p, const uint8_t *syms, size_t n);
 
-/* Reads one stream of exactly n symbols of alphabet 256 (any method) into
- * dst[0..n). As rckpt_estream_decode. */
-int rckpt_estream_decode8(uint8_t *dst, size_t n, rckpt_reader_t *r);
+/* Reads one stream of exactly n symbols of an alphabet of nsym <= 256
+ * (any method) into dst[0..n), each checked < nsym (a Huffman code's by
+ * its alphabet, raw ones one by one). As rckpt_estream_decode. */
+int rckpt_estream_decode8(uint8_t *dst, size_t n, unsigned nsym, rckpt_reader_t *r);
 
 /* The method of the stream that starts at r, without consuming it; -1 if
  * none can be read. For statistics. */

@@ -576,9 +576,9 @@ int rckpt_huff_decode(uint16_t *syms, size_t n, unsigned nsym, const uint8_t *sr
 	return decode(syms, NULL, n, nsym, src, len);
 }
 
-int rckpt_huff_decode8(uint8_t *syms, size_t n, const uint8_t *src, size_t len)
+int rckpt_huff_decode8(uint8_t *syms, size_t n, unsigned nsym, const uint8_t *src, size_t len)
 {
-	return decode(NULL, syms, n, 256, src, len);
+	return nsym > 256 ? -EBADMSG : decode(NULL, syms, n, nsym, src, len);
 }
 
 int rckpt_huff_decode_split(uint16_t *syms, size_t n, unsigned nsym, const uint8_t *src, size_t len)
@@ -586,7 +586,7 @@ int rckpt_huff_decode_split(uint16_t *syms, size_t n, unsigned nsym, const uint8
 	return decode_split(syms, NULL, n, nsym, src, len);
 }
 
-int rckpt_huff_decode8_split(uint8_t *syms, size_t n, const uint8_t *src, size_t len)
+int rckpt_huff_decode8_split(uint8_t *syms, size_t n, unsigned nsym, const uint8_t *src, size_t len)
 {
-	return decode_split(NULL, syms, n, 256, src, len);
+	return nsym > 256 ? -EBADMSG : decode_split(NULL, syms, n, nsym, src, len);
 }

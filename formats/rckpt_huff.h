@@ -47,12 +47,12 @@ int rckpt_huff_encode8(rckpt_buf_t *out, const uint8_t *syms, size_t n, const ui
  * block must fill it, allowing only the zero padding of its last byte). */
 int rckpt_huff_decode(uint16_t *syms, size_t n, unsigned nsym, const uint8_t *src, size_t len);
 
-/* rckpt_huff_decode into bytes: an alphabet of 256. */
-int rckpt_huff_decode8(uint8_t *syms, size_t n, const uint8_t *src, size_t len);
+/* rckpt_huff_decode into bytes: an alphabet of nsym <= 256. */
+int rckpt_huff_decode8(uint8_t *syms, size_t n, unsigned nsym, const uint8_t *src, size_t len);
 
 /* As rckpt_huff_decode and rckpt_huff_decode8, of a split block: each
  * stream must fill its bytes as a block's codes do. */
 int rckpt_huff_decode_split(uint16_t *syms, size_t n, unsigned nsym, const uint8_t *src, size_t len);
-int rckpt_huff_decode8_split(uint8_t *syms, size_t n, const uint8_t *src, size_t len);
+int rckpt_huff_decode8_split(uint8_t *syms, size_t n, unsigned nsym, const uint8_t *src, size_t len);
 
 #endif /* RCKPT_HUFF_H */

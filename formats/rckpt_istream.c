@@ -580,15 +580,10 @@ int rckpt_istream_decode(uint8_t *cur, size_t n, unsigned lcur, const uint8_t *p
 	}
 	if (!prev && !(stages & RCKPT_IS_RLE)) {
 		/* a base without run lengths: its symbols are the levels, read
-		 * straight into cur (one pass, nothing allocated) */
-		unsigned bad = 0;
-		if ((rc = rckpt_estream_decode8(cur, n, r)) == -ENOMEM)
+		 * straight into cur, each < lcur (one pass, nothing allocated) */
+		if ((rc = rckpt_estream_decode8(cur, n, lcur < 256 ? lcur : 256, r)) == -ENOMEM)
 			return rc;
 		if (rc)
-			goto bad;
-		for (i = 0; i < n; i++)
-			bad |= (unsigned)(cur[i] >= lcur);
-		if (bad)
 			goto bad;
 		return 0;
 	}

@@ -187,7 +187,7 @@ int rckpt_planes_decode(uint8_t *dst, const uint8_t *pred, size_t n, unsigned w,
 	for (j = 0; j < w && rc == 0; j++)
 		if (rckpt_estream_peek_method(&r) == RCKPT_EST_HUFF4) /* an index stream's only */
 			rc = -EBADMSG;
-		else if ((rc = rckpt_estream_decode8(pl, m, &r)) == 0 && pred == dst)
+		else if ((rc = rckpt_estream_decode8(pl, m, 256, &r)) == 0 && pred == dst)
 			for (i = 0; i < m; i++)
 				dst[i * w + j] ^= pl[i];
 		else if (rc == 0)

@@ -163,7 +163,7 @@ static void split_round_trip(const uint16_t *syms, size_t n, unsigned nsym)
 	assert_int_equal(rckpt_huff_decode_split(out, n, nsym, b.p, b.len), 0);
 	assert_memory_equal(out, syms, n * sizeof(*out));
 	if (nsym <= 256) {
-		assert_int_equal(rckpt_huff_decode8_split(o8, n, b.p, b.len), 0);
+		assert_int_equal(rckpt_huff_decode8_split(o8, n, nsym, b.p, b.len), 0);
 		for (i = 0; i < n; i++)
 			assert_int_equal(o8[i], syms[i]);
 	}
@@ -361,12 +361,33 @@ static void test_estream_choices(void **state)
 		assert_int_equal(rckpt_rd_left(&r), 0);
 		assert_memory_equal(d16, t, sizeof(*t) * (M + 1));
 		r = rckpt_reader(b.p, b.len);
-		assert_int_equal(rckpt_estream_decode8(d, M + 1, &r), 0);
+		assert_int_equal(rckpt_estream_decode8(d, M + 1, 256, &r), 0);
 		assert_int_equal(rckpt_rd_left(&r), 0);
 		for (i = 0; i <= M; i++)
 			assert_int_equal(d[i], t[i]);
 		r = rckpt_reader(b.p, b.len); /* one symbol more than the stream says */
-		assert_int_equal(rckpt_estream_decode8(d, M, &r), -EBADMSG);
+		assert_int_equal(rckpt_estream_decode8(d, M, 256, &r), -EBADMSG);
+		r = rckpt_reader(b.p, b.len); /* a code of 200 symbols read as 199's */
+		assert_int_equal(rckpt_estream_decode8(d, M + 1, 199, &r), -EBADMSG);
+		r = rckpt_reader(b.p, b.len);
+		assert_int_equal(rckpt_estream_decode8(d, M + 1, 200, &r), 0);
+		for (i = 0; i <= M; i++) /* raw and constant streams: each symbol < nsym */
+			t[i] = (uint16_t)(i % 256);
+		b.len = 0;
+		assert_int_equal(rckpt_estream_encode(&b, t, 1000, 256, 0, 1), 0);
+		assert_int_equal(b.p[0], RCKPT_EST_RAW);
+		r = rckpt_reader(b.p, b.len);
+		assert_int_equal(rckpt_estream_decode8(d, 1000, 255, &r), -EBADMSG);
+		r = rckpt_reader(b.p, b.len);
+		assert_int_equal(rckpt_estream_decode8(d, 1000, 256, &r), 0);
+		b.len = 0;
+		assert_int_equal(rckpt_estream_encode(&b, t + 7, 1, 256, 0, 1), 0);
+		assert_int_equal(b.p[0], RCKPT_EST_CONST);
+		r = rckpt_reader(b.p, b.len);
+		assert_int_equal(rckpt_estream_decode8(d, 1, 7, &r), -EBADMSG);
+		r = rckpt_reader(b.p, b.len);
+		assert_int_equal(rckpt_estream_decode8(d, 1, 8, &r), 0);
+		assert_int_equal(d[0], 7);
 		rckpt_buf_free(&b);
 		free(t);
 		free(d);
