@@ -43,6 +43,22 @@ __attribute__((target("sse4.2,pclmul"))) static uint64_t crc_shift(uint64_t c, u
 	return __builtin_ia32_crc32di(0, (unsigned long long)_mm_cvtsi128_si64(x));
 }
 
+__attribute__((target("sse4.2"))) static uint32_t crc32c_sse42(uint32_t c, const uint8_t *p, size_t n)
+{
+	uint64_t c64 = c;
+	while (n >= 8) {
+		uint64_t v;
+		memcpy(&v, p, 8);
+		c64 = __builtin_ia32_crc32di(c64, v);
+		p += 8;
+		n -= 8;
+	}
+	c = (uint32_t)c64;
+	while (n--)
+		c = __builtin_ia32_crc32qi(c, *p++);
+	return c;
+}
+
 __attribute__((target("sse4.2,pclmul"))) static uint32_t crc32c_sse42_3(uint32_t c, const uint8_t *p, size_t n)
 {
 	uint64_t c0 = c;
@@ -61,33 +77,7 @@ __attribute__((target("sse4.2,pclmul"))) static uint32_t crc32c_sse42_3(uint32_t
 		p += 3 * STRIDE;
 		n -= 3 * STRIDE;
 	}
-	while (n >= 8) {
-		uint64_t v;
-		memcpy(&v, p, 8);
-		c0 = __builtin_ia32_crc32di(c0, v);
-		p += 8;
-		n -= 8;
-	}
-	c = (uint32_t)c0;
-	while (n--)
-		c = __builtin_ia32_crc32qi(c, *p++);
-	return c;
-}
-
-__attribute__((target("sse4.2"))) static uint32_t crc32c_sse42(uint32_t c, const uint8_t *p, size_t n)
-{
-	uint64_t c64 = c;
-	while (n >= 8) {
-		uint64_t v;
-		memcpy(&v, p, 8);
-		c64 = __builtin_ia32_crc32di(c64, v);
-		p += 8;
-		n -= 8;
-	}
-	c = (uint32_t)c64;
-	while (n--)
-		c = __builtin_ia32_crc32qi(c, *p++);
-	return c;
+	return crc32c_sse42((uint32_t)c0, p, n);
 }
 
 static int have_sse42(void)
