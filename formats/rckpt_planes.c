@@ -67,9 +67,6 @@ static void join(uint8_t *dst, const uint8_t *pred, size_t m, unsigned w)
 	}
 }
 
-/* Past this many elements the form is chosen on every SAMPLE_STRIDE-th
- * element alone: sizing both forms in full would double the encoder's
- * work. */
 /* Each of m elements w bytes wide rotated left (left) or right by one bit. */
 static void rotate(uint8_t *p, size_t m, unsigned w, int left)
 {
@@ -93,6 +90,9 @@ static void rotate(uint8_t *p, size_t m, unsigned w, int left)
 	}
 }
 
+/* Past this many elements the form is chosen on every SAMPLE_STRIDE-th
+ * element alone: sizing both forms in full would double the encoder's
+ * work. */
 #define SAMPLE_MIN 65536
 #define SAMPLE_STRIDE 16
 
