@@ -421,6 +421,46 @@ class Resume(unittest.TestCase):
             for (k, a), (_, b) in zip(ref_m.state_dict().items(), got_m.state_dict().items()):
                 self.assertTrue(torch.equal(a, b), k)
 
+    def test_load_latest_in_place_skips_self_copies(self):
+        """load_latest reads a module's tensors in place; torch's
+        load_state_dict would then copy each onto itself, so it is left
+        out, unless a module loads its own way (an override of
+        _load_from_state_dict, a load hook): then it runs as before."""
+        j = job("resume-inplace")
+        self.jobs = [j]
+        m, opt, _ = self.make()
+        calls = []
+        orig = torch.nn.Module._load_from_state_dict
+
+        def counting(mod, *a, **k):
+            calls.append(type(mod).__name__)
+            return orig(mod, *a, **k)
+
+        class Own(torch.nn.Linear):
+            def _load_from_state_dict(self, *a, **k):
+                calls.append("Own")
+                return super()._load_from_state_dict(*a, **k)
+
+        with rckpt.Checkpointer("rckpt", j, CONF) as ck:
+            ck.save(1, model=m, optimizer=opt).wait()
+            torch.nn.Module._load_from_state_dict = counting
+            try:
+                plain, popt, _ = self.make()
+                with torch.no_grad():
+                    for p in plain.parameters():
+                        p.zero_()
+                self.assertEqual(ck.load_latest(model=plain, optimizer=popt), 1)
+                self.assertEqual(calls, [])  # no load_state_dict: nothing to copy
+                for (k, a), (_, b) in zip(m.state_dict().items(), plain.state_dict().items()):
+                    self.assertTrue(torch.allclose(a, b, atol=0.05, rtol=0.05), k)
+                own, oopt, _ = self.make()
+                own[2] = Own(64, 8)
+                oopt = torch.optim.AdamW(own.parameters(), lr=1e-2)
+                self.assertEqual(ck.load_latest(model=own, optimizer=oopt), 1)
+                self.assertIn("Own", calls)  # its own way: torch's load ran
+            finally:
+                torch.nn.Module._load_from_state_dict = orig
+
     def test_head_records(self):
         """Head records (formats/store.md): each delta save writes one
         (head_bytes; a base none) unless head_records=False, and a job

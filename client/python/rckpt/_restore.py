@@ -57,6 +57,24 @@ def _plain_optimizer(optimizer):
     return not any(g.get("fused") or g.get("capturable") for g in optimizer.param_groups)
 
 
+def _read_in_place(model, live, sd):
+    """Whether model's load_state_dict(sd) would only copy each tensor onto
+    itself: every entry of live (its state_dict) read in place (sd[k] is
+    live[k]), no other key, and no module that loads its own way (an
+    override of load_state_dict or _load_from_state_dict, a load hook)."""
+    if len(sd) != len(live) or any(sd.get(k) is not v for k, v in live.items()):
+        return False
+    base = torch.nn.Module
+    if type(model).load_state_dict is not base.load_state_dict:
+        return False
+    for m in model.modules():
+        if (type(m)._load_from_state_dict is not base._load_from_state_dict
+                or getattr(m, "_load_state_dict_pre_hooks", None)
+                or getattr(m, "_load_state_dict_post_hooks", None)):
+            return False
+    return True
+
+
 def _load_optimizer(optimizer, osd):
     """optimizer.load_state_dict(osd) without torch's deep copy of every
     state tensor (a second copy of the optimizer's state, as long as a
@@ -224,7 +242,8 @@ class _Restoring:
             _optimizer_into(optimizer, into)
         r = self._restore_full(step, into=into)
         if isinstance(model, torch.nn.Module):
-            model.load_state_dict(r.state_dict, strict=strict)
+            if not _read_in_place(model, live, r.state_dict):  # else torch's load is copies onto themselves
+                model.load_state_dict(r.state_dict, strict=strict)
         elif not _is_flat(model) or not _is_flat(r.state_dict):
             _load_tree(model, r.state_dict, strict)
         else:
