@@ -38,43 +38,19 @@ static void split(uint8_t *pl, const uint8_t *src, const uint8_t *pred, size_t m
 	}
 }
 
-/* split's inverse, in place: dst holds every element's rotated bytes (the
- * planes put back in place); rotated back and XORed with pred. dst may
- * not be pred. */
-static void join(uint8_t *dst, const uint8_t *pred, size_t m, unsigned w)
-{
-	size_t i;
-	if (w == 4) {
-		for (i = 0; i < m; i++) {
-			uint32_t v = le32(dst + 4 * i);
-			v = v >> 1 | v << 31;
-			if (pred)
-				v ^= le32(pred + 4 * i);
-			dst[4 * i] = (uint8_t)v;
-			dst[4 * i + 1] = (uint8_t)(v >> 8);
-			dst[4 * i + 2] = (uint8_t)(v >> 16);
-			dst[4 * i + 3] = (uint8_t)(v >> 24);
-		}
-	} else {
-		for (i = 0; i < m; i++) {
-			uint16_t v = (uint16_t)(dst[2 * i] | dst[2 * i + 1] << 8);
-			v = (uint16_t)(v >> 1 | v << 15);
-			if (pred)
-				v ^= (uint16_t)(pred[2 * i] | pred[2 * i + 1] << 8);
-			dst[2 * i] = (uint8_t)v;
-			dst[2 * i + 1] = (uint8_t)(v >> 8);
-		}
-	}
-}
-
-/* Each of m elements w bytes wide rotated left (left) or right by one bit. */
-static void rotate(uint8_t *p, size_t m, unsigned w, int left)
+/* Each of m elements w bytes wide rotated left (left) or right by one
+ * bit, then XORed with pred's (when given; pred may not be p). Right
+ * with pred is split's inverse: p holds every element's rotated bytes
+ * (the planes put back in place). */
+static void rotate(uint8_t *p, const uint8_t *pred, size_t m, unsigned w, int left)
 {
 	size_t i;
 	if (w == 4) {
 		for (i = 0; i < m; i++) {
 			uint32_t v = le32(p + 4 * i);
 			v = left ? v << 1 | v >> 31 : v >> 1 | v << 31;
+			if (pred)
+				v ^= le32(pred + 4 * i);
 			p[4 * i] = (uint8_t)v;
 			p[4 * i + 1] = (uint8_t)(v >> 8);
 			p[4 * i + 2] = (uint8_t)(v >> 16);
@@ -84,6 +60,8 @@ static void rotate(uint8_t *p, size_t m, unsigned w, int left)
 		for (i = 0; i < m; i++) {
 			uint16_t v = (uint16_t)(p[2 * i] | p[2 * i + 1] << 8);
 			v = left ? (uint16_t)(v << 1 | v >> 15) : (uint16_t)(v >> 1 | v << 15);
+			if (pred)
+				v ^= (uint16_t)(pred[2 * i] | pred[2 * i + 1] << 8);
 			p[2 * i] = (uint8_t)v;
 			p[2 * i + 1] = (uint8_t)(v >> 8);
 		}
@@ -183,7 +161,7 @@ int rckpt_planes_decode(uint8_t *dst, const uint8_t *pred, size_t n, unsigned w,
 	 * the planes are, the planes xored in, then rotated back; else each
 	 * plane into its bytes, then joined with the prediction */
 	if (pred == dst)
-		rotate(dst, m, w, 1);
+		rotate(dst, NULL, m, w, 1);
 	for (j = 0; j < w && rc == 0; j++)
 		if (rckpt_estream_peek_method(&r) == RCKPT_EST_HUFF4) /* an index stream's only */
 			rc = -EBADMSG;
@@ -196,9 +174,9 @@ int rckpt_planes_decode(uint8_t *dst, const uint8_t *pred, size_t n, unsigned w,
 	if (rc == 0 && (r.err || r.pos != len))
 		rc = -EBADMSG; /* every byte of the payload is a plane's */
 	if (rc == 0 && pred == dst)
-		rotate(dst, m, w, 0);
+		rotate(dst, NULL, m, w, 0);
 	else if (rc == 0)
-		join(dst, pred, m, w);
+		rotate(dst, pred, m, w, 0);
 	free(pl);
 	return rc;
 }
