@@ -38,10 +38,14 @@ static void wr_config(rckpt_writer_t *w, const rckpt_mf_config_t *c)
 	rckpt_wr_u32(w, rckpt_f2u(c->lambda));
 }
 
-/* 2 when a tensor is of an optimizer kind, else 1. */
+/* 3 when a chunk names its stored base, else 2 when a tensor is of an
+ * optimizer kind, else 1. */
 static unsigned manifest_version(const rckpt_manifest_t *m)
 {
 	uint32_t i;
+	for (i = 0; i < m->nchunks; i++)
+		if (m->chunk[i].base_bytes)
+			return 3;
 	for (i = 0; i < m->ntensors; i++)
 		if (m->t[i].kind >= RCKPT_MF_KIND_OPTIM_FIRST)
 			return 2;
@@ -51,7 +55,7 @@ static unsigned manifest_version(const rckpt_manifest_t *m)
 int rckpt_manifest_encode(rckpt_buf_t *out, const rckpt_manifest_t *m)
 {
 	const unsigned version = manifest_version(m);
-	size_t need = 40 + 32 + 24 + (version > 1 ? 8 : 0) + 4 + (size_t)m->nchunks * 48,
+	size_t need = 40 + 32 + 24 + (version > 1 ? 8 : 0) + 4 + (size_t)m->nchunks * (version > 2 ? 88 : 48),
 	       start = out->len;
 	rckpt_writer_t w;
 	uint32_t i, k;
@@ -112,6 +116,10 @@ int rckpt_manifest_encode(rckpt_buf_t *out, const rckpt_manifest_t *m)
 		rckpt_wr_u32(&w, m->chunk[i].nseg);
 		rckpt_wr_u64(&w, m->chunk[i].record_bytes);
 		rckpt_wr_bytes(&w, m->chunk[i].sha256, 32);
+		if (version > 2) {
+			rckpt_wr_u64(&w, m->chunk[i].base_bytes);
+			rckpt_wr_bytes(&w, m->chunk[i].base_sha256, 32);
+		}
 	}
 	rckpt_wr_u32(&w, rckpt_crc32c(0, out->p + start, w.pos));
 	if (w.err)
@@ -152,7 +160,7 @@ int rckpt_manifest_decode(rckpt_manifest_t *out, const uint8_t *src, size_t len)
 	compat = rckpt_rd_u8(&r);
 	if (rckpt_rd_u16(&r) != 0 || compat == 0 || compat > version)
 		return -EBADMSG;
-	if (compat > 2)
+	if (compat > 3)
 		return RCKPT_FMT_EVERSION;
 	crc = rckpt_le32(src + len - 4);
 	if (rckpt_crc32c(0, src, len - 4) != crc)
@@ -164,8 +172,9 @@ int rckpt_manifest_decode(rckpt_manifest_t *out, const uint8_t *src, size_t len)
 	out->nchunks = rckpt_rd_u32(&r);
 	out->chunk_params = rckpt_rd_u64(&r);
 	if (r.err || out->ntensors > RCKPT_MF_MAX_TENSORS || out->nchunks > RCKPT_MF_MAX_CHUNKS ||
-	    /* every tensor takes >= 12 bytes, every chunk 48: bound before allocating */
-	    (uint64_t)out->ntensors * 12 + (uint64_t)out->nchunks * 48 > rckpt_rd_left(&r))
+	    /* every tensor takes >= 12 bytes, every chunk 48 (88): bound before allocating */
+	    (uint64_t)out->ntensors * 12 + (uint64_t)out->nchunks * (version > 2 ? 88 : 48) >
+		    rckpt_rd_left(&r))
 		goto bad;
 	out->t = calloc(out->ntensors ? out->ntensors : 1, sizeof(*out->t));
 	out->chunk = calloc(out->nchunks ? out->nchunks : 1, sizeof(*out->chunk));
@@ -265,6 +274,12 @@ int rckpt_manifest_decode(rckpt_manifest_t *out, const uint8_t *src, size_t len)
 		if (h == NULL)
 			goto bad;
 		memcpy(out->chunk[i].sha256, h, 32);
+		if (version > 2) {
+			out->chunk[i].base_bytes = rckpt_rd_u64(&r);
+			if ((h = rckpt_rd_bytes(&r, 32)) == NULL)
+				goto bad;
+			memcpy(out->chunk[i].base_sha256, h, 32);
+		}
 	}
 	if (r.err || rckpt_rd_left(&r) != 0)
 		goto bad;
@@ -323,6 +338,26 @@ int rckpt_record_digest(uint8_t out[32], const rckpt_record_t *rec)
 		ok = EVP_DigestFinal_ex(ctx, out, NULL);
 	EVP_MD_CTX_free(ctx);
 	return ok ? 0 : -ENOMEM;
+}
+
+int rckpt_sha256(uint8_t out[32], const uint8_t *p, size_t n)
+{
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	int ok = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) && EVP_DigestUpdate(ctx, p, n) &&
+		 EVP_DigestFinal_ex(ctx, out, NULL);
+	EVP_MD_CTX_free(ctx);
+	return ok ? 0 : -ENOMEM;
+}
+
+int rckpt_manifest_is_base(const rckpt_manifest_t *m, uint32_t c, const uint8_t *rec, size_t len)
+{
+	uint8_t h[32];
+	int rc;
+	if (c >= m->nchunks || m->chunk[c].base_bytes == 0 || m->chunk[c].base_bytes != len)
+		return 0;
+	if ((rc = rckpt_sha256(h, rec, len)))
+		return rc;
+	return memcmp(h, m->chunk[c].base_sha256, 32) == 0;
 }
 
 void rckpt_manifest_optim_bytes(const rckpt_manifest_t *m, uint64_t *raw, uint64_t *enc)

@@ -48,7 +48,12 @@ typedef struct rckpt_mf_tensor {
 typedef struct rckpt_mf_chunk {
 	uint32_t elements, nseg;
 	uint64_t record_bytes;
-	uint8_t sha256[32];
+	uint8_t sha256[32];    /* of the decoded content ("Chunk digest") */
+	/* version 3: the base record of this step as its writer stored it
+	 * (the chunk's record when a base, else its head record), by its
+	 * bytes and their SHA-256; base_bytes 0: none */
+	uint64_t base_bytes;
+	uint8_t base_sha256[32];
 } rckpt_mf_chunk_t;
 
 typedef struct rckpt_mf_config {
@@ -68,8 +73,9 @@ typedef struct rckpt_manifest {
 	rckpt_mf_chunk_t *chunk;
 } rckpt_manifest_t;
 
-/* Written as version 2 when a tensor is of an optimizer kind (>= 5), else
- * as version 1, byte for byte as before. */
+/* Written as version 3 when a chunk names its stored base (base_bytes >
+ * 0), else as version 2 when a tensor is of an optimizer kind (>= 5),
+ * else as version 1, byte for byte as before. */
 int rckpt_manifest_encode(rckpt_buf_t *out, const rckpt_manifest_t *m);
 int rckpt_manifest_decode(rckpt_manifest_t *out, const uint8_t *src, size_t len);
 /* A tensor's elements, by its shape (a decoded manifest's: their product
@@ -86,5 +92,13 @@ void rckpt_manifest_optim_bytes(const rckpt_manifest_t *m, uint64_t *raw, uint64
 /* SHA-256 of a chunk's decoded content (formats/checkpoint.md). 0 or
  * -ENOMEM. */
 int rckpt_record_digest(uint8_t out[32], const rckpt_record_t *rec);
+
+/* SHA-256 of n bytes (a stored base's). 0 or -ENOMEM. */
+int rckpt_sha256(uint8_t out[32], const uint8_t *p, size_t n);
+
+/* 1 when rec (len bytes) is chunk c's stored base as the manifest names
+ * it (its length and SHA-256), else 0; -ENOMEM. Such a record holds the
+ * content the manifest's chunk digest names: its writer made both. */
+int rckpt_manifest_is_base(const rckpt_manifest_t *m, uint32_t c, const uint8_t *rec, size_t len);
 
 #endif /* RCKPT_MANIFEST_H */

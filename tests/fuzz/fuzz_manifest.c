@@ -3,7 +3,8 @@
  * the OSD's verify). Each input is decoded as it is and with its trailing
  * CRC-32C recomputed, so mutations reach the field checks behind it; a
  * version-1 manifest that decodes must re-encode to the same bytes (a
- * newer version with compat 1 decodes too, and re-encodes as version 1).
+ * newer version with compat 1 decodes too, and re-encodes as version 1),
+ * as must a version-3 one that names a stored base.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -20,12 +21,20 @@ static void check(const uint8_t *data, size_t size)
 	rckpt_manifest_t m;
 	rckpt_buf_t b = RCKPT_BUF_INIT;
 
+	uint32_t c;
+	int named = 0;
+
 	if (rckpt_manifest_decode(&m, data, size) != 0)
 		return;
 	if (rckpt_manifest_encode(&b, &m) != 0)
 		abort();
-	if (data[4] == 1 && (b.len != size || memcmp(b.p, data, size) != 0))
+	for (c = 0; c < m.nchunks; c++)
+		named |= m.chunk[c].base_bytes != 0;
+	if ((data[4] == 1 || (data[4] == 3 && data[5] == 3 && named)) &&
+	    (b.len != size || memcmp(b.p, data, size) != 0))
 		abort();
+	if (m.nchunks && rckpt_manifest_is_base(&m, 0, data, size) == 1 && m.chunk[0].base_bytes != size)
+		abort(); /* a stored base is only ever its own length */
 	rckpt_buf_free(&b);
 	rckpt_manifest_free(&m);
 }

@@ -557,7 +557,7 @@ def manifest(b):
     if r.take(4) != b"RCKM":
         raise Bad("manifest: magic")
     version, compat, flags = r.u8(), r.u8(), r.u16()
-    if compat not in (1, 2) or version < compat or flags:
+    if compat not in (1, 2, 3) or version < compat or flags:
         raise Bad("manifest: header")
     m = {"step": r.u64(), "parent": r.u64()}
     nt, nc = r.u32(), r.u32()
@@ -599,8 +599,13 @@ def manifest(b):
     m["quality"], m["raw_bytes"], m["enc_bytes"] = struct.unpack("<dQQ", r.take(24))
     if version > 1:
         m["update_error"] = struct.unpack("<d", r.take(8))[0]
-    m["chunks"] = [{"elements": r.u32(), "nseg": r.u32(), "record_bytes": r.u64(), "sha256": r.take(32)}
-                   for _ in range(nc)]
+    m["chunks"] = []
+    for _ in range(nc):
+        c = {"elements": r.u32(), "nseg": r.u32(), "record_bytes": r.u64(), "sha256": r.take(32),
+             "base_bytes": 0, "base_sha256": None}
+        if version > 2:  # the stored base: its bytes' length and SHA-256 (0: none)
+            c["base_bytes"], c["base_sha256"] = r.u64(), r.take(32)
+        m["chunks"].append(c)
     r.end()
     return m
 
@@ -712,6 +717,10 @@ def decode_chain(paths):
         for i, (rec, want) in enumerate(zip(chunks, m["chunks"])):
             if digest(rec) != want["sha256"]:
                 raise Bad(f"{p}: chunk {i}: SHA-256 of the decoded chunk differs from the manifest's")
+            # a base record the manifest names as the stored base is those bytes
+            if recs[i][6] == 1 and want["base_bytes"] == len(recs[i]) and \
+                    hashlib.sha256(recs[i]).digest() != want["base_sha256"]:
+                raise Bad(f"{p}: chunk {i}: SHA-256 of the stored base differs from the manifest's")
     names = {1: "F32", 2: "F16", 3: "BF16"}
     for t in m["tensors"]:
         t["norm_t"] = m["tensors"][t["norm"]] if t["norm"] is not None else None

@@ -7,6 +7,7 @@ Needs RCKPT_CLI (the rckpt command) and RCKPT_TEST_CKPT_DIR (the
 make_test_checkpoints fixture) for the second part; ctest sets both.
 """
 import glob
+import hashlib
 import os
 import struct
 import subprocess
@@ -175,6 +176,18 @@ class Golden(unittest.TestCase):
         b[-4:] = struct.pack("<I", R.crc32c(bytes(b[:-4])))
         with self.assertRaises(R.Bad):
             R.record(bytes(b))
+
+    def test_manifest_v3(self):
+        """Version 3: version 2's step, its chunk naming its stored base
+        (the base record itself) by length and SHA-256."""
+        m2, m = R.manifest(golden("ckpt-manifest-v2.hex")), R.manifest(golden("ckpt-manifest-v3.hex"))
+        rec = golden("ckpt-xform-v2.hex")
+        self.assertEqual(m["chunks"][0]["base_bytes"], len(rec))
+        self.assertEqual(m["chunks"][0]["base_sha256"], hashlib.sha256(rec).digest())
+        self.assertEqual(m2["chunks"][0]["base_bytes"], 0)
+        for k in ("step", "parent", "tensors", "update_error"):
+            self.assertEqual(m[k], m2[k])
+        self.assertEqual(m["chunks"][0]["sha256"], m2["chunks"][0]["sha256"])
 
     def test_manifest(self):
         m = R.manifest(golden("ckpt-manifest-v1.hex"))

@@ -139,6 +139,58 @@ static double decode_step(rckpt_ckdec_t *d, const rckpt_ckenc_out_t *out, const 
 	return worst / 20 > num / den ? worst / 20 : num / den;
 }
 
+/* out's manifest with its chunk digests (content) and stored bases'
+ * digests spoiled as asked, then decoded with out's records. */
+static int spoiled_decode(const rckpt_ckenc_out_t *out, int content, int base)
+{
+	const uint8_t *recs[64];
+	size_t lens[64];
+	rckpt_manifest_t m;
+	rckpt_buf_t b = RCKPT_BUF_INIT;
+	rckpt_ckdec_t d;
+	uint32_t c;
+	int rc;
+
+	assert_int_equal(rckpt_manifest_decode(&m, out->manifest.p, out->manifest.len), 0);
+	for (c = 0; c < out->nchunks; c++) {
+		recs[c] = out->records[c].p;
+		lens[c] = out->records[c].len;
+		m.chunk[c].sha256[0] ^= (uint8_t)content;
+		m.chunk[c].base_sha256[0] ^= (uint8_t)base;
+	}
+	assert_int_equal(rckpt_manifest_encode(&b, &m), 0);
+	memset(&d, 0, sizeof(d));
+	rc = rckpt_ckdec_step(&d, b.p, b.len, recs, lens);
+	rckpt_ckdec_free(&d);
+	rckpt_buf_free(&b);
+	rckpt_manifest_free(&m);
+	return rc;
+}
+
+/* A base step's manifest names each chunk's record as its stored base
+ * (checkpoint.md "Manifest", version 3): a record that is those bytes is
+ * taken by them (a spoiled content digest goes unread), any other by its
+ * content; with both spoiled it fails closed. */
+static void stored_bases(const rckpt_ckenc_out_t *out)
+{
+	rckpt_manifest_t m;
+	uint8_t h[32];
+	uint32_t c;
+
+	assert_int_equal(rckpt_manifest_decode(&m, out->manifest.p, out->manifest.len), 0);
+	assert_int_equal(out->manifest.p[4], 3);
+	for (c = 0; c < out->nchunks; c++) {
+		assert_int_equal(m.chunk[c].base_bytes, out->records[c].len);
+		assert_int_equal(rckpt_sha256(h, out->records[c].p, out->records[c].len), 0);
+		assert_memory_equal(m.chunk[c].base_sha256, h, 32);
+	}
+	rckpt_manifest_free(&m);
+	assert_int_equal(spoiled_decode(out, 0, 0), 0);
+	assert_int_equal(spoiled_decode(out, 1, 0), 0);
+	assert_int_equal(spoiled_decode(out, 0, 1), 0);
+	assert_int_equal(spoiled_decode(out, 1, 1), RCKPT_FMT_ECHECKSUM);
+}
+
 static void test_search_chain(void **state)
 {
 	rckpt_ckenc_opts_t o;
@@ -195,6 +247,7 @@ static void test_search_chain(void **state)
 					 RCKPT_FMT_ECHECKSUM);
 			out.manifest.p[out.manifest.len / 2] ^= 0x01;
 			assert_null(d2.chunk); /* nothing was kept */
+			stored_bases(&out);
 		}
 		if (i == NSTEPS - 1) { /* a delta needs the step it applies to */
 			const uint8_t *recs[64];

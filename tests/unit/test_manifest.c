@@ -52,8 +52,8 @@ static void make_manifest(rckpt_manifest_t *m, rckpt_mf_tensor_t *t, rckpt_mf_se
 	t[1].seg = sb;
 	sb[0] = (rckpt_mf_seg_t){ 1, 1, 7 };
 	memset(ch, 0, 2 * sizeof(*ch));
-	ch[0] = (rckpt_mf_chunk_t){ 1000, 1, 123, { 1, 2, 3 } };
-	ch[1] = (rckpt_mf_chunk_t){ 507, 2, 456, { 9 } };
+	ch[0] = (rckpt_mf_chunk_t){ 1000, 1, 123, { 1, 2, 3 }, 0, { 0 } };
+	ch[1] = (rckpt_mf_chunk_t){ 507, 2, 456, { 9 }, 0, { 0 } };
 	m->cfg.bins = 8;
 	m->cfg.emb_bins = 32;
 	m->cfg.prune[3] = 0.1f;
@@ -119,9 +119,58 @@ static void test_golden_manifest_v2(void **state)
 	refresh_crc(bad, n);
 	assert_int_equal(rckpt_manifest_decode(&m2, bad, n), -EBADMSG);
 	memcpy(bad, want, n);
-	bad[5] = bad[4] = 3; /* newer */
+	bad[5] = bad[4] = 3; /* version 3 has a stored base in each chunk's entry */
+	refresh_crc(bad, n);
+	assert_int_equal(rckpt_manifest_decode(&m2, bad, n), -EBADMSG);
+	bad[5] = bad[4] = 4; /* newer */
 	refresh_crc(bad, n);
 	assert_int_equal(rckpt_manifest_decode(&m2, bad, n), RCKPT_FMT_EVERSION);
+	rckpt_buf_free(&b);
+	rckpt_manifest_free(&m);
+}
+
+/* Version 3 (tests/golden/ckpt-manifest-v3.hex): the chunk names its
+ * stored base (ckpt-xform-v2.hex, a base record) by length and SHA-256;
+ * encoded back to the same bytes; only those bytes are that base. */
+static void test_golden_manifest_v3(void **state)
+{
+	uint8_t want[4096], rec[4096], h[32];
+	size_t n, nr;
+	rckpt_manifest_t m, m2;
+	rckpt_buf_t b = RCKPT_BUF_INIT;
+
+	(void)state;
+	n = golden_hex("ckpt-manifest-v3.hex", want, sizeof(want));
+	nr = golden_hex("ckpt-xform-v2.hex", rec, sizeof(rec));
+	assert_int_equal(rckpt_manifest_decode(&m, want, n), 0);
+	assert_int_equal(m.step, 42);
+	assert_int_equal(m.t[0].norm, 1);
+	assert_true(m.opt_quality == 0.0078125);
+	assert_int_equal(m.chunk[0].base_bytes, nr);
+	assert_int_equal(rckpt_sha256(h, rec, nr), 0);
+	assert_memory_equal(m.chunk[0].base_sha256, h, 32);
+	assert_int_equal(rckpt_manifest_encode(&b, &m), 0);
+	assert_int_equal(b.len, n);
+	assert_memory_equal(b.p, want, n);
+	for (nr = 0; nr < n; nr++) /* every truncation */
+		assert_true(rckpt_manifest_decode(&m2, want, nr) < 0);
+	nr = golden_hex("ckpt-xform-v2.hex", rec, sizeof(rec));
+	assert_int_equal(rckpt_manifest_is_base(&m, 0, rec, nr), 1);
+	assert_int_equal(rckpt_manifest_is_base(&m, 0, rec, nr - 1), 0); /* its length */
+	assert_int_equal(rckpt_manifest_is_base(&m, 1, rec, nr), 0);     /* no such chunk */
+	rec[nr / 2] ^= 1;
+	assert_int_equal(rckpt_manifest_is_base(&m, 0, rec, nr), 0); /* any byte */
+	rec[nr / 2] ^= 1;
+	m.chunk[0].base_bytes = 0; /* none named: version 2 again, byte for byte */
+	rckpt_buf_free(&b);
+	assert_int_equal(rckpt_manifest_encode(&b, &m), 0);
+	assert_int_equal(b.p[4], 2);
+	assert_int_equal(rckpt_manifest_decode(&m2, b.p, b.len), 0);
+	assert_int_equal(rckpt_manifest_is_base(&m2, 0, rec, nr), 0);
+	n = golden_hex("ckpt-manifest-v2.hex", want, sizeof(want));
+	assert_int_equal(b.len, n);
+	assert_memory_equal(b.p, want, n);
+	rckpt_manifest_free(&m2);
 	rckpt_buf_free(&b);
 	rckpt_manifest_free(&m);
 }
@@ -239,6 +288,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_golden_manifest),
 		cmocka_unit_test(test_golden_manifest_v2),
+		cmocka_unit_test(test_golden_manifest_v3),
 		cmocka_unit_test(test_manifest),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

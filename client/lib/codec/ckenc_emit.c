@@ -131,6 +131,11 @@ static int emit_finish(ckenc_emit_t *x, uint32_t c, rckpt_record_t *r, rckpt_buf
 	for (k = 0; k < r->nseg && rc == 0; k++)
 		rc = mf_add_seg(mf, e->pieces[c][k].tensor, c, k, e->pieces[c][k].n);
 	mf->chunk[c].nseg = r->nseg;
+	if (rc == 0) { /* the stored base a restore reads as it is: the head record, or a base */
+		const rckpt_buf_t *base = head->len ? head : r->kind == RCKPT_REC_BASE ? enc : NULL;
+		if (base && (rc = rckpt_sha256(mf->chunk[c].base_sha256, base->p, base->len)) == 0)
+			mf->chunk[c].base_bytes = base->len;
+	}
 	if (rc == 0) {
 		memcpy(mf->chunk[c].sha256, sha, 32);
 		mf->chunk[c].record_bytes = enc->len;

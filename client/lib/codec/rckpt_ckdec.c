@@ -105,7 +105,7 @@ static int decode_rec(const rckpt_ckdec_t *d, const rckpt_manifest_t *mf, uint32
 	uint8_t h[32];
 	unsigned kind;
 	uint64_t rstep, rparent;
-	int rc = rckpt_record_peek(&kind, &rstep, &rparent, rec, len);
+	int stored = 0, rc = rckpt_record_peek(&kind, &rstep, &rparent, rec, len);
 	if (rc == 0 && kind != RCKPT_REC_BASE) {
 		if (d->chunk == NULL || d->mf.step != rparent || d->mf.nchunks != mf->nchunks)
 			rc = -ESTALE;
@@ -116,9 +116,13 @@ static int decode_rec(const rckpt_ckdec_t *d, const rckpt_manifest_t *mf, uint32
 		rc = rckpt_record_decode(out, rec, len, parent, &lim);
 	if (rc == 0 && (out->step != mf->step || out->nseg != mf->chunk[c].nseg))
 		rc = -EBADMSG;
-	if (rc == 0)
+	if (rc == 0 && kind == RCKPT_REC_BASE) /* the stored base: its bytes are checked, not its content */
+		stored = rckpt_manifest_is_base(mf, c, rec, len);
+	if (stored < 0)
+		rc = stored;
+	if (rc == 0 && !stored)
 		rc = rckpt_record_digest(h, out);
-	if (rc == 0 && memcmp(h, mf->chunk[c].sha256, 32) != 0)
+	if (rc == 0 && !stored && memcmp(h, mf->chunk[c].sha256, 32) != 0)
 		rc = RCKPT_FMT_ECHECKSUM;
 	return rc;
 }

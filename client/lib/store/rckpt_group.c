@@ -456,8 +456,9 @@ out:
 
 /* This rank's part of step `step`: encoded and appended (seg: its
  * segment; roll: it begins it). Its report to rank 0 into rep: u32 rc,
- * u32 chunks, u64 raw, u64 stored, f64 quality, u8 base, then per chunk
- * u32 global number and its manifest entry. */
+ * u32 chunks, u64 raw, u64 stored, f64 quality, u8 base, u8 exact, then
+ * per chunk u32 global number and its manifest entry as version 3 lays it
+ * (stored base included; the ranks of a group run one library). */
 static int encode_part(rckpt_group_t *g, const rckpt_group_part_t *part, uint64_t step, uint64_t head,
 		       uint64_t seg, int roll, rckpt_buf_t *rep, rckpt_mf_config_t *cfg, char *msg, size_t msglen)
 {
@@ -510,6 +511,8 @@ static int encode_part(rckpt_group_t *g, const rckpt_group_part_t *part, uint64_
 		rckpt_buf_put_u32(rep, mf.chunk[c].nseg);
 		rckpt_buf_put_u64(rep, mf.chunk[c].record_bytes);
 		rckpt_buf_append(rep, mf.chunk[c].sha256, 32);
+		rckpt_buf_put_u64(rep, mf.chunk[c].base_bytes);
+		rckpt_buf_append(rep, mf.chunk[c].base_sha256, 32);
 	}
 	rckpt_manifest_free(&mf);
 	rckpt_buf_free(&man);
@@ -562,14 +565,17 @@ static int commit_step(rckpt_group_t *g, const world_t *w, const rckpt_layout_t 
 		}
 		for (k = 0; k < n; k++) {
 			uint32_t gc = rckpt_rd_u32(&rd);
-			rckpt_mf_chunk_t e;
+			rckpt_mf_chunk_t e = { 0 };
+			const uint8_t *sh, *bh;
 			e.elements = rckpt_rd_u32(&rd);
 			e.nseg = rckpt_rd_u32(&rd);
 			e.record_bytes = rckpt_rd_u64(&rd);
-			{
-				const uint8_t *sh = rckpt_rd_bytes(&rd, 32);
-				if (sh)
-					memcpy(e.sha256, sh, 32);
+			sh = rckpt_rd_bytes(&rd, 32);
+			e.base_bytes = rckpt_rd_u64(&rd);
+			bh = rckpt_rd_bytes(&rd, 32);
+			if (sh && bh) {
+				memcpy(e.sha256, sh, 32);
+				memcpy(e.base_sha256, bh, 32);
 			}
 			if (rd.err || gc >= l->nchunks || seen[gc]) {
 				rc = -EBADMSG;
