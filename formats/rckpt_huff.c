@@ -523,17 +523,83 @@ static int decode(uint16_t *s16, uint8_t *s8, size_t n, unsigned nsym, const uin
 		SPLIT_SAVE(3);                                                      \
 	} while (0)
 
+/* Up to three symbols, the bytes of s from the lowest, at o: one store
+ * of four bytes where the machine is little-endian (room for four is the
+ * caller's; the fourth is written over next). */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define PUT3(o, s) memcpy((o), &(s), 4)
+#else
+#define PUT3(o, s) ((o)[0] = (uint8_t)(s), (o)[1] = (uint8_t)((s) >> 8), (o)[2] = (uint8_t)((s) >> 16))
+#endif
+
+/* One look-up of the multi table in stream k: up to three symbols at
+ * o##k + i##k. */
+#define SPLIT_MULTI_ONE(k)                                                   \
+	do {                                                                 \
+		const uint32_t me_ = multi[buf##k & mask], sy_ = me_ >> 8;   \
+		PUT3(o##k + i##k, sy_);                                      \
+		i##k += me_ >> 5 & 3;                                        \
+		buf##k >>= me_ & 31;                                         \
+		bits##k -= me_ & 31;                                         \
+	} while (0)
+
+/* SPLIT_FAST for an alphabet of at most 256 through the multi table: four
+ * look-ups of each stream per refill (each up to three symbols), while
+ * every stream has eight bytes and sixteen symbols of room left (twelve
+ * symbols, and the last store's fourth byte); each stream's own count in
+ * ik[]. */
+static void split_multi(uint8_t *s8, size_t q, size_t qlast, const code_t *c, bitin_t *b, size_t ik[4])
+{
+	uint32_t multi[TABLE_SIZE];
+	const unsigned mask = c->mask;
+	uint8_t *const o0 = s8, *const o1 = o0 + q, *const o2 = o1 + q, *const o3 = o2 + q;
+	size_t i0 = 0, i1 = 0, i2 = 0, i3 = 0;
+	bitin_t b0 = b[0], b1 = b[1], b2 = b[2], b3 = b[3];
+	SPLIT_LOAD(0);
+	SPLIT_LOAD(1);
+	SPLIT_LOAD(2);
+	SPLIT_LOAD(3);
+
+	multi_table(multi, c->table, c->maxlen);
+	while (q - i0 >= 16 && q - i1 >= 16 && q - i2 >= 16 && qlast - i3 >= 16 && SPLIT_ROOM(0) &&
+	       SPLIT_ROOM(1) && SPLIT_ROOM(2) && SPLIT_ROOM(3)) {
+		unsigned u;
+		SPLIT_REFILL(0);
+		SPLIT_REFILL(1);
+		SPLIT_REFILL(2);
+		SPLIT_REFILL(3);
+		for (u = 0; u < 4; u++) {
+			SPLIT_MULTI_ONE(0);
+			SPLIT_MULTI_ONE(1);
+			SPLIT_MULTI_ONE(2);
+			SPLIT_MULTI_ONE(3);
+		}
+	}
+	SPLIT_SAVE(0);
+	SPLIT_SAVE(1);
+	SPLIT_SAVE(2);
+	SPLIT_SAVE(3);
+	b[0] = b0;
+	b[1] = b1;
+	b[2] = b2;
+	b[3] = b3;
+	ik[0] = i0;
+	ik[1] = i1;
+	ik[2] = i2;
+	ik[3] = i3;
+}
+
 /* A split block (rckpt_huff_decode_split): its four streams decoded
- * together, four codes of each per refill while every stream has eight
- * bytes and four symbols left, then each stream's rest one code at a
- * time, checked. */
+ * together, four codes of each per refill (or, for a byte alphabet, four
+ * look-ups of up to three codes) while every stream has eight bytes and
+ * room left, then each stream's rest one code at a time, checked. */
 static int decode_split(uint16_t *s16, uint8_t *s8, size_t n, unsigned nsym, const uint8_t *src,
 			size_t len)
 {
 	const size_t q = n / 4;
 	code_t c;
 	bitin_t b0, b1, b2, b3;
-	size_t at, i = 0, l[4];
+	size_t at, i = 0, l[4], ik[4];
 	unsigned k;
 	int rc = code_read(&c, nsym, src, len);
 
@@ -556,19 +622,28 @@ static int decode_split(uint16_t *s16, uint8_t *s8, size_t n, unsigned nsym, con
 	b1 = (bitin_t){ src + at + l[0], l[1], 0, 0, 0 };
 	b2 = (bitin_t){ src + at + l[0] + l[1], l[2], 0, 0, 0 };
 	b3 = (bitin_t){ src + at + l[0] + l[1] + l[2], l[3], 0, 0, 0 };
-	{
+	ik[0] = ik[1] = ik[2] = ik[3] = 0;
+	if (s8 && c.a <= 256 && q >= MULTI_MIN) {
+		bitin_t bk[4] = { b0, b1, b2, b3 };
+		split_multi(s8, q, n - 3 * q, &c, bk, ik);
+		b0 = bk[0];
+		b1 = bk[1];
+		b2 = bk[2];
+		b3 = bk[3];
+	} else {
 		const uint16_t *const table = c.table;
 		const unsigned mask = c.mask;
 		if (s8)
 			SPLIT_FAST(uint8_t, s8);
 		else
 			SPLIT_FAST(uint16_t, s16);
+		ik[0] = ik[1] = ik[2] = ik[3] = i;
 	}
-	if ((rc = decode_rest(s16, s8, i, q, &c, &b0)) ||
-	    (rc = decode_rest(s16 ? s16 + q : NULL, s8 ? s8 + q : NULL, i, q, &c, &b1)) ||
-	    (rc = decode_rest(s16 ? s16 + 2 * q : NULL, s8 ? s8 + 2 * q : NULL, i, q, &c, &b2)))
+	if ((rc = decode_rest(s16, s8, ik[0], q, &c, &b0)) ||
+	    (rc = decode_rest(s16 ? s16 + q : NULL, s8 ? s8 + q : NULL, ik[1], q, &c, &b1)) ||
+	    (rc = decode_rest(s16 ? s16 + 2 * q : NULL, s8 ? s8 + 2 * q : NULL, ik[2], q, &c, &b2)))
 		return rc;
-	return decode_rest(s16 ? s16 + 3 * q : NULL, s8 ? s8 + 3 * q : NULL, i, n - 3 * q, &c, &b3);
+	return decode_rest(s16 ? s16 + 3 * q : NULL, s8 ? s8 + 3 * q : NULL, ik[3], n - 3 * q, &c, &b3);
 }
 
 int rckpt_huff_decode(uint16_t *syms, size_t n, unsigned nsym, const uint8_t *src, size_t len)

@@ -242,6 +242,45 @@ static void test_huff_split(void **state)
 	free(s);
 }
 
+/* A byte alphabet's split block decodes through up to three codes a look-up
+ * (decode8_split), any other one code at a time (decode_split): damaged
+ * anywhere, both must agree, on the result and on every symbol. */
+static void test_huff_split_damaged(void **state)
+{
+	enum { N = (1 << 16) + 5 };
+	uint16_t *s = malloc(sizeof(*s) * N), *o16 = malloc(sizeof(*o16) * N);
+	uint8_t *o8 = malloc(N), *bad;
+	rckpt_buf_t b = RCKPT_BUF_INIT;
+	size_t i, t, len, fails = 0;
+
+	(void)state;
+	for (i = 0; i < N; i++)
+		s[i] = (uint16_t)(rnd() % 5 ? rnd() % 8 : rnd() % 200);
+	assert_int_equal(rckpt_huff_encode(&b, s, N, 256, 1), 0);
+	bad = malloc(b.len);
+	for (t = 0; t < 300; t++) {
+		int r8, r16;
+		memcpy(bad, b.p, b.len);
+		bad[rnd() % b.len] ^= (uint8_t)(1u << (rnd() % 8));
+		if (t % 3 == 0)
+			bad[rnd() % b.len] = (uint8_t)rnd();
+		len = b.len - (t % 5 == 0 ? 1 + rnd() % 64 : 0); /* some truncated too */
+		r8 = rckpt_huff_decode8_split(o8, N, 256, bad, len);
+		r16 = rckpt_huff_decode_split(o16, N, 256, bad, len);
+		assert_int_equal(r8, r16);
+		fails += r8 != 0;
+		if (r8 == 0)
+			for (i = 0; i < N; i++)
+				assert_int_equal(o8[i], o16[i]);
+	}
+	assert_true(fails > 0); /* damage was seen (a flipped bit may still decode) */
+	free(bad);
+	free(o8);
+	free(o16);
+	free(s);
+	rckpt_buf_free(&b);
+}
+
 /* Fibonacci frequencies make the unlimited code 40 bits deep: the length
  * limit must fold it to 12 and stay decodable. */
 static void test_huff_length_limit(void **state)
@@ -741,6 +780,7 @@ int main(void)
 		cmocka_unit_test(test_crc32c_long),
 		cmocka_unit_test(test_huff_distributions),
 		cmocka_unit_test(test_huff_split),
+		cmocka_unit_test(test_huff_split_damaged),
 		cmocka_unit_test(test_huff_length_limit),
 		cmocka_unit_test(test_huff_rejects),
 		cmocka_unit_test(test_estream_choices),
