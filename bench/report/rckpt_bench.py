@@ -38,9 +38,11 @@ Suites (each a tool of bench/, run here and parsed; see the report):
   gpu          GPU quantization stages (bench_gpu), when this machine has a
                CUDA device
   link         (with --link RATES, or named in --suites) save and restore
-               against raw writes and reads through the same layout, behind
-               a link shaped to each rate: a cluster of its own in a network
-               namespace, a veth pair, tc (link_bench.py; needs root)
+               against raw writes and reads through the same layout, and
+               load_latest of a 50 M-parameter AdamW state against a raw
+               read, behind a link shaped to each rate: a cluster of its own
+               in a network namespace, a veth pair, tc (link_bench.py; needs
+               root)
 
 Timed measurements are repeated (--quick: 3 runs, --full: 5) and reported as
 median [min, max]; sizes and ratios of bytes are the same in every run and are
@@ -628,7 +630,7 @@ class Bench:
             rates = link_bench.parse_rates(self.a.link or "1g,10g")
             with link_bench.ShapedLink(self.a.plugins, say) as link:
                 res = link_bench.measure(link, rates, self.tool, self.bin("bench_store"), self.checkpoints(),
-                                         self.p["reps"], self.p["link_steps"])
+                                         self.p["reps"], self.p["link_steps"], resume=self.p["link_resume"])
         except link_bench.LinkError as e:
             raise SuiteError(str(e))
         link_bench.record(res, self.metric, self.metric_pairs)

@@ -15,12 +15,17 @@ SIGTERM or SIGHUP.
 
 Needs root (network namespaces, tc), iproute2 and the Ceph daemons.
 
-    link_bench.py --rates 1g,10g --checkpoints DIR [--reps N] [--steps N]
-                  [--bin BUILD/bench] [--plugins BUILD/rados-classes] [--out DIR]
+    link_bench.py --rates 1g,10g [--checkpoints DIR] [--resume SIZES] [--reps N]
+                  [--steps N] [--bin BUILD/bench] [--plugins BUILD/rados-classes]
+
+With --resume 50, also a trainer's resume at each rate: resume_bench.py
+(load_latest of a 50 M-parameter AdamW state, a base and one delta,
+against a raw read of its fp32 bytes from the same pool, in pairs).
 
 rckpt_bench.py's link suite (`rckpt bench --link 1g,10g`) runs the same.
 """
 import argparse
+import json
 import os
 import re
 import shutil
@@ -188,11 +193,25 @@ def parse_rados(out):
     return float(m.group(1))
 
 
-def measure(link, rates, tool, bench_store, checkpoints, reps, steps, pool="rckpt"):
+def resume_rows(link, label, tool, sizes, rounds, pool):
+    """resume_bench.py behind the link: load_latest of an AdamW state
+    saved as a base and one delta (sizes: M parameters) against a raw read
+    of its fp32 bytes from the same pool, --rounds pairs; its JSON rows."""
+    with tempfile.TemporaryDirectory(dir="/tmp") as tmp:
+        js = os.path.join(tmp, "resume.json")
+        tool("link-%s-resume" % label, ["env", "CEPH_CONF=" + link.conf, sys.executable,
+                                        os.path.join(here, "resume_bench.py"), "--pool", pool, "--sizes", sizes,
+                                        "--chains", "1", "--rounds", str(rounds), "--json", js])
+        with open(js) as f:
+            return json.load(f)["rows"]
+
+
+def measure(link, rates, tool, bench_store, checkpoints, reps, steps, pool="rckpt", resume=None):
     """At each rate: a rados bench write and read, then reps pairs of
-    bench_store --save-only. tool(name, cmd) runs a command with
-    CEPH_CONF=link.conf and returns its output. Returns
-    {label: {"bps", "rados_write", "rados_read", "pairs": [...]}}."""
+    bench_store --save-only (without checkpoints, none) and, with resume
+    (model sizes, M parameters), resume_bench.py's rows. tool(name, cmd)
+    runs a command and returns its output. Returns {label: {"bps",
+    "rados_write", "rados_read", "pairs": [...], "resume": [...]}}."""
     res = {}
     for label, bps in rates:
         link.shape(bps)
@@ -205,11 +224,12 @@ def measure(link, rates, tool, bench_store, checkpoints, reps, steps, pool="rckp
             "bench", "2", "seq", "-t", "16", "--run-name", run_name]))
         tool("link-%s-rados-cleanup" % label, base + ["cleanup", "--run-name", run_name])
         pairs = []
-        for k in range(reps):
+        for k in range(reps if checkpoints else 0):
             pairs.append(parse_store(tool("link-%s-store-%d" % (label, k), [
                 bench_store, "--conf", link.conf, "--pool", pool, "--save-only", "--no-rados-bench",
                 "--chains", "1", "--steps", str(steps), "--reps", "1", checkpoints])))
-        res[label] = dict(bps=bps, rados_write=w, rados_read=r, pairs=pairs)
+        rows = resume_rows(link, label, tool, resume, reps, pool) if resume else []
+        res[label] = dict(bps=bps, rados_write=w, rados_read=r, pairs=pairs, resume=rows)
     return res
 
 
@@ -225,15 +245,22 @@ def record(res, metric, metric_pairs):
         s, t = ratios(r)
         metric("link", "rados write at %s, 4 MiB objects" % label, "MB/s", r["rados_write"], "higher")
         metric("link", "rados read at %s, 4 MiB objects" % label, "MB/s", r["rados_read"], "higher")
-        metric_pairs("link", "save / raw write through the same layout, at %s" % label, s, "higher")
-        metric_pairs("link", "restore of the last step / raw read, at %s" % label, t, "higher")
+        if r["pairs"]:
+            metric_pairs("link", "save / raw write through the same layout, at %s" % label, s, "higher")
+            metric_pairs("link", "restore of the last step / raw read, at %s" % label, t, "higher")
+        for row in r.get("resume", []):
+            metric_pairs("link", "load_latest / raw read of its fp32 bytes, %gM %s, at %s"
+                         % (row["size_m"], row["dtype"], label), row["A/B"], "lower")
 
 
 def main():
     ap = argparse.ArgumentParser(prog="link_bench.py", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rates", default="1g,10g")
-    ap.add_argument("--checkpoints", required=True, help="a folder of step-N.safetensors")
+    ap.add_argument("--checkpoints", help="a folder of step-N.safetensors (the save and restore pairs)")
+    ap.add_argument("--resume", metavar="SIZES",
+                    help="also load_latest of AdamW states of these sizes (M parameters, as 50 or 1,50) "
+                         "against a raw read: resume_bench.py behind the link")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--steps", type=int, default=8, help="checkpoints a run saves (at least 2)")
     ap.add_argument("--bin", default=os.path.join(here, "..", "..", "build", "bench"))
@@ -246,6 +273,14 @@ def main():
         ap.error(str(e))
     if a.reps < 1 or a.steps < 2:
         ap.error("--reps must be >= 1 and --steps >= 2")
+    if not a.checkpoints and not a.resume:
+        ap.error("nothing to measure: give --checkpoints, --resume or both")
+    if a.resume:
+        try:
+            if min(float(x) for x in a.resume.split(",")) <= 0:
+                raise ValueError
+        except ValueError:
+            ap.error("--resume: model sizes in M parameters, as 50 or 1,50")
     why = can_run()
     if why:
         print("link_bench.py: cannot run: " + why, file=sys.stderr)
@@ -261,16 +296,26 @@ def main():
         return out
     try:
         with ShapedLink(os.path.abspath(a.plugins)) as link:
-            res = measure(link, rates, tool, bench_store, os.path.abspath(a.checkpoints), a.reps, a.steps)
+            res = measure(link, rates, tool, bench_store, a.checkpoints and os.path.abspath(a.checkpoints),
+                          a.reps, a.steps, resume=a.resume)
     except (LinkError, subprocess.TimeoutExpired) as e:
         print("link_bench.py: %s%s" % ("" if str(e).startswith("skipped") else "error: ", e), file=sys.stderr)
         return 77 if str(e).startswith("skipped") else 1
+    def f(v):
+        return "%.3f [%.3f, %.3f]" % (sorted(v)[len(v) // 2], min(v), max(v)) if v else "-"
     print("| link | rados write MB/s | rados read MB/s | save ÷ raw write | restore ÷ raw read |")
     print("|---|---:|---:|---:|---:|")
     for label, r in res.items():
         s, t = ratios(r)
-        f = lambda v: "%.3f [%.3f, %.3f]" % (sorted(v)[len(v) // 2], min(v), max(v))
         print("| %s | %.0f | %.0f | %s | %s |" % (label, r["rados_write"], r["rados_read"], f(s), f(t)))
+    if a.resume:
+        print("\n| link | model | load_latest ms | raw read ms | load_latest ÷ raw read |")
+        print("|---|---|---:|---:|---:|")
+        for label, r in res.items():
+            for row in r["resume"]:
+                print("| %s | %gM %s | %.0f | %.0f | %s |" % (
+                    label, row["size_m"], row["dtype"], sorted(row["ms"]["A"])[len(row["ms"]["A"]) // 2],
+                    sorted(row["ms"]["B"])[len(row["ms"]["B"]) // 2], f(row["A/B"])))
     return 0
 
 

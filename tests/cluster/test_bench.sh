@@ -198,6 +198,8 @@ ln = d["link"]["1g"]
 assert 20 < ln["rados_write"] < 130 and 20 < ln["rados_read"] < 130, ln
 p = ln["pairs"][0]
 assert all(p[k] > 0 for k in ("save_s", "raw_save_s", "restore_s", "raw_read_s")), p
+rr = ln["resume"] # and a trainer's resume behind it: the tiny run's 1M model
+assert len(rr) == 1 and rr[0]["size_m"] == 1 and rr[0]["chain"] == 1 and rr[0]["A/B"][0] > 0, rr
 EOF
 if /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
 	for p in frontier pcr_groups loader; do

@@ -27,6 +27,21 @@ class Rates(unittest.TestCase):
             self.assertTrue(str(cm.exception))
 
 
+class Args(unittest.TestCase):
+    """Bad arguments: a one-line usage error (exit 2) before anything is set up."""
+
+    def run_bench(self, *args):
+        import subprocess
+        return subprocess.run([sys.executable, os.path.join(here, "..", "..", "bench", "store", "link_bench.py")]
+                              + list(args), capture_output=True, text=True, timeout=60)
+
+    def test_bad(self):
+        for args in ([], ["--resume", "0"], ["--resume", "x"], ["--rates", "3x", "--resume", "1"]):
+            p = self.run_bench(*args)
+            self.assertEqual(p.returncode, 2, (args, p.stderr))
+            self.assertIn("error:", p.stderr)
+
+
 class Names(unittest.TestCase):
     LINK_LOCAL = ipaddress.ip_network("169.254.0.0/16")
 
