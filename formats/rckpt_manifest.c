@@ -151,7 +151,7 @@ int rckpt_manifest_decode(rckpt_manifest_t *out, const uint8_t *src, size_t len)
 	rckpt_reader_t r = rckpt_reader(src, len);
 	unsigned version, compat;
 	uint32_t i, k, crc;
-	int rc = -EBADMSG;
+	int rc = -EBADMSG, named = 0;
 
 	memset(out, 0, sizeof(*out));
 	if (src == NULL || len < 44 || rckpt_rd_u32(&r) != RCKPT_MANIFEST_MAGIC)
@@ -162,6 +162,8 @@ int rckpt_manifest_decode(rckpt_manifest_t *out, const uint8_t *src, size_t len)
 		return -EBADMSG;
 	if (compat > 3)
 		return RCKPT_FMT_EVERSION;
+	if (version >= 3 && compat < 3) /* its chunk entries are version 3's */
+		return -EBADMSG;
 	crc = rckpt_le32(src + len - 4);
 	if (rckpt_crc32c(0, src, len - 4) != crc)
 		return RCKPT_FMT_ECHECKSUM;
@@ -275,12 +277,17 @@ int rckpt_manifest_decode(rckpt_manifest_t *out, const uint8_t *src, size_t len)
 			goto bad;
 		memcpy(out->chunk[i].sha256, h, 32);
 		if (version > 2) {
+			static const uint8_t none[32];
 			out->chunk[i].base_bytes = rckpt_rd_u64(&r);
-			if ((h = rckpt_rd_bytes(&r, 32)) == NULL)
-				goto bad;
+			if ((h = rckpt_rd_bytes(&r, 32)) == NULL ||
+			    (out->chunk[i].base_bytes == 0 && memcmp(h, none, 32) != 0))
+				goto bad; /* none named: 32 zero bytes */
 			memcpy(out->chunk[i].base_sha256, h, 32);
+			named |= out->chunk[i].base_bytes != 0;
 		}
 	}
+	if (version > 2 && !named) /* version 3 names one, else it is written as version 2 or 1 */
+		goto bad;
 	if (r.err || rckpt_rd_left(&r) != 0)
 		goto bad;
 	return 0;

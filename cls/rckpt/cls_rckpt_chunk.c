@@ -22,7 +22,8 @@
 
 /* An append's head record: a base of the same step and shape as the
  * record it comes with (what it declares; its values are the writer's
- * word, checked against the manifest's digest by whoever restores it). */
+ * word, checked by whoever restores it against the manifest, which names
+ * its bytes' SHA-256). */
 static int append_head_check(rckpt_cls_obj_t *o, const rckpt_blob_t *head, uint64_t step,
 			     uint32_t nseg, uint64_t elements)
 {

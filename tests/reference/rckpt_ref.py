@@ -599,13 +599,19 @@ def manifest(b):
     m["quality"], m["raw_bytes"], m["enc_bytes"] = struct.unpack("<dQQ", r.take(24))
     if version > 1:
         m["update_error"] = struct.unpack("<d", r.take(8))[0]
+    if version > 2 and compat < 3:
+        raise Bad("manifest: version 3 chunk entries under an older compat")
     m["chunks"] = []
     for _ in range(nc):
         c = {"elements": r.u32(), "nseg": r.u32(), "record_bytes": r.u64(), "sha256": r.take(32),
              "base_bytes": 0, "base_sha256": None}
-        if version > 2:  # the stored base: its bytes' length and SHA-256 (0: none)
+        if version > 2:  # the stored base: its bytes' length and SHA-256 (0: none, zeros)
             c["base_bytes"], c["base_sha256"] = r.u64(), r.take(32)
+            if c["base_bytes"] == 0 and c["base_sha256"] != bytes(32):
+                raise Bad("manifest: a digest of no stored base")
         m["chunks"].append(c)
+    if version > 2 and not any(c["base_bytes"] for c in m["chunks"]):
+        raise Bad("manifest: version 3 names no stored base")
     r.end()
     return m
 
@@ -717,10 +723,6 @@ def decode_chain(paths):
         for i, (rec, want) in enumerate(zip(chunks, m["chunks"])):
             if digest(rec) != want["sha256"]:
                 raise Bad(f"{p}: chunk {i}: SHA-256 of the decoded chunk differs from the manifest's")
-            # a base record the manifest names as the stored base is those bytes
-            if recs[i][6] == 1 and want["base_bytes"] == len(recs[i]) and \
-                    hashlib.sha256(recs[i]).digest() != want["base_sha256"]:
-                raise Bad(f"{p}: chunk {i}: SHA-256 of the stored base differs from the manifest's")
     names = {1: "F32", 2: "F16", 3: "BF16"}
     for t in m["tensors"]:
         t["norm_t"] = m["tensors"][t["norm"]] if t["norm"] is not None else None

@@ -188,6 +188,14 @@ class Golden(unittest.TestCase):
         for k in ("step", "parent", "tensors", "update_error"):
             self.assertEqual(m[k], m2[k])
         self.assertEqual(m["chunks"][0]["sha256"], m2["chunks"][0]["sha256"])
+        b = bytearray(golden("ckpt-manifest-v3.hex"))
+        n = len(b)
+        for at, v in ((5, b"\x02"), (n - 44, bytes(8)), (n - 44, bytes(40))):
+            c = bytearray(b)  # compat 2; a digest of no base; no base named
+            c[at:at + len(v)] = v
+            c[-4:] = struct.pack("<I", R.crc32c(bytes(c[:-4])))
+            with self.assertRaises(R.Bad):
+                R.manifest(bytes(c))
 
     def test_manifest(self):
         m = R.manifest(golden("ckpt-manifest-v1.hex"))

@@ -134,7 +134,7 @@ static void test_golden_manifest_v2(void **state)
  * encoded back to the same bytes; only those bytes are that base. */
 static void test_golden_manifest_v3(void **state)
 {
-	uint8_t want[4096], rec[4096], h[32];
+	uint8_t want[4096], rec[4096], bad[4096], h[32];
 	size_t n, nr;
 	rckpt_manifest_t m, m2;
 	rckpt_buf_t b = RCKPT_BUF_INIT;
@@ -154,6 +154,17 @@ static void test_golden_manifest_v3(void **state)
 	assert_memory_equal(b.p, want, n);
 	for (nr = 0; nr < n; nr++) /* every truncation */
 		assert_true(rckpt_manifest_decode(&m2, want, nr) < 0);
+	memcpy(bad, want, n);
+	bad[5] = 2; /* version 3's entries under compat 2 */
+	refresh_crc(bad, n);
+	assert_int_equal(rckpt_manifest_decode(&m2, bad, n), -EBADMSG);
+	memcpy(bad, want, n);
+	memset(bad + n - 4 - 32 - 8, 0, 8); /* no stored base named, but a digest of one */
+	refresh_crc(bad, n);
+	assert_int_equal(rckpt_manifest_decode(&m2, bad, n), -EBADMSG);
+	memset(bad + n - 4 - 32, 0, 32); /* none named at all: then it is version 2 */
+	refresh_crc(bad, n);
+	assert_int_equal(rckpt_manifest_decode(&m2, bad, n), -EBADMSG);
 	nr = golden_hex("ckpt-xform-v2.hex", rec, sizeof(rec));
 	assert_int_equal(rckpt_manifest_is_base(&m, 0, rec, nr), 1);
 	assert_int_equal(rckpt_manifest_is_base(&m, 0, rec, nr - 1), 0); /* its length */

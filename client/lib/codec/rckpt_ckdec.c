@@ -514,6 +514,10 @@ int rckpt_ckdec_tensor_check(const rckpt_ckdec_t *d, uint32_t t)
 	return mt->norm >= d->mf.ntensors ? -EBADMSG : readable(d, mt->norm, numel, 0);
 }
 
+/* Elements a host read of another dtype than fp32 stages at a time: the
+ * fp32 block stays in a core's cache until it is narrowed. */
+#define HOST_STAGE (1u << 16)
+
 int rckpt_ckdec_range_to_host(const rckpt_ckdec_t *d, uint32_t t, uint64_t first, uint64_t count,
 			      void *dst)
 {
@@ -527,10 +531,10 @@ int rckpt_ckdec_range_to_host(const rckpt_ckdec_t *d, uint32_t t, uint64_t first
 		return -EINVAL;
 	if (dt == RCKPT_DT_F32) /* straight into place */
 		return range_f32(d, t, first, count, dst, &ct, &cn);
-	if ((f = malloc(4 * (size_t)(count < RCKPT_CKDEC_STAGE ? count + 1 : RCKPT_CKDEC_STAGE))) == NULL)
+	if ((f = malloc(4 * (size_t)(count < HOST_STAGE ? count + 1 : HOST_STAGE))) == NULL)
 		return -ENOMEM;
-	for (k = 0; k < count && rc == 0; k += RCKPT_CKDEC_STAGE) {
-		const size_t m = count - k < RCKPT_CKDEC_STAGE ? (size_t)(count - k) : RCKPT_CKDEC_STAGE;
+	for (k = 0; k < count && rc == 0; k += HOST_STAGE) {
+		const size_t m = count - k < HOST_STAGE ? (size_t)(count - k) : HOST_STAGE;
 		if ((rc = range_f32(d, t, first + k, m, f, &ct, &cn)) == 0)
 			rckpt_narrow_from_f32((uint8_t *)dst + k * dsz, f, dt, m);
 	}

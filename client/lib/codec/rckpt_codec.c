@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rckpt_bytes.h"
 #include "rckpt_kmeans.h"
 #include "rckpt_quant.h"
 
@@ -118,6 +119,7 @@ void rckpt_widen_to_f32(float *out, const void *src, unsigned dtype, uint64_t n)
 	}
 }
 
+__attribute__((target_clones("avx2", "default")))
 void rckpt_narrow_from_f32(void *dst, const float *src, unsigned dtype, uint64_t n)
 {
 	uint8_t *p = dst;
@@ -127,11 +129,25 @@ void rckpt_narrow_from_f32(void *dst, const float *src, unsigned dtype, uint64_t
 		memcpy(dst, src, (size_t)n * 4);
 		break;
 	case RCKPT_DT_F16:
-	case RCKPT_DT_BF16:
 		for (i = 0; i < n; i++) {
-			uint16_t h = dtype == RCKPT_DT_F16 ? f32_to_half(src[i]) : rckpt_f32_to_bf16(src[i]);
+			uint16_t h = f32_to_half(src[i]);
 			p[2 * i] = (uint8_t)h;
 			p[2 * i + 1] = (uint8_t)(h >> 8);
+		}
+		break;
+	case RCKPT_DT_BF16: /* rckpt_f32_to_bf16's rounding, in a loop that vectorizes */
+		for (i = 0; i < n; i++) {
+			uint32_t u = rckpt_f2u(src[i]);
+			u += 0x7fffu + ((u >> 16) & 1u);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+			{
+				const uint16_t h = (uint16_t)(u >> 16);
+				memcpy(p + 2 * i, &h, 2);
+			}
+#else
+			p[2 * i] = (uint8_t)(u >> 16);
+			p[2 * i + 1] = (uint8_t)(u >> 24);
+#endif
 		}
 		break;
 	}
