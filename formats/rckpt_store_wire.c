@@ -88,6 +88,7 @@ static const rckpt_wire_field_t commit_f[] = {
 static const rckpt_wire_field_t head_f[] = {
 	{ FLD(rckpt_msg_head_t, head, U64) },
 	{ FLD(rckpt_msg_head_t, count, U64) },
+	{ FLD(rckpt_msg_head_t, summary, BLOB), .since = 2, .max = RCKPT_STORE_SUMMARY_MAX },
 };
 
 static const rckpt_wire_field_t list_f[] = {
@@ -215,7 +216,7 @@ static const rckpt_wire_msg_t materialized_d = MSG("materialized", rckpt_msg_mat
 static const rckpt_wire_msg_t trim_d = MSG("trim", rckpt_msg_trim_t, RCKPT_MSG_TRIM, F2, F2, F2, trim_f, NULL);
 static const rckpt_wire_msg_t commit_d =
 	MSG("commit", rckpt_msg_commit_t, RCKPT_MSG_COMMIT, 1, 1, 1, commit_f, NULL);
-static const rckpt_wire_msg_t head_d = MSG("head", rckpt_msg_head_t, RCKPT_MSG_HEAD, 1, 1, 1, head_f, NULL);
+static const rckpt_wire_msg_t head_d = MSG("head", rckpt_msg_head_t, RCKPT_MSG_HEAD, 2, 1, 1, head_f, NULL);
 static const rckpt_wire_msg_t list_d = MSG("list", rckpt_msg_list_t, RCKPT_MSG_LIST, 1, 1, 1, list_f, NULL);
 static const rckpt_wire_msg_t steps_d = MSG("steps", rckpt_msg_steps_t, RCKPT_MSG_STEPS, 1, 1, 1, steps_f, NULL);
 static const rckpt_wire_msg_t index_d = MSG("index", rckpt_msg_index_t, RCKPT_MSG_INDEX, 1, 1, 1, index_f, NULL);

@@ -156,10 +156,13 @@ int rckpt_msg_commit_encode(rckpt_buf_t *out, const rckpt_msg_commit_t *m);
 int rckpt_msg_commit_decode(rckpt_msg_commit_t *m, const uint8_t *src, size_t len);
 
 /* head (job or chunk, read): the committed head (job) or the tip (chunk),
- * and how many steps are indexed. */
+ * and how many steps are indexed; since version 2 (compat 1) the job's
+ * reply carries the head's summary (empty: none, or one over
+ * RCKPT_STORE_SUMMARY_MAX; a version-1 reply decodes with it empty). */
 typedef struct rckpt_msg_head {
 	uint64_t head;
 	uint64_t count;
+	rckpt_blob_t summary;
 } rckpt_msg_head_t;
 
 int rckpt_msg_head_encode(rckpt_buf_t *out, const rckpt_msg_head_t *m);

@@ -299,7 +299,7 @@ def main():
         print("%-14s" % ("%gM %s" % (sm, dn)) + "".join(
             "%20s" % ("%.1f (%.1fx)" % (statistics.median(by[c]["ms"]["A"]), statistics.median(by[c]["A/B"])))
             for c in a.chains))
-    print("\nwhere a restore's time went (ms, one restore_into per row): locate (summary, manifest);\n"
+    print("\nwhere a restore's time went (ms, one restore_into per row): locate (head, summary);\n"
           "fetch (materialize calls: the OSDs' fold or head-record read, the transfer; chunks decode\n"
           "meanwhile); decode (after the last reply); decode CPU (entropy decode + SHA-256, all threads);\n"
           "read (dequantize into the tensors, all threads); the rest of A (load_state_dict, Python)")

@@ -245,7 +245,9 @@ int crk_count(rckpt_cls_obj_t *o, uint64_t *n)
 int crk_head_reply(rckpt_cls_obj_t *o, const char *key, int count_entries, const uint8_t *in,
 		      size_t in_len, rckpt_cls_out_t *out)
 {
-	rckpt_msg_head_t h = { RCKPT_STORE_NONE, 0 };
+	rckpt_msg_head_t h = { RCKPT_STORE_NONE, 0, { NULL, 0 } };
+	rckpt_buf_t sum = RCKPT_BUF_INIT;
+	char skey[KEY_MAX];
 	int rc;
 	(void)in;
 	if (in_len != 0)
@@ -260,8 +262,20 @@ int crk_head_reply(rckpt_cls_obj_t *o, const char *key, int count_entries, const
 		rc = crk_get_u64(o, "count", &h.count);
 		if (rc && rc != -ENOENT)
 			return rc;
+		/* the head's summary, which a restore of the head reads next:
+		 * left out when missing or oversized (the reader then asks for
+		 * it and is told) */
+		if (h.head != RCKPT_STORE_NONE && rckpt_store_step_key(skey, sizeof(skey), 's', h.head) == 0) {
+			rc = o->ops->omap_get(o, skey, &sum);
+			if (rc && rc != -ENOENT)
+				return rc;
+			if (rc == 0 && sum.len <= RCKPT_STORE_SUMMARY_MAX)
+				h.summary = (rckpt_blob_t){ sum.p, sum.len };
+		}
 	}
-	return rckpt_msg_head_encode(out, &h);
+	rc = rckpt_msg_head_encode(out, &h);
+	rckpt_buf_free(&sum);
+	return rc;
 }
 
 uint64_t crk_record_elements(const rckpt_record_t *r)

@@ -56,7 +56,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	case 3: {
 		rckpt_msg_head_t h;
-		(void)rckpt_msg_head_decode(&h, data, size);
+		rckpt_store_summary_t s;
+		if (rckpt_msg_head_decode(&h, data, size) != 0)
+			break;
+		if (h.summary.len && (h.summary.p < data || h.summary.p + h.summary.len > data + size ||
+				      h.summary.len > RCKPT_STORE_SUMMARY_MAX))
+			abort(); /* the head's summary lies in the reply, within the bound */
+		(void)rckpt_store_summary_get(&s, h.summary.p, h.summary.len);
 		break;
 	}
 	case 4: {

@@ -862,9 +862,13 @@ def message(b, name):
         m = {"reached": r.u64(), "done": r.u8(), "record": wire_blob(r)}
         if m["done"] > 1:
             raise Bad("MATERIALIZED: done")
-    elif name == "head":
-        r = frame(b, 0x0106)
-        m = {"head": r.u64(), "count": r.u64()}
+    elif name == "head":  # version 2 (compat 1): the head's summary after the count
+        r = frame(b, 0x0106, 2)
+        m = {"head": r.u64(), "count": r.u64(), "summary": b""}
+        if b[2] >= 2:
+            m["summary"] = wire_blob(r)
+            if len(m["summary"]) > 4096:
+                raise Bad("HEAD: a summary over 4096 bytes")
     elif name == "list":
         r = frame(b, 0x0107)
         m = {"after": r.u64(), "max": r.u32()}

@@ -251,7 +251,9 @@ class Golden(unittest.TestCase):
         self.assertEqual(R.message(golden("store-pin-v3.hex"), "pin"), {"token": 7, "step": 43, "on": 1})
         self.assertEqual(R.message(golden("store-retire-v3.hex"), "retire"), {"token": 7, "step": 43, "kind": 0})
         self.assertEqual(R.message(golden("store-put-v3.hex"), "put"), {"token": 7, "step": 43, "bytes": b"abc"})
-        self.assertEqual(R.message(golden("store-head-v1.hex"), "head"), {"head": 100, "count": 7})
+        self.assertEqual(R.message(golden("store-head-v1.hex"), "head"), {"head": 100, "count": 7, "summary": b""})
+        self.assertEqual(R.message(golden("store-head-v2.hex"), "head"),
+                         {"head": 100, "count": 7, "summary": b"abc"})
         self.assertEqual(R.message(golden("store-list-v1.hex"), "list"), {"after": R.NONE, "max": 100})
         self.assertEqual(R.message(golden("store-materialized-v1.hex"), "materialized"),
                          {"reached": 42, "done": 1, "record": b"abc"})

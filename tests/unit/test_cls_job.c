@@ -108,6 +108,50 @@ static void test_claim_fences_commit(void **state)
 	mem_obj_free(&m);
 }
 
+/* head's reply (version 2) carries the head's summary, as committed; none
+ * before the first commit, none when the summary is missing or over the
+ * bound (planted: a trainer may write any key), the head and count as
+ * before either way. */
+static void head_summary(mem_obj_t *m, rckpt_msg_head_t *h, uint8_t *sum, size_t cap)
+{
+	rckpt_cls_out_t out = RCKPT_CLS_OUT_INIT;
+	assert_int_equal(mem_obj_call(m, cls_rckpt_head, NULL, 0, &out), 0);
+	assert_int_equal(rckpt_msg_head_decode(h, out.p, out.len), 0);
+	assert_true(h->summary.len <= cap);
+	memcpy(sum, h->summary.p ? h->summary.p : (const uint8_t *)"", h->summary.len);
+	rckpt_buf_free(&out);
+}
+
+static void test_job_head_summary(void **state)
+{
+	static uint8_t big[RCKPT_STORE_SUMMARY_MAX + 1];
+	mem_obj_t m = { 0 };
+	rckpt_cls_obj_t o;
+	rckpt_msg_head_t h;
+	uint8_t sum[16];
+	char key[32];
+
+	(void)state;
+	head_summary(&m, &h, sum, sizeof(sum));
+	assert_true(h.head == RCKPT_STORE_NONE && h.summary.len == 0);
+	assert_int_equal(commit(&m, RCKPT_STORE_NONE, 10), 0);
+	assert_int_equal(commit(&m, 10, 20), 0);
+	head_summary(&m, &h, sum, sizeof(sum));
+	assert_true(h.head == 20 && h.count == 2 && h.summary.len == 3);
+	assert_true(sum[0] == 20 && sum[1] == 7 && sum[2] == 9); /* step 20's, not 10's */
+	memset(&o, 0, sizeof(o));
+	o.ops = &mem_obj_ops;
+	o.ctx = &m;
+	assert_int_equal(rckpt_store_step_key(key, sizeof(key), 's', 20), 0);
+	assert_int_equal(mem_omap_set(&o, key, big, sizeof(big)), 0);
+	head_summary(&m, &h, sum, sizeof(sum));
+	assert_true(h.head == 20 && h.count == 2 && h.summary.len == 0);
+	assert_int_equal(mem_omap_remove(&o, key), 0);
+	head_summary(&m, &h, sum, sizeof(sum));
+	assert_true(h.head == 20 && h.count == 2 && h.summary.len == 0);
+	mem_obj_free(&m);
+}
+
 static void test_job_commit_list(void **state)
 {
 	mem_obj_t m = { 0 };
@@ -488,6 +532,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_claim_fences_commit),
 		cmocka_unit_test(test_job_commit_list),
+		cmocka_unit_test(test_job_head_summary),
 		cmocka_unit_test(test_drop_and_pin),
 		cmocka_unit_test(test_drop_and_pin_fenced),
 		cmocka_unit_test(test_delete_claim),

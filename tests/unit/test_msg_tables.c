@@ -94,7 +94,7 @@ static void example(uint16_t type, msg_t *out)
 	case RCKPT_MSG_MATERIALIZED: out->materialized = (rckpt_msg_materialized_t){ 5, 1, rec }; break;
 	case RCKPT_MSG_TRIM: out->trim = (rckpt_msg_trim_t){ 7, 3 }; break;
 	case RCKPT_MSG_COMMIT: out->commit = (rckpt_msg_commit_t){ 4, 5, rec, 7 }; break;
-	case RCKPT_MSG_HEAD: out->head = (rckpt_msg_head_t){ 5, 6 }; break;
+	case RCKPT_MSG_HEAD: out->head = (rckpt_msg_head_t){ 5, 6, rec }; break;
 	case RCKPT_MSG_LIST: out->list = (rckpt_msg_list_t){ 3, 10 }; break;
 	case RCKPT_MSG_STEPS: out->steps = (rckpt_msg_steps_t){ host(STEPSUMS, 2), 1 }; break;
 	case RCKPT_MSG_INDEX: out->index = (rckpt_msg_index_t){ host(ENTRIES, 2) }; break;

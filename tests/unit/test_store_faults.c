@@ -230,6 +230,59 @@ static void test_materialize_fails(void **state)
 	nothing_lost(f);
 }
 
+/* A head's summary that disagrees with its manifest on the chunk count
+ * (a trainer may write the job object's keys): a restore of the head,
+ * which reads the manifest beside the materialize calls, fails -EBADMSG
+ * saying so, changing nothing; with the summary put back it restores. An
+ * older plugin's head reply (version 1: no summary) restores as before,
+ * reading the summary apart. */
+static void test_summary_disagrees(void **state)
+{
+	fx_t *f = *state;
+	float *now[NT];
+	rckpt_io_t *io = NULL;
+	rckpt_buf_t was = RCKPT_BUF_INIT, rep = RCKPT_BUF_INIT;
+	rckpt_store_summary_t s;
+	rckpt_msg_head_t h = { 2, 2, { NULL, 0 } };
+	uint8_t b[RCKPT_STORE_SUMMARY_BYTES];
+	char key[32];
+	unsigned t, d, reads;
+
+	assert_int_equal(save_next(f), 0);
+	assert_int_equal(save_next(f), 0);
+	for (t = 0; t < NT; t++)
+		assert_non_null(now[t] = __real_malloc(4 * numel(t)));
+	assert_int_equal(mem_pool_open(f->pool, "faults", &io), 0);
+	assert_int_equal(rckpt_store_step_key(key, sizeof(key), 's', 2), 0);
+	assert_int_equal(io->ops->omap_get(io, RCKPT_STORE_JOB_OID, key, &was), 0);
+	assert_int_equal(rckpt_store_summary_get(&s, was.p, was.len), 0);
+	for (d = 0; d < 2; d++) { /* one chunk more, then one fewer */
+		s.nchunks += d ? -2u : 1u;
+		rckpt_store_summary_put(b, &s);
+		assert_int_equal(io->ops->omap_set(io, RCKPT_STORE_JOB_OID, key, b, sizeof(b)), 0);
+		assert_int_equal(restore(f, 2, now), -EBADMSG);
+		assert_says(f, "step 2: its manifest names");
+	}
+	assert_int_equal(io->ops->omap_set(io, RCKPT_STORE_JOB_OID, key, was.p, was.len), 0);
+	reads = mem_pool_calls(f->pool, "omap_get");
+	assert_int_equal(restore(f, 2, now), 0);
+	assert_int_equal(mem_pool_calls(f->pool, "omap_get"), reads); /* the summary came with the head */
+	/* a version-1 head reply: the encoder's version-2 frame, cut back */
+	assert_int_equal(rckpt_msg_head_encode(&rep, &h), 0);
+	rep.p[2] = 1;
+	rep.len -= 4; /* the empty summary's length */
+	rep.p[8] = 16;
+	mem_pool_forge(f->pool, "head", rep.p, rep.len);
+	assert_int_equal(restore(f, 2, now), 0);
+	assert_int_equal(mem_pool_calls(f->pool, "omap_get"), reads + 1); /* read apart */
+	io->ops->close(io);
+	rckpt_buf_free(&was);
+	rckpt_buf_free(&rep);
+	for (t = 0; t < NT; t++)
+		free(now[t]);
+	nothing_lost(f);
+}
+
 /* A restore's allocations fail in turn: each one fails cleanly or
  * succeeds, and the next restore gives the same values. */
 static void test_allocation_fails_in_a_restore(void **state)
@@ -629,6 +682,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_commit_reply_lost, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_manifest_write_fails, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_materialize_fails, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_summary_disagrees, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_allocation_fails_in_a_restore, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_chunk_limits, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_rewind_atomic, setup, teardown),

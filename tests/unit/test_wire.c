@@ -150,6 +150,35 @@ static void test_golden_store_messages(void **state)
 	rckpt_buf_free(&b);
 }
 
+/* HEAD: version 2 carries the head's summary; a version-1 reply (an
+ * older plugin's) decodes with none; a summary over the bound is refused
+ * both ways. */
+static void test_golden_head(void **state)
+{
+	static uint8_t big[RCKPT_STORE_SUMMARY_MAX + 1];
+	uint8_t want[256];
+	size_t n;
+	rckpt_buf_t b = RCKPT_BUF_INIT;
+	rckpt_msg_head_t h;
+
+	(void)state;
+	n = golden_hex("store-head-v2.hex", want, sizeof(want));
+	assert_int_equal(rckpt_msg_head_decode(&h, want, n), 0);
+	assert_true(h.head == 100 && h.count == 7);
+	assert_int_equal(h.summary.len, 3);
+	assert_memory_equal(h.summary.p, "abc", 3);
+	assert_int_equal(rckpt_msg_head_encode(&b, &h), 0);
+	same_bytes(&b, want, n);
+	assert_int_equal(rckpt_msg_head_decode(&h, want, n - 1), -EBADMSG);
+	n = golden_hex("store-head-v1.hex", want, sizeof(want));
+	assert_int_equal(rckpt_msg_head_decode(&h, want, n), 0);
+	assert_true(h.head == 100 && h.count == 7 && h.summary.len == 0);
+	h.summary = (rckpt_blob_t){ big, sizeof(big) };
+	b.len = 0;
+	assert_true(rckpt_msg_head_encode(&b, &h) < 0);
+	rckpt_buf_free(&b);
+}
+
 /* A fenced message of two u64 fields: its golden vector decodes to (a, b)
  * and encodes back to itself; the same bytes as a version-1 frame are
  * refused. */
@@ -715,6 +744,7 @@ int main(void)
 		cmocka_unit_test(test_round_trip),
 		cmocka_unit_test(test_golden_vector),
 		cmocka_unit_test(test_golden_store_messages),
+		cmocka_unit_test(test_golden_head),
 		cmocka_unit_test(test_golden_fenced),
 		cmocka_unit_test(test_golden_fenced3),
 		cmocka_unit_test(test_golden_verify),

@@ -199,27 +199,80 @@ unsigned rckpt_class_records(rckpt_job_t *j)
 	return j->class_records;
 }
 
-int rckpt_fold_decide(rckpt_job_t *j)
+/* Decides from RCKPT_FOLD when it names a way: 1 (decided), 0 (auto: the
+ * OSDs are asked), or -EINVAL with the handle's message set. */
+static int fold_by_env(rckpt_job_t *j)
 {
 	const char *env = getenv("RCKPT_FOLD");
+	if (env && strcmp(env, "client") == 0) {
+		j->fold = RCKPT_FOLD_CLIENT;
+		snprintf(j->fold_why, sizeof(j->fold_why), "RCKPT_FOLD=client");
+		return 1;
+	}
+	if (env && strcmp(env, "osd") == 0) {
+		j->fold = RCKPT_FOLD_OSD;
+		return 1;
+	}
+	if (env && *env && strcmp(env, "auto") != 0)
+		return rckpt_fail(j->h, -EINVAL, "rckpt_job_restore",
+				  "RCKPT_FOLD is '%s'; it must be auto, osd or client", env);
+	return 0;
+}
+
+static int fold_from(rckpt_job_t *j, int rc, const rckpt_wire_version_t *vp);
+
+int rckpt_fold_decide(rckpt_job_t *j)
+{
 	rckpt_wire_version_t v;
 	int rc;
 
 	if (j->fold != RCKPT_FOLD_UNKNOWN)
 		return 0;
-	if (env && strcmp(env, "client") == 0) {
-		j->fold = RCKPT_FOLD_CLIENT;
-		snprintf(j->fold_why, sizeof(j->fold_why), "RCKPT_FOLD=client");
-		return 0;
-	}
-	if (env && strcmp(env, "osd") == 0) {
-		j->fold = RCKPT_FOLD_OSD;
-		return 0;
-	}
-	if (env && *env && strcmp(env, "auto") != 0)
-		return rckpt_fail(j->h, -EINVAL, "rckpt_job_restore",
-				  "RCKPT_FOLD is '%s'; it must be auto, osd or client", env);
+	if ((rc = fold_by_env(j)))
+		return rc < 0 ? rc : 0;
 	rc = rckpt_plugin_probe(j->io, RCKPT_STORE_JOB_OID, "rckpt", &v);
+	return fold_from(j, rc, &v);
+}
+
+void rckpt_fold_ask(rckpt_job_t *j, rckpt_fold_ask_t *a)
+{
+	memset(a, 0, sizeof(*a));
+	if (j->fold != RCKPT_FOLD_UNKNOWN || fold_by_env(j) != 0)
+		return; /* decided (or a bad RCKPT_FOLD, said again by decide) */
+	if (j->io->ops->aio_exec(j->io, RCKPT_STORE_JOB_OID, "rckpt", "version", NULL, 0, &a->out, &a->c))
+		a->c = NULL;
+}
+
+int rckpt_fold_decide_asked(rckpt_job_t *j, rckpt_fold_ask_t *a)
+{
+	rckpt_wire_version_t v;
+	int rc;
+	if (a->c == NULL) {
+		rckpt_buf_free(&a->out);
+		return rckpt_fold_decide(j);
+	}
+	rc = j->io->ops->aio_wait(a->c);
+	a->c = NULL;
+	memset(&v, 0, sizeof(v));
+	if (rc >= 0)
+		rc = a->out.len > RCKPT_WIRE_VERSION_BOUND ? -EBADMSG
+							    : rckpt_wire_version_decode(&v, a->out.p, a->out.len);
+	rckpt_buf_free(&a->out);
+	return j->fold != RCKPT_FOLD_UNKNOWN ? 0 : fold_from(j, rc, &v);
+}
+
+void rckpt_fold_ask_drop(rckpt_job_t *j, rckpt_fold_ask_t *a)
+{
+	if (a->c)
+		(void)j->io->ops->aio_wait(a->c);
+	a->c = NULL;
+	rckpt_buf_free(&a->out);
+}
+
+/* The decision from the class's version reply v (rc: the probe's). */
+static int fold_from(rckpt_job_t *j, int rc, const rckpt_wire_version_t *vp)
+{
+	const rckpt_wire_version_t v = *vp;
 	if (rc == 0 && !j->class_records)
 		j->class_records = records_read(&v); /* the answer a writer asks for */
 	if (rc == 0 && plugin_reads_ours(&v)) {

@@ -44,9 +44,17 @@ int rckpt_exec_write(rckpt_job_t *j, const char *oid, const char *method, const 
 
 int rckpt_read_head(rckpt_job_t *j, uint64_t *head, uint64_t *count)
 {
+	return rckpt_read_head_summary(j, head, count, NULL, NULL);
+}
+
+int rckpt_read_head_summary(rckpt_job_t *j, uint64_t *head, uint64_t *count, rckpt_store_summary_t *sum,
+			    int *have)
+{
 	rckpt_buf_t out = RCKPT_BUF_INIT;
 	rckpt_msg_head_t m;
 	int rc = rckpt_exec_read(j, RCKPT_STORE_JOB_OID, "head", NULL, &out);
+	if (have)
+		*have = 0;
 	if (rc == -ENOENT) { /* a job nobody has saved to */
 		*head = RCKPT_STORE_NONE;
 		*count = 0;
@@ -57,6 +65,10 @@ int rckpt_read_head(rckpt_job_t *j, uint64_t *head, uint64_t *count)
 	if (rc == 0) {
 		*head = m.head;
 		*count = m.count;
+		/* the head's summary, when the class sent one that reads (a
+		 * damaged one is read again apart, and refused there) */
+		if (sum && have && m.head != RCKPT_STORE_NONE && m.summary.len)
+			*have = rckpt_store_summary_get(sum, m.summary.p, m.summary.len) == 0;
 	}
 	rckpt_buf_free(&out);
 	return rc;

@@ -119,9 +119,9 @@ static int restore_locate(rckpt_job_t *j, uint64_t *step, rckpt_store_summary_t 
 	rckpt_t *h = j->h;
 	rckpt_store_summary_t sum;
 	uint64_t head, count;
-	int rc;
+	int rc, have = 0;
 
-	if ((rc = rckpt_read_head(j, &head, &count)))
+	if ((rc = rckpt_read_head_summary(j, &head, &count, &sum, &have)))
 		return rckpt_fail(h, rc, fn, "cannot read the head of job %s", j->name);
 	if (*step == RCKPT_LATEST)
 		*step = head;
@@ -133,8 +133,8 @@ static int restore_locate(rckpt_job_t *j, uint64_t *step, rckpt_store_summary_t 
 	if (*step > head)
 		return rckpt_fail(h, -ENOENT, fn, "job %s has no committed step %" PRIu64 " (its latest is %" PRIu64 ")",
 				  j->name, *step, head);
-	/* the segment that holds its records */
-	rc = rckpt_step_summary(j, *step, &sum);
+	/* the segment that holds its records: the head's came with it */
+	rc = have && *step == head ? 0 : rckpt_step_summary(j, *step, &sum);
 	if (rc == -ENOENT)
 		return rckpt_fail(h, rc, fn, "job %s has no step %" PRIu64 " (never saved, or dropped)", j->name,
 				  *step);
@@ -148,6 +148,15 @@ static int restore_locate(rckpt_job_t *j, uint64_t *step, rckpt_store_summary_t 
 	if (!(sum.flags & RCKPT_SUMMARY_EXACT))
 		*exact = 0;
 	return 0;
+}
+
+/* rc of reading step's manifest, with the handle's message set. */
+static int manifest_failed(rckpt_job_t *j, int rc, uint64_t step, const char *fn)
+{
+	if (rc == -ENOENT)
+		return rckpt_fail(j->h, rc, fn, "job %s has no step %" PRIu64 " (never saved, or dropped)", j->name,
+				  step);
+	return rckpt_fail(j->h, rc, fn, "cannot read the manifest of step %" PRIu64, step);
 }
 
 /* Step's manifest object into man, decoded into mf (at most 1 GiB). 0, or
@@ -172,12 +181,7 @@ static int restore_manifest(rckpt_job_t *j, uint64_t step, rckpt_buf_t *man, rck
 	}
 	if (rc == 0)
 		rc = rckpt_manifest_decode(mf, man->p, man->len);
-	if (rc == -ENOENT)
-		return rckpt_fail(j->h, rc, fn, "job %s has no step %" PRIu64 " (never saved, or dropped)", j->name,
-				  step);
-	if (rc)
-		return rckpt_fail(j->h, rc, fn, "cannot read the manifest of step %" PRIu64, step);
-	return 0;
+	return rc ? manifest_failed(j, rc, step, fn) : 0;
 }
 
 /* Marks done every chunk but those that hold the named tensors and
@@ -316,23 +320,104 @@ static void dpool_stop(dpool_t *p)
 	p->q = NULL;
 }
 
+/* A whole step's manifest, read while its materialize calls are in
+ * flight (the summary names its chunks and segment): taken at the first
+ * reply, which then starts the decoders. */
+typedef struct ahead {
+	rckpt_job_t *j;
+	uint64_t step;
+	uint32_t nchunks;   /* the summary's */
+	rckpt_aio_t *c;     /* the read in flight, or NULL */
+	int rc;             /* 1: not taken yet; else 0 or the error */
+	rckpt_buf_t *man;
+	rckpt_manifest_t *mf;
+	rckpt_ckdec_inc_t *inc;
+	const rckpt_ckdec_t *dec;
+	dpool_t *pool;
+	mat_t *m;
+	const char *fn;
+} ahead_t;
+
 /* What the rounds of materialize calls count. */
 typedef struct mat_run {
 	unsigned left, calls, restarts, bad_chunk;
 	uint64_t wire;
 	dpool_t *pool; /* where a chunk whose record came goes */
+	ahead_t *ahead; /* a manifest still to take, or NULL */
 } mat_run_t;
+
+/* What the manifest read ahead asks for: a step of n chunks and a few
+ * hundred tensors; a longer manifest is read again, whole. */
+static size_t ahead_cap(uint32_t n)
+{
+	return ((size_t)64 << 10) + (size_t)n * 128;
+}
+
+/* Starts the read of a's manifest: 0, or the error (nothing in flight). */
+static int ahead_start(ahead_t *a)
+{
+	char oid[64];
+	int rc;
+	a->c = NULL;
+	rckpt_store_manifest_oid(oid, sizeof(oid), a->step);
+	if ((rc = rckpt_buf_reserve(a->man, ahead_cap(a->nchunks))))
+		return rc;
+	rc = a->j->io->ops->aio_read(a->j->io, oid, a->man->p, ahead_cap(a->nchunks), 0, NULL, NULL, &a->c);
+	a->rc = rc ? rc : 1;
+	return rc;
+}
+
+/* The manifest read ahead, once: decoded, checked against the summary's
+ * chunk count, and the decoders started (a->rc: 0, or the error with the
+ * handle's message set). */
+static void ahead_take(ahead_t *a)
+{
+	int got;
+	uint32_t i;
+	if (a->rc != 1)
+		return;
+	got = a->j->io->ops->aio_wait(a->c);
+	a->c = NULL;
+	if (got >= 0 && (size_t)got < ahead_cap(a->nchunks)) {
+		a->man->len = (size_t)got;
+		a->rc = rckpt_manifest_decode(a->mf, a->man->p, a->man->len);
+		if (a->rc)
+			a->rc = manifest_failed(a->j, a->rc, a->step, a->fn);
+	} else if (got >= 0) {
+		a->rc = restore_manifest(a->j, a->step, a->man, a->mf, a->fn);
+	} else {
+		a->rc = manifest_failed(a->j, got, a->step, a->fn);
+	}
+	if (a->rc == 0 && a->mf->nchunks != a->nchunks)
+		a->rc = rckpt_fail(a->j->h, -EBADMSG, a->fn,
+				   "step %" PRIu64 ": its manifest names %" PRIu32 " chunks, its summary %" PRIu32,
+				   a->step, a->mf->nchunks, a->nchunks);
+	if (a->rc == 0 && (a->rc = rckpt_ckdec_inc_begin(a->inc, a->dec, a->man->p, a->man->len)))
+		a->rc = rckpt_fail(a->j->h, a->rc, a->fn, "the manifest of step %" PRIu64 " does not decode",
+				   a->step);
+	if (a->rc)
+		return;
+	dpool_start(a->pool, a->inc, a->m, a->nchunks, rckpt_ckdec_threads(a->dec));
+	for (i = 0; i < a->nchunks; i++)
+		if (a->m[i].done && !a->m[i].skip)
+			dpool_put(a->pool, i);
+}
 
 /* One round of materialize calls, `inflight` at a time, for every chunk
  * not done yet: in the OSDs, or here when they lack the class. 0, or the
  * error (x->bad_chunk: the chunk, when one failed). */
 /* Chunk i's materialize reply: its base record, done (then to a decoder),
  * or where to go on from. */
+static void ahead_take(ahead_t *a);
+
 static int take_reply(mat_t *m, unsigned i, const rckpt_buf_t *out, mat_run_t *x)
 {
 	rckpt_msg_materialized_t a;
 	rckpt_buf_t *dst;
-	int e = rckpt_msg_materialized_decode(&a, out->p, out->len);
+	int e;
+	if (x->ahead)
+		ahead_take(x->ahead);
+	e = rckpt_msg_materialized_decode(&a, out->p, out->len);
 	if (e)
 		return e;
 	if (a.record.len == 0)
@@ -367,21 +452,21 @@ static void round_each(void *arg, unsigned k, int rc)
 		c->taken[k] = 1; /* else the round's loop says what failed */
 }
 
-static int materialize_round(rckpt_job_t *j, const rckpt_manifest_t *mf, mat_t *m, uint64_t step,
-			     uint64_t seg, mat_run_t *x)
+static int materialize_round(rckpt_job_t *j, unsigned nchunks, mat_t *m, uint64_t step, uint64_t seg,
+			     mat_run_t *x)
 {
-	unsigned *which = calloc(mf->nchunks, sizeof(*which)), nw = 0, k, i;
-	rckpt_buf_t *in = calloc(mf->nchunks, sizeof(*in));
-	rckpt_buf_t *out = calloc(mf->nchunks, sizeof(*out));
-	int *res = calloc(mf->nchunks, sizeof(*res));
-	uint8_t *taken = calloc(mf->nchunks, 1);
+	unsigned *which = calloc(nchunks, sizeof(*which)), nw = 0, k, i;
+	rckpt_buf_t *in = calloc(nchunks, sizeof(*in));
+	rckpt_buf_t *out = calloc(nchunks, sizeof(*out));
+	int *res = calloc(nchunks, sizeof(*res));
+	uint8_t *taken = calloc(nchunks, 1);
 	round_ctx_t ctx = { which, m, out, taken, x };
 	int rc = 0, osd_ran = 0;
 	char oid[64];
 
 	if (!which || !in || !out || !res || !taken)
 		rc = -ENOMEM;
-	for (i = 0; i < mf->nchunks && rc == 0; i++) {
+	for (i = 0; i < nchunks && rc == 0; i++) {
 		rckpt_msg_materialize_t q = { step, 0, { m[i].start.p, m[i].start.len } };
 		if (m[i].done)
 			continue;
@@ -431,7 +516,7 @@ static int materialize_round(rckpt_job_t *j, const rckpt_manifest_t *mf, mat_t *
 			x->bad_chunk = i;
 		}
 	}
-	for (k = 0; in && out && k < mf->nchunks; k++) {
+	for (k = 0; in && out && k < nchunks; k++) {
 		rckpt_buf_free(&in[k]);
 		rckpt_buf_free(&out[k]);
 	}
@@ -570,64 +655,92 @@ int rckpt_restore_sel(rckpt_job_t *j, uint64_t step, const char *const *names, u
 	int attach = (what & RCKPT_RESTORE_ATTACH) != 0, exact = (what & RCKPT_RESTORE_EXACT) != 0;
 	rckpt_buf_t man = RCKPT_BUF_INIT;
 	mat_t *m = NULL;
-	mat_run_t x = { 0, 0, 0, UINT_MAX, 0, NULL };
+	mat_run_t x = { 0, 0, 0, UINT_MAX, 0, NULL, NULL };
 	rckpt_ckdec_inc_t inc;
 	dpool_t pool;
 	const uint8_t **recs = NULL;
 	size_t *lens = NULL;
 	rckpt_store_summary_t sum;
+	ahead_t ahead;
+	rckpt_fold_ask_t ask;
 	uint64_t seg = 0;
-	unsigned i;
+	unsigned i, nchunks = 0;
 	char oid[64];
 	double t0 = rckpt_now_s(), t_loc = t0, t_fetch = t0, t_dec = 0;
-	int rc, located = 0;
+	int rc, located = 0, begun = 0;
 
 	rckpt_clear_error(h);
 	*outp = NULL;
 	memset(&mf, 0, sizeof(mf));
 	memset(&sum, 0, sizeof(sum));
-	if ((rc = restore_locate(j, &step, &sum, &attach, &exact, fn)))
+	memset(&pool, 0, sizeof(pool));
+	memset(&ahead, 0, sizeof(ahead));
+	memset(&inc, 0, sizeof(inc));
+	rckpt_fold_ask(j, &ask); /* (a handle's first restore: beside the head's read) */
+	if ((rc = restore_locate(j, &step, &sum, &attach, &exact, fn))) {
+		rckpt_fold_ask_drop(j, &ask);
 		return rc;
+	}
 	seg = sum.segment;
 	/* from here the step may be dropped under the restore (done:) */
 	located = 1;
-	if ((rc = restore_manifest(j, step, &man, &mf, fn)))
-		goto done;
-	t_loc = rckpt_now_s();
-	if ((rc = rckpt_fold_decide(j))) {
-		rc = rckpt_fail(h, rc, fn, "cannot ask the OSDs for the rckpt class");
-		goto done;
-	}
-	m = calloc(mf.nchunks ? mf.nchunks : 1, sizeof(*m));
-	recs = calloc(mf.nchunks ? mf.nchunks : 1, sizeof(*recs));
-	lens = calloc(mf.nchunks ? mf.nchunks : 1, sizeof(*lens));
-	if (!m || !recs || !lens) {
-		rc = rckpt_fail(h, -ENOMEM, fn, "out of memory");
-		goto done;
-	}
-	x.left = mf.nchunks;
-	if ((nnames || nranges) && /* only the chunks that hold these */
-	    (rc = restore_select(j, &mf, m, &x.left, names, nnames, ranges, nranges, step, fn)))
-		goto done;
 	r = calloc(1, sizeof(*r));
 	if (r == NULL) {
 		rc = rckpt_fail(h, -ENOMEM, fn, "out of memory");
 		goto done;
 	}
-	if ((rc = rckpt_ckdec_inc_begin(&inc, &r->dec, man.p, man.len))) {
-		rc = rckpt_fail(h, rc, fn, "the manifest of step %" PRIu64 " does not decode", step);
+	/* A whole step: its manifest read beside its materialize calls (the
+	 * summary names its chunks); a part of one: the manifest first, to
+	 * choose the chunks. */
+	ahead = (ahead_t){ j, step, sum.nchunks, NULL, 0, &man, &mf, &inc, &r->dec, &pool, NULL, fn };
+	if (nnames || nranges || sum.nchunks == 0 || sum.nchunks > RCKPT_MF_MAX_CHUNKS || ahead_start(&ahead)) {
+		ahead.rc = 0;
+		if ((rc = restore_manifest(j, step, &man, &mf, fn)))
+			goto done;
+	}
+	nchunks = ahead.rc == 1 ? sum.nchunks : mf.nchunks;
+	t_loc = rckpt_now_s();
+	if ((rc = rckpt_fold_decide_asked(j, &ask))) {
+		rc = rckpt_fail(h, rc, fn, "cannot ask the OSDs for the rckpt class");
 		goto done;
 	}
+	m = calloc(nchunks ? nchunks : 1, sizeof(*m));
+	recs = calloc(nchunks ? nchunks : 1, sizeof(*recs));
+	lens = calloc(nchunks ? nchunks : 1, sizeof(*lens));
+	if (!m || !recs || !lens) {
+		rc = rckpt_fail(h, -ENOMEM, fn, "out of memory");
+		goto done;
+	}
+	x.left = nchunks;
+	if ((nnames || nranges) && /* only the chunks that hold these */
+	    (rc = restore_select(j, &mf, m, &x.left, names, nnames, ranges, nranges, step, fn)))
+		goto done;
 	/* Rounds of materialize calls until every chunk is done, each chunk
 	 * decoded as its record comes */
-	dpool_start(&pool, &inc, m, mf.nchunks, rckpt_ckdec_threads(&r->dec));
 	x.pool = &pool;
+	if (ahead.rc == 1) {
+		ahead.m = m;
+		x.ahead = &ahead;
+	} else {
+		if ((rc = rckpt_ckdec_inc_begin(&inc, &r->dec, man.p, man.len))) {
+			rc = rckpt_fail(h, rc, fn, "the manifest of step %" PRIu64 " does not decode", step);
+			goto done;
+		}
+		dpool_start(&pool, &inc, m, nchunks, rckpt_ckdec_threads(&r->dec));
+	}
 	while (x.left > 0 && rc == 0)
-		rc = materialize_round(j, &mf, m, step, seg, &x);
+		rc = materialize_round(j, nchunks, m, step, seg, &x);
 	t_fetch = rckpt_now_s();
+	ahead_take(&ahead); /* (no reply came: a failed round) */
+	begun = ahead.rc == 0;
 	dpool_stop(&pool);
+	if (ahead.rc) { /* (the cause, when a chunk failed too: one past the manifest's) */
+		rc = ahead.rc; /* said */
+		goto done;
+	}
 	if (rc) {
-		rckpt_ckdec_inc_abort(&inc);
+		if (begun)
+			rckpt_ckdec_inc_abort(&inc);
 		if (x.bad_chunk != UINT_MAX) {
 			rckpt_store_segment_oid(oid, sizeof(oid), x.bad_chunk, seg);
 			rc = rckpt_fail(h, rc, fn, "cannot materialize step %" PRIu64 " from %s/%s", step, j->name,
@@ -681,11 +794,14 @@ int rckpt_restore_sel(rckpt_job_t *j, uint64_t step, const char *const *names, u
 	if (j->o.writer && !j->resumed)
 		note_restore(j, step);
 done:
+	rckpt_fold_ask_drop(j, &ask);
+	if (ahead.rc == 1) /* still in flight */
+		(void)j->io->ops->aio_wait(ahead.c);
 	if (rc && located)
 		rc = dropped_meanwhile(j, step, &sum, rc, fn);
 	if (r)
 		rckpt_restored_free(r);
-	for (i = 0; m && i < mf.nchunks; i++) {
+	for (i = 0; m && i < nchunks; i++) { /* (m's: the summary's count, or the manifest's) */
 		rckpt_buf_free(&m[i].start);
 		rckpt_buf_free(&m[i].rec);
 	}

@@ -105,6 +105,18 @@ enum rckpt_fold { RCKPT_FOLD_UNKNOWN = 0, RCKPT_FOLD_OSD = 1, RCKPT_FOLD_CLIENT 
  * else whether the OSDs' rckpt class answers and reads this client's
  * records. 0, or an error that leaves it undecided. */
 int rckpt_fold_decide(rckpt_job_t *j);
+/* The same in two halves, so that the OSDs' answer comes beside other
+ * calls: ask starts the probe when a decision is still to make (a->c
+ * NULL when none is); decide_asked takes its answer (or decides as
+ * rckpt_fold_decide when nothing was asked) and frees what ask held. */
+typedef struct rckpt_fold_ask {
+	rckpt_aio_t *c;
+	rckpt_buf_t out;
+} rckpt_fold_ask_t;
+void rckpt_fold_ask(rckpt_job_t *j, rckpt_fold_ask_t *a);
+int rckpt_fold_decide_asked(rckpt_job_t *j, rckpt_fold_ask_t *a);
+/* What ask started, ended and freed, undecided (a failed restore). */
+void rckpt_fold_ask_drop(rckpt_job_t *j, rckpt_fold_ask_t *a);
 /* The newest chunk record version the OSDs' rckpt class reads (its
  * `version` answer's ckpt-record range), asked on the job object and kept
  * for the handle once the class answers or is known missing; UINT_MAX
@@ -144,6 +156,10 @@ int rckpt_put_object(rckpt_job_t *j, const char *oid, uint64_t step, const rckpt
 
 /* The committed head and step count; RCKPT_STORE_NONE and 0 for a new job. */
 int rckpt_read_head(rckpt_job_t *j, uint64_t *head, uint64_t *count);
+/* The same, and the head's summary into *sum with *have 1 when the reply
+ * held one (a class of head version 2); else *have 0. */
+int rckpt_read_head_summary(rckpt_job_t *j, uint64_t *head, uint64_t *count, rckpt_store_summary_t *sum,
+			    int *have);
 /* rckpt_job_steps, and each step's segment into segs[] when not NULL. */
 int rckpt_list_steps(rckpt_job_t *j, uint64_t after, rckpt_step_info_t *out, uint64_t *segs,
 		     unsigned cap, unsigned *n, int *more);
