@@ -424,7 +424,9 @@ static rados_completion_t raw_slot(rawwin_t *w)
  * layout (a step's tensors, concatenated, cut into chunks of 4 Mi
  * elements, each appended to its chunk's object, then a small write of
  * the job's object as the commit) and the same operations in flight.
- * Seconds of saving steps [0, n) and of reading the last one back. */
+ * Seconds of saving steps [0, n) and of reading the last one back: the
+ * commit read first (which step is the last), as a restarted trainer
+ * must, then every chunk's tail at once. */
 static void raw_path(rados_ioctx_t io, const ckpts_t *c, unsigned n, double *save_s, double *read_s)
 {
 	const size_t nchunks = (c->raw + RAW_CHUNK - 1) / RAW_CHUNK;
@@ -464,11 +466,17 @@ static void raw_path(rados_ioctx_t io, const ckpts_t *c, unsigned n, double *sav
 	}
 	*save_s = rckpt_now_s() - t0;
 	t0 = rckpt_now_s();
-	for (k = 0; k < nchunks; k++) { /* the last step: the tail of each chunk's object */
-		const size_t at = k * RAW_CHUNK, len = c->raw - at < RAW_CHUNK ? c->raw - at : RAW_CHUNK;
-		snprintf(oid, sizeof(oid), "bench-raw-%d.c%u", (int)getpid(), k);
-		if (rados_aio_read(io, oid, raw_slot(&w), (char *)back + at, len, (uint64_t)(n - 1) * len))
-			die("raw read", -EIO);
+	{
+		uint64_t last = 0;
+		snprintf(oid, sizeof(oid), "bench-raw-%d.job", (int)getpid());
+		if (rados_read(io, oid, (char *)&last, sizeof(last), 0) != (int)sizeof(last) || last != n)
+			die("raw commit read", -EIO);
+		for (k = 0; k < nchunks; k++) { /* the last step: the tail of each chunk's object */
+			const size_t at = k * RAW_CHUNK, len = c->raw - at < RAW_CHUNK ? c->raw - at : RAW_CHUNK;
+			snprintf(oid, sizeof(oid), "bench-raw-%d.c%u", (int)getpid(), k);
+			if (rados_aio_read(io, oid, raw_slot(&w), (char *)back + at, len, (last - 1) * len))
+				die("raw read", -EIO);
+		}
 	}
 	raw_wait(&w, 0);
 	*read_s = rckpt_now_s() - t0;
@@ -752,7 +760,7 @@ int main(int argc, char **argv)
 			rckpt_job_close(j);
 			raw_path(io, &ck, ck.n, &raw_save, &raw_read);
 			printf("   raw fp32 through the same layout (4 Mi-element chunks appended, %u in flight, "
-			       "a commit write a step):\n"
+			       "a commit write a step; read back: the commit, then the chunks):\n"
 			       "   save %.1f MB/s, save ÷ raw path = %.3f; restore of the last step %.1f MB/s of "
 			       "fp32 against a raw read of it %.1f MB/s: %.3f\n",
 			       RAW_INFLIGHT, (double)ck.raw * ck.n / 1e6 / raw_save, raw_save / dt,

@@ -263,15 +263,13 @@ int crk_head_reply(rckpt_cls_obj_t *o, const char *key, int count_entries, const
 		if (rc && rc != -ENOENT)
 			return rc;
 		/* the head's summary, which a restore of the head reads next:
-		 * left out when missing or oversized (the reader then asks for
-		 * it and is told) */
-		if (h.head != RCKPT_STORE_NONE && rckpt_store_step_key(skey, sizeof(skey), 's', h.head) == 0) {
-			rc = o->ops->omap_get(o, skey, &sum);
-			if (rc && rc != -ENOENT)
-				return rc;
-			if (rc == 0 && sum.len <= RCKPT_STORE_SUMMARY_MAX)
-				h.summary = (rckpt_blob_t){ sum.p, sum.len };
-		}
+		 * left out when it cannot be read whole within the bound
+		 * (missing, oversized, an error: the reader then asks for it
+		 * and is told) */
+		sum.max = RCKPT_STORE_SUMMARY_MAX;
+		if (h.head != RCKPT_STORE_NONE && rckpt_store_step_key(skey, sizeof(skey), 's', h.head) == 0 &&
+		    o->ops->omap_get(o, skey, &sum) == 0)
+			h.summary = (rckpt_blob_t){ sum.p, sum.len };
 	}
 	rc = rckpt_msg_head_encode(out, &h);
 	rckpt_buf_free(&sum);

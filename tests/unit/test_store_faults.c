@@ -246,7 +246,7 @@ static void test_summary_disagrees(void **state)
 	rckpt_msg_head_t h = { 2, 2, { NULL, 0 } };
 	uint8_t b[RCKPT_STORE_SUMMARY_BYTES];
 	char key[32];
-	unsigned t, d, reads;
+	unsigned t, d, reads, n0;
 
 	assert_int_equal(save_next(f), 0);
 	assert_int_equal(save_next(f), 0);
@@ -256,17 +256,25 @@ static void test_summary_disagrees(void **state)
 	assert_int_equal(rckpt_store_step_key(key, sizeof(key), 's', 2), 0);
 	assert_int_equal(io->ops->omap_get(io, RCKPT_STORE_JOB_OID, key, &was), 0);
 	assert_int_equal(rckpt_store_summary_get(&s, was.p, was.len), 0);
-	for (d = 0; d < 2; d++) { /* one chunk more, then one fewer */
-		s.nchunks += d ? -2u : 1u;
+	n0 = s.nchunks;
+	assert_true(n0 >= 2);
+	for (d = 0; d < 3; d++) { /* one chunk more, one fewer, a great many */
+		const unsigned calls = mem_pool_calls(f->pool, "materialize");
+		s.nchunks = d == 0 ? n0 + 1 : d == 1 ? n0 - 1 : 100000;
 		rckpt_store_summary_put(b, &s);
 		assert_int_equal(io->ops->omap_set(io, RCKPT_STORE_JOB_OID, key, b, sizeof(b)), 0);
 		assert_int_equal(restore(f, 2, now), -EBADMSG);
 		assert_says(f, "step 2: its manifest names");
+		/* a window of calls at most before the manifest is checked (the
+		 * many: none, the manifest read first) */
+		assert_true(mem_pool_calls(f->pool, "materialize") - calls <= (d == 2 ? 0 : s.nchunks));
 	}
 	assert_int_equal(io->ops->omap_set(io, RCKPT_STORE_JOB_OID, key, was.p, was.len), 0);
 	reads = mem_pool_calls(f->pool, "omap_get");
+	d = mem_pool_calls(f->pool, "materialize");
 	assert_int_equal(restore(f, 2, now), 0);
 	assert_int_equal(mem_pool_calls(f->pool, "omap_get"), reads); /* the summary came with the head */
+	assert_int_equal(mem_pool_calls(f->pool, "materialize") - d, n0); /* one a chunk */
 	/* a version-1 head reply: the encoder's version-2 frame, cut back */
 	assert_int_equal(rckpt_msg_head_encode(&rep, &h), 0);
 	rep.p[2] = 1;
@@ -281,6 +289,50 @@ static void test_summary_disagrees(void **state)
 	for (t = 0; t < NT; t++)
 		free(now[t]);
 	nothing_lost(f);
+}
+
+/* A manifest longer than the restore's first read of it (thousands of
+ * tensors with long names): read on to its end, and every tensor restores
+ * to what was saved. */
+static void test_long_manifest(void **state)
+{
+	enum { N = 3000, E = 4 };
+	fx_t *f = *state;
+	rckpt_job_opts_t o = RCKPT_JOB_OPTS_INIT;
+	rckpt_job_t *j = NULL;
+	rckpt_restored_t *r = NULL;
+	rckpt_tensor_t *t = calloc(N, sizeof(*t));
+	char (*names)[96] = calloc(N, sizeof(*names));
+	float *v = calloc((size_t)N * E, sizeof(float)), back[E];
+	rckpt_restore_stats_t rs;
+	unsigned i, k;
+
+	assert_true(t && names && v);
+	for (i = 0; i < N; i++) {
+		snprintf(names[i], sizeof(names[i]), "model.layers.%04u.a_rather_long_parameter_name.weight", i);
+		for (k = 0; k < E; k++)
+			v[i * E + k] = (float)(i * E + k);
+		t[i] = (rckpt_tensor_t){ names[i], RCKPT_F32, 1, { E }, v + (size_t)i * E };
+	}
+	o.writer = 1;
+	o.compute = RCKPT_COMPUTE_CPU;
+	o.exact = 1;
+	assert_int_equal(rckpt_job_open(f->h, &j, "many", &o), 0);
+	assert_int_equal(rckpt_job_save(j, 1, t, N, NULL, 0, NULL), 0);
+	assert_int_equal(rckpt_job_restore(j, RCKPT_LATEST, &r, &rs), 0);
+	assert_true(rs.wire_bytes > ((uint64_t)256 << 10)); /* the manifest alone is longer */
+	assert_int_equal(rckpt_restored_count(r), N);
+	for (i = 0; i < N; i += 7) {
+		int at = rckpt_restored_find(r, names[i]);
+		assert_true(at >= 0);
+		assert_int_equal(rckpt_restored_read(r, (unsigned)at, back, sizeof(back)), 0);
+		assert_memory_equal(back, v + (size_t)i * E, sizeof(back));
+	}
+	rckpt_restored_free(r);
+	rckpt_job_close(j);
+	free(t);
+	free(names);
+	free(v);
 }
 
 /* A restore's allocations fail in turn: each one fails cleanly or
@@ -683,6 +735,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_manifest_write_fails, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_materialize_fails, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_summary_disagrees, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_long_manifest, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_allocation_fails_in_a_restore, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_chunk_limits, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_rewind_atomic, setup, teardown),

@@ -25,7 +25,9 @@
 
 typedef struct mat {
 	rckpt_buf_t start; /* the base to resume from, if any */
-	rckpt_buf_t rec;   /* the final base record */
+	rckpt_buf_t reply; /* the reply holding the final base record, */
+	const uint8_t *rec; /* ... which is rec[0..len) */
+	size_t len;
 	int done;
 	int skip;          /* not wanted (a partial restore) */
 } mat_t;
@@ -231,9 +233,12 @@ static int restore_select(rckpt_job_t *j, const rckpt_manifest_t *mf, mat_t *m, 
 /* The decoder threads of a restore: the thread that runs the materialize
  * calls queues each chunk whose record has come (in its window's
  * callback, while the others are in flight); they decode it
- * (rckpt_ckdec_inc_chunk). Without threads (one chunk, one CPU) the
+ * (rckpt_ckdec_inc_chunk). A small step (under DPOOL_INLINE_BYTES of
+ * fp32) decodes on that thread as each record comes: starting threads
+ * would cost more. Without threads otherwise (one chunk, one CPU) the
  * chunks are decoded at the end, as before. */
 #define DPOOL_THREADS 8
+#define DPOOL_INLINE_BYTES ((uint64_t)4 << 20)
 
 typedef struct dpool {
 	rckpt_ckdec_inc_t *x;
@@ -242,7 +247,7 @@ typedef struct dpool {
 	pthread_cond_t cv;
 	uint32_t *q;
 	unsigned head, tail, cap, nthr;
-	int closed;
+	int closed, inline_;
 	pthread_t tid[DPOOL_THREADS];
 } dpool_t;
 
@@ -259,7 +264,7 @@ static void dpool_drain(dpool_t *p)
 		}
 		c = p->q[p->head++];
 		pthread_mutex_unlock(&p->mu);
-		(void)rckpt_ckdec_inc_chunk(p->x, c, p->m[c].rec.p, p->m[c].rec.len);
+		(void)rckpt_ckdec_inc_chunk(p->x, c, p->m[c].rec, p->m[c].len);
 	}
 }
 
@@ -269,12 +274,16 @@ static void *dpool_run(void *arg)
 	return NULL;
 }
 
-/* Starts up to `threads` decoders over n chunks (none: p->nthr 0). */
-static void dpool_start(dpool_t *p, rckpt_ckdec_inc_t *x, mat_t *m, unsigned n, unsigned threads)
+/* Starts up to `threads` decoders over n chunks (none: p->nthr 0), or
+ * none for a step of raw_bytes under DPOOL_INLINE_BYTES (decoded inline). */
+static void dpool_start(dpool_t *p, rckpt_ckdec_inc_t *x, mat_t *m, unsigned n, unsigned threads,
+			uint64_t raw_bytes)
 {
 	memset(p, 0, sizeof(*p));
 	p->x = x;
 	p->m = m;
+	if ((p->inline_ = raw_bytes < DPOOL_INLINE_BYTES))
+		return;
 	if (threads > DPOOL_THREADS)
 		threads = DPOOL_THREADS;
 	if (n < 2 || threads < 2 || (p->q = malloc(n * sizeof(*p->q))) == NULL)
@@ -290,6 +299,8 @@ static void dpool_start(dpool_t *p, rckpt_ckdec_inc_t *x, mat_t *m, unsigned n, 
 /* Chunk c's record has come: to a decoder. */
 static void dpool_put(dpool_t *p, uint32_t c)
 {
+	if (p && p->inline_)
+		(void)rckpt_ckdec_inc_chunk(p->x, c, p->m[c].rec, p->m[c].len);
 	if (p == NULL || p->nthr == 0)
 		return;
 	pthread_mutex_lock(&p->mu);
@@ -327,6 +338,7 @@ typedef struct ahead {
 	rckpt_job_t *j;
 	uint64_t step;
 	uint32_t nchunks;   /* the summary's */
+	uint64_t raw_bytes; /* the summary's */
 	rckpt_aio_t *c;     /* the read in flight, or NULL */
 	int rc;             /* 1: not taken yet; else 0 or the error */
 	rckpt_buf_t *man;
@@ -346,12 +358,10 @@ typedef struct mat_run {
 	ahead_t *ahead; /* a manifest still to take, or NULL */
 } mat_run_t;
 
-/* What the manifest read ahead asks for: a step of n chunks and a few
- * hundred tensors; a longer manifest is read again, whole. */
-static size_t ahead_cap(uint32_t n)
-{
-	return ((size_t)64 << 10) + (size_t)n * 128;
-}
+/* The first read of a manifest read ahead: a step of a few thousand
+ * tensors; a longer one is read on from there. */
+#define AHEAD_BYTES ((size_t)256 << 10)
+#define MANIFEST_MAX ((size_t)1 << 30)
 
 /* Starts the read of a's manifest: 0, or the error (nothing in flight). */
 static int ahead_start(ahead_t *a)
@@ -359,17 +369,39 @@ static int ahead_start(ahead_t *a)
 	char oid[64];
 	int rc;
 	a->c = NULL;
+	a->man->max = MANIFEST_MAX;
 	rckpt_store_manifest_oid(oid, sizeof(oid), a->step);
-	if ((rc = rckpt_buf_reserve(a->man, ahead_cap(a->nchunks))))
+	if ((rc = rckpt_buf_reserve(a->man, AHEAD_BYTES)))
 		return rc;
-	rc = a->j->io->ops->aio_read(a->j->io, oid, a->man->p, ahead_cap(a->nchunks), 0, NULL, NULL, &a->c);
+	rc = a->j->io->ops->aio_read(a->j->io, oid, a->man->p, AHEAD_BYTES, 0, NULL, NULL, &a->c);
 	a->rc = rc ? rc : 1;
 	return rc;
 }
 
-/* The manifest read ahead, once: decoded, checked against the summary's
- * chunk count, and the decoders started (a->rc: 0, or the error with the
- * handle's message set). */
+/* The rest of a manifest whose first read came back full: read on, as
+ * much again each time (to MANIFEST_MAX), until a read comes back short.
+ * 0 or the error. */
+static int ahead_rest(ahead_t *a)
+{
+	char oid[64];
+	rckpt_store_manifest_oid(oid, sizeof(oid), a->step);
+	for (;;) {
+		const size_t want = a->man->len;
+		int got, rc = rckpt_buf_reserve(a->man, want);
+		if (rc)
+			return rc;
+		got = a->j->io->ops->read(a->j->io, oid, a->man->p + a->man->len, want, a->man->len);
+		if (got < 0)
+			return got;
+		a->man->len += (size_t)got;
+		if ((size_t)got < want)
+			return 0;
+	}
+}
+
+/* The manifest read ahead, once: read to its end, decoded, checked
+ * against the summary's chunk count, and the decoders started (a->rc: 0,
+ * or the error with the handle's message set). */
 static void ahead_take(ahead_t *a)
 {
 	int got;
@@ -378,42 +410,46 @@ static void ahead_take(ahead_t *a)
 		return;
 	got = a->j->io->ops->aio_wait(a->c);
 	a->c = NULL;
-	if (got >= 0 && (size_t)got < ahead_cap(a->nchunks)) {
-		a->man->len = (size_t)got;
-		a->rc = rckpt_manifest_decode(a->mf, a->man->p, a->man->len);
-		if (a->rc)
-			a->rc = manifest_failed(a->j, a->rc, a->step, a->fn);
-	} else if (got >= 0) {
-		a->rc = restore_manifest(a->j, a->step, a->man, a->mf, a->fn);
-	} else {
-		a->rc = manifest_failed(a->j, got, a->step, a->fn);
+	a->man->len = got > 0 ? (size_t)got : 0;
+	if (got >= 0 && (size_t)got == AHEAD_BYTES)
+		got = ahead_rest(a);
+	a->rc = got < 0 ? got : rckpt_manifest_decode(a->mf, a->man->p, a->man->len);
+	if (a->rc) {
+		a->rc = manifest_failed(a->j, a->rc, a->step, a->fn);
+		return;
 	}
-	if (a->rc == 0 && a->mf->nchunks != a->nchunks)
+	if (a->mf->nchunks != a->nchunks)
 		a->rc = rckpt_fail(a->j->h, -EBADMSG, a->fn,
 				   "step %" PRIu64 ": its manifest names %" PRIu32 " chunks, its summary %" PRIu32,
 				   a->step, a->mf->nchunks, a->nchunks);
-	if (a->rc == 0 && (a->rc = rckpt_ckdec_inc_begin(a->inc, a->dec, a->man->p, a->man->len)))
+	else if ((a->rc = rckpt_ckdec_inc_begin(a->inc, a->dec, a->man->p, a->man->len)))
 		a->rc = rckpt_fail(a->j->h, a->rc, a->fn, "the manifest of step %" PRIu64 " does not decode",
 				   a->step);
 	if (a->rc)
 		return;
-	dpool_start(a->pool, a->inc, a->m, a->nchunks, rckpt_ckdec_threads(a->dec));
+	dpool_start(a->pool, a->inc, a->m, a->nchunks, rckpt_ckdec_threads(a->dec), a->raw_bytes);
 	for (i = 0; i < a->nchunks; i++)
 		if (a->m[i].done && !a->m[i].skip)
 			dpool_put(a->pool, i);
 }
 
-/* One round of materialize calls, `inflight` at a time, for every chunk
- * not done yet: in the OSDs, or here when they lack the class. 0, or the
- * error (x->bad_chunk: the chunk, when one failed). */
+/* The manifest read ahead, not wanted (the rounds failed): its read
+ * ended, nothing decoded (a->rc 2). */
+static void ahead_drop(ahead_t *a)
+{
+	if (a->rc != 1)
+		return;
+	(void)a->j->io->ops->aio_wait(a->c);
+	a->c = NULL;
+	a->rc = 2;
+}
+
 /* Chunk i's materialize reply: its base record, done (then to a decoder),
  * or where to go on from. */
-static void ahead_take(ahead_t *a);
-
-static int take_reply(mat_t *m, unsigned i, const rckpt_buf_t *out, mat_run_t *x)
+static int take_reply(mat_t *m, unsigned i, rckpt_buf_t *out, mat_run_t *x)
 {
 	rckpt_msg_materialized_t a;
-	rckpt_buf_t *dst;
+	rckpt_buf_t t;
 	int e;
 	if (x->ahead)
 		ahead_take(x->ahead);
@@ -422,16 +458,20 @@ static int take_reply(mat_t *m, unsigned i, const rckpt_buf_t *out, mat_run_t *x
 		return e;
 	if (a.record.len == 0)
 		return -EBADMSG; /* a reply must hold a record (done or not) */
-	dst = a.done ? &m[i].rec : &m[i].start;
-	dst->len = 0;
-	if ((e = rckpt_buf_append(dst, a.record.p, a.record.len)))
-		return e;
 	x->wire += out->len;
-	if (a.done) {
-		m[i].done = 1;
-		x->left--;
-		dpool_put(x->pool, i);
+	if (!a.done) {
+		m[i].start.len = 0;
+		return rckpt_buf_append(&m[i].start, a.record.p, a.record.len);
 	}
+	/* the record stays in the reply, which the chunk keeps */
+	t = m[i].reply;
+	m[i].reply = *out;
+	*out = t;
+	m[i].rec = a.record.p;
+	m[i].len = a.record.len;
+	m[i].done = 1;
+	x->left--;
+	dpool_put(x->pool, i);
 	return 0;
 }
 
@@ -440,7 +480,7 @@ static int take_reply(mat_t *m, unsigned i, const rckpt_buf_t *out, mat_run_t *x
 typedef struct round_ctx {
 	const unsigned *which;
 	mat_t *m;
-	const rckpt_buf_t *out;
+	rckpt_buf_t *out;
 	uint8_t *taken;
 	mat_run_t *x;
 } round_ctx_t;
@@ -452,6 +492,9 @@ static void round_each(void *arg, unsigned k, int rc)
 		c->taken[k] = 1; /* else the round's loop says what failed */
 }
 
+/* One round of materialize calls, `inflight` at a time, for every chunk
+ * not done yet: in the OSDs, or here when they lack the class. 0, or the
+ * error (x->bad_chunk: the chunk, when one failed). */
 static int materialize_round(rckpt_job_t *j, unsigned nchunks, mat_t *m, uint64_t step, uint64_t seg,
 			     mat_run_t *x)
 {
@@ -692,7 +735,7 @@ int rckpt_restore_sel(rckpt_job_t *j, uint64_t step, const char *const *names, u
 	/* A whole step: its manifest read beside its materialize calls (the
 	 * summary names its chunks); a part of one: the manifest first, to
 	 * choose the chunks. */
-	ahead = (ahead_t){ j, step, sum.nchunks, NULL, 0, &man, &mf, &inc, &r->dec, &pool, NULL, fn };
+	ahead = (ahead_t){ j, step, sum.nchunks, sum.raw_bytes, NULL, 0, &man, &mf, &inc, &r->dec, &pool, NULL, fn };
 	if (nnames || nranges || sum.nchunks == 0 || sum.nchunks > RCKPT_MF_MAX_CHUNKS || ahead_start(&ahead)) {
 		ahead.rc = 0;
 		if ((rc = restore_manifest(j, step, &man, &mf, fn)))
@@ -721,20 +764,27 @@ int rckpt_restore_sel(rckpt_job_t *j, uint64_t step, const char *const *names, u
 	if (ahead.rc == 1) {
 		ahead.m = m;
 		x.ahead = &ahead;
+		/* the summary's count (a trainer may write it) sends at most a
+		 * window of calls before the manifest is checked */
+		if (nchunks > (j->o.inflight ? j->o.inflight : 1))
+			ahead_take(&ahead);
 	} else {
 		if ((rc = rckpt_ckdec_inc_begin(&inc, &r->dec, man.p, man.len))) {
 			rc = rckpt_fail(h, rc, fn, "the manifest of step %" PRIu64 " does not decode", step);
 			goto done;
 		}
-		dpool_start(&pool, &inc, m, nchunks, rckpt_ckdec_threads(&r->dec));
+		dpool_start(&pool, &inc, m, nchunks, rckpt_ckdec_threads(&r->dec), sum.raw_bytes);
 	}
-	while (x.left > 0 && rc == 0)
+	while (x.left > 0 && rc == 0 && ahead.rc >= 0)
 		rc = materialize_round(j, nchunks, m, step, seg, &x);
 	t_fetch = rckpt_now_s();
-	ahead_take(&ahead); /* (no reply came: a failed round) */
+	if (rc) /* (no reply came, or none that could be used) */
+		ahead_drop(&ahead);
+	else
+		ahead_take(&ahead);
 	begun = ahead.rc == 0;
 	dpool_stop(&pool);
-	if (ahead.rc) { /* (the cause, when a chunk failed too: one past the manifest's) */
+	if (ahead.rc < 0) { /* (the cause, when a chunk failed too: one past the manifest's) */
 		rc = ahead.rc; /* said */
 		goto done;
 	}
@@ -751,8 +801,8 @@ int rckpt_restore_sel(rckpt_job_t *j, uint64_t step, const char *const *names, u
 		goto done;
 	}
 	for (i = 0; i < mf.nchunks; i++) {
-		recs[i] = m[i].skip ? NULL : m[i].rec.p;
-		lens[i] = m[i].skip ? 0 : m[i].rec.len;
+		recs[i] = m[i].skip ? NULL : m[i].rec;
+		lens[i] = m[i].skip ? 0 : m[i].len;
 	}
 	r->step = step;
 	if (attach && (rc = read_attachment(j, step, &r->attach, &r->attach_len))) {
@@ -803,7 +853,7 @@ done:
 		rckpt_restored_free(r);
 	for (i = 0; m && i < nchunks; i++) { /* (m's: the summary's count, or the manifest's) */
 		rckpt_buf_free(&m[i].start);
-		rckpt_buf_free(&m[i].rec);
+		rckpt_buf_free(&m[i].reply);
 	}
 	free(m);
 	free(recs);
