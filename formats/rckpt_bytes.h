@@ -29,6 +29,8 @@ typedef struct rckpt_reader {
 	size_t len; /* bytes in total */
 	size_t pos; /* bytes consumed */
 	int err;    /* 0 or -EBADMSG */
+	struct rckpt_zws *zws; /* decoders' reusable workspace (rckpt_estream.h),
+				  owned by whoever set it; NULL: none */
 } rckpt_reader_t;
 
 typedef struct rckpt_writer {
@@ -40,7 +42,7 @@ typedef struct rckpt_writer {
 
 static inline rckpt_reader_t rckpt_reader(const void *src, size_t len)
 {
-	rckpt_reader_t r = { (const uint8_t *)src, len, 0, 0 };
+	rckpt_reader_t r = { (const uint8_t *)src, len, 0, 0, NULL };
 	return r;
 }
 

@@ -138,6 +138,20 @@ int rckpt_estream_peek_method(const rckpt_reader_t *r)
 	return rckpt_rd_left(r) >= HDR_BYTES ? r->p[r->pos] : -1;
 }
 
+void rckpt_zws_free(rckpt_zws_t *w)
+{
+	ZSTD_freeDCtx(w->dctx);
+	w->dctx = NULL;
+}
+
+size_t rckpt_zstd_decompress(const rckpt_reader_t *r, void *dst, size_t n, const void *src, size_t len)
+{
+	rckpt_zws_t *w = r->zws;
+	if (w && w->dctx == NULL)
+		w->dctx = ZSTD_createDCtx(); /* (NULL: as without a workspace) */
+	return w && w->dctx ? ZSTD_decompressDCtx(w->dctx, dst, n, src, len) : ZSTD_decompress(dst, n, src, len);
+}
+
 int rckpt_estream_decode(uint16_t *syms, size_t n, unsigned nsym, rckpt_reader_t *r)
 {
 	size_t width = sym_width(nsym), i;
@@ -184,7 +198,7 @@ int rckpt_estream_decode(uint16_t *syms, size_t n, unsigned nsym, rckpt_reader_t
 		raw = malloc(n * width);
 		if (raw == NULL)
 			return -ENOMEM;
-		got = ZSTD_decompress(raw, n * width, p, len);
+		got = rckpt_zstd_decompress(r, raw, n * width, p, len);
 		rc = (ZSTD_isError(got) || got != n * width) ? -EBADMSG
 							    : from_raw(syms, raw, n, width, nsym);
 		free(raw);

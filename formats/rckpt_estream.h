@@ -21,6 +21,20 @@ enum rckpt_est_method {
 	RCKPT_EST_HUFF4 = 4, /* split Huffman block: four streams (record version 6) */
 };
 
+/* A workspace the decoders of one record reuse: the zstd context its
+ * frames decompress with (making one costs more than a small frame's
+ * decompression). Zero-initialize (RCKPT_ZWS_INIT), set a reader's zws to
+ * it, free with rckpt_zws_free; one per thread. Without one, each frame
+ * makes and frees its own. */
+typedef struct rckpt_zws {
+	void *dctx; /* ZSTD_DCtx, made at the first frame */
+} rckpt_zws_t;
+#define RCKPT_ZWS_INIT { NULL }
+void rckpt_zws_free(rckpt_zws_t *w);
+/* The zstd frame src[0..len) into dst[0..n): the bytes written, or a zstd
+ * error code (ZSTD_isError), through r's workspace when it has one. */
+size_t rckpt_zstd_decompress(const rckpt_reader_t *r, void *dst, size_t n, const void *src, size_t len);
+
 /* Policy: which coders the encoder may try (raw and constant always). */
 #define RCKPT_EST_TRY_HUFF 1u
 #define RCKPT_EST_TRY_ZSTD 2u

@@ -192,7 +192,7 @@ static int blob_get_p(void *dst, size_t n, rckpt_reader_t *r, unsigned allow_pre
 		size_t got;
 		if (n == 0 || ZSTD_getFrameContentSize(p, len) != (unsigned long long)n)
 			return -EBADMSG;
-		got = ZSTD_decompress(dst, n, p, len);
+		got = rckpt_zstd_decompress(r, dst, n, p, len);
 		return ZSTD_isError(got) || got != n ? -EBADMSG : 0;
 	}
 	return -EBADMSG;
@@ -927,6 +927,7 @@ static int record_decode(rckpt_record_t *out, const uint8_t *src, size_t len, rc
 {
 	rckpt_record_limits_t deflim = RCKPT_RECORD_LIMITS_DEFAULT;
 	rckpt_reader_t r = rckpt_reader(src, len);
+	rckpt_zws_t zws = RCKPT_ZWS_INIT;
 	unsigned version, compat, kind, flags;
 	uint64_t step, pstep, body, elements = 0;
 	uint32_t nseg, i, crc;
@@ -977,6 +978,7 @@ static int record_decode(rckpt_record_t *out, const uint8_t *src, size_t len, rc
 		return -ENOMEM;
 	out->nseg = nseg;
 	r = rckpt_reader(src + RCKPT_RECORD_HEADER_BYTES, (size_t)body);
+	r.zws = &zws; /* one zstd context for every frame of the record */
 	for (i = 0; i < nseg; i++) {
 		rckpt_seg_t *ps = kind != RCKPT_REC_BASE ? &parent->seg[i] : NULL;
 		/* Peek n to bound the allocation before seg_decode makes it. */
@@ -1005,8 +1007,10 @@ static int record_decode(rckpt_record_t *out, const uint8_t *src, size_t len, rc
 		rc = -EBADMSG;
 		goto fail;
 	}
+	rckpt_zws_free(&zws);
 	return 0;
 fail:
+	rckpt_zws_free(&zws);
 	rckpt_record_free(out);
 	return rc == -EINVAL ? -EBADMSG : rc;
 }

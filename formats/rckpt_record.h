@@ -67,7 +67,9 @@ typedef struct rckpt_seg {
 	float centroids[RCKPT_SEG_MAX_BINS];
 	uint64_t nprot;
 	uint16_t *prot; /* nprot bf16, position order */
-	uint8_t *idx;   /* n levels, each < nbins + 2 */
+	uint8_t *idx;   /* n levels, each < nbins + 2; exactly nprot of them
+			   are nbins + 1 (protected). A decoded segment holds
+			   both: the decoder checks them, and readers rely on it */
 	/* lossless */
 	uint8_t *raw;   /* n * rckpt_dtype_size(dtype) bytes */
 } rckpt_seg_t;

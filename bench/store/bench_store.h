@@ -24,7 +24,7 @@ void reset_hwm(void);
 /* The job, opened (as its writer when writer); exits on failure. */
 rckpt_job_t *open_job(rckpt_t *h, const char *name, int writer);
 /* Seconds of a restore of step (stats in rs when not NULL). */
-double restore_all(rckpt_job_t *j, uint64_t step, rckpt_restore_stats_t *rs);
+double restore_all(rckpt_job_t *j, uint64_t step, rckpt_restore_stats_t *rs, uint8_t *dst, size_t cap);
 
 /* 1b. a save's peak memory against the model's size, for each of the
  * comma-separated sizes (Mi parameters; "0": none) within budget_mib. */

@@ -145,7 +145,7 @@ void mem_vs_size(rckpt_t *h, const char *sizes, uint64_t budget_mib)
 		{ /* the second step (one delta on a base) restored, every tensor
 		   * read out as fp32, as a trainer's restart does */
 			rckpt_restore_stats_t rs;
-			const double t0 = restore_all(j, 200, &rs);
+			const double t0 = restore_all(j, 200, &rs, NULL, 0);
 			mem_restore[0] = t0;
 			mem_restore[1] = (double)rs.wire_bytes;
 			mem_restore[2] = rs.calls;

@@ -471,11 +471,34 @@ static int seg_of(const rckpt_ckdec_t *d, uint32_t t, uint32_t k, uint64_t off, 
  * levels below L, exactly nprot protected) and the dequantizer checks
  * each level again as it reads: the levels' pass is for a sink, which
  * may write where nothing is checked (a device). */
+/* The top level in idx[0..n) and how many are P, in blocks of 255 whose
+ * byte counts cannot wrap, so that the loop vectorizes. */
+static void scan_levels(const uint8_t *idx, uint64_t n, uint8_t P, uint8_t *top, uint64_t *np)
+{
+	uint64_t i = 0, c = 0;
+	uint8_t t = 0;
+	while (i < n) {
+		const uint64_t e = n - i < 255 ? n : i + 255;
+		uint8_t b = 0;
+		for (; i < e; i++) {
+			t = idx[i] > t ? idx[i] : t;
+			b = (uint8_t)(b + (idx[i] == P));
+		}
+		c += b;
+	}
+	*top = t;
+	*np = c;
+}
+
+/* Whether tensor t's segments are all there and cover its numel
+ * elements; with levels, whether each quantized segment's levels read
+ * (in range, as many protected as it holds): a tensor that cannot be
+ * read is refused before a byte of it is written. */
 static int readable(const rckpt_ckdec_t *d, uint32_t t, uint64_t numel, int levels)
 {
 	const rckpt_mf_tensor_t *mt = &d->mf.t[t];
 	const rckpt_seg_t *sg;
-	uint64_t off, i;
+	uint64_t off;
 	uint32_t k;
 	int rc;
 	for (k = 0, off = 0; k < mt->nseg; off += mt->seg[k].n, k++) {
@@ -484,14 +507,10 @@ static int readable(const rckpt_ckdec_t *d, uint32_t t, uint64_t numel, int leve
 		if ((rc = seg_of(d, t, k, off, numel, &sg)))
 			return rc;
 		if (levels && sg->encoding != RCKPT_SEG_LOSSLESS) {
-			const uint8_t L = (uint8_t)(sg->nbins + 2), P = (uint8_t)(sg->nbins + 1);
-			uint64_t np = 0;
-			uint8_t top = 0;
-			for (i = 0; i < sg->n; i++) { /* no branch: it vectorizes */
-				top = sg->idx[i] > top ? sg->idx[i] : top;
-				np += sg->idx[i] == P;
-			}
-			if ((sg->n && top >= L) || np > sg->nprot)
+			uint64_t np;
+			uint8_t top;
+			scan_levels(sg->idx, sg->n, (uint8_t)(sg->nbins + 1), &top, &np);
+			if ((sg->n && top >= sg->nbins + 2) || np != sg->nprot)
 				return -EBADMSG;
 		}
 	}
@@ -649,17 +668,12 @@ int rckpt_ckdec_tensor_to(const rckpt_ckdec_t *d, uint32_t t, const rckpt_ckdec_
 		} else if (sg->encoding == RCKPT_SEG_LOSSLESS || sg->transform != RCKPT_XF_NONE) {
 			rc = staged(d, t, off, sg->n, s);
 		} else {
-			rckpt_qparams_t q;
-			uint64_t np = 0, i;
-			const uint8_t P = (uint8_t)(sg->nbins + 1);
-			for (i = 0; i < sg->n; i++)
-				np += sg->idx[i] == P;
-			if (np > sg->nprot)
-				return -EBADMSG;
+			rckpt_qparams_t q; /* (the whole segment: its protected values, which
+					      readable counted) */
 			memset(&q, 0, sizeof(q));
 			q.nbins = sg->nbins;
 			memcpy(q.centroids, sg->centroids, sizeof(float) * sg->nbins);
-			rc = s->dequantize(s->arg, off * dsz, mt->dtype, sg->idx, sg->n, &q, sg->prot, np);
+			rc = s->dequantize(s->arg, off * dsz, mt->dtype, sg->idx, sg->n, &q, sg->prot, sg->nprot);
 		}
 		if (rc)
 			return rc;
@@ -677,24 +691,28 @@ static int host_dequantize(void *arg, uint64_t off, unsigned dtype, const uint8_
 			   const rckpt_qparams_t *q, const uint16_t *prot, uint64_t np)
 {
 	const size_t dsz = rckpt_dtype_size(dtype);
-	const size_t blk = n < RCKPT_CKDEC_STAGE ? (size_t)n : RCKPT_CKDEC_STAGE;
-	float *f = malloc(4 * (blk ? blk : 1));
+	const size_t blk = n < HOST_STAGE ? (size_t)n : HOST_STAGE;
+	float *f;
 	uint64_t k;
-	int rc = f ? 0 : -ENOMEM;
+	size_t used = 0;
+	int rc = 0;
+	if (dtype == RCKPT_DT_F32 && ((uintptr_t)arg + off) % sizeof(float) == 0) { /* in place, one pass */
+		rc = rckpt_dequantize_xf((float *)((uint8_t *)arg + off), idx, (size_t)n, q, prot, (size_t)np,
+					 RCKPT_XF_NONE, &used);
+		return rc ? rc : used == np ? 0 : -EBADMSG;
+	}
+	/* another dtype: a block at a time through fp32 that stays in cache */
+	if ((f = malloc(4 * (blk ? blk : 1))) == NULL)
+		return -ENOMEM;
 	for (k = 0; k < n && rc == 0; k += blk) {
 		const size_t m = n - k < blk ? (size_t)(n - k) : blk;
-		size_t p = 0, i;
-		for (i = 0; i < m; i++)
-			p += idx[k + i] == q->nbins + 1;
-		if (p > np)
-			rc = -EBADMSG;
-		else if ((rc = rckpt_dequantize(f, idx + k, m, q, prot, p)) == 0)
+		if ((rc = rckpt_dequantize_xf(f, idx + k, m, q, prot, (size_t)np, RCKPT_XF_NONE, &used)) == 0)
 			rckpt_narrow_from_f32((uint8_t *)arg + off + k * dsz, f, dtype, m);
-		prot += p;
-		np -= p;
+		prot += used;
+		np -= used;
 	}
 	free(f);
-	return rc;
+	return rc ? rc : np == 0 ? 0 : -EBADMSG;
 }
 
 void rckpt_ckdec_host_sink(rckpt_ckdec_sink_t *s, void *dst)

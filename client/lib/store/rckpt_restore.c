@@ -688,37 +688,53 @@ static int dropped_meanwhile(rckpt_job_t *j, uint64_t step, const rckpt_store_su
 			  j->name, step, why);
 }
 
+/* rc of the rounds of materialize calls (bad: the chunk that failed, or
+ * UINT_MAX), with the handle's message set. */
+static int materialize_failed(rckpt_job_t *j, int rc, unsigned bad, uint64_t step, uint64_t seg,
+			      const char *fn)
+{
+	char oid[64];
+	if (bad == UINT_MAX)
+		return rckpt_fail(j->h, rc, fn, "cannot materialize step %" PRIu64, step);
+	rckpt_store_segment_oid(oid, sizeof(oid), bad, seg);
+	return rckpt_fail(j->h, rc, fn, "cannot materialize step %" PRIu64 " from %s/%s", step, j->name, oid);
+}
+
+/* rc of decoding the step's records, with the handle's message set. */
+static int decode_failed(rckpt_t *h, int rc, uint64_t step, const char *fn)
+{
+	return rckpt_fail(h, rc, fn, "step %" PRIu64 " does not decode%s", step,
+			  rc == RCKPT_ECHECKSUM ? ": a chunk's digest differs from its manifest"
+			  : rc == -E2BIG ? ": it declares more values than its bytes can hold (over "
+					   "RCKPT_DECODE_RATIO_MAX, 4096x as fp32), refused"
+					 : "");
+}
+
 int rckpt_restore_sel(rckpt_job_t *j, uint64_t step, const char *const *names, unsigned nnames,
 		       const rckpt_range_t *ranges, unsigned nranges, rckpt_restored_t **outp,
 		       rckpt_restore_stats_t *rst, unsigned what, const char *fn)
 {
 	rckpt_t *h = j->h;
 	rckpt_restored_t *r = NULL;
-	rckpt_manifest_t mf;
+	rckpt_manifest_t mf = { 0 };
 	int attach = (what & RCKPT_RESTORE_ATTACH) != 0, exact = (what & RCKPT_RESTORE_EXACT) != 0;
 	rckpt_buf_t man = RCKPT_BUF_INIT;
 	mat_t *m = NULL;
 	mat_run_t x = { 0, 0, 0, UINT_MAX, 0, NULL, NULL };
-	rckpt_ckdec_inc_t inc;
-	dpool_t pool;
+	rckpt_ckdec_inc_t inc = { 0 };
+	dpool_t pool = { 0 };
 	const uint8_t **recs = NULL;
 	size_t *lens = NULL;
-	rckpt_store_summary_t sum;
-	ahead_t ahead;
+	rckpt_store_summary_t sum = { 0 };
+	ahead_t ahead = { 0 };
 	rckpt_fold_ask_t ask;
 	uint64_t seg = 0;
 	unsigned i, nchunks = 0;
-	char oid[64];
 	double t0 = rckpt_now_s(), t_loc = t0, t_fetch = t0, t_dec = 0;
 	int rc, located = 0, begun = 0;
 
 	rckpt_clear_error(h);
 	*outp = NULL;
-	memset(&mf, 0, sizeof(mf));
-	memset(&sum, 0, sizeof(sum));
-	memset(&pool, 0, sizeof(pool));
-	memset(&ahead, 0, sizeof(ahead));
-	memset(&inc, 0, sizeof(inc));
 	rckpt_fold_ask(j, &ask); /* (a handle's first restore: beside the head's read) */
 	if ((rc = restore_locate(j, &step, &sum, &attach, &exact, fn))) {
 		rckpt_fold_ask_drop(j, &ask);
@@ -791,13 +807,7 @@ int rckpt_restore_sel(rckpt_job_t *j, uint64_t step, const char *const *names, u
 	if (rc) {
 		if (begun)
 			rckpt_ckdec_inc_abort(&inc);
-		if (x.bad_chunk != UINT_MAX) {
-			rckpt_store_segment_oid(oid, sizeof(oid), x.bad_chunk, seg);
-			rc = rckpt_fail(h, rc, fn, "cannot materialize step %" PRIu64 " from %s/%s", step, j->name,
-					oid);
-		} else {
-			rc = rckpt_fail(h, rc, fn, "cannot materialize step %" PRIu64, step);
-		}
+		rc = materialize_failed(j, rc, x.bad_chunk, step, seg, fn);
 		goto done;
 	}
 	for (i = 0; i < mf.nchunks; i++) {
@@ -814,11 +824,7 @@ int rckpt_restore_sel(rckpt_job_t *j, uint64_t step, const char *const *names, u
 	rc = rckpt_ckdec_inc_end(&inc, &r->dec, recs, lens);
 	t_dec = rckpt_now_s() - t_fetch;
 	if (rc) {
-		rc = rckpt_fail(h, rc, fn, "step %" PRIu64 " does not decode%s", step,
-				rc == RCKPT_ECHECKSUM ? ": a chunk's digest differs from its manifest"
-				: rc == -E2BIG ? ": it declares more values than its bytes can hold (over "
-						 "RCKPT_DECODE_RATIO_MAX, 4096x as fp32), refused"
-					       : "");
+		rc = decode_failed(h, rc, step, fn);
 		goto done;
 	}
 	if (exact && (rc = restore_exact(j, r, m, step, &x.wire, fn)))
@@ -830,15 +836,9 @@ int rckpt_restore_sel(rckpt_job_t *j, uint64_t step, const char *const *names, u
 		located = 0; /* said */
 		goto done;
 	}
-	if (rst) {
-		rst->wire_bytes = x.wire + man.len;
-		rst->calls = x.calls;
-		rst->seconds = rckpt_now_s() - t0;
-		rst->t_locate = t_loc - t0;
-		rst->t_fetch = t_fetch - t_loc;
-		rst->t_decode = t_dec;
-		rst->decode_cpu = inc.cpu;
-	}
+	if (rst)
+		*rst = (rckpt_restore_stats_t){ x.wire + man.len, x.calls, rckpt_now_s() - t0, t_loc - t0,
+						t_fetch - t_loc, t_dec, inc.cpu };
 	*outp = r;
 	r = NULL;
 	if (j->o.writer && !j->resumed)
