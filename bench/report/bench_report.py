@@ -125,6 +125,9 @@ def summary_rows(metrics, data):
     add("trainer stall, rckpt default / torch.save", "stall rckpt default / torch.save", goal=("<=", 1))
     add("trainer stall: rckpt snapshot", "trainer stall per save: rckpt snapshot")
     add("trainer stall: torch.save to a local file", "trainer stall per save: torch.save")
+    add("save CPU per GB of state: rckpt default", "save CPU per GB of state: rckpt default")
+    add("save CPU per GB of state: torch.save", "save CPU per GB of state: torch.save")
+    add("save CPU per GB, rckpt default / torch.save", "save CPU per GB, rckpt default / torch.save")
     add("encode, MB of fp32 per CPU second", "encode, MB of fp32 per CPU second: rckpt")
     add("encode speed per CPU second / zstd -1", "encode speed per CPU second / zstd -1", goal=(">=", 1))
     for st in ("prepare", "search", "quantize", "record"):

@@ -344,6 +344,14 @@ class Bench:
         for way in ("rckpt default", "rckpt snapshot"):
             self.metric("save", "stall %s / torch.save" % way, "ratio",
                         st["ways"][way]["stall_s"]["median"] / ts, "lower")
+        # the CPU a save costs the trainer's process (background threads too), per GB of state
+        for way in ("torch.save", "rckpt default"):
+            c = st["ways"][way]["cpu_s_per_gb"]
+            self.metrics.append(dict(suite="save", name="save CPU per GB of state: " + way, unit="CPU s/GB",
+                                     better="lower", median=c["median"], min=c["min"], max=c["max"], n=c["n"]))
+        self.metric("save", "save CPU per GB, rckpt default / torch.save", "ratio",
+                    st["ways"]["rckpt default"]["cpu_s_per_gb"]["median"]
+                    / max(st["ways"]["torch.save"]["cpu_s_per_gb"]["median"], 1e-9), "lower")
 
     def suite_compression(self):
         ck = self.checkpoints()

@@ -18,7 +18,10 @@ machine's noise hits all of them alike:
 
 Per way: the stall (median, min, max over --saves saves), and for rckpt the
 save's whole time (encode + write + commit) and the state's fp32 MB/s over
-it. Each rckpt way has a job of its own, deleted at the end.
+it; and the CPU a save costs the process, every thread counted (from the
+call until the save is committed: the background work a trainer's cores
+pay for), in CPU seconds per GB of fp32 state. Each rckpt way has a job of
+its own, deleted at the end.
 
     export CEPH_CONF=$PWD/build/cluster/ceph.conf
     /usr/bin/python3 bench/store/save_stall.py --width 1024 --saves 10 --json out.json
@@ -77,6 +80,7 @@ def main():
            "rckpt in place": rckpt.Checkpointer(a.pool, tag + "-inplace", snapshot=False)}
     stall = {k: [] for k in ways}
     total = {k: [] for k in ways}
+    cpu = {k: [] for k in ways}  # process CPU seconds, all threads
     ratio = []
     gen = torch.Generator().manual_seed(a.seed)
     try:
@@ -91,6 +95,7 @@ def main():
                 sd = model.state_dict()
                 for k in ways:
                     t0 = time.perf_counter()
+                    c0 = time.process_time()
                     if k == "torch.save":
                         path = os.path.join(tmp, "ckpt.pt")
                         with open(path, "wb") as f:
@@ -98,6 +103,7 @@ def main():
                             f.flush()
                             os.fsync(f.fileno())
                         t = time.perf_counter() - t0
+                        cpu[k].append(time.process_time() - c0)
                         stall[k].append(t)
                         total[k].append(t)
                         continue
@@ -105,6 +111,7 @@ def main():
                     stall[k].append(time.perf_counter() - t0)
                     r = h.wait()
                     total[k].append(time.perf_counter() - t0)
+                    cpu[k].append(time.process_time() - c0)
                     if k == "rckpt sync":
                         stall[k][-1] = total[k][-1]  # it waits for the commit
                         ratio.append(r.ratio)
@@ -118,16 +125,18 @@ def main():
         return {"median": statistics.median(v), "min": min(v), "max": max(v), "n": len(v)}
 
     out = {"width": w, "params": nparam, "state_mb": state_mb, "saves": a.saves, "every": a.every,
-           "ratio": summ(ratio), "ways": {k: {"stall_s": summ(stall[k]), "total_s": summ(total[k])} for k in ways}}
+           "ratio": summ(ratio),
+           "ways": {k: {"stall_s": summ(stall[k]), "total_s": summ(total[k]),
+                        "cpu_s_per_gb": summ([c / (state_mb / 1e3) for c in cpu[k]])} for k in ways}}
     print("digits MLP 64-%d-%d-10: %d parameters, %.1f MB fp32; %d saves, every %d steps; ratio %.1fx"
           % (w, w, nparam, state_mb, a.saves, a.every, out["ratio"]["median"]))
-    print("| way | stall ms (median) | min | max | whole save ms | MB/s of fp32 |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print("| way | stall ms (median) | min | max | whole save ms | MB/s of fp32 | CPU s per GB |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for k in ways:
-        st, tt = out["ways"][k]["stall_s"], out["ways"][k]["total_s"]
-        print("| %s | %.1f | %.1f | %.1f | %.1f | %.0f |" % (k, st["median"] * 1e3, st["min"] * 1e3,
-                                                           st["max"] * 1e3, tt["median"] * 1e3,
-                                                           state_mb / tt["median"]))
+        st, tt, cg = out["ways"][k]["stall_s"], out["ways"][k]["total_s"], out["ways"][k]["cpu_s_per_gb"]
+        print("| %s | %.1f | %.1f | %.1f | %.1f | %.0f | %.2f |" % (k, st["median"] * 1e3, st["min"] * 1e3,
+                                                                  st["max"] * 1e3, tt["median"] * 1e3,
+                                                                  state_mb / tt["median"], cg["median"]))
     if a.json:
         with open(a.json, "w") as f:
             json.dump(out, f, indent=1)
