@@ -357,8 +357,9 @@ typedef struct rckpt_restore_stats {
 	double seconds;
 	/* since head records, where the seconds went (the chunks decode as
 	 * their records come, so t_fetch holds most of decode_cpu's work): */
-	double t_locate;       /* the head and the step's summary (and its manifest,
-				  for a restore of some tensors) */
+	double t_locate;       /* the head and the step's summary (and its manifest
+				  when it is read first: a restore of some
+				  tensors, or of more chunks than `inflight`) */
 	double t_fetch;        /* the materialize calls, first sent to last
 				  answered (the OSDs' work, the transfer) */
 	double t_decode;       /* decoding after the last answer came (and

@@ -176,6 +176,23 @@ static void test_golden_head(void **state)
 	h.summary = (rckpt_blob_t){ big, sizeof(big) };
 	b.len = 0;
 	assert_true(rckpt_msg_head_encode(&b, &h) < 0);
+	/* the same by hand: a version-2 frame whose summary is one byte over */
+	{
+		static uint8_t f[12 + 20 + sizeof(big)];
+		const size_t pay = 20 + sizeof(big);
+		memcpy(f, "RK\x02\x01\x06\x01\x00\x00", 8);
+		f[8] = (uint8_t)pay;
+		f[9] = (uint8_t)(pay >> 8);
+		f[12] = 100; /* head 100, count 0 */
+		f[28] = (uint8_t)sizeof(big);
+		f[29] = (uint8_t)(sizeof(big) >> 8);
+		assert_int_equal(rckpt_msg_head_decode(&h, f, sizeof(f)), -EBADMSG);
+		f[28] = (uint8_t)(sizeof(big) - 1); /* at the bound it reads */
+		assert_int_equal(rckpt_msg_head_decode(&h, f, sizeof(f) - 1), -EBADMSG); /* (the frame's length) */
+		f[8] = (uint8_t)(pay - 1);
+		assert_int_equal(rckpt_msg_head_decode(&h, f, sizeof(f) - 1), 0);
+		assert_int_equal(h.summary.len, RCKPT_STORE_SUMMARY_MAX);
+	}
 	rckpt_buf_free(&b);
 }
 

@@ -465,12 +465,6 @@ static int seg_of(const rckpt_ckdec_t *d, uint32_t t, uint32_t k, uint64_t off, 
 	return 0;
 }
 
-/* Whether tensor t (numel elements) decodes: its segments are there and
- * whole, and (levels) their levels in range with the protected values
- * they use. The record decoder lets nothing else in (rckpt_record_decode:
- * levels below L, exactly nprot protected) and the dequantizer checks
- * each level again as it reads: the levels' pass is for a sink, which
- * may write where nothing is checked (a device). */
 /* The top level in idx[0..n) and how many are P, in blocks of 255 whose
  * byte counts cannot wrap, so that the loop vectorizes. */
 static void scan_levels(const uint8_t *idx, uint64_t n, uint8_t P, uint8_t *top, uint64_t *np)
@@ -490,10 +484,13 @@ static void scan_levels(const uint8_t *idx, uint64_t n, uint8_t P, uint8_t *top,
 	*np = c;
 }
 
-/* Whether tensor t's segments are all there and cover its numel
- * elements; with levels, whether each quantized segment's levels read
- * (in range, as many protected as it holds): a tensor that cannot be
- * read is refused before a byte of it is written. */
+/* Whether tensor t (numel elements) decodes: its segments are there and
+ * whole, and (levels) their levels in range with as many protected as
+ * each holds, so that a tensor that cannot be read is refused before a
+ * byte of it is written. The record decoder lets nothing else in
+ * (rckpt_record_decode: levels below L, exactly nprot protected) and the
+ * dequantizer checks each level again as it reads: the levels' pass is
+ * for a sink, which may write where nothing is checked (a device). */
 static int readable(const rckpt_ckdec_t *d, uint32_t t, uint64_t numel, int levels)
 {
 	const rckpt_mf_tensor_t *mt = &d->mf.t[t];

@@ -378,51 +378,72 @@ static int ahead_start(ahead_t *a)
 	return rc;
 }
 
-/* The rest of a manifest whose first read came back full: read on, as
- * much again each time (to MANIFEST_MAX), until a read comes back short.
- * 0 or the error. */
+/* The rest of a manifest whose first read came back full: its size, at
+ * most MANIFEST_MAX, then the rest in one read. 0 or the error. */
 static int ahead_rest(ahead_t *a)
 {
 	char oid[64];
+	uint64_t size = 0;
+	size_t have = a->man->len;
+	int got, rc;
 	rckpt_store_manifest_oid(oid, sizeof(oid), a->step);
-	for (;;) {
-		const size_t want = a->man->len;
-		int got, rc = rckpt_buf_reserve(a->man, want);
-		if (rc)
-			return rc;
-		got = a->j->io->ops->read(a->j->io, oid, a->man->p + a->man->len, want, a->man->len);
-		if (got < 0)
-			return got;
-		a->man->len += (size_t)got;
-		if ((size_t)got < want)
-			return 0;
-	}
+	if ((rc = a->j->io->ops->stat(a->j->io, oid, &size)))
+		return rc;
+	if (size > MANIFEST_MAX)
+		return -EFBIG;
+	if (size <= have)
+		return size == have ? 0 : -EBADMSG; /* (shorter: replaced meanwhile) */
+	if ((rc = rckpt_buf_reserve(a->man, (size_t)size - have)))
+		return rc;
+	got = a->j->io->ops->read(a->j->io, oid, a->man->p + have, (size_t)size - have, have);
+	if (got < 0)
+		return got;
+	if ((uint64_t)got != size - have)
+		return -EBADMSG;
+	a->man->len = (size_t)size;
+	return 0;
 }
 
-/* The manifest read ahead, once: read to its end, decoded, checked
- * against the summary's chunk count, and the decoders started (a->rc: 0,
- * or the error with the handle's message set). */
-static void ahead_take(ahead_t *a)
+/* rc 0 when the manifest of a restore names the chunks its summary does
+ * (a summary a trainer planted may not); else -EBADMSG with the handle's
+ * message set. */
+static int chunks_agree(rckpt_job_t *j, uint64_t step, const rckpt_manifest_t *mf, uint32_t nchunks,
+			const char *fn)
 {
-	int got;
-	uint32_t i;
-	if (a->rc != 1)
-		return;
-	got = a->j->io->ops->aio_wait(a->c);
+	if (mf->nchunks == nchunks)
+		return 0;
+	return rckpt_fail(j->h, -EBADMSG, fn,
+			  "step %" PRIu64 ": its manifest names %" PRIu32 " chunks, its summary %" PRIu32, step,
+			  mf->nchunks, nchunks);
+}
+
+/* The manifest read ahead, waited for: read to its end, decoded and
+ * checked against the summary's chunk count (a->rc: 0, or the error with
+ * the handle's message set). */
+static void ahead_manifest(ahead_t *a)
+{
+	int got = a->j->io->ops->aio_wait(a->c);
 	a->c = NULL;
 	a->man->len = got > 0 ? (size_t)got : 0;
 	if (got >= 0 && (size_t)got == AHEAD_BYTES)
 		got = ahead_rest(a);
 	a->rc = got < 0 ? got : rckpt_manifest_decode(a->mf, a->man->p, a->man->len);
-	if (a->rc) {
+	if (a->rc)
 		a->rc = manifest_failed(a->j, a->rc, a->step, a->fn);
+	else
+		a->rc = chunks_agree(a->j, a->step, a->mf, a->nchunks, a->fn);
+}
+
+/* The manifest read ahead, once, at the first reply: taken
+ * (ahead_manifest) and the decoders started (a->rc: 0, or the error with
+ * the handle's message set). */
+static void ahead_take(ahead_t *a)
+{
+	uint32_t i;
+	if (a->rc != 1)
 		return;
-	}
-	if (a->mf->nchunks != a->nchunks)
-		a->rc = rckpt_fail(a->j->h, -EBADMSG, a->fn,
-				   "step %" PRIu64 ": its manifest names %" PRIu32 " chunks, its summary %" PRIu32,
-				   a->step, a->mf->nchunks, a->nchunks);
-	else if ((a->rc = rckpt_ckdec_inc_begin(a->inc, a->dec, a->man->p, a->man->len)))
+	ahead_manifest(a);
+	if (a->rc == 0 && (a->rc = rckpt_ckdec_inc_begin(a->inc, a->dec, a->man->p, a->man->len)))
 		a->rc = rckpt_fail(a->j->h, a->rc, a->fn, "the manifest of step %" PRIu64 " does not decode",
 				   a->step);
 	if (a->rc)
@@ -728,7 +749,6 @@ int rckpt_restore_sel(rckpt_job_t *j, uint64_t step, const char *const *names, u
 	rckpt_store_summary_t sum = { 0 };
 	ahead_t ahead = { 0 };
 	rckpt_fold_ask_t ask;
-	uint64_t seg = 0;
 	unsigned i, nchunks = 0;
 	double t0 = rckpt_now_s(), t_loc = t0, t_fetch = t0, t_dec = 0;
 	int rc, located = 0, begun = 0;
@@ -740,7 +760,6 @@ int rckpt_restore_sel(rckpt_job_t *j, uint64_t step, const char *const *names, u
 		rckpt_fold_ask_drop(j, &ask);
 		return rc;
 	}
-	seg = sum.segment;
 	/* from here the step may be dropped under the restore (done:) */
 	located = 1;
 	r = calloc(1, sizeof(*r));
@@ -754,7 +773,13 @@ int rckpt_restore_sel(rckpt_job_t *j, uint64_t step, const char *const *names, u
 	ahead = (ahead_t){ j, step, sum.nchunks, sum.raw_bytes, NULL, 0, &man, &mf, &inc, &r->dec, &pool, NULL, fn };
 	if (nnames || nranges || sum.nchunks == 0 || sum.nchunks > RCKPT_MF_MAX_CHUNKS || ahead_start(&ahead)) {
 		ahead.rc = 0;
-		if ((rc = restore_manifest(j, step, &man, &mf, fn)))
+		if ((rc = restore_manifest(j, step, &man, &mf, fn)) || (rc = chunks_agree(j, step, &mf, sum.nchunks, fn)))
+			goto done;
+	} else if (sum.nchunks > (j->o.inflight ? j->o.inflight : 1)) {
+		/* more calls than a window: none before the summary's count (a
+		 * trainer may write it) is checked against the manifest */
+		ahead_manifest(&ahead);
+		if ((rc = ahead.rc))
 			goto done;
 	}
 	nchunks = ahead.rc == 1 ? sum.nchunks : mf.nchunks;
@@ -777,13 +802,9 @@ int rckpt_restore_sel(rckpt_job_t *j, uint64_t step, const char *const *names, u
 	/* Rounds of materialize calls until every chunk is done, each chunk
 	 * decoded as its record comes */
 	x.pool = &pool;
-	if (ahead.rc == 1) {
+	if (ahead.rc == 1) { /* (at most a window of calls: taken at the first reply) */
 		ahead.m = m;
 		x.ahead = &ahead;
-		/* the summary's count (a trainer may write it) sends at most a
-		 * window of calls before the manifest is checked */
-		if (nchunks > (j->o.inflight ? j->o.inflight : 1))
-			ahead_take(&ahead);
 	} else {
 		if ((rc = rckpt_ckdec_inc_begin(&inc, &r->dec, man.p, man.len))) {
 			rc = rckpt_fail(h, rc, fn, "the manifest of step %" PRIu64 " does not decode", step);
@@ -792,7 +813,7 @@ int rckpt_restore_sel(rckpt_job_t *j, uint64_t step, const char *const *names, u
 		dpool_start(&pool, &inc, m, nchunks, rckpt_ckdec_threads(&r->dec), sum.raw_bytes);
 	}
 	while (x.left > 0 && rc == 0 && ahead.rc >= 0)
-		rc = materialize_round(j, nchunks, m, step, seg, &x);
+		rc = materialize_round(j, nchunks, m, step, sum.segment, &x);
 	t_fetch = rckpt_now_s();
 	if (rc) /* (no reply came, or none that could be used) */
 		ahead_drop(&ahead);
@@ -807,7 +828,7 @@ int rckpt_restore_sel(rckpt_job_t *j, uint64_t step, const char *const *names, u
 	if (rc) {
 		if (begun)
 			rckpt_ckdec_inc_abort(&inc);
-		rc = materialize_failed(j, rc, x.bad_chunk, step, seg, fn);
+		rc = materialize_failed(j, rc, x.bad_chunk, step, sum.segment, fn);
 		goto done;
 	}
 	for (i = 0; i < mf.nchunks; i++) {
